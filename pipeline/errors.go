@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Class is the one classification of a stage error that decides what the
+// runner does with the item.
+type Class string
+
+const (
+	// ClassTransient: retried in place with backoff and jitter; once the
+	// stage's attempt budget is spent the item goes to the dead letters.
+	// Any error not wrapped in one of the types below is transient.
+	ClassTransient Class = "transient"
+	// ClassPermanent: can never succeed; dead-lettered at once.
+	ClassPermanent Class = "permanent"
+	// ClassRateLimited: the API refused for quota; the limiter decreases
+	// (once per congestion event), the item is retried after RetryAfter
+	// without spending an attempt.
+	ClassRateLimited Class = "rate-limited"
+	// ClassFatal: fails every item alike (bad key, unknown model, store
+	// failure); the run stops cleanly and no item is dead-lettered for it.
+	ClassFatal Class = "fatal"
+	// ClassCanceled: the run is shutting down; the attempt is given back
+	// and the item stays queued.
+	ClassCanceled Class = "canceled"
+)
+
+// PermanentError marks an error that retrying can never fix.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as permanent. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// Permanentf is Permanent(fmt.Errorf(format, args...)).
+func Permanentf(format string, args ...any) error {
+	return Permanent(fmt.Errorf(format, args...))
+}
+
+// RateLimitedError marks a refusal for quota.
+type RateLimitedError struct {
+	Err error
+	// RetryAfter is the server's RetryInfo.retryDelay; zero if it sent none.
+	RetryAfter time.Duration
+	// Daily is true when the exhausted quota is a per-day one: nothing will
+	// succeed until it resets, so the stage parks and the run stops.
+	Daily bool
+}
+
+func (e *RateLimitedError) Error() string { return e.Err.Error() }
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// RateLimited wraps err as a quota refusal with the server's retry delay.
+func RateLimited(err error, retryAfter time.Duration, daily bool) error {
+	if err == nil {
+		return nil
+	}
+	return &RateLimitedError{Err: err, RetryAfter: retryAfter, Daily: daily}
+}
+
+// FatalError marks an error that fails every item alike.
+type FatalError struct{ Err error }
+
+func (e *FatalError) Error() string { return e.Err.Error() }
+func (e *FatalError) Unwrap() error { return e.Err }
+
+// Fatal wraps err as fatal. Fatal(nil) is nil.
+func Fatal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &FatalError{Err: err}
+}
+
+// Classify returns err's class. It is the one place that decides.
+// A context cancellation is ClassCanceled only when ctx itself is done: a
+// request timeout (context.DeadlineExceeded from a per-call deadline while
+// the run goes on) is transient.
+func Classify(ctx context.Context, err error) Class {
+	var (
+		pe *PermanentError
+		re *RateLimitedError
+		fe *FatalError
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &fe):
+		return ClassFatal
+	case ctx != nil && ctx.Err() != nil:
+		return ClassCanceled
+	case errors.As(err, &pe):
+		return ClassPermanent
+	case errors.As(err, &re):
+		return ClassRateLimited
+	default:
+		return ClassTransient
+	}
+}
