@@ -1,0 +1,677 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Defaults for StageConfig and Runner.
+const (
+	DefaultWorkers        = 8
+	DefaultMaxAttempts    = 5
+	DefaultMaxWait        = 2 * time.Minute
+	DefaultBatchSize      = 1000
+	DefaultGrace          = 10 * time.Second
+	DefaultFetch          = 256
+	DefaultMaxRateLimited = 200
+)
+
+// ErrStopped is returned (wrapped) by Runner.Run when the run stopped before
+// every item reached done or a dead letter: a signal, or a quota exhausted
+// for the day. Nothing is lost; running again resumes.
+var ErrStopped = errors.New("run stopped early; run again to resume")
+
+// StageConfig is one stage and how the runner drives it.
+type StageConfig struct {
+	Stage Stage
+	// Workers is the pool size; with a Limiter it is the most calls that
+	// can ever be in flight (the limiter's ceiling). Default DefaultWorkers.
+	Workers int
+	// Limiter, when set, gates every call (the API stage). Nil: the pool
+	// of Workers runs unthrottled.
+	Limiter Limiter
+	// MaxAttempts is the transient-error budget per item; then it is
+	// dead-lettered. Rate-limited refusals are not attempts. Default 5.
+	MaxAttempts int
+	// NewBackOff returns the retry schedule for one item. Default:
+	// exponential from 500ms, x2, jitter ±50%, capped at 30s.
+	NewBackOff func() backoff.BackOff
+	// MaxWait is the longest retryDelay the stage waits for; a longer one,
+	// or a per-day quota, parks the stage. Default DefaultMaxWait.
+	MaxWait time.Duration
+	// MaxRateLimited is how many 429s in a row, with no success between
+	// them, park the stage as "quota exhausted". Default 200.
+	MaxRateLimited int
+}
+
+// Runner drains every stage's queue. Configure the exported fields, then
+// call Run once.
+type Runner struct {
+	Store  Store
+	Stages []StageConfig
+	// RunID names the run in the RunLog (when Store implements it).
+	RunID string
+	// BatchSize caps the transitions of one group commit. Default 1000.
+	BatchSize int
+	// Grace is how long in-flight calls may finish after Run's ctx is
+	// canceled before they are canceled too (their items stay queued).
+	Grace time.Duration
+	Log   *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// OnTick, if set, is called about once a second with the live figures.
+	OnTick func(Progress)
+	// SampleEvery is the series sampling period. Default 1s.
+	SampleEvery time.Duration
+
+	counters []*stageCounters
+	commitCh chan pending
+	fatalMu  sync.Mutex
+	fatalErr error
+	parkMu   sync.Mutex
+	parkMsg  string
+	abort    context.CancelFunc // cancels dispatch and work
+}
+
+// Progress is the live state of a run, per stage in pipeline order.
+type Progress struct {
+	Elapsed time.Duration
+	Stages  []StageProgress
+}
+
+// StageProgress is one stage's live figures for this run.
+type StageProgress struct {
+	Name        string
+	Done, Dead  int64
+	Calls       int64
+	RateLimited int64
+	Transient   int64
+	Usage       Usage
+	Limit       int
+	InFlight    int
+}
+
+type stageCounters struct {
+	done, dead, attempts, calls, r429, transient atomic.Int64
+	prompt, candidate, total                     atomic.Int64
+	inFlight                                     atomic.Int64
+	limitMin, limitMax                           atomic.Int64
+	rateLimitedRun                               atomic.Int64
+	pending                                      sync.WaitGroup
+	notify                                       chan struct{}
+	deadMu                                       sync.Mutex
+	deadReasons                                  map[string]int
+}
+
+type pending struct {
+	stage int
+	t     Transition
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Run drains the queues until every item is done or dead-lettered (nil), the
+// run is stopped (ErrStopped, wrapped with the reason), or a fatal error
+// occurs (a *FatalError). Canceling ctx stops taking new work; in-flight
+// calls get Grace to finish and their results are committed.
+func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
+	if len(r.Stages) == 0 {
+		return RunSummary{}, errors.New("runner: no stages")
+	}
+	if r.BatchSize <= 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.Grace <= 0 {
+		r.Grace = DefaultGrace
+	}
+	sum := RunSummary{ID: r.RunID, Started: r.now(), Status: "running", Stages: map[string]*StageStats{}}
+	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
+		if err := rl.SaveRun(sum); err != nil {
+			return sum, Fatal(fmt.Errorf("save run record: %w", err))
+		}
+	}
+
+	// dispatchCtx: stop taking new work. workCtx: cancel in-flight calls.
+	dispatchCtx, stopDispatch := context.WithCancel(ctx)
+	defer stopDispatch()
+	workCtx, cancelWork := context.WithCancel(context.Background())
+	defer cancelWork()
+	r.abort = func() { stopDispatch(); cancelWork() }
+	go func() {
+		select {
+		case <-dispatchCtx.Done():
+		case <-workCtx.Done():
+			return
+		}
+		t := time.NewTimer(r.Grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelWork()
+		case <-workCtx.Done():
+		}
+	}()
+
+	r.counters = make([]*stageCounters, len(r.Stages))
+	for i := range r.Stages {
+		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}}
+		r.counters[i].limitMin.Store(-1)
+	}
+	r.commitCh = make(chan pending, 4*r.BatchSize)
+	committerDone := make(chan struct{})
+	go func() { defer close(committerDone); r.committer() }()
+
+	samplerStop := make(chan struct{})
+	samplerDone := make(chan struct{})
+	go func() { defer close(samplerDone); r.sampler(sum.Started, samplerStop) }()
+
+	var workers sync.WaitGroup
+	upstream := make(chan struct{})
+	close(upstream)
+	var finished []chan struct{}
+	for i := range r.Stages {
+		done := make(chan struct{})
+		finished = append(finished, done)
+		r.startStage(i, dispatchCtx, workCtx, upstream, done, &workers)
+		upstream = done
+	}
+	workers.Wait()
+	close(r.commitCh)
+	<-committerDone
+	for _, f := range finished {
+		<-f
+	}
+	close(samplerStop)
+	<-samplerDone
+
+	sum.Ended = r.now()
+	for i, sc := range r.Stages {
+		sum.Stages[sc.Stage.Name()] = r.stageStats(i)
+	}
+	var err error
+	switch {
+	case r.fatal() != nil:
+		sum.Status, sum.Message = "failed", r.fatal().Error()
+		err = r.fatal()
+	case r.parked() != "":
+		sum.Status, sum.Message = "stopped", r.parked()
+		err = fmt.Errorf("%s: %w", r.parked(), ErrStopped)
+	case ctx.Err() != nil:
+		sum.Status, sum.Message = "stopped", "interrupted"
+		err = fmt.Errorf("interrupted: %w", ErrStopped)
+	default:
+		sum.Status = "complete"
+	}
+	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
+		if serr := rl.SaveRun(sum); serr != nil && err == nil {
+			err = Fatal(fmt.Errorf("save run record: %w", serr))
+		}
+	}
+	return sum, err
+}
+
+func (r *Runner) fail(err error) {
+	r.fatalMu.Lock()
+	if r.fatalErr == nil {
+		var fe *FatalError
+		if !errors.As(err, &fe) {
+			err = Fatal(err)
+		}
+		r.fatalErr = err
+		r.log().Error("fatal error: stopping the run", "err", err)
+	}
+	r.fatalMu.Unlock()
+	r.abort()
+}
+
+func (r *Runner) fatal() error {
+	r.fatalMu.Lock()
+	defer r.fatalMu.Unlock()
+	return r.fatalErr
+}
+
+func (r *Runner) park(msg string) {
+	r.parkMu.Lock()
+	defer r.parkMu.Unlock()
+	if r.parkMsg == "" {
+		r.parkMsg = msg
+		r.log().Warn("stage parked", "reason", msg)
+	}
+}
+
+func (r *Runner) parked() string {
+	r.parkMu.Lock()
+	defer r.parkMu.Unlock()
+	return r.parkMsg
+}
+
+// startStage launches stage i's dispatcher, workers and finisher. The
+// stage is finished (done closed) when its dispatcher has run dry after
+// upstream finished, every worker has returned and every transition it
+// produced is committed.
+func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstream <-chan struct{}, done chan<- struct{}, all *sync.WaitGroup) {
+	sc := &r.Stages[i]
+	if sc.Workers <= 0 {
+		sc.Workers = DefaultWorkers
+	}
+	if sc.MaxAttempts <= 0 {
+		sc.MaxAttempts = DefaultMaxAttempts
+	}
+	if sc.MaxWait <= 0 {
+		sc.MaxWait = DefaultMaxWait
+	}
+	if sc.MaxRateLimited <= 0 {
+		sc.MaxRateLimited = DefaultMaxRateLimited
+	}
+	// A parked stage stops taking work but lets its in-flight calls finish.
+	stageCtx, parkStage := context.WithCancel(dispatchCtx)
+	work := make(chan Queued)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(work)
+		r.dispatch(stageCtx, i, upstream, work)
+	}()
+	for w := 0; w < sc.Workers; w++ {
+		wg.Add(1)
+		all.Add(1)
+		go func() {
+			defer all.Done()
+			defer wg.Done()
+			for q := range work {
+				r.process(stageCtx, workCtx, parkStage, i, q)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		parkStage()
+		r.counters[i].pending.Wait()
+		close(done)
+	}()
+}
+
+func (r *Runner) dispatch(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued) {
+	name := r.Stages[i].Stage.Name()
+	c := r.counters[i]
+	var cursor uint64
+	upstreamDone := false
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		batch, err := r.Store.Queued(name, cursor, DefaultFetch)
+		if err != nil {
+			r.fail(fmt.Errorf("read queue %s: %w", name, err))
+			return
+		}
+		for _, q := range batch {
+			select {
+			case work <- q:
+				cursor = q.Seq
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		if upstreamDone {
+			return
+		}
+		select {
+		case <-c.notify:
+		case <-upstream:
+			upstreamDone = true
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// process runs one item at stage i to a committed outcome, or gives it back
+// (it stays queued) when the run stops, the stage parks or a fatal error
+// occurs.
+func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.CancelFunc, i int, q Queued) {
+	sc := &r.Stages[i]
+	c := r.counters[i]
+	name := sc.Stage.Name()
+	var (
+		attempts    int
+		first, last time.Time
+		bo          backoff.BackOff
+	)
+	for {
+		if stageCtx.Err() != nil {
+			return // stopping: the item stays queued
+		}
+		var started time.Time
+		if sc.Limiter != nil {
+			var err error
+			started, err = sc.Limiter.Acquire(stageCtx)
+			if err != nil {
+				return
+			}
+		}
+		c.inFlight.Add(1)
+		res, err := r.call(workCtx, sc.Stage, q.Item)
+		c.inFlight.Add(-1)
+		c.calls.Add(1)
+		class := Classify(workCtx, err)
+		if class == "" {
+			c.rateLimitedRun.Store(0)
+			if sc.Limiter != nil {
+				sc.Limiter.Succeeded(started, res.Usage.TotalTokens)
+			}
+			c.attempts.Add(int64(attempts + 1))
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Attempts: attempts + 1})
+			return
+		}
+		if class == ClassRateLimited {
+			var rl *RateLimitedError
+			errors.As(err, &rl)
+			c.r429.Add(1)
+			if sc.Limiter != nil {
+				sc.Limiter.RateLimited(started, rl.RetryAfter)
+			}
+			run := c.rateLimitedRun.Add(1)
+			switch {
+			case rl.Daily:
+				r.park(fmt.Sprintf("daily quota exhausted for %s; resume after %s", name, resumeTime(r.now(), rl.RetryAfter)))
+				parkStage()
+				return
+			case rl.RetryAfter > sc.MaxWait:
+				r.park(fmt.Sprintf("quota exhausted for %s (the server asks to wait %s, more than --max-wait %s); resume after %s",
+					name, rl.RetryAfter.Round(time.Second), sc.MaxWait, resumeTime(r.now(), rl.RetryAfter)))
+				parkStage()
+				return
+			case run >= int64(sc.MaxRateLimited):
+				r.park(fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success; resume later", name, run))
+				parkStage()
+				return
+			}
+			if sc.Limiter == nil && !sleepCtx(stageCtx, rl.RetryAfter) {
+				return
+			}
+			continue // no attempt spent
+		}
+		if sc.Limiter != nil {
+			sc.Limiter.Failed(started)
+		}
+		switch class {
+		case ClassCanceled:
+			return
+		case ClassFatal:
+			r.fail(fmt.Errorf("%s: %w", name, err))
+			return
+		}
+		attempts++
+		now := r.now()
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		if class == ClassTransient {
+			c.transient.Add(1)
+			if attempts < sc.MaxAttempts {
+				if bo == nil {
+					bo = newBackOff(sc)
+				}
+				if !sleepCtx(stageCtx, bo.NextBackOff()) {
+					c.attempts.Add(int64(attempts))
+					return
+				}
+				continue
+			}
+		}
+		c.attempts.Add(int64(attempts))
+		msg := err.Error()
+		if class == ClassTransient {
+			msg = fmt.Sprintf("gave up after %d attempts: %s", attempts, msg)
+		}
+		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Attempts: attempts,
+			Dead: DeadLetter{Class: class, Message: msg, Attempts: attempts, First: first, Last: last}})
+		return
+	}
+}
+
+// call runs the stage, turning a panic into a permanent error for this item
+// so one bad item cannot take the run down.
+func (r *Runner) call(ctx context.Context, s Stage, it Item) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = Permanentf("stage %s panicked on item %q: %v", s.Name(), it.ID, p)
+		}
+	}()
+	return s.Process(ctx, it)
+}
+
+func newBackOff(sc *StageConfig) backoff.BackOff {
+	if sc.NewBackOff != nil {
+		return sc.NewBackOff()
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 500 * time.Millisecond
+	b.RandomizationFactor = 0.5
+	b.Multiplier = 2
+	b.MaxInterval = 30 * time.Second
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+func resumeTime(now time.Time, wait time.Duration) string {
+	if wait <= 0 {
+		return "the quota resets (midnight Pacific for a daily quota)"
+	}
+	return now.Add(wait).Local().Format(time.RFC3339)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 || d == backoff.Stop {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Runner) send(i int, t Transition) {
+	r.counters[i].pending.Add(1)
+	r.commitCh <- pending{stage: i, t: t}
+}
+
+// committer is the single writer: it groups whatever transitions are
+// waiting into one transaction, so throughput pays one fsync per batch,
+// and counts an outcome only once it is durable.
+func (r *Runner) committer() {
+	batch := make([]Transition, 0, r.BatchSize)
+	stages := make([]int, 0, r.BatchSize)
+	for p := range r.commitCh {
+		batch, stages = append(batch[:0], p.t), append(stages[:0], p.stage)
+	fill:
+		for len(batch) < r.BatchSize {
+			select {
+			case p, ok := <-r.commitCh:
+				if !ok {
+					break fill
+				}
+				batch, stages = append(batch, p.t), append(stages, p.stage)
+			default:
+				break fill
+			}
+		}
+		// Results are committed even after a fatal error elsewhere: they
+		// were paid for. A failing store fails every later batch too.
+		err := r.Store.Commit(batch)
+		if err != nil {
+			r.fail(fmt.Errorf("commit %d results: %w", len(batch), err))
+		}
+		notified := map[int]bool{}
+		for j, t := range batch {
+			c := r.counters[stages[j]]
+			if err == nil {
+				r.countCommitted(c, t)
+				if next := stages[j] + 1; next < len(r.counters) && !notified[next] && t.Outcome == Succeeded {
+					notified[next] = true
+					select {
+					case r.counters[next].notify <- struct{}{}:
+					default:
+					}
+				}
+			}
+			c.pending.Done()
+		}
+	}
+}
+
+func (r *Runner) countCommitted(c *stageCounters, t Transition) {
+	switch t.Outcome {
+	case Succeeded:
+		c.done.Add(1)
+		c.prompt.Add(t.Result.Usage.PromptTokens)
+		c.candidate.Add(t.Result.Usage.CandidateTokens)
+		c.total.Add(t.Result.Usage.TotalTokens)
+	case DeadLettered:
+		c.dead.Add(1)
+		c.deadMu.Lock()
+		c.deadReasons[reasonKey(t.Dead)]++
+		c.deadMu.Unlock()
+	}
+}
+
+// reasonKey groups dead letters by class and the start of their message.
+func reasonKey(d DeadLetter) string {
+	msg := d.Message
+	if len(msg) > 80 {
+		msg = msg[:80] + "..."
+	}
+	return string(d.Class) + ": " + msg
+}
+
+func (r *Runner) progress(start time.Time) Progress {
+	p := Progress{Elapsed: r.now().Sub(start)}
+	for i, sc := range r.Stages {
+		c := r.counters[i]
+		sp := StageProgress{
+			Name: sc.Stage.Name(), Done: c.done.Load(), Dead: c.dead.Load(),
+			Calls: c.calls.Load(), RateLimited: c.r429.Load(), Transient: c.transient.Load(),
+			Usage:    Usage{PromptTokens: c.prompt.Load(), CandidateTokens: c.candidate.Load(), TotalTokens: c.total.Load()},
+			InFlight: int(c.inFlight.Load()),
+		}
+		if sc.Limiter != nil {
+			sp.Limit = sc.Limiter.Limit()
+		}
+		p.Stages = append(p.Stages, sp)
+	}
+	return p
+}
+
+// sampler records one Sample per stage per period and feeds OnTick.
+func (r *Runner) sampler(start time.Time, stop <-chan struct{}) {
+	every := r.SampleEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	rl, _ := r.Store.(RunLog)
+	prev := r.progress(start)
+	var buf []Sample
+	flush := func() {
+		if rl != nil && r.RunID != "" && len(buf) > 0 {
+			if err := rl.AppendSamples(r.RunID, buf); err != nil {
+				r.log().Warn("could not record samples", "err", err)
+			}
+		}
+		buf = buf[:0]
+	}
+	tick := func() {
+		p := r.progress(start)
+		for i, s := range p.Stages {
+			sc := r.Stages[i]
+			if sc.Limiter != nil {
+				r.observeLimit(i, s.Limit)
+			}
+			buf = append(buf, Sample{
+				At: r.now(), Stage: s.Name, Limit: s.Limit, InFlight: s.InFlight,
+				Successes: s.Done - prev.Stages[i].Done, RateLimited: s.RateLimited - prev.Stages[i].RateLimited,
+				ServerError: s.Transient - prev.Stages[i].Transient, Tokens: s.Usage.TotalTokens - prev.Stages[i].Usage.TotalTokens,
+			})
+		}
+		prev = p
+		if r.OnTick != nil {
+			r.OnTick(p)
+		}
+		if len(buf) >= 10*len(p.Stages) {
+			flush()
+		}
+	}
+	for {
+		select {
+		case <-t.C:
+			tick()
+		case <-stop:
+			tick()
+			flush()
+			return
+		}
+	}
+}
+
+func (r *Runner) observeLimit(i, limit int) {
+	c := r.counters[i]
+	if m := c.limitMin.Load(); m < 0 || int64(limit) < m {
+		c.limitMin.Store(int64(limit))
+	}
+	if int64(limit) > c.limitMax.Load() {
+		c.limitMax.Store(int64(limit))
+	}
+}
+
+func (r *Runner) stageStats(i int) *StageStats {
+	c := r.counters[i]
+	st := &StageStats{
+		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
+		RateLimited: c.r429.Load(), Transient: c.transient.Load(),
+		Usage: Usage{PromptTokens: c.prompt.Load(), CandidateTokens: c.candidate.Load(), TotalTokens: c.total.Load()},
+	}
+	c.deadMu.Lock()
+	if len(c.deadReasons) > 0 {
+		st.DeadReasons = map[string]int{}
+		for k, v := range c.deadReasons {
+			st.DeadReasons[k] = v
+		}
+	}
+	c.deadMu.Unlock()
+	if l := r.Stages[i].Limiter; l != nil {
+		r.observeLimit(i, l.Limit())
+		st.LimitMin, st.LimitMax, st.LimitEnd = int(c.limitMin.Load()), int(c.limitMax.Load()), l.Limit()
+	}
+	return st
+}

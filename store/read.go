@@ -1,0 +1,357 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Queued returns up to max entries of stage's queue with Seq > after, in
+// Seq order, each with its record and the outputs of earlier stages. The
+// bytes are copied out of the transaction.
+func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, error) {
+	si, ok := db.index[stage]
+	if !ok {
+		return nil, fmt.Errorf("unknown stage %q", stage)
+	}
+	var out []pipeline.Queued
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(todoBucket(stage)).Cursor()
+		items := tx.Bucket(bucketItems)
+		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < max; k, v = c.Next() {
+			q := pipeline.Queued{Seq: binary.BigEndian.Uint64(k)}
+			raw := items.Get(v)
+			if raw == nil {
+				return fmt.Errorf("queue %s: item %q has no record: run `sawtooth verify`", stage, v)
+			}
+			if err := json.Unmarshal(raw, &q.Item.Record); err != nil {
+				return fmt.Errorf("queue %s: item %q: bad record: %w", stage, v, err)
+			}
+			if si > 0 {
+				q.Item.Outputs = make(map[string]json.RawMessage, si)
+				for i := 0; i < si; i++ {
+					name := db.stages[i].Name
+					if o := tx.Bucket(outBucket(name)).Get(v); o != nil {
+						q.Item.Outputs[name] = bytes.Clone(o)
+					}
+				}
+				q.Item.Prev = q.Item.Outputs[db.stages[si-1].Name]
+			}
+			out = append(out, q)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// StageCounts is how many items are queued at, dead at, or have an output
+// of one stage.
+type StageCounts struct {
+	Stage  string `json:"stage"`
+	Queued int    `json:"queued"`
+	Dead   int    `json:"dead"`
+	Output int    `json:"output"`
+}
+
+// Counts summarises the database.
+type Counts struct {
+	Items  int           `json:"items"`
+	Done   int           `json:"done"`
+	Stages []StageCounts `json:"stages"`
+}
+
+// Counts walks the state bucket once; it costs O(items).
+func (db *DB) Counts() (Counts, error) {
+	c := Counts{Stages: make([]StageCounts, len(db.stages))}
+	for i, s := range db.stages {
+		c.Stages[i].Stage = s.Name
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		for i, s := range db.stages {
+			c.Stages[i].Output = tx.Bucket(outBucket(s.Name)).Stats().KeyN
+		}
+		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			s, ok := decodeState(v)
+			if !ok || s.Stage >= len(db.stages) {
+				return fmt.Errorf("item %q: corrupt state record", k)
+			}
+			c.Items++
+			switch s.Status {
+			case Queued:
+				c.Stages[s.Stage].Queued++
+			case Dead:
+				c.Stages[s.Stage].Dead++
+			case Done:
+				c.Done++
+			}
+			return nil
+		})
+	})
+	return c, err
+}
+
+// Location is where one item is.
+type Location struct {
+	ID     string                     `json:"id"`
+	Stage  string                     `json:"stage"`
+	Status string                     `json:"status"`
+	Record pipeline.Record            `json:"record"`
+	Output map[string]json.RawMessage `json:"outputs,omitempty"`
+	Dead   *pipeline.DeadLetter       `json:"dead,omitempty"`
+}
+
+// Locate answers "where is item id".
+func (db *DB) Locate(id string) (Location, error) {
+	loc := Location{ID: id}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketState).Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("item %q: %w", id, ErrNotFound)
+		}
+		s, ok := decodeState(v)
+		if !ok {
+			return fmt.Errorf("item %q: corrupt state record", id)
+		}
+		loc.Stage, loc.Status = db.stages[s.Stage].Name, s.Status.String()
+		if err := json.Unmarshal(tx.Bucket(bucketItems).Get([]byte(id)), &loc.Record); err != nil {
+			return fmt.Errorf("item %q: bad record: %w", id, err)
+		}
+		loc.Output = map[string]json.RawMessage{}
+		for _, st := range db.stages {
+			if o := tx.Bucket(outBucket(st.Name)).Get([]byte(id)); o != nil {
+				loc.Output[st.Name] = bytes.Clone(o)
+			}
+		}
+		if s.Status == Dead {
+			var dl pipeline.DeadLetter
+			if err := json.Unmarshal(tx.Bucket(deadBucket(loc.Stage)).Get([]byte(id)), &dl); err == nil {
+				loc.Dead = &dl
+			}
+		}
+		return nil
+	})
+	return loc, err
+}
+
+// DeadEntry is one dead letter with its item's id and text.
+type DeadEntry struct {
+	ID   string              `json:"id"`
+	Text string              `json:"text"`
+	Dead pipeline.DeadLetter `json:"dead"`
+}
+
+// ForEachDead calls fn for every dead letter of stage in id order.
+func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
+	if _, ok := db.index[stage]; !ok {
+		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	return db.bolt.View(func(tx *bolt.Tx) error {
+		items := tx.Bucket(bucketItems)
+		return tx.Bucket(deadBucket(stage)).ForEach(func(k, v []byte) error {
+			e := DeadEntry{ID: string(k)}
+			if err := json.Unmarshal(v, &e.Dead); err != nil {
+				return fmt.Errorf("dead/%s %q: %w", stage, k, err)
+			}
+			var r pipeline.Record
+			if json.Unmarshal(items.Get(k), &r) == nil {
+				e.Text = r.Text
+			}
+			return fn(e)
+		})
+	})
+}
+
+// ForEachOutput calls fn for every item with an output at stage, in id order.
+func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.RawMessage) error) error {
+	if _, ok := db.index[stage]; !ok {
+		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	return db.bolt.View(func(tx *bolt.Tx) error {
+		items := tx.Bucket(bucketItems)
+		return tx.Bucket(outBucket(stage)).ForEach(func(k, v []byte) error {
+			var r pipeline.Record
+			if err := json.Unmarshal(items.Get(k), &r); err != nil {
+				return fmt.Errorf("item %q: bad record: %w", k, err)
+			}
+			return fn(r, v)
+		})
+	})
+}
+
+// ForEachDone calls fn with every done item, its record and all outputs.
+func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
+	return db.bolt.View(func(tx *bolt.Tx) error {
+		items := tx.Bucket(bucketItems)
+		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			s, ok := decodeState(v)
+			if !ok || s.Status != Done {
+				return nil
+			}
+			var it pipeline.Item
+			if err := json.Unmarshal(items.Get(k), &it.Record); err != nil {
+				return fmt.Errorf("item %q: bad record: %w", k, err)
+			}
+			it.Outputs = map[string]json.RawMessage{}
+			for _, st := range db.stages {
+				if o := tx.Bucket(outBucket(st.Name)).Get(k); o != nil {
+					it.Outputs[st.Name] = bytes.Clone(o)
+				}
+			}
+			return fn(it)
+		})
+	})
+}
+
+// Tally is the stored aggregate.
+func (db *DB) Tally() (pipeline.Tally, error) {
+	var t pipeline.Tally
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		t, err = readTally(tx)
+		return err
+	})
+	return t, err
+}
+
+// Check verifies that every bucket agrees with the state bucket: each item
+// is in exactly one place, every queue entry points at an item queued
+// there, every done item has every output, and nothing is orphaned. It
+// returns one line per problem.
+func (db *DB) Check() ([]string, error) {
+	var problems []string
+	add := func(format string, args ...any) {
+		if len(problems) < 100 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		items, states := tx.Bucket(bucketItems), tx.Bucket(bucketState)
+		if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
+			add("%d records but %d states", n, m)
+		}
+		err := states.ForEach(func(k, v []byte) error {
+			s, ok := decodeState(v)
+			if !ok || s.Stage >= len(db.stages) {
+				add("item %q: corrupt state", k)
+				return nil
+			}
+			if items.Get(k) == nil {
+				add("item %q: state without record", k)
+			}
+			name := db.stages[s.Stage].Name
+			for i, st := range db.stages {
+				inDead := tx.Bucket(deadBucket(st.Name)).Get(k) != nil
+				if inDead != (s.Status == Dead && i == s.Stage) {
+					add("item %q: dead/%s presence %v disagrees with state %s at %s", k, st.Name, inDead, s.Status, name)
+				}
+				hasOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
+				wantOut := i < s.Stage || s.Status == Done
+				if hasOut != wantOut {
+					add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
+				}
+			}
+			if s.Status == Queued {
+				if got := tx.Bucket(todoBucket(name)).Get(u64(s.Seq)); !bytes.Equal(got, k) {
+					add("item %q: queued at %s seq %d but the queue holds %q", k, name, s.Seq, got)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for si, st := range db.stages {
+			err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
+				s, ok := decodeState(states.Get(v))
+				if !ok || s.Status != Queued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
+					add("todo/%s seq %d: item %q is not queued there", st.Name, binary.BigEndian.Uint64(k), v)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return problems, err
+}
+
+// SaveRun stores (or replaces) a run record.
+func (db *DB) SaveRun(r pipeline.RunSummary) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRuns).Put([]byte(r.ID), b)
+	})
+}
+
+// Runs returns up to n most recent run records, newest first.
+func (db *DB) Runs(n int) ([]pipeline.RunSummary, error) {
+	var out []pipeline.RunSummary
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRuns).Cursor()
+		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
+			var r pipeline.RunSummary
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("run %q: %w", k, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// NewRunID returns a run id that sorts by start time.
+func NewRunID(t time.Time) string {
+	return t.UTC().Format("20060102T150405.000Z")
+}
+
+// AppendSamples adds samples to a run's series.
+func (db *DB) AppendSamples(runID string, s []pipeline.Sample) error {
+	if len(s) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists(seriesBucket(runID))
+		if err != nil {
+			return err
+		}
+		seq, _ := bk.NextSequence()
+		return bk.Put(u64(seq), b)
+	})
+}
+
+// Samples returns a run's series in time order.
+func (db *DB) Samples(runID string) ([]pipeline.Sample, error) {
+	var out []pipeline.Sample
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(seriesBucket(runID))
+		if bk == nil {
+			return nil
+		}
+		return bk.ForEach(func(_, v []byte) error {
+			var s []pipeline.Sample
+			if err := json.Unmarshal(v, &s); err != nil {
+				return err
+			}
+			out = append(out, s...)
+			return nil
+		})
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, err
+}

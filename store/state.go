@@ -1,0 +1,64 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Status is where an item is within its current stage.
+type Status uint8
+
+const (
+	// Queued: in todo/<stage>; the runner moves it out by committing a
+	// success or a dead letter.
+	Queued Status = 1
+	// Dead: in dead/<stage>; only a re-queue (dlq requeue, retry) moves it.
+	Dead Status = 2
+	// Done: passed every stage; only a re-run or an edited text moves it.
+	Done Status = 3
+)
+
+func (s Status) String() string {
+	switch s {
+	case Queued:
+		return "queued"
+	case Dead:
+		return "dead"
+	case Done:
+		return "done"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// state is the state bucket's value: a fixed binary record so the hot
+// path does no JSON work.
+type state struct {
+	Stage  int // index into the definition
+	Status Status
+	Seq    uint64 // todo key while Queued
+	Hash   string // text hash of the record, 32 hex chars
+}
+
+const stateLen = 1 + 1 + 1 + 8 + 32
+
+func (s state) encode() []byte {
+	b := make([]byte, stateLen)
+	b[0] = 1
+	b[1] = byte(s.Stage)
+	b[2] = byte(s.Status)
+	binary.BigEndian.PutUint64(b[3:11], s.Seq)
+	copy(b[11:], s.Hash)
+	return b
+}
+
+func decodeState(b []byte) (state, bool) {
+	if len(b) != stateLen || b[0] != 1 {
+		return state{}, false
+	}
+	return state{
+		Stage:  int(b[1]),
+		Status: Status(b[2]),
+		Seq:    binary.BigEndian.Uint64(b[3:11]),
+		Hash:   string(b[11:]),
+	}, true
+}

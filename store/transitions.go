@@ -1,0 +1,348 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+var _ pipeline.Store = (*DB)(nil)
+
+// IngestStats counts what one Ingest call did.
+type IngestStats struct {
+	New       int `json:"new"`
+	Unchanged int `json:"unchanged"`
+	Changed   int `json:"changed"`
+}
+
+// Add returns s plus o.
+func (s IngestStats) Add(o IngestStats) IngestStats {
+	return IngestStats{New: s.New + o.New, Unchanged: s.Unchanged + o.Unchanged, Changed: s.Changed + o.Changed}
+}
+
+// Ingest stores records in one transaction. A new id is queued at the first
+// stage; an id already stored with the same text hash is left alone; an id
+// with a changed text replaces its record, loses its old outputs and dead
+// letter (its fact is folded out of the tally) and re-enters at the first
+// stage. Idempotent.
+func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
+	var st IngestStats
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		st = IngestStats{}
+		w := db.writer(tx)
+		for _, r := range recs {
+			hash := r.TextHash()
+			id := []byte(r.ID)
+			cur, exists := w.state(id)
+			switch {
+			case exists && cur.Hash == hash:
+				st.Unchanged++
+				continue
+			case exists:
+				if err := w.removeFrom(id, cur, 0); err != nil {
+					return err
+				}
+				st.Changed++
+			default:
+				st.New++
+			}
+			rec, err := json.Marshal(r)
+			if err != nil {
+				return fmt.Errorf("encode item %q: %w", r.ID, err)
+			}
+			if err := w.items.Put(id, rec); err != nil {
+				return fmt.Errorf("store item %q: %w", r.ID, err)
+			}
+			if err := w.enqueue(id, 0, hash); err != nil {
+				return err
+			}
+		}
+		return w.flush()
+	})
+	return st, err
+}
+
+// Commit applies the transitions in one durable transaction (group commit).
+// A transition whose item is no longer queued at that stage and sequence is
+// skipped, so Commit is idempotent.
+func (db *DB) Commit(ts []pipeline.Transition) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		w := db.writer(tx)
+		for i := range ts {
+			if err := w.apply(&ts[i]); err != nil {
+				return err
+			}
+		}
+		return w.flush()
+	})
+}
+
+// Requeue moves dead letters of stage back to its queue: the given ids, or
+// every one when ids is empty. It returns how many moved.
+func (db *DB) Requeue(stage string, ids []string) (int, error) {
+	si, ok := db.index[stage]
+	if !ok {
+		return 0, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	n := 0
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		n = 0
+		w := db.writer(tx)
+		dead := tx.Bucket(deadBucket(stage))
+		if len(ids) == 0 {
+			c := dead.Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.First() {
+				id := append([]byte(nil), k...)
+				if err := w.requeue(id, si); err != nil {
+					return err
+				}
+				n++
+			}
+			return w.flush()
+		}
+		for _, id := range ids {
+			if dead.Get([]byte(id)) == nil {
+				return fmt.Errorf("item %q is not in dead/%s: %w (see `sawtooth dlq list --stage %s`)", id, stage, ErrNotFound, stage)
+			}
+			if err := w.requeue([]byte(id), si); err != nil {
+				return err
+			}
+			n++
+		}
+		return w.flush()
+	})
+	return n, err
+}
+
+// Rerun sends every item that reached stage (queued there or later, dead at
+// it or later, or done) back to stage's queue, dropping the outputs of stage
+// and every later stage. Items still queued or dead before stage are left
+// alone. It works in chunks of one transaction each and returns how many
+// items moved.
+func (db *DB) Rerun(stage string) (int, error) {
+	si, ok := db.index[stage]
+	if !ok {
+		return 0, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	const chunk = 5000
+	total := 0
+	var after []byte
+	for {
+		n, last, err := db.rerunChunk(si, after, chunk)
+		total += n
+		if err != nil || last == nil {
+			return total, err
+		}
+		after = last
+	}
+}
+
+func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
+	n := 0
+	var last []byte
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		n, last = 0, nil
+		w := db.writer(tx)
+		c := w.stateB.Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+			if k != nil && string(k) == string(after) {
+				k, v = c.Next()
+			}
+		}
+		var ids [][]byte
+		seen := 0
+		for ; k != nil && seen < max; k, v = c.Next() {
+			seen++
+			last = append([]byte(nil), k...)
+			s, ok := decodeState(v)
+			if !ok {
+				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", k)
+			}
+			if s.Status == Done || s.Stage >= si {
+				ids = append(ids, last)
+			}
+		}
+		if k == nil {
+			last = nil
+		}
+		for _, id := range ids {
+			s, _ := w.state(id)
+			if err := w.removeFrom(id, s, si); err != nil {
+				return err
+			}
+			if err := w.enqueue(id, si, s.Hash); err != nil {
+				return err
+			}
+			n++
+		}
+		return w.flush()
+	})
+	return n, last, err
+}
+
+// writer applies transitions inside one write transaction, loading and
+// saving the tally at most once.
+type writer struct {
+	db     *DB
+	tx     *bolt.Tx
+	items  *bolt.Bucket
+	stateB *bolt.Bucket
+	tally  *pipeline.Tally
+	dirty  bool
+}
+
+func (db *DB) writer(tx *bolt.Tx) *writer {
+	return &writer{db: db, tx: tx, items: tx.Bucket(bucketItems), stateB: tx.Bucket(bucketState)}
+}
+
+func (w *writer) state(id []byte) (state, bool) {
+	v := w.stateB.Get(id)
+	if v == nil {
+		return state{}, false
+	}
+	return decodeState(v)
+}
+
+func (w *writer) putState(id []byte, s state) error {
+	return w.stateB.Put(id, s.encode())
+}
+
+func (w *writer) stageName(i int) string { return w.db.stages[i].Name }
+
+func (w *writer) enqueue(id []byte, si int, hash string) error {
+	todo := w.tx.Bucket(todoBucket(w.stageName(si)))
+	seq, err := todo.NextSequence()
+	if err != nil {
+		return err
+	}
+	if err := todo.Put(u64(seq), id); err != nil {
+		return err
+	}
+	return w.putState(id, state{Stage: si, Status: Queued, Seq: seq, Hash: hash})
+}
+
+// removeFrom takes an item out of its current place (queue or dead letter)
+// and drops its outputs from stage `from` on, folding its fact out of the
+// tally if it was done.
+func (w *writer) removeFrom(id []byte, s state, from int) error {
+	switch s.Status {
+	case Queued:
+		if err := w.tx.Bucket(todoBucket(w.stageName(s.Stage))).Delete(u64(s.Seq)); err != nil {
+			return err
+		}
+	case Dead:
+		if err := w.tx.Bucket(deadBucket(w.stageName(s.Stage))).Delete(id); err != nil {
+			return err
+		}
+	case Done:
+		if err := w.fold(id, -1); err != nil {
+			return err
+		}
+	}
+	for i := from; i < len(w.db.stages); i++ {
+		if err := w.tx.Bucket(outBucket(w.stageName(i))).Delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *writer) requeue(id []byte, si int) error {
+	s, ok := w.state(id)
+	if !ok || s.Status != Dead || s.Stage != si {
+		return fmt.Errorf("item %q: state does not match dead/%s: run `sawtooth verify`", id, w.stageName(si))
+	}
+	if err := w.tx.Bucket(deadBucket(w.stageName(si))).Delete(id); err != nil {
+		return err
+	}
+	return w.enqueue(id, si, s.Hash)
+}
+
+func (w *writer) apply(t *pipeline.Transition) error {
+	si, ok := w.db.index[t.Stage]
+	if !ok {
+		return fmt.Errorf("commit: unknown stage %q", t.Stage)
+	}
+	id := []byte(t.ID)
+	s, ok := w.state(id)
+	if !ok || s.Status != Queued || s.Stage != si || s.Seq != t.Seq {
+		return nil // already applied, or the item moved (re-ingested): stale
+	}
+	if err := w.tx.Bucket(todoBucket(t.Stage)).Delete(u64(t.Seq)); err != nil {
+		return err
+	}
+	switch t.Outcome {
+	case pipeline.Succeeded:
+		if err := w.tx.Bucket(outBucket(t.Stage)).Put(id, t.Result.Output); err != nil {
+			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
+		}
+		if si+1 < len(w.db.stages) {
+			return w.enqueue(id, si+1, s.Hash)
+		}
+		if err := w.putState(id, state{Stage: si, Status: Done, Hash: s.Hash}); err != nil {
+			return err
+		}
+		return w.fold(id, +1)
+	case pipeline.DeadLettered:
+		dl, err := json.Marshal(t.Dead)
+		if err != nil {
+			return err
+		}
+		if err := w.tx.Bucket(deadBucket(t.Stage)).Put(id, dl); err != nil {
+			return err
+		}
+		return w.putState(id, state{Stage: si, Status: Dead, Hash: s.Hash})
+	default:
+		return fmt.Errorf("commit %q at %s: unknown outcome %d", t.ID, t.Stage, t.Outcome)
+	}
+}
+
+// fold adds or removes the item's fact (the last stage's output).
+func (w *writer) fold(id []byte, sign int) error {
+	last := w.stageName(len(w.db.stages) - 1)
+	raw := w.tx.Bucket(outBucket(last)).Get(id)
+	if raw == nil {
+		return nil
+	}
+	var f pipeline.Fact
+	if err := json.Unmarshal(raw, &f); err != nil || f.Label == "" {
+		return nil // the last stage does not produce facts
+	}
+	if w.tally == nil {
+		t, err := readTally(w.tx)
+		if err != nil {
+			return err
+		}
+		w.tally = &t
+	}
+	w.tally.Fold(string(id), f, sign)
+	w.dirty = true
+	return nil
+}
+
+func (w *writer) flush() error {
+	if !w.dirty {
+		return nil
+	}
+	b, err := json.Marshal(w.tally)
+	if err != nil {
+		return err
+	}
+	return w.tx.Bucket(bucketAgg).Put(keyTally, b)
+}
+
+func readTally(tx *bolt.Tx) (pipeline.Tally, error) {
+	var t pipeline.Tally
+	raw := tx.Bucket(bucketAgg).Get(keyTally)
+	if raw == nil {
+		return t, nil
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return t, fmt.Errorf("read tally: %w (run `sawtooth verify`)", err)
+	}
+	return t, nil
+}
