@@ -51,6 +51,21 @@ type StageConfig struct {
 	MaxRateLimited int
 }
 
+func (sc *StageConfig) setDefaults() {
+	if sc.Workers <= 0 {
+		sc.Workers = DefaultWorkers
+	}
+	if sc.MaxAttempts <= 0 {
+		sc.MaxAttempts = DefaultMaxAttempts
+	}
+	if sc.MaxWait <= 0 {
+		sc.MaxWait = DefaultMaxWait
+	}
+	if sc.MaxRateLimited <= 0 {
+		sc.MaxRateLimited = DefaultMaxRateLimited
+	}
+}
+
 // Runner drains every stage's queue. Configure the exported fields, then
 // call Run once.
 type Runner struct {
@@ -171,6 +186,9 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		}
 	}()
 
+	for i := range r.Stages {
+		r.Stages[i].setDefaults()
+	}
 	r.counters = make([]*stageCounters, len(r.Stages))
 	for i := range r.Stages {
 		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}}
@@ -270,18 +288,6 @@ func (r *Runner) parked() string {
 // produced is committed.
 func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstream <-chan struct{}, done chan<- struct{}, all *sync.WaitGroup) {
 	sc := &r.Stages[i]
-	if sc.Workers <= 0 {
-		sc.Workers = DefaultWorkers
-	}
-	if sc.MaxAttempts <= 0 {
-		sc.MaxAttempts = DefaultMaxAttempts
-	}
-	if sc.MaxWait <= 0 {
-		sc.MaxWait = DefaultMaxWait
-	}
-	if sc.MaxRateLimited <= 0 {
-		sc.MaxRateLimited = DefaultMaxRateLimited
-	}
 	// A parked stage stops taking work but lets its in-flight calls finish.
 	stageCtx, parkStage := context.WithCancel(dispatchCtx)
 	work := make(chan Queued)
