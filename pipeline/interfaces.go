@@ -109,6 +109,7 @@ type StageStats struct {
 	RateLimited int64          `json:"rate_limited"`
 	Transient   int64          `json:"transient"`
 	Usage       Usage          `json:"usage"`
+	CostUSD     float64        `json:"cost_usd,omitempty"`
 	DeadReasons map[string]int `json:"dead_reasons,omitempty"`
 	LimitMin    int            `json:"limit_min,omitempty"`
 	LimitMax    int            `json:"limit_max,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -566,18 +567,37 @@ func (r *Runner) countCommitted(c *stageCounters, t Transition) {
 	case DeadLettered:
 		c.dead.Add(1)
 		c.deadMu.Lock()
-		c.deadReasons[reasonKey(t.Dead)]++
+		c.deadReasons[ReasonKey(t.Dead)]++
 		c.deadMu.Unlock()
 	}
 }
 
-// reasonKey groups dead letters by class and the start of their message.
-func reasonKey(d DeadLetter) string {
-	msg := d.Message
-	if len(msg) > 80 {
-		msg = msg[:80] + "..."
+// ReasonKey groups dead letters by cause: their class and message with the
+// item-specific parts (quoted ids, numbers) masked.
+func ReasonKey(d DeadLetter) string {
+	var b strings.Builder
+	inQuote := false
+	for _, r := range d.Message {
+		switch {
+		case r == '"':
+			if !inQuote {
+				b.WriteString(`"…"`)
+			}
+			inQuote = !inQuote
+		case inQuote:
+		case r >= '0' && r <= '9':
+			if s := b.String(); len(s) == 0 || s[len(s)-1] != '#' {
+				b.WriteByte('#')
+			}
+		default:
+			b.WriteRune(r)
+		}
 	}
-	return string(d.Class) + ": " + msg
+	out := b.String()
+	if len(out) > 120 {
+		out = out[:120] + "…"
+	}
+	return string(d.Class) + ": " + out
 }
 
 func (r *Runner) progress(start time.Time) Progress {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/urfave/cli/v2"
+)
+
+// demoReviews is testdata/reviews.jsonl, embedded so `sawtooth demo` works
+// from any directory.
+//
+//go:embed testdata/reviews.jsonl
+var demoReviews []byte
+
+// demoSim is the demo's quota: a 1 s window standing in for a minute, 60
+// requests per window, halving for 15 s in the middle: a fixed 64-way pool
+// overruns it several times over, so AIMD has something to find.
+var demoSim = simOptions{
+	RPM: 60, TPM: 1_000_000, Window: time.Second, Day: 24 * time.Hour,
+	Schedule: "0s:100,15s:50,30s:100",
+	Latency:  250 * time.Millisecond, PerToken: 200 * time.Microsecond, Jitter: 250 * time.Millisecond,
+	F500: 0.005, F503: 0.01, Hang: 0.002, Malform: 0.002, BlockCand: 0.002, MT: 0.002, Seed: 1,
+}
+
+func demoCommand() *cli.Command {
+	var (
+		o     pipelineOptions
+		so    simOptions
+		items int
+		dbArg string
+	)
+	flags := []cli.Flag{
+		&cli.IntFlag{Name: "items", Value: 3000, Usage: "how many of the bundled reviews to process", Destination: &items},
+		&cli.StringFlag{Name: "db", Usage: "database `FILE` (default: a new temporary file); run again with the same --db to resume", Destination: &dbArg},
+	}
+	flags = append(flags, simFlags(&so, demoSim)...)
+	flags = append(flags, pipelineFlags(&o)...)
+	return &cli.Command{
+		Name:   "demo",
+		Usage:  "run the whole pipeline on bundled reviews against the built-in Gemini simulator",
+		Flags:  flags,
+		Before: loadConfigFile,
+		Action: func(c *cli.Context) error {
+			o.fromContext(c)
+			return runDemo(c, &o, &so, items, dbArg)
+		},
+	}
+}
+
+func runDemo(c *cli.Context, o *pipelineOptions, so *simOptions, items int, dbArg string) error {
+	stderr := c.App.ErrWriter
+	dir, err := os.MkdirTemp("", "sawtooth-demo-")
+	if err != nil {
+		return err
+	}
+	o.DB = dbArg
+	if o.DB == "" {
+		o.DB = filepath.Join(dir, "demo.db")
+	}
+	input := filepath.Join(dir, "reviews.jsonl")
+	n, err := writeFirstLines(input, demoReviews, items)
+	if err != nil {
+		return err
+	}
+	so.Key = geminisim.DefaultAPIKey
+	cfg, err := so.config()
+	if err != nil {
+		return err
+	}
+	sim := geminisim.New(cfg)
+	url, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("demo: start simulator: %w", err)
+	}
+	defer sim.Close()
+	o.BaseURL, o.APIKey = url, cfg.APIKey
+	if !c.IsSet("timeout") {
+		o.Timeout = 5 * time.Second // the simulator's hangs would otherwise hold an item for a minute
+	}
+	fmt.Fprintf(stderr, "demo: %d reviews, simulator at %s: %d requests per %s window (a fixed 64-way pool overruns it), schedule %s, faults on\n",
+		n, url, so.RPM, so.Window, so.Schedule)
+	fmt.Fprintf(stderr, "demo: database %s\n", o.DB)
+
+	start := time.Now()
+	runErr := runPipeline(c.Context, o, &inputOptions{Path: input, IDField: "id", TextField: "text"}, c.App.Writer, stderr, nil)
+	wall := time.Since(start)
+
+	st := sim.Stats()
+	w := c.App.Writer
+	fmt.Fprintf(w, "\nsimulator: %d calls: %d ok, %d rate-limited (%.2f%%), %d 500, %d 503, %d hung, %d malformed, %d blocked, %d cut off\n",
+		st.Calls, st.Outcomes[geminisim.OutcomeOK], st.Outcomes[geminisim.OutcomeRateLimited],
+		100*float64(st.Outcomes[geminisim.OutcomeRateLimited])/float64(max(st.Calls, 1)),
+		st.Outcomes[geminisim.OutcomeErr500], st.Outcomes[geminisim.OutcomeErr503], st.Outcomes[geminisim.OutcomeHang],
+		st.Outcomes[geminisim.OutcomeMalformed], st.Outcomes[geminisim.OutcomeBlockPrompt]+st.Outcomes[geminisim.OutcomeBlockCandidate],
+		st.Outcomes[geminisim.OutcomeMaxTokens])
+	paidTwice := 0
+	for _, it := range st.Items {
+		if it.OK > 1 {
+			paidTwice++
+		}
+	}
+	fmt.Fprintf(w, "simulator: %d items answered, %d answered more than once (paid twice); peak %d requests in flight\n", len(st.Items), paidTwice, st.PeakInFlight)
+	if minimum := quotaMinimum(cfg, st.AdmittedRequests); minimum > 0 {
+		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",
+			wall.Round(100*time.Millisecond), minimum.Round(100*time.Millisecond), st.AdmittedRequests, 100*minimum.Seconds()/wall.Seconds())
+	}
+	return runErr
+}
+
+// quotaMinimum is the shortest time in which the simulator's request quota
+// (with its schedule) admits n requests: the physical limit of any client.
+func quotaMinimum(cfg geminisim.Config, n int64) time.Duration {
+	if cfg.RPM <= 0 || n <= 0 {
+		return 0
+	}
+	const step = 10 * time.Millisecond
+	var admitted float64
+	for t := time.Duration(0); t < 24*time.Hour; t += step {
+		pct := 100
+		for _, s := range cfg.Schedule {
+			if t >= s.At {
+				pct = s.Percent
+			}
+		}
+		admitted += float64(cfg.RPM) * float64(pct) / 100 * step.Seconds() / cfg.Window.Seconds()
+		if admitted >= float64(n) {
+			return t + step
+		}
+	}
+	return 0
+}
+
+// writeFirstLines writes the first n lines of data to path and returns how
+// many it wrote.
+func writeFirstLines(path string, data []byte, n int) (int, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	bw := bufio.NewWriter(f)
+	count := 0
+	for count < n && sc.Scan() {
+		bw.Write(sc.Bytes())
+		bw.WriteByte('\n')
+		count++
+	}
+	if err := sc.Err(); err != nil && err != io.EOF {
+		return count, err
+	}
+	return count, bw.Flush()
+}

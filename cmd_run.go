@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/urfave/cli/v2"
+)
+
+// inputOptions say where items come from.
+type inputOptions struct {
+	Path      string
+	Format    string
+	IDField   string
+	TextField string
+}
+
+func inputFlags(in *inputOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "JSONL or CSV `FILE` of items to ingest (optional when resuming)", EnvVars: []string{"SAWTOOTH_INPUT"}, Destination: &in.Path},
+		&cli.StringFlag{Name: "format", Usage: "input format jsonl|csv|tsv (default: from the file extension)", Destination: &in.Format},
+		&cli.StringFlag{Name: "id-field", Value: "id", Usage: "field or column holding each item's id", Destination: &in.IDField},
+		&cli.StringFlag{Name: "text-field", Value: "text", Usage: "field or column holding each item's text", Destination: &in.TextField},
+	}
+}
+
+func runCommand() *cli.Command {
+	var (
+		o  pipelineOptions
+		in inputOptions
+	)
+	return &cli.Command{
+		Name:  "run",
+		Usage: "ingest --input (new or edited ids only) and drain every stage; resumes where the last run stopped",
+		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
+resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
+The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
+		Flags:  append(append([]cli.Flag{dbFlag()}, inputFlags(&in)...), pipelineFlags(&o)...),
+		Before: loadConfigFile,
+		Action: func(c *cli.Context) error {
+			o.fromContext(c)
+			return runPipeline(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil)
+		},
+	}
+}
+
+func retryCommand() *cli.Command {
+	var o pipelineOptions
+	var stage string
+	return &cli.Command{
+		Name:   "retry",
+		Usage:  "re-queue the dead letters of one stage and run again (re-runs only what failed there)",
+		Flags:  append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "stage", Required: true, Usage: "stage whose dead letters to retry", Destination: &stage}}, pipelineFlags(&o)...),
+		Before: loadConfigFile,
+		Action: func(c *cli.Context) error {
+			o.fromContext(c)
+			return runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
+				n, err := db.Requeue(stage, nil)
+				if err == nil {
+					fmt.Fprintf(c.App.ErrWriter, "re-queued %d dead letters at %s\n", n, stage)
+				}
+				return err
+			})
+		},
+	}
+}
+
+func rerunCommand() *cli.Command {
+	var o pipelineOptions
+	var stage string
+	return &cli.Command{
+		Name:   "rerun",
+		Usage:  "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain",
+		Flags:  append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Required: true, Usage: "first stage to re-run", Destination: &stage}}, pipelineFlags(&o)...),
+		Before: loadConfigFile,
+		Action: func(c *cli.Context) error {
+			o.fromContext(c)
+			o.RerunChanged = true
+			return runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
+				n, err := db.Rerun(stage)
+				if err == nil {
+					fmt.Fprintf(c.App.ErrWriter, "re-queued %d items at %s\n", n, stage)
+				}
+				return err
+			})
+		},
+	}
+}
+
+// runPipeline is run, retry, rerun and demo: open, reconcile the
+// configuration, ingest, prepare, drain, summarise.
+func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error) error {
+	db, prompt, err := o.openDB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if changed := db.ChangedStages(); len(changed) > 0 {
+		if !o.RerunChanged {
+			return usagef("the configuration of stage %s changed since %s was last run (model, labels, prompt or options): pass --rerun-changed to re-run %s and the stages after it for every item, or run again with the previous settings",
+				changed[0], o.DB, changed[0])
+		}
+		n, err := db.Rerun(changed[0])
+		if err != nil {
+			return err
+		}
+		if err := db.AcceptDefinition(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
+	}
+	if in.Path != "" {
+		if err := ingestFile(db, in, stderr); err != nil {
+			return err
+		}
+	}
+	if prep != nil {
+		if err := prep(db); err != nil {
+			return err
+		}
+	}
+	b, err := o.build(ctx, db, prompt)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := withSignals(ctx, stderr)
+	defer stop()
+	runID := store.NewRunID(time.Now())
+	prog := newProgressPrinter(stderr, db.Path(), o.Quiet, b)
+	prog.runID = runID
+	r := &pipeline.Runner{
+		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace,
+		OnTick: prog.tick,
+	}
+	sum, runErr := r.Run(ctx)
+	prog.close()
+	if cs := sum.Stages["classify"]; cs != nil {
+		cs.CostUSD = b.cost(cs.Usage)
+		if o.Fixed == 0 {
+			if err := db.SetLearnedLimit("classify", b.limiter.Limit()); err != nil && runErr == nil {
+				runErr = err
+			}
+		}
+		if err := db.SaveRun(sum); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if err := printSummary(stdout, db, sum, o.JSON); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		var fe *pipeline.FatalError
+		switch {
+		case errors.Is(runErr, pipeline.ErrStopped):
+			fmt.Fprintf(stderr, "stopped early; nothing is lost. Resume with the same command (sawtooth run --db %s ...)\n", db.Path())
+		case errors.As(runErr, &fe):
+			return fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
+		}
+	}
+	return runErr
+}
+
+// withSignals cancels ctx on the first SIGINT/SIGTERM (stop taking work,
+// let in-flight calls finish) and exits at once on the second: the
+// database is consistent at every instant, so nothing is lost.
+func withSignals(ctx context.Context, stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(stderr, "\nstopping: finishing in-flight calls (signal again to exit at once; nothing is lost either way)")
+		cancel()
+		select {
+		case <-ch:
+			fmt.Fprintln(stderr, "exiting at once; run again to resume")
+			os.Exit(exitStopped)
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(done); cancel() }
+}
+
+const ingestBatch = 1000
+
+// ingestFile streams the input into the DB in batches of one transaction
+// each. Bad lines are reported and skipped; a file where most lines fail is
+// an error, but what was ingested is kept.
+func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return fmt.Errorf("open input: %w", err)
+	}
+	defer f.Close()
+	format := ingest.Format(strings.ToLower(in.Format))
+	if format == "" {
+		if format, err = ingest.DetectFormat(in.Path); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	rd, err := ingest.NewReader(f, ingest.Options{Format: format, IDField: in.IDField, TextField: in.TextField})
+	if err != nil {
+		return usagef("input %s: %v", in.Path, err)
+	}
+	var (
+		total store.IngestStats
+		batch []pipeline.Record
+	)
+	flush := func() error {
+		st, err := db.Ingest(batch)
+		if err != nil {
+			return fmt.Errorf("ingest %s: %w", in.Path, err)
+		}
+		total = total.Add(st)
+		batch = batch[:0]
+		return nil
+	}
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if len(batch) > 0 {
+				flush()
+			}
+			return fmt.Errorf("input %s: %w", in.Path, err)
+		}
+		batch = append(batch, rec)
+		if len(batch) == ingestBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	problems := rd.Problems()
+	for i, p := range problems {
+		if i == 20 {
+			fmt.Fprintf(stderr, "input %s: ... and %d more skipped lines\n", in.Path, rd.ProblemCount()-20)
+			break
+		}
+		fmt.Fprintf(stderr, "input %s: %s\n", in.Path, p)
+	}
+	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %d lines skipped\n",
+		in.Path, total.New, total.Changed, total.Unchanged, rd.ProblemCount())
+	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
+		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? (the %d good lines are kept)",
+			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Unchanged)
+	}
+	return nil
+}

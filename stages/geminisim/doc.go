@@ -1,0 +1,34 @@
+// Package geminisim is a Gemini-compatible HTTP server for tests, demos and
+// benchmarks: the real google.golang.org/genai client talks to it unchanged
+// (set HTTPOptions.BaseURL to the URL Start returns and APIKey to the
+// configured key).
+//
+// It serves POST /v1beta/models/{model}:generateContent and :countTokens
+// with the real API's request and response bodies, error bodies included,
+// and GET /_sim/stats with its accounting (see Stats).
+//
+// A generateContent call goes through these steps, in order: API key (400
+// API_KEY_INVALID), model (404 NOT_FOUND), JSON body (400
+// INVALID_ARGUMENT), concurrency (503 when more than MaxConcurrent are in
+// flight), quota (429 RESOURCE_EXHAUSTED), then, once admitted, latency and
+// the answer, which may be an injected fault. The quota is an exact sliding
+// window log per model, checked on arrival: a request is admitted when, over
+// the last Window, fewer than RPM requests and at most TPM estimated input
+// tokens (this request's included) were admitted, and over the last Day
+// fewer than RPD. Refusals consume nothing; admitted calls consume quota
+// whatever their answer, as real ones do. A 429 carries the real details:
+// QuotaFailure violations, a Help link and RetryInfo.retryDelay, the exact
+// time until the request would be admitted if nothing else were (following
+// the Schedule, which scales RPM and TPM over time).
+//
+// Everything an answer depends on is deterministic. Tokens are estimated as
+// ceil(runes/4). The label answered is Label(user text, labels), where the
+// labels are the enum of the response schema's "label" property; only the
+// user turns count, not the system instruction, so a client should keep its
+// instructions and label list in the system instruction. Faults, jitter and
+// response ids are fixed by (Config.Seed, item, call number): the item is
+// the SHA-256 of the user text (see ItemHash) and the call number counts
+// that item's earlier admitted calls, so a run repeats whatever the
+// interleaving of items. Texts containing one of SafetyTriggers always get
+// a blocked-prompt answer.
+package geminisim
