@@ -1,0 +1,137 @@
+package ingest
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Format names an input file format.
+type Format string
+
+const (
+	// JSONL is one JSON object per line (JSON Lines, NDJSON).
+	JSONL Format = "jsonl"
+	// CSV is comma-separated values with a header row (RFC 4180).
+	CSV Format = "csv"
+	// TSV is CSV separated by tabs: a Reader for TSV uses '\t' when
+	// Options.Comma is zero.
+	TSV Format = "tsv"
+)
+
+// Defaults and limits of a Reader.
+const (
+	// DefaultIDField is the JSON field or CSV column that holds the id.
+	DefaultIDField = "id"
+	// DefaultTextField is the JSON field or CSV column that holds the text.
+	DefaultTextField = "text"
+	// DefaultMaxLineBytes is the default for Options.MaxLineBytes: 4 MiB.
+	DefaultMaxLineBytes = 4 << 20
+	// MaxIDBytes is the longest id accepted, in bytes.
+	MaxIDBytes = 1024
+	// MaxProblems is how many Problems a Reader keeps; it counts the rest
+	// (see Reader.ProblemCount).
+	MaxProblems = 1000
+)
+
+// DetectFormat tells the format of the file at path from its extension:
+// .jsonl, .ndjson and .json are JSONL, .csv is CSV, .tsv is TSV. Case does
+// not matter. Any other name is an error asking the user for --format.
+func DetectFormat(path string) (Format, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonl", ".ndjson", ".json":
+		return JSONL, nil
+	case ".csv":
+		return CSV, nil
+	case ".tsv":
+		return TSV, nil
+	}
+	return "", fmt.Errorf("cannot tell the format of %s from its extension: pass --format jsonl, csv or tsv", path)
+}
+
+// Options configures a Reader. The zero value of each field means its
+// default; Format has none and must be set.
+type Options struct {
+	// Format is the input format: JSONL, CSV or TSV. Required.
+	Format Format
+	// IDField is the JSON field or CSV column holding each record's id.
+	// Default DefaultIDField ("id").
+	IDField string
+	// TextField is the JSON field or CSV column holding each record's
+	// text. Default DefaultTextField ("text").
+	TextField string
+	// MaxLineBytes is the longest line read, in bytes, without its line
+	// ending. A longer line is skipped and reported without being held in
+	// memory. For CSV it also bounds a record whose quoted field spans
+	// lines. Default DefaultMaxLineBytes (4 MiB).
+	MaxLineBytes int
+	// Comma is the CSV field separator: an ASCII character other than
+	// '"', '\r' and '\n'. Default ',' for CSV and '\t' for TSV; ignored for
+	// JSONL.
+	Comma rune
+}
+
+// withDefaults returns o with every zero field set to its default, or an
+// error naming the field that cannot work.
+func (o Options) withDefaults() (Options, error) {
+	switch o.Format {
+	case JSONL, CSV, TSV:
+	case "":
+		return o, fmt.Errorf("no input format given: pass --format jsonl, csv or tsv")
+	default:
+		return o, fmt.Errorf("unknown input format %q: pass --format jsonl, csv or tsv", string(o.Format))
+	}
+	if o.IDField == "" {
+		o.IDField = DefaultIDField
+	}
+	if o.TextField == "" {
+		o.TextField = DefaultTextField
+	}
+	if o.IDField == o.TextField {
+		return o, fmt.Errorf("--id-field and --text-field are both %q: they must name different fields", o.IDField)
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if o.Format == JSONL {
+		return o, nil
+	}
+	if o.Comma == 0 {
+		o.Comma = ','
+		if o.Format == TSV {
+			o.Comma = '\t'
+		}
+	}
+	// The quote tracker that bounds multi-line CSV records works on bytes.
+	if o.Comma < 0 || o.Comma >= 0x80 || o.Comma == '"' || o.Comma == '\r' || o.Comma == '\n' {
+		return o, fmt.Errorf("field separator %q cannot be used: pick an ASCII character other than a quote or a line break", o.Comma)
+	}
+	return o, nil
+}
+
+// Problem is one input line that was skipped, and why.
+type Problem struct {
+	// Line is the 1-based line the problem is on; for a CSV record, the
+	// line it starts on.
+	Line int
+	// ID is the record's id when it could be read, else "". Ids longer
+	// than 64 bytes are cut to 64 bytes and marked with "...".
+	ID string
+	// Reason says what is wrong and what to do about it, without the line
+	// number: e.g. `invalid JSON (unexpected end of JSON input at byte 40):
+	// fix or remove the line`.
+	Reason string
+}
+
+// String returns the problem as shown to the user: "line 12: <reason>".
+func (p Problem) String() string {
+	return fmt.Sprintf("line %d: %s", p.Line, p.Reason)
+}
+
+// shortID returns id cut to 64 bytes for messages.
+func shortID(id string) string {
+	if len(id) <= 64 {
+		return id
+	}
+	return id[:64] + "..."
+}
