@@ -1,0 +1,208 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// Aggregate defaults and group values.
+const (
+	// DefaultDateField is the record field the "month" group is derived from.
+	DefaultDateField = "date"
+	// DefaultRatingField is the record field holding the star rating.
+	DefaultRatingField = "rating"
+	// MonthGroup is the group name derived from the date field ("2006-01").
+	MonthGroup = "month"
+	// Unknown is the group value of a missing field or an unparsable date.
+	Unknown = "unknown"
+)
+
+// DefaultGroupBy is the grouping used when Aggregate.GroupBy is nil.
+// Treat it as read-only.
+var DefaultGroupBy = []string{"app", MonthGroup}
+
+// Aggregate is the last stage: it turns a classified item into a
+// pipeline.Fact (label, group values, rating) for the store to fold into
+// the run's tally. The zero value uses the defaults. It is pure and safe
+// for concurrent use.
+type Aggregate struct {
+	// GroupBy lists the record fields to group by. "month" is derived from
+	// DateField. nil means DefaultGroupBy; an empty, non-nil slice groups
+	// by nothing (counts by label only).
+	GroupBy []string
+	// DateField is the field "month" comes from; "" means DefaultDateField.
+	DateField string
+	// RatingField is the field holding a numeric rating; "" means
+	// DefaultRatingField. A missing or non-numeric rating is left out.
+	RatingField string
+}
+
+var _ pipeline.Stage = (*Aggregate)(nil)
+
+// Name returns "aggregate".
+func (a *Aggregate) Name() string { return "aggregate" }
+
+// Process returns the item's Fact as JSON.
+func (a *Aggregate) Process(_ context.Context, it pipeline.Item) (pipeline.Result, error) {
+	f, err := a.Fact(it)
+	if err != nil {
+		return pipeline.Result{}, err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return pipeline.Result{}, fmt.Errorf("aggregate: encode fact: %w", err)
+	}
+	return pipeline.Result{Output: b}, nil
+}
+
+// Fact computes what the item contributes to the tally: the label of its
+// classify output (it.Prev, else it.Outputs["classify"]), one value per
+// GroupBy field ("unknown" when missing; "month" as "2006-01" from
+// DateField) and the rating when RatingField holds a number. A missing or
+// unusable classify output is a permanent error. Fact is deterministic, so
+// a check can recompute the tally from stored outputs and must agree.
+func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
+	raw := it.Prev
+	if len(raw) == 0 {
+		raw = it.Outputs["classify"]
+	}
+	const hint = "re-run the item through classify (`sawtooth retry --stage classify`)"
+	if len(raw) == 0 {
+		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s has no classify output: %s", itemRef(it), hint)
+	}
+	var out struct {
+		Label string `json:"label"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s: classify output is not a JSON object (%v): %s", itemRef(it), err, hint)
+	}
+	label := strings.TrimSpace(out.Label)
+	if label == "" {
+		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s: classify output has no label: %s", itemRef(it), hint)
+	}
+
+	f := pipeline.Fact{Label: label}
+	groupBy := a.GroupBy
+	if groupBy == nil {
+		groupBy = DefaultGroupBy
+	}
+	if len(groupBy) > 0 {
+		f.Groups = make(map[string]string, len(groupBy))
+	}
+	for _, g := range groupBy {
+		if g == MonthGroup {
+			f.Groups[g] = a.month(it.Fields)
+			continue
+		}
+		v, ok := field(it.Fields, g)
+		if !ok {
+			v = Unknown
+		}
+		f.Groups[g] = v
+	}
+	if v, ok := field(it.Fields, orDefault(a.RatingField, DefaultRatingField)); ok {
+		if r, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(r) && !math.IsInf(r, 0) {
+			f.Rating = &r
+		}
+	}
+	return f, nil
+}
+
+// month derives the month group from the date field, falling back to a
+// "month" field that already holds one.
+func (a *Aggregate) month(fields map[string]string) string {
+	if v, ok := field(fields, orDefault(a.DateField, DefaultDateField)); ok {
+		if m := MonthOf(v); m != Unknown {
+			return m
+		}
+	}
+	if v, ok := field(fields, MonthGroup); ok {
+		if t, err := time.Parse("2006-01", v); err == nil {
+			return t.Format("2006-01")
+		}
+	}
+	return Unknown
+}
+
+// field returns the trimmed, non-empty value of fields[name], matching the
+// name exactly or else ignoring case (CSV headers are often capitalised).
+// Among several case-insensitive matches the smallest key wins, so the
+// result never depends on map order.
+func field(fields map[string]string, name string) (string, bool) {
+	v, ok := fields[name]
+	if !ok {
+		match := ""
+		for k, fv := range fields {
+			if strings.EqualFold(k, name) && (!ok || k < match) {
+				match, v, ok = k, fv, true
+			}
+		}
+	}
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+var dateLayouts = []string{
+	time.RFC3339, // fractional seconds are accepted when parsing
+	"2006-01-02T15:04:05",
+	time.DateTime,
+	"2006-01-02 15:04:05Z07:00",
+	"2006-01-02 15:04:05 -0700",
+	time.DateOnly,
+	"2006/01/02",
+	"2006/01/02 15:04:05",
+	"2006-01",
+}
+
+// MonthOf returns the month ("2006-01") of a date written as RFC 3339,
+// 2006-01-02, 2006-01-02 15:04:05, 2006/01/02, 20060102, or unix seconds
+// (9 to 11 digits; 12 to 14 digits are read as unix milliseconds), or
+// Unknown. A timestamp's month is the
+// one written in its own offset, as a person reading the row would see it;
+// unix times are read in UTC.
+func MonthOf(date string) string {
+	date = strings.TrimSpace(date)
+	if date == "" {
+		return Unknown
+	}
+	if isDigits(date) {
+		n, err := strconv.ParseInt(date, 10, 64)
+		switch {
+		case err != nil:
+			return Unknown
+		case len(date) == 8: // 20060102
+			if t, err := time.Parse("20060102", date); err == nil {
+				return t.Format("2006-01")
+			}
+			return Unknown
+		case len(date) >= 9 && len(date) <= 11:
+			return time.Unix(n, 0).UTC().Format("2006-01")
+		case len(date) >= 12 && len(date) <= 14:
+			return time.UnixMilli(n).UTC().Format("2006-01")
+		default:
+			return Unknown // a year alone, or no date at all
+		}
+	}
+	for _, layout := range dateLayouts {
+		if t, err := time.Parse(layout, date); err == nil {
+			return t.Format("2006-01")
+		}
+	}
+	return Unknown
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -1,0 +1,29 @@
+// Package stages holds sawtooth's pipeline.Stage implementations:
+// Sanitize, Classify and Aggregate, run in that order.
+//
+// Sanitize is pure: Clean repairs invalid UTF-8, normalises to NFC, drops
+// control and invisible format characters, applies an emoji policy,
+// collapses whitespace and truncates to a rune budget, recording what it
+// changed. Text that is empty afterwards is a permanent error: there is
+// nothing to classify and retrying cannot help.
+//
+// Classify sends the sanitized text to the Gemini API with
+// google.golang.org/genai, one HTTP request per Process call (the SDK's own
+// retries and automatic continuation are off: the pipeline owns retries),
+// and asks for JSON constrained by a response schema: a label from the
+// configured set, a confidence in [0, 1] and a short reason. Every way the
+// call can fail is mapped to a pipeline error class in one place,
+// Classify.Decode: quota refusals are rate-limited (with the server's
+// RetryInfo delay, and Daily when a per-day quota is gone), a rejected key,
+// a forbidden project or an unknown model are fatal, safety blocks and other
+// per-item 4xx are permanent, and 5xx, timeouts, broken bodies and output
+// that does not match the schema are transient. The API key never appears
+// in an error or an output.
+//
+// Aggregate turns a classified item into a pipeline.Fact (label, group
+// values such as app and month, rating) that the store folds into the
+// run's tally in the transaction that completes the item; Aggregate.Fact is
+// exported so a check can recompute the tally from the classify outputs.
+//
+// Every stage is safe for concurrent use and keeps no state between calls.
+package stages
