@@ -90,7 +90,7 @@ func runDemo(c *cli.Context, o *pipelineOptions, so *simOptions, items int, dbAr
 	fmt.Fprintf(stderr, "demo: database %s\n", o.DB)
 
 	start := time.Now()
-	runErr := runPipeline(c.Context, o, &inputOptions{Path: input, IDField: "id", TextField: "text"}, c.App.Writer, stderr, nil)
+	sum, runErr := runPipeline(c.Context, o, &inputOptions{Path: input, IDField: "id", TextField: "text"}, c.App.Writer, stderr, nil)
 	wall := time.Since(start)
 
 	st := sim.Stats()
@@ -101,13 +101,15 @@ func runDemo(c *cli.Context, o *pipelineOptions, so *simOptions, items int, dbAr
 		st.Outcomes[geminisim.OutcomeErr500], st.Outcomes[geminisim.OutcomeErr503], st.Outcomes[geminisim.OutcomeHang],
 		st.Outcomes[geminisim.OutcomeMalformed], st.Outcomes[geminisim.OutcomeBlockPrompt]+st.Outcomes[geminisim.OutcomeBlockCandidate],
 		st.Outcomes[geminisim.OutcomeMaxTokens])
-	paidTwice := 0
-	for _, it := range st.Items {
-		if it.OK > 1 {
-			paidTwice++
-		}
+	// Several reviews can share a text, so count by items, not by the
+	// simulator's per-text accounting: every answer beyond one per newly
+	// classified item was paid twice.
+	var classified int64
+	if cs := sum.Stages["classify"]; cs != nil {
+		classified = cs.Done
 	}
-	fmt.Fprintf(w, "simulator: %d items answered, %d answered more than once (paid twice); peak %d requests in flight\n", len(st.Items), paidTwice, st.PeakInFlight)
+	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items: %d paid twice; peak %d requests in flight\n",
+		st.Outcomes[geminisim.OutcomeOK], classified, st.Outcomes[geminisim.OutcomeOK]-classified, st.PeakInFlight)
 	if minimum := quotaMinimum(cfg, st.AdmittedRequests); minimum > 0 {
 		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",
 			wall.Round(100*time.Millisecond), minimum.Round(100*time.Millisecond), st.AdmittedRequests, 100*minimum.Seconds()/wall.Seconds())

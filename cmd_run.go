@@ -49,7 +49,8 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
-			return runPipeline(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil)
+			_, err := runPipeline(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil)
+			return err
 		},
 	}
 }
@@ -64,13 +65,14 @@ func retryCommand() *cli.Command {
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
-			return runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
+			_, err := runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
 				n, err := db.Requeue(stage, nil)
 				if err == nil {
 					fmt.Fprintf(c.App.ErrWriter, "re-queued %d dead letters at %s\n", n, stage)
 				}
 				return err
 			})
+			return err
 		},
 	}
 }
@@ -86,54 +88,57 @@ func rerunCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
 			o.RerunChanged = true
-			return runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
+			_, err := runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
 				n, err := db.Rerun(stage)
 				if err == nil {
 					fmt.Fprintf(c.App.ErrWriter, "re-queued %d items at %s\n", n, stage)
 				}
 				return err
 			})
+			return err
 		},
 	}
 }
 
 // runPipeline is run, retry, rerun and demo: open, reconcile the
 // configuration, ingest, prepare, drain, summarise.
-func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error) error {
-	db, prompt, err := o.openDB()
+func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error) (pipeline.RunSummary, error) {
+	var sum pipeline.RunSummary
+	b, err := o.newStages(ctx)
 	if err != nil {
-		return err
+		return sum, err
+	}
+	db, err := o.openDB(b)
+	if err != nil {
+		return sum, err
 	}
 	defer db.Close()
 
 	if changed := db.ChangedStages(); len(changed) > 0 {
 		if !o.RerunChanged {
-			return usagef("the configuration of stage %s changed since %s was last run (model, labels, prompt or options): pass --rerun-changed to re-run %s and the stages after it for every item, or run again with the previous settings",
+			return sum, usagef("the configuration of stage %s changed since %s was last run (model, labels, prompt or options): pass --rerun-changed to re-run %s and the stages after it for every item, or run again with the previous settings",
 				changed[0], o.DB, changed[0])
 		}
 		n, err := db.Rerun(changed[0])
 		if err != nil {
-			return err
+			return sum, err
 		}
 		if err := db.AcceptDefinition(); err != nil {
-			return err
+			return sum, err
 		}
 		fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
 	}
 	if in.Path != "" {
 		if err := ingestFile(db, in, stderr); err != nil {
-			return err
+			return sum, err
 		}
 	}
 	if prep != nil {
 		if err := prep(db); err != nil {
-			return err
+			return sum, err
 		}
 	}
-	b, err := o.build(ctx, db, prompt)
-	if err != nil {
-		return err
-	}
+	o.wire(b, db)
 
 	ctx, stop := withSignals(ctx, stderr)
 	defer stop()
@@ -166,10 +171,10 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 		case errors.Is(runErr, pipeline.ErrStopped):
 			fmt.Fprintf(stderr, "stopped early; nothing is lost. Resume with the same command (sawtooth run --db %s ...)\n", db.Path())
 		case errors.As(runErr, &fe):
-			return fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
+			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
 		}
 	}
-	return runErr
+	return sum, runErr
 }
 
 // withSignals cancels ctx on the first SIGINT/SIGTERM (stop taking work,

@@ -130,11 +130,12 @@ func splitList(in []string) []string {
 
 // built is the wired pipeline for one command.
 type built struct {
-	db       *store.DB
+	defs     []store.StageDef
 	stages   []pipeline.StageConfig
+	sanitize *stages.Sanitize
 	classify *stages.Classify
-	limiter  *limiter.AIMD
 	agg      *stages.Aggregate
+	limiter  *limiter.AIMD
 	priceIn  float64
 	priceOut float64
 }
@@ -147,32 +148,9 @@ func fingerprint(parts ...any) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// stageDefs is the pipeline definition stored in the DB: stage names and
-// the configuration that decides each stage's output.
-func (o *pipelineOptions) stageDefs(prompt string) []store.StageDef {
-	return []store.StageDef{
-		{Name: "sanitize", Fingerprint: fingerprint(o.MaxChars, o.Emoji)},
-		{Name: "classify", Fingerprint: fingerprint(o.Model, strings.Join(o.Labels, ","), prompt, o.MaxOutputTokens)},
-		{Name: "aggregate", Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField)},
-	}
-}
-
-// openPipelineDB opens the DB for writing with this configuration.
-func (o *pipelineOptions) openDB() (*store.DB, string, error) {
-	prompt := ""
-	if o.PromptFile != "" {
-		b, err := os.ReadFile(o.PromptFile)
-		if err != nil {
-			return nil, "", usagef("read --prompt-file: %v", err)
-		}
-		prompt = string(b)
-	}
-	db, err := store.Open(o.DB, store.Options{Stages: o.stageDefs(prompt)})
-	return db, prompt, err
-}
-
-// build wires the stages, the limiter and the classify client.
-func (o *pipelineOptions) build(ctx context.Context, db *store.DB, prompt string) (*built, error) {
+// newStages builds the three stages and the pipeline definition (stage
+// names and the fingerprint of what decides each stage's output).
+func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
 	emoji, err := stages.ParseEmojiPolicy(o.Emoji)
 	if err != nil {
 		return nil, usagef("--emoji: %v", err)
@@ -180,14 +158,31 @@ func (o *pipelineOptions) build(ctx context.Context, db *store.DB, prompt string
 	if o.APIKey == "" {
 		return nil, usagef("no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment")
 	}
+	prompt := ""
+	if o.PromptFile != "" {
+		b, err := os.ReadFile(o.PromptFile)
+		if err != nil {
+			return nil, usagef("read --prompt-file: %v", err)
+		}
+		prompt = string(b)
+	}
 	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
 		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
 	})
 	if err != nil {
-		return nil, usagef("classify: %v", err)
+		return nil, usagef("%v", err)
 	}
-	b := &built{db: db, classify: cl, agg: &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField}}
+	b := &built{
+		sanitize: &stages.Sanitize{MaxChars: o.MaxChars, Emoji: emoji},
+		classify: cl,
+		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
+	}
+	b.defs = []store.StageDef{
+		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji)},
+		{Name: cl.Name(), Fingerprint: cl.Fingerprint()},
+		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField)},
+	}
 	b.priceIn, b.priceOut = stages.Price(o.Model)
 	if o.PriceIn >= 0 {
 		b.priceIn = o.PriceIn
@@ -195,26 +190,34 @@ func (o *pipelineOptions) build(ctx context.Context, db *store.DB, prompt string
 	if o.PriceOut >= 0 {
 		b.priceOut = o.PriceOut
 	}
+	return b, nil
+}
 
+// openDB opens the pipeline DB for writing with this definition.
+func (o *pipelineOptions) openDB(b *built) (*store.DB, error) {
+	return store.Open(o.DB, store.Options{Stages: b.defs})
+}
+
+// wire builds the classify limiter (starting from the limit the last run
+// learned, unless --start says otherwise) and the engine's stage configs.
+func (o *pipelineOptions) wire(b *built, db *store.DB) {
 	if o.Fixed > 0 {
 		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
 	} else {
 		start := o.Start
 		if start <= 0 {
-			start = db.LearnedLimit("classify")
+			start = db.LearnedLimit(b.classify.Name())
 		}
 		b.limiter = limiter.New(limiter.Config{
 			Start: start, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
 			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
 		})
 	}
-	apiWorkers := max(o.Ceiling, o.Fixed)
 	b.stages = []pipeline.StageConfig{
-		{Stage: &stages.Sanitize{MaxChars: o.MaxChars, Emoji: emoji}, Workers: o.Workers, MaxAttempts: 1},
-		{Stage: cl, Workers: apiWorkers, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait},
+		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
+		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
-	return b, nil
 }
 
 // cost is the estimated USD for a usage at the configured prices.
