@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+)
+
+// TestQuota_AIMDUnderRetryInfo drives a few hundred items through the
+// whole pipeline against a server that enforces a request quota and answers
+// 429 with RetryInfo, and checks every item is done exactly once with the
+// label the server gives its text.
+func TestQuota_AIMDUnderRetryInfo(t *testing.T) {
+	const items = 400
+	dir := t.TempDir()
+	input := writeItems(t, dir, items, 5)
+	sim, url := startSim(t, geminisim.Config{
+		RPM: 50, Window: 500 * time.Millisecond,
+		Latency: geminisim.Latency{Base: 20 * time.Millisecond, Jitter: 20 * time.Millisecond},
+		Seed:    3,
+	})
+	db := filepath.Join(dir, "q.db")
+	code, out, errs := sawtooth(t, simEnv(url), "run", "--db", db, "--input", input, "--quiet", "--start", "32")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, errs)
+	}
+	st := finalPlaces(t, db, items)
+
+	// Labels right for their ids: the simulator labels the sanitized text.
+	texts := readTexts(t, input)
+	got := labels(t, db)
+	if len(got) != st.Counts.Done {
+		t.Errorf("%d labels for %d done items", len(got), st.Counts.Done)
+	}
+	for id, label := range got {
+		clean, err := stages.Clean(texts[id], stages.SanitizeOptions{})
+		if err != nil {
+			t.Fatalf("item %s: %v", id, err)
+		}
+		if want := geminisim.Label(clean.Text, stages.DefaultLabels); label != want {
+			t.Errorf("item %s: label %q, want %q", id, label, want)
+		}
+	}
+	stats := sim.Stats()
+	for h, it := range stats.Items {
+		if it.OK > 1 {
+			t.Errorf("item %s answered %d times", h[:8], it.OK)
+		}
+	}
+	limited := stats.Outcomes[geminisim.OutcomeRateLimited]
+	t.Logf("calls %d, 429s %d (%.1f%%), peak in flight %d", stats.Calls, limited,
+		100*float64(limited)/float64(stats.Calls), stats.PeakInFlight)
+	if limited == 0 {
+		t.Errorf("the quota never pushed back: the test exercised nothing (start 32 against 50 per 500ms)")
+	}
+	m := regexp.MustCompile(`ranged (\d+)\.\.(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no limit range in the summary:\n%s", out)
+	}
+	if lo, _ := strconv.Atoi(m[1]); lo >= 32 {
+		t.Errorf("the limit never decreased from 32 (range %s..%s)", m[1], m[2])
+	}
+
+	// The learned limit is persisted and is where the next run starts.
+	var s struct {
+		Limit int `json:"learned_limit"`
+	}
+	_, sj, _ := sawtooth(t, nil, "status", "--db", db, "--json")
+	if err := json.Unmarshal([]byte(sj), &s); err != nil || s.Limit < 1 {
+		t.Errorf("learned limit not persisted: %v %s", err, sj)
+	}
+}
+
+func readTexts(t testing.TB, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r struct{ ID, Text string }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		m[r.ID] = r.Text
+	}
+	return m
+}
