@@ -21,7 +21,7 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 		return nil, fmt.Errorf("unknown stage %q", stage)
 	}
 	var out []pipeline.Queued
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(todoBucket(stage)).Cursor()
 		items := tx.Bucket(bucketItems)
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < max; k, v = c.Next() {
@@ -72,7 +72,7 @@ func (db *DB) Counts() (Counts, error) {
 	for i, s := range db.stages {
 		c.Stages[i].Stage = s.Name
 	}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		for i, s := range db.stages {
 			c.Stages[i].Output = tx.Bucket(outBucket(s.Name)).Stats().KeyN
 		}
@@ -109,7 +109,7 @@ type Location struct {
 // Locate answers "where is item id".
 func (db *DB) Locate(id string) (Location, error) {
 	loc := Location{ID: id}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketState).Get([]byte(id))
 		if v == nil {
 			return fmt.Errorf("item %q: %w", id, ErrNotFound)
@@ -151,7 +151,7 @@ func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
 	if _, ok := db.index[stage]; !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
-	return db.bolt.View(func(tx *bolt.Tx) error {
+	return db.view(func(tx *bolt.Tx) error {
 		items := tx.Bucket(bucketItems)
 		return tx.Bucket(deadBucket(stage)).ForEach(func(k, v []byte) error {
 			e := DeadEntry{ID: string(k)}
@@ -172,7 +172,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	if _, ok := db.index[stage]; !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
-	return db.bolt.View(func(tx *bolt.Tx) error {
+	return db.view(func(tx *bolt.Tx) error {
 		items := tx.Bucket(bucketItems)
 		return tx.Bucket(outBucket(stage)).ForEach(func(k, v []byte) error {
 			var r pipeline.Record
@@ -186,7 +186,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 
 // ForEachDone calls fn with every done item, its record and all outputs.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error {
+	return db.view(func(tx *bolt.Tx) error {
 		items := tx.Bucket(bucketItems)
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
@@ -211,7 +211,7 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 // Tally is the stored aggregate.
 func (db *DB) Tally() (pipeline.Tally, error) {
 	var t pipeline.Tally
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		var err error
 		t, err = readTally(tx)
 		return err
@@ -230,7 +230,7 @@ func (db *DB) Check() ([]string, error) {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		items, states := tx.Bucket(bucketItems), tx.Bucket(bucketState)
 		if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
 			add("%d records but %d states", n, m)
@@ -289,7 +289,7 @@ func (db *DB) SaveRun(r pipeline.RunSummary) error {
 	if err != nil {
 		return err
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRuns).Put([]byte(r.ID), b)
 	})
 }
@@ -297,7 +297,7 @@ func (db *DB) SaveRun(r pipeline.RunSummary) error {
 // Runs returns up to n most recent run records, newest first.
 func (db *DB) Runs(n int) ([]pipeline.RunSummary, error) {
 	var out []pipeline.RunSummary
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRuns).Cursor()
 		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
 			var r pipeline.RunSummary
@@ -325,7 +325,7 @@ func (db *DB) AppendSamples(runID string, s []pipeline.Sample) error {
 	if err != nil {
 		return err
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx *bolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(seriesBucket(runID))
 		if err != nil {
 			return err
@@ -338,7 +338,7 @@ func (db *DB) AppendSamples(runID string, s []pipeline.Sample) error {
 // Samples returns a run's series in time order.
 func (db *DB) Samples(runID string) ([]pipeline.Sample, error) {
 	var out []pipeline.Sample
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(seriesBucket(runID))
 		if bk == nil {
 			return nil

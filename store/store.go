@@ -97,17 +97,29 @@ func Open(path string, opt Options) (*DB, error) {
 		timeout = DefaultLockTimeout
 	}
 	if opt.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
+		fi, err := os.Stat(path)
+		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
+		// bbolt would try to write a fresh layout into it, and fail with
+		// "bad file descriptor".
+		if fi.Mode().IsRegular() && fi.Size() == 0 {
+			return nil, fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", path, ErrNotSawtooth)
+		}
 	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+	if err := checkTruncated(path); err != nil {
+		return nil, err
+	}
+	bdb, err := openBolt(path, &bolt.Options{
 		Timeout:        timeout,
 		ReadOnly:       opt.ReadOnly,
 		NoSync:         opt.NoSync,
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
 	})
+	if errors.Is(err, ErrCorrupt) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -154,7 +166,7 @@ type definition struct {
 
 func (db *DB) init(readOnly bool) error {
 	fresh := false
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			empty := true
@@ -193,7 +205,7 @@ func (db *DB) init(readOnly bool) error {
 	if readOnly {
 		return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", db.path, ErrNotSawtooth)
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -236,7 +248,7 @@ func (db *DB) ChangedStages() []string { return slices.Clone(db.changed) }
 // AcceptDefinition records the current stage fingerprints as the
 // database's, after the caller has re-run (or chosen to keep) what changed.
 func (db *DB) AcceptDefinition() error {
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx *bolt.Tx) error {
 		def, _ := json.Marshal(definition{Stages: db.stages})
 		return tx.Bucket(bucketMeta).Put(keyDef, def)
 	})
@@ -265,7 +277,7 @@ func (db *DB) Dir() string { return filepath.Dir(db.path) }
 
 // SetLearnedLimit persists a stage's learned concurrency limit.
 func (db *DB) SetLearnedLimit(stage string, n int) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(limitKey(stage), []byte(strconv.Itoa(n)))
 	})
 }
@@ -273,7 +285,7 @@ func (db *DB) SetLearnedLimit(stage string, n int) error {
 // LearnedLimit is the limit persisted by the last run, 0 if none.
 func (db *DB) LearnedLimit(stage string) int {
 	n := 0
-	_ = db.bolt.View(func(tx *bolt.Tx) error {
+	_ = db.view(func(tx *bolt.Tx) error {
 		n, _ = strconv.Atoi(string(tx.Bucket(bucketMeta).Get(limitKey(stage))))
 		return nil
 	})

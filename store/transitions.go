@@ -29,7 +29,7 @@ func (s IngestStats) Add(o IngestStats) IngestStats {
 // stage. Idempotent.
 func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 	var st IngestStats
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx *bolt.Tx) error {
 		st = IngestStats{}
 		w := db.writer(tx)
 		for _, r := range recs {
@@ -68,7 +68,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 // A transition whose item is no longer queued at that stage and sequence is
 // skipped, so Commit is idempotent.
 func (db *DB) Commit(ts []pipeline.Transition) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx *bolt.Tx) error {
 		w := db.writer(tx)
 		for i := range ts {
 			if err := w.apply(&ts[i]); err != nil {
@@ -87,7 +87,7 @@ func (db *DB) Requeue(stage string, ids []string) (int, error) {
 		return 0, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	n := 0
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx *bolt.Tx) error {
 		n = 0
 		w := db.writer(tx)
 		dead := tx.Bucket(deadBucket(stage))
@@ -142,7 +142,7 @@ func (db *DB) Rerun(stage string) (int, error) {
 func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
 	n := 0
 	var last []byte
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx *bolt.Tx) error {
 		n, last = 0, nil
 		w := db.writer(tx)
 		c := w.stateB.Cursor()
@@ -196,7 +196,24 @@ type writer struct {
 }
 
 func (db *DB) writer(tx *bolt.Tx) *writer {
-	return &writer{db: db, tx: tx, items: tx.Bucket(bucketItems), stateB: tx.Bucket(bucketState)}
+	w := &writer{db: db, tx: tx}
+	w.items, w.stateB = w.bucket(bucketItems), w.bucket(bucketState)
+	return w
+}
+
+// fillPercent packs pages fuller than bbolt's default 0.5: queue keys are
+// sequences and ids mostly arrive in order, so writes are near-appends and
+// half-empty pages would double the file.
+const fillPercent = 0.9
+
+// bucket returns a top-level bucket of the write transaction, set to pack
+// its pages.
+func (w *writer) bucket(name []byte) *bolt.Bucket {
+	b := w.tx.Bucket(name)
+	if b != nil {
+		b.FillPercent = fillPercent
+	}
+	return b
 }
 
 func (w *writer) state(id []byte) (state, bool) {
@@ -214,7 +231,7 @@ func (w *writer) putState(id []byte, s state) error {
 func (w *writer) stageName(i int) string { return w.db.stages[i].Name }
 
 func (w *writer) enqueue(id []byte, si int, hash string) error {
-	todo := w.tx.Bucket(todoBucket(w.stageName(si)))
+	todo := w.bucket(todoBucket(w.stageName(si)))
 	seq, err := todo.NextSequence()
 	if err != nil {
 		return err
@@ -231,11 +248,11 @@ func (w *writer) enqueue(id []byte, si int, hash string) error {
 func (w *writer) removeFrom(id []byte, s state, from int) error {
 	switch s.Status {
 	case Queued:
-		if err := w.tx.Bucket(todoBucket(w.stageName(s.Stage))).Delete(u64(s.Seq)); err != nil {
+		if err := w.bucket(todoBucket(w.stageName(s.Stage))).Delete(u64(s.Seq)); err != nil {
 			return err
 		}
 	case Dead:
-		if err := w.tx.Bucket(deadBucket(w.stageName(s.Stage))).Delete(id); err != nil {
+		if err := w.bucket(deadBucket(w.stageName(s.Stage))).Delete(id); err != nil {
 			return err
 		}
 	case Done:
@@ -244,7 +261,7 @@ func (w *writer) removeFrom(id []byte, s state, from int) error {
 		}
 	}
 	for i := from; i < len(w.db.stages); i++ {
-		if err := w.tx.Bucket(outBucket(w.stageName(i))).Delete(id); err != nil {
+		if err := w.bucket(outBucket(w.stageName(i))).Delete(id); err != nil {
 			return err
 		}
 	}
@@ -256,7 +273,7 @@ func (w *writer) requeue(id []byte, si int) error {
 	if !ok || s.Status != Dead || s.Stage != si {
 		return fmt.Errorf("item %q: state does not match dead/%s: run `sawtooth verify`", id, w.stageName(si))
 	}
-	if err := w.tx.Bucket(deadBucket(w.stageName(si))).Delete(id); err != nil {
+	if err := w.bucket(deadBucket(w.stageName(si))).Delete(id); err != nil {
 		return err
 	}
 	return w.enqueue(id, si, s.Hash)
@@ -272,12 +289,12 @@ func (w *writer) apply(t *pipeline.Transition) error {
 	if !ok || s.Status != Queued || s.Stage != si || s.Seq != t.Seq {
 		return nil // already applied, or the item moved (re-ingested): stale
 	}
-	if err := w.tx.Bucket(todoBucket(t.Stage)).Delete(u64(t.Seq)); err != nil {
+	if err := w.bucket(todoBucket(t.Stage)).Delete(u64(t.Seq)); err != nil {
 		return err
 	}
 	switch t.Outcome {
 	case pipeline.Succeeded:
-		if err := w.tx.Bucket(outBucket(t.Stage)).Put(id, t.Result.Output); err != nil {
+		if err := w.bucket(outBucket(t.Stage)).Put(id, t.Result.Output); err != nil {
 			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
 		}
 		if si+1 < len(w.db.stages) {
@@ -292,7 +309,7 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		if err != nil {
 			return err
 		}
-		if err := w.tx.Bucket(deadBucket(t.Stage)).Put(id, dl); err != nil {
+		if err := w.bucket(deadBucket(t.Stage)).Put(id, dl); err != nil {
 			return err
 		}
 		return w.putState(id, state{Stage: si, Status: Dead, Hash: s.Hash})
@@ -332,7 +349,7 @@ func (w *writer) flush() error {
 	if err != nil {
 		return err
 	}
-	return w.tx.Bucket(bucketAgg).Put(keyTally, b)
+	return w.bucket(bucketAgg).Put(keyTally, b)
 }
 
 func readTally(tx *bolt.Tx) (pipeline.Tally, error) {
