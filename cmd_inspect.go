@@ -3,10 +3,8 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -45,22 +43,17 @@ func stageFlag(dest *string, required bool) cli.Flag {
 }
 
 func statusCommand() *cli.Command {
-	var asJSON bool
+	var asJSON, watch bool
 	return &cli.Command{
 		Name:  "status",
-		Usage: "per-stage queued/done/dead counts, tokens and cost, and the last runs",
-		Flags: []cli.Flag{dbFlag(), &cli.BoolFlag{Name: "json", Destination: &asJSON}},
+		Usage: "per-stage queued/done/dead counts, tokens and cost, and the last runs (live figures while a run holds the DB)",
+		Flags: []cli.Flag{dbFlag(), &cli.BoolFlag{Name: "json", Destination: &asJSON},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "refresh every second until Ctrl-C", Destination: &watch}},
 		Action: func(c *cli.Context) error {
-			path := c.String("db")
-			db, err := openReadOnly(path)
-			if errors.Is(err, store.ErrInUse) {
-				return printLiveStatus(c.App.Writer, path, asJSON)
+			if watch {
+				return watchStatus(c.Context, c.App.Writer, c.String("db"), asJSON, time.Second)
 			}
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			return printStatus(c.App.Writer, db, asJSON)
+			return statusFrame(c.App.Writer, c.String("db"), asJSON)
 		},
 	}
 }
@@ -349,22 +342,4 @@ func verify(db *store.DB, agg *stages.Aggregate) ([]string, error) {
 		problems = append(problems, "aggregate (stored != recomputed): "+d)
 	}
 	return problems, nil
-}
-
-// printLiveStatus shows what a running process publishes beside the DB.
-func printLiveStatus(w io.Writer, path string, asJSON bool) error {
-	b, err := os.ReadFile(liveStatusPath(path))
-	if err != nil {
-		return fmt.Errorf("database %s is in use by a running sawtooth and it has published no live status yet; try again in a few seconds", path)
-	}
-	var live liveStatus
-	if err := json.Unmarshal(b, &live); err != nil {
-		return fmt.Errorf("read live status of %s: %w", path, err)
-	}
-	if asJSON {
-		return writeJSON(w, live)
-	}
-	fmt.Fprintf(w, "%s: a run is in progress (pid %d, run %s); live figures as of %s:\n\n", path, live.PID, live.RunID, live.Updated.Format(time.TimeOnly))
-	printProgressTable(w, live.Progress)
-	return nil
 }

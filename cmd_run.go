@@ -36,8 +36,9 @@ func inputFlags(in *inputOptions) []cli.Flag {
 
 func runCommand() *cli.Command {
 	var (
-		o  pipelineOptions
-		in inputOptions
+		o   pipelineOptions
+		in  inputOptions
+		obs obsOptions
 	)
 	return &cli.Command{
 		Name:  "run",
@@ -45,11 +46,11 @@ func runCommand() *cli.Command {
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
 resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
-		Flags:  append(append([]cli.Flag{dbFlag()}, inputFlags(&in)...), pipelineFlags(&o)...),
+		Flags:  append(append(append([]cli.Flag{dbFlag()}, inputFlags(&in)...), pipelineFlags(&o)...), obsFlags(&obs)...),
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
-			_, err := runPipeline(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil)
+			_, err := runPipelineObs(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil, obs)
 			return err
 		},
 	}
@@ -103,7 +104,15 @@ func rerunCommand() *cli.Command {
 // runPipeline is run, retry, rerun and demo: open, reconcile the
 // configuration, ingest, prepare, drain, summarise.
 func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error) (pipeline.RunSummary, error) {
+	return runPipelineObs(ctx, o, in, stdout, stderr, prep, obsOptions{})
+}
+
+// runPipelineObs is runPipeline with logging and metrics options.
+func runPipelineObs(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error, obs obsOptions) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
+	if _, err := newLogger(io.Discard, obs.LogFormat, obs.LogLevel); err != nil {
+		return sum, err
+	}
 	b, err := o.newStages(ctx)
 	if err != nil {
 		return sum, err
@@ -140,14 +149,16 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	}
 	o.wire(b, db)
 
-	ctx, stop := withSignals(ctx, stderr)
-	defer stop()
 	runID := store.NewRunID(time.Now())
-	prog := newProgressPrinter(stderr, db.Path(), o.Quiet, b)
-	prog.runID = runID
+	prog, err := newRunMonitor(db, b, runID, o.Quiet, obs, stderr)
+	if err != nil {
+		return sum, err
+	}
+	ctx, stop := withSignals(ctx, prog.Writer())
+	defer stop()
 	r := &pipeline.Runner{
-		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace,
-		OnTick: prog.tick,
+		Store: db, Stages: prog.instrument(b.stages), RunID: runID, Grace: o.Grace,
+		OnTick: prog.tick, Log: prog.log,
 	}
 	sum, runErr := r.Run(ctx)
 	prog.close()

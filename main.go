@@ -79,6 +79,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			verifyCommand(),
 			simCommand(),
 			demoCommand(),
+			benchCommand(),
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,15 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// The suites mostly wait (on backoff, on the simulator's latency, on a
+	// process to die), so they run more at once than there are cores,
+	// unless -parallel says otherwise.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "8")
+	}
 	dir, err := os.MkdirTemp("", "sawtooth-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -28,8 +38,14 @@ func TestMain(m *testing.M) {
 	binary = filepath.Join(dir, "sawtooth")
 	// The binary is built without -race: the packages' own tests run
 	// under -race, and a race-instrumented binary would make the kill
-	// tests several times slower.
-	cmd := exec.Command("go", "build", "-o", binary, "..")
+	// tests several times slower. SAWTOOTH_E2E_RACE=1 builds it with
+	// -race: a data race then makes the process exit 66, which every
+	// suite reports as an unexpected exit code.
+	build := []string{"build", "-o", binary}
+	if os.Getenv("SAWTOOTH_E2E_RACE") == "1" {
+		build = append(build, "-race")
+	}
+	cmd := exec.Command("go", append(build, "..")...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build sawtooth:", err)

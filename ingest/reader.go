@@ -140,6 +140,9 @@ func (r *Reader) accept(rec pipeline.Record) bool {
 }
 
 func (r *Reader) readErr(err error) error {
+	if r.lines.no == 0 {
+		return fmt.Errorf("read input: %w", err)
+	}
 	return fmt.Errorf("read input after line %d: %w", r.lines.no, err)
 }
 

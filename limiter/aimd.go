@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"fmt"
 	"container/list"
 	"context"
 	"math"
@@ -167,6 +168,16 @@ type AIMD struct {
 	minLimit, maxLimit   int
 	increases, decreases int64
 
+	paceUntil, paceNext time.Time
+	paceEvery           time.Duration
+	count               float64 // decayed count of successes, with busy
+
+	slowStart     bool      // Start was not given: grow per success until the first congestion event
+	cooldownUntil time.Time // no growth before this; set at each decrease
+	busy          float64   // decayed sum of success latencies in seconds (see admittedLocked)
+	busyAt        time.Time // when busy was last decayed
+	busySince     time.Time // first success measured; zero before
+
 	avgTokens  float64 // EWMA of billed tokens per success; valid if hasTokens
 	hasTokens  bool
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
@@ -184,13 +195,15 @@ type waiter struct {
 
 // New returns an AIMD limiter configured by cfg (see Config for defaults).
 func New(cfg Config) *AIMD {
+	slowStart := cfg.Start == 0 && !cfg.Fixed
 	cfg = cfg.withDefaults()
 	l := &AIMD{
-		cfg:      cfg,
-		newTimer: realTimer,
-		limit:    cfg.Start,
-		minLimit: cfg.Start,
-		maxLimit: cfg.Start,
+		cfg:       cfg,
+		newTimer:  realTimer,
+		limit:     cfg.Start,
+		minLimit:  cfg.Start,
+		maxLimit:  cfg.Start,
+		slowStart: slowStart,
 	}
 	if cfg.RPM > 0 {
 		perSecond := float64(cfg.RPM) / 60
@@ -240,6 +253,7 @@ func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
 	now := l.cfg.Now()
 	if l.queue.Len() == 0 && l.canStartLocked(now) {
 		l.inFlight++
+		l.pacedLocked(now)
 		started := l.stampLocked(now)
 		l.mu.Unlock()
 		return l.pace(ctx, started)
@@ -250,8 +264,8 @@ func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
 		// Only the head of the line watches the gate's clock; the others
 		// wait for their turn and are woken one at a time.
 		timer, stop := (<-chan time.Time)(nil), noStop
-		if l.queue.Front() == w.elem && now.Before(l.gate) {
-			timer, stop = l.newTimer(l.gate.Sub(now))
+		if hold := l.holdLocked(now); l.queue.Front() == w.elem && now.Before(hold) {
+			timer, stop = l.newTimer(hold.Sub(now))
 		}
 		l.mu.Unlock()
 		select {
@@ -360,7 +374,7 @@ func (l *AIMD) abandon(w *waiter) {
 	l.queue.Remove(w.elem)
 	if wasHead {
 		l.dispatchLocked(now)
-		if now.Before(l.gate) {
+		if now.Before(l.holdLocked(now)) {
 			l.wakeHeadLocked() // the new head must take over the gate's clock
 		}
 	}
@@ -375,12 +389,18 @@ func (l *AIMD) Succeeded(started time.Time, tokens int64) {
 	now := l.cfg.Now()
 	l.releaseLocked()
 	l.observeLocked(now.Sub(started), tokens)
+	l.observeBusyLocked(now, now.Sub(started))
 	if !l.cfg.Fixed {
 		ceiling := l.ceilingLocked()
 		if l.limit > ceiling {
 			l.setLimitLocked(ceiling)
 		}
-		if started.After(l.decrease) && !l.coolingLocked(now) {
+		if l.slowStart {
+			if l.limit < ceiling {
+				l.setLimitLocked(min(ceiling, l.limit+l.cfg.Increase))
+				l.increases++
+			}
+		} else if started.After(l.decrease) && !l.coolingLocked(now) {
 			l.streak++
 			if l.streak >= l.limit {
 				l.streak = 0
@@ -421,6 +441,24 @@ func (l *AIMD) RateLimited(started time.Time, retryAfter time.Duration) {
 		l.decreases++
 		l.streak = 0
 		next := int(math.Floor(float64(l.limit) * l.cfg.DecreaseFactor))
+		if westwoodAlways || (!l.slowStart && !l.coolingLocked(now)) {
+			if a, ok := l.admittedLocked(now); ok {
+				next = max(next, min(l.limit-1, int(math.Floor(a*measuredMargin))))
+				if debugHook != nil {
+					debugHook(fmt.Sprintf("decrease at %d: admitted %.1f -> %d", l.limit, a, next))
+				}
+			}
+		}
+		l.slowStart = false
+		resume := maxTime(now, l.gate)
+		l.cooldownUntil = resume.Add(l.cooldownLocked())
+		if pacing {
+			if r, ok := l.admittedRateLocked(now); ok && r > 0 {
+				l.paceEvery = time.Duration(float64(time.Second) / (r * paceMargin))
+				l.paceUntil = l.cooldownUntil
+				l.paceNext = resume
+			}
+		}
 		l.setLimitLocked(max(l.cfg.Floor, next))
 	}
 	l.dispatchLocked(now)
@@ -449,6 +487,7 @@ func (l *AIMD) SetLimit(n int) {
 	}
 	l.setLimitLocked(min(max(n, l.cfg.Floor), ceiling))
 	l.streak = 0
+	l.slowStart = false
 	l.dispatchLocked(l.cfg.Now())
 }
 
@@ -517,12 +556,37 @@ func (l *AIMD) Snapshot() Stats {
 }
 
 func (l *AIMD) canStartLocked(now time.Time) bool {
-	return l.inFlight < l.limit && !now.Before(l.gate)
+	return l.inFlight < l.limit && !now.Before(l.holdLocked(now))
+}
+
+// holdLocked is the time before which no call starts: the retry-after
+// gate, or the next paced start while pacing after a congestion event.
+func (l *AIMD) holdLocked(now time.Time) time.Time {
+	h := l.gate
+	if now.Before(l.paceUntil) && l.paceNext.After(h) {
+		h = l.paceNext
+	}
+	return h
+}
+
+// pacedLocked records a start for the pacing after a congestion event.
+func (l *AIMD) pacedLocked(now time.Time) {
+	if now.Before(l.paceUntil) {
+		l.paceNext = maxTime(l.paceNext, now).Add(l.paceEvery)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // dispatchLocked grants slots to waiters in line order while slots are free
 // and the gate has passed.
 func (l *AIMD) dispatchLocked(now time.Time) {
+	granted := false
 	for l.canStartLocked(now) {
 		e := l.queue.Front()
 		if e == nil {
@@ -530,9 +594,14 @@ func (l *AIMD) dispatchLocked(now time.Time) {
 		}
 		w := l.queue.Remove(e).(*waiter)
 		l.inFlight++
+		l.pacedLocked(now)
 		w.started = l.stampLocked(now)
 		w.granted = true
 		close(w.ready)
+		granted = true
+	}
+	if granted && now.Before(l.holdLocked(now)) {
+		l.wakeHeadLocked() // the new head must watch the pacing clock
 	}
 }
 
@@ -573,7 +642,82 @@ func (l *AIMD) setLimitLocked(n int) {
 }
 
 func (l *AIMD) coolingLocked(now time.Time) bool {
-	return !l.decrease.IsZero() && now.Sub(l.decrease) < l.cfg.Cooldown
+	return now.Before(l.cooldownUntil)
+}
+
+// cooldownLocked is the cooldown a decrease starts now.
+func (l *AIMD) cooldownLocked() time.Duration {
+	c := l.cfg.Cooldown
+	if l.hasLatency && cooldownRTTs > 0 {
+		c = min(c, time.Duration(cooldownRTTs*l.avgLatency))
+	}
+	return c
+}
+
+var debugHook func(string)
+
+var (
+	pacing         = true
+	paceMargin     = 0.95
+	westwoodAlways = true
+	measureRTTs    = 8.0
+	measuredMargin = 0.95
+	cooldownRTTs   = 4.0
+)
+
+// observeBusyLocked folds one success into the decayed sums behind
+// admittedLocked and admittedRateLocked.
+func (l *AIMD) observeBusyLocked(now time.Time, latency time.Duration) {
+	tau := l.measureSpan()
+	if l.busySince.IsZero() {
+		l.busySince, l.busyAt = now, now
+	}
+	decay := math.Exp(-now.Sub(l.busyAt).Seconds() / tau)
+	l.busy, l.count = l.busy*decay, l.count*decay
+	l.busyAt = now
+	l.busy += max(latency, 0).Seconds()
+	l.count++
+}
+
+func (l *AIMD) measureSpan() float64 {
+	if measureRTTs > 0 && l.hasLatency {
+		return measureRTTs * l.avgLatency / float64(time.Second)
+	}
+	return max(l.cfg.Cooldown, DefaultCooldown).Seconds()
+}
+
+// measuredLocked returns the decayed sums and their normalisation.
+func (l *AIMD) measuredLocked(now time.Time) (busy, count, norm float64, ok bool) {
+	if l.busySince.IsZero() || !l.hasLatency {
+		return 0, 0, 0, false
+	}
+	elapsed := now.Sub(l.busySince).Seconds()
+	if elapsed < l.avgLatency/float64(time.Second) {
+		return 0, 0, 0, false
+	}
+	tau := l.measureSpan()
+	decay := math.Exp(-now.Sub(l.busyAt).Seconds() / tau)
+	return l.busy * decay, l.count * decay, tau * (1 - math.Exp(-elapsed/tau)), true
+}
+
+// admittedLocked estimates the calls in flight the API has been admitting
+// lately: by Little's law the sum of success latencies over a span divided
+// by the span, the span decaying exponentially.
+func (l *AIMD) admittedLocked(now time.Time) (float64, bool) {
+	busy, _, norm, ok := l.measuredLocked(now)
+	if !ok {
+		return 0, false
+	}
+	return busy / norm, true
+}
+
+// admittedRateLocked estimates the successes per second lately.
+func (l *AIMD) admittedRateLocked(now time.Time) (float64, bool) {
+	_, count, norm, ok := l.measuredLocked(now)
+	if !ok {
+		return 0, false
+	}
+	return count / norm, true
 }
 
 // observeLocked folds one success into the smoothed latency and tokens.

@@ -417,8 +417,15 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				parkStage()
 				return
 			}
-			if sc.Limiter == nil && !sleepCtx(stageCtx, rl.RetryAfter) {
-				return
+			if sc.Limiter == nil {
+				// Without a limiter to gate the next call, wait here: the
+				// server's delay when it gave one, else a backoff step.
+				if bo == nil {
+					bo = newBackOff(sc)
+				}
+				if !sleepCtx(stageCtx, max(rl.RetryAfter, bo.NextBackOff())) {
+					return
+				}
 			}
 			continue // no attempt spent
 		}

@@ -418,9 +418,26 @@ func (c *Classify) callError(err error) error {
 		return c.errorf(err, "classify: no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", c.baseURL, c.timeout)
 	case errors.Is(err, errSDKPanic):
 		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", short(err.Error(), 200))
+	case isJSONError(err):
+		// The SDK's message is its own prefix, the JSON error and then the
+		// whole body: keep the error and the body's start.
+		msg, body, _ := strings.Cut(err.Error(), "\n")
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, short(body, 60))
 	default:
 		return c.errorf(err, "classify: calling %s: %s", c.baseURL, short(err.Error(), 300))
 	}
+}
+
+// isJSONError reports a response body the SDK could not parse as JSON.
+func isJSONError(err error) bool {
+	var (
+		se  *json.SyntaxError
+		ute *json.UnmarshalTypeError
+	)
+	return errors.As(err, &se) || errors.As(err, &ute)
 }
 
 func (c *Classify) apiError(err error, ae genai.APIError) error {
