@@ -1,0 +1,127 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// Data is everything a report shows, read once from the database. Its
+// JSON form is `sawtooth report --format json`.
+type Data struct {
+	// DB is the database's path, shown as the report's subject.
+	DB string `json:"db"`
+	// Generated is when the data was read; zero hides it.
+	Generated time.Time `json:"generated,omitzero"`
+	// Stages are the pipeline's stage names in order.
+	Stages  []string                `json:"stages,omitempty"`
+	Counts  store.Counts            `json:"counts"`
+	Tally   pipeline.Tally          `json:"aggregate"`
+	Dead    map[string][]DeadReason `json:"dead_letters"`
+	LastRun *pipeline.RunSummary    `json:"last_run,omitempty"`
+	// Samples are LastRun's per-second samples, every stage, in time order.
+	Samples []pipeline.Sample `json:"samples,omitempty"`
+	// Runs are the most recent runs, newest first.
+	Runs []pipeline.RunSummary `json:"runs,omitempty"`
+}
+
+// DeadReason is one cause of dead letters at a stage: how many items it
+// holds and a few of their ids.
+type DeadReason struct {
+	Reason string   `json:"reason"`
+	Count  int      `json:"count"`
+	IDs    []string `json:"example_ids"`
+}
+
+// stageOrder is d.Stages, or the stages named anywhere in the data in a
+// stable order when Stages is empty.
+func (d *Data) stageOrder() []string {
+	if len(d.Stages) > 0 {
+		return d.Stages
+	}
+	var out []string
+	add := func(s string) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range d.Counts.Stages {
+		add(s.Stage)
+	}
+	if d.LastRun != nil {
+		for _, s := range sortedKeys(d.LastRun.Stages) {
+			add(s)
+		}
+	}
+	for _, s := range sortedKeys(d.Dead) {
+		add(s)
+	}
+	return out
+}
+
+// labelsByCount is the tally's labels, most frequent first.
+func (d *Data) labelsByCount() []string {
+	labels := sortedKeys(d.Tally.Labels)
+	slices.SortStableFunc(labels, func(a, b string) int { return cmp.Compare(d.Tally.Labels[b], d.Tally.Labels[a]) })
+	return labels
+}
+
+// deadTotal is how many dead letters the database holds.
+func (d *Data) deadTotal() int {
+	n := 0
+	for _, s := range d.Counts.Stages {
+		n += s.Dead
+	}
+	return n
+}
+
+// queuedTotal is how many items wait at some stage.
+func (d *Data) queuedTotal() int {
+	n := 0
+	for _, s := range d.Counts.Stages {
+		n += s.Queued
+	}
+	return n
+}
+
+// apiStage is the stage of run r with a concurrency limit (the one that
+// calls the API), "" when none has.
+func apiStage(r *pipeline.RunSummary) string {
+	if r == nil {
+		return ""
+	}
+	for _, name := range sortedKeys(r.Stages) {
+		if s := r.Stages[name]; s != nil && s.LimitMax > 0 {
+			return name
+		}
+	}
+	for _, name := range sortedKeys(r.Stages) {
+		if s := r.Stages[name]; s != nil && s.Calls > 0 && s.Usage.TotalTokens > 0 {
+			return name
+		}
+	}
+	return ""
+}
+
+// runCost is the estimated cost of a run, all stages.
+func runCost(r pipeline.RunSummary) float64 {
+	c := 0.0
+	for _, s := range r.Stages {
+		if s != nil {
+			c += s.CostUSD
+		}
+	}
+	return c
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,203 @@
+package report
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"path/filepath"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+//go:embed report.html.tmpl
+var htmlSource string
+
+var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"num": func(v any) string {
+		switch n := v.(type) {
+		case int:
+			return num(n)
+		case int64:
+			return num(n)
+		}
+		return fmt.Sprint(v)
+	},
+	"usd": usd,
+}).Parse(htmlSource))
+
+// HTML writes the report as one self-contained HTML page: summary cards,
+// the last run's charts (concurrency limit and in-flight calls, calls per
+// second by outcome, cumulative items per stage) and per-stage table, the
+// aggregate (labels, label by each group field), dead letters by stage and
+// reason, and the recent runs. It loads nothing and runs no script.
+func HTML(w io.Writer, d *Data) error {
+	return htmlTemplate.Execute(w, newHTMLView(d))
+}
+
+type htmlView struct {
+	Name      string
+	DB        string
+	Generated string
+	Cards     []card
+	Run       *runView
+	Charts    []chartView
+	Labels    []labelView
+	Groups    []groupView
+	Dead      []deadRow
+	DeadTotal int
+	Runs      []runView
+}
+
+type card struct {
+	Label, Value, Note, Class string
+}
+
+type runView struct {
+	ID, Status, Message, Started, Wall string
+	StatusClass                        string
+	API                                string
+	Calls, Share, Limit, Cost          string
+	Stages                             []stageRow
+	Total                              stageRow
+}
+
+type chartView struct {
+	ID, Title, Caption string
+	SVG                template.HTML
+}
+
+type labelView struct {
+	labelRow
+	SharePct float64 // 0..100, one decimal
+	Avg      string
+}
+
+type groupView struct {
+	Field  string
+	Labels []string
+	Rows   []groupRowView
+	Totals []int64 // per label, over all rows
+	Total  int64
+}
+
+type groupRowView struct {
+	Value string
+	Cells []heatCell
+	Total int64
+}
+
+type heatCell struct {
+	N     int64
+	Pct   float64 // share of the row, percent
+	Level int     // 0..5 shade, by share of the row
+}
+
+func newHTMLView(d *Data) htmlView {
+	v := htmlView{Name: filepath.Base(d.DB), DB: d.DB, DeadTotal: d.deadTotal(), Dead: deadRows(d)}
+	if !d.Generated.IsZero() {
+		v.Generated = d.Generated.Local().Format("2006-01-02 15:04 MST")
+	}
+	v.Cards = append(v.Cards,
+		card{Label: "items", Value: num(d.Counts.Items), Note: fmt.Sprintf("%s queued", num(d.queuedTotal()))},
+		card{Label: "done", Value: num(d.Counts.Done), Note: pct(d.Counts.Done, d.Counts.Items, 1) + " of items", Class: "good"},
+		card{Label: "dead letters", Value: num(v.DeadTotal), Note: pct(v.DeadTotal, d.Counts.Items, 1) + " of items", Class: map[bool]string{true: "warn"}[v.DeadTotal > 0]},
+	)
+	if r := d.LastRun; r != nil {
+		rv := newRunView(*r, d.stageOrder())
+		v.Run = &rv
+		v.Cards = append(v.Cards, card{Label: "last run", Value: dur(wall(*r)), Note: r.Status, Class: rv.StatusClass})
+		if rv.API != "" {
+			s := r.Stages[rv.API]
+			v.Cards = append(v.Cards,
+				card{Label: "429 share", Value: rv.Share, Note: fmt.Sprintf("of %s calls", rv.Calls), Class: map[bool]string{true: "warn"}[s.Calls > 0 && float64(s.RateLimited)/float64(s.Calls) > 0.05]},
+				card{Label: "concurrency limit", Value: fmt.Sprintf("%d–%d", s.LimitMin, s.LimitMax), Note: fmt.Sprintf("ended at %d", s.LimitEnd)},
+				card{Label: "est. cost", Value: usd(runCost(*r)), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
+			)
+		}
+	}
+	for _, c := range runCharts(d) {
+		v.Charts = append(v.Charts, chartView{ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: c.SVG()})
+	}
+	for _, l := range labelRows(d) {
+		lv := labelView{labelRow: l, SharePct: math.Round(1000*l.Share) / 10, Avg: "–"}
+		if l.HasMean {
+			lv.Avg = fmt.Sprintf("%.2f", l.Rating)
+		}
+		v.Labels = append(v.Labels, lv)
+	}
+	for _, g := range groupTables(d) {
+		gv := groupView{Field: g.Field, Labels: g.Labels, Totals: make([]int64, len(g.Labels))}
+		for _, r := range g.Rows {
+			rv := groupRowView{Value: r.Value, Total: r.Total}
+			for i, n := range r.Cells {
+				c := heatCell{N: n, Pct: math.Round(1000*r.share(n)) / 10}
+				if n > 0 && g.MaxShare > 0 {
+					c.Level = max(1, int(math.Round(5*r.share(n)/g.MaxShare)))
+				}
+				rv.Cells = append(rv.Cells, c)
+				gv.Totals[i] += n
+			}
+			gv.Total += r.Total
+			gv.Rows = append(gv.Rows, rv)
+		}
+		v.Groups = append(v.Groups, gv)
+	}
+	for i, r := range d.Runs {
+		if i == 10 {
+			break
+		}
+		v.Runs = append(v.Runs, newRunView(r, d.stageOrder()))
+	}
+	return v
+}
+
+func newRunView(r pipeline.RunSummary, order []string) runView {
+	rv := runView{ID: r.ID, Status: r.Status, Message: r.Message, Wall: dur(wall(r)), Stages: stageRows(&r, order)}
+	if !r.Started.IsZero() {
+		rv.Started = r.Started.Local().Format("2006-01-02 15:04:05")
+	}
+	switch r.Status {
+	case "complete":
+		rv.StatusClass = "good"
+	case "stopped":
+		rv.StatusClass = "warn"
+	case "failed":
+		rv.StatusClass = "bad"
+	default:
+		rv.StatusClass = "info"
+	}
+	rv.Total.Name = "total"
+	for _, s := range rv.Stages {
+		rv.Total.Attempts += s.Attempts
+		rv.Total.Calls += s.Calls
+		rv.Total.RateLimited += s.RateLimited
+		rv.Total.Transient += s.Transient
+		rv.Total.Dead += s.Dead
+		rv.Total.Usage = rv.Total.Usage.Add(s.Usage)
+		rv.Total.CostUSD += s.CostUSD
+	}
+	if rv.API = apiStage(&r); rv.API != "" {
+		s := r.Stages[rv.API]
+		rv.Calls = num(s.Calls)
+		rv.Share = pct(s.RateLimited, s.Calls, 2)
+		rv.Limit = limitRange(*s)
+		rv.Cost = usd(runCost(r))
+	}
+	return rv
+}
+
+// compact formats a count for a card: 186152 -> "186k".
+func compact(n int64) string {
+	switch {
+	case n >= 10_000_000:
+		return fmt.Sprintf("%.0fM", float64(n)/1e6)
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 10_000:
+		return fmt.Sprintf("%.0fk", float64(n)/1e3)
+	default:
+		return num(n)
+	}
+}

@@ -1,0 +1,186 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Text writes the report as plain text for a terminal.
+func Text(w io.Writer, d *Data) error { return writeText(w, d, false) }
+
+// Markdown writes the report as GitHub-flavoured Markdown, to paste into a
+// chat message or a pull request.
+func Markdown(w io.Writer, d *Data) error { return writeText(w, d, true) }
+
+// textWriter renders headings, tables and bullets as text or Markdown and
+// keeps the first write error.
+type textWriter struct {
+	w   io.Writer
+	md  bool
+	err error
+}
+
+func (t *textWriter) printf(format string, args ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.w, format, args...)
+	}
+}
+
+func (t *textWriter) heading(s string) {
+	if t.md {
+		t.printf("\n### %s\n\n", s)
+	} else {
+		t.printf("\n%s\n%s\n", s, strings.Repeat("=", len([]rune(s))))
+	}
+}
+
+func (t *textWriter) bullet() string {
+	if t.md {
+		return "- "
+	}
+	return "  "
+}
+
+// cell makes s safe in a Markdown table cell: one line, no bare pipes.
+func (t *textWriter) cell(s string) string {
+	if !t.md {
+		return strings.ReplaceAll(s, "\t", " ")
+	}
+	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "|", `\|`).Replace(s)
+	return s
+}
+
+func (t *textWriter) table(header []string, right []bool, rows [][]string) {
+	if t.err != nil {
+		return
+	}
+	for _, r := range rows {
+		for i := range r {
+			r[i] = t.cell(r[i])
+		}
+	}
+	if t.md {
+		t.printf("| %s |\n|", strings.Join(header, " | "))
+		for i := range header {
+			if i < len(right) && right[i] {
+				t.printf(" ---: |")
+			} else {
+				t.printf(" --- |")
+			}
+		}
+		t.printf("\n")
+		for _, r := range rows {
+			t.printf("| %s |\n", strings.Join(r, " | "))
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(t.w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	t.err = tw.Flush()
+}
+
+func writeText(w io.Writer, d *Data, md bool) error {
+	t := &textWriter{w: w, md: md}
+	if md {
+		t.printf("## sawtooth report: `%s`\n", strings.ReplaceAll(d.DB, "`", "'"))
+	} else {
+		t.printf("sawtooth report: %s\n", d.DB)
+	}
+	if !d.Generated.IsZero() {
+		t.printf("\ngenerated %s\n", d.Generated.Local().Format("2006-01-02 15:04 MST"))
+	}
+
+	t.printf("\n%s items: %s done, %s dead letters, %s queued", num(d.Counts.Items), num(d.Counts.Done), num(d.deadTotal()), num(d.queuedTotal()))
+	var parts []string
+	for _, s := range d.Counts.Stages {
+		if s.Queued > 0 || s.Dead > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %s queued, %s dead", s.Stage, num(s.Queued), num(s.Dead)))
+		}
+	}
+	if len(parts) > 0 {
+		t.printf(" (%s)", strings.Join(parts, "; "))
+	}
+	t.printf("\n")
+
+	if r := d.LastRun; r != nil {
+		t.heading("Last run")
+		t.printf("%s%s: %s in %s", t.bullet(), r.ID, r.Status, dur(wall(*r)))
+		if r.Message != "" {
+			t.printf(" (%s)", r.Message)
+		}
+		t.printf("\n")
+		if api := apiStage(r); api != "" {
+			s := r.Stages[api]
+			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, concurrency limit %s; %s tokens in / %s out, est. %s\n",
+				t.bullet(), api, num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
+				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
+		}
+		t.printf("\n")
+		var rows [][]string
+		for _, s := range stageRows(r, d.stageOrder()) {
+			rows = append(rows, []string{s.Name, num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient),
+				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD)})
+		}
+		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "tokens in", "tokens out", "est. cost"},
+			[]bool{false, true, true, true, true, true, true, true, true, true}, rows)
+	}
+
+	labels := labelRows(d)
+	t.heading("Labels")
+	if len(labels) == 0 {
+		t.printf("no item has been aggregated yet\n")
+	} else {
+		var rows [][]string
+		for _, l := range labels {
+			avg := "-"
+			if l.HasMean {
+				avg = fmt.Sprintf("%.2f", l.Rating)
+			}
+			rows = append(rows, []string{l.Label, num(l.Items), fmt.Sprintf("%.1f%%", 100*l.Share), avg, strings.Join(l.Examples, " ")})
+		}
+		t.table([]string{"label", "items", "share", "avg rating", "examples"}, []bool{false, true, true, true, false}, rows)
+	}
+
+	for _, g := range groupTables(d) {
+		t.heading("Label by " + g.Field)
+		var rows [][]string
+		for _, r := range g.Rows {
+			row := []string{r.Value}
+			for _, n := range r.Cells {
+				row = append(row, num(n))
+			}
+			rows = append(rows, append(row, num(r.Total)))
+		}
+		header := append(append([]string{g.Field}, g.Labels...), "total")
+		right := make([]bool, len(header))
+		for i := 1; i < len(right); i++ {
+			right[i] = true
+		}
+		t.table(header, right, rows)
+	}
+
+	t.heading("Dead letters")
+	dead := deadRows(d)
+	if len(dead) == 0 {
+		t.printf("none\n")
+	} else if md {
+		var rows [][]string
+		for _, r := range dead {
+			rows = append(rows, []string{r.Stage, num(r.Count), r.Reason, strings.Join(r.IDs, ", ")})
+		}
+		t.table([]string{"stage", "items", "reason", "e.g."}, []bool{false, true, false, false}, rows)
+	} else {
+		for _, r := range dead {
+			t.printf("%s%s: %d × %s (e.g. %s)\n", t.bullet(), r.Stage, r.Count, r.Reason, strings.Join(r.IDs, ", "))
+		}
+	}
+	if len(dead) > 0 {
+		t.printf("\n%s`sawtooth dlq list --db %s` lists them; `sawtooth retry --db %s --stage S` re-runs a stage's dead letters\n", t.bullet(), d.DB, d.DB)
+	}
+	return t.err
+}
