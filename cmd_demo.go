@@ -33,6 +33,7 @@ var demoSim = simOptions{
 func demoCommand() *cli.Command {
 	var (
 		o     pipelineOptions
+		obs   obsOptions
 		so    simOptions
 		items int
 		dbArg string
@@ -43,6 +44,7 @@ func demoCommand() *cli.Command {
 	}
 	flags = append(flags, simFlags(&so, demoSim)...)
 	flags = append(flags, pipelineFlags(&o)...)
+	flags = append(flags, obsFlags(&obs)...)
 	return &cli.Command{
 		Name:   "demo",
 		Usage:  "run the whole pipeline on bundled reviews against the built-in Gemini simulator",
@@ -50,12 +52,12 @@ func demoCommand() *cli.Command {
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
-			return runDemo(c, &o, &so, items, dbArg)
+			return runDemo(c, &o, obs, &so, items, dbArg)
 		},
 	}
 }
 
-func runDemo(c *cli.Context, o *pipelineOptions, so *simOptions, items int, dbArg string) error {
+func runDemo(c *cli.Context, o *pipelineOptions, obs obsOptions, so *simOptions, items int, dbArg string) error {
 	stderr := c.App.ErrWriter
 	dir, err := os.MkdirTemp("", "sawtooth-demo-")
 	if err != nil {
@@ -90,7 +92,7 @@ func runDemo(c *cli.Context, o *pipelineOptions, so *simOptions, items int, dbAr
 	fmt.Fprintf(stderr, "demo: database %s\n", o.DB)
 
 	start := time.Now()
-	sum, runErr := runPipeline(c.Context, o, &inputOptions{Path: input, IDField: "id", TextField: "text"}, c.App.Writer, stderr, nil)
+	sum, runErr := runPipeline(c.Context, o, &inputOptions{Path: input, IDField: "id", TextField: "text"}, c.App.Writer, stderr, nil, obs)
 	wall := time.Since(start)
 
 	st := sim.Stats()

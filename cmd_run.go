@@ -50,19 +50,22 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
-			_, err := runPipelineObs(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil, obs)
+			_, err := runPipeline(c.Context, &o, &in, c.App.Writer, c.App.ErrWriter, nil, obs)
 			return err
 		},
 	}
 }
 
 func retryCommand() *cli.Command {
-	var o pipelineOptions
-	var stage string
+	var (
+		o     pipelineOptions
+		obs   obsOptions
+		stage string
+	)
 	return &cli.Command{
 		Name:   "retry",
 		Usage:  "re-queue the dead letters of one stage and run again (re-runs only what failed there)",
-		Flags:  append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "stage", Required: true, Usage: "stage whose dead letters to retry", Destination: &stage}}, pipelineFlags(&o)...),
+		Flags:  append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "stage", Required: true, Usage: "stage whose dead letters to retry", Destination: &stage}}, append(pipelineFlags(&o), obsFlags(&obs)...)...),
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
@@ -72,19 +75,22 @@ func retryCommand() *cli.Command {
 					fmt.Fprintf(c.App.ErrWriter, "re-queued %d dead letters at %s\n", n, stage)
 				}
 				return err
-			})
+			}, obs)
 			return err
 		},
 	}
 }
 
 func rerunCommand() *cli.Command {
-	var o pipelineOptions
-	var stage string
+	var (
+		o     pipelineOptions
+		obs   obsOptions
+		stage string
+	)
 	return &cli.Command{
 		Name:   "rerun",
 		Usage:  "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain",
-		Flags:  append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Required: true, Usage: "first stage to re-run", Destination: &stage}}, pipelineFlags(&o)...),
+		Flags:  append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Required: true, Usage: "first stage to re-run", Destination: &stage}}, append(pipelineFlags(&o), obsFlags(&obs)...)...),
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
@@ -95,7 +101,7 @@ func rerunCommand() *cli.Command {
 					fmt.Fprintf(c.App.ErrWriter, "re-queued %d items at %s\n", n, stage)
 				}
 				return err
-			})
+			}, obs)
 			return err
 		},
 	}
@@ -103,12 +109,9 @@ func rerunCommand() *cli.Command {
 
 // runPipeline is run, retry, rerun and demo: open, reconcile the
 // configuration, ingest, prepare, drain, summarise.
-func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error) (pipeline.RunSummary, error) {
-	return runPipelineObs(ctx, o, in, stdout, stderr, prep, obsOptions{})
-}
 
 // runPipelineObs is runPipeline with logging and metrics options.
-func runPipelineObs(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error, obs obsOptions) (pipeline.RunSummary, error) {
+func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdout, stderr io.Writer, prep func(*store.DB) error, obs obsOptions) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
 	if _, err := newLogger(io.Discard, obs.LogFormat, obs.LogLevel); err != nil {
 		return sum, err

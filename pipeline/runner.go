@@ -582,9 +582,17 @@ func (r *Runner) countCommitted(c *stageCounters, t Transition) {
 // ReasonKey groups dead letters by cause: their class and message with the
 // item-specific parts (quoted ids, numbers) masked.
 func ReasonKey(d DeadLetter) string {
+	msg := d.Message
+	// Stages prefix messages with the item they are about; the group is
+	// about the cause.
+	if strings.HasPrefix(msg, "item ") {
+		if i := strings.Index(msg, ": "); i > 0 && i < 200 {
+			msg = msg[i+2:]
+		}
+	}
 	var b strings.Builder
 	inQuote := false
-	for _, r := range d.Message {
+	for _, r := range msg {
 		switch {
 		case r == '"':
 			if !inQuote {
@@ -601,8 +609,8 @@ func ReasonKey(d DeadLetter) string {
 		}
 	}
 	out := b.String()
-	if len(out) > 120 {
-		out = out[:120] + "…"
+	if len(out) > 200 {
+		out = out[:200] + "…"
 	}
 	return string(d.Class) + ": " + out
 }
