@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/template"
 	"time"
 	"unicode/utf8"
@@ -210,14 +212,18 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 	c.prompt = tmpl
 	c.system = orDefault(cfg.SystemInstruction, DefaultSystemInstruction(c.labels))
 
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
+	httpClient := &http.Client{}
+	if cfg.HTTPClient != nil {
+		*httpClient = *cfg.HTTPClient
+	}
+	if httpClient.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		// The default keeps 2 idle connections per host; at 64 requests
 		// in flight that means a new TLS handshake for most requests.
 		t.MaxIdleConnsPerHost = 256
-		httpClient = &http.Client{Transport: t}
+		httpClient.Transport = t
 	}
+	httpClient.Transport = statusRecorder{httpClient.Transport}
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{
 		APIKey:  cfg.APIKey,
 		Backend: genai.BackendGeminiAPI,
@@ -290,8 +296,9 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 	if err := c.prompt.Execute(&prompt, data); err != nil {
 		return pipeline.Result{}, pipeline.Fatal(fmt.Errorf("classify: execute prompt template for item %s: %w: fix the template", itemRef(it), err))
 	}
-	resp, err := c.generate(ctx, prompt.String())
-	res, err := c.Decode(resp, err)
+	var status atomic.Int32
+	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt.String())
+	res, err := c.Decode(resp, withHTTPStatus(err, int(status.Load())))
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
 	}
@@ -311,6 +318,39 @@ func (c *Classify) generate(ctx context.Context, prompt string) (resp *genai.Gen
 }
 
 var errSDKPanic = errors.New("the genai SDK could not decode the response body")
+
+// statusKey is the context key of the *atomic.Int32 where statusRecorder
+// leaves the HTTP status of a call's response.
+type statusKey struct{}
+
+// statusRecorder remembers each response's HTTP status for the call that
+// asked (see statusKey): the SDK builds an APIError from the body alone.
+type statusRecorder struct{ base http.RoundTripper }
+
+func (s statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(req)
+	if p, ok := req.Context().Value(statusKey{}).(*atomic.Int32); ok && resp != nil {
+		p.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// withHTTPStatus gives the response's HTTP status to an APIError whose
+// body carried no code, e.g. {"error":{}} from a proxy: the SDK takes the
+// code from the body only, and a 429 (or a 401) without one would be
+// classified as an unexpected answer, retried as transient and
+// dead-lettered after its budget instead of waiting (or stopping the run).
+func withHTTPStatus(err error, status int) error {
+	var ae genai.APIError
+	if status == 0 || !errors.As(err, &ae) || ae.Code != 0 {
+		return err
+	}
+	ae.Code = status
+	if ae.Status == "" {
+		ae.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
+	}
+	return ae
+}
 
 // requestConfig builds a fresh configuration for one call: GenerateContent
 // writes into it (headers, the system instruction's role), so it must
@@ -427,7 +467,15 @@ func (c *Classify) callError(err error) error {
 		}
 		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, short(body, 60))
 	default:
-		return c.errorf(err, "classify: calling %s: %s", c.baseURL, short(err.Error(), 300))
+		// A transport failure: the SDK wraps the *url.Error that already
+		// names the method and URL; its cause is what the user needs
+		// ("dial tcp ...: connection refused", "EOF").
+		cause := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Err != nil {
+			cause = ue.Err.Error()
+		}
+		return c.errorf(err, "classify: calling %s: %s", c.baseURL, short(cause, 300))
 	}
 }
 
