@@ -23,6 +23,7 @@ type inputOptions struct {
 	Format    string
 	IDField   string
 	TextField string
+	MaxLine   int
 }
 
 func inputFlags(in *inputOptions) []cli.Flag {
@@ -31,6 +32,7 @@ func inputFlags(in *inputOptions) []cli.Flag {
 		&cli.StringFlag{Name: "format", Usage: "input format jsonl|csv|tsv (default: from the file extension)", Destination: &in.Format},
 		&cli.StringFlag{Name: "id-field", Value: "id", Usage: "field or column holding each item's id", Destination: &in.IDField},
 		&cli.StringFlag{Name: "text-field", Value: "text", Usage: "field or column holding each item's text", Destination: &in.TextField},
+		&cli.IntFlag{Name: "max-line-bytes", Value: ingest.DefaultMaxLineBytes, Usage: "longest input line read; longer lines are skipped and reported", Destination: &in.MaxLine},
 	}
 }
 
@@ -127,18 +129,30 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	defer db.Close()
 
 	if changed := db.ChangedStages(); len(changed) > 0 {
-		if !o.RerunChanged {
-			return sum, usagef("the configuration of stage %s changed since %s was last run (model, labels, prompt or options): pass --rerun-changed to re-run %s and the stages after it for every item, or run again with the previous settings",
-				changed[0], o.DB, changed[0])
-		}
-		n, err := db.Rerun(changed[0])
+		produced, err := producedFrom(db, changed[0])
 		if err != nil {
 			return sum, err
 		}
-		if err := db.AcceptDefinition(); err != nil {
-			return sum, err
+		switch {
+		case !produced:
+			// Nothing was ever produced under the old configuration (say a
+			// run that stopped at once on an unknown model): adopt the new one.
+			if err := db.AcceptDefinition(); err != nil {
+				return sum, err
+			}
+		case !o.RerunChanged:
+			return sum, usagef("the configuration of stage %s changed since %s was last run (model, labels, prompt or options): pass --rerun-changed to re-run %s and the stages after it for every item, or run again with the previous settings",
+				changed[0], o.DB, changed[0])
+		default:
+			n, err := db.Rerun(changed[0])
+			if err != nil {
+				return sum, err
+			}
+			if err := db.AcceptDefinition(); err != nil {
+				return sum, err
+			}
+			fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
 		}
-		fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
 	}
 	if in.Path != "" {
 		if err := ingestFile(db, in, stderr); err != nil {
@@ -191,6 +205,23 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	return sum, runErr
 }
 
+// producedFrom reports whether any item has an output or a dead letter at
+// stage or a later one: whether a configuration change there matters.
+func producedFrom(db *store.DB, stage string) (bool, error) {
+	counts, err := db.Counts()
+	if err != nil {
+		return false, err
+	}
+	from := false
+	for _, s := range counts.Stages {
+		from = from || s.Stage == stage
+		if from && (s.Output > 0 || s.Dead > 0) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // withSignals cancels ctx on the first SIGINT/SIGTERM (stop taking work,
 // let in-flight calls finish) and exits at once on the second: the
 // database is consistent at every instant, so nothing is lost.
@@ -234,7 +265,7 @@ func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
 			return usagef("%v", err)
 		}
 	}
-	rd, err := ingest.NewReader(f, ingest.Options{Format: format, IDField: in.IDField, TextField: in.TextField})
+	rd, err := ingest.NewReader(f, ingest.Options{Format: format, IDField: in.IDField, TextField: in.TextField, MaxLineBytes: in.MaxLine})
 	if err != nil {
 		return usagef("input %s: %v", in.Path, err)
 	}
@@ -258,9 +289,11 @@ func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
 		}
 		if err != nil {
 			if len(batch) > 0 {
-				flush()
+				if ferr := flush(); ferr != nil {
+					return ferr
+				}
 			}
-			return fmt.Errorf("input %s: %w", in.Path, err)
+			return fmt.Errorf("input %s: %w (the %d records read before it are kept)", in.Path, err, total.New+total.Changed+total.Unchanged)
 		}
 		batch = append(batch, rec)
 		if len(batch) == ingestBatch {
@@ -283,7 +316,8 @@ func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %d lines skipped\n",
 		in.Path, total.New, total.Changed, total.Unchanged, rd.ProblemCount())
 	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
-		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? (the %d good lines are kept)",
+		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? "+
+			"The %d good lines are kept: fix the file and run again, or run without --input to process just them",
 			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Unchanged)
 	}
 	return nil

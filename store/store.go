@@ -111,11 +111,10 @@ func Open(path string, opt Options) (*DB, error) {
 		return nil, err
 	}
 	bdb, err := openBolt(path, &bolt.Options{
-		Timeout:        timeout,
-		ReadOnly:       opt.ReadOnly,
-		NoSync:         opt.NoSync,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
+		Timeout:      timeout,
+		ReadOnly:     opt.ReadOnly,
+		NoSync:       opt.NoSync,
+		FreelistType: bolt.FreelistMapType,
 	})
 	if errors.Is(err, ErrCorrupt) {
 		return nil, err
