@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"fmt"
 	"container/list"
 	"context"
 	"math"
@@ -22,6 +21,34 @@ const (
 	DefaultEstimatedTokens = 500             // tokens per call before any is measured
 )
 
+// How the limiter reads the quota once it has measured round trips (see
+// AIMD). They are tuned on a sliding-window quota whose window spans about
+// eight round trips, the shape of a per-minute quota with second-long
+// calls; limiter's quota simulation test exercises them end to end.
+const (
+	// slowStartShare: with no Start given, the limit doubles each round
+	// trip up to Ceiling/slowStartShare. A quota counted over a window
+	// shows nothing until the window is full, so slow start cannot find
+	// the quota, only overshoot it; it stops well short of the ceiling.
+	slowStartShare = 3
+	// lagRoundTrips is how far back an edge 429 looks for the limit to
+	// return to: a window-counted quota reports an overshoot only once
+	// the window is full, several round trips after it began.
+	lagRoundTrips = 5
+	// edgeBackoff is the least an edge 429 takes off the limit.
+	edgeBackoff = 0.97
+	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
+	cooldownRoundTrips = 5
+	// probeStreaks and probeSteps: from the level of the last edge 429
+	// up, the limit grows by one per probeStreaks streaks instead of one,
+	// for probeSteps steps; then, no 429 having come, the quota has grown
+	// and the limit grows per streak again.
+	probeStreaks = 3
+	probeSteps   = 3
+	// historyLen bounds the limit history kept for edge 429s.
+	historyLen = 64
+)
+
 // ewmaWeight is the weight of each new sample in the smoothed token and
 // latency averages: 1/8, the weight TCP gives each RTT sample (RFC 6298).
 // Heavy enough to follow a change of prompt size within a few dozen calls,
@@ -32,7 +59,9 @@ const ewmaWeight = 1.0 / 8
 // takes the matching Default constant, so Config{} is a sound limiter.
 type Config struct {
 	// Start is the limit, in calls in flight, before any feedback arrives.
-	// Zero means DefaultStart. It is clamped to [Floor, Ceiling].
+	// Zero means DefaultStart with slow start: the limit doubles each round
+	// trip up to Ceiling/3 or the first 429 (see AIMD). It is clamped to
+	// [Floor, Ceiling].
 	Start int
 	// Floor is the lowest the limit goes, in calls in flight. Values below 1
 	// mean DefaultFloor (1): a limit of zero would stall the work for good.
@@ -48,8 +77,10 @@ type Config struct {
 	// open interval (0, 1) mean DefaultDecreaseFactor.
 	DecreaseFactor float64
 	// Cooldown is how long after a decrease the limit does not grow:
-	// successes completing within it do not count toward a streak. Zero
-	// means DefaultCooldown; a negative value means no cooldown.
+	// successes completing within it do not count toward a streak. Once
+	// round trips are measured it lasts at most five of them, counted from
+	// when the retry-after gate opens. Zero means DefaultCooldown; a
+	// negative value means no cooldown.
 	Cooldown time.Duration
 	// Fixed turns adaptation off: the limit stays at Start (or wherever
 	// SetLimit puts it), 429s do not decrease it, successes do not grow it,
@@ -123,8 +154,8 @@ func (c Config) withDefaults() Config {
 // The limit grows by Config.Increase after a streak of successes: Limit()
 // consecutive successes of calls started after the last decrease, i.e.
 // about one round trip's worth of calls at the current limit, as TCP adds
-// one segment per window acknowledged. Successes completing within
-// Config.Cooldown of a decrease do not count. A 429 (RateLimited) of a call
+// one segment per window acknowledged. Successes completing within the
+// cooldown after a decrease do not count. A 429 (RateLimited) of a call
 // started after the last decrease is a new congestion event and multiplies
 // the limit by Config.DecreaseFactor; a 429 of a call started before it
 // belongs to the event already answered and does not decrease again, so a
@@ -135,6 +166,38 @@ func (c Config) withDefaults() Config {
 //
 // A 429 with a retry-after delay d closes a gate until now+d (the latest
 // deadline wins): no Acquire returns before it, whatever the limit.
+//
+// API quotas are counted over a window (a minute for Gemini) several round
+// trips long, and a window-counted quota answers late: an overshoot shows
+// as a 429 only once the window has filled, several round trips after the
+// limit crossed the quota, and 429s go on until the window has drained.
+// Once it has measured round trips (the smoothed latency of successes), the
+// limiter reads the quota accordingly:
+//
+//   - Slow start. With no Config.Start given, the limit grows by Increase
+//     per success (doubling each round trip) up to a third of
+//     Config.Ceiling, then by streaks. A positive Start, such as a limit
+//     learned by an earlier run, starts with streaks.
+//   - Edge 429s. A 429 whose retry delay is at most one round trip says the
+//     quota frees a slot within a round trip: the limit just overshot it.
+//     Rather than halving, the limit returns to where it was five round
+//     trips earlier, before the overshoot (taking off at least 3%, and
+//     never more than DecreaseFactor would). A 429 with a longer delay, or
+//     none, means the quota fell, and the limit is multiplied by
+//     DecreaseFactor.
+//   - Probing. Just below the level of the last edge 429 the limit grows
+//     by streaks; from that level up it grows one step per three streaks,
+//     for three steps, so that the window's late answer finds it at most a
+//     step or two over the quota. Three slow steps with no 429 mean the
+//     quota has grown, and growth by streaks resumes.
+//   - One decrease per round trip. 429s within a round trip of a decrease
+//     belong to the event it answered, whatever their calls' start, unless
+//     that was an edge 429 and this one is not: the quota fell just after
+//     the limit overshot it.
+//   - Cooldown and pacing. The cooldown lasts Config.Cooldown or five round
+//     trips, whichever is shorter, counted from when the retry-after gate
+//     opens; during it calls start at most one per round trip/limit, so
+//     those waiting for the gate do not all start at once.
 //
 // With Config.TPM > 0 the limit also never exceeds the ceiling Little's law
 // gives for the token budget. A call holds a slot for its latency W, so L
@@ -168,20 +231,28 @@ type AIMD struct {
 	minLimit, maxLimit   int
 	increases, decreases int64
 
-	paceUntil, paceNext time.Time
-	paceEvery           time.Duration
-	count               float64 // decayed count of successes, with busy
-
-	slowStart     bool      // Start was not given: grow per success until the first congestion event
-	cooldownUntil time.Time // no growth before this; set at each decrease
-	busy          float64   // decayed sum of success latencies in seconds (see admittedLocked)
-	busyAt        time.Time // when busy was last decayed
-	busySince     time.Time // first success measured; zero before
+	slowStart bool      // no Start was given and no 429 has come yet
+	lastEdge  bool      // the last decrease answered an edge 429
+	edge      int       // limit less one at the last edge 429; 0: none (see probingLocked)
+	probes    int       // slow increases from edge up since the last decrease
+	cooldown  time.Time // the limit does not grow before this
+	paceUntil time.Time // starts are paced until this, after a decrease
+	paceNext  time.Time // the next paced start
+	paceEvery time.Duration
+	history   [historyLen]limitChange // ring of the latest limit changes
+	changes   int                     // limit changes recorded, ever
 
 	avgTokens  float64 // EWMA of billed tokens per success; valid if hasTokens
 	hasTokens  bool
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
+}
+
+// limitChange is one entry of the limit history: at at, the limit changed
+// from limit.
+type limitChange struct {
+	at    time.Time
+	limit int
 }
 
 // waiter is one Acquire call queued for a slot.
@@ -389,22 +460,32 @@ func (l *AIMD) Succeeded(started time.Time, tokens int64) {
 	now := l.cfg.Now()
 	l.releaseLocked()
 	l.observeLocked(now.Sub(started), tokens)
-	l.observeBusyLocked(now, now.Sub(started))
 	if !l.cfg.Fixed {
 		ceiling := l.ceilingLocked()
 		if l.limit > ceiling {
 			l.setLimitLocked(ceiling)
 		}
-		if l.slowStart {
-			if l.limit < ceiling {
-				l.setLimitLocked(min(ceiling, l.limit+l.cfg.Increase))
+		switch {
+		case l.slowStart:
+			top := min(ceiling, max(l.cfg.Start, l.cfg.Ceiling/slowStartShare))
+			if l.limit < top {
+				l.setLimitLocked(min(top, l.limit+l.cfg.Increase))
 				l.increases++
 			}
-		} else if started.After(l.decrease) && !l.coolingLocked(now) {
+			l.slowStart = l.limit < top
+		case started.After(l.decrease) && !l.coolingLocked(now):
 			l.streak++
-			if l.streak >= l.limit {
+			need := l.limit
+			probing := l.probingLocked()
+			if probing {
+				need *= probeStreaks
+			}
+			if l.streak >= need {
 				l.streak = 0
 				if l.limit < ceiling {
+					if probing {
+						l.probes++
+					}
 					l.setLimitLocked(min(ceiling, l.limit+l.cfg.Increase))
 					l.increases++
 				}
@@ -430,38 +511,93 @@ func (l *AIMD) RateLimited(started time.Time, retryAfter time.Duration) {
 			l.wakeHeadLocked()
 		}
 	}
-	if !l.cfg.Fixed && started.After(l.decrease) {
-		// Stamp the event no earlier than any start handed out so far, so
-		// every call already started compares as part of this event even
-		// when the clock has not moved since.
-		l.decrease = now
-		if l.lastStart.After(now) {
-			l.decrease = l.lastStart
-		}
-		l.decreases++
-		l.streak = 0
-		next := int(math.Floor(float64(l.limit) * l.cfg.DecreaseFactor))
-		if westwoodAlways || (!l.slowStart && !l.coolingLocked(now)) {
-			if a, ok := l.admittedLocked(now); ok {
-				next = max(next, min(l.limit-1, int(math.Floor(a*measuredMargin))))
-				if debugHook != nil {
-					debugHook(fmt.Sprintf("decrease at %d: admitted %.1f -> %d", l.limit, a, next))
-				}
-			}
-		}
-		l.slowStart = false
-		resume := maxTime(now, l.gate)
-		l.cooldownUntil = resume.Add(l.cooldownLocked())
-		if pacing {
-			if r, ok := l.admittedRateLocked(now); ok && r > 0 {
-				l.paceEvery = time.Duration(float64(time.Second) / (r * paceMargin))
-				l.paceUntil = l.cooldownUntil
-				l.paceNext = resume
-			}
-		}
-		l.setLimitLocked(max(l.cfg.Floor, next))
+	if !l.cfg.Fixed && started.After(l.decrease) && (!l.sameRoundTripLocked(now) || l.escalatesLocked(retryAfter)) {
+		l.decreaseLocked(now, retryAfter)
 	}
 	l.dispatchLocked(now)
+}
+
+// decreaseLocked answers a congestion event at now (see AIMD).
+func (l *AIMD) decreaseLocked(now time.Time, retryAfter time.Duration) {
+	// Stamp the event no earlier than any start handed out so far, so
+	// every call already started compares as part of this event even when
+	// the clock has not moved since.
+	l.decrease = now
+	if l.lastStart.After(now) {
+		l.decrease = l.lastStart
+	}
+	l.decreases++
+	l.streak = 0
+	next := int(math.Floor(float64(l.limit) * l.cfg.DecreaseFactor))
+	if l.edgeLocked(retryAfter) {
+		// An edge 429: the quota frees a slot within a round trip, so the
+		// limit only just overshot it. Go back to where the limit was
+		// before the overshoot began.
+		back := l.limitAtLocked(now.Add(-time.Duration(lagRoundTrips * l.avgLatency)))
+		next = max(next, min(back, int(math.Floor(float64(l.limit)*edgeBackoff))))
+		l.edge = l.limit - l.cfg.Increase
+		l.lastEdge = true
+	} else {
+		l.edge = 0
+		l.lastEdge = false
+	}
+	l.slowStart, l.probes = false, 0
+	l.setLimitLocked(max(l.cfg.Floor, next))
+	resume := l.gate
+	if now.After(resume) {
+		resume = now
+	}
+	cooldown := l.cfg.Cooldown
+	if l.hasLatency {
+		cooldown = min(cooldown, time.Duration(cooldownRoundTrips*l.avgLatency))
+		// Spread the first calls after the decrease over a round trip
+		// rather than letting them all through when the gate opens.
+		l.paceEvery = time.Duration(l.avgLatency / float64(l.limit))
+		l.paceNext = resume
+		l.paceUntil = resume.Add(cooldown)
+	}
+	l.cooldown = resume.Add(cooldown)
+}
+
+// edgeLocked reports whether a 429 with retryAfter is an edge 429: the
+// quota frees a slot within a measured round trip.
+func (l *AIMD) edgeLocked(retryAfter time.Duration) bool {
+	return l.hasLatency && retryAfter > 0 && float64(retryAfter) <= l.avgLatency
+}
+
+// escalatesLocked reports whether a 429 with retryAfter tells of more than
+// the last decrease answered: that was an edge 429, this one is not (the
+// quota fell just after the limit overshot it).
+func (l *AIMD) escalatesLocked(retryAfter time.Duration) bool {
+	return l.lastEdge && !l.edgeLocked(retryAfter)
+}
+
+// sameRoundTripLocked reports whether now is within one measured round
+// trip of the last decrease: a 429 then belongs to the event that decrease
+// answered, whatever its call's start, because a window-counted quota keeps
+// refusing until the window has drained.
+func (l *AIMD) sameRoundTripLocked(now time.Time) bool {
+	return l.hasLatency && !l.decrease.IsZero() && float64(now.Sub(l.decrease)) < l.avgLatency
+}
+
+// probingLocked reports whether the limit is at or above the level of the
+// last edge 429 and still within the probeSteps slow steps from there.
+func (l *AIMD) probingLocked() bool {
+	return l.edge > 0 && l.limit >= l.edge && l.probes < probeSteps
+}
+
+// limitAtLocked returns the limit in force at t, or the oldest limit the
+// history remembers when t is older than that.
+func (l *AIMD) limitAtLocked(t time.Time) int {
+	v := l.limit
+	for i := 1; i <= min(l.changes, historyLen); i++ {
+		c := l.history[(l.changes-i)%historyLen]
+		if !c.at.After(t) {
+			return v // the limit c set, in force from c.at until the next change
+		}
+		v = c.limit // the limit before c
+	}
+	return v
 }
 
 // Failed reports any other outcome of the call started at started (5xx,
@@ -560,27 +696,22 @@ func (l *AIMD) canStartLocked(now time.Time) bool {
 }
 
 // holdLocked is the time before which no call starts: the retry-after
-// gate, or the next paced start while pacing after a congestion event.
+// gate, or while pacing after a decrease, the next paced start.
 func (l *AIMD) holdLocked(now time.Time) time.Time {
-	h := l.gate
-	if now.Before(l.paceUntil) && l.paceNext.After(h) {
-		h = l.paceNext
+	if now.Before(l.paceUntil) && l.paceNext.After(l.gate) {
+		return l.paceNext
 	}
-	return h
+	return l.gate
 }
 
-// pacedLocked records a start for the pacing after a congestion event.
+// pacedLocked spaces the next paced start after one starting now.
 func (l *AIMD) pacedLocked(now time.Time) {
 	if now.Before(l.paceUntil) {
-		l.paceNext = maxTime(l.paceNext, now).Add(l.paceEvery)
+		if l.paceNext.Before(now) {
+			l.paceNext = now
+		}
+		l.paceNext = l.paceNext.Add(l.paceEvery)
 	}
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // dispatchLocked grants slots to waiters in line order while slots are free
@@ -636,88 +767,17 @@ func (l *AIMD) releaseLocked() {
 }
 
 func (l *AIMD) setLimitLocked(n int) {
+	if n != l.limit {
+		l.history[l.changes%historyLen] = limitChange{l.cfg.Now(), l.limit}
+		l.changes++
+	}
 	l.limit = n
 	l.minLimit = min(l.minLimit, n)
 	l.maxLimit = max(l.maxLimit, n)
 }
 
 func (l *AIMD) coolingLocked(now time.Time) bool {
-	return now.Before(l.cooldownUntil)
-}
-
-// cooldownLocked is the cooldown a decrease starts now.
-func (l *AIMD) cooldownLocked() time.Duration {
-	c := l.cfg.Cooldown
-	if l.hasLatency && cooldownRTTs > 0 {
-		c = min(c, time.Duration(cooldownRTTs*l.avgLatency))
-	}
-	return c
-}
-
-var debugHook func(string)
-
-var (
-	pacing         = true
-	paceMargin     = 0.95
-	westwoodAlways = true
-	measureRTTs    = 8.0
-	measuredMargin = 0.95
-	cooldownRTTs   = 4.0
-)
-
-// observeBusyLocked folds one success into the decayed sums behind
-// admittedLocked and admittedRateLocked.
-func (l *AIMD) observeBusyLocked(now time.Time, latency time.Duration) {
-	tau := l.measureSpan()
-	if l.busySince.IsZero() {
-		l.busySince, l.busyAt = now, now
-	}
-	decay := math.Exp(-now.Sub(l.busyAt).Seconds() / tau)
-	l.busy, l.count = l.busy*decay, l.count*decay
-	l.busyAt = now
-	l.busy += max(latency, 0).Seconds()
-	l.count++
-}
-
-func (l *AIMD) measureSpan() float64 {
-	if measureRTTs > 0 && l.hasLatency {
-		return measureRTTs * l.avgLatency / float64(time.Second)
-	}
-	return max(l.cfg.Cooldown, DefaultCooldown).Seconds()
-}
-
-// measuredLocked returns the decayed sums and their normalisation.
-func (l *AIMD) measuredLocked(now time.Time) (busy, count, norm float64, ok bool) {
-	if l.busySince.IsZero() || !l.hasLatency {
-		return 0, 0, 0, false
-	}
-	elapsed := now.Sub(l.busySince).Seconds()
-	if elapsed < l.avgLatency/float64(time.Second) {
-		return 0, 0, 0, false
-	}
-	tau := l.measureSpan()
-	decay := math.Exp(-now.Sub(l.busyAt).Seconds() / tau)
-	return l.busy * decay, l.count * decay, tau * (1 - math.Exp(-elapsed/tau)), true
-}
-
-// admittedLocked estimates the calls in flight the API has been admitting
-// lately: by Little's law the sum of success latencies over a span divided
-// by the span, the span decaying exponentially.
-func (l *AIMD) admittedLocked(now time.Time) (float64, bool) {
-	busy, _, norm, ok := l.measuredLocked(now)
-	if !ok {
-		return 0, false
-	}
-	return busy / norm, true
-}
-
-// admittedRateLocked estimates the successes per second lately.
-func (l *AIMD) admittedRateLocked(now time.Time) (float64, bool) {
-	_, count, norm, ok := l.measuredLocked(now)
-	if !ok {
-		return 0, false
-	}
-	return count / norm, true
+	return now.Before(l.cooldown)
 }
 
 // observeLocked folds one success into the smoothed latency and tokens.

@@ -21,6 +21,19 @@
 // 429. And a decrease takes effect on calls in flight: no call starts until
 // enough have finished to bring InFlight below the new limit.
 //
+// API quotas are counted over a window many round trips long (a minute),
+// which answers late: a limit that crosses the quota hears of it only when
+// the window has filled, and 429s go on until it has drained. Halving at
+// every such event and waiting out a fixed cooldown leaves half the quota
+// unused much of the time. Once round trips are measured the limiter reads
+// the quota more closely (see AIMD): a 429 whose retry delay is under a
+// round trip is an edge 429, answered by returning to the limit of a few
+// round trips earlier, before the overshoot, instead of halving; growth
+// slows near that edge; the cooldown is a few round trips long; the first
+// calls after a decrease are paced; and with no starting limit given, slow
+// start reaches a first estimate quickly. A 429 with a long retry delay
+// still halves: the quota itself fell.
+//
 // Of the outcomes, only 429s move the limit down. Failed (5xx, timeouts, cancellations)
 // frees the slot and changes nothing: those faults belong to retry logic,
 // not to the concurrency knob. A 429's retry delay (the server's RetryInfo)

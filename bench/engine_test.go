@@ -1,0 +1,297 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/internal/reviewgen"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Engine benchmarks. Run them with
+//
+//	go test -run '^$' -bench 'Drain$|BoltBatchedPut' -benchtime 1x ./bench
+//	SAWTOOTH_BENCH_1M=1 /usr/bin/time -v go test -run '^$' -bench DrainMillion -benchtime 1x -timeout 1h ./bench
+//
+// Each iteration drains a fresh database, so -benchtime 1x (or Nx) is the
+// useful form. Commits are durable (fsync per group commit), as in a run.
+
+// drainItems is the engine benchmark's item count.
+const drainItems = 100_000
+
+// instantClassify stands in for the API stage: it answers at once with a
+// classify-shaped output whose label is a hash of the id.
+type instantClassify struct{ calls atomic.Int64 }
+
+func (c *instantClassify) Name() string      { return "classify" }
+func (c *instantClassify) UsesLimiter() bool { return true }
+
+func (c *instantClassify) Process(_ context.Context, it pipeline.Item) (pipeline.Result, error) {
+	c.calls.Add(1)
+	h := fnv.New32a()
+	h.Write([]byte(it.ID))
+	label := stages.DefaultLabels[h.Sum32()%uint32(len(stages.DefaultLabels))]
+	out, err := json.Marshal(stages.ClassifyOutput{Label: label, Confidence: 0.9, Reason: "benchmark", Model: "instant"})
+	return pipeline.Result{Output: out, Usage: pipeline.Usage{PromptTokens: 50, CandidateTokens: 20, TotalTokens: 70}}, err
+}
+
+// engineStages are the real sanitize and aggregate stages around the
+// instant classify, with the CLI's worker counts (8 per local stage, 64
+// for the API stage, here without a limiter: it would only measure itself).
+func engineStages(classify pipeline.Stage) []pipeline.StageConfig {
+	return []pipeline.StageConfig{
+		{Stage: &stages.Sanitize{}, Workers: 8, MaxAttempts: 1},
+		{Stage: classify, Workers: 64, MaxAttempts: 1},
+		{Stage: &stages.Aggregate{}, Workers: 8, MaxAttempts: 1},
+	}
+}
+
+// ingestReviews ingests n generated reviews in batches of 1000, streaming
+// (never holding more than a batch), and returns how long it took.
+func ingestReviews(tb testing.TB, db *store.DB, n int) time.Duration {
+	tb.Helper()
+	g := reviewgen.New(DefaultItemSeed)
+	start := time.Now()
+	batch := make([]pipeline.Record, 0, 1000)
+	for i := 1; i <= n; i++ {
+		batch = append(batch, record(g.Next(), i))
+		if len(batch) == cap(batch) || i == n {
+			if _, err := db.Ingest(batch); err != nil {
+				tb.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return time.Since(start)
+}
+
+func openBench(tb testing.TB, path string) *store.DB {
+	tb.Helper()
+	db, err := store.Open(path, store.Options{Stages: stageDefs})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
+
+// BenchmarkDrain drains 100,000 ingested reviews through sanitize, an
+// instant classify and aggregate: three durable transitions per item.
+// items/s is end to end (drain only; ingest is not timed).
+func BenchmarkDrain(b *testing.B) {
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		db := openBench(b, filepath.Join(b.TempDir(), "drain.db"))
+		ingestReviews(b, db, drainItems)
+		r := &pipeline.Runner{Store: db, Stages: engineStages(&instantClassify{})}
+		b.StartTimer()
+		start := time.Now()
+		sum, err := r.Run(context.Background())
+		total += time.Since(start)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := sum.Stages["aggregate"].Done + sum.Stages["aggregate"].Dead + sum.Stages["sanitize"].Dead; got != drainItems {
+			b.Fatalf("%d items finished, want %d", got, drainItems)
+		}
+		db.Close()
+	}
+	b.ReportMetric(float64(b.N*drainItems)/total.Seconds(), "items/s")
+	b.ReportMetric(float64(b.N*drainItems*3)/total.Seconds(), "transitions/s")
+}
+
+// BenchmarkBoltBatchedPut is the floor under BenchmarkDrain: the same
+// 100,000 records, JSON-encoded, put into a bare bbolt file 1,000 per
+// durable transaction. Drain's items/s over this records/s is the
+// engine's cost per item relative to writing the item once.
+func BenchmarkBoltBatchedPut(b *testing.B) {
+	recs := Reviews(drainItems, DefaultItemSeed)
+	enc := make([][]byte, len(recs))
+	for i, r := range recs {
+		enc[i], _ = json.Marshal(r)
+	}
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		db, err := bolt.Open(filepath.Join(b.TempDir(), "put.db"), 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		for lo := 0; lo < len(recs); lo += 1000 {
+			err := db.Update(func(tx *bolt.Tx) error {
+				bk, err := tx.CreateBucketIfNotExists([]byte("items"))
+				if err != nil {
+					return err
+				}
+				for j := lo; j < min(lo+1000, len(recs)); j++ {
+					if err := bk.Put([]byte(recs[j].ID), enc[j]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		total += time.Since(start)
+		b.StopTimer()
+		db.Close()
+	}
+	b.ReportMetric(float64(b.N*drainItems)/total.Seconds(), "records/s")
+}
+
+// firstCall records when a stage was first called.
+type firstCall struct {
+	pipeline.Stage
+	once sync.Once
+	at   atomic.Pointer[time.Time]
+}
+
+func (f *firstCall) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
+	f.once.Do(func() { now := time.Now(); f.at.Store(&now) })
+	return f.Stage.Process(ctx, it)
+}
+
+func (f *firstCall) UsesLimiter() bool { return true }
+
+// BenchmarkDrainMillion ingests a million reviews, drains half of them,
+// stops, reopens the file and resumes to the end. It reports ingest and
+// drain throughput, the resume start-up (from opening the file to the
+// first item being processed again) and the peak RSS of the process. It
+// runs only with SAWTOOTH_BENCH_1M=1: it takes minutes and a few GB of
+// disk.
+func BenchmarkDrainMillion(b *testing.B) {
+	if os.Getenv("SAWTOOTH_BENCH_1M") == "" {
+		b.Skip("set SAWTOOTH_BENCH_1M=1 to run the million-item benchmark")
+	}
+	const n = 1_000_000
+	stopSampling := sampleAnonRSS()
+	for i := 0; i < b.N; i++ {
+		path := filepath.Join(b.TempDir(), "million.db")
+		db := openBench(b, path)
+		ingest := ingestReviews(b, db, n)
+
+		// Drain until half the items are through, then stop as on SIGINT.
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &pipeline.Runner{Store: db, Stages: engineStages(&instantClassify{}), OnTick: func(p pipeline.Progress) {
+			if last := p.Stages[len(p.Stages)-1]; last.Done >= n/2 {
+				cancel()
+			}
+		}}
+		start := time.Now()
+		first, err := r.Run(ctx)
+		firstDrain := time.Since(start)
+		cancel()
+		if err == nil {
+			b.Fatal("the first half ran to the end")
+		}
+		db.Close()
+
+		// Resume: open the same file and drain the rest.
+		runtime.GC()
+		classify := &firstCall{Stage: &instantClassify{}}
+		open := time.Now()
+		db = openBench(b, path)
+		r = &pipeline.Runner{Store: db, Stages: engineStages(classify)}
+		sum, err := r.Run(context.Background())
+		resumed := time.Since(open)
+		if err != nil {
+			b.Fatal(err)
+		}
+		at := classify.at.Load()
+		if at == nil {
+			b.Fatal("classify was never called after resuming")
+		}
+		counts, err := db.Counts()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if counts.Items != n || counts.Done+counts.Stages[0].Dead+counts.Stages[1].Dead+counts.Stages[2].Dead != n {
+			b.Fatalf("after resuming: %+v, want all %d items done or dead", counts, n)
+		}
+		fi, _ := os.Stat(path)
+		db.Close()
+
+		drained := first.Stages["aggregate"].Done + sum.Stages["aggregate"].Done
+		b.ReportMetric(ingest.Seconds(), "ingest-s")
+		b.ReportMetric(float64(n)/ingest.Seconds(), "ingest-items/s")
+		b.ReportMetric(float64(drained)/(firstDrain+resumed).Seconds(), "drain-items/s")
+		b.ReportMetric((firstDrain + resumed).Seconds(), "drain-s")
+		b.ReportMetric(at.Sub(open).Seconds(), "resume-startup-s")
+		b.ReportMetric(float64(fi.Size())/(1<<20), "db-MB")
+		if rss := procStatus("VmHWM"); rss > 0 {
+			b.ReportMetric(float64(rss)/(1<<20), "peak-RSS-MB")
+		}
+		if anon := stopSampling(); anon > 0 {
+			b.ReportMetric(float64(anon)/(1<<20), "peak-anon-RSS-MB")
+		}
+	}
+}
+
+// sampleAnonRSS samples the process's anonymous resident memory (RssAnon:
+// heap, stacks; not the pages of the mmapped database file, which the
+// kernel can drop at will) every 50ms until the returned function is
+// called, which returns the highest sample.
+func sampleAnonRSS() (stop func() int64) {
+	var peak atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := procStatus("RssAnon"); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() int64 {
+		once.Do(func() { close(done); wg.Wait() })
+		return peak.Load()
+	}
+}
+
+// procStatus returns a memory field of /proc/self/status ("VmHWM", the
+// peak resident set; "RssAnon", anonymous resident memory) in bytes, 0
+// where there is no /proc.
+func procStatus(field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
