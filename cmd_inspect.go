@@ -35,7 +35,7 @@ func openWritable(path string) (*store.DB, error) {
 	for i, n := range stageNames {
 		defs[i].Name = n
 	}
-	return store.Open(path, store.Options{Stages: defs})
+	return store.Open(path, store.Options{Stages: defs, MustExist: true})
 }
 
 func stageFlag(dest *string, required bool) cli.Flag {
@@ -297,6 +297,13 @@ func verifyCommand() *cli.Command {
 			}
 			defer db.Close()
 			agg := &stages.Aggregate{GroupBy: splitList(groupBy.Value()), DateField: dateField, RatingField: ratingField}
+			// By default use the aggregate configuration the run recorded,
+			// so verify checks what run actually did.
+			if !c.IsSet("group-by") && !c.IsSet("date-field") && !c.IsSet("rating-field") {
+				if err := storedAggregate(db, agg); err != nil {
+					return err
+				}
+			}
 			problems, err := verify(db, agg)
 			if err != nil {
 				return err
@@ -311,6 +318,23 @@ func verifyCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// storedAggregate fills agg from the configuration recorded in the DB, if
+// any (databases from before it was recorded keep the flag defaults).
+func storedAggregate(db *store.DB, agg *stages.Aggregate) error {
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return err
+	}
+	for _, d := range defs {
+		if d.Name == agg.Name() && len(d.Config) > 0 {
+			if err := json.Unmarshal(d.Config, agg); err != nil {
+				return fmt.Errorf("read the recorded aggregate configuration: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // verify checks the store's invariants and recomputes the tally from the

@@ -71,6 +71,7 @@ func retryCommand() *cli.Command {
 		Before: loadConfigFile,
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
+			o.MustExist = true
 			_, err := runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
 				n, err := db.Requeue(stage, nil)
 				if err == nil {
@@ -97,6 +98,7 @@ func rerunCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
 			o.RerunChanged = true
+			o.MustExist = true
 			_, err := runPipeline(c.Context, &o, &inputOptions{}, c.App.Writer, c.App.ErrWriter, func(db *store.DB) error {
 				n, err := db.Rerun(stage)
 				if err == nil {
@@ -154,8 +156,14 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 			fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
 		}
 	}
+	// Signals are handled from here on, so a Ctrl-C during a long ingest
+	// stops cleanly too (exit 3); messages follow the progress display
+	// once it exists.
+	sigOut := &switchWriter{w: stderr}
+	ctx, stop := withSignals(ctx, sigOut)
+	defer stop()
 	if in.Path != "" {
-		if err := ingestFile(db, in, stderr); err != nil {
+		if err := ingestFile(ctx, db, in, stderr); err != nil {
 			return sum, err
 		}
 	}
@@ -171,8 +179,7 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	if err != nil {
 		return sum, err
 	}
-	ctx, stop := withSignals(ctx, prog.Writer())
-	defer stop()
+	sigOut.set(prog.Writer())
 	r := &pipeline.Runner{
 		Store: db, Stages: prog.instrument(b.stages), RunID: runID, Grace: o.Grace,
 		OnTick: prog.tick, Log: prog.log,
@@ -181,7 +188,9 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	prog.close()
 	if cs := sum.Stages["classify"]; cs != nil {
 		cs.CostUSD = b.cost(cs.Usage)
-		if o.Fixed == 0 {
+		// A limit learned in a quota storm or a failed run (the floor) is
+		// no guide for tomorrow: keep the last good one then.
+		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
 			if err := db.SetLearnedLimit("classify", b.limiter.Limit()); err != nil && runErr == nil {
 				runErr = err
 			}
@@ -253,7 +262,7 @@ const ingestBatch = 1000
 // ingestFile streams the input into the DB in batches of one transaction
 // each. Bad lines are reported and skipped; a file where most lines fail is
 // an error, but what was ingested is kept.
-func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
+func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.Writer) error {
 	f, err := os.Open(in.Path)
 	if err != nil {
 		return fmt.Errorf("open input: %w", err)
@@ -300,6 +309,9 @@ func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
 			if err := flush(); err != nil {
 				return err
 			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", in.Path, total.New+total.Changed+total.Unchanged, pipeline.ErrStopped)
+			}
 		}
 	}
 	if err := flush(); err != nil {
@@ -317,7 +329,7 @@ func ingestFile(db *store.DB, in *inputOptions, stderr io.Writer) error {
 		in.Path, total.New, total.Changed, total.Unchanged, rd.ProblemCount())
 	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
 		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? "+
-			"The %d good lines are kept: fix the file and run again, or run without --input to process just them",
+			"(the %d good lines are kept: fix the file and run again, or run without --input to process just them)",
 			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Unchanged)
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	_ "time/tzdata" // per-day quotas reset at midnight Pacific, on any machine
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/urfave/cli/v2"
@@ -32,7 +34,15 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-func runCLI(args []string, stdout, stderr io.Writer) int {
+func runCLI(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		// A bug must not look like a usage error (Go exits 2 on a panic),
+		// and the user should know their data is safe.
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "sawtooth: internal error: %v\n%s\nThe database is consistent (every change is one transaction); run again to resume, and please report this.\n", p, debug.Stack())
+			code = exitFatal
+		}
+	}()
 	app := newApp(stdout, stderr)
 	err := app.Run(args)
 	if err == nil {

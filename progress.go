@@ -552,14 +552,6 @@ func (s countedStage) Process(ctx context.Context, it pipeline.Item) (res pipeli
 	return res, err
 }
 
-// UsesLimiter forwards pipeline.UsesLimiter of the wrapped stage.
-func (s countedStage) UsesLimiter() bool {
-	u, ok := s.Stage.(pipeline.UsesLimiter)
-	return ok && u.UsesLimiter()
-}
-
-var _ pipeline.UsesLimiter = countedStage{}
-
 // instrument returns the stages with their calls counted by outcome.
 func (p *progressPrinter) instrument(stages []pipeline.StageConfig) []pipeline.StageConfig {
 	out := make([]pipeline.StageConfig, len(stages))

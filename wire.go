@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -48,6 +49,7 @@ type pipelineOptions struct {
 	PriceIn, PriceOut            float64
 
 	RerunChanged bool
+	MustExist    bool // retry, rerun: never create the DB
 	JSON         bool
 	Quiet        bool
 }
@@ -148,6 +150,14 @@ func fingerprint(parts ...any) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called with plain structs
+	}
+	return b
+}
+
 // newStages builds the three stages and the pipeline definition (stage
 // names and the fingerprint of what decides each stage's output).
 func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
@@ -181,7 +191,7 @@ func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
 	b.defs = []store.StageDef{
 		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji)},
 		{Name: cl.Name(), Fingerprint: cl.Fingerprint()},
-		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField)},
+		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg)},
 	}
 	b.priceIn, b.priceOut = stages.Price(o.Model)
 	if o.PriceIn >= 0 {
@@ -195,7 +205,7 @@ func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
 
 // openDB opens the pipeline DB for writing with this definition.
 func (o *pipelineOptions) openDB(b *built) (*store.DB, error) {
-	return store.Open(o.DB, store.Options{Stages: b.defs})
+	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist})
 }
 
 // wire builds the classify limiter (starting from the limit the last run

@@ -72,10 +72,3 @@ type Stage interface {
 	Name() string
 	Process(ctx context.Context, it Item) (Result, error)
 }
-
-// UsesLimiter is implemented by stages whose calls are governed by an
-// adaptive concurrency limiter (the API stage). Other stages run a fixed
-// pool of workers.
-type UsesLimiter interface {
-	UsesLimiter() bool
-}

@@ -366,7 +366,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 	var (
 		attempts    int
 		first, last time.Time
-		bo          backoff.BackOff
+		bo, bo429   backoff.BackOff // transient retries; 429s without a limiter
 	)
 	for {
 		if stageCtx.Err() != nil {
@@ -384,11 +384,17 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		res, err := r.call(workCtx, sc.Stage, q.Item)
 		c.inFlight.Add(-1)
 		c.calls.Add(1)
+		// Billing happens at the call: an unusable answer (blocked,
+		// cut off, off-schema) is paid for too.
+		c.prompt.Add(res.Usage.PromptTokens)
+		c.candidate.Add(res.Usage.CandidateTokens)
+		c.total.Add(res.Usage.TotalTokens)
 		class := Classify(workCtx, err)
 		if class == "" {
 			c.rateLimitedRun.Store(0)
 			if sc.Limiter != nil {
-				sc.Limiter.Succeeded(started, res.Usage.TotalTokens)
+				// TPM quotas count input tokens.
+				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
 			}
 			c.attempts.Add(int64(attempts + 1))
 			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Attempts: attempts + 1})
@@ -404,7 +410,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			run := c.rateLimitedRun.Add(1)
 			switch {
 			case rl.Daily:
-				r.park(fmt.Sprintf("daily quota exhausted for %s; resume after %s", name, resumeTime(r.now(), rl.RetryAfter)))
+				// A per-day quota resets at midnight Pacific whatever
+				// retryDelay says.
+				r.park(fmt.Sprintf("daily quota exhausted for %s; resume after %s (%v)", name, nextPacificMidnight(r.now()).Local().Format(time.RFC3339), err))
 				parkStage()
 				return
 			case rl.RetryAfter > sc.MaxWait:
@@ -413,17 +421,17 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				parkStage()
 				return
 			case run >= int64(sc.MaxRateLimited):
-				r.park(fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success; resume later", name, run))
+				r.park(fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success (last: %v); check the project's quota and usage, or lower --ceiling, then run again", name, run, err))
 				parkStage()
 				return
 			}
 			if sc.Limiter == nil {
 				// Without a limiter to gate the next call, wait here: the
 				// server's delay when it gave one, else a backoff step.
-				if bo == nil {
-					bo = newBackOff(sc)
+				if bo429 == nil {
+					bo429 = newBackOff(sc)
 				}
-				if !sleepCtx(stageCtx, max(rl.RetryAfter, bo.NextBackOff())) {
+				if !sleepCtx(stageCtx, max(rl.RetryAfter, next(bo429))) {
 					return
 				}
 			}
@@ -451,7 +459,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				if bo == nil {
 					bo = newBackOff(sc)
 				}
-				if !sleepCtx(stageCtx, bo.NextBackOff()) {
+				if !sleepCtx(stageCtx, next(bo)) {
 					c.attempts.Add(int64(attempts))
 					return
 				}
@@ -494,6 +502,26 @@ func newBackOff(sc *StageConfig) backoff.BackOff {
 	return b
 }
 
+// next is b's next delay; a schedule that has stopped (a custom one with
+// MaxElapsedTime) keeps waiting its longest step rather than spinning.
+func next(b backoff.BackOff) time.Duration {
+	d := b.NextBackOff()
+	if d == backoff.Stop {
+		return 30 * time.Second
+	}
+	return d
+}
+
+// nextPacificMidnight is when Gemini's per-day quotas reset.
+func nextPacificMidnight(now time.Time) time.Time {
+	loc, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		loc = time.FixedZone("PST", -8*3600)
+	}
+	t := now.In(loc)
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, loc)
+}
+
 func resumeTime(now time.Time, wait time.Duration) string {
 	if wait <= 0 {
 		return "the quota resets (midnight Pacific for a daily quota)"
@@ -502,7 +530,7 @@ func resumeTime(now time.Time, wait time.Duration) string {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 || d == backoff.Stop {
+	if d <= 0 {
 		return ctx.Err() == nil
 	}
 	t := time.NewTimer(d)
@@ -568,9 +596,6 @@ func (r *Runner) countCommitted(c *stageCounters, t Transition) {
 	switch t.Outcome {
 	case Succeeded:
 		c.done.Add(1)
-		c.prompt.Add(t.Result.Usage.PromptTokens)
-		c.candidate.Add(t.Result.Usage.CandidateTokens)
-		c.total.Add(t.Result.Usage.TotalTokens)
 	case DeadLettered:
 		c.dead.Add(1)
 		c.deadMu.Lock()

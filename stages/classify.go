@@ -149,8 +149,7 @@ type Classify struct {
 }
 
 var (
-	_ pipeline.Stage       = (*Classify)(nil)
-	_ pipeline.UsesLimiter = (*Classify)(nil)
+	_ pipeline.Stage = (*Classify)(nil)
 )
 
 // NewClassify checks cfg, fills in defaults and builds the Gemini client.
@@ -252,10 +251,6 @@ func orDefault(s, def string) string {
 // Name returns "classify".
 func (c *Classify) Name() string { return "classify" }
 
-// UsesLimiter returns true: classify calls a rate-limited API, so the
-// runner governs its concurrency with the adaptive limiter.
-func (c *Classify) UsesLimiter() bool { return true }
-
 // Model returns the model name requests are sent to.
 func (c *Classify) Model() string { return c.model }
 
@@ -294,7 +289,9 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 	var prompt bytes.Buffer
 	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: c.labels}
 	if err := c.prompt.Execute(&prompt, data); err != nil {
-		return pipeline.Result{}, pipeline.Fatal(fmt.Errorf("classify: execute prompt template for item %s: %w: fix the template", itemRef(it), err))
+		// Permanent, not fatal: a template can fail on one item's fields
+		// only (a missing key, a short text), and that must not stop the run.
+		return pipeline.Result{}, pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
 	}
 	var status atomic.Int32
 	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt.String())

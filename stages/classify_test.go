@@ -533,7 +533,7 @@ func TestNewClassify(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c.Model() != DefaultModel || !slices.Equal(c.Labels(), DefaultLabels) || !c.UsesLimiter() || c.Name() != "classify" {
+				if c.Model() != DefaultModel || !slices.Equal(c.Labels(), DefaultLabels) || c.Name() != "classify" {
 					t.Errorf("defaults: model %q labels %v", c.Model(), c.Labels())
 				}
 				return

@@ -61,6 +61,9 @@ func limitKey(stage string) []byte   { return []byte("limit/" + stage) }
 type StageDef struct {
 	Name        string `json:"name"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Config is the stage's configuration as the run gave it, kept so
+	// later commands (verify) can use the same one.
+	Config json.RawMessage `json:"config,omitempty"`
 }
 
 // Options configure Open.
@@ -72,6 +75,10 @@ type Options struct {
 	LockTimeout time.Duration
 	// ReadOnly opens the file without write access (status, report, export).
 	ReadOnly bool
+	// MustExist refuses to create the file: commands that only act on an
+	// existing pipeline (retry, rerun, dlq requeue) must not turn a typo
+	// into a new empty database.
+	MustExist bool
 	// NoSync skips fsync on commit: only for benchmarks of the engine
 	// itself; a crash may lose recent commits.
 	NoSync bool
@@ -95,6 +102,11 @@ func Open(path string, opt Options) (*DB, error) {
 	timeout := opt.LockTimeout
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
+	}
+	if opt.MustExist && !opt.ReadOnly {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: %w (check --db, or create it with `sawtooth run --db %s --input FILE`)", path, ErrNotFound, path)
+		}
 	}
 	if opt.ReadOnly {
 		fi, err := os.Stat(path)
@@ -238,6 +250,16 @@ func stageNames(defs []StageDef) string {
 		names[i] = d.Name
 	}
 	return strings.Join(names, ",")
+}
+
+// StoredDefinition is the pipeline definition recorded in the file by the
+// last run (or AcceptDefinition).
+func (db *DB) StoredDefinition() ([]StageDef, error) {
+	var def definition
+	err := db.view(func(tx *bolt.Tx) error {
+		return json.Unmarshal(tx.Bucket(bucketMeta).Get(keyDef), &def)
+	})
+	return def.Stages, err
 }
 
 // ChangedStages lists the stages whose configuration fingerprint differs
