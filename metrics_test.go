@@ -156,7 +156,9 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(watched.String(), "a run is in progress"); n < 3 && running() {
+	// At one frame per 200ms, 700ms gives three or four; two leave room
+	// for a loaded machine while still proving it refreshes.
+	if n := strings.Count(watched.String(), "a run is in progress"); n < 2 && running() {
 		t.Errorf("watch printed %d live frames in 700ms at one per 200ms:\n%s", n, watched.String())
 	}
 
