@@ -8,7 +8,8 @@
 //	todo/<stage>    big-endian sequence -> id: the stage's queue in arrival order
 //	out/<stage>     id -> the stage's output (JSON)
 //	dead/<stage>    id -> pipeline.DeadLetter (JSON), kept until re-queued
-//	agg             "tally" -> pipeline.Tally (JSON): the last stage's facts folded in
+//	agg             the tally of the last stage's facts, one counter per key:
+//	                n, l\0<label>, g\0<field>\0<value>\0<label>, r\0<label>, e\0<label>
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
 //

@@ -46,7 +46,6 @@ var (
 	keySchema   = []byte("schema")
 	keyDef      = []byte("definition")
 	keyCreated  = []byte("created")
-	keyTally    = []byte("tally")
 )
 
 func todoBucket(stage string) []byte { return []byte("todo/" + stage) }

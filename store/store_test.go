@@ -338,3 +338,44 @@ func equalJSON(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// TestAgg_MatchesTallyFold folds the same facts in and out through the
+// store's counters and through pipeline.Tally and expects the same tally.
+func TestAgg_MatchesTallyFold(t *testing.T) {
+	db := openTest(t)
+	r := func(v float64) *float64 { return &v }
+	facts := []struct {
+		id   string
+		f    pipeline.Fact
+		sign int
+	}{
+		{"a", pipeline.Fact{Label: "bug", Groups: map[string]string{"app": "x", "month": "2026-01"}, Rating: r(1)}, +1},
+		{"b", pipeline.Fact{Label: "bug", Groups: map[string]string{"app": "y", "month": "2026-01"}, Rating: r(2)}, +1},
+		{"c", pipeline.Fact{Label: "ux", Groups: map[string]string{"app": "x", "month": "2026-02"}}, +1},
+		{"a", pipeline.Fact{Label: "bug", Groups: map[string]string{"app": "x", "month": "2026-01"}, Rating: r(1)}, -1},
+		{"d", pipeline.Fact{Label: "praise", Groups: map[string]string{"app": "x\x00odd", "month": "unknown"}, Rating: r(5)}, +1},
+	}
+	var want pipeline.Tally
+	err := db.update(func(tx *bolt.Tx) error {
+		for _, f := range facts {
+			want.Fold(f.id, f.f, f.sign)
+			if err := foldAgg(tx.Bucket(bucketAgg), f.id, f.f, f.sign); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Tally()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Diff(want); len(d) > 0 {
+		t.Fatalf("store tally differs from pipeline.Tally: %v", d)
+	}
+	if !equalJSON(got.Examples, want.Examples) {
+		t.Errorf("examples %v, want %v", got.Examples, want.Examples)
+	}
+}

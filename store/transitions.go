@@ -59,7 +59,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 				return err
 			}
 		}
-		return w.flush()
+		return nil
 	})
 	return st, err
 }
@@ -75,7 +75,7 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 				return err
 			}
 		}
-		return w.flush()
+		return nil
 	})
 }
 
@@ -100,7 +100,7 @@ func (db *DB) Requeue(stage string, ids []string) (int, error) {
 				}
 				n++
 			}
-			return w.flush()
+			return nil
 		}
 		for _, id := range ids {
 			if dead.Get([]byte(id)) == nil {
@@ -111,7 +111,7 @@ func (db *DB) Requeue(stage string, ids []string) (int, error) {
 			}
 			n++
 		}
-		return w.flush()
+		return nil
 	})
 	return n, err
 }
@@ -179,20 +179,17 @@ func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
 			}
 			n++
 		}
-		return w.flush()
+		return nil
 	})
 	return n, last, err
 }
 
-// writer applies transitions inside one write transaction, loading and
-// saving the tally at most once.
+// writer applies transitions inside one write transaction.
 type writer struct {
 	db     *DB
 	tx     *bolt.Tx
 	items  *bolt.Bucket
 	stateB *bolt.Bucket
-	tally  *pipeline.Tally
-	dirty  bool
 }
 
 func (db *DB) writer(tx *bolt.Tx) *writer {
@@ -329,37 +326,9 @@ func (w *writer) fold(id []byte, sign int) error {
 	if err := json.Unmarshal(raw, &f); err != nil || f.Label == "" {
 		return nil // the last stage does not produce facts
 	}
-	if w.tally == nil {
-		t, err := readTally(w.tx)
-		if err != nil {
-			return err
-		}
-		w.tally = &t
-	}
-	w.tally.Fold(string(id), f, sign)
-	w.dirty = true
-	return nil
-}
-
-func (w *writer) flush() error {
-	if !w.dirty {
-		return nil
-	}
-	b, err := json.Marshal(w.tally)
-	if err != nil {
-		return err
-	}
-	return w.bucket(bucketAgg).Put(keyTally, b)
+	return foldAgg(w.bucket(bucketAgg), string(id), f, sign)
 }
 
 func readTally(tx *bolt.Tx) (pipeline.Tally, error) {
-	var t pipeline.Tally
-	raw := tx.Bucket(bucketAgg).Get(keyTally)
-	if raw == nil {
-		return t, nil
-	}
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return t, fmt.Errorf("read tally: %w (run `sawtooth verify`)", err)
-	}
-	return t, nil
+	return readAgg(tx.Bucket(bucketAgg))
 }
