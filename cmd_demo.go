@@ -65,7 +65,9 @@ func runDemo(c *cli.Context, o *pipelineOptions, obs obsOptions, so *simOptions,
 	}
 	o.DB = dbArg
 	if o.DB == "" {
-		o.DB = filepath.Join(dir, "demo.db")
+		o.DB = filepath.Join(dir, "demo.db") // kept: the user inspects it afterwards
+	} else {
+		defer os.RemoveAll(dir) // only the input copy is there
 	}
 	input := filepath.Join(dir, "reviews.jsonl")
 	n, err := writeFirstLines(input, demoReviews, items)

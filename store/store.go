@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,9 +290,6 @@ func (db *DB) Path() string { return db.path }
 
 // Stages is the pipeline definition the DB was opened with.
 func (db *DB) Stages() []StageDef { return slices.Clone(db.stages) }
-
-// Dir is the directory holding the file.
-func (db *DB) Dir() string { return filepath.Dir(db.path) }
 
 // SetLearnedLimit persists a stage's learned concurrency limit.
 func (db *DB) SetLearnedLimit(stage string, n int) error {
