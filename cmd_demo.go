@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/bench"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/urfave/cli/v2"
 )
@@ -114,34 +115,11 @@ func runDemo(c *cli.Context, o *pipelineOptions, obs obsOptions, so *simOptions,
 	}
 	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items: %d paid twice; peak %d requests in flight\n",
 		st.Outcomes[geminisim.OutcomeOK], classified, st.Outcomes[geminisim.OutcomeOK]-classified, st.PeakInFlight)
-	if minimum := quotaMinimum(cfg, st.AdmittedRequests); minimum > 0 {
+	if minimum, ok := bench.Minimum(cfg, st.AdmittedRequests); ok && minimum > 0 {
 		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",
 			wall.Round(100*time.Millisecond), minimum.Round(100*time.Millisecond), st.AdmittedRequests, 100*minimum.Seconds()/wall.Seconds())
 	}
 	return runErr
-}
-
-// quotaMinimum is the shortest time in which the simulator's request quota
-// (with its schedule) admits n requests: the physical limit of any client.
-func quotaMinimum(cfg geminisim.Config, n int64) time.Duration {
-	if cfg.RPM <= 0 || n <= 0 {
-		return 0
-	}
-	const step = 10 * time.Millisecond
-	var admitted float64
-	for t := time.Duration(0); t < 24*time.Hour; t += step {
-		pct := 100
-		for _, s := range cfg.Schedule {
-			if t >= s.At {
-				pct = s.Percent
-			}
-		}
-		admitted += float64(cfg.RPM) * float64(pct) / 100 * step.Seconds() / cfg.Window.Seconds()
-		if admitted >= float64(n) {
-			return t + step
-		}
-	}
-	return 0
 }
 
 // writeFirstLines writes the first n lines of data to path and returns how

@@ -85,7 +85,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "ceiling", Value: 64, Usage: "limiter: highest concurrency", EnvVars: env("ceiling"), Destination: &o.Ceiling}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "fixed", Usage: "limiter: a fixed pool of N calls, no adaptation (for comparisons)", EnvVars: env("fixed"), Destination: &o.Fixed}),
 		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "decrease", Value: limiter.DefaultDecreaseFactor, Usage: "limiter: multiplicative decrease on a 429", EnvVars: env("decrease"), Destination: &o.Decrease}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "cooldown", Value: limiter.DefaultCooldown, Usage: "limiter: no growth for this long after a decrease", EnvVars: env("cooldown"), Destination: &o.Cooldown}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "cooldown", Value: limiter.DefaultCooldown, Usage: "limiter: longest pause in growth after a decrease (shortened to 5 round trips once latency is measured)", EnvVars: env("cooldown"), Destination: &o.Cooldown}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-wait", Value: pipeline.DefaultMaxWait, Usage: "a 429 asking to wait longer than this stops the run (exit 3) instead of waiting", EnvVars: env("max-wait"), Destination: &o.MaxWait}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "tpm", Usage: "your tokens-per-minute quota: caps concurrency and paces calls", EnvVars: env("tpm"), Destination: &o.TPM}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rpm", Usage: "your requests-per-minute quota: paces calls", EnvVars: env("rpm"), Destination: &o.RPM}),
