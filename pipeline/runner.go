@@ -42,7 +42,7 @@ type StageConfig struct {
 	// dead-lettered. Rate-limited refusals are not attempts. Default 5.
 	MaxAttempts int
 	// NewBackOff returns the retry schedule for one item. Default:
-	// exponential from 500ms, x2, jitter ±50%, capped at 30s.
+	// exponential from 1s, x2, jitter ±50%, capped at 30s.
 	NewBackOff func() backoff.BackOff
 	// MaxWait is the longest retryDelay the stage waits for; a longer one,
 	// or a per-day quota, parks the stage. Default DefaultMaxWait.
@@ -493,7 +493,10 @@ func newBackOff(sc *StageConfig) backoff.BackOff {
 		return sc.NewBackOff()
 	}
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 500 * time.Millisecond
+	// From 1 s, doubling: the default 5 attempts span about 15 s
+	// (7.5 to 22.5 s with jitter), so a short outage of the endpoint
+	// costs time, not dead letters.
+	b.InitialInterval = time.Second
 	b.RandomizationFactor = 0.5
 	b.Multiplier = 2
 	b.MaxInterval = 30 * time.Second
