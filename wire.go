@@ -44,7 +44,7 @@ type pipelineOptions struct {
 
 	Start, Floor, Ceiling, Fixed int
 	Decrease                     float64
-	Cooldown, MaxWait            time.Duration
+	Cooldown, MaxWait, MaxOutage time.Duration
 	TPM, RPM                     int
 	PriceIn, PriceOut            float64
 
@@ -87,6 +87,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "decrease", Value: limiter.DefaultDecreaseFactor, Usage: "limiter: multiplicative decrease on a 429", EnvVars: env("decrease"), Destination: &o.Decrease}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "cooldown", Value: limiter.DefaultCooldown, Usage: "limiter: longest pause in growth after a decrease (shortened to 5 round trips once latency is measured)", EnvVars: env("cooldown"), Destination: &o.Cooldown}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-wait", Value: pipeline.DefaultMaxWait, Usage: "a 429 asking to wait longer than this stops the run (exit 3) instead of waiting", EnvVars: env("max-wait"), Destination: &o.MaxWait}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-outage", Value: pipeline.DefaultMaxOutage, Usage: "how long the API may stay unreachable (items wait, spending no attempts) before the run stops with exit 3; 30 s at most before the first success", EnvVars: env("max-outage"), Destination: &o.MaxOutage}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "tpm", Usage: "your tokens-per-minute quota: caps concurrency and paces calls", EnvVars: env("tpm"), Destination: &o.TPM}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rpm", Usage: "your requests-per-minute quota: paces calls", EnvVars: env("rpm"), Destination: &o.RPM}),
 		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "price-in", Value: -1, Usage: "USD per million input tokens (default: the model's list price when known)", EnvVars: env("price-in"), Destination: &o.PriceIn}),
@@ -225,7 +226,7 @@ func (o *pipelineOptions) wire(b *built, db *store.DB) {
 	}
 	b.stages = []pipeline.StageConfig{
 		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
-		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait},
+		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
 }

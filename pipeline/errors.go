@@ -28,6 +28,11 @@ const (
 	// ClassCanceled: the run is shutting down; the attempt is given back
 	// and the item stays queued.
 	ClassCanceled Class = "canceled"
+	// ClassUnavailable: the endpoint could not be reached at all (no
+	// connection): not the item's fault, so no attempt is spent; the item
+	// waits with backoff, and an outage longer than the stage's MaxOutage
+	// parks the stage (exit 3) instead of dead-lettering everything.
+	ClassUnavailable Class = "unavailable"
 )
 
 // PermanentError marks an error that retrying can never fix.
@@ -70,6 +75,21 @@ func RateLimited(err error, retryAfter time.Duration, daily bool) error {
 	return &RateLimitedError{Err: err, RetryAfter: retryAfter, Daily: daily}
 }
 
+// UnavailableError marks a call that never reached the server.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Unavailable wraps err as "the endpoint is unreachable". Unavailable(nil)
+// is nil.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UnavailableError{Err: err}
+}
+
 // FatalError marks an error that fails every item alike.
 type FatalError struct{ Err error }
 
@@ -93,6 +113,7 @@ func Classify(ctx context.Context, err error) Class {
 		pe *PermanentError
 		re *RateLimitedError
 		fe *FatalError
+		ue *UnavailableError
 	)
 	switch {
 	case err == nil:
@@ -105,6 +126,8 @@ func Classify(ctx context.Context, err error) Class {
 		return ClassPermanent
 	case errors.As(err, &re):
 		return ClassRateLimited
+	case errors.As(err, &ue):
+		return ClassUnavailable
 	default:
 		return ClassTransient
 	}

@@ -22,6 +22,11 @@ const (
 	DefaultGrace          = 10 * time.Second
 	DefaultFetch          = 256
 	DefaultMaxRateLimited = 200
+	DefaultMaxOutage      = 5 * time.Minute
+	// firstContactOutage bounds the wait when a stage has not reached
+	// its endpoint once in this run: most likely a wrong URL or no
+	// network, not a blip.
+	firstContactOutage = 30 * time.Second
 )
 
 // ErrStopped is returned (wrapped) by Runner.Run when the run stopped before
@@ -50,6 +55,11 @@ type StageConfig struct {
 	// MaxRateLimited is how many 429s in a row, with no success between
 	// them, park the stage as "quota exhausted". Default 200.
 	MaxRateLimited int
+	// MaxOutage is how long the stage's endpoint may stay unreachable
+	// (ClassUnavailable) before the stage parks; items wait meanwhile
+	// without spending attempts. Default DefaultMaxOutage; before the
+	// stage's first success in a run, at most 30 s.
+	MaxOutage time.Duration
 }
 
 func (sc *StageConfig) setDefaults() {
@@ -64,6 +74,9 @@ func (sc *StageConfig) setDefaults() {
 	}
 	if sc.MaxRateLimited <= 0 {
 		sc.MaxRateLimited = DefaultMaxRateLimited
+	}
+	if sc.MaxOutage <= 0 {
+		sc.MaxOutage = DefaultMaxOutage
 	}
 }
 
@@ -120,6 +133,8 @@ type stageCounters struct {
 	inFlight                                     atomic.Int64
 	limitMin, limitMax                           atomic.Int64
 	rateLimitedRun                               atomic.Int64
+	outageSince                                  atomic.Int64 // unix nanos of the first unreachable call since the last success; 0 none
+	succeededOnce                                atomic.Bool
 	pending                                      sync.WaitGroup
 	notify                                       chan struct{}
 	deadMu                                       sync.Mutex
@@ -366,7 +381,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 	var (
 		attempts    int
 		first, last time.Time
-		bo, bo429   backoff.BackOff // transient retries; 429s without a limiter
+		bo, bo429   backoff.BackOff // transient retries; waits not spending attempts (429s without a limiter, outages)
 	)
 	for {
 		if stageCtx.Err() != nil {
@@ -392,6 +407,8 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		class := Classify(workCtx, err)
 		if class == "" {
 			c.rateLimitedRun.Store(0)
+			c.outageSince.Store(0)
+			c.succeededOnce.Store(true)
 			if sc.Limiter != nil {
 				// TPM quotas count input tokens.
 				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
@@ -443,6 +460,28 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		switch class {
 		case ClassCanceled:
 			return
+		case ClassUnavailable:
+			c.transient.Add(1)
+			now := r.now()
+			c.outageSince.CompareAndSwap(0, now.UnixNano())
+			since := time.Unix(0, c.outageSince.Load())
+			limit := sc.MaxOutage
+			if !c.succeededOnce.Load() {
+				limit = min(limit, firstContactOutage)
+			}
+			if now.Sub(since) >= limit {
+				r.park(fmt.Sprintf("%s cannot reach its endpoint since %s (last: %v): check the network and --base-url, then run again to resume",
+					name, since.Local().Format(time.TimeOnly), err))
+				parkStage()
+				return
+			}
+			if bo429 == nil {
+				bo429 = newBackOff(sc)
+			}
+			if !sleepCtx(stageCtx, next(bo429)) {
+				return
+			}
+			continue // not the item's fault: no attempt spent
 		case ClassFatal:
 			r.fail(fmt.Errorf("%s: %w", name, err))
 			return

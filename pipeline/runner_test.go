@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -368,5 +369,50 @@ func TestRunner_CancelGivesItemsBack(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s processed %d times", id, n)
 		}
+	}
+}
+
+// TestRunner_UnavailableSpendsNoAttempt: an unreachable endpoint is not
+// the item's fault, so a short outage costs waiting, not attempts.
+func TestRunner_UnavailableSpendsNoAttempt(t *testing.T) {
+	st := newMemStore([]string{"api"}, 10)
+	api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+		if n <= 4 {
+			return pipeline.Result{}, pipeline.Unavailable(errors.New("dial tcp: connection refused"))
+		}
+		return ok(ctx, it, n)
+	}}
+	r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{{Stage: api, Workers: 2, MaxAttempts: 2, NewBackOff: noWait}}}
+	sum, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := st.tally(); w["done"] != 10 {
+		t.Fatalf("where = %v", w)
+	}
+	if s := sum.Stages["api"]; s.Attempts != 10 || s.Calls != 50 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// TestRunner_OutageParks: an endpoint that stays unreachable parks the
+// stage (exit 3, resumable) instead of dead-lettering every item.
+func TestRunner_OutageParks(t *testing.T) {
+	st := newMemStore([]string{"api"}, 50)
+	var clock atomic.Int64 // one virtual second per reading
+	now := func() time.Time { return time.Unix(clock.Add(1), 0) }
+	api := &funcStage{name: "api", fn: func(context.Context, pipeline.Item, int) (pipeline.Result, error) {
+		return pipeline.Result{}, pipeline.Unavailable(errors.New("dial tcp: connection refused"))
+	}}
+	r := &pipeline.Runner{Store: st, Now: now, Stages: []pipeline.StageConfig{{Stage: api, Workers: 3, NewBackOff: noWait}}}
+	sum, err := r.Run(context.Background())
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("err = %v, want ErrStopped", err)
+	}
+	if w := st.tally(); w["api/queued"] != 50 {
+		t.Fatalf("where = %v: every item must stay queued", w)
+	}
+	if !strings.Contains(sum.Message, "cannot reach its endpoint") {
+		t.Errorf("message = %q", sum.Message)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -472,7 +473,15 @@ func (c *Classify) callError(err error) error {
 		if errors.As(err, &ue) && ue.Err != nil {
 			cause = ue.Err.Error()
 		}
-		return c.errorf(err, "classify: calling %s: %s", c.baseURL, short(cause, 300))
+		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, short(cause, 300))
+		// No connection at all (refused, no route, DNS): the request never
+		// reached the API, so it says nothing about this item.
+		var oe *net.OpError
+		var de *net.DNSError
+		if (errors.As(err, &oe) && oe.Op == "dial") || errors.As(err, &de) {
+			return pipeline.Unavailable(wrapped)
+		}
+		return wrapped
 	}
 }
 

@@ -50,7 +50,8 @@ func TestClassify_MalformedBodyMessage(t *testing.T) {
 }
 
 // TestClassify_UnreachableMessage checks a refused connection is
-// transient and says what failed without the SDK's wrapping.
+// "unavailable" (the request never reached the API, so it spends none of
+// the item's attempts) and says what failed without the SDK's wrapping.
 func TestClassify_UnreachableMessage(t *testing.T) {
 	srv := newFakeGemini(t, reply(200, "{}"))
 	url := srv.srv.URL
@@ -60,8 +61,8 @@ func TestClassify_UnreachableMessage(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error from a closed server")
 	}
-	if class := pipeline.Classify(context.Background(), err); class != pipeline.ClassTransient {
-		t.Errorf("class %q, want transient: %v", class, err)
+	if class := pipeline.Classify(context.Background(), err); class != pipeline.ClassUnavailable {
+		t.Errorf("class %q, want unavailable: %v", class, err)
 	}
 	msg := err.Error()
 	if !strings.Contains(msg, "classify: calling "+url+": dial tcp") || !strings.Contains(msg, "connection refused") || strings.Contains(msg, "doRequest") {
