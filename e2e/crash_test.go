@@ -71,6 +71,7 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 	// flight" when the item was answered during that run but its answer
 	// was not committed when the process died.
 	prevOK := map[string]int64{}
+	prevKilled := false
 	committed := map[string]bool{}
 	caught := map[string]int{}
 	account := func(runNo int, killed bool) {
@@ -99,15 +100,20 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 		for h, n := range ok {
 			d := n - prevOK[h]
 			switch {
-			case d > 1:
-				t.Errorf("run %d: item %s answered %d times within one run", runNo, h[:8], d)
 			case d > 0 && committed[h]:
 				t.Errorf("run %d: item %s paid again after its classify output was committed", runNo, h[:8])
+			case d > 1 && prevKilled:
+				// A request the killed run had already written can reach
+				// the simulator only after it looked idle: that answer
+				// belongs to the previous kill, not to this run.
+				caught[h] += int(d - 1)
+			case d > 1:
+				t.Errorf("run %d: item %s answered %d times within one run", runNo, h[:8], d)
 			case d == 1 && killed && !now[h]:
 				caught[h]++
 			}
 		}
-		prevOK, committed = ok, now
+		prevOK, committed, prevKilled = ok, now, killed
 	}
 
 	killed, runs := 0, 0
