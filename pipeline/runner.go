@@ -137,8 +137,10 @@ type stageCounters struct {
 	succeededOnce                                atomic.Bool
 	pending                                      sync.WaitGroup
 	notify                                       chan struct{}
-	deadMu                                       sync.Mutex
+	deadMu                                       sync.Mutex // guards deadReasons, samePerm*
 	deadReasons                                  map[string]int
+	samePermKey                                  string
+	samePermN                                    int
 }
 
 type pending struct {
@@ -510,9 +512,41 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		if class == ClassTransient {
 			msg = fmt.Sprintf("gave up after %d attempts: %s", attempts, msg)
 		}
-		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Attempts: attempts,
-			Dead: DeadLetter{Class: class, Message: msg, Attempts: attempts, First: first, Last: last}})
+		dl := DeadLetter{Class: class, Message: msg, Attempts: attempts, First: first, Last: last}
+		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Attempts: attempts, Dead: dl})
+		if class == ClassPermanent && sc.Limiter != nil {
+			r.checkSamePermanent(i, dl)
+		}
 		return
+	}
+}
+
+// samePermanentLimit is how many permanent failures with one and the same
+// cause, before any success, make an API stage's run fatal.
+const samePermanentLimit = 25
+
+// checkSamePermanent stops the run when an API stage's calls have all
+// failed permanently for the same reason and none has succeeded: that is
+// a request or account problem (a 400 on our own request, say), and
+// going on would dead-letter the whole night's input one item at a time.
+func (r *Runner) checkSamePermanent(i int, dl DeadLetter) {
+	c := r.counters[i]
+	if c.succeededOnce.Load() {
+		return
+	}
+	key := ReasonKey(dl)
+	c.deadMu.Lock()
+	if key == c.samePermKey {
+		c.samePermN++
+	} else {
+		c.samePermKey, c.samePermN = key, 1
+	}
+	n := c.samePermN
+	c.deadMu.Unlock()
+	if n == samePermanentLimit {
+		name := r.Stages[i].Stage.Name()
+		r.fail(fmt.Errorf("%s: the first %d calls all failed the same way and none succeeded (%s): that is the request or the account, not the items; fix it, then `sawtooth retry --stage %s` re-queues those %d",
+			name, n, dl.Message, name, n))
 	}
 }
 

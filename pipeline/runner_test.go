@@ -416,3 +416,44 @@ func TestRunner_OutageParks(t *testing.T) {
 		t.Errorf("message = %q", sum.Message)
 	}
 }
+
+// TestRunner_SamePermanentIsFatal: an API stage whose first calls all fail
+// permanently for one reason stops the run instead of dead-lettering every
+// item; a stage that has succeeded once keeps dead-lettering item by item.
+func TestRunner_SamePermanentIsFatal(t *testing.T) {
+	tests := []struct {
+		name      string
+		okFirst   bool
+		wantFatal bool
+	}{
+		{"no success yet: fatal", false, true},
+		{"after a success: dead letters", true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newMemStore([]string{"api"}, 100)
+			api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+				if tc.okFirst && it.ID == "i0000" {
+					return ok(ctx, it, n)
+				}
+				return pipeline.Result{}, pipeline.Permanentf("item %q: 400 INVALID_ARGUMENT: bad responseSchema", it.ID)
+			}}
+			// One worker, so the first call (i0000) completes first.
+			r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{{Stage: api, Workers: 1, Limiter: &fakeLimiter{}}}}
+			_, err := r.Run(context.Background())
+			w := st.tally()
+			if tc.wantFatal {
+				if pipeline.Classify(context.Background(), err) != pipeline.ClassFatal || !strings.Contains(err.Error(), "failed the same way") {
+					t.Fatalf("err = %v, want fatal", err)
+				}
+				if w["api/dead"] != 25 || w["api/queued"] != 75 {
+					t.Fatalf("where = %v", w)
+				}
+				return
+			}
+			if err != nil || w["api/dead"] != 99 || w["done"] != 1 {
+				t.Fatalf("err %v, where = %v", err, w)
+			}
+		})
+	}
+}
