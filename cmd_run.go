@@ -181,7 +181,7 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	}
 	sigOut.set(prog.Writer())
 	r := &pipeline.Runner{
-		Store: db, Stages: prog.instrument(b.stages), RunID: runID, Grace: o.Grace,
+		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace,
 		OnTick: prog.tick, Log: prog.log,
 	}
 	sum, runErr := r.Run(ctx)

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // The run's metrics. Counters count this run (they start at zero when the
@@ -28,7 +30,7 @@ var (
 		"Items this run expects a stage to finish: those queued at it or upstream when the run started, less upstream dead letters.",
 		[]string{"stage"}, nil)
 	metricCalls = prometheus.NewDesc("sawtooth_calls_total",
-		"Stage calls in this run by outcome: ok, rate_limited (429), transient (5xx, timeout; retried), permanent, fatal, canceled.",
+		"Stage calls in this run by outcome: ok, rate_limited (429), transient (5xx, timeout; retried), unavailable (no connection; waits), permanent, fatal, canceled.",
 		[]string{"stage", "outcome"}, nil)
 	metricLimit = prometheus.NewDesc("sawtooth_concurrency_limit",
 		"Current concurrency limit of a stage's AIMD limiter.",
@@ -78,17 +80,8 @@ func (c progressCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(metricQueued, float64(s.Queued), s.Name)
 		gauge(metricExpected, float64(s.Total), s.Name)
 		gauge(metricRate, s.Rate, s.Name)
-		// Calls by outcome are read live: they only grow, and a scrape
-		// between ticks should not see them go back.
-		cc := c.p.calls[i]
-		for _, o := range []struct {
-			name string
-			n    int64
-		}{
-			{"ok", cc.ok.Load()}, {"rate_limited", cc.rateLimited.Load()}, {"transient", cc.transient.Load()},
-			{"permanent", cc.permanent.Load()}, {"fatal", cc.fatal.Load()}, {"canceled", cc.canceled.Load()},
-		} {
-			counter(metricCalls, float64(o.n), s.Name, o.name)
+		for _, class := range pipeline.Classes {
+			counter(metricCalls, float64(s.Outcomes[class]), s.Name, strings.ReplaceAll(string(class), "-", "_"))
 		}
 		limit, inFlight := s.Limit, s.InFlight
 		if lim := c.p.limiter(i); lim != nil {

@@ -99,18 +99,20 @@ type liveStage struct {
 	// FinishedAt is the second of the run at which the stage finished its
 	// Total (then Rate is its average rate until then); 0 while it has not.
 	FinishedAt float64 `json:"finished_at_seconds,omitempty"`
-	// Calls by outcome; Calls counts every call, 429s included.
-	Calls       int64   `json:"calls"`
-	OK          int64   `json:"ok"`
-	RateLimited int64   `json:"rate_limited"`
-	Transient   int64   `json:"transient"`
-	Permanent   int64   `json:"permanent"`
-	Limit       int     `json:"limit,omitempty"`
-	InFlight    int     `json:"in_flight"`
-	TokensIn    int64   `json:"tokens_in"`
-	TokensOut   int64   `json:"tokens_out"`
-	Tokens      int64   `json:"tokens"`
-	CostUSD     float64 `json:"cost_usd"`
+	// Calls by outcome; Calls counts every call, 429s included. Outcomes
+	// has every class (pipeline.Classes), "ok" for successes.
+	Outcomes    map[pipeline.Class]int64 `json:"outcomes"`
+	Calls       int64                    `json:"calls"`
+	OK          int64                    `json:"ok"`
+	RateLimited int64                    `json:"rate_limited"`
+	Transient   int64                    `json:"transient"`
+	Permanent   int64                    `json:"permanent"`
+	Limit       int                      `json:"limit,omitempty"`
+	InFlight    int                      `json:"in_flight"`
+	TokensIn    int64                    `json:"tokens_in"`
+	TokensOut   int64                    `json:"tokens_out"`
+	Tokens      int64                    `json:"tokens"`
+	CostUSD     float64                  `json:"cost_usd"`
 }
 
 // Finished is how many items left the stage (done or dead letter).
@@ -167,8 +169,7 @@ const rateSpan = 10 * time.Second
 
 // progressPrinter shows a run's live figures: bars on a terminal, or
 // periodic log records elsewhere. It also publishes them in the live
-// status file beside the DB, counts calls by outcome (see instrument) and
-// backs the metrics. tick is called by the runner about once a second;
+// status file beside the DB and backs the metrics. tick is called by the runner about once a second;
 // close once after the run. Safe for concurrent use.
 type progressPrinter struct {
 	cfg   progressConfig
@@ -176,7 +177,6 @@ type progressPrinter struct {
 	out   *switchWriter
 	start time.Time
 	view  atomic.Pointer[liveStatus]
-	calls []*callCounts
 
 	mu         sync.Mutex // guards what follows
 	rates      []rateWindow
@@ -208,9 +208,6 @@ func newProgressPrinter(out *switchWriter, log *slog.Logger, cfg progressConfig)
 	p.lastLog = p.start
 	p.rates = make([]rateWindow, len(cfg.Stages))
 	p.finishedAt = make([]float64, len(cfg.Stages))
-	for range cfg.Stages {
-		p.calls = append(p.calls, &callCounts{})
-	}
 	var zero pipeline.Progress
 	for _, name := range cfg.Stages {
 		zero.Stages = append(zero.Stages, pipeline.StageProgress{Name: name})
@@ -288,9 +285,8 @@ func (p *progressPrinter) buildView(pr pipeline.Progress, now time.Time) *liveSt
 			TokensIn: sp.Usage.PromptTokens, TokensOut: sp.Usage.CandidateTokens, Tokens: sp.Usage.TotalTokens,
 			ETASeconds: -1,
 		}
-		if i < len(p.calls) {
-			s.OK, s.Permanent = p.calls[i].ok.Load(), p.calls[i].permanent.Load()
-		}
+		s.Outcomes = sp.Outcomes
+		s.OK, s.Permanent = sp.Outcomes[pipeline.ClassOK], sp.Outcomes[pipeline.ClassPermanent]
 		if lim := p.limiter(i); lim != nil && s.Limit == 0 {
 			s.Limit = lim.Limit()
 		}
@@ -513,57 +509,6 @@ func (w *rateWindow) add(t time.Time, n int64) float64 {
 		return 0
 	}
 	return float64(n-w.n[0]) / dt
-}
-
-// callCounts are one stage's calls by outcome.
-type callCounts struct {
-	ok, rateLimited, transient, permanent, fatal, canceled atomic.Int64
-}
-
-// countedStage counts its stage's calls by outcome, classified exactly as
-// the runner classifies them.
-type countedStage struct {
-	pipeline.Stage
-	c *callCounts
-}
-
-func (s countedStage) Process(ctx context.Context, it pipeline.Item) (res pipeline.Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.c.permanent.Add(1) // the runner dead-letters a panic as permanent
-			panic(r)
-		}
-	}()
-	res, err = s.Stage.Process(ctx, it)
-	switch pipeline.Classify(ctx, err) {
-	case "":
-		s.c.ok.Add(1)
-	case pipeline.ClassRateLimited:
-		s.c.rateLimited.Add(1)
-	case pipeline.ClassTransient:
-		s.c.transient.Add(1)
-	case pipeline.ClassPermanent:
-		s.c.permanent.Add(1)
-	case pipeline.ClassFatal:
-		s.c.fatal.Add(1)
-	case pipeline.ClassCanceled:
-		s.c.canceled.Add(1)
-	}
-	return res, err
-}
-
-// instrument returns the stages with their calls counted by outcome.
-func (p *progressPrinter) instrument(stages []pipeline.StageConfig) []pipeline.StageConfig {
-	out := make([]pipeline.StageConfig, len(stages))
-	copy(out, stages)
-	for i := range out {
-		for j, name := range p.cfg.Stages {
-			if out[i].Stage.Name() == name {
-				out[i].Stage = countedStage{Stage: out[i].Stage, c: p.calls[j]}
-			}
-		}
-	}
-	return out
 }
 
 // newRunMonitor sets up everything that watches one run: the logger, the

@@ -33,7 +33,14 @@ const (
 	// waits with backoff, and an outage longer than the stage's MaxOutage
 	// parks the stage (exit 3) instead of dead-lettering everything.
 	ClassUnavailable Class = "unavailable"
+	// ClassOK is not an error class: it keys successful calls where calls
+	// are counted by class (StageProgress.Outcomes). Classify never returns it.
+	ClassOK Class = "ok"
 )
+
+// Classes lists every outcome a call can have, in the order reports show
+// them.
+var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassUnavailable, ClassPermanent, ClassFatal, ClassCanceled}
 
 // PermanentError marks an error that retrying can never fix.
 type PermanentError struct{ Err error }

@@ -125,6 +125,8 @@ type StageProgress struct {
 	Usage       Usage
 	Limit       int
 	InFlight    int
+	// Outcomes counts this run's calls by class (ClassOK for successes).
+	Outcomes map[Class]int64
 }
 
 type stageCounters struct {
@@ -137,7 +139,8 @@ type stageCounters struct {
 	succeededOnce                                atomic.Bool
 	pending                                      sync.WaitGroup
 	notify                                       chan struct{}
-	deadMu                                       sync.Mutex // guards deadReasons, samePerm*
+	outcomes                                     []atomic.Int64 // by classIndex
+	deadMu                                       sync.Mutex     // guards deadReasons, samePerm*
 	deadReasons                                  map[string]int
 	samePermKey                                  string
 	samePermN                                    int
@@ -209,7 +212,7 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	}
 	r.counters = make([]*stageCounters, len(r.Stages))
 	for i := range r.Stages {
-		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}}
+		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}, outcomes: make([]atomic.Int64, len(Classes))}
 		r.counters[i].limitMin.Store(-1)
 	}
 	r.commitCh = make(chan pending, 4*r.BatchSize)
@@ -407,6 +410,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		c.candidate.Add(res.Usage.CandidateTokens)
 		c.total.Add(res.Usage.TotalTokens)
 		class := Classify(workCtx, err)
+		c.outcomes[classIndex(class)].Add(1)
 		if class == "" {
 			c.rateLimitedRun.Store(0)
 			c.outageSince.Store(0)
@@ -716,6 +720,19 @@ func ReasonKey(d DeadLetter) string {
 	return string(d.Class) + ": " + out
 }
 
+// classIndex places a class in stageCounters.outcomes, in Classes order.
+func classIndex(c Class) int {
+	if c == "" {
+		c = ClassOK
+	}
+	for i, k := range Classes {
+		if k == c {
+			return i
+		}
+	}
+	return classIndex(ClassTransient) // an unknown class is treated as transient
+}
+
 func (r *Runner) progress(start time.Time) Progress {
 	p := Progress{Elapsed: r.now().Sub(start)}
 	for i, sc := range r.Stages {
@@ -725,6 +742,10 @@ func (r *Runner) progress(start time.Time) Progress {
 			Calls: c.calls.Load(), RateLimited: c.r429.Load(), Transient: c.transient.Load(),
 			Usage:    Usage{PromptTokens: c.prompt.Load(), CandidateTokens: c.candidate.Load(), TotalTokens: c.total.Load()},
 			InFlight: int(c.inFlight.Load()),
+			Outcomes: make(map[Class]int64, len(Classes)),
+		}
+		for j, k := range Classes {
+			sp.Outcomes[k] = c.outcomes[j].Load()
 		}
 		if sc.Limiter != nil {
 			sp.Limit = sc.Limiter.Limit()
