@@ -570,15 +570,8 @@ func printSummary(w io.Writer, db *store.DB, sum pipeline.RunSummary, asJSON boo
 			Usage       pipeline.Usage `json:"usage"`
 			CostUSD     float64        `json:"cost_usd"`
 		}
-		var t stageTotals
-		for _, s := range sum.Stages {
-			t.Calls += s.Calls
-			t.RateLimited += s.RateLimited
-			t.Transient += s.Transient
-			t.Dead += s.Dead
-			t.Usage = t.Usage.Add(s.Usage)
-			t.CostUSD += s.CostUSD
-		}
+		all := sum.Totals()
+		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD}
 		return writeJSON(w, struct {
 			pipeline.RunSummary
 			WallSeconds float64     `json:"wall_seconds"`
@@ -592,19 +585,12 @@ func printSummary(w io.Writer, db *store.DB, sum pipeline.RunSummary, asJSON boo
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\tdone\tdead\tattempts\tcalls\t429s\t5xx/timeouts\ttokens in\ttokens out\test. cost\t")
-	var total pipeline.StageStats
 	for _, name := range summaryStages(db, sum) {
 		s := sum.Stages[name]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", name, s.Done, s.Dead, s.Attempts, s.Calls, s.RateLimited, s.Transient,
 			s.Usage.PromptTokens, s.Usage.CandidateTokens, s.CostUSD)
-		total.Dead += s.Dead
-		total.Attempts += s.Attempts
-		total.Calls += s.Calls
-		total.RateLimited += s.RateLimited
-		total.Transient += s.Transient
-		total.Usage = total.Usage.Add(s.Usage)
-		total.CostUSD += s.CostUSD
 	}
+	total := sum.Totals()
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", total.Dead, total.Attempts, total.Calls, total.RateLimited, total.Transient,
 		total.Usage.PromptTokens, total.Usage.CandidateTokens, total.CostUSD)
 	tw.Flush()

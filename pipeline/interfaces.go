@@ -116,6 +116,25 @@ type StageStats struct {
 	LimitEnd    int            `json:"limit_end,omitempty"`
 }
 
+// Totals adds up every stage's figures (limit fields stay zero).
+func (r RunSummary) Totals() StageStats {
+	var t StageStats
+	for _, s := range r.Stages {
+		if s == nil {
+			continue
+		}
+		t.Done += s.Done
+		t.Dead += s.Dead
+		t.Attempts += s.Attempts
+		t.Calls += s.Calls
+		t.RateLimited += s.RateLimited
+		t.Transient += s.Transient
+		t.Usage = t.Usage.Add(s.Usage)
+		t.CostUSD += s.CostUSD
+	}
+	return t
+}
+
 // RunSummary is one run's record in the runs bucket.
 type RunSummary struct {
 	ID       string                 `json:"id"`

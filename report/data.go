@@ -107,16 +107,6 @@ func apiStage(r *pipeline.RunSummary) string {
 }
 
 // runCost is the estimated cost of a run, all stages.
-func runCost(r pipeline.RunSummary) float64 {
-	c := 0.0
-	for _, s := range r.Stages {
-		if s != nil {
-			c += s.CostUSD
-		}
-	}
-	return c
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -113,7 +113,7 @@ func newHTMLView(d *Data) htmlView {
 			v.Cards = append(v.Cards,
 				card{Label: "429 share", Value: rv.Share, Note: fmt.Sprintf("of %s calls", rv.Calls), Class: map[bool]string{true: "warn"}[s.Calls > 0 && float64(s.RateLimited)/float64(s.Calls) > 0.05]},
 				card{Label: "concurrency limit", Value: fmt.Sprintf("%d–%d", s.LimitMin, s.LimitMax), Note: fmt.Sprintf("ended at %d", s.LimitEnd)},
-				card{Label: "est. cost", Value: usd(runCost(*r)), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
+				card{Label: "est. cost", Value: usd(r.Totals().CostUSD), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
 			)
 		}
 	}
@@ -168,22 +168,13 @@ func newRunView(r pipeline.RunSummary, order []string) runView {
 	default:
 		rv.StatusClass = "info"
 	}
-	rv.Total.Name = "total"
-	for _, s := range rv.Stages {
-		rv.Total.Attempts += s.Attempts
-		rv.Total.Calls += s.Calls
-		rv.Total.RateLimited += s.RateLimited
-		rv.Total.Transient += s.Transient
-		rv.Total.Dead += s.Dead
-		rv.Total.Usage = rv.Total.Usage.Add(s.Usage)
-		rv.Total.CostUSD += s.CostUSD
-	}
+	rv.Total = stageRow{Name: "total", StageStats: r.Totals()}
 	if rv.API = apiStage(&r); rv.API != "" {
 		s := r.Stages[rv.API]
 		rv.Calls = num(s.Calls)
 		rv.Share = pct(s.RateLimited, s.Calls, 2)
 		rv.Limit = limitRange(*s)
-		rv.Cost = usd(runCost(r))
+		rv.Cost = usd(r.Totals().CostUSD)
 	}
 	return rv
 }
