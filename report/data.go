@@ -106,7 +106,6 @@ func apiStage(r *pipeline.RunSummary) string {
 	return ""
 }
 
-// runCost is the estimated cost of a run, all stages.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
