@@ -45,9 +45,6 @@ type Transition struct {
 	Outcome Outcome
 	Result  Result
 	Dead    DeadLetter
-	// Attempts is how many calls the item took at this stage (429 refusals
-	// are not attempts).
-	Attempts int
 }
 
 // Store is what the runner needs from persistence. Implementations must be

@@ -420,7 +420,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
 			}
 			c.attempts.Add(int64(attempts + 1))
-			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Attempts: attempts + 1})
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res})
 			return
 		}
 		if class == ClassRateLimited {
@@ -517,7 +517,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			msg = fmt.Sprintf("gave up after %d attempts: %s", attempts, msg)
 		}
 		dl := DeadLetter{Class: class, Message: msg, Attempts: attempts, First: first, Last: last}
-		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Attempts: attempts, Dead: dl})
+		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl})
 		if class == ClassPermanent && sc.Limiter != nil {
 			r.checkSamePermanent(i, dl)
 		}
