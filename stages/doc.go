@@ -18,7 +18,10 @@
 // a forbidden project or an unknown model are fatal, safety blocks and other
 // per-item 4xx are permanent, and 5xx, timeouts, broken bodies and output
 // that does not match the schema are transient. The API key never appears
-// in an error or an output.
+// in an error or an output. The stage itself (configuration, the request,
+// the transport) is classify.go; the mapping of SDK and HTTP errors to
+// classes is classify_errors.go; reading and checking the structured answer
+// is classify_response.go.
 //
 // Aggregate turns a classified item into a pipeline.Fact (label, group
 // values such as app and month, rating) that the store folds into the

@@ -1,0 +1,236 @@
+// This file maps what the genai SDK and the HTTP layer report (APIError,
+// transport failures, undecodable bodies) to pipeline error classes, and
+// writes the messages a user reads: short, key-free, naming what to do.
+
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+var errSDKPanic = errors.New("the genai SDK could not decode the response body")
+
+// withHTTPStatus gives the response's HTTP status to an APIError whose
+// body carried no code, e.g. {"error":{}} from a proxy: the SDK takes the
+// code from the body only, and a 429 (or a 401) without one would be
+// classified as an unexpected answer, retried as transient and
+// dead-lettered after its budget instead of waiting (or stopping the run).
+func withHTTPStatus(err error, status int) error {
+	var ae genai.APIError
+	if status == 0 || !errors.As(err, &ae) || ae.Code != 0 {
+		return err
+	}
+	ae.Code = status
+	if ae.Status == "" {
+		ae.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
+	}
+	return ae
+}
+
+func (c *Classify) callError(err error) error {
+	var ae genai.APIError
+	if errors.As(err, &ae) {
+		return c.apiError(err, ae)
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return c.errorf(err, "classify: request canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return c.errorf(err, "classify: no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", c.baseURL, c.timeout)
+	case errors.Is(err, errSDKPanic):
+		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", short(err.Error(), 200))
+	case isJSONError(err):
+		// The SDK's message is its own prefix, the JSON error and then the
+		// whole body: keep the error and the body's start.
+		msg, body, _ := strings.Cut(err.Error(), "\n")
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, short(body, 60))
+	default:
+		// A transport failure: the SDK wraps the *url.Error that already
+		// names the method and URL; its cause is what the user needs
+		// ("dial tcp ...: connection refused", "EOF").
+		cause := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Err != nil {
+			cause = ue.Err.Error()
+		}
+		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, short(cause, 300))
+		// No connection at all (refused, no route, DNS): the request never
+		// reached the API, so it says nothing about this item.
+		var oe *net.OpError
+		var de *net.DNSError
+		if (errors.As(err, &oe) && oe.Op == "dial") || errors.As(err, &de) {
+			return pipeline.Unavailable(wrapped)
+		}
+		return wrapped
+	}
+}
+
+// isJSONError reports a response body the SDK could not parse as JSON.
+func isJSONError(err error) bool {
+	var (
+		se  *json.SyntaxError
+		ute *json.UnmarshalTypeError
+	)
+	return errors.As(err, &se) || errors.As(err, &ute)
+}
+
+func (c *Classify) apiError(err error, ae genai.APIError) error {
+	status := strings.TrimSpace(ae.Status)
+	what := strconv.Itoa(ae.Code)
+	switch {
+	case status == "":
+	case strings.HasPrefix(status, what):
+		what = status // a non-JSON body: Status is the HTTP status line
+	default:
+		what += " " + status
+	}
+	msg := short(ae.Message, 300)
+	reason, delay, daily, quotas := detailsOf(ae.Details)
+	if reason != "" {
+		what += ", " + reason
+	}
+	switch {
+	case ae.Code == http.StatusTooManyRequests || strings.EqualFold(status, "RESOURCE_EXHAUSTED"):
+		if daily {
+			quotas = slices.DeleteFunc(quotas, func(id string) bool { return !isDaily(id) })
+		}
+		q := ""
+		if len(quotas) > 0 {
+			q = " on " + strings.Join(quotas, ", ")
+		}
+		if daily {
+			return pipeline.RateLimited(c.errorf(err, "classify: the daily quota is exhausted (%s%s): nothing will succeed until it resets at midnight Pacific time; run again then to continue where this run stopped", what, q), delay, true)
+		}
+		after := ""
+		if delay > 0 {
+			after = ", retry after " + delay.String()
+		}
+		return pipeline.RateLimited(c.errorf(err, "classify: rate limited (%s%s%s): %s", what, q, after, msg), delay, false)
+	case ae.Code == http.StatusUnauthorized || reason == "API_KEY_INVALID" || strings.Contains(ae.Message, "API key not valid"):
+		return pipeline.Fatal(c.errorf(err, "classify: the API key was rejected (%s): set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)", what))
+	case ae.Code == http.StatusForbidden:
+		return pipeline.Fatal(c.errorf(err, "classify: permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, c.model))
+	case ae.Code == http.StatusNotFound:
+		return pipeline.Fatal(c.errorf(err, "classify: model %q not found at %s (%s): check --model (e.g. %s)", c.model, c.baseURL, what, DefaultModel))
+	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
+		return pipeline.Fatal(c.errorf(err, "classify: the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
+	case ae.Code == http.StatusRequestTimeout || ae.Code == 499 || ae.Code >= 500:
+		return c.errorf(err, "classify: server error (%s: %s)", what, msg)
+	case ae.Code >= 400:
+		return pipeline.Permanent(c.errorf(err, "classify: the API rejected this item's request (%s: %s): fix the text or the prompt template, then `sawtooth dlq requeue`", what, msg))
+	default:
+		return c.errorf(err, "classify: unexpected answer (%s: %s)", what, msg)
+	}
+}
+
+// detailsOf reads the google.rpc details of an API error: ErrorInfo's
+// reason, RetryInfo's delay, and QuotaFailure's quota ids (daily is true if
+// any is a per-day quota).
+func detailsOf(details []map[string]any) (reason string, delay time.Duration, daily bool, quotas []string) {
+	for _, d := range details {
+		typ, _ := d["@type"].(string)
+		switch {
+		case strings.HasSuffix(typ, "google.rpc.ErrorInfo"):
+			if r, ok := d["reason"].(string); ok && reason == "" {
+				reason = r
+			}
+		case strings.HasSuffix(typ, "google.rpc.RetryInfo"):
+			delay = retryDelay(d["retryDelay"])
+		case strings.HasSuffix(typ, "google.rpc.QuotaFailure"):
+			vs, _ := d["violations"].([]any)
+			for _, v := range vs {
+				m, _ := v.(map[string]any)
+				id, _ := m["quotaId"].(string)
+				if id == "" {
+					continue
+				}
+				quotas = append(quotas, id)
+				daily = daily || isDaily(id)
+			}
+		}
+	}
+	return reason, delay, daily, quotas
+}
+
+// isDaily reports a per-day quota id, e.g.
+// "GenerateRequestsPerDayPerProjectPerModel-FreeTier".
+func isDaily(quotaID string) bool {
+	return strings.Contains(strings.ToLower(quotaID), "perday")
+}
+
+// retryDelay reads a protobuf Duration in its JSON form ("45.837906927s"),
+// or the {"seconds", "nanos"} object some proxies send.
+func retryDelay(v any) time.Duration {
+	switch v := v.(type) {
+	case string:
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err == nil && d > 0 {
+			return d
+		}
+	case map[string]any:
+		var secs, nanos float64
+		switch s := v["seconds"].(type) {
+		case float64:
+			secs = s
+		case string:
+			secs, _ = strconv.ParseFloat(s, 64)
+		}
+		nanos, _ = v["nanos"].(float64)
+		if d := time.Duration(secs*float64(time.Second) + nanos); d > 0 && secs < 1e9 {
+			return d
+		}
+	}
+	return 0
+}
+
+// stageError carries a message written for the user (short, key-free)
+// while Unwrap keeps the cause for errors.Is and errors.As.
+type stageError struct {
+	msg string
+	err error
+}
+
+func (e *stageError) Error() string { return e.msg }
+func (e *stageError) Unwrap() error { return e.err }
+
+func (c *Classify) errorf(cause error, format string, args ...any) error {
+	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
+}
+
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[REDACTED]")
+}
+
+// short returns s on one line, cut to at most n bytes at a rune boundary.
+func short(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
