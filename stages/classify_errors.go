@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,13 +48,18 @@ func (c *Classify) callError(err error) error {
 	if errors.As(err, &ae) {
 		return c.apiError(err, ae)
 	}
+	var tooLarge *bodyTooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		// Transient: a proxy's error page or a broken server, not this
+		// item; the runner retries within its budget.
+		return c.errorf(err, "classify: the answer from %s is larger than %d MiB, which no Gemini answer is: it was not read (a wrong --base-url, or a proxy or server fault)", c.baseURL, tooLarge.max>>20)
 	case errors.Is(err, context.Canceled):
 		return c.errorf(err, "classify: request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return c.errorf(err, "classify: no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", c.baseURL, c.timeout)
 	case errors.Is(err, errSDKPanic):
-		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", short(err.Error(), 200))
+		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", c.short(err.Error(), 200))
 	case isJSONError(err):
 		// The SDK's message is its own prefix, the JSON error and then the
 		// whole body: keep the error and the body's start.
@@ -61,7 +67,7 @@ func (c *Classify) callError(err error) error {
 		if i := strings.LastIndex(msg, ": "); i >= 0 {
 			msg = msg[i+2:]
 		}
-		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, short(body, 60))
+		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, c.short(body, 60))
 	default:
 		// A transport failure: the SDK wraps the *url.Error that already
 		// names the method and URL; its cause is what the user needs
@@ -71,7 +77,7 @@ func (c *Classify) callError(err error) error {
 		if errors.As(err, &ue) && ue.Err != nil {
 			cause = ue.Err.Error()
 		}
-		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, short(cause, 300))
+		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, c.short(cause, 300))
 		// No connection at all (refused, no route, DNS): the request never
 		// reached the API, so it says nothing about this item.
 		var oe *net.OpError
@@ -102,7 +108,7 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 	default:
 		what += " " + status
 	}
-	msg := short(ae.Message, 300)
+	msg := c.short(ae.Message, 300)
 	reason, delay, daily, quotas := detailsOf(ae.Details)
 	if reason != "" {
 		what += ", " + reason
@@ -211,26 +217,98 @@ type stageError struct {
 func (e *stageError) Error() string { return e.msg }
 func (e *stageError) Unwrap() error { return e.err }
 
+// errorf builds a stageError whose message is redacted as a whole, which
+// catches the key wherever an argument put it. Arguments that may be long
+// (server messages, bodies, model output) must already be cut with
+// c.short, which redacts before it cuts.
 func (c *Classify) errorf(cause error, format string, args ...any) error {
 	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
 }
 
+// short is clip(s, n, c.apiKey): s on one line, key-free, at most n bytes
+// plus "...".
+func (c *Classify) short(s string, n int) string { return clip(s, n, c.apiKey) }
+
+// redactMark replaces every secret redact finds.
+const redactMark = "[REDACTED]"
+
+// minKeyFragment is the shortest run of the key's bytes redact removes
+// when the key is not there whole (a server or proxy that cut its echo of
+// the key): shorter runs match ordinary words too often and reveal too
+// little of a key to matter.
+const minKeyFragment = 8
+
+// keyShaped matches a Google API key ("AIza" and 35 URL-safe characters),
+// or what is left of one cut short: another project's key echoed by a
+// proxy is as secret as ours.
+var keyShaped = regexp.MustCompile(`AIza[0-9A-Za-z_\-]{4,}`)
+
+// redact removes key from s: the whole key, every run of at least
+// minKeyFragment bytes that also occurs in key (a cut echo of it), and
+// anything shaped like a Google API key. It runs in time linear in len(s).
 func redact(s, key string) string {
-	if key == "" {
-		return s
+	if key != "" {
+		s = strings.ReplaceAll(s, key, redactMark)
 	}
-	return strings.ReplaceAll(s, key, "[REDACTED]")
+	if len(key) >= minKeyFragment && len(s) >= minKeyFragment {
+		grams := make(map[string]bool, len(key))
+		for i := 0; i+minKeyFragment <= len(key); i++ {
+			grams[key[i:i+minKeyFragment]] = true
+		}
+		var covered []bool // covered[i]: s[i] is part of a fragment of key
+		for i := 0; i+minKeyFragment <= len(s); i++ {
+			if grams[s[i:i+minKeyFragment]] {
+				if covered == nil {
+					covered = make([]bool, len(s))
+				}
+				for j := i; j < i+minKeyFragment; j++ {
+					covered[j] = true
+				}
+			}
+		}
+		if covered != nil {
+			var b strings.Builder
+			for i := 0; i < len(s); i++ {
+				switch {
+				case !covered[i]:
+					b.WriteByte(s[i])
+				case i == 0 || !covered[i-1]:
+					b.WriteString(redactMark)
+				}
+			}
+			s = b.String()
+		}
+	}
+	return keyShaped.ReplaceAllLiteralString(s, redactMark)
 }
 
-// short returns s on one line, cut to at most n bytes at a rune boundary.
-func short(s string, n int) string {
+// clip returns s on one line with key redacted, cut to at most n bytes at
+// a rune boundary ("..." marks a cut). It redacts before it cuts: a cut
+// through the key would leave a fragment that no longer matches it.
+// Only a prefix of s can ever be shown, so the rest is dropped first and
+// the cost does not grow with s; the prefix is long enough that even if
+// every byte of it were key, shrunk to redactMark, what remains past n
+// is whole keys redacted, not a cut one.
+func clip(s string, n int, key string) string {
 	s = strings.Join(strings.Fields(s), " ")
+	keyLen := max(len(key), 39)
+	s, cutEarly := cutRunes(s, n*(keyLen/len(redactMark)+1)+2*keyLen)
+	s, cut := cutRunes(redact(s, key), n)
+	if cut || cutEarly {
+		s += "..."
+	}
+	return s
+}
+
+// cutRunes cuts s to at most n bytes at a rune boundary and reports
+// whether it cut.
+func cutRunes(s string, n int) (string, bool) {
 	if len(s) <= n {
-		return s
+		return s, false
 	}
 	cut := n
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + "..."
+	return s[:cut], true
 }

@@ -22,13 +22,15 @@ import (
 //     retryDelay and Daily when a QuotaFailure's quotaId is a per-day one.
 //   - rejected key (401, 400 API_KEY_INVALID), 403, unknown model (404),
 //     400 FAILED_PRECONDITION: pipeline.Fatal; they fail every item alike.
-//   - 408, 499 and 5xx, timeouts, transport failures, broken bodies, no
-//     candidates, MAX_TOKENS, output that does not match the schema:
+//   - 408, 499 and 5xx, timeouts, transport failures, broken bodies, a
+//     body over MaxResponseBytes (MaxErrorBodyBytes for an error status),
+//     no candidates, MAX_TOKENS, output that does not match the schema:
 //     transient (a plain error); the runner retries within its budget.
 //   - other 4xx, a blocked prompt, a safety finishReason: pipeline.Permanent.
 //
 // A caller's canceled context comes back as a plain error wrapping it;
-// the runner sees its own context is done. No message contains the API key.
+// the runner sees its own context is done. No message contains the API key
+// or any part of it: messages are redacted before they are cut.
 func (c *Classify) Decode(resp *genai.GenerateContentResponse, callErr error) (pipeline.Result, error) {
 	if callErr != nil {
 		return pipeline.Result{}, c.callError(callErr)
@@ -81,7 +83,7 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyO
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
 		detail := ""
 		if pf.BlockReasonMessage != "" {
-			detail = ": " + short(pf.BlockReasonMessage, 200)
+			detail = ": " + c.short(pf.BlockReasonMessage, 200)
 		}
 		return ClassifyOutput{}, pipeline.Permanent(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, requeueHint))
 	}
@@ -117,7 +119,7 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyO
 	}
 	raw := strings.TrimSpace(text.String())
 	if err := json.Unmarshal([]byte(raw), &ans); err != nil {
-		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, short(raw, 120))
+		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, c.short(raw, 120))
 	}
 	var missing []string
 	if ans.Label == nil {
@@ -130,11 +132,11 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyO
 		missing = append(missing, "reason")
 	}
 	if len(missing) > 0 {
-		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), short(raw, 120))
+		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), c.short(raw, 120))
 	}
 	label, ok := c.canonicalLabel(*ans.Label)
 	if !ok {
-		return ClassifyOutput{}, schemaErr("label %q is not one of %s", short(*ans.Label, 60), strings.Join(c.labels, ", "))
+		return ClassifyOutput{}, schemaErr("label %q is not one of %s", c.short(*ans.Label, 60), strings.Join(c.labels, ", "))
 	}
 	if conf := *ans.Confidence; !(conf >= 0 && conf <= 1) {
 		return ClassifyOutput{}, schemaErr("confidence %v is outside 0..1", conf)
