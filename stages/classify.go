@@ -127,8 +127,13 @@ type ClassifyOutput struct {
 	Model string `json:"model"`
 	// ModelVersion is the exact version that answered, when the API says.
 	ModelVersion string `json:"model_version,omitempty"`
-	// Usage is what the call was billed.
+	// Usage is what the calls for this answer were billed: two calls when
+	// Repair is set.
 	Usage pipeline.Usage `json:"usage"`
+	// Repair is why a second call was needed ("cut_off" or "off_schema":
+	// the first answer was cut off or did not match the schema); "" when
+	// the first answer was used.
+	Repair string `json:"repair,omitempty"`
 }
 
 // Classify is the stage that labels each item with a Gemini model.
@@ -279,12 +284,21 @@ func (c *Classify) Fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// Process classifies one item's sanitized text with one request.
+// Process classifies one item's sanitized text.
 //
 // The text is the sanitize stage's output ("text" of Outputs["sanitize"],
 // else of Prev), else the record's raw text. Errors carry a pipeline class
 // (see Decode). When the server answered, Result.Usage reports what the
-// call was billed even if the answer was unusable.
+// calls were billed even if the answer was unusable.
+//
+// Process sends one request, and a second only when the first answer was
+// cut off (MAX_TOKENS) or did not match the schema: at temperature 0 the
+// same request gets the same answer, so instead of leaving the runner to
+// pay for it --max-attempts times, Process asks once more itself with
+// twice the output budget and an instruction naming what was wrong (see
+// repairRequest). If that answer is unusable the same way, the item is
+// dead-lettered: the error is pipeline.Permanent. The Result's Usage is
+// the sum of both calls, and a repaired output says so in its Repair field.
 func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
 	text := classifyInput(it)
 	if strings.TrimSpace(text) == "" {
@@ -297,25 +311,59 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 		// only (a missing key, a short text), and that must not stop the run.
 		return pipeline.Result{}, pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
 	}
-	var status atomic.Int32
-	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt.String())
-	res, err := c.Decode(resp, withHTTPStatus(err, int(status.Load())))
+	res, err := c.classify(ctx, prompt.String())
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
 	}
 	return res, nil
 }
 
+// classify asks for prompt's label, repairing a cut-off or off-schema
+// answer once (see Process).
+func (c *Classify) classify(ctx context.Context, prompt string) (pipeline.Result, error) {
+	first := c.firstRequest()
+	out, usage, err := c.ask(ctx, prompt, first)
+	var bad *stageError
+	if err == nil || !errors.As(err, &bad) || bad.repair == "" {
+		if err != nil {
+			return pipeline.Result{Usage: usage}, err
+		}
+		return c.encode(out, usage)
+	}
+	second := c.repairRequest(first, bad)
+	out, usage2, err := c.ask(ctx, prompt, second)
+	usage = usage.Add(usage2)
+	var again *stageError
+	switch {
+	case err == nil:
+		out.Repair = string(bad.repair)
+		return c.encode(out, usage)
+	case errors.As(err, &again) && again.repair != "":
+		return pipeline.Result{Usage: usage}, pipeline.Permanent(c.repairFailed(first, second, bad, again))
+	default:
+		// The repair call failed some other way (a 503, a quota, a
+		// block): its class decides; a retry starts over.
+		return pipeline.Result{Usage: usage}, err
+	}
+}
+
+// ask sends one request made as req and decodes its answer.
+func (c *Classify) ask(ctx context.Context, prompt string, req request) (ClassifyOutput, pipeline.Usage, error) {
+	var status atomic.Int32
+	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt, req)
+	return c.decode(resp, withHTTPStatus(err, int(status.Load())), req)
+}
+
 // generate sends one request. A malformed 200 body can make the SDK panic
 // (its response converter asserts types unchecked), which would take the
 // whole run down with it: it becomes a transient error instead.
-func (c *Classify) generate(ctx context.Context, prompt string) (resp *genai.GenerateContentResponse, err error) {
+func (c *Classify) generate(ctx context.Context, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, fmt.Errorf("%w: %v", errSDKPanic, p)
 		}
 	}()
-	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), c.requestConfig())
+	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), c.requestConfig(req))
 }
 
 // statusKey is the context key of the *atomic.Int32 where callTransport
@@ -406,16 +454,20 @@ func (b *cappedBody) Close() error { return b.rc.Close() }
 // requestConfig builds a fresh configuration for one call: GenerateContent
 // writes into it (headers, the system instruction's role), so it must
 // never be shared between goroutines.
-func (c *Classify) requestConfig() *genai.GenerateContentConfig {
+func (c *Classify) requestConfig(req request) *genai.GenerateContentConfig {
 	timeout := c.timeout
+	system := c.system
+	if req.repairNote != "" {
+		system += "\n\n" + req.repairNote
+	}
 	cfg := &genai.GenerateContentConfig{
 		HTTPOptions: &genai.HTTPOptions{Headers: http.Header{}, Timeout: &timeout},
 		SystemInstruction: &genai.Content{
 			Role:  genai.RoleUser,
-			Parts: []*genai.Part{{Text: c.system}},
+			Parts: []*genai.Part{{Text: system}},
 		},
 		Temperature:      genai.Ptr[float32](0),
-		MaxOutputTokens:  c.maxOutputTokens,
+		MaxOutputTokens:  req.maxOutputTokens,
 		ResponseMIMEType: "application/json",
 		ResponseSchema: &genai.Schema{
 			Type: genai.TypeObject,

@@ -212,6 +212,12 @@ func retryDelay(v any) time.Duration {
 type stageError struct {
 	msg string
 	err error
+	// repair is why the answer earns one more call (see
+	// Classify.Process); "" for every other error.
+	repair repairKind
+	// problem says what was wrong with the answer, for the repair call's
+	// instruction.
+	problem string
 }
 
 func (e *stageError) Error() string { return e.msg }
@@ -223,6 +229,14 @@ func (e *stageError) Unwrap() error { return e.err }
 // c.short, which redacts before it cuts.
 func (c *Classify) errorf(cause error, format string, args ...any) error {
 	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
+}
+
+// repairable is errorf for an answer the stage asks again for, once:
+// problem tells the model what was wrong.
+func (c *Classify) repairable(kind repairKind, problem, format string, args ...any) error {
+	e := c.errorf(nil, format, args...).(*stageError)
+	e.repair, e.problem = kind, c.short(problem, 200)
+	return e
 }
 
 // short is clip(s, n, c.apiKey): s on one line, key-free, at most n bytes

@@ -26,24 +26,41 @@ import (
 //     body over MaxResponseBytes (MaxErrorBodyBytes for an error status),
 //     no candidates, MAX_TOKENS, output that does not match the schema:
 //     transient (a plain error); the runner retries within its budget.
+//     (Process asks once more itself after a cut-off or off-schema answer
+//     and makes a second one permanent; Decode judges one call.)
 //   - other 4xx, a blocked prompt, a safety finishReason: pipeline.Permanent.
 //
 // A caller's canceled context comes back as a plain error wrapping it;
 // the runner sees its own context is done. No message contains the API key
 // or any part of it: messages are redacted before they are cut.
 func (c *Classify) Decode(resp *genai.GenerateContentResponse, callErr error) (pipeline.Result, error) {
-	if callErr != nil {
-		return pipeline.Result{}, c.callError(callErr)
-	}
-	if resp == nil {
-		return pipeline.Result{}, c.errorf(nil, "classify: the API returned an empty response")
-	}
-	res := pipeline.Result{Usage: usageOf(resp.UsageMetadata)}
-	out, err := c.checkResponse(resp)
+	out, usage, err := c.decode(resp, callErr, c.firstRequest())
+	res := pipeline.Result{Usage: usage}
 	if err != nil {
 		return res, err
 	}
-	out.Usage = res.Usage
+	return c.encode(out, usage)
+}
+
+// decode is Decode for a call made as req: it returns the answer and what
+// the call was billed, or a classified error (a *stageError with a repair
+// kind for a cut-off or off-schema answer, transient by itself).
+func (c *Classify) decode(resp *genai.GenerateContentResponse, callErr error, req request) (ClassifyOutput, pipeline.Usage, error) {
+	if callErr != nil {
+		return ClassifyOutput{}, pipeline.Usage{}, c.callError(callErr)
+	}
+	if resp == nil {
+		return ClassifyOutput{}, pipeline.Usage{}, c.errorf(nil, "classify: the API returned an empty response")
+	}
+	usage := usageOf(resp.UsageMetadata)
+	out, err := c.checkResponse(resp, req)
+	return out, usage, err
+}
+
+// encode stores out, billed usage, as the stage's output.
+func (c *Classify) encode(out ClassifyOutput, usage pipeline.Usage) (pipeline.Result, error) {
+	res := pipeline.Result{Usage: usage}
+	out.Usage = usage
 	b, err := json.Marshal(out)
 	if err != nil {
 		return res, fmt.Errorf("classify: encode output: %w", err)
@@ -79,7 +96,8 @@ var blockedFinish = map[genai.FinishReason]string{
 
 const requeueHint = "edit or remove the text, then `sawtooth dlq requeue`"
 
-func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyOutput, error) {
+// checkResponse reads the answer to a call made as req.
+func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req request) (ClassifyOutput, error) {
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
 		detail := ""
 		if pf.BlockReasonMessage != "" {
@@ -94,7 +112,8 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyO
 	switch fr := cand.FinishReason; {
 	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
 	case fr == genai.FinishReasonMaxTokens:
-		return ClassifyOutput{}, c.errorf(nil, "classify: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise the max output tokens or lower the thinking budget", c.maxOutputTokens)
+		return ClassifyOutput{}, c.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
+			"classify: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget", req.maxOutputTokens)
 	case blockedFinish[fr] != "":
 		return ClassifyOutput{}, pipeline.Permanent(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, requeueHint))
 	default:
@@ -115,7 +134,8 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyO
 		Reason     *string  `json:"reason"`
 	}
 	schemaErr := func(format string, args ...any) error {
-		return c.errorf(nil, "classify: model output did not match the schema: "+format, args...)
+		detail := fmt.Sprintf(format, args...)
+		return c.repairable(repairOffSchema, detail, "classify: model output did not match the schema: %s", detail)
 	}
 	raw := strings.TrimSpace(text.String())
 	if err := json.Unmarshal([]byte(raw), &ans); err != nil {

@@ -119,6 +119,7 @@ const (
 
 func TestClassify_Process(t *testing.T) {
 	okUsage := pipeline.Usage{PromptTokens: 11, CandidateTokens: 5, TotalTokens: 16}
+	twice := okUsage.Add(okUsage)
 	tests := []struct {
 		name    string
 		handle  func(http.ResponseWriter, *http.Request, []byte)
@@ -130,6 +131,9 @@ func TestClassify_Process(t *testing.T) {
 		after   time.Duration
 		daily   bool
 		timeout bool // errors.Is(err, context.DeadlineExceeded)
+		// requests the server must see; 0 means 1. A cut-off or
+		// off-schema answer is asked once more (TestClassify_Repair).
+		requests int64
 	}{
 		{
 			name:   "success",
@@ -221,34 +225,34 @@ func TestClassify_Process(t *testing.T) {
 		{name: "finish reason SPII", handle: reply(200, answer("", "SPII")), class: pipeline.ClassPermanent, usage: okUsage},
 		{name: "finish reason BLOCKLIST", handle: reply(200, answer("", "BLOCKLIST")), class: pipeline.ClassPermanent, usage: okUsage},
 		{
-			name:   "MAX_TOKENS",
+			name:   "MAX_TOKENS twice",
 			handle: reply(200, answer(`{"label":"bu`, "MAX_TOKENS")),
-			class:  pipeline.ClassTransient, usage: okUsage,
-			msg: []string{"cut off at 256 output tokens", "MAX_TOKENS", "raise the max output tokens"},
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2,
+			msg: []string{"cut off at 256 output tokens, and again at 512", "MAX_TOKENS", "raise --max-output-tokens"},
 		},
 		{name: "finish reason OTHER", handle: reply(200, answer(`{}`, "OTHER")), class: pipeline.ClassTransient, usage: okUsage},
 		{name: "no candidates", handle: reply(200, `{"candidates":[],"usageMetadata":{"promptTokenCount":3}}`), class: pipeline.ClassTransient, usage: pipeline.Usage{PromptTokens: 3}},
 		{
 			name:   "text not JSON",
 			handle: reply(200, answer(`I think this is a bug.`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage,
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2,
 			msg: []string{"model output did not match the schema", "not a JSON object"},
 		},
 		{
 			name:   "label outside the set",
 			handle: reply(200, answer(`{"label":"crash","confidence":0.9,"reason":"x"}`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage,
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2,
 			msg: []string{"model output did not match the schema", `label "crash" is not one of bug, feature_request`},
 		},
 		{
 			name:   "confidence outside 0..1",
 			handle: reply(200, answer(`{"label":"bug","confidence":1.5,"reason":"x"}`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage, msg: []string{"confidence 1.5 is outside 0..1"},
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2, msg: []string{"confidence 1.5 is outside 0..1"},
 		},
 		{
 			name:   "missing fields",
 			handle: reply(200, answer(`{"label":"bug"}`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage, msg: []string{"missing confidence, reason"},
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2, msg: []string{"missing confidence, reason"},
 		},
 		{
 			name:   "400 API_KEY_INVALID",
@@ -278,8 +282,8 @@ func TestClassify_Process(t *testing.T) {
 			c := newTestClassify(t, srv.srv.URL, mods...)
 			res, err := c.Process(context.Background(), testItem("r1", "The app crashes when I log in"))
 
-			if n := srv.requests.Load(); n != 1 {
-				t.Errorf("server saw %d requests, want exactly 1", n)
+			if n, want := srv.requests.Load(), max(tt.requests, 1); n != want {
+				t.Errorf("server saw %d requests, want exactly %d", n, want)
 			}
 			if res.Usage != tt.usage && (tt.class == "" || tt.usage != (pipeline.Usage{})) {
 				t.Errorf("Usage = %+v, want %+v", res.Usage, tt.usage)
