@@ -302,7 +302,7 @@ func (c *Classify) Fingerprint() string {
 func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
 	text := classifyInput(it)
 	if strings.TrimSpace(text) == "" {
-		return pipeline.Result{}, pipeline.Permanentf("item %s: text is empty: nothing to classify; fix the input row", itemRef(it))
+		return pipeline.Result{}, verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
 	}
 	var prompt bytes.Buffer
 	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: c.labels}

@@ -141,7 +141,7 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 	case ae.Code == http.StatusRequestTimeout || ae.Code == 499 || ae.Code >= 500:
 		return c.errorf(err, "classify: server error (%s: %s)", what, msg)
 	case ae.Code >= 400:
-		return pipeline.Permanent(c.errorf(err, "classify: the API rejected this item's request (%s: %s): fix the text or the prompt template, then `sawtooth dlq requeue`", what, msg))
+		return pipeline.Permanent(c.errorf(err, "classify: the API rejected this item's request (%s: %s): fix the prompt template, or edit the row in your input file and run again (the edited text re-enters by itself)", what, msg))
 	default:
 		return c.errorf(err, "classify: unexpected answer (%s: %s)", what, msg)
 	}

@@ -77,6 +77,7 @@ func TestClassify_Repair(t *testing.T) {
 		note    string         // in the repair call's system instruction
 		msg     []string       // in the error
 		usage   pipeline.Usage
+		verdict bool // the error is a verdict on the item (VerdictError)
 	}{
 		{name: "good at once", replies: fns(good), calls: 1, usage: one},
 		{name: "cut off, then good", replies: fns(cutOff, good), calls: 2, repair: "cut_off", usage: one.Add(one),
@@ -92,7 +93,7 @@ func TestClassify_Repair(t *testing.T) {
 		{name: "cut off, then a 503", replies: fns(cutOff, reply(503, body503), good), calls: 2, class: pipeline.ClassTransient, usage: one,
 			note: "cut off", msg: []string{"503 UNAVAILABLE"}},
 		{name: "off the schema, then a safety block", replies: fns(offSchema, reply(200, answer("", "SAFETY")), good), calls: 2,
-			class: pipeline.ClassPermanent, usage: one.Add(one), note: "did not match", msg: []string{"safety filter"}},
+			class: pipeline.ClassPermanent, usage: one.Add(one), note: "did not match", msg: []string{"safety filter"}, verdict: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, sent := scriptedGemini(t, tc.replies...)
@@ -136,6 +137,12 @@ func TestClassify_Repair(t *testing.T) {
 			}
 			if got := pipeline.Classify(context.Background(), err); got != tc.class {
 				t.Errorf("class %q, want %q: %v", got, tc.class, err)
+			}
+			// Twice cut off or off the schema may be the configuration's
+			// fault (a budget too small for every item): not a verdict,
+			// so the runner's same-failure stop can still catch it.
+			if got := isItemVerdict(err); got != tc.verdict {
+				t.Errorf("item verdict = %v, want %v: %v", got, tc.verdict, err)
 			}
 			for _, w := range tc.msg {
 				if err == nil || !strings.Contains(err.Error(), w) {

@@ -94,8 +94,6 @@ var blockedFinish = map[genai.FinishReason]string{
 	genai.FinishReasonImageRecitation:        "the answer was stopped for reciting an image",
 }
 
-const requeueHint = "edit or remove the text, then `sawtooth dlq requeue`"
-
 // checkResponse reads the answer to a call made as req.
 func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req request) (ClassifyOutput, error) {
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
@@ -103,7 +101,7 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 		if pf.BlockReasonMessage != "" {
 			detail = ": " + c.short(pf.BlockReasonMessage, 200)
 		}
-		return ClassifyOutput{}, pipeline.Permanent(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, requeueHint))
+		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
 		return ClassifyOutput{}, c.errorf(nil, "classify: the model returned no candidates and no block reason")
@@ -115,7 +113,7 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 		return ClassifyOutput{}, c.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
 			"classify: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget", req.maxOutputTokens)
 	case blockedFinish[fr] != "":
-		return ClassifyOutput{}, pipeline.Permanent(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, requeueHint))
+		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:
 		return ClassifyOutput{}, c.errorf(nil, "classify: the model stopped early (finishReason=%s)", fr)
 	}

@@ -26,6 +26,12 @@
 // it and anything shaped like a Google API key never appear in an error
 // or an output: messages are redacted before they are cut.
 //
+// Permanent errors that judge one item's content (a safety block, an
+// unsupported language, an empty text) are also VerdictErrors: the item's
+// fault, never evidence that the stage is misconfigured, which a runner
+// tells apart by their ItemVerdict method. Their advice is to edit the row
+// in the input file, since the same text earns the same verdict again.
+//
 // The stage itself (configuration, the request, the transport) is
 // classify.go; the mapping of SDK and HTTP errors to classes is
 // classify_errors.go; reading and checking the structured answer is
