@@ -91,7 +91,8 @@ type ClassifyConfig struct {
 	// pool sized for many concurrent requests to one host.
 	HTTPClient *http.Client
 	// MaxOutputTokens caps the answer, thinking included; 0 means
-	// DefaultMaxOutputTokens.
+	// DefaultMaxOutputTokens. The one repair call after a cut-off or
+	// off-schema answer gets twice as many.
 	MaxOutputTokens int
 	// ThinkingBudget caps the tokens the model may spend thinking, which
 	// count against MaxOutputTokens. nil means 0 (thinking off: a label
@@ -138,10 +139,11 @@ type ClassifyOutput struct {
 
 // Classify is the stage that labels each item with a Gemini model.
 //
-// Each Process call sends exactly one generateContent request: the SDK's
-// retries and automatic continuation are off, because the pipeline owns
-// retries and pays for every request. Process is safe for concurrent use;
-// every call builds its own request configuration. Construct with
+// Each Process call sends one generateContent request, and one repair
+// request only after a cut-off or off-schema answer (see Process): the
+// SDK's retries and automatic continuation are off, because the pipeline
+// owns retries and pays for every request. Process is safe for concurrent
+// use; every call builds its own request configuration. Construct with
 // NewClassify.
 type Classify struct {
 	client          *genai.Client

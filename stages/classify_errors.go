@@ -43,6 +43,9 @@ func withHTTPStatus(err error, status int) error {
 	return ae
 }
 
+// callError classes an error GenerateContent returned: an API error
+// response, a timeout, an over-size or undecodable body, or a transport
+// failure.
 func (c *Classify) callError(err error) error {
 	var ae genai.APIError
 	if errors.As(err, &ae) {
@@ -98,6 +101,8 @@ func isJSONError(err error) bool {
 	return errors.As(err, &se) || errors.As(err, &ute)
 }
 
+// apiError classes an error response by its HTTP code, status and
+// google.rpc details.
 func (c *Classify) apiError(err error, ae genai.APIError) error {
 	status := strings.TrimSpace(ae.Status)
 	what := strconv.Itoa(ae.Code)
