@@ -27,13 +27,15 @@ import (
 var errSDKPanic = errors.New("the genai SDK could not decode the response body")
 
 // withHTTPStatus gives the response's HTTP status to an APIError whose
-// body carried no code, e.g. {"error":{}} from a proxy: the SDK takes the
-// code from the body only, and a 429 (or a 401) without one would be
-// classified as an unexpected answer, retried as transient and
-// dead-lettered after its budget instead of waiting (or stopping the run).
+// body carried no code or another one, e.g. {"error":{}} or
+// {"error":{"code":1}} from a proxy: the SDK takes the code from the body
+// only, and a 429 (or a 401) without the right one would be classified as
+// an unexpected answer, retried as transient and dead-lettered after its
+// budget instead of waiting (or stopping the run). The status line is
+// what happened on the wire, so it wins.
 func withHTTPStatus(err error, status int) error {
 	var ae genai.APIError
-	if status == 0 || !errors.As(err, &ae) || ae.Code != 0 {
+	if status < 400 || !errors.As(err, &ae) || ae.Code == status {
 		return err
 	}
 	ae.Code = status
