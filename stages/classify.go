@@ -325,12 +325,12 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 func (c *Classify) classify(ctx context.Context, prompt string) (pipeline.Result, error) {
 	first := c.firstRequest()
 	out, usage, err := c.ask(ctx, prompt, first)
-	var bad *stageError
-	if err == nil || !errors.As(err, &bad) || bad.repair == "" {
-		if err != nil {
-			return pipeline.Result{Usage: usage}, err
-		}
+	if err == nil {
 		return c.encode(out, usage)
+	}
+	var bad *stageError
+	if !errors.As(err, &bad) || bad.repair == "" {
+		return pipeline.Result{Usage: usage}, err
 	}
 	second := c.repairRequest(first, bad)
 	out, usage2, err := c.ask(ctx, prompt, second)
