@@ -117,6 +117,14 @@ type Options struct {
 	dateOrder dates.Order
 }
 
+// Validate returns an error naming the option that cannot work, or nil.
+// NewReader and Check validate too; Validate lets a caller tell a usage
+// error from a problem with the input before reading it.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults returns o with every zero field set to its default, or an
 // error naming the field that cannot work.
 func (o Options) withDefaults() (Options, error) {
