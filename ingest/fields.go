@@ -192,7 +192,7 @@ func lookup(fields map[string]string, name string) (string, string, bool) {
 func ParseRatingRange(s string) (min, max float64, err error) {
 	s = strings.TrimSpace(s)
 	for i := 1; i < len(s); i++ {
-		if (s[i] != '-' && s[i] != ':') || !(s[i-1] >= '0' && s[i-1] <= '9' || s[i-1] == '.') {
+		if (s[i] != '-' && s[i] != ':') || !(s[i-1] >= '0' && s[i-1] <= '9' || s[i-1] == '.' || s[i-1] == ' ') {
 			continue
 		}
 		lo, err1 := strconv.ParseFloat(strings.TrimSpace(s[:i]), 64)
