@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,39 @@ func TestReader_cancelInsideLongLine(t *testing.T) {
 				t.Errorf("read %d bytes past the cancel, want at most one buffer", in.sent-in.cancelAt)
 			}
 		})
+	}
+}
+
+// TestReader_idSetMemory measures what the set of ids seen (for the
+// duplicate check) costs per id, the one part of a Reader's memory that
+// grows with the file, and holds it to the figure the package doc gives.
+// Run with -v to see the figure.
+func TestReader_idSetMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a million records")
+	}
+	const n = 1_000_000
+	const maxPerID = 48 // the doc says "about 40 bytes per id"
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, err := NewReader(strings.NewReader(""), Options{Format: JSONL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := make([]byte, 0, 32)
+	for i := range n {
+		id = fmt.Appendf(id[:0], "review-%09d", i)
+		if first := r.firstSeen(string(id), i+1); first != 0 {
+			t.Fatalf("id %s taken for a duplicate of line %d", id, first)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(r)
+	perID := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("the id set holds %.1f bytes per id: %.1f MB per million ids", perID, perID*1e6/(1<<20))
+	if len(r.seen) != n || perID <= 0 || perID > maxPerID {
+		t.Fatalf("%d ids, %.1f bytes per id; want %d ids, at most %d bytes each", len(r.seen), perID, n, maxPerID)
 	}
 }
