@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
@@ -288,6 +290,9 @@ func checkInput(ctx context.Context, o *pipelineOptions, in *inputOptions, stder
 	opt := ingest.Options{
 		Format: format, IDField: in.IDField, TextField: in.TextField, MaxLineBytes: in.MaxLine, MaxFieldLines: in.MaxFieldLines,
 		GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField, DateFormat: in.DateFormat, RatingRange: in.RatingRange,
+		// A file need not have the default fields; one it lacks only in
+		// most rows, or a field the user named, gets a warning.
+		OptionalFields: append(slices.Clone(stages.DefaultGroupBy), stages.DefaultDateField, stages.DefaultRatingField),
 	}
 	if err := opt.Validate(); err != nil {
 		return nil, usagef("input %s: %v", in.Path, err)

@@ -226,7 +226,14 @@ func (c csvRecord) openReason(opt Options) string {
 	const tail = `: probably a missing closing quote ("); the line is skipped and the lines after it are read on their own. Fix the quote`
 	switch {
 	case c.atEOF:
-		return fmt.Sprintf("a quoted field opened on this line is never closed (the input ends %d lines later)%s", c.end-c.start, tail)
+		later := fmt.Sprintf("%d lines later", c.end-c.start)
+		switch c.end - c.start {
+		case 0:
+			later = "on it"
+		case 1:
+			later = "1 line later"
+		}
+		return fmt.Sprintf("a quoted field opened on this line is never closed (the input ends %s)%s", later, tail)
 	case c.end-c.start+1 > opt.MaxFieldLines:
 		return fmt.Sprintf("a quoted field opened on this line is still open after %d lines, over the --max-field-lines limit of %d%s, or raise --max-field-lines if the field really spans that many lines",
 			c.end-c.start+1, opt.MaxFieldLines, tail)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,7 @@ type fieldCheck struct {
 	order       dates.Order
 	ratingField string
 	min, max    float64
+	optional    []string
 
 	rows     int
 	absent   map[string]*sample // by field name: rows without a value
@@ -55,7 +57,8 @@ func (s *sample) add(example string) {
 }
 
 func newFieldCheck(opt Options) fieldCheck {
-	fc := fieldCheck{ratingField: opt.RatingField, min: opt.ratingMin, max: opt.ratingMax, dateFormat: opt.DateFormat, order: opt.dateOrder, absent: map[string]*sample{}}
+	fc := fieldCheck{ratingField: opt.RatingField, min: opt.ratingMin, max: opt.ratingMax, dateFormat: opt.DateFormat, order: opt.dateOrder,
+		optional: opt.OptionalFields, absent: map[string]*sample{}}
 	for _, g := range opt.GroupBy {
 		if g == monthGroup {
 			fc.dateField = opt.DateField
@@ -144,7 +147,7 @@ func (fc *fieldCheck) warnings() []string {
 	var out []string
 	missing := func(flag, field, effect string) {
 		s := fc.absent[field]
-		if s == nil || s.n*2 <= fc.rows {
+		if s == nil || s.n*2 <= fc.rows || (s.n == fc.rows && slices.Contains(fc.optional, field)) {
 			return
 		}
 		out = append(out, fmt.Sprintf("%s %q: no value in %d of %d rows (e.g. %s): %s; check the field's name (names match ignoring case)",

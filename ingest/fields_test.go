@@ -122,7 +122,7 @@ func TestLoad_dates(t *testing.T) {
 			name:      "a day above 12 decides the file: day first",
 			rows:      []string{"a,03/11/2026", "a,25/12/2026", "a,04/05/2026"},
 			want:      []string{"2026-11-03", "2026-12-25", "2026-05-04"},
-			dateOrder: "dates read as day/month/year: 1 values can only be read that way (e.g. 25/12/2026) against 0 the other way; 2 could be either (e.g. 03/11/2026, 04/05/2026)",
+			dateOrder: "dates read as day/month/year: 1 value can only be read that way (e.g. 25/12/2026) against 0 the other way; 2 could be either (e.g. 03/11/2026, 04/05/2026)",
 		},
 		{
 			name:      "nothing decides: reported",
@@ -152,6 +152,13 @@ func TestLoad_dates(t *testing.T) {
 				`--group-by "country": no value in 4 of 4 rows (e.g. line 2, line 3, line 4)`,
 				`--date-field "date": no value in 3 of 4 rows`,
 			},
+		},
+		{
+			name: "optional fields no row has are not warned about",
+			rows: []string{",", ",", "a,", ","},
+			opt:  Options{GroupBy: []string{"app", "month"}, OptionalFields: []string{"app", "date"}},
+			want: []string{"", "", "", ""},
+			warn: []string{`--group-by "app": no value in 3 of 4 rows`},
 		},
 		{
 			name: "no date check without the month group",

@@ -92,6 +92,10 @@ type Options struct {
 	// stands for DateField. Only these fields, DateField and RatingField
 	// are checked and counted for Warnings. nil checks none of them.
 	GroupBy []string
+	// OptionalFields lists fields a file need not have, such as the
+	// caller's defaults: when no row has one at all, there is no warning.
+	// A field that some rows have and most lack is warned about anyway.
+	OptionalFields []string
 	// DateField is the field holding each record's date. Default
 	// DefaultDateField. It is read when GroupBy holds "month" or
 	// DateFormat is set: dates in a layout whose reading depends on the

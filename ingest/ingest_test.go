@@ -504,7 +504,7 @@ func TestReader_CSV(t *testing.T) {
 			name:      "a quote left open to the end costs its line only",
 			in:        "id,text\nr1,ok\nr2,\"never closed\nr3,not swallowed\n",
 			want:      []pipeline.Record{rec(2, "r1", "ok"), rec(4, "r3", "not swallowed")},
-			problems:  []prob{{3, "a quoted field opened on this line is never closed (the input ends 1 lines later): probably a missing closing quote"}},
+			problems:  []prob{{3, "a quoted field opened on this line is never closed (the input ends 1 line later): probably a missing closing quote"}},
 			wantLines: 3,
 		},
 		{

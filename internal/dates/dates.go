@@ -283,19 +283,26 @@ func (e *Evidence) Decide() (Order, string) {
 		if e.Ambiguous == 0 && e.MonthFirst == 0 {
 			return DayFirst, ""
 		}
-		return DayFirst, fmt.Sprintf("dates read as day/month/year: %d values can only be read that way (e.g. %s) against %d the other way; %d could be either (e.g. %s)",
-			e.DayFirst, strings.Join(e.Examples[0], ", "), e.MonthFirst, e.Ambiguous, exampleList(e.Examples[2]))
+		return DayFirst, fmt.Sprintf("dates read as day/month/year: %s can only be read that way (e.g. %s) against %d the other way; %d could be either (e.g. %s)",
+			values(e.DayFirst), strings.Join(e.Examples[0], ", "), e.MonthFirst, e.Ambiguous, exampleList(e.Examples[2]))
 	case e.MonthFirst > e.DayFirst:
 		if e.Ambiguous == 0 && e.DayFirst == 0 {
 			return MonthFirst, ""
 		}
-		return MonthFirst, fmt.Sprintf("dates read as month/day/year: %d values can only be read that way (e.g. %s) against %d the other way; %d could be either (e.g. %s)",
-			e.MonthFirst, strings.Join(e.Examples[1], ", "), e.DayFirst, e.Ambiguous, exampleList(e.Examples[2]))
+		return MonthFirst, fmt.Sprintf("dates read as month/day/year: %s can only be read that way (e.g. %s) against %d the other way; %d could be either (e.g. %s)",
+			values(e.MonthFirst), strings.Join(e.Examples[1], ", "), e.DayFirst, e.Ambiguous, exampleList(e.Examples[2]))
 	case e.Ambiguous > 0 || e.DayFirst > 0:
 		return Auto, fmt.Sprintf("%d dates could be read as day/month or month/day (e.g. %s) and no value decides: slashed dates read as month/day/year, dotted ones as day/month/year; pass --date-format 02/01/2006 (or 01/02/2006) to choose",
 			e.Ambiguous+e.DayFirst+e.MonthFirst, exampleList(append(append(slicesClone(e.Examples[2]), e.Examples[0]...), e.Examples[1]...)))
 	}
 	return Auto, ""
+}
+
+func values(n int) string {
+	if n == 1 {
+		return "1 value"
+	}
+	return fmt.Sprintf("%d values", n)
 }
 
 func exampleList(xs []string) string {

@@ -77,7 +77,7 @@ func TestEvidence_Decide(t *testing.T) {
 		{"no numeric dates", []string{"2026-01-02", "Jan 2, 2026"}, Auto, nil},
 		{"only day first, no ambiguity", []string{"13/01/2026", "25/12/2026"}, DayFirst, nil},
 		{"day first decides the ambiguous ones", []string{"13/01/2026", "03/04/2026"}, DayFirst,
-			[]string{"day/month/year", "1 values can only be read that way (e.g. 13/01/2026)", "1 could be either (e.g. 03/04/2026)"}},
+			[]string{"day/month/year", "1 value can only be read that way (e.g. 13/01/2026)", "1 could be either (e.g. 03/04/2026)"}},
 		{"month first majority", []string{"01/13/2026", "01/14/2026", "13/01/2026", "03/04/2026"}, MonthFirst,
 			[]string{"month/day/year", "2 values", "against 1 the other way"}},
 		{"nothing decides", []string{"03/04/2026", "05/06/2026"}, Auto,
