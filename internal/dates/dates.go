@@ -45,7 +45,7 @@ const (
 	// Invalid is a value that is not a date.
 	Invalid Kind = iota
 	// Canonical is RFC 3339, 2006-01-02 (with an optional time), 2006/01/02,
-	// 20060102, 2006-01, or Unix seconds or milliseconds: layouts that mean
+	// 2006.01.02, 20060102, 2006-01, or Unix seconds or milliseconds: layouts that mean
 	// one thing whoever reads them.
 	Canonical
 	// Numeric is a day, a month and a four-digit year separated by / or .
@@ -92,6 +92,7 @@ var canonicalLayouts = []struct {
 	{time.DateOnly, false},
 	{"2006/01/02", false},
 	{"2006/01/02 15:04:05", true},
+	{"2006.01.02", false},
 	{"2006-01", false},
 }
 

@@ -24,6 +24,7 @@ func TestParse(t *testing.T) {
 		{"date only", "2026-11-03", Auto, "", "2026-11-03", Canonical},
 		{"year and month", "2026-11", Auto, "", "2026-11-01", Canonical},
 		{"compact", "20261103", Auto, "", "2026-11-03", Canonical},
+		{"year first with dots", "2026.11.03", Auto, "", "2026-11-03", Canonical},
 		{"unix seconds", "1793700000", Auto, "", "2026-11-03T10:00:00Z", Canonical},
 		{"unix milliseconds", "1793700000000", Auto, "", "2026-11-03T10:00:00Z", Canonical},
 		{"a year alone is no date", "2026", Auto, "", "", Invalid},
