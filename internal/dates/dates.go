@@ -44,9 +44,9 @@ type Kind uint8
 const (
 	// Invalid is a value that is not a date.
 	Invalid Kind = iota
-	// Canonical is RFC 3339, 2006-01-02 (with an optional time), 2006/01/02,
-	// 2006.01.02, 20060102, 2006-01, or Unix seconds or milliseconds: layouts that mean
-	// one thing whoever reads them.
+	// Canonical is RFC 3339, 2006-01-02 (with an optional time),
+	// 2006/01/02, 2006.01.02, 20060102, 2006-01, or Unix seconds or
+	// milliseconds: layouts that mean one thing whoever reads them.
 	Canonical
 	// Numeric is a day, a month and a four-digit year separated by / or .
 	// (01/02/2006, 02.01.2006), whose order may be ambiguous.
