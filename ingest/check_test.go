@@ -265,3 +265,34 @@ func TestReader_idSetMemory(t *testing.T) {
 		t.Fatalf("%d ids, %.1f bytes per id; want %d ids, at most %d bytes each", len(r.seen), perID, n, maxPerID)
 	}
 }
+
+// BenchmarkLoad measures the two passes over the generated reviews: Check
+// (read and decide) and Apply (read again and hand over), so the cost of
+// checking before writing is visible next to the cost of reading.
+func BenchmarkLoad(b *testing.B) {
+	for _, name := range []string{"reviews.jsonl", "reviews.csv"} {
+		path := filepath.Join("..", "testdata", name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		format, _ := DetectFormat(path)
+		opt := Options{Format: format, GroupBy: []string{"app", "month"}}
+		b.Run(name+"/check", func(b *testing.B) {
+			b.SetBytes(fi.Size())
+			for b.Loop() {
+				if _, err := Check(context.Background(), path, opt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/check+apply", func(b *testing.B) {
+			b.SetBytes(fi.Size())
+			for b.Loop() {
+				if _, err := Load(context.Background(), path, opt, 0, func([]pipeline.Record) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
