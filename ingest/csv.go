@@ -10,6 +10,11 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
+// longRecordLines is the span past which a good CSV record is pointed out
+// in Warnings: a field that runs on for many lines may be two stray quotes
+// merging the rows between them.
+const longRecordLines = 10
+
 func (r *Reader) nextCSV() (pipeline.Record, error) {
 	if !r.headerRead {
 		if err := r.readHeader(); err != nil {
@@ -55,6 +60,9 @@ func (r *Reader) nextCSV() (pipeline.Record, error) {
 			continue
 		}
 		r.nLines += span
+		if span > longRecordLines {
+			r.longRecords.add(fmt.Sprintf("lines %d-%d", cr.start, cr.end))
+		}
 		if r.accept(&rec, span) {
 			return rec, nil
 		}

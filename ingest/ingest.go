@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/internal/dates"
@@ -95,6 +96,7 @@ type Options struct {
 	// OptionalFields lists fields a file need not have, such as the
 	// caller's defaults: when no row has one at all, there is no warning.
 	// A field that some rows have and most lack is warned about anyway.
+	// DateField and RatingField are optional when left empty.
 	OptionalFields []string
 	// DateField is the field holding each record's date. Default
 	// DefaultDateField. It is read when GroupBy holds "month" or
@@ -154,11 +156,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxFieldLines <= 0 {
 		o.MaxFieldLines = DefaultMaxFieldLines
 	}
+	// A field left to its default is optional: a file need not have it.
 	if o.DateField == "" {
 		o.DateField = DefaultDateField
+		o.OptionalFields = append(slices.Clip(o.OptionalFields), o.DateField)
 	}
 	if o.RatingField == "" {
 		o.RatingField = DefaultRatingField
+		o.OptionalFields = append(slices.Clip(o.OptionalFields), o.RatingField)
 	}
 	if o.RatingRange == "" {
 		o.RatingRange = DefaultRatingRange

@@ -433,6 +433,7 @@ func TestReader_CSV(t *testing.T) {
 		opt       Options
 		want      []pipeline.Record
 		problems  []prob
+		warnings  []string
 		wantLines int
 	}{
 		{
@@ -536,6 +537,7 @@ func TestReader_CSV(t *testing.T) {
 			in:        "id,text\nr1,\"" + strings.Repeat("x\n", 30) + "\"\nr2,y\n",
 			opt:       Options{MaxLineBytes: 64},
 			want:      []pipeline.Record{rec(2, "r1", strings.Repeat("x\n", 30)), rec(33, "r2", "y")},
+			warnings:  []string{"1 records span more than 10 lines (lines 2-32): if a field was not meant to run on that long, two stray quotes may have merged the rows between them"},
 			wantLines: 32,
 		},
 		{
@@ -590,6 +592,7 @@ func TestReader_CSV(t *testing.T) {
 				t.Errorf("records:\n got %+v\nwant %+v", got, tt.want)
 			}
 			checkProblems(t, r, tt.problems)
+			checkWarnings(t, r.Warnings(), tt.warnings)
 			if r.Lines() != tt.wantLines {
 				t.Errorf("Lines() = %d, want %d", r.Lines(), tt.wantLines)
 			}

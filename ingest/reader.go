@@ -42,7 +42,9 @@ type Reader struct {
 	nLines    int // physical data lines, good or bad
 	badLines  int // physical lines of skipped records
 	fields    fieldCheck
-	err       error // sticky: returned by every Next after the first
+	// CSV records of more than longRecordLines lines.
+	longRecords sample
+	err         error // sticky: returned by every Next after the first
 }
 
 // NewReader returns a Reader of r configured by opt. It fails only on
@@ -374,4 +376,11 @@ func longLineReason(size int64, max int) string {
 // missing from most rows, or more than 5% of dates or ratings that cannot
 // be read, each with counts and three examples. Lines are not skipped for
 // these; the report would silently show "unknown" for them.
-func (r *Reader) Warnings() []string { return r.fields.warnings() }
+func (r *Reader) Warnings() []string {
+	out := r.fields.warnings()
+	if s := r.longRecords; s.n > 0 {
+		out = append(out, fmt.Sprintf("%d records span more than %d lines (%s): if a field was not meant to run on that long, two stray quotes may have merged the rows between them; check those lines",
+			s.n, longRecordLines, strings.Join(s.examples, ", ")))
+	}
+	return out
+}
