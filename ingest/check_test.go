@@ -99,6 +99,19 @@ func TestLoad_strayQuotes(t *testing.T) {
 			lines: 999, bad: 2,
 		},
 		{
+			name: "two stray quotes merging rows with the wrong column count",
+			in:   csvRows(100, map[int]string{10: `r10,"stray,a`, 30: `r30,x",extra,a`}),
+			// Lines 10-30 make one record of 4 columns: line 10 is
+			// reported and the lines after it are read on their own,
+			// where line 30's quote is a bare quote.
+			records: 97,
+			problems: []prob{
+				{10, "row has 4 columns, header has 3: fix the row (a field holding ',' must be quoted) or remove it; the record spans lines 10-30: only this line is skipped"},
+				{30, `a " inside an unquoted field (line 30, column 6)`},
+			},
+			lines: 99, bad: 2,
+		},
+		{
 			name:    "most physical lines fail, in one record",
 			in:      "id,text,app\nr1,ok,a\nr2,\"" + strings.Repeat("line\n", 10) + "\",a,extra\nr3,ok,a\n",
 			refused: true,

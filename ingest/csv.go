@@ -42,15 +42,22 @@ func (r *Reader) nextCSV() (pipeline.Record, error) {
 		if err != nil {
 			return pipeline.Record{}, r.readErr(err)
 		}
-		if pe != nil {
-			if span > 1 {
-				// Most likely a stray quote that ran on into the rows
-				// below: they get their own chance.
-				r.records.readAgainAfterFirst()
-				r.skip(cr.start, 1, "", csvReason(pe, cr.start)+"; the lines after it are read on their own")
-				continue
+		// A record over several lines that does not parse, or has the
+		// wrong number of columns, is most likely a stray quote that ran
+		// on into the rows below: they get their own chance.
+		if pe != nil || (span > 1 && len(row) != len(r.header)) {
+			reason := ""
+			if pe != nil {
+				reason = csvReason(pe, cr.start)
+			} else {
+				reason, _ = r.columnsReason(row)
 			}
-			r.skip(cr.start, span, "", csvReason(pe, cr.start))
+			if span > 1 {
+				r.records.readAgainAfterFirst()
+				reason += fmt.Sprintf("; the record spans lines %d-%d: only this line is skipped and the lines after it are read on their own", cr.start, cr.end)
+				span = 1
+			}
+			r.skip(cr.start, span, "", reason)
 			continue
 		}
 		rec, reason := r.parseRow(row)
@@ -156,8 +163,8 @@ func (r *Reader) readHeader() error {
 // it cannot, with the id when it got that far. Empty cells are left out of
 // Fields, as a JSON null is.
 func (r *Reader) parseRow(row []string) (pipeline.Record, string) {
-	if len(row) != len(r.header) {
-		return pipeline.Record{}, fmt.Sprintf("row has %d columns, header has %d: fix the row (a field holding %q must be quoted) or remove it", len(row), len(r.header), r.opt.Comma)
+	if reason, ok := r.columnsReason(row); !ok {
+		return pipeline.Record{}, reason
 	}
 	rec := pipeline.Record{ID: row[r.idCol], Text: row[r.textCol]}
 	if reason := checkID(r.opt.IDField, rec.ID); reason != "" {
@@ -176,6 +183,15 @@ func (r *Reader) parseRow(row []string) (pipeline.Record, string) {
 		rec.Fields[r.header[i]] = v
 	}
 	return rec, ""
+}
+
+// columnsReason says why row has the wrong number of columns, or returns
+// ok.
+func (r *Reader) columnsReason(row []string) (string, bool) {
+	if len(row) == len(r.header) {
+		return "", true
+	}
+	return fmt.Sprintf("row has %d columns, header has %d: fix the row (a field holding %q must be quoted) or remove it", len(row), len(r.header), r.opt.Comma), false
 }
 
 // csvReason explains a csv parse error of the record starting on physical

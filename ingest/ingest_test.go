@@ -562,7 +562,7 @@ func TestReader_CSV(t *testing.T) {
 			opt:  Options{MaxFieldLines: 2},
 			want: []pipeline.Record{rec(3, "r2", "a"), rec(5, "r4", "c"), rec(6, "r5", "d")},
 			problems: []prob{
-				{2, "a quoted field is not closed properly (line 4, column 4): double each \" inside it and end it with a single \"; the lines after it are read on their own"},
+				{2, "a quoted field is not closed properly (line 4, column 4): double each \" inside it and end it with a single \"; the record spans lines 2-4: only this line is skipped and the lines after it are read on their own"},
 				{4, "still open after 3 lines"},
 			},
 			wantLines: 5,
