@@ -73,6 +73,8 @@ type Config struct {
 	// Now is the clock used for quotas, the schedule and the timeline.
 	// Default time.Now. Latency always uses real timers.
 	Now func() time.Time
+	// Batch configures the Batch API surface (batch.go).
+	Batch BatchConfig
 }
 
 // Latency is the service time of an admitted request:
@@ -117,6 +119,7 @@ type Server struct {
 	closed    bool
 	closing   chan struct{}  // closed by Close: releases hung and sleeping requests
 	handlers  sync.WaitGroup // requests being served, for Close
+	batches   *batchState    // the Batch and Files APIs (batch.go); guarded by mu
 }
 
 // New returns a Server for cfg, its defaults filled in. The schedule clock
@@ -234,6 +237,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, s.Stats())
+		return
+	}
+	if s.serveBatch(w, r) {
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
