@@ -181,6 +181,10 @@ type Summary struct {
 	OnlineCostUSD float64        `json:"online_cost_usd"`
 }
 
+// errStore marks a store failure: the run stops (nothing is lost; the
+// next run resumes from the records).
+var errStore = errors.New("batch: store")
+
 // Driver runs one stage's items through batch jobs. Construct with New.
 type Driver struct {
 	cfg   Config
@@ -200,6 +204,10 @@ type tracked struct {
 	job      store.BatchJob
 	nextPoll time.Time
 	interval time.Duration
+	// unsure is set when a create failed in a way that does not prove
+	// the API made no job (a 5xx, a timeout, a dropped connection): the
+	// display name is looked up before the next create.
+	unsure bool
 }
 
 // New returns a Driver of stage's items in db, calling the API with api
@@ -261,40 +269,18 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 }
 
 // resume picks up the stage's open jobs; intents never recorded as
-// created are looked up at the API by display name.
+// created are looked up at the API by display name before anything is
+// created (create is not idempotent).
 func (d *Driver) resume(ctx context.Context) error {
 	open, err := d.db.BatchJobs(true)
 	if err != nil {
 		return err
 	}
-	var byName map[string][]*genai.BatchJob
 	for _, j := range open {
 		if j.Stage != d.stage.Name() {
 			continue
 		}
-		t := &tracked{job: j, interval: d.cfg.Poll}
-		d.jobs[j.Num] = t
-		if j.Name != "" {
-			continue
-		}
-		if byName == nil {
-			if byName, err = d.listByDisplayName(ctx); err != nil {
-				return err
-			}
-		}
-		found := byName[j.DisplayName]
-		if len(found) == 0 {
-			continue // never created: createPending creates it
-		}
-		if len(found) > 1 {
-			d.cfg.Log.Warn("batch: two API jobs carry one display name; attaching the first, cancel the other with `sawtooth batch cancel`",
-				"display_name", j.DisplayName, "first", found[0].Name, "other", found[1].Name)
-		}
-		if t.job, err = d.db.SetBatchName(j.Num, found[0].Name, string(found[0].State), d.cfg.Now()); err != nil {
-			return err
-		}
-		d.sum.Reattached++
-		d.cfg.Log.Info("batch: re-attached a job created before a crash", "job", j.Num, "name", found[0].Name)
+		d.jobs[j.Num] = &tracked{job: j, interval: d.cfg.Poll, unsure: j.Name == ""}
 	}
 	return nil
 }
@@ -340,22 +326,70 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		if now.Before(d.createAt) {
 			return false, nil
 		}
+		if t.unsure {
+			attached, err := d.attach(ctx, t)
+			if err != nil || attached {
+				return false, err
+			}
+			t.unsure = false
+		}
 		err := d.create(ctx, t, now)
 		var ae genai.APIError
+		refused := errors.As(err, &ae) && ae.Code >= 400 && ae.Code < 500 && ae.Code != http.StatusRequestTimeout
 		switch {
 		case err == nil:
 			d.createWait = 0
-		case errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests:
+		case refused && ae.Code == http.StatusTooManyRequests:
 			d.sum.RateLimited++
-			d.createWait = min(max(2*d.createWait, d.cfg.CreateBackoff), d.cfg.CreateBackoffMax)
-			d.createAt = now.Add(d.createWait)
-			d.cfg.Log.Info("batch: create refused (429: too many jobs or enqueued tokens); waiting", "job", num, "wait", d.createWait)
-			d.progress()
+			d.backOffCreate(now, "429: too many jobs or enqueued tokens", num)
 			return false, nil
-		default:
+		case refused, ctx.Err() != nil, errors.Is(err, errStore):
 			return false, err
+		default:
+			// The job may exist: look for it before creating again.
+			t.unsure = true
+			d.backOffCreate(now, err.Error(), num)
+			return false, nil
 		}
 	}
+	return true, nil
+}
+
+// backOffCreate delays the next create, doubling the wait.
+func (d *Driver) backOffCreate(now time.Time, why string, num uint64) {
+	d.createWait = min(max(2*d.createWait, d.cfg.CreateBackoff), d.cfg.CreateBackoffMax)
+	d.createAt = now.Add(d.createWait)
+	d.cfg.Log.Info("batch: create failed; waiting", "job", num, "why", why, "wait", d.createWait)
+	d.progress()
+}
+
+// attach looks for t's display name at the API and records the job found.
+func (d *Driver) attach(ctx context.Context, t *tracked) (bool, error) {
+	byName, err := d.listByDisplayName(ctx)
+	if err != nil {
+		return false, err
+	}
+	found := byName[t.job.DisplayName]
+	if len(found) == 0 {
+		return false, nil
+	}
+	if len(found) > 1 {
+		d.cfg.Log.Warn("batch: two API jobs carry one display name; attaching the first, cancel the other with `sawtooth batch cancel`",
+			"display_name", t.job.DisplayName, "first", found[0].Name, "other", found[1].Name)
+	}
+	submitted := found[0].CreateTime
+	if submitted.IsZero() {
+		submitted = d.cfg.Now()
+	}
+	rec, err := d.db.SetBatchName(t.job.Num, found[0].Name, string(found[0].State), submitted)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", errStore, err)
+	}
+	t.job, t.unsure = rec, false
+	t.interval, t.nextPoll = d.cfg.Poll, d.cfg.Now()
+	d.sum.Reattached++
+	d.cfg.Log.Info("batch: re-attached a job created earlier", "job", t.job.Num, "name", rec.Name)
+	d.progress()
 	return true, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,4 +388,45 @@ func TestDriver_ResumeAfterCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loseCreateAnswer forwards the first create to the server and then drops
+// its answer, as a connection reset after the server acted does.
+type loseCreateAnswer struct {
+	base http.RoundTripper
+	once sync.Once
+}
+
+func (l *loseCreateAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(r)
+	lost := false
+	if err == nil && strings.HasSuffix(r.URL.Path, ":batchGenerateContent") {
+		l.once.Do(func() { lost = true })
+	}
+	if lost {
+		resp.Body.Close()
+		return nil, errors.New("connection reset by peer")
+	}
+	return resp, err
+}
+
+func TestDriver_CreateAnswerLostIsNotCreatedTwice(t *testing.T) {
+	f := newFixture(t, 12, geminisim.BatchConfig{Running: time.Minute})
+	api, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: geminisim.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: f.api.ClientConfig().HTTPOptions.BaseURL, RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)}},
+		HTTPClient:  &http.Client{Transport: &loseCreateAnswer{base: http.DefaultTransport}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.api = api
+	sum, err := f.driver(f.db, Config{Size: 12}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Reattached != 1 || sum.Created != 0 || sum.Answered != 12 {
+		t.Errorf("summary %+v: want the job found by its display name, not created again", sum)
+	}
+	f.answeredOnce(t)
 }

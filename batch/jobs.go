@@ -24,7 +24,7 @@ const keyField = "key"
 func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	items, err := d.db.BatchItems(t.job.Num)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errStore, err)
 	}
 	var reqs []*genai.InlinedRequest
 	var lines bytes.Buffer
@@ -50,11 +50,14 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	if len(refused) > 0 {
 		if err := d.commit(t, refused); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errStore, err)
 		}
 	}
 	if len(reqs) == 0 {
-		return d.close(t, "nothing to send: every item was refused before a call", now)
+		if err := d.close(t, "nothing to send: every item was refused before a call", now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		return nil
 	}
 	src := &genai.BatchJobSource{InlinedRequests: reqs}
 	if lines.Len() > d.cfg.InlineBytes {
@@ -62,6 +65,8 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 			DisplayName: t.job.DisplayName + "-input", MIMEType: "application/jsonl",
 		})
 		if err != nil {
+			// An orphan upload costs nothing and expires in 48 h; the job
+			// itself was not created.
 			return fmt.Errorf("batch job %d: upload its %d requests (%d bytes): %w", t.job.Num, len(reqs), lines.Len(), err)
 		}
 		src = &genai.BatchJobSource{FileName: f.Name}
@@ -76,7 +81,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	rec, err := d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
 	if err != nil {
-		return fmt.Errorf("batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", t.job.Num, job.Name, err, t.job.DisplayName)
+		return fmt.Errorf("%w: batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", errStore, t.job.Num, job.Name, err, t.job.DisplayName)
 	}
 	t.job = rec
 	t.interval = d.cfg.Poll
