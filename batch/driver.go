@@ -56,7 +56,7 @@ const (
 type Store interface {
 	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
 	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
-	UpdateBatch(num uint64, state string, now time.Time) (store.BatchJob, error)
+	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
 	ReturnBatch(num uint64, note string, now time.Time) (int, error)
 	BatchJobs(openOnly bool) ([]store.BatchJob, error)

@@ -230,6 +230,10 @@ func TestDriver_JobsThatGoWrong(t *testing.T) {
 				if _, _, queued := f.state(t); queued != 10 {
 					t.Errorf("queued %d, want 10", queued)
 				}
+				jobs, _ := f.db.BatchJobs(false)
+				if len(jobs) != 1 || jobs[0].Counts.Requests != 10 || !strings.Contains(jobs[0].Note, "expired") || jobs[0].Open() {
+					t.Errorf("job record %+v: want the API's counts and error kept", jobs)
+				}
 			},
 		},
 		{
@@ -348,11 +352,11 @@ func (c *crashAt) SetBatchName(num uint64, name, state string, now time.Time) (s
 	return c.Store.SetBatchName(num, name, state, now)
 }
 
-func (c *crashAt) UpdateBatch(num uint64, state string, now time.Time) (store.BatchJob, error) {
+func (c *crashAt) UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error) {
 	if err := c.fail("while polling"); err != nil {
 		return store.BatchJob{}, err
 	}
-	return c.Store.UpdateBatch(num, state, now)
+	return c.Store.UpdateBatch(num, state, counts, apiErr, now)
 }
 
 func (c *crashAt) CommitBatch(num uint64, ts []pipeline.Transition) (int, error) {

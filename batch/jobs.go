@@ -149,11 +149,20 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 		d.cfg.Log.Warn("batch: poll failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
 		return nil
 	}
-	if string(job.State) != t.job.State {
-		if t.job, err = d.db.UpdateBatch(t.job.Num, string(job.State), now); err != nil {
-			return err
+	// A finished inlined job's answer carries every response: read the
+	// counts only while they say something the results will not.
+	counts, apiErr := t.job.Counts, ""
+	if job.State != genai.JobStateSucceeded {
+		if c, e, err := d.apiStats(ctx, t.job.Name); err == nil {
+			counts, apiErr = c, e
 		}
-		d.cfg.Log.Info("batch: job state", "job", t.job.Num, "name", t.job.Name, "state", job.State)
+	}
+	if string(job.State) != t.job.State || counts != t.job.Counts || apiErr != "" {
+		if t.job, err = d.db.UpdateBatch(t.job.Num, string(job.State), counts, apiErr, now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		d.cfg.Log.Info("batch: job state", "job", t.job.Num, "name", t.job.Name, "state", job.State,
+			"requests", counts.Requests, "succeeded", counts.Succeeded, "failed", counts.Failed)
 		d.progress()
 	}
 	switch job.State {
@@ -161,7 +170,11 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 		return d.collect(ctx, t, job, now)
 	case genai.JobStateFailed, genai.JobStateCancelled, genai.JobStateExpired:
 		d.sum.Failed++
-		return d.close(t, fmt.Sprintf("the job ended %s with no results", job.State), now)
+		note := fmt.Sprintf("the job ended %s with no results", job.State)
+		if t.job.APIError != "" {
+			note += ": " + t.job.APIError
+		}
+		return d.close(t, note, now)
 	}
 	if now.Sub(t.job.Submitted) < d.cfg.Deadline {
 		return nil

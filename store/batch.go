@@ -77,10 +77,23 @@ type BatchJob struct {
 	Dead     int `json:"dead"`
 	Returned int `json:"returned"`
 	Ignored  int `json:"ignored"`
+	// Counts are the API's request counts at the last poll.
+	Counts BatchCounts `json:"counts"`
+	// APIError is the job-level error the API gave, if any.
+	APIError string `json:"api_error,omitempty"`
 	// Usage is what the committed answers were billed (batch tokens).
 	Usage pipeline.Usage `json:"usage"`
 	// Note says why the job was closed the way it was.
 	Note string `json:"note,omitempty"`
+}
+
+// BatchCounts are a job's request counts as the API reports them
+// (metadata.batchStats).
+type BatchCounts struct {
+	Requests  int64 `json:"requests"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Pending   int64 `json:"pending"`
 }
 
 // Open reports whether the job still holds items (not yet closed).
@@ -203,10 +216,14 @@ func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (Batch
 	})
 }
 
-// UpdateBatch records a polled state of job num.
-func (db *DB) UpdateBatch(num uint64, state string, now time.Time) (BatchJob, error) {
+// UpdateBatch records a polled state of job num, its counts and
+// job-level error (kept when apiErr is "").
+func (db *DB) UpdateBatch(num uint64, state string, counts BatchCounts, apiErr string, now time.Time) (BatchJob, error) {
 	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
-		j.State, j.Updated = state, now.UTC()
+		j.State, j.Counts, j.Updated = state, counts, now.UTC()
+		if apiErr != "" {
+			j.APIError = apiErr
+		}
 		return nil
 	})
 }
