@@ -434,3 +434,34 @@ func TestDriver_CreateAnswerLostIsNotCreatedTwice(t *testing.T) {
 	}
 	f.answeredOnce(t)
 }
+
+func TestCancelAndWriteJobs(t *testing.T) {
+	f := newFixture(t, 6, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}})
+	ctx, stop := context.WithCancel(context.Background())
+	d := f.driver(f.db, Config{Size: 6})
+	d.cfg.Sleep = func(context.Context, time.Duration) error { stop(); return context.Canceled }
+	if _, err := d.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	var out strings.Builder
+	jobs, _ := f.db.BatchJobs(false)
+	if err := WriteJobs(&out, jobs, f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "PENDING") || !strings.Contains(out.String(), "batches/") {
+		t.Errorf("list:\n%s", out.String())
+	}
+	n, err := Cancel(context.Background(), f.api, f.db, jobs[0].Num, f.clock.Now())
+	if err != nil || n != 6 {
+		t.Fatalf("cancel: %d %v", n, err)
+	}
+	if bs := f.sim.BatchStats(); bs.Cancels != 1 {
+		t.Errorf("the API job was not cancelled: %+v", bs)
+	}
+	if n, err := Cancel(context.Background(), f.api, f.db, jobs[0].Num, f.clock.Now()); err != nil || n != 0 {
+		t.Errorf("cancel twice: %d %v", n, err)
+	}
+	if _, _, queued := f.state(t); queued != 6 {
+		t.Errorf("queued %d", queued)
+	}
+}

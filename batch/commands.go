@@ -1,0 +1,83 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// NewClient returns a Gemini API client for batch jobs: the SDK's retries
+// off (the driver owns them) and no cap on response bodies, since a
+// finished inlined job's answer and a responses file hold every answer.
+// baseURL "" means $GOOGLE_GEMINI_BASE_URL, else Google's endpoint.
+func NewClient(ctx context.Context, apiKey, baseURL string) (*genai.Client, error) {
+	if strings.TrimSpace(apiKey) == "" {
+		return nil, errors.New("batch: no Gemini API key: set GEMINI_API_KEY")
+	}
+	c, err := genai.NewClient(ctx, &genai.ClientConfig{
+		APIKey:  apiKey,
+		Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{
+			BaseURL:      baseURL,
+			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
+		},
+		HTTPClient: &http.Client{Timeout: 10 * time.Minute},
+	})
+	if err != nil {
+		return nil, errors.New("batch: create Gemini client: check --base-url and GEMINI_API_KEY")
+	}
+	return c, nil
+}
+
+// WriteJobs writes one line per job: number, stage, state, API name, items,
+// what came of them, age and note.
+func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTAGE\tSTATE\tNAME\tITEMS\tANSWERED\tDEAD\tRETURNED\tIGNORED\tAGE\tNOTE")
+	for _, j := range jobs {
+		state := strings.TrimPrefix(j.State, "JOB_STATE_")
+		switch {
+		case j.Name == "":
+			state = "INTENT"
+		case !j.Open():
+			state += " (closed)"
+		}
+		name := j.Name
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", j.Num, j.Stage, state, name, len(j.Items),
+			j.Answered, j.Dead, j.Returned, j.Ignored, now.Sub(j.Created).Round(time.Second), j.Note)
+	}
+	return tw.Flush()
+}
+
+// Cancel cancels job num at the API if it is live there, and returns the
+// items it still holds to the queue. It returns how many items moved. A job
+// already closed moves nothing.
+func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, now time.Time) (int, error) {
+	job, err := db.BatchJobByNum(num)
+	if err != nil {
+		return 0, err
+	}
+	if !job.Open() {
+		return 0, nil
+	}
+	if job.Name != "" && api != nil {
+		err := api.Batches.Cancel(ctx, job.Name, nil)
+		var ae genai.APIError
+		if err != nil && !(errors.As(err, &ae) && (ae.Code == http.StatusNotFound || ae.Code == http.StatusBadRequest)) {
+			return 0, fmt.Errorf("cancel %s at the API: %w (nothing changed; run again when the API answers)", job.Name, err)
+		}
+	}
+	return db.ReturnBatch(num, "cancelled by the user", now)
+}
