@@ -67,6 +67,32 @@ type BatchConfig struct {
 	// PageSize is the largest page of GET batches; default
 	// DefaultBatchPageSize.
 	PageSize int
+	// Observe, if set, is called (without the server's lock, before the
+	// answer is written) at each BatchEvent, so a test can act at an exact
+	// step, such as killing its client between create and the client's
+	// record of it.
+	Observe func(BatchEvent)
+}
+
+// BatchEvent is a step of the Batch API that BatchConfig.Observe sees.
+type BatchEvent string
+
+const (
+	// EventCreate: a create arrived; no job exists yet.
+	EventCreate BatchEvent = "create"
+	// EventCreated: the job exists; the answer is not written yet.
+	EventCreated BatchEvent = "created"
+	// EventPoll: a get of a job still PENDING or RUNNING.
+	EventPoll BatchEvent = "poll"
+	// EventResults: a get of a SUCCEEDED job, or a download of a file.
+	EventResults BatchEvent = "results"
+)
+
+// observe reports ev to BatchConfig.Observe. Call without s.mu.
+func (s *Server) observe(ev BatchEvent) {
+	if f := s.cfg.Batch.Observe; f != nil {
+		f(ev)
+	}
 }
 
 // Fate is how a batch job ends.
@@ -269,6 +295,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, model strin
 		writeNotFound(w, model, "batchGenerateContent")
 		return
 	}
+	s.observe(EventCreate)
 	var body createBody
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received (inlined requests are limited to 20 MB: use a file). "+err.Error())
@@ -303,6 +330,18 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, model strin
 		j.tokens += j.rows[i].req.promptTokens()
 	}
 
+	op, refusal := s.admitJob(j)
+	if refusal != nil {
+		refusal(w)
+		return
+	}
+	s.observe(EventCreated)
+	writeJSON(w, http.StatusOK, op)
+}
+
+// admitJob makes j a job, or returns the 429 that refuses it when a
+// BatchConfig limit is reached.
+func (s *Server) admitJob(j *simJob) (op map[string]any, refusal func(http.ResponseWriter)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.batch()
@@ -310,7 +349,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, model strin
 	jobs, tokens := 0, 0
 	for _, id := range b.order {
 		o := b.jobs[id]
-		if o == nil || o.model != model {
+		if o == nil || o.model != j.model {
 			continue
 		}
 		if st := s.advance(o, now); st == statePending || st == stateRunning {
@@ -322,25 +361,27 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, model strin
 	switch {
 	case bc.MaxJobs > 0 && jobs >= bc.MaxJobs:
 		b.stats.Refused++
-		writeBatchQuota(w, model, "BatchConcurrentJobsPerProject", bc.MaxJobs)
-		return
+		return nil, func(w http.ResponseWriter) {
+			writeBatchQuota(w, j.model, "BatchConcurrentJobsPerProject", bc.MaxJobs)
+		}
 	case bc.MaxEnqueuedTokens > 0 && tokens+j.tokens > bc.MaxEnqueuedTokens:
 		b.stats.Refused++
-		writeBatchQuota(w, model, "BatchEnqueuedTokensPerModelPerProject", bc.MaxEnqueuedTokens)
-		return
+		return nil, func(w http.ResponseWriter) {
+			writeBatchQuota(w, j.model, "BatchEnqueuedTokensPerModelPerProject", bc.MaxEnqueuedTokens)
+		}
 	}
 	b.seq++
 	j.id = s.resourceID('b', b.seq)
 	j.created = now
 	j.fate = FateSucceed
-	if n := int(b.seq - 1); n < len(bc.Fates) {
+	if n := b.stats.Created; n < len(bc.Fates) {
 		j.fate = bc.Fates[n]
 	}
 	b.jobs[j.id] = j
 	b.order = append(b.order, j.id)
 	b.stats.Created++
 	b.stats.ByDisplayName[j.displayName]++
-	writeJSON(w, http.StatusOK, s.operation(j, now))
+	return s.operation(j, now), nil
 }
 
 // writeBatchQuota is the 429 for a create past a Batch API limit.
@@ -536,13 +577,24 @@ func (s *Server) operation(j *simJob, now time.Time) map[string]any {
 
 func (s *Server) getBatch(w http.ResponseWriter, id string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	j := s.batch().jobs[id]
 	if j == nil {
+		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "Batch batches/"+id+" not found.")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.operation(j, s.now()))
+	op := s.operation(j, s.now())
+	state := j.state
+	s.mu.Unlock()
+	switch state {
+	case statePending, stateRunning:
+		s.observe(EventPoll)
+	case stateSucceeded:
+		if !j.fromFile {
+			s.observe(EventResults)
+		}
+	}
+	writeJSON(w, http.StatusOK, op)
 }
 
 func (s *Server) cancelBatch(w http.ResponseWriter, id string) {

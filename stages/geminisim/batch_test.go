@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,5 +342,33 @@ func TestBatch_BadRequests(t *testing.T) {
 				t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
 			}
 		})
+	}
+}
+
+func TestBatch_Observe(t *testing.T) {
+	clock := newFakeClock()
+	var mu sync.Mutex
+	var events []BatchEvent
+	_, url := startServer(t, Config{Now: clock.Now, Batch: BatchConfig{Running: time.Minute, Observe: func(e BatchEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}}})
+	c := newClient(t, url, DefaultAPIKey)
+	job, err := createInline(t, c, "j", batchTexts[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Batches.Get(context.Background(), job.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(time.Minute)
+	if _, err := c.Batches.Get(context.Background(), job.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []BatchEvent{EventCreate, EventCreated, EventPoll, EventResults}; !slices.Equal(events, want) {
+		t.Errorf("events %v, want %v", events, want)
 	}
 }

@@ -58,6 +58,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request) bool {
 		case f == nil:
 			writeError(w, http.StatusNotFound, "NOT_FOUND", "File files/"+id+" not found.")
 		case download:
+			s.observe(EventResults)
 			w.Header().Set("Content-Type", f.mimeType)
 			w.Header().Set("Content-Length", strconv.Itoa(len(f.data)))
 			w.WriteHeader(http.StatusOK)
