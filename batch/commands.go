@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
@@ -80,4 +82,48 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, now ti
 		}
 	}
 	return db.ReturnBatch(num, "cancelled by the user", now)
+}
+
+// Totals is what a database's batch jobs did, for status and reports.
+type Totals struct {
+	// Jobs counts every job recorded; Open those still holding items.
+	Jobs int `json:"jobs"`
+	Open int `json:"open"`
+	// Held is how many items open jobs hold now.
+	Held int `json:"held"`
+	// Answered, Dead, Returned and Ignored add up the jobs' counts.
+	Answered int `json:"answered"`
+	Dead     int `json:"dead"`
+	Returned int `json:"returned"`
+	Ignored  int `json:"ignored"`
+	// Usage is the committed answers' billed tokens; CostUSD their price
+	// at the batch rate, OnlineCostUSD at the online rate, SavedUSD the
+	// difference.
+	Usage         pipeline.Usage `json:"usage"`
+	CostUSD       float64        `json:"cost_usd"`
+	OnlineCostUSD float64        `json:"online_cost_usd"`
+	SavedUSD      float64        `json:"saved_usd"`
+}
+
+// Total adds up jobs, priced for model.
+func Total(jobs []store.BatchJob, model string) Totals {
+	var t Totals
+	for _, j := range jobs {
+		t.Jobs++
+		if j.Open() {
+			t.Open++
+			t.Held += len(j.Items) - j.Answered - j.Dead
+		}
+		t.Answered += j.Answered
+		t.Dead += j.Dead
+		t.Returned += j.Returned
+		t.Ignored += j.Ignored
+		t.Usage = t.Usage.Add(j.Usage)
+	}
+	in, out := stages.BatchPrice(model)
+	oin, oout := stages.Price(model)
+	t.CostUSD = (float64(t.Usage.PromptTokens)*in + float64(t.Usage.CandidateTokens)*out) / 1e6
+	t.OnlineCostUSD = (float64(t.Usage.PromptTokens)*oin + float64(t.Usage.CandidateTokens)*oout) / 1e6
+	t.SavedUSD = t.OnlineCostUSD - t.CostUSD
+	return t
 }

@@ -195,6 +195,10 @@ func TestDriver_ShuffledResultsMatchByKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobs, _ := f.db.BatchJobs(false)
+	if tot := Total(jobs, f.cls.Model()); tot.Answered != 45 || tot.Usage != sum.Usage || tot.SavedUSD <= 0 || tot.Open != 0 {
+		t.Errorf("totals %+v, run summary %+v", tot, sum)
+	}
 	if sum.CostUSD <= 0 || sum.CostUSD*2 > sum.OnlineCostUSD*1.0000001 || sum.CostUSD*2 < sum.OnlineCostUSD*0.9999999 {
 		t.Errorf("cost %v, want half of the online %v", sum.CostUSD, sum.OnlineCostUSD)
 	}
