@@ -316,8 +316,26 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		if t.job.Name != "" {
 			continue
 		}
+		if t.unsure && (!now.Before(d.createAt) || now.Sub(t.job.Created) >= d.cfg.Deadline) {
+			// It may exist at the API: find it before creating, or before
+			// giving up on it (a live job of ours must not go unwatched).
+			attached, err := d.attach(ctx, t)
+			var ae genai.APIError
+			switch {
+			case errors.Is(err, errStore), ctx.Err() != nil,
+				errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden):
+				return false, err
+			case err != nil:
+				// Never create while unsure; look again later.
+				d.backOffCreate(now, err.Error(), num)
+				return false, nil
+			case attached:
+				continue
+			}
+			t.unsure = false
+		}
 		if now.Sub(t.job.Created) >= d.cfg.Deadline {
-			if err := d.close(t, "not created before the deadline (the API kept refusing: 429)", now); err != nil {
+			if err := d.close(t, "not created before the deadline", now); err != nil {
 				return false, err
 			}
 			d.sum.Deadline++
@@ -325,13 +343,6 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		}
 		if now.Before(d.createAt) {
 			return false, nil
-		}
-		if t.unsure {
-			attached, err := d.attach(ctx, t)
-			if err != nil || attached {
-				return false, err
-			}
-			t.unsure = false
 		}
 		err := d.create(ctx, t, now)
 		var ae genai.APIError
