@@ -66,7 +66,7 @@ type Result struct {
 //
 // Process must be safe for concurrent use: the runner calls it from many
 // workers at once. It must not retry on its own; the runner owns retries and
-// decides what each error class means (see Classify). An implementation
+// decides what each error class means (see ClassOf). An implementation
 // that calls a paid API should report each call's usage in Result.Usage.
 type Stage interface {
 	Name() string
