@@ -45,6 +45,7 @@ var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassUnavailabl
 
 // PermanentError marks an error that retrying can never fix.
 type PermanentError struct {
+	// Err is the cause.
 	Err error
 	// Verdict is true when the error is the API's judgement of this
 	// item's content (a safety block, an answer cut off or off-schema,
@@ -54,7 +55,10 @@ type PermanentError struct {
 	Verdict bool
 }
 
+// Error is the cause's message.
 func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Permanent wraps err as permanent. Permanent(nil) is nil.
@@ -82,6 +86,7 @@ func Permanentf(format string, args ...any) error {
 
 // RateLimitedError marks a refusal for quota.
 type RateLimitedError struct {
+	// Err is the cause.
 	Err error
 	// RetryAfter is the server's RetryInfo.retryDelay; zero if it sent none.
 	RetryAfter time.Duration
@@ -90,7 +95,10 @@ type RateLimitedError struct {
 	Daily bool
 }
 
+// Error is the cause's message.
 func (e *RateLimitedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
 // RateLimited wraps err as a quota refusal with the server's retry delay.
@@ -102,9 +110,15 @@ func RateLimited(err error, retryAfter time.Duration, daily bool) error {
 }
 
 // UnavailableError marks a call that never reached the server.
-type UnavailableError struct{ Err error }
+type UnavailableError struct {
+	// Err is the cause.
+	Err error
+}
 
+// Error is the cause's message.
 func (e *UnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Unavailable wraps err as "the endpoint is unreachable". Unavailable(nil)
@@ -118,6 +132,7 @@ func Unavailable(err error) error {
 
 // FatalError marks an error that fails every item alike.
 type FatalError struct {
+	// Err is the cause.
 	Err error
 	// DeadLettered is how many items were dead-lettered for this cause
 	// before the run stopped: non-zero only for the runner's "first calls
@@ -125,7 +140,10 @@ type FatalError struct {
 	DeadLettered int
 }
 
+// Error is the cause's message.
 func (e *FatalError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *FatalError) Unwrap() error { return e.Err }
 
 // Fatal wraps err as fatal. Fatal(nil) is nil.

@@ -9,7 +9,9 @@ import (
 // Queued is one entry of a stage's queue: its sequence number (the queue
 // key, increasing in arrival order) and the item to process.
 type Queued struct {
-	Seq  uint64
+	// Seq is the entry's key in the stage's queue.
+	Seq uint64
+	// Item is what the stage processes.
 	Item Item
 }
 
@@ -27,11 +29,16 @@ const (
 // DeadLetter is why an item left a stage without an output. It is kept until
 // re-queued or purged on purpose.
 type DeadLetter struct {
-	Class    Class     `json:"class"`
-	Message  string    `json:"message"`
-	Attempts int       `json:"attempts"`
-	First    time.Time `json:"first_failure"`
-	Last     time.Time `json:"last_failure"`
+	// Class is the failure's class (permanent, or transient once the
+	// attempts were spent).
+	Class Class `json:"class"`
+	// Message says what failed, for the user.
+	Message string `json:"message"`
+	// Attempts is the attempts spent on the item at this stage.
+	Attempts int `json:"attempts"`
+	// First and Last are when the first and the last attempt failed.
+	First time.Time `json:"first_failure"`
+	Last  time.Time `json:"last_failure"`
 }
 
 // Transition is one item leaving one stage. The store applies each
@@ -39,12 +46,16 @@ type DeadLetter struct {
 // Stage with Seq (already applied, or re-ingested meanwhile) is a no-op, so
 // applying a batch twice is harmless.
 type Transition struct {
-	Stage   string
-	ID      string
-	Seq     uint64
+	// Stage, ID and Seq name the queue entry the transition applies to.
+	Stage string
+	ID    string
+	Seq   uint64
+	// Outcome is how the stage finished with the item.
 	Outcome Outcome
-	Result  Result
-	Dead    DeadLetter
+	// Result is the output (Succeeded).
+	Result Result
+	// Dead is why the item failed (DeadLettered).
+	Dead DeadLetter
 	// Usage is every token billed for the item's calls at Stage in this
 	// run that led to this transition: the final call and every failed
 	// attempt before it (an off-schema or blocked answer is paid too).
@@ -89,8 +100,9 @@ type Limiter interface {
 	// Failed reports any other outcome (5xx, timeout, permanent, canceled):
 	// the slot is freed and the limit is unchanged.
 	Failed(started time.Time)
-	// Limit is the current concurrency limit; InFlight the calls holding a slot.
+	// Limit is the current concurrency limit.
 	Limit() int
+	// InFlight is the calls holding a slot.
 	InFlight() int
 }
 
