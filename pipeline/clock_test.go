@@ -110,6 +110,11 @@ func (t *virtualTimer) Stop() bool {
 	return false
 }
 
+// maxVirtualTime is where a virtual-time test gives up: far beyond any
+// test's needs, so a goroutine stuck outside the clock fails the test
+// instead of letting the sampler's ticks run forever.
+const maxVirtualTime = 6 * time.Hour
+
 // inVirtualTime runs fn in a synctest bubble while a driver goroutine,
 // whenever every other goroutine of the bubble is blocked, advances clock
 // to its next timer: the code under test sees time pass exactly as its
@@ -133,6 +138,10 @@ func inVirtualTime(t *testing.T, fn func(t *testing.T, clock *virtualClock)) {
 				at, ok := clock.next()
 				if !ok {
 					t.Errorf("deadlock at +%s: every goroutine is blocked and no timer is pending", clock.Since())
+					return
+				}
+				if at.Sub(epoch) > maxVirtualTime {
+					t.Errorf("virtual time ran past +%s: the code under test is stuck on something other than its clock", maxVirtualTime)
 					return
 				}
 				clock.advanceTo(at)
