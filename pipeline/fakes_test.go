@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // memStore is an in-memory pipeline.Store with the same transition rules
@@ -109,6 +113,88 @@ func (s *memStore) Commit(ts []pipeline.Transition) error {
 		}
 	}
 	return nil
+}
+
+// testStore is a Store the runner tests can look into.
+type testStore interface {
+	pipeline.Store
+	// places counts items by place: "done", "<stage>/queued", "<stage>/dead".
+	places(t testing.TB) map[string]int
+	// deadLetters returns stage's dead letters by id.
+	deadLetters(t testing.TB, stage string) map[string]pipeline.DeadLetter
+}
+
+// openTestStore returns an in-memory store ("memory") or the real bbolt
+// store in t.TempDir ("bbolt", checked for consistency on cleanup), with n
+// items i0000... queued at the first stage.
+func openTestStore(t testing.TB, backend string, stages []string, n int) testStore {
+	t.Helper()
+	if backend == "memory" {
+		return newMemStore(stages, n)
+	}
+	var defs []store.StageDef
+	for _, s := range stages {
+		defs = append(defs, store.StageDef{Name: s})
+	}
+	db, err := store.Open(filepath.Join(t.TempDir(), "runner.db"), store.Options{Stages: defs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if problems, err := db.Check(); err != nil || len(problems) > 0 {
+			t.Errorf("check on cleanup: %v %v", err, problems)
+		}
+		db.Close()
+	})
+	var recs []pipeline.Record
+	for i := range n {
+		id := fmt.Sprintf("i%04d", i)
+		recs = append(recs, pipeline.Record{ID: id, Text: "text " + id})
+	}
+	if _, err := db.Ingest(recs); err != nil {
+		t.Fatal(err)
+	}
+	return boltStore{db}
+}
+
+type boltStore struct{ *store.DB }
+
+func (b boltStore) places(t testing.TB) map[string]int {
+	t.Helper()
+	c, err := b.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	if c.Done > 0 {
+		out["done"] = c.Done
+	}
+	for _, s := range c.Stages {
+		if s.Queued > 0 {
+			out[s.Stage+"/queued"] = s.Queued
+		}
+		if s.Dead > 0 {
+			out[s.Stage+"/dead"] = s.Dead
+		}
+	}
+	return out
+}
+
+func (b boltStore) deadLetters(t testing.TB, stage string) map[string]pipeline.DeadLetter {
+	t.Helper()
+	out := map[string]pipeline.DeadLetter{}
+	if err := b.ForEachDead(stage, func(e store.DeadEntry) error { out[e.ID] = e.Dead; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (s *memStore) places(testing.TB) map[string]int { return s.tally() }
+
+func (s *memStore) deadLetters(_ testing.TB, stage string) map[string]pipeline.DeadLetter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.dead[stage])
 }
 
 func (s *memStore) tally() map[string]int {

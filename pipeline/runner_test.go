@@ -59,43 +59,46 @@ func TestRunner_Run(t *testing.T) {
 			map[string]pipeline.DeadLetter{"first": {Class: pipeline.ClassPermanent, Attempts: 1, Message: `stage first panicked on item "i0003": boom`}}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			st := newMemStore([]string{"first", "second"}, 50)
-			second := &funcStage{name: "second", fn: tc.second}
-			r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{
-				{Stage: &funcStage{name: "first", fn: tc.first}, Workers: 4, NewBackOff: noWait},
-				{Stage: second, Workers: 3, MaxAttempts: 4, NewBackOff: noWait},
-			}}
-			sum, err := r.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := st.tally(); fmt.Sprint(got) != fmt.Sprint(tc.wantWhere) {
-				t.Errorf("where = %v, want %v", got, tc.wantWhere)
-			}
-			total := 0
-			for _, n := range second.calls {
-				total += n
-			}
-			if total != tc.wantCalls || sum.Stages["second"].Calls != int64(tc.wantCalls) {
-				t.Errorf("second-stage calls = %d (summary %d), want %d", total, sum.Stages["second"].Calls, tc.wantCalls)
-			}
-			if sum.Status != "complete" {
-				t.Errorf("status = %q", sum.Status)
-			}
-			for _, stage := range []string{"first", "second"} {
-				want := tc.wantWhere[stage+"/dead"]
-				if got := len(st.dead[stage]); got != want || sum.Stages[stage].Dead != int64(want) {
-					t.Errorf("%s: %d dead letters (summary %d), want %d", stage, got, sum.Stages[stage].Dead, want)
+		for _, backend := range []string{"memory", "bbolt"} {
+			t.Run(tc.name+" on "+backend, func(t *testing.T) {
+				st := openTestStore(t, backend, []string{"first", "second"}, 50)
+				second := &funcStage{name: "second", fn: tc.second}
+				r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{
+					{Stage: &funcStage{name: "first", fn: tc.first}, Workers: 4, NewBackOff: noWait},
+					{Stage: second, Workers: 3, MaxAttempts: 4, NewBackOff: noWait},
+				}}
+				sum, err := r.Run(context.Background())
+				if err != nil {
+					t.Fatal(err)
 				}
-				for id, d := range st.dead[stage] {
-					w := tc.wantDead[stage]
-					if d.Class != w.Class || d.Attempts != w.Attempts || !strings.Contains(d.Message, w.Message) || d.First.IsZero() || d.Last.Before(d.First) {
-						t.Errorf("%s dead letter of %s = %+v, want %+v", stage, id, d, w)
+				if got := st.places(t); fmt.Sprint(got) != fmt.Sprint(tc.wantWhere) {
+					t.Errorf("where = %v, want %v", got, tc.wantWhere)
+				}
+				total := 0
+				for _, n := range second.calls {
+					total += n
+				}
+				if total != tc.wantCalls || sum.Stages["second"].Calls != int64(tc.wantCalls) {
+					t.Errorf("second-stage calls = %d (summary %d), want %d", total, sum.Stages["second"].Calls, tc.wantCalls)
+				}
+				if sum.Status != "complete" {
+					t.Errorf("status = %q", sum.Status)
+				}
+				for _, stage := range []string{"first", "second"} {
+					want := tc.wantWhere[stage+"/dead"]
+					dead := st.deadLetters(t, stage)
+					if got := len(dead); got != want || sum.Stages[stage].Dead != int64(want) {
+						t.Errorf("%s: %d dead letters (summary %d), want %d", stage, got, sum.Stages[stage].Dead, want)
+					}
+					for id, d := range dead {
+						w := tc.wantDead[stage]
+						if d.Class != w.Class || d.Attempts != w.Attempts || !strings.Contains(d.Message, w.Message) || d.First.IsZero() || d.Last.Before(d.First) {
+							t.Errorf("%s dead letter of %s = %+v, want %+v", stage, id, d, w)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
