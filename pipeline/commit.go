@@ -80,14 +80,18 @@ func (r *Runner) send(i int, t Transition) {
 // committer is the single writer: it groups whatever transitions are
 // waiting into one transaction, so throughput pays one fsync per batch,
 // and counts an outcome only once it is durable. A failed commit is tried
-// again (Store.Commit is idempotent) before the run fails; results are
-// never counted, nor their items moved, unless their commit succeeded.
+// again (Store.Commit is idempotent) before the run fails; results whose
+// commit failed are not dropped but carried into every later commit and
+// tried a last time when the run ends, so a store that recovers still
+// gets them. An outcome never counts, nor does its item move, unless its
+// commit succeeded.
 func (r *Runner) committer() {
-	batch := make([]Transition, 0, r.BatchSize)
-	stages := make([]int, 0, r.BatchSize)
-	failed := false // a commit has failed for good: later ones get one try each
+	var (
+		batch   []pending
+		carried []pending // results whose commit failed, awaiting a later one
+	)
 	for p := range r.commitCh {
-		batch, stages = append(batch[:0], p.t), append(stages[:0], p.stage)
+		batch = append(batch[:0], p)
 	fill:
 		for len(batch) < r.BatchSize {
 			select {
@@ -95,35 +99,56 @@ func (r *Runner) committer() {
 				if !ok {
 					break fill
 				}
-				batch, stages = append(batch, p.t), append(stages, p.stage)
+				batch = append(batch, p)
 			default:
 				break fill
 			}
 		}
 		// Results are committed even after a fatal error elsewhere: they
 		// were paid for.
-		err := r.commit(batch, failed)
-		if err != nil {
-			failed = true
-			r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(batch), err))
-		}
-		notified := map[int]bool{}
-		for j, t := range batch {
-			c := r.counters[stages[j]]
-			if err == nil {
-				r.countCommitted(c, t)
-				if next := stages[j] + 1; next < len(r.counters) && !notified[next] && t.Outcome == Succeeded {
-					notified[next] = true
-					select {
-					case r.counters[next].notify <- struct{}{}:
-					default:
-					}
+		carried = r.commitBatch(append(carried, batch...), len(carried) > 0)
+	}
+	if len(carried) > 0 {
+		carried = r.commitBatch(carried, true)
+		r.settle(carried, false) // given up: their items stay queued
+	}
+}
+
+// commitBatch writes ps (once when once is set, else up to
+// CommitAttempts times) and settles them when it succeeds. It returns ps
+// when the commit failed for good, after stopping the run.
+func (r *Runner) commitBatch(ps []pending, once bool) []pending {
+	ts := make([]Transition, len(ps))
+	for j, p := range ps {
+		ts[j] = p.t
+	}
+	if err := r.commit(ts, once); err != nil {
+		r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(ts), err))
+		return ps
+	}
+	r.settle(ps, true)
+	return nil
+}
+
+// settle finishes the books of results that left the committer:
+// committed ones are counted and wake the next stage's dispatcher.
+func (r *Runner) settle(ps []pending, committed bool) {
+	notified := map[int]bool{}
+	for _, p := range ps {
+		c := r.counters[p.stage]
+		if committed {
+			r.countCommitted(c, p.t)
+			if next := p.stage + 1; next < len(r.counters) && !notified[next] && p.t.Outcome == Succeeded {
+				notified[next] = true
+				select {
+				case r.counters[next].notify <- struct{}{}:
+				default:
 				}
 			}
-			c.pending.Done()
 		}
-		r.backlog.done(len(batch))
+		c.pending.Done()
 	}
+	r.backlog.done(len(ps))
 }
 
 // commit writes batch, trying up to CommitAttempts times (once when once

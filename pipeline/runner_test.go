@@ -354,6 +354,42 @@ func TestRunner_CommitRetried(t *testing.T) {
 	})
 }
 
+// TestRunner_FailedCommitKeepsResults: a batch whose commit failed for
+// good stops the run but is not dropped: it is tried again with the last
+// results, and when the store has recovered by then every answer paid
+// for is committed and counted.
+func TestRunner_FailedCommitKeepsResults(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newMemStore([]string{"a"}, 100)
+		// The first batch fails its three tries (the run stops), the
+		// results answered meanwhile fail their one try with it, and the
+		// last try at the end succeeds.
+		st.failOn, st.failFor = 1, pipeline.DefaultCommitAttempts+1
+		a := &funcStage{name: "a", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			if err := clock.sleep(ctx, 10*time.Millisecond); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, n)
+		}}
+		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{{Stage: a, Workers: 1}}}
+		sum, err := r.Run(context.Background())
+		if pipeline.ClassOf(context.Background(), err) != pipeline.ClassFatal {
+			t.Fatalf("err = %v, want the run stopped as failed", err)
+		}
+		answered := 0
+		for _, n := range a.calls {
+			answered += n
+		}
+		w := st.tally()
+		if st.commits != pipeline.DefaultCommitAttempts+2 {
+			t.Errorf("%d commits, want 3 tries of the first batch, one of the next, one last", st.commits)
+		}
+		if answered == 0 || w["done"] != answered || w["a/queued"] != 100-answered || sum.Stages["a"].Done != int64(answered) {
+			t.Fatalf("%d answers, where = %v, summary done %d: every answer must be committed and counted", answered, w, sum.Stages["a"].Done)
+		}
+	})
+}
+
 // TestRunner_UsageTravelsWithTheOutcome: every call's usage, failed
 // attempts included, is in the transition that commits the outcome.
 func TestRunner_UsageTravelsWithTheOutcome(t *testing.T) {

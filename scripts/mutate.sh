@@ -57,6 +57,10 @@ pipeline/commit.go: a failed commit is not retried
 - attempts := r.CommitAttempts
 + attempts := 1
 
+pipeline/commit.go: results of a failed commit get no last try
+- carried = r.commitBatch(carried, true)
++ _ = carried
+
 pipeline/commit.go: no backlog bound: calls start whatever waits for its commit
 - full := n >= maxCount || (n > 0 && clock.Now().Sub(b.arrived[0]) >= maxAge)
 + full := n >= maxCount
