@@ -50,7 +50,7 @@ pipeline/policy.go: refusals spend attempts
 + case ClassUnavailable, ClassCanceled, ClassFatal:
 
 pipeline/commit.go: outcomes counted although the commit failed
-- if err == nil {
+- if committed {
 + if true {
 
 pipeline/commit.go: a failed commit is not retried
