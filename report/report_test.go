@@ -189,7 +189,7 @@ func TestMarkdown(t *testing.T) {
 		"| classify | 80 | 9 | 0 | 100 | 6 | 2 | 9,000 | 1,000 | $0.0123 |",
 		"concurrency limit 2–13, ended at 6",
 		"### Label by app",
-		`a\|b"><svg onload=alert(2)>`, // a pipe in a value must not split the cell
+		`a\|b&quot;&gt;&lt;svg onload=alert\(2\)&gt;`, // a pipe must not split the cell, nor a tag open
 		"### Dead letters",
 	} {
 		if !strings.Contains(out, want) {
