@@ -148,8 +148,9 @@ func flatColumns(src FlatSource, o FlatOptions) ([]string, error) {
 		cols = append(cols, "status", "dead_reason")
 	}
 	stageFields := sortedKeys(outputs[o.Stage])
-	for _, k := range append([]string{"text"}, sortedKeys(inputs)...) {
-		cols = append(cols, inputColumn(k, o, stageFields))
+	cols = append(cols, inputColumn("text", o, stageFields))
+	for _, k := range sortedKeys(inputs) {
+		cols = append(cols, fieldColumn(k, o, stageFields))
 	}
 	if o.Stage != "" {
 		for _, k := range stageFields {
@@ -180,6 +181,15 @@ func inputColumn(k string, o FlatOptions, stageFields []string) string {
 	return k
 }
 
+// fieldColumn names an input field's column; a field named "text" is not
+// the item's text column.
+func fieldColumn(k string, o FlatOptions, stageFields []string) string {
+	if k == "text" {
+		return "input.text"
+	}
+	return inputColumn(k, o, stageFields)
+}
+
 // flatRow is one item's values by column.
 func flatRow(it FlatItem, o FlatOptions) (map[string]any, error) {
 	row := map[string]any{"id": it.Record.ID}
@@ -200,7 +210,7 @@ func flatRow(it FlatItem, o FlatOptions) (map[string]any, error) {
 	}
 	row[inputColumn("text", o, stageFields)] = it.Record.Text
 	for k, v := range it.Record.Fields {
-		row[inputColumn(k, o, stageFields)] = v
+		row[fieldColumn(k, o, stageFields)] = v
 	}
 	if o.Stage != "" {
 		for k, v := range stageOut {

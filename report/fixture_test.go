@@ -168,3 +168,7 @@ func fixtureData(t testing.TB) *Data {
 	d.Pivot = p
 	return d
 }
+
+func recordOf(id, text string, fields map[string]string) pipeline.Record {
+	return pipeline.Record{ID: id, Text: text, Fields: fields}
+}

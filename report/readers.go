@@ -166,7 +166,7 @@ func headlineCards(p *Pivot) []card {
 	}
 	if ch := p.Changes(1); len(ch) > 0 {
 		c := ch[0]
-		cards = append(cards, card{Label: "largest change", Value: signedPts(c.ChangePts) + " pts", Note: fmt.Sprintf("%s in %s: %s", c.Label, strings.Join(c.Row, " "), c.Describe()), Class: "warn"})
+		cards = append(cards, card{Label: "largest change", Value: signedPts(c.ChangePts) + " pts", Note: fmt.Sprintf("%s: %s", cmpOr(strings.Join(c.Row, " "), "all"), c.Describe()), Class: "warn"})
 	}
 	return cards
 }
