@@ -35,6 +35,16 @@ type Data struct {
 	Cube *Cube `json:"cube,omitempty"`
 	// Pivot is `report --by`'s table, nil without --by.
 	Pivot *Pivot `json:"pivot,omitempty"`
+	// Zone is where times are shown; nil means the local zone.
+	Zone *time.Location `json:"-"`
+}
+
+// zone is d.Zone, or the local zone.
+func (d *Data) zone() *time.Location {
+	if d.Zone != nil {
+		return d.Zone
+	}
+	return time.Local
 }
 
 // DeadReason is one cause of dead letters at a stage: how many items it

@@ -15,9 +15,6 @@ import (
 // genai SDK (imported through stages) starts one opencensus worker at
 // init for the life of the process: that one is not a leak.
 func TestMain(m *testing.M) {
-	// Reports print times in the local zone; the golden files are in UTC
-	// whatever the machine's zone.
-	time.Local = time.UTC
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
@@ -150,7 +147,7 @@ func fixtureData(t testing.TB) *Data {
 			"aggregate": {Done: 100, Calls: 100, Attempts: 100},
 		}}
 	d := &Data{
-		DB: "fixture.db", Generated: start.Add(time.Minute),
+		DB: "fixture.db", Generated: start.Add(time.Minute), Zone: time.UTC,
 		Stages: []string{"sanitize", "classify", "aggregate"},
 		Counts: store.Counts{Items: int(tally.Items) + 1, Done: int(tally.Items), Stages: []store.StageCounts{
 			{Stage: "sanitize", Output: int(tally.Items) + 1}, {Stage: "classify", Dead: 1, Output: int(tally.Items)}, {Stage: "aggregate", Output: int(tally.Items)},

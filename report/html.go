@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -119,7 +120,7 @@ func newHTMLView(d *Data) (htmlView, error) {
 		}
 	}
 	if !d.Generated.IsZero() {
-		v.Generated = d.Generated.Local().Format("2006-01-02 15:04 MST")
+		v.Generated = d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST")
 	}
 	v.Cards = append(v.Cards,
 		card{Label: "items", Value: num(d.Counts.Items), Note: fmt.Sprintf("%s queued", num(d.queuedTotal()))},
@@ -127,7 +128,7 @@ func newHTMLView(d *Data) (htmlView, error) {
 		card{Label: "dead letters", Value: num(v.DeadTotal), Note: pct(v.DeadTotal, d.Counts.Items, 1) + " of items", Class: map[bool]string{true: "warn"}[v.DeadTotal > 0]},
 	)
 	if r := d.LastRun; r != nil {
-		rv := newRunView(*r, d.stageOrder())
+		rv := newRunView(*r, d.stageOrder(), d.zone())
 		v.Run = &rv
 		v.Cards = append(v.Cards, card{Label: "last run", Value: dur(wall(*r)), Note: r.Status, Class: rv.StatusClass})
 		if rv.API != "" {
@@ -170,17 +171,17 @@ func newHTMLView(d *Data) (htmlView, error) {
 		if i == 10 {
 			break
 		}
-		v.Runs = append(v.Runs, newRunView(r, d.stageOrder()))
+		v.Runs = append(v.Runs, newRunView(r, d.stageOrder(), d.zone()))
 	}
 	return v, nil
 }
 
-func newRunView(r pipeline.RunSummary, order []string) runView {
+func newRunView(r pipeline.RunSummary, order []string, zone *time.Location) runView {
 	// html/template escapes markup but passes control characters through;
 	// a run's id and message may quote a server.
 	rv := runView{ID: termText(r.ID), Status: termText(r.Status), Message: termText(r.Message), Wall: dur(wall(r)), Stages: stageRows(&r, order)}
 	if !r.Started.IsZero() {
-		rv.Started = r.Started.Local().Format("2006-01-02 15:04:05")
+		rv.Started = r.Started.In(zone).Format("2006-01-02 15:04:05")
 	}
 	switch r.Status {
 	case "complete":

@@ -89,7 +89,7 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		t.printf("sawtooth report: %s\n", t.s(d.DB))
 	}
 	if !d.Generated.IsZero() {
-		t.printf("\ngenerated %s\n", d.Generated.Local().Format("2006-01-02 15:04 MST"))
+		t.printf("\ngenerated %s\n", d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST"))
 	}
 
 	t.printf("\n%s items: %s done, %s dead letters, %s queued", num(d.Counts.Items), num(d.Counts.Done), num(d.deadTotal()), num(d.queuedTotal()))
