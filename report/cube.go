@@ -184,7 +184,7 @@ func quoteText(s string, n int) string {
 	space := false
 	runes := 0
 	for _, r := range s {
-		if r == utf8.RuneError || unicode.Is(unicode.Cf, r) {
+		if r == utf8.RuneError || hiddenFormat(r) {
 			continue
 		}
 		if unicode.IsSpace(r) || unicode.IsControl(r) {

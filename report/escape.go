@@ -31,9 +31,16 @@ func termText(s string) string {
 }
 
 // unsafeRune is a rune that acts on a terminal or hides itself: C0 and C1
-// controls, DEL, format characters and invalid UTF-8.
+// controls, DEL, invalid UTF-8 and format characters (bidi overrides)
+// other than the zero-width joiners that emoji sequences need.
 func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar
+	return unicode.IsControl(r) || hiddenFormat(r) || r == unicode.ReplacementChar
+}
+
+// hiddenFormat is an invisible format character other than the
+// zero-width (non-)joiner.
+func hiddenFormat(r rune) bool {
+	return unicode.Is(unicode.Cf, r) && r != '\u200d' && r != '\u200c'
 }
 
 // mdEscaper escapes what Markdown (GitHub-flavoured, CommonMark) would

@@ -32,6 +32,7 @@ func TestTermText(t *testing.T) {
 		{"bidi override", "abc\u202edcb", `abc\u202edcb`},
 		{"C1 control", "a\u009bb", `a\x9bb`},
 		{"plain unicode", "café ✓", "café ✓"},
+		{"emoji joiner kept", "🤦\u200d♂️", "🤦\u200d♂️"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -362,8 +362,11 @@ type Change struct {
 	Previous  string   `json:"previous"`
 }
 
-// Changes lists the n largest changes in the pivot's rows, by the size of
-// the share's change and then of the count's, ties by row and label.
+// Changes lists the n largest changes in the pivot's rows, ranked by the
+// change in items times the change in share points: a share that moved
+// many points on a handful of items is noise, many more items in the
+// same share is growth, and both together is the story. Ties by row and
+// label.
 func (p *Pivot) Changes(n int) []Change {
 	var out []Change
 	for _, r := range p.Rows {
@@ -375,11 +378,14 @@ func (p *Pivot) Changes(n int) []Change {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Change) int {
-		return cmp.Or(cmp.Compare(math.Abs(b.ChangePts), math.Abs(a.ChangePts)), cmp.Compare(abs64(b.Change), abs64(a.Change)),
+		return cmp.Or(cmp.Compare(b.weight(), a.weight()), cmp.Compare(math.Abs(b.ChangePts), math.Abs(a.ChangePts)),
 			slices.Compare(a.Row, b.Row), cmp.Compare(a.Label, b.Label))
 	})
 	return out[:min(n, len(out))]
 }
+
+// weight ranks a change for Changes.
+func (c Change) weight() float64 { return float64(abs64(c.Change)) * math.Abs(c.ChangePts) }
 
 func abs64(n int64) int64 {
 	if n < 0 {

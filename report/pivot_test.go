@@ -213,9 +213,12 @@ func TestPivot_Changes(t *testing.T) {
 		t.Fatalf("%d changes, want 3", len(ch))
 	}
 	for i := 1; i < len(ch); i++ {
-		if math.Abs(ch[i].ChangePts) > math.Abs(ch[i-1].ChangePts) {
+		if ch[i].weight() > ch[i-1].weight() {
 			t.Errorf("changes not largest first: %v", ch)
 		}
+	}
+	if ch[0].Row[0] != "TaskFlow" || ch[0].Label != "bug" {
+		t.Errorf("largest change is %v, want TaskFlow's bug reports (+3 items, +16.1 pts)", ch[0])
 	}
 	tf := slices.IndexFunc(p.Rows, func(r PivotRow) bool { return r.Key[0] == "TaskFlow" })
 	c := p.Rows[tf].Cells[slices.Index(p.Labels, "bug")]

@@ -72,7 +72,7 @@ func (t *textWriter) pivot(p *Pivot) {
 		}
 		t.printf("%s%s\n", t.bullet(), t.s(c.Label))
 		for _, q := range c.Quotes {
-			t.printf("%s  “%s” (%s)\n", t.bullet(), t.s(q.Text), t.s(quoteSource(q)))
+			t.printf("  %s“%s” (%s)\n", t.bullet(), t.s(q.Text), t.s(quoteSource(q)))
 		}
 	}
 }

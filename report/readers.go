@@ -36,12 +36,18 @@ type mixView struct {
 }
 
 type mixRow struct {
-	Key    []string
+	Key    []keyCell
 	Items  string
 	Rating string
 	Vs     string
 	Cells  []mixCell
 	Quotes []quoteGroup
+}
+
+// keyCell is a group value; Long ones may wrap, short ones never do.
+type keyCell struct {
+	Value string
+	Long  bool
 }
 
 type mixCell struct {
@@ -180,7 +186,10 @@ func newMixView(p *Pivot, title string) *mixView {
 		}
 	}
 	row := func(r PivotRow) mixRow {
-		mr := mixRow{Key: r.Key, Items: num(r.Items), Rating: ratingText(r.Rating)}
+		mr := mixRow{Items: num(r.Items), Rating: ratingText(r.Rating)}
+		for _, k := range r.Key {
+			mr.Key = append(mr.Key, keyCell{Value: k, Long: len([]rune(k)) > 24})
+		}
 		if r.Previous != "" {
 			m.Previous = true
 			mr.Vs = fmt.Sprintf("%s (%s)", r.Previous, num(r.PreviousItems))
@@ -293,10 +302,19 @@ func trendViews(p *Pivot, win Window) []trendView {
 		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%d">%s</text>`, trendL, trendH-6, template.HTMLEscapeString(rows[0].Key[0]))
 		fmt.Fprintf(&b, `<text class="tick" x="%d" y="%d" text-anchor="end">%s</text>`, trendL+trendPW, trendH-6, template.HTMLEscapeString(rows[len(rows)-1].Key[0]))
 		b.WriteString(`</svg>`)
-		last := rows[len(rows)-1].Cells[li]
+		// The headline value is the period's last month (the latest month
+		// when the period is open or has no items).
+		at := len(rows) - 1
+		for i := len(rows) - 1; i >= 0; i-- {
+			if win != (Window{}) && win.Contains(rows[i].Key[0]) {
+				at = i
+				break
+			}
+		}
+		last := rows[at].Cells[li]
 		out = append(out, trendView{
 			Label:   label,
-			Latest:  fmt.Sprintf("%.1f%% in %s", 100*last.Share, rows[len(rows)-1].Key[0]),
+			Latest:  fmt.Sprintf("%.1f%% in %s", 100*last.Share, rows[at].Key[0]),
 			Caption: fmt.Sprintf("share of each month's reviews, %s to %s", rows[0].Key[0], rows[len(rows)-1].Key[0]),
 			SVG:     template.HTML(b.String()),
 		})
