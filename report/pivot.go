@@ -20,13 +20,16 @@ type Window struct {
 // window: month alone, or from and/or to. Errors name the flag and the
 // format wanted.
 func ParseWindow(month, from, to string) (Window, error) {
+	flags := []struct{ flag, v string }{{"--from", from}, {"--to", to}}
 	if month != "" {
 		if from != "" || to != "" {
 			return Window{}, fmt.Errorf("--month %s cannot be combined with --from/--to: give one month or a range", month)
 		}
 		from, to = month, month
+		flags = flags[:1]
+		flags[0] = struct{ flag, v string }{"--month", month}
 	}
-	for _, f := range []struct{ flag, v string }{{"--month/--from", from}, {"--month/--to", to}} {
+	for _, f := range flags {
 		if f.v == "" {
 			continue
 		}

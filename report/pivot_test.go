@@ -299,7 +299,8 @@ func TestParseWindow(t *testing.T) {
 		{name: "month", month: "2026-11", want: Window{"2026-11", "2026-11"}},
 		{name: "range", from: "2026-09", to: "2026-11", want: Window{"2026-09", "2026-11"}},
 		{name: "open", want: Window{}},
-		{name: "not a month", month: "Nov", wantErr: "YYYY-MM"},
+		{name: "not a month", month: "Nov", wantErr: `--month "Nov" is not a month: write it as YYYY-MM`},
+		{name: "bad end", from: "2026-01", to: "2026-13", wantErr: `--to "2026-13" is not a month`},
 		{name: "both", month: "2026-11", from: "2026-10", wantErr: "cannot be combined"},
 		{name: "backwards", from: "2026-11", to: "2026-10", wantErr: "after"},
 	}
