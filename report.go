@@ -25,7 +25,8 @@ pastes into a chat or a PR.
 --by app,month adds a pivot (any group fields, any order): label counts and
 shares, average rating and the change against the previous period per row.
 --month 2026-11 (or --from/--to) chooses the period, --where app=TaskFlow
-filters the items. csv writes the pivot, one row per row and label.`,
+filters the items. csv writes the pivot (by app,month unless --by), one
+line per row and label.`,
 		Flags: []cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text|markdown|json|csv|html", Destination: &format},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &output},

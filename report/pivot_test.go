@@ -319,3 +319,21 @@ func TestParseWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestPivot_LatestChanges: a table of every month says what changed in
+// the latest one.
+func TestPivot_LatestChanges(t *testing.T) {
+	p, err := fixtureCube(t).Pivot(PivotOptions{By: []string{"app", "month"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, in := p.latestChanges(5)
+	if in != " in 2026-11" || len(ch) == 0 {
+		t.Fatalf("latestChanges = %v, %q", ch, in)
+	}
+	for _, c := range ch {
+		if c.Row[1] != "2026-11" {
+			t.Errorf("change %v is not in the latest month", c)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -58,8 +59,9 @@ func (t *textWriter) pivot(p *Pivot) {
 	t.table(header, right, rows)
 	t.printf("\n%scells: items (share of the row; change in items / in share points against the period compared with)\n", t.bullet())
 
-	if changes := p.Changes(10); len(changes) > 0 {
-		t.heading("What changed")
+	changes, in := p.latestChanges(10)
+	if len(changes) > 0 {
+		t.heading("What changed" + in)
 		for _, c := range changes {
 			t.printf("%s%s: %s\n", t.bullet(), t.s(strings.Join(c.Row, " ")), t.s(c.Describe()))
 		}
@@ -106,4 +108,30 @@ func quoteSource(q Quote) string {
 		s += ", rating " + FormatNumber(*q.Rating)
 	}
 	return s + ", confidence " + FormatNumber(q.Confidence)
+}
+
+// latestChanges is Changes, restricted to the latest month when the rows
+// span every month (a table of all months, read for what changed last),
+// with the heading's suffix (" in 2026-11").
+func (p *Pivot) latestChanges(n int) ([]Change, string) {
+	mi := slices.Index(p.By, MonthField)
+	if p.Period != "" || mi < 0 {
+		if p.Period != "" {
+			return p.Changes(n), " in " + p.Period
+		}
+		return p.Changes(n), ""
+	}
+	latest := ""
+	for _, r := range p.Rows {
+		if isMonth(r.Key[mi]) && r.Key[mi] > latest {
+			latest = r.Key[mi]
+		}
+	}
+	var out []Change
+	for _, c := range p.Changes(len(p.Rows) * len(p.Labels)) {
+		if c.Row[mi] == latest && len(out) < n {
+			out = append(out, c)
+		}
+	}
+	return out, " in " + latest
 }
