@@ -13,32 +13,50 @@ const (
 	DefaultEstimatedTokens = 500             // tokens per call before any is measured
 )
 
-// How the limiter reads the quota once it has measured round trips (see
-// AIMD). They are tuned on a sliding-window quota whose window spans about
-// eight round trips, the shape of a per-minute quota with second-long
-// calls; limiter's quota simulation test exercises them end to end.
+// How the law paces a rate once it has measured round trips (see AIMD).
+// Round trips are the smoothed latency of successes; the quota simulation
+// test (quota_sim_test.go) measures them across every quota shape.
 const (
-	// slowStartShare: with no Start given, the limit doubles each round
-	// trip up to Ceiling/slowStartShare. A quota counted over a window
-	// shows nothing until the window is full, so slow start cannot find
-	// the quota, only overshoot it; it stops well short of the ceiling.
-	slowStartShare = 3
-	// lagRoundTrips is how far back an edge 429 looks for the limit to
-	// return to: a window-counted quota reports an overshoot only once
-	// the window is full, several round trips after it began.
-	lagRoundTrips = 5
-	// edgeBackoff is the least an edge 429 takes off the limit.
-	edgeBackoff = 0.97
+	// rateHeadroom: while pacing a rate r, the limit on calls in flight is
+	// r × latency × rateHeadroom (Little's law with room for latency's
+	// spread); the rate, not the limit, holds the quota.
+	rateHeadroom = 1.5
+	// eventBackoff multiplies the rate once per congestion event; each
+	// further 429 of the event takes one call per round trip off it.
+	eventBackoff = 0.97
+	// recoverShare, recoverPerRTT: below recoverShare of the rate at the
+	// last congestion event (the edge), the rate climbs back by
+	// recoverPerRTT of the edge per round trip.
+	recoverShare  = 0.95
+	recoverPerRTT = 0.05
+	// probePerRTT, probeDoubling: from recoverShare of the edge up, the
+	// rate grows by probePerRTT of the edge per round trip, a step that
+	// doubles every probeDoubling round trips spent above the edge, so a
+	// quota that grew is found in a few dozen round trips and one that did
+	// not is overshot by a few percent.
+	probePerRTT   = 0.01
+	probeDoubling = 4
+	// capGrowRoundTrips: the cap on calls in flight set at a congestion
+	// event grows by one per this many round trips.
+	capGrowRoundTrips = 4
+	// capShare: a congestion event with more calls in flight than capShare
+	// times what the rate carries is the cap's, and leaves the rate alone.
+	capShare = 1.15
+	// probeStair, probeStairRoundTrips: probing stops at probeStair times
+	// the edge until probeStairRoundTrips round trips above the edge have
+	// passed with no 429, then takes the stair as the new edge: a quota
+	// counted over a long window answers an overshoot late.
+	probeStair           = 1.2
+	probeStairRoundTrips = 10
 	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
-	cooldownRoundTrips = 5
-	// probeStreaks and probeSteps: from the level of the last edge 429
-	// up, the limit grows by one per probeStreaks streaks instead of one,
-	// for probeSteps steps; then, no 429 having come, the quota has grown
-	// and the limit grows per streak again.
-	probeStreaks = 3
-	probeSteps   = 3
-	// historyLen bounds the limit history kept for edge 429s.
-	historyLen = 64
+	cooldownRoundTrips = 2
+	// paceBurst is the pacing tolerance, in starts: how far ahead of the
+	// paced schedule a start may run.
+	paceBurst = 2
+	// backoffMaxRoundTrips caps the wait after uncertain 429s.
+	backoffMaxRoundTrips = 64
+	// sentRing bounds the start stamps kept to measure the sent rate.
+	sentRing = 256
 )
 
 // ewmaWeight is the weight of each new sample in the smoothed token and

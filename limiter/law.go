@@ -5,48 +5,59 @@ import (
 	"time"
 )
 
-// law is the AIMD control law on its own: the limit, the retry-after
-// gate, the pacing after a decrease and everything the limit is derived
-// from (the edge history, the cooldown, the smoothed latency and tokens).
-// It is pure in the manner of golang.org/x/time/rate: every event carries
-// its time t explicitly, and a method only turns the state and the event
-// into the new state. It holds no lock, starts no timer and never reads a
-// clock, so a test or a simulation drives it through exact instants. AIMD
-// wraps it with the waiter queue, the lock and the clock.
+// law is the control law on its own: the limit, the paced rate, the
+// retry-after gate and everything they are derived from. It is pure in the
+// manner of golang.org/x/time/rate: every event carries its time t, and a
+// method only turns the state and the event into the new state. It holds
+// no lock, starts no timer and never reads a clock, so a test or a
+// simulation drives it through exact instants. AIMD wraps it with the
+// waiter queue, the lock and the clock.
 type law struct {
 	cfg Config // with defaults applied; cfg.Now is not read
 
-	limit     int
-	streak    int       // successes counted toward the next increase
+	limit     int       // calls in flight
+	slowStart bool      // no Start was given and no 429 has come yet
+	rate      float64   // paced starts per second; 0: not pacing yet
+	edge      float64   // the rate at the last congestion event
+	eventRate float64   // the rate when the current event began
+	grownAt   time.Time // the rate's growth is accounted up to here
+	above     time.Time // since when the rate is above the edge; zero if not
+	tat       time.Time // pacing: the theoretical start time of the next call
+	// capLevel: calls in flight at the last congestion event, less one,
+	// growing by one per capGrowRoundTrips since; 0 before any event. It
+	// holds a server's cap on calls in progress, which a rate cannot.
+	capLevel float64
+
 	decrease  time.Time // stamp of the last congestion event; zero before the first
-	lastStart time.Time // latest start time handed out
+	lastStart time.Time // latest start stamp handed out
 	gate      time.Time // no call starts before this
+	cooldown  time.Time // the rate does not grow before this
+
+	// After a 429 that does not say when to retry (none, or rounded to
+	// whole seconds), the law waits a backoff, then lets one probe call
+	// through and holds the rest until it succeeds.
+	backoffs  int       // uncertain events since the last success
+	needProbe bool      // the next start is a probe
+	probe     time.Time // start stamp of the probe in flight; zero if none
+	seed      uint64    // jitter state
+
+	sent  [sentRing]time.Time // ring of recent start stamps
+	nSent int
+
+	// The admitted rate over the cycle since the last congestion event
+	// (or the first start): successes of calls started in it, and the
+	// latest such start.
+	cycleFrom time.Time
+	cycleOK   int
+	cycleLast time.Time
 
 	minLimit, maxLimit   int
 	increases, decreases int64
-
-	slowStart bool      // no Start was given and no 429 has come yet
-	lastEdge  bool      // the last decrease answered an edge 429
-	edge      int       // limit less one at the last edge 429; 0: none (see probing)
-	probes    int       // slow increases from edge up since the last decrease
-	cooldown  time.Time // the limit does not grow before this
-	paceUntil time.Time // starts are paced until this, after a decrease
-	paceNext  time.Time // the next paced start
-	paceEvery time.Duration
-	history   [historyLen]limitChange // ring of the latest limit changes
-	changes   int                     // limit changes recorded, ever
 
 	avgTokens  float64 // EWMA of billed tokens per success; valid if hasTokens
 	hasTokens  bool
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
-}
-
-// limitChange is one entry of the limit history: at at, the limit changed
-// from limit.
-type limitChange struct {
-	at    time.Time
-	limit int
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -58,34 +69,55 @@ func newLaw(cfg Config, slowStart bool) law {
 		minLimit:  cfg.Start,
 		maxLimit:  cfg.Start,
 		slowStart: slowStart && !cfg.Fixed,
+		seed:      0x9e3779b97f4a7c15,
 	}
 }
 
 // mayStart reports whether a call may start at t with inFlight calls
-// holding slots: a slot is free and neither the gate nor pacing holds it.
+// holding slots: a slot is free, neither the gate nor pacing holds it, and
+// no probe is awaited.
 func (w *law) mayStart(t time.Time, inFlight int) bool {
-	return inFlight < w.limit && !t.Before(w.hold(t))
+	return inFlight < w.limit && !t.Before(w.hold(t)) && !w.awaitingProbe()
 }
+
+// awaitingProbe reports whether starts wait for a probe's outcome.
+func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 
 // hold is the time before which no call starts: the retry-after gate, or
-// while pacing after a decrease, the next paced start.
-func (w *law) hold(t time.Time) time.Time {
-	if t.Before(w.paceUntil) && w.paceNext.After(w.gate) {
-		return w.paceNext
+// the paced schedule when later.
+func (w *law) hold(time.Time) time.Time {
+	h := w.gate
+	if w.rate > 0 {
+		if p := w.tat.Add(-w.interval() * paceBurst); p.After(h) {
+			h = p
+		}
 	}
-	return w.gate
+	return h
 }
 
-// start records a call let through at t and returns its start stamp,
-// spacing the next paced start after it.
+// interval is the paced time between starts.
+func (w *law) interval() time.Duration {
+	return time.Duration(float64(time.Second) / w.rate)
+}
+
+// start records a call let through at t and returns its start stamp.
 func (w *law) start(t time.Time) time.Time {
-	if t.Before(w.paceUntil) {
-		if w.paceNext.Before(t) {
-			w.paceNext = t
+	s := w.stamp(t)
+	if w.rate > 0 {
+		if w.tat.Before(t) {
+			w.tat = t
 		}
-		w.paceNext = w.paceNext.Add(w.paceEvery)
+		w.tat = w.tat.Add(w.interval())
 	}
-	return w.stamp(t)
+	if w.needProbe && w.probe.IsZero() {
+		w.probe = s
+	}
+	if w.nSent == 0 {
+		w.cycleFrom = s.Add(-time.Nanosecond)
+	}
+	w.sent[w.nSent%sentRing] = s
+	w.nSent++
+	return s
 }
 
 // stamp returns the start time for a call starting at t: t, nudged a
@@ -102,115 +134,200 @@ func (w *law) stamp(t time.Time) time.Time {
 	return t
 }
 
-// onSuccess folds in a success at t of the call started at started,
-// billed tokens, and grows the limit if a streak is complete (see AIMD).
+// onSuccess folds in a success at t of the call started at started, billed
+// tokens, and grows the limit or the rate (see AIMD).
 func (w *law) onSuccess(t, started time.Time, tokens int64) {
 	w.observe(t.Sub(started), tokens)
 	if w.cfg.Fixed {
 		return
 	}
-	ceiling := w.ceiling()
-	if w.limit > ceiling {
-		w.setLimit(t, ceiling)
+	if started.Equal(w.probe) {
+		w.needProbe, w.probe = false, time.Time{}
+	}
+	if started.After(w.decrease) {
+		w.backoffs = 0
+	}
+	if started.After(w.cycleFrom) {
+		w.cycleOK++
+		if started.After(w.cycleLast) {
+			w.cycleLast = started
+		}
 	}
 	switch {
 	case w.slowStart:
-		top := min(ceiling, max(w.cfg.Start, w.cfg.Ceiling/slowStartShare))
-		if w.limit < top {
-			w.setLimit(t, min(top, w.limit+w.cfg.Increase))
+		if ceiling := w.ceiling(); w.limit < ceiling {
+			w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
 			w.increases++
 		}
-		w.slowStart = w.limit < top
-	case started.After(w.decrease) && !t.Before(w.cooldown):
-		w.streak++
-		need := w.limit
-		probing := w.probing()
-		if probing {
-			need *= probeStreaks
+		return
+	case w.rate == 0:
+		// A start given (a limit learned by an earlier run) and the first
+		// round trip measured: pace the rate that limit carries.
+		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
+		w.edge, w.grownAt, w.tat = w.rate, t, t
+	default:
+		w.grow(t)
+	}
+	w.fitLimit()
+}
+
+// grow raises the rate for the time since it last grew: fast back to just
+// under the edge, then slowly, the step doubling above the edge.
+func (w *law) grow(t time.Time) {
+	rtts := t.Sub(w.grownAt).Seconds() / w.latency().Seconds()
+	w.grownAt = t
+	if t.Before(w.cooldown) || w.sentRate(t) < 0.9*w.rate {
+		return // cooling, or the rate is not what holds the calls back
+	}
+	if w.capLevel > 0 {
+		w.capLevel += rtts / capGrowRoundTrips
+	}
+	switch {
+	case w.rate < recoverShare*w.edge:
+		w.rate += rtts * recoverPerRTT * w.edge
+		w.above = time.Time{}
+	case w.rate < w.edge:
+		w.rate += rtts * probePerRTT * w.edge
+		w.above = time.Time{}
+	default:
+		if w.above.IsZero() {
+			w.above = t
 		}
-		if w.streak >= need {
-			w.streak = 0
-			if w.limit < ceiling {
-				if probing {
-					w.probes++
-				}
-				w.setLimit(t, min(ceiling, w.limit+w.cfg.Increase))
-				w.increases++
+		above := t.Sub(w.above).Seconds() / w.latency().Seconds()
+		w.rate += rtts * probePerRTT * w.edge * math.Pow(2, min(above/probeDoubling, 10))
+		w.increases++
+		if top := w.edge * probeStair; w.rate >= top {
+			// A stair up with no 429 for a while: the quota grew. Probe on
+			// from there, slowly at first again.
+			w.rate = top
+			if above >= probeStairRoundTrips {
+				w.edge, w.above = top, time.Time{}
 			}
 		}
 	}
+	w.rate = min(w.rate, w.maxRate())
 }
 
 // onRateLimited folds in a 429 at t of the call started at started, with
-// the server's retry delay retryAfter (0 if none): it moves the gate and
-// decreases the limit if this is a new congestion event. It reports
-// whether the gate moved later.
-func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration) (gateMoved bool) {
-	if retryAfter > 0 {
-		if until := t.Add(retryAfter); until.After(w.gate) {
-			w.gate = until
-			gateMoved = true
+// the server's retry delay retryAfter (0 if none), inFlight calls (this
+// one included) holding slots. It reports whether the
+// gate moved later.
+func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
+	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
+	if w.cfg.Fixed {
+		return w.closeGate(t.Add(retryAfter))
+	}
+	if started.Equal(w.probe) {
+		w.probe = time.Time{} // refused: probe again after the next backoff
+		newEvent = true
+	}
+	if uncertain(retryAfter) {
+		if newEvent {
+			d := w.backoff()
+			if retryAfter > 0 {
+				d = min(d, retryAfter)
+			}
+			gateMoved = w.closeGate(t.Add(d))
+			w.needProbe = true
+			w.backoffs++
 		}
+	} else {
+		gateMoved = w.closeGate(t.Add(retryAfter))
 	}
-	if !w.cfg.Fixed && started.After(w.decrease) && (!w.sameRoundTrip(t) || w.escalates(retryAfter)) {
-		w.decreaseAt(t, retryAfter)
+	if !newEvent {
+		// Each refused call of an event was one call per round trip too
+		// many, down to DecreaseFactor of the rate the event began at.
+		if w.rate > 0 {
+			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.minRate())
+			w.fitLimit()
+		}
+		return gateMoved
 	}
-	return gateMoved
-}
-
-// decreaseAt answers a congestion event at t (see AIMD).
-func (w *law) decreaseAt(t time.Time, retryAfter time.Duration) {
-	// Stamp the event no earlier than any start handed out so far, so
-	// every call already started compares as part of this event even when
-	// the clock has not moved since.
+	w.decreases++
 	w.decrease = t
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
 	}
-	w.decreases++
-	w.streak = 0
-	next := int(math.Floor(float64(w.limit) * w.cfg.DecreaseFactor))
-	if w.isEdge(retryAfter) {
-		// An edge 429: the quota frees a slot within a round trip, so the
-		// limit only just overshot it. Go back to where the limit was
-		// before the overshoot began.
-		back := w.limitAt(t.Add(-time.Duration(lagRoundTrips * w.avgLatency)))
-		next = max(next, min(back, int(math.Floor(float64(w.limit)*edgeBackoff))))
-		w.edge = w.limit - w.cfg.Increase
-		w.lastEdge = true
-	} else {
-		w.edge = 0
-		w.lastEdge = false
+	w.slowStart = false
+	if !w.hasLatency {
+		// Nothing measured to pace with: decrease the limit.
+		w.setLimit(max(w.cfg.Floor, int(float64(w.limit)*w.cfg.DecreaseFactor)))
+		return gateMoved
 	}
-	w.slowStart, w.probes = false, 0
-	w.setLimit(t, max(w.cfg.Floor, next))
+	if w.rate == 0 {
+		w.rate = w.sentRate(t)
+	}
+	w.eventRate = w.rate
+	// A server's cap on calls in progress refuses at a level of calls in
+	// flight, whatever the rate; a quota at a rate, whatever the calls in
+	// flight. Calls in flight well above what the rate carries on average
+	// point to the cap: hold the calls in flight there, not the rate.
+	carried := w.rate * w.latency().Seconds()
+	if float64(inFlight-1) >= carried {
+		w.capLevel = float64(inFlight - 1)
+	}
+	if float64(inFlight) < carried*capShare {
+		w.rate *= eventBackoff
+	}
+	// What the quota admitted over the cycle since the last event is its
+	// rate: pace no faster.
+	if span := w.cycleLast.Sub(w.cycleFrom); span > 2*w.latency() {
+		w.rate = min(w.rate, float64(w.cycleOK)/span.Seconds())
+	}
+	w.rate = max(w.rate, w.minRate())
+	w.edge = w.rate / eventBackoff
+	w.cycleFrom, w.cycleOK, w.cycleLast = w.decrease, 0, w.decrease
 	resume := w.gate
 	if t.After(resume) {
 		resume = t
 	}
-	cooldown := w.cfg.Cooldown
-	if w.hasLatency {
-		cooldown = min(cooldown, time.Duration(cooldownRoundTrips*w.avgLatency))
-		// Spread the first calls after the decrease over a round trip
-		// rather than letting them all through when the gate opens.
-		w.paceEvery = time.Duration(w.avgLatency / float64(w.limit))
-		w.paceNext = resume
-		w.paceUntil = resume.Add(cooldown)
+	w.cooldown = resume.Add(min(w.cfg.Cooldown, time.Duration(cooldownRoundTrips*w.avgLatency)))
+	w.grownAt, w.above = resume, time.Time{}
+	if w.tat.Before(resume) {
+		w.tat = resume
 	}
-	w.cooldown = resume.Add(cooldown)
+	w.fitLimit()
+	return gateMoved
 }
 
-// isEdge reports whether a 429 with retryAfter is an edge 429: the quota
-// frees a slot within a measured round trip.
-func (w *law) isEdge(retryAfter time.Duration) bool {
-	return w.hasLatency && retryAfter > 0 && float64(retryAfter) <= w.avgLatency
+// uncertain reports whether a 429's retry delay leaves the wait unknown:
+// none was given, or it is a whole number of seconds, rounded (Gemini's
+// per-minute quotas send 26-59 s where a second or two would do).
+func uncertain(retryAfter time.Duration) bool {
+	return retryAfter%time.Second == 0
 }
 
-// escalates reports whether a 429 with retryAfter tells of more than the
-// last decrease answered: that was an edge 429, this one is not (the quota
-// fell just after the limit overshot it).
-func (w *law) escalates(retryAfter time.Duration) bool {
-	return w.lastEdge && !w.isEdge(retryAfter)
+// backoff is the wait after an uncertain 429: a round trip doubled per
+// uncertain event since the last success, with jitter, capped.
+func (w *law) backoff() time.Duration {
+	base := time.Second
+	if w.hasLatency {
+		base = w.latency()
+	}
+	d := base << min(w.backoffs, 6)
+	d = min(d, backoffMaxRoundTrips*base)
+	// xorshift64: deterministic jitter, ±25%.
+	w.seed ^= w.seed << 13
+	w.seed ^= w.seed >> 7
+	w.seed ^= w.seed << 17
+	return time.Duration(float64(d) * (0.75 + 0.5*float64(w.seed>>11)/float64(1<<53)))
+}
+
+// closeGate moves the gate to until if later, and reports whether it did.
+func (w *law) closeGate(until time.Time) bool {
+	if until.After(w.gate) {
+		w.gate = until
+		return true
+	}
+	return false
+}
+
+// onFailed folds in any other outcome of the call started at started: it
+// only matters if that call was the probe.
+func (w *law) onFailed(started time.Time) {
+	if started.Equal(w.probe) {
+		w.probe = time.Time{}
+	}
 }
 
 // sameRoundTrip reports whether t is within one measured round trip of the
@@ -221,44 +338,67 @@ func (w *law) sameRoundTrip(t time.Time) bool {
 	return w.hasLatency && !w.decrease.IsZero() && float64(t.Sub(w.decrease)) < w.avgLatency
 }
 
-// probing reports whether the limit is at or above the level of the last
-// edge 429 and still within the probeSteps slow steps from there.
-func (w *law) probing() bool {
-	return w.edge > 0 && w.limit >= w.edge && w.probes < probeSteps
-}
-
-// limitAt returns the limit in force at t, or the oldest limit the history
-// remembers when t is older than that.
-func (w *law) limitAt(t time.Time) int {
-	v := w.limit
-	for i := 1; i <= min(w.changes, historyLen); i++ {
-		c := w.history[(w.changes-i)%historyLen]
-		if !c.at.After(t) {
-			return v // the limit c set, in force from c.at until the next change
+// sentRate is the rate of starts over the last round trip.
+func (w *law) sentRate(t time.Time) float64 {
+	span := w.latency()
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		if w.sent[(w.nSent-i)%sentRing].Before(t.Add(-span)) {
+			break
 		}
-		v = c.limit // the limit before c
+		n++
 	}
-	return v
+	return max(float64(n)/span.Seconds(), w.minRate())
 }
 
-// setLimitTo sets the limit at t to n clamped to [Floor, ceiling], for a
-// limit learned by an earlier run or set by hand (see AIMD.SetLimit).
+// latency is the smoothed round trip, at least a microsecond.
+func (w *law) latency() time.Duration {
+	return max(time.Duration(w.avgLatency), time.Microsecond)
+}
+
+// minRate is Floor calls per round trip; maxRate the rate Ceiling calls in
+// flight carry, or a TPM budget's, whichever is lower.
+func (w *law) minRate() float64 {
+	return float64(w.cfg.Floor) / w.latency().Seconds()
+}
+
+func (w *law) maxRate() float64 {
+	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
+	if w.cfg.TPM > 0 && w.hasTokens {
+		r = min(r, float64(w.cfg.TPM)/60/w.avgTokens)
+	}
+	return max(r, w.minRate())
+}
+
+// fitLimit sets the limit on calls in flight to carry the paced rate.
+func (w *law) fitLimit() {
+	if w.rate <= 0 || !w.hasLatency {
+		return
+	}
+	n := int(math.Ceil(w.rate * w.latency().Seconds() * rateHeadroom))
+	if w.capLevel > 0 {
+		n = min(n, int(w.capLevel))
+	}
+	w.setLimit(min(max(n, w.cfg.Floor), w.ceiling()))
+}
+
+// setLimitTo sets the limit to n clamped to [Floor, ceiling], for a limit
+// learned by an earlier run or set by hand (see AIMD.SetLimit).
 func (w *law) setLimitTo(t time.Time, n int) {
 	ceiling := w.cfg.Ceiling
 	if !w.cfg.Fixed {
 		ceiling = w.ceiling()
 	}
-	w.setLimit(t, min(max(n, w.cfg.Floor), ceiling))
-	w.streak = 0
+	w.setLimit(min(max(n, w.cfg.Floor), ceiling))
 	w.slowStart = false
+	if w.hasLatency && !w.cfg.Fixed {
+		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
+		w.edge, w.grownAt, w.above = w.rate, t, time.Time{}
+	}
 }
 
-// setLimit sets the limit at t, recording the change in the history.
-func (w *law) setLimit(t time.Time, n int) {
-	if n != w.limit {
-		w.history[w.changes%historyLen] = limitChange{t, w.limit}
-		w.changes++
-	}
+// setLimit sets the limit, tracking its range.
+func (w *law) setLimit(n int) {
 	w.limit = n
 	w.minLimit = min(w.minLimit, n)
 	w.maxLimit = max(w.maxLimit, n)

@@ -229,7 +229,7 @@ func (l *AIMD) RateLimited(started time.Time, retryAfter time.Duration) {
 	defer l.mu.Unlock()
 	now := l.cfg.Now()
 	l.releaseLocked()
-	if l.law.onRateLimited(now, started, retryAfter) {
+	if l.law.onRateLimited(now, started, retryAfter, l.inFlight+1) {
 		l.wakeHeadLocked()
 	}
 	l.dispatchLocked(now)
@@ -242,6 +242,7 @@ func (l *AIMD) Failed(started time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releaseLocked()
+	l.law.onFailed(started)
 	l.dispatchLocked(l.cfg.Now())
 }
 
