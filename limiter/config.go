@@ -14,48 +14,49 @@ const (
 )
 
 // How the law paces a rate once it has measured round trips (see AIMD).
-// Round trips are the smoothed latency of successes; the quota simulation
-// test (quota_sim_test.go) measures them across every quota shape.
+// Round trips are the smoothed latency of successes. The values are tuned
+// on the quota simulation (quota_sim_test.go), across every quota shape
+// at once.
 const (
 	// rateHeadroom: while pacing a rate r, the limit on calls in flight is
 	// r × latency × rateHeadroom (Little's law with room for latency's
-	// spread); the rate, not the limit, holds the quota.
+	// spread); the rate, not the limit, holds a quota.
 	rateHeadroom = 1.5
-	// eventBackoff multiplies the rate once per congestion event; each
-	// further 429 of the event takes one call per round trip off it.
+	// eventBackoff multiplies the rate at a congestion event when no safe
+	// rate is known; each further 429 of a call already started then
+	// takes one call per round trip off it.
 	eventBackoff = 0.97
-	// recoverShare, recoverPerRTT: below recoverShare of the rate at the
-	// last congestion event (the edge), the rate climbs back by
-	// recoverPerRTT of the edge per round trip.
-	recoverShare  = 0.95
-	recoverPerRTT = 0.05
-	// probePerRTT, probeDoubling: from recoverShare of the edge up, the
-	// rate grows by probePerRTT of the edge per round trip, a step that
-	// doubles every probeDoubling round trips spent above the edge, so a
-	// quota that grew is found in a few dozen round trips and one that did
-	// not is overshot by a few percent.
-	probePerRTT   = 0.01
-	probeDoubling = 4
-	// capGrowRoundTrips: the cap on calls in flight set at a congestion
-	// event grows by one per this many round trips.
+	// probeStairRoundTrips: a rate held this many round trips with no 429
+	// is safe (see answerLag).
+	probeStairRoundTrips = 8
+	// probeStair: with no refused rate known, the rate climbs in stairs
+	// from the safe one, the first probeStair times it, each next stair's
+	// rise twice the last.
+	probeStair = 1.05
+	// bisectShare: the bisection between the safe rate and the refused one
+	// stops when they are within this share, and the rate stays at the
+	// safe one for reprobeLags answer lags before it looks for more.
+	bisectShare = 0.03
+	reprobeLags = 1
+	// cycleMinSuccesses: the admitted rate since the last congestion event
+	// is read only over at least this many successes.
+	cycleMinSuccesses = 10
+	// capGrowRoundTrips: from the level of the last congestion event it
+	// answered up, the cap on calls in flight grows by one per this many
+	// round trips while it holds calls back.
 	capGrowRoundTrips = 4
-	// capShare: a congestion event with more calls in flight than capShare
-	// times what the rate carries is the cap's, and leaves the rate alone.
+	// capShare: a refused call that started beside more than capShare
+	// times the calls in flight the rate carries on average met a cap on
+	// calls in progress, not a rate.
 	capShare = 1.15
-	// probeStair, probeStairRoundTrips: probing stops at probeStair times
-	// the edge until probeStairRoundTrips round trips above the edge have
-	// passed with no 429, then takes the stair as the new edge: a quota
-	// counted over a long window answers an overshoot late.
-	probeStair           = 1.2
-	probeStairRoundTrips = 10
 	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
-	cooldownRoundTrips = 2
+	cooldownRoundTrips = 4
 	// paceBurst is the pacing tolerance, in starts: how far ahead of the
 	// paced schedule a start may run.
 	paceBurst = 2
 	// backoffMaxRoundTrips caps the wait after uncertain 429s.
 	backoffMaxRoundTrips = 64
-	// sentRing bounds the start stamps kept to measure the sent rate.
+	// sentRing bounds the starts kept to measure the sent rate.
 	sentRing = 256
 )
 

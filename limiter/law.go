@@ -15,18 +15,30 @@ import (
 type law struct {
 	cfg Config // with defaults applied; cfg.Now is not read
 
-	limit     int       // calls in flight
-	slowStart bool      // no Start was given and no 429 has come yet
-	rate      float64   // paced starts per second; 0: not pacing yet
-	edge      float64   // the rate at the last congestion event
-	eventRate float64   // the rate when the current event began
-	grownAt   time.Time // the rate's growth is accounted up to here
-	above     time.Time // since when the rate is above the edge; zero if not
-	tat       time.Time // pacing: the theoretical start time of the next call
+	limit     int     // calls in flight
+	slowStart bool    // no Start was given and no 429 has come yet
+	rate      float64 // paced starts per second; 0: not pacing yet
+	// safe is the highest rate held for an answer lag (see answerLag)
+	// with no 429 since the quota last fell: the quota admits at least
+	// that much. refused is the rate last refused, 0 if none is known;
+	// the quota's rate lies between. The rate is held at probeFrom and
+	// has been safe held times since the last 429.
+	safe, refused float64
+	probeFrom     time.Time
+	held          int
+	stairs        int       // stairs up since the last 429
+	eventRate     float64   // the rate when the current event began
+	lastEvent     time.Time // the last congestion event the rate answered
+	tat           time.Time // pacing: the theoretical start time of the next call
 	// capLevel: calls in flight at the last congestion event, less one,
 	// growing by one per capGrowRoundTrips since; 0 before any event. It
 	// holds a server's cap on calls in progress, which a rate cannot.
 	capLevel float64
+	capEdge  float64 // capLevel as the last event set it
+	// lastOthers: the calls in flight beside the refused call of the last
+	// two congestion events. A cap on calls in progress refuses at the
+	// same level event after event; a rate at any.
+	lastOthers [2]int
 
 	decrease  time.Time // stamp of the last congestion event; zero before the first
 	lastStart time.Time // latest start stamp handed out
@@ -36,12 +48,14 @@ type law struct {
 	// After a 429 that does not say when to retry (none, or rounded to
 	// whole seconds), the law waits a backoff, then lets one probe call
 	// through and holds the rest until it succeeds.
-	backoffs  int       // uncertain events since the last success
-	needProbe bool      // the next start is a probe
-	probe     time.Time // start stamp of the probe in flight; zero if none
-	seed      uint64    // jitter state
+	backoffs int // uncertain events since the last success
+	// refusedSince: an uncertain 429 has come since the last success.
+	refusedSince bool
+	needProbe    bool      // the next start is a probe
+	probe        time.Time // start stamp of the probe in flight; zero if none
+	seed         uint64    // jitter state
 
-	sent  [sentRing]time.Time // ring of recent start stamps
+	sent  [sentRing]sentCall // ring of recent starts
 	nSent int
 
 	// The admitted rate over the cycle since the last congestion event
@@ -58,6 +72,27 @@ type law struct {
 	hasTokens  bool
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
+}
+
+// sentCall is one start: its stamp and the calls in flight beside it.
+type sentCall struct {
+	at     time.Time
+	others int
+}
+
+// othersAt returns the calls that were in flight beside the call started
+// at started, or fallback if it is no longer in the ring.
+func (w *law) othersAt(started time.Time, fallback int) int {
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := w.sent[(w.nSent-i)%sentRing]
+		if c.at.Equal(started) {
+			return c.others
+		}
+		if c.at.Before(started) {
+			break
+		}
+	}
+	return fallback
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -100,8 +135,9 @@ func (w *law) interval() time.Duration {
 	return time.Duration(float64(time.Second) / w.rate)
 }
 
-// start records a call let through at t and returns its start stamp.
-func (w *law) start(t time.Time) time.Time {
+// start records a call let through at t, with inFlight others holding
+// slots, and returns its start stamp.
+func (w *law) start(t time.Time, inFlight int) time.Time {
 	s := w.stamp(t)
 	if w.rate > 0 {
 		if w.tat.Before(t) {
@@ -115,7 +151,7 @@ func (w *law) start(t time.Time) time.Time {
 	if w.nSent == 0 {
 		w.cycleFrom = s.Add(-time.Nanosecond)
 	}
-	w.sent[w.nSent%sentRing] = s
+	w.sent[w.nSent%sentRing] = sentCall{s, inFlight}
 	w.nSent++
 	return s
 }
@@ -135,8 +171,9 @@ func (w *law) stamp(t time.Time) time.Time {
 }
 
 // onSuccess folds in a success at t of the call started at started, billed
-// tokens, and grows the limit or the rate (see AIMD).
-func (w *law) onSuccess(t, started time.Time, tokens int64) {
+// tokens, inFlight calls (this one included) holding slots, and grows the
+// limit or the rate (see AIMD).
+func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
 	if w.cfg.Fixed {
 		return
@@ -145,7 +182,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64) {
 		w.needProbe, w.probe = false, time.Time{}
 	}
 	if started.After(w.decrease) {
-		w.backoffs = 0
+		w.backoffs, w.refusedSince = 0, false
 	}
 	if started.After(w.cycleFrom) {
 		w.cycleOK++
@@ -164,48 +201,79 @@ func (w *law) onSuccess(t, started time.Time, tokens int64) {
 		// A start given (a limit learned by an earlier run) and the first
 		// round trip measured: pace the rate that limit carries.
 		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
-		w.edge, w.grownAt, w.tat = w.rate, t, t
+		w.probeFrom, w.tat = t, t
 	default:
 		w.grow(t)
+		if inFlight >= w.limit && w.capLevel > 0 && !t.Before(w.cooldown) {
+			// The limit on calls in flight holds the calls back: grow it
+			// by one per round trip, one per capGrowRoundTrips from the
+			// level of the last event it answered.
+			step := 1 / w.capLevel
+			if w.capLevel >= w.capEdge {
+				step /= capGrowRoundTrips
+			}
+			w.capLevel += step
+		}
 	}
 	w.fitLimit()
 }
 
-// grow raises the rate for the time since it last grew: fast back to just
-// under the edge, then slowly, the step doubling above the edge.
+// grow moves the rate on once it has been held for the quota's answer
+// lag (see answerLag) with no 429 while pacing held the calls back: that
+// rate is safe, and the next is halfway to the rate last refused, or a
+// stair above when none is known. A bisection finds the quota's rate in a
+// few lags, and a stair now and then finds a quota that grew.
 func (w *law) grow(t time.Time) {
-	rtts := t.Sub(w.grownAt).Seconds() / w.latency().Seconds()
-	w.grownAt = t
-	if t.Before(w.cooldown) || w.sentRate(t) < 0.9*w.rate {
-		return // cooling, or the rate is not what holds the calls back
+	if w.sentRate(t) < 0.9*w.rate {
+		w.probeFrom = t // not sending at the rate proves nothing about it
+		return
 	}
-	if w.capLevel > 0 {
-		w.capLevel += rtts / capGrowRoundTrips
+	lag := w.answerLag()
+	if t.Sub(w.probeFrom) < lag {
+		return
+	}
+	w.safe = max(w.safe, w.rate)
+	w.held++
+	if w.refused > 0 && w.held > reprobeLags {
+		w.refused = 0 // long at the safe rate: look for more again
 	}
 	switch {
-	case w.rate < recoverShare*w.edge:
-		w.rate += rtts * recoverPerRTT * w.edge
-		w.above = time.Time{}
-	case w.rate < w.edge:
-		w.rate += rtts * probePerRTT * w.edge
-		w.above = time.Time{}
-	default:
-		if w.above.IsZero() {
-			w.above = t
-		}
-		above := t.Sub(w.above).Seconds() / w.latency().Seconds()
-		w.rate += rtts * probePerRTT * w.edge * math.Pow(2, min(above/probeDoubling, 10))
+	case w.refused == 0:
+		// Stairs up, each twice the last while none is refused: a
+		// quota that grew far is found in a few lags, one that did not
+		// is overshot by a few percent.
+		w.rate = w.safe * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		w.stairs++
 		w.increases++
-		if top := w.edge * probeStair; w.rate >= top {
-			// A stair up with no 429 for a while: the quota grew. Probe on
-			// from there, slowly at first again.
-			w.rate = top
-			if above >= probeStairRoundTrips {
-				w.edge, w.above = top, time.Time{}
-			}
-		}
+	case w.refused-w.safe > bisectShare*w.refused:
+		w.rate = (w.safe + w.refused) / 2
+		w.increases++
+	default:
+		w.rate = w.safe
 	}
 	w.rate = min(w.rate, w.maxRate())
+	w.probeFrom = t
+}
+
+// capped reports whether a 429 of a call started beside others calls in
+// flight met a cap on calls in progress rather than a rate: the cap binds
+// and the call started at it, or others is well above what the rate
+// carries on average, or the last two events refused at the same level.
+func (w *law) capped(others int) bool {
+	carried := w.rate * w.latency().Seconds()
+	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
+	return capBinds && others+1 >= w.limit ||
+		float64(others) >= capShare*carried ||
+		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1]
+}
+
+// answerLag is how long a rate is held before it counts as safe: a quota
+// counted over a window answers an overshoot only once the window has
+// filled with it, so a rate is proven only after a while. It is
+// probeStairRoundTrips round trips, the window of a per-minute quota with
+// calls of several seconds.
+func (w *law) answerLag() time.Duration {
+	return time.Duration(probeStairRoundTrips * w.avgLatency)
 }
 
 // onRateLimited folds in a 429 at t of the call started at started, with
@@ -217,12 +285,19 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	if w.cfg.Fixed {
 		return w.closeGate(t.Add(retryAfter))
 	}
-	if started.Equal(w.probe) {
+	probeRefused := started.Equal(w.probe)
+	if probeRefused {
 		w.probe = time.Time{} // refused: probe again after the next backoff
 		newEvent = true
 	}
+	others := w.othersAt(started, inFlight-1)
 	if uncertain(retryAfter) {
-		if newEvent {
+		// Unless a cap on calls in progress refused it (it frees a slot
+		// as soon as a call ends), the quota is spent: wait a backoff,
+		// then probe. So too when a call started after a decrease is
+		// refused with no success in between.
+		capped := w.eventRate > 0 && w.capped(others)
+		if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
 			d := w.backoff()
 			if retryAfter > 0 {
 				d = min(d, retryAfter)
@@ -231,13 +306,16 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			w.needProbe = true
 			w.backoffs++
 		}
+		w.refusedSince = true
 	} else {
 		gateMoved = w.closeGate(t.Add(retryAfter))
 	}
 	if !newEvent {
-		// Each refused call of an event was one call per round trip too
-		// many, down to DecreaseFactor of the rate the event began at.
-		if w.rate > 0 {
+		// Each call refused of those already started when the event began
+		// was one call per round trip too many, down to DecreaseFactor of
+		// the rate the event began at. (Calls started since meet a quota
+		// still spent, which says nothing more.)
+		if w.rate > 0 && !started.After(w.decrease) {
 			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.minRate())
 			w.fitLimit()
 		}
@@ -257,32 +335,55 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	if w.rate == 0 {
 		w.rate = w.sentRate(t)
 	}
-	w.eventRate = w.rate
 	// A server's cap on calls in progress refuses at a level of calls in
 	// flight, whatever the rate; a quota at a rate, whatever the calls in
 	// flight. Calls in flight well above what the rate carries on average
 	// point to the cap: hold the calls in flight there, not the rate.
-	carried := w.rate * w.latency().Seconds()
-	if float64(inFlight-1) >= carried {
-		w.capLevel = float64(inFlight - 1)
-	}
-	if float64(inFlight) < carried*capShare {
-		w.rate *= eventBackoff
-	}
-	// What the quota admitted over the cycle since the last event is its
-	// rate: pace no faster.
-	if span := w.cycleLast.Sub(w.cycleFrom); span > 2*w.latency() {
-		w.rate = min(w.rate, float64(w.cycleOK)/span.Seconds())
+	// The refused call started with inFlight-1 others in flight: at the
+	// limit, the limit is what to lower; below it, the rate.
+	first := w.eventRate == 0
+	atCap := !first && w.capped(others)
+	w.lastOthers = [2]int{others, w.lastOthers[0]}
+	lag := w.answerLag()
+	saturated := !first && t.Sub(w.lastEvent) <= 2*lag
+	if atCap {
+		w.capLevel = float64(max(w.cfg.Floor, others))
+		w.capEdge = w.capLevel
+	} else {
+		if w.rate <= w.safe*1.001 {
+			w.safe = 0 // refused at a rate it admitted: the quota fell
+		}
+		w.refused, w.held, w.stairs = w.rate, 0, 0
+		switch {
+		case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
+			w.rate = (w.safe + w.refused) / 2
+		case w.safe > 0:
+			w.rate = w.safe
+		default:
+			w.rate = w.refused * eventBackoff
+			// When 429s keep coming, what the quota admitted since the
+			// last event is about its rate. The calls in flight were
+			// admitted (a refusal comes back at once), all but this one.
+			if span := w.cycleLast.Sub(w.cycleFrom); saturated && !probeRefused && w.cycleOK >= cycleMinSuccesses && span > w.latency() {
+				w.rate = min(w.rate, float64(w.cycleOK)/span.Seconds())
+			}
+		}
+		if first {
+			// Slow start sends in bursts, which a small burst allowance
+			// refuses below the quota's rate: no bound learned.
+			w.refused = 0
+		}
+		w.lastEvent = t
 	}
 	w.rate = max(w.rate, w.minRate())
-	w.edge = w.rate / eventBackoff
+	w.eventRate = w.rate
 	w.cycleFrom, w.cycleOK, w.cycleLast = w.decrease, 0, w.decrease
 	resume := w.gate
 	if t.After(resume) {
 		resume = t
 	}
 	w.cooldown = resume.Add(min(w.cfg.Cooldown, time.Duration(cooldownRoundTrips*w.avgLatency)))
-	w.grownAt, w.above = resume, time.Time{}
+	w.probeFrom = resume
 	if w.tat.Before(resume) {
 		w.tat = resume
 	}
@@ -343,7 +444,7 @@ func (w *law) sentRate(t time.Time) float64 {
 	span := w.latency()
 	n := 0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
-		if w.sent[(w.nSent-i)%sentRing].Before(t.Add(-span)) {
+		if w.sent[(w.nSent-i)%sentRing].at.Before(t.Add(-span)) {
 			break
 		}
 		n++
@@ -393,7 +494,7 @@ func (w *law) setLimitTo(t time.Time, n int) {
 	w.slowStart = false
 	if w.hasLatency && !w.cfg.Fixed {
 		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
-		w.edge, w.grownAt, w.above = w.rate, t, time.Time{}
+		w.probeFrom = t
 	}
 }
 

@@ -149,8 +149,8 @@ func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
 	l.mu.Lock()
 	now := l.cfg.Now()
 	if l.queue.Len() == 0 && l.law.mayStart(now, l.inFlight) {
+		started := l.law.start(now, l.inFlight)
 		l.inFlight++
-		started := l.law.start(now)
 		l.mu.Unlock()
 		return l.pace(ctx, started)
 	}
@@ -215,7 +215,7 @@ func (l *AIMD) Succeeded(started time.Time, tokens int64) {
 	defer l.mu.Unlock()
 	now := l.cfg.Now()
 	l.releaseLocked()
-	l.law.onSuccess(now, started, tokens)
+	l.law.onSuccess(now, started, tokens, l.inFlight+1)
 	l.dispatchLocked(now)
 }
 
@@ -291,8 +291,8 @@ func (l *AIMD) dispatchLocked(now time.Time) {
 			return
 		}
 		w := l.queue.Remove(e).(*waiter)
+		w.started = l.law.start(now, l.inFlight)
 		l.inFlight++
-		w.started = l.law.start(now)
 		w.granted = true
 		close(w.ready)
 		granted = true
