@@ -7,9 +7,9 @@ const (
 	DefaultStart           = 8               // calls in flight before any feedback
 	DefaultFloor           = 1               // lowest limit, calls in flight
 	DefaultCeiling         = 64              // highest limit, calls in flight
-	DefaultIncrease        = 1               // calls added per streak of successes
-	DefaultDecreaseFactor  = 0.5             // limit multiplier on a congestion event
-	DefaultCooldown        = 4 * time.Second // no growth this long after a decrease
+	DefaultIncrease        = 1               // calls added per success in slow start
+	DefaultDecreaseFactor  = 0.5             // the most one congestion event takes off
+	DefaultCooldown        = 4 * time.Second // no cap growth this long after an event
 	DefaultEstimatedTokens = 500             // tokens per call before any is measured
 )
 
@@ -71,8 +71,9 @@ const ewmaWeight = 1.0 / 8
 type Config struct {
 	// Start is the limit, in calls in flight, before any feedback arrives.
 	// Zero means DefaultStart with slow start: the limit doubles each round
-	// trip up to Ceiling/3 or the first 429 (see AIMD). It is clamped to
-	// [Floor, Ceiling].
+	// trip up to Ceiling or the first 429 (see AIMD). A positive Start (a
+	// limit learned by an earlier run) is paced from the first round trip
+	// as the rate it carries. It is clamped to [Floor, Ceiling].
 	Start int
 	// Floor is the lowest the limit goes, in calls in flight. Values below 1
 	// mean DefaultFloor (1): a limit of zero would stall the work for good.
@@ -80,27 +81,29 @@ type Config struct {
 	// Ceiling is the highest the limit goes, in calls in flight. Zero means
 	// DefaultCeiling; a Ceiling below Floor is raised to Floor.
 	Ceiling int
-	// Increase is added to the limit after each streak of successes (see
-	// AIMD). Values below 1 mean DefaultIncrease.
+	// Increase is added to the limit per success in slow start (see AIMD).
+	// Values below 1 mean DefaultIncrease.
 	Increase int
-	// DecreaseFactor multiplies the limit on a congestion event: the new
-	// limit is max(Floor, floor(limit*DecreaseFactor)). Values outside the
-	// open interval (0, 1) mean DefaultDecreaseFactor.
+	// DecreaseFactor bounds one congestion event's decrease: the paced
+	// rate never falls below DecreaseFactor of where the event put it, and
+	// before any round trip is measured the limit is multiplied by it.
+	// Values outside the open interval (0, 1) mean DefaultDecreaseFactor.
 	DecreaseFactor float64
-	// Cooldown is how long after a decrease the limit does not grow:
-	// successes completing within it do not count toward a streak. Once
-	// round trips are measured it lasts at most five of them, counted from
-	// when the retry-after gate opens. Zero means DefaultCooldown; a
-	// negative value means no cooldown.
+	// Cooldown is how long after a congestion event the cap on calls in
+	// flight does not grow (see AIMD). Once round trips are measured it
+	// lasts at most four of them, counted from when the retry-after gate
+	// opens. Zero means DefaultCooldown; a negative value means none.
 	Cooldown time.Duration
 	// Fixed turns adaptation off: the limit stays at Start (or wherever
-	// SetLimit puts it), 429s do not decrease it, successes do not grow it,
-	// and the TPM-derived ceiling is not applied. The retry-after gate and
-	// RPM/TPM pacing still hold.
+	// SetLimit puts it), no rate is paced, 429s do not decrease it,
+	// successes do not grow it, and the TPM-derived ceiling is not
+	// applied. The retry-after gate and RPM/TPM pacing still hold.
 	Fixed bool
-	// TPM is the token budget per minute (input plus output tokens, as
-	// billed). Zero means none. When positive, the limit never exceeds the
-	// ceiling Little's law derives from it (see AIMD).
+	// TPM is the input-token budget per minute (what Gemini's per-minute
+	// token quota counts; Succeeded reports input tokens). Zero means none.
+	// When positive, the limit never exceeds the ceiling Little's law
+	// derives from it, nor the paced rate TPM over the tokens per call
+	// (see AIMD).
 	TPM int64
 	// PaceTPM, with TPM > 0, also paces call starts with a token bucket
 	// filling at TPM/60 tokens per second, its burst one second's worth

@@ -21,8 +21,8 @@ type law struct {
 	// safe is the highest rate held for an answer lag (see answerLag)
 	// with no 429 since the quota last fell: the quota admits at least
 	// that much. refused is the rate last refused, 0 if none is known;
-	// the quota's rate lies between. The rate is held at probeFrom and
-	// has been safe held times since the last 429.
+	// the quota's rate lies between. The current rate is held since
+	// probeFrom; held counts the rates found safe since the last 429.
 	safe, refused float64
 	probeFrom     time.Time
 	held          int
@@ -30,9 +30,10 @@ type law struct {
 	eventRate     float64   // the rate when the current event began
 	lastEvent     time.Time // the last congestion event the rate answered
 	tat           time.Time // pacing: the theoretical start time of the next call
-	// capLevel: calls in flight at the last congestion event, less one,
-	// growing by one per capGrowRoundTrips since; 0 before any event. It
-	// holds a server's cap on calls in progress, which a rate cannot.
+	// capLevel: the calls in flight beside the refused call at the last
+	// event that met a cap on calls in progress, growing back while it
+	// holds calls back (see onSuccess); 0 before any. It holds such a cap,
+	// which a rate cannot.
 	capLevel float64
 	capEdge  float64 // capLevel as the last event set it
 	// lastOthers: the calls in flight beside the refused call of the last
@@ -43,7 +44,7 @@ type law struct {
 	decrease  time.Time // stamp of the last congestion event; zero before the first
 	lastStart time.Time // latest start stamp handed out
 	gate      time.Time // no call starts before this
-	cooldown  time.Time // the rate does not grow before this
+	cooldown  time.Time // capLevel does not grow before this
 
 	// After a 429 that does not say when to retry (none, or rounded to
 	// whole seconds), the law waits a backoff, then lets one probe call
@@ -68,7 +69,7 @@ type law struct {
 	minLimit, maxLimit   int
 	increases, decreases int64
 
-	avgTokens  float64 // EWMA of billed tokens per success; valid if hasTokens
+	avgTokens  float64 // EWMA of input tokens per success; valid if hasTokens
 	hasTokens  bool
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
@@ -337,10 +338,8 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	// A server's cap on calls in progress refuses at a level of calls in
 	// flight, whatever the rate; a quota at a rate, whatever the calls in
-	// flight. Calls in flight well above what the rate carries on average
-	// point to the cap: hold the calls in flight there, not the rate.
-	// The refused call started with inFlight-1 others in flight: at the
-	// limit, the limit is what to lower; below it, the rate.
+	// flight (see capped). At the cap, hold the calls in flight just
+	// under it and leave the rate alone; else the rate is what to lower.
 	first := w.eventRate == 0
 	atCap := !first && w.capped(others)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}

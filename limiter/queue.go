@@ -9,75 +9,64 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// AIMD limits the number of calls in flight with additive increase and
-// multiplicative decrease, the way TCP congestion avoidance limits the
-// packets in flight on a connection.
+// AIMD paces and limits the calls to a rate-limited API, adapting both to
+// the quota the API actually grants. (The name is the original design's,
+// additive increase and multiplicative decrease, kept for its callers; the
+// law now learns a rate, see the package documentation.)
 //
-// Acquire blocks while InFlight() >= Limit() and returns the call's start
-// time; the caller then reports the call's outcome with exactly one of
-// Succeeded, RateLimited or Failed, passing that start time back. Waiting
-// callers are served in FIFO order.
+// Acquire blocks until a call may start and returns its start time: the
+// caller is first in line, InFlight() < Limit(), the retry-after gate has
+// passed, the learned rate's pacing allows it, and so does RPM/TPM pacing
+// when configured. The caller then reports the call's outcome with exactly
+// one of Succeeded, RateLimited or Failed, passing that start time back.
+// Waiting callers are served in FIFO order.
 //
-// The limit grows by Config.Increase after a streak of successes: Limit()
-// consecutive successes of calls started after the last decrease, i.e.
-// about one round trip's worth of calls at the current limit, as TCP adds
-// one segment per window acknowledged. Successes completing within the
-// cooldown after a decrease do not count. A 429 (RateLimited) of a call
-// started after the last decrease is a new congestion event and multiplies
-// the limit by Config.DecreaseFactor; a 429 of a call started before it
-// belongs to the event already answered and does not decrease again, so a
-// burst of simultaneous 429s halves the limit once. A decrease takes effect
-// at once: no call starts until in-flight calls have drained below the new
-// limit. Failed (5xx, timeouts, cancellations) frees the slot and leaves the
-// limit and the streak alone: such failures say nothing about the quota.
+// The control law (law.go) decides; AIMD only holds the lock, the waiter
+// queue and the timers, and hands each event to the law with the clock's
+// reading. In short:
 //
-// A 429 with a retry-after delay d closes a gate until now+d (the latest
-// deadline wins): no Acquire returns before it, whatever the limit.
+//   - Slow start. With no Config.Start the limit grows by Increase per
+//     success, doubling each round trip, up to Ceiling, until the first
+//     429. With a Start (a limit learned by an earlier run) the law paces
+//     from the first round trip the rate that limit carries.
+//   - Rate. From the first 429 on, starts are paced at a rate: a rate held
+//     for eight round trips with no 429 is safe; the rate last refused
+//     bounds the quota from above; the rate goes halfway between until they
+//     are within 3%, stays at the safe one a while, then climbs in stairs
+//     (5%, then each rise twice the last) to find a quota that grew. A 429
+//     at or below the safe rate means the quota fell: the law forgets it.
+//     The limit on calls in flight follows the rate by Little's law with
+//     room for latency's spread: rate × latency × 1.5.
+//   - Cap. A 429 of a call that started beside the same number of calls in
+//     flight as the last two, or well above what the rate carries, met a
+//     server's cap on calls in progress: the limit holds just under that
+//     level, grows back one per four round trips, and the rate is left
+//     alone.
+//   - One event per round trip. 429s within a round trip of a decrease
+//     belong to the event it answered; each such refusal of a call started
+//     before it takes one call per round trip off the rate (no more than
+//     DecreaseFactor of it).
+//   - Gate. A 429 with an exact retry delay d keeps every Acquire from
+//     returning before now+d (the latest deadline wins). One with none, or
+//     a whole number of seconds (a rounded delay, often far later than
+//     needed), that no cap explains: starts wait a jittered backoff of a
+//     round trip, doubling while 429s go on (never longer than the delay
+//     given), then one probe call goes and the rest wait for its success.
 //
-// API quotas are counted over a window (a minute for Gemini) several round
-// trips long, and a window-counted quota answers late: an overshoot shows
-// as a 429 only once the window has filled, several round trips after the
-// limit crossed the quota, and 429s go on until the window has drained.
-// Once it has measured round trips (the smoothed latency of successes), the
-// limiter reads the quota accordingly:
-//
-//   - Slow start. With no Config.Start given, the limit grows by Increase
-//     per success (doubling each round trip) up to a third of
-//     Config.Ceiling, then by streaks. A positive Start, such as a limit
-//     learned by an earlier run, starts with streaks.
-//   - Edge 429s. A 429 whose retry delay is at most one round trip says the
-//     quota frees a slot within a round trip: the limit just overshot it.
-//     Rather than halving, the limit returns to where it was five round
-//     trips earlier, before the overshoot (taking off at least 3%, and
-//     never more than DecreaseFactor would). A 429 with a longer delay, or
-//     none, means the quota fell, and the limit is multiplied by
-//     DecreaseFactor.
-//   - Probing. Just below the level of the last edge 429 the limit grows
-//     by streaks; from that level up it grows one step per three streaks,
-//     for three steps, so that the window's late answer finds it at most a
-//     step or two over the quota. Three slow steps with no 429 mean the
-//     quota has grown, and growth by streaks resumes.
-//   - One decrease per round trip. 429s within a round trip of a decrease
-//     belong to the event it answered, whatever their calls' start, unless
-//     that was an edge 429 and this one is not: the quota fell just after
-//     the limit overshot it.
-//   - Cooldown and pacing. The cooldown lasts Config.Cooldown or five round
-//     trips, whichever is shorter, counted from when the retry-after gate
-//     opens; during it calls start at most one per round trip/limit, so
-//     those waiting for the gate do not all start at once.
+// Failed (5xx, timeouts, cancellations) frees the slot and changes nothing
+// else: those faults belong to retry logic, not to the quota.
 //
 // With Config.TPM > 0 the limit also never exceeds the ceiling Little's law
 // gives for the token budget. A call holds a slot for its latency W, so L
 // calls in flight complete L/W calls per second and bill L/W*T tokens per
-// second, T being the tokens per call. Keeping that under TPM/60 gives
+// second, T being the input tokens per call. Keeping that under TPM/60
+// gives
 //
 //	L <= TPM * W / (60s * T)
 //
 // computed from the smoothed (EWMA, weight 1/8) latency from Acquire to
-// Succeeded and billed tokens of successful calls, floored, then clamped to
-// [Floor, Ceiling]. Until a success with tokens has been measured the
-// ceiling is Config.Ceiling. When the derived ceiling falls below the limit,
-// the limit is lowered to it; that is not counted as a decrease.
+// Succeeded and input tokens of successful calls, floored, then clamped to
+// [Floor, Ceiling]; the paced rate never exceeds TPM/60/T either.
 //
 // Construct an AIMD with New or NewFixed; the zero value is not usable.
 // An AIMD is safe for concurrent use by multiple goroutines.
