@@ -328,3 +328,41 @@ func TestLaw_fixed(t *testing.T) {
 		t.Errorf("limit %d rate %.1f decreases %d gate %v: Fixed only gates", w.limit, w.rate, w.decreases, w.gate.Sub(at))
 	}
 }
+
+// Failed (5xx, timeouts, cancellations) frees the slot and changes
+// nothing else; a failed probe is probed again.
+func TestLaw_onFailed(t *testing.T) {
+	w, at := pacedLaw(t, 100)
+	before := *w
+	s := w.start(at, 0)
+	w.onFailed(s)
+	if w.rate != before.rate || w.limit != before.limit || w.decreases != 0 || w.safe != before.safe {
+		t.Errorf("rate %.1f limit %d decreases %d after a failure, want all unchanged", w.rate, w.limit, w.decreases)
+	}
+	w.needProbe = true
+	p := w.start(w.tat, 0)
+	if w.mayStart(w.tat.Add(time.Second), 1) {
+		t.Fatal("a start while the probe is out")
+	}
+	w.onFailed(p)
+	if !w.mayStart(w.tat.Add(time.Second), 0) {
+		t.Error("no new probe after the probe failed")
+	}
+}
+
+// A lower limit takes effect on the calls in flight: no call starts until
+// they have drained below it.
+func TestLaw_mayStart_limit(t *testing.T) {
+	w, at := pacedLaw(t, 100)
+	w.capLevel = 12
+	w.fitLimit()
+	later := at.Add(time.Second) // pacing allows
+	for _, tt := range []struct {
+		inFlight int
+		want     bool
+	}{{13, false}, {12, false}, {11, true}} {
+		if got := w.mayStart(later, tt.inFlight); got != tt.want {
+			t.Errorf("mayStart with %d in flight under limit %d = %v, want %v", tt.inFlight, w.limit, got, tt.want)
+		}
+	}
+}
