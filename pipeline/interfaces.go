@@ -45,6 +45,12 @@ type Transition struct {
 	Outcome Outcome
 	Result  Result
 	Dead    DeadLetter
+	// Usage is every token billed for this item at this stage since it
+	// was dequeued, failed attempts included. The store adds it to its
+	// usage totals in the transaction that applies the transition, so a
+	// killed run loses no billed usage it committed; a stale transition
+	// (not applied) records none.
+	Usage Usage
 }
 
 // Store is what the runner needs from persistence. Implementations must be
