@@ -18,14 +18,14 @@ import (
 // the tally has (a single JSON tally re-encoded per commit cost
 // milliseconds once it held thousands of app×month cells).
 var (
-	aggItems    = []byte("n")
-	aggLabel    = []byte("l\x00") // + label -> int64
-	aggGroup    = []byte("g\x00") // + len field, field, len value, value, label -> int64
-	aggRating   = []byte("R\x00") // + label -> int64 count, exact scaled sum (see encodeRating)
+	aggItems  = []byte("n")
+	aggLabel  = []byte("l\x00") // + label -> int64
+	aggGroup  = []byte("g\x00") // + len field, field, len value, value, label -> int64
+	aggRating = []byte("R\x00") // + label -> int64 count, exact scaled sum (see encodeRating)
 	// aggRatingFloat is the first layout's rating sum (float64 sum, int64
 	// count), inexact: read, and replaced by aggRating on the next fold.
 	aggRatingFloat = []byte("r\x00")
-	aggExamples = []byte("e\x00") // + label -> JSON []string
+	aggExamples    = []byte("e\x00") // + label -> JSON []string
 )
 
 func aggKey(prefix []byte, label string) []byte {
