@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,27 @@ func writeRaw(t *testing.T, path string, off int64, b []byte) {
 	}
 }
 
+// rewriteMeta sets the uint64 at off within both meta pages' meta and
+// fixes their checksums, as a bug or a bit flip before the checksum was
+// computed would leave them.
+func rewriteMeta(t *testing.T, path string, off int, v uint64) {
+	t.Helper()
+	for _, page := range []int64{0, 4096} {
+		buf := make([]byte, metaLen)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.ReadAt(buf, page)
+		f.Close()
+		binary.NativeEndian.PutUint64(buf[metaOffset+off:], v)
+		h := fnv.New64a()
+		h.Write(buf[metaSumStart:metaSumEnd])
+		binary.NativeEndian.PutUint64(buf[metaSumEnd:], h.Sum64())
+		writeRaw(t, path, page, buf)
+	}
+}
+
 // bestMeta reads the meta bbolt would use.
 func bestMeta(t *testing.T, path string) metaInfo {
 	t.Helper()
@@ -139,6 +161,12 @@ func TestOpen_CheapCheck(t *testing.T) {
 			writeRaw(t, path, int64(m.freelist*m.pageSize)+10, []byte{1, 0})
 			writeRaw(t, path, int64(m.freelist*m.pageSize)+pageHeaderLen, binary.NativeEndian.AppendUint64(nil, m.pgid+10))
 		}, "not a free page"},
+		{"free list pointer past the last page", func(t *testing.T, path string, m metaInfo) {
+			rewriteMeta(t, path, 32, m.pgid+5)
+		}, "free list is page"},
+		{"root pointer past the last page", func(t *testing.T, path string, m metaInfo) {
+			rewriteMeta(t, path, 16, m.pgid+5)
+		}, "root bucket is page"},
 		{"root page", func(t *testing.T, path string, m metaInfo) {
 			writeRaw(t, path, int64(m.root*m.pageSize), make([]byte, pageHeaderLen))
 		}, "root bucket"},
