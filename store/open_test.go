@@ -211,16 +211,27 @@ func TestOpen_ChangesNothing(t *testing.T) {
 	}
 }
 
-// TestOpen_PidFileNoFollow: a symlink planted at <db>.pid is not followed.
+// TestOpen_PidFileNoFollow: a symlink planted at <db>.pid is not
+// followed, and a FIFO there does not block.
 func TestOpen_PidFileNoFollow(t *testing.T) {
 	dir := t.TempDir()
+	fifoDB := filepath.Join(dir, "f.db")
+	if err := syscall.Mkfifo(fifoDB+".pid", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(fifoDB, Options{Stages: testStages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
 	victim := filepath.Join(dir, "victim")
 	os.WriteFile(victim, []byte("precious"), 0o600)
 	path := filepath.Join(dir, "x.db")
 	if err := os.Symlink(victim, path+".pid"); err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(path, Options{Stages: testStages})
+	db, err = Open(path, Options{Stages: testStages})
 	if err != nil {
 		t.Fatal(err)
 	}
