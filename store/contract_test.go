@@ -8,7 +8,6 @@ import (
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
-
 // TestDB_Contract runs the store contract against the bbolt store.
 func TestDB_Contract(t *testing.T) {
 	storetest.Run(t, func(t testing.TB) pipeline.Database {
