@@ -302,7 +302,7 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 					return ferr
 				}
 			}
-			return fmt.Errorf("input %s: %w (the %d records read before it are kept)", in.Path, err, total.New+total.Changed+total.Unchanged)
+			return fmt.Errorf("input %s: %w (the %d records read before it are kept)", in.Path, err, total.New+total.Changed+total.Updated+total.Unchanged)
 		}
 		batch = append(batch, rec)
 		if len(batch) == ingestBatch {
@@ -310,7 +310,7 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 				return err
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", in.Path, total.New+total.Changed+total.Unchanged, pipeline.ErrStopped)
+				return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", in.Path, total.New+total.Changed+total.Updated+total.Unchanged, pipeline.ErrStopped)
 			}
 		}
 	}
@@ -325,12 +325,12 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 		}
 		fmt.Fprintf(stderr, "input %s: %s\n", in.Path, p)
 	}
-	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %d lines skipped\n",
-		in.Path, total.New, total.Changed, total.Unchanged, rd.ProblemCount())
+	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage that reads what changed), %d updated (no work redone), %d unchanged, %d lines skipped\n",
+		in.Path, total.New, total.Changed, total.Updated, total.Unchanged, rd.ProblemCount())
 	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
 		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? "+
 			"(the %d good lines are kept: fix the file and run again, or run without --input to process just them)",
-			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Unchanged)
+			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Updated+total.Unchanged)
 	}
 	return nil
 }

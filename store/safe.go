@@ -156,7 +156,7 @@ func checkFile(path string) error {
 		return nil
 	}
 	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("open %s: %s: %w (restore it from a backup, or choose another --db)", path, fmt.Sprintf(format, args...), ErrCorrupt)
+		return fmt.Errorf("open %s: the database is damaged: %s: %w (restore it from a backup, or choose another --db)", path, fmt.Sprintf(format, args...), ErrCorrupt)
 	}
 	var best metaInfo
 	found, anyMagic := false, false

@@ -153,19 +153,23 @@ func Open(path string, opt Options) (*DB, error) {
 func lockInfoPath(path string) string { return path + ".pid" }
 
 // writePid records this process's id beside the DB for the "in use"
-// message. It is a hint, so failing to write it is not an error; it never
+// message. It is a hint, so failing to write it is not an error. It never
 // follows a symlink (O_NOFOLLOW), so a link planted at <db>.pid cannot
-// make sawtooth overwrite the file it points at.
+// make sawtooth overwrite the file it points at, and never waits for a
+// reader of a FIFO planted there (O_NONBLOCK).
 func writePid(path string) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return // a FIFO or device planted there: write nothing
+		return // a device planted there: write nothing
 	}
-	_, _ = f.WriteString(strconv.Itoa(os.Getpid()))
+	// Truncate only now: O_TRUNC would act on whatever was planted.
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteString(strconv.Itoa(os.Getpid()))
+	}
 }
 
 // checkPath refuses a path that is not a regular file before bbolt sees
