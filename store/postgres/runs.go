@@ -70,14 +70,23 @@ func (db *DB) releaseRun() {
 	db.releaseRunLocked()
 }
 
-// releaseRunLocked drops the liveness lock by closing its session: an
-// unlock that failed would otherwise leave the lock on a pooled session.
+// releaseRunLocked drops the liveness lock. The unlock is explicit (a
+// closed session's locks go only when its server process has exited,
+// a moment later); if it fails the session is closed rather than
+// returned to the pool still holding the lock.
 func (db *DB) releaseRunLocked() {
-	db.run.Store(nil)
-	if db.runConn != nil {
-		db.runConn.Hijack().Close(db.ctx)
-		db.runConn = nil
+	run := db.run.Swap(nil)
+	if db.runConn == nil {
+		return
 	}
+	var ok bool
+	err := db.runConn.QueryRow(db.ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, runLockClass, db.runLockKey(*run)).Scan(&ok)
+	if err != nil || !ok {
+		db.runConn.Hijack().Close(db.ctx)
+	} else {
+		db.runConn.Release()
+	}
+	db.runConn = nil
 }
 
 // Runs returns up to n run records, newest first. A record still

@@ -36,7 +36,10 @@ func TestDB_KilledRun(t *testing.T) {
 	if runs, err := watcher.Runs(10); err != nil || len(runs) != 1 || runs[0].Status != "running" {
 		t.Fatalf("Runs while the worker lives = %+v, %v", runs, err)
 	}
-	worker.Close() // as the server sees a killed process: the session ends
+	// The worker's process dies: the server ends its sessions (and waits
+	// up to 5 s for them to be gone, so the lock is released on return).
+	sql(t, u, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, runLockClass)
 	runs, err := watcher.Runs(10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("Runs = %+v, %v", runs, err)
