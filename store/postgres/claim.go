@@ -144,3 +144,36 @@ func (db *DB) CommitFenced(ctx context.Context, ts []pipeline.FencedTransition) 
 	}
 	return db.commit(ctx, plain, attempts)
 }
+
+// Holder is what one worker holds at one stage, for status.
+type Holder struct {
+	// Owner is the worker's Options.Owner (host:pid by default).
+	Owner string `json:"owner"`
+	Stage string `json:"stage"`
+	// Held counts the entries under a live lease; LeaseEnd is the latest
+	// of their lease ends on the database clock (a worker that renews
+	// keeps it about one lease ahead of now).
+	Held     int       `json:"held"`
+	LeaseEnd time.Time `json:"lease_end"`
+}
+
+// Holders lists, per worker and stage, the entries under a live lease.
+func (db *DB) Holders(ctx context.Context) ([]Holder, error) {
+	rows, _ := db.pool.Query(ctx, `SELECT owner, stage, count(*), max(visible_at) FROM todo
+		WHERE owner IS NOT NULL AND visible_at > now() GROUP BY owner, stage ORDER BY owner, stage`)
+	var out []Holder
+	var h Holder
+	var si int16
+	_, err := pgx.ForEachRow(rows, []any{&h.Owner, &si, &h.Held, &h.LeaseEnd}, func() error {
+		if int(si) >= len(db.stages) {
+			return fmt.Errorf("queue rows at unknown stage %d (run `sawtooth verify`)", si)
+		}
+		h.Stage = db.stages[si].Name
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list lease holders in %s: %w", db.path, err)
+	}
+	return out, nil
+}

@@ -80,6 +80,10 @@ func TestDB_ClaimLeasesEachEntryOnce(t *testing.T) {
 	if more := claim(t, a, "sanitize", 100); len(more) != 0 {
 		t.Fatalf("%d entries claimed while all are leased", len(more))
 	}
+	hs, err := a.Holders(context.Background())
+	if err != nil || len(hs) != 2 || hs[0].Owner != "a" || hs[0].Held != 4 || hs[1].Owner != "b" || hs[1].Held != 6 || hs[1].Stage != "sanitize" {
+		t.Fatalf("Holders = %+v, %v; want a holding 4 and b 6 at sanitize", hs, err)
+	}
 	if err := b.Release(context.Background(), "sanitize", rest[:2]); err != nil {
 		t.Fatal(err)
 	}
