@@ -149,6 +149,18 @@ func TestOpen_SchemasAreSeparatePipelines(t *testing.T) {
 	}
 }
 
+func TestOpen_UnreachableServerKeepsPasswordOut(t *testing.T) {
+	dsn := "postgres://bob:s3cret@/app?host=" + t.TempDir() + "&connect_timeout=5"
+	db, err := Open(context.Background(), dsn, Options{Stages: storetest.Stages})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open of a server that does not exist succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "bob@") {
+		t.Fatalf("error %q: want the DSN without its password", err)
+	}
+}
+
 func TestRedact(t *testing.T) {
 	tests := []struct{ name, dsn, want string }{
 		{"url with password", "postgres://bob:s3cret@db.example:5432/app?sslmode=require", "postgres://bob@db.example:5432/app?sslmode=require"},

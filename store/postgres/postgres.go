@@ -30,6 +30,10 @@ const DefaultSchema = "sawtooth"
 // that does is stuck, and its snapshot would pin the queue's dead rows.
 const DefaultIdleInTransaction = time.Minute
 
+// DefaultConnectTimeout bounds each connection attempt when the DSN sets
+// no connect_timeout, so an unreachable server is an error, not a hang.
+const DefaultConnectTimeout = 10 * time.Second
+
 var (
 	// ErrNotSawtooth is returned by Open for a schema sawtooth did not create.
 	ErrNotSawtooth = errors.New("not a sawtooth database")
@@ -108,6 +112,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w (give a postgres:// URL or key=value connection string)", Redact(dsn), err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	ident := pgx.Identifier{schema}.Sanitize()
 	rp := cfg.ConnConfig.RuntimeParams
