@@ -11,7 +11,10 @@ type Claim struct {
 	Queued
 	// Attempt counts the claims of this entry, this one included. Each
 	// claim raises it, so a worker whose lease ended and whose entry was
-	// claimed again holds a stale token: its commit is refused.
+	// claimed again holds a stale token: its commit is refused. It also
+	// counts workers that died holding the entry: a runner dead-letters
+	// an entry whose Attempt passes its budget (an item that crashes
+	// every worker that takes it).
 	Attempt int64
 }
 
