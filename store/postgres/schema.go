@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -153,7 +154,11 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 
 func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+db.ident); err != nil {
-		return fmt.Errorf("create schema %s: %w", db.schema, err)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return fmt.Errorf("create schema %s in %s: %w (grant this user CREATE on the database, or have the schema created for it)", db.schema, db.path, err)
+		}
+		return fmt.Errorf("create schema %s in %s: %w", db.schema, db.path, err)
 	}
 	// The connection's search_path may have named the schema before it
 	// existed; set it again now that it does.
