@@ -179,3 +179,17 @@ func TestRedact(t *testing.T) {
 		})
 	}
 }
+
+func TestOpen_NoCreatePrivilege(t *testing.T) {
+	u := newURL(t)
+	sql(t, u, `DO $$ BEGIN CREATE ROLE sawtooth_limited LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
+	limited := strings.Replace(u, "user=postgres", "user=sawtooth_limited", 1)
+	db, err := Open(context.Background(), limited, Options{Stages: storetest.Stages})
+	if err == nil {
+		db.Close()
+		t.Fatal("a user without CREATE on the database created the pipeline")
+	}
+	if !strings.Contains(err.Error(), "grant this user CREATE") {
+		t.Fatalf("error %q does not say what to ask for", err)
+	}
+}
