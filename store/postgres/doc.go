@@ -63,7 +63,8 @@
 // worker's commit matches nothing and is not applied (an expired lease
 // nobody claimed still commits: nobody else has the item). A crashed
 // worker's entries become claimable when their leases end; there is no
-// reaper. The lease columns are unindexed, so claims and renewals can be
+// reaper. Holders lists who holds what, for status. The lease columns
+// are unindexed, so claims and renewals can be
 // HOT updates. No transaction is ever held across a call, and sessions
 // idle in a transaction are ended after DefaultIdleInTransaction: a
 // long transaction would pin the queue's dead rows.

@@ -61,9 +61,9 @@ func (q *SharedQuota) observe(key string, epoch int64) int {
 	defer q.mu.Unlock()
 	seen, ok := q.seen[key]
 	if !ok || epoch <= seen {
-		if !ok {
-			q.seen[key] = epoch
-		}
+		// A first sight is the baseline; an older epoch means the
+		// unlogged table was emptied by a server crash: start again.
+		q.seen[key] = epoch
 		return 0
 	}
 	q.seen[key] = epoch
@@ -73,6 +73,8 @@ func (q *SharedQuota) observe(key string, epoch int64) int {
 // SetRate sets key's pace: one unit of cost every every (zero: the rate
 // is unknown, only cooldowns delay), with burst units allowed at once
 // (at least 1). It takes effect for the next reservation, fleet-wide.
+// The quota table is unlogged (a schedule is worth no fsync): a server
+// crash empties it, so each run sets its rates when it starts.
 func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Duration, burst int) error {
 	if every < 0 {
 		return fmt.Errorf("quota %s: negative interval %v", key, every)
