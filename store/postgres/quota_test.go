@@ -85,6 +85,16 @@ func TestSharedQuota_OneDecreasePerEvent(t *testing.T) {
 	if err != nil || late.First || late.Decreases != 0 || late.Epoch != 3 {
 		t.Fatalf("a late 429 from epoch 0: %+v, %v; want epoch 3, no event, no decrease", late, err)
 	}
+	// A server crash empties the unlogged table: epochs restart at 0,
+	// and the next event is still one decrease.
+	sql(t, u, `TRUNCATE quota`)
+	g, err := qs[0].Reserve(ctx, key, 1)
+	if err != nil || g.Epoch != 0 || g.Decreases != 0 {
+		t.Fatalf("after the reset: %+v, %v", g, err)
+	}
+	if c, err := qs[0].OnRateLimited(ctx, key, g.Epoch, 0); err != nil || !c.First || c.Decreases != 1 {
+		t.Fatalf("the first event after the reset: %+v, %v; want one decrease", c, err)
+	}
 	if _, err := qs[0].OnRateLimited(ctx, "never-reserved", 0, 0); !errors.Is(err, ErrUnknownQuota) {
 		t.Fatalf("429 on an unknown key: %v", err)
 	}
