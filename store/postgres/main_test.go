@@ -21,6 +21,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(childURLEnv); url != "" {
+		os.Exit(claimAndHang(url))
+	}
 	server, serverErr = pgtest.Start()
 	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
 		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
