@@ -1,16 +1,15 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
@@ -209,73 +208,34 @@ func dlqCommand() *cli.Command {
 
 func exportCommand() *cli.Command {
 	var stage, format string
+	var all bool
+	var columns cli.StringSlice
 	return &cli.Command{
 		Name:  "export",
-		Usage: "write one row per item with that stage's output fields (stdout)",
-		Flags: []cli.Flag{dbFlag(), stageFlag(&stage, true), &cli.StringFlag{Name: "format", Value: "jsonl", Usage: "jsonl|csv", Destination: &format}},
+		Usage: "write one row per item (stdout): --all for every stage's fields as columns, or --stage S",
+		Description: `--all: id, status (done / dead at STAGE), the dead-letter reason, every input
+field and each stage's output fields as their own columns (classify.label,
+classify.confidence, ...). --stage S: id, the input fields and S's output
+fields. Numbers are printed as people write them; the export streams.`,
+		Flags: []cli.Flag{dbFlag(), stageFlag(&stage, false),
+			&cli.BoolFlag{Name: "all", Usage: "every done and dead item with every stage's fields", Destination: &all},
+			&cli.StringFlag{Name: "format", Value: "jsonl", Usage: "jsonl|csv|tsv", Destination: &format},
+			&cli.StringSliceFlag{Name: "columns", Usage: "write only these `COLUMNS`, in this order", Destination: &columns},
+		},
 		Action: func(c *cli.Context) error {
-			if format != "jsonl" && format != "csv" {
-				return usagef("export: --format must be jsonl or csv, not %q", format)
+			if format != report.FormatJSONL && format != report.FormatCSV && format != report.FormatTSV {
+				return usagef("export: --format must be jsonl, csv or tsv, not %q", format)
+			}
+			if (stage == "") == !all {
+				return usagef("export: pass exactly one of --stage S or --all")
 			}
 			db, err := openReadOnly(c.String("db"))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			return export(c.App.Writer, db, stage, format)
+			return report.Export(c.App.Writer, db, report.ExportOptions{Stage: stage, Format: format, Columns: splitList(columns.Value())})
 		},
-	}
-}
-
-func export(w io.Writer, db *store.DB, stage, format string) error {
-	var (
-		cw     *csv.Writer
-		header []string
-	)
-	if format == "csv" {
-		cw = csv.NewWriter(w)
-		defer cw.Flush()
-	}
-	enc := json.NewEncoder(w)
-	return db.ForEachOutput(stage, func(rec pipeline.Record, out json.RawMessage) error {
-		var fields map[string]any
-		if err := json.Unmarshal(out, &fields); err != nil {
-			return fmt.Errorf("item %q: output of %s is not a JSON object: %w", rec.ID, stage, err)
-		}
-		delete(fields, "id")
-		if cw == nil {
-			row := map[string]any{"id": rec.ID}
-			for k, v := range fields {
-				row[k] = v
-			}
-			return enc.Encode(row)
-		}
-		if header == nil {
-			for k := range fields {
-				header = append(header, k)
-			}
-			sort.Strings(header)
-			if err := cw.Write(append([]string{"id"}, header...)); err != nil {
-				return err
-			}
-		}
-		row := []string{rec.ID}
-		for _, k := range header {
-			row = append(row, cell(fields[k]))
-		}
-		return cw.Write(row)
-	})
-}
-
-func cell(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	default:
-		b, _ := json.Marshal(x)
-		return string(b)
 	}
 }
 

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
@@ -24,6 +26,10 @@ type inputOptions struct {
 	IDField   string
 	TextField string
 	MaxLine   int
+	// MaxFieldLines, DateFormat and RatingRange are ingest.Options'.
+	MaxFieldLines int
+	DateFormat    string
+	RatingRange   string
 }
 
 func inputFlags(in *inputOptions) []cli.Flag {
@@ -33,6 +39,9 @@ func inputFlags(in *inputOptions) []cli.Flag {
 		&cli.StringFlag{Name: "id-field", Value: "id", Usage: "field or column holding each item's id", Destination: &in.IDField},
 		&cli.StringFlag{Name: "text-field", Value: "text", Usage: "field or column holding each item's text", Destination: &in.TextField},
 		&cli.IntFlag{Name: "max-line-bytes", Value: ingest.DefaultMaxLineBytes, Usage: "longest input line read; longer lines are skipped and reported", Destination: &in.MaxLine},
+		&cli.IntFlag{Name: "max-field-lines", Value: ingest.DefaultMaxFieldLines, Usage: "most lines one quoted CSV field may span; past it the quote is taken for a missing closing quote and only its line is skipped", Destination: &in.MaxFieldLines},
+		&cli.StringFlag{Name: "date-format", Usage: "Go time `LAYOUT` of the date field when it is none of the common ones, e.g. \"02/01/2006 15:04\"", Destination: &in.DateFormat},
+		&cli.StringFlag{Name: "rating-range", Value: ingest.DefaultRatingRange, Usage: "`MIN-MAX` of the rating field; a line with a rating outside it, or not finite, is skipped and reported", Destination: &in.RatingRange},
 	}
 }
 
@@ -120,6 +129,21 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 	if _, err := newLogger(io.Discard, obs.LogFormat, obs.LogLevel); err != nil {
 		return sum, err
 	}
+	// Signals are handled from here on, so a Ctrl-C while the input is
+	// checked or ingested stops cleanly too (exit 3); messages follow the
+	// progress display once it exists.
+	sigOut := &switchWriter{w: stderr}
+	ctx, stop := withSignals(ctx, sigOut)
+	defer stop()
+	// The input is read and accepted before the DB is opened: a refused
+	// file changes nothing.
+	var input *ingest.Plan
+	if in.Path != "" {
+		var err error
+		if input, err = checkInput(ctx, o, in, stderr); err != nil {
+			return sum, err
+		}
+	}
 	b, err := o.newStages(ctx)
 	if err != nil {
 		return sum, err
@@ -156,14 +180,8 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 			fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
 		}
 	}
-	// Signals are handled from here on, so a Ctrl-C during a long ingest
-	// stops cleanly too (exit 3); messages follow the progress display
-	// once it exists.
-	sigOut := &switchWriter{w: stderr}
-	ctx, stop := withSignals(ctx, sigOut)
-	defer stop()
-	if in.Path != "" {
-		if err := ingestFile(ctx, db, in, stderr); err != nil {
+	if input != nil {
+		if err := ingestFile(ctx, db, input, stderr); err != nil {
 			return sum, err
 		}
 	}
@@ -259,78 +277,76 @@ func withSignals(ctx context.Context, stderr io.Writer) (context.Context, func()
 
 const ingestBatch = 1000
 
-// ingestFile streams the input into the DB in batches of one transaction
-// each. Bad lines are reported and skipped; a file where most lines fail is
-// an error, but what was ingested is kept.
-func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.Writer) error {
-	f, err := os.Open(in.Path)
-	if err != nil {
-		return fmt.Errorf("open input: %w", err)
-	}
-	defer f.Close()
+// checkInput reads the input once, writing nothing, and accepts it or not
+// (see ingest.Check). A refused file's problems are printed.
+func checkInput(ctx context.Context, o *pipelineOptions, in *inputOptions, stderr io.Writer) (*ingest.Plan, error) {
 	format := ingest.Format(strings.ToLower(in.Format))
 	if format == "" {
+		var err error
 		if format, err = ingest.DetectFormat(in.Path); err != nil {
-			return usagef("%v", err)
+			return nil, usagef("%v", err)
 		}
 	}
-	rd, err := ingest.NewReader(f, ingest.Options{Format: format, IDField: in.IDField, TextField: in.TextField, MaxLineBytes: in.MaxLine})
-	if err != nil {
-		return usagef("input %s: %v", in.Path, err)
+	opt := ingest.Options{
+		Format: format, IDField: in.IDField, TextField: in.TextField, MaxLineBytes: in.MaxLine, MaxFieldLines: in.MaxFieldLines,
+		GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField, DateFormat: in.DateFormat, RatingRange: in.RatingRange,
+		// A file need not have the default fields; one it lacks only in
+		// most rows, or a field the user named, gets a warning.
+		OptionalFields: append(slices.Clone(stages.DefaultGroupBy), stages.DefaultDateField, stages.DefaultRatingField),
 	}
-	var (
-		total store.IngestStats
-		batch []pipeline.Record
-	)
-	flush := func() error {
+	if err := opt.Validate(); err != nil {
+		return nil, usagef("input %s: %v", in.Path, err)
+	}
+	plan, err := ingest.Check(ctx, in.Path, opt)
+	var refused *ingest.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		printProblems(stderr, refused.Result)
+		return nil, err
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("interrupted while checking %s: nothing was ingested: %w", in.Path, pipeline.ErrStopped)
+	case err != nil:
+		return nil, err
+	}
+	return plan, nil
+}
+
+// ingestFile applies an accepted input to the DB in batches of one
+// transaction each, and says what it did.
+func ingestFile(ctx context.Context, db *store.DB, plan *ingest.Plan, stderr io.Writer) error {
+	var total store.IngestStats
+	res, err := plan.Apply(ctx, ingestBatch, func(batch []pipeline.Record) error {
 		st, err := db.Ingest(batch)
-		if err != nil {
-			return fmt.Errorf("ingest %s: %w", in.Path, err)
-		}
 		total = total.Add(st)
-		batch = batch[:0]
-		return nil
-	}
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if len(batch) > 0 {
-				if ferr := flush(); ferr != nil {
-					return ferr
-				}
-			}
-			return fmt.Errorf("input %s: %w (the %d records read before it are kept)", in.Path, err, total.New+total.Changed+total.Updated+total.Unchanged)
-		}
-		batch = append(batch, rec)
-		if len(batch) == ingestBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", in.Path, total.New+total.Changed+total.Updated+total.Unchanged, pipeline.ErrStopped)
-			}
-		}
-	}
-	if err := flush(); err != nil {
 		return err
+	})
+	kept := total.New + total.Changed + total.Updated + total.Unchanged
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", res.Path, kept, pipeline.ErrStopped)
+	case err != nil:
+		return fmt.Errorf("ingest %s: %w (the %d records ingested before it are kept)", res.Path, err, kept)
 	}
-	problems := rd.Problems()
-	for i, p := range problems {
+	printProblems(stderr, res)
+	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage that reads what changed), %d updated (no work redone), %d unchanged, %d lines skipped\n",
+		res.Path, total.New, total.Changed, total.Updated, total.Unchanged, res.BadLines)
+	return nil
+}
+
+// printProblems prints the first 20 skipped lines of an input, and what
+// it says about the date order and the fields the aggregate reads.
+func printProblems(stderr io.Writer, res ingest.Result) {
+	for i, p := range res.Problems {
 		if i == 20 {
-			fmt.Fprintf(stderr, "input %s: ... and %d more skipped lines\n", in.Path, rd.ProblemCount()-20)
+			fmt.Fprintf(stderr, "input %s: ... and %d more skipped lines\n", res.Path, res.ProblemCount-20)
 			break
 		}
-		fmt.Fprintf(stderr, "input %s: %s\n", in.Path, p)
+		fmt.Fprintf(stderr, "input %s: %s\n", res.Path, p)
 	}
-	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage that reads what changed), %d updated (no work redone), %d unchanged, %d lines skipped\n",
-		in.Path, total.New, total.Changed, total.Updated, total.Unchanged, rd.ProblemCount())
-	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
-		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? "+
-			"(the %d good lines are kept: fix the file and run again, or run without --input to process just them)",
-			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Updated+total.Unchanged)
+	if res.DateOrder != "" {
+		fmt.Fprintf(stderr, "input %s: %s\n", res.Path, res.DateOrder)
 	}
-	return nil
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "warning: input %s: %s\n", res.Path, w)
+	}
 }

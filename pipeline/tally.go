@@ -1,11 +1,13 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // MaxExamples is how many example ids a Tally keeps per label.
@@ -31,8 +33,55 @@ const RatingScale = 1_000_000_000
 type RatingSum struct {
 	// Scaled is the sum in units of 1/RatingScale; nil means zero. Treat
 	// it as read-only: Fold replaces it rather than changing it.
-	Scaled *big.Int `json:"sum_scaled"`
-	Count  int64    `json:"count"`
+	Scaled *big.Int
+	Count  int64
+}
+
+// ratingJSON is RatingSum on the wire: the sum as an exact decimal
+// number (at most nine decimals, however large), so `report --format
+// json` reads {"sum": 99, "count": 3} as before the sums were exact.
+type ratingJSON struct {
+	Sum   json.Number `json:"sum"`
+	Count int64       `json:"count"`
+}
+
+// MarshalJSON writes the exact sum as a decimal number.
+func (r RatingSum) MarshalJSON() ([]byte, error) {
+	n := new(big.Int)
+	if r.Scaled != nil {
+		n.Set(r.Scaled)
+	}
+	neg := n.Sign() < 0
+	n.Abs(n)
+	q, m := new(big.Int).QuoRem(n, big.NewInt(RatingScale), new(big.Int))
+	dec := q.String()
+	if m.Sign() != 0 {
+		frac := fmt.Sprintf("%09d", m.Int64())
+		dec += "." + strings.TrimRight(frac, "0")
+	}
+	if neg {
+		dec = "-" + dec
+	}
+	return json.Marshal(ratingJSON{Sum: json.Number(dec), Count: r.Count})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, exactly.
+func (r *RatingSum) UnmarshalJSON(b []byte) error {
+	var v ratingJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = RatingSum{Count: v.Count}
+	if v.Sum == "" {
+		return nil
+	}
+	x, ok := new(big.Rat).SetString(string(v.Sum))
+	if !ok {
+		return fmt.Errorf("rating sum %q is not a number", v.Sum)
+	}
+	x.Mul(x, new(big.Rat).SetInt64(RatingScale))
+	r.Scaled = new(big.Int).Quo(x.Num(), x.Denom())
+	return nil
 }
 
 // ScaledRating converts a rating to units of 1/RatingScale, rounding half

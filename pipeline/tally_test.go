@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"math"
 	"math/big"
 	"testing"
@@ -72,5 +73,39 @@ func TestTally_RatingsExact(t *testing.T) {
 	u.Fold("b", Fact{Label: "bug", Rating: r(5.000000001)}, +1)
 	if d := u.Diff(tl); len(d) == 0 {
 		t.Error("Diff missed a rating sum one billionth off")
+	}
+}
+
+func TestRatingSum_JSON(t *testing.T) {
+	tests := []struct {
+		name    string
+		ratings []float64
+		want    string
+	}{
+		{"integers", []float64{40, 59}, `{"sum":99,"count":2}`},
+		{"decimals", []float64{0.1, 0.2}, `{"sum":0.3,"count":2}`},
+		{"negative", []float64{-2.25}, `{"sum":-2.25,"count":1}`},
+		{"empty", nil, `{"sum":0,"count":0}`},
+		{"beyond float64", []float64{1e308, 1e308}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r RatingSum
+			for _, v := range tc.ratings {
+				s, _ := ScaledRating(v)
+				r = r.Add(s, 1)
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != "" && string(b) != tc.want {
+				t.Fatalf("JSON = %s, want %s", b, tc.want)
+			}
+			var back RatingSum
+			if err := json.Unmarshal(b, &back); err != nil || !back.Equal(r) {
+				t.Fatalf("round trip of %s = %+v, %v; want %+v", b, back, err, r)
+			}
+		})
 	}
 }

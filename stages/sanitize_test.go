@@ -112,9 +112,9 @@ func TestClean_empty(t *testing.T) {
 		want string // in the message
 	}{
 		{name: "empty", in: "", want: "text is empty"},
-		{name: "whitespace only", in: " \n\t\u3000 ", want: "original 7 bytes"},
+		{name: "whitespace only", in: " \n\t\u3000 ", want: "it held only whitespace"},
 		{name: "invisible only", in: "\uFEFF\u200B\x00", want: "nothing to classify"},
-		{name: "invalid only", in: "\xff\xfe", want: "fix the input row"},
+		{name: "invalid only", in: "\xff\xfe", want: "edit the row in your input file and run again"},
 		{name: "emoji stripped", in: "😍 👍🏽", opt: SanitizeOptions{Emoji: EmojiStrip}, want: "strip emoji policy"},
 	}
 	for _, tt := range tests {
@@ -125,6 +125,9 @@ func TestClean_empty(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+			if !isItemVerdict(err) {
+				t.Errorf("error %q is not marked as a verdict on the item", err)
 			}
 		})
 	}

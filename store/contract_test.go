@@ -8,8 +8,6 @@ import (
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
-var _ pipeline.Database = (*DB)(nil)
-
 // TestDB_Contract runs the store contract against the bbolt store.
 func TestDB_Contract(t *testing.T) {
 	storetest.Run(t, func(t testing.TB) pipeline.Database {

@@ -14,7 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-var _ pipeline.Store = (*DB)(nil)
+var _ pipeline.Database = (*DB)(nil)
 
 // IngestStats is pipeline.IngestStats, kept here so callers compile.
 type IngestStats = pipeline.IngestStats
