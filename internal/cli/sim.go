@@ -1,7 +1,9 @@
-package main
+package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,6 +27,7 @@ type simOptions struct {
 	Seed                       int64
 }
 
+// simFlags are the simulator's flags, with d's values as defaults.
 func simFlags(o *simOptions, d simOptions) []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "sim-rpm", Value: d.RPM, Usage: "simulator: requests per window (0 = unlimited)", Destination: &o.RPM},
@@ -48,6 +51,7 @@ func simFlags(o *simOptions, d simOptions) []cli.Flag {
 	}
 }
 
+// config is the simulator configuration the options describe.
 func (o *simOptions) config() (geminisim.Config, error) {
 	sched, err := geminisim.ParseSchedule(o.Schedule)
 	if err != nil {
@@ -63,7 +67,7 @@ func (o *simOptions) config() (geminisim.Config, error) {
 	}, nil
 }
 
-func simCommand() *cli.Command {
+func newSimCommand() *cli.Command {
 	var o simOptions
 	defaults := simOptions{Window: time.Minute, Day: 24 * time.Hour, Latency: 100 * time.Millisecond, Jitter: 50 * time.Millisecond, Seed: 1}
 	return &cli.Command{
@@ -74,24 +78,30 @@ func simCommand() *cli.Command {
 			&cli.StringFlag{Name: "key", Value: geminisim.DefaultAPIKey, Usage: "the API key clients must send", Destination: &o.Key},
 		}, simFlags(&o, defaults)...),
 		Action: func(c *cli.Context) error {
-			cfg, err := o.config()
-			if err != nil {
-				return err
-			}
-			srv := geminisim.New(cfg)
-			url, err := srv.Start(o.Addr)
-			if err != nil {
-				return fmt.Errorf("sim: listen on %s: %w", o.Addr, err)
-			}
-			defer srv.Close()
-			fmt.Fprintf(c.App.Writer, "Gemini simulator listening.\n  export GOOGLE_GEMINI_BASE_URL=%s\n  export GEMINI_API_KEY=%s\n  stats: %s/_sim/stats\n", url, cfg.APIKey, url)
-			ch := make(chan os.Signal, 1)
-			signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-			select {
-			case <-ch:
-			case <-c.Context.Done():
-			}
-			return nil
+			return runSim(c.Context, &o, c.App.Writer)
 		},
 	}
+}
+
+// runSim serves the simulator until ctx is done or a signal comes.
+func runSim(ctx context.Context, o *simOptions, out io.Writer) error {
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	srv := geminisim.New(cfg)
+	url, err := srv.Start(o.Addr)
+	if err != nil {
+		return fmt.Errorf("sim: listen on %s: %w", o.Addr, err)
+	}
+	defer srv.Close()
+	fmt.Fprintf(out, "Gemini simulator listening.\n  export GOOGLE_GEMINI_BASE_URL=%s\n  export GEMINI_API_KEY=%s\n  stats: %s/_sim/stats\n", url, cfg.APIKey, url)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(ch)
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	return nil
 }

@@ -1,19 +1,15 @@
-package main
+package cli
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 )
@@ -54,6 +50,8 @@ type pipelineOptions struct {
 	Quiet        bool
 }
 
+// dbFlag is --db, the pipeline database every command but sim and bench
+// needs.
 func dbFlag() cli.Flag {
 	return &cli.StringFlag{Name: "db", Usage: "pipeline database `FILE` (bbolt)", EnvVars: []string{"SAWTOOTH_DB"}, Required: true}
 }
@@ -106,6 +104,8 @@ func loadConfigFile(c *cli.Context) error {
 	return altsrc.InitInputSourceWithContext(c.Command.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))(c)
 }
 
+// fromContext fills what flags cannot bind directly: the lists (split on
+// commas), the default labels and the API key from the environment.
 func (o *pipelineOptions) fromContext(c *cli.Context) {
 	o.DB = c.String("db")
 	o.Labels = splitList(c.StringSlice("labels"))
@@ -119,6 +119,7 @@ func (o *pipelineOptions) fromContext(c *cli.Context) {
 	}
 }
 
+// splitList splits every element of in on commas and drops empty parts.
 func splitList(in []string) []string {
 	var out []string
 	for _, s := range in {
@@ -131,107 +132,37 @@ func splitList(in []string) []string {
 	return out
 }
 
-// built is the wired pipeline for one command.
-type built struct {
-	defs     []store.StageDef
-	stages   []pipeline.StageConfig
-	sanitize *stages.Sanitize
-	classify *stages.Classify
-	agg      *stages.Aggregate
-	limiter  *limiter.AIMD
-	priceIn  float64
-	priceOut float64
+// inputOptions say where items come from.
+type inputOptions struct {
+	Path      string
+	Format    string
+	IDField   string
+	TextField string
+	MaxLine   int
 }
 
-func fingerprint(parts ...any) string {
-	h := sha256.New()
-	for _, p := range parts {
-		fmt.Fprintf(h, "%v\x00", p)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only called with plain structs
-	}
-	return b
-}
-
-// newStages builds the three stages and the pipeline definition (stage
-// names and the fingerprint of what decides each stage's output).
-func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
-	emoji, err := stages.ParseEmojiPolicy(o.Emoji)
-	if err != nil {
-		return nil, usagef("--emoji: %v", err)
-	}
-	if o.APIKey == "" {
-		return nil, usagef("no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment")
-	}
-	prompt := ""
-	if o.PromptFile != "" {
-		b, err := os.ReadFile(o.PromptFile)
-		if err != nil {
-			return nil, usagef("read --prompt-file: %v", err)
-		}
-		prompt = string(b)
-	}
-	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
-		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
-		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
-	})
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	b := &built{
-		sanitize: &stages.Sanitize{MaxChars: o.MaxChars, Emoji: emoji},
-		classify: cl,
-		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
-	}
-	b.defs = []store.StageDef{
-		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji)},
-		{Name: cl.Name(), Fingerprint: cl.Fingerprint()},
-		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg)},
-	}
-	b.priceIn, b.priceOut = stages.Price(o.Model)
-	if o.PriceIn >= 0 {
-		b.priceIn = o.PriceIn
-	}
-	if o.PriceOut >= 0 {
-		b.priceOut = o.PriceOut
-	}
-	return b, nil
-}
-
-// openDB opens the pipeline DB for writing with this definition.
-func (o *pipelineOptions) openDB(b *built) (*store.DB, error) {
-	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist})
-}
-
-// wire builds the classify limiter (starting from the limit the last run
-// learned, unless --start says otherwise) and the engine's stage configs.
-func (o *pipelineOptions) wire(b *built, db *store.DB) {
-	if o.Fixed > 0 {
-		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
-	} else {
-		start := o.Start
-		if start <= 0 {
-			start = db.LearnedLimit(b.classify.Name())
-		}
-		b.limiter = limiter.New(limiter.Config{
-			Start: start, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
-			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
-		})
-	}
-	b.stages = []pipeline.StageConfig{
-		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
-		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage},
-		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
+// inputFlags are the flags of run that say where items come from.
+func inputFlags(in *inputOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "JSONL or CSV `FILE` of items to ingest (optional when resuming)", EnvVars: []string{"SAWTOOTH_INPUT"}, Destination: &in.Path},
+		&cli.StringFlag{Name: "format", Usage: "input format jsonl|csv|tsv (default: from the file extension)", Destination: &in.Format},
+		&cli.StringFlag{Name: "id-field", Value: "id", Usage: "field or column holding each item's id", Destination: &in.IDField},
+		&cli.StringFlag{Name: "text-field", Value: "text", Usage: "field or column holding each item's text", Destination: &in.TextField},
+		&cli.IntFlag{Name: "max-line-bytes", Value: ingest.DefaultMaxLineBytes, Usage: "longest input line read; longer lines are skipped and reported", Destination: &in.MaxLine},
 	}
 }
 
-// cost is the estimated USD for a usage at the configured prices.
-func (b *built) cost(u pipeline.Usage) float64 {
-	return (float64(u.PromptTokens)*b.priceIn + float64(u.CandidateTokens)*b.priceOut) / 1e6
+// obsFlags are the flags of every command that runs the pipeline, saying
+// how it reports on itself while it runs.
+func obsFlags(o *monitor.Options) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records on stderr as text|json (the periodic progress records too, when stderr is not a terminal or with --no-progress)", EnvVars: []string{"SAWTOOTH_LOG_FORMAT"}, Destination: &o.LogFormat},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least severe log records shown: debug|info|warn|error (warn hides the periodic progress records)", EnvVars: []string{"SAWTOOTH_LOG_LEVEL"}, Destination: &o.LogLevel},
+		&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics at http://`ADDR`/metrics while the run lasts, e.g. 127.0.0.1:9090", EnvVars: []string{"SAWTOOTH_METRICS_ADDR"}, Destination: &o.MetricsAddr},
+	}
+}
+
+// stageFlag is --stage, one of the pipeline's stages.
+func stageFlag(dest *string, required bool) cli.Flag {
+	return &cli.StringFlag{Name: "stage", Usage: "stage: " + strings.Join(stageNames, "|"), Required: required, Destination: dest}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -14,8 +14,17 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func reportCommand() *cli.Command {
-	var format, output string
+// reportOptions are `sawtooth report`'s.
+type reportOptions struct {
+	DB     string
+	Format string
+	// Output is the file written; empty means Out.
+	Output      string
+	Out, ErrOut io.Writer
+}
+
+func newReportCommand() *cli.Command {
+	var opts reportOptions
 	return &cli.Command{
 		Name:  "report",
 		Usage: "render the aggregate, dead letters and the last run (text|markdown|json|html)",
@@ -23,35 +32,42 @@ func reportCommand() *cli.Command {
 calls per second and items over time; the aggregate; dead letters) to open
 in a browser or send to a team; markdown pastes into a chat or a PR.`,
 		Flags: []cli.Flag{dbFlag(),
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text|markdown|json|html", Destination: &format},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &output},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text|markdown|json|html", Destination: &opts.Format},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &opts.Output},
 		},
 		Action: func(c *cli.Context) error {
-			render, err := reportRenderer(format)
-			if err != nil {
-				return err
-			}
-			db, err := openReadOnly(c.String("db"))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			data, err := loadReport(db)
-			if err != nil {
-				return err
-			}
-			if output == "" {
-				return render(c.App.Writer, data)
-			}
-			if err := writeFileAtomic(output, func(w io.Writer) error { return render(w, data) }); err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
-			fmt.Fprintf(c.App.ErrWriter, "wrote %s\n", output)
-			return nil
+			opts.DB, opts.Out, opts.ErrOut = c.String("db"), c.App.Writer, c.App.ErrWriter
+			return runReport(&opts)
 		},
 	}
 }
 
+// runReport renders the report of the DB to Output or Out.
+func runReport(opts *reportOptions) error {
+	render, err := reportRenderer(opts.Format)
+	if err != nil {
+		return err
+	}
+	db, err := openReadOnly(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	data, err := loadReport(db)
+	if err != nil {
+		return err
+	}
+	if opts.Output == "" {
+		return render(opts.Out, data)
+	}
+	if err := writeFileAtomic(opts.Output, func(w io.Writer) error { return render(w, data) }); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(opts.ErrOut, "wrote %s\n", opts.Output)
+	return nil
+}
+
+// reportRenderer is the renderer of a --format.
 func reportRenderer(format string) (func(io.Writer, *report.Data) error, error) {
 	switch format {
 	case "text":
