@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -58,14 +60,17 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	if o.APIKey == "" {
 		return nil, usagef("no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment")
 	}
-	prompt := ""
-	if o.PromptFile != "" {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.PromptFile != "" && !o.promptKept {
 		b, err := os.ReadFile(o.PromptFile)
 		if err != nil {
-			return nil, usagef("read --prompt-file: %v", err)
+			return nil, usagef("--prompt-file %s: %v", o.PromptFile, unwrapPath(err))
 		}
-		prompt = string(b)
+		o.prompt = string(b)
 	}
+	prompt := o.prompt
 	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
 		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
@@ -79,8 +84,10 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
 	}
 	b.defs = []store.StageDef{
-		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji)},
-		{Name: cl.Name(), Fingerprint: cl.Fingerprint()},
+		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji),
+			Config: mustJSON(sanitizeSettings{MaxChars: o.MaxChars, Emoji: o.Emoji})},
+		{Name: cl.Name(), Fingerprint: cl.Fingerprint(),
+			Config: mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: prompt, MaxOutputTokens: o.MaxOutputTokens})},
 		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg)},
 	}
 	b.priceIn, b.priceOut = stages.Price(o.Model)
@@ -93,9 +100,53 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	return b, nil
 }
 
-// openDB opens the pipeline DB for writing with this definition.
+// validate refuses option values no stage or limiter can work with,
+// naming the flag.
+func (o *pipelineOptions) validate() error {
+	checks := []struct {
+		bad  bool
+		flag string
+		want string
+	}{
+		{o.MaxChars <= 0, "max-chars", "a positive number of characters"},
+		{o.Timeout <= 0, "timeout", "a positive duration, e.g. 60s"},
+		{o.MaxOutputTokens <= 0, "max-output-tokens", "a positive number of tokens"},
+		{o.Workers <= 0, "workers", "at least 1"},
+		{o.MaxAttempts <= 0, "max-attempts", "at least 1"},
+		{o.Grace < 0, "grace", "a duration of 0 or more"},
+		{o.Floor <= 0, "floor", "at least 1"},
+		{o.Ceiling < o.Floor, "ceiling", fmt.Sprintf("at least --floor (%d)", o.Floor)},
+		{o.Start < 0, "start", "a number of calls, or 0 for the learned limit"},
+		{o.Fixed < 0, "fixed", "a number of calls, or 0 for adaptive"},
+		{o.Decrease <= 0 || o.Decrease >= 1, "decrease", "a factor between 0 and 1, e.g. 0.5"},
+		{o.Cooldown < 0, "cooldown", "a duration of 0 or more"},
+		{o.MaxWait <= 0, "max-wait", "a positive duration"},
+		{o.MaxOutage <= 0, "max-outage", "a positive duration"},
+		{o.TPM < 0, "tpm", "a number of tokens per minute, or 0 for unknown"},
+		{o.RPM < 0, "rpm", "a number of requests per minute, or 0 for unknown"},
+		{o.ConfirmAbove < 0, "confirm-above", "a number of items, 0 or more"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return usagef("--%s: want %s", c.flag, c.want)
+		}
+	}
+	return nil
+}
+
+// unwrapPath drops the *fs.PathError's repetition of the path.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// openDB opens the pipeline DB with this definition: for writing, or
+// read-only for a dry run.
 func (o *pipelineOptions) openDB(b *stageSet) (*store.DB, error) {
-	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist})
+	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
 }
 
 // addLimiter builds the classify limiter (starting from the limit the last

@@ -51,12 +51,13 @@ func newDemoCommand(cfg Config) *cli.Command {
 	}
 	flags = append(flags, simFlags(&opts.Sim, demoSim)...)
 	flags = append(flags, pipelineFlags(&opts.Pipeline)...)
+	flags = append(flags, rerunFlags(&opts.Pipeline)...)
 	flags = append(flags, obsFlags(&opts.Obs)...)
 	return &cli.Command{
 		Name:   "demo",
 		Usage:  "run the whole pipeline on bundled reviews against the built-in Gemini simulator",
 		Flags:  flags,
-		Before: loadConfigFile,
+		Before: before(),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.TimeoutSet = c.IsSet("timeout")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
@@ -17,26 +19,68 @@ type drainRequest struct {
 	Pipeline *pipelineOptions
 	Input    inputOptions
 	Obs      monitor.Options
-	// Prepare, if set, changes the open DB after ingest and before the
-	// run (retry and rerun re-queue items there).
-	Prepare func(*store.DB) error
-	// Out gets the run summary; ErrOut progress and notices.
+	// RerunFrom, if set, re-runs every item from that stage (rerun).
+	RerunFrom string
+	// RetryStage, if set, re-queues that stage's dead letters (retry).
+	RetryStage string
+	// Out gets the run summary and a dry run's plan; ErrOut progress and
+	// notices.
 	Out, ErrOut io.Writer
 	// ExitNow ends the process at once on a second signal.
 	ExitNow func(error)
 }
 
-// drain is run, retry, rerun and demo: open, reconcile the configuration,
-// ingest, prepare, drain, summarise.
+// drain is run, retry, rerun and demo: check every argument, open,
+// reconcile the configuration, ingest, re-queue, drain, summarise.
+//
+// Everything the command line names (flags, stage names, the input file
+// and its format, the prompt file, the --db path) is checked before the
+// DB is opened for writing or any file is created, so a command that
+// fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
 	o, in, obs, stdout, stderr := req.Pipeline, &req.Input, req.Obs, req.Out, req.ErrOut
 	if _, err := monitor.NewLogger(io.Discard, obs.LogFormat, obs.LogLevel); err != nil {
 		return sum, usage(err)
 	}
+	if req.RerunFrom != "" {
+		if err := checkStage("from-stage", req.RerunFrom); err != nil {
+			return sum, err
+		}
+	}
+	if req.RetryStage != "" {
+		if err := checkStage("stage", req.RetryStage); err != nil {
+			return sum, err
+		}
+	}
+	if err := checkDBPath(o.DB, o.MustExist); err != nil {
+		return sum, err
+	}
+	if in.Path != "" {
+		if err := checkInput(in); err != nil {
+			return sum, err
+		}
+	}
+	exists := false
+	if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
+		exists = true
+	}
+	if exists && o.KeepStored {
+		defs, err := readDefinition(o.DB)
+		if err != nil {
+			return sum, err
+		}
+		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
+			fmt.Fprintf(stderr, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+		}
+	}
 	b, err := o.buildStages(ctx)
 	if err != nil {
 		return sum, err
+	}
+	if o.DryRun && !exists {
+		fmt.Fprintf(stdout, "no database at %s yet: nothing would be re-run\n", o.DB)
+		return sum, nil
 	}
 	db, err := o.openDB(b)
 	if err != nil {
@@ -44,31 +88,35 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	defer db.Close()
 
-	if changed := db.ChangedStages(); len(changed) > 0 {
-		produced, err := producedFrom(db, changed[0])
+	from, why, err := rerunStart(db, b, req)
+	if err != nil {
+		return sum, err
+	}
+	if from == "" && o.DryRun {
+		fmt.Fprintf(stdout, "nothing would be re-run: no stage's configuration changed since %s was last run\n", o.DB)
+		return sum, nil
+	}
+	if from != "" {
+		plan, err := planRerun(db, from, b.cost)
 		if err != nil {
 			return sum, err
 		}
-		switch {
-		case !produced:
-			// Nothing was ever produced under the old configuration (say a
-			// run that stopped at once on an unknown model): adopt the new one.
-			if err := db.AcceptDefinition(); err != nil {
-				return sum, err
-			}
-		case !o.RerunChanged:
-			return sum, usagef("the configuration of stage %s changed since %s was last run (model, labels, prompt or options): pass --rerun-changed to re-run %s and the stages after it for every item, or run again with the previous settings",
-				changed[0], o.DB, changed[0])
-		default:
-			n, err := db.Rerun(changed[0])
-			if err != nil {
-				return sum, err
-			}
-			if err := db.AcceptDefinition(); err != nil {
-				return sum, err
-			}
-			fmt.Fprintf(stderr, "configuration of %s changed: re-queued %d items at %s\n", changed[0], n, changed[0])
+		if o.DryRun {
+			plan.print(stdout)
+			return sum, nil
 		}
+		if plan.Items > o.ConfirmAbove && !o.Yes {
+			plan.print(stderr)
+			return sum, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", plural(plan.Items, "item"), o.ConfirmAbove)
+		}
+		n, err := db.Rerun(from)
+		if err != nil {
+			return sum, err
+		}
+		if err := db.AcceptDefinition(); err != nil {
+			return sum, err
+		}
+		fmt.Fprintf(stderr, "%s: re-queued %s at %s\n", why, plural(n, "item"), from)
 	}
 	// Signals are handled from here on, so a Ctrl-C during a long ingest
 	// stops cleanly too (exit 3); messages follow the progress display
@@ -81,10 +129,12 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 			return sum, err
 		}
 	}
-	if req.Prepare != nil {
-		if err := req.Prepare(db); err != nil {
+	if req.RetryStage != "" {
+		n, err := db.Requeue(req.RetryStage, nil)
+		if err != nil {
 			return sum, err
 		}
+		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
 	o.addLimiter(b, db)
 
@@ -117,19 +167,103 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 			runErr = err
 		}
 	}
-	if err := monitor.PrintSummary(stdout, db.Path(), stageOrder(db), sum, o.JSON); err != nil && runErr == nil {
+	if err := monitor.PrintSummary(stdout, stageOrder(db), sum, o.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
 		runErr = err
 	}
 	if runErr != nil {
 		var fe *pipeline.FatalError
 		switch {
 		case errors.Is(runErr, pipeline.ErrStopped):
-			fmt.Fprintf(stderr, "stopped early; nothing is lost. Resume with the same command (sawtooth run --db %s ...)\n", db.Path())
+			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
 		case errors.As(runErr, &fe):
 			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
 		}
 	}
 	return sum, runErr
+}
+
+// rerunStart decides where re-running starts, and why: at the first stage
+// whose configuration changed (when it produced anything, and the user
+// asked for it with --rerun-changed or rerun), or at req.RerunFrom if that
+// is earlier. A change nobody asked to re-run is refused, with what
+// changed; a change to a stage that produced nothing is adopted.
+func rerunStart(db *store.DB, b *stageSet, req drainRequest) (from, why string, err error) {
+	o := req.Pipeline
+	if changed := db.ChangedStages(); len(changed) > 0 {
+		produced, err := producedFrom(db, changed[0])
+		if err != nil {
+			return "", "", err
+		}
+		switch {
+		case !produced:
+			// Nothing was ever produced under the old configuration (say a
+			// run that stopped at once on an unknown model): adopt the new one.
+			if !o.DryRun {
+				if err := db.AcceptDefinition(); err != nil {
+					return "", "", err
+				}
+			}
+		case !o.RerunChanged && req.RerunFrom == "":
+			return "", "", configChanged(db, b, changed[0])
+		default:
+			from, why = changed[0], "the configuration of "+changed[0]+" changed"
+		}
+	}
+	if req.RerunFrom != "" && (from == "" || stageIndex(req.RerunFrom) < stageIndex(from)) {
+		if from != "" {
+			why += ", and rerun --from-stage " + req.RerunFrom + " was asked"
+		} else {
+			why = "rerun --from-stage " + req.RerunFrom
+		}
+		from = req.RerunFrom
+	}
+	return from, why, nil
+}
+
+// configChanged is the refusal of a configuration change at stage: what
+// changed, as a diff when the DB recorded the settings, and the commands
+// that decide.
+func configChanged(db *store.DB, b *stageSet, stage string) error {
+	var diff []string
+	if old, err := db.StoredDefinition(); err == nil {
+		stored := storedSettings(old)
+		for _, d := range b.defs {
+			if d.Name == stage {
+				diff = settingsDiff(stage, stored[stage], d.Config)
+			}
+		}
+	}
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "the configuration of stage %s changed since %s was last run", stage, db.Path())
+	if len(diff) > 0 {
+		msg.WriteString(":\n  " + strings.Join(diff, "\n  "))
+	} else {
+		msg.WriteString(" (model, labels, prompt or options)")
+	}
+	fmt.Fprintf(&msg, "\nRe-running %s and the stages after it re-pays every item. To see what it would cost, run the same command with --rerun-changed --dry-run;"+
+		" then with --rerun-changed to re-run, or run again with the previous settings.", stage)
+	return usagef("%s", msg.String())
+}
+
+// stageIndex is name's position in the pipeline, or len(stageNames).
+func stageIndex(name string) int {
+	for i, s := range stageNames {
+		if s == name {
+			return i
+		}
+	}
+	return len(stageNames)
+}
+
+// readDefinition reads the pipeline definition recorded in the DB at
+// path without opening it for writing.
+func readDefinition(path string) ([]store.StageDef, error) {
+	db, err := store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.StoredDefinition()
 }
 
 // producedFrom reports whether any item has an output or a dead letter at
@@ -161,6 +295,7 @@ func monitorConfig(db *store.DB, b *stageSet, runID string, quiet bool) (monitor
 	for _, s := range counts.Stages {
 		rc.Stages = append(rc.Stages, s.Stage)
 		rc.Queued = append(rc.Queued, int64(s.Queued))
+		rc.Before = append(rc.Before, int64(s.Output+s.Dead))
 		var lim pipeline.Limiter
 		for _, sc := range b.stages {
 			if sc.Stage.Name() == s.Stage && sc.Limiter != nil {
@@ -170,6 +305,17 @@ func monitorConfig(db *store.DB, b *stageSet, runID string, quiet bool) (monitor
 		rc.Limiters = append(rc.Limiters, lim)
 	}
 	return rc, nil
+}
+
+// nextCommands are the commands worth running after a run, each with
+// its --db.
+func nextCommands(path string, sum pipeline.RunSummary) []string {
+	p := shellQuote(path)
+	next := []string{"sawtooth status --db " + p}
+	if sum.Totals().Dead > 0 {
+		next = append(next, "sawtooth dlq list --db "+p)
+	}
+	return append(next, "sawtooth report --db "+p+" --format html -o report.html")
 }
 
 // stageOrder is the DB's stage names in pipeline order.

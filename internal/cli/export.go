@@ -25,7 +25,9 @@ func newExportCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "export",
 		Usage: "write one row per item with that stage's output fields (stdout)",
-		Flags: []cli.Flag{dbFlag(), stageFlag(&opts.Stage, true), &cli.StringFlag{Name: "format", Value: "jsonl", Usage: "jsonl|csv", Destination: &opts.Format}},
+		Flags: []cli.Flag{dbFlag(), stageFlag(&opts.Stage, "stage whose outputs to write", true),
+			&cli.StringFlag{Name: "format", Category: catOutput, Value: "jsonl", Usage: "output format: jsonl|csv|tsv", Destination: &opts.Format}},
+		Before: before("db", "stage"),
 		Action: func(c *cli.Context) error {
 			opts.DB, opts.Out = c.String("db"), c.App.Writer
 			return runExport(&opts)
@@ -35,8 +37,13 @@ func newExportCommand() *cli.Command {
 
 // runExport writes Stage's outputs to Out.
 func runExport(opts *exportOptions) error {
-	if opts.Format != "jsonl" && opts.Format != "csv" {
-		return usagef("export: --format must be jsonl or csv, not %q", opts.Format)
+	if err := checkStage("stage", opts.Stage); err != nil {
+		return err
+	}
+	switch opts.Format {
+	case "jsonl", "csv", "tsv":
+	default:
+		return usagef("export: --format must be jsonl, csv or tsv, not %q", opts.Format)
 	}
 	db, err := openReadOnly(opts.DB)
 	if err != nil {
@@ -47,18 +54,20 @@ func runExport(opts *exportOptions) error {
 }
 
 // export writes one row per output of stage: JSON lines, or CSV with the
-// output's fields as sorted columns after id.
+// output's fields as sorted columns after id (TSV: tab-separated).
 func export(w io.Writer, db *store.DB, stage, format string) error {
 	var (
 		cw     *csv.Writer
 		header []string
 	)
-	if format == "csv" {
+	if format == "csv" || format == "tsv" {
 		cw = csv.NewWriter(w)
-		defer cw.Flush()
+		if format == "tsv" {
+			cw.Comma = '\t'
+		}
 	}
 	enc := json.NewEncoder(w)
-	return db.ForEachOutput(stage, func(rec pipeline.Record, out json.RawMessage) error {
+	err := db.ForEachOutput(stage, func(rec pipeline.Record, out json.RawMessage) error {
 		var fields map[string]any
 		if err := json.Unmarshal(out, &fields); err != nil {
 			return fmt.Errorf("item %q: output of %s is not a JSON object: %w", rec.ID, stage, err)
@@ -86,6 +95,13 @@ func export(w io.Writer, db *store.DB, stage, format string) error {
 		}
 		return cw.Write(row)
 	})
+	if cw != nil {
+		cw.Flush()
+		if err == nil {
+			err = cw.Error()
+		}
+	}
+	return err
 }
 
 // cell is a CSV cell: strings as they are, anything else as JSON.

@@ -5,13 +5,58 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
+
+// checkInput checks the input file before anything else is touched: it
+// exists and is a regular file, its format is known (and becomes
+// in.Format), and its start reads as that format with the id and text
+// fields asked for. Problems on single lines are left to the ingest,
+// which reports them.
+func checkInput(in *inputOptions) error {
+	fi, err := os.Stat(in.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("--input %s: no such file", in.Path)
+	case err != nil:
+		return usagef("--input %s: %v", in.Path, unwrapPath(err))
+	case fi.IsDir():
+		return usagef("--input %s is a directory: give the file of items", in.Path)
+	case !fi.Mode().IsRegular():
+		return usagef("--input %s is not a regular file (%s)", in.Path, fi.Mode().Type())
+	}
+	format := ingest.Format(strings.ToLower(in.Format))
+	if format == "" {
+		if format, err = ingest.DetectFormat(in.Path); err != nil {
+			return usage(err)
+		}
+	} else if !slices.Contains(inputFormats, string(format)) {
+		return usagef("--format %q: want %s", in.Format, strings.Join(inputFormats, ", "))
+	}
+	in.Format = string(format)
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return usagef("--input %s: %v", in.Path, unwrapPath(err))
+	}
+	defer f.Close()
+	rd, err := ingest.NewReader(io.LimitReader(f, 1<<20), ingest.Options{Format: format, IDField: in.IDField, TextField: in.TextField, MaxLineBytes: in.MaxLine})
+	if err != nil {
+		return usagef("input %s: %v", in.Path, err)
+	}
+	// Not a usage error: the file is the one asked for, its content is
+	// wrong (UTF-16, a CSV header without the fields, ...).
+	if _, err := rd.Next(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("input %s: %w", in.Path, err)
+	}
+	return nil
+}
 
 // ingestBatch is how many records one ingest transaction holds.
 const ingestBatch = 1000
@@ -59,7 +104,10 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 					return ferr
 				}
 			}
-			return fmt.Errorf("input %s: %w (the %d records read before it are kept)", in.Path, err, total.New+total.Changed+total.Unchanged)
+			if n := total.New + total.Changed + total.Unchanged; n > 0 {
+				return fmt.Errorf("input %s: %w (the %s read before it are kept)", in.Path, err, plural(n, "record"))
+			}
+			return fmt.Errorf("input %s: %w (nothing was ingested)", in.Path, err)
 		}
 		batch = append(batch, rec)
 		if len(batch) == ingestBatch {
@@ -67,7 +115,7 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 				return err
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", in.Path, total.New+total.Changed+total.Unchanged, pipeline.ErrStopped)
+				return fmt.Errorf("interrupted while ingesting %s after %s (all kept): %w", in.Path, plural(total.New+total.Changed+total.Unchanged, "record"), pipeline.ErrStopped)
 			}
 		}
 	}
@@ -77,17 +125,21 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 	problems := rd.Problems()
 	for i, p := range problems {
 		if i == 20 {
-			fmt.Fprintf(stderr, "input %s: ... and %d more skipped lines\n", in.Path, rd.ProblemCount()-20)
+			more := rd.ProblemCount() - 20
+			fmt.Fprintf(stderr, "input %s: ... and %d more skipped %s\n", in.Path, more, nounFor(more, "line"))
 			break
 		}
 		fmt.Fprintf(stderr, "input %s: %s\n", in.Path, p)
 	}
-	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %d lines skipped\n",
-		in.Path, total.New, total.Changed, total.Unchanged, rd.ProblemCount())
+	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %s skipped\n",
+		in.Path, total.New, total.Changed, total.Unchanged, plural(rd.ProblemCount(), "line"))
 	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
-		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? "+
-			"(the %d good lines are kept: fix the file and run again, or run without --input to process just them)",
-			in.Path, rd.ProblemCount(), lines, total.New+total.Changed+total.Unchanged)
+		kept := "nothing was ingested: fix the file and run again"
+		if n := total.New + total.Changed + total.Unchanged; n > 0 {
+			kept = fmt.Sprintf("the %s are kept: fix the file and run again, or run without --input to process just them", plural(n, "good line"))
+		}
+		return fmt.Errorf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? (%s)",
+			in.Path, rd.ProblemCount(), lines, kept)
 	}
 	return nil
 }

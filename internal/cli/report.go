@@ -32,9 +32,10 @@ func newReportCommand() *cli.Command {
 calls per second and items over time; the aggregate; dead letters) to open
 in a browser or send to a team; markdown pastes into a chat or a PR.`,
 		Flags: []cli.Flag{dbFlag(),
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text|markdown|json|html", Destination: &opts.Format},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &opts.Output},
+			&cli.StringFlag{Name: "format", Category: catOutput, Value: "text", Usage: "text|markdown|json|html", Destination: &opts.Format},
+			&cli.StringFlag{Name: "output", Category: catOutput, Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &opts.Output},
 		},
+		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			opts.DB, opts.Out, opts.ErrOut = c.String("db"), c.App.Writer, c.App.ErrWriter
 			return runReport(&opts)

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
-	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,9 +23,9 @@ func newRerunCommand(cfg Config) *cli.Command {
 	return &cli.Command{
 		Name:  "rerun",
 		Usage: "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain",
-		Flags: append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Required: true, Usage: "first stage to re-run", Destination: &opts.FromStage}},
-			append(pipelineFlags(&opts.Pipeline), obsFlags(&opts.Obs)...)...),
-		Before: loadConfigFile,
+		Flags: append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Category: catRerun, Usage: stageUsage("first stage to re-run for every item") + " (required)", Destination: &opts.FromStage}},
+			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline)...), obsFlags(&opts.Obs)...)...),
+		Before: before("db", "from-stage"),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
@@ -36,18 +34,13 @@ func newRerunCommand(cfg Config) *cli.Command {
 	}
 }
 
-// runRerun re-queues every item at FromStage and drains the pipeline. It
-// never creates the DB.
+// runRerun re-queues every item that reached FromStage there and drains
+// the pipeline; settings not given keep what the DB recorded. It never
+// creates the DB; with DryRun it prints the plan and changes nothing.
 func runRerun(ctx context.Context, opts *rerunOptions) error {
-	opts.Pipeline.RerunChanged = true
 	opts.Pipeline.MustExist = true
-	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Obs: opts.Obs, Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow,
-		Prepare: func(db *store.DB) error {
-			n, err := db.Rerun(opts.FromStage)
-			if err == nil {
-				fmt.Fprintf(opts.ErrOut, "re-queued %d items at %s\n", n, opts.FromStage)
-			}
-			return err
-		}})
+	opts.Pipeline.KeepStored = true
+	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Obs: opts.Obs, RerunFrom: opts.FromStage,
+		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
 }

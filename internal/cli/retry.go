@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
-	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,9 +23,9 @@ func newRetryCommand(cfg Config) *cli.Command {
 	return &cli.Command{
 		Name:  "retry",
 		Usage: "re-queue the dead letters of one stage and run again (re-runs only what failed there)",
-		Flags: append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "stage", Required: true, Usage: "stage whose dead letters to retry", Destination: &opts.Stage}},
-			append(pipelineFlags(&opts.Pipeline), obsFlags(&opts.Obs)...)...),
-		Before: loadConfigFile,
+		Flags: append([]cli.Flag{dbFlag(), stageFlag(&opts.Stage, "stage whose dead letters to re-queue", true)},
+			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline)...), obsFlags(&opts.Obs)...)...),
+		Before: before("db", "stage"),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
@@ -40,13 +38,8 @@ func newRetryCommand(cfg Config) *cli.Command {
 // never creates the DB.
 func runRetry(ctx context.Context, opts *retryOptions) error {
 	opts.Pipeline.MustExist = true
-	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Obs: opts.Obs, Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow,
-		Prepare: func(db *store.DB) error {
-			n, err := db.Requeue(opts.Stage, nil)
-			if err == nil {
-				fmt.Fprintf(opts.ErrOut, "re-queued %d dead letters at %s\n", n, opts.Stage)
-			}
-			return err
-		}})
+	opts.Pipeline.KeepStored = true
+	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Obs: opts.Obs, RetryStage: opts.Stage,
+		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
 }

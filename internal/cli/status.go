@@ -26,8 +26,9 @@ func newStatusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "per-stage queued/done/dead counts, tokens and cost, and the last runs (live figures while a run holds the DB)",
-		Flags: []cli.Flag{dbFlag(), &cli.BoolFlag{Name: "json", Destination: &opts.JSON},
-			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "refresh every second until Ctrl-C", Destination: &opts.Watch}},
+		Flags: []cli.Flag{dbFlag(), &cli.BoolFlag{Name: "json", Category: catOutput, Usage: "print the status as JSON (with --watch: one object per line)", Destination: &opts.JSON},
+			&cli.BoolFlag{Name: "watch", Category: catOutput, Aliases: []string{"w"}, Usage: "refresh every second until Ctrl-C", Destination: &opts.Watch}},
+		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			opts.DB, opts.Out = c.String("db"), c.App.Writer
 			return runStatus(c.Context, &opts)

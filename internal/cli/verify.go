@@ -30,10 +30,11 @@ func newVerifyCommand() *cli.Command {
 		Name:  "verify",
 		Usage: "check every item is in exactly one place and recompute the aggregate from out/classify",
 		Flags: []cli.Flag{dbFlag(),
-			&cli.StringSliceFlag{Name: "group-by", Value: cli.NewStringSlice("app", "month"), Usage: "as given to run", Destination: &groupBy},
-			&cli.StringFlag{Name: "date-field", Value: "date", Destination: &opts.Aggregate.DateField},
-			&cli.StringFlag{Name: "rating-field", Value: "rating", Destination: &opts.Aggregate.RatingField},
+			&cli.StringSliceFlag{Name: "group-by", Category: catAgg, Value: cli.NewStringSlice("app", "month"), Usage: "fields the aggregate counts by, as given to run", DefaultText: "what the run recorded", Destination: &groupBy},
+			&cli.StringFlag{Name: "date-field", Category: catAgg, Value: "date", Usage: "field holding the item's date, as given to run", DefaultText: "what the run recorded", Destination: &opts.Aggregate.DateField},
+			&cli.StringFlag{Name: "rating-field", Category: catAgg, Value: "rating", Usage: "numeric field averaged per label, as given to run", DefaultText: "what the run recorded", Destination: &opts.Aggregate.RatingField},
 		},
+		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			opts.DB, opts.Out = c.String("db"), c.App.Writer
 			opts.Aggregate.GroupBy = splitList(groupBy.Value())

@@ -37,6 +37,9 @@ type LiveStage struct {
 	Total int64 `json:"total"`
 	Done  int64 `json:"done"`
 	Dead  int64 `json:"dead"`
+	// Before is how many items had left the stage (output or dead letter)
+	// before this run started.
+	Before int64 `json:"before_run"`
 	// Queued is the items waiting at the stage or being processed there.
 	Queued int64 `json:"queued"`
 	// Rate is items finished (done or dead) per second over the last
@@ -126,10 +129,10 @@ func PrintLiveStatus(w io.Writer, path string, asJSON bool) error {
 // path, as a table or as JSON.
 func ShowLiveStatus(w io.Writer, path string, live *LiveStatus, asJSON bool) error {
 	if asJSON {
-		return writeJSON(w, live)
+		return WriteJSONSafe(w, live)
 	}
 	fmt.Fprintf(w, "%s: a run is in progress (pid %d, run %s, started %s, elapsed %s); live figures as of %s",
-		path, live.PID, live.RunID, live.Started.Local().Format(time.TimeOnly), clockString(live.Elapsed), live.Updated.Local().Format(time.TimeOnly))
+		TerminalSafe(path), live.PID, TerminalSafe(live.RunID), live.Started.Local().Format(time.TimeOnly), clockString(live.Elapsed), live.Updated.Local().Format(time.TimeOnly))
 	if age := time.Since(live.Updated); age > LiveStatusMaxAge {
 		fmt.Fprintf(w, " (%s ago: the run has not updated them since; is it stuck?)", age.Round(time.Second))
 	}
@@ -141,7 +144,7 @@ func ShowLiveStatus(w io.Writer, path string, live *LiveStatus, asJSON bool) err
 		if s.FinishedAt > 0 {
 			eta = "done at " + clockString(s.FinishedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t\n", s.Name, fmtCount(s.Finished()), fmtCount(s.Total), fmtCount(s.Done), fmtCount(s.Dead),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t\n", TerminalSafe(s.Name), fmtCount(s.Before+s.Finished()), fmtCount(s.Before+s.Total), fmtCount(s.Done), fmtCount(s.Dead),
 			fmtCount(s.Queued), s.Rate, eta)
 	}
 	tw.Flush()
@@ -152,11 +155,11 @@ func ShowLiveStatus(w io.Writer, path string, live *LiveStatus, asJSON bool) err
 	}
 	if a := live.api(); a != nil {
 		fmt.Fprintf(w, "%s: concurrency limit %d, %d in flight; %s calls: %s ok, %s 429s (%.1f%%), %s 5xx/timeouts, %s permanent failures\n",
-			a.Name, a.Limit, a.InFlight, fmtCount(a.Calls), fmtCount(a.OK), fmtCount(a.RateLimited), a.Share429(), fmtCount(a.Transient), fmtCount(a.Permanent))
+			TerminalSafe(a.Name), a.Limit, a.InFlight, fmtCount(a.Calls), fmtCount(a.OK), fmtCount(a.RateLimited), a.Share429(), fmtCount(a.Transient), fmtCount(a.Permanent))
 		fmt.Fprintf(w, "tokens so far: %s in, %s out; estimated cost $%.4f\n", fmtCount(a.TokensIn), fmtCount(a.TokensOut), cost)
 	}
 	if live.MetricsURL != "" {
-		fmt.Fprintf(w, "metrics: %s\n", live.MetricsURL)
+		fmt.Fprintf(w, "metrics: %s\n", TerminalSafe(live.MetricsURL))
 	}
 	return nil
 }

@@ -25,6 +25,10 @@ type Config struct {
 	// were queued at each when the run started.
 	Stages []string
 	Queued []int64
+	// Before is how many items had left each stage (an output or a dead
+	// letter there) before the run: on a resume the bars count against
+	// the whole pipeline, not only this run's share.
+	Before []int64
 	// Limiters are the stages' limiters by index (nil: none), read for
 	// the limit before the runner's first tick and by the metrics live.
 	Limiters []pipeline.Limiter
@@ -66,6 +70,7 @@ type Progress struct {
 
 	bars      *mpb.Progress
 	stageBars []*mpb.Bar
+	barStage  []int // the stage index of each of stageBars
 	statusBar *mpb.Bar
 	metrics   *metricsServer
 }
@@ -160,8 +165,12 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 			queued = p.cfg.Queued[i]
 		}
 		queuedBefore += queued
+		var before int64
+		if i < len(p.cfg.Before) {
+			before = p.cfg.Before[i]
+		}
 		s := LiveStage{
-			Name: name, Total: max(queuedBefore-deadBefore, 0), Done: sp.Done, Dead: sp.Dead,
+			Name: name, Before: before, Total: max(queuedBefore-deadBefore, 0), Done: sp.Done, Dead: sp.Dead,
 			Queued: max(queued+doneBefore-sp.Done-sp.Dead, 0),
 			Calls:  sp.Calls, RateLimited: sp.RateLimited, Transient: sp.Transient,
 			Limit: sp.Limit, InFlight: sp.InFlight,
@@ -237,10 +246,13 @@ func (p *Progress) startBars(w io.Writer) {
 	v := p.view.Load()
 	countW := 0
 	for _, s := range v.Stages {
-		countW = max(countW, 2*len(fmtCount(s.Total))+1)
+		countW = max(countW, 2*len(fmtCount(s.Before+s.Total))+1)
 	}
 	for i, name := range p.cfg.Stages {
-		bar := p.bars.New(v.Stages[i].Total,
+		if v.Stages[i].Before+v.Stages[i].Total == 0 {
+			continue // nothing to show: no empty 0/0 bar
+		}
+		bar := p.bars.New(v.Stages[i].Before+v.Stages[i].Total,
 			mpb.BarStyle().Lbound("│").Filler("█").Tip("█").Padding("░").Rbound("│"),
 			mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return fmt.Sprintf("%-*s", nameW, name) })),
 			mpb.AppendDecorators(decor.Any(func(st decor.Statistics) string {
@@ -249,6 +261,7 @@ func (p *Progress) startBars(w io.Writer) {
 			mpb.BarNoPop(),
 		)
 		p.stageBars = append(p.stageBars, bar)
+		p.barStage = append(p.barStage, i)
 	}
 	p.statusBar = p.bars.New(1, mpb.NopStyle(),
 		mpb.PrependDecorators(decor.Any(func(st decor.Statistics) string { return p.statusText(nameW, st.AvailableWidth) })),
@@ -270,7 +283,7 @@ func (p *Progress) stageText(i, countW int) string {
 	if s.FinishedAt > 0 {
 		eta = "done at " + clockString(s.FinishedAt)
 	}
-	return fmt.Sprintf(" %*s %-10s %8s/s  %-13s", countW, fmtCount(s.Finished())+"/"+fmtCount(s.Total), dead, fmt.Sprintf("%.1f", s.Rate), eta)
+	return fmt.Sprintf(" %*s %-10s %8s/s  %-13s", countW, fmtCount(s.Before+s.Finished())+"/"+fmtCount(s.Before+s.Total), dead, fmt.Sprintf("%.1f", s.Rate), eta)
 }
 
 // statusText is the line under the bars, shortened to fit width.
@@ -295,12 +308,12 @@ func (p *Progress) statusText(nameW, width int) string {
 }
 
 func (p *Progress) updateBars(v *LiveStatus) {
-	for i, bar := range p.stageBars {
-		s := v.Stages[i]
-		bar.SetCurrent(s.Finished())
+	for j, bar := range p.stageBars {
+		s := v.Stages[p.barStage[j]]
+		bar.SetCurrent(s.Before + s.Finished())
 		// Totals only shrink (by upstream dead letters), so a stage that
 		// finished them all is done for this run.
-		bar.SetTotal(s.Total, s.Finished() >= s.Total)
+		bar.SetTotal(s.Before+s.Total, s.Finished() >= s.Total)
 	}
 }
 

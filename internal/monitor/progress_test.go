@@ -109,6 +109,49 @@ func TestProgressPrinter_BarsOnAFakeTerminal(t *testing.T) {
 	}
 }
 
+// On a resume the bars count against the whole pipeline: what left each
+// stage before the run plus this run's share, and a stage with nothing
+// before or now gets no empty 0/0 bar.
+func TestProgressPrinter_ResumeCountsWholePipeline(t *testing.T) {
+	term := &syncBuffer{}
+	refresh := make(chan any)
+	cfg := testProgressConfig(t)
+	cfg.Before = []int64{200, 180, 150}
+	cfg.Live, cfg.Width, cfg.Refresh = true, 150, refresh
+	p := NewProgress(NewSwitchWriter(term), nil, cfg)
+	for sec := int64(1); sec <= 5; sec++ {
+		p.Tick(progressAt(sec))
+		refresh <- sec
+	}
+	p.Close()
+	screen := term.String()
+	last := screen[strings.LastIndex(screen, "sanitize"):]
+	for _, want := range []string{"300/300", "231/298", "198/267"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last frame lacks %q:\n%s", want, last)
+		}
+	}
+}
+
+func TestProgressPrinter_NoEmptyBar(t *testing.T) {
+	term := &syncBuffer{}
+	refresh := make(chan any)
+	cfg := testProgressConfig(t)
+	cfg.Stages, cfg.Queued, cfg.Before = []string{"sanitize", "classify"}, []int64{0, 0}, []int64{5, 0}
+	cfg.Live, cfg.Width, cfg.Refresh = true, 150, refresh
+	p := NewProgress(NewSwitchWriter(term), nil, cfg)
+	p.Tick(pipeline.Progress{})
+	refresh <- 1
+	p.Close()
+	screen := term.String()
+	if !strings.Contains(screen, "5/5") {
+		t.Errorf("sanitize's bar lacks 5/5:\n%s", screen)
+	}
+	if strings.Contains(screen, "classify  │") || strings.Contains(screen, "0/0") {
+		t.Errorf("a stage with no items got a bar:\n%s", screen)
+	}
+}
+
 func TestProgressPrinter_LogRecordsWhenNotATerminal(t *testing.T) {
 	var stderr syncBuffer
 	cfg := testProgressConfig(t)

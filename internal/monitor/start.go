@@ -10,10 +10,12 @@ import (
 // database path, the run's id and, per stage in pipeline order, its name,
 // how many items were queued there when the run started, and its limiter.
 type RunConfig struct {
-	DBPath   string
-	RunID    string
-	Stages   []string
-	Queued   []int64
+	DBPath string
+	RunID  string
+	Stages []string
+	Queued []int64
+	// Before is how many items had left each stage before the run.
+	Before   []int64
 	Limiters []pipeline.Limiter
 	// Cost estimates the USD cost of a usage; nil means free.
 	Cost func(pipeline.Usage) float64
@@ -32,7 +34,7 @@ func Start(stderr io.Writer, opts Options, rc RunConfig) (*Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config{DBPath: rc.DBPath, RunID: rc.RunID, Stages: rc.Stages, Queued: rc.Queued, Limiters: rc.Limiters,
+	cfg := Config{DBPath: rc.DBPath, RunID: rc.RunID, Stages: rc.Stages, Queued: rc.Queued, Before: rc.Before, Limiters: rc.Limiters,
 		Cost: rc.Cost, Live: !rc.Quiet && IsTerminal(stderr)}
 	p := NewProgress(out, log, cfg)
 	if opts.MetricsAddr != "" {

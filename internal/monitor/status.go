@@ -41,14 +41,14 @@ func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pi
 // PrintStatus prints v as a table, or as JSON.
 func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 	if asJSON {
-		return writeJSON(w, v)
+		return WriteJSONSafe(w, v)
 	}
 	counts := v.Counts
-	fmt.Fprintf(w, "%s: %d items, %d done\n\n", v.DB, counts.Items, counts.Done)
+	fmt.Fprintf(w, "%s: %d items, %d done\n\n", TerminalSafe(v.DB), counts.Items, counts.Done)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\tqueued\tdead\toutputs\t")
 	for _, s := range counts.Stages {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", s.Stage, s.Queued, s.Dead, s.Output)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", TerminalSafe(s.Stage), s.Queued, s.Dead, s.Output)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f\n", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
@@ -58,9 +58,9 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 	if len(v.LastRuns) > 0 {
 		fmt.Fprintln(w, "\nlast runs:")
 		for _, r := range v.LastRuns {
-			fmt.Fprintf(w, "  %s  %-8s  %s", r.ID, r.Status, r.Ended.Sub(r.Started).Round(time.Second))
+			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), r.Ended.Sub(r.Started).Round(time.Second))
 			if r.Message != "" {
-				fmt.Fprintf(w, "  %s", r.Message)
+				fmt.Fprintf(w, "  %s", TerminalSafe(r.Message))
 			}
 			fmt.Fprintln(w)
 		}

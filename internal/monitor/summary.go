@@ -10,10 +10,11 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// PrintSummary prints the run summary of the DB at dbPath (stageOrder is
-// its stages in pipeline order): per-stage accounting, the limit's
-// range, dead letters by reason, the wall time and where to look next.
-func PrintSummary(w io.Writer, dbPath string, stageOrder []string, sum pipeline.RunSummary, asJSON bool) error {
+// PrintSummary prints the run summary (stageOrder is the DB's stages in
+// pipeline order): per-stage accounting, the limit's range, dead letters
+// by reason, the wall time and the next commands, one per line so each
+// can be copied (not in the JSON form).
+func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJSON bool, next []string) error {
 	wall := sum.Ended.Sub(sum.Started)
 	if asJSON {
 		type stageTotals struct {
@@ -32,9 +33,9 @@ func PrintSummary(w io.Writer, dbPath string, stageOrder []string, sum pipeline.
 			Totals      stageTotals `json:"totals"`
 		}{sum, wall.Seconds(), t})
 	}
-	fmt.Fprintf(w, "\nrun %s: %s in %s", sum.ID, sum.Status, wall.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "\nrun %s: %s in %s", TerminalSafe(sum.ID), TerminalSafe(sum.Status), wall.Round(100*time.Millisecond))
 	if sum.Message != "" {
-		fmt.Fprintf(w, " (%s)", sum.Message)
+		fmt.Fprintf(w, " (%s)", TerminalSafe(sum.Message))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
@@ -76,11 +77,15 @@ func PrintSummary(w io.Writer, dbPath string, stageOrder []string, sum pipeline.
 				fmt.Fprintf(w, "  ... %d more reasons\n", len(reasons)-8)
 				break
 			}
-			fmt.Fprintf(w, "  %5d  %s\n", r.v, r.k)
+			fmt.Fprintf(w, "  %5d  %s\n", r.v, TerminalSafe(r.k))
 		}
 	}
-	p := dbPath
-	fmt.Fprintf(w, "\nnext: sawtooth status --db %s | sawtooth dlq list --db %s | sawtooth report --db %s --format html -o report.html\n", p, p, p)
+	if len(next) > 0 {
+		fmt.Fprintln(w, "\nnext:")
+		for _, cmd := range next {
+			fmt.Fprintf(w, "  %s\n", cmd)
+		}
+	}
 	return nil
 }
 
