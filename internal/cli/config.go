@@ -32,7 +32,11 @@ func loadConfig(c *cli.Context) error {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return usagef("config file %s: %v", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if strings.Contains(msg, "mapping values are not allowed") {
+			msg += " (is a `flag: value` line indented under another? start every key in the first column)"
+		}
+		return usagef("config file %s: %s", path, msg)
 	}
 	if len(doc.Content) == 0 {
 		return nil // empty, or only comments
