@@ -46,12 +46,12 @@ func newBenchCommand() *cli.Command {
 		names = append(names, s.Name)
 	}
 	flags := []cli.Flag{
-		&cli.IntFlag{Name: "items", Value: bench.DefaultItems, Usage: "reviews each strategy drains", Destination: &o.Items},
-		&cli.StringFlag{Name: "strategies", Value: strings.Join(names, ","), Usage: "comma-separated strategies to run, in order", Destination: &o.Strategies},
-		&cli.BoolFlag{Name: "json", Usage: "print the configuration and results (with the concurrency series) as JSON", Destination: &o.JSON},
-		&cli.StringFlag{Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
-		&cli.DurationFlag{Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
-		&cli.StringFlag{Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
+		&cli.IntFlag{Category: catBench, Name: "items", Value: bench.DefaultItems, Usage: "reviews each strategy drains", Destination: &o.Items},
+		&cli.StringFlag{Category: catBench, Name: "strategies", Value: strings.Join(names, ","), Usage: "comma-separated strategies to run, in order", Destination: &o.Strategies},
+		&cli.BoolFlag{Category: catBench, Name: "json", Usage: "print the configuration and results (with the concurrency series) as JSON", Destination: &o.JSON},
+		&cli.StringFlag{Category: catBench, Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
+		&cli.DurationFlag{Category: catBench, Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
+		&cli.StringFlag{Category: catBench, Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
 	}
 	flags = append(flags, simFlags(&o.Sim, benchSim)...)
 	return &cli.Command{

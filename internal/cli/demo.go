@@ -46,8 +46,8 @@ type demoOptions struct {
 func newDemoCommand(cfg Config) *cli.Command {
 	opts := demoOptions{Reviews: cfg.DemoReviews}
 	flags := []cli.Flag{
-		&cli.IntFlag{Name: "items", Value: 3000, Usage: "how many of the bundled reviews to process", Destination: &opts.Items},
-		&cli.StringFlag{Name: "db", Usage: "database `FILE` (default: a new temporary file); run again with the same --db to resume", Destination: &opts.DB},
+		&cli.IntFlag{Category: catDemo, Name: "items", Value: 3000, Usage: "how many of the bundled reviews to process", Destination: &opts.Items},
+		&cli.StringFlag{Category: catDemo, Name: "db", Usage: "database `FILE`; run again with the same --db to resume", DefaultText: "a new temporary file", Destination: &opts.DB},
 	}
 	flags = append(flags, simFlags(&opts.Sim, demoSim)...)
 	flags = append(flags, pipelineFlags(&opts.Pipeline)...)

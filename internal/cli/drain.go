@@ -176,13 +176,17 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		case errors.Is(runErr, pipeline.ErrStopped):
 			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
 		case errors.As(runErr, &fe):
-			if dead := int(sum.Totals().Dead); dead > 0 {
+			// The runner names the stage that failed first: count the
+			// dead letters there, not those of other stages (an empty
+			// text dead-lettered at sanitize is not this failure's).
+			stage, _, _ := strings.Cut(runErr.Error(), ":")
+			if st := sum.Stages[stage]; st != nil && st.Dead > 0 {
 				were := "were"
-				if dead == 1 {
+				if st.Dead == 1 {
 					were = "was"
 				}
-				return sum, fmt.Errorf("%w\n%s %s dead-lettered in this run before it stopped (see them with: sawtooth dlq list --db %s); fix the cause and run again to resume",
-					runErr, plural(dead, "item"), were, shellQuote(db.Path()))
+				return sum, fmt.Errorf("%w\n%s %s dead-lettered at %s in this run before it stopped (see them with: sawtooth dlq list --db %s --stage %s); fix the cause and run again to resume",
+					runErr, plural(int(st.Dead), "item"), were, stage, shellQuote(db.Path()), stage)
 			}
 			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
 		}

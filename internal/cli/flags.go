@@ -26,6 +26,8 @@ const (
 	catOutput   = "Output"
 	catRerun    = "Re-runs"
 	catSim      = "Simulator"
+	catBench    = "Benchmark"
+	catDemo     = "Demo"
 )
 
 // pipelineOptions configure the stages, the engine and the limiter. They
