@@ -84,6 +84,8 @@ func TestCLI_Contract(t *testing.T) {
 		{name: "config gives db and input fields", env: env,
 			args: []string{"run", "--quiet", "--config", config("full.yaml", "db: "+filepath.Join(dir, "fromconfig.db")+"\ninput: "+input+"\nid-field: id\ntext-field: text\ngroup-by:\n  - app\n")},
 			code: 0, want: []string{"40 new"}},
+		{name: "group-by a field no row has", env: env, args: []string{"run", "--db", newDB("g.db"), "--input", input, "--quiet", "--group-by", "country"}, code: 0,
+			want: []string{"--group-by country is absent from 40 of 40 rows", "the rows have: app, date, rating"}},
 		{name: "unknown SAWTOOTH_ variable", env: []string{"SAWTOOTH_MODLE=x"}, args: []string{"status", "--db", db}, code: 0,
 			want: []string{"SAWTOOTH_MODLE names no flag", "did you mean SAWTOOTH_MODEL?"}},
 		{name: "help lists the stages and groups flags", args: []string{"rerun", "--help"}, code: 0,

@@ -125,7 +125,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
 	if in.Path != "" {
-		if err := ingestFile(ctx, db, in, stderr); err != nil {
+		if err := ingestFile(ctx, db, in, newFieldCheck(o), stderr); err != nil {
 			return sum, err
 		}
 	}

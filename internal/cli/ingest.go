@@ -63,8 +63,9 @@ const ingestBatch = 1000
 
 // ingestFile streams the input into the DB in batches of one transaction
 // each. Bad lines are reported and skipped; a file where most lines fail is
-// an error, but what was ingested is kept.
-func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.Writer) error {
+// an error, but what was ingested is kept. The fields the aggregate
+// reads are checked on the way (fc).
+func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, fc *fieldCheck, stderr io.Writer) error {
 	f, err := os.Open(in.Path)
 	if err != nil {
 		return fmt.Errorf("open input: %w", err)
@@ -110,6 +111,7 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 			return fmt.Errorf("input %s: %w (nothing was ingested)", in.Path, err)
 		}
 		batch = append(batch, rec)
+		fc.add(rec)
 		if len(batch) == ingestBatch {
 			if err := flush(); err != nil {
 				return err
@@ -131,6 +133,7 @@ func ingestFile(ctx context.Context, db *store.DB, in *inputOptions, stderr io.W
 		}
 		fmt.Fprintf(stderr, "input %s: %s\n", in.Path, p)
 	}
+	fc.report(stderr, in.Path)
 	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %s skipped\n",
 		in.Path, total.New, total.Changed, total.Unchanged, plural(rd.ProblemCount(), "line"))
 	if lines := rd.Lines(); lines > 0 && rd.ProblemCount()*2 > lines {
