@@ -182,7 +182,7 @@ func requireFlags(c *cli.Context, names ...string) error {
 		for _, f := range c.Command.Flags {
 			if f.Names()[0] == n {
 				if u, ok := f.(interface{ GetUsage() string }); ok {
-					what = ": " + u.GetUsage()
+					what = " (" + strings.NewReplacer(" (required)", "", "; required", "", "`", "").Replace(u.GetUsage()) + ")"
 				}
 			}
 		}

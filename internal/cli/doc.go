@@ -4,7 +4,15 @@
 // so it is testable without urfave/cli. flags.go holds the flag sets
 // several commands share; build.go constructs the stages and the limiter
 // from the options; drain.go is the engine call that run, retry, rerun
-// and demo share.
+// and demo share. Around them: config.go reads the strict --config file,
+// open.go checks a --db path before the store opens it, settings.go keeps
+// each stage's recorded settings (diffs, re-runs), plan.go prices a
+// re-run, fields.go checks the input's aggregate fields, app.go turns
+// urfave/cli's mistakes into usage errors.
+//
+// Every command checks all its arguments before it opens the database for
+// writing or creates a file, so a command that fails on them changes
+// nothing.
 //
 // Errors are typed, never exit codes: a mistake in how a command was
 // called is a *UsageError, a run that stopped early but can resume wraps

@@ -38,6 +38,9 @@ func newStatusCommand() *cli.Command {
 
 // runStatus prints the status once, or every period with Watch.
 func runStatus(ctx context.Context, opts *statusOptions) error {
+	if err := checkDBPath(opts.DB, true); err != nil {
+		return err
+	}
 	if opts.Watch {
 		return monitor.Watch(ctx, opts.Out, opts.DB, opts.JSON, opts.Every, func(w io.Writer) error {
 			return statusFrame(w, opts.DB, opts.JSON)
