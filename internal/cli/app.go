@@ -24,6 +24,10 @@ type Config struct {
 	// Environ lists the environment as KEY=value; nil means os.Environ.
 	// Only read to warn about SAWTOOTH_* variables no flag reads.
 	Environ func() []string
+	// Confirm asks the user a yes/no question (a re-run above
+	// --confirm-above without --yes); nil means no one can answer, as
+	// when stdin is not a terminal. NewApp's default asks on the terminal.
+	Confirm func(question string) bool
 }
 
 // NewApp assembles every command. Errors come back from Run unprinted and
@@ -35,6 +39,9 @@ func NewApp(cfg Config) *cli.App {
 	}
 	if cfg.Environ == nil {
 		cfg.Environ = os.Environ
+	}
+	if cfg.Confirm == nil {
+		cfg.Confirm = terminalConfirm(os.Stdin, cfg.Stderr)
 	}
 	cmds := []*cli.Command{
 		newRunCommand(cfg),

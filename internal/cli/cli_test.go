@@ -40,7 +40,7 @@ func testCommand(got *pipelineOptions) *cli.App {
 	var o pipelineOptions
 	cmd := &cli.Command{
 		Name:   "run",
-		Flags:  append(append([]cli.Flag{dbFlag()}, pipelineFlags(&o)...), rerunFlags(&o)...),
+		Flags:  append(append([]cli.Flag{dbFlag()}, pipelineFlags(&o)...), rerunFlags(&o, true)...),
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
@@ -319,5 +319,17 @@ func TestFieldCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAskYes(t *testing.T) {
+	for in, want := range map[string]bool{"y\n": true, "YES\n": true, " yes ": true, "\n": false, "n\n": false, "": false, "yess\n": false} {
+		var out bytes.Buffer
+		if got := askYes(strings.NewReader(in), &out, "re-run 300 items?"); got != want {
+			t.Errorf("askYes(%q) = %v, want %v", in, got, want)
+		}
+		if out.String() != "re-run 300 items? [y/N] " {
+			t.Errorf("question printed as %q", out.String())
+		}
 	}
 }

@@ -51,7 +51,7 @@ func newDemoCommand(cfg Config) *cli.Command {
 	}
 	flags = append(flags, simFlags(&opts.Sim, demoSim)...)
 	flags = append(flags, pipelineFlags(&opts.Pipeline)...)
-	flags = append(flags, rerunFlags(&opts.Pipeline)...)
+	flags = append(flags, rerunFlags(&opts.Pipeline, false)...)
 	flags = append(flags, obsFlags(&opts.Obs)...)
 	return &cli.Command{
 		Name:   "demo",
@@ -62,6 +62,7 @@ func newDemoCommand(cfg Config) *cli.Command {
 			opts.Pipeline.fromContext(c)
 			opts.TimeoutSet = c.IsSet("timeout")
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
+			opts.Pipeline.Confirm = cfg.Confirm
 			return runDemo(c.Context, &opts)
 		},
 	}

@@ -107,7 +107,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		}
 		if plan.Items > o.ConfirmAbove && !o.Yes {
 			plan.print(stderr)
-			return sum, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", plural(plan.Items, "item"), o.ConfirmAbove)
+			if o.Confirm == nil || !o.Confirm(fmt.Sprintf("re-run %s?", plural(plan.Items, "item"))) {
+				return sum, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", plural(plan.Items, "item"), o.ConfirmAbove)
+			}
 		}
 		n, err := db.Rerun(from)
 		if err != nil {

@@ -75,6 +75,8 @@ type pipelineOptions struct {
 	DryRun       bool
 	Yes          bool
 	ConfirmAbove int
+	// Confirm asks on the terminal instead of stopping (nil: no terminal).
+	Confirm func(question string) bool
 
 	// KeepStored makes the settings whose flags were not given keep what
 	// the DB recorded (retry, rerun: they act on items already paid for
@@ -176,13 +178,19 @@ func splitList(in []string) []string {
 }
 
 // rerunFlags are the flags of the commands that can re-run stages for
-// items already paid for (run --rerun-changed, rerun).
-func rerunFlags(o *pipelineOptions) []cli.Flag {
-	return []cli.Flag{
+// items already paid for (run --rerun-changed, rerun; retry and demo
+// take --rerun-changed too, so they get the confirmation without
+// --dry-run).
+func rerunFlags(o *pipelineOptions, dryRun bool) []cli.Flag {
+	flags := []cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Category: catRerun, Usage: "print what a re-run would re-pay (items, calls, tokens, cost, time) and change nothing", Destination: &o.DryRun},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Category: catRerun, Usage: "re-run even more than --confirm-above items", Destination: &o.Yes},
 		&cli.IntFlag{Name: "confirm-above", Category: catRerun, Value: 100, Usage: "a re-run of more items than this stops and prints its plan unless --yes is given", EnvVars: envOf("confirm-above"), Destination: &o.ConfirmAbove},
 	}
+	if !dryRun {
+		return flags[1:]
+	}
+	return flags
 }
 
 // inputOptions say where items come from.

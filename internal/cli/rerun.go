@@ -24,11 +24,12 @@ func newRerunCommand(cfg Config) *cli.Command {
 		Name:  "rerun",
 		Usage: "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain",
 		Flags: append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Category: catRerun, Usage: stageUsage("first stage to re-run for every item") + " (required)", Destination: &opts.FromStage}},
-			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline)...), obsFlags(&opts.Obs)...)...),
+			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...)...),
 		Before: before("db", "from-stage"),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
+			opts.Pipeline.Confirm = cfg.Confirm
 			return runRerun(c.Context, &opts)
 		},
 	}

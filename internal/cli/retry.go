@@ -24,11 +24,12 @@ func newRetryCommand(cfg Config) *cli.Command {
 		Name:  "retry",
 		Usage: "re-queue the dead letters of one stage and run again (re-runs only what failed there)",
 		Flags: append([]cli.Flag{dbFlag(), stageFlag(&opts.Stage, "stage whose dead letters to re-queue", true)},
-			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline)...), obsFlags(&opts.Obs)...)...),
+			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline, false)...), obsFlags(&opts.Obs)...)...),
 		Before: before("db", "stage"),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
+			opts.Pipeline.Confirm = cfg.Confirm
 			return runRetry(c.Context, &opts)
 		},
 	}

@@ -25,11 +25,12 @@ func newRunCommand(cfg Config) *cli.Command {
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
 resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
-		Flags:  append(append(append(append([]cli.Flag{dbFlag()}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline)...), obsFlags(&opts.Obs)...),
+		Flags:  append(append(append(append([]cli.Flag{dbFlag()}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...),
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
+			opts.Pipeline.Confirm = cfg.Confirm
 			return runRun(c.Context, &opts)
 		},
 	}

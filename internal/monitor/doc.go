@@ -9,4 +9,9 @@
 // (pipeline.Limiter, a cost function, a frame printer). Its errors come
 // from bad options (a log format or level, a metrics address): the command
 // layer reports them as usage errors.
+//
+// It is larger than our ~500-line guide because it holds the five
+// displays of a run named above; each is its own file (progress.go for
+// the bars and progress records, live.go for the status file, metrics.go,
+// watch.go, summary.go and status.go), none over ~400 lines.
 package monitor
