@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -55,10 +56,14 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.LimitMin, s.LimitMax, s.LimitEnd)
 		}
 	}
+	permanent := false
 	for _, name := range summaryStages(stageOrder, sum) {
 		s := sum.Stages[name]
 		if len(s.DeadReasons) == 0 {
 			continue
+		}
+		for k := range s.DeadReasons {
+			permanent = permanent || strings.HasPrefix(k, string(pipeline.ClassPermanent))
 		}
 		fmt.Fprintf(w, "dead letters at %s this run:\n", name)
 		type kv struct {
@@ -79,6 +84,11 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			}
 			fmt.Fprintf(w, "  %5d  %s\n", r.v, TerminalSafe(r.k))
 		}
+	}
+	if permanent {
+		// Re-queueing a permanent failure sends the same text again and
+		// pays for the same verdict; an edited row re-enters by itself.
+		fmt.Fprintln(w, "permanent failures (safety blocks, empty text) fail the same way if re-queued unchanged: edit those rows in the input file and run again with it; edited texts re-enter by themselves")
 	}
 	if len(next) > 0 {
 		fmt.Fprintln(w, "\nnext:")
