@@ -259,7 +259,7 @@ func TestVersionOf(t *testing.T) {
 func TestWarnUnknownEnv(t *testing.T) {
 	var buf bytes.Buffer
 	cmds := []*cli.Command{{Name: "run", Flags: []cli.Flag{dbFlag(), &cli.StringFlag{Name: "model", EnvVars: envOf("model")}}}}
-	warnUnknownEnv(&buf, []string{"SAWTOOTH_MODLE=x", "SAWTOOTH_DB=a.db", "HOME=/root"}, cmds)
+	warnUnknownEnv(&buf, []string{"SAWTOOTH_MODLE=x", "SAWTOOTH_DB=a.db", "HOME=/root", "SAWTOOTH_LONG=1"}, cmds)
 	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "SAWTOOTH_MODLE names no flag") || !strings.Contains(got, "SAWTOOTH_MODEL") {
 		t.Errorf("warnings = %q", got)
 	}
