@@ -40,41 +40,7 @@ type drainRequest struct {
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
 	o, in, obs, stdout, stderr := req.Pipeline, &req.Input, req.Obs, req.Out, req.ErrOut
-	if _, err := monitor.NewLogger(io.Discard, obs.LogFormat, obs.LogLevel); err != nil {
-		return sum, usage(err)
-	}
-	if req.RerunFrom != "" {
-		if err := checkStage("from-stage", req.RerunFrom); err != nil {
-			return sum, err
-		}
-	}
-	if req.RetryStage != "" {
-		if err := checkStage("stage", req.RetryStage); err != nil {
-			return sum, err
-		}
-	}
-	if err := checkDBPath(o.DB, o.MustExist); err != nil {
-		return sum, err
-	}
-	if in.Path != "" {
-		if err := checkInput(in); err != nil {
-			return sum, err
-		}
-	}
-	exists := false
-	if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
-		exists = true
-	}
-	if exists && o.KeepStored {
-		defs, err := readDefinition(o.DB)
-		if err != nil {
-			return sum, err
-		}
-		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
-			fmt.Fprintf(stderr, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
-		}
-	}
-	b, err := o.buildStages(ctx)
+	b, exists, err := checkAndBuild(ctx, req)
 	if err != nil {
 		return sum, err
 	}
@@ -87,38 +53,8 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		return sum, err
 	}
 	defer db.Close()
-
-	from, why, err := rerunStart(db, b, req)
-	if err != nil {
+	if stop, err := reconcile(db, b, req); stop || err != nil {
 		return sum, err
-	}
-	if from == "" && o.DryRun {
-		fmt.Fprintf(stdout, "nothing would be re-run: no stage's configuration changed since %s was last run\n", o.DB)
-		return sum, nil
-	}
-	if from != "" {
-		plan, err := planRerun(db, from, b.cost)
-		if err != nil {
-			return sum, err
-		}
-		if o.DryRun {
-			plan.print(stdout)
-			return sum, nil
-		}
-		if plan.Items > o.ConfirmAbove && !o.Yes {
-			plan.print(stderr)
-			if o.Confirm == nil || !o.Confirm(fmt.Sprintf("re-run %s?", plural(plan.Items, "item"))) {
-				return sum, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", plural(plan.Items, "item"), o.ConfirmAbove)
-			}
-		}
-		n, err := db.Rerun(from)
-		if err != nil {
-			return sum, err
-		}
-		if err := db.AcceptDefinition(); err != nil {
-			return sum, err
-		}
-		fmt.Fprintf(stderr, "%s: re-queued %s at %s\n", why, plural(n, "item"), from)
 	}
 	// Signals are handled from here on, so a Ctrl-C during a long ingest
 	// stops cleanly too (exit 3); messages follow the progress display
@@ -194,6 +130,90 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		}
 	}
 	return sum, runErr
+}
+
+// checkAndBuild checks every argument of req (nothing is opened for
+// writing or created yet), keeps the recorded settings when asked, and
+// builds the stages. exists says the DB file holds something.
+func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, exists bool, err error) {
+	o, in := req.Pipeline, &req.Input
+	if _, err := monitor.NewLogger(io.Discard, req.Obs.LogFormat, req.Obs.LogLevel); err != nil {
+		return nil, false, usage(err)
+	}
+	if req.RerunFrom != "" {
+		if err := checkStage("from-stage", req.RerunFrom); err != nil {
+			return nil, false, err
+		}
+	}
+	if req.RetryStage != "" {
+		if err := checkStage("stage", req.RetryStage); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := checkDBPath(o.DB, o.MustExist); err != nil {
+		return nil, false, err
+	}
+	if in.Path != "" {
+		if err := checkInput(in); err != nil {
+			return nil, false, err
+		}
+	}
+	if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
+		exists = true
+	}
+	if exists && o.KeepStored {
+		defs, err := readDefinition(o.DB)
+		if err != nil {
+			return nil, false, err
+		}
+		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
+			fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+		}
+	}
+	b, err = o.buildStages(ctx)
+	return b, exists, err
+}
+
+// reconcile settles a configuration change and an asked-for re-run before
+// anything is ingested: it refuses an unasked change, prints the plan of
+// a dry run (stop), stops a re-run above --confirm-above that nobody
+// confirmed, or re-queues the items and records the new definition.
+func reconcile(db *store.DB, b *stageSet, req drainRequest) (stop bool, err error) {
+	o := req.Pipeline
+	from, why, err := rerunStart(db, b, req)
+	if err != nil {
+		return true, err
+	}
+	if from == "" {
+		if o.DryRun {
+			fmt.Fprintf(req.Out, "nothing would be re-run: no stage's configuration changed since %s was last run\n", o.DB)
+		}
+		return o.DryRun, nil
+	}
+	plan, err := planRerun(db, from, b.cost)
+	if err != nil {
+		return true, err
+	}
+	if o.DryRun {
+		plan.print(req.Out)
+		return true, nil
+	}
+	if plan.Items > o.ConfirmAbove && !o.Yes {
+		plan.print(req.ErrOut)
+		if o.Confirm == nil || !o.Confirm(fmt.Sprintf("re-run %s?", plural(plan.Items, "item"))) {
+			return true, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes",
+				plural(plan.Items, "item"), o.ConfirmAbove)
+		}
+	}
+	n, err := db.Rerun(from)
+	if err != nil {
+		return true, err
+	}
+	if err := db.AcceptDefinition(); err != nil {
+		return true, err
+	}
+	fmt.Fprintf(req.ErrOut, "%s: re-queued %s at %s\n", why, plural(n, "item"), from)
+	return false, nil
 }
 
 // rerunStart decides where re-running starts, and why: at the first stage
