@@ -34,6 +34,13 @@ func newDLQCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dlq",
 		Usage: "list, inspect and re-queue dead letters (they are never deleted)",
+		Action: func(c *cli.Context) error {
+			if !c.Args().Present() {
+				return cli.ShowSubcommandHelp(c)
+			}
+			name := c.Args().First()
+			return usagef("unknown command \"dlq %s\"%s (the dlq commands: list, show, requeue)", name, didYouMean(name, []string{"list", "show", "requeue"}, "dlq %s"))
+		},
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
