@@ -48,8 +48,10 @@ func TestCLI_Contract(t *testing.T) {
 		// onlyLines: stderr has exactly this many lines (the error printed once).
 		onlyLines int
 	}{
-		{name: "missing required flag", args: []string{"export", "--db", db}, code: 2,
+		{name: "missing required flag", args: []string{"retry", "--db", db}, code: 2,
 			want: []string{"missing --stage", "sanitize|classify|aggregate"}, onlyLines: 1},
+		{name: "export without --stage or --all", args: []string{"export", "--db", db}, code: 2,
+			want: []string{"exactly one of --stage S or --all"}, onlyLines: 1},
 		{name: "unknown flag", args: []string{"status", "--jsn", "--db", db}, code: 2,
 			want: []string{"unknown flag --jsn", "did you mean --json?"}, onlyLines: 1},
 		{name: "unknown command", args: []string{"stauts"}, code: 2, want: []string{`unknown command "stauts"`, "did you mean status?"}, onlyLines: 1},
@@ -64,7 +66,7 @@ func TestCLI_Contract(t *testing.T) {
 		{name: "bad input format", env: env, args: []string{"run", "--db", filepath.Join(dir, "t2.db"), "--input", input, "--format", "json"}, code: 2,
 			want: []string{`--format "json"`, "jsonl, csv, tsv"}, noFile: filepath.Join(dir, "t2.db")},
 		{name: "unknown stage", args: []string{"export", "--db", db, "--stage", "clasify"}, code: 2, want: []string{"did you mean classify?"}},
-		{name: "export tsv", args: []string{"export", "--db", db, "--stage", "classify", "--format", "tsv"}, code: 0, want: []string{"id\tconfidence"}},
+		{name: "export tsv", args: []string{"export", "--db", db, "--stage", "classify", "--format", "tsv"}, code: 0, want: []string{"id\t", "\tlabel"}},
 		{name: "db is an input file", args: []string{"status", "--db", csvFile}, code: 2,
 			want: []string{"looks like an input file", "--input " + csvFile}},
 		{name: "db is a directory", args: []string{"status", "--db", dir}, code: 1,
@@ -86,7 +88,7 @@ func TestCLI_Contract(t *testing.T) {
 			args: []string{"run", "--quiet", "--config", config("full.yaml", "db: "+filepath.Join(dir, "fromconfig.db")+"\ninput: "+input+"\nid-field: id\ntext-field: text\ngroup-by:\n  - app\n")},
 			code: 0, want: []string{"40 new"}},
 		{name: "group-by a field no row has", env: env, args: []string{"run", "--db", newDB("g.db"), "--input", input, "--quiet", "--group-by", "country"}, code: 0,
-			want: []string{"--group-by country is absent from 40 of 40 rows", "the rows have: app, date, rating"}},
+			want: []string{`warning: input`, `--group-by "country": no value in 40 of 40 rows`}},
 		{name: "unknown SAWTOOTH_ variable", env: []string{"SAWTOOTH_MODLE=x"}, args: []string{"status", "--db", db}, code: 0,
 			want: []string{"SAWTOOTH_MODLE names no flag", "did you mean SAWTOOTH_MODEL?"}},
 		{name: "help lists the stages and groups flags", args: []string{"rerun", "--help"}, code: 0,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,7 +39,8 @@ const maxRSS = 128 << 20
 
 // TestHostileInput runs bad inputs through the real binary: every bad
 // line gets a message with its line number, nothing panics, memory stays
-// bounded, and the good lines are processed.
+// bounded, and the good lines are processed; a file most of whose lines
+// fail (exit 1) is refused whole and leaves no DB behind.
 func TestHostileInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a real process")
@@ -142,7 +144,7 @@ func TestHostileInput(t *testing.T) {
 					w.WriteString(`q10,"never closed,a` + "\n")
 				})
 			},
-			problems: map[int]string{7: `a " inside an unquoted field`, 9: `a " inside an unquoted field`, 12: "not closed properly"},
+			problems: map[int]string{7: `a " inside an unquoted field`, 9: `a " inside an unquoted field`, 12: "never closed"},
 			good:     []string{"q1", "q2", "q3", "q5", "q7", "q9"},
 		},
 		{
@@ -159,8 +161,7 @@ func TestHostileInput(t *testing.T) {
 				1001: `duplicate id "dup000" (first seen on line 1)`,
 				1020: `duplicate id "dup019" (first seen on line 20)`,
 			},
-			stderr: []string{"... and 99980 more skipped lines", "100000 of 101000 lines could not be read", "the 1000 good lines are kept"},
-			nGood:  1000,
+			stderr: []string{"... and 99980 more skipped lines", "100000 of 101000 lines could not be read", "Nothing was ingested from it"},
 		},
 		{
 			name: "10 KB id, 1 MB text, deep nesting",
@@ -198,6 +199,12 @@ func TestHostileInput(t *testing.T) {
 				if tc.write != nil && strings.Contains(tc.name, "no newline") && r.maxRSS == 0 {
 					t.Errorf("peak RSS not measured (no /proc?): the streaming check tested nothing")
 				}
+				// A reader that holds the long line once needs more than
+				// the line: the bound sits below it (a race build's
+				// shadow memory alone is about the line's size).
+				if strings.Contains(tc.name, "no newline") && os.Getenv("SAWTOOTH_E2E_RACE") != "1" && r.maxRSS >= huge {
+					t.Errorf("peak RSS %d MB for a %d MB line, want under the line's size: the line is buffered", r.maxRSS>>20, huge>>20)
+				}
 				if r.maxRSS > maxRSS {
 					t.Errorf("peak RSS %d MB, want under %d MB: the input is not streamed", r.maxRSS>>20, maxRSS>>20)
 				}
@@ -215,15 +222,14 @@ func TestHostileInput(t *testing.T) {
 						t.Errorf("stderr lacks %q:\n%s", want, tail(r.err, 4000))
 					}
 				}
-				if tc.exit == 1 && len(tc.good)+tc.nGood > 0 {
-					if !strings.Contains(r.err, "good lines are kept") {
-						t.Errorf("exit 1 without saying the good lines are kept:\n%s", tail(r.err, 2000))
+				if tc.exit == 1 {
+					// A refused input changes nothing: it is checked
+					// before the DB is even created.
+					if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("a refused input left a DB behind (stat: %v)", err)
 					}
-					// What was ingested is kept: a run without --input
-					// processes it.
-					if r := run(t, simEnv(url), "run", "--db", db, "--quiet", "--timeout", "20s"); r.code != 0 {
-						t.Fatalf("run without --input: exit %d\n%s", r.code, r.err)
-					}
+					ta.add(max(len(tc.problems), 1), 0, 0, 0)
+					return
 				}
 				if len(tc.good)+tc.nGood == 0 {
 					ta.add(max(len(tc.problems), 1), 0, 0, 0)

@@ -3,7 +3,10 @@ package ingest
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/internal/dates"
 )
 
 // Format names an input file format.
@@ -27,6 +30,16 @@ const (
 	DefaultTextField = "text"
 	// DefaultMaxLineBytes is the default for Options.MaxLineBytes: 4 MiB.
 	DefaultMaxLineBytes = 4 << 20
+	// DefaultMaxFieldLines is the default for Options.MaxFieldLines.
+	DefaultMaxFieldLines = 50
+	// DefaultDateField is the field the aggregate stage reads the month
+	// from (stages.DefaultDateField).
+	DefaultDateField = "date"
+	// DefaultRatingField is the field the aggregate stage averages
+	// (stages.DefaultRatingField).
+	DefaultRatingField = "rating"
+	// DefaultRatingRange is the default for Options.RatingRange.
+	DefaultRatingRange = "0-10"
 	// MaxIDBytes is the longest id accepted, in bytes.
 	MaxIDBytes = 1024
 	// MaxProblems is how many Problems a Reader keeps; it counts the rest
@@ -63,12 +76,59 @@ type Options struct {
 	// MaxLineBytes is the longest line read, in bytes, without its line
 	// ending. A longer line is skipped and reported without being held in
 	// memory. For CSV it also bounds a record whose quoted field spans
-	// lines. Default DefaultMaxLineBytes (4 MiB).
+	// lines (see MaxFieldLines). Default DefaultMaxLineBytes (4 MiB).
 	MaxLineBytes int
 	// Comma is the CSV field separator: an ASCII character other than
 	// '"', '\r' and '\n'. Default ',' for CSV and '\t' for TSV; ignored for
 	// JSONL.
 	Comma rune
+	// MaxFieldLines is the most physical lines one CSV record may span. A
+	// quoted field still open after that many lines (or MaxLineBytes bytes,
+	// or at the end of the input) is taken for a missing closing quote: the
+	// line it opens on is reported and skipped, and the lines after it are
+	// read on their own. Default DefaultMaxFieldLines (50).
+	MaxFieldLines int
+
+	// GroupBy lists the fields the aggregate stage groups by; "month"
+	// stands for DateField. Only these fields, DateField and RatingField
+	// are checked and counted for Warnings. nil checks none of them.
+	GroupBy []string
+	// OptionalFields lists fields a file need not have, such as the
+	// caller's defaults: when no row has one at all, there is no warning.
+	// A field that some rows have and most lack is warned about anyway.
+	// DateField and RatingField are optional when left empty.
+	OptionalFields []string
+	// DateField is the field holding each record's date. Default
+	// DefaultDateField. It is read when GroupBy holds "month" or
+	// DateFormat is set: dates in a layout whose reading depends on the
+	// file (01/02/2006, 02.01.2006, Jan 2, 2006, DateFormat) are rewritten
+	// as 2006-01-02 (RFC 3339 with a time of day), so that every later
+	// reading agrees.
+	DateField string
+	// DateFormat is a Go time layout (e.g. "02/01/2006 15:04") tried
+	// before the common layouts. Default none.
+	DateFormat string
+	// RatingField is the field holding each record's numeric rating.
+	// Default DefaultRatingField.
+	RatingField string
+	// RatingRange is the range ratings must fall in, as "MIN-MAX". A
+	// rating outside it, or not finite (NaN, Inf, 1e999), is a problem and
+	// the line is skipped; a rating that is not a number is kept and left
+	// out of averages. Default DefaultRatingRange ("0-10").
+	RatingRange string
+
+	ratingMin, ratingMax float64
+	// dateOrder reads ambiguous numeric dates; a Plan decides it for the
+	// whole file from its first pass.
+	dateOrder dates.Order
+}
+
+// Validate returns an error naming the option that cannot work, or nil.
+// NewReader and Check validate too; Validate lets a caller tell a usage
+// error from a problem with the input before reading it.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
 }
 
 // withDefaults returns o with every zero field set to its default, or an
@@ -92,6 +152,25 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxLineBytes <= 0 {
 		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if o.MaxFieldLines <= 0 {
+		o.MaxFieldLines = DefaultMaxFieldLines
+	}
+	// A field left to its default is optional: a file need not have it.
+	if o.DateField == "" {
+		o.DateField = DefaultDateField
+		o.OptionalFields = append(slices.Clip(o.OptionalFields), o.DateField)
+	}
+	if o.RatingField == "" {
+		o.RatingField = DefaultRatingField
+		o.OptionalFields = append(slices.Clip(o.OptionalFields), o.RatingField)
+	}
+	if o.RatingRange == "" {
+		o.RatingRange = DefaultRatingRange
+	}
+	var err error
+	if o.ratingMin, o.ratingMax, err = ParseRatingRange(o.RatingRange); err != nil {
+		return o, fmt.Errorf("--rating-range: %w", err)
 	}
 	if o.Format == JSONL {
 		return o, nil

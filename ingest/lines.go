@@ -62,6 +62,7 @@ func (lr *lineReader) next() (line, error) {
 				tooLong = true
 				lr.buf = lr.buf[:0]
 			} else {
+				lr.grow(len(chunk))
 				lr.buf = append(lr.buf, chunk...)
 			}
 		}
@@ -94,6 +95,20 @@ func (lr *lineReader) next() (line, error) {
 	}
 	l.data = b
 	return l, nil
+}
+
+// grow makes room for n more bytes in buf by doubling its capacity, never
+// past the line limit: append's gentler growth for large slices would
+// allocate about five times the limit on the way to one long line.
+func (lr *lineReader) grow(n int) {
+	need := len(lr.buf) + n
+	if need <= cap(lr.buf) {
+		return
+	}
+	c := min(max(2*cap(lr.buf), need, 4<<10), lr.max+2)
+	buf := make([]byte, len(lr.buf), max(c, need))
+	copy(buf, lr.buf)
+	lr.buf = buf
 }
 
 // skipBOM drops a UTF-8 byte order mark at the start of the input and

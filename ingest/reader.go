@@ -27,7 +27,8 @@ type Reader struct {
 
 	// CSV only.
 	csv        *csv.Reader
-	feed       *csvFeed
+	feed       *recordFeed
+	records    *csvRecords
 	header     []string
 	idCol      int
 	textCol    int
@@ -38,8 +39,12 @@ type Reader struct {
 	seen      map[uint64]int // hash of id -> line it was first seen on
 	problems  []Problem
 	nProblems int
-	nLines    int
-	err       error // sticky: returned by every Next after the first
+	nLines    int // physical data lines, good or bad
+	badLines  int // physical lines of skipped records
+	fields    fieldCheck
+	// CSV records of more than longRecordLines lines.
+	longRecords sample
+	err         error // sticky: returned by every Next after the first
 }
 
 // NewReader returns a Reader of r configured by opt. It fails only on
@@ -50,20 +55,15 @@ func NewReader(r io.Reader, opt Options) (*Reader, error) {
 		return nil, err
 	}
 	rd := &Reader{
-		opt:   opt,
-		lines: newLineReader(r, opt.MaxLineBytes),
-		seed:  maphash.MakeSeed(),
-		seen:  make(map[uint64]int),
+		opt:    opt,
+		lines:  newLineReader(r, opt.MaxLineBytes),
+		seed:   maphash.MakeSeed(),
+		seen:   make(map[uint64]int),
+		fields: newFieldCheck(opt),
 	}
 	if opt.Format != JSONL {
-		rd.feed = &csvFeed{
-			lines: rd.lines,
-			quote: quoteTracker{comma: byte(opt.Comma), max: int64(opt.MaxLineBytes)},
-			onLong: func(l line) {
-				rd.nLines++
-				rd.report(l.no, "", longLineReason(l.size, opt.MaxLineBytes))
-			},
-		}
+		rd.records = &csvRecords{lines: rd.lines, comma: byte(opt.Comma), maxBytes: opt.MaxLineBytes, maxLines: opt.MaxFieldLines}
+		rd.feed = &recordFeed{}
 		rd.csv = csv.NewReader(rd.feed)
 		rd.csv.Comma = opt.Comma
 		rd.csv.FieldsPerRecord = -1
@@ -75,9 +75,9 @@ func NewReader(r io.Reader, opt Options) (*Reader, error) {
 // Next returns the next good record. Lines that cannot become a record are
 // skipped and recorded (see Problems). At the end of the input Next returns
 // io.EOF. Any other error means reading cannot go on: an I/O failure, UTF-16
-// input, a CSV header that cannot be read or lacks the id or text column, or
-// a CSV quote left open for more than MaxLineBytes. Once Next has returned an
-// error it returns the same error on every later call.
+// input, or a CSV header that cannot be read or lacks the id or text
+// column. Once Next has returned an error it returns the same error on
+// every later call.
 func (r *Reader) Next() (pipeline.Record, error) {
 	if r.err != nil {
 		return pipeline.Record{}, r.err
@@ -107,9 +107,22 @@ func (r *Reader) Problems() []Problem {
 // those beyond the MaxProblems that Problems keeps.
 func (r *Reader) ProblemCount() int { return r.nProblems }
 
-// Lines returns how many data lines have been read so far: non-blank JSONL
-// lines, or CSV records after the header, good or bad.
+// Lines returns how many physical data lines have been read so far, good
+// or bad: non-blank JSONL lines, or the lines of CSV records after the
+// header (a record whose quoted field spans 3 lines counts 3).
 func (r *Reader) Lines() int { return r.nLines }
+
+// BadLines returns how many of Lines were skipped: the physical lines of
+// every record reported in Problems.
+func (r *Reader) BadLines() int { return r.badLines }
+
+// skip reports a record starting on line and spanning span physical lines
+// as skipped.
+func (r *Reader) skip(line, span int, id, reason string) {
+	r.nLines += span
+	r.badLines += span
+	r.report(line, id, reason)
+}
 
 func (r *Reader) report(line int, id, reason string) {
 	r.nProblems++
@@ -129,13 +142,21 @@ func (r *Reader) firstSeen(id string, line int) int {
 	return 0
 }
 
-// accept runs the checks common to both formats on a parsed record and
-// returns it, or reports it and returns false.
-func (r *Reader) accept(rec pipeline.Record) bool {
+// accept runs the checks common to both formats on a parsed record of
+// span physical lines, already counted in Lines, and keeps it, or reports
+// it and returns false.
+func (r *Reader) accept(rec *pipeline.Record, span int) bool {
+	if reason := r.fields.check(rec); reason != "" {
+		r.badLines += span
+		r.report(rec.Line, rec.ID, reason)
+		return false
+	}
 	if first := r.firstSeen(rec.ID, rec.Line); first != 0 {
+		r.badLines += span
 		r.report(rec.Line, rec.ID, fmt.Sprintf("duplicate id %q (first seen on line %d): skipped", shortID(rec.ID), first))
 		return false
 	}
+	r.fields.count(rec)
 	return true
 }
 
@@ -156,24 +177,23 @@ func (r *Reader) nextJSONL() (pipeline.Record, error) {
 			return pipeline.Record{}, r.readErr(err)
 		}
 		if l.tooLong {
-			r.nLines++
-			r.report(l.no, "", longLineReason(l.size, r.opt.MaxLineBytes))
+			r.skip(l.no, 1, "", longLineReason(l.size, r.opt.MaxLineBytes))
 			continue
 		}
 		b := bytes.Trim(l.data, " \t\r\n")
 		if len(b) == 0 {
 			continue
 		}
-		r.nLines++
 		first := !r.sawData
 		r.sawData = true
 		rec, reason := r.parseJSON(b, first)
 		if reason != "" {
-			r.report(l.no, rec.ID, reason)
+			r.skip(l.no, 1, rec.ID, reason)
 			continue
 		}
+		r.nLines++
 		rec.Line = l.no
-		if r.accept(rec) {
+		if r.accept(&rec, 1) {
 			return rec, nil
 		}
 	}
@@ -349,4 +369,18 @@ func jsonKind(b []byte) string {
 
 func longLineReason(size int64, max int) string {
 	return fmt.Sprintf("line is %d bytes, over the %d-byte limit: skipped without reading it into memory; split the record or raise --max-line-bytes", size, max)
+}
+
+// Warnings returns what the records read so far say about the fields the
+// aggregate stage reads (Options.GroupBy, DateField, RatingField): a field
+// missing from most rows, or more than 5% of dates or ratings that cannot
+// be read, each with counts and three examples. Lines are not skipped for
+// these; the report would silently show "unknown" for them.
+func (r *Reader) Warnings() []string {
+	out := r.fields.warnings()
+	if s := r.longRecords; s.n > 0 {
+		out = append(out, fmt.Sprintf("%d records span more than %d lines (%s): if a field was not meant to run on that long, two stray quotes may have merged the rows between them; check those lines",
+			s.n, longRecordLines, strings.Join(s.examples, ", ")))
+	}
+	return out
 }

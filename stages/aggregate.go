@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/internal/dates"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -149,60 +150,16 @@ func field(fields map[string]string, name string) (string, bool) {
 	return v, ok && v != ""
 }
 
-var dateLayouts = []string{
-	time.RFC3339, // fractional seconds are accepted when parsing
-	"2006-01-02T15:04:05",
-	time.DateTime,
-	"2006-01-02 15:04:05Z07:00",
-	"2006-01-02 15:04:05 -0700",
-	time.DateOnly,
-	"2006/01/02",
-	"2006/01/02 15:04:05",
-	"2006-01",
-}
-
-// MonthOf returns the month ("2006-01") of a date written as RFC 3339,
-// 2006-01-02, 2006-01-02 15:04:05, 2006/01/02, 20060102, or unix seconds
-// (9 to 11 digits; 12 to 14 digits are read as unix milliseconds), or
-// Unknown. A timestamp's month is the
-// one written in its own offset, as a person reading the row would see it;
-// unix times are read in UTC.
+// MonthOf returns the month ("2006-01") of a date in any layout package
+// dates reads (RFC 3339, 2006-01-02, 01/02/2006, 02.01.2006, Jan 2, 2006,
+// 20060102, Unix seconds or milliseconds, ...), or Unknown. A timestamp's
+// month is the one written in its own offset, as a person reading the row
+// would see it; unix times are read in UTC. Ingest has already rewritten a
+// file's ambiguous day/month dates as 2006-01-02, in the order it decided
+// for that file.
 func MonthOf(date string) string {
-	date = strings.TrimSpace(date)
-	if date == "" {
-		return Unknown
-	}
-	if isDigits(date) {
-		n, err := strconv.ParseInt(date, 10, 64)
-		switch {
-		case err != nil:
-			return Unknown
-		case len(date) == 8: // 20060102
-			if t, err := time.Parse("20060102", date); err == nil {
-				return t.Format("2006-01")
-			}
-			return Unknown
-		case len(date) >= 9 && len(date) <= 11:
-			return time.Unix(n, 0).UTC().Format("2006-01")
-		case len(date) >= 12 && len(date) <= 14:
-			return time.UnixMilli(n).UTC().Format("2006-01")
-		default:
-			return Unknown // a year alone, or no date at all
-		}
-	}
-	for _, layout := range dateLayouts {
-		if t, err := time.Parse(layout, date); err == nil {
-			return t.Format("2006-01")
-		}
+	if m := dates.Month(date); m != "" {
+		return m
 	}
 	return Unknown
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -8,17 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/genai"
 
@@ -93,7 +91,8 @@ type ClassifyConfig struct {
 	// pool sized for many concurrent requests to one host.
 	HTTPClient *http.Client
 	// MaxOutputTokens caps the answer, thinking included; 0 means
-	// DefaultMaxOutputTokens.
+	// DefaultMaxOutputTokens. The one repair call after a cut-off or
+	// off-schema answer gets twice as many.
 	MaxOutputTokens int
 	// ThinkingBudget caps the tokens the model may spend thinking, which
 	// count against MaxOutputTokens. nil means 0 (thinking off: a label
@@ -106,9 +105,14 @@ type ClassifyConfig struct {
 
 // PromptData is what ClassifyConfig.PromptTemplate is executed with.
 type PromptData struct {
-	ID     string
-	Text   string
+	// ID is the item's id.
+	ID string
+	// Text is the text to classify: the sanitized text when the sanitize
+	// stage ran, else the record's raw text.
+	Text string
+	// Fields are the record's other fields, by column name.
 	Fields map[string]string
+	// Labels is the configured label set, in order.
 	Labels []string
 }
 
@@ -124,16 +128,22 @@ type ClassifyOutput struct {
 	Model string `json:"model"`
 	// ModelVersion is the exact version that answered, when the API says.
 	ModelVersion string `json:"model_version,omitempty"`
-	// Usage is what the call was billed.
+	// Usage is what the calls for this answer were billed: two calls when
+	// Repair is set.
 	Usage pipeline.Usage `json:"usage"`
+	// Repair is why a second call was needed ("cut_off" or "off_schema":
+	// the first answer was cut off or did not match the schema); "" when
+	// the first answer was used.
+	Repair string `json:"repair,omitempty"`
 }
 
 // Classify is the stage that labels each item with a Gemini model.
 //
-// Each Process call sends exactly one generateContent request: the SDK's
-// retries and automatic continuation are off, because the pipeline owns
-// retries and pays for every request. Process is safe for concurrent use;
-// every call builds its own request configuration. Construct with
+// Each Process call sends one generateContent request, and one repair
+// request only after a cut-off or off-schema answer (see Process): the
+// SDK's retries and automatic continuation are off, because the pipeline
+// owns retries and pays for every request. Process is safe for concurrent
+// use; every call builds its own request configuration. Construct with
 // NewClassify.
 type Classify struct {
 	client          *genai.Client
@@ -223,7 +233,7 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 		t.MaxIdleConnsPerHost = 256
 		httpClient.Transport = t
 	}
-	httpClient.Transport = statusRecorder{httpClient.Transport}
+	httpClient.Transport = callTransport{base: httpClient.Transport, maxBody: MaxResponseBytes}
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{
 		APIKey:  cfg.APIKey,
 		Backend: genai.BackendGeminiAPI,
@@ -276,16 +286,25 @@ func (c *Classify) Fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// Process classifies one item's sanitized text with one request.
+// Process classifies one item's sanitized text.
 //
 // The text is the sanitize stage's output ("text" of Outputs["sanitize"],
 // else of Prev), else the record's raw text. Errors carry a pipeline class
 // (see Decode). When the server answered, Result.Usage reports what the
-// call was billed even if the answer was unusable.
+// calls were billed even if the answer was unusable.
+//
+// Process sends one request, and a second only when the first answer was
+// cut off (MAX_TOKENS) or did not match the schema: at temperature 0 the
+// same request gets the same answer, so instead of leaving the runner to
+// pay for it --max-attempts times, Process asks once more itself with
+// twice the output budget and an instruction naming what was wrong (see
+// repairRequest). If that answer is unusable the same way, the item is
+// dead-lettered: the error is pipeline.Permanent. The Result's Usage is
+// the sum of both calls, and a repaired output says so in its Repair field.
 func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
 	text := classifyInput(it)
 	if strings.TrimSpace(text) == "" {
-		return pipeline.Result{}, pipeline.Permanentf("item %s: text is empty: nothing to classify; fix the input row", itemRef(it))
+		return pipeline.Result{}, verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
 	}
 	var prompt bytes.Buffer
 	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: c.labels}
@@ -294,75 +313,163 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 		// only (a missing key, a short text), and that must not stop the run.
 		return pipeline.Result{}, pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
 	}
-	var status atomic.Int32
-	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt.String())
-	res, err := c.Decode(resp, withHTTPStatus(err, int(status.Load())))
+	res, err := c.classify(ctx, prompt.String())
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
 	}
 	return res, nil
 }
 
+// classify asks for prompt's label, repairing a cut-off or off-schema
+// answer once (see Process).
+func (c *Classify) classify(ctx context.Context, prompt string) (pipeline.Result, error) {
+	first := c.firstRequest()
+	out, usage, err := c.ask(ctx, prompt, first)
+	if err == nil {
+		return c.encode(out, usage)
+	}
+	var bad *stageError
+	if !errors.As(err, &bad) || bad.repair == "" {
+		return pipeline.Result{Usage: usage}, err
+	}
+	second := c.repairRequest(first, bad)
+	out, usage2, err := c.ask(ctx, prompt, second)
+	usage = usage.Add(usage2)
+	var again *stageError
+	switch {
+	case err == nil:
+		out.Repair = string(bad.repair)
+		return c.encode(out, usage)
+	case errors.As(err, &again) && again.repair != "":
+		return pipeline.Result{Usage: usage}, pipeline.Permanent(c.repairFailed(first, second, bad, again))
+	default:
+		// The repair call failed some other way (a 503, a quota, a
+		// block): its class decides; a retry starts over.
+		return pipeline.Result{Usage: usage}, err
+	}
+}
+
+// ask sends one request made as req and decodes its answer.
+func (c *Classify) ask(ctx context.Context, prompt string, req request) (ClassifyOutput, pipeline.Usage, error) {
+	var status atomic.Int32
+	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt, req)
+	return c.decode(resp, withHTTPStatus(err, int(status.Load())), req)
+}
+
 // generate sends one request. A malformed 200 body can make the SDK panic
 // (its response converter asserts types unchecked), which would take the
 // whole run down with it: it becomes a transient error instead.
-func (c *Classify) generate(ctx context.Context, prompt string) (resp *genai.GenerateContentResponse, err error) {
+func (c *Classify) generate(ctx context.Context, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, fmt.Errorf("%w: %v", errSDKPanic, p)
 		}
 	}()
-	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), c.requestConfig())
+	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), c.requestConfig(req))
 }
 
-var errSDKPanic = errors.New("the genai SDK could not decode the response body")
-
-// statusKey is the context key of the *atomic.Int32 where statusRecorder
+// statusKey is the context key of the *atomic.Int32 where callTransport
 // leaves the HTTP status of a call's response.
 type statusKey struct{}
 
-// statusRecorder remembers each response's HTTP status for the call that
-// asked (see statusKey): the SDK builds an APIError from the body alone.
-type statusRecorder struct{ base http.RoundTripper }
+// callTransport wraps the client's transport for two things the SDK does
+// not do. It remembers each response's HTTP status for the call that asked
+// (see statusKey): the SDK builds an APIError from the body alone. And it
+// caps each response body at maxBody bytes: the SDK reads bodies whole
+// into memory, so a hostile or broken server sending 100 MB would cost
+// 100 MB (or more) per call in flight.
+type callTransport struct {
+	base    http.RoundTripper
+	maxBody int64
+}
 
-func (s statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := s.base.RoundTrip(req)
-	if p, ok := req.Context().Value(statusKey{}).(*atomic.Int32); ok && resp != nil {
+func (t callTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if resp == nil {
+		return resp, err
+	}
+	if p, ok := req.Context().Value(statusKey{}).(*atomic.Int32); ok {
 		p.Store(int32(resp.StatusCode))
+	}
+	if resp.Body != nil {
+		limit := t.maxBody
+		if resp.StatusCode >= 300 {
+			// The SDK copies an error body into its message several
+			// times over: a smaller cap keeps that small too.
+			limit = min(limit, MaxErrorBodyBytes)
+		}
+		left := limit
+		if resp.ContentLength > limit {
+			left = 0 // refuse at the first read, without reading the cap's worth
+		}
+		resp.Body = &cappedBody{rc: resp.Body, left: left, max: limit}
 	}
 	return resp, err
 }
 
-// withHTTPStatus gives the response's HTTP status to an APIError whose
-// body carried no code, e.g. {"error":{}} from a proxy: the SDK takes the
-// code from the body only, and a 429 (or a 401) without one would be
-// classified as an unexpected answer, retried as transient and
-// dead-lettered after its budget instead of waiting (or stopping the run).
-func withHTTPStatus(err error, status int) error {
-	var ae genai.APIError
-	if status == 0 || !errors.As(err, &ae) || ae.Code != 0 {
-		return err
-	}
-	ae.Code = status
-	if ae.Status == "" {
-		ae.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
-	}
-	return ae
+// MaxResponseBytes caps one response body. A label, a confidence and a
+// reason take a few hundred bytes and Gemini's error bodies a few
+// kilobytes; anything near the cap is not an answer to this request.
+const MaxResponseBytes = 8 << 20
+
+// MaxErrorBodyBytes caps the body of a response with a status of 300 or
+// more: Gemini's error bodies, details included, take a few kilobytes.
+const MaxErrorBodyBytes = 1 << 20
+
+// bodyTooLargeError is what reading a body past the cap returns. Closing
+// the body unread drops the connection rather than draining the rest.
+type bodyTooLargeError struct{ max int64 }
+
+func (e *bodyTooLargeError) Error() string {
+	return fmt.Sprintf("response body larger than %d MiB", e.max>>20)
 }
+
+// cappedBody reads at most left more bytes of rc, then fails with a
+// *bodyTooLargeError if rc has more.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+	max  int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the cap: one more byte means the body is too large; none
+		// means it was exactly the cap.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, &bodyTooLargeError{max: b.max}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // requestConfig builds a fresh configuration for one call: GenerateContent
 // writes into it (headers, the system instruction's role), so it must
 // never be shared between goroutines.
-func (c *Classify) requestConfig() *genai.GenerateContentConfig {
+func (c *Classify) requestConfig(req request) *genai.GenerateContentConfig {
 	timeout := c.timeout
+	system := c.system
+	if req.repairNote != "" {
+		system += "\n\n" + req.repairNote
+	}
 	cfg := &genai.GenerateContentConfig{
 		HTTPOptions: &genai.HTTPOptions{Headers: http.Header{}, Timeout: &timeout},
 		SystemInstruction: &genai.Content{
 			Role:  genai.RoleUser,
-			Parts: []*genai.Part{{Text: c.system}},
+			Parts: []*genai.Part{{Text: system}},
 		},
 		Temperature:      genai.Ptr[float32](0),
-		MaxOutputTokens:  c.maxOutputTokens,
+		MaxOutputTokens:  req.maxOutputTokens,
 		ResponseMIMEType: "application/json",
 		ResponseSchema: &genai.Schema{
 			Type: genai.TypeObject,
@@ -394,343 +501,4 @@ func classifyInput(it pipeline.Item) string {
 		}
 	}
 	return it.Text
-}
-
-// Decode is the one place that turns what GenerateContent returned into a
-// Result or a classified error. callErr is GenerateContent's error; resp
-// its response (ignored when callErr is not nil).
-//
-//   - 429 or RESOURCE_EXHAUSTED: pipeline.RateLimited, with RetryInfo's
-//     retryDelay and Daily when a QuotaFailure's quotaId is a per-day one.
-//   - rejected key (401, 400 API_KEY_INVALID), 403, unknown model (404),
-//     400 FAILED_PRECONDITION: pipeline.Fatal; they fail every item alike.
-//   - 408, 499 and 5xx, timeouts, transport failures, broken bodies, no
-//     candidates, MAX_TOKENS, output that does not match the schema:
-//     transient (a plain error); the runner retries within its budget.
-//   - other 4xx, a blocked prompt, a safety finishReason: pipeline.Permanent.
-//
-// A caller's canceled context comes back as a plain error wrapping it;
-// the runner sees its own context is done. No message contains the API key.
-func (c *Classify) Decode(resp *genai.GenerateContentResponse, callErr error) (pipeline.Result, error) {
-	if callErr != nil {
-		return pipeline.Result{}, c.callError(callErr)
-	}
-	if resp == nil {
-		return pipeline.Result{}, c.errorf(nil, "classify: the API returned an empty response")
-	}
-	res := pipeline.Result{Usage: usageOf(resp.UsageMetadata)}
-	out, err := c.checkResponse(resp)
-	if err != nil {
-		return res, err
-	}
-	out.Usage = res.Usage
-	b, err := json.Marshal(out)
-	if err != nil {
-		return res, fmt.Errorf("classify: encode output: %w", err)
-	}
-	res.Output = b
-	return res, nil
-}
-
-func usageOf(u *genai.GenerateContentResponseUsageMetadata) pipeline.Usage {
-	if u == nil {
-		return pipeline.Usage{}
-	}
-	// Thinking tokens are billed as output.
-	return pipeline.Usage{
-		PromptTokens:    int64(u.PromptTokenCount),
-		CandidateTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
-		TotalTokens:     int64(u.TotalTokenCount),
-	}
-}
-
-func (c *Classify) callError(err error) error {
-	var ae genai.APIError
-	if errors.As(err, &ae) {
-		return c.apiError(err, ae)
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return c.errorf(err, "classify: request canceled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return c.errorf(err, "classify: no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", c.baseURL, c.timeout)
-	case errors.Is(err, errSDKPanic):
-		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", short(err.Error(), 200))
-	case isJSONError(err):
-		// The SDK's message is its own prefix, the JSON error and then the
-		// whole body: keep the error and the body's start.
-		msg, body, _ := strings.Cut(err.Error(), "\n")
-		if i := strings.LastIndex(msg, ": "); i >= 0 {
-			msg = msg[i+2:]
-		}
-		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, short(body, 60))
-	default:
-		// A transport failure: the SDK wraps the *url.Error that already
-		// names the method and URL; its cause is what the user needs
-		// ("dial tcp ...: connection refused", "EOF").
-		cause := err.Error()
-		var ue *url.Error
-		if errors.As(err, &ue) && ue.Err != nil {
-			cause = ue.Err.Error()
-		}
-		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, short(cause, 300))
-		// No connection at all (refused, no route, DNS): the request never
-		// reached the API, so it says nothing about this item.
-		var oe *net.OpError
-		var de *net.DNSError
-		if (errors.As(err, &oe) && oe.Op == "dial") || errors.As(err, &de) {
-			return pipeline.Unavailable(wrapped)
-		}
-		return wrapped
-	}
-}
-
-// isJSONError reports a response body the SDK could not parse as JSON.
-func isJSONError(err error) bool {
-	var (
-		se  *json.SyntaxError
-		ute *json.UnmarshalTypeError
-	)
-	return errors.As(err, &se) || errors.As(err, &ute)
-}
-
-func (c *Classify) apiError(err error, ae genai.APIError) error {
-	status := strings.TrimSpace(ae.Status)
-	what := strconv.Itoa(ae.Code)
-	switch {
-	case status == "":
-	case strings.HasPrefix(status, what):
-		what = status // a non-JSON body: Status is the HTTP status line
-	default:
-		what += " " + status
-	}
-	msg := short(ae.Message, 300)
-	reason, delay, daily, quotas := detailsOf(ae.Details)
-	if reason != "" {
-		what += ", " + reason
-	}
-	switch {
-	case ae.Code == http.StatusTooManyRequests || strings.EqualFold(status, "RESOURCE_EXHAUSTED"):
-		if daily {
-			quotas = slices.DeleteFunc(quotas, func(id string) bool { return !isDaily(id) })
-		}
-		q := ""
-		if len(quotas) > 0 {
-			q = " on " + strings.Join(quotas, ", ")
-		}
-		if daily {
-			return pipeline.RateLimited(c.errorf(err, "classify: the daily quota is exhausted (%s%s): nothing will succeed until it resets at midnight Pacific time; run again then to continue where this run stopped", what, q), delay, true)
-		}
-		after := ""
-		if delay > 0 {
-			after = ", retry after " + delay.String()
-		}
-		return pipeline.RateLimited(c.errorf(err, "classify: rate limited (%s%s%s): %s", what, q, after, msg), delay, false)
-	case ae.Code == http.StatusUnauthorized || reason == "API_KEY_INVALID" || strings.Contains(ae.Message, "API key not valid"):
-		return pipeline.Fatal(c.errorf(err, "classify: the API key was rejected (%s): set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)", what))
-	case ae.Code == http.StatusForbidden:
-		return pipeline.Fatal(c.errorf(err, "classify: permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, c.model))
-	case ae.Code == http.StatusNotFound:
-		return pipeline.Fatal(c.errorf(err, "classify: model %q not found at %s (%s): check --model (e.g. %s)", c.model, c.baseURL, what, DefaultModel))
-	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
-		return pipeline.Fatal(c.errorf(err, "classify: the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
-	case ae.Code == http.StatusRequestTimeout || ae.Code == 499 || ae.Code >= 500:
-		return c.errorf(err, "classify: server error (%s: %s)", what, msg)
-	case ae.Code >= 400:
-		return pipeline.Permanent(c.errorf(err, "classify: the API rejected this item's request (%s: %s): fix the text or the prompt template, then `sawtooth dlq requeue`", what, msg))
-	default:
-		return c.errorf(err, "classify: unexpected answer (%s: %s)", what, msg)
-	}
-}
-
-// detailsOf reads the google.rpc details of an API error: ErrorInfo's
-// reason, RetryInfo's delay, and QuotaFailure's quota ids (daily is true if
-// any is a per-day quota).
-func detailsOf(details []map[string]any) (reason string, delay time.Duration, daily bool, quotas []string) {
-	for _, d := range details {
-		typ, _ := d["@type"].(string)
-		switch {
-		case strings.HasSuffix(typ, "google.rpc.ErrorInfo"):
-			if r, ok := d["reason"].(string); ok && reason == "" {
-				reason = r
-			}
-		case strings.HasSuffix(typ, "google.rpc.RetryInfo"):
-			delay = retryDelay(d["retryDelay"])
-		case strings.HasSuffix(typ, "google.rpc.QuotaFailure"):
-			vs, _ := d["violations"].([]any)
-			for _, v := range vs {
-				m, _ := v.(map[string]any)
-				id, _ := m["quotaId"].(string)
-				if id == "" {
-					continue
-				}
-				quotas = append(quotas, id)
-				daily = daily || isDaily(id)
-			}
-		}
-	}
-	return reason, delay, daily, quotas
-}
-
-// isDaily reports a per-day quota id, e.g.
-// "GenerateRequestsPerDayPerProjectPerModel-FreeTier".
-func isDaily(quotaID string) bool {
-	return strings.Contains(strings.ToLower(quotaID), "perday")
-}
-
-// retryDelay reads a protobuf Duration in its JSON form ("45.837906927s"),
-// or the {"seconds", "nanos"} object some proxies send.
-func retryDelay(v any) time.Duration {
-	switch v := v.(type) {
-	case string:
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err == nil && d > 0 {
-			return d
-		}
-	case map[string]any:
-		var secs, nanos float64
-		switch s := v["seconds"].(type) {
-		case float64:
-			secs = s
-		case string:
-			secs, _ = strconv.ParseFloat(s, 64)
-		}
-		nanos, _ = v["nanos"].(float64)
-		if d := time.Duration(secs*float64(time.Second) + nanos); d > 0 && secs < 1e9 {
-			return d
-		}
-	}
-	return 0
-}
-
-// blockedFinish says in words why a candidate was stopped for its content.
-var blockedFinish = map[genai.FinishReason]string{
-	genai.FinishReasonSafety:                 "the answer was blocked by the model's safety filter",
-	genai.FinishReasonRecitation:             "the answer was stopped for reciting training data",
-	genai.FinishReasonBlocklist:              "the answer contained a term on a blocklist",
-	genai.FinishReasonProhibitedContent:      "the answer was stopped for prohibited content",
-	genai.FinishReasonSPII:                   "the answer was stopped for sensitive personal information",
-	genai.FinishReasonLanguage:               "the text is in a language the model does not support",
-	genai.FinishReasonImageSafety:            "the answer was blocked by the image safety filter",
-	genai.FinishReasonImageProhibitedContent: "the answer was stopped for prohibited image content",
-	genai.FinishReasonImageRecitation:        "the answer was stopped for reciting an image",
-}
-
-const requeueHint = "edit or remove the text, then `sawtooth dlq requeue`"
-
-func (c *Classify) checkResponse(resp *genai.GenerateContentResponse) (ClassifyOutput, error) {
-	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
-		detail := ""
-		if pf.BlockReasonMessage != "" {
-			detail = ": " + short(pf.BlockReasonMessage, 200)
-		}
-		return ClassifyOutput{}, pipeline.Permanent(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, requeueHint))
-	}
-	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return ClassifyOutput{}, c.errorf(nil, "classify: the model returned no candidates and no block reason")
-	}
-	cand := resp.Candidates[0]
-	switch fr := cand.FinishReason; {
-	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
-	case fr == genai.FinishReasonMaxTokens:
-		return ClassifyOutput{}, c.errorf(nil, "classify: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise the max output tokens or lower the thinking budget", c.maxOutputTokens)
-	case blockedFinish[fr] != "":
-		return ClassifyOutput{}, pipeline.Permanent(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, requeueHint))
-	default:
-		return ClassifyOutput{}, c.errorf(nil, "classify: the model stopped early (finishReason=%s)", fr)
-	}
-
-	var text strings.Builder
-	if cand.Content != nil {
-		for _, p := range cand.Content.Parts {
-			if p != nil && !p.Thought {
-				text.WriteString(p.Text)
-			}
-		}
-	}
-	var ans struct {
-		Label      *string  `json:"label"`
-		Confidence *float64 `json:"confidence"`
-		Reason     *string  `json:"reason"`
-	}
-	schemaErr := func(format string, args ...any) error {
-		return c.errorf(nil, "classify: model output did not match the schema: "+format, args...)
-	}
-	raw := strings.TrimSpace(text.String())
-	if err := json.Unmarshal([]byte(raw), &ans); err != nil {
-		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, short(raw, 120))
-	}
-	var missing []string
-	if ans.Label == nil {
-		missing = append(missing, "label")
-	}
-	if ans.Confidence == nil {
-		missing = append(missing, "confidence")
-	}
-	if ans.Reason == nil {
-		missing = append(missing, "reason")
-	}
-	if len(missing) > 0 {
-		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), short(raw, 120))
-	}
-	label, ok := c.canonicalLabel(*ans.Label)
-	if !ok {
-		return ClassifyOutput{}, schemaErr("label %q is not one of %s", short(*ans.Label, 60), strings.Join(c.labels, ", "))
-	}
-	if conf := *ans.Confidence; !(conf >= 0 && conf <= 1) {
-		return ClassifyOutput{}, schemaErr("confidence %v is outside 0..1", conf)
-	}
-	return ClassifyOutput{
-		Label:        label,
-		Confidence:   *ans.Confidence,
-		Reason:       strings.TrimSpace(*ans.Reason),
-		Model:        c.model,
-		ModelVersion: resp.ModelVersion,
-	}, nil
-}
-
-// canonicalLabel matches l against the label set, ignoring case and
-// surrounding space.
-func (c *Classify) canonicalLabel(l string) (string, bool) {
-	l = strings.TrimSpace(l)
-	for _, want := range c.labels {
-		if strings.EqualFold(l, want) {
-			return want, true
-		}
-	}
-	return "", false
-}
-
-// stageError carries a message written for the user (short, key-free)
-// while Unwrap keeps the cause for errors.Is and errors.As.
-type stageError struct {
-	msg string
-	err error
-}
-
-func (e *stageError) Error() string { return e.msg }
-func (e *stageError) Unwrap() error { return e.err }
-
-func (c *Classify) errorf(cause error, format string, args ...any) error {
-	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
-}
-
-func redact(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[REDACTED]")
-}
-
-// short returns s on one line, cut to at most n bytes at a rune boundary.
-func short(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }

@@ -119,6 +119,7 @@ const (
 
 func TestClassify_Process(t *testing.T) {
 	okUsage := pipeline.Usage{PromptTokens: 11, CandidateTokens: 5, TotalTokens: 16}
+	twice := okUsage.Add(okUsage)
 	tests := []struct {
 		name    string
 		handle  func(http.ResponseWriter, *http.Request, []byte)
@@ -130,6 +131,12 @@ func TestClassify_Process(t *testing.T) {
 		after   time.Duration
 		daily   bool
 		timeout bool // errors.Is(err, context.DeadlineExceeded)
+		// requests the server must see; 0 means 1. A cut-off or
+		// off-schema answer is asked once more (TestClassify_Repair).
+		requests int64
+		// verdict: the error is marked as a verdict on the item's
+		// content (see VerdictError), not on the configuration.
+		verdict bool
 	}{
 		{
 			name:   "success",
@@ -207,48 +214,49 @@ func TestClassify_Process(t *testing.T) {
 		{
 			name:   "blocked prompt",
 			handle: reply(200, `{"promptFeedback":{"blockReason":"SAFETY","safetyRatings":[{"category":"HARM_CATEGORY_HARASSMENT","probability":"HIGH"}]},"usageMetadata":{"promptTokenCount":9,"totalTokenCount":9},"modelVersion":"gemini-2.5-flash"}`),
-			class:  pipeline.ClassPermanent, usage: pipeline.Usage{PromptTokens: 9, TotalTokens: 9},
-			msg: []string{"blocked by the model's safety filter", "promptFeedback.blockReason=SAFETY", "sawtooth dlq requeue"},
+			class:  pipeline.ClassPermanent, usage: pipeline.Usage{PromptTokens: 9, TotalTokens: 9}, verdict: true,
+			msg: []string{"blocked by the model's safety filter", "promptFeedback.blockReason=SAFETY",
+				"edit the row in your input file and run again: the edited text re-enters by itself", "pays for the same block again"},
 		},
 		{
 			name:   "finish reason SAFETY",
 			handle: reply(200, `{"candidates":[{"finishReason":"SAFETY","index":0,"safetyRatings":[{"category":"HARM_CATEGORY_HATE_SPEECH","probability":"HIGH","blocked":true}]}],"usageMetadata":{"promptTokenCount":11,"totalTokenCount":11}}`),
-			class:  pipeline.ClassPermanent, usage: pipeline.Usage{PromptTokens: 11, TotalTokens: 11},
+			class:  pipeline.ClassPermanent, usage: pipeline.Usage{PromptTokens: 11, TotalTokens: 11}, verdict: true,
 			msg: []string{"safety filter", "finishReason=SAFETY"},
 		},
-		{name: "finish reason RECITATION", handle: reply(200, answer("", "RECITATION")), class: pipeline.ClassPermanent, usage: okUsage, msg: []string{"reciting"}},
-		{name: "finish reason PROHIBITED_CONTENT", handle: reply(200, answer("", "PROHIBITED_CONTENT")), class: pipeline.ClassPermanent, usage: okUsage},
-		{name: "finish reason SPII", handle: reply(200, answer("", "SPII")), class: pipeline.ClassPermanent, usage: okUsage},
-		{name: "finish reason BLOCKLIST", handle: reply(200, answer("", "BLOCKLIST")), class: pipeline.ClassPermanent, usage: okUsage},
+		{name: "finish reason RECITATION", handle: reply(200, answer("", "RECITATION")), class: pipeline.ClassPermanent, usage: okUsage, verdict: true, msg: []string{"reciting"}},
+		{name: "finish reason PROHIBITED_CONTENT", handle: reply(200, answer("", "PROHIBITED_CONTENT")), class: pipeline.ClassPermanent, usage: okUsage, verdict: true},
+		{name: "finish reason SPII", handle: reply(200, answer("", "SPII")), class: pipeline.ClassPermanent, usage: okUsage, verdict: true},
+		{name: "finish reason BLOCKLIST", handle: reply(200, answer("", "BLOCKLIST")), class: pipeline.ClassPermanent, usage: okUsage, verdict: true},
 		{
-			name:   "MAX_TOKENS",
+			name:   "MAX_TOKENS twice",
 			handle: reply(200, answer(`{"label":"bu`, "MAX_TOKENS")),
-			class:  pipeline.ClassTransient, usage: okUsage,
-			msg: []string{"cut off at 256 output tokens", "MAX_TOKENS", "raise the max output tokens"},
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2,
+			msg: []string{"cut off at 256 output tokens, and again at 512", "MAX_TOKENS", "raise --max-output-tokens"},
 		},
 		{name: "finish reason OTHER", handle: reply(200, answer(`{}`, "OTHER")), class: pipeline.ClassTransient, usage: okUsage},
 		{name: "no candidates", handle: reply(200, `{"candidates":[],"usageMetadata":{"promptTokenCount":3}}`), class: pipeline.ClassTransient, usage: pipeline.Usage{PromptTokens: 3}},
 		{
 			name:   "text not JSON",
 			handle: reply(200, answer(`I think this is a bug.`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage,
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2,
 			msg: []string{"model output did not match the schema", "not a JSON object"},
 		},
 		{
 			name:   "label outside the set",
 			handle: reply(200, answer(`{"label":"crash","confidence":0.9,"reason":"x"}`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage,
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2,
 			msg: []string{"model output did not match the schema", `label "crash" is not one of bug, feature_request`},
 		},
 		{
 			name:   "confidence outside 0..1",
 			handle: reply(200, answer(`{"label":"bug","confidence":1.5,"reason":"x"}`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage, msg: []string{"confidence 1.5 is outside 0..1"},
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2, msg: []string{"confidence 1.5 is outside 0..1"},
 		},
 		{
 			name:   "missing fields",
 			handle: reply(200, answer(`{"label":"bug"}`, "STOP")),
-			class:  pipeline.ClassTransient, usage: okUsage, msg: []string{"missing confidence, reason"},
+			class:  pipeline.ClassPermanent, usage: twice, requests: 2, msg: []string{"missing confidence, reason"},
 		},
 		{
 			name:   "400 API_KEY_INVALID",
@@ -265,7 +273,7 @@ func TestClassify_Process(t *testing.T) {
 		{name: "403", handle: reply(403, body403), class: pipeline.ClassFatal, msg: []string{"permission denied", "403 PERMISSION_DENIED", "GEMINI_API_KEY"}},
 		{name: "404", handle: reply(404, body404), class: pipeline.ClassFatal, msg: []string{`model "gemini-2.5-flash" not found at http://127.0.0.1`, "check --model"}},
 		{name: "400 FAILED_PRECONDITION", handle: reply(400, `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`), class: pipeline.ClassFatal, msg: []string{"User location is not supported"}},
-		{name: "400 other", handle: reply(400, body400), class: pipeline.ClassPermanent, msg: []string{"400 INVALID_ARGUMENT", "Request contains an invalid argument", "dlq requeue"}},
+		{name: "400 other", handle: reply(400, body400), class: pipeline.ClassPermanent, msg: []string{"400 INVALID_ARGUMENT", "Request contains an invalid argument", "edit the row in your input file"}},
 		{name: "413", handle: reply(413, `{"error":{"code":413,"message":"Request Entity Too Large","status":"FAILED_PRECONDITION"}}`), class: pipeline.ClassPermanent},
 	}
 	for _, tt := range tests {
@@ -278,8 +286,8 @@ func TestClassify_Process(t *testing.T) {
 			c := newTestClassify(t, srv.srv.URL, mods...)
 			res, err := c.Process(context.Background(), testItem("r1", "The app crashes when I log in"))
 
-			if n := srv.requests.Load(); n != 1 {
-				t.Errorf("server saw %d requests, want exactly 1", n)
+			if n, want := srv.requests.Load(), max(tt.requests, 1); n != want {
+				t.Errorf("server saw %d requests, want exactly %d", n, want)
 			}
 			if res.Usage != tt.usage && (tt.class == "" || tt.usage != (pipeline.Usage{})) {
 				t.Errorf("Usage = %+v, want %+v", res.Usage, tt.usage)
@@ -300,8 +308,11 @@ func TestClassify_Process(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Process succeeded with %s, want a %s error", res.Output, tt.class)
 			}
-			if got := pipeline.Classify(context.Background(), err); got != tt.class {
+			if got := pipeline.ClassOf(context.Background(), err); got != tt.class {
 				t.Errorf("class = %q, want %q (err: %v)", got, tt.class, err)
+			}
+			if got := isItemVerdict(err); got != tt.verdict {
+				t.Errorf("item verdict = %v, want %v (err: %v)", got, tt.verdict, err)
 			}
 			msg := err.Error()
 			if strings.Contains(msg, testKey) {
@@ -434,7 +445,7 @@ func TestClassify_ProcessInput(t *testing.T) {
 		srv := newFakeGemini(t, reply(200, answer(`{}`, "STOP")))
 		c := newTestClassify(t, srv.srv.URL)
 		_, err := c.Process(context.Background(), testItem("r1", "  "))
-		if pipeline.Classify(context.Background(), err) != pipeline.ClassPermanent || srv.requests.Load() != 0 {
+		if pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent || srv.requests.Load() != 0 {
 			t.Errorf("err = %v after %d requests, want permanent and no request", err, srv.requests.Load())
 		}
 	})
@@ -453,7 +464,7 @@ func TestClassify_ProcessCanceled(t *testing.T) {
 		cancel()
 	}()
 	_, err := c.Process(ctx, testItem("r1", "text"))
-	if got := pipeline.Classify(ctx, err); got != pipeline.ClassCanceled {
+	if got := pipeline.ClassOf(ctx, err); got != pipeline.ClassCanceled {
 		t.Errorf("class = %q (err %v), want canceled", got, err)
 	}
 }
@@ -620,7 +631,7 @@ func FuzzClassifyResponse(f *testing.F) {
 			}
 			return
 		}
-		class := pipeline.Classify(context.Background(), err)
+		class := pipeline.ClassOf(context.Background(), err)
 		switch {
 		case class == "" || class == pipeline.ClassCanceled:
 			t.Fatalf("status %d: error %v has class %q", status, err, class)

@@ -8,17 +8,34 @@
 // nothing to classify and retrying cannot help.
 //
 // Classify sends the sanitized text to the Gemini API with
-// google.golang.org/genai, one HTTP request per Process call (the SDK's own
-// retries and automatic continuation are off: the pipeline owns retries),
-// and asks for JSON constrained by a response schema: a label from the
-// configured set, a confidence in [0, 1] and a short reason. Every way the
-// call can fail is mapped to a pipeline error class in one place,
-// Classify.Decode: quota refusals are rate-limited (with the server's
-// RetryInfo delay, and Daily when a per-day quota is gone), a rejected key,
-// a forbidden project or an unknown model are fatal, safety blocks and other
-// per-item 4xx are permanent, and 5xx, timeouts, broken bodies and output
-// that does not match the schema are transient. The API key never appears
-// in an error or an output.
+// google.golang.org/genai (the SDK's own retries and automatic
+// continuation are off: the pipeline owns retries), and asks for JSON
+// constrained by a response schema: a label from the configured set, a
+// confidence in [0, 1] and a short reason. Every way a call can fail is
+// mapped to a pipeline error class in one place, Classify.Decode: quota
+// refusals are rate-limited (with the server's RetryInfo delay, and Daily
+// when a per-day quota is gone), a rejected key, a forbidden project or an
+// unknown model are fatal, safety blocks and other per-item 4xx are
+// permanent, and 5xx, timeouts, broken or over-size bodies are transient.
+// A Process call sends one request, and one more only when the answer was
+// cut off (MAX_TOKENS) or did not match the schema: at temperature 0 the
+// same request gets the same answer, so the stage itself asks again once
+// with twice the output budget and a note saying what was wrong, and a
+// second unusable answer is permanent (both calls are reported as billed).
+// Response bodies are capped (MaxResponseBytes). The API key, any part of
+// it and anything shaped like a Google API key never appear in an error
+// or an output: messages are redacted before they are cut.
+//
+// Permanent errors that judge one item's content (a safety block, an
+// unsupported language, an empty text) are also VerdictErrors: the item's
+// fault, never evidence that the stage is misconfigured, which a runner
+// tells apart by their ItemVerdict method. Their advice is to edit the row
+// in the input file, since the same text earns the same verdict again.
+//
+// The stage itself (configuration, the request, the transport) is
+// classify.go; the mapping of SDK and HTTP errors to classes is
+// classify_errors.go; reading and checking the structured answer is
+// classify_response.go; the one repair call is classify_repair.go.
 //
 // Aggregate turns a classified item into a pipeline.Fact (label, group
 // values such as app and month, rating) that the store folds into the

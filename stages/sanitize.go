@@ -178,13 +178,15 @@ func (o SanitizeOptions) resolve() (int, EmojiPolicy, error) {
 
 func emptyError(original string, ch changeSet) error {
 	if original == "" {
-		return pipeline.Permanentf("text is empty: nothing to classify; fix the input row")
+		return verdict(fmt.Errorf("text is empty: nothing to classify; %s", editRowHint))
 	}
 	what := "whitespace, control, format or invalid characters"
 	if ch&chEmojiStrip != 0 {
 		what += " and emoji (removed by the strip emoji policy)"
 	}
-	return pipeline.Permanentf("text is empty after sanitizing (original %d bytes held only %s): nothing to classify; fix the input row", len(original), what)
+	// No byte count: dead letters are grouped by message, and a number
+	// would only show up there as a placeholder.
+	return verdict(fmt.Errorf("text is empty after sanitizing (it held only %s): nothing to classify; %s", what, editRowHint))
 }
 
 func dropInvalid(s string, ch *changeSet) string {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/urfave/cli/v2"
 )
@@ -269,67 +268,6 @@ func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{"a.db": "a.db", "/tmp/x y.db": "'/tmp/x y.db'", "it's.db": `'it'\''s.db'`, "": "''"} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestFieldCheck(t *testing.T) {
-	rec := func(fields map[string]string) pipeline.Record {
-		return pipeline.Record{ID: "x", Text: "t", Fields: fields}
-	}
-	tests := []struct {
-		name    string
-		opts    pipelineOptions
-		rows    []map[string]string
-		want    []string
-		wantNot []string
-	}{
-		{name: "group-by a field no row has", opts: pipelineOptions{GroupBy: []string{"country"}, DateField: "date", RatingField: "rating", set: map[string]bool{"group-by": true}},
-			rows: []map[string]string{{"app": "a", "date": "2026-01-02", "rating": "4"}, {"app": "b", "date": "2026-01-03", "rating": "5"}},
-			want: []string{"--group-by country is absent from 2 of 2 rows", "the rows have: app, date, rating"}},
-		{name: "dates in unread layouts", opts: pipelineOptions{DateField: "date", RatingField: "rating"},
-			rows: []map[string]string{{"date": "11/03/2026"}, {"date": "Nov 3, 2026"}, {"date": "03.11.2026"}, {"date": "2026-11-03"}},
-			want: []string{"3 of 4 --date-field date values", `"11/03/2026", "Nov 3, 2026", "03.11.2026"`}},
-		{name: "a misspelt rating field", opts: pipelineOptions{DateField: "date", RatingField: "strs", set: map[string]bool{"rating-field": true}},
-			rows: []map[string]string{{"stars": "4"}, {"stars": "5"}},
-			want: []string{"--rating-field strs is absent from 2 of 2 rows", `did you mean "stars"?`}},
-		{name: "defaults the input simply lacks", opts: pipelineOptions{GroupBy: []string{"app", "month"}, DateField: "date", RatingField: "rating"},
-			rows:    []map[string]string{{"lang": "en"}, {"lang": "fr"}},
-			wantNot: []string{"warning"}},
-		{name: "all good", opts: pipelineOptions{GroupBy: []string{"app"}, DateField: "date", RatingField: "rating"},
-			rows:    []map[string]string{{"App": "a", "date": "2026-01-02T10:00:00Z", "rating": "4.5"}},
-			wantNot: []string{"warning"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fc := newFieldCheck(&tt.opts)
-			for _, r := range tt.rows {
-				fc.add(rec(r))
-			}
-			var buf bytes.Buffer
-			fc.report(&buf, "in.jsonl")
-			for _, w := range tt.want {
-				if !strings.Contains(buf.String(), w) {
-					t.Errorf("report lacks %q:\n%s", w, buf.String())
-				}
-			}
-			for _, w := range tt.wantNot {
-				if strings.Contains(buf.String(), w) {
-					t.Errorf("report has %q:\n%s", w, buf.String())
-				}
-			}
-		})
-	}
-}
-
-func TestAskYes(t *testing.T) {
-	for in, want := range map[string]bool{"y\n": true, "YES\n": true, " yes ": true, "\n": false, "n\n": false, "": false, "yess\n": false} {
-		var out bytes.Buffer
-		if got := askYes(strings.NewReader(in), &out, "re-run 300 items?"); got != want {
-			t.Errorf("askYes(%q) = %v, want %v", in, got, want)
-		}
-		if out.String() != "re-run 300 items? [y/N] " {
-			t.Errorf("question printed as %q", out.String())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -39,8 +40,14 @@ type drainRequest struct {
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
-	o, in, obs, stdout, stderr := req.Pipeline, &req.Input, req.Obs, req.Out, req.ErrOut
-	b, exists, err := checkAndBuild(ctx, req)
+	o, obs, stdout, stderr := req.Pipeline, req.Obs, req.Out, req.ErrOut
+	// Signals are handled from here on, so a Ctrl-C while the input is
+	// checked or ingested stops cleanly too (exit 3); messages follow the
+	// progress display once it exists.
+	sigOut := monitor.NewSwitchWriter(stderr)
+	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
+	defer stop()
+	b, input, exists, err := checkAndBuild(ctx, req)
 	if err != nil {
 		return sum, err
 	}
@@ -56,14 +63,8 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	if stop, err := reconcile(db, b, req); stop || err != nil {
 		return sum, err
 	}
-	// Signals are handled from here on, so a Ctrl-C during a long ingest
-	// stops cleanly too (exit 3); messages follow the progress display
-	// once it exists.
-	sigOut := monitor.NewSwitchWriter(stderr)
-	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
-	defer stop()
-	if in.Path != "" {
-		if err := ingestFile(ctx, db, in, newFieldCheck(o), stderr); err != nil {
+	if input != nil {
+		if err := ingestFile(ctx, db, input, stderr); err != nil {
 			return sum, err
 		}
 	}
@@ -113,19 +114,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		switch {
 		case errors.Is(runErr, pipeline.ErrStopped):
 			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
-		case errors.As(runErr, &fe):
-			// The runner names the stage that failed first: count the
-			// dead letters there, not those of other stages (an empty
-			// text dead-lettered at sanitize is not this failure's).
-			stage, _, _ := strings.Cut(runErr.Error(), ":")
-			if st := sum.Stages[stage]; st != nil && st.Dead > 0 {
-				were := "were"
-				if st.Dead == 1 {
-					were = "was"
-				}
-				return sum, fmt.Errorf("%w\n%s %s dead-lettered at %s in this run before it stopped (see them with: sawtooth dlq list --db %s --stage %s); fix the cause and run again to resume",
-					runErr, plural(int(st.Dead), "item"), were, stage, shellQuote(db.Path()), stage)
-			}
+		case errors.As(runErr, &fe) && fe.DeadLettered == 0:
+			// The runner's message says how many were dead-lettered
+			// for the cause when some were.
 			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
 		}
 	}
@@ -133,29 +124,30 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 }
 
 // checkAndBuild checks every argument of req (nothing is opened for
-// writing or created yet), keeps the recorded settings when asked, and
-// builds the stages. exists says the DB file holds something.
-func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, exists bool, err error) {
+// writing or created yet) and reads the input once to accept it (input,
+// applied after the DB is open), keeps the recorded settings when asked,
+// and builds the stages. exists says the DB file holds something.
+func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *ingest.Plan, exists bool, err error) {
 	o, in := req.Pipeline, &req.Input
 	if _, err := monitor.NewLogger(io.Discard, req.Obs.LogFormat, req.Obs.LogLevel); err != nil {
-		return nil, false, usage(err)
+		return nil, nil, false, usage(err)
 	}
 	if req.RerunFrom != "" {
 		if err := checkStage("from-stage", req.RerunFrom); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 	}
 	if req.RetryStage != "" {
 		if err := checkStage("stage", req.RetryStage); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 	}
 	if err := checkDBPath(o.DB, o.MustExist); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if in.Path != "" {
-		if err := checkInput(in); err != nil {
-			return nil, false, err
+		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
+			return nil, nil, false, err
 		}
 	}
 	if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
@@ -164,14 +156,14 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, exists b
 	if exists && o.KeepStored {
 		defs, err := readDefinition(o.DB)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
 			fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
 		}
 	}
 	b, err = o.buildStages(ctx)
-	return b, exists, err
+	return b, input, exists, err
 }
 
 // reconcile settles a configuration change and an asked-for re-run before

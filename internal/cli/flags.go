@@ -28,6 +28,7 @@ const (
 	catSim      = "Simulator"
 	catBench    = "Benchmark"
 	catDemo     = "Demo"
+	catReport   = "Report"
 )
 
 // pipelineOptions configure the stages, the engine and the limiter. They
@@ -200,6 +201,10 @@ type inputOptions struct {
 	IDField   string
 	TextField string
 	MaxLine   int
+	// MaxFieldLines, DateFormat and RatingRange are ingest.Options'.
+	MaxFieldLines int
+	DateFormat    string
+	RatingRange   string
 }
 
 // inputFormats are the values --format takes for an input file.
@@ -213,6 +218,9 @@ func inputFlags(in *inputOptions) []cli.Flag {
 		&cli.StringFlag{Name: "id-field", Category: catInput, Value: "id", Usage: "field or column holding each item's id", EnvVars: envOf("id-field"), Destination: &in.IDField},
 		&cli.StringFlag{Name: "text-field", Category: catInput, Value: "text", Usage: "field or column holding each item's text", EnvVars: envOf("text-field"), Destination: &in.TextField},
 		&cli.IntFlag{Name: "max-line-bytes", Category: catInput, Value: ingest.DefaultMaxLineBytes, Usage: "longest input line read; longer lines are skipped and reported", EnvVars: envOf("max-line-bytes"), Destination: &in.MaxLine},
+		&cli.IntFlag{Name: "max-field-lines", Category: catInput, Value: ingest.DefaultMaxFieldLines, Usage: "most lines one quoted CSV field may span; past it the quote is taken for a missing closing quote and only its line is skipped", EnvVars: envOf("max-field-lines"), Destination: &in.MaxFieldLines},
+		&cli.StringFlag{Name: "date-format", Category: catInput, Usage: "Go time `LAYOUT` of the date field when it is none of the common ones, e.g. \"02/01/2006 15:04\"", DefaultText: "RFC 3339, 2006-01-02, 01/02/2006, 02.01.2006, Jan 2, 2006 or Unix seconds", EnvVars: envOf("date-format"), Destination: &in.DateFormat},
+		&cli.StringFlag{Name: "rating-range", Category: catInput, Value: ingest.DefaultRatingRange, Usage: "`MIN-MAX` of the rating field; a line with a rating outside it, or not finite, is skipped and reported", EnvVars: envOf("rating-range"), Destination: &in.RatingRange},
 	}
 }
 

@@ -5,12 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"time"
 
-	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/report"
-	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -19,42 +15,82 @@ type reportOptions struct {
 	DB     string
 	Format string
 	// Output is the file written; empty means Out.
-	Output      string
+	Output string
+	// Month, From and To choose the period (report.ParseWindow).
+	Month, From, To string
+	// By is the pivot's group fields; BySet says --by was given (csv
+	// pivots by app,month otherwise).
+	By    []string
+	BySet bool
+	// Where keeps items whose FIELD=VALUE.
+	Where       []string
 	Out, ErrOut io.Writer
 }
 
 func newReportCommand() *cli.Command {
-	var opts reportOptions
+	var (
+		opts      reportOptions
+		by, where cli.StringSlice
+	)
 	return &cli.Command{
 		Name:  "report",
-		Usage: "render the aggregate, dead letters and the last run (text|markdown|json|html)",
-		Description: `html is one self-contained page (charts of the last run's concurrency limit,
-calls per second and items over time; the aggregate; dead letters) to open
-in a browser or send to a team; markdown pastes into a chat or a PR.`,
+		Usage: "render what the items say and how the last run went (text|markdown|json|csv|html)",
+		Description: `html is one self-contained page for the people who read the results: the
+period's headline numbers, the label mix per app with its change since the
+previous month, a monthly trend per label and quoted reviews, then the run's
+operations (concurrency limit, calls per second, cost) collapsed; markdown
+pastes into a chat or a PR.
+
+--by app,month adds a pivot (any group fields, any order): label counts and
+shares, average rating and the change against the previous period per row.
+--month 2026-11 (or --from/--to) chooses the period, --where app=TaskFlow
+filters the items. csv writes the pivot (by app,month unless --by), one
+line per row and label.`,
 		Flags: []cli.Flag{dbFlag(),
-			&cli.StringFlag{Name: "format", Category: catOutput, Value: "text", Usage: "text|markdown|json|html", Destination: &opts.Format},
+			&cli.StringFlag{Name: "format", Category: catOutput, Value: "text", Usage: "text|markdown|json|csv|html", Destination: &opts.Format},
 			&cli.StringFlag{Name: "output", Category: catOutput, Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &opts.Output},
+			&cli.StringSliceFlag{Name: "by", Category: catReport, Usage: "pivot by these group `FIELDS` (comma-separated, e.g. app,month)", Destination: &by},
+			&cli.StringFlag{Name: "month", Category: catReport, Usage: "the period: one `YYYY-MM`", DefaultText: "the latest month with items", Destination: &opts.Month},
+			&cli.StringFlag{Name: "from", Category: catReport, Usage: "the period's first `YYYY-MM`", Destination: &opts.From},
+			&cli.StringFlag{Name: "to", Category: catReport, Usage: "the period's last `YYYY-MM`", Destination: &opts.To},
+			&cli.StringSliceFlag{Name: "where", Category: catReport, Usage: "keep items whose `FIELD=VALUE` (repeatable)", Destination: &where},
 		},
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			opts.DB, opts.Out, opts.ErrOut = c.String("db"), c.App.Writer, c.App.ErrWriter
+			opts.By, opts.BySet, opts.Where = splitList(by.Value()), c.IsSet("by"), where.Value()
 			return runReport(&opts)
 		},
 	}
 }
 
-// runReport renders the report of the DB to Output or Out.
+// runReport renders the report of the DB to Output or Out. Every option
+// is checked before the DB is opened.
 func runReport(opts *reportOptions) error {
 	render, err := reportRenderer(opts.Format)
 	if err != nil {
 		return err
+	}
+	win, err := report.ParseWindow(opts.Month, opts.From, opts.To)
+	if err != nil {
+		return usagef("report: %v", err)
+	}
+	filters, err := report.ParseFilters(opts.Where)
+	if err != nil {
+		return usagef("report: %v", err)
+	}
+	load := report.LoadOptions{Window: win, Where: filters}
+	if opts.BySet {
+		load.By = opts.By
+	} else if opts.Format == "csv" {
+		load.By = []string{"app", "month"}
 	}
 	db, err := openReadOnly(opts.DB)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	data, err := loadReport(db)
+	data, err := report.Load(db, load)
 	if err != nil {
 		return err
 	}
@@ -77,62 +113,13 @@ func reportRenderer(format string) (func(io.Writer, *report.Data) error, error) 
 		return report.Markdown, nil
 	case "html":
 		return report.HTML, nil
+	case "csv":
+		return report.CSV, nil
 	case "json":
 		return func(w io.Writer, d *report.Data) error { return writeJSON(w, d) }, nil
 	default:
-		return nil, usagef("report: unknown --format %q (text, markdown, json or html)", format)
+		return nil, usagef("report: unknown --format %q (text, markdown, json, csv or html)", format)
 	}
-}
-
-// loadReport reads everything a report shows in a few read transactions.
-func loadReport(db *store.DB) (*report.Data, error) {
-	d := &report.Data{DB: db.Path(), Generated: time.Now(), Dead: map[string][]report.DeadReason{}}
-	for _, s := range db.Stages() {
-		d.Stages = append(d.Stages, s.Name)
-	}
-	var err error
-	if d.Counts, err = db.Counts(); err != nil {
-		return nil, err
-	}
-	if d.Tally, err = db.Tally(); err != nil {
-		return nil, err
-	}
-	for _, s := range d.Stages {
-		byReason := map[string]*report.DeadReason{}
-		err := db.ForEachDead(s, func(e store.DeadEntry) error {
-			key := pipeline.ReasonKey(pipeline.DeadLetter{Class: e.Dead.Class, Message: e.Dead.Message})
-			r := byReason[key]
-			if r == nil {
-				r = &report.DeadReason{Reason: key}
-				byReason[key] = r
-			}
-			r.Count++
-			if len(r.IDs) < 3 {
-				r.IDs = append(r.IDs, e.ID)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range byReason {
-			d.Dead[s] = append(d.Dead[s], *r)
-		}
-		sort.Slice(d.Dead[s], func(i, j int) bool {
-			a, b := d.Dead[s][i], d.Dead[s][j]
-			return a.Count > b.Count || a.Count == b.Count && a.Reason < b.Reason
-		})
-	}
-	if d.Runs, err = db.Runs(20); err != nil {
-		return nil, err
-	}
-	if len(d.Runs) > 0 {
-		d.LastRun = &d.Runs[0]
-		if d.Samples, err = db.Samples(d.LastRun.ID); err != nil {
-			return nil, err
-		}
-	}
-	return d, nil
 }
 
 // writeFileAtomic writes path through a temporary file in the same

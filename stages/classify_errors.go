@@ -1,0 +1,335 @@
+// This file maps what the genai SDK and the HTTP layer report (APIError,
+// transport failures, undecodable bodies) to pipeline error classes, and
+// writes the messages a user reads: short, key-free, naming what to do.
+
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+var errSDKPanic = errors.New("the genai SDK could not decode the response body")
+
+// withHTTPStatus gives the response's HTTP status to an APIError whose
+// body carried no code or another one, e.g. {"error":{}} or
+// {"error":{"code":1}} from a proxy: the SDK takes the code from the body
+// only, and a 429 (or a 401) without the right one would be classified as
+// an unexpected answer, retried as transient and dead-lettered after its
+// budget instead of waiting (or stopping the run). The status line is
+// what happened on the wire, so it wins.
+func withHTTPStatus(err error, status int) error {
+	var ae genai.APIError
+	if status < 400 || !errors.As(err, &ae) || ae.Code == status {
+		return err
+	}
+	ae.Code = status
+	if ae.Status == "" {
+		ae.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
+	}
+	return ae
+}
+
+// callError classes an error GenerateContent returned: an API error
+// response, a timeout, an over-size or undecodable body, or a transport
+// failure.
+func (c *Classify) callError(err error) error {
+	var ae genai.APIError
+	if errors.As(err, &ae) {
+		return c.apiError(err, ae)
+	}
+	var tooLarge *bodyTooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		// Transient: a proxy's error page or a broken server, not this
+		// item; the runner retries within its budget.
+		return c.errorf(err, "classify: the answer from %s is larger than %d MiB, which no Gemini answer is: it was not read (a wrong --base-url, or a proxy or server fault)", c.baseURL, tooLarge.max>>20)
+	case errors.Is(err, context.Canceled):
+		return c.errorf(err, "classify: request canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return c.errorf(err, "classify: no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", c.baseURL, c.timeout)
+	case errors.Is(err, errSDKPanic):
+		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", c.short(err.Error(), 200))
+	case isJSONError(err):
+		// The SDK's message is its own prefix, the JSON error and then the
+		// whole body: keep the error and the body's start.
+		msg, body, _ := strings.Cut(err.Error(), "\n")
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, c.short(body, 60))
+	default:
+		// A transport failure: the SDK wraps the *url.Error that already
+		// names the method and URL; its cause is what the user needs
+		// ("dial tcp ...: connection refused", "EOF").
+		cause := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Err != nil {
+			cause = ue.Err.Error()
+		}
+		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, c.short(cause, 300))
+		// No connection at all (refused, no route, DNS): the request never
+		// reached the API, so it says nothing about this item.
+		var oe *net.OpError
+		var de *net.DNSError
+		if (errors.As(err, &oe) && oe.Op == "dial") || errors.As(err, &de) {
+			return pipeline.Unavailable(wrapped)
+		}
+		return wrapped
+	}
+}
+
+// isJSONError reports a response body the SDK could not parse as JSON.
+func isJSONError(err error) bool {
+	var (
+		se  *json.SyntaxError
+		ute *json.UnmarshalTypeError
+	)
+	return errors.As(err, &se) || errors.As(err, &ute)
+}
+
+// apiError classes an error response by its HTTP code, status and
+// google.rpc details.
+func (c *Classify) apiError(err error, ae genai.APIError) error {
+	status := strings.TrimSpace(ae.Status)
+	what := strconv.Itoa(ae.Code)
+	switch {
+	case status == "":
+	case strings.HasPrefix(status, what):
+		what = status // a non-JSON body: Status is the HTTP status line
+	default:
+		what += " " + status
+	}
+	msg := c.short(ae.Message, 300)
+	reason, delay, daily, quotas := detailsOf(ae.Details)
+	if reason != "" {
+		what += ", " + reason
+	}
+	switch {
+	case ae.Code == http.StatusTooManyRequests || strings.EqualFold(status, "RESOURCE_EXHAUSTED"):
+		if daily {
+			quotas = slices.DeleteFunc(quotas, func(id string) bool { return !isDaily(id) })
+		}
+		q := ""
+		if len(quotas) > 0 {
+			q = " on " + strings.Join(quotas, ", ")
+		}
+		if daily {
+			return pipeline.RateLimited(c.errorf(err, "classify: the daily quota is exhausted (%s%s): nothing will succeed until it resets at midnight Pacific time; run again then to continue where this run stopped", what, q), delay, true)
+		}
+		after := ""
+		if delay > 0 {
+			after = ", retry after " + delay.String()
+		}
+		return pipeline.RateLimited(c.errorf(err, "classify: rate limited (%s%s%s): %s", what, q, after, msg), delay, false)
+	case ae.Code == http.StatusUnauthorized || reason == "API_KEY_INVALID" || strings.Contains(ae.Message, "API key not valid"):
+		return pipeline.Fatal(c.errorf(err, "classify: the API key was rejected (%s): set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)", what))
+	case ae.Code == http.StatusForbidden:
+		return pipeline.Fatal(c.errorf(err, "classify: permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, c.model))
+	case ae.Code == http.StatusNotFound:
+		return pipeline.Fatal(c.errorf(err, "classify: model %q not found at %s (%s): check --model (e.g. %s)", c.model, c.baseURL, what, DefaultModel))
+	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
+		return pipeline.Fatal(c.errorf(err, "classify: the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
+	case ae.Code == http.StatusRequestTimeout || ae.Code == 499 || ae.Code >= 500:
+		return c.errorf(err, "classify: server error (%s: %s)", what, msg)
+	case ae.Code >= 400:
+		return pipeline.Permanent(c.errorf(err, "classify: the API rejected this item's request (%s: %s): fix the prompt template, or edit the row in your input file and run again (the edited text re-enters by itself)", what, msg))
+	default:
+		return c.errorf(err, "classify: unexpected answer (%s: %s)", what, msg)
+	}
+}
+
+// detailsOf reads the google.rpc details of an API error: ErrorInfo's
+// reason, RetryInfo's delay, and QuotaFailure's quota ids (daily is true if
+// any is a per-day quota).
+func detailsOf(details []map[string]any) (reason string, delay time.Duration, daily bool, quotas []string) {
+	for _, d := range details {
+		typ, _ := d["@type"].(string)
+		switch {
+		case strings.HasSuffix(typ, "google.rpc.ErrorInfo"):
+			if r, ok := d["reason"].(string); ok && reason == "" {
+				reason = r
+			}
+		case strings.HasSuffix(typ, "google.rpc.RetryInfo"):
+			delay = retryDelay(d["retryDelay"])
+		case strings.HasSuffix(typ, "google.rpc.QuotaFailure"):
+			vs, _ := d["violations"].([]any)
+			for _, v := range vs {
+				m, _ := v.(map[string]any)
+				id, _ := m["quotaId"].(string)
+				if id == "" {
+					continue
+				}
+				quotas = append(quotas, id)
+				daily = daily || isDaily(id)
+			}
+		}
+	}
+	return reason, delay, daily, quotas
+}
+
+// isDaily reports a per-day quota id, e.g.
+// "GenerateRequestsPerDayPerProjectPerModel-FreeTier".
+func isDaily(quotaID string) bool {
+	return strings.Contains(strings.ToLower(quotaID), "perday")
+}
+
+// retryDelay reads a protobuf Duration in its JSON form ("45.837906927s"),
+// or the {"seconds", "nanos"} object some proxies send.
+func retryDelay(v any) time.Duration {
+	switch v := v.(type) {
+	case string:
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err == nil && d > 0 {
+			return d
+		}
+	case map[string]any:
+		var secs, nanos float64
+		switch s := v["seconds"].(type) {
+		case float64:
+			secs = s
+		case string:
+			secs, _ = strconv.ParseFloat(s, 64)
+		}
+		nanos, _ = v["nanos"].(float64)
+		if d := time.Duration(secs*float64(time.Second) + nanos); d > 0 && secs < 1e9 {
+			return d
+		}
+	}
+	return 0
+}
+
+// stageError carries a message written for the user (short, key-free)
+// while Unwrap keeps the cause for errors.Is and errors.As.
+type stageError struct {
+	msg string
+	err error
+	// repair is why the answer earns one more call (see
+	// Classify.Process); "" for every other error.
+	repair repairKind
+	// problem says what was wrong with the answer, for the repair call's
+	// instruction.
+	problem string
+}
+
+func (e *stageError) Error() string { return e.msg }
+func (e *stageError) Unwrap() error { return e.err }
+
+// errorf builds a stageError whose message is redacted as a whole, which
+// catches the key wherever an argument put it. Arguments that may be long
+// (server messages, bodies, model output) must already be cut with
+// c.short, which redacts before it cuts.
+func (c *Classify) errorf(cause error, format string, args ...any) error {
+	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
+}
+
+// repairable is errorf for an answer the stage asks again for, once:
+// problem tells the model what was wrong.
+func (c *Classify) repairable(kind repairKind, problem, format string, args ...any) error {
+	e := c.errorf(nil, format, args...).(*stageError)
+	e.repair, e.problem = kind, c.short(problem, 200)
+	return e
+}
+
+// short is clip(s, n, c.apiKey): s on one line, key-free, at most n bytes
+// plus "...".
+func (c *Classify) short(s string, n int) string { return clip(s, n, c.apiKey) }
+
+// redactMark replaces every secret redact finds.
+const redactMark = "[REDACTED]"
+
+// minKeyFragment is the shortest run of the key's bytes redact removes
+// when the key is not there whole (a server or proxy that cut its echo of
+// the key): shorter runs match ordinary words too often and reveal too
+// little of a key to matter.
+const minKeyFragment = 8
+
+// keyShaped matches a Google API key ("AIza" and 35 URL-safe characters),
+// or what is left of one cut short: another project's key echoed by a
+// proxy is as secret as ours.
+var keyShaped = regexp.MustCompile(`AIza[0-9A-Za-z_\-]{4,}`)
+
+// redact removes key from s: the whole key, every run of at least
+// minKeyFragment bytes that also occurs in key (a cut echo of it), and
+// anything shaped like a Google API key. It runs in time linear in len(s).
+func redact(s, key string) string {
+	if key != "" {
+		s = strings.ReplaceAll(s, key, redactMark)
+	}
+	if len(key) >= minKeyFragment && len(s) >= minKeyFragment {
+		grams := make(map[string]bool, len(key))
+		for i := 0; i+minKeyFragment <= len(key); i++ {
+			grams[key[i:i+minKeyFragment]] = true
+		}
+		var covered []bool // covered[i]: s[i] is part of a fragment of key
+		for i := 0; i+minKeyFragment <= len(s); i++ {
+			if grams[s[i:i+minKeyFragment]] {
+				if covered == nil {
+					covered = make([]bool, len(s))
+				}
+				for j := i; j < i+minKeyFragment; j++ {
+					covered[j] = true
+				}
+			}
+		}
+		if covered != nil {
+			var b strings.Builder
+			for i := 0; i < len(s); i++ {
+				switch {
+				case !covered[i]:
+					b.WriteByte(s[i])
+				case i == 0 || !covered[i-1]:
+					b.WriteString(redactMark)
+				}
+			}
+			s = b.String()
+		}
+	}
+	return keyShaped.ReplaceAllLiteralString(s, redactMark)
+}
+
+// clip returns s on one line with key redacted, cut to at most n bytes at
+// a rune boundary ("..." marks a cut). It redacts before it cuts: a cut
+// through the key would leave a fragment that no longer matches it.
+// Only a prefix of s can ever be shown, so the rest is dropped first and
+// the cost does not grow with s; the prefix is long enough that even if
+// every byte of it were key, shrunk to redactMark, what remains past n
+// is whole keys redacted, not a cut one.
+func clip(s string, n int, key string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	keyLen := max(len(key), 39)
+	s, cutEarly := cutRunes(s, n*(keyLen/len(redactMark)+1)+2*keyLen)
+	s, cut := cutRunes(redact(s, key), n)
+	if cut || cutEarly {
+		s += "..."
+	}
+	return s
+}
+
+// cutRunes cuts s to at most n bytes at a rune boundary and reports
+// whether it cut.
+func cutRunes(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut], true
+}

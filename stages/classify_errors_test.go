@@ -1,0 +1,275 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// googleShapedKey looks like a real Gemini key: "AIza" and 35 more.
+const googleShapedKey = "AIzaSyD4f5G6h7J8k9L0zXcVbNmQwErTyUiOpAs"
+
+// keyFragments returns every substring of key at least n bytes long that
+// occurs in s.
+func keyFragments(s, key string, n int) []string {
+	var found []string
+	for i := 0; i+n <= len(key); i++ {
+		if strings.Contains(s, key[i:i+n]) {
+			found = append(found, key[i:i+n])
+		}
+	}
+	return found
+}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, key, want string
+	}{
+		{"no key", "server error (500 INTERNAL)", googleShapedKey, "server error (500 INTERNAL)"},
+		{"whole key", "key " + googleShapedKey + " rejected", googleShapedKey, "key [REDACTED] rejected"},
+		{"head of the key, cut by the server", "key " + googleShapedKey[:20] + "...", googleShapedKey, "key [REDACTED]..."},
+		{"tail of the key", "key ..." + googleShapedKey[25:] + " end", googleShapedKey, "key ...[REDACTED] end"},
+		{"middle of a non-Google key", "k=ey-S3CRET-0123 x", testKey, "k=[REDACTED] x"},
+		{"another project's key", "proxy saw AIzaSyAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", testKey, "proxy saw [REDACTED]"},
+		{"a cut Google-shaped key", "proxy saw AIzaSyAAAA", testKey, "proxy saw [REDACTED]"},
+		{"a run shorter than a fragment stays", "test-ke is not the key", testKey, "test-ke is not the key"},
+		{"no key configured", "nothing to hide", "", "nothing to hide"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := redact(tc.in, tc.key); got != tc.want {
+				t.Errorf("redact(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		n    int
+		want string
+	}{
+		{"short stays", "a  b\n c", 10, "a b c"},
+		{"cut at a rune boundary", "héllo", 2, "h..."},
+		{"key redacted before the cut", strings.Repeat("x", 8) + googleShapedKey, 12, "xxxxxxxx[RED..."},
+		{"huge input, key past the cut", strings.Repeat("y ", 1<<20) + googleShapedKey, 5, "y y y..."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := clip(tc.in, tc.n, googleShapedKey); got != tc.want {
+				t.Errorf("clip = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClassify_KeyEchoedAtEveryOffset has a server echo the key at every
+// byte offset around where messages are cut: no part of the key may reach
+// the error (which the dead letter and `dlq list` show).
+func TestClassify_KeyEchoedAtEveryOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to int // offsets of the key in the server's text
+		respond  func(w http.ResponseWriter, prefix string)
+	}{
+		{
+			name: "error message, cut at 300", from: 250, to: 300,
+			respond: func(w http.ResponseWriter, prefix string) {
+				reply(400, fmt.Sprintf(`{"error":{"code":400,"message":"%s%s trailing words","status":"INVALID_ARGUMENT"}}`, prefix, googleShapedKey))(w, nil, nil)
+			},
+		},
+		{
+			name: "plain-text 500 body, cut at 300", from: 250, to: 300,
+			respond: func(w http.ResponseWriter, prefix string) {
+				reply(500, prefix+googleShapedKey+" trailing words")(w, nil, nil)
+			},
+		},
+		{
+			name: "model output off the schema, cut at 120", from: 90, to: 125,
+			respond: func(w http.ResponseWriter, prefix string) {
+				reply(200, answer(prefix+googleShapedKey+" trailing words", "STOP"))(w, nil, nil)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var offset atomic.Int64
+			srv := newFakeGemini(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+				tc.respond(w, strings.Repeat("x", int(offset.Load())))
+			})
+			c := newTestClassify(t, srv.srv.URL, func(cfg *ClassifyConfig) { cfg.APIKey = googleShapedKey })
+			for off := tc.from; off <= tc.to; off++ {
+				offset.Store(int64(off))
+				_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
+				if err == nil {
+					t.Fatalf("offset %d: no error", off)
+				}
+				if frags := keyFragments(err.Error(), googleShapedKey, 4); len(frags) > 0 {
+					t.Errorf("offset %d: the message keeps %q of the key: %s", off, frags, err)
+				}
+			}
+		})
+	}
+}
+
+// TestClassify_OversizeBody has a server send a 100 MB body: the call
+// fails as transient with a message saying so, and the bytes allocated
+// while handling it stay near the cap, nowhere near the body's size.
+func TestClassify_OversizeBody(t *testing.T) {
+	const bodySize = 100 << 20
+	chunk := []byte(strings.Repeat("x", 1<<16))
+	for _, tc := range []struct {
+		name          string
+		status        int
+		contentLength bool
+		msg           string
+	}{
+		{"200 streamed", 200, false, "larger than 8 MiB"},
+		{"200 with its length", 200, true, "larger than 8 MiB"},
+		{"500 streamed", 500, false, "larger than 1 MiB"},
+		{"429 with its length", 429, true, "larger than 1 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeGemini(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+				head := `{"candidates":[{"content":{"role":"model","parts":[{"text":"`
+				if tc.contentLength {
+					w.Header().Set("Content-Length", strconv.Itoa(len(head)+bodySize))
+				}
+				w.WriteHeader(tc.status)
+				if _, err := io.WriteString(w, head); err != nil {
+					return
+				}
+				for sent := 0; sent < bodySize; sent += len(chunk) {
+					if _, err := w.Write(chunk); err != nil {
+						return // the client stopped reading
+					}
+				}
+			})
+			c := newTestClassify(t, srv.srv.URL)
+
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
+			runtime.ReadMemStats(&after)
+
+			if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassTransient {
+				t.Errorf("class %q, want transient: %v", class, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.msg) || len(err.Error()) > 400 {
+				t.Errorf("message: %v", err)
+			}
+			// Reading 8 MiB into a buffer that grows as it goes allocates
+			// a few times that (20 MB, 40 MB under -race); reading the whole body
+			// could not allocate less than its 100 MB.
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("allocated %d MB", alloc>>20)
+			if alloc > 64<<20 {
+				t.Errorf("handling a %d MB body allocated %d MB, want under 64 MB", bodySize>>20, alloc>>20)
+			}
+		})
+	}
+}
+
+// TestClassify_MalformedBodyMessage checks a 200 whose body is not JSON
+// (cut off mid-answer, or garbage) is transient and explained in one short
+// line: the JSON error and the start of the body, not the SDK's prefix and
+// the whole body, which a dead letter would otherwise carry.
+func TestClassify_MalformedBodyMessage(t *testing.T) {
+	full := answer(`{"label":"bug","confidence":0.9,"reason":"`+strings.Repeat("long reason ", 100)+`"}`, "STOP")
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"cut in half", full[:len(full)/2], []string{"is not valid JSON (unexpected end of JSON input", `it starts "{\"candidates\"`, "cut off or malformed"}},
+		{"garbage", "<html>oops</html>", []string{"is not valid JSON (invalid character '<'", `it starts "<html>oops</html>"`}},
+		{"wrong shape", `{"candidates":[{"index":"zero"}]}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeGemini(t, reply(200, tc.body))
+			c := newTestClassify(t, srv.srv.URL)
+			_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
+			if err == nil {
+				t.Fatal("accepted a malformed body")
+			}
+			if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassTransient {
+				t.Errorf("class %q, want transient: %v", class, err)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message lacks %q: %s", w, msg)
+				}
+			}
+			if len(msg) > 400 || strings.Contains(msg, "deserializeUnaryResponse") || strings.Contains(msg, "long reason long reason long reason") {
+				t.Errorf("message carries the SDK's internals or the whole body (%d bytes): %s", len(msg), msg)
+			}
+			if strings.Contains(msg, testKey) {
+				t.Errorf("message holds the key: %s", msg)
+			}
+		})
+	}
+}
+
+// TestClassify_UnreachableMessage checks a refused connection is
+// "unavailable" (the request never reached the API, so it spends none of
+// the item's attempts) and says what failed without the SDK's wrapping.
+func TestClassify_UnreachableMessage(t *testing.T) {
+	srv := newFakeGemini(t, reply(200, "{}"))
+	url := srv.srv.URL
+	srv.srv.Close()
+	c := newTestClassify(t, url)
+	_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
+	if err == nil {
+		t.Fatal("no error from a closed server")
+	}
+	if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassUnavailable {
+		t.Errorf("class %q, want unavailable: %v", class, err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "classify: calling "+url+": dial tcp") || !strings.Contains(msg, "connection refused") || strings.Contains(msg, "doRequest") {
+		t.Errorf("message: %s", msg)
+	}
+}
+
+// TestClassify_ErrorBodyWithoutCode checks the HTTP status decides when an
+// error body has no code (a proxy's {"error":{}}) or another one: the SDK
+// reads the code from the body only. Found by FuzzClassifyResponse (see
+// testdata/fuzz/FuzzClassifyResponse).
+func TestClassify_ErrorBodyWithoutCode(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   pipeline.Class
+		msg    string
+	}{
+		{429, `{"error":{}}`, pipeline.ClassRateLimited, "rate limited (429 Too Many Requests"},
+		{429, `{"error":{"message":"slow down"}}`, pipeline.ClassRateLimited, "slow down"},
+		{401, `{"error":{}}`, pipeline.ClassFatal, "API key was rejected"},
+		{404, `{"error":{}}`, pipeline.ClassFatal, "not found"},
+		{503, `{"error":{}}`, pipeline.ClassTransient, "server error (503 Service Unavailable"},
+		{400, `{"error":{}}`, pipeline.ClassPermanent, "rejected this item's request (400 Bad Request"},
+		{429, `{"error":{"Code":1}}`, pipeline.ClassRateLimited, "rate limited (429 Too Many Requests"},
+		{429, `{"error":{"code":500,"status":"INTERNAL"}}`, pipeline.ClassRateLimited, "rate limited (429 INTERNAL"},
+		{503, `{"error":{"code":200,"message":"fine"}}`, pipeline.ClassTransient, "server error (503 Service Unavailable: fine"},
+	} {
+		t.Run(fmt.Sprint(tc.status, tc.body), func(t *testing.T) {
+			srv := newFakeGemini(t, reply(tc.status, tc.body))
+			c := newTestClassify(t, srv.srv.URL)
+			_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
+			if class := pipeline.ClassOf(context.Background(), err); class != tc.want {
+				t.Errorf("class %q, want %q: %v", class, tc.want, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("message %v, want one with %q", err, tc.msg)
+			}
+		})
+	}
+}
