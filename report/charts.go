@@ -22,6 +22,13 @@ const (
 
 var stageColors = []string{"#7c3aed", "#1d4ed8", "#15803d", "#b45309", "#be185d", "#0f766e"}
 
+// stageDashes and stageMarkers tell stages' lines apart where they
+// coincide (and for readers who cannot tell the colours apart).
+var (
+	stageDashes  = []string{"", "9 5", "2 4", "12 4 2 4", "6 3", "1 6"}
+	stageMarkers = []string{"circle", "square", "triangle", "diamond", "cross", "circle"}
+)
+
 // runCharts draws the last run from its per-second samples: the API
 // stage's concurrency limit and calls in flight (the sawtooth), its calls
 // per second by outcome, and every stage's cumulative completed items.
@@ -68,7 +75,7 @@ func runCharts(d *Data) []*chart {
 			ok.Points = append(ok.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Successes) })})
 			rl := b.mean(func(s pipeline.Sample) float64 { return float64(s.RateLimited) })
 			r429.Points = append(r429.Points, point{x, rl})
-			r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.ServerError) })})
+			r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Transient) })})
 			if rl > 0 {
 				marks = append(marks, x)
 			}
@@ -93,10 +100,12 @@ func runCharts(d *Data) []*chart {
 		YLabel:  "items", XMax: xmax,
 	}
 	for i, name := range d.sampleStages(byStage) {
-		s := series{Name: name, Color: stageColors[i%len(stageColors)], Kind: kindLine, Top: name == api}
-		if name != api && api != "" {
-			s.Dashed = true
-		}
+		// Stages that finish together draw the same line: each gets its
+		// own dash pattern, width and marker shape (and the legend shows
+		// them), so every one stays visible where they overlap.
+		s := series{Name: name, Color: stageColors[i%len(stageColors)], Kind: kindLine,
+			Dash: stageDashes[i%len(stageDashes)], Width: max(1.5, 4.5-float64(i)), Marker: stageMarkers[i%len(stageMarkers)],
+			MarkerPhase: float64(i), Top: name == api}
 		total := 0.0
 		s.Points = append(s.Points, point{0, 0})
 		for _, b := range buckets(byStage[name], maxPoints) {

@@ -26,6 +26,25 @@ type Data struct {
 	Samples []pipeline.Sample `json:"samples,omitempty"`
 	// Runs are the most recent runs, newest first.
 	Runs []pipeline.RunSummary `json:"runs,omitempty"`
+	// Window is the months the report is about (--month, --from/--to);
+	// the zero Window means the latest month with items, for the readers'
+	// section, and every month for the pivot.
+	Window Window `json:"window,omitzero"`
+	// Cube is the done items by every group field and month, nil when not
+	// loaded; the readers' section of the HTML page is drawn from it.
+	Cube *Cube `json:"cube,omitempty"`
+	// Pivot is `report --by`'s table, nil without --by.
+	Pivot *Pivot `json:"pivot,omitempty"`
+	// Zone is where times are shown; nil means the local zone.
+	Zone *time.Location `json:"-"`
+}
+
+// zone is d.Zone, or the local zone.
+func (d *Data) zone() *time.Location {
+	if d.Zone != nil {
+		return d.Zone
+	}
+	return time.Local
 }
 
 // DeadReason is one cause of dead letters at a stage: how many items it

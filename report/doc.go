@@ -1,13 +1,29 @@
-// Package report renders what a sawtooth database knows (the aggregate,
-// the dead letters, the runs and the last run's per-second samples) as
-// text, Markdown or one self-contained HTML page.
+// Package report renders what a sawtooth database knows, for two readers:
+// the people who want the results (what the reviews say, per app and
+// month, and how that changed) and the operator of the run (the
+// concurrency limit, calls per second, 429s, cost, dead letters).
 //
-// Every renderer is a pure function from a Data value to an io.Writer: the
-// caller reads the database once (main's report command does) and the
-// renderers never touch it, so they are tested on plain values. The HTML
-// page needs no network to be viewed: its styles are inline, its charts are
+// Load reads the database once: the counts, the stored aggregate, dead
+// letters, runs and samples, and a Cube of the done items streamed once
+// (label counts, rating sums and the most confident quotes by every
+// combination of group values and month; its memory grows with those
+// combinations, never with the items). A Pivot (`report --by app,month`)
+// is a sum of cube cells over a month Window, with each row compared with
+// its previous period, so any group fields in any order and any period
+// come from the same pass.
+//
+// Every renderer is a pure function from a Data value to an io.Writer
+// (Text, Markdown, HTML, CSV; JSON is Data itself), so they are tested on
+// plain values and golden files under testdata/golden. The HTML page
+// needs no network to be viewed: its styles are inline, its charts are
 // plain SVG drawn here in Go, it runs no script, and a Content-Security-
-// Policy forbids it to load anything. Every string that came from the data
-// (labels, ids, dead-letter messages, which may quote item text) is escaped
-// by html/template or, inside the SVG, by html.EscapeString.
+// Policy forbids it to load anything. Every string that came from the
+// data (app names, labels, ids, review text, server messages) is escaped
+// for its output: by html/template or html.EscapeString in the page,
+// as literal Markdown text (no HTML, links or images) in Markdown, and
+// with control characters made visible on a terminal.
+//
+// WriteFlat and Export write flat rows (CSV, TSV, JSONL): the input
+// fields and every stage's output fields as their own columns, numbers as
+// people write them, streamed in two passes (columns, then rows).
 package report

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -27,13 +29,22 @@ var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"usd": usd,
 }).Parse(htmlSource))
 
-// HTML writes the report as one self-contained HTML page: summary cards,
-// the last run's charts (concurrency limit and in-flight calls, calls per
-// second by outcome, cumulative items per stage) and per-stage table, the
-// aggregate (labels, label by each group field), dead letters by stage and
-// reason, and the recent runs. It loads nothing and runs no script.
+// HTML writes the report as one self-contained HTML page for the people
+// who read its results. First the period (Data.Window, else the latest
+// month): headline numbers against the previous period, the label mix per
+// app with its change, a monthly trend per label (SVG small multiples),
+// three quotes per label (and per label and row of the pivot), and the
+// --by pivot when there is one; then the labels and groups of every month.
+// The run's operations (summary cards, the last run's charts of the
+// concurrency limit, calls per second and items completed, the stage
+// table, dead letters and recent runs) follow, collapsed under a
+// <details>. It loads nothing and runs no script.
 func HTML(w io.Writer, d *Data) error {
-	return htmlTemplate.Execute(w, newHTMLView(d))
+	v, err := newHTMLView(d)
+	if err != nil {
+		return err
+	}
+	return htmlTemplate.Execute(w, v)
 }
 
 type htmlView struct {
@@ -48,6 +59,7 @@ type htmlView struct {
 	Dead      []deadRow
 	DeadTotal int
 	Runs      []runView
+	Readers   *readersView
 }
 
 type card struct {
@@ -94,10 +106,21 @@ type heatCell struct {
 	Level int     // 0..5 shade, by share of the row
 }
 
-func newHTMLView(d *Data) htmlView {
-	v := htmlView{Name: filepath.Base(d.DB), DB: d.DB, DeadTotal: d.deadTotal(), Dead: deadRows(d)}
+func newHTMLView(d *Data) (htmlView, error) {
+	readers, err := newReadersView(d)
+	if err != nil {
+		return htmlView{}, err
+	}
+	v := htmlView{Readers: readers, Name: termText(filepath.Base(d.DB)), DB: termText(d.DB), DeadTotal: d.deadTotal(), Dead: deadRows(d)}
+	for i := range v.Dead {
+		v.Dead[i].Reason = termText(v.Dead[i].Reason)
+		v.Dead[i].IDs = slices.Clone(v.Dead[i].IDs)
+		for j, id := range v.Dead[i].IDs {
+			v.Dead[i].IDs[j] = termText(id)
+		}
+	}
 	if !d.Generated.IsZero() {
-		v.Generated = d.Generated.Local().Format("2006-01-02 15:04 MST")
+		v.Generated = d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST")
 	}
 	v.Cards = append(v.Cards,
 		card{Label: "items", Value: num(d.Counts.Items), Note: fmt.Sprintf("%s queued", num(d.queuedTotal()))},
@@ -105,7 +128,7 @@ func newHTMLView(d *Data) htmlView {
 		card{Label: "dead letters", Value: num(v.DeadTotal), Note: pct(v.DeadTotal, d.Counts.Items, 1) + " of items", Class: map[bool]string{true: "warn"}[v.DeadTotal > 0]},
 	)
 	if r := d.LastRun; r != nil {
-		rv := newRunView(*r, d.stageOrder())
+		rv := newRunView(*r, d.stageOrder(), d.zone())
 		v.Run = &rv
 		v.Cards = append(v.Cards, card{Label: "last run", Value: dur(wall(*r)), Note: r.Status, Class: rv.StatusClass})
 		if rv.API != "" {
@@ -148,15 +171,17 @@ func newHTMLView(d *Data) htmlView {
 		if i == 10 {
 			break
 		}
-		v.Runs = append(v.Runs, newRunView(r, d.stageOrder()))
+		v.Runs = append(v.Runs, newRunView(r, d.stageOrder(), d.zone()))
 	}
-	return v
+	return v, nil
 }
 
-func newRunView(r pipeline.RunSummary, order []string) runView {
-	rv := runView{ID: r.ID, Status: r.Status, Message: r.Message, Wall: dur(wall(r)), Stages: stageRows(&r, order)}
+func newRunView(r pipeline.RunSummary, order []string, zone *time.Location) runView {
+	// html/template escapes markup but passes control characters through;
+	// a run's id and message may quote a server.
+	rv := runView{ID: termText(r.ID), Status: termText(r.Status), Message: termText(r.Message), Wall: dur(wall(r)), Stages: stageRows(&r, order)}
 	if !r.Started.IsZero() {
-		rv.Started = r.Started.Local().Format("2006-01-02 15:04:05")
+		rv.Started = r.Started.In(zone).Format("2006-01-02 15:04:05")
 	}
 	switch r.Status {
 	case "complete":

@@ -189,7 +189,7 @@ func TestMarkdown(t *testing.T) {
 		"| classify | 80 | 9 | 0 | 100 | 6 | 2 | 9,000 | 1,000 | $0.0123 |",
 		"concurrency limit 2–13, ended at 6",
 		"### Label by app",
-		`a\|b"><svg onload=alert(2)>`, // a pipe in a value must not split the cell
+		`a\|b&quot;&gt;&lt;svg onload=alert\(2\)&gt;`, // a pipe must not split the cell, nor a tag open
 		"### Dead letters",
 	} {
 		if !strings.Contains(out, want) {
@@ -262,5 +262,44 @@ func TestFormat(t *testing.T) {
 	}
 	if got := dur(54*time.Second + 780*time.Millisecond); got != "54.8s" {
 		t.Errorf("dur = %q", got)
+	}
+}
+
+// TestHTML_ItemsCompletedStagesDistinguishable: in the fixed run the three
+// stages finish the same items each second, so their cumulative lines
+// coincide; each must still have its own dash pattern and marker shape,
+// drawn on the line and in the legend.
+func TestHTML_ItemsCompletedStagesDistinguishable(t *testing.T) {
+	var b bytes.Buffer
+	if err := HTML(&b, fixtureData(t)); err != nil {
+		t.Fatal(err)
+	}
+	svg := regexp.MustCompile(`(?s)<svg class="chart" id="chart-items".*?</svg>`).FindString(b.String())
+	if svg == "" {
+		t.Fatal("no chart-items")
+	}
+	lines := regexp.MustCompile(`<polyline class="series" data-series="([^"]+)"[^>]*?stroke-width="([^"]+)"(?: stroke-dasharray="([^"]+)")?/><g class="markers" data-marker="([^"]+)">`).FindAllStringSubmatch(svg, -1)
+	if len(lines) != 3 {
+		t.Fatalf("%d stage lines with markers, want 3 (sanitize, classify, aggregate)", len(lines))
+	}
+	seen := map[string]string{}
+	for _, l := range lines {
+		style := "dash " + l[3] + " marker " + l[4]
+		if other, dup := seen[style]; dup {
+			t.Errorf("stages %s and %s share the style %q: overlapping lines cannot be told apart", other, l[1], style)
+		}
+		seen[style] = l[1]
+		if n := strings.Count(svg, `data-marker="`+l[4]+`"`); n < 1 {
+			t.Errorf("stage %s: no markers drawn", l[1])
+		}
+	}
+	legend := svg[strings.LastIndex(svg, `</g>`):]
+	for _, l := range lines {
+		if !strings.Contains(legend, `>`+l[1]+`</text>`) {
+			t.Errorf("legend lacks stage %s", l[1])
+		}
+	}
+	if strings.Count(legend, `stroke-dasharray=`) < 2 || strings.Count(legend, `stroke="#fff"`) < 3 {
+		t.Error("the legend does not show each stage's dash pattern and marker")
 	}
 }

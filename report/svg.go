@@ -42,6 +42,17 @@ type series struct {
 	Kind   seriesKind
 	Points []point
 	Dashed bool
+	// Dash is an SVG stroke-dasharray ("9 5"); it overrides Dashed.
+	Dash string
+	// Width is the line's stroke width; 0 means 2.
+	Width float64
+	// Marker is a shape ("circle", "square", "triangle", "diamond",
+	// "cross") drawn at a few points of a line and in its legend.
+	Marker string
+	// MarkerPhase shifts the markers along the line (in markers' spacing
+	// divided by the number of series) so two series' markers do not
+	// fall on the same spot.
+	MarkerPhase float64
 	// Top draws the series over the others (the legend keeps its order).
 	Top bool
 }
@@ -174,7 +185,23 @@ func (c *chart) SVG() template.HTML {
 				if s.Dashed {
 					style = ` stroke-width="4" stroke-dasharray="7 5"`
 				}
+				if s.Width > 0 {
+					style = fmt.Sprintf(` stroke-width="%s"`, f(s.Width))
+				}
+				if s.Dash != "" {
+					style += fmt.Sprintf(` stroke-dasharray="%s"`, esc(s.Dash))
+				}
 				fmt.Fprintf(&b, `<polyline %s points="%s" fill="none" stroke="%s" stroke-linejoin="round"%s/>`, attrs, strings.TrimSpace(pts.String()), esc(s.Color), style)
+				if s.Marker != "" {
+					const perLine = 8
+					fmt.Fprintf(&b, `<g class="markers" data-marker="%s">`, esc(s.Marker))
+					for k := range perLine {
+						at := (float64(k) + 0.5 + s.MarkerPhase/float64(max(len(c.Series), 1))) / perLine
+						p := pointAt(s.Points, at)
+						b.WriteString(marker(s.Marker, x(p.X), y(p.Y), s.Color))
+					}
+					b.WriteString(`</g>`)
+				}
 			}
 		}
 	}
@@ -189,27 +216,38 @@ func (c *chart) SVG() template.HTML {
 
 	// Legend, left to right above the plot.
 	lx := float64(marginL + 130)
-	item := func(name, color string, kind seriesKind, dashed bool) {
+	item := func(name, color string, kind seriesKind, dashed bool, dash, mark string) {
 		switch kind {
 		case kindArea:
 			fmt.Fprintf(&b, `<rect x="%s" y="12" width="18" height="12" fill="%s" fill-opacity="0.28" stroke="%s"/>`, f(lx), esc(color), esc(color))
 		case kindBars:
 			fmt.Fprintf(&b, `<rect x="%s" y="10" width="5" height="16" fill="%s"/>`, f(lx+6), esc(color))
 		default:
-			dash := ""
-			if dashed {
-				dash = ` stroke-dasharray="6 4"`
+			attr := ""
+			switch {
+			case dash != "":
+				attr = fmt.Sprintf(` stroke-dasharray="%s"`, esc(dash))
+			case dashed:
+				attr = ` stroke-dasharray="6 4"`
 			}
-			fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="18" y2="18" stroke="%s" stroke-width="3"%s/>`, f(lx), f(lx+18), esc(color), dash)
+			w := 18.0
+			if mark != "" {
+				w = 30
+			}
+			fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="18" y2="18" stroke="%s" stroke-width="3"%s/>`, f(lx), f(lx+w), esc(color), attr)
+			if mark != "" {
+				b.WriteString(marker(mark, lx+w/2, 18, color))
+			}
+			lx += w - 18
 		}
 		fmt.Fprintf(&b, `<text class="legend" x="%s" y="22">%s</text>`, f(lx+24), esc(name))
 		lx += 24 + 7.2*float64(len([]rune(name))) + 22
 	}
 	for _, s := range c.Series {
-		item(s.Name, s.Color, s.Kind, s.Dashed)
+		item(s.Name, s.Color, s.Kind, s.Dashed, s.Dash, s.Marker)
 	}
 	if len(c.Marks) > 0 {
-		item(c.MarksName, c.MarksColor, kindBars, false)
+		item(c.MarksName, c.MarksColor, kindBars, false, "", "")
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
@@ -277,5 +315,46 @@ func tickLabel(v float64) string {
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	default:
 		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+}
+
+// pointAt is the point a fraction at (0..1) of the way along pts' x range,
+// interpolated between its neighbours.
+func pointAt(pts []point, at float64) point {
+	if len(pts) == 1 {
+		return pts[0]
+	}
+	x0, x1 := pts[0].X, pts[len(pts)-1].X
+	want := x0 + at*(x1-x0)
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		if want <= b.X {
+			if b.X == a.X {
+				return b
+			}
+			t := (want - a.X) / (b.X - a.X)
+			return point{want, a.Y + t*(b.Y-a.Y)}
+		}
+	}
+	return pts[len(pts)-1]
+}
+
+// marker draws a 9-unit shape centred on (cx, cy), white-edged so it
+// stands out on a line of its own colour.
+func marker(shape string, cx, cy float64, color string) string {
+	f := func(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
+	c := html.EscapeString(color)
+	const r = 4.5
+	switch shape {
+	case "square":
+		return fmt.Sprintf(`<rect x="%s" y="%s" width="9" height="9" fill="%s" stroke="#fff"/>`, f(cx-r), f(cy-r), c)
+	case "triangle":
+		return fmt.Sprintf(`<path d="M%s,%s L%s,%s L%s,%s Z" fill="%s" stroke="#fff"/>`, f(cx), f(cy-r-1), f(cx+r+1), f(cy+r), f(cx-r-1), f(cy+r), c)
+	case "diamond":
+		return fmt.Sprintf(`<path d="M%s,%s L%s,%s L%s,%s L%s,%s Z" fill="%s" stroke="#fff"/>`, f(cx), f(cy-r-1), f(cx+r+1), f(cy), f(cx), f(cy+r+1), f(cx-r-1), f(cy), c)
+	case "cross":
+		return fmt.Sprintf(`<path d="M%s,%s L%s,%s M%s,%s L%s,%s" stroke="%s" stroke-width="2.5"/>`, f(cx-r), f(cy-r), f(cx+r), f(cy+r), f(cx-r), f(cy+r), f(cx+r), f(cy-r), c)
+	default:
+		return fmt.Sprintf(`<circle cx="%s" cy="%s" r="%s" fill="%s" stroke="#fff"/>`, f(cx), f(cy), f(r), c)
 	}
 }

@@ -43,23 +43,20 @@ func (t *textWriter) bullet() string {
 	return "  "
 }
 
-// cell makes s safe in a Markdown table cell: one line, no bare pipes.
-func (t *textWriter) cell(s string) string {
-	if !t.md {
-		return strings.ReplaceAll(s, "\t", " ")
+// s makes a value from the data safe to print: in Markdown, literal text
+// (no HTML, links, images or emphasis); on a terminal, no control
+// characters. Every string that came from the data goes through s; the
+// format strings are ours.
+func (t *textWriter) s(v string) string {
+	if t.md {
+		return mdText(v)
 	}
-	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "|", `\|`).Replace(s)
-	return s
+	return termText(v)
 }
 
 func (t *textWriter) table(header []string, right []bool, rows [][]string) {
 	if t.err != nil {
 		return
-	}
-	for _, r := range rows {
-		for i := range r {
-			r[i] = t.cell(r[i])
-		}
 	}
 	if t.md {
 		t.printf("| %s |\n|", strings.Join(header, " | "))
@@ -87,19 +84,19 @@ func (t *textWriter) table(header []string, right []bool, rows [][]string) {
 func writeText(w io.Writer, d *Data, md bool) error {
 	t := &textWriter{w: w, md: md}
 	if md {
-		t.printf("## sawtooth report: `%s`\n", strings.ReplaceAll(d.DB, "`", "'"))
+		t.printf("## sawtooth report: %s\n", t.s(d.DB))
 	} else {
-		t.printf("sawtooth report: %s\n", d.DB)
+		t.printf("sawtooth report: %s\n", t.s(d.DB))
 	}
 	if !d.Generated.IsZero() {
-		t.printf("\ngenerated %s\n", d.Generated.Local().Format("2006-01-02 15:04 MST"))
+		t.printf("\ngenerated %s\n", d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST"))
 	}
 
 	t.printf("\n%s items: %s done, %s dead letters, %s queued", num(d.Counts.Items), num(d.Counts.Done), num(d.deadTotal()), num(d.queuedTotal()))
 	var parts []string
 	for _, s := range d.Counts.Stages {
 		if s.Queued > 0 || s.Dead > 0 {
-			parts = append(parts, fmt.Sprintf("%s: %s queued, %s dead", s.Stage, num(s.Queued), num(s.Dead)))
+			parts = append(parts, fmt.Sprintf("%s: %s queued, %s dead", t.s(s.Stage), num(s.Queued), num(s.Dead)))
 		}
 	}
 	if len(parts) > 0 {
@@ -109,21 +106,21 @@ func writeText(w io.Writer, d *Data, md bool) error {
 
 	if r := d.LastRun; r != nil {
 		t.heading("Last run")
-		t.printf("%s%s: %s in %s", t.bullet(), r.ID, r.Status, dur(wall(*r)))
+		t.printf("%s%s: %s in %s", t.bullet(), t.s(r.ID), t.s(r.Status), dur(wall(*r)))
 		if r.Message != "" {
-			t.printf(" (%s)", r.Message)
+			t.printf(" (%s)", t.s(r.Message))
 		}
 		t.printf("\n")
 		if api := apiStage(r); api != "" {
 			s := r.Stages[api]
 			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, concurrency limit %s; %s tokens in / %s out, est. %s\n",
-				t.bullet(), api, num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
+				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
 		}
 		t.printf("\n")
 		var rows [][]string
 		for _, s := range stageRows(r, d.stageOrder()) {
-			rows = append(rows, []string{s.Name, num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient),
+			rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient),
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD)})
 		}
 		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "tokens in", "tokens out", "est. cost"},
@@ -141,27 +138,39 @@ func writeText(w io.Writer, d *Data, md bool) error {
 			if l.HasMean {
 				avg = fmt.Sprintf("%.2f", l.Rating)
 			}
-			rows = append(rows, []string{l.Label, num(l.Items), fmt.Sprintf("%.1f%%", 100*l.Share), avg, strings.Join(l.Examples, " ")})
+			var ids []string
+			for _, id := range l.Examples {
+				ids = append(ids, t.s(id))
+			}
+			rows = append(rows, []string{t.s(l.Label), num(l.Items), fmt.Sprintf("%.1f%%", 100*l.Share), avg, strings.Join(ids, " ")})
 		}
 		t.table([]string{"label", "items", "share", "avg rating", "examples"}, []bool{false, true, true, true, false}, rows)
 	}
 
 	for _, g := range groupTables(d) {
-		t.heading("Label by " + g.Field)
+		t.heading("Label by " + t.s(g.Field))
 		var rows [][]string
 		for _, r := range g.Rows {
-			row := []string{r.Value}
+			row := []string{t.s(r.Value)}
 			for _, n := range r.Cells {
 				row = append(row, num(n))
 			}
 			rows = append(rows, append(row, num(r.Total)))
 		}
-		header := append(append([]string{g.Field}, g.Labels...), "total")
+		header := []string{t.s(g.Field)}
+		for _, l := range g.Labels {
+			header = append(header, t.s(l))
+		}
+		header = append(header, "total")
 		right := make([]bool, len(header))
 		for i := 1; i < len(right); i++ {
 			right[i] = true
 		}
 		t.table(header, right, rows)
+	}
+
+	if d.Pivot != nil {
+		t.pivot(d.Pivot)
 	}
 
 	t.heading("Dead letters")
@@ -171,16 +180,16 @@ func writeText(w io.Writer, d *Data, md bool) error {
 	} else if md {
 		var rows [][]string
 		for _, r := range dead {
-			rows = append(rows, []string{r.Stage, num(r.Count), r.Reason, strings.Join(r.IDs, ", ")})
+			rows = append(rows, []string{t.s(r.Stage), num(r.Count), t.s(r.Reason), t.s(strings.Join(r.IDs, ", "))})
 		}
 		t.table([]string{"stage", "items", "reason", "e.g."}, []bool{false, true, false, false}, rows)
 	} else {
 		for _, r := range dead {
-			t.printf("%s%s: %d × %s (e.g. %s)\n", t.bullet(), r.Stage, r.Count, r.Reason, strings.Join(r.IDs, ", "))
+			t.printf("%s%s: %d × %s (e.g. %s)\n", t.bullet(), t.s(r.Stage), r.Count, t.s(r.Reason), t.s(strings.Join(r.IDs, ", ")))
 		}
 	}
 	if len(dead) > 0 {
-		t.printf("\n%s`sawtooth dlq list --db %s` lists them; `sawtooth retry --db %s --stage S` re-runs a stage's dead letters\n", t.bullet(), d.DB, d.DB)
+		t.printf("\n%s`sawtooth dlq list --db DB` lists them; `sawtooth retry --db DB --stage S` re-runs a stage's dead letters (DB: %s)\n", t.bullet(), t.s(d.DB))
 	}
 	return t.err
 }

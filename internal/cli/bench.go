@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/bench"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/urfave/cli/v2"
+)
+
+// benchOptions configure `sawtooth bench`.
+type benchOptions struct {
+	Items      int
+	Strategies string
+	JSON       bool
+	Plot       string
+	Refusal    time.Duration
+	Model      string
+	Sim        simOptions
+	// ScheduleSet says --quota-schedule was given (else it is computed
+	// from Items).
+	ScheduleSet bool
+	Out, ErrOut io.Writer
+}
+
+// benchSim is the benchmark's simulator: bench.DefaultConfig's quota and
+// latency, no faults. The schedule is left empty: unless --quota-schedule
+// is given it is computed from --items (bench.HalfForAThird).
+var benchSim = simOptions{
+	RPM: bench.DefaultRPM, Window: bench.DefaultWindow, Day: 24 * time.Hour,
+	Latency: bench.DefaultLatency, Jitter: bench.DefaultJitter, Seed: 1,
+}
+
+func newBenchCommand() *cli.Command {
+	var o benchOptions
+	names := make([]string, 0, 5)
+	for _, s := range bench.Strategies() {
+		names = append(names, s.Name)
+	}
+	flags := []cli.Flag{
+		&cli.IntFlag{Category: catBench, Name: "items", Value: bench.DefaultItems, Usage: "reviews each strategy drains", Destination: &o.Items},
+		&cli.StringFlag{Category: catBench, Name: "strategies", Value: strings.Join(names, ","), Usage: "comma-separated strategies to run, in order", Destination: &o.Strategies},
+		&cli.BoolFlag{Category: catBench, Name: "json", Usage: "print the configuration and results (with the concurrency series) as JSON", Destination: &o.JSON},
+		&cli.StringFlag{Category: catBench, Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
+		&cli.DurationFlag{Category: catBench, Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
+		&cli.StringFlag{Category: catBench, Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
+	}
+	flags = append(flags, simFlags(&o.Sim, benchSim)...)
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "drain the same items with each concurrency strategy against the built-in simulator and compare",
+		Description: `Each strategy gets a fresh simulator and database and drains the same
+generated reviews through every stage. Strategies:
+` + strategyList() + `
+Unless --quota-schedule is given, the quota drops to 50% for the middle
+third of an ideal run and comes back. Goodput is the items answered over
+the requests the quota could admit during the run (its physical limit).`,
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			o.ScheduleSet = c.IsSet("quota-schedule")
+			o.Out, o.ErrOut = c.App.Writer, c.App.ErrWriter
+			return runBench(c.Context, &o)
+		},
+	}
+}
+
+// strategyList is one line per strategy, for --help.
+func strategyList() string {
+	var b strings.Builder
+	for _, s := range bench.Strategies() {
+		fmt.Fprintf(&b, "  %-12s %s\n", s.Name, s.Description)
+	}
+	return b.String()
+}
+
+// runBench drains the same items with each strategy and prints the
+// comparison.
+func runBench(ctx context.Context, o *benchOptions) error {
+	if o.Items <= 0 {
+		return usagef("--items must be positive")
+	}
+	strategies, err := bench.Lookup(splitList([]string{o.Strategies}))
+	if err != nil {
+		return usagef("--strategies: %v", err)
+	}
+	sim, err := o.Sim.config()
+	if err != nil {
+		return err
+	}
+	if !o.ScheduleSet {
+		sim.Schedule = bench.HalfForAThird(o.Items, sim.RPM, sim.Window)
+	}
+	cfg := bench.DefaultConfig(o.Items)
+	cfg.Sim, cfg.RefusalLatency, cfg.Model = sim, o.Refusal, o.Model
+	cfg.Log = o.ErrOut
+	fmt.Fprintf(o.ErrOut, "bench: %d items per strategy; simulator: %d requests per %s window, schedule %s, latency %s + up to %s, 429s answered after %s\n",
+		o.Items, sim.RPM, sim.Window, scheduleString(sim.Schedule), sim.Latency.Base, sim.Latency.Jitter, o.Refusal)
+
+	results, runErr := bench.Run(ctx, cfg, strategies)
+	if len(results) == 0 {
+		return runErr
+	}
+	if o.Plot != "" {
+		if err := writePlot(o.Plot, cfg, results); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.ErrOut, "bench: plot written to %s\n", o.Plot)
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		rep := benchReport{Config: cfg, Results: results}
+		rep.Sim.RPM, rep.Sim.TPM, rep.Sim.Window = sim.RPM, sim.TPM, sim.Window.String()
+		rep.Sim.Schedule, rep.Sim.Latency, rep.Sim.Jitter = scheduleString(sim.Schedule), sim.Latency.Base.String(), sim.Latency.Jitter.String()
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printBenchTable(o.Out, results)
+	}
+	return runErr
+}
+
+// benchReport is the --json output.
+type benchReport struct {
+	Config bench.Config `json:"config"`
+	Sim    struct {
+		RPM      int    `json:"rpm"`
+		TPM      int    `json:"tpm,omitempty"`
+		Window   string `json:"window"`
+		Schedule string `json:"schedule"`
+		Latency  string `json:"latency"`
+		Jitter   string `json:"jitter"`
+	} `json:"sim"`
+	Results []bench.Result `json:"results"`
+}
+
+// writePlot writes the SVG plot of results to path.
+func writePlot(path string, cfg bench.Config, results []bench.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	if err := bench.WriteSVG(f, cfg, results); err != nil {
+		f.Close()
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// printBenchTable prints one row per strategy.
+func printBenchTable(w io.Writer, results []bench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\twall\tgoodput\t429 share\tconc mean\tconc p5-p95\tcalls/item\tlost\t")
+	for _, r := range results {
+		name := r.Strategy
+		if r.Status != "complete" {
+			name += " (" + r.Status + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.1f%%\t%.2f%%\t%.1f\t%d-%d\t%.3f\t%d\t\n",
+			name, r.Wall.Seconds(), 100*r.Goodput, 100*r.Share429, r.ConcMean, r.ConcP5, r.ConcP95, r.CallsPerItem, r.Lost)
+	}
+	tw.Flush()
+}
+
+// scheduleString is steps as --quota-schedule takes them.
+func scheduleString(steps []geminisim.Step) string {
+	if len(steps) == 0 {
+		return "flat"
+	}
+	parts := make([]string, len(steps))
+	for i, s := range steps {
+		parts[i] = fmt.Sprintf("%s:%d", s.At, s.Percent)
+	}
+	return strings.Join(parts, ",")
+}

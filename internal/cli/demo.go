@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/bench"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/urfave/cli/v2"
+)
+
+// demoSim is the demo's quota: a 1 s window standing in for a minute, 60
+// requests per window, halving for 15 s in the middle: a fixed 64-way pool
+// overruns it several times over, so AIMD has something to find.
+var demoSim = simOptions{
+	RPM: 60, TPM: 1_000_000, Window: time.Second, Day: 24 * time.Hour,
+	Schedule: "0s:100,15s:50,30s:100",
+	Latency:  250 * time.Millisecond, PerToken: 200 * time.Microsecond, Jitter: 250 * time.Millisecond,
+	F500: 0.005, F503: 0.01, Hang: 0.002, Malform: 0.002, BlockCand: 0.002, MT: 0.002, Seed: 1,
+}
+
+// demoOptions are `sawtooth demo`'s.
+type demoOptions struct {
+	Pipeline pipelineOptions
+	Obs      monitor.Options
+	Sim      simOptions
+	// Items is how many of Reviews to drain.
+	Items int
+	// DB is the database; empty means a new temporary file.
+	DB string
+	// Reviews is the JSONL input (the bundled reviews).
+	Reviews []byte
+	// TimeoutSet says --timeout was given (else the demo shortens it).
+	TimeoutSet  bool
+	Out, ErrOut io.Writer
+	ExitNow     func(error)
+}
+
+func newDemoCommand(cfg Config) *cli.Command {
+	opts := demoOptions{Reviews: cfg.DemoReviews}
+	flags := []cli.Flag{
+		&cli.IntFlag{Category: catDemo, Name: "items", Value: 3000, Usage: "how many of the bundled reviews to process", Destination: &opts.Items},
+		&cli.StringFlag{Category: catDemo, Name: "db", Usage: "database `FILE`; run again with the same --db to resume", DefaultText: "a new temporary file", Destination: &opts.DB},
+	}
+	flags = append(flags, simFlags(&opts.Sim, demoSim)...)
+	flags = append(flags, pipelineFlags(&opts.Pipeline)...)
+	flags = append(flags, rerunFlags(&opts.Pipeline, false)...)
+	flags = append(flags, obsFlags(&opts.Obs)...)
+	return &cli.Command{
+		Name:   "demo",
+		Usage:  "run the whole pipeline on bundled reviews against the built-in Gemini simulator",
+		Flags:  flags,
+		Before: before(),
+		Action: func(c *cli.Context) error {
+			opts.Pipeline.fromContext(c)
+			opts.TimeoutSet = c.IsSet("timeout")
+			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
+			opts.Pipeline.Confirm = cfg.Confirm
+			return runDemo(c.Context, &opts)
+		},
+	}
+}
+
+// runDemo serves the simulator in-process and drains the bundled reviews
+// against it, then prints the simulator's view of the run.
+func runDemo(ctx context.Context, opts *demoOptions) error {
+	stderr := opts.ErrOut
+	o, so := &opts.Pipeline, &opts.Sim
+	dir, err := os.MkdirTemp("", "sawtooth-demo-")
+	if err != nil {
+		return err
+	}
+	o.DB = opts.DB
+	if o.DB == "" {
+		o.DB = filepath.Join(dir, "demo.db") // kept: the user inspects it afterwards
+	} else {
+		defer os.RemoveAll(dir) // only the input copy is there
+	}
+	input := filepath.Join(dir, "reviews.jsonl")
+	n, err := writeFirstLines(input, opts.Reviews, opts.Items)
+	if err != nil {
+		return err
+	}
+	so.Key = geminisim.DefaultAPIKey
+	cfg, err := so.config()
+	if err != nil {
+		return err
+	}
+	sim := geminisim.New(cfg)
+	url, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("demo: start simulator: %w", err)
+	}
+	defer sim.Close()
+	o.BaseURL, o.APIKey = url, cfg.APIKey
+	if !opts.TimeoutSet {
+		o.Timeout = 5 * time.Second // the simulator's hangs would otherwise hold an item for a minute
+	}
+	fmt.Fprintf(stderr, "demo: %d reviews, simulator at %s: %d requests per %s window (a fixed 64-way pool overruns it), schedule %s, faults on\n",
+		n, url, so.RPM, so.Window, so.Schedule)
+	fmt.Fprintf(stderr, "demo: database %s\n", o.DB)
+
+	start := time.Now()
+	sum, runErr := drain(ctx, drainRequest{Pipeline: o, Input: inputOptions{Path: input, IDField: "id", TextField: "text"}, Obs: opts.Obs,
+		Out: opts.Out, ErrOut: stderr, ExitNow: opts.ExitNow})
+	wall := time.Since(start)
+
+	st := sim.Stats()
+	w := opts.Out
+	fmt.Fprintf(w, "\nsimulator: %d calls: %d ok, %d rate-limited (%.2f%%), %d 500, %d 503, %d hung, %d malformed, %d blocked, %d cut off\n",
+		st.Calls, st.Outcomes[geminisim.OutcomeOK], st.Outcomes[geminisim.OutcomeRateLimited],
+		100*float64(st.Outcomes[geminisim.OutcomeRateLimited])/float64(max(st.Calls, 1)),
+		st.Outcomes[geminisim.OutcomeErr500], st.Outcomes[geminisim.OutcomeErr503], st.Outcomes[geminisim.OutcomeHang],
+		st.Outcomes[geminisim.OutcomeMalformed], st.Outcomes[geminisim.OutcomeBlockPrompt]+st.Outcomes[geminisim.OutcomeBlockCandidate],
+		st.Outcomes[geminisim.OutcomeMaxTokens])
+	// Several reviews can share a text, so count by items, not by the
+	// simulator's per-text accounting: every answer beyond one per newly
+	// classified item was paid twice.
+	var classified int64
+	if cs := sum.Stages["classify"]; cs != nil {
+		classified = cs.Done
+	}
+	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items: %d paid twice; peak %d requests in flight\n",
+		st.Outcomes[geminisim.OutcomeOK], classified, st.Outcomes[geminisim.OutcomeOK]-classified, st.PeakInFlight)
+	if minimum, ok := bench.Minimum(cfg, st.AdmittedRequests); ok && minimum > 0 {
+		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",
+			wall.Round(100*time.Millisecond), minimum.Round(100*time.Millisecond), st.AdmittedRequests, 100*minimum.Seconds()/wall.Seconds())
+	}
+	return runErr
+}
+
+// writeFirstLines writes the first n lines of data to path and returns how
+// many it wrote.
+func writeFirstLines(path string, data []byte, n int) (int, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	bw := bufio.NewWriter(f)
+	count := 0
+	for count < n && sc.Scan() {
+		bw.Write(sc.Bytes())
+		bw.WriteByte('\n')
+		count++
+	}
+	if err := sc.Err(); err != nil && err != io.EOF {
+		return count, err
+	}
+	return count, bw.Flush()
+}

@@ -1,0 +1,398 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// Export formats.
+const (
+	FormatCSV   = "csv"
+	FormatTSV   = "tsv"
+	FormatJSONL = "jsonl"
+)
+
+// FlatItem is one item as an export row sees it: its record, where it
+// stands, and the outputs of the stages it has passed.
+type FlatItem struct {
+	Record pipeline.Record
+	// Status is "done", or "dead at STAGE".
+	Status string
+	// DeadReason is the dead letter's class and message, "" when not dead.
+	DeadReason string
+	// Outputs are stage outputs (JSON objects) by stage name.
+	Outputs map[string]json.RawMessage
+}
+
+// FlatSource calls fn once per item, in a stable order. A Flat writer
+// calls it twice: once to learn the columns, once to write the rows, so
+// memory holds the column names, never the items.
+type FlatSource func(fn func(FlatItem) error) error
+
+// FlatOptions shape the rows.
+type FlatOptions struct {
+	// Format is FormatCSV, FormatTSV or FormatJSONL.
+	Format string
+	// Stage, when set, gives today's `export --stage S` shape: id, the
+	// input columns, and S's output fields under their own names (an input
+	// field of the same name becomes "input.NAME"). When empty, every
+	// stage's fields are columns named "stage.field" (classify.label),
+	// after id, status, dead_reason and the input columns.
+	Stage string
+	// Stages is the pipeline's stage names in order (the column order).
+	Stages []string
+	// Columns, when set, are the columns to write, in this order; each
+	// must be one the rows have.
+	Columns []string
+}
+
+// WriteFlat writes one flat row per item of src: id, every input field as
+// its own column (text included), each stage's output fields as their
+// own columns, and numbers as people write them (0.83, not
+// 0.8300000000000001). CSV and TSV have a header row; an absent value is
+// an empty cell, a nested value its JSON. JSONL has one object per line
+// with the same keys in the same order, absent values left out.
+func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
+	switch o.Format {
+	case FormatCSV, FormatTSV, FormatJSONL:
+	default:
+		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
+	}
+	all, err := flatColumns(src, o)
+	if err != nil {
+		return err
+	}
+	cols := all
+	if len(o.Columns) > 0 {
+		for _, c := range o.Columns {
+			if !slices.Contains(all, c) {
+				return fmt.Errorf("export: no column %q; the columns are: %s", c, strings.Join(all, ","))
+			}
+		}
+		cols = o.Columns
+	}
+	var cw *csv.Writer
+	if o.Format != FormatJSONL {
+		cw = csv.NewWriter(w)
+		if o.Format == FormatTSV {
+			cw.Comma = '\t'
+		}
+		if err := cw.Write(cols); err != nil {
+			return err
+		}
+	}
+	err = src(func(it FlatItem) error {
+		row, err := flatRow(it, o)
+		if err != nil {
+			return err
+		}
+		if cw != nil {
+			rec := make([]string, len(cols))
+			for i, c := range cols {
+				rec[i] = cellString(row[c])
+			}
+			return cw.Write(rec)
+		}
+		return writeJSONLine(w, cols, row)
+	})
+	if err != nil {
+		return err
+	}
+	if cw != nil {
+		cw.Flush()
+		return cw.Error()
+	}
+	return nil
+}
+
+// flatColumns reads src once for the column names: the fixed ones, the
+// input fields sorted, then each stage's output fields sorted.
+func flatColumns(src FlatSource, o FlatOptions) ([]string, error) {
+	inputs := map[string]bool{}
+	outputs := map[string]map[string]bool{}
+	err := src(func(it FlatItem) error {
+		for k := range it.Record.Fields {
+			inputs[k] = true
+		}
+		for stage, raw := range it.Outputs {
+			if o.Stage != "" && stage != o.Stage {
+				continue
+			}
+			fields, err := decodeOutput(it.Record.ID, stage, raw)
+			if err != nil {
+				return err
+			}
+			if outputs[stage] == nil {
+				outputs[stage] = map[string]bool{}
+			}
+			for k := range fields {
+				outputs[stage][k] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	cols := []string{"id"}
+	if o.Stage == "" {
+		cols = append(cols, "status", "dead_reason")
+	}
+	stageFields := sortedKeys(outputs[o.Stage])
+	cols = append(cols, inputColumn("text", o, stageFields))
+	for _, k := range sortedKeys(inputs) {
+		cols = append(cols, fieldColumn(k, o, stageFields))
+	}
+	if o.Stage != "" {
+		for _, k := range stageFields {
+			if k != "id" {
+				cols = append(cols, k)
+			}
+		}
+		return cols, nil
+	}
+	for _, s := range append(slices.Clone(o.Stages), sortedKeys(outputs)...) {
+		if outputs[s] == nil {
+			continue
+		}
+		for _, k := range sortedKeys(outputs[s]) {
+			cols = append(cols, s+"."+k)
+		}
+		delete(outputs, s)
+	}
+	return cols, nil
+}
+
+// inputColumn names an input field's column: its own name, or
+// "input.NAME" when it would collide with a column of the export.
+func inputColumn(k string, o FlatOptions, stageFields []string) string {
+	if k == "id" || (o.Stage == "" && (k == "status" || k == "dead_reason")) || (o.Stage != "" && slices.Contains(stageFields, k)) {
+		return "input." + k
+	}
+	return k
+}
+
+// fieldColumn names an input field's column; a field named "text" is not
+// the item's text column.
+func fieldColumn(k string, o FlatOptions, stageFields []string) string {
+	if k == "text" {
+		return "input.text"
+	}
+	return inputColumn(k, o, stageFields)
+}
+
+// flatRow is one item's values by column.
+func flatRow(it FlatItem, o FlatOptions) (map[string]any, error) {
+	row := map[string]any{"id": it.Record.ID}
+	if o.Stage == "" {
+		row["status"] = it.Status
+		if it.DeadReason != "" {
+			row["dead_reason"] = it.DeadReason
+		}
+	}
+	var stageFields []string
+	var stageOut map[string]any
+	if o.Stage != "" {
+		var err error
+		if stageOut, err = decodeOutput(it.Record.ID, o.Stage, it.Outputs[o.Stage]); err != nil {
+			return nil, err
+		}
+		stageFields = sortedKeys(stageOut)
+	}
+	row[inputColumn("text", o, stageFields)] = it.Record.Text
+	for k, v := range it.Record.Fields {
+		row[fieldColumn(k, o, stageFields)] = v
+	}
+	if o.Stage != "" {
+		for k, v := range stageOut {
+			if k != "id" {
+				row[k] = v
+			}
+		}
+		return row, nil
+	}
+	for stage, raw := range it.Outputs {
+		fields, err := decodeOutput(it.Record.ID, stage, raw)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range fields {
+			row[stage+"."+k] = v
+		}
+	}
+	return row, nil
+}
+
+// decodeOutput reads a stage output, numbers kept as written.
+func decodeOutput(id, stage string, raw json.RawMessage) (map[string]any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		return nil, fmt.Errorf("export: item %q: the output of %s is not a JSON object (%v); run `sawtooth verify`", id, stage, err)
+	}
+	return fields, nil
+}
+
+// numberText formats a JSON number as people write it.
+func numberText(n json.Number) string {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return strconv.FormatInt(i, 10)
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return string(n)
+	}
+	return FormatNumber(f)
+}
+
+// cellString is a value as a CSV cell.
+func cellString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case json.Number:
+		return numberText(x)
+	case bool:
+		return strconv.FormatBool(x)
+	default:
+		b, err := json.Marshal(cleanNumbers(x))
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
+}
+
+// cleanNumbers rewrites the numbers inside a nested value as people write
+// them, so JSON cells carry no float noise either.
+func cleanNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(numberText(x))
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = cleanNumbers(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cleanNumbers(e)
+		}
+		return out
+	}
+	return v
+}
+
+// writeJSONLine writes row as one JSON object, keys in cols order.
+func writeJSONLine(w io.Writer, cols []string, row map[string]any) error {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	for _, c := range cols {
+		v, ok := row[c]
+		if !ok || v == nil {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		k, _ := json.Marshal(c)
+		val, err := json.Marshal(cleanNumbers(v))
+		if err != nil {
+			return fmt.Errorf("export: item %v, column %s: %w", row["id"], c, err)
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteString("}\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// ExportOptions choose what Export writes.
+type ExportOptions struct {
+	// Stage, when set, exports the items with an output at that stage
+	// (see FlatOptions.Stage); when empty, every done and dead item.
+	Stage string
+	// Format is FormatCSV, FormatTSV or FormatJSONL.
+	Format string
+	// Columns, when set, are the columns to write, in order.
+	Columns []string
+}
+
+// Export streams flat rows from db (see WriteFlat): with a stage, the
+// items that have its output, in id order; without, the done items in id
+// order, then the dead letters stage by stage (status "dead at STAGE" and
+// the reason). Items still queued are not exported.
+func Export(w io.Writer, db *store.DB, o ExportOptions) error {
+	var names []string
+	for _, s := range db.Stages() {
+		names = append(names, s.Name)
+	}
+	if o.Stage != "" && !slices.Contains(names, o.Stage) {
+		return fmt.Errorf("export: unknown --stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
+	}
+	var src FlatSource
+	if o.Stage != "" {
+		src = func(fn func(FlatItem) error) error {
+			return db.ForEachOutput(o.Stage, func(rec pipeline.Record, out json.RawMessage) error {
+				return fn(FlatItem{Record: rec, Status: "done", Outputs: map[string]json.RawMessage{o.Stage: out}})
+			})
+		}
+	} else {
+		src = func(fn func(FlatItem) error) error {
+			err := db.ForEachDone(func(it pipeline.Item) error {
+				return fn(FlatItem{Record: it.Record, Status: "done", Outputs: it.Outputs})
+			})
+			if err != nil {
+				return err
+			}
+			for _, s := range names {
+				var ids []string
+				// Locate opens its own transaction: collect this stage's
+				// dead ids first (dead letters are few) rather than nest.
+				err := db.ForEachDead(s, func(e store.DeadEntry) error {
+					ids = append(ids, e.ID)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				for _, id := range ids {
+					loc, err := db.Locate(id)
+					if err != nil {
+						return err
+					}
+					it := FlatItem{Record: loc.Record, Status: "dead at " + s, Outputs: loc.Output}
+					if loc.Dead != nil {
+						it.DeadReason = fmt.Sprintf("%s: %s", loc.Dead.Class, loc.Dead.Message)
+					}
+					if err := fn(it); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns})
+}

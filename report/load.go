@@ -1,0 +1,218 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// Filter keeps the items whose field equals a value (--where field=value).
+// The field is "label", a group field ("month" included) or any input
+// field, matched exactly or else ignoring case.
+type Filter struct {
+	Field, Value string
+}
+
+// String is "field=value".
+func (f Filter) String() string { return f.Field + "=" + f.Value }
+
+// ParseFilters reads --where flags written field=value.
+func ParseFilters(where []string) ([]Filter, error) {
+	var out []Filter
+	for _, w := range where {
+		field, value, ok := strings.Cut(w, "=")
+		field = strings.TrimSpace(field)
+		if !ok || field == "" {
+			return nil, fmt.Errorf("--where %q: write it as field=value, e.g. --where app=TaskFlow", w)
+		}
+		out = append(out, Filter{Field: field, Value: strings.TrimSpace(value)})
+	}
+	return out, nil
+}
+
+// match says whether the item passes every filter.
+func match(filters []Filter, label string, groups, fields map[string]string) bool {
+	for _, f := range filters {
+		var v string
+		switch {
+		case f.Field == "label":
+			v = label
+		case groups[f.Field] != "":
+			v = groups[f.Field]
+		default:
+			v = fieldValue(fields, f.Field)
+		}
+		if strings.TrimSpace(v) != f.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// fieldValue is fields[name], or the value of the smallest key equal to
+// name ignoring case.
+func fieldValue(fields map[string]string, name string) string {
+	if v, ok := fields[name]; ok {
+		return v
+	}
+	match, v := "", ""
+	for k, fv := range fields {
+		if strings.EqualFold(k, name) && (match == "" || k < match) {
+			match, v = k, fv
+		}
+	}
+	return v
+}
+
+// LoadOptions choose what Load reads beyond the run records.
+type LoadOptions struct {
+	// By are the pivot's group fields; nil means no pivot (Data.Pivot nil).
+	By []string
+	// Window restricts the pivot and the readers' period.
+	Window Window
+	// Where keeps only the matching items in the cube and the pivot.
+	Where []Filter
+	// Now stamps Data.Generated; nil means time.Now.
+	Now func() time.Time
+}
+
+// Load reads everything a report shows: the counts, the stored aggregate,
+// dead letters by reason, the recent runs and the last run's samples, and
+// the cube of done items (streamed once; its memory grows with the number
+// of group-value combinations, not items), from which it computes the
+// pivot when o.By is set.
+func Load(db *store.DB, o LoadOptions) (*Data, error) {
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	d := &Data{DB: db.Path(), Generated: now(), Dead: map[string][]DeadReason{}, Window: o.Window}
+	for _, s := range db.Stages() {
+		d.Stages = append(d.Stages, s.Name)
+	}
+	var err error
+	if d.Counts, err = db.Counts(); err != nil {
+		return nil, err
+	}
+	if d.Tally, err = db.Tally(); err != nil {
+		return nil, err
+	}
+	for _, s := range d.Stages {
+		byReason := map[string]*DeadReason{}
+		err := db.ForEachDead(s, func(e store.DeadEntry) error {
+			key := pipeline.ReasonKey(pipeline.DeadLetter{Class: e.Dead.Class, Message: e.Dead.Message})
+			r := byReason[key]
+			if r == nil {
+				r = &DeadReason{Reason: key}
+				byReason[key] = r
+			}
+			r.Count++
+			if len(r.IDs) < 3 {
+				r.IDs = append(r.IDs, e.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range byReason {
+			d.Dead[s] = append(d.Dead[s], *r)
+		}
+		slices.SortFunc(d.Dead[s], func(a, b DeadReason) int {
+			if a.Count != b.Count {
+				return b.Count - a.Count
+			}
+			return strings.Compare(a.Reason, b.Reason)
+		})
+	}
+	if d.Runs, err = db.Runs(20); err != nil {
+		return nil, err
+	}
+	if len(d.Runs) > 0 {
+		d.LastRun = &d.Runs[0]
+		if d.Samples, err = db.Samples(d.LastRun.ID); err != nil {
+			return nil, err
+		}
+	}
+	agg, err := storedAggregate(db)
+	if err != nil {
+		return nil, err
+	}
+	groupBy := agg.GroupBy
+	if groupBy == nil {
+		groupBy = stages.DefaultGroupBy
+	}
+	dims := slices.Clone(o.By)
+	for _, g := range groupBy {
+		if !slices.Contains(dims, g) {
+			dims = append(dims, g)
+		}
+	}
+	if d.Cube, err = LoadCube(db, agg, dims, o.Where); err != nil {
+		return nil, err
+	}
+	if o.By != nil {
+		if d.Pivot, err = d.Cube.Pivot(PivotOptions{By: o.By, Window: o.Window}); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// storedAggregate is the aggregate configuration the last run recorded,
+// or the defaults for a database from before it was recorded.
+func storedAggregate(db *store.DB) (*stages.Aggregate, error) {
+	agg := &stages.Aggregate{}
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return nil, fmt.Errorf("read the recorded pipeline definition: %w", err)
+	}
+	for _, d := range defs {
+		if d.Name == agg.Name() && len(d.Config) > 0 {
+			if err := json.Unmarshal(d.Config, agg); err != nil {
+				return nil, fmt.Errorf("read the recorded aggregate configuration: %w (run `sawtooth verify`)", err)
+			}
+		}
+	}
+	return agg, nil
+}
+
+// LoadCube streams the done items once and folds each into a cube keyed
+// by dims: its label and confidence from the classify output, and its
+// group values and rating as agg computes them (so "month" comes from
+// agg's date field). Items failing a filter are left out. An item whose
+// classify output cannot be read is an error naming it.
+func LoadCube(db *store.DB, agg *stages.Aggregate, dims []string, where []Filter) (*Cube, error) {
+	c := NewCube(dims)
+	for _, f := range where {
+		c.Where = append(c.Where, f.String())
+	}
+	facts := *agg
+	facts.GroupBy = c.Dims
+	err := db.ForEachDone(func(it pipeline.Item) error {
+		f, err := facts.Fact(it)
+		if err != nil {
+			return fmt.Errorf("report: %w (run `sawtooth verify --db %s`)", err, db.Path())
+		}
+		if !match(where, f.Label, f.Groups, it.Fields) {
+			return nil
+		}
+		var out struct {
+			Confidence float64 `json:"confidence"`
+		}
+		_ = json.Unmarshal(it.Outputs["classify"], &out) // Fact has checked it is an object
+		c.Add(Review{ID: it.ID, Label: f.Label, Confidence: out.Confidence, Rating: f.Rating, Groups: f.Groups, Text: it.Text})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Sort()
+	return c, nil
+}
