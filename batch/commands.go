@@ -63,10 +63,16 @@ func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
 	return tw.Flush()
 }
 
+// Canceller is the part of the API Cancel uses; *genai.Client's Batches
+// field is one.
+type Canceller interface {
+	Cancel(ctx context.Context, name string, config *genai.CancelBatchJobConfig) error
+}
+
 // Cancel cancels job num at the API if it is live there, and returns the
 // items it still holds to the queue. It returns how many items moved. A job
-// already closed moves nothing.
-func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, now time.Time) (int, error) {
+// already closed moves nothing. api may be nil for a job never created.
+func Cancel(ctx context.Context, api Canceller, db Store, num uint64, now time.Time) (int, error) {
 	job, err := db.BatchJobByNum(num)
 	if err != nil {
 		return 0, err
@@ -75,7 +81,7 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, now ti
 		return 0, nil
 	}
 	if job.Name != "" && api != nil {
-		err := api.Batches.Cancel(ctx, job.Name, nil)
+		err := api.Cancel(ctx, job.Name, nil)
 		var ae genai.APIError
 		if err != nil && !(errors.As(err, &ae) && (ae.Code == http.StatusNotFound || ae.Code == http.StatusBadRequest)) {
 			return 0, fmt.Errorf("cancel %s at the API: %w (nothing changed; run again when the API answers)", job.Name, err)

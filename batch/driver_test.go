@@ -251,6 +251,9 @@ func TestDriver_JobsThatGoWrong(t *testing.T) {
 				if bs := f.sim.BatchStats(); bs.Cancels != 1 || bs.States["BATCH_STATE_CANCELLED"] != 1 {
 					t.Errorf("simulator %+v", bs)
 				}
+				if jobs, _ := f.db.BatchJobs(false); len(jobs) != 1 || jobs[0].State != string(genai.JobStateCancelled) {
+					t.Errorf("job record %+v: want the state after the cancel", jobs)
+				}
 				if now := f.clock.Now(); now.Sub(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) > 45*time.Minute {
 					t.Errorf("gave up at %s, want soon after the 30m deadline", now)
 				}
@@ -455,14 +458,14 @@ func TestCancelAndWriteJobs(t *testing.T) {
 	if !strings.Contains(out.String(), "PENDING") || !strings.Contains(out.String(), "batches/") {
 		t.Errorf("list:\n%s", out.String())
 	}
-	n, err := Cancel(context.Background(), f.api, f.db, jobs[0].Num, f.clock.Now())
+	n, err := Cancel(context.Background(), f.api.Batches, f.db, jobs[0].Num, f.clock.Now())
 	if err != nil || n != 6 {
 		t.Fatalf("cancel: %d %v", n, err)
 	}
 	if bs := f.sim.BatchStats(); bs.Cancels != 1 {
 		t.Errorf("the API job was not cancelled: %+v", bs)
 	}
-	if n, err := Cancel(context.Background(), f.api, f.db, jobs[0].Num, f.clock.Now()); err != nil || n != 0 {
+	if n, err := Cancel(context.Background(), f.api.Batches, f.db, jobs[0].Num, f.clock.Now()); err != nil || n != 0 {
 		t.Errorf("cancel twice: %d %v", n, err)
 	}
 	if _, _, queued := f.state(t); queued != 6 {

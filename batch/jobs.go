@@ -184,8 +184,13 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	if err := d.api.Batches.Cancel(ctx, t.job.Name, nil); err != nil {
 		d.cfg.Log.Warn("batch: cancel at the deadline failed", "job", t.job.Num, "name", t.job.Name, "err", err)
 	}
-	if again, err := d.api.Batches.Get(ctx, t.job.Name, nil); err == nil && again.State == genai.JobStateSucceeded {
-		return d.collect(ctx, t, again, now)
+	if again, err := d.api.Batches.Get(ctx, t.job.Name, nil); err == nil {
+		if again.State == genai.JobStateSucceeded {
+			return d.collect(ctx, t, again, now)
+		}
+		if t.job, err = d.db.UpdateBatch(t.job.Num, string(again.State), t.job.Counts, "", now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
 	}
 	d.sum.Deadline++
 	return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", job.State, d.cfg.Deadline), now)
@@ -228,7 +233,7 @@ func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, n
 		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
 		d.addUsage(res.Usage)
 		tr, ok := d.transition(ctx, it, res, err, now)
-		if err != nil && pipeline.Classify(ctx, err) == pipeline.ClassFatal && fatal == nil {
+		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
 			fatal = err
 		}
 		if ok {
@@ -274,7 +279,7 @@ func (d *Driver) transition(ctx context.Context, it pipeline.Item, res pipeline.
 		tr.Outcome, tr.Result = pipeline.Succeeded, res
 		return tr, true
 	}
-	if c := pipeline.Classify(ctx, err); c == pipeline.ClassPermanent {
+	if c := pipeline.ClassOf(ctx, err); c == pipeline.ClassPermanent {
 		tr.Outcome = pipeline.DeadLettered
 		tr.Dead = pipeline.DeadLetter{Class: c, Message: err.Error(), Attempts: 1, First: now.UTC(), Last: now.UTC()}
 		return tr, true

@@ -29,7 +29,7 @@ func TestClassify_BatchRequest(t *testing.T) {
 	}
 	_, err = c.BatchRequest(pipeline.Item{Record: pipeline.Record{ID: "r2", Text: "  "}})
 	var v *VerdictError
-	if !errors.As(err, &v) || pipeline.Classify(context.Background(), err) != pipeline.ClassPermanent {
+	if !errors.As(err, &v) || pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent {
 		t.Errorf("empty text: %v, want a permanent verdict", err)
 	}
 }
@@ -53,12 +53,12 @@ func TestClassify_DecodeBatchRowErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.DecodeBatch(it, nil, &genai.JobError{Code: genai.Ptr(tc.code), Message: "m"})
-			if got := pipeline.Classify(context.Background(), err); got != tc.want {
+			if got := pipeline.ClassOf(context.Background(), err); got != tc.want {
 				t.Errorf("class %s, want %s (%v)", got, tc.want, err)
 			}
 		})
 	}
-	if _, err := c.DecodeBatch(it, nil, nil); pipeline.Classify(context.Background(), err) != pipeline.ClassTransient {
+	if _, err := c.DecodeBatch(it, nil, nil); pipeline.ClassOf(context.Background(), err) != pipeline.ClassTransient {
 		t.Errorf("no response and no error: %v, want transient", err)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -384,4 +385,21 @@ func (db *DB) InBatchCount() (map[string]int, error) {
 		})
 	})
 	return out, err
+}
+
+// checkHeld is Check for an item InBatch: its job must exist, be open and
+// list it.
+func checkHeld(tx *bolt.Tx, id []byte, s state, stage string, add func(string, ...any)) {
+	var v []byte
+	if jobs := tx.Bucket(bucketBatches); jobs != nil {
+		v = jobs.Get(u64(s.Seq))
+	}
+	var j BatchJob
+	if v == nil || json.Unmarshal(v, &j) != nil {
+		add("item %q: in batch job %d at %s, which is not recorded", id, s.Seq, stage)
+		return
+	}
+	if !j.Open() || j.Stage != stage || !slices.Contains(j.Items, string(id)) {
+		add("item %q: in batch job %d at %s, which is closed or does not list it", id, s.Seq, stage)
+	}
 }
