@@ -25,11 +25,12 @@ type simOptions struct {
 	F500, F503, Hang, Malform  float64
 	BlockPrompt, BlockCand, MT float64
 	Seed                       int64
+	Batch                      simBatchOptions
 }
 
 // simFlags are the simulator's flags, with d's values as defaults.
 func simFlags(o *simOptions, d simOptions) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.IntFlag{Category: catSim, Name: "sim-rpm", Value: d.RPM, Usage: "simulator: requests per --sim-window (0 = unlimited)", Destination: &o.RPM},
 		&cli.IntFlag{Category: catSim, Name: "sim-tpm", Value: d.TPM, Usage: "simulator: input tokens per --sim-window (0 = unlimited)", Destination: &o.TPM},
 		&cli.IntFlag{Category: catSim, Name: "sim-rpd", Value: d.RPD, Usage: "simulator: requests per --sim-day (0 = unlimited)", Destination: &o.RPD},
@@ -48,7 +49,7 @@ func simFlags(o *simOptions, d simOptions) []cli.Flag {
 		&cli.Float64Flag{Category: catSim, Name: "fault-block-candidate", Value: d.BlockCand, Usage: "simulator: rate of finishReason SAFETY", Destination: &o.BlockCand},
 		&cli.Float64Flag{Category: catSim, Name: "fault-max-tokens", Value: d.MT, Usage: "simulator: rate of MAX_TOKENS cut-offs", Destination: &o.MT},
 		&cli.Int64Flag{Category: catSim, Name: "seed", Value: d.Seed, Usage: "simulator: seed for faults and jitter", Destination: &o.Seed},
-	}
+	}, simBatchFlags(&o.Batch, d.Batch)...)
 }
 
 // config is the simulator configuration the options describe.
@@ -57,13 +58,17 @@ func (o *simOptions) config() (geminisim.Config, error) {
 	if err != nil {
 		return geminisim.Config{}, usagef("--quota-schedule: %v", err)
 	}
+	bc, err := o.Batch.config()
+	if err != nil {
+		return geminisim.Config{}, err
+	}
 	return geminisim.Config{
 		APIKey: o.Key, RPM: o.RPM, TPM: o.TPM, RPD: o.RPD, Window: o.Window, Day: o.Day, Schedule: sched,
 		Latency:       geminisim.Latency{Base: o.Latency, PerToken: o.PerToken, Jitter: o.Jitter},
 		MaxConcurrent: o.MaxConcurrent,
 		Faults: geminisim.Faults{Err500: o.F500, Err503: o.F503, Hang: o.Hang, Malformed: o.Malform,
 			BlockPrompt: o.BlockPrompt, BlockCandidate: o.BlockCand, MaxTokens: o.MT},
-		Seed: o.Seed,
+		Seed: o.Seed, Batch: bc,
 	}, nil
 }
 
