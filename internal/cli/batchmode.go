@@ -20,10 +20,11 @@ const catBatch = "Batch API"
 // batch jobs at half the price, or batch jobs first and online calls for
 // what they did not answer by the deadline.
 type batchOptions struct {
-	Mode     string
-	Size     int
-	Deadline time.Duration
-	Poll     time.Duration
+	Mode        string
+	Size        int
+	Deadline    time.Duration
+	Poll        time.Duration
+	InlineBytes int
 }
 
 func batchFlags(o *batchOptions) []cli.Flag {
@@ -32,6 +33,7 @@ func batchFlags(o *batchOptions) []cli.Flag {
 		&cli.IntFlag{Category: catBatch, Name: "batch-size", Value: batch.DefaultSize, Usage: "most requests per batch job (jobs over 19 MB go as an uploaded file)", Destination: &o.Size},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h)", Destination: &o.Deadline},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
+		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
 }
 
@@ -84,7 +86,7 @@ func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptio
 	if !o.Quiet {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll, Log: log})
+	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll, InlineBytes: bo.InlineBytes, Log: log})
 	sum, err := d.Run(ctx)
 	phase.batch = sum
 	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered, %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",

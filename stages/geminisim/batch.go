@@ -76,6 +76,8 @@ type BatchConfig struct {
 type BatchEvent string
 
 const (
+	// EventUpload: a resumable upload starts (a job's input file).
+	EventUpload BatchEvent = "upload"
 	// EventCreate: a create arrived; no job exists yet.
 	EventCreate BatchEvent = "create"
 	// EventCreated: the job exists; the answer is not written yet.

@@ -78,6 +78,7 @@ func (s *Server) startUpload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Only the resumable upload protocol is served: send X-Goog-Upload-Protocol: resumable and X-Goog-Upload-Command: start.")
 		return
 	}
+	s.observe(EventUpload)
 	var body struct {
 		File struct {
 			DisplayName string `json:"displayName"`
