@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -58,7 +59,7 @@ func (o batchOptions) check() (batch.Mode, error) {
 // every stage in auto mode (classify takes what the jobs did not answer),
 // every stage but classify in batch mode (what the jobs did not answer
 // stays queued for the next run). Online mode returns b.stages untouched.
-func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptions, bo batchOptions, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
+func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
 	mode, err := bo.check()
 	if err != nil || mode == batch.ModeOnline {
 		return b.stages, nil, err
@@ -82,9 +83,13 @@ func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptio
 	if err != nil {
 		return nil, nil, usage(err)
 	}
+	// One line per job event (reserved, created, state, closed), in the
+	// run's log format; --quiet keeps only the summary line below.
 	log := slog.New(slog.DiscardHandler)
 	if !o.Quiet {
-		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if log, err = monitor.NewLogger(stderr, obs.LogFormat, obs.LogLevel); err != nil {
+			return nil, nil, usage(err)
+		}
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll, InlineBytes: bo.InlineBytes, Log: log})
 	sum, err := d.Run(ctx)

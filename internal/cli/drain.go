@@ -78,7 +78,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
 	o.addLimiter(b, db)
-	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, stderr)
+	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
 	if err != nil {
 		return sum, err
 	}
