@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -67,6 +68,7 @@ func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
 // field is one.
 type Canceller interface {
 	Cancel(ctx context.Context, name string, config *genai.CancelBatchJobConfig) error
+	All(ctx context.Context) iter.Seq2[*genai.BatchJob, error]
 }
 
 // Cancel cancels job num at the API if it is live there, and returns the
@@ -80,11 +82,28 @@ func Cancel(ctx context.Context, api Canceller, db Store, num uint64, now time.T
 	if !job.Open() {
 		return 0, nil
 	}
-	if job.Name != "" && api != nil {
-		err := api.Cancel(ctx, job.Name, nil)
+	names := []string{job.Name}
+	if job.Name == "" && api != nil {
+		// Only the intent is recorded, but a crash may have come after
+		// the create: cancel whatever carries its display name.
+		names = nil
+		for j, err := range api.All(ctx) {
+			if err != nil {
+				return 0, fmt.Errorf("look for job %d (%s) at the API: %w (nothing changed; run again when the API answers)", num, job.DisplayName, err)
+			}
+			if j.DisplayName == job.DisplayName {
+				names = append(names, j.Name)
+			}
+		}
+	}
+	for _, name := range names {
+		if name == "" || api == nil {
+			continue
+		}
+		err := api.Cancel(ctx, name, nil)
 		var ae genai.APIError
 		if err != nil && !(errors.As(err, &ae) && (ae.Code == http.StatusNotFound || ae.Code == http.StatusBadRequest)) {
-			return 0, fmt.Errorf("cancel %s at the API: %w (nothing changed; run again when the API answers)", job.Name, err)
+			return 0, fmt.Errorf("cancel %s at the API: %w (nothing changed; run again when the API answers)", name, err)
 		}
 	}
 	return db.ReturnBatch(num, "cancelled by the user", now)

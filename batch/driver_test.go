@@ -472,3 +472,22 @@ func TestCancelAndWriteJobs(t *testing.T) {
 		t.Errorf("queued %d", queued)
 	}
 }
+
+func TestCancel_IntentCreatedBeforeACrash(t *testing.T) {
+	f := newFixture(t, 5, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}})
+	crash := &crashAt{Store: f.db, step: "between create and record"}
+	if _, err := f.driver(crash, Config{}).Run(context.Background()); !errors.Is(err, errCrash) {
+		t.Fatalf("run: %v, want the crash", err)
+	}
+	jobs, _ := f.db.BatchJobs(true)
+	if len(jobs) != 1 || jobs[0].Name != "" {
+		t.Fatalf("jobs %+v: want one intent without a name", jobs)
+	}
+	n, err := Cancel(context.Background(), f.api.Batches, f.db, jobs[0].Num, f.clock.Now())
+	if err != nil || n != 5 {
+		t.Fatalf("cancel: %d %v", n, err)
+	}
+	if bs := f.sim.BatchStats(); bs.Cancels != 1 {
+		t.Errorf("the job made before the crash is still live at the API: %+v", bs)
+	}
+}

@@ -133,15 +133,11 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 		fmt.Fprintf(opts.ErrOut, "job %d is already closed (%s): nothing to do\n", job.Num, job.Note)
 		return nil
 	}
-	var api batch.Canceller
-	if job.Name != "" {
-		c, err := batch.NewClient(ctx, opts.APIKey, opts.BaseURL)
-		if err != nil {
-			return usage(fmt.Errorf("%w (needed to cancel %s at the API)", err, job.Name))
-		}
-		api = c.Batches
+	c, err := batch.NewClient(ctx, opts.APIKey, opts.BaseURL)
+	if err != nil {
+		return usage(fmt.Errorf("%w (needed to cancel job %d at the API)", err, job.Num))
 	}
-	n, err := batch.Cancel(ctx, api, db, job.Num, time.Now())
+	n, err := batch.Cancel(ctx, c.Batches, db, job.Num, time.Now())
 	if err != nil {
 		return err
 	}
