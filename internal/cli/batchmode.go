@@ -10,6 +10,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
@@ -83,16 +84,28 @@ func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptio
 	if err != nil {
 		return nil, nil, usage(err)
 	}
-	// One line per job event (reserved, created, state, closed), in the
-	// run's log format; --quiet keeps only the summary line below.
-	log := slog.New(slog.DiscardHandler)
-	if !o.Quiet {
-		if log, err = monitor.NewLogger(stderr, obs.LogFormat, obs.LogLevel); err != nil {
-			return nil, nil, usage(err)
-		}
+	// The classify bar (or progress records) and the live status follow
+	// the jobs; one log line per job event (reserved, created, state,
+	// closed) goes above the bar.
+	prog, err := batchMonitor(db, b, o, obs, stderr)
+	if err != nil {
+		return nil, nil, err
 	}
-	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll, InlineBytes: bo.InlineBytes, Log: log})
+	start := time.Now()
+	tick := func(s batch.Summary) {
+		prog.Tick(pipeline.Progress{Elapsed: time.Since(start), Stages: []pipeline.StageProgress{{
+			Name: b.classify.Name(), Done: int64(s.Answered), Dead: int64(s.Dead), Usage: s.Usage,
+		}}})
+	}
+	log := prog.Log()
+	if o.Quiet {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
+		InlineBytes: bo.InlineBytes, Log: log, Progress: tick})
 	sum, err := d.Run(ctx)
+	tick(sum)
+	prog.Close()
 	phase.batch = sum
 	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered, %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",
 		sum.Created, sum.Reattached, sum.Succeeded, sum.Failed, sum.Deadline, sum.Answered, sum.Dead, sum.Returned, sum.Ignored,
@@ -146,6 +159,28 @@ func (p *batchPhase) cost() float64 {
 		return 0
 	}
 	return p.batch.CostUSD
+}
+
+// batchMonitor watches the batch phase as a run of the classify stage
+// alone, its tokens priced at the batch rate.
+func batchMonitor(db *store.DB, b *stageSet, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
+	counts, err := db.Counts()
+	if err != nil {
+		return nil, err
+	}
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.classify.Name()},
+		Cost: func(u pipeline.Usage) float64 { return b.cost(u) * stages.BatchDiscount }}
+	for _, s := range counts.Stages {
+		if s.Stage == b.classify.Name() {
+			rc.Queued, rc.Before = []int64{int64(s.Queued)}, []int64{int64(s.Output + s.Dead)}
+		}
+	}
+	rc.Limiters = []pipeline.Limiter{nil}
+	prog, err := monitor.Start(stderr, monitor.Options{LogFormat: obs.LogFormat, LogLevel: obs.LogLevel}, rc)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return prog, nil
 }
 
 // addTo folds the phase into the run's summary: the earlier stages'
