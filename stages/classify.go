@@ -295,7 +295,7 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 		return pipeline.Result{}, pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
 	}
 	var status atomic.Int32
-	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt.String())
+	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), it.ID, prompt.String())
 	res, err := c.Decode(resp, withHTTPStatus(err, int(status.Load())))
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
@@ -303,16 +303,24 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 	return res, nil
 }
 
-// generate sends one request. A malformed 200 body can make the SDK panic
+// itemHeader names the item a call is for. The API ignores it; the Gemini
+// simulator keys its per-item accounting by it (geminisim.ItemHeader), so
+// two items with the same text are not counted as one item paid twice.
+// The id is query-escaped: a header value cannot hold every byte an id can.
+const itemHeader = "X-Sawtooth-Item"
+
+// generate sends one request for item id. A malformed 200 body can make the SDK panic
 // (its response converter asserts types unchecked), which would take the
 // whole run down with it: it becomes a transient error instead.
-func (c *Classify) generate(ctx context.Context, prompt string) (resp *genai.GenerateContentResponse, err error) {
+func (c *Classify) generate(ctx context.Context, id, prompt string) (resp *genai.GenerateContentResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, fmt.Errorf("%w: %v", errSDKPanic, p)
 		}
 	}()
-	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), c.requestConfig())
+	cfg := c.requestConfig()
+	cfg.HTTPOptions.Headers.Set(itemHeader, url.QueryEscape(id))
+	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), cfg)
 }
 
 var errSDKPanic = errors.New("the genai SDK could not decode the response body")
