@@ -24,6 +24,11 @@ type benchOptions struct {
 	Refusal    time.Duration
 	Model      string
 	Sim        simOptions
+	Matrix     bool
+	Long       bool
+	Runs       int
+	Shapes     string
+	PlotDir    string
 }
 
 // benchSim is the benchmark's simulator: bench.DefaultConfig's quota and
@@ -47,6 +52,11 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
 		&cli.DurationFlag{Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
 		&cli.StringFlag{Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
+		&cli.BoolFlag{Name: "matrix", Usage: "run every strategy on every quota shape (time-scaled windows) and print one table against a perfect client; the --sim-* flags do not apply", Destination: &o.Matrix},
+		&cli.BoolFlag{Name: "long", Usage: "with --matrix: add a real per-minute window (minutes per strategy)", Destination: &o.Long},
+		&cli.IntFlag{Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
+		&cli.StringFlag{Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
+		&cli.StringFlag{Name: "plot-dir", Usage: "with --matrix: write one SVG per shape to `DIR`", Destination: &o.PlotDir},
 	}
 	flags = append(flags, simFlags(&o.Sim, benchSim)...)
 	return &cli.Command{
@@ -80,6 +90,23 @@ func runBench(c *cli.Context, o *benchOptions) error {
 	strategies, err := bench.Lookup(splitList([]string{o.Strategies}))
 	if err != nil {
 		return usagef("--strategies: %v", err)
+	}
+	if o.Matrix {
+		if o.Runs <= 0 {
+			return usagef("--runs must be positive")
+		}
+		if _, err := bench.LookupShapes(splitList([]string{o.Shapes}), o.Long); err != nil {
+			return usagef("--shapes: %v", err)
+		}
+		opts := bench.MatrixOptions{
+			Shapes: splitList([]string{o.Shapes}), Long: o.Long, Strategies: strategies, Runs: o.Runs,
+			RefusalLatency: o.Refusal, JSON: o.JSON, PlotDir: o.PlotDir, Log: c.App.ErrWriter,
+		}
+		if c.IsSet("items") {
+			opts.Items = o.Items
+		}
+		_, err := bench.RunMatrix(c.Context, opts, c.App.Writer)
+		return err
 	}
 	sim, err := o.Sim.config()
 	if err != nil {

@@ -123,11 +123,19 @@ type Result struct {
 	// (Capacity); Goodput is Answered/Capacity, at most about 1.
 	Capacity float64 `json:"capacity"`
 	Goodput  float64 `json:"goodput"`
+	// Perfect is the time a perfect client needs for the same calls
+	// against the same simulator (see Perfect); VsPerfect is Perfect over
+	// Wall, at most about 1. Zero when not computed (RunMatrix does).
+	Perfect   time.Duration `json:"perfect_ns,omitempty"`
+	VsPerfect float64       `json:"vs_perfect,omitempty"`
 	// Calls is every generateContent call the simulator received;
-	// RateLimited the 429s among them; Share429 their share of Calls.
+	// RateLimited the 429s among them (quota and bare capacity 429s);
+	// Share429 their share of Calls; Overloaded the 503s of the
+	// concurrency cap and of overload bursts.
 	Calls       int64   `json:"calls"`
 	RateLimited int64   `json:"rate_limited"`
 	Share429    float64 `json:"share_429"`
+	Overloaded  int64   `json:"overloaded,omitempty"`
 	// CallsPerItem is Calls/ToClassify: 1 when nothing is paid twice or
 	// refused.
 	CallsPerItem float64 `json:"calls_per_item"`
@@ -156,6 +164,10 @@ type Result struct {
 	// 429s), seconds counted from its start, a few milliseconds before
 	// the run's.
 	Timeline []geminisim.Bucket `json:"timeline,omitempty"`
+
+	// tokens are the input tokens of each item that reached the API, by
+	// the simulator's item key, for Perfect.
+	tokens map[string]int
 }
 
 // Sample is one point of a Result's series.
@@ -186,8 +198,12 @@ func Run(ctx context.Context, cfg Config, strategies []Strategy) ([]Result, erro
 		if err != nil {
 			return out, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
-		fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, goodput %.1f%%, %d 429s\n", s.Name, r.Status,
-			r.Wall.Round(100*time.Millisecond), 100*r.Goodput, r.RateLimited)
+		if r.Capacity > 0 {
+			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, goodput %.1f%%, %d 429s\n", s.Name, r.Status,
+				r.Wall.Round(100*time.Millisecond), 100*r.Goodput, r.RateLimited)
+		} else {
+			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, %d 429s\n", s.Name, r.Status, r.Wall.Round(100*time.Millisecond), r.RateLimited)
+		}
 		out = append(out, r)
 	}
 	return out, nil
@@ -265,11 +281,14 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 	st := sim.Stats()
 	res.Timeline = st.Timeline
 	res.Calls = st.Calls
-	res.RateLimited = st.Outcomes[geminisim.OutcomeRateLimited]
-	for _, it := range st.Items {
+	res.RateLimited = st.Outcomes[geminisim.OutcomeRateLimited] + st.Outcomes[geminisim.OutcomeCapacity]
+	res.Overloaded = st.Outcomes[geminisim.OutcomeOverloaded] + st.Outcomes[geminisim.OutcomeOverloadBurst]
+	res.tokens = make(map[string]int, len(st.Items))
+	for key, it := range st.Items {
 		if it.BilledTokens > 0 {
 			res.Answered++
 		}
+		res.tokens[key] = int(it.PromptTokens)
 	}
 	res.Capacity = Capacity(cfg.Sim, start.Sub(simStart), end.Sub(simStart))
 	if res.Capacity > 0 {

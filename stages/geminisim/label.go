@@ -176,6 +176,11 @@ func ItemHash(userText string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// EstimateTokens is the simulator's count of a text's tokens: what it
+// charges against TPM for the text (the user turns and the system
+// instruction of a request together).
+func EstimateTokens(text string) int { return estimateTokens(utf8.RuneCountInString(text)) }
+
 // estimateTokens is the simulator's tokenizer: ceil(runes/4), at least 1.
 func estimateTokens(runes int) int {
 	if runes <= 0 {
