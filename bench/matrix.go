@@ -348,9 +348,9 @@ func perfectFor(sim geminisim.Config, runs [][]Result) time.Duration {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	seq := make([]int, len(keys))
+	seq := make([]Request, len(keys))
 	for i, k := range keys {
-		seq[i] = tokens[k]
+		seq[i] = Request{Key: k, Tokens: tokens[k]}
 	}
 	d, ok := Perfect(sim, seq)
 	if !ok {

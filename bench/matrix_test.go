@@ -28,11 +28,11 @@ func TestShapes(t *testing.T) {
 			}
 			cfg := shapeConfig(sh, MatrixOptions{})
 			mean := meanPromptTokens(DistinctReviews(sh.Items, DefaultItemSeed))
-			tokens := make([]int, sh.Items)
-			for i := range tokens {
-				tokens[i] = int(mean)
+			reqs := make([]Request, sh.Items)
+			for i := range reqs {
+				reqs[i] = Request{Tokens: int(mean)}
 			}
-			d, ok := Perfect(cfg.Sim, tokens)
+			d, ok := Perfect(cfg.Sim, reqs)
 			lo, hi := 2*time.Second, 6*time.Second
 			if cfg.Sim.Window >= time.Minute {
 				lo, hi = 60*time.Second, 70*time.Second

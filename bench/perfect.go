@@ -7,24 +7,34 @@ import (
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
-// Perfect is the time a perfect client needs to get every request of
-// tokens (input tokens per request, in order) answered by a simulator
+// Request is one call of a perfect client: the item's key in the
+// simulator's Stats.Items and its input tokens.
+type Request struct {
+	Key    string
+	Tokens int
+}
+
+// Perfect is the time a perfect client needs to get every request of reqs
+// (in order) answered by a simulator
 // configured as sim: a client that knows the quota and sends each request
 // the very instant the quota admits it, never a refused call. It runs the
 // simulator's own quota (geminisim.Quota) in virtual time, so it is exact
 // for every quota model, burst, schedule and per-day limit, and honours
 // the other limits a client cannot beat: no request while MaxConcurrent
 // are in flight, none during an overload burst. Each request takes the
-// expected latency (Latency.Mean, with the requests then in flight), and
-// the time is when the last answer arrives. ok is false when the quota
+// latency the simulator draws for that item's first call with the
+// requests then in flight (geminisim.CallLatency; Latency.Mean for a key
+// it cannot read), so a heavy tail costs the perfect client what it costs
+// any client; the time is when the last answer arrives. ok is false when the quota
 // never admits some request (a prompt above the TPM, a schedule ending at
 // 0%).
-func Perfect(sim geminisim.Config, tokens []int) (d time.Duration, ok bool) {
+func Perfect(sim geminisim.Config, reqs []Request) (d time.Duration, ok bool) {
 	start := time.Unix(0, 0).UTC()
 	q := geminisim.NewQuota(sim, start)
 	var inFlight endTimes // answer times of the requests in flight
 	t, last := start, start
-	for _, n := range tokens {
+	for _, r := range reqs {
+		n := r.Tokens
 		for {
 			for inFlight.Len() > 0 && !inFlight[0].After(t) {
 				heap.Pop(&inFlight)
@@ -49,7 +59,11 @@ func Perfect(sim geminisim.Config, tokens []int) (d time.Duration, ok bool) {
 			t = t.Add(max(wait, time.Nanosecond))
 		}
 		q.Count(t, n)
-		end := t.Add(sim.Latency.Mean(n, inFlight.Len()))
+		lat, ok := geminisim.CallLatency(sim, r.Key, 0, n, inFlight.Len())
+		if !ok {
+			lat = sim.Latency.Mean(n, inFlight.Len())
+		}
+		end := t.Add(lat)
 		heap.Push(&inFlight, end)
 		last = maxTime(last, end)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,14 @@ func TestPerfect(t *testing.T) {
 		out := make([]int, n)
 		for i := range out {
 			out[i] = 1
+		}
+		return out
+	}
+	// Requests without a readable key take the mean latency.
+	reqs := func(tokens []int) []Request {
+		out := make([]Request, len(tokens))
+		for i, n := range tokens {
+			out[i] = Request{Tokens: n}
 		}
 		return out
 	}
@@ -37,7 +46,7 @@ func TestPerfect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Perfect(tt.sim, tt.tokens)
+			got, ok := Perfect(tt.sim, reqs(tt.tokens))
 			if ok == tt.never {
 				t.Fatalf("ok %v", ok)
 			}
@@ -45,5 +54,23 @@ func TestPerfect(t *testing.T) {
 				t.Errorf("Perfect = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPerfect_DrawnLatency checks that a perfect client waits for the
+// latency the simulator draws for each item, heavy tail included.
+func TestPerfect_DrawnLatency(t *testing.T) {
+	sim := geminisim.Config{Latency: geminisim.Latency{Base: 50 * time.Millisecond, Tail: 1.2, Max: 4 * time.Second}, Seed: 1}
+	var reqs []Request
+	var longest time.Duration
+	for i := range 300 {
+		key := geminisim.ItemID(fmt.Sprintf("r%06d", i+1))
+		reqs = append(reqs, Request{Key: key, Tokens: 10})
+		d, _ := geminisim.CallLatency(sim, key, 0, 10, 0)
+		longest = max(longest, d)
+	}
+	got, ok := Perfect(sim, reqs)
+	if !ok || got != longest {
+		t.Errorf("Perfect = %v, want the longest drawn latency %v (no quota: all sent at once)", got, longest)
 	}
 }

@@ -2,6 +2,7 @@ package geminisim
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -289,3 +290,31 @@ func TestServer_LatencyShapes(t *testing.T) {
 		})
 	}
 }
+
+func TestCallLatency(t *testing.T) {
+	cfg := Config{Latency: Latency{Base: 50 * time.Millisecond, Tail: 1.2, Jitter: 10 * time.Millisecond, PerInFlight: time.Millisecond}, Seed: 3}
+	s := New(cfg)
+	tests := []struct {
+		name string
+		key  string
+		item [32]byte
+	}{
+		{"named item", ItemID("r7"), sha256Sum("item\x00r7")},
+		{"hashed text", ItemHash("some text"), sha256Sum("some text")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := call{item: tt.item, n: 2, promptTokens: 9}
+			want := s.latency(&c, 4)
+			got, ok := CallLatency(cfg, tt.key, 2, 9, 4)
+			if !ok || got != want {
+				t.Errorf("CallLatency = %v %v, want the server's %v", got, ok, want)
+			}
+		})
+	}
+	if _, ok := CallLatency(cfg, "not-a-key", 0, 1, 0); ok {
+		t.Error("a malformed key was accepted")
+	}
+}
+
+func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -423,6 +424,24 @@ func (s *Server) latency(c *call, others int) time.Duration {
 		d = min(d, lat.Max)
 	}
 	return d
+}
+
+// CallLatency is the latency the server draws for call number callNo (0 for
+// the first) of the item keyed itemKey in Stats.Items, with promptTokens
+// input tokens and others other calls in flight at its admission: what a
+// perfect client would wait for that call. ok is false for a key that is
+// neither an ItemID nor an ItemHash.
+func CallLatency(cfg Config, itemKey string, callNo int64, promptTokens, others int) (d time.Duration, ok bool) {
+	c := call{n: callNo, promptTokens: promptTokens}
+	if id, isID := strings.CutPrefix(itemKey, "id:"); isID {
+		c.item = sha256.Sum256([]byte("item\x00" + id))
+	} else if b, err := hex.DecodeString(itemKey); err == nil && len(b) == len(c.item) {
+		copy(c.item[:], b)
+	} else {
+		return 0, false
+	}
+	s := &Server{cfg: cfg.withDefaults()}
+	return s.latency(&c, others), true
 }
 
 // coarsen turns an exact retry delay into what RetryCoarse sends: rounded
