@@ -309,9 +309,10 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 // The id is query-escaped: a header value cannot hold every byte an id can.
 const itemHeader = "X-Sawtooth-Item"
 
-// generate sends one request for item id. A malformed 200 body can make the SDK panic
-// (its response converter asserts types unchecked), which would take the
-// whole run down with it: it becomes a transient error instead.
+// generate sends one request for item id. A malformed 200 body can make
+// the SDK panic (its response converter asserts types unchecked), which
+// would take the whole run down with it: it becomes a transient error
+// instead.
 func (c *Classify) generate(ctx context.Context, id, prompt string) (resp *genai.GenerateContentResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
