@@ -318,3 +318,17 @@ func TestCallLatency(t *testing.T) {
 }
 
 func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+func TestServer_CountRefusedDelay(t *testing.T) {
+	clk := newFakeClock()
+	s := New(Config{RPM: 10, Window: time.Second, QuotaModel: TokenBucket, BurstRequests: 1, CountRefused: true, Now: clk.Now})
+	rawCall(t, s, "a", "x")
+	// Each refusal digs the bucket deeper, and the delay it is told says so.
+	for i, want := range []string{"0.200s", "0.300s", "0.400s"} {
+		_, body := rawCall(t, s, "a", "x")
+		_, d := details(body)
+		if got := d["RetryInfo"]["retryDelay"]; got != want {
+			t.Errorf("refusal %d: retryDelay %v, want %s", i+1, got, want)
+		}
+	}
+}

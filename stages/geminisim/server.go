@@ -315,15 +315,17 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}
 	q := s.quota(model)
 	if vs := q.violations(now, c.promptTokens); len(vs) > 0 {
+		// A counted refusal is charged first, so that the delay it is
+		// told includes its own charge.
+		if s.cfg.CountRefused {
+			q.Count(now, c.promptTokens)
+		}
 		delay, ok := q.Wait(now, c.promptTokens)
 		if !ok {
 			delay = s.cfg.Window
 		}
 		if s.cfg.RetryInfo == RetryCoarse {
 			delay = s.coarsen(delay, &c, s.acct.itemCalls(key))
-		}
-		if s.cfg.CountRefused {
-			q.Count(now, c.promptTokens)
 		}
 		s.countLocked(OutcomeRateLimited, key, 0, c.promptTokens)
 		s.acct.bucket(s.second(now)).RateLimited++
