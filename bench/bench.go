@@ -53,6 +53,11 @@ type Config struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	// SampleEvery is the concurrency sampling period.
 	SampleEvery time.Duration `json:"sample_every_ns"`
+	// MaxWall, if > 0, stops a strategy's run after that long: its status
+	// is then "timeout" and the items not done count as lost. A client
+	// that keeps knocking on a quota that counts refusals can keep it shut
+	// for ever.
+	MaxWall time.Duration `json:"max_wall_ns,omitempty"`
 	// Dir holds the temporary databases; "" means os.TempDir().
 	Dir string `json:"-"`
 	// Log receives a line as each strategy starts and ends; nil discards.
@@ -256,16 +261,27 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 			{Stage: &stages.Aggregate{}, MaxAttempts: 1},
 		},
 		SampleEvery: cfg.SampleEvery,
+		// A bench run is cut only by MaxWall or an interrupt: what is in
+		// flight then is not waited for long.
+		Grace: 500 * time.Millisecond,
 		// OnTick runs on the runner's sampler goroutine, which Run waits for.
 		OnTick: func(p pipeline.Progress) {
 			c := p.Stages[1]
 			series = append(series, Sample{T: p.Elapsed, InFlight: calls.load(), Limit: c.Limit, Done: c.Done + c.Dead})
 		},
 	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if cfg.MaxWall > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, cfg.MaxWall)
+	}
+	defer cancel()
 	start := time.Now()
-	sum, runErr := r.Run(ctx)
+	sum, runErr := r.Run(runCtx)
 	end := time.Now()
+	timedOut := ctx.Err() == nil && runCtx.Err() != nil
 	switch {
+	case timedOut:
+		res.Message = fmt.Sprintf("stopped after %s (MaxWall)", cfg.MaxWall)
 	case runErr == nil:
 	case ctx.Err() != nil:
 		return res, ctx.Err()
@@ -275,6 +291,9 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 		return res, runErr
 	}
 	res.Status = sum.Status
+	if timedOut {
+		res.Status = "timeout"
+	}
 	res.Wall = end.Sub(start)
 	res.Series = series
 

@@ -155,6 +155,10 @@ type MatrixOptions struct {
 	Dir string
 	// Log receives a line per run; nil discards.
 	Log io.Writer
+	// MaxWall stops a run after that many times the shape's perfect time
+	// (estimated from the items' mean tokens), at least a minute; its
+	// status is then "timeout". Default 20.
+	MaxWall float64
 }
 
 // MatrixReport is what RunMatrix measured.
@@ -183,7 +187,8 @@ type Cell struct {
 	ConcP95      float64       `json:"conc_p95"`
 	Lost         float64       `json:"lost"`
 	Wall         time.Duration `json:"wall_ns"`
-	// Incomplete counts the runs that stopped before the end.
+	// Incomplete counts the runs that did not complete: stopped by the
+	// engine (a per-day quota, too many refusals in a row) or by MaxWall.
 	Incomplete int      `json:"incomplete,omitempty"`
 	Results    []Result `json:"results"`
 }
@@ -201,6 +206,9 @@ func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixRepo
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
+	}
+	if opts.MaxWall <= 0 {
+		opts.MaxWall = 20
 	}
 	if len(opts.Strategies) == 0 {
 		opts.Strategies = Strategies()
@@ -252,6 +260,9 @@ func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixRepo
 			}
 		}
 		rep.Shapes = append(rep.Shapes, sr)
+		// The log gets each shape's rows as soon as they are known, so a
+		// long matrix cut short still leaves its figures.
+		WriteMatrixTable(opts.Log, MatrixReport{Runs: opts.Runs, Shapes: []ShapeReport{sr}})
 		if runErr != nil {
 			break
 		}
@@ -309,6 +320,14 @@ func shapeConfig(sh Shape, opts MatrixOptions) Config {
 	}
 	// A long window needs a long enough timeout for its slowest calls.
 	cfg.Timeout = max(DefaultTimeout, 4*sh.Sim.Latency.Mean(0, 0))
+	mean := meanPromptTokens(DistinctReviews(sh.Items, DefaultItemSeed))
+	reqs := make([]Request, sh.Items)
+	for i := range reqs {
+		reqs[i] = Request{Tokens: int(math.Ceil(mean))}
+	}
+	if d, ok := Perfect(cfg.Sim, reqs); ok && opts.MaxWall > 0 {
+		cfg.MaxWall = max(time.Minute, time.Duration(opts.MaxWall*float64(d)))
+	}
 	return cfg
 }
 
@@ -402,7 +421,7 @@ func WriteMatrixTable(w io.Writer, rep MatrixReport) {
 			}
 			name := c.Strategy
 			if c.Incomplete > 0 {
-				name += fmt.Sprintf(" (%d stopped)", c.Incomplete)
+				name += fmt.Sprintf(" (%d incomplete)", c.Incomplete)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f%%\t%.3f\t%.1f\t%s\t%s\t%.1fs\t\n",
 				shape, perfect, name, c.VsPerfect, 100*c.Share429, c.CallsPerItem, c.ConcMean,

@@ -88,7 +88,7 @@ func TestLookupShapes(t *testing.T) {
 func TestMedian(t *testing.T) {
 	rs := []Result{
 		{Status: "complete", VsPerfect: 0.9, Share429: 0.01, CallsPerItem: 1.01, ConcMean: 10, ConcP95: 20, Lost: 0, Wall: 3 * time.Second},
-		{Status: "stopped", VsPerfect: 0.5, Share429: 0.03, CallsPerItem: 1.05, ConcMean: 30, ConcP95: 40, Lost: 5, Wall: 9 * time.Second},
+		{Status: "timeout", VsPerfect: 0.5, Share429: 0.03, CallsPerItem: 1.05, ConcMean: 30, ConcP95: 40, Lost: 5, Wall: 9 * time.Second},
 		{Status: "complete", VsPerfect: 0.8, Share429: 0.02, CallsPerItem: 1.02, ConcMean: 20, ConcP95: 30, Lost: 1, Wall: 4 * time.Second},
 	}
 	c := median("aimd", rs)
