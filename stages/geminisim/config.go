@@ -138,8 +138,8 @@ const (
 	RetryExact RetryInfoMode = "exact"
 	// RetryCoarse sends whole seconds, scaled with the window (a second
 	// per minute of Window), and often later than needed: the exact time
-	// rounded up, plus a draw of up to half a Window. Real Gemini sends
-	// 26-59 s for a per-minute quota.
+	// rounded up, plus a draw of up to half a Window, kept under one
+	// Window. Real Gemini sends 26-59 s for a per-minute quota.
 	RetryCoarse RetryInfoMode = "coarse"
 	// RetryAbsent sends no RetryInfo, as proxies and Vertex do.
 	RetryAbsent RetryInfoMode = "absent"

@@ -447,14 +447,16 @@ func CallLatency(cfg Config, itemKey string, callNo int64, promptTokens, others 
 
 // coarsen turns an exact retry delay into what RetryCoarse sends: rounded
 // up to the unit (a second per minute of Window), plus a draw of whole
-// units up to half a Window, fixed by (Seed, item, refusals so far).
+// units up to half a Window, fixed by (Seed, item, refusals so far), but
+// no later than one Window unless the exact delay itself is longer (the
+// real API's delays for a per-minute quota are all under a minute).
 func (s *Server) coarsen(exact time.Duration, c *call, refusals int64) time.Duration {
 	unit := max(s.cfg.Window/60, time.Millisecond)
 	d := (exact + unit - 1) / unit * unit
 	d = max(d, unit)
 	r := call{item: c.item, n: refusals}
 	extra := time.Duration(s.draw(&r, 'c') * float64(s.cfg.Window/2/unit))
-	return d + extra*unit
+	return min(d+extra*unit, max(d, s.cfg.Window-unit))
 }
 
 // draw is a uniform number in [0, 1) fixed by (Seed, item, call number,
