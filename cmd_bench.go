@@ -52,7 +52,7 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
 		&cli.DurationFlag{Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
 		&cli.StringFlag{Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
-		&cli.BoolFlag{Name: "matrix", Usage: "run every strategy on every quota shape (time-scaled windows) and print one table against a perfect client; the --sim-* flags do not apply", Destination: &o.Matrix},
+		&cli.BoolFlag{Name: "matrix", Usage: "run every strategy on every quota shape (time-scaled windows) and print one table against a perfect client (each shape sets its own simulator: the simulator flags do not apply)", Destination: &o.Matrix},
 		&cli.BoolFlag{Name: "long", Usage: "with --matrix: add a real per-minute window (minutes per strategy)", Destination: &o.Long},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
 		&cli.StringFlag{Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
