@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -69,11 +70,12 @@ func (s *Server) answerJob(j *simJob) {
 	for _, i := range order {
 		row := &j.rows[i]
 		user := row.req.userText()
-		c := call{model: j.model, item: sha256.Sum256([]byte(user)), promptTokens: row.req.promptTokens()}
+		c := call{model: j.model, promptTokens: row.req.promptTokens()}
+		key := rowKey(row, user, &c.item)
 		labels, props := row.req.schema()
 		c.n = s.itemCalls[c.item]
 		s.itemCalls[c.item]++
-		s.decide(&c, user, answerJSON(user, labels, props), row.req.GenerationConfig)
+		s.decide(&c, user, answerJSON(user, labels, props), row.req.GenerationConfig, 0)
 		errCode, errMsg := 0, ""
 		switch {
 		case j.fate == FateRowsFail || s.draw(&c, 'b') < s.cfg.Batch.RowErrors || c.outcome == OutcomeErr500:
@@ -111,7 +113,7 @@ func (s *Server) answerJob(j *simJob) {
 		line, _ := json.Marshal(entry)
 		j.results = append(j.results, line)
 		b.stats.Rows++
-		s.countLocked(c.outcome, &c.item, billed)
+		s.countLocked(c.outcome, key, billed, c.promptTokens)
 	}
 	if j.fromFile {
 		var out bytes.Buffer
@@ -179,4 +181,22 @@ func (s *Server) operation(j *simJob, now time.Time) map[string]any {
 		op["error"] = map[string]any{"code": 1, "message": "Batch job was cancelled."}
 	}
 	return op
+}
+
+// rowKey is the accounting key of a batch request, as itemKey is an
+// online request's: the item the request names (a file line's key, or an
+// inlined request's metadata "key") when it names one, so that an item's
+// batch and online calls add up in one Stats.Items entry; else the hash
+// of its user text.
+func rowKey(row *batchRow, user string, draw *[32]byte) string {
+	id := row.key
+	if id == "" {
+		id = row.metadata["key"]
+	}
+	if id != "" && len(id) <= maxItemKey {
+		*draw = sha256.Sum256([]byte("item\x00" + id))
+		return ItemID(id)
+	}
+	*draw = sha256.Sum256([]byte(user))
+	return hex.EncodeToString(draw[:])
 }

@@ -105,9 +105,9 @@ func TestBatch_LifecycleThroughSDK(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	for _, text := range batchTexts {
-		if it := st.Items[ItemHash(text)]; it.Calls != 1 || it.BilledTokens == 0 {
-			t.Errorf("%q: accounting %+v, want one billed call", text, it)
+	for i, text := range batchTexts {
+		if it := st.Items[ItemID(fmt.Sprintf("item-%d", i))]; it.Calls != 1 || it.BilledTokens == 0 {
+			t.Errorf("%q: accounting %+v, want one billed call under its key", text, it)
 		}
 	}
 	bs := s.BatchStats()
@@ -118,7 +118,7 @@ func TestBatch_LifecycleThroughSDK(t *testing.T) {
 	if _, err := c.Batches.Get(ctx, job.Name, nil); err != nil {
 		t.Fatal(err)
 	}
-	if it := s.Stats().Items[ItemHash(batchTexts[0])]; it.Calls != 1 {
+	if it := s.Stats().Items[ItemID("item-0")]; it.Calls != 1 {
 		t.Errorf("re-read counted again: %+v", it)
 	}
 }
@@ -187,6 +187,9 @@ func TestBatch_FileInputShuffled(t *testing.T) {
 	if bs := s.BatchStats(); bs.Rows != len(texts) {
 		t.Errorf("rows %d", bs.Rows)
 	}
+	if it := s.Stats().Items[ItemID("k7")]; it.Calls != 1 || it.OK != 1 {
+		t.Errorf("line k7: accounting %+v, want one answered call under its key", it)
+	}
 }
 
 func TestBatch_Fates(t *testing.T) {
@@ -226,7 +229,7 @@ func TestBatch_Fates(t *testing.T) {
 						t.Errorf("row %+v: want an INTERNAL error status", r)
 					}
 				}
-				if it := s.Stats().Items[ItemHash(batchTexts[0])]; it.Calls != 1 || it.BilledTokens != 0 {
+				if it := s.Stats().Items[ItemID("item-0")]; it.Calls != 1 || it.BilledTokens != 0 {
 					t.Errorf("failed row accounting %+v: a call, nothing billed", it)
 				}
 			} else if got.Dest != nil && len(got.Dest.InlinedResponses) > 0 {

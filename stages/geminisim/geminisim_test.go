@@ -922,13 +922,13 @@ func TestServer_Latency(t *testing.T) {
 		varied := false
 		for n := range int64(50) {
 			c := call{item: [32]byte{1}, n: n, promptTokens: 10}
-			s.decide(&c, "hi", `{"label":"other"}`, nil)
+			s.decide(&c, "hi", `{"label":"other"}`, nil, 0)
 			lo, hi := time.Second+10*time.Millisecond, time.Second+110*time.Millisecond
 			if c.latency < lo || c.latency > hi {
 				t.Fatalf("latency %v outside [%v, %v]", c.latency, lo, hi)
 			}
 			again := c
-			s.decide(&again, "hi", `{"label":"other"}`, nil)
+			s.decide(&again, "hi", `{"label":"other"}`, nil, 0)
 			if again.latency != c.latency {
 				t.Fatalf("latency not repeatable: %v then %v", c.latency, again.latency)
 			}
