@@ -38,6 +38,9 @@ const (
 	// safe one for reprobeLags answer lags before it looks for more.
 	bisectShare = 0.03
 	reprobeLags = 1
+	// maxCalm bounds the doubling of the wait between stairs that find
+	// nothing (see law.calm): 2^4 answer lags.
+	maxCalm = 4
 	// cycleMinSuccesses: the admitted rate since the last congestion event
 	// is read only over at least this many successes.
 	cycleMinSuccesses = 10
@@ -57,7 +60,10 @@ const (
 	// backoffMaxRoundTrips caps the wait after uncertain 429s.
 	backoffMaxRoundTrips = 64
 	// sentRing bounds the starts kept to measure the sent rate.
-	sentRing = 256
+	sentRing = 4096
+	// maxWindow bounds the quota window a retry delay is read as: a
+	// per-minute quota's, with room.
+	maxWindow = 2 * time.Minute
 )
 
 // ewmaWeight is the weight of each new sample in the smoothed token and

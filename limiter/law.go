@@ -26,10 +26,16 @@ type law struct {
 	safe, refused float64
 	probeFrom     time.Time
 	held          int
-	stairs        int       // stairs up since the last 429
-	eventRate     float64   // the rate when the current event began
-	lastEvent     time.Time // the last congestion event the rate answered
-	tat           time.Time // pacing: the theoretical start time of the next call
+	// calm: the stairs above a safe rate refused in a row at their
+	// first step; the safe rate is held reprobeLags<<calm answer lags
+	// before the next.
+	calm      int
+	stairs    int     // stairs up since the last 429
+	eventRate float64 // the rate when the current event began
+	// measured: the current event set the rate from what the quota
+	// admitted, which the event's other refusals do not lower further.
+	measured bool
+	tat      time.Time // pacing: the theoretical start time of the next call
 	// capLevel: the calls in flight beside the refused call at the last
 	// event that met a cap on calls in progress, growing back while it
 	// holds calls back (see onSuccess); 0 before any. It holds such a cap,
@@ -44,6 +50,7 @@ type law struct {
 	decrease  time.Time // stamp of the last congestion event; zero before the first
 	lastStart time.Time // latest start stamp handed out
 	gate      time.Time // no call starts before this
+	gateExact bool      // the gate is an exact retry delay's
 	cooldown  time.Time // capLevel does not grow before this
 
 	// After a 429 that does not say when to retry (none, or rounded to
@@ -56,15 +63,13 @@ type law struct {
 	probe        time.Time // start stamp of the probe in flight; zero if none
 	seed         uint64    // jitter state
 
-	sent  [sentRing]sentCall // ring of recent starts
-	nSent int
-
-	// The admitted rate over the cycle since the last congestion event
-	// (or the first start): successes of calls started in it, and the
-	// latest such start.
-	cycleFrom time.Time
-	cycleOK   int
-	cycleLast time.Time
+	sent       []sentCall // ring of recent starts, sentRing long
+	nSent      int
+	firstStart time.Time // the first start's stamp
+	// window is the longest retry delay a 429 has given: a quota
+	// counted over a window answers within one, so it is the least a
+	// rate must be held to be proven (see answerLag).
+	window time.Duration
 
 	minLimit, maxLimit   int
 	increases, decreases int64
@@ -75,23 +80,61 @@ type law struct {
 	hasLatency bool
 }
 
-// sentCall is one start: its stamp and the calls in flight beside it.
+// sentCall is one start: its stamp, the calls in flight beside it and
+// what came of it.
 type sentCall struct {
-	at     time.Time
-	others int
+	at      time.Time
+	others  int
+	outcome outcome
+}
+
+// outcome is what came of a start, as far as the law knows.
+type outcome uint8
+
+const (
+	pending outcome = iota
+	admitted
+	refusedCall
+	failedCall
+)
+
+// find returns the ring's entry for the start stamped started, nil if it
+// is no longer there.
+func (w *law) find(started time.Time) *sentCall {
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if c.at.Equal(started) {
+			return c
+		}
+		if c.at.Before(started) {
+			break
+		}
+	}
+	return nil
+}
+
+// admittedFrom counts the starts since from that the quota admitted:
+// those that succeeded, and those still in flight that started before
+// answered (a refusal comes back within its own round trip).
+func (w *law) admittedFrom(from, answered time.Time) int {
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(from) {
+			break
+		}
+		if c.outcome == admitted || c.outcome == pending && c.at.Before(answered) {
+			n++
+		}
+	}
+	return n
 }
 
 // othersAt returns the calls that were in flight beside the call started
 // at started, or fallback if it is no longer in the ring.
 func (w *law) othersAt(started time.Time, fallback int) int {
-	for i := 1; i <= min(w.nSent, sentRing); i++ {
-		c := w.sent[(w.nSent-i)%sentRing]
-		if c.at.Equal(started) {
-			return c.others
-		}
-		if c.at.Before(started) {
-			break
-		}
+	if c := w.find(started); c != nil {
+		return c.others
 	}
 	return fallback
 }
@@ -106,6 +149,7 @@ func newLaw(cfg Config, slowStart bool) law {
 		maxLimit:  cfg.Start,
 		slowStart: slowStart && !cfg.Fixed,
 		seed:      0x9e3779b97f4a7c15,
+		sent:      make([]sentCall, sentRing),
 	}
 }
 
@@ -150,9 +194,9 @@ func (w *law) start(t time.Time, inFlight int) time.Time {
 		w.probe = s
 	}
 	if w.nSent == 0 {
-		w.cycleFrom = s.Add(-time.Nanosecond)
+		w.firstStart = s
 	}
-	w.sent[w.nSent%sentRing] = sentCall{s, inFlight}
+	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight}
 	w.nSent++
 	return s
 }
@@ -176,6 +220,9 @@ func (w *law) stamp(t time.Time) time.Time {
 // limit or the rate (see AIMD).
 func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
+	if c := w.find(started); c != nil {
+		c.outcome = admitted
+	}
 	if w.cfg.Fixed {
 		return
 	}
@@ -184,12 +231,6 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	}
 	if started.After(w.decrease) {
 		w.backoffs, w.refusedSince = 0, false
-	}
-	if started.After(w.cycleFrom) {
-		w.cycleOK++
-		if started.After(w.cycleLast) {
-			w.cycleLast = started
-		}
 	}
 	switch {
 	case w.slowStart:
@@ -235,7 +276,7 @@ func (w *law) grow(t time.Time) {
 	}
 	w.safe = max(w.safe, w.rate)
 	w.held++
-	if w.refused > 0 && w.held > reprobeLags {
+	if w.refused > 0 && w.held > reprobeLags<<w.calm {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
 	switch {
@@ -274,7 +315,7 @@ func (w *law) capped(others int) bool {
 // probeStairRoundTrips round trips, the window of a per-minute quota with
 // calls of several seconds.
 func (w *law) answerLag() time.Duration {
-	return time.Duration(probeStairRoundTrips * w.avgLatency)
+	return max(time.Duration(probeStairRoundTrips*w.avgLatency), w.window)
 }
 
 // onRateLimited folds in a 429 at t of the call started at started, with
@@ -283,6 +324,11 @@ func (w *law) answerLag() time.Duration {
 // gate moved later.
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
+	gatePrev := w.gate
+	if c := w.find(started); c != nil {
+		c.outcome = refusedCall
+	}
+	w.window = max(w.window, min(retryAfter, maxWindow))
 	if w.cfg.Fixed {
 		return w.closeGate(t.Add(retryAfter))
 	}
@@ -298,7 +344,18 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// then probe. So too when a call started after a decrease is
 		// refused with no success in between.
 		capped := w.eventRate > 0 && w.capped(others)
-		if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
+		// While a learned rate is paced, the first such 429 of an event
+		// only lowers it: the rate spaces the calls out, and a gate for
+		// everyone would idle a quota that is only just overrun. A 429
+		// of a call started after that decrease, with no success in
+		// between, says the quota is spent: then back off and probe.
+		paced := w.eventRate > 0 && w.rate > 0 && !w.refusedSince
+		if started.After(w.decrease) && newEvent && !capped && paced {
+			// Hold the starts for twice this refusal's round trip (the
+			// calls already sent answer meanwhile), then probe.
+			gateMoved = w.closeGate(t.Add(2 * max(t.Sub(started), 0)))
+			w.needProbe = true
+		} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
 			d := w.backoff()
 			if retryAfter > 0 {
 				d = min(d, retryAfter)
@@ -311,12 +368,13 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	} else {
 		gateMoved = w.closeGate(t.Add(retryAfter))
 	}
+	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
 	if !newEvent {
 		// Each call refused of those already started when the event began
 		// was one call per round trip too many, down to DecreaseFactor of
 		// the rate the event began at. (Calls started since meet a quota
 		// still spent, which says nothing more.)
-		if w.rate > 0 && !started.After(w.decrease) {
+		if w.rate > 0 && !started.After(w.decrease) && !w.measured {
 			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.minRate())
 			w.fitLimit()
 		}
@@ -327,7 +385,13 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
 	}
+	if probeRefused && w.eventRate > 0 {
+		// The quota is still spent after the backoff: that says when,
+		// not how fast. Back off longer; the rate stays.
+		return gateMoved
+	}
 	w.slowStart = false
+	w.measured = false
 	if !w.hasLatency {
 		// Nothing measured to pace with: decrease the limit.
 		w.setLimit(max(w.cfg.Floor, int(float64(w.limit)*w.cfg.DecreaseFactor)))
@@ -343,16 +407,29 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	first := w.eventRate == 0
 	atCap := !first && w.capped(others)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}
-	lag := w.answerLag()
-	saturated := !first && t.Sub(w.lastEvent) <= 2*lag
 	if atCap {
 		w.capLevel = float64(max(w.cfg.Floor, others))
 		w.capEdge = w.capLevel
 	} else {
-		if w.rate <= w.safe*1.001 {
+		switch {
+		case w.rate <= w.safe*1.001:
 			w.safe = 0 // refused at a rate it admitted: the quota fell
+			w.calm = 0
+		case w.safe > 0 && w.stairs == 1:
+			// The first stair above the safe rate is refused: the
+			// quota has not grown. Look again less often.
+			w.calm = min(w.calm+1, maxCalm)
+		case w.stairs > 1:
+			w.calm = 0 // a stair held: the quota grew
 		}
 		w.refused, w.held, w.stairs = w.rate, 0, 0
+		// What the quota admitted over its window, while calls were let
+		// through, is about its rate.
+		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
+		measured = measured && !first
+		if measured && admittedRate < w.safe*eventBackoff {
+			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
+		}
 		switch {
 		case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
 			w.rate = (w.safe + w.refused) / 2
@@ -360,23 +437,26 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			w.rate = w.safe
 		default:
 			w.rate = w.refused * eventBackoff
-			// When 429s keep coming, what the quota admitted since the
-			// last event is about its rate. The calls in flight were
-			// admitted (a refusal comes back at once), all but this one.
-			if span := w.cycleLast.Sub(w.cycleFrom); saturated && !probeRefused && w.cycleOK >= cycleMinSuccesses && span > w.latency() {
-				w.rate = min(w.rate, float64(w.cycleOK)/span.Seconds())
+			if measured {
+				w.rate = min(w.rate, admittedRate)
+				w.measured = true
 			}
 		}
 		if first {
 			// Slow start sends in bursts, which a small burst allowance
-			// refuses below the quota's rate: no bound learned.
+			// refuses below the quota's rate: no bound learned. But what
+			// the quota admitted over its window (or since the first
+			// start, if that is longer) is about its rate.
+			span := max(t.Sub(w.firstStart), w.window)
+			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses {
+				w.rate = min(w.rate, float64(n)/span.Seconds())
+				w.measured = true
+			}
 			w.refused = 0
 		}
-		w.lastEvent = t
 	}
 	w.rate = max(w.rate, w.minRate())
 	w.eventRate = w.rate
-	w.cycleFrom, w.cycleOK, w.cycleLast = w.decrease, 0, w.decrease
 	resume := w.gate
 	if t.After(resume) {
 		resume = t
@@ -388,6 +468,34 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.fitLimit()
 	return gateMoved
+}
+
+// admittedRate is the rate the quota admitted over the answer lag up to
+// t (a refusal of a call started at refusedAt having just come), counted
+// from no earlier than gate, when no call started before it: idle time
+// says nothing about the quota. ok is false when that leaves too little
+// to read a rate from.
+func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duration) (r float64, ok bool) {
+	if since := t.Sub(gate); w.gateExact && !uncertain(retryAfter) && since > 2*w.latency() && since <= max(2*w.window, w.answerLag()) {
+		// The quota opened at gate, as a retry delay said; it is spent
+		// again now, within about a window, and opens at t+retryAfter:
+		// what it admitted since gate is all it grants over that span
+		// (a fixed window's count per window, exactly).
+		if n := w.admittedFrom(gate, refusedAt); n >= cycleMinSuccesses {
+			return float64(n) / t.Add(retryAfter).Sub(gate).Seconds(), true
+		}
+	}
+	lag := w.answerLag()
+	from := t.Add(-lag)
+	if gate.After(from) {
+		from = gate
+	}
+	span := t.Sub(from)
+	n := w.admittedFrom(from, refusedAt)
+	if span < lag/2 || n < cycleMinSuccesses {
+		return 0, false
+	}
+	return float64(n) / span.Seconds(), true
 }
 
 // uncertain reports whether a 429's retry delay leaves the wait unknown:
@@ -425,6 +533,9 @@ func (w *law) closeGate(until time.Time) bool {
 // onFailed folds in any other outcome of the call started at started: it
 // only matters if that call was the probe.
 func (w *law) onFailed(started time.Time) {
+	if c := w.find(started); c != nil {
+		c.outcome = failedCall
+	}
 	if started.Equal(w.probe) {
 		w.probe = time.Time{}
 	}

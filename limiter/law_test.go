@@ -103,22 +103,55 @@ func TestLaw_slowStart(t *testing.T) {
 }
 
 // The first 429 ends slow start: the law paces just under the rate it
-// was sending, and learns no bound from it (slow start sends in bursts).
+// was sending, or what the quota admitted over its window (the retry
+// delay) or since the first start, whichever is lower; it learns no
+// bound from it (slow start sends in bursts).
 func TestLaw_onRateLimited_first(t *testing.T) {
-	w := newTestLaw(Config{})
-	at, _ := drive(w, simEpoch, 5*rtt) // slow start, unpaced
-	s := w.start(at, 0)
-	sent := w.sentRate(at)
-	w.onRateLimited(at, s, 10500*time.Microsecond, 1)
-	if w.slowStart || w.decreases != 1 {
-		t.Fatalf("slowStart %v, decreases %d after the first 429", w.slowStart, w.decreases)
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		// want is the rate wanted from the rate sent over the last round
+		// trip and the calls admitted since the first start.
+		want func(sent float64, admitted int) float64
+	}{
+		{"admitted since the first start", 10500 * time.Microsecond, func(_ float64, n int) float64 {
+			return float64(n) / (5 * rtt).Seconds()
+		}},
+		{"admitted over a longer window", 2500 * time.Millisecond, func(_ float64, n int) float64 {
+			return float64(n) / 2.5
+		}},
 	}
-	if !near(w.rate, sent*eventBackoff) || w.refused != 0 {
-		t.Errorf("rate %.1f, refused %.1f; want %.1f (the rate sent, less 3%%) and no bound", w.rate, w.refused, sent*eventBackoff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			at, started := drive(w, simEpoch, 5*rtt) // slow start, unpaced
+			s := w.start(at, 0)
+			sent := w.sentRate(at)
+			w.onRateLimited(at, s, tt.retryAfter, 1)
+			if w.slowStart || w.decreases != 1 {
+				t.Fatalf("slowStart %v, decreases %d after the first 429", w.slowStart, w.decreases)
+			}
+			// drive gave up the calls still in flight: the rest were admitted.
+			admitted := started - w.nSentFailed()
+			if want := min(sent*eventBackoff, tt.want(sent, admitted)); !near(w.rate, want) || w.refused != 0 {
+				t.Errorf("rate %.1f, refused %.1f; want %.1f and no bound", w.rate, w.refused, want)
+			}
+			if want := at.Add(tt.retryAfter); !w.gate.Equal(want) {
+				t.Errorf("gate %v, want now + the delay", w.gate.Sub(simEpoch))
+			}
+		})
 	}
-	if want := at.Add(10500 * time.Microsecond); !w.gate.Equal(want) {
-		t.Errorf("gate %v, want now + the exact delay", w.gate.Sub(simEpoch))
+}
+
+// nSentFailed counts the starts in the ring reported failed.
+func (w *law) nSentFailed() int {
+	n := 0
+	for i := range min(w.nSent, sentRing) {
+		if w.sent[i].outcome == failedCall {
+			n++
+		}
 	}
+	return n
 }
 
 // After an event, a safe rate held bisects toward the refused one; once
@@ -172,7 +205,6 @@ func TestLaw_onRateLimited_rate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tt.rate)
 			w.safe, w.eventRate = tt.safe, tt.rate
-			w.lastEvent = at.Add(-time.Hour) // not saturated
 			s := w.start(at, 0)
 			at = at.Add(20 * time.Millisecond)
 			w.onRateLimited(at, s, 7300*time.Microsecond, 1)
@@ -188,7 +220,6 @@ func TestLaw_onRateLimited_rate(t *testing.T) {
 // call started before it takes one call per round trip off the rate.
 func TestLaw_onRateLimited_oncePerRoundTrip(t *testing.T) {
 	w, at := pacedLaw(t, 100)
-	w.lastEvent = at.Add(-time.Hour)
 	a, b := w.start(at, 0), w.start(at, 1)
 	at = at.Add(20 * time.Millisecond)
 	w.onRateLimited(at, a, 5100*time.Microsecond, 2) // 100 -> 97
