@@ -88,12 +88,12 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 						return
 					}
 					mu.Lock()
-					took, retryAfter, ok := srv.call(clk.Now())
+					took, retryAfter, ok, named := srv.call(clk.Now())
 					r.calls++
 					mu.Unlock()
 					<-ends.add(clk.Now().Add(took))
 					if ok {
-						l.Succeeded(started, 100)
+						l.Succeeded(started, simTokens)
 						mu.Lock()
 						r.done++
 						mu.Unlock()
@@ -102,7 +102,11 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 					mu.Lock()
 					r.r429s++
 					mu.Unlock()
-					l.RateLimited(started, retryAfter)
+					var rpm, tpm int64
+					if named {
+						rpm, tpm = sh.namedRPM, sh.namedTPM
+					}
+					l.RateLimitedQuota(started, retryAfter, rpm, tpm)
 				}
 			}
 		})

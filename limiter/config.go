@@ -52,6 +52,10 @@ const (
 	// times the calls in flight the rate carries on average met a cap on
 	// calls in progress, not a rate.
 	capShare = 1.15
+	// namedShare: with a budget a 429 named (see AIMD.RateLimitedQuota),
+	// the rate is paced at this share of it, room for a window's edges
+	// and for input tokens that vary from call to call.
+	namedShare = 0.97
 	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
 	cooldownRoundTrips = 4
 	// paceBurst is the pacing tolerance, in starts: how far ahead of the

@@ -9,8 +9,8 @@
 // at a rate it learns, and derives the limit on calls in flight from that
 // rate by Little's law (calls in flight = rate × latency). Slow start
 // doubles the calls in flight each round trip up to Config.Ceiling until
-// the first 429. From then on, a rate held for eight round trips with no
-// 429 is safe, the rate last refused bounds the quota from above, and the
+// the first 429. From then on, a rate held for eight round trips (or the
+// quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
 // law bisects between the two, then climbs in growing stairs to find a
 // quota that grew. A 429 at a rate already proven safe means the quota
 // fell. Tuned on a virtual-time simulation of every quota shape
@@ -25,12 +25,22 @@
 // cancellations) frees the slot and changes nothing: those faults belong to
 // retry logic, not to the quota.
 //
+// A 429 that names the per-minute budget it enforces (QuotaFailure's
+// quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
+// at 97% of it, the tighter of requests and input tokens, and climbs no
+// higher. Otherwise the longest retry delay seen is read as the quota's
+// window, which a rate must be held for before it counts as safe, and at
+// each event the law paces no faster than what the quota admitted over
+// that window.
+//
 // A 429's retry delay closes a gate: no call starts before it has passed.
 // A delay of a whole number of seconds is read as rounded (real quotas
 // send 26-59 s where a second would do) and a 429 with none as unknown:
 // unless a cap on calls in progress explains it, calls wait a jittered
 // backoff of about a round trip, doubling while 429s go on, and then one
-// probe call goes first. Callers waiting for a slot, the gate or the pace
+// probe call goes first. (The first such 429 at a rate already paced only
+// holds starts for two of its own round trips before the probe: the rate,
+// lowered, spaces the calls out.) Callers waiting for a slot, the gate or the pace
 // are served first come, first served. Independently, Config.RPM and
 // Config.TPM with PaceTPM pace call starts to a known budget with
 // golang.org/x/time/rate.

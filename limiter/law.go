@@ -32,6 +32,9 @@ type law struct {
 	calm      int
 	stairs    int     // stairs up since the last 429
 	eventRate float64 // the rate when the current event began
+	// namedRPM and namedTPM are the per-minute budgets the last 429
+	// that named any named (see nameQuota); 0 if none.
+	namedRPM, namedTPM int64
 	// measured: the current event set the rate from what the quota
 	// admitted, which the event's other refusals do not lower further.
 	measured bool
@@ -318,6 +321,31 @@ func (w *law) answerLag() time.Duration {
 	return max(time.Duration(probeStairRoundTrips*w.avgLatency), w.window)
 }
 
+// nameQuota records the per-minute budgets a 429 named (requests and
+// input tokens per minute, 0 for each not named); a 429 that names
+// neither leaves the last ones known.
+func (w *law) nameQuota(rpm, tpm int64) {
+	if rpm > 0 || tpm > 0 {
+		w.namedRPM, w.namedTPM = max(rpm, 0), max(tpm, 0)
+	}
+}
+
+// namedRate is the rate of the named budgets, the tighter of the two, in
+// starts per second: 0 if none is named.
+func (w *law) namedRate() float64 {
+	r := 0.0
+	if w.namedRPM > 0 {
+		r = float64(w.namedRPM) / 60
+	}
+	if w.namedTPM > 0 {
+		byTokens := float64(w.namedTPM) / 60 / float64(w.tokensPerCall())
+		if r == 0 || byTokens < r {
+			r = byTokens
+		}
+	}
+	return r
+}
+
 // onRateLimited folds in a 429 at t of the call started at started, with
 // the server's retry delay retryAfter (0 if none), inFlight calls (this
 // one included) holding slots. It reports whether the
@@ -454,6 +482,12 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			}
 			w.refused = 0
 		}
+		if named := w.namedRate(); named > 0 && (first || w.refused > named*namedShare) {
+			// Refused above the budget the server named: pace just
+			// under it, and look no higher. (Refused below it, the
+			// quota is shared or bursts: the law's own reading holds.)
+			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
+		}
 	}
 	w.rate = max(w.rate, w.minRate())
 	w.eventRate = w.rate
@@ -577,6 +611,9 @@ func (w *law) maxRate() float64 {
 	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
 	if w.cfg.TPM > 0 && w.hasTokens {
 		r = min(r, float64(w.cfg.TPM)/60/w.avgTokens)
+	}
+	if named := w.namedRate(); named > 0 {
+		r = min(r, named*namedShare)
 	}
 	return max(r, w.minRate())
 }

@@ -397,3 +397,42 @@ func TestLaw_mayStart_limit(t *testing.T) {
 		}
 	}
 }
+
+// A 429 that names the per-minute budget sets the rate just under it,
+// the tighter of requests and input tokens, and no stair climbs past it;
+// a 429 below it leaves the law's own reading in charge.
+func TestLaw_namedQuota(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64 // paced when the 429 comes
+		rpm, tpm int64
+		want     float64 // the rate after the 429
+		most     float64 // the most the rate may climb to afterwards
+	}{
+		{"requests per minute", 200, 6000, 0, 100 * namedShare, 100 * namedShare},
+		{"tokens per minute, 100 tokens a call", 200, 0, 600000, 100 * namedShare, 100 * namedShare},
+		{"the tighter binds", 200, 6000, 300000, 50 * namedShare, 50 * namedShare},
+		{"refused below the budget: the law's reading", 80, 6000, 0, 80 * eventBackoff, 100 * namedShare},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, tt.rate)
+			w.eventRate = tt.rate // not the first event
+			s := w.start(at, 0)
+			at = at.Add(20 * time.Millisecond)
+			w.nameQuota(tt.rpm, tt.tpm)
+			w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+			if !near(w.rate, tt.want) {
+				t.Fatalf("rate %.2f after the 429, want %.2f", w.rate, tt.want)
+			}
+			highest := w.rate
+			for range 40 {
+				at, _ = drive(w, at, w.answerLag())
+				highest = max(highest, w.rate)
+			}
+			if highest > tt.most*(1+1e-9) || highest < tt.want {
+				t.Errorf("the rate climbed to %.2f; want at most %.2f", highest, tt.most)
+			}
+		})
+	}
+}

@@ -238,6 +238,10 @@ type quotaShape struct {
 	latency latencyModel
 	retry   retryMode
 	refusal time.Duration // a 429's round trip
+	// namedRPM and namedTPM are the budgets a 429 of the quota names
+	// (QuotaFailure's quotaValue), per minute of the time-scaled window:
+	// limit × (1 min / window); 0 for none. Each call bills simTokens.
+	namedRPM, namedTPM int64
 	// floor and ceiling429 guard the law's figures on this shape (see
 	// TestLaw_quotaShapes): the goodput it must keep and the 429 share it
 	// must not pass.
@@ -261,19 +265,23 @@ func (s *simServer) trim(t time.Time) {
 }
 
 // call decides a call arriving at t: admitted, taking took, or refused
-// (after the refusal round trip) with retryAfter as its 429 says.
-func (s *simServer) call(t time.Time) (took, retryAfter time.Duration, ok bool) {
+// (after the refusal round trip) with retryAfter as its 429 says, named
+// if it names the quota's budgets.
+func (s *simServer) call(t time.Time) (took, retryAfter time.Duration, ok, named bool) {
 	s.trim(t)
 	if s.shape.conc > 0 && len(s.active) >= s.shape.conc {
-		return s.shape.refusal, 0, false
+		return s.shape.refusal, 0, false, false
 	}
 	if ok, wait := s.quota.admit(t); !ok {
-		return s.shape.refusal, s.shape.retry.delay(wait), false
+		return s.shape.refusal, s.shape.retry.delay(wait), false, s.shape.namedRPM > 0 || s.shape.namedTPM > 0
 	}
 	took = s.shape.latency(s.rng, len(s.active))
 	s.active = append(s.active, t.Add(took))
-	return took, 0, true
+	return took, 0, true, false
 }
+
+// simTokens is the input tokens each simulated call bills.
+const simTokens = 100
 
 // perfect returns the time a perfect client takes for the shape's items:
 // each request sent the instant the quota, the server's concurrency cap
@@ -298,7 +306,7 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 			}
 			break
 		}
-		took, _, ok := s.call(t)
+		took, _, ok, _ := s.call(t)
 		if !ok {
 			panic("perfect client refused")
 		}
@@ -314,6 +322,7 @@ type simEvent struct {
 	at, started time.Time
 	ok          bool
 	retryAfter  time.Duration
+	named       bool // the 429 named the quota's budgets
 }
 
 type eventQueue []simEvent
@@ -363,8 +372,8 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	for r.done < sh.items {
 		for waiting > 0 && w.mayStart(t, inFlight) {
 			started := w.start(t, inFlight)
-			took, retryAfter, ok := s.call(t)
-			heap.Push(&events, simEvent{at: t.Add(took), started: started, ok: ok, retryAfter: retryAfter})
+			took, retryAfter, ok, named := s.call(t)
+			heap.Push(&events, simEvent{at: t.Add(took), started: started, ok: ok, retryAfter: retryAfter, named: named})
 			waiting--
 			inFlight++
 			r.calls++
@@ -384,7 +393,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		for len(events) > 0 && !events[0].at.After(t) {
 			e := heap.Pop(&events).(simEvent)
 			if e.ok {
-				w.onSuccess(t, e.started, 100, inFlight)
+				w.onSuccess(t, e.started, simTokens, inFlight)
 				inFlight--
 				r.done++
 				if assigned < sh.items {
@@ -394,6 +403,9 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 				continue
 			}
 			r.r429s++
+			if e.named {
+				w.nameQuota(sh.namedRPM, sh.namedTPM)
+			}
 			w.onRateLimited(t, e.started, e.retryAfter, inFlight)
 			inFlight--
 			waiting++
@@ -456,6 +468,18 @@ func quotaShapes() []quotaShape {
 			name: "per-minute window, ample, 1-3 s", floor: 0.94, ceiling429: 0.001, items: 3000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &slidingLog{limit: 6000, window: time.Minute} },
 			latency: uniform(time.Second, 3*time.Second),
+		},
+		{
+			name: "sliding, coarse, RPM named", floor: 0.9, ceiling429: 0.01, items: 4000, refusal: refusal, retry: retryCoarse,
+			quota:    func() quotaModel { return &slidingLog{limit: 240, window: 2 * time.Second} },
+			namedRPM: 240 * 30,
+			latency:  uniform(200*time.Millisecond, 300*time.Millisecond),
+		},
+		{
+			name: "fixed window, no RetryInfo, TPM named", floor: 0.9, ceiling429: 0.01, items: 5000, refusal: refusal, retry: retryAbsent,
+			quota:    func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
+			namedTPM: 300 * 30 * simTokens, namedRPM: 0,
+			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
 			name: "heavy tail 50ms-10s", floor: 0.89, ceiling429: 0.026, items: 3000, refusal: refusal, retry: retryExact,

@@ -427,7 +427,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			var rl *RateLimitedError
 			errors.As(err, &rl)
 			c.r429.Add(1)
-			if sc.Limiter != nil {
+			if ql, ok := sc.Limiter.(QuotaLimiter); ok {
+				ql.RateLimitedQuota(started, rl.RetryAfter, rl.RequestsPerMinute, rl.TokensPerMinute)
+			} else if sc.Limiter != nil {
 				sc.Limiter.RateLimited(started, rl.RetryAfter)
 			}
 			run := c.rateLimitedRun.Add(1)
