@@ -33,6 +33,18 @@ const (
 	// from the safe one, the first probeStair times it, each next stair's
 	// rise twice the last.
 	probeStair = 1.05
+	// firstClimbRoundTrips: until a 429 comes at a paced rate (only
+	// slow start's burst was refused), a stair is held this many round
+	// trips.
+	firstClimbRoundTrips = 2
+	// fellShare: a 429 after the quota admitted less than this share of
+	// the safe rate over its window means the quota fell. (What it
+	// admitted reads low when calls idled for a gate in that span.)
+	fellShare = 0.85
+	// reopenLags bounds the span between two reopenings of a spent
+	// quota that the law reads a rate from (see law.reopened), in
+	// answer lags.
+	reopenLags = 4
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.

@@ -29,7 +29,10 @@ type law struct {
 	// calm: the stairs above a safe rate refused in a row at their
 	// first step; the safe rate is held reprobeLags<<calm answer lags
 	// before the next.
-	calm      int
+	calm int
+	// bounded: a 429 other than slow start's first has come, at a paced
+	// rate.
+	bounded   bool
 	stairs    int     // stairs up since the last 429
 	eventRate float64 // the rate when the current event began
 	// namedRPM and namedTPM are the per-minute budgets the last 429
@@ -54,7 +57,11 @@ type law struct {
 	lastStart time.Time // latest start stamp handed out
 	gate      time.Time // no call starts before this
 	gateExact bool      // the gate is an exact retry delay's
-	cooldown  time.Time // capLevel does not grow before this
+	gateFrom  time.Time // when the gate last closed anew
+	// reopenedAt: the start of the last probe that the quota admitted
+	// after a backoff (see reopened).
+	reopenedAt time.Time
+	cooldown   time.Time // capLevel does not grow before this
 
 	// After a 429 that does not say when to retry (none, or rounded to
 	// whole seconds), the law waits a backoff, then lets one probe call
@@ -231,6 +238,9 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	}
 	if started.Equal(w.probe) {
 		w.needProbe, w.probe = false, time.Time{}
+		if w.backoffs > 0 {
+			w.reopened(started)
+		}
 	}
 	if started.After(w.decrease) {
 		w.backoffs, w.refusedSince = 0, false
@@ -263,6 +273,35 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.fitLimit()
 }
 
+// reopened folds in a probe, started at started after a backoff, that
+// the quota admitted: it was spent and is open again. What it admitted
+// from the last such reopening to this one is all it grants over that
+// span (a fixed window's count per window, when the 429s did not say
+// when it would reset): the rate goes just under it.
+func (w *law) reopened(started time.Time) {
+	prev := w.reopenedAt
+	w.reopenedAt = started
+	span := started.Sub(prev)
+	if prev.IsZero() || w.rate == 0 || span > reopenLags*w.answerLag() || span < 2*w.latency() {
+		return
+	}
+	if span <= 2*w.answerLag() {
+		// The quota refilled within span: its window is at least that
+		// long when the 429s did not say.
+		w.window = max(w.window, min(span, maxWindow))
+	}
+	n := w.admittedFrom(prev, started)
+	if n < cycleMinSuccesses {
+		return
+	}
+	if budget := float64(n) / span.Seconds(); budget*eventBackoff < w.rate {
+		w.refused = budget // paced at it, the quota is spent by a window's end
+		w.rate = max(budget*eventBackoff, w.minRate())
+		w.safe = min(w.safe, w.rate)
+		w.fitLimit()
+	}
+}
+
 // grow moves the rate on once it has been held for the quota's answer
 // lag (see answerLag) with no 429 while pacing held the calls back: that
 // rate is safe, and the next is halfway to the rate last refused, or a
@@ -274,6 +313,11 @@ func (w *law) grow(t time.Time) {
 		return
 	}
 	lag := w.answerLag()
+	if !w.bounded {
+		// Only slow start's burst was refused, which says little about
+		// the quota's rate: climb as fast as its round trips answer.
+		lag = max(firstClimbRoundTrips*w.latency(), w.window)
+	}
 	if t.Sub(w.probeFrom) < lag {
 		return
 	}
@@ -352,7 +396,12 @@ func (w *law) namedRate() float64 {
 // gate moved later.
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
+	// The gate last opened at gatePrev; if it held starts for less than
+	// a round trip, the calls did not idle for it.
 	gatePrev := w.gate
+	if w.gate.Sub(w.gateFrom) < w.latency() {
+		gatePrev = time.Time{}
+	}
 	if c := w.find(started); c != nil {
 		c.outcome = refusedCall
 	}
@@ -451,11 +500,12 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			w.calm = 0 // a stair held: the quota grew
 		}
 		w.refused, w.held, w.stairs = w.rate, 0, 0
+		w.bounded = w.bounded || !first
 		// What the quota admitted over its window, while calls were let
 		// through, is about its rate.
 		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
 		measured = measured && !first
-		if measured && admittedRate < w.safe*eventBackoff {
+		if measured && admittedRate < w.safe*fellShare {
 			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
 		}
 		switch {
@@ -476,7 +526,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// the quota admitted over its window (or since the first
 			// start, if that is longer) is about its rate.
 			span := max(t.Sub(w.firstStart), w.window)
-			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses {
+			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses && span >= 2*w.latency() {
 				w.rate = min(w.rate, float64(n)/span.Seconds())
 				w.measured = true
 			}
@@ -524,6 +574,9 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 	if gate.After(from) {
 		from = gate
 	}
+	if w.firstStart.After(from) {
+		from = w.firstStart
+	}
 	span := t.Sub(from)
 	n := w.admittedFrom(from, refusedAt)
 	if span < lag/2 || n < cycleMinSuccesses {
@@ -558,6 +611,9 @@ func (w *law) backoff() time.Duration {
 // closeGate moves the gate to until if later, and reports whether it did.
 func (w *law) closeGate(until time.Time) bool {
 	if until.After(w.gate) {
+		if w.gate.Before(w.lastStart) {
+			w.gateFrom = w.lastStart // closed anew: it holds starts from here
+		}
 		w.gate = until
 		return true
 	}

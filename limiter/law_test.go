@@ -161,20 +161,29 @@ func TestLaw_bisection(t *testing.T) {
 		name                string
 		safe, refused, rate float64
 		held                int // lags held at the safe rate since the 429
-		wantRate, wantSafe  float64
-		wantRefused         bool // a refused rate still bounds the quota
+		// unbounded: only slow start's burst was refused, so a stair
+		// is held firstClimbRoundTrips round trips, not an answer lag.
+		unbounded          bool
+		wantRate, wantSafe float64
+		wantRefused        bool // a refused rate still bounds the quota
 	}{
-		{"halfway to the refused rate", 80, 100, 90, 0, 95, 90, true},
-		{"close enough: stay safe", 97.5, 100, 98, 0, 98, 98, true},
-		{"long safe: look for more", 97.5, 100, 98, reprobeLags, 98 * probeStair, 98, false},
-		{"no bound: a stair up", 50, 0, 50, 0, 50 * probeStair, 50, false},
+		{"halfway to the refused rate", 80, 100, 90, 0, false, 95, 90, true},
+		{"close enough: stay safe", 97.5, 100, 98, 0, false, 98, 98, true},
+		{"long safe: look for more", 97.5, 100, 98, reprobeLags, false, 98 * probeStair, 98, false},
+		{"no bound: a stair up", 50, 0, 50, 0, false, 50 * probeStair, 50, false},
+		{"only slow start refused: a stair in two round trips", 50, 0, 50, 0, true, 50 * probeStair, 50, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tt.rate)
 			w.safe, w.refused, w.eventRate, w.held = tt.safe, tt.refused, tt.rate, tt.held
+			w.bounded = !tt.unbounded
 			w.probeFrom = at
-			drive(w, at, w.answerLag()+rtt)
+			lag := w.answerLag()
+			if tt.unbounded {
+				lag = firstClimbRoundTrips * w.latency()
+			}
+			drive(w, at, lag+rtt)
 			if !near(w.safe, tt.wantSafe) || !near(w.rate, tt.wantRate) {
 				t.Errorf("safe %.2f rate %.2f after a lag, want %.2f and %.2f", w.safe, w.rate, tt.wantSafe, tt.wantRate)
 			}
