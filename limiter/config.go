@@ -45,6 +45,10 @@ const (
 	// quota that the law reads a rate from (see law.reopened), in
 	// answer lags.
 	reopenLags = 4
+	// latticeShare: instants the quota opens at lie on one lattice when
+	// each span is within this share of a whole number of the shortest
+	// (see law.resetAt).
+	latticeShare = 0.01
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.

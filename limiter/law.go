@@ -57,7 +57,10 @@ type law struct {
 	lastStart time.Time // latest start stamp handed out
 	gate      time.Time // no call starts before this
 	gateExact bool      // the gate is an exact retry delay's
-	gateFrom  time.Time // when the gate last closed anew
+	// resets: where the exact retry delays of the last two congestion
+	// events said the quota opens again, latest first (see resetAt).
+	resets   [2]time.Time
+	gateFrom time.Time // when the gate last closed anew
 	// reopenedAt: the start of the last probe that the quota admitted
 	// after a backoff (see reopened).
 	reopenedAt time.Time
@@ -446,13 +449,16 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		gateMoved = w.closeGate(t.Add(retryAfter))
 	}
 	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
+	if newEvent && !uncertain(retryAfter) {
+		w.resetAt(t.Add(retryAfter))
+	}
 	if !newEvent {
 		// Each call refused of those already started when the event began
 		// was one call per round trip too many, down to DecreaseFactor of
 		// the rate the event began at. (Calls started since meet a quota
 		// still spent, which says nothing more.)
 		if w.rate > 0 && !started.After(w.decrease) && !w.measured {
-			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.minRate())
+			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.safe*eventBackoff, w.minRate())
 			w.fitLimit()
 		}
 		return gateMoved
@@ -583,6 +589,24 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 		return 0, false
 	}
 	return float64(n) / span.Seconds(), true
+}
+
+// resetAt folds in the instant an exact retry delay said the quota
+// opens again, one per congestion event. A fixed window opens at its
+// boundaries: when three such instants fall on one lattice (each span a
+// whole number of the shortest), its spacing is the window.
+func (w *law) resetAt(at time.Time) {
+	d1, d2 := at.Sub(w.resets[0]), w.resets[0].Sub(w.resets[1])
+	three := !w.resets[1].IsZero()
+	w.resets = [2]time.Time{at, w.resets[0]}
+	if !three || d1 <= 0 || d2 <= 0 {
+		return
+	}
+	short, long := min(d1, d2), max(d1, d2)
+	k := math.Round(float64(long) / float64(short))
+	if math.Abs(float64(long)-k*float64(short)) <= latticeShare*float64(long) {
+		w.window = max(w.window, min(short, maxWindow))
+	}
 }
 
 // uncertain reports whether a 429's retry delay leaves the wait unknown:

@@ -445,3 +445,60 @@ func TestLaw_namedQuota(t *testing.T) {
 		})
 	}
 }
+
+// Instants an exact retry delay says the quota opens at, one per event:
+// on one lattice they give a fixed window's length; off it, nothing.
+func TestLaw_resetAt(t *testing.T) {
+	tests := []struct {
+		name   string
+		resets []time.Duration // from simEpoch, one per event
+		want   time.Duration   // the window read
+	}{
+		{"a boundary every 2 s", []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
+		{"a window skipped", []time.Duration{4 * time.Second, 6 * time.Second, 10 * time.Second}, 2 * time.Second},
+		{"two instants say nothing", []time.Duration{4 * time.Second, 6 * time.Second}, 0},
+		{"a sliding log's, off any lattice", []time.Duration{4100 * time.Millisecond, 6300 * time.Millisecond, 9700 * time.Millisecond}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			for _, d := range tt.resets {
+				w.resetAt(simEpoch.Add(d))
+			}
+			if w.window != tt.want {
+				t.Errorf("window %v, want %v", w.window, tt.want)
+			}
+		})
+	}
+}
+
+// A probe admitted after a backoff marks a spent quota open again: what
+// it admitted since the last reopening is its budget over that span, and
+// the rate goes just under it (never up).
+func TestLaw_reopened(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64
+		admitted int           // calls admitted between the reopenings
+		span     time.Duration // between them
+		want     float64
+	}{
+		{"a fixed window's budget", 200, 300, 2 * time.Second, 150 * eventBackoff},
+		{"already under it", 100, 300, 2 * time.Second, 100},
+		{"too few calls to read", 200, 5, 2 * time.Second, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, tt.rate)
+			w.reopened(at)
+			for i := range tt.admitted {
+				s := w.start(at.Add(time.Duration(i)*tt.span/time.Duration(tt.admitted)), 0)
+				w.find(s).outcome = admitted
+			}
+			w.reopened(at.Add(tt.span))
+			if !near(w.rate, tt.want) {
+				t.Errorf("rate %.2f, want %.2f", w.rate, tt.want)
+			}
+		})
+	}
+}
