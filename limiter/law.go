@@ -324,7 +324,11 @@ func (w *law) grow(t time.Time) {
 	if t.Sub(w.probeFrom) < lag {
 		return
 	}
-	w.safe = max(w.safe, w.rate)
+	base := w.rate // held too briefly to be proven: the first 429 reads the quota
+	if w.bounded {
+		w.safe = max(w.safe, w.rate)
+		base = w.safe
+	}
 	w.held++
 	if w.refused > 0 && w.held > reprobeLags<<w.calm {
 		w.refused = 0 // long at the safe rate: look for more again
@@ -334,7 +338,7 @@ func (w *law) grow(t time.Time) {
 		// Stairs up, each twice the last while none is refused: a
 		// quota that grew far is found in a few lags, one that did not
 		// is overshot by a few percent.
-		w.rate = w.safe * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
 		w.stairs++
 		w.increases++
 	case w.refused-w.safe > bisectShare*w.refused:
@@ -530,7 +534,12 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// Slow start sends in bursts, which a small burst allowance
 			// refuses below the quota's rate: no bound learned. But what
 			// the quota admitted over its window (or since the first
-			// start, if that is longer) is about its rate.
+			// start, if that is longer) is about its rate. An exact
+			// delay says when the quota opens again: a window's quota,
+			// spent since the first start, opens a window after it.
+			if !uncertain(retryAfter) {
+				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
+			}
 			span := max(t.Sub(w.firstStart), w.window)
 			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses && span >= 2*w.latency() {
 				w.rate = min(w.rate, float64(n)/span.Seconds())

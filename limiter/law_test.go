@@ -103,9 +103,10 @@ func TestLaw_slowStart(t *testing.T) {
 }
 
 // The first 429 ends slow start: the law paces just under the rate it
-// was sending, or what the quota admitted over its window (the retry
-// delay) or since the first start, whichever is lower; it learns no
-// bound from it (slow start sends in bursts).
+// was sending, or what the quota admitted since the first start over the
+// span to when the exact retry delay says it opens again (a window spent
+// by slow start opens a window after it began), whichever is lower; it
+// learns no bound from it (slow start sends in bursts).
 func TestLaw_onRateLimited_first(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -114,11 +115,11 @@ func TestLaw_onRateLimited_first(t *testing.T) {
 		// trip and the calls admitted since the first start.
 		want func(sent float64, admitted int) float64
 	}{
-		{"admitted since the first start", 10500 * time.Microsecond, func(_ float64, n int) float64 {
-			return float64(n) / (5 * rtt).Seconds()
+		{"opens at once", 10500 * time.Microsecond, func(_ float64, n int) float64 {
+			return float64(n) / (5*rtt + 10500*time.Microsecond).Seconds()
 		}},
-		{"admitted over a longer window", 2500 * time.Millisecond, func(_ float64, n int) float64 {
-			return float64(n) / 2.5
+		{"opens a longer window after the first start", 2500 * time.Millisecond, func(_ float64, n int) float64 {
+			return float64(n) / (5*rtt + 2500*time.Millisecond).Seconds()
 		}},
 	}
 	for _, tt := range tests {
