@@ -535,9 +535,10 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// refuses below the quota's rate: no bound learned. But what
 			// the quota admitted over its window (or since the first
 			// start, if that is longer) is about its rate. An exact
-			// delay says when the quota opens again: a window's quota,
-			// spent since the first start, opens a window after it.
-			if !uncertain(retryAfter) {
+			// delay longer than slow start lasted says when the quota
+			// opens again: a window's quota, spent since the first
+			// start, opens a window after it.
+			if !uncertain(retryAfter) && t.Sub(w.firstStart) < retryAfter {
 				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
 			}
 			span := max(t.Sub(w.firstStart), w.window)
