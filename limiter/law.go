@@ -498,7 +498,18 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		w.capLevel = float64(max(w.cfg.Floor, others))
 		w.capEdge = w.capLevel
 	} else {
+		// What the quota admitted over its window, while calls were let
+		// through, is about its rate.
+		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
+		measured = measured && !first
 		switch {
+		case measured && admittedRate < w.safe*fellShare:
+			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
+		case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
+			// Refused at the safe rate while the quota admits about
+			// it: the safe rate was a hair above the quota's, which a
+			// window shows only now and then. Go just under it.
+			w.safe *= eventBackoff
 		case w.rate <= w.safe*1.001:
 			w.safe = 0 // refused at a rate it admitted: the quota fell
 			w.calm = 0
@@ -511,13 +522,6 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		}
 		w.refused, w.held, w.stairs = w.rate, 0, 0
 		w.bounded = w.bounded || !first
-		// What the quota admitted over its window, while calls were let
-		// through, is about its rate.
-		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
-		measured = measured && !first
-		if measured && admittedRate < w.safe*fellShare {
-			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
-		}
 		switch {
 		case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
 			w.rate = (w.safe + w.refused) / 2

@@ -504,3 +504,37 @@ func TestLaw_reopened(t *testing.T) {
 		})
 	}
 }
+
+// A 429 at the safe rate: if the quota admitted about that rate over the
+// answer lag, the safe rate was a hair above the quota's and the law goes
+// just under it; if it admitted far less, the quota fell.
+func TestLaw_onRateLimited_atSafe(t *testing.T) {
+	tests := []struct {
+		name     string
+		admitted bool // the calls driven over the lag were admitted
+		wantSafe float64
+	}{
+		{"admitted about the safe rate: a hair above the quota", true, 100 * eventBackoff},
+		{"admitted far less: the quota fell", false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 100)
+			w.bounded, w.eventRate = true, 100
+			at, _ = drive(w, at, 2*w.answerLag())
+			w.safe, w.rate, w.refused = 100, 100, 0
+			outcome := refusedCall
+			if tt.admitted {
+				outcome = admitted // drive gave up the calls it left in flight
+			}
+			for i := range min(w.nSent, sentRing) {
+				w.sent[i].outcome = outcome
+			}
+			s := w.start(at, 0)
+			w.onRateLimited(at.Add(20*time.Millisecond), s, 7300*time.Microsecond, 1)
+			if !near(w.safe, tt.wantSafe) {
+				t.Errorf("safe %.2f after the 429, want %.2f", w.safe, tt.wantSafe)
+			}
+		})
+	}
+}
