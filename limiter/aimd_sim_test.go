@@ -143,9 +143,9 @@ func TestAIMD_quotaShapes(t *testing.T) {
 				if r.done != sh.items {
 					t.Fatalf("%d of %d items done", r.done, sh.items)
 				}
-				if r.goodput < sh.floor-0.05 || r.share() > sh.ceiling429+0.005 {
+				if r.goodput < sh.goodputFloor()-0.05 || r.share() > bar429+0.005 {
 					t.Errorf("goodput %.3f with %.2f%% 429s; want at least %.2f and at most %.2f%%",
-						r.goodput, 100*r.share(), sh.floor-0.05, 100*(sh.ceiling429+0.005))
+						r.goodput, 100*r.share(), sh.goodputFloor()-0.05, 100*(bar429+0.005))
 				}
 			})
 		})

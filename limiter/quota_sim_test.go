@@ -242,10 +242,12 @@ type quotaShape struct {
 	// (QuotaFailure's quotaValue), per minute of the time-scaled window:
 	// limit × (1 min / window); 0 for none. Each call bills simTokens.
 	namedRPM, namedTPM int64
-	// floor and ceiling429 guard the law's figures on this shape (see
-	// TestLaw_quotaShapes): the goodput it must keep and the 429 share it
-	// must not pass.
-	floor, ceiling429 float64
+	// belowBar, when set, says why the law does not yet reach the bar's
+	// goodput on this shape (see TestLaw_quotaShapes); floor then guards
+	// its figure against regression instead. The bar's 429 share and
+	// calls per item hold on every shape.
+	belowBar string
+	floor    float64
 }
 
 // simServer is one run's server state.
@@ -425,69 +427,81 @@ func quotaShapes() []quotaShape {
 	down := drift{{10 * time.Second, 60}, {25 * time.Second, 100}}
 	return []quotaShape{
 		{
-			name: "sliding, drifting, 3 round trips/window", floor: 0.88, ceiling429: 0.019, items: 4000, refusal: refusal, retry: retryExact,
+			name: "sliding, drifting, 3 round trips/window", floor: 0.89,
+			belowBar: "the quota falls by 40% and comes back: each move is found by probing, a stair per answer lag",
+			items:    4000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &slidingLog{limit: 120, window: time.Second, drift: down} },
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond),
 		},
 		{
-			name: "sliding, 20 round trips/window, coarse", floor: 0.8, ceiling429: 0.016, items: 4000, refusal: refusal, retry: retryCoarse,
+			name: "sliding, 20 round trips/window, coarse", floor: 0.87,
+			belowBar: "a client that paces a rate gets at most about 0.93 here: the perfect one replays the first window's burst in every window",
+			items:    4000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &slidingLog{limit: 400, window: 4 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, exact", floor: 0.94, ceiling429: 0.012, items: 5000, refusal: refusal, retry: retryExact,
+			name: "fixed window, exact", items: 5000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, coarse", floor: 0.86, ceiling429: 0.013, items: 5000, refusal: refusal, retry: retryCoarse,
+			name: "fixed window, coarse", floor: 0.89,
+			belowBar: "rounded delays hide the boundary: the reopening after slow start is found by backoff, and a probe above the budget idles the rest of a window",
+			items:    5000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, no RetryInfo", floor: 0.86, ceiling429: 0.013, items: 5000, refusal: refusal, retry: retryAbsent,
+			name: "fixed window, no RetryInfo", floor: 0.87,
+			belowBar: "no delay shows the boundary or the window: a probe above the budget idles the rest of a window, and the window is learnt only from reopenings",
+			items:    5000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "token bucket, small burst", floor: 0.96, ceiling429: 0.009, items: 4000, refusal: refusal, retry: retryExact,
+			name: "token bucket, small burst", items: 4000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &tokenBucket{perSecond: 100, burst: 10} },
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),
 		},
 		{
-			name: "token bucket, drifting, no RetryInfo", floor: 0.76, ceiling429: 0.009, items: 4000, refusal: refusal, retry: retryAbsent,
+			name: "token bucket, drifting, no RetryInfo", floor: 0.85,
+			belowBar: "the quota falls by 40% and comes back: the climb back is a stair per answer lag",
+			items:    4000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &tokenBucket{perSecond: 120, burst: 10, drift: down} },
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),
 		},
 		{
-			name: "concurrency cap 24, bare 429s", floor: 0.91, ceiling429: 0.008, items: 4000, refusal: refusal, retry: retryAbsent, conc: 24,
+			name: "concurrency cap 24, bare 429s", items: 4000, refusal: refusal, retry: retryAbsent, conc: 24,
 			quota:   func() quotaModel { return unlimited{} },
 			latency: uniform(300*time.Millisecond, 500*time.Millisecond),
 		},
 		{
-			name: "per-minute window, ample, 1-3 s", floor: 0.94, ceiling429: 0.001, items: 3000, refusal: refusal, retry: retryCoarse,
+			name: "per-minute window, ample, 1-3 s", items: 3000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &slidingLog{limit: 6000, window: time.Minute} },
 			latency: uniform(time.Second, 3*time.Second),
 		},
 		{
-			name: "sliding, coarse, RPM named", floor: 0.9, ceiling429: 0.01, items: 4000, refusal: refusal, retry: retryCoarse,
+			name: "sliding, coarse, RPM named", items: 4000, refusal: refusal, retry: retryCoarse,
 			quota:    func() quotaModel { return &slidingLog{limit: 240, window: 2 * time.Second} },
 			namedRPM: 240 * 30,
 			latency:  uniform(200*time.Millisecond, 300*time.Millisecond),
 		},
 		{
-			name: "fixed window, no RetryInfo, TPM named", floor: 0.9, ceiling429: 0.01, items: 5000, refusal: refusal, retry: retryAbsent,
+			name: "fixed window, no RetryInfo, TPM named", items: 5000, refusal: refusal, retry: retryAbsent,
 			quota:    func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
-			namedTPM: 300 * 30 * simTokens, namedRPM: 0,
-			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
+			namedTPM: 300 * 30 * simTokens,
+			latency:  uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "heavy tail 50ms-10s", floor: 0.89, ceiling429: 0.026, items: 3000, refusal: refusal, retry: retryExact,
+			name: "heavy tail 50ms-10s", floor: 0.91,
+			belowBar: "the smoothed latency, and with it the answer lag and the limit, swings with the tail; a hair under",
+			items:    3000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &slidingLog{limit: 80, window: 2 * time.Second} },
 			latency: heavyTail(300*time.Millisecond, 1, 50*time.Millisecond, 10*time.Second),
 		},
 		{
-			name: "latency grows with load", floor: 0.94, ceiling429: 0.018, items: 4000, refusal: refusal, retry: retryExact,
+			name: "latency grows with load", items: 4000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &slidingLog{limit: 100, window: time.Second} },
 			latency: loaded(100*time.Millisecond, 25),
 		},
@@ -498,40 +512,65 @@ func quotaShapes() []quotaShape {
 // figures are the median of.
 const simSeeds = 5
 
+// The quota issue's bar, on every shape: the median of simSeeds runs
+// reaches at least barGoodput of the perfect client's goodput, with at
+// most bar429 of the calls refused and barCallsPerItem calls per item.
+const (
+	barGoodput      = 0.92
+	bar429          = 0.01
+	barCallsPerItem = 1.01
+)
+
+// goodputFloor is the goodput the law must keep on the shape: the bar's,
+// or the shape's own floor when it is below the bar.
+func (sh quotaShape) goodputFloor() float64 {
+	if sh.belowBar != "" {
+		return sh.floor
+	}
+	return barGoodput
+}
+
 // medianRun simulates the shape simSeeds times and returns the median
-// goodput and 429 share, and the largest calls per item.
+// goodput, 429 share and calls per item.
 func medianRun(sh quotaShape, cfg Config) (goodput, share, callsPerItem float64) {
-	var gs, ss []float64
+	var gs, ss, cs []float64
 	for seed := range uint64(simSeeds) {
 		r := simulate(sh, cfg, seed+1)
-		gs, ss = append(gs, r.goodput), append(ss, r.share())
-		callsPerItem = max(callsPerItem, r.callsPerItem())
+		gs, ss, cs = append(gs, r.goodput), append(ss, r.share()), append(cs, r.callsPerItem())
 	}
 	slices.Sort(gs)
 	slices.Sort(ss)
-	return gs[simSeeds/2], ss[simSeeds/2], callsPerItem
+	slices.Sort(cs)
+	return gs[simSeeds/2], ss[simSeeds/2], cs[simSeeds/2]
 }
 
 // The law on every quota shape, in virtual time, with the default
-// settings. The quota issue's bar is at least 0.92 of the perfect client's
-// goodput and at most 1% of calls refused on every shape (median of 5
-// runs); the table logged marks the shapes that meet it. Each shape's own
-// floor and 429 ceiling guard its figures against regression, bar met or
-// not. Nothing is lost: simulate returns only once every item is done.
+// settings, asserts the quota issue's bar (see barGoodput): the 429 share
+// and calls per item on every shape, the goodput on every shape but those
+// that say why they are below it, which keep their own floor. The table
+// logged marks the shapes that meet the bar. Nothing is lost: simulate
+// returns only once every item is done.
 func TestLaw_quotaShapes(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-42s %8s %8s %10s %s\n", "shape (median of 5 runs)", "goodput", "429s", "calls/item", "bar")
 	for _, sh := range quotaShapes() {
 		t.Run(sh.name, func(t *testing.T) {
 			goodput, share, perItem := medianRun(sh, Config{})
-			bar := "no"
-			if goodput >= 0.92 && share <= 0.01 {
-				bar = "met"
+			bar := "met"
+			if goodput < barGoodput || share > bar429 || perItem > barCallsPerItem {
+				bar = "no"
 			}
 			fmt.Fprintf(&table, "%-42s %8.3f %7.2f%% %10.3f %s\n", sh.name, goodput, 100*share, perItem, bar)
-			if goodput < sh.floor || share > sh.ceiling429 {
-				t.Errorf("goodput %.3f of the perfect client's with %.2f%% 429s; want at least %.2f and at most %.2f%%",
-					goodput, 100*share, sh.floor, 100*sh.ceiling429)
+			if share > bar429 || perItem > barCallsPerItem {
+				t.Errorf("%.2f%% of calls refused, %.3f calls per item; want at most %.0f%% and %.2f", 100*share, perItem, 100*bar429, barCallsPerItem)
+			}
+			switch floor := sh.goodputFloor(); {
+			case goodput < floor && sh.belowBar == "":
+				t.Errorf("goodput %.3f of the perfect client's; want the bar, %.2f", goodput, floor)
+			case goodput < floor:
+				t.Errorf("goodput %.3f of the perfect client's; want at least %.2f (below the bar: %s)", goodput, floor, sh.belowBar)
+			case goodput >= barGoodput && sh.belowBar != "":
+				t.Errorf("goodput %.3f meets the bar: drop the shape's belowBar (%s)", goodput, sh.belowBar)
 			}
 		})
 	}
