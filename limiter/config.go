@@ -101,6 +101,12 @@ type Config struct {
 	// limit learned by an earlier run) is paced from the first round trip
 	// as the rate it carries. It is clamped to [Floor, Ceiling].
 	Start int
+	// StartRate, with a positive Start, is the rate learned by an earlier
+	// run (see AIMD.Rate), in call starts per second: 97% of it is paced
+	// from the first start, instead of the rate Start carries paced from
+	// the first round trip. Zero means none; it is ignored without a
+	// Start.
+	StartRate float64
 	// Floor is the lowest the limit goes, in calls in flight. Values below 1
 	// mean DefaultFloor (1): a limit of zero would stall the work for good.
 	Floor int

@@ -155,7 +155,7 @@ func (w *law) othersAt(started time.Time, fallback int) int {
 // newLaw returns the law's state before any event. cfg must have its
 // defaults applied; slowStart says whether the caller gave no Start.
 func newLaw(cfg Config, slowStart bool) law {
-	return law{
+	w := law{
 		cfg:       cfg,
 		limit:     cfg.Start,
 		minLimit:  cfg.Start,
@@ -164,6 +164,13 @@ func newLaw(cfg Config, slowStart bool) law {
 		seed:      0x9e3779b97f4a7c15,
 		sent:      make([]sentCall, sentRing),
 	}
+	if !w.slowStart && !cfg.Fixed && cfg.StartRate > 0 {
+		// A rate learned by an earlier run: pace just under it from the
+		// first start (the quota may have moved since, and today's 429s
+		// prove it again).
+		w.rate, w.bounded = cfg.StartRate*eventBackoff, true
+	}
+	return w
 }
 
 // mayStart reports whether a call may start at t with inFlight calls
@@ -207,7 +214,7 @@ func (w *law) start(t time.Time, inFlight int) time.Time {
 		w.probe = s
 	}
 	if w.nSent == 0 {
-		w.firstStart = s
+		w.firstStart, w.probeFrom = s, s
 	}
 	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight}
 	w.nSent++
@@ -256,8 +263,9 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		}
 		return
 	case w.rate == 0:
-		// A start given (a limit learned by an earlier run) and the first
-		// round trip measured: pace the rate that limit carries.
+		// A start given (a limit learned by an earlier run, with no
+		// rate) and the first round trip measured: pace the rate that
+		// limit carries.
 		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
 		w.probeFrom, w.tat = t, t
 	default:
@@ -737,6 +745,15 @@ func (w *law) setLimitTo(t time.Time, n int) {
 		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
 		w.probeFrom = t
 	}
+}
+
+// learnedRate is the rate to start the next run from: the safe rate once
+// one is known, else the rate paced; 0 before any is.
+func (w *law) learnedRate() float64 {
+	if w.safe > 0 {
+		return min(w.safe, w.rate)
+	}
+	return w.rate
 }
 
 // setLimit sets the limit, tracking its range.

@@ -352,12 +352,31 @@ func TestLaw_onRateLimited_cap(t *testing.T) {
 	}
 }
 
+// A run started from what an earlier one learned paces just under the
+// rate learned with the limit from its first start, or else the rate the
+// limit carries from its first round trip.
 func TestLaw_learnedStart(t *testing.T) {
-	w := newTestLaw(Config{Start: 30})
-	s := w.start(simEpoch, 0)
-	w.onSuccess(simEpoch.Add(200*time.Millisecond), s, 100, 1)
-	if want := 30 / 0.2 / rateHeadroom; !near(w.rate, want) || w.limit != 30 {
-		t.Errorf("rate %.1f limit %d, want %.1f and 30: the start learned is the limit the rate carries", w.rate, w.limit, want)
+	tests := []struct {
+		name     string
+		cfg      Config
+		wantRate float64
+	}{
+		{"the rate the limit carries", Config{Start: 30}, 30 / 0.2 / rateHeadroom},
+		{"just under the rate learned", Config{Start: 30, StartRate: 120}, 120 * eventBackoff},
+		{"no rate without a start", Config{StartRate: 120}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(tt.cfg)
+			s := w.start(simEpoch, 0)
+			w.onSuccess(simEpoch.Add(200*time.Millisecond), s, 100, 1)
+			if !near(w.rate, tt.wantRate) {
+				t.Errorf("rate %.1f, want %.1f", w.rate, tt.wantRate)
+			}
+			if got := w.learnedRate(); !near(got, tt.wantRate) {
+				t.Errorf("learned rate %.1f, want %.1f", got, tt.wantRate)
+			}
+		})
 	}
 }
 

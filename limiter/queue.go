@@ -280,6 +280,20 @@ func (l *AIMD) Limit() int {
 	return l.law.limit
 }
 
+// Rate returns the rate the limiter learned, in call starts per second:
+// the highest rate it found the quota admits, or the rate it paces when it
+// found none; 0 before it paces any (in slow start, or when Fixed). Persist
+// it with Limit and pass both back as Config.StartRate and Config.Start to
+// start the next run from them.
+func (l *AIMD) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cfg.Fixed {
+		return 0
+	}
+	return l.law.learnedRate()
+}
+
 // InFlight returns the number of slots held: calls acquired and not yet
 // reported, including any still waiting out RPM/TPM pacing.
 func (l *AIMD) InFlight() int {

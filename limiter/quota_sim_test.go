@@ -349,6 +349,10 @@ type simRun struct {
 	done         int
 	goodput      float64 // the perfect client's time over wall
 	maxInFlight  int
+	// limit and rate are what the law learned, for the next run to
+	// start from (see Config.Start and Config.StartRate).
+	limit int
+	rate  float64
 }
 
 func (r simRun) share() float64        { return float64(r.r429s) / float64(r.calls) }
@@ -415,6 +419,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	}
 	r.wall = t.Sub(simEpoch)
 	r.goodput = perfect(sh, seed).Seconds() / r.wall.Seconds()
+	r.limit, r.rate = w.limit, w.learnedRate()
 	return r
 }
 
@@ -575,4 +580,27 @@ func TestLaw_quotaShapes(t *testing.T) {
 		})
 	}
 	t.Log(table.String())
+}
+
+// A run started from what the run before it learned (its limit and rate,
+// as `sawtooth run` persists them) holds the bar's 429 share on every
+// shape, and its goodput within 0.02 of a fresh run's floor: the quota it
+// learned may have moved, and it proves the rate again.
+func TestLaw_quotaShapes_learnedStart(t *testing.T) {
+	for _, sh := range quotaShapes() {
+		t.Run(sh.name, func(t *testing.T) {
+			var gs, ss []float64
+			for seed := range uint64(simSeeds) {
+				first := simulate(sh, Config{}, seed+1)
+				next := simulate(sh, Config{Start: first.limit, StartRate: first.rate}, seed+1+simSeeds)
+				gs, ss = append(gs, next.goodput), append(ss, next.share())
+			}
+			slices.Sort(gs)
+			slices.Sort(ss)
+			goodput, share := gs[simSeeds/2], ss[simSeeds/2]
+			if floor := sh.goodputFloor() - 0.02; goodput < floor || share > bar429 {
+				t.Errorf("goodput %.3f with %.2f%% 429s; want at least %.2f and at most %.0f%%", goodput, 100*share, floor, 100*bar429)
+			}
+		})
+	}
 }
