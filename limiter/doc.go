@@ -47,12 +47,18 @@
 //
 // The files: config.go (Config and the tuning constants), law.go (the
 // control law, pure: state plus an event at an explicit time gives the
-// new state, no lock, no timer, no clock), queue.go (AIMD: the lock, the
-// waiter queue and the clock around the law), pace.go (RPM/TPM pacing),
-// stats.go (Snapshot). The package is about 1,200 lines of non-test code,
-// over the usual 500, for one job: the law is half of it, and splitting it
-// would scatter one state machine across packages. Time comes from Config.Now, and waits use an
-// internal timer hook, so tests step a fake clock through exact instants
-// and never sleep. NewFixed gives a non-adaptive pool of n slots with the
-// same interface, for comparison.
+// new state, no lock, no timer, no clock), reading.go (what the law reads
+// from the quota's answers: the starts and their outcomes, the admitted
+// rate, the window, a named budget, the smoothed latency), queue.go (AIMD:
+// the lock, the waiter queue and the clock around the law), pace.go
+// (RPM/TPM pacing), stats.go (Snapshot). The package is about 1,700 lines
+// of non-test code, over the usual 500, for one job: the law is two thirds
+// of it, and splitting it would scatter one state machine across
+// packages. Time comes from Config.Now, and waits use an internal timer
+// hook, so tests step a fake clock through exact instants and never
+// sleep. NewFixed gives a non-adaptive pool of n slots with the same
+// interface, for comparison.
+//
+// A run can start from what the last one learned: Limit and Rate, passed
+// back as Config.Start and Config.StartRate.
 package limiter
