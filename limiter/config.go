@@ -66,8 +66,9 @@ const (
 	capGrowRoundTrips = 4
 	// capShare: a refused call that started beside more than capShare
 	// times the calls in flight the rate carries on average met a cap on
-	// calls in progress, not a rate.
-	capShare = 1.15
+	// calls in progress, not a rate. (A heavy latency tail puts the calls
+	// in flight well above the average now and then.)
+	capShare = 1.5
 	// namedShare: with a budget a 429 named (see AIMD.RateLimitedQuota),
 	// the rate is paced at this share of it, room for a window's edges
 	// and for input tokens that vary from call to call.

@@ -318,7 +318,8 @@ func TestLaw_capped(t *testing.T) {
 		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, 12, true},
 		{"same level, below the average", 0, 15, [2]int{9, 9}, 9, false},
 		{"varying levels", 0, 15, [2]int{10, 11}, 11, false},
-		{"well above the average", 0, 15, [2]int{0, 0}, 12, true},
+		{"well above the average", 0, 20, [2]int{0, 0}, 16, true},
+		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, 13, false},
 		{"at the cap that binds", 12, 12, [2]int{0, 0}, 11, true},
 		{"below the cap", 12, 12, [2]int{0, 0}, 9, false},
 	}

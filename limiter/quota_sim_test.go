@@ -499,9 +499,7 @@ func quotaShapes() []quotaShape {
 			latency:  uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "heavy tail 50ms-10s", floor: 0.91,
-			belowBar: "the smoothed latency, and with it the answer lag and the limit, swings with the tail; a hair under",
-			items:    3000, refusal: refusal, retry: retryExact,
+			name: "heavy tail 50ms-10s", items: 3000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &slidingLog{limit: 80, window: 2 * time.Second} },
 			latency: heavyTail(300*time.Millisecond, 1, 50*time.Millisecond, 10*time.Second),
 		},
