@@ -52,6 +52,9 @@ type law struct {
 	// two congestion events. A cap on calls in progress refuses at the
 	// same level event after event; a rate at any.
 	lastOthers [2]int
+	// firstOthers: the calls in flight beside the call slow start's 429
+	// refused; -1 before it.
+	firstOthers int
 
 	decrease  time.Time // stamp of the last congestion event; zero before the first
 	lastStart time.Time // latest start stamp handed out
@@ -104,6 +107,8 @@ func newLaw(cfg Config, slowStart bool) law {
 		slowStart: slowStart && !cfg.Fixed,
 		seed:      0x9e3779b97f4a7c15,
 		sent:      make([]sentCall, sentRing),
+
+		firstOthers: -1,
 	}
 	if !w.slowStart && !cfg.Fixed && cfg.StartRate > 0 {
 		// A rate learned by an earlier run: pace just under it from the
@@ -274,13 +279,16 @@ func (w *law) grow(t time.Time) {
 // capped reports whether a 429 of a call started beside others calls in
 // flight met a cap on calls in progress rather than a rate: the cap binds
 // and the call started at it, or others is well above what the rate
-// carries on average, or the last two events refused at the same level.
+// carries on average, or the last two events refused at the same level,
+// or slow start's refusal did (slow start fills whatever binds, and a
+// paced rate seldom meets it again at the very same level).
 func (w *law) capped(others int) bool {
 	carried := w.rate * w.latency().Seconds()
 	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
 	return capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
-		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1]
+		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
+		float64(others) >= carried && others == w.firstOthers
 }
 
 // answerLag is how long a rate is held before it counts as safe: a quota
@@ -389,6 +397,9 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	first := w.eventRate == 0
 	atCap := !first && w.capped(others)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}
+	if first {
+		w.firstOthers = others
+	}
 	if atCap {
 		w.capLevel = float64(max(w.cfg.Floor, others))
 		w.capEdge = w.capLevel

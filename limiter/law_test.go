@@ -310,23 +310,26 @@ func TestLaw_capped(t *testing.T) {
 		name     string
 		capLevel float64
 		limit    int
-		last     [2]int
+		last     [2]int // the calls in flight at the last two events
+		first    int    // at slow start's refusal; -1 for none
 		others   int
 		want     bool
 	}{
 		// rate 100/s × rtt carries 10 calls in flight on average.
-		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, 12, true},
-		{"same level, below the average", 0, 15, [2]int{9, 9}, 9, false},
-		{"varying levels", 0, 15, [2]int{10, 11}, 11, false},
-		{"well above the average", 0, 20, [2]int{0, 0}, 16, true},
-		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, 13, false},
-		{"at the cap that binds", 12, 12, [2]int{0, 0}, 11, true},
-		{"below the cap", 12, 12, [2]int{0, 0}, 9, false},
+		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, -1, 12, true},
+		{"same level, below the average", 0, 15, [2]int{9, 9}, -1, 9, false},
+		{"varying levels", 0, 15, [2]int{10, 11}, -1, 11, false},
+		{"well above the average", 0, 20, [2]int{0, 0}, -1, 16, true},
+		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, -1, 13, false},
+		{"at the cap that binds", 12, 12, [2]int{0, 0}, -1, 11, true},
+		{"below the cap", 12, 12, [2]int{0, 0}, -1, 9, false},
+		{"slow start's level again, above the average", 0, 20, [2]int{11, 0}, 11, 11, true},
+		{"slow start's level again, below the average", 0, 20, [2]int{9, 0}, 9, 9, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, _ := pacedLaw(t, 100)
-			w.capLevel, w.limit, w.lastOthers = tt.capLevel, tt.limit, tt.last
+			w.capLevel, w.limit, w.lastOthers, w.firstOthers = tt.capLevel, tt.limit, tt.last, tt.first
 			if got := w.capped(tt.others); got != tt.want {
 				t.Errorf("capped(%d) = %v, want %v", tt.others, got, tt.want)
 			}
