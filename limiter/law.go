@@ -245,6 +245,11 @@ func (w *law) grow(t time.Time) {
 		// Only slow start's burst was refused, which says little about
 		// the quota's rate: climb as fast as its round trips answer.
 		lag = max(firstClimbRoundTrips*w.latency(), w.window)
+	} else if w.stairs >= 2 || w.stairs >= 1 && w.window > 0 {
+		// Stairs held: the quota grew; climb on in half lags (no less
+		// than its window, when a retry delay showed one, else after
+		// two stairs, when it grew for sure).
+		lag = max(lag/2, w.window)
 	}
 	if t.Sub(w.probeFrom) < lag {
 		return

@@ -175,6 +175,16 @@ func TestLaw_bisection(t *testing.T) {
 		{"no bound: a stair up", 50, 0, 50, 0, false, 50 * probeStair, 50, false},
 		{"only slow start refused: a stair in two round trips", 50, 0, 50, 0, true, 50 * probeStair, 50, false},
 	}
+	// Two stairs held: the quota grew, and the third comes half a lag on.
+	t.Run("two stairs held: the next in half a lag", func(t *testing.T) {
+		w, at := pacedLaw(t, 60)
+		w.safe, w.eventRate, w.bounded, w.stairs = 60, 60, true, 2
+		w.probeFrom = at
+		drive(w, at, w.answerLag()/2+rtt)
+		if want := 60 * (1 + (probeStair-1)*4); !near(w.rate, want) || !near(w.safe, 60) {
+			t.Errorf("safe %.2f rate %.2f half a lag on, want 60 and %.2f", w.safe, w.rate, want)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tt.rate)

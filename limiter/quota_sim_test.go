@@ -432,9 +432,7 @@ func quotaShapes() []quotaShape {
 	down := drift{{10 * time.Second, 60}, {25 * time.Second, 100}}
 	return []quotaShape{
 		{
-			name: "sliding, drifting, 3 round trips/window", floor: 0.89,
-			belowBar: "the quota falls by 40% and comes back: each move is found by probing, a stair per answer lag",
-			items:    4000, refusal: refusal, retry: retryExact,
+			name: "sliding, drifting, 3 round trips/window", items: 4000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &slidingLog{limit: 120, window: time.Second, drift: down} },
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond),
 		},
@@ -471,7 +469,7 @@ func quotaShapes() []quotaShape {
 		},
 		{
 			name: "token bucket, drifting, no RetryInfo", floor: 0.85,
-			belowBar: "the quota falls by 40% and comes back: the climb back is a stair per answer lag",
+			belowBar: "the quota falls by 40% and comes back, and no retry delay shows its window: the climb back is a stair per answer lag, half a lag after two",
 			items:    4000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &tokenBucket{perSecond: 120, burst: 10, drift: down} },
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),
