@@ -78,6 +78,10 @@ const (
 	// paceBurst is the pacing tolerance, in starts: how far ahead of the
 	// paced schedule a start may run.
 	paceBurst = 2
+	// backoffGrowth multiplies the wait after uncertain 429s per one more
+	// since the last success: a quota spent until a window's end is found
+	// open again within half a wait of it.
+	backoffGrowth = 1.5
 	// backoffMaxRoundTrips caps the wait after uncertain 429s.
 	backoffMaxRoundTrips = 64
 	// sentRing bounds the starts kept to measure the sent rate.

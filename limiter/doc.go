@@ -37,11 +37,11 @@
 // A delay of a whole number of seconds is read as rounded (real quotas
 // send 26-59 s where a second would do) and a 429 with none as unknown:
 // unless a cap on calls in progress explains it, calls wait a jittered
-// backoff of about a round trip, doubling while 429s go on, and then one
-// probe call goes first. (The first such 429 at a rate already paced only
-// holds starts for two of its own round trips before the probe: the rate,
-// lowered, spaces the calls out.) Callers waiting for a slot, the gate or the pace
-// are served first come, first served. Independently, Config.RPM and
+// backoff of about a round trip, growing by half while 429s go on, then
+// one probe call goes first. (The first such 429 at a rate already paced
+// only holds starts for two of its own round trips before the probe: the
+// rate, lowered, spaces the calls out.) Callers waiting for a slot, the
+// gate or the pace are served first come, first served. Independently, Config.RPM and
 // Config.TPM with PaceTPM pace call starts to a known budget with
 // golang.org/x/time/rate.
 //

@@ -485,14 +485,15 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	return gateMoved
 }
 
-// backoff is the wait after an uncertain 429: a round trip doubled per
-// uncertain event since the last success, with jitter, capped.
+// backoff is the wait after an uncertain 429: a round trip, grown by
+// backoffGrowth per uncertain event since the last success, with jitter,
+// capped.
 func (w *law) backoff() time.Duration {
 	base := time.Second
 	if w.hasLatency {
 		base = w.latency()
 	}
-	d := base << min(w.backoffs, 6)
+	d := time.Duration(float64(base) * math.Pow(backoffGrowth, float64(min(w.backoffs, 12))))
 	d = min(d, backoffMaxRoundTrips*base)
 	// xorshift64: deterministic jitter, ±25%.
 	w.seed ^= w.seed << 13

@@ -571,3 +571,30 @@ func TestLaw_onRateLimited_atSafe(t *testing.T) {
 		})
 	}
 }
+
+// The wait after uncertain 429s: a round trip, growing by half per one
+// more since the last success, ±25% jitter, capped at 64 round trips.
+func TestLaw_backoff(t *testing.T) {
+	tests := []struct {
+		name     string
+		backoffs int
+		want     time.Duration // before jitter
+	}{
+		{"the first: a round trip", 0, rtt},
+		{"the second: half more", 1, rtt * 3 / 2},
+		{"the fourth", 3, rtt * 27 / 8},
+		{"capped", 40, backoffMaxRoundTrips * rtt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, _ := pacedLaw(t, 100)
+			for range 20 {
+				w.backoffs = tt.backoffs
+				d := w.backoff()
+				if lo, hi := time.Duration(0.75*float64(tt.want)), time.Duration(1.25*float64(tt.want)); d < lo || d > hi {
+					t.Fatalf("backoff %v, want within [%v, %v]", d, lo, hi)
+				}
+			}
+		})
+	}
+}

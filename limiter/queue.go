@@ -57,8 +57,9 @@ import (
 //     returning before now+d (the latest deadline wins). One with none, or
 //     a whole number of seconds (a rounded delay, often far later than
 //     needed), that no cap explains: starts wait a jittered backoff of a
-//     round trip, doubling while 429s go on (never longer than the delay
-//     given), then one probe call goes and the rest wait for its success.
+//     round trip, growing by half while 429s go on (never longer than the
+//     delay given), then one probe call goes and the rest wait for its
+//     success.
 //     At a rate already paced, the first such 429 of an event holds starts
 //     only for two of its own round trips before the probe.
 //

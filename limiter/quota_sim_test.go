@@ -437,7 +437,7 @@ func quotaShapes() []quotaShape {
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond),
 		},
 		{
-			name: "sliding, 20 round trips/window, coarse", floor: 0.87,
+			name: "sliding, 20 round trips/window, coarse", floor: 0.88,
 			belowBar: "a client that paces a rate gets at most about 0.93 here: the perfect one replays the first window's burst in every window",
 			items:    4000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &slidingLog{limit: 400, window: 4 * time.Second} },
@@ -449,14 +449,14 @@ func quotaShapes() []quotaShape {
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, coarse", floor: 0.89,
-			belowBar: "rounded delays hide the boundary: the reopening after slow start is found by backoff, and a probe above the budget idles the rest of a window",
+			name: "fixed window, coarse", floor: 0.90,
+			belowBar: "rounded delays hide the boundary: a reopening is found by backoff, and a probe above the budget idles the rest of a window",
 			items:    5000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, no RetryInfo", floor: 0.87,
+			name: "fixed window, no RetryInfo", floor: 0.90,
 			belowBar: "no delay shows the boundary or the window: a probe above the budget idles the rest of a window, and the window is learnt only from reopenings",
 			items:    5000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
