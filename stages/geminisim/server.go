@@ -392,6 +392,9 @@ func (s *Server) decide(c *call, user, answer string, gc *genConfig, others int)
 		}
 		u -= fr.rate
 	}
+	if c.outcome == OutcomeMaxTokens && !rambleCut(gc) {
+		c.outcome = OutcomeOK // a budget this large holds even the rambling answer
+	}
 	if c.outcome == "" && gc != nil && gc.MaxOutputTokens > 0 && c.answerTokens > gc.MaxOutputTokens {
 		c.outcome = OutcomeMaxTokens
 	}
@@ -410,6 +413,19 @@ func (s *Server) decide(c *call, user, answer string, gc *genConfig, others int)
 	case OutcomeBlockCandidate, OutcomeErr500, OutcomeErr503, OutcomeHang:
 		c.answerTokens = 0
 	}
+}
+
+// RambleTokens is how long an answer drawn as a MAX_TOKENS fault runs: it
+// models a model that rambles past a small output budget, so the call is
+// cut off unless the request sets maxOutputTokens to at least this (no
+// budget counts as a small default), as a real answer at temperature 0 is
+// cut again at the same budget and fits once the budget is raised enough.
+const RambleTokens = 300
+
+// rambleCut reports whether a drawn MAX_TOKENS fault cuts the answer off
+// under the request's generation config.
+func rambleCut(gc *genConfig) bool {
+	return gc == nil || gc.MaxOutputTokens <= 0 || gc.MaxOutputTokens < RambleTokens
 }
 
 // latency draws the service time of an admitted call (see Latency) with
