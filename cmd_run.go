@@ -225,7 +225,7 @@ func runPipeline(ctx context.Context, o *pipelineOptions, in *inputOptions, stdo
 		switch {
 		case errors.Is(runErr, pipeline.ErrStopped):
 			fmt.Fprintf(stderr, "stopped early; nothing is lost. Resume with the same command (sawtooth run --db %s ...)\n", db.Path())
-		case errors.As(runErr, &fe):
+		case errors.As(runErr, &fe) && fe.DeadLettered == 0:
 			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
 		}
 	}

@@ -324,7 +324,7 @@ func TestSeedBackoff(t *testing.T) {
 				s := &SeedBackoff{Stage: tt.stage, Base: time.Second, MaxAttempts: 5}
 				start := time.Now()
 				_, err := s.Process(t.Context(), pipeline.Item{})
-				if got := pipeline.Classify(t.Context(), err); got != tt.wantErr {
+				if got := pipeline.ClassOf(t.Context(), err); got != tt.wantErr {
 					t.Fatalf("error %v of class %q, want %q", err, got, tt.wantErr)
 				}
 				if got := tt.stage.calls.Load(); got != tt.wantCalls {

@@ -210,7 +210,7 @@ func (s *SeedBackoff) Process(ctx context.Context, it pipeline.Item) (pipeline.R
 			res = r
 			return nil
 		}
-		switch pipeline.Classify(ctx, err) {
+		switch pipeline.ClassOf(ctx, err) {
 		case pipeline.ClassRateLimited, pipeline.ClassTransient:
 			retryable = true
 			return err

@@ -8,12 +8,41 @@
 // one store transaction (group commit). An item reaches the next stage's
 // queue only once its transition has been committed, so the store is always
 // the truth and a run killed at any instant resumes where each item was.
+// A transition carries the usage of every call that led to it, so what was
+// paid is recorded with what it bought.
 //
-// Errors returned by a stage are classified once, in Classify:
-// Permanent errors dead-letter the item at once; RateLimited errors slow the
-// stage's Limiter and retry the same item without spending an attempt; Fatal
-// errors stop the run; everything else is transient and retried in place with
-// exponential backoff and jitter until the stage's attempt budget is spent.
+// What a kill can throw away is bounded: no call starts while a result has
+// waited Runner.MaxBacklogAge (100 ms) for its commit, or while
+// Runner.MaxBacklog results wait, so a slow disk slows the calls instead of
+// piling up answers. A failed commit is tried again (Store.Commit is
+// idempotent) before the run fails; an outcome is counted only once its
+// commit succeeded.
+//
+// Errors returned by a stage are classified once, in ClassOf, and what
+// each class leads to is decided once, in the pure function decide
+// (policy.go), from the class, the item's attempts, the stage's config and
+// the time: Permanent errors dead-letter the item at once; RateLimited
+// errors slow the stage's Limiter and retry the same item without spending
+// an attempt (a per-day quota, a retryDelay over MaxWait, or
+// MaxRateLimited refusals in a row park the stage); Unavailable errors (no
+// connection, including a connect timeout) wait without spending an
+// attempt until the outage outlasts MaxOutage (30 s before the endpoint has
+// answered once), then park the stage; Fatal errors stop the run;
+// everything else is transient and retried in place with exponential
+// backoff and jitter until the stage's attempt budget is spent. An API
+// stage whose first 25 calls all fail the same permanent way, none having
+// succeeded, stops the run: that is the request or the account. Verdicts on
+// an item (Verdict, or any billed answer) never count toward that stop.
+//
+// The Runner takes one Clock for every timestamp and wait (backoff, the
+// grace period after a stop, sampling, the backlog's age), so its tests run
+// in virtual time.
+//
+// Files: run.go (Run, configuration, counters), dispatch.go (reading the
+// queues), process.go (one item's calls, carrying out decide's action),
+// policy.go (decide), commit.go (the committer and the backlog bound),
+// sample.go (progress and the series), clock.go, errors.go (the classes),
+// interfaces.go and item.go (the domain types), tally.go (the aggregate).
 //
 // The package imports none of its implementations: the store, the stages and
 // the limiter implement the small interfaces declared here (Store, Stage,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -34,7 +35,7 @@ const (
 	// parks the stage (exit 3) instead of dead-lettering everything.
 	ClassUnavailable Class = "unavailable"
 	// ClassOK is not an error class: it keys successful calls where calls
-	// are counted by class (StageProgress.Outcomes). Classify never returns it.
+	// are counted by class (StageProgress.Outcomes). ClassOf never returns it.
 	ClassOK Class = "ok"
 )
 
@@ -43,9 +44,21 @@ const (
 var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassUnavailable, ClassPermanent, ClassFatal, ClassCanceled}
 
 // PermanentError marks an error that retrying can never fix.
-type PermanentError struct{ Err error }
+type PermanentError struct {
+	// Err is the cause.
+	Err error
+	// Verdict is true when the error is the API's judgement of this
+	// item's content (a safety block, an answer cut off or off-schema,
+	// an empty text): the item's fault, which says nothing about the
+	// request or the account, so it never counts toward the runner's
+	// "first calls all failed the same way" stop. See Verdict.
+	Verdict bool
+}
 
+// Error is the cause's message.
 func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Permanent wraps err as permanent. Permanent(nil) is nil.
@@ -56,6 +69,16 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
+// Verdict wraps err as a permanent verdict on this item's content (see
+// PermanentError.Verdict). ClassOf reports it as ClassPermanent.
+// Verdict(nil) is nil.
+func Verdict(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err, Verdict: true}
+}
+
 // Permanentf is Permanent(fmt.Errorf(format, args...)).
 func Permanentf(format string, args ...any) error {
 	return Permanent(fmt.Errorf(format, args...))
@@ -63,6 +86,7 @@ func Permanentf(format string, args ...any) error {
 
 // RateLimitedError marks a refusal for quota.
 type RateLimitedError struct {
+	// Err is the cause.
 	Err error
 	// RetryAfter is the server's RetryInfo.retryDelay; zero if it sent none.
 	RetryAfter time.Duration
@@ -71,7 +95,10 @@ type RateLimitedError struct {
 	Daily bool
 }
 
+// Error is the cause's message.
 func (e *RateLimitedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
 // RateLimited wraps err as a quota refusal with the server's retry delay.
@@ -83,9 +110,15 @@ func RateLimited(err error, retryAfter time.Duration, daily bool) error {
 }
 
 // UnavailableError marks a call that never reached the server.
-type UnavailableError struct{ Err error }
+type UnavailableError struct {
+	// Err is the cause.
+	Err error
+}
 
+// Error is the cause's message.
 func (e *UnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Unavailable wraps err as "the endpoint is unreachable". Unavailable(nil)
@@ -98,9 +131,19 @@ func Unavailable(err error) error {
 }
 
 // FatalError marks an error that fails every item alike.
-type FatalError struct{ Err error }
+type FatalError struct {
+	// Err is the cause.
+	Err error
+	// DeadLettered is how many items were dead-lettered for this cause
+	// before the run stopped: non-zero only for the runner's "first calls
+	// all failed the same way" stop, whose items `retry` re-queues.
+	DeadLettered int
+}
 
+// Error is the cause's message.
 func (e *FatalError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *FatalError) Unwrap() error { return e.Err }
 
 // Fatal wraps err as fatal. Fatal(nil) is nil.
@@ -111,11 +154,14 @@ func Fatal(err error) error {
 	return &FatalError{Err: err}
 }
 
-// Classify returns err's class. It is the one place that decides.
+// ClassOf returns err's class. It is the one place that decides.
 // A context cancellation is ClassCanceled only when ctx itself is done: a
 // request timeout (context.DeadlineExceeded from a per-call deadline while
-// the run goes on) is transient.
-func Classify(ctx context.Context, err error) Class {
+// the run goes on) is transient. A failed dial (refused, unreachable, or a
+// connect timeout, which also matches context.DeadlineExceeded) never
+// reached the server: ClassUnavailable, unless the stage wrapped it in a
+// class of its own.
+func ClassOf(ctx context.Context, err error) Class {
 	var (
 		pe *PermanentError
 		re *RateLimitedError
@@ -133,9 +179,20 @@ func Classify(ctx context.Context, err error) Class {
 		return ClassPermanent
 	case errors.As(err, &re):
 		return ClassRateLimited
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), isDialError(err):
 		return ClassUnavailable
 	default:
 		return ClassTransient
 	}
+}
+
+// isDialError reports an error from connecting to the server (a
+// *net.OpError with Op "dial", or a DNS failure): the request was never
+// sent, so it says nothing about the item.
+func isDialError(err error) bool {
+	var (
+		oe *net.OpError
+		de *net.DNSError
+	)
+	return (errors.As(err, &oe) && oe.Op == "dial") || errors.As(err, &de)
 }

@@ -9,7 +9,9 @@ import (
 // Queued is one entry of a stage's queue: its sequence number (the queue
 // key, increasing in arrival order) and the item to process.
 type Queued struct {
-	Seq  uint64
+	// Seq is the entry's key in the stage's queue.
+	Seq uint64
+	// Item is what the stage processes.
 	Item Item
 }
 
@@ -27,11 +29,16 @@ const (
 // DeadLetter is why an item left a stage without an output. It is kept until
 // re-queued or purged on purpose.
 type DeadLetter struct {
-	Class    Class     `json:"class"`
-	Message  string    `json:"message"`
-	Attempts int       `json:"attempts"`
-	First    time.Time `json:"first_failure"`
-	Last     time.Time `json:"last_failure"`
+	// Class is the failure's class (permanent, or transient once the
+	// attempts were spent).
+	Class Class `json:"class"`
+	// Message says what failed, for the user.
+	Message string `json:"message"`
+	// Attempts is the attempts spent on the item at this stage.
+	Attempts int `json:"attempts"`
+	// First and Last are when the first and the last attempt failed.
+	First time.Time `json:"first_failure"`
+	Last  time.Time `json:"last_failure"`
 }
 
 // Transition is one item leaving one stage. The store applies each
@@ -39,12 +46,23 @@ type DeadLetter struct {
 // Stage with Seq (already applied, or re-ingested meanwhile) is a no-op, so
 // applying a batch twice is harmless.
 type Transition struct {
-	Stage   string
-	ID      string
-	Seq     uint64
+	// Stage, ID and Seq name the queue entry the transition applies to.
+	Stage string
+	ID    string
+	Seq   uint64
+	// Outcome is how the stage finished with the item.
 	Outcome Outcome
-	Result  Result
-	Dead    DeadLetter
+	// Result is the output (Succeeded).
+	Result Result
+	// Dead is why the item failed (DeadLettered).
+	Dead DeadLetter
+	// Usage is every token billed for the item's calls at Stage in this
+	// run that led to this transition: the final call and every failed
+	// attempt before it (an off-schema or blocked answer is paid too).
+	// It travels with the outcome so a store can record what was paid in
+	// the same transaction as what it bought: a run killed after the
+	// commit has still accounted for it.
+	Usage Usage
 }
 
 // Store is what the runner needs from persistence. Implementations must be
@@ -61,7 +79,9 @@ type Store interface {
 // RunLog records run summaries and per-second samples. Optional: a Store
 // that also implements RunLog gets them.
 type RunLog interface {
+	// SaveRun writes r under r.ID, replacing an earlier record of the run.
 	SaveRun(r RunSummary) error
+	// AppendSamples adds s to the run's series.
 	AppendSamples(runID string, s []Sample) error
 }
 
@@ -80,37 +100,65 @@ type Limiter interface {
 	// Failed reports any other outcome (5xx, timeout, permanent, canceled):
 	// the slot is freed and the limit is unchanged.
 	Failed(started time.Time)
-	// Limit is the current concurrency limit; InFlight the calls holding a slot.
+	// Limit is the current concurrency limit.
 	Limit() int
+	// InFlight is the calls holding a slot.
 	InFlight() int
 }
 
-// Sample is one second of one stage, for the run report's plot.
+// Sample is one sampling period (a second by default) of one stage, for
+// the run report's plot. The counts are of calls that ended in the period.
 type Sample struct {
-	At          time.Time `json:"t"`
-	Stage       string    `json:"stage"`
-	Limit       int       `json:"limit"`
-	InFlight    int       `json:"in_flight"`
-	Successes   int64     `json:"ok"`
-	RateLimited int64     `json:"r429"`
-	ServerError int64     `json:"r5xx"`
-	Tokens      int64     `json:"tokens"`
+	// At is the end of the period.
+	At time.Time `json:"t"`
+	// Stage is the stage's name.
+	Stage string `json:"stage"`
+	// Limit is the limiter's concurrency limit at At (0 without one).
+	Limit int `json:"limit"`
+	// InFlight is the calls in flight at At.
+	InFlight int `json:"in_flight"`
+	// Successes is the outcomes committed as done (not calls).
+	Successes int64 `json:"ok"`
+	// RateLimited is the calls refused for quota (429).
+	RateLimited int64 `json:"r429"`
+	// Transient is the calls that failed transiently (5xx, timeouts,
+	// cut-off bodies). Its JSON name predates the unavailable count.
+	Transient int64 `json:"r5xx"`
+	// Unavailable is the calls that never reached the endpoint.
+	Unavailable int64 `json:"unavailable,omitempty"`
+	// Tokens is the total tokens billed.
+	Tokens int64 `json:"tokens"`
 }
 
-// StageStats is the per-stage accounting of one run.
+// StageStats is the per-stage accounting of one run. Done and Dead count
+// committed outcomes only: a result whose commit failed is in neither.
 type StageStats struct {
-	Done        int64          `json:"done"`
-	Dead        int64          `json:"dead"`
-	Attempts    int64          `json:"attempts"`
-	Calls       int64          `json:"calls"`
-	RateLimited int64          `json:"rate_limited"`
-	Transient   int64          `json:"transient"`
-	Usage       Usage          `json:"usage"`
-	CostUSD     float64        `json:"cost_usd,omitempty"`
+	// Done is the items that left the stage with an output.
+	Done int64 `json:"done"`
+	// Dead is the items dead-lettered at the stage.
+	Dead int64 `json:"dead"`
+	// Attempts is the attempts spent by items that finished (done, dead
+	// or given back); refusals and outages spend none.
+	Attempts int64 `json:"attempts"`
+	// Calls is every call of the stage, whatever its outcome.
+	Calls int64 `json:"calls"`
+	// RateLimited is the calls refused for quota (429).
+	RateLimited int64 `json:"rate_limited"`
+	// Transient is the calls that failed transiently (5xx, timeouts).
+	Transient int64 `json:"transient"`
+	// Unavailable is the calls that never reached the endpoint.
+	Unavailable int64 `json:"unavailable,omitempty"`
+	// Usage is the tokens billed for every call.
+	Usage Usage `json:"usage"`
+	// CostUSD is Usage priced (set by the caller, not the runner).
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	// DeadReasons counts the committed dead letters by ReasonKey.
 	DeadReasons map[string]int `json:"dead_reasons,omitempty"`
-	LimitMin    int            `json:"limit_min,omitempty"`
-	LimitMax    int            `json:"limit_max,omitempty"`
-	LimitEnd    int            `json:"limit_end,omitempty"`
+	// LimitMin, LimitMax and LimitEnd are the limiter's concurrency limit:
+	// lowest and highest sampled, and at the end (0 without a limiter).
+	LimitMin int `json:"limit_min,omitempty"`
+	LimitMax int `json:"limit_max,omitempty"`
+	LimitEnd int `json:"limit_end,omitempty"`
 }
 
 // Totals adds up every stage's figures (limit fields stay zero).
@@ -126,6 +174,7 @@ func (r RunSummary) Totals() StageStats {
 		t.Calls += s.Calls
 		t.RateLimited += s.RateLimited
 		t.Transient += s.Transient
+		t.Unavailable += s.Unavailable
 		t.Usage = t.Usage.Add(s.Usage)
 		t.CostUSD += s.CostUSD
 	}
@@ -134,11 +183,18 @@ func (r RunSummary) Totals() StageStats {
 
 // RunSummary is one run's record in the runs bucket.
 type RunSummary struct {
-	ID       string                 `json:"id"`
-	Started  time.Time              `json:"started"`
-	Ended    time.Time              `json:"ended"`
-	Status   string                 `json:"status"` // running, complete, stopped, failed
-	Message  string                 `json:"message,omitempty"`
-	Stages   map[string]*StageStats `json:"stages"`
-	Ingested json.RawMessage        `json:"ingested,omitempty"`
+	// ID names the run (Runner.RunID).
+	ID string `json:"id"`
+	// Started and Ended bound the run on the runner's clock.
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended"`
+	// Status is running, complete, stopped (resumable) or failed.
+	Status string `json:"status"`
+	// Message says why a run stopped or failed.
+	Message string `json:"message,omitempty"`
+	// Stages holds each stage's accounting, by stage name.
+	Stages map[string]*StageStats `json:"stages"`
+	// Ingested is the ingest report of the run's input, as the caller
+	// recorded it.
+	Ingested json.RawMessage `json:"ingested,omitempty"`
 }

@@ -12,8 +12,11 @@ import (
 // them. Records are stored once and never rewritten, except when the same id
 // arrives again with a different text.
 type Record struct {
-	ID     string            `json:"id"`
-	Text   string            `json:"text"`
+	// ID is the record's key, unique in the input.
+	ID string `json:"id"`
+	// Text is what the stages process.
+	Text string `json:"text"`
+	// Fields holds every other field of the row, by name.
 	Fields map[string]string `json:"fields,omitempty"`
 	// Line is the 1-based line (JSONL) or row (CSV) the record came from in
 	// its input file, kept so messages can point back at the source.
@@ -32,16 +35,21 @@ func (r Record) TextHash() string {
 // the immediately preceding stage (nil for the first stage).
 type Item struct {
 	Record
-	Prev    json.RawMessage
+	// Prev is the preceding stage's output (nil at the first stage).
+	Prev json.RawMessage
+	// Outputs holds the earlier stages' outputs, by stage name.
 	Outputs map[string]json.RawMessage
 }
 
 // Usage counts the tokens one stage call was billed for. Zero for stages
 // that do not call a paid API.
 type Usage struct {
-	PromptTokens    int64 `json:"prompt_tokens,omitempty"`
+	// PromptTokens is the input tokens.
+	PromptTokens int64 `json:"prompt_tokens,omitempty"`
+	// CandidateTokens is the output tokens, thinking included.
 	CandidateTokens int64 `json:"candidate_tokens,omitempty"`
-	TotalTokens     int64 `json:"total_tokens,omitempty"`
+	// TotalTokens is the total the API reported.
+	TotalTokens int64 `json:"total_tokens,omitempty"`
 }
 
 // Add returns u plus v.
@@ -66,9 +74,12 @@ type Result struct {
 //
 // Process must be safe for concurrent use: the runner calls it from many
 // workers at once. It must not retry on its own; the runner owns retries and
-// decides what each error class means (see Classify). An implementation
+// decides what each error class means (see ClassOf). An implementation
 // that calls a paid API should report each call's usage in Result.Usage.
 type Stage interface {
+	// Name is the stage's name: its queue, output and dead-letter keys.
 	Name() string
+	// Process turns one item into an output, or an error that ClassOf
+	// classifies.
 	Process(ctx context.Context, it Item) (Result, error)
 }

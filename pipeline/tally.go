@@ -13,15 +13,20 @@ const MaxExamples = 5
 // values of the configured group fields (month derived from a date field)
 // and its rating, if any.
 type Fact struct {
-	Label  string            `json:"label"`
+	// Label is the item's label.
+	Label string `json:"label"`
+	// Groups holds the group-by fields' values, by field.
 	Groups map[string]string `json:"groups,omitempty"`
-	Rating *float64          `json:"rating,omitempty"`
+	// Rating is the item's rating, nil when it has none.
+	Rating *float64 `json:"rating,omitempty"`
 }
 
 // RatingSum accumulates ratings so averages stay exact under removal.
 type RatingSum struct {
-	Sum   float64 `json:"sum"`
-	Count int64   `json:"count"`
+	// Sum is the ratings added up.
+	Sum float64 `json:"sum"`
+	// Count is how many ratings Sum holds.
+	Count int64 `json:"count"`
 }
 
 // Mean is the average rating, 0 when there is none.
@@ -38,11 +43,16 @@ func (r RatingSum) Mean() float64 {
 // transaction that completes it, and folded out (sign -1) when it re-enters
 // the pipeline. The zero value is an empty tally ready to use.
 type Tally struct {
-	Items    int64                                  `json:"items"`
-	Labels   map[string]int64                       `json:"labels"`
-	Groups   map[string]map[string]map[string]int64 `json:"groups"`
-	Ratings  map[string]RatingSum                   `json:"ratings"`
-	Examples map[string][]string                    `json:"examples"`
+	// Items is the items folded in.
+	Items int64 `json:"items"`
+	// Labels counts items by label.
+	Labels map[string]int64 `json:"labels"`
+	// Groups counts items by group field, value and label.
+	Groups map[string]map[string]map[string]int64 `json:"groups"`
+	// Ratings sums ratings by label.
+	Ratings map[string]RatingSum `json:"ratings"`
+	// Examples keeps up to MaxExamples ids per label.
+	Examples map[string][]string `json:"examples"`
 }
 
 // Fold adds (sign > 0) or removes (sign < 0) one item's fact.

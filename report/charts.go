@@ -75,7 +75,7 @@ func runCharts(d *Data) []*chart {
 			ok.Points = append(ok.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Successes) })})
 			rl := b.mean(func(s pipeline.Sample) float64 { return float64(s.RateLimited) })
 			r429.Points = append(r429.Points, point{x, rl})
-			r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.ServerError) })})
+			r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Transient) })})
 			if rl > 0 {
 				marks = append(marks, x)
 			}

@@ -120,7 +120,7 @@ func TestAggregate_Fact(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.agg.Fact(tt.item)
 			if tt.wantErr != "" {
-				if pipeline.Classify(context.Background(), err) != pipeline.ClassPermanent || !strings.Contains(err.Error(), tt.wantErr) {
+				if pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want permanent containing %q", err, tt.wantErr)
 				}
 				return

@@ -160,7 +160,7 @@ func TestClassify_OversizeBody(t *testing.T) {
 			_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
 			runtime.ReadMemStats(&after)
 
-			if class := pipeline.Classify(context.Background(), err); class != pipeline.ClassTransient {
+			if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassTransient {
 				t.Errorf("class %q, want transient: %v", class, err)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.msg) || len(err.Error()) > 400 {
@@ -199,7 +199,7 @@ func TestClassify_MalformedBodyMessage(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted a malformed body")
 			}
-			if class := pipeline.Classify(context.Background(), err); class != pipeline.ClassTransient {
+			if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassTransient {
 				t.Errorf("class %q, want transient: %v", class, err)
 			}
 			msg := err.Error()
@@ -230,7 +230,7 @@ func TestClassify_UnreachableMessage(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error from a closed server")
 	}
-	if class := pipeline.Classify(context.Background(), err); class != pipeline.ClassUnavailable {
+	if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassUnavailable {
 		t.Errorf("class %q, want unavailable: %v", class, err)
 	}
 	msg := err.Error()
@@ -264,7 +264,7 @@ func TestClassify_ErrorBodyWithoutCode(t *testing.T) {
 			srv := newFakeGemini(t, reply(tc.status, tc.body))
 			c := newTestClassify(t, srv.srv.URL)
 			_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
-			if class := pipeline.Classify(context.Background(), err); class != tc.want {
+			if class := pipeline.ClassOf(context.Background(), err); class != tc.want {
 				t.Errorf("class %q, want %q: %v", class, tc.want, err)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {

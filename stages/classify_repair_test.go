@@ -135,7 +135,7 @@ func TestClassify_Repair(t *testing.T) {
 				}
 				return
 			}
-			if got := pipeline.Classify(context.Background(), err); got != tc.class {
+			if got := pipeline.ClassOf(context.Background(), err); got != tc.class {
 				t.Errorf("class %q, want %q: %v", got, tc.class, err)
 			}
 			// Twice cut off or off the schema may be the configuration's

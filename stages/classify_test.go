@@ -308,7 +308,7 @@ func TestClassify_Process(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Process succeeded with %s, want a %s error", res.Output, tt.class)
 			}
-			if got := pipeline.Classify(context.Background(), err); got != tt.class {
+			if got := pipeline.ClassOf(context.Background(), err); got != tt.class {
 				t.Errorf("class = %q, want %q (err: %v)", got, tt.class, err)
 			}
 			if got := isItemVerdict(err); got != tt.verdict {
@@ -445,7 +445,7 @@ func TestClassify_ProcessInput(t *testing.T) {
 		srv := newFakeGemini(t, reply(200, answer(`{}`, "STOP")))
 		c := newTestClassify(t, srv.srv.URL)
 		_, err := c.Process(context.Background(), testItem("r1", "  "))
-		if pipeline.Classify(context.Background(), err) != pipeline.ClassPermanent || srv.requests.Load() != 0 {
+		if pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent || srv.requests.Load() != 0 {
 			t.Errorf("err = %v after %d requests, want permanent and no request", err, srv.requests.Load())
 		}
 	})
@@ -464,7 +464,7 @@ func TestClassify_ProcessCanceled(t *testing.T) {
 		cancel()
 	}()
 	_, err := c.Process(ctx, testItem("r1", "text"))
-	if got := pipeline.Classify(ctx, err); got != pipeline.ClassCanceled {
+	if got := pipeline.ClassOf(ctx, err); got != pipeline.ClassCanceled {
 		t.Errorf("class = %q (err %v), want canceled", got, err)
 	}
 }
@@ -631,7 +631,7 @@ func FuzzClassifyResponse(f *testing.F) {
 			}
 			return
 		}
-		class := pipeline.Classify(context.Background(), err)
+		class := pipeline.ClassOf(context.Background(), err)
 		switch {
 		case class == "" || class == pipeline.ClassCanceled:
 			t.Fatalf("status %d: error %v has class %q", status, err, class)

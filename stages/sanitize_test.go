@@ -120,7 +120,7 @@ func TestClean_empty(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Clean(tt.in, tt.opt)
-			if got := pipeline.Classify(context.Background(), err); got != pipeline.ClassPermanent {
+			if got := pipeline.ClassOf(context.Background(), err); got != pipeline.ClassPermanent {
 				t.Fatalf("class = %q (err %v), want permanent", got, err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -144,7 +144,7 @@ func TestClean_badOptions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Clean("text", tt.opt)
-			if got := pipeline.Classify(context.Background(), err); got != pipeline.ClassFatal {
+			if got := pipeline.ClassOf(context.Background(), err); got != pipeline.ClassFatal {
 				t.Fatalf("class = %q (err %v), want fatal", got, err)
 			}
 		})
@@ -192,7 +192,7 @@ func TestSanitize_Process(t *testing.T) {
 	}
 
 	_, err = s.Process(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "r2", Text: " \n", Line: 7}})
-	if pipeline.Classify(context.Background(), err) != pipeline.ClassPermanent || !strings.Contains(err.Error(), `"r2" (input line 7)`) {
+	if pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent || !strings.Contains(err.Error(), `"r2" (input line 7)`) {
 		t.Errorf("empty item: err = %v, want permanent naming the item and line", err)
 	}
 }
@@ -270,7 +270,7 @@ func FuzzClean(f *testing.F) {
 		opt := SanitizeOptions{MaxChars: int(maxChars), Emoji: p}
 		got, err := Clean(in, opt)
 		if err != nil {
-			if c := pipeline.Classify(context.Background(), err); c != pipeline.ClassPermanent {
+			if c := pipeline.ClassOf(context.Background(), err); c != pipeline.ClassPermanent {
 				t.Fatalf("Clean(%q) error class %q: %v", in, c, err)
 			}
 			return

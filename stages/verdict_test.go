@@ -34,7 +34,7 @@ func TestVerdict(t *testing.T) {
 			if got := isItemVerdict(tc.err); got != tc.verdict {
 				t.Errorf("verdict = %v, want %v", got, tc.verdict)
 			}
-			if got := pipeline.Classify(context.Background(), tc.err); got != tc.class {
+			if got := pipeline.ClassOf(context.Background(), tc.err); got != tc.class {
 				t.Errorf("class = %q, want %q", got, tc.class)
 			}
 			if tc.verdict && !errors.Is(tc.err, base) {
@@ -50,7 +50,7 @@ func TestClassify_EmptyTextVerdict(t *testing.T) {
 	srv := newFakeGemini(t, reply(200, answer(`{"label":"bug","confidence":0.9,"reason":"x"}`, "STOP")))
 	c := newTestClassify(t, srv.srv.URL)
 	_, err := c.Process(context.Background(), testItem("r1", " \n "))
-	if !isItemVerdict(err) || pipeline.Classify(context.Background(), err) != pipeline.ClassPermanent {
+	if !isItemVerdict(err) || pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent {
 		t.Errorf("err = %v, want a permanent verdict on the item", err)
 	}
 	if n := srv.requests.Load(); n != 0 {

@@ -1,0 +1,159 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// firstContactOutage bounds the wait for an endpoint that has not answered
+// once in this run: most likely a wrong URL or no network, not a blip.
+const firstContactOutage = 30 * time.Second
+
+// actionKind is what the runner does with an item after a failed call.
+type actionKind int
+
+const (
+	// requeue gives the item back: it stays queued for a later run and the
+	// attempt is not spent (the run is shutting down).
+	requeue actionKind = iota + 1
+	// retryAt calls the stage again for the item at action.at.
+	retryAt
+	// deadLetter moves the item to the stage's dead letters with
+	// action.message.
+	deadLetter
+	// park stops the stage taking work (its items stay queued) and stops
+	// the run as ErrStopped with action.message.
+	park
+	// stop ends the run with a fatal error (action.message); no item is
+	// dead-lettered for it.
+	stop
+)
+
+func (k actionKind) String() string {
+	switch k {
+	case requeue:
+		return "requeue"
+	case retryAt:
+		return "retryAt"
+	case deadLetter:
+		return "deadLetter"
+	case park:
+		return "park"
+	case stop:
+		return "stop"
+	}
+	return fmt.Sprintf("actionKind(%d)", int(k))
+}
+
+// action is decide's answer.
+type action struct {
+	kind actionKind
+	// at is when to call again (retryAt).
+	at time.Time
+	// message is the dead letter's message (deadLetter) or the reason the
+	// user reads (park, stop).
+	message string
+}
+
+// failure is one failed call as decide sees it: the call's class and error
+// and the item's and stage's state after counting this call.
+type failure struct {
+	class Class
+	err   error
+	// attempts is how many attempts the item has spent at this stage in
+	// this run, this call included when its class spends one.
+	attempts int
+	// refusedInARow is the stage's 429s with no success between them,
+	// this one included.
+	refusedInARow int64
+	// outageSince is when the stage's current outage began: the first
+	// unreachable call since the endpoint last answered (this call when it
+	// starts one).
+	outageSince time.Time
+	// contacted reports that the endpoint has answered (anything but "no
+	// connection") at least once in this run.
+	contacted bool
+	// step is the next delay of the item's backoff schedule for this
+	// class (jitter included): drawn by the caller, so decide stays pure.
+	step time.Duration
+}
+
+// spendsAttempt reports whether a call of class c spends one of the item's
+// MaxAttempts. Refusals, outages and shutdowns are not the item's fault;
+// fatal errors are nobody's item.
+func spendsAttempt(c Class) bool {
+	switch c {
+	case ClassRateLimited, ClassUnavailable, ClassCanceled, ClassFatal:
+		return false
+	}
+	return true
+}
+
+// decide is the retry policy: what to do with an item whose call at stage
+// cfg failed as f, at instant now. It is a pure function of its arguments
+// (no clock, no randomness, no shared state), in the manner of river's
+// NextRetry, so every branch is table-tested with explicit instants.
+// cfg must have its defaults set.
+func decide(f failure, cfg *StageConfig, now time.Time) action {
+	name := cfg.Stage.Name()
+	switch f.class {
+	case ClassCanceled:
+		return action{kind: requeue}
+	case ClassFatal:
+		return action{kind: stop, message: fmt.Sprintf("%s: %v", name, f.err)}
+	case ClassRateLimited:
+		var rl *RateLimitedError
+		if !errors.As(f.err, &rl) {
+			rl = &RateLimitedError{Err: f.err}
+		}
+		switch {
+		case rl.Daily:
+			// A per-day quota resets at midnight Pacific whatever
+			// retryDelay says: one refusal is enough.
+			return action{kind: park, message: fmt.Sprintf("daily quota exhausted for %s; resume after %s (%v)",
+				name, nextPacificMidnight(now).Local().Format(time.RFC3339), f.err)}
+		case rl.RetryAfter > cfg.MaxWait:
+			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s (the server asks to wait %s, more than --max-wait %s); resume after %s",
+				name, rl.RetryAfter.Round(time.Second), cfg.MaxWait, now.Add(rl.RetryAfter).Local().Format(time.RFC3339))}
+		case f.refusedInARow >= int64(cfg.MaxRateLimited):
+			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success (last: %v); check the project's quota and usage, or lower --ceiling, then run again",
+				name, f.refusedInARow, f.err)}
+		case rl.RetryAfter > 0 && cfg.Limiter != nil:
+			// The limiter was told the delay and holds every call of the
+			// stage until it has passed.
+			return action{kind: retryAt, at: now}
+		default:
+			// A bare 429 says nothing about when: back off with jitter,
+			// limiter or not, so the workers do not hammer the quota.
+			return action{kind: retryAt, at: now.Add(max(rl.RetryAfter, f.step))}
+		}
+	case ClassUnavailable:
+		limit, before := cfg.MaxOutage, ""
+		if !f.contacted && firstContactOutage < limit {
+			limit, before = firstContactOutage, ", before any answer in this run"
+		}
+		if down := now.Sub(f.outageSince); down >= limit {
+			return action{kind: park, message: fmt.Sprintf("%s cannot reach its endpoint: unreachable for %s since %s (limit %s%s; last: %v): check the network and --base-url, then run again to resume",
+				name, down.Round(time.Second), f.outageSince.Local().Format(time.TimeOnly), limit, before, f.err)}
+		}
+		return action{kind: retryAt, at: now.Add(f.step)}
+	case ClassTransient:
+		if f.attempts < cfg.MaxAttempts {
+			return action{kind: retryAt, at: now.Add(f.step)}
+		}
+		return action{kind: deadLetter, message: fmt.Sprintf("gave up after %d attempts: %v", f.attempts, f.err)}
+	default: // ClassPermanent
+		return action{kind: deadLetter, message: f.err.Error()}
+	}
+}
+
+// nextPacificMidnight is when Gemini's per-day quotas reset.
+func nextPacificMidnight(now time.Time) time.Time {
+	loc, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		loc = time.FixedZone("PST", -8*3600)
+	}
+	t := now.In(loc)
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, loc)
+}

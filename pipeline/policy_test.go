@@ -1,0 +1,150 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+type namedStage string
+
+func (s namedStage) Name() string { return string(s) }
+func (namedStage) Process(context.Context, Item) (Result, error) {
+	return Result{}, errors.New("not called")
+}
+
+// nopLimiter is a Limiter that admits everything: decide only asks
+// whether one is configured.
+type nopLimiter struct{}
+
+func (nopLimiter) Acquire(context.Context) (time.Time, error) { return time.Time{}, nil }
+func (nopLimiter) Succeeded(time.Time, int64)                 {}
+func (nopLimiter) RateLimited(time.Time, time.Duration)       {}
+func (nopLimiter) Failed(time.Time)                           {}
+func (nopLimiter) Limit() int                                 { return 1 }
+func (nopLimiter) InFlight() int                              { return 0 }
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	cfg := func(limited bool) *StageConfig {
+		sc := &StageConfig{Stage: namedStage("api")}
+		if limited {
+			sc.Limiter = nopLimiter{}
+		}
+		sc.setDefaults()
+		return sc
+	}
+	refused := func(after time.Duration, daily bool) error {
+		return RateLimited(errors.New("429 RESOURCE_EXHAUSTED"), after, daily)
+	}
+	down := Unavailable(errors.New("dial tcp: connection refused"))
+	tests := []struct {
+		name    string
+		f       failure
+		limited bool
+		want    actionKind
+		wantAt  time.Duration // retryAt: after now
+		wantMsg string        // a part of the message (park, deadLetter, stop)
+	}{
+		{name: "canceled gives the item back", f: failure{class: ClassCanceled, err: context.Canceled}, want: requeue},
+		{name: "fatal stops", f: failure{class: ClassFatal, err: errors.New("API key not valid")}, want: stop, wantMsg: "api: API key not valid"},
+		{name: "daily 429 parks at the first refusal", f: failure{class: ClassRateLimited, err: refused(26*time.Second, true), refusedInARow: 1}, limited: true,
+			want: park, wantMsg: "daily quota exhausted for api; resume after " + nextPacificMidnight(now).Local().Format(time.RFC3339)},
+		{name: "daily 429 parks without a limiter too", f: failure{class: ClassRateLimited, err: refused(0, true), refusedInARow: 1}, want: park, wantMsg: "daily quota exhausted"},
+		{name: "retryDelay beyond max-wait parks", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait+time.Second, false), refusedInARow: 1}, limited: true,
+			want: park, wantMsg: "the server asks to wait 2m1s, more than --max-wait 2m0s); resume after " + now.Add(DefaultMaxWait+time.Second).Local().Format(time.RFC3339)},
+		{name: "retryDelay of exactly max-wait waits (limiter holds the calls)", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait, false), refusedInARow: 1, step: time.Second}, limited: true,
+			want: retryAt, wantAt: 0},
+		{name: "retryDelay of exactly max-wait waits it without a limiter", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait, false), refusedInARow: 1, step: time.Second},
+			want: retryAt, wantAt: DefaultMaxWait},
+		{name: "bare 429 backs off even with a limiter", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 3, step: 1500 * time.Millisecond}, limited: true,
+			want: retryAt, wantAt: 1500 * time.Millisecond},
+		{name: "without a limiter the longer of retryDelay and the step", f: failure{class: ClassRateLimited, err: refused(5*time.Second, false), refusedInARow: 1, step: 8 * time.Second},
+			want: retryAt, wantAt: 8 * time.Second},
+		{name: "one refusal short of the limit waits", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: DefaultMaxRateLimited - 1, step: time.Second}, limited: true,
+			want: retryAt, wantAt: time.Second},
+		{name: "refusals in a row park", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: DefaultMaxRateLimited, step: time.Second}, limited: true,
+			want: park, wantMsg: "quota exhausted for api: 200 refusals in a row with no success"},
+		{name: "outage before first contact: 29s waits", f: failure{class: ClassUnavailable, err: down, outageSince: now.Add(-29 * time.Second), step: 2 * time.Second},
+			want: retryAt, wantAt: 2 * time.Second},
+		{name: "outage before first contact: 30s parks", f: failure{class: ClassUnavailable, err: down, outageSince: now.Add(-30 * time.Second), step: 2 * time.Second},
+			want: park, wantMsg: "api cannot reach its endpoint: unreachable for 30s since " + now.Add(-30*time.Second).Local().Format(time.TimeOnly) + " (limit 30s, before any answer in this run"},
+		{name: "outage after contact: 4m59s waits", f: failure{class: ClassUnavailable, err: down, contacted: true, outageSince: now.Add(-299 * time.Second), step: 2 * time.Second},
+			want: retryAt, wantAt: 2 * time.Second},
+		{name: "outage after contact: 5m parks", f: failure{class: ClassUnavailable, err: down, contacted: true, outageSince: now.Add(-5 * time.Minute)},
+			want: park, wantMsg: "unreachable for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + " (limit 5m0s; last: dial tcp"},
+		{name: "outage that just began waits", f: failure{class: ClassUnavailable, err: down, contacted: true, outageSince: now, step: time.Second},
+			want: retryAt, wantAt: time.Second},
+		{name: "transient within budget retries", f: failure{class: ClassTransient, err: errors.New("503"), attempts: DefaultMaxAttempts - 1, step: 4 * time.Second},
+			want: retryAt, wantAt: 4 * time.Second},
+		{name: "transient budget spent dead-letters", f: failure{class: ClassTransient, err: errors.New("503 overloaded"), attempts: DefaultMaxAttempts},
+			want: deadLetter, wantMsg: "gave up after 5 attempts: 503 overloaded"},
+		{name: "permanent dead-letters at once", f: failure{class: ClassPermanent, err: Permanentf("empty text"), attempts: 1},
+			want: deadLetter, wantMsg: "empty text"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := decide(tc.f, cfg(tc.limited), now)
+			if a.kind != tc.want {
+				t.Fatalf("decide = %v (%q), want %v", a.kind, a.message, tc.want)
+			}
+			if a.kind == retryAt && a.at.Sub(now) != tc.wantAt {
+				t.Errorf("retry after %s, want %s", a.at.Sub(now), tc.wantAt)
+			}
+			if a.kind != retryAt && !a.at.IsZero() {
+				t.Errorf("%v with an instant %v", a.kind, a.at)
+			}
+			if !strings.Contains(a.message, tc.wantMsg) {
+				t.Errorf("message = %q, want it to contain %q", a.message, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestDecide_MaxOutageBelowFirstContactLimit(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	sc := &StageConfig{Stage: namedStage("api"), MaxOutage: 10 * time.Second}
+	sc.setDefaults()
+	f := failure{class: ClassUnavailable, err: Unavailable(errors.New("refused")), outageSince: now.Add(-10 * time.Second)}
+	if a := decide(f, sc, now); a.kind != park || !strings.Contains(a.message, "limit 10s;") {
+		t.Fatalf("decide = %v %q, want a park at the configured 10s", a.kind, a.message)
+	}
+}
+
+func TestSpendsAttempt(t *testing.T) {
+	for c, want := range map[Class]bool{
+		ClassTransient: true, ClassPermanent: true,
+		ClassRateLimited: false, ClassUnavailable: false, ClassCanceled: false, ClassFatal: false,
+	} {
+		if got := spendsAttempt(c); got != want {
+			t.Errorf("spendsAttempt(%s) = %v, want %v", c, got, want)
+		}
+	}
+}
+
+// TestEndpointHealth: any answer ends an outage, so minutes of 429s
+// followed by one refused connection start a fresh outage clock; only a
+// success ends a run of refusals.
+func TestEndpointHealth(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var h endpointHealth
+	if _, since, contacted := h.failed(ClassUnavailable, t0); !since.Equal(t0) || contacted {
+		t.Fatalf("first unreachable call: since %v contacted %v", since, contacted)
+	}
+	if _, since, _ := h.failed(ClassUnavailable, t0.Add(time.Second)); !since.Equal(t0) {
+		t.Fatalf("outage clock moved to %v", since)
+	}
+	for s := 2; s < 600; s++ {
+		h.failed(ClassRateLimited, t0.Add(time.Duration(s)*time.Second))
+	}
+	refusedInARow, since, contacted := h.failed(ClassUnavailable, t0.Add(10*time.Minute))
+	if !since.Equal(t0.Add(10*time.Minute)) || !contacted || refusedInARow != 598 {
+		t.Fatalf("after 10 min of 429s: since %v contacted %v refused %d", since, contacted, refusedInARow)
+	}
+	h.succeeded()
+	if refusedInARow, since, _ := h.failed(ClassCanceled, t0); refusedInARow != 0 || !since.IsZero() {
+		t.Fatalf("after a success: refused %d since %v", refusedInARow, since)
+	}
+}

@@ -1,0 +1,273 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// process runs one item at stage i to a committed outcome, or gives it back
+// (it stays queued) when the run stops, the stage parks or a fatal error
+// occurs. What each failed call leads to is decide's answer; process only
+// makes the call, keeps the books and carries the action out.
+func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.CancelFunc, i int, q Queued) {
+	sc := &r.Stages[i]
+	c := r.counters[i]
+	clock := r.clock()
+	name := sc.Stage.Name()
+	var (
+		attempts    int
+		first, last time.Time
+		paid        Usage // every call's usage for this item, carried by its transition
+		// One schedule per kind of wait, so a refusal does not stretch
+		// the backoff of the next transient retry, nor an outage that of
+		// the next refusal.
+		schedules = map[Class]backoff.BackOff{}
+	)
+	defer func() { c.attempts.Add(int64(attempts)) }()
+	for {
+		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
+			return // stopping: the item stays queued
+		}
+		var started time.Time
+		if sc.Limiter != nil {
+			var err error
+			started, err = sc.Limiter.Acquire(stageCtx)
+			if err != nil {
+				return
+			}
+		}
+		c.inFlight.Add(1)
+		res, err := r.call(workCtx, sc.Stage, q.Item)
+		c.inFlight.Add(-1)
+		c.calls.Add(1)
+		// Billing happens at the call: an unusable answer (blocked,
+		// cut off, off-schema) is paid for too.
+		c.addUsage(res.Usage)
+		paid = paid.Add(res.Usage)
+		class := ClassOf(workCtx, err)
+		c.outcomes[classIndex(class)].Add(1)
+		now := clock.Now()
+		if class == "" {
+			c.health.succeeded()
+			if sc.Limiter != nil {
+				// TPM quotas count input tokens.
+				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
+			}
+			attempts++
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Usage: paid})
+			return
+		}
+
+		f := failure{class: class, err: err}
+		var rl *RateLimitedError
+		switch class {
+		case ClassRateLimited:
+			c.rateLimited.Add(1)
+			if !errors.As(err, &rl) {
+				rl = &RateLimitedError{Err: err}
+			}
+		case ClassTransient:
+			c.transient.Add(1)
+		case ClassUnavailable:
+			c.unavailable.Add(1)
+		}
+		if sc.Limiter != nil {
+			if rl != nil {
+				sc.Limiter.RateLimited(started, rl.RetryAfter)
+			} else {
+				sc.Limiter.Failed(started)
+			}
+		}
+		if spendsAttempt(class) {
+			attempts++
+			if first.IsZero() {
+				first = now
+			}
+			last = now
+		}
+		f.attempts = attempts
+		f.refusedInARow, f.outageSince, f.contacted = c.health.failed(class, now)
+		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable {
+			b := schedules[class]
+			if b == nil {
+				b = newBackOff(sc)
+				schedules[class] = b
+			}
+			f.step = next(b)
+		}
+
+		a := decide(f, sc, now)
+		switch a.kind {
+		case requeue:
+			return
+		case stop:
+			r.fail(fmt.Errorf("%s: %w", name, err))
+			return
+		case park:
+			r.park(a.message)
+			parkStage()
+			return
+		case retryAt:
+			if !sleep(stageCtx, clock, a.at.Sub(now)) {
+				return
+			}
+			continue
+		}
+		dl := DeadLetter{Class: class, Message: a.message, Attempts: attempts, First: first, Last: last}
+		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl, Usage: paid})
+		if class == ClassPermanent && sc.Limiter != nil {
+			var pe *PermanentError
+			// A verdict on the item's content, or any answer that was
+			// billed, shows the request and the account work.
+			if (errors.As(err, &pe) && pe.Verdict) || res.Usage != (Usage{}) {
+				c.health.succeeded()
+			} else {
+				r.checkSamePermanent(i, dl)
+			}
+		}
+		return
+	}
+}
+
+// endpointHealth is what one stage's calls have shown about its endpoint in
+// this run. One mutex makes each update and the figures read from it one
+// step: a success resetting the outage can never fall between a failure
+// starting the outage clock and reading it back.
+type endpointHealth struct {
+	mu sync.Mutex
+	// refusedInARow counts 429s since the last success.
+	refusedInARow int64
+	// outageSince is the first unreachable call since the endpoint last
+	// answered; zero when it is answering.
+	outageSince time.Time
+	// contacted: the endpoint has answered at least once.
+	contacted bool
+	// worked: a call succeeded, or an answer showed the request works.
+	worked bool
+}
+
+// succeeded records a call that the endpoint answered usefully.
+func (h *endpointHealth) succeeded() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refusedInARow, h.outageSince, h.contacted, h.worked = 0, time.Time{}, true, true
+}
+
+// failed records a failed call of class at now and returns the stage's
+// figures for decide. Any answer (a 429, a 5xx, a rejection) ends an
+// outage; only "no connection" starts or extends one; only a success ends
+// a run of refusals.
+func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64, outageSince time.Time, contacted bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch class {
+	case ClassUnavailable:
+		if h.outageSince.IsZero() {
+			h.outageSince = now
+		}
+	case ClassCanceled, ClassFatal:
+	default:
+		h.outageSince, h.contacted = time.Time{}, true
+		if class == ClassRateLimited {
+			h.refusedInARow++
+		}
+	}
+	return h.refusedInARow, h.outageSince, h.contacted
+}
+
+func (h *endpointHealth) hasWorked() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.worked
+}
+
+// samePermanentLimit is how many permanent failures with one and the same
+// cause, before any success, make an API stage's run fatal.
+const samePermanentLimit = 25
+
+// sameFailureStop is the fatal error of the "first calls all failed the
+// same way" stop. deadLettered starts as the dead letters sent; Run sets
+// it to those committed, once every worker and the committer are done.
+type sameFailureStop struct {
+	stage        int
+	name, key    string
+	message      string
+	deadLettered int
+}
+
+func (e *sameFailureStop) Error() string {
+	items := fmt.Sprintf("%d items were", e.deadLettered)
+	if e.deadLettered == 1 {
+		items = "1 item was"
+	}
+	return fmt.Sprintf("%s: the first %d calls all failed the same way and none succeeded (%s): that is the request or the account, not the items; %s dead-lettered for it: fix the cause, then `sawtooth retry --stage %s` re-queues them",
+		e.name, samePermanentLimit, e.message, items, e.name)
+}
+
+// checkSamePermanent stops the run when an API stage's calls have all
+// failed permanently for the same reason and none has succeeded: that is
+// a request or account problem (a 400 on our own request, say), and
+// going on would dead-letter the whole night's input one item at a time.
+// Verdicts on items (safety blocks, billed answers) never get here.
+func (r *Runner) checkSamePermanent(i int, dl DeadLetter) {
+	c := r.counters[i]
+	if c.health.hasWorked() {
+		return
+	}
+	key := ReasonKey(dl)
+	c.deadMu.Lock()
+	if key == c.samePermKey {
+		c.samePermN++
+	} else {
+		c.samePermKey, c.samePermN = key, 1
+	}
+	n := c.samePermN
+	c.deadMu.Unlock()
+	if n == samePermanentLimit {
+		name := r.Stages[i].Stage.Name()
+		r.fail(&FatalError{Err: &sameFailureStop{stage: i, name: name, key: key, message: dl.Message, deadLettered: n}, DeadLettered: n})
+	}
+}
+
+// call runs the stage, turning a panic into a permanent error for this item
+// so one bad item cannot take the run down.
+func (r *Runner) call(ctx context.Context, s Stage, it Item) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = Permanentf("stage %s panicked on item %q: %v", s.Name(), it.ID, p)
+		}
+	}()
+	return s.Process(ctx, it)
+}
+
+func newBackOff(sc *StageConfig) backoff.BackOff {
+	if sc.NewBackOff != nil {
+		return sc.NewBackOff()
+	}
+	b := backoff.NewExponentialBackOff()
+	// From 1 s, doubling: the default 5 attempts span about 15 s
+	// (7.5 to 22.5 s with jitter), so a short outage of the endpoint
+	// costs time, not dead letters.
+	b.InitialInterval = time.Second
+	b.RandomizationFactor = 0.5
+	b.Multiplier = 2
+	b.MaxInterval = 30 * time.Second
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// next is b's next delay; a schedule that has stopped (a custom one with
+// MaxElapsedTime) keeps waiting its longest step rather than spinning.
+func next(b backoff.BackOff) time.Duration {
+	d := b.NextBackOff()
+	if d == backoff.Stop {
+		return 30 * time.Second
+	}
+	return d
+}

@@ -1,0 +1,430 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Defaults for StageConfig and Runner.
+const (
+	// DefaultWorkers is StageConfig.Workers' default.
+	DefaultWorkers = 8
+	// DefaultMaxAttempts is StageConfig.MaxAttempts' default.
+	DefaultMaxAttempts = 5
+	// DefaultMaxWait is StageConfig.MaxWait's default.
+	DefaultMaxWait = 2 * time.Minute
+	// DefaultBatchSize is Runner.BatchSize's default.
+	DefaultBatchSize = 1000
+	// DefaultGrace is Runner.Grace's default.
+	DefaultGrace = 10 * time.Second
+	// DefaultFetch is how many queue entries a dispatcher reads at once.
+	DefaultFetch = 256
+	// DefaultMaxRateLimited is StageConfig.MaxRateLimited's default.
+	DefaultMaxRateLimited = 200
+	// DefaultMaxOutage is StageConfig.MaxOutage's default.
+	DefaultMaxOutage = 5 * time.Minute
+	// DefaultMaxBacklogAge is Runner.MaxBacklogAge's default: about one
+	// commit interval of answers is what a kill may re-pay.
+	DefaultMaxBacklogAge = 100 * time.Millisecond
+	// DefaultCommitAttempts is Runner.CommitAttempts' default.
+	DefaultCommitAttempts = 3
+)
+
+// ErrStopped is returned (wrapped) by Runner.Run when the run stopped before
+// every item reached done or a dead letter: a signal, or a quota exhausted
+// for the day. Nothing is lost; running again resumes.
+var ErrStopped = errors.New("run stopped early; run again to resume")
+
+// StageConfig is one stage and how the runner drives it.
+type StageConfig struct {
+	// Stage does the work.
+	Stage Stage
+	// Workers is the pool size; with a Limiter it is the most calls that
+	// can ever be in flight (the limiter's ceiling). Default DefaultWorkers.
+	Workers int
+	// Limiter, when set, gates every call (the API stage). Nil: the pool
+	// of Workers runs unthrottled.
+	Limiter Limiter
+	// MaxAttempts is the transient-error budget per item; then it is
+	// dead-lettered. Rate-limited refusals are not attempts. Default 5.
+	MaxAttempts int
+	// NewBackOff returns one retry schedule; each item gets one per kind
+	// of wait (transient retries, bare 429s, outages). Default:
+	// exponential from 1s, x2, jitter ±50%, capped at 30s.
+	NewBackOff func() backoff.BackOff
+	// MaxWait is the longest retryDelay the stage waits for; a longer one,
+	// or a per-day quota, parks the stage. Default DefaultMaxWait.
+	MaxWait time.Duration
+	// MaxRateLimited is how many 429s in a row, with no success between
+	// them, park the stage as "quota exhausted". Default 200.
+	MaxRateLimited int
+	// MaxOutage is how long the stage's endpoint may stay unreachable
+	// (ClassUnavailable) before the stage parks; items wait meanwhile
+	// without spending attempts. Default DefaultMaxOutage; before the
+	// endpoint has answered once in the run, at most 30 s.
+	MaxOutage time.Duration
+}
+
+func (sc *StageConfig) setDefaults() {
+	if sc.Workers <= 0 {
+		sc.Workers = DefaultWorkers
+	}
+	if sc.MaxAttempts <= 0 {
+		sc.MaxAttempts = DefaultMaxAttempts
+	}
+	if sc.MaxWait <= 0 {
+		sc.MaxWait = DefaultMaxWait
+	}
+	if sc.MaxRateLimited <= 0 {
+		sc.MaxRateLimited = DefaultMaxRateLimited
+	}
+	if sc.MaxOutage <= 0 {
+		sc.MaxOutage = DefaultMaxOutage
+	}
+}
+
+// Runner drains every stage's queue. Configure the exported fields, then
+// call Run once.
+type Runner struct {
+	// Store holds the queues and takes the transitions. Required.
+	Store Store
+	// Stages is the pipeline, in order. Required.
+	Stages []StageConfig
+	// RunID names the run in the RunLog (when Store implements it).
+	RunID string
+	// BatchSize caps the transitions of one group commit. Default 1000.
+	BatchSize int
+	// MaxBacklog caps the results waiting for their commit: no call
+	// starts while this many wait. Default BatchSize.
+	MaxBacklog int
+	// MaxBacklogAge caps how long a result waits for its commit before
+	// new calls stop starting: with a slow disk the workers wait for the
+	// commit instead of piling up answers a kill would throw away. What a
+	// kill re-pays is then the calls in flight plus about this much of
+	// answers. Default DefaultMaxBacklogAge.
+	MaxBacklogAge time.Duration
+	// CommitAttempts is how many times a group commit is tried (with
+	// backoff between) before the run stops as failed. Default 3.
+	CommitAttempts int
+	// Grace is how long in-flight calls may finish after Run's ctx is
+	// canceled before they are canceled too (their items stay queued).
+	Grace time.Duration
+	// Log receives warnings and errors; default discards them.
+	Log *slog.Logger
+	// Clock is the one clock of every timestamp and wait; default
+	// SystemClock.
+	Clock Clock
+	// OnTick, if set, is called every SampleEvery with the live figures.
+	OnTick func(Progress)
+	// SampleEvery is the series sampling period. Default 1s.
+	SampleEvery time.Duration
+
+	counters []*stageCounters
+	commitCh chan pending
+	backlog  backlog
+	fatalMu  sync.Mutex
+	fatalErr error
+	parkMu   sync.Mutex
+	parkMsg  string
+	abort    context.CancelFunc // cancels dispatch and work
+}
+
+// Progress is the live state of a run, per stage in pipeline order.
+type Progress struct {
+	// Elapsed is the time since the run started.
+	Elapsed time.Duration
+	// Stages holds one entry per stage, in pipeline order.
+	Stages []StageProgress
+}
+
+// StageProgress is one stage's live figures for this run.
+type StageProgress struct {
+	// Name is the stage's name.
+	Name string
+	// Done and Dead count committed outcomes.
+	Done, Dead int64
+	// Calls counts every call; RateLimited, Transient and Unavailable
+	// the calls that failed so (see StageStats).
+	Calls       int64
+	RateLimited int64
+	Transient   int64
+	Unavailable int64
+	// Usage is the tokens billed so far.
+	Usage Usage
+	// Limit is the limiter's concurrency limit (0 without one).
+	Limit int
+	// InFlight is the calls in flight.
+	InFlight int
+	// Outcomes counts this run's calls by class (ClassOK for successes).
+	Outcomes map[Class]int64
+}
+
+// stageCounters is one stage's shared state in a run.
+type stageCounters struct {
+	done, dead, attempts, calls         atomic.Int64
+	rateLimited, transient, unavailable atomic.Int64
+	prompt, candidate, total            atomic.Int64
+	inFlight                            atomic.Int64
+	limitMin, limitMax                  atomic.Int64
+	health                              endpointHealth
+	pending                             sync.WaitGroup // results sent, not yet committed or dropped
+	notify                              chan struct{}  // the upstream stage committed new work
+	outcomes                            []atomic.Int64 // calls by classIndex
+	deadMu                              sync.Mutex     // guards deadReasons, samePerm*
+	deadReasons                         map[string]int
+	samePermKey                         string
+	samePermN                           int
+}
+
+func (c *stageCounters) addUsage(u Usage) {
+	c.prompt.Add(u.PromptTokens)
+	c.candidate.Add(u.CandidateTokens)
+	c.total.Add(u.TotalTokens)
+}
+
+func (c *stageCounters) usage() Usage {
+	return Usage{PromptTokens: c.prompt.Load(), CandidateTokens: c.candidate.Load(), TotalTokens: c.total.Load()}
+}
+
+func (r *Runner) clock() Clock {
+	if r.Clock != nil {
+		return r.Clock
+	}
+	return SystemClock{}
+}
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Run drains the queues until every item is done or dead-lettered (nil), the
+// run is stopped (ErrStopped, wrapped with the reason), or a fatal error
+// occurs (a *FatalError). Canceling ctx stops taking new work; in-flight
+// calls get Grace to finish and their results are committed.
+func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
+	if len(r.Stages) == 0 {
+		return RunSummary{}, errors.New("runner: no stages")
+	}
+	r.setDefaults()
+	clock := r.clock()
+	sum := RunSummary{ID: r.RunID, Started: clock.Now(), Status: "running", Stages: map[string]*StageStats{}}
+	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
+		if err := rl.SaveRun(sum); err != nil {
+			return sum, Fatal(fmt.Errorf("save run record: %w", err))
+		}
+	}
+
+	// dispatchCtx: stop taking new work. workCtx: cancel in-flight calls.
+	dispatchCtx, stopDispatch := context.WithCancel(ctx)
+	defer stopDispatch()
+	workCtx, cancelWork := context.WithCancel(context.Background())
+	defer cancelWork()
+	r.abort = func() { stopDispatch(); cancelWork() }
+	go func() {
+		select {
+		case <-dispatchCtx.Done():
+		case <-workCtx.Done():
+			return
+		}
+		if sleep(workCtx, clock, r.Grace) {
+			cancelWork()
+		}
+	}()
+
+	r.counters = make([]*stageCounters, len(r.Stages))
+	for i := range r.Stages {
+		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}, outcomes: make([]atomic.Int64, len(Classes))}
+		r.counters[i].limitMin.Store(-1)
+	}
+	r.commitCh = make(chan pending, r.MaxBacklog)
+	r.backlog.init()
+	committerDone := make(chan struct{})
+	go func() { defer close(committerDone); r.committer() }()
+
+	samplerStop := make(chan struct{})
+	samplerDone := make(chan struct{})
+	go func() { defer close(samplerDone); r.sampler(sum.Started, samplerStop) }()
+
+	var workers sync.WaitGroup
+	upstream := make(chan struct{})
+	close(upstream)
+	var finished []chan struct{}
+	for i := range r.Stages {
+		done := make(chan struct{})
+		finished = append(finished, done)
+		r.startStage(i, dispatchCtx, workCtx, upstream, done, &workers)
+		upstream = done
+	}
+	workers.Wait()
+	close(r.commitCh)
+	<-committerDone
+	for _, f := range finished {
+		<-f
+	}
+	close(samplerStop)
+	<-samplerDone
+
+	sum.Ended = clock.Now()
+	for i, sc := range r.Stages {
+		sum.Stages[sc.Stage.Name()] = r.stageStats(i)
+	}
+	var err error
+	switch fatal := r.fatal(); {
+	case fatal != nil:
+		var same *sameFailureStop
+		if errors.As(fatal, &same) {
+			// Say exactly how many items went to the dead letters for
+			// the cause: calls that failed the same way before the
+			// stop reached them are dead-lettered too.
+			c := r.counters[same.stage]
+			c.deadMu.Lock()
+			same.deadLettered = c.deadReasons[same.key]
+			c.deadMu.Unlock()
+			var fe *FatalError
+			if errors.As(fatal, &fe) {
+				fe.DeadLettered = same.deadLettered
+			}
+		}
+		sum.Status, sum.Message = "failed", fatal.Error()
+		err = fatal
+	case r.parked() != "":
+		sum.Status, sum.Message = "stopped", r.parked()
+		err = fmt.Errorf("%s: %w", r.parked(), ErrStopped)
+	case ctx.Err() != nil:
+		sum.Status, sum.Message = "stopped", "interrupted"
+		err = fmt.Errorf("interrupted: %w", ErrStopped)
+	default:
+		sum.Status = "complete"
+	}
+	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
+		if serr := rl.SaveRun(sum); serr != nil && err == nil {
+			err = Fatal(fmt.Errorf("save run record: %w", serr))
+		}
+	}
+	return sum, err
+}
+
+func (r *Runner) setDefaults() {
+	if r.BatchSize <= 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.MaxBacklog <= 0 {
+		r.MaxBacklog = r.BatchSize
+	}
+	if r.MaxBacklogAge <= 0 {
+		r.MaxBacklogAge = DefaultMaxBacklogAge
+	}
+	if r.CommitAttempts <= 0 {
+		r.CommitAttempts = DefaultCommitAttempts
+	}
+	if r.Grace <= 0 {
+		r.Grace = DefaultGrace
+	}
+	for i := range r.Stages {
+		r.Stages[i].setDefaults()
+	}
+}
+
+// fail stops the run with err (made a *FatalError); the first one wins.
+func (r *Runner) fail(err error) {
+	r.fatalMu.Lock()
+	if r.fatalErr == nil {
+		var fe *FatalError
+		if !errors.As(err, &fe) {
+			err = Fatal(err)
+		}
+		r.fatalErr = err
+		r.log().Error("fatal error: stopping the run", "err", err)
+	}
+	r.fatalMu.Unlock()
+	r.abort()
+}
+
+func (r *Runner) fatal() error {
+	r.fatalMu.Lock()
+	defer r.fatalMu.Unlock()
+	return r.fatalErr
+}
+
+// park records why a stage stopped taking work; the first reason wins.
+func (r *Runner) park(msg string) {
+	r.parkMu.Lock()
+	defer r.parkMu.Unlock()
+	if r.parkMsg == "" {
+		r.parkMsg = msg
+		r.log().Warn("stage parked", "reason", msg)
+	}
+}
+
+func (r *Runner) parked() string {
+	r.parkMu.Lock()
+	defer r.parkMu.Unlock()
+	return r.parkMsg
+}
+
+// startStage launches stage i's dispatcher, workers and finisher. The
+// stage is finished (done closed) when its dispatcher has run dry after
+// upstream finished, every worker has returned and every transition it
+// produced is committed.
+func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstream <-chan struct{}, done chan<- struct{}, all *sync.WaitGroup) {
+	sc := &r.Stages[i]
+	// A parked stage stops taking work but lets its in-flight calls finish.
+	stageCtx, parkStage := context.WithCancel(dispatchCtx)
+	work := make(chan Queued)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(work)
+		r.dispatch(stageCtx, i, upstream, work)
+	}()
+	for w := 0; w < sc.Workers; w++ {
+		wg.Add(1)
+		all.Add(1)
+		go func() {
+			defer all.Done()
+			defer wg.Done()
+			for q := range work {
+				r.process(stageCtx, workCtx, parkStage, i, q)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		parkStage()
+		r.counters[i].pending.Wait()
+		close(done)
+	}()
+}
+
+func (r *Runner) stageStats(i int) *StageStats {
+	c := r.counters[i]
+	st := &StageStats{
+		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
+		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
+		Usage: c.usage(),
+	}
+	c.deadMu.Lock()
+	if len(c.deadReasons) > 0 {
+		st.DeadReasons = map[string]int{}
+		for k, v := range c.deadReasons {
+			st.DeadReasons[k] = v
+		}
+	}
+	c.deadMu.Unlock()
+	if l := r.Stages[i].Limiter; l != nil {
+		r.observeLimit(i, l.Limit())
+		st.LimitMin, st.LimitMax, st.LimitEnd = int(c.limitMin.Load()), int(c.limitMax.Load()), l.Limit()
+	}
+	return st
+}
