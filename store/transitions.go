@@ -71,8 +71,14 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 	return db.update(func(tx *bolt.Tx) error {
 		w := db.writer(tx)
 		for i := range ts {
+			applies := w.applies(&ts[i])
 			if err := w.apply(&ts[i]); err != nil {
 				return err
+			}
+			if applies {
+				if err := w.record(&ts[i]); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
