@@ -132,7 +132,7 @@ func (p *purse) reserve(est int64) (ok bool, wait <-chan struct{}) {
 	}
 	if p.capped == "" {
 		p.capped = "total"
-		if p.budget.RunUSD > 0 && p.spent+est > toNanos(p.budget.RunUSD) {
+		if p.budget.RunUSD > 0 && p.spent+p.reserved+est > toNanos(p.budget.RunUSD) {
 			p.capped = "run"
 		}
 	}
@@ -192,15 +192,16 @@ func (s *sizer) observe(estIn int64, u Usage) {
 }
 
 // reservation is the tokens to reserve for a call whose input is
-// estimated at estIn: the input calibrated by what earlier calls were
-// billed against their estimates, and the largest output seen so far
+// estimated at estIn: the input scaled by what earlier calls were billed
+// against their estimates (a tokenizer is not a rune count), and the
+// largest output seen so far
 // (maxOut before any answer). The largest, not the average: a budget must
 // never be crossed, and a call's answer can be longer than the average.
 func (s *sizer) reservation(estIn, maxOut int64) Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := estIn
-	if s.estIn > 0 && s.in > s.estIn {
+	if s.estIn > 0 {
 		in = (estIn*s.in + s.estIn - 1) / s.estIn
 	}
 	out := maxOut
@@ -358,4 +359,14 @@ func (r *Runner) startPurse() error {
 		r.purse.before += toNanos(lg.SpentUSD)
 	}
 	return nil
+}
+
+// sendBilled records what a given-back item's calls were billed, so the
+// lifetime spend misses no billed call. Only a store that keeps Ledgers
+// knows the Billed outcome.
+func (r *Runner) sendBilled(i int, q Queued, paid Usage, spent int64) {
+	if _, ok := r.Store.(Ledgers); !ok {
+		return
+	}
+	r.send(i, Transition{Stage: r.Stages[i].Stage.Name(), ID: q.Item.ID, Seq: q.Seq, Outcome: Billed, Usage: paid, CostUSD: toUSD(spent)})
 }

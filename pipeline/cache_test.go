@@ -42,14 +42,17 @@ func (s *cachingMemStore) Commit(ts []pipeline.Transition) error {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	s.mu.Lock()
-	var applied []pipeline.Transition
+	var applied, moves []pipeline.Transition
 	for _, t := range ts {
 		if s.todo[t.Stage][t.Seq] == t.ID {
 			applied = append(applied, t)
 		}
+		if t.Outcome != pipeline.Billed {
+			moves = append(moves, t)
+		}
 	}
 	s.mu.Unlock()
-	if err := s.memStore.Commit(ts); err != nil {
+	if err := s.memStore.Commit(moves); err != nil {
 		return err
 	}
 	for _, t := range applied {

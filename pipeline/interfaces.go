@@ -24,6 +24,10 @@ const (
 	Succeeded Outcome = iota + 1
 	// DeadLettered: the item moves to dead/<stage> with Dead describing why.
 	DeadLettered
+	// Billed: the item stays queued (the run stopped before it finished)
+	// but its calls so far were billed: only Usage and CostUSD are
+	// recorded. Sent only to a store that implements Ledgers.
+	Billed
 )
 
 // DeadLetter is why an item left a stage without an output. It is kept until

@@ -38,6 +38,13 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		answered bool
 		spent    int64 // nanodollars billed for this item's calls
 	)
+	// An item given back keeps what its calls were billed on the books.
+	finished := false
+	defer func() {
+		if !finished && spent > 0 {
+			r.sendBilled(i, q, paid, spent)
+		}
+	}()
 	if key != "" {
 		res, hit, f := r.reuse(stageCtx, i, key)
 		switch {
@@ -97,6 +104,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
 			}
 			attempts++
+			finished = true
 			t := Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Usage: paid, CostUSD: toUSD(spent)}
 			if own == nil {
 				r.send(i, t)
@@ -165,6 +173,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			}
 			continue
 		}
+		finished = true
 		dl := DeadLetter{Class: class, Message: a.message, Attempts: attempts, First: first, Last: last}
 		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl, Usage: paid, CostUSD: toUSD(spent)})
 		if class == ClassPermanent && sc.Limiter != nil {

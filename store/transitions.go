@@ -72,6 +72,15 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 		w := db.writer(tx)
 		for i := range ts {
 			applies := w.applies(&ts[i])
+			if ts[i].Outcome == pipeline.Billed {
+				// The item stays queued: only its spend is recorded.
+				if applies {
+					if err := w.record(&ts[i]); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if err := w.apply(&ts[i]); err != nil {
 				return err
 			}
