@@ -1,9 +1,28 @@
 package stages
 
-import "strings"
+import (
+	"fmt"
+	"strings"
 
-// listPrices are USD per million tokens (input, output) for standard
-// online calls, as published for paid tiers; used only to estimate cost.
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// PricesAsOf is the day listPrices were last read from PriceSource.
+const PricesAsOf = "2026-12-01"
+
+// PriceSource is where listPrices come from: Google's published paid-tier
+// prices for standard (online) calls, text input, prompts up to 200k
+// tokens. Prices change: pass --price-in and --price-out (or set them per
+// stage in the job file) when they have.
+const PriceSource = "https://ai.google.dev/gemini-api/docs/pricing"
+
+// BatchPriceFactor is what a Batch API call costs relative to the same
+// call online: Google bills batch requests at 50%.
+const BatchPriceFactor = 0.5
+
+// listPrices are USD per million tokens (input, output, thinking
+// included) for standard online calls, as of PricesAsOf. The first prefix
+// that matches a model wins, so longer names come first.
 var listPrices = []struct {
 	prefix  string
 	in, out float64
@@ -16,8 +35,8 @@ var listPrices = []struct {
 }
 
 // Price returns the list price of model in USD per million input and
-// output tokens, or zeros when the model is unknown (pass --price-in and
-// --price-out then).
+// output tokens for online calls, or zeros when the model is unknown
+// (pass --price-in and --price-out then).
 func Price(model string) (in, out float64) {
 	model = strings.TrimPrefix(model, "models/")
 	for _, p := range listPrices {
@@ -26,4 +45,43 @@ func Price(model string) (in, out float64) {
 		}
 	}
 	return 0, 0
+}
+
+// PriceConfig is how one stage's calls are priced.
+type PriceConfig struct {
+	// Model is the model called.
+	Model string
+	// InputPerM and OutputPerM, when positive, override the list price
+	// (USD per million tokens, online).
+	InputPerM, OutputPerM float64
+	// Batch prices the calls at the Batch API's rate (BatchPriceFactor
+	// of the online price, overrides included).
+	Batch bool
+}
+
+// StagePrice is the price the runner charges a stage's calls at: the
+// model's list price, each side overridden when given, at the batch rate
+// for batch calls. An unknown model with no override is an error when
+// needPrice is set (a budget cannot be kept without a price); otherwise
+// its calls are priced at zero.
+func StagePrice(cfg PriceConfig, needPrice bool) (pipeline.Price, error) {
+	if cfg.InputPerM < 0 || cfg.OutputPerM < 0 {
+		return pipeline.Price{}, fmt.Errorf("price of %s is negative (in $%g, out $%g per million tokens): pass prices of 0 or more", cfg.Model, cfg.InputPerM, cfg.OutputPerM)
+	}
+	in, out := Price(cfg.Model)
+	if cfg.InputPerM > 0 {
+		in = cfg.InputPerM
+	}
+	if cfg.OutputPerM > 0 {
+		out = cfg.OutputPerM
+	}
+	if needPrice && (in == 0 || out == 0) {
+		return pipeline.Price{}, fmt.Errorf("no price known for model %s (the table is of %s, from %s): pass --price-in and --price-out in USD per million tokens", cfg.Model, PricesAsOf, PriceSource)
+	}
+	p := pipeline.Price{InputPerM: in, OutputPerM: out}
+	if cfg.Batch {
+		p.InputPerM *= BatchPriceFactor
+		p.OutputPerM *= BatchPriceFactor
+	}
+	return p, nil
 }
