@@ -72,3 +72,13 @@ func (c *fakeClock) Timers() int {
 	defer c.mu.Unlock()
 	return len(c.timers)
 }
+
+// NextTimer returns when the earliest pending timer fires, if any.
+func (c *fakeClock) NextTimer() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.timers) == 0 {
+		return time.Time{}, false
+	}
+	return slices.MinFunc(c.timers, func(a, b *fakeTimer) int { return a.when.Compare(b.when) }).when, true
+}

@@ -31,8 +31,9 @@
 // everything else is transient and retried in place with exponential
 // backoff and jitter until the stage's attempt budget is spent. An API
 // stage whose first 25 calls all fail the same permanent way, none having
-// succeeded, stops the run: that is the request or the account. Verdicts on
-// an item (Verdict, or any billed answer) never count toward that stop.
+// succeeded, stops the run: that is the request or the account. Verdicts
+// on an item (an ItemVerdict error, or any billed answer) never count
+// toward that stop.
 //
 // The Runner takes one Clock for every timestamp and wait (backoff, the
 // grace period after a stop, sampling, the backlog's age), so its tests run

@@ -47,12 +47,6 @@ var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassUnavailabl
 type PermanentError struct {
 	// Err is the cause.
 	Err error
-	// Verdict is true when the error is the API's judgement of this
-	// item's content (a safety block, an answer cut off or off-schema,
-	// an empty text): the item's fault, which says nothing about the
-	// request or the account, so it never counts toward the runner's
-	// "first calls all failed the same way" stop. See Verdict.
-	Verdict bool
 }
 
 // Error is the cause's message.
@@ -69,14 +63,21 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
-// Verdict wraps err as a permanent verdict on this item's content (see
-// PermanentError.Verdict). ClassOf reports it as ClassPermanent.
-// Verdict(nil) is nil.
-func Verdict(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PermanentError{Err: err, Verdict: true}
+// ItemVerdict is implemented by errors that are a verdict on one item's
+// content (a safety block, an empty text): the item's fault, which says
+// nothing about the request or the account, so it never counts toward the
+// runner's "first calls all failed the same way" stop. The runner finds it
+// anywhere in a permanent error's chain with errors.As, so a stage marks
+// its verdicts without this package knowing its types.
+type ItemVerdict interface {
+	// ItemVerdict reports whether the error is a verdict on the item.
+	ItemVerdict() bool
+}
+
+// isVerdict reports an error marked as a verdict on its item.
+func isVerdict(err error) bool {
+	var v ItemVerdict
+	return errors.As(err, &v) && v.ItemVerdict()
 }
 
 // Permanentf is Permanent(fmt.Errorf(format, args...)).

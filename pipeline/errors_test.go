@@ -36,7 +36,7 @@ func TestClassOf(t *testing.T) {
 		{"nil", context.Background(), nil, ""},
 		{"plain error is transient", context.Background(), errors.New("503"), pipeline.ClassTransient},
 		{"permanent", context.Background(), pipeline.Permanentf("bad"), pipeline.ClassPermanent},
-		{"verdict is permanent", context.Background(), pipeline.Verdict(errors.New("blocked")), pipeline.ClassPermanent},
+		{"verdict is permanent", context.Background(), verdict(errors.New("blocked")), pipeline.ClassPermanent},
 		{"rate limited", context.Background(), pipeline.RateLimited(errors.New("429"), time.Second, false), pipeline.ClassRateLimited},
 		{"unavailable", context.Background(), pipeline.Unavailable(errors.New("refused")), pipeline.ClassUnavailable},
 		{"fatal wins over a canceled run", canceled, fmt.Errorf("x: %w", pipeline.Fatal(errors.New("bad key"))), pipeline.ClassFatal},

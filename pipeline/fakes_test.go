@@ -270,3 +270,16 @@ func (l *fakeLimiter) counts() (succeeded, limited, failed int) {
 	defer l.mu.Unlock()
 	return l.succeeded, l.limited, l.fail
 }
+
+// verdictError is a stage's mark of a verdict on the item (as
+// stages.VerdictError): found by its ItemVerdict method.
+type verdictError struct{ err error }
+
+func (e *verdictError) Error() string     { return e.err.Error() }
+func (e *verdictError) Unwrap() error     { return e.err }
+func (e *verdictError) ItemVerdict() bool { return true }
+
+var _ pipeline.ItemVerdict = (*verdictError)(nil)
+
+// verdict marks err as a permanent verdict on the item.
+func verdict(err error) error { return pipeline.Permanent(&verdictError{err}) }

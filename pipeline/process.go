@@ -177,10 +177,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		dl := DeadLetter{Class: class, Message: a.message, Attempts: attempts, First: first, Last: last}
 		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl, Usage: paid, CostUSD: toUSD(spent)})
 		if class == ClassPermanent && sc.Limiter != nil {
-			var pe *PermanentError
 			// A verdict on the item's content, or any answer that was
 			// billed, shows the request and the account work.
-			if (errors.As(err, &pe) && pe.Verdict) || res.Usage != (Usage{}) {
+			if isVerdict(err) || res.Usage != (Usage{}) {
 				c.health.succeeded()
 			} else {
 				r.checkSamePermanent(i, dl)

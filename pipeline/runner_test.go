@@ -398,7 +398,7 @@ func TestRunner_UsageTravelsWithTheOutcome(t *testing.T) {
 		paid := pipeline.Result{Usage: pipeline.Usage{PromptTokens: 5, CandidateTokens: 2, TotalTokens: 7}}
 		switch {
 		case it.ID == "i0009":
-			return paid, pipeline.Verdict(errors.New("blocked by the safety filter"))
+			return paid, verdict(errors.New("blocked by the safety filter"))
 		case n <= 2:
 			return paid, errors.New("answer is not valid JSON")
 		}
@@ -541,7 +541,7 @@ func TestRunner_SamePermanentIsFatal(t *testing.T) {
 			return badRequest(ctx, it, n)
 		}, false, 1},
 		{"safety verdicts are the items' fault", func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
-			return pipeline.Result{}, pipeline.Verdict(errors.New("classify: blocked by the model's safety filter"))
+			return pipeline.Result{}, verdict(errors.New("classify: blocked by the model's safety filter"))
 		}, false, 0},
 		{"a billed answer shows the request works", func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
 			return pipeline.Result{Usage: pipeline.Usage{TotalTokens: 9}}, pipeline.Permanentf("classify: the answer is off-schema")

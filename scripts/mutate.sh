@@ -50,7 +50,7 @@ pipeline/policy.go: refusals spend attempts
 + case ClassUnavailable, ClassCanceled, ClassFatal:
 
 pipeline/commit.go: outcomes counted although the commit failed
-- if err == nil {
+- if committed {
 + if true {
 
 pipeline/commit.go: a failed commit is not retried
@@ -82,8 +82,8 @@ pipeline/process.go: unavailable calls counted as transient
 + c.transient.Add(1)
 
 pipeline/process.go: a verdict counts toward the same-failure stop
-- if (errors.As(err, &pe) && pe.Verdict) || res.Usage != (Usage{}) {
-+ if false && ((errors.As(err, &pe) && pe.Verdict) || res.Usage != (Usage{})) {
+- if isVerdict(err) || res.Usage != (Usage{}) {
++ if false {
 
 pipeline/process.go: only the last call's usage travels with the outcome
 - paid = paid.Add(res.Usage)

@@ -1,0 +1,157 @@
+package limiter
+
+import "time"
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultStart           = 8               // calls in flight before any feedback
+	DefaultFloor           = 1               // lowest limit, calls in flight
+	DefaultCeiling         = 64              // highest limit, calls in flight
+	DefaultIncrease        = 1               // calls added per success in slow start
+	DefaultDecreaseFactor  = 0.5             // the most one congestion event takes off
+	DefaultCooldown        = 4 * time.Second // no cap growth this long after an event
+	DefaultEstimatedTokens = 500             // tokens per call before any is measured
+)
+
+// How the law paces a rate once it has measured round trips (see AIMD).
+// Round trips are the smoothed latency of successes. The values are tuned
+// on the quota simulation (quota_sim_test.go), across every quota shape
+// at once.
+const (
+	// rateHeadroom: while pacing a rate r, the limit on calls in flight is
+	// r × latency × rateHeadroom (Little's law with room for latency's
+	// spread); the rate, not the limit, holds a quota.
+	rateHeadroom = 1.5
+	// eventBackoff multiplies the rate at a congestion event when no safe
+	// rate is known; each further 429 of a call already started then
+	// takes one call per round trip off it.
+	eventBackoff = 0.97
+	// probeStairRoundTrips: a rate held this many round trips with no 429
+	// is safe (see answerLag).
+	probeStairRoundTrips = 8
+	// probeStair: with no refused rate known, the rate climbs in stairs
+	// from the safe one, the first probeStair times it, each next stair's
+	// rise twice the last.
+	probeStair = 1.05
+	// bisectShare: the bisection between the safe rate and the refused one
+	// stops when they are within this share, and the rate stays at the
+	// safe one for reprobeLags answer lags before it looks for more.
+	bisectShare = 0.03
+	reprobeLags = 1
+	// cycleMinSuccesses: the admitted rate since the last congestion event
+	// is read only over at least this many successes.
+	cycleMinSuccesses = 10
+	// capGrowRoundTrips: from the level of the last congestion event it
+	// answered up, the cap on calls in flight grows by one per this many
+	// round trips while it holds calls back.
+	capGrowRoundTrips = 4
+	// capShare: a refused call that started beside more than capShare
+	// times the calls in flight the rate carries on average met a cap on
+	// calls in progress, not a rate.
+	capShare = 1.15
+	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
+	cooldownRoundTrips = 4
+	// paceBurst is the pacing tolerance, in starts: how far ahead of the
+	// paced schedule a start may run.
+	paceBurst = 2
+	// backoffMaxRoundTrips caps the wait after uncertain 429s.
+	backoffMaxRoundTrips = 64
+	// sentRing bounds the starts kept to measure the sent rate.
+	sentRing = 256
+)
+
+// ewmaWeight is the weight of each new sample in the smoothed token and
+// latency averages: 1/8, the weight TCP gives each RTT sample (RFC 6298).
+// Heavy enough to follow a change of prompt size within a few dozen calls,
+// light enough that one huge answer does not swing the derived ceiling.
+const ewmaWeight = 1.0 / 8
+
+// Config configures an AIMD limiter. Every field is optional: a zero field
+// takes the matching Default constant, so Config{} is a sound limiter.
+type Config struct {
+	// Start is the limit, in calls in flight, before any feedback arrives.
+	// Zero means DefaultStart with slow start: the limit doubles each round
+	// trip up to Ceiling or the first 429 (see AIMD). A positive Start (a
+	// limit learned by an earlier run) is paced from the first round trip
+	// as the rate it carries. It is clamped to [Floor, Ceiling].
+	Start int
+	// Floor is the lowest the limit goes, in calls in flight. Values below 1
+	// mean DefaultFloor (1): a limit of zero would stall the work for good.
+	Floor int
+	// Ceiling is the highest the limit goes, in calls in flight. Zero means
+	// DefaultCeiling; a Ceiling below Floor is raised to Floor.
+	Ceiling int
+	// Increase is added to the limit per success in slow start (see AIMD).
+	// Values below 1 mean DefaultIncrease.
+	Increase int
+	// DecreaseFactor bounds one congestion event's decrease: the paced
+	// rate never falls below DecreaseFactor of where the event put it, and
+	// before any round trip is measured the limit is multiplied by it.
+	// Values outside the open interval (0, 1) mean DefaultDecreaseFactor.
+	DecreaseFactor float64
+	// Cooldown is how long after a congestion event the cap on calls in
+	// flight does not grow (see AIMD). Once round trips are measured it
+	// lasts at most four of them, counted from when the retry-after gate
+	// opens. Zero means DefaultCooldown; a negative value means none.
+	Cooldown time.Duration
+	// Fixed turns adaptation off: the limit stays at Start (or wherever
+	// SetLimit puts it), no rate is paced, 429s do not decrease it,
+	// successes do not grow it, and the TPM-derived ceiling is not
+	// applied. The retry-after gate and RPM/TPM pacing still hold.
+	Fixed bool
+	// TPM is the input-token budget per minute (what Gemini's per-minute
+	// token quota counts; Succeeded reports input tokens). Zero means none.
+	// When positive, the limit never exceeds the ceiling Little's law
+	// derives from it, nor the paced rate TPM over the tokens per call
+	// (see AIMD).
+	TPM int64
+	// PaceTPM, with TPM > 0, also paces call starts with a token bucket
+	// filling at TPM/60 tokens per second, its burst one second's worth
+	// (or one call's reservation, if larger). Each call reserves the
+	// measured average tokens per call (EstimatedTokens until one is
+	// measured): the billed count is only known afterwards.
+	PaceTPM bool
+	// RPM paces call starts to at most RPM per minute (a token bucket with a
+	// burst of one second's worth). Zero means no request pacing.
+	RPM int
+	// EstimatedTokens is the assumed tokens per call before any success has
+	// been measured, used only for TPM pacing. Values below 1 mean
+	// DefaultEstimatedTokens.
+	EstimatedTokens int64
+	// Now is the limiter's clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// withDefaults returns c with zero and out-of-range fields replaced.
+func (c Config) withDefaults() Config {
+	if c.Floor < 1 {
+		c.Floor = DefaultFloor
+	}
+	if c.Ceiling == 0 {
+		c.Ceiling = DefaultCeiling
+	}
+	c.Ceiling = max(c.Ceiling, c.Floor)
+	if c.Start == 0 {
+		c.Start = DefaultStart
+	}
+	c.Start = min(max(c.Start, c.Floor), c.Ceiling)
+	if c.Increase < 1 {
+		c.Increase = DefaultIncrease
+	}
+	if !(c.DecreaseFactor > 0 && c.DecreaseFactor < 1) {
+		c.DecreaseFactor = DefaultDecreaseFactor
+	}
+	switch {
+	case c.Cooldown == 0:
+		c.Cooldown = DefaultCooldown
+	case c.Cooldown < 0:
+		c.Cooldown = 0
+	}
+	if c.EstimatedTokens < 1 {
+		c.EstimatedTokens = DefaultEstimatedTokens
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,550 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// law is the control law on its own: the limit, the paced rate, the
+// retry-after gate and everything they are derived from. It is pure in the
+// manner of golang.org/x/time/rate: every event carries its time t, and a
+// method only turns the state and the event into the new state. It holds
+// no lock, starts no timer and never reads a clock, so a test or a
+// simulation drives it through exact instants. AIMD wraps it with the
+// waiter queue, the lock and the clock.
+type law struct {
+	cfg Config // with defaults applied; cfg.Now is not read
+
+	limit     int     // calls in flight
+	slowStart bool    // no Start was given and no 429 has come yet
+	rate      float64 // paced starts per second; 0: not pacing yet
+	// safe is the highest rate held for an answer lag (see answerLag)
+	// with no 429 since the quota last fell: the quota admits at least
+	// that much. refused is the rate last refused, 0 if none is known;
+	// the quota's rate lies between. The current rate is held since
+	// probeFrom; held counts the rates found safe since the last 429.
+	safe, refused float64
+	probeFrom     time.Time
+	held          int
+	stairs        int       // stairs up since the last 429
+	eventRate     float64   // the rate when the current event began
+	lastEvent     time.Time // the last congestion event the rate answered
+	tat           time.Time // pacing: the theoretical start time of the next call
+	// capLevel: the calls in flight beside the refused call at the last
+	// event that met a cap on calls in progress, growing back while it
+	// holds calls back (see onSuccess); 0 before any. It holds such a cap,
+	// which a rate cannot.
+	capLevel float64
+	capEdge  float64 // capLevel as the last event set it
+	// lastOthers: the calls in flight beside the refused call of the last
+	// two congestion events. A cap on calls in progress refuses at the
+	// same level event after event; a rate at any.
+	lastOthers [2]int
+
+	decrease  time.Time // stamp of the last congestion event; zero before the first
+	lastStart time.Time // latest start stamp handed out
+	gate      time.Time // no call starts before this
+	cooldown  time.Time // capLevel does not grow before this
+
+	// After a 429 that does not say when to retry (none, or rounded to
+	// whole seconds), the law waits a backoff, then lets one probe call
+	// through and holds the rest until it succeeds.
+	backoffs int // uncertain events since the last success
+	// refusedSince: an uncertain 429 has come since the last success.
+	refusedSince bool
+	needProbe    bool      // the next start is a probe
+	probe        time.Time // start stamp of the probe in flight; zero if none
+	seed         uint64    // jitter state
+
+	sent  [sentRing]sentCall // ring of recent starts
+	nSent int
+
+	// The admitted rate over the cycle since the last congestion event
+	// (or the first start): successes of calls started in it, and the
+	// latest such start.
+	cycleFrom time.Time
+	cycleOK   int
+	cycleLast time.Time
+
+	minLimit, maxLimit   int
+	increases, decreases int64
+
+	avgTokens  float64 // EWMA of input tokens per success; valid if hasTokens
+	hasTokens  bool
+	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
+	hasLatency bool
+}
+
+// sentCall is one start: its stamp and the calls in flight beside it.
+type sentCall struct {
+	at     time.Time
+	others int
+}
+
+// othersAt returns the calls that were in flight beside the call started
+// at started, or fallback if it is no longer in the ring.
+func (w *law) othersAt(started time.Time, fallback int) int {
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := w.sent[(w.nSent-i)%sentRing]
+		if c.at.Equal(started) {
+			return c.others
+		}
+		if c.at.Before(started) {
+			break
+		}
+	}
+	return fallback
+}
+
+// newLaw returns the law's state before any event. cfg must have its
+// defaults applied; slowStart says whether the caller gave no Start.
+func newLaw(cfg Config, slowStart bool) law {
+	return law{
+		cfg:       cfg,
+		limit:     cfg.Start,
+		minLimit:  cfg.Start,
+		maxLimit:  cfg.Start,
+		slowStart: slowStart && !cfg.Fixed,
+		seed:      0x9e3779b97f4a7c15,
+	}
+}
+
+// mayStart reports whether a call may start at t with inFlight calls
+// holding slots: a slot is free, neither the gate nor pacing holds it, and
+// no probe is awaited.
+func (w *law) mayStart(t time.Time, inFlight int) bool {
+	return inFlight < w.limit && !t.Before(w.hold(t)) && !w.awaitingProbe()
+}
+
+// awaitingProbe reports whether starts wait for a probe's outcome.
+func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
+
+// hold is the time before which no call starts: the retry-after gate, or
+// the paced schedule when later.
+func (w *law) hold(time.Time) time.Time {
+	h := w.gate
+	if w.rate > 0 {
+		if p := w.tat.Add(-w.interval() * paceBurst); p.After(h) {
+			h = p
+		}
+	}
+	return h
+}
+
+// interval is the paced time between starts.
+func (w *law) interval() time.Duration {
+	return time.Duration(float64(time.Second) / w.rate)
+}
+
+// start records a call let through at t, with inFlight others holding
+// slots, and returns its start stamp.
+func (w *law) start(t time.Time, inFlight int) time.Time {
+	s := w.stamp(t)
+	if w.rate > 0 {
+		if w.tat.Before(t) {
+			w.tat = t
+		}
+		w.tat = w.tat.Add(w.interval())
+	}
+	if w.needProbe && w.probe.IsZero() {
+		w.probe = s
+	}
+	if w.nSent == 0 {
+		w.cycleFrom = s.Add(-time.Nanosecond)
+	}
+	w.sent[w.nSent%sentRing] = sentCall{s, inFlight}
+	w.nSent++
+	return s
+}
+
+// stamp returns the start time for a call starting at t: t, nudged a
+// nanosecond past the last decrease if the clock has not moved beyond it
+// (coarse or fake clocks), so that a call started after a decrease always
+// compares after it.
+func (w *law) stamp(t time.Time) time.Time {
+	if !t.After(w.decrease) {
+		t = w.decrease.Add(time.Nanosecond)
+	}
+	if t.After(w.lastStart) {
+		w.lastStart = t
+	}
+	return t
+}
+
+// onSuccess folds in a success at t of the call started at started, billed
+// tokens, inFlight calls (this one included) holding slots, and grows the
+// limit or the rate (see AIMD).
+func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
+	w.observe(t.Sub(started), tokens)
+	if w.cfg.Fixed {
+		return
+	}
+	if started.Equal(w.probe) {
+		w.needProbe, w.probe = false, time.Time{}
+	}
+	if started.After(w.decrease) {
+		w.backoffs, w.refusedSince = 0, false
+	}
+	if started.After(w.cycleFrom) {
+		w.cycleOK++
+		if started.After(w.cycleLast) {
+			w.cycleLast = started
+		}
+	}
+	switch {
+	case w.slowStart:
+		if ceiling := w.ceiling(); w.limit < ceiling {
+			w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
+			w.increases++
+		}
+		return
+	case w.rate == 0:
+		// A start given (a limit learned by an earlier run) and the first
+		// round trip measured: pace the rate that limit carries.
+		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
+		w.probeFrom, w.tat = t, t
+	default:
+		w.grow(t)
+		if inFlight >= w.limit && w.capLevel > 0 && !t.Before(w.cooldown) {
+			// The limit on calls in flight holds the calls back: grow it
+			// by one per round trip, one per capGrowRoundTrips from the
+			// level of the last event it answered.
+			step := 1 / w.capLevel
+			if w.capLevel >= w.capEdge {
+				step /= capGrowRoundTrips
+			}
+			w.capLevel += step
+		}
+	}
+	w.fitLimit()
+}
+
+// grow moves the rate on once it has been held for the quota's answer
+// lag (see answerLag) with no 429 while pacing held the calls back: that
+// rate is safe, and the next is halfway to the rate last refused, or a
+// stair above when none is known. A bisection finds the quota's rate in a
+// few lags, and a stair now and then finds a quota that grew.
+func (w *law) grow(t time.Time) {
+	if w.sentRate(t) < 0.9*w.rate {
+		w.probeFrom = t // not sending at the rate proves nothing about it
+		return
+	}
+	lag := w.answerLag()
+	if t.Sub(w.probeFrom) < lag {
+		return
+	}
+	w.safe = max(w.safe, w.rate)
+	w.held++
+	if w.refused > 0 && w.held > reprobeLags {
+		w.refused = 0 // long at the safe rate: look for more again
+	}
+	switch {
+	case w.refused == 0:
+		// Stairs up, each twice the last while none is refused: a
+		// quota that grew far is found in a few lags, one that did not
+		// is overshot by a few percent.
+		w.rate = w.safe * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		w.stairs++
+		w.increases++
+	case w.refused-w.safe > bisectShare*w.refused:
+		w.rate = (w.safe + w.refused) / 2
+		w.increases++
+	default:
+		w.rate = w.safe
+	}
+	w.rate = min(w.rate, w.maxRate())
+	w.probeFrom = t
+}
+
+// capped reports whether a 429 of a call started beside others calls in
+// flight met a cap on calls in progress rather than a rate: the cap binds
+// and the call started at it, or others is well above what the rate
+// carries on average, or the last two events refused at the same level.
+func (w *law) capped(others int) bool {
+	carried := w.rate * w.latency().Seconds()
+	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
+	return capBinds && others+1 >= w.limit ||
+		float64(others) >= capShare*carried ||
+		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1]
+}
+
+// answerLag is how long a rate is held before it counts as safe: a quota
+// counted over a window answers an overshoot only once the window has
+// filled with it, so a rate is proven only after a while. It is
+// probeStairRoundTrips round trips, the window of a per-minute quota with
+// calls of several seconds.
+func (w *law) answerLag() time.Duration {
+	return time.Duration(probeStairRoundTrips * w.avgLatency)
+}
+
+// onRateLimited folds in a 429 at t of the call started at started, with
+// the server's retry delay retryAfter (0 if none), inFlight calls (this
+// one included) holding slots. It reports whether the
+// gate moved later.
+func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
+	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
+	if w.cfg.Fixed {
+		return w.closeGate(t.Add(retryAfter))
+	}
+	probeRefused := started.Equal(w.probe)
+	if probeRefused {
+		w.probe = time.Time{} // refused: probe again after the next backoff
+		newEvent = true
+	}
+	others := w.othersAt(started, inFlight-1)
+	if uncertain(retryAfter) {
+		// Unless a cap on calls in progress refused it (it frees a slot
+		// as soon as a call ends), the quota is spent: wait a backoff,
+		// then probe. So too when a call started after a decrease is
+		// refused with no success in between.
+		capped := w.eventRate > 0 && w.capped(others)
+		if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
+			d := w.backoff()
+			if retryAfter > 0 {
+				d = min(d, retryAfter)
+			}
+			gateMoved = w.closeGate(t.Add(d))
+			w.needProbe = true
+			w.backoffs++
+		}
+		w.refusedSince = true
+	} else {
+		gateMoved = w.closeGate(t.Add(retryAfter))
+	}
+	if !newEvent {
+		// Each call refused of those already started when the event began
+		// was one call per round trip too many, down to DecreaseFactor of
+		// the rate the event began at. (Calls started since meet a quota
+		// still spent, which says nothing more.)
+		if w.rate > 0 && !started.After(w.decrease) {
+			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.minRate())
+			w.fitLimit()
+		}
+		return gateMoved
+	}
+	w.decreases++
+	w.decrease = t
+	if w.lastStart.After(t) {
+		w.decrease = w.lastStart
+	}
+	w.slowStart = false
+	if !w.hasLatency {
+		// Nothing measured to pace with: decrease the limit.
+		w.setLimit(max(w.cfg.Floor, int(float64(w.limit)*w.cfg.DecreaseFactor)))
+		return gateMoved
+	}
+	if w.rate == 0 {
+		w.rate = w.sentRate(t)
+	}
+	// A server's cap on calls in progress refuses at a level of calls in
+	// flight, whatever the rate; a quota at a rate, whatever the calls in
+	// flight (see capped). At the cap, hold the calls in flight just
+	// under it and leave the rate alone; else the rate is what to lower.
+	first := w.eventRate == 0
+	atCap := !first && w.capped(others)
+	w.lastOthers = [2]int{others, w.lastOthers[0]}
+	lag := w.answerLag()
+	saturated := !first && t.Sub(w.lastEvent) <= 2*lag
+	if atCap {
+		w.capLevel = float64(max(w.cfg.Floor, others))
+		w.capEdge = w.capLevel
+	} else {
+		if w.rate <= w.safe*1.001 {
+			w.safe = 0 // refused at a rate it admitted: the quota fell
+		}
+		w.refused, w.held, w.stairs = w.rate, 0, 0
+		switch {
+		case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
+			w.rate = (w.safe + w.refused) / 2
+		case w.safe > 0:
+			w.rate = w.safe
+		default:
+			w.rate = w.refused * eventBackoff
+			// When 429s keep coming, what the quota admitted since the
+			// last event is about its rate. The calls in flight were
+			// admitted (a refusal comes back at once), all but this one.
+			if span := w.cycleLast.Sub(w.cycleFrom); saturated && !probeRefused && w.cycleOK >= cycleMinSuccesses && span > w.latency() {
+				w.rate = min(w.rate, float64(w.cycleOK)/span.Seconds())
+			}
+		}
+		if first {
+			// Slow start sends in bursts, which a small burst allowance
+			// refuses below the quota's rate: no bound learned.
+			w.refused = 0
+		}
+		w.lastEvent = t
+	}
+	w.rate = max(w.rate, w.minRate())
+	w.eventRate = w.rate
+	w.cycleFrom, w.cycleOK, w.cycleLast = w.decrease, 0, w.decrease
+	resume := w.gate
+	if t.After(resume) {
+		resume = t
+	}
+	w.cooldown = resume.Add(min(w.cfg.Cooldown, time.Duration(cooldownRoundTrips*w.avgLatency)))
+	w.probeFrom = resume
+	if w.tat.Before(resume) {
+		w.tat = resume
+	}
+	w.fitLimit()
+	return gateMoved
+}
+
+// uncertain reports whether a 429's retry delay leaves the wait unknown:
+// none was given, or it is a whole number of seconds, rounded (Gemini's
+// per-minute quotas send 26-59 s where a second or two would do).
+func uncertain(retryAfter time.Duration) bool {
+	return retryAfter%time.Second == 0
+}
+
+// backoff is the wait after an uncertain 429: a round trip doubled per
+// uncertain event since the last success, with jitter, capped.
+func (w *law) backoff() time.Duration {
+	base := time.Second
+	if w.hasLatency {
+		base = w.latency()
+	}
+	d := base << min(w.backoffs, 6)
+	d = min(d, backoffMaxRoundTrips*base)
+	// xorshift64: deterministic jitter, ±25%.
+	w.seed ^= w.seed << 13
+	w.seed ^= w.seed >> 7
+	w.seed ^= w.seed << 17
+	return time.Duration(float64(d) * (0.75 + 0.5*float64(w.seed>>11)/float64(1<<53)))
+}
+
+// closeGate moves the gate to until if later, and reports whether it did.
+func (w *law) closeGate(until time.Time) bool {
+	if until.After(w.gate) {
+		w.gate = until
+		return true
+	}
+	return false
+}
+
+// onFailed folds in any other outcome of the call started at started: it
+// only matters if that call was the probe.
+func (w *law) onFailed(started time.Time) {
+	if started.Equal(w.probe) {
+		w.probe = time.Time{}
+	}
+}
+
+// sameRoundTrip reports whether t is within one measured round trip of the
+// last decrease: a 429 then belongs to the event that decrease answered,
+// whatever its call's start, because a window-counted quota keeps refusing
+// until the window has drained.
+func (w *law) sameRoundTrip(t time.Time) bool {
+	return w.hasLatency && !w.decrease.IsZero() && float64(t.Sub(w.decrease)) < w.avgLatency
+}
+
+// sentRate is the rate of starts over the last round trip.
+func (w *law) sentRate(t time.Time) float64 {
+	span := w.latency()
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		if w.sent[(w.nSent-i)%sentRing].at.Before(t.Add(-span)) {
+			break
+		}
+		n++
+	}
+	return max(float64(n)/span.Seconds(), w.minRate())
+}
+
+// latency is the smoothed round trip, at least a microsecond.
+func (w *law) latency() time.Duration {
+	return max(time.Duration(w.avgLatency), time.Microsecond)
+}
+
+// minRate is Floor calls per round trip; maxRate the rate Ceiling calls in
+// flight carry, or a TPM budget's, whichever is lower.
+func (w *law) minRate() float64 {
+	return float64(w.cfg.Floor) / w.latency().Seconds()
+}
+
+func (w *law) maxRate() float64 {
+	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
+	if w.cfg.TPM > 0 && w.hasTokens {
+		r = min(r, float64(w.cfg.TPM)/60/w.avgTokens)
+	}
+	return max(r, w.minRate())
+}
+
+// fitLimit sets the limit on calls in flight to carry the paced rate.
+func (w *law) fitLimit() {
+	if w.rate <= 0 || !w.hasLatency {
+		return
+	}
+	n := int(math.Ceil(w.rate * w.latency().Seconds() * rateHeadroom))
+	if w.capLevel > 0 {
+		n = min(n, int(w.capLevel))
+	}
+	w.setLimit(min(max(n, w.cfg.Floor), w.ceiling()))
+}
+
+// setLimitTo sets the limit to n clamped to [Floor, ceiling], for a limit
+// learned by an earlier run or set by hand (see AIMD.SetLimit).
+func (w *law) setLimitTo(t time.Time, n int) {
+	ceiling := w.cfg.Ceiling
+	if !w.cfg.Fixed {
+		ceiling = w.ceiling()
+	}
+	w.setLimit(min(max(n, w.cfg.Floor), ceiling))
+	w.slowStart = false
+	if w.hasLatency && !w.cfg.Fixed {
+		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
+		w.probeFrom = t
+	}
+}
+
+// setLimit sets the limit, tracking its range.
+func (w *law) setLimit(n int) {
+	w.limit = n
+	w.minLimit = min(w.minLimit, n)
+	w.maxLimit = max(w.maxLimit, n)
+}
+
+// observe folds one success into the smoothed latency and tokens.
+func (w *law) observe(latency time.Duration, tokens int64) {
+	lat := float64(max(latency, 0))
+	if w.hasLatency {
+		w.avgLatency += ewmaWeight * (lat - w.avgLatency)
+	} else {
+		w.avgLatency, w.hasLatency = lat, true
+	}
+	if tokens <= 0 {
+		return
+	}
+	if w.hasTokens {
+		w.avgTokens += ewmaWeight * (float64(tokens) - w.avgTokens)
+	} else {
+		w.avgTokens, w.hasTokens = float64(tokens), true
+	}
+}
+
+// ceiling returns the effective ceiling: Config.Ceiling, lowered to the
+// Little's-law bound TPM*W/(60s*T) once latency W and tokens T have been
+// measured, and never below Floor.
+func (w *law) ceiling() int {
+	c := w.cfg.Ceiling
+	if w.cfg.TPM <= 0 || !w.hasTokens || !w.hasLatency {
+		return c
+	}
+	bound := float64(w.cfg.TPM) * w.avgLatency / (w.avgTokens * float64(time.Minute))
+	// The epsilon keeps an exact quotient such as 2 from flooring to 1
+	// through rounding in the averages.
+	if bound = math.Floor(bound + 1e-9); bound < float64(c) {
+		c = max(w.cfg.Floor, int(bound))
+	}
+	return c
+}
+
+// tokensPerCall is the TPM pacing reservation: the measured average tokens
+// per call, or Config.EstimatedTokens before any has been measured.
+func (w *law) tokensPerCall() int {
+	n := w.cfg.EstimatedTokens
+	if w.hasTokens {
+		n = int64(math.Ceil(w.avgTokens))
+	}
+	return int(min(max(n, 1), math.MaxInt32))
+}

@@ -1,0 +1,308 @@
+package limiter
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// AIMD paces and limits the calls to a rate-limited API, adapting both to
+// the quota the API actually grants. (The name is the original design's,
+// additive increase and multiplicative decrease, kept for its callers; the
+// law now learns a rate, see the package documentation.)
+//
+// Acquire blocks until a call may start and returns its start time: the
+// caller is first in line, InFlight() < Limit(), the retry-after gate has
+// passed, the learned rate's pacing allows it, and so does RPM/TPM pacing
+// when configured. The caller then reports the call's outcome with exactly
+// one of Succeeded, RateLimited or Failed, passing that start time back.
+// Waiting callers are served in FIFO order.
+//
+// The control law (law.go) decides; AIMD only holds the lock, the waiter
+// queue and the timers, and hands each event to the law with the clock's
+// reading. In short:
+//
+//   - Slow start. With no Config.Start the limit grows by Increase per
+//     success, doubling each round trip, up to Ceiling, until the first
+//     429. With a Start (a limit learned by an earlier run) the law paces
+//     from the first round trip the rate that limit carries.
+//   - Rate. From the first 429 on, starts are paced at a rate: a rate held
+//     for eight round trips with no 429 is safe; the rate last refused
+//     bounds the quota from above; the rate goes halfway between until they
+//     are within 3%, stays at the safe one a while, then climbs in stairs
+//     (5%, then each rise twice the last) to find a quota that grew. A 429
+//     at or below the safe rate means the quota fell: the law forgets it.
+//     The limit on calls in flight follows the rate by Little's law with
+//     room for latency's spread: rate × latency × 1.5.
+//   - Cap. A 429 of a call that started beside the same number of calls in
+//     flight as the last two, or well above what the rate carries, met a
+//     server's cap on calls in progress: the limit holds just under that
+//     level, grows back one per four round trips, and the rate is left
+//     alone.
+//   - One event per round trip. 429s within a round trip of a decrease
+//     belong to the event it answered; each such refusal of a call started
+//     before it takes one call per round trip off the rate (no more than
+//     DecreaseFactor of it).
+//   - Gate. A 429 with an exact retry delay d keeps every Acquire from
+//     returning before now+d (the latest deadline wins). One with none, or
+//     a whole number of seconds (a rounded delay, often far later than
+//     needed), that no cap explains: starts wait a jittered backoff of a
+//     round trip, doubling while 429s go on (never longer than the delay
+//     given), then one probe call goes and the rest wait for its success.
+//
+// Failed (5xx, timeouts, cancellations) frees the slot and changes nothing
+// else: those faults belong to retry logic, not to the quota.
+//
+// With Config.TPM > 0 the limit also never exceeds the ceiling Little's law
+// gives for the token budget. A call holds a slot for its latency W, so L
+// calls in flight complete L/W calls per second and bill L/W*T tokens per
+// second, T being the input tokens per call. Keeping that under TPM/60
+// gives
+//
+//	L <= TPM * W / (60s * T)
+//
+// computed from the smoothed (EWMA, weight 1/8) latency from Acquire to
+// Succeeded and input tokens of successful calls, floored, then clamped to
+// [Floor, Ceiling]; the paced rate never exceeds TPM/60/T either.
+//
+// Construct an AIMD with New or NewFixed; the zero value is not usable.
+// An AIMD is safe for concurrent use by multiple goroutines.
+type AIMD struct {
+	cfg      Config
+	newTimer func(d time.Duration) (<-chan time.Time, func() bool)
+	rpm, tpm *rate.Limiter // nil when that pacing is off
+
+	mu       sync.Mutex
+	law      law
+	inFlight int
+	queue    list.List // of *waiter, oldest first
+}
+
+// waiter is one Acquire call queued for a slot.
+type waiter struct {
+	elem    *list.Element
+	ready   chan struct{} // closed when granted
+	wake    chan struct{} // buffered: re-read the gate (became head, or the gate moved)
+	granted bool          // set with ready closed, under mu
+	started time.Time     // start stamp, set when granted
+}
+
+// New returns an AIMD limiter configured by cfg (see Config for defaults).
+func New(cfg Config) *AIMD {
+	slowStart := cfg.Start == 0
+	cfg = cfg.withDefaults()
+	l := &AIMD{
+		cfg:      cfg,
+		newTimer: realTimer,
+		law:      newLaw(cfg, slowStart),
+	}
+	l.rpm, l.tpm = newPacers(cfg)
+	return l
+}
+
+// NewFixed returns a limiter with a fixed pool of n slots (n < 1 means 1):
+// shorthand for New(Config{Fixed: true, Start: n, Floor: 1, Ceiling: n}).
+// SetLimit can shrink the pool but not grow it past n.
+func NewFixed(n int) *AIMD {
+	n = max(n, 1)
+	return New(Config{Fixed: true, Start: n, Floor: 1, Ceiling: n})
+}
+
+func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+func noStop() bool { return false }
+
+// Acquire blocks until a call may start, then returns its start time: pass
+// it back to Succeeded, RateLimited or Failed, exactly one of which must
+// follow every Acquire that returns a nil error. A call may start when it
+// is first in line, InFlight() < Limit(), the retry-after gate has passed,
+// and RPM/TPM pacing (when configured) allows it.
+//
+// The start time is the clock's reading when the call was let through,
+// moved a nanosecond past the last decrease if the clock has not advanced
+// beyond it, so that calls let through after a decrease always compare
+// after it.
+//
+// If ctx is done first, Acquire returns ctx.Err(), holds no slot and has
+// left the queue; the caller must not report an outcome.
+func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	l.mu.Lock()
+	now := l.cfg.Now()
+	if l.queue.Len() == 0 && l.law.mayStart(now, l.inFlight) {
+		started := l.law.start(now, l.inFlight)
+		l.inFlight++
+		l.mu.Unlock()
+		return l.pace(ctx, started)
+	}
+	w := &waiter{ready: make(chan struct{}), wake: make(chan struct{}, 1)}
+	w.elem = l.queue.PushBack(w)
+	for {
+		// Only the head of the line watches the gate's clock; the others
+		// wait for their turn and are woken one at a time.
+		timer, stop := (<-chan time.Time)(nil), noStop
+		if hold := l.law.hold(now); l.queue.Front() == w.elem && now.Before(hold) {
+			timer, stop = l.newTimer(hold.Sub(now))
+		}
+		l.mu.Unlock()
+		select {
+		case <-w.ready:
+			stop()
+			return l.pace(ctx, w.started)
+		case <-ctx.Done():
+			stop()
+			l.abandon(w)
+			return time.Time{}, ctx.Err()
+		case <-w.wake:
+			stop()
+		case <-timer:
+		}
+		l.mu.Lock()
+		now = l.cfg.Now()
+		l.dispatchLocked(now)
+		if w.granted {
+			l.mu.Unlock()
+			return l.pace(ctx, w.started)
+		}
+	}
+}
+
+// abandon takes a canceled waiter out of line, giving back its slot if it
+// was granted one while its Acquire was returning.
+func (l *AIMD) abandon(w *waiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	if w.granted {
+		l.releaseLocked()
+		l.dispatchLocked(now)
+		return
+	}
+	wasHead := l.queue.Front() == w.elem
+	l.queue.Remove(w.elem)
+	if wasHead {
+		l.dispatchLocked(now)
+		if now.Before(l.law.hold(now)) {
+			l.wakeHeadLocked() // the new head must take over the gate's clock
+		}
+	}
+}
+
+// Succeeded reports that the call started at started returned a result
+// billed tokens input tokens (what a TPM quota counts; 0 if unknown). It
+// frees the call's slot and may grow the limit.
+func (l *AIMD) Succeeded(started time.Time, tokens int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	l.releaseLocked()
+	l.law.onSuccess(now, started, tokens, l.inFlight+1)
+	l.dispatchLocked(now)
+}
+
+// RateLimited reports that the call started at started was refused with a
+// 429; retryAfter is the server's retry delay, 0 if it gave none. It frees
+// the call's slot, decreases the limit if this is a new congestion event
+// (the call started after the last decrease), and with retryAfter > 0 keeps
+// every Acquire from returning before now+retryAfter.
+func (l *AIMD) RateLimited(started time.Time, retryAfter time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	l.releaseLocked()
+	if l.law.onRateLimited(now, started, retryAfter, l.inFlight+1) {
+		l.wakeHeadLocked()
+	}
+	l.dispatchLocked(now)
+}
+
+// Failed reports any other outcome of the call started at started (5xx,
+// timeout, permanent error, cancellation). It frees the slot; the limit and
+// the streak are unchanged.
+func (l *AIMD) Failed(started time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releaseLocked()
+	l.law.onFailed(started)
+	l.dispatchLocked(l.cfg.Now())
+}
+
+// SetLimit sets the limit to n clamped to [Floor, ceiling], the ceiling
+// being the TPM-derived one when it applies. Use it to start from a limit
+// learned by an earlier run. It resets the streak and is counted neither as
+// an increase nor as a decrease.
+func (l *AIMD) SetLimit(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	l.law.setLimitTo(now, n)
+	l.dispatchLocked(now)
+}
+
+// Limit returns the current limit on calls in flight.
+func (l *AIMD) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.law.limit
+}
+
+// InFlight returns the number of slots held: calls acquired and not yet
+// reported, including any still waiting out RPM/TPM pacing.
+func (l *AIMD) InFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
+// GateUntil returns the time before which no call starts, set by the
+// latest-ending retry-after delay; the zero Time if none was ever given.
+func (l *AIMD) GateUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.law.gate
+}
+
+// dispatchLocked grants slots to waiters in line order while slots are free
+// and the gate has passed.
+func (l *AIMD) dispatchLocked(now time.Time) {
+	granted := false
+	for l.law.mayStart(now, l.inFlight) {
+		e := l.queue.Front()
+		if e == nil {
+			return
+		}
+		w := l.queue.Remove(e).(*waiter)
+		w.started = l.law.start(now, l.inFlight)
+		l.inFlight++
+		w.granted = true
+		close(w.ready)
+		granted = true
+	}
+	if granted && now.Before(l.law.hold(now)) {
+		l.wakeHeadLocked() // the new head must watch the pacing clock
+	}
+}
+
+func (l *AIMD) wakeHeadLocked() {
+	if e := l.queue.Front(); e != nil {
+		select {
+		case e.Value.(*waiter).wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *AIMD) releaseLocked() {
+	if l.inFlight <= 0 {
+		panic("limiter: outcome reported more often than Acquire succeeded")
+	}
+	l.inFlight--
+}
