@@ -12,6 +12,8 @@
 //	                n, l\0<label>, g\0<field>\0<value>\0<label>, r\0<label>, e\0<label>
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
+//	answers/<stage> cache key -> the answer and the usage it was billed (JSON), see cache.go
+//	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //
 // Every transition of an item (ingest, a stage's success or dead letter,
 // re-queue, re-run) is one transaction, and each transition checks the
