@@ -320,7 +320,7 @@ func ingestFile(ctx context.Context, db *store.DB, plan *ingest.Plan, stderr io.
 		total = total.Add(st)
 		return err
 	})
-	kept := total.New + total.Changed + total.Unchanged
+	kept := total.New + total.Changed + total.Updated + total.Unchanged
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("interrupted while ingesting %s after %d records (all kept): %w", res.Path, kept, pipeline.ErrStopped)
@@ -328,8 +328,8 @@ func ingestFile(ctx context.Context, db *store.DB, plan *ingest.Plan, stderr io.
 		return fmt.Errorf("ingest %s: %w (the %d records ingested before it are kept)", res.Path, err, kept)
 	}
 	printProblems(stderr, res)
-	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %d lines skipped\n",
-		res.Path, total.New, total.Changed, total.Unchanged, res.BadLines)
+	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage that reads what changed), %d updated (no work redone), %d unchanged, %d lines skipped\n",
+		res.Path, total.New, total.Changed, total.Updated, total.Unchanged, res.BadLines)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -190,9 +191,9 @@ func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
 		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
 	}
 	b.defs = []store.StageDef{
-		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji)},
-		{Name: cl.Name(), Fingerprint: cl.Fingerprint()},
-		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg)},
+		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji), Reads: []string{pipeline.TextField}},
+		{Name: cl.Name(), Fingerprint: cl.Fingerprint(), Reads: classifyReads(prompt)},
+		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg), Reads: aggregateReads(b.agg)},
 	}
 	b.priceIn, b.priceOut = stages.Price(o.Model)
 	if o.PriceIn >= 0 {
@@ -202,6 +203,28 @@ func (o *pipelineOptions) newStages(ctx context.Context) (*built, error) {
 		b.priceOut = o.PriceOut
 	}
 	return b, nil
+}
+
+// classifyReads is what an edit must touch to re-run classify: the text
+// (its fallback when sanitize left none), and every field when a custom
+// prompt template may print fields.
+func classifyReads(prompt string) []string {
+	if strings.Contains(prompt, "Fields") || strings.Contains(strings.ReplaceAll(prompt, " ", ""), "{{.}}") {
+		return nil // may read any field
+	}
+	return []string{pipeline.TextField}
+}
+
+// aggregateReads lists the record fields the aggregate stage reads, so an
+// edit to one of them re-runs only the aggregate.
+func aggregateReads(a *stages.Aggregate) []string {
+	groupBy := a.GroupBy
+	if groupBy == nil {
+		groupBy = stages.DefaultGroupBy
+	}
+	reads := append([]string{}, groupBy...)
+	reads = append(reads, stages.MonthGroup, cmp.Or(a.DateField, stages.DefaultDateField), cmp.Or(a.RatingField, stages.DefaultRatingField))
+	return reads
 }
 
 // openDB opens the pipeline DB for writing with this definition.

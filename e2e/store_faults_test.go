@@ -125,7 +125,7 @@ func TestStoreFaults(t *testing.T) {
 			}
 			os.WriteFile(db, b, 0o600)
 			for _, args := range append(readCommands(db), runOnly(db)) {
-				fails(t, simEnv(url), args, "corrupt or not a database")
+				fails(t, simEnv(url), args, "not a database file")
 			}
 			ta.add(1, 0, 0, 0)
 		})

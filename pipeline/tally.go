@@ -1,9 +1,13 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"math/big"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // MaxExamples is how many example ids a Tally keeps per label.
@@ -21,20 +25,129 @@ type Fact struct {
 	Rating *float64 `json:"rating,omitempty"`
 }
 
-// RatingSum accumulates ratings so averages stay exact under removal.
+// RatingScale is the fixed point of rating sums: a rating is counted in
+// units of 1/RatingScale, so ratings written with up to nine decimals add
+// and subtract exactly, whatever their magnitude.
+const RatingScale = 1_000_000_000
+
+// RatingSum accumulates ratings exactly, so an average stays right under
+// removal (float sums lose small ratings next to large ones: 3 + 1e17 -
+// 1e17 is 0) and never overflows to infinity. The zero value is empty.
 type RatingSum struct {
-	// Sum is the ratings added up.
-	Sum float64 `json:"sum"`
-	// Count is how many ratings Sum holds.
-	Count int64 `json:"count"`
+	// Scaled is the sum in units of 1/RatingScale; nil means zero. Treat
+	// it as read-only: Fold replaces it rather than changing it.
+	Scaled *big.Int
+	// Count is how many ratings the sum holds.
+	Count int64
 }
 
-// Mean is the average rating, 0 when there is none.
-func (r RatingSum) Mean() float64 {
-	if r.Count == 0 {
+// ratingJSON is RatingSum on the wire: the sum as an exact decimal
+// number (at most nine decimals, however large), so `report --format
+// json` reads {"sum": 99, "count": 3} as before the sums were exact.
+type ratingJSON struct {
+	Sum   json.Number `json:"sum"`
+	Count int64       `json:"count"`
+}
+
+// MarshalJSON writes the exact sum as a decimal number.
+func (r RatingSum) MarshalJSON() ([]byte, error) {
+	n := new(big.Int)
+	if r.Scaled != nil {
+		n.Set(r.Scaled)
+	}
+	neg := n.Sign() < 0
+	n.Abs(n)
+	q, m := new(big.Int).QuoRem(n, big.NewInt(RatingScale), new(big.Int))
+	dec := q.String()
+	if m.Sign() != 0 {
+		frac := fmt.Sprintf("%09d", m.Int64())
+		dec += "." + strings.TrimRight(frac, "0")
+	}
+	if neg {
+		dec = "-" + dec
+	}
+	return json.Marshal(ratingJSON{Sum: json.Number(dec), Count: r.Count})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, exactly.
+func (r *RatingSum) UnmarshalJSON(b []byte) error {
+	var v ratingJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = RatingSum{Count: v.Count}
+	if v.Sum == "" {
+		return nil
+	}
+	x, ok := new(big.Rat).SetString(string(v.Sum))
+	if !ok {
+		return fmt.Errorf("rating sum %q is not a number", v.Sum)
+	}
+	x.Mul(x, new(big.Rat).SetInt64(RatingScale))
+	r.Scaled = new(big.Int).Quo(x.Num(), x.Denom())
+	return nil
+}
+
+// ScaledRating converts a rating to units of 1/RatingScale, rounding half
+// away from zero; ok is false for NaN and infinities, which are never
+// summed.
+func ScaledRating(r float64) (n *big.Int, ok bool) {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return nil, false
+	}
+	x := new(big.Rat).SetFloat64(r)
+	x.Mul(x, new(big.Rat).SetInt64(RatingScale))
+	q, m := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+	// Round half away from zero: |2m| >= den moves q one step out.
+	if m.Sign() != 0 && new(big.Int).Abs(new(big.Int).Lsh(m, 1)).Cmp(x.Denom()) >= 0 {
+		q.Add(q, big.NewInt(int64(m.Sign())))
+	}
+	return q, true
+}
+
+// Sum is the sum of the ratings, rounded to the nearest float64.
+func (r RatingSum) Sum() float64 {
+	if r.Scaled == nil {
 		return 0
 	}
-	return r.Sum / float64(r.Count)
+	f, _ := new(big.Rat).SetFrac(r.Scaled, big.NewInt(RatingScale)).Float64()
+	return f
+}
+
+// Mean is the average rating, rounded to the nearest float64 from the
+// exact sum; 0 when there is none.
+func (r RatingSum) Mean() float64 {
+	if r.Count == 0 || r.Scaled == nil {
+		return 0
+	}
+	den := new(big.Int).Mul(big.NewInt(r.Count), big.NewInt(RatingScale))
+	f, _ := new(big.Rat).SetFrac(r.Scaled, den).Float64()
+	return f
+}
+
+// Add returns r with d ratings of total scaled added (d < 0 removes).
+func (r RatingSum) Add(scaled *big.Int, d int64) RatingSum {
+	sum := new(big.Int)
+	if r.Scaled != nil {
+		sum.Set(r.Scaled)
+	}
+	if scaled != nil {
+		sum.Add(sum, scaled)
+	}
+	return RatingSum{Scaled: sum, Count: r.Count + d}
+}
+
+// Equal reports whether r and s hold the same count and exact sum.
+func (r RatingSum) Equal(s RatingSum) bool {
+	zero := new(big.Int)
+	a, b := r.Scaled, s.Scaled
+	if a == nil {
+		a = zero
+	}
+	if b == nil {
+		b = zero
+	}
+	return r.Count == s.Count && a.Cmp(b) == 0
 }
 
 // Tally is the exact aggregate over every done item: counts by label, by
@@ -88,10 +201,8 @@ func (t *Tally) Fold(id string, f Fact, sign int) {
 			delete(t.Groups, field)
 		}
 	}
-	if f.Rating != nil {
-		r := t.Ratings[f.Label]
-		r.Sum += float64(d) * *f.Rating
-		r.Count += d
+	if scaled, ok := f.ScaledRating(); ok {
+		r := t.Ratings[f.Label].Add(scaled.Mul(scaled, big.NewInt(d)), d)
 		if r.Count == 0 {
 			delete(t.Ratings, f.Label)
 		} else {
@@ -112,6 +223,15 @@ func (t *Tally) Fold(id string, f Fact, sign int) {
 			}
 		}
 	}
+}
+
+// ScaledRating is the fact's rating as Fold sums it, in units of
+// 1/RatingScale; ok is false when it has none or it is not finite.
+func (f Fact) ScaledRating() (*big.Int, bool) {
+	if f.Rating == nil {
+		return nil, false
+	}
+	return ScaledRating(*f.Rating)
 }
 
 func bump(m map[string]int64, k string, d int64) {
@@ -146,16 +266,11 @@ func (t Tally) Diff(u Tally) []string {
 	}
 	for _, k := range unionKeys(t.Ratings, u.Ratings) {
 		a, b := t.Ratings[k], u.Ratings[k]
-		if a.Count != b.Count || !closeEnough(a.Sum, b.Sum) {
-			out = append(out, fmt.Sprintf("rating %q: %v/%d != %v/%d", k, a.Sum, a.Count, b.Sum, b.Count))
+		if !a.Equal(b) {
+			out = append(out, fmt.Sprintf("rating %q: %v/%d != %v/%d", k, a.Sum(), a.Count, b.Sum(), b.Count))
 		}
 	}
 	return out
-}
-
-func closeEnough(a, b float64) bool {
-	d := a - b
-	return d < 1e-6 && d > -1e-6
 }
 
 func unionKeys[V any](a, b map[string]V) []string {

@@ -64,15 +64,16 @@ func (a *Aggregate) Process(_ context.Context, it pipeline.Item) (pipeline.Resul
 }
 
 // Fact computes what the item contributes to the tally: the label of its
-// classify output (it.Prev, else it.Outputs["classify"]), one value per
+// classify output (it.Outputs["classify"], else it.Prev, so a custom stage
+// may sit between classify and aggregate), one value per
 // GroupBy field ("unknown" when missing; "month" as "2006-01" from
 // DateField) and the rating when RatingField holds a number. A missing or
 // unusable classify output is a permanent error. Fact is deterministic, so
 // a check can recompute the tally from stored outputs and must agree.
 func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
-	raw := it.Prev
+	raw := it.Outputs["classify"]
 	if len(raw) == 0 {
-		raw = it.Outputs["classify"]
+		raw = it.Prev
 	}
 	const hint = "re-run the item through classify (`sawtooth retry --stage classify`)"
 	if len(raw) == 0 {

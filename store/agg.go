@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -17,11 +18,14 @@ import (
 // the tally has (a single JSON tally re-encoded per commit cost
 // milliseconds once it held thousands of app×month cells).
 var (
-	aggItems    = []byte("n")
-	aggLabel    = []byte("l\x00") // + label -> int64
-	aggGroup    = []byte("g\x00") // + len field, field, len value, value, label -> int64
-	aggRating   = []byte("r\x00") // + label -> float64 sum, int64 count
-	aggExamples = []byte("e\x00") // + label -> JSON []string
+	aggItems  = []byte("n")
+	aggLabel  = []byte("l\x00") // + label -> int64
+	aggGroup  = []byte("g\x00") // + len field, field, len value, value, label -> int64
+	aggRating = []byte("R\x00") // + label -> int64 count, exact scaled sum (see encodeRating)
+	// aggRatingFloat is the first layout's rating sum (float64 sum, int64
+	// count), inexact: read, and replaced by aggRating on the next fold.
+	aggRatingFloat = []byte("r\x00")
+	aggExamples    = []byte("e\x00") // + label -> JSON []string
 )
 
 func aggKey(prefix []byte, label string) []byte {
@@ -83,25 +87,27 @@ func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
 			return err
 		}
 	}
-	if f.Rating != nil {
+	if scaled, ok := f.ScaledRating(); ok {
 		k := aggKey(aggRating, f.Label)
-		var sum float64
-		var n int64
-		if v := b.Get(k); len(v) == 16 {
-			sum = math.Float64frombits(binary.BigEndian.Uint64(v[:8]))
-			n = int64(binary.BigEndian.Uint64(v[8:]))
+		var cur pipeline.RatingSum
+		if v := b.Get(k); v != nil {
+			var ok bool
+			if cur, ok = decodeRating(v); !ok {
+				return fmt.Errorf("aggregate rating of %q is damaged (run `sawtooth verify`)", f.Label)
+			}
+		} else if v := b.Get(aggKey(aggRatingFloat, f.Label)); v != nil {
+			cur, _ = decodeFloatRating(v)
+			if err := b.Delete(aggKey(aggRatingFloat, f.Label)); err != nil {
+				return err
+			}
 		}
-		sum += float64(d) * *f.Rating
-		n += d
-		if n == 0 {
+		r := cur.Add(scaled.Mul(scaled, big.NewInt(d)), d)
+		if r.Count == 0 {
 			if err := b.Delete(k); err != nil {
 				return err
 			}
-		} else {
-			v := binary.BigEndian.AppendUint64(nil, math.Float64bits(sum))
-			if err := b.Put(k, binary.BigEndian.AppendUint64(v, uint64(n))); err != nil {
-				return err
-			}
+		} else if err := b.Put(k, encodeRating(r)); err != nil {
+			return err
 		}
 	}
 	k := aggKey(aggExamples, f.Label)
@@ -127,6 +133,44 @@ func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
 		return err
 	}
 	return b.Put(k, v)
+}
+
+// encodeRating is the count (8 bytes, big-endian), a sign byte (1 for
+// negative) and the magnitude of the scaled sum (big-endian, any length):
+// exact at any size, so two ratings of 1e308 add up to 2e308, not +Inf.
+func encodeRating(r pipeline.RatingSum) []byte {
+	v := binary.BigEndian.AppendUint64(nil, uint64(r.Count))
+	sign := byte(0)
+	if r.Scaled != nil && r.Scaled.Sign() < 0 {
+		sign = 1
+	}
+	v = append(v, sign)
+	if r.Scaled != nil {
+		v = append(v, r.Scaled.Bytes()...)
+	}
+	return v
+}
+
+func decodeRating(v []byte) (pipeline.RatingSum, bool) {
+	if len(v) < 9 || v[8] > 1 {
+		return pipeline.RatingSum{}, false
+	}
+	n := new(big.Int).SetBytes(v[9:])
+	if v[8] == 1 {
+		n.Neg(n)
+	}
+	return pipeline.RatingSum{Count: int64(binary.BigEndian.Uint64(v)), Scaled: n}, true
+}
+
+func decodeFloatRating(v []byte) (pipeline.RatingSum, bool) {
+	if len(v) != 16 {
+		return pipeline.RatingSum{}, false
+	}
+	scaled, ok := pipeline.ScaledRating(math.Float64frombits(binary.BigEndian.Uint64(v[:8])))
+	if !ok {
+		scaled = new(big.Int) // a sum that overflowed: verify reports it
+	}
+	return pipeline.RatingSum{Scaled: scaled, Count: int64(binary.BigEndian.Uint64(v[8:]))}, true
 }
 
 // readAgg assembles the tally from its counters.
@@ -161,13 +205,17 @@ func readAgg(b *bolt.Bucket) (pipeline.Tally, error) {
 			}
 			t.Groups[field][value][label] = int64(binary.BigEndian.Uint64(v))
 		case bytes.HasPrefix(k, aggRating):
-			if len(v) != 16 {
+			r, ok := decodeRating(v)
+			if !ok {
 				return bad
 			}
-			t.Ratings[string(k[len(aggRating):])] = pipeline.RatingSum{
-				Sum:   math.Float64frombits(binary.BigEndian.Uint64(v[:8])),
-				Count: int64(binary.BigEndian.Uint64(v[8:])),
+			t.Ratings[string(k[len(aggRating):])] = r
+		case bytes.HasPrefix(k, aggRatingFloat):
+			r, ok := decodeFloatRating(v)
+			if !ok {
+				return bad
 			}
+			t.Ratings[string(k[len(aggRatingFloat):])] = r
 		case bytes.HasPrefix(k, aggExamples):
 			var ex []string
 			if err := json.Unmarshal(v, &ex); err != nil {

@@ -1,28 +1,49 @@
-// Package store keeps a sawtooth pipeline in one bbolt file.
+// Package store keeps a sawtooth pipeline in one bbolt file. *DB
+// implements pipeline.Database and passes its contract suite
+// (store/storetest).
 //
 // Layout (bucket -> key -> value):
 //
-//	meta            schema, definition (stage names + config fingerprints), created, limit/<stage>
-//	items           id -> original record (JSON), rewritten only when the id's text changes
-//	state           id -> where the item is: stage index, status, queue seq, text hash (binary)
+//	meta            schema, definition (stage names, fingerprints, fields read), created, limit/<stage>
+//	items           id -> original record (JSON), rewritten only when the id's content changes
+//	state           id -> where the item is: stage index, status, queue seq, content hash (binary)
 //	todo/<stage>    big-endian sequence -> id: the stage's queue in arrival order
 //	out/<stage>     id -> the stage's output (JSON)
-//	dead/<stage>    id -> pipeline.DeadLetter (JSON), kept until re-queued
+//	dead/<stage>    id -> pipeline.DeadLetter (JSON): the item's current dead letter
+//	history         len(id), id, sequence -> pipeline.PastDeadLetter (JSON): dead letters an
+//	                item left (re-queue, re-run, edit); never deleted except by Prune
 //	agg             the tally of the last stage's facts, one counter per key:
-//	                n, l\0<label>, g\0<field>\0<value>\0<label>, r\0<label>, e\0<label>
+//	                n, l\0<label>, g\0<field>\0<value>\0<label>, R\0<label> (exact rating
+//	                sum, see pipeline.RatingSum), e\0<label>
+//	usage           t\0<stage>, r\0<run>\0<stage> -> tokens billed by committed transitions
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
 //	answers/<stage> cache key -> the answer and the usage it was billed (JSON), see cache.go
 //	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //
 // Every transition of an item (ingest, a stage's success or dead letter,
-// re-queue, re-run) is one transaction, and each transition checks the
-// item's state first, so applying the same transition twice is a no-op.
-// The state bucket is the single answer to "where is item X": an item is
-// queued at exactly one stage, dead at exactly one stage, or done. Check
-// verifies that every bucket agrees with it.
+// re-queue, re-run, prune) is one transaction, and each transition checks
+// the item's state first, so applying the same transition twice is a
+// no-op, and a transition whose item was re-queued meanwhile (its queue
+// sequence changed) is ignored. The state bucket is the single answer to
+// "where is item X": an item is queued at exactly one stage, dead at
+// exactly one stage, or done.
+//
+// The content hash covers the record's text and every field. An edited
+// record re-enters at the first stage that reads a changed field
+// (pipeline.StageDef.Reads); an edit nothing has read yet only replaces
+// the record.
+//
+// Two consistency checks: Open runs a cheap one (checkFile: the meta
+// pages, the root page and the free list, a few pages whatever the file's
+// size) before bbolt reads the file, and refuses anything that is not a
+// bbolt file (empty, foreign, a directory, a FIFO) with ErrNotDatabase,
+// and a damaged one with ErrCorrupt. Check is the full one behind
+// `sawtooth verify`: bbolt's page walk, every bucket against the state
+// bucket, and the tally against its recomputation from the stored facts.
 //
 // A DB is safe for concurrent use by many goroutines of one process; bbolt's
 // file lock keeps other processes out, and Open gives up after
-// Options.LockTimeout with ErrInUse instead of waiting forever.
+// Options.LockTimeout with ErrInUse instead of waiting forever. A writable
+// open marks run records left "running" by a dead process as killed.
 package store

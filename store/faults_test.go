@@ -97,8 +97,8 @@ func TestOpen_EmptyFileReadOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "empty.db")
 	os.WriteFile(path, nil, 0o600)
 	_, err := Open(path, Options{Stages: testStages, ReadOnly: true})
-	if !errors.Is(err, ErrNotSawtooth) || !strings.Contains(err.Error(), "empty") {
-		t.Fatalf("err = %v, want ErrNotSawtooth saying it is empty", err)
+	if !errors.Is(err, ErrNotDatabase) || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("err = %v, want ErrNotDatabase saying it is empty", err)
 	}
 	if fi, _ := os.Stat(path); fi.Size() != 0 {
 		t.Errorf("a read-only open wrote %d bytes", fi.Size())

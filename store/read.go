@@ -50,21 +50,14 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 	return out, err
 }
 
-// StageCounts is how many items are queued at, dead at, or have an output
-// of one stage.
-type StageCounts struct {
-	Stage  string `json:"stage"`
-	Queued int    `json:"queued"`
-	Dead   int    `json:"dead"`
-	Output int    `json:"output"`
-}
-
-// Counts summarises the database.
-type Counts struct {
-	Items  int           `json:"items"`
-	Done   int           `json:"done"`
-	Stages []StageCounts `json:"stages"`
-}
+// StageCounts, Counts, Location and DeadEntry are the pipeline types,
+// kept here so callers compile.
+type (
+	StageCounts = pipeline.StageCounts
+	Counts      = pipeline.Counts
+	Location    = pipeline.Location
+	DeadEntry   = pipeline.DeadEntry
+)
 
 // Counts walks the state bucket once; it costs O(items).
 func (db *DB) Counts() (Counts, error) {
@@ -96,17 +89,7 @@ func (db *DB) Counts() (Counts, error) {
 	return c, err
 }
 
-// Location is where one item is.
-type Location struct {
-	ID     string                     `json:"id"`
-	Stage  string                     `json:"stage"`
-	Status string                     `json:"status"`
-	Record pipeline.Record            `json:"record"`
-	Output map[string]json.RawMessage `json:"outputs,omitempty"`
-	Dead   *pipeline.DeadLetter       `json:"dead,omitempty"`
-}
-
-// Locate answers "where is item id".
+// Locate answers "where is item id", with its dead-letter history.
 func (db *DB) Locate(id string) (Location, error) {
 	loc := Location{ID: id}
 	err := db.view(func(tx *bolt.Tx) error {
@@ -134,16 +117,11 @@ func (db *DB) Locate(id string) (Location, error) {
 				loc.Dead = &dl
 			}
 		}
-		return nil
+		var err error
+		loc.History, err = readHistory(tx, []byte(id))
+		return err
 	})
 	return loc, err
-}
-
-// DeadEntry is one dead letter with its item's id and text.
-type DeadEntry struct {
-	ID   string              `json:"id"`
-	Text string              `json:"text"`
-	Dead pipeline.DeadLetter `json:"dead"`
 }
 
 // ForEachDead calls fn for every dead letter of stage in id order.
@@ -219,10 +197,22 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 	return t, err
 }
 
-// Check verifies that every bucket agrees with the state bucket: each item
-// is in exactly one place, every queue entry points at an item queued
-// there, every done item has every output, and nothing is orphaned. It
-// returns one line per problem.
+// Check is the full consistency check (`sawtooth verify`; Open runs only
+// a cheap one on the meta, root and free list pages, see checkFile). It
+// verifies, in one read transaction:
+//   - bbolt's own page check: every page reachable once, none both free
+//     and in use, every key in order;
+//   - that every bucket agrees with the state bucket: each item is in
+//     exactly one place (one queue entry, or one dead letter, or done),
+//     every queue entry points at an item queued there with that
+//     sequence, an item has the outputs of exactly the stages it passed,
+//     and no queue entry, dead letter, output or history entry belongs to
+//     an id without a state;
+//   - that the stored tally equals the one recomputed by folding the last
+//     stage's stored output of every done item.
+//
+// It returns one line per problem (at most 100), naming the item and the
+// bucket.
 func (db *DB) Check() ([]string, error) {
 	var problems []string
 	add := func(format string, args ...any) {
@@ -231,10 +221,15 @@ func (db *DB) Check() ([]string, error) {
 		}
 	}
 	err := db.view(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			add("file: %v", err)
+		}
 		items, states := tx.Bucket(bucketItems), tx.Bucket(bucketState)
 		if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
 			add("%d records but %d states", n, m)
 		}
+		last := db.stages[len(db.stages)-1].Name
+		var recomputed pipeline.Tally
 		err := states.ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
@@ -256,10 +251,19 @@ func (db *DB) Check() ([]string, error) {
 					add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
 				}
 			}
-			if s.Status == Queued {
+			switch s.Status {
+			case Queued:
 				if got := tx.Bucket(todoBucket(name)).Get(u64(s.Seq)); !bytes.Equal(got, k) {
 					add("item %q: queued at %s seq %d but the queue holds %q", k, name, s.Seq, got)
 				}
+			case Dead:
+			case Done:
+				var f pipeline.Fact
+				if raw := tx.Bucket(outBucket(last)).Get(k); raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
+					recomputed.Fold(string(k), f, +1)
+				}
+			default:
+				add("item %q: unknown status %d", k, s.Status)
 			}
 			return nil
 		})
@@ -277,21 +281,66 @@ func (db *DB) Check() ([]string, error) {
 			if err != nil {
 				return err
 			}
+			for _, b := range []string{"dead/", "out/"} {
+				err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, _ []byte) error {
+					if states.Get(k) == nil {
+						add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if hist := tx.Bucket(bucketHistory); hist != nil {
+			err := hist.ForEach(func(k, _ []byte) error {
+				id, ok := historyID(k)
+				switch {
+				case !ok:
+					add("history: damaged key %q", k)
+				case states.Get(id) == nil:
+					add("history: item %q has no state (an orphan entry)", id)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		stored, err := readTally(tx)
+		if err != nil {
+			add("aggregate: %v", err)
+			return nil
+		}
+		for _, d := range stored.Diff(recomputed) {
+			add("aggregate: stored != recomputed from out/%s: %s", last, d)
 		}
 		return nil
 	})
 	return problems, err
 }
 
-// SaveRun stores (or replaces) a run record.
+// SaveRun stores (or replaces) a run record. While the last record saved
+// through this DB is "running", Commit adds usage to that run too, so a
+// run killed before it saves its end still shows what it paid.
 func (db *DB) SaveRun(r pipeline.RunSummary) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return db.update(func(tx *bolt.Tx) error {
+	err = db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRuns).Put([]byte(r.ID), b)
 	})
+	if err == nil {
+		if r.Status == runRunning {
+			id := r.ID
+			db.run.Store(&id)
+		} else if cur := db.run.Load(); cur != nil && *cur == r.ID {
+			db.run.Store(nil)
+		}
+	}
+	return err
 }
 
 // Runs returns up to n most recent run records, newest first.
@@ -303,6 +352,12 @@ func (db *DB) Runs(n int) ([]pipeline.RunSummary, error) {
 			var r pipeline.RunSummary
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("run %q: %w", k, err)
+			}
+			// A read-only open shares the file lock, so no writer is
+			// alive: a run still "running" was killed. (A writable open
+			// rewrote such records already.)
+			if r.Status == runRunning && db.bolt.IsReadOnly() {
+				db.killedRun(tx, &r)
 			}
 			out = append(out, r)
 		}

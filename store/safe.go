@@ -80,53 +80,72 @@ func diskError(path string, err error) error {
 		err, ErrDiskFull, path)
 }
 
-// bbolt's meta page, as laid out on disk (native byte order) after the
-// 16-byte page header.
+// bbolt's pages as laid out on disk (native byte order): a 16-byte page
+// header (id, flags, count, overflow), then for a meta page the meta
+// (magic, version, page size, flags, root bucket, freelist page, high
+// water mark, txid, checksum).
 const (
-	metaOffset   = 16
-	metaMagic    = 0xED0CDAED
-	metaVersion  = 2
-	metaSumStart = metaOffset
-	metaSumEnd   = metaOffset + 56 // the checksum field
-	metaLen      = metaOffset + 64
+	pageHeaderLen = 16
+	metaOffset    = pageHeaderLen
+	metaMagic     = 0xED0CDAED
+	metaVersion   = 2
+	metaSumStart  = metaOffset
+	metaSumEnd    = metaOffset + 56 // the checksum field
+	metaLen       = metaOffset + 64
+
+	branchPageFlag   = 0x01
+	leafPageFlag     = 0x02
+	freelistPageFlag = 0x10
+	noFreelist       = ^uint64(0) // the freelist is not synced to disk
 )
 
 type metaInfo struct {
 	pageSize uint64
+	root     uint64 // page of the root bucket
+	freelist uint64 // page of the free list
 	pgid     uint64 // high water mark: pages [0, pgid) are in use
 	txid     uint64
 }
 
-// readMeta decodes the meta page at off, or returns false if it is not a
-// valid one.
-func readMeta(f *os.File, off int64) (metaInfo, bool) {
+// readMeta decodes the meta page at off. magic reports whether it starts
+// like one (a bbolt file); ok whether it also passes its checksum.
+func readMeta(f *os.File, off int64) (m metaInfo, magic, ok bool) {
 	buf := make([]byte, metaLen)
 	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return metaInfo{}, false
+		return metaInfo{}, false, false
 	}
 	ne := binary.NativeEndian
-	if ne.Uint32(buf[metaOffset:]) != metaMagic || ne.Uint32(buf[metaOffset+4:]) != metaVersion {
-		return metaInfo{}, false
+	if ne.Uint32(buf[metaOffset:]) != metaMagic {
+		return metaInfo{}, false, false
+	}
+	if ne.Uint32(buf[metaOffset+4:]) != metaVersion {
+		return metaInfo{}, true, false
 	}
 	h := fnv.New64a()
 	h.Write(buf[metaSumStart:metaSumEnd])
 	if h.Sum64() != ne.Uint64(buf[metaSumEnd:]) {
-		return metaInfo{}, false
+		return metaInfo{}, true, false
 	}
 	return metaInfo{
 		pageSize: uint64(ne.Uint32(buf[metaOffset+8:])),
+		root:     ne.Uint64(buf[metaOffset+16:]),
+		freelist: ne.Uint64(buf[metaOffset+32:]),
 		pgid:     ne.Uint64(buf[metaOffset+40:]),
 		txid:     ne.Uint64(buf[metaOffset+48:]),
-	}, true
+	}, true, true
 }
 
-// checkTruncated fails with ErrCorrupt when the file at path is shorter than
-// its own meta page says: a copy cut short, or a disk that filled up
-// during a copy. bbolt would map the missing pages and panic, or crash
-// with a fault, when it reads them (it reads every page when it opens a
-// file for writing). Files it cannot judge (missing, empty, no valid meta
-// page) are left for bbolt to report.
-func checkTruncated(path string) error {
+// checkFile is the cheap consistency check Open runs before bbolt reads
+// the file: it reads the two meta pages, the root page's header and the
+// free list (a few pages, whatever the file's size), where bbolt would
+// panic, fault, or run on with a damaged free list that later hands out
+// pages in use. It fails with ErrNotDatabase for a file that is not bbolt
+// at all, and with ErrCorrupt for a bbolt file whose meta pages fail their
+// checksum, that is shorter than its meta says (a copy cut short), or
+// whose root or free list page is not what the meta says. The full check
+// (every page, every bucket, every item) is DB.Check, run by `verify`. A
+// missing or empty file is left to checkPath.
+func checkFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -136,9 +155,13 @@ func checkTruncated(path string) error {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
 		return nil
 	}
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("open %s: the database is damaged: %s: %w (restore it from a backup, or choose another --db)", path, fmt.Sprintf(format, args...), ErrCorrupt)
+	}
 	var best metaInfo
-	found := false
-	m0, ok0 := readMeta(f, 0)
+	found, anyMagic := false, false
+	m0, magic0, ok0 := readMeta(f, 0)
+	anyMagic = magic0
 	if ok0 {
 		best, found = m0, true
 	}
@@ -149,19 +172,77 @@ func checkTruncated(path string) error {
 		sizes = []int64{int64(m0.pageSize)}
 	}
 	for _, ps := range sizes {
-		if m1, ok := readMeta(f, ps); ok && uint64(ps) == m1.pageSize {
+		m1, magic, ok := readMeta(f, ps)
+		anyMagic = anyMagic || magic
+		if ok && uint64(ps) == m1.pageSize {
 			if !found || m1.txid > best.txid {
 				best, found = m1, true
 			}
 			break
 		}
 	}
-	if !found || best.pageSize == 0 {
-		return nil
+	switch {
+	case !anyMagic:
+		return fmt.Errorf("open %s: %w: it is not a bbolt database (no bbolt meta page; a sawtooth database is one): check --db, or choose another path", path, ErrNotDatabase)
+	case !found || best.pageSize < 512 || best.pageSize > 1<<20:
+		return corrupt("both meta pages fail their checks")
 	}
 	if need := best.pgid * best.pageSize; uint64(fi.Size()) < need {
-		return fmt.Errorf("open %s: the file is truncated: it holds %d bytes, its pages reach byte %d: %w (restore it from a backup, or choose another --db)",
-			path, fi.Size(), need, ErrCorrupt)
+		return corrupt("the file is truncated: it holds %d bytes, its pages reach byte %d", fi.Size(), need)
+	}
+	if best.root < 2 || best.root >= best.pgid {
+		return corrupt("the meta page's root bucket is page %d, outside pages 2..%d", best.root, best.pgid-1)
+	}
+	if id, flags, _, _, ok := readPageHeader(f, best.root, best.pageSize); !ok || id != best.root || flags&(branchPageFlag|leafPageFlag) == 0 {
+		return corrupt("the root bucket's page %d is damaged", best.root)
+	}
+	if best.freelist == noFreelist {
+		return nil
+	}
+	if best.freelist < 2 || best.freelist >= best.pgid {
+		return corrupt("the meta page's free list is page %d, outside pages 2..%d", best.freelist, best.pgid-1)
+	}
+	return checkFreelist(f, best, corrupt)
+}
+
+func readPageHeader(f *os.File, id, pageSize uint64) (pid uint64, flags, count uint16, overflow uint32, ok bool) {
+	var h [pageHeaderLen]byte
+	if _, err := f.ReadAt(h[:], int64(id*pageSize)); err != nil {
+		return 0, 0, 0, 0, false
+	}
+	ne := binary.NativeEndian
+	return ne.Uint64(h[:]), ne.Uint16(h[8:]), ne.Uint16(h[10:]), ne.Uint32(h[12:]), true
+}
+
+// checkFreelist reads the free list page (and its overflow) and checks
+// that every free page id is a real page, in increasing order.
+func checkFreelist(f *os.File, m metaInfo, corrupt func(string, ...any) error) error {
+	id, flags, count, overflow, ok := readPageHeader(f, m.freelist, m.pageSize)
+	if !ok || id != m.freelist || flags&freelistPageFlag == 0 {
+		return corrupt("the free list page %d is damaged", m.freelist)
+	}
+	if m.freelist+uint64(overflow) >= m.pgid {
+		return corrupt("the free list page %d overflows past the last page", m.freelist)
+	}
+	buf := make([]byte, (uint64(overflow)+1)*m.pageSize-pageHeaderLen)
+	if _, err := f.ReadAt(buf, int64(m.freelist*m.pageSize+pageHeaderLen)); err != nil {
+		return corrupt("the free list page %d cannot be read: %v", m.freelist, err)
+	}
+	ne := binary.NativeEndian
+	n := uint64(count)
+	if count == 0xFFFF { // the real count is the first element
+		n, buf = ne.Uint64(buf), buf[8:]
+	}
+	if n*8 > uint64(len(buf)) {
+		return corrupt("the free list page %d claims %d entries, more than it holds", m.freelist, n)
+	}
+	var prev uint64
+	for i := uint64(0); i < n; i++ {
+		p := ne.Uint64(buf[i*8:])
+		if p < 2 || p >= m.pgid || (i > 0 && p <= prev) {
+			return corrupt("the free list page %d lists page %d, not a free page of this file", m.freelist, p)
+		}
+		prev = p
 	}
 	return nil
 }

@@ -6,10 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -26,8 +31,14 @@ var (
 	ErrInUse = errors.New("database is in use by another sawtooth process")
 	// ErrNotSawtooth is returned by Open for a bbolt file sawtooth did not create.
 	ErrNotSawtooth = errors.New("not a sawtooth database")
-	// ErrCorrupt is returned by Open for a file bbolt cannot read.
-	ErrCorrupt = errors.New("database file is corrupt or not a database")
+	// ErrCorrupt is returned for a bbolt file whose pages fail their
+	// checks (damaged, truncated): restore it from a backup.
+	ErrCorrupt = errors.New("database file is corrupt")
+	// ErrNotDatabase is returned by Open for a path that holds something
+	// other than a bbolt file: an empty file, another kind of file, a
+	// directory, a FIFO or a device. Only a path that does not exist gets
+	// a new database.
+	ErrNotDatabase = errors.New("not a database file")
 	// ErrNewerSchema is returned by Open for a file from a newer sawtooth.
 	ErrNewerSchema = errors.New("database was written by a newer sawtooth")
 	// ErrDefinition is returned by Open when the stage list differs from the file's.
@@ -53,16 +64,8 @@ func deadBucket(stage string) []byte { return []byte("dead/" + stage) }
 func seriesBucket(run string) []byte { return []byte("series/" + run) }
 func limitKey(stage string) []byte   { return []byte("limit/" + stage) }
 
-// StageDef names one stage and fingerprints its configuration (model,
-// prompt version, label set...): a changed fingerprint means outputs of
-// that stage were produced by another configuration.
-type StageDef struct {
-	Name        string `json:"name"`
-	Fingerprint string `json:"fingerprint,omitempty"`
-	// Config is the stage's configuration as the run gave it, kept so
-	// later commands (verify) can use the same one.
-	Config json.RawMessage `json:"config,omitempty"`
-}
+// StageDef is pipeline.StageDef, kept here so callers of Open compile.
+type StageDef = pipeline.StageDef
 
 // Options configure Open.
 type Options struct {
@@ -80,6 +83,9 @@ type Options struct {
 	// NoSync skips fsync on commit: only for benchmarks of the engine
 	// itself; a crash may lose recent commits.
 	NoSync bool
+	// Now is the clock for the times the store records (dead-letter
+	// history, killed runs); nil means time.Now.
+	Now func() time.Time
 }
 
 // DB is a sawtooth pipeline database. Safe for concurrent use.
@@ -90,6 +96,10 @@ type DB struct {
 	index  map[string]int
 	// changed lists stages whose stored fingerprint differs from Options.
 	changed []string
+	now     func() time.Time
+	// run is the run record last saved as running by this handle: Commit
+	// adds usage to it, so a killed run's record holds what it paid for.
+	run atomic.Pointer[string]
 }
 
 // Open opens or creates the pipeline database at path (mode 0600).
@@ -101,23 +111,10 @@ func Open(path string, opt Options) (*DB, error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	if opt.MustExist && !opt.ReadOnly {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s: %w (check --db, or create it with `sawtooth run --db %s --input FILE`)", path, ErrNotFound, path)
-		}
+	if err := checkPath(path, opt.MustExist || opt.ReadOnly); err != nil {
+		return nil, err
 	}
-	if opt.ReadOnly {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
-		}
-		// bbolt would try to write a fresh layout into it, and fail with
-		// "bad file descriptor".
-		if fi.Mode().IsRegular() && fi.Size() == 0 {
-			return nil, fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", path, ErrNotSawtooth)
-		}
-	}
-	if err := checkTruncated(path); err != nil {
+	if err := checkFile(path); err != nil {
 		return nil, err
 	}
 	bdb, err := openBolt(path, &bolt.Options{
@@ -132,7 +129,10 @@ func Open(path string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	db := &DB{bolt: bdb, path: path, stages: opt.Stages, index: map[string]int{}}
+	db := &DB{bolt: bdb, path: path, stages: opt.Stages, index: map[string]int{}, now: opt.Now}
+	if db.now == nil {
+		db.now = time.Now
+	}
 	for i, s := range opt.Stages {
 		db.index[s.Name] = i
 	}
@@ -141,13 +141,70 @@ func Open(path string, opt Options) (*DB, error) {
 		return nil, err
 	}
 	if !opt.ReadOnly {
-		_ = os.WriteFile(lockInfoPath(path), []byte(strconv.Itoa(os.Getpid())), 0o600)
+		if err := db.markKilledRuns(); err != nil {
+			bdb.Close()
+			return nil, err
+		}
+		writePid(lockInfoPath(path))
 	}
 	return db, nil
 }
 
 func lockInfoPath(path string) string { return path + ".pid" }
 
+// writePid records this process's id beside the DB for the "in use"
+// message. It is a hint, so failing to write it is not an error. It never
+// follows a symlink (O_NOFOLLOW), so a link planted at <db>.pid cannot
+// make sawtooth overwrite the file it points at, and never waits for a
+// reader of a FIFO planted there (O_NONBLOCK).
+func writePid(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return // a device planted there: write nothing
+	}
+	// Truncate only now: O_TRUNC would act on whatever was planted.
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteString(strconv.Itoa(os.Getpid()))
+	}
+}
+
+// checkPath refuses a path that is not a regular file before bbolt sees
+// it: bbolt would silently lay a new database over an empty file, hang on
+// a FIFO, and fail obscurely on a directory or a dangling symlink. Only a
+// path that does not exist gets a new database, and not when mustExist.
+func checkPath(path string, mustExist bool) error {
+	const choose = "choose another --db"
+	lfi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if mustExist {
+			return fmt.Errorf("no database at %s: %w (check --db, or create it with `sawtooth run --db %s --input FILE`)", path, ErrNotFound, path)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) && lfi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("open %s: %w: it is a symlink to a missing file (%s, or create the target first)", path, ErrNotDatabase, choose)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	switch {
+	case fi.IsDir():
+		return fmt.Errorf("open %s: %w: it is a directory (give a file path, e.g. %s)", path, ErrNotDatabase, filepath.Join(path, "sawtooth.db"))
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("open %s: %w: it is not a regular file (%s; %s)", path, ErrNotDatabase, fi.Mode().Type(), choose)
+	case fi.Size() == 0:
+		return fmt.Errorf("open %s: %w: the file is empty (0 bytes), not a sawtooth database; a new database is only created at a path that does not exist: remove the file or %s", path, ErrNotDatabase, choose)
+	}
+	return nil
+}
 func openError(path string, err error) error {
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
@@ -208,8 +265,14 @@ func (db *DB) init(readOnly bool) error {
 		}
 		return nil
 	})
-	if err != nil || !fresh {
+	if err != nil {
 		return err
+	}
+	if !fresh {
+		if readOnly {
+			return nil
+		}
+		return db.addBuckets()
 	}
 	if readOnly {
 		return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", db.path, ErrNotSawtooth)
@@ -229,11 +292,32 @@ func (db *DB) init(readOnly bool) error {
 				return err
 			}
 		}
-		names := [][]byte{bucketItems, bucketState, bucketAgg, bucketRuns}
+		names := [][]byte{bucketItems, bucketState, bucketAgg, bucketRuns, bucketHistory, bucketUsage}
 		for _, s := range db.stages {
 			names = append(names, todoBucket(s.Name), outBucket(s.Name), deadBucket(s.Name))
 		}
 		for _, n := range names {
+			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// addBuckets creates, in a file written by an older sawtooth, the buckets
+// added since; it writes nothing when they exist.
+func (db *DB) addBuckets() error {
+	missing := false
+	_ = db.view(func(tx *bolt.Tx) error {
+		missing = tx.Bucket(bucketHistory) == nil || tx.Bucket(bucketUsage) == nil
+		return nil
+	})
+	if !missing {
+		return nil
+	}
+	return db.update(func(tx *bolt.Tx) error {
+		for _, n := range [][]byte{bucketHistory, bucketUsage} {
 			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
 				return err
 			}

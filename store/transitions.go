@@ -1,61 +1,135 @@
 package store
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
 )
 
-var _ pipeline.Store = (*DB)(nil)
+var _ pipeline.Database = (*DB)(nil)
 
-// IngestStats counts what one Ingest call did.
-type IngestStats struct {
-	New       int `json:"new"`
-	Unchanged int `json:"unchanged"`
-	Changed   int `json:"changed"`
+// IngestStats is pipeline.IngestStats, kept here so callers compile.
+type IngestStats = pipeline.IngestStats
+
+// contentHash covers everything a stage or the aggregate can read of a
+// record: its text and every field (not Line, which only says where the
+// record came from). Field names and values are length-prefixed, in
+// sorted order, so no two records share a hash by concatenation.
+func contentHash(r pipeline.Record) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	put := func(s string) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	put(r.Text)
+	for _, k := range slices.Sorted(maps.Keys(r.Fields)) {
+		put(k)
+		put(r.Fields[k])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Add returns s plus o.
-func (s IngestStats) Add(o IngestStats) IngestStats {
-	return IngestStats{New: s.New + o.New, Unchanged: s.Unchanged + o.Unchanged, Changed: s.Changed + o.Changed}
+// changedFields names what differs between two versions of a record:
+// pipeline.TextField for the text, and each field added, removed or
+// changed.
+func changedFields(old, cur pipeline.Record) []string {
+	var out []string
+	if old.Text != cur.Text {
+		out = append(out, pipeline.TextField)
+	}
+	for k, v := range cur.Fields {
+		if ov, ok := old.Fields[k]; !ok || ov != v {
+			out = append(out, k)
+		}
+	}
+	for k := range old.Fields {
+		if _, ok := cur.Fields[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
-// Ingest stores records in one transaction. A new id is queued at the first
-// stage; an id already stored with the same text hash is left alone; an id
-// with a changed text replaces its record, loses its old outputs and dead
-// letter (its fact is folded out of the tally) and re-enters at the first
-// stage. Idempotent.
+// reentry is the first stage that reads one of the changed fields, or
+// len(stages) when none does.
+func (db *DB) reentry(changed []string) int {
+	for i, s := range db.stages {
+		if s.ReadsAny(changed) {
+			return i
+		}
+	}
+	return len(db.stages)
+}
+
+// Ingest stores records in one transaction. A new id is queued at the
+// first stage; an id stored with the same content (text and fields) is
+// left alone. An id whose content changed gets the new record and
+// re-enters at the first stage that reads a changed field
+// (StageDef.Reads), losing the outputs of that stage and later ones (its
+// fact folded out of the tally, a dead letter moved to its history); if
+// the item has not yet passed that stage, or no stage reads the changed
+// fields, only the record is replaced. Idempotent.
 func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 	var st IngestStats
 	err := db.update(func(tx *bolt.Tx) error {
 		st = IngestStats{}
 		w := db.writer(tx)
 		for _, r := range recs {
-			hash := r.TextHash()
+			hash := contentHash(r)
 			id := []byte(r.ID)
 			cur, exists := w.state(id)
-			switch {
-			case exists && cur.Hash == hash:
+			if exists && cur.Hash == hash {
 				st.Unchanged++
 				continue
-			case exists:
-				if err := w.removeFrom(id, cur, 0); err != nil {
-					return err
-				}
-				st.Changed++
-			default:
-				st.New++
 			}
 			rec, err := json.Marshal(r)
 			if err != nil {
 				return fmt.Errorf("encode item %q: %w", r.ID, err)
 			}
+			from := 0
+			if exists {
+				var old pipeline.Record
+				if err := json.Unmarshal(w.items.Get(id), &old); err != nil {
+					return fmt.Errorf("item %q: stored record is damaged (%v): run `sawtooth verify`", r.ID, err)
+				}
+				changed := changedFields(old, r)
+				from = db.reentry(changed)
+				if from >= len(db.stages) || w.position(cur) < from {
+					// Nothing the item has been through read what changed.
+					if len(changed) == 0 {
+						st.Unchanged++ // a hash from an older sawtooth
+					} else {
+						st.Updated++
+					}
+					cur.Hash = hash
+					if err := w.items.Put(id, rec); err != nil {
+						return fmt.Errorf("store item %q: %w", r.ID, err)
+					}
+					if err := w.putState(id, cur); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := w.removeFrom(id, cur, from, reasonEdited); err != nil {
+					return err
+				}
+				st.Changed++
+			} else {
+				st.New++
+			}
 			if err := w.items.Put(id, rec); err != nil {
 				return fmt.Errorf("store item %q: %w", r.ID, err)
 			}
-			if err := w.enqueue(id, 0, hash); err != nil {
+			if err := w.enqueue(id, from, hash); err != nil {
 				return err
 			}
 		}
@@ -186,7 +260,7 @@ func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
 		}
 		for _, id := range ids {
 			s, _ := w.state(id)
-			if err := w.removeFrom(id, s, si); err != nil {
+			if err := w.removeFrom(id, s, si, reasonRerun); err != nil {
 				return err
 			}
 			if err := w.enqueue(id, si, s.Hash); err != nil {
@@ -254,17 +328,36 @@ func (w *writer) enqueue(id []byte, si int, hash string) error {
 	return w.putState(id, state{Stage: si, Status: Queued, Seq: seq, Hash: hash})
 }
 
-// removeFrom takes an item out of its current place (queue or dead letter)
-// and drops its outputs from stage `from` on, folding its fact out of the
-// tally if it was done.
-func (w *writer) removeFrom(id []byte, s state, from int) error {
+// Why a dead letter left its item, as PastDeadLetter.Reason says.
+const (
+	reasonRequeue = "requeue"
+	reasonRerun   = "rerun"
+	reasonEdited  = "edited"
+	// reasonPrune deletes the dead letter with its item instead of
+	// keeping it in the history.
+	reasonPrune = ""
+)
+
+// position orders where an item is: the stage it is queued or dead at,
+// len(stages) once done.
+func (w *writer) position(s state) int {
+	if s.Status == Done {
+		return len(w.db.stages)
+	}
+	return s.Stage
+}
+
+// removeFrom takes an item out of its current place (queue or dead letter,
+// which moves to the item's history for reason) and drops its outputs
+// from stage `from` on, folding its fact out of the tally if it was done.
+func (w *writer) removeFrom(id []byte, s state, from int, reason string) error {
 	switch s.Status {
 	case Queued:
 		if err := w.bucket(todoBucket(w.stageName(s.Stage))).Delete(u64(s.Seq)); err != nil {
 			return err
 		}
 	case Dead:
-		if err := w.bucket(deadBucket(w.stageName(s.Stage))).Delete(id); err != nil {
+		if err := w.retireDead(id, s.Stage, reason); err != nil {
 			return err
 		}
 	case Done:
@@ -280,12 +373,41 @@ func (w *writer) removeFrom(id []byte, s state, from int) error {
 	return nil
 }
 
+// retireDead removes the item's dead letter at stage si, keeping it in
+// the item's history unless the item itself is being pruned.
+func (w *writer) retireDead(id []byte, si int, reason string) error {
+	dead := w.bucket(deadBucket(w.stageName(si)))
+	if reason != reasonPrune {
+		raw := dead.Get(id)
+		if raw == nil {
+			return fmt.Errorf("item %q: state says dead at %s but there is no dead letter: run `sawtooth verify`", id, w.stageName(si))
+		}
+		past := pipeline.PastDeadLetter{Stage: w.stageName(si), Retired: w.db.now().UTC(), Reason: reason}
+		if err := json.Unmarshal(raw, &past.Dead); err != nil {
+			return fmt.Errorf("item %q: dead letter at %s is damaged (%v): run `sawtooth verify`", id, w.stageName(si), err)
+		}
+		v, err := json.Marshal(past)
+		if err != nil {
+			return err
+		}
+		hist := w.bucket(bucketHistory)
+		seq, err := hist.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := hist.Put(historyKey(id, seq), v); err != nil {
+			return err
+		}
+	}
+	return dead.Delete(id)
+}
+
 func (w *writer) requeue(id []byte, si int) error {
 	s, ok := w.state(id)
 	if !ok || s.Status != Dead || s.Stage != si {
 		return fmt.Errorf("item %q: state does not match dead/%s: run `sawtooth verify`", id, w.stageName(si))
 	}
-	if err := w.bucket(deadBucket(w.stageName(si))).Delete(id); err != nil {
+	if err := w.retireDead(id, si, reasonRequeue); err != nil {
 		return err
 	}
 	return w.enqueue(id, si, s.Hash)
@@ -302,6 +424,9 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		return nil // already applied, or the item moved (re-ingested): stale
 	}
 	if err := w.bucket(todoBucket(t.Stage)).Delete(u64(t.Seq)); err != nil {
+		return err
+	}
+	if err := w.addUsage(t.Stage, t.Usage); err != nil {
 		return err
 	}
 	switch t.Outcome {
@@ -328,6 +453,90 @@ func (w *writer) apply(t *pipeline.Transition) error {
 	default:
 		return fmt.Errorf("commit %q at %s: unknown outcome %d", t.ID, t.Stage, t.Outcome)
 	}
+}
+
+// addUsage adds what a transition's calls were billed to the stage's
+// total and to the running run's, in the transition's transaction.
+func (w *writer) addUsage(stage string, u pipeline.Usage) error {
+	if u == (pipeline.Usage{}) {
+		return nil
+	}
+	b := w.bucket(bucketUsage)
+	keys := [][]byte{usageTotalKey(stage)}
+	if run := w.db.run.Load(); run != nil {
+		keys = append(keys, usageRunKey(*run, stage))
+	}
+	for _, k := range keys {
+		if err := b.Put(k, encodeUsage(decodeUsage(b.Get(k)).Add(u))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Prune removes every item keep rejects, in one transaction: its record,
+// state, queue entry or dead letter, outputs and dead-letter history, its
+// fact folded out of the tally. With dryRun it only counts. It returns
+// how many items it removed (or would remove).
+func (db *DB) Prune(keep func(id string) bool, dryRun bool) (int, error) {
+	n := 0
+	find := func(tx *bolt.Tx) ([][]byte, error) {
+		var ids [][]byte
+		err := tx.Bucket(bucketState).ForEach(func(k, _ []byte) error {
+			if !keep(string(k)) {
+				ids = append(ids, bytes.Clone(k))
+			}
+			return nil
+		})
+		return ids, err
+	}
+	if dryRun {
+		err := db.view(func(tx *bolt.Tx) error {
+			ids, err := find(tx)
+			n = len(ids)
+			return err
+		})
+		return n, err
+	}
+	err := db.update(func(tx *bolt.Tx) error {
+		ids, err := find(tx)
+		if err != nil {
+			return err
+		}
+		n = len(ids)
+		w := db.writer(tx)
+		for _, id := range ids {
+			s, ok := w.state(id)
+			if !ok {
+				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", id)
+			}
+			if err := w.removeFrom(id, s, 0, reasonPrune); err != nil {
+				return err
+			}
+			if err := w.deleteHistory(id); err != nil {
+				return err
+			}
+			if err := w.items.Delete(id); err != nil {
+				return err
+			}
+			if err := w.stateB.Delete(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+func (w *writer) deleteHistory(id []byte) error {
+	c := w.bucket(bucketHistory).Cursor()
+	prefix := historyPrefix(id)
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fold adds or removes the item's fact (the last stage's output).

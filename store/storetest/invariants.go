@@ -1,0 +1,114 @@
+package storetest
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// Invariants checks what must hold after any sequence of operations: each
+// item is in exactly one place (queued once at one stage, or dead at one
+// stage, or done) and Counts, Queued, ForEachDead and Locate agree on
+// it; every item has the outputs of exactly the stages it passed; the
+// stored tally equals the tally recomputed from the done items' last
+// outputs; and the store's own Check finds nothing.
+func Invariants(t testing.TB, db pipeline.Database) {
+	t.Helper()
+	counts, err := db.Counts()
+	if err != nil {
+		t.Fatalf("Counts: %v", err)
+	}
+	place := map[string]string{}
+	put := func(id, where string) {
+		if prev, ok := place[id]; ok {
+			t.Errorf("item %q is in two places: %s and %s", id, prev, where)
+		}
+		place[id] = where
+	}
+	queuedN, deadN := 0, 0
+	for i, s := range Stages {
+		qs := queued(t, db, s.Name)
+		if counts.Stages[i].Queued != len(qs) {
+			t.Errorf("Counts says %d queued at %s, the queue holds %d", counts.Stages[i].Queued, s.Name, len(qs))
+		}
+		for _, q := range qs {
+			put(q.Item.ID, "queued at "+s.Name)
+			if i > 0 && len(q.Item.Prev) == 0 {
+				t.Errorf("item %q queued at %s has no output of %s", q.Item.ID, s.Name, Stages[i-1].Name)
+			}
+		}
+		queuedN += len(qs)
+		n := 0
+		err := db.ForEachDead(s.Name, func(e pipeline.DeadEntry) error {
+			n++
+			put(e.ID, "dead at "+s.Name)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ForEachDead(%s): %v", s.Name, err)
+		}
+		if counts.Stages[i].Dead != n {
+			t.Errorf("Counts says %d dead at %s, ForEachDead lists %d", counts.Stages[i].Dead, s.Name, n)
+		}
+		deadN += n
+	}
+	var recomputed pipeline.Tally
+	done := 0
+	last := Stages[len(Stages)-1].Name
+	err = db.ForEachDone(func(it pipeline.Item) error {
+		done++
+		put(it.ID, "done")
+		for _, s := range Stages {
+			if it.Outputs[s.Name] == nil {
+				t.Errorf("done item %q has no output of %s", it.ID, s.Name)
+			}
+		}
+		var f pipeline.Fact
+		if err := json.Unmarshal(it.Outputs[last], &f); err == nil && f.Label != "" {
+			recomputed.Fold(it.ID, f, +1)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ForEachDone: %v", err)
+	}
+	if counts.Done != done || counts.Items != queuedN+deadN+done || counts.Items != len(place) {
+		t.Errorf("Counts = %+v; found %d queued, %d dead, %d done, %d distinct items", counts, queuedN, deadN, done, len(place))
+	}
+	for id, where := range place {
+		loc, err := db.Locate(id)
+		if err != nil {
+			t.Errorf("Locate(%q): %v", id, err)
+			continue
+		}
+		got := loc.Status + " at " + loc.Stage
+		if loc.Status == "done" {
+			got = "done"
+		}
+		if got != where {
+			t.Errorf("Locate(%q) says %s, the buckets say %s", id, got, where)
+		}
+		if (loc.Status == "dead") != (loc.Dead != nil) {
+			t.Errorf("Locate(%q): status %s with dead letter %v", id, loc.Status, loc.Dead)
+		}
+		for i, s := range Stages {
+			want := loc.Status == "done" || i < slices.Index(names(Stages), loc.Stage)
+			if (loc.Output[s.Name] != nil) != want {
+				t.Errorf("item %q (%s): output of %s present %v, want %v", id, where, s.Name, !want, want)
+			}
+		}
+	}
+	stored, err := db.Tally()
+	if err != nil {
+		t.Fatalf("Tally: %v", err)
+	}
+	for _, d := range stored.Diff(recomputed) {
+		t.Errorf("stored tally != recomputed: %s", d)
+	}
+	problems, err := db.Check()
+	if err != nil || len(problems) > 0 {
+		t.Errorf("Check: %v %v", err, problems)
+	}
+}

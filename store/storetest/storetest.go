@@ -1,0 +1,79 @@
+// Package storetest is the contract every pipeline.Database passes: the
+// bbolt store today, the PostgreSQL store and any in-memory fake
+// tomorrow. Run drives a fresh database through every transition
+// (ingest, success, dead letter, re-queue, re-run, edit, prune) and checks
+// after each step the invariants the runner and the commands rely on:
+// each item is in exactly one place, re-applying anything is a no-op,
+// a transition made stale by an edit, a re-run or a re-queue is ignored,
+// dead letters survive in their item's history, and the stored tally
+// equals the one recomputed from the stored outputs.
+//
+// The suite plays the stages itself with deterministic outputs (see
+// Output), so it needs no network and no stage implementation.
+package storetest
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// Stages is the definition open must create the database with: a text
+// stage, an LLM-like stage reading the text, and an aggregate reading the
+// app and rating fields and folding a pipeline.Fact.
+var Stages = []pipeline.StageDef{
+	{Name: "sanitize", Fingerprint: "s1", Reads: []string{pipeline.TextField}},
+	{Name: "classify", Fingerprint: "c1", Reads: []string{pipeline.TextField}},
+	{Name: "aggregate", Fingerprint: "a1", Reads: []string{"app", "rating"}},
+}
+
+// Open returns a new, empty database defined by Stages, closed (and, for
+// a store that can, checked) when the test ends.
+type Open func(t testing.TB) pipeline.Database
+
+// Run runs the contract against databases from open, one per subtest.
+func Run(t *testing.T, open Open) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, db pipeline.Database)
+	}{
+		{"Definition", testDefinition},
+		{"IngestNewUnchangedChanged", testIngest},
+		{"TransitionsToDone", testTransitions},
+		{"CommitIsIdempotent", testCommitIdempotent},
+		{"StaleTransitionsIgnored", nil},
+		{"FieldEditReentersAtFirstReader", testFieldEdits},
+		{"Requeue", testRequeue},
+		{"Rerun", testRerun},
+		{"DeadLetterHistory", testHistory},
+		{"Prune", testPrune},
+		{"RatingsExact", testRatings},
+		{"TallyEqualsRecomputation", testTallyRandom},
+		{"Usage", testUsage},
+		{"RunsAndSeries", testRuns},
+		{"LearnedLimit", testLearnedLimit},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fn == nil {
+				testStale(t, open)
+				return
+			}
+			db := open(t)
+			if got := names(db.Stages()); !slices.Equal(got, names(Stages)) {
+				t.Fatalf("open returned a database with stages %v, want storetest.Stages %v", got, names(Stages))
+			}
+			tc.fn(t, db)
+			Invariants(t, db)
+		})
+	}
+}
+
+func names(defs []pipeline.StageDef) []string {
+	out := make([]string, len(defs))
+	for i, d := range defs {
+		out[i] = d.Name
+	}
+	return out
+}
