@@ -65,6 +65,13 @@ func TestDB_AnswersAndLedger(t *testing.T) {
 	if math.Abs(l.SpentUSD-0.4375) > 1e-9 || math.Abs(l.SavedUSD-0.25) > 1e-9 || l.Paid != 1 || l.Cached != 1 {
 		t.Errorf("ledger %+v, want $0.4375 spent, $0.25 saved, 1 paid, 1 cached", l)
 	}
+	usage, err := db.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := paid.Add(paid).Add(paid); usage["classify"] != want {
+		t.Errorf("usage %+v, want %+v: a, c and d's billed calls", usage["classify"], want)
+	}
 	left, err := db.QueuedThrough("classify")
 	if err != nil || left != 2 {
 		t.Errorf("QueuedThrough(classify) = %d, %v; want d and e", left, err)

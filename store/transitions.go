@@ -147,8 +147,12 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 		for i := range ts {
 			applies := w.applies(&ts[i])
 			if ts[i].Outcome == pipeline.Billed {
-				// The item stays queued: only its spend is recorded.
+				// The item stays queued: only what it was billed is
+				// recorded.
 				if applies {
+					if err := w.addUsage(ts[i].Stage, ts[i].Usage); err != nil {
+						return err
+					}
 					if err := w.record(&ts[i]); err != nil {
 						return err
 					}
