@@ -1,18 +1,24 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -59,26 +65,57 @@ func scrape(t testing.TB, url string) string {
 	return string(b)
 }
 
+// gatedSim serves sim through a gate: once after calls have passed,
+// every further call waits until release is called, so a test can look at
+// a run that is certainly still running, however fast or slow the machine.
+func gatedSim(t testing.TB, after int64) (url string, release func()) {
+	t.Helper()
+	simURL := startTestSim(t)
+	target, err := neturl.Parse(simURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	gate := make(chan struct{})
+	var once sync.Once
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, ":generateContent") && calls.Add(1) > after {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() { release(); srv.Close() })
+	return srv.URL, release
+}
+
 // TestRun_MetricsStatusAndReport drives a real run in-process against the
 // simulator and, while it runs, scrapes its metrics, asks `status` and
 // watches it; then checks the summary and renders the report.
 func TestRun_MetricsStatusAndReport(t *testing.T) {
-	url := startTestSim(t)
+	// The gate holds calls after the first 60 until the live checks are
+	// done, so none of them can be skipped because the run finished.
+	url, release := gatedSim(t, 60)
 	dir := t.TempDir()
 	db, input := filepath.Join(dir, "run.db"), filepath.Join(dir, "items.jsonl")
-	if _, err := writeFirstLines(input, demoReviews, 400); err != nil {
+	if _, err := writeFirstLines(input, testReviews(t), 400); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr syncBuffer
-	exit := make(chan int, 1)
+	exit := make(chan error, 1)
 	go func() {
-		exit <- runCLI([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--timeout", "5s", "--start", "4",
+		exit <- runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--timeout", "60s", "--start", "4",
 			"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, &stderr)
 	}()
 	running := func() bool {
 		select {
-		case code := <-exit:
-			exit <- code
+		case err := <-exit:
+			exit <- err
 			return false
 		default:
 			return true
@@ -86,10 +123,10 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	}
 
 	// The run publishes its live status, metrics address included, at once.
-	var live liveStatus
+	var live monitor.LiveStatus
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, err := os.ReadFile(liveStatusPath(db))
+		b, err := os.ReadFile(monitor.LiveStatusPath(db))
 		if err == nil && json.Unmarshal(b, &live) == nil && live.MetricsURL != "" {
 			break
 		}
@@ -108,7 +145,7 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) || !running() {
-			t.Fatalf("no successful classify call in the metrics during the run:\n%s", body)
+			t.Fatalf("no successful classify call in the metrics during the run (running %v):\n%s", running(), body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -139,39 +176,47 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 
 	// status answers from the live figures while the run holds the DB.
 	var out syncBuffer
-	if code := runCLI([]string{"sawtooth", "status", "--db", db}, &out, &out); code != exitOK {
-		t.Fatalf("status during the run: exit %d: %s", code, out.String())
+	if err := runApp([]string{"sawtooth", "status", "--db", db}, &out, &out); err != nil {
+		t.Fatalf("status during the run: %v: %s", err, out.String())
 	}
-	stillRunning := running()
+	if !running() {
+		t.Fatal("the run ended while its calls were held at the gate")
+	}
 	for _, want := range []string{"a run is in progress", "classify", "concurrency limit", "metrics: http://"} {
-		if !strings.Contains(out.String(), want) && stillRunning {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("status during the run lacks %q:\n%s", want, out.String())
 		}
 	}
-	// and --watch keeps answering every period.
+	// and --watch keeps answering: it is stopped once it has drawn two
+	// live frames (no wall-clock bound on how fast it draws them).
 	var watched syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-	err := watchStatus(ctx, &watched, db, false, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- runStatus(ctx, &statusOptions{DB: db, Watch: true, Every: 50 * time.Millisecond, Out: &watched})
+	}()
+	for strings.Count(watched.String(), "a run is in progress") < 2 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
-	if err != nil {
+	if err := <-watchDone; err != nil {
 		t.Fatal(err)
 	}
-	// At one frame per 200ms, 700ms gives three or four; two leave room
-	// for a loaded machine while still proving it refreshes.
-	if n := strings.Count(watched.String(), "a run is in progress"); n < 2 && running() {
-		t.Errorf("watch printed %d live frames in 700ms at one per 200ms:\n%s", n, watched.String())
+	if n := strings.Count(watched.String(), "a run is in progress"); n < 2 {
+		t.Errorf("watch drew %d live frames in a minute:\n%s", n, watched.String())
 	}
+	release()
 
-	var code int
+	var runErr error
 	select {
-	case code = <-exit:
+	case runErr = <-exit:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the run did not finish")
 	}
-	if code != exitOK {
-		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	if runErr != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", runErr, stdout.String(), stderr.String())
 	}
-	if _, err := os.Stat(liveStatusPath(db)); !os.IsNotExist(err) {
+	if _, err := os.Stat(monitor.LiveStatusPath(db)); !os.IsNotExist(err) {
 		t.Errorf("live status file left after the run: %v", err)
 	}
 	for _, want := range []string{"complete in", "5xx/timeouts", "tokens in", "classify: 429 share", "concurrency limit ranged", "total"} {
@@ -199,8 +244,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 
 	// The report of that run: charts with points, and Markdown.
 	page := filepath.Join(dir, "report.html")
-	if code := runCLI([]string{"sawtooth", "report", "--db", db, "--format", "html", "-o", page}, &out, &out); code != exitOK {
-		t.Fatalf("report: exit %d: %s", code, out.String())
+	if err := runApp([]string{"sawtooth", "report", "--db", db, "--format", "html", "-o", page}, &out, &out); err != nil {
+		t.Fatalf("report: %v: %s", err, out.String())
 	}
 	html, err := os.ReadFile(page)
 	if err != nil {
@@ -221,8 +266,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 		}
 	}
 	var md syncBuffer
-	if code := runCLI([]string{"sawtooth", "report", "--db", db, "--format", "markdown"}, &md, &md); code != exitOK {
-		t.Fatalf("report markdown: exit %d: %s", code, md.String())
+	if err := runApp([]string{"sawtooth", "report", "--db", db, "--format", "markdown"}, &md, &md); err != nil {
+		t.Fatalf("report markdown: %v: %s", err, md.String())
 	}
 	if !strings.Contains(md.String(), "| classify |") || !strings.Contains(md.String(), "### Label by month") {
 		t.Errorf("markdown report:\n%s", md.String())
@@ -230,8 +275,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 
 	// A run with nothing left to do still summarises, as JSON with --json.
 	var js syncBuffer
-	if code := runCLI([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--json", "--no-progress"}, &js, io.Discard); code != exitOK {
-		t.Fatalf("second run: exit %d: %s", code, js.String())
+	if err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--json", "--no-progress"}, &js, io.Discard); err != nil {
+		t.Fatalf("second run: %v: %s", err, js.String())
 	}
 	var sum struct {
 		Status      string   `json:"status"`
@@ -242,14 +287,5 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(js.String()), &sum); err != nil || sum.Status != "complete" || sum.WallSeconds == nil || sum.Totals == nil {
 		t.Errorf("--json summary = %+v (%v):\n%s", sum, err, js.String())
-	}
-}
-
-func TestStartMetrics_BadAddress(t *testing.T) {
-	p := newProgressPrinter(&switchWriter{w: io.Discard}, nil, testProgressConfig(t))
-	defer p.close()
-	_, err := startMetrics("256.0.0.1:bad", p, p.log)
-	if err == nil || exitCode(err) != exitUsage {
-		t.Fatalf("err = %v, want a usage error", err)
 	}
 }
