@@ -168,7 +168,7 @@ func TestRunner_Singleflight(t *testing.T) {
 		calls += n
 	}
 	s := sum.Stages["api"]
-	if calls != 1 || s.Calls != 1 || s.Done != items || s.Cached != items-1 {
+	if calls != 1 || s.Calls != 1 || s.Paid != 1 || s.Done != items || s.Cached != items-1 {
 		t.Fatalf("calls %d (summary %d), done %d, cached %d; want 1 call, %d done, %d cached", calls, s.Calls, s.Done, s.Cached, items, items-1)
 	}
 	want := string(answer(pipeline.Item{Record: pipeline.Record{Text: "Great app!"}}).Output)

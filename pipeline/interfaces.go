@@ -163,6 +163,9 @@ type StageStats struct {
 	Attempts int64 `json:"attempts"`
 	// Calls is every call of the stage, whatever its outcome.
 	Calls int64 `json:"calls"`
+	// Paid is the calls that were billed (usage reported): answers,
+	// usable or not. 429s, 5xx and lost calls bill nothing.
+	Paid int64 `json:"paid_calls,omitempty"`
 	// RateLimited is the calls refused for quota (429).
 	RateLimited int64 `json:"rate_limited"`
 	// Transient is the calls that failed transiently (5xx, timeouts).
@@ -199,6 +202,7 @@ func (r RunSummary) Totals() StageStats {
 		t.Dead += s.Dead
 		t.Attempts += s.Attempts
 		t.Calls += s.Calls
+		t.Paid += s.Paid
 		t.RateLimited += s.RateLimited
 		t.Transient += s.Transient
 		t.Unavailable += s.Unavailable

@@ -84,6 +84,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		// Billing happens at the call: an unusable answer (blocked,
 		// cut off, off-schema) is paid for too.
 		c.addUsage(res.Usage)
+		if res.Usage != (Usage{}) {
+			c.paid.Add(1)
+		}
 		paid = paid.Add(res.Usage)
 		billed := sc.Price.nanos(res.Usage)
 		spent += billed

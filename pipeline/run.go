@@ -167,8 +167,9 @@ type StageProgress struct {
 	RateLimited int64
 	Transient   int64
 	Unavailable int64
-	// Usage is the tokens billed so far.
+	// Usage is the tokens billed so far, by Paid calls.
 	Usage Usage
+	Paid  int64
 	// CostUSD is what the calls were billed, at the stage's Price.
 	CostUSD float64
 	// Cached is the committed answers reused without a call; SavedUSD
@@ -200,6 +201,7 @@ type stageCounters struct {
 	samePermN                           int
 	spent, saved                        atomic.Int64 // nanodollars: billed, and saved by the cache
 	cached                              atomic.Int64 // committed answers reused without a call
+	paid                                atomic.Int64 // calls billed
 	flights                             flights
 	sizes                               sizer
 }
@@ -437,7 +439,7 @@ func (r *Runner) stageStats(i int) *StageStats {
 	st := &StageStats{
 		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
 		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
-		Usage: c.usage(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
+		Usage: c.usage(), Paid: c.paid.Load(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
 	}
 	if !r.Stages[i].Price.IsZero() {
 		st.CostUSD = toUSD(c.spent.Load())

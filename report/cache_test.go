@@ -23,6 +23,7 @@ func TestCachedAnswersShown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := fixtureData(t)
 			d.LastRun.Stages["classify"].Cached, d.LastRun.Stages["classify"].SavedUSD = tc.cached, tc.saved
+			d.LastRun.Stages["classify"].Paid = 110
 			var text, html bytes.Buffer
 			if err := Text(&text, d); err != nil {
 				t.Fatal(err)

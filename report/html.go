@@ -140,7 +140,7 @@ func newHTMLView(d *Data) (htmlView, error) {
 			)
 			if s.Cached > 0 {
 				v.Cards = append(v.Cards, card{Label: "cached answers", Value: num(s.Cached),
-					Note: fmt.Sprintf("%s saved; %s paid calls", usd(s.SavedUSD), num(s.Calls)), Class: "good"})
+					Note: fmt.Sprintf("%s saved; %s paid calls", usd(s.SavedUSD), num(s.Paid)), Class: "good"})
 			}
 		}
 	}

@@ -118,7 +118,7 @@ func writeText(w io.Writer, d *Data, md bool) error {
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
 			if s.Cached > 0 {
 				t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
-					t.bullet(), t.s(api), num(s.Calls), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
+					t.bullet(), t.s(api), num(s.Paid), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
 			}
 		}
 		t.printf("\n")

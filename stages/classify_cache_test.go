@@ -159,6 +159,7 @@ func (k *countingKeys) CacheKey(it pipeline.Item) (string, error) {
 }
 
 func TestStagePrice(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
 	tests := []struct {
 		name      string
 		cfg       PriceConfig
@@ -169,11 +170,12 @@ func TestStagePrice(t *testing.T) {
 		{"list price", PriceConfig{Model: "gemini-2.5-flash"}, true, pipeline.Price{InputPerM: 0.30, OutputPerM: 2.50}, false},
 		{"lite is not flash", PriceConfig{Model: "models/gemini-2.5-flash-lite"}, true, pipeline.Price{InputPerM: 0.10, OutputPerM: 0.40}, false},
 		{"batch at half", PriceConfig{Model: "gemini-2.5-flash", Batch: true}, true, pipeline.Price{InputPerM: 0.15, OutputPerM: 1.25}, false},
-		{"override one side", PriceConfig{Model: "gemini-2.5-flash", OutputPerM: 3}, true, pipeline.Price{InputPerM: 0.30, OutputPerM: 3}, false},
-		{"override batch", PriceConfig{Model: "my-tuned-model", InputPerM: 1, OutputPerM: 4, Batch: true}, true, pipeline.Price{InputPerM: 0.5, OutputPerM: 2}, false},
+		{"override one side", PriceConfig{Model: "gemini-2.5-flash", OutputPerM: f(3)}, true, pipeline.Price{InputPerM: 0.30, OutputPerM: 3}, false},
+		{"override to free", PriceConfig{Model: "gemini-2.5-flash", InputPerM: f(0), OutputPerM: f(0)}, false, pipeline.Price{}, false},
+		{"override batch", PriceConfig{Model: "my-tuned-model", InputPerM: f(1), OutputPerM: f(4), Batch: true}, true, pipeline.Price{InputPerM: 0.5, OutputPerM: 2}, false},
 		{"unknown model, no budget", PriceConfig{Model: "my-tuned-model"}, false, pipeline.Price{}, false},
 		{"unknown model under a budget", PriceConfig{Model: "my-tuned-model"}, true, pipeline.Price{}, true},
-		{"negative", PriceConfig{Model: "gemini-2.5-flash", InputPerM: -1}, false, pipeline.Price{}, true},
+		{"negative", PriceConfig{Model: "gemini-2.5-flash", InputPerM: f(-1)}, false, pipeline.Price{}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

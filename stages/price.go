@@ -2,6 +2,7 @@ package stages
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -51,9 +52,9 @@ func Price(model string) (in, out float64) {
 type PriceConfig struct {
 	// Model is the model called.
 	Model string
-	// InputPerM and OutputPerM, when positive, override the list price
-	// (USD per million tokens, online).
-	InputPerM, OutputPerM float64
+	// InputPerM and OutputPerM, when set, override the list price (USD
+	// per million tokens, online); nil means the list price.
+	InputPerM, OutputPerM *float64
 	// Batch prices the calls at the Batch API's rate (BatchPriceFactor
 	// of the online price, overrides included).
 	Batch bool
@@ -63,19 +64,23 @@ type PriceConfig struct {
 // model's list price, each side overridden when given, at the batch rate
 // for batch calls. An unknown model with no override is an error when
 // needPrice is set (a budget cannot be kept without a price); otherwise
-// its calls are priced at zero.
+// its calls are priced at zero. A negative or non-finite override is an
+// error.
 func StagePrice(cfg PriceConfig, needPrice bool) (pipeline.Price, error) {
-	if cfg.InputPerM < 0 || cfg.OutputPerM < 0 {
-		return pipeline.Price{}, fmt.Errorf("price of %s is negative (in $%g, out $%g per million tokens): pass prices of 0 or more", cfg.Model, cfg.InputPerM, cfg.OutputPerM)
-	}
 	in, out := Price(cfg.Model)
-	if cfg.InputPerM > 0 {
-		in = cfg.InputPerM
+	for _, o := range []struct {
+		v    *float64
+		side *float64
+	}{{cfg.InputPerM, &in}, {cfg.OutputPerM, &out}} {
+		if o.v == nil {
+			continue
+		}
+		if *o.v < 0 || math.IsNaN(*o.v) || math.IsInf(*o.v, 0) {
+			return pipeline.Price{}, fmt.Errorf("price of %s is %g per million tokens: pass a price of 0 or more", cfg.Model, *o.v)
+		}
+		*o.side = *o.v
 	}
-	if cfg.OutputPerM > 0 {
-		out = cfg.OutputPerM
-	}
-	if needPrice && (in == 0 || out == 0) {
+	if needPrice && in == 0 && out == 0 {
 		return pipeline.Price{}, fmt.Errorf("no price known for model %s (the table is of %s, from %s): pass --price-in and --price-out in USD per million tokens", cfg.Model, PricesAsOf, PriceSource)
 	}
 	p := pipeline.Price{InputPerM: in, OutputPerM: out}

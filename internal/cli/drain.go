@@ -82,6 +82,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	if err != nil {
 		return sum, err
 	}
+	rc.BudgetUSD = o.Budget
 	prog, err := monitor.Start(stderr, obs, rc)
 	if err != nil {
 		return sum, usage(err)
@@ -90,11 +91,11 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	r := &pipeline.Runner{
 		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace,
 		OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: o.NoCache, Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal},
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
 	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD = b.cost(cs.Usage)
 		// A limit learned in a quota storm or a failed run (the floor) is
 		// no guide for tomorrow: keep the last good one then.
 		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
@@ -108,6 +109,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	if err := monitor.PrintSummary(stdout, stageOrder(db), sum, o.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
 		runErr = err
+	}
+	if !o.JSON {
+		printBudget(stdout, db, o, sum)
 	}
 	if runErr != nil {
 		var fe *pipeline.FatalError
