@@ -41,7 +41,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 	// An item given back keeps what its calls were billed on the books.
 	finished := false
 	defer func() {
-		if !finished && spent > 0 {
+		if !finished && paid != (Usage{}) {
 			r.sendBilled(i, q, paid, spent)
 		}
 	}()
