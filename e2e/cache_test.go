@@ -68,14 +68,21 @@ func writeDuplicates(t testing.TB, dir string, n int, dupShare float64, seed uin
 	return path, distinct
 }
 
-// billedCalls is the calls the simulators billed, per item key, and in
-// all; and their billed tokens.
-func billedCalls(sims ...*geminisim.Server) (perItem map[string]int64, total, tokens int64) {
-	perItem = map[string]int64{}
+// billedCalls is the answers the simulators billed per distinct text
+// (texts maps item ids to their texts; the simulator keys its accounting
+// by the item id classify sends, or by the text's hash), in all, and the
+// tokens billed.
+func billedCalls(texts map[string]string, sims ...*geminisim.Server) (perText map[string]int64, total, tokens int64) {
+	byKey := map[string]string{}
+	for id, text := range texts {
+		byKey[geminisim.ItemID(id)] = text
+		byKey[geminisim.ItemHash(text)] = text
+	}
+	perText = map[string]int64{}
 	for _, s := range sims {
 		st := s.Stats()
-		for h, it := range st.Items {
-			perItem[h] += it.OK
+		for k, it := range st.Items {
+			perText[byKey[k]] += it.OK
 			tokens += it.BilledTokens
 		}
 		for _, o := range []geminisim.Outcome{geminisim.OutcomeOK, geminisim.OutcomeMalformed, geminisim.OutcomeBlockPrompt,
@@ -83,7 +90,7 @@ func billedCalls(sims ...*geminisim.Server) (perItem map[string]int64, total, to
 			total += st.Outcomes[o]
 		}
 	}
-	return perItem, total, tokens
+	return perText, total, tokens
 }
 
 // answers exports each item's classify answer (label, confidence, reason)
@@ -169,13 +176,13 @@ func TestCache_DuplicatesPaidOnce(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("run exit %d: %s", r.code, r.err)
 	}
-	perItem, total, _ := billedCalls(sim)
-	for h, n := range perItem {
-		if n > 1 {
-			t.Errorf("item %s billed %d times", h[:8], n)
+	perText, total, _ := billedCalls(itemTexts(t, input), sim)
+	for text, n := range perText {
+		if n != 1 {
+			t.Errorf("text %q answered %d times, want once", text, n)
 		}
 	}
-	if total != int64(len(distinct)) {
+	if len(perText) != len(distinct) || total != int64(len(distinct)) {
 		t.Errorf("%d billed calls for %d distinct texts", total, len(distinct))
 	}
 	sum := parseSummary(t, r.out)
@@ -224,26 +231,26 @@ func TestCache_SIGKILLResume(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 	idle(t, sim)
-	before, _, _ := billedCalls(sim)
-	committed := map[string]bool{}
 	texts := itemTexts(t, input)
+	before, _, _ := billedCalls(texts, sim)
+	committed := map[string]bool{}
 	for id := range answers(t, db) {
-		committed[geminisim.ItemHash(texts[id])] = true
+		committed[texts[id]] = true
 	}
 
 	if r := run(t, simEnv(url), args...); r.code != 0 {
 		t.Fatalf("resume exit %d: %s", r.code, r.err)
 	}
-	after, total, _ := billedCalls(sim)
+	after, total, _ := billedCalls(texts, sim)
 	caught := 0
-	for h, n := range after {
+	for text, n := range after {
 		switch {
-		case committed[h] && n != before[h]:
-			t.Errorf("item %s paid again after its answer was committed", h[:8])
-		case n == 2 && before[h] == 1:
+		case committed[text] && n != before[text]:
+			t.Errorf("text %q paid again after its answer was committed", text)
+		case n == 2 && before[text] == 1:
 			caught++ // answered before the kill, not committed: paid again
 		case n > 1:
-			t.Errorf("item %s billed %d times", h[:8], n)
+			t.Errorf("text %q answered %d times", text, n)
 		}
 	}
 	if caught > 2*ceiling {
@@ -288,7 +295,8 @@ func TestBudget_ParksAndResumes(t *testing.T) {
 	}
 	sum := parseSummary(t, r.out)
 	spent := sum.Stages["classify"].CostUSD
-	_, _, tokens := billedCalls(sim)
+	texts := itemTexts(t, input)
+	_, _, tokens := billedCalls(texts, sim)
 	billed := float64(tokens) * perM / 1e6
 	if spent > 5 || 5-spent > 0.05 {
 		t.Errorf("spent $%.4f: want within one call's cost (about $0.02) under $5.00, never above", spent)
@@ -305,7 +313,7 @@ func TestBudget_ParksAndResumes(t *testing.T) {
 		t.Fatalf("resume with --budget 100: exit %d\n%s", r.code, r.err)
 	}
 	finalPlaces(t, db, 1000)
-	_, total, tokens := billedCalls(sim)
+	_, total, tokens := billedCalls(texts, sim)
 	if total != 1000 {
 		t.Errorf("%d billed calls for 1,000 distinct texts: an item was paid twice", total)
 	}
