@@ -12,8 +12,9 @@ import (
 )
 
 // TestRun_CacheFlags: a second run with new ids asking the same questions
-// answers them from the cache; --no-cache asks again; a re-run asks again
-// whatever the cache holds; a budget without a price is a usage error.
+// answers them from the cache; --no-cache asks again; a re-run reuses the
+// answers unless --no-cache, and after a prompt change asks each distinct
+// question once; a budget without a price is a usage error.
 func TestRun_CacheFlags(t *testing.T) {
 	url := startTestSim(t)
 	dir := t.TempDir()
@@ -52,6 +53,10 @@ func TestRun_CacheFlags(t *testing.T) {
 		}
 		return sum.Stages["classify"].Paid, sum.Stages["classify"].Cached
 	}
+	promptFile := filepath.Join(dir, "v2.tmpl")
+	if err := os.WriteFile(promptFile, []byte("Review: {{.Text}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	steps := []struct {
 		name               string
 		args               []string
@@ -60,7 +65,9 @@ func TestRun_CacheFlags(t *testing.T) {
 		{"first run pays", []string{"run", "--input", input()}, 4, 0},
 		{"new ids, same questions: cached", []string{"run", "--input", input()}, 0, 4},
 		{"--no-cache asks again", []string{"run", "--no-cache", "--input", input()}, 4, 0},
-		{"rerun asks again", []string{"rerun", "--from-stage", "classify", "--yes"}, 12, 0},
+		{"rerun with the same settings reuses the answers", []string{"rerun", "--from-stage", "classify", "--yes"}, 0, 12},
+		{"rerun --no-cache asks again", []string{"rerun", "--from-stage", "classify", "--yes", "--no-cache"}, 12, 0},
+		{"rerun with a new prompt asks each question once", []string{"rerun", "--from-stage", "classify", "--yes", "--rerun-changed", "--prompt-file", promptFile}, 4, 8},
 	}
 	for _, s := range steps {
 		paid, cached := classify(s.args...)

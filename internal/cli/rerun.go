@@ -22,7 +22,7 @@ func newRerunCommand(cfg Config) *cli.Command {
 	var opts rerunOptions
 	return &cli.Command{
 		Name:  "rerun",
-		Usage: "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain; answers are asked again, never taken from the cache",
+		Usage: "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain; a question already answered (same model, prompt and text) reuses its answer unless --no-cache",
 		Flags: append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Category: catRerun, Usage: stageUsage("first stage to re-run for every item") + " (required)", Destination: &opts.FromStage}},
 			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...)...),
 		Before: before("db", "from-stage"),
@@ -41,10 +41,6 @@ func newRerunCommand(cfg Config) *cli.Command {
 func runRerun(ctx context.Context, opts *rerunOptions) error {
 	opts.Pipeline.MustExist = true
 	opts.Pipeline.KeepStored = true
-	// A re-run asks again on purpose (the model behind a name may have
-	// changed): answering it from the cache would make it a no-op that
-	// its plan said it would pay for.
-	opts.Pipeline.NoCache = true
 	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Obs: opts.Obs, RerunFrom: opts.FromStage,
 		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
