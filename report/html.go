@@ -138,6 +138,10 @@ func newHTMLView(d *Data) (htmlView, error) {
 				card{Label: "concurrency limit", Value: fmt.Sprintf("%d–%d", s.LimitMin, s.LimitMax), Note: fmt.Sprintf("ended at %d", s.LimitEnd)},
 				card{Label: "est. cost", Value: usd(r.Totals().CostUSD), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
 			)
+			if s.Cached > 0 {
+				v.Cards = append(v.Cards, card{Label: "cached answers", Value: num(s.Cached),
+					Note: fmt.Sprintf("%s saved; %s paid calls", usd(s.SavedUSD), num(s.Paid)), Class: "good"})
+			}
 		}
 	}
 	if b := d.Batch; b != nil {

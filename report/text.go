@@ -116,6 +116,10 @@ func writeText(w io.Writer, d *Data, md bool) error {
 			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, concurrency limit %s; %s tokens in / %s out, est. %s\n",
 				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
+			if s.Cached > 0 {
+				t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
+					t.bullet(), t.s(api), num(s.Paid), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
+			}
 		}
 		t.printf("\n")
 		var rows [][]string

@@ -169,7 +169,7 @@ func batchMonitor(db *store.DB, b *stageSet, o *pipelineOptions, obs monitor.Opt
 		return nil, err
 	}
 	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.classify.Name()},
-		Cost: func(u pipeline.Usage) float64 { return b.cost(u) * stages.BatchDiscount }}
+		Cost: func(u pipeline.Usage) float64 { return b.cost(u) * stages.BatchPriceFactor }}
 	for _, s := range counts.Stages {
 		if s.Stage == b.classify.Name() {
 			rc.Queued, rc.Before = []int64{int64(s.Queued)}, []int64{int64(s.Output + s.Dead)}
@@ -213,6 +213,7 @@ func (p *batchPhase) addTo(sum *pipeline.RunSummary) {
 			t.RateLimited += s.RateLimited
 			t.Transient += s.Transient
 			t.Usage = t.Usage.Add(s.Usage)
+			t.CostUSD += s.CostUSD
 		}
 	}
 	t := stage(p.stage)

@@ -136,14 +136,15 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		st.Outcomes[geminisim.OutcomeMalformed], st.Outcomes[geminisim.OutcomeBlockPrompt]+st.Outcomes[geminisim.OutcomeBlockCandidate],
 		st.Outcomes[geminisim.OutcomeMaxTokens])
 	// Several reviews can share a text, so count by items, not by the
-	// simulator's per-text accounting: every answer beyond one per newly
-	// classified item was paid twice.
-	var classified int64
+	// simulator's per-text accounting: an item classified without a
+	// cached answer took one answer; every answer beyond that was paid
+	// twice.
+	var classified, cached int64
 	if cs := sum.Stages["classify"]; cs != nil {
-		classified = cs.Done
+		classified, cached = cs.Done, cs.Cached
 	}
-	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items: %d paid twice; peak %d requests in flight\n",
-		st.Outcomes[geminisim.OutcomeOK], classified, st.Outcomes[geminisim.OutcomeOK]-classified, st.PeakInFlight)
+	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items (%d of them reused a cached answer): %d paid twice; peak %d requests in flight\n",
+		st.Outcomes[geminisim.OutcomeOK], classified, cached, st.Outcomes[geminisim.OutcomeOK]-(classified-cached), st.PeakInFlight)
 	printDemoBatch(w, sim)
 	if minimum, ok := bench.Minimum(cfg, st.AdmittedRequests); ok && minimum > 0 {
 		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",

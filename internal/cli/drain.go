@@ -88,6 +88,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	if err != nil {
 		return sum, err
 	}
+	rc.BudgetUSD = o.Budget
 	prog, err := monitor.Start(stderr, obs, rc)
 	if err != nil {
 		return sum, usage(err)
@@ -96,12 +97,13 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	r := &pipeline.Runner{
 		Store: db, Stages: runStages, RunID: runID, Grace: o.Grace,
 		OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: o.NoCache, Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal},
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
 	batchPhase.addTo(&sum)
 	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD = b.cost(cs.Usage) + batchPhase.cost()
+		cs.CostUSD += batchPhase.cost() // the runner priced its own calls
 		// A limit learned in a quota storm or a failed run (the floor) is
 		// no guide for tomorrow: keep the last good one then.
 		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
@@ -115,6 +117,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	if err := monitor.PrintSummary(stdout, stageOrder(db), sum, o.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
 		runErr = err
+	}
+	if !o.JSON {
+		printBudget(stdout, db, o, sum)
 	}
 	if runErr == nil {
 		runErr = batchPhase.leftover(db)

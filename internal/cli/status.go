@@ -81,5 +81,9 @@ func statusView(db *store.DB) (monitor.StatusView, error) {
 	if err != nil {
 		return monitor.StatusView{}, err
 	}
-	return monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs), nil
+	v := monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs)
+	if v.Money, err = db.Ledgers(); err != nil {
+		return monitor.StatusView{}, err
+	}
+	return v, nil
 }
