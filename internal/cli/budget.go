@@ -14,7 +14,7 @@ import (
 func printBudget(w io.Writer, db *store.DB, o *pipelineOptions, sum pipeline.RunSummary) {
 	if o.Budget > 0 {
 		spent := sum.Totals().CostUSD
-		fmt.Fprintf(w, "budget: $%.2f spent of --budget $%.2f; $%.2f left\n", spent, o.Budget, max(0, o.Budget-spent))
+		fmt.Fprintf(w, "budget: %s spent of --budget %s; %s left\n", usd(spent), usd(o.Budget), usd(max(0, o.Budget-spent)))
 	}
 	if o.BudgetTotal > 0 {
 		ledgers, err := db.Ledgers()
@@ -26,6 +26,15 @@ func printBudget(w io.Writer, db *store.DB, o *pipelineOptions, sum pipeline.Run
 		for _, l := range ledgers {
 			spent += l.SpentUSD
 		}
-		fmt.Fprintf(w, "budget-total: $%.2f spent in this database of --budget-total $%.2f; $%.2f left\n", spent, o.BudgetTotal, max(0, o.BudgetTotal-spent))
+		fmt.Fprintf(w, "budget-total: %s spent in this database of --budget-total %s; %s left\n", usd(spent), usd(o.BudgetTotal), usd(max(0, o.BudgetTotal-spent)))
 	}
+}
+
+// usd formats dollars to the cent, or to the hundredth of a cent under a
+// dollar, where cents would round small spends away.
+func usd(x float64) string {
+	if x < 1 {
+		return fmt.Sprintf("$%.4f", x)
+	}
+	return fmt.Sprintf("$%.2f", x)
 }
