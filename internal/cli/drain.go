@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -157,8 +158,14 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 			return nil, nil, false, err
 		}
 	}
-	if _, err := req.Batch.check(); err != nil {
+	mode, err := req.Batch.check()
+	if err != nil {
 		return nil, nil, false, err
+	}
+	if mode != batch.ModeOnline && (o.Budget > 0 || o.BudgetTotal > 0) {
+		// A batch job is paid whole once created and cannot be stopped
+		// at a budget part-way: only online calls are reserved one by one.
+		return nil, nil, false, usagef("--budget and --budget-total cap online calls one by one; a batch job is billed whole once created: use --mode online with a budget (or no budget with --mode %s)", mode)
 	}
 	if err := checkDBPath(o.DB, o.MustExist); err != nil {
 		return nil, nil, false, err
