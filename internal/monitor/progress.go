@@ -172,7 +172,7 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 		s := LiveStage{
 			Name: name, Before: before, Total: max(queuedBefore-deadBefore, 0), Done: sp.Done, Dead: sp.Dead,
 			Queued: max(queued+doneBefore-sp.Done-sp.Dead, 0),
-			Calls:  sp.Calls, RateLimited: sp.RateLimited, Transient: sp.Transient,
+			Calls:  sp.Calls, RateLimited: sp.RateLimited, Transient: sp.Transient, Unavailable: sp.Unavailable,
 			Limit: sp.Limit, InFlight: sp.InFlight,
 			TokensIn: sp.Usage.PromptTokens, TokensOut: sp.Usage.CandidateTokens, Tokens: sp.Usage.TotalTokens,
 			ETASeconds: -1,
@@ -221,7 +221,7 @@ func (p *Progress) logProgress(v *LiveStatus) {
 		g := []any{"done", s.Done, "dead", s.Dead, "total", s.Total, "rate", round1(s.Rate), "eta", etaString(s.ETASeconds)}
 		if s.Limit > 0 {
 			g = append(g, "limit", s.Limit, "in_flight", s.InFlight, "calls", s.Calls, "r429_pct", round1(s.Share429()),
-				"transient", s.Transient, "tokens_in", s.TokensIn, "tokens_out", s.TokensOut, "cost_usd", round4(s.CostUSD))
+				"transient", s.Transient, "unavailable", s.Unavailable, "tokens_in", s.TokensIn, "tokens_out", s.TokensOut, "cost_usd", round4(s.CostUSD))
 		}
 		attrs = append(attrs, slog.Group(s.Name, g...))
 	}
@@ -298,8 +298,8 @@ func (p *Progress) statusText(nameW, width int) string {
 	for _, s := range v.Stages {
 		cost += s.CostUSD
 	}
-	long := fmt.Sprintf("%s · %s: limit %d · in flight %d · 429s %.1f%% of %s calls · 5xx/timeouts %s · tokens %s in / %s out · est. $%.4f",
-		el, a.Name, a.Limit, a.InFlight, a.Share429(), fmtCount(a.Calls), fmtCount(a.Transient), fmtCompact(a.TokensIn), fmtCompact(a.TokensOut), cost)
+	long := fmt.Sprintf("%s · %s: limit %d · in flight %d · 429s %.1f%% of %s calls · 5xx/timeouts %s · unreachable %s · tokens %s in / %s out · est. $%.4f",
+		el, a.Name, a.Limit, a.InFlight, a.Share429(), fmtCount(a.Calls), fmtCount(a.Transient), fmtCount(a.Unavailable), fmtCompact(a.TokensIn), fmtCompact(a.TokensOut), cost)
 	if width <= 0 || len([]rune(long)) <= width {
 		return long
 	}
