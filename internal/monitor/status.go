@@ -18,6 +18,10 @@ type StatusView struct {
 	Counts  store.Counts   `json:"counts"`
 	Usage   pipeline.Usage `json:"usage"`
 	CostUSD float64        `json:"cost_usd"`
+	// UnpricedTokens is the part of Usage billed by killed runs: their
+	// committed results recorded the tokens, but no price was saved with
+	// them, so CostUSD leaves them out.
+	UnpricedTokens int64 `json:"unpriced_tokens,omitempty"`
 	// Limit is the classify concurrency the last good run settled at; 0
 	// when none was learned.
 	Limit    int                   `json:"learned_limit,omitempty"`
@@ -32,6 +36,9 @@ func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pi
 		if s := r.Stages["classify"]; s != nil {
 			v.Usage = v.Usage.Add(s.Usage)
 			v.CostUSD += s.CostUSD
+			if r.Status == store.RunKilled {
+				v.UnpricedTokens += s.Usage.PromptTokens + s.Usage.CandidateTokens
+			}
 		}
 	}
 	v.LastRuns = runs[:min(len(runs), 5)]
@@ -51,7 +58,11 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", TerminalSafe(s.Stage), s.Queued, s.Dead, s.Output)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f\n", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	if v.UnpricedTokens > 0 {
+		fmt.Fprintf(w, " without the %d tokens of killed runs, which saved no price", v.UnpricedTokens)
+	}
+	fmt.Fprintln(w)
 	if v.Limit > 0 {
 		fmt.Fprintf(w, "learned classify concurrency: %d (the next run starts there)\n", v.Limit)
 	}
