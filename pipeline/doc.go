@@ -47,7 +47,7 @@
 //
 // The package imports none of its implementations: the store, the stages and
 // the limiter implement the small interfaces declared here (Store, Stage,
-// Limiter) and main wires them together.
+// Limiter) and internal/cli wires them together.
 //
 // A Go program can do the same wiring with stages of its own: open a
 // store.DB (store.Open) with one StageDef per stage, ingest records, give
