@@ -17,23 +17,10 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-// Config configures a Progress: what it shows and where it publishes.
+// Config configures a Progress: the run it watches (RunConfig; Quiet
+// is Start's alone, which turns it into Live), then how it shows it.
 type Config struct {
-	DBPath string
-	RunID  string
-	// Stages are the stage names in pipeline order; Queued how many items
-	// were queued at each when the run started.
-	Stages []string
-	Queued []int64
-	// Before is how many items had left each stage (an output or a dead
-	// letter there) before the run: on a resume the bars count against
-	// the whole pipeline, not only this run's share.
-	Before []int64
-	// Limiters are the stages' limiters by index (nil: none), read for
-	// the limit before the runner's first tick and by the metrics live.
-	Limiters []pipeline.Limiter
-	// Cost estimates the USD cost of a usage; nil means free.
-	Cost func(pipeline.Usage) float64
+	RunConfig
 	// Live draws bars (for a terminal); otherwise the progress is logged
 	// as an Info record every Every (default 5s).
 	Live  bool

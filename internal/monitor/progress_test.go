@@ -43,12 +43,14 @@ func (c *fakeClock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
 func testProgressConfig(t testing.TB) Config {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	return Config{
-		DBPath: filepath.Join(t.TempDir(), "test.db"),
-		RunID:  "run-1",
-		Stages: []string{"sanitize", "classify", "aggregate"},
-		Queued: []int64{100, 20, 0},
-		Cost:   func(u pipeline.Usage) float64 { return float64(u.PromptTokens)*1e-6 + float64(u.CandidateTokens)*2e-6 },
-		Now:    clock.now,
+		RunConfig: RunConfig{
+			DBPath: filepath.Join(t.TempDir(), "test.db"),
+			RunID:  "run-1",
+			Stages: []string{"sanitize", "classify", "aggregate"},
+			Queued: []int64{100, 20, 0},
+			Cost:   func(u pipeline.Usage) float64 { return float64(u.PromptTokens)*1e-6 + float64(u.CandidateTokens)*2e-6 },
+		},
+		Now: clock.now,
 	}
 }
 
