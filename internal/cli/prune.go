@@ -24,13 +24,15 @@ type pruneOptions struct {
 
 func newPruneCommand(cfg Config) *cli.Command {
 	var opts pruneOptions
+	in := inputFlags(&opts.Input)
+	in[0].(*cli.StringFlag).Usage = "JSONL, CSV or TSV `FILE` holding every item to keep (required)"
 	return &cli.Command{
 		Name:  "prune",
 		Usage: "remove the items whose ids the input file no longer holds, with their outputs and dead letters, folding them out of the aggregate (try --dry-run first)",
 		Flags: append([]cli.Flag{dbFlag(),
 			&cli.BoolFlag{Name: "dry-run", Category: catRerun, Usage: "count the items prune would remove and change nothing", Destination: &opts.DryRun},
 			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Category: catRerun, Usage: "remove them without asking", Destination: &opts.Yes},
-		}, inputFlags(&opts.Input)...),
+		}, in...),
 		Before: before("db", "input"),
 		Action: func(c *cli.Context) error {
 			opts.DB, opts.Out, opts.ErrOut, opts.Confirm = c.String("db"), c.App.Writer, c.App.ErrWriter, cfg.Confirm
