@@ -53,6 +53,7 @@ func NewApp(cfg Config) *cli.App {
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),
+		newPruneCommand(cfg),
 		newSimCommand(),
 		newDemoCommand(cfg),
 		newBenchCommand(),
