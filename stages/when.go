@@ -66,9 +66,6 @@ func (w *When) Match(it pipeline.Item) (bool, error) {
 	if err != nil {
 		return false, pipeline.Permanentf("when %q failed on item %s: %v: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), err)
 	}
-	b, ok := v.(bool)
-	if !ok {
-		return false, pipeline.Permanentf("when %q gave %v, not true or false, on item %s: compare the value, e.g. `x.field == \"v\"`", w.source, v, itemRef(it))
-	}
+	b, _ := v.(bool) // expr.AsBool made the program return a bool
 	return b, nil
 }
