@@ -1,0 +1,123 @@
+// This file lets a pipeline grow: stages added to a stored stage list
+// (anywhere, none removed or reordered) run for the items that already
+// passed where they were added, and for no others. It also keeps the job
+// a database was run with.
+
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var keyJob = []byte("job")
+
+// insertedStages returns, when stored is new with stages added (stored
+// is a subsequence of new, by name), the index in new of each added
+// stage; ok is false when stages were removed or reordered.
+func insertedStages(stored, new []StageDef) (added []int, ok bool) {
+	j := 0
+	for i, s := range new {
+		if j < len(stored) && stored[j].Name == s.Name {
+			j++
+			continue
+		}
+		added = append(added, i)
+	}
+	return added, j == len(stored)
+}
+
+// insertStages records the new stage list in a file that holds stored,
+// a subsequence of it, in one transaction: it creates the added stages'
+// buckets, renumbers every item's stage, and sends every item that
+// already passed the first added stage (queued or dead after it, or
+// done) back to that stage's queue, its later outputs dropped and its
+// fact folded out of the tally. Outputs before the first added stage are
+// kept: only the added stages and what follows them run again (the stages
+// that follow an added one may read its output).
+func (db *DB) insertStages(stored []StageDef, added []int) error {
+	newIndex := make([]int, len(stored))
+	for i, s := range stored {
+		newIndex[i] = db.index[s.Name]
+	}
+	first := added[0]
+	oldLast := stored[len(stored)-1].Name
+	return db.update(func(tx *bolt.Tx) error {
+		for _, i := range added {
+			name := db.stages[i].Name
+			for _, b := range [][]byte{todoBucket(name), outBucket(name), deadBucket(name)} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+		}
+		w := db.writer(tx)
+		type move struct {
+			id []byte
+			s  state
+		}
+		var moves []move
+		err := w.stateB.ForEach(func(k, v []byte) error {
+			s, ok := decodeState(v)
+			if !ok || s.Stage >= len(stored) {
+				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", k)
+			}
+			s.Stage = newIndex[s.Stage]
+			moves = append(moves, move{id: slices.Clone(k), s: s})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range moves {
+			switch {
+			case m.s.Status == Done:
+				// Its fact came from the old last stage: fold that one out.
+				if err := w.foldAt(m.id, oldLast, -1); err != nil {
+					return err
+				}
+				for i := first; i < len(db.stages); i++ {
+					if err := w.bucket(outBucket(w.stageName(i))).Delete(m.id); err != nil {
+						return err
+					}
+				}
+			case m.s.Stage >= first:
+				if err := w.removeFrom(m.id, m.s, first, reasonRerun); err != nil {
+					return err
+				}
+			default:
+				if err := w.putState(m.id, m.s); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := w.enqueue(m.id, first, m.s.Hash); err != nil {
+				return err
+			}
+		}
+		def, _ := json.Marshal(definition{Stages: db.stages})
+		return tx.Bucket(bucketMeta).Put(keyDef, def)
+	})
+}
+
+// SaveJob records the job the database is run with (opaque bytes: the
+// caller's encoding), replacing the one recorded before.
+func (db *DB) SaveJob(job []byte) error {
+	return db.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyJob, job)
+	})
+}
+
+// Job returns the job SaveJob recorded, nil if none (a database run from
+// flags before jobs were recorded).
+func (db *DB) Job() ([]byte, error) {
+	var out []byte
+	err := db.view(func(tx *bolt.Tx) error {
+		out = slices.Clone(tx.Bucket(bucketMeta).Get(keyJob))
+		return nil
+	})
+	return out, err
+}
