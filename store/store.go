@@ -99,7 +99,7 @@ type DB struct {
 	// added holds the indexes of the stages Options added to the stored
 	// list (see insertStages).
 	added []int
-	now     func() time.Time
+	now   func() time.Time
 	// run is the run record last saved as running by this handle: Commit
 	// adds usage to it, so a killed run's record holds what it paid for.
 	run atomic.Pointer[string]
