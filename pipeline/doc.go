@@ -48,4 +48,12 @@
 // The package imports none of its implementations: the store, the stages and
 // the limiter implement the small interfaces declared here (Store, Stage,
 // Limiter) and main wires them together.
+//
+// A Go program can do the same wiring with stages of its own: open a
+// store.DB (store.Open) with one StageDef per stage, ingest records, give
+// the Runner the library's stages and its own (any type with Name and
+// Process), an AIMD limiter (limiter.New) on the API stage, and call Run;
+// running again on the same file resumes. Dead letters, run records and
+// report.Load read the file as the sawtooth command does. Example_customStage
+// puts a language detector between classify and aggregate.
 package pipeline

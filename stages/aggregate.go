@@ -69,7 +69,8 @@ func (a *Aggregate) Process(_ context.Context, it pipeline.Item) (pipeline.Resul
 }
 
 // Fact computes what the item contributes to the tally: the label of its
-// classify output (it.Prev, else it.Outputs["classify"]), one value per
+// classify output (it.Outputs["classify"], else it.Prev, so a custom stage
+// may sit between classify and aggregate), one value per
 // GroupBy field ("unknown" when missing; "month" as "2006-01" from
 // DateField) and the rating when RatingField holds a number. A missing or
 // unusable classify output is a permanent error. Fact is deterministic, so
@@ -82,9 +83,9 @@ func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
 		}
 		return a.fact(it, label), nil
 	}
-	raw := it.Prev
+	raw := it.Outputs["classify"]
 	if len(raw) == 0 {
-		raw = it.Outputs["classify"]
+		raw = it.Prev
 	}
 	const hint = "re-run the item through classify (`sawtooth retry --stage classify`)"
 	if len(raw) == 0 {

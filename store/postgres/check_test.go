@@ -1,0 +1,46 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store/storetest"
+)
+
+func TestDB_CheckFindsDamage(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage string
+		want   string
+	}{
+		{"a done item lost an output", `DELETE FROM output WHERE item_id = 'a' AND stage = 1`, `item "a": 2 outputs`},
+		{"queued and dead", `INSERT INTO dead (item_id, stage, letter) SELECT item_id, 0, '{}' FROM todo WHERE item_id = 'q'`, `item "q" is both queued and dead`},
+		{"an orphan output", `INSERT INTO output (item_id, stage, data) VALUES ('ghost', 0, '{}')`, `item "ghost" has no record but rows in output`},
+		{"a tally counter off by one", `UPDATE tally_label SET n = n + 1 WHERE label = 'bug'`, `aggregate: stored != recomputed`},
+		{"an unknown stage", `UPDATE todo SET stage = 7 WHERE item_id = 'q'`, `names a stage this pipeline does not have`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db, u := openNew(t, Options{})
+			if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "1"), storetest.Record("b", "bug b", "x", "2")}); err != nil {
+				t.Fatal(err)
+			}
+			storetest.Finish(t, db)
+			if _, err := db.Ingest([]pipeline.Record{storetest.Record("q", "ux q", "x", "")}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := db.Check(); err != nil || len(p) > 0 {
+				t.Fatalf("Check before the damage: %v %v", p, err)
+			}
+			sql(t, u, tc.damage)
+			p, err := db.Check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(p, "\n"), tc.want) {
+				t.Fatalf("Check = %q, want a line with %q", p, tc.want)
+			}
+		})
+	}
+}

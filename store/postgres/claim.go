@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+var _ pipeline.Claimer = (*DB)(nil)
+
+// errLease is returned for a lease that is not positive.
+var errLease = errors.New("lease must be positive")
+
+// leaseSQL is the lease end for $N microseconds from now on the
+// database's clock: worker clocks never decide who holds an entry.
+func leaseSQL(n int) string { return fmt.Sprintf("now() + $%d * interval '1 microsecond'", n) }
+
+// Claim leases up to max entries of stage's queue whose lease has ended
+// (or that were never claimed), oldest first, in one statement: the
+// rows are picked with FOR UPDATE SKIP LOCKED, so concurrent claims
+// never wait on each other and never get the same row, and each claim
+// raises the row's attempt (the fencing token).
+func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Duration) ([]pipeline.Claim, error) {
+	si, err := db.stageIndex(stage)
+	if err != nil {
+		return nil, err
+	}
+	if lease <= 0 {
+		return nil, fmt.Errorf("claim %s: %w (got %v)", stage, errLease, lease)
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	rows, _ := db.pool.Query(ctx, `WITH c AS (
+			SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
+			ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
+		u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = `+leaseSQL(4)+`
+			FROM c WHERE t.seq = c.seq RETURNING t.seq, t.item_id, t.attempt)
+		SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) `+outputsSQL+`
+		ORDER BY x.seq`, si, max, db.owner, lease.Microseconds())
+	var out []pipeline.Claim
+	var seq, attempt int64
+	var record []byte
+	var stages []int16
+	var datas [][]byte
+	_, err = pgx.ForEachRow(rows, []any{&seq, &attempt, &record, &stages, &datas}, func() error {
+		it, err := db.item(record, stages, datas, si)
+		if err != nil {
+			return fmt.Errorf("queue %s seq %d: %w", stage, seq, err)
+		}
+		out = append(out, pipeline.Claim{Queued: pipeline.Queued{Seq: uint64(seq), Item: it}, Attempt: attempt})
+		stages, datas = nil, nil
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim from %s in %s: %w", stage, db.path, err)
+	}
+	return out, nil
+}
+
+// leased locks, in sequence order (as every statement that changes
+// queue rows does, so they never deadlock), the rows of stage $1 whose
+// sequence and attempt are still $2[i], $3[i].
+const leasedSQL = `SELECT q.seq FROM todo q JOIN unnest($2::bigint[], $3::bigint[]) AS k(seq, attempt)
+	ON q.seq = k.seq AND q.attempt = k.attempt WHERE q.stage = $1 ORDER BY q.seq FOR UPDATE OF q`
+
+func fences(claims []pipeline.Claim) (seqs, attempts []int64) {
+	for _, c := range claims {
+		seqs, attempts = append(seqs, int64(c.Seq)), append(attempts, c.Attempt)
+	}
+	return seqs, attempts
+}
+
+// Renew extends the leases of claims to lease from now (database clock)
+// and returns the sequences of those it could not: the entry was
+// committed, moved, or claimed again by another worker.
+func (db *DB) Renew(ctx context.Context, stage string, claims []pipeline.Claim, lease time.Duration) ([]uint64, error) {
+	si, err := db.stageIndex(stage)
+	if err != nil {
+		return nil, err
+	}
+	if lease <= 0 {
+		return nil, fmt.Errorf("renew %s: %w (got %v)", stage, errLease, lease)
+	}
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	seqs, attempts := fences(claims)
+	rows, _ := db.pool.Query(ctx, `WITH l AS (`+leasedSQL+`)
+		UPDATE todo t SET visible_at = `+leaseSQL(4)+` FROM l WHERE t.seq = l.seq RETURNING t.seq`,
+		si, seqs, attempts, lease.Microseconds())
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("renew leases of %s in %s: %w", stage, db.path, err)
+	}
+	held := make(map[int64]bool, len(renewed))
+	for _, s := range renewed {
+		held[s] = true
+	}
+	var lost []uint64
+	for _, s := range seqs {
+		if !held[s] {
+			lost = append(lost, uint64(s))
+		}
+	}
+	return lost, nil
+}
+
+// Release ends the leases of claims still held, so any worker can claim
+// the entries at once. The attempts stay raised: a fencing token is
+// never reused.
+func (db *DB) Release(ctx context.Context, stage string, claims []pipeline.Claim) error {
+	si, err := db.stageIndex(stage)
+	if err != nil {
+		return err
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	seqs, attempts := fences(claims)
+	if _, err := db.pool.Exec(ctx, `WITH l AS (`+leasedSQL+`)
+		UPDATE todo t SET visible_at = now(), owner = NULL FROM l WHERE t.seq = l.seq`, si, seqs, attempts); err != nil {
+		return fmt.Errorf("release leases of %s in %s: %w", stage, db.path, err)
+	}
+	return nil
+}
+
+// CommitFenced applies ts in one transaction, as Commit does, each only
+// if its entry is still at the claim's attempt: nobody claimed it since,
+// whether or not the lease has run out meanwhile. It returns the
+// sequences of the transitions not applied.
+func (db *DB) CommitFenced(ctx context.Context, ts []pipeline.FencedTransition) ([]uint64, error) {
+	plain := make([]pipeline.Transition, len(ts))
+	attempts := make([]int64, len(ts))
+	for i, t := range ts {
+		if t.Attempt < 0 {
+			return nil, fmt.Errorf("commit %q at %s: negative attempt %d", t.ID, t.Stage, t.Attempt)
+		}
+		plain[i], attempts[i] = t.Transition, t.Attempt
+	}
+	return db.commit(ctx, plain, attempts)
+}
+
+// Holder is what one worker holds at one stage, for status.
+type Holder struct {
+	// Owner is the worker's Options.Owner (host:pid by default).
+	Owner string `json:"owner"`
+	Stage string `json:"stage"`
+	// Held counts the entries under a live lease; LeaseEnd is the latest
+	// of their lease ends on the database clock (a worker that renews
+	// keeps it about one lease ahead of now).
+	Held     int       `json:"held"`
+	LeaseEnd time.Time `json:"lease_end"`
+}
+
+// Holders lists, per worker and stage, the entries under a live lease.
+func (db *DB) Holders(ctx context.Context) ([]Holder, error) {
+	rows, _ := db.pool.Query(ctx, `SELECT owner, stage, count(*), max(visible_at) FROM todo
+		WHERE owner IS NOT NULL AND visible_at > now() GROUP BY owner, stage ORDER BY owner, stage`)
+	var out []Holder
+	var h Holder
+	var si int16
+	_, err := pgx.ForEachRow(rows, []any{&h.Owner, &si, &h.Held, &h.LeaseEnd}, func() error {
+		if int(si) >= len(db.stages) {
+			return fmt.Errorf("queue rows at unknown stage %d (run `sawtooth verify`)", si)
+		}
+		h.Stage = db.stages[si].Name
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list lease holders in %s: %w", db.path, err)
+	}
+	return out, nil
+}

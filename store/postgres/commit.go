@@ -1,0 +1,234 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+func jsonBytes(v any) ([]byte, error) { return json.Marshal(v) }
+
+// nonNil stores an absent output as an empty one: pgx sends a nil slice
+// as NULL, which the output table refuses.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// unfenced is the attempt a transition of the plain Commit carries: it
+// applies whatever attempt the queue row is at.
+const unfenced = -1
+
+// Commit applies the transitions in one transaction. A transition whose
+// item is no longer queued at that stage and sequence is skipped, so
+// Commit is idempotent. It does not look at leases: a fleet commits with
+// CommitFenced.
+func (db *DB) Commit(ts []pipeline.Transition) error {
+	_, err := db.commit(db.ctx, ts, nil)
+	return err
+}
+
+// usageDelta sums the usage of the applied transitions per stage.
+type usageDelta map[string]pipeline.Usage
+
+func (u usageDelta) queue(b *pgx.Batch, run *string, shard int16) {
+	if len(u) == 0 {
+		return
+	}
+	runs := []string{""}
+	if run != nil {
+		runs = append(runs, *run)
+	}
+	var rs, stages []string
+	var p, c, t []int64
+	for _, r := range runs {
+		for _, s := range slices.Sorted(maps.Keys(u)) {
+			x := u[s]
+			rs, stages = append(rs, r), append(stages, s)
+			p, c, t = append(p, x.PromptTokens), append(c, x.CandidateTokens), append(t, x.TotalTokens)
+		}
+	}
+	b.Queue(`INSERT INTO usage (run_id, stage, shard, prompt, candidate, total)
+		SELECT r, s, $3, p, c, t FROM unnest($1::text[], $2::text[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(r, s, p, c, t)
+		ON CONFLICT (run_id, stage, shard) DO UPDATE SET prompt = usage.prompt + EXCLUDED.prompt,
+			candidate = usage.candidate + EXCLUDED.candidate, total = usage.total + EXCLUDED.total`,
+		rs, stages, shard, p, c, t)
+}
+
+// enqueueSQL queues ids ($1) at stages ($2) with fresh sequence numbers
+// in the order given.
+const enqueueSQL = `INSERT INTO todo (seq, stage, item_id)
+	SELECT nextval('todo_seq'), s, id FROM (SELECT id, s FROM unnest($1::text[], $2::smallint[]) WITH ORDINALITY AS u(id, s, n) ORDER BY n) q`
+
+// lockItemsSQL locks item rows ($1) in id order. Every transaction that
+// moves an item takes its row lock first, so moves of one item are
+// serialised and, taken in one order, never deadlock; claims and
+// heartbeats touch only queue rows and never wait on these.
+const lockItemsSQL = `SELECT item_id FROM item WHERE item_id = ANY($1) ORDER BY item_id FOR UPDATE`
+
+// commit applies ts; fences, when not nil, holds each transition's claim
+// attempt (unfenced applies whatever the attempt). It returns the
+// sequences of the transitions it did not apply.
+func (db *DB) commit(ctx context.Context, ts []pipeline.Transition, fences []int64) (skipped []uint64, err error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	n := len(ts)
+	seqs, stages, ids, attempts := make([]int64, 0, n), make([]int16, 0, n), make([]string, 0, n), make([]int64, 0, n)
+	first := make(map[uint64]int, n) // seq -> index of its first transition
+	for i, t := range ts {
+		si, ok := db.index[t.Stage]
+		if !ok {
+			return nil, fmt.Errorf("commit: unknown stage %q (stages: %s)", t.Stage, stageNames(db.stages))
+		}
+		if _, dup := first[t.Seq]; dup {
+			continue // already applied by the first of the batch: stale
+		}
+		first[t.Seq] = i
+		a := int64(unfenced)
+		if fences != nil {
+			a = fences[i]
+		}
+		seqs, stages, ids, attempts = append(seqs, int64(t.Seq)), append(stages, int16(si)), append(ids, t.ID), append(attempts, a)
+	}
+	lockIDs := slices.Compact(slices.Sorted(slices.Values(ids)))
+	for range 5 {
+		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, seqs, stages, ids, attempts)
+		if !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return skipped, nil
+}
+
+// deleteClaimedSQL deletes the queue rows of the transitions ($1 seqs,
+// $2 stages, $3 ids, $4 attempts, negative = any), locking them in
+// sequence order, and returns the sequences it deleted.
+const deleteClaimedSQL = `DELETE FROM todo t USING (
+		SELECT q.seq FROM todo q JOIN unnest($1::bigint[], $2::smallint[], $3::text[], $4::bigint[]) AS k(seq, stage, item_id, attempt)
+			ON q.seq = k.seq AND q.stage = k.stage AND q.item_id = k.item_id AND (k.attempt < 0 OR q.attempt = k.attempt)
+		ORDER BY q.seq FOR UPDATE OF q) l
+	WHERE t.seq = l.seq RETURNING t.seq`
+
+// commitOnce runs one commit transaction in two round trips: BEGIN, the
+// item locks and the queue deletes pipelined in one, every insert and
+// COMMIT in the other. The transaction is short, which matters more
+// than anything else for a queue many workers commit to at once.
+func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, seqs []int64, stages []int16, ids []string, attempts []int64) (skipped []uint64, err error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	defer conn.Release()
+	open := false
+	defer func() {
+		if err != nil && open {
+			// A rollback that fails leaves the session unusable: close
+			// it so the pool does not hand it out again.
+			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+				conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(lockItemsSQL, lockIDs)
+	b.Queue(deleteClaimedSQL, seqs, stages, ids, attempts)
+	br := conn.SendBatch(ctx, b)
+	open = true
+	var deleted []int64
+	if _, err = br.Exec(); err == nil {
+		if _, err = br.Exec(); err == nil {
+			rows, _ := br.Query()
+			deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	b, skipped, err = db.commitInserts(ts, first, seqs, deleted)
+	if err != nil {
+		return nil, err
+	}
+	b.Queue("COMMIT")
+	if err = conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	open = false
+	return skipped, nil
+}
+
+// commitInserts builds the statements that apply the transitions whose
+// queue rows were deleted, and lists the others.
+func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64) (*pgx.Batch, []uint64, error) {
+	var skipped []uint64
+	applied := make(map[uint64]bool, len(deleted))
+	for _, s := range deleted {
+		applied[uint64(s)] = true
+	}
+	var (
+		outIDs, deadIDs, nextIDs []string
+		outStages, deadStages    []int16
+		nextStages               []int16
+		outData, letters         [][]byte
+		tally                    tallyDelta
+		usage                    = usageDelta{}
+	)
+	last := len(db.stages) - 1
+	for _, seq := range seqs {
+		i := first[uint64(seq)]
+		t := &ts[i]
+		if !applied[t.Seq] {
+			skipped = append(skipped, t.Seq)
+			continue
+		}
+		si := db.index[t.Stage]
+		if t.Usage != (pipeline.Usage{}) {
+			usage[t.Stage] = usage[t.Stage].Add(t.Usage)
+		}
+		switch t.Outcome {
+		case pipeline.Succeeded:
+			outIDs, outStages, outData = append(outIDs, t.ID), append(outStages, int16(si)), append(outData, nonNil(t.Result.Output))
+			if si < last {
+				nextIDs, nextStages = append(nextIDs, t.ID), append(nextStages, int16(si+1))
+			} else if f, ok := factOf(t.Result.Output); ok {
+				tally.fold(t.ID, f, +1)
+			}
+		case pipeline.DeadLettered:
+			dl, err := json.Marshal(t.Dead)
+			if err != nil {
+				return nil, nil, fmt.Errorf("commit %q at %s: %w", t.ID, t.Stage, err)
+			}
+			deadIDs, deadStages, letters = append(deadIDs, t.ID), append(deadStages, int16(si)), append(letters, dl)
+		default:
+			return nil, nil, fmt.Errorf("commit %q at %s: unknown outcome %d", t.ID, t.Stage, t.Outcome)
+		}
+	}
+	b := &pgx.Batch{}
+	if len(outIDs) > 0 {
+		b.Queue(`INSERT INTO output (item_id, stage, data) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, outIDs, outStages, outData)
+	}
+	if len(deadIDs) > 0 {
+		b.Queue(`INSERT INTO dead (item_id, stage, letter) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, deadIDs, deadStages, letters)
+	}
+	if len(nextIDs) > 0 {
+		b.Queue(enqueueSQL, nextIDs, nextStages)
+	}
+	shard := db.nextShard()
+	tally.queue(b, shard)
+	usage.queue(b, db.run.Load(), shard)
+	return b, skipped, nil
+}

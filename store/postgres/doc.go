@@ -1,0 +1,96 @@
+// Package postgres keeps a sawtooth pipeline in PostgreSQL, so that many
+// worker processes on many hosts can drain one pipeline and share one API
+// quota. It implements pipeline.Database with the bbolt store's semantics
+// (both pass store/storetest) and pipeline.Claimer for fleets, through
+// github.com/jackc/pgx/v5 and plain SQL.
+//
+// # One pipeline per schema
+//
+// A pipeline lives in one PostgreSQL schema (Options.Schema, default
+// "sawtooth"); every session's search_path names it, so the SQL is
+// unqualified. One database can hold several pipelines, and the DSN
+// stays an ordinary libpq URL. Open creates the schema, or migrates an
+// older one, in one transaction holding a transaction-level advisory
+// lock on the schema's name, so two processes opening a new database at
+// once do not race; migrations are numbered steps (schema.go) and the
+// version is in meta. Passwords come from the DSN, PGPASSWORD or
+// ~/.pgpass, as libpq reads them; Path and every message carry the DSN
+// without its password.
+//
+// # Tables
+//
+//	meta         key -> value: schema version, definition, created, limit/<stage>
+//	item         id -> record (JSON), content hash
+//	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
+//	output       (id, stage) -> the stage's output
+//	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
+//	history      every dead letter an item left (re-queue, re-run, edit)
+//	tally_*      the aggregate as counters, each spread over 16 shards
+//	usage        (run, stage, shard) -> tokens billed by committed transitions
+//	run, sample  run records and per-second samples
+//	quota        (unlogged) one GCRA row + congestion epoch per quota key
+//
+// Where an item is is derived, not stored: queued at the stage of its
+// todo row, dead at the stage of its dead row, done when it has neither.
+// A transition therefore writes only what it must (delete the todo row,
+// insert the output, insert the next todo row, add to the tally), and
+// keys make the double places impossible (todo.item_id is unique,
+// dead.item_id is the key). Check verifies the rest (outputs match the
+// position, no orphans, stored tally = recomputed).
+//
+// Every transaction that moves an item first locks its item row, in id
+// order, so moves of one item are serialised and never deadlock; the
+// commands that move many items at once (ingest, re-queue, re-run,
+// prune) also take an advisory lock per schema, so they run one at a
+// time while commits go on. Statements that change several queue rows
+// lock them in sequence order. Transactions aborted as deadlock victims
+// are retried. Folds and usage add to the aggregate rows of one of 16
+// shards per commit, in sorted key order: concurrent commits rarely
+// wait on one hot counter row, and readers sum the shards. Rating sums
+// are numeric, exact at any size, as the bbolt store's are.
+//
+// # Leases and fences
+//
+// A worker claims up to N entries of a stage in one statement: the
+// oldest rows whose visible_at has passed, picked with FOR UPDATE SKIP
+// LOCKED (concurrent claims skip each other's rows rather than wait),
+// each updated with attempt + 1, its owner and visible_at = now() + the
+// lease. Only the database clock sets lease ends. The worker renews the
+// leases of what it still holds while its calls run (Renew returns the
+// ones it lost) and commits each result with CommitFenced, whose delete
+// of the todo row matches the claim's attempt: if the lease ran out and
+// another worker claimed the entry, the attempt moved on, the old
+// worker's commit matches nothing and is not applied (an expired lease
+// nobody claimed still commits: nobody else has the item). A crashed
+// worker's entries become claimable when their leases end; there is no
+// reaper. Holders lists who holds what, for status. The lease columns
+// are unindexed, so claims and renewals can be
+// HOT updates. No transaction is ever held across a call, and sessions
+// idle in a transaction are ended after DefaultIdleInTransaction: a
+// long transaction would pin the queue's dead rows.
+//
+// # One quota for the fleet
+//
+// SharedQuota keeps one row per quota key: a GCRA schedule paces the
+// whole fleet to a known rate with one statement per call, and a
+// congestion epoch turns the many 429s of one event, from every process,
+// into one event: only a call reserved at the current epoch raises it,
+// and each process applies one decrease per new epoch it sees.
+//
+// # Why plain SQL rather than River
+//
+// River (riverqueue) would run one job per item per stage. It has no
+// lease heartbeat (stuck jobs are rescued after one fixed, per-client
+// delay, an hour by default), fences completion on state = running only
+// (a rescued job's old worker can still complete it), keeps concurrency
+// limits per process (global limits and workflows are paid features),
+// has no rate limiting, and brings its own schema, migrations and leader
+// election for semantics this store already has. The claim, renew and
+// fenced-complete statements here are a handful of SQL statements, and
+// the bbolt store's contract suite checks them.
+//
+// Files stay under 600 lines; the package has one file per concern:
+// postgres.go (Open, options, definition), schema.go, commit.go,
+// admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
+// tally.go, runs.go, claim.go and quota.go.
+package postgres

@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clients returns n SharedQuotas, each on its own handle of the pipeline
+// at url: n processes of a fleet.
+func clients(t *testing.T, url string, n int) []*SharedQuota {
+	t.Helper()
+	out := make([]*SharedQuota, n)
+	for i := range out {
+		out[i] = NewSharedQuota(worker(t, url, fmt.Sprint("client", i)))
+	}
+	return out
+}
+
+// TestSharedQuota_OneDecreasePerEvent: every client gets many 429s at
+// once for calls reserved in one epoch; the fleet sees one event (the
+// epoch rises by one, one 429 starts it) and each client decreases
+// exactly once. A late 429 of a call reserved before the event changes
+// nothing.
+func TestSharedQuota_OneDecreasePerEvent(t *testing.T) {
+	const n, perClient = 4, 8
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, n)
+	ctx := context.Background()
+	const key = "project-a/gemini-flash"
+	oldest := Grant{}
+	for event := range 3 {
+		grants := make([]Grant, n)
+		for i, q := range qs {
+			g, err := q.Reserve(ctx, key, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Epoch != int64(event) || g.Decreases != 0 {
+				t.Fatalf("event %d: client %d reserved at epoch %d with %d decreases pending, want epoch %d and 0", event, i, g.Epoch, g.Decreases, event)
+			}
+			grants[i] = g
+		}
+		if event == 0 {
+			oldest = grants[0]
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		firsts, decreases := 0, make([]int, n)
+		errs := make(chan error, n*perClient)
+		for i, q := range qs {
+			for range perClient {
+				wg.Go(func() {
+					c, err := q.OnRateLimited(ctx, key, grants[i].Epoch, time.Millisecond)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if c.First {
+						firsts++
+					}
+					decreases[i] += c.Decreases
+				})
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if firsts != 1 {
+			t.Errorf("event %d: %d of %d 429s started an event, want 1", event, firsts, n*perClient)
+		}
+		if want := []int{1, 1, 1, 1}; !slices.Equal(decreases, want) {
+			t.Errorf("event %d: decreases per client %v, want %v", event, decreases, want)
+		}
+	}
+	late, err := qs[0].OnRateLimited(ctx, key, oldest.Epoch, 0)
+	if err != nil || late.First || late.Decreases != 0 || late.Epoch != 3 {
+		t.Fatalf("a late 429 from epoch 0: %+v, %v; want epoch 3, no event, no decrease", late, err)
+	}
+	// A server crash empties the unlogged table: epochs restart at 0,
+	// and the next event is still one decrease.
+	sql(t, u, `TRUNCATE quota`)
+	g, err := qs[0].Reserve(ctx, key, 1)
+	if err != nil || g.Epoch != 0 || g.Decreases != 0 {
+		t.Fatalf("after the reset: %+v, %v", g, err)
+	}
+	if c, err := qs[0].OnRateLimited(ctx, key, g.Epoch, 0); err != nil || !c.First || c.Decreases != 1 {
+		t.Fatalf("the first event after the reset: %+v, %v; want one decrease", c, err)
+	}
+	if _, err := qs[0].OnRateLimited(ctx, "never-reserved", 0, 0); !errors.Is(err, ErrUnknownQuota) {
+		t.Fatalf("429 on an unknown key: %v", err)
+	}
+}
+
+// TestSharedQuota_PacesTheFleet: at one slot an hour with a burst of 2,
+// the k-th of many concurrent reservations from several clients waits
+// k-2 hours (the first two at once), whoever asks: the schedule is one.
+// The tolerance (a minute) only absorbs the database clock moving while
+// the test runs.
+func TestSharedQuota_PacesTheFleet(t *testing.T) {
+	const n, each = 3, 4
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, n)
+	ctx := context.Background()
+	if err := qs[0].SetRate(ctx, "k", time.Hour, 2); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var waits []time.Duration
+	var wg sync.WaitGroup
+	for _, q := range qs {
+		wg.Go(func() {
+			for range each {
+				g, err := q.Reserve(ctx, "k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				waits = append(waits, g.Wait)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(waits)
+	for k, w := range waits {
+		want := time.Duration(max(k-1, 0)) * time.Hour
+		if w > want || w < want-time.Minute {
+			t.Errorf("reservation %d waits %v, want %v (all: %v)", k+1, w, want, waits)
+		}
+	}
+	// A congestion cooldown delays even an unpaced key.
+	if _, err := qs[1].Reserve(ctx, "unpaced", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qs[1].OnRateLimited(ctx, "unpaced", 0, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	g, err := qs[2].Reserve(ctx, "unpaced", 1)
+	if err != nil || g.Wait < 2*time.Hour-time.Minute || g.Wait > 2*time.Hour {
+		t.Fatalf("after a 2 h cooldown another client waits %v, %v", g.Wait, err)
+	}
+}

@@ -1,0 +1,209 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// SchemaVersion is the newest schema this package creates and reads.
+const SchemaVersion = 1
+
+// migrations[v-1] brings a schema at version v-1 to version v. Each runs
+// in the transaction that holds the schema's advisory lock, so two
+// processes never migrate at once and a failed step leaves the previous
+// version intact. Never edit a released step: append one.
+var migrations = []string{
+	// 1: the first layout (see doc.go).
+	`
+CREATE TABLE meta (key text PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE item (
+	item_id text PRIMARY KEY,
+	record bytea NOT NULL,         -- pipeline.Record as JSON
+	content_hash text NOT NULL
+);
+CREATE SEQUENCE todo_seq;
+CREATE TABLE todo (
+	seq bigint PRIMARY KEY,        -- FIFO key, never changes
+	stage smallint NOT NULL CHECK (stage >= 0),
+	item_id text NOT NULL UNIQUE,  -- an item is queued at most once
+	attempt bigint NOT NULL DEFAULT 0,
+	owner text,
+	visible_at timestamptz NOT NULL DEFAULT '-infinity'
+) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX todo_stage_seq ON todo (stage, seq);
+CREATE TABLE output (
+	item_id text NOT NULL,
+	stage smallint NOT NULL CHECK (stage >= 0),
+	data bytea NOT NULL,
+	PRIMARY KEY (item_id, stage)
+);
+CREATE INDEX output_stage ON output (stage, item_id);
+CREATE TABLE dead (
+	item_id text PRIMARY KEY,      -- an item is dead at most once
+	stage smallint NOT NULL CHECK (stage >= 0),
+	letter bytea NOT NULL          -- pipeline.DeadLetter as JSON
+);
+CREATE TABLE history (
+	id bigserial PRIMARY KEY,
+	item_id text NOT NULL,
+	stage smallint NOT NULL,
+	letter bytea NOT NULL,
+	retired timestamptz NOT NULL,
+	reason text NOT NULL
+);
+CREATE INDEX history_item ON history (item_id, id);
+CREATE TABLE tally_label (label text, shard smallint, n bigint NOT NULL, PRIMARY KEY (label, shard));
+CREATE TABLE tally_group (field text, value text, label text, shard smallint, n bigint NOT NULL,
+	PRIMARY KEY (field, value, label, shard));
+CREATE TABLE tally_rating (label text, shard smallint, n bigint NOT NULL, sum numeric NOT NULL,
+	PRIMARY KEY (label, shard));
+CREATE TABLE tally_example (item_id text PRIMARY KEY, label text NOT NULL);
+CREATE TABLE usage (run_id text, stage text, shard smallint,
+	prompt bigint NOT NULL, candidate bigint NOT NULL, total bigint NOT NULL,
+	PRIMARY KEY (run_id, stage, shard));
+CREATE TABLE run (run_id text PRIMARY KEY, summary bytea NOT NULL);
+CREATE TABLE sample (id bigserial PRIMARY KEY, run_id text NOT NULL, samples bytea NOT NULL);
+CREATE INDEX sample_run ON sample (run_id, id);
+CREATE UNLOGGED TABLE quota (
+	key text PRIMARY KEY,
+	tat timestamptz NOT NULL DEFAULT '-infinity',
+	every_us bigint NOT NULL DEFAULT 0,
+	tau_us bigint NOT NULL DEFAULT 0,
+	epoch bigint NOT NULL DEFAULT 0,
+	cooldown_until timestamptz NOT NULL DEFAULT '-infinity'
+);
+`,
+}
+
+// Meta keys.
+const (
+	keySchema  = "schema"
+	keyDef     = "definition"
+	keyCreated = "created"
+)
+
+func limitKey(stage string) string { return "limit/" + stage }
+
+type definition struct {
+	Stages []pipeline.StageDef `json:"stages"`
+}
+
+// schemaLockKey is the advisory lock two first opens of one schema
+// serialise on (hashtext of this prefix and the schema name).
+const schemaLockPrefix = "sawtooth schema "
+
+// init creates or migrates the schema and checks the stored definition,
+// in one transaction under a transaction-level advisory lock: two
+// processes opening a new database at once do not race, and the lock
+// goes with the transaction whatever happens to the connection.
+func (db *DB) init(ctx context.Context, opt Options) error {
+	return db.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, schemaLockPrefix+db.schema); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, db.ident+".meta").Scan(&exists); err != nil {
+			return err
+		}
+		version := 0
+		if exists {
+			var raw []byte
+			err := tx.QueryRow(ctx, `SELECT value FROM meta WHERE key = $1`, keySchema).Scan(&raw)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("open %s: schema %s has a meta table without a version: %w (choose another schema or database)", db.path, db.schema, ErrNotSawtooth)
+			}
+			if err != nil {
+				return err
+			}
+			if version, err = strconv.Atoi(string(raw)); err != nil {
+				return fmt.Errorf("open %s: bad schema version %q: %w", db.path, raw, ErrNotSawtooth)
+			}
+			if version > SchemaVersion {
+				return fmt.Errorf("open %s: schema version %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, version, SchemaVersion, ErrNewerSchema)
+			}
+		}
+		if version == 0 && (opt.ReadOnly || opt.MustExist) {
+			return fmt.Errorf("no sawtooth pipeline in schema %s of %s: %w (check --db, or create it with `sawtooth run --db URL --input FILE`)", db.schema, db.path, ErrNotFound)
+		}
+		if version < SchemaVersion && opt.ReadOnly {
+			return fmt.Errorf("open %s: schema version %d is older than %d: open it once for writing to migrate it", db.path, version, SchemaVersion)
+		}
+		if version < SchemaVersion {
+			if err := db.migrate(ctx, tx, version); err != nil {
+				return err
+			}
+		}
+		if version == 0 {
+			def, _ := json.Marshal(definition{Stages: db.stages})
+			_, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2), ($3, $4)`,
+				keyDef, def, keyCreated, []byte(db.now().UTC().Format(time.RFC3339)))
+			return err
+		}
+		return db.checkDefinition(ctx, tx)
+	})
+}
+
+func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
+	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+db.ident); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return fmt.Errorf("create schema %s in %s: %w (grant this user CREATE on the database, or have the schema created for it)", db.schema, db.path, err)
+		}
+		return fmt.Errorf("create schema %s in %s: %w", db.schema, db.path, err)
+	}
+	// The connection's search_path may have named the schema before it
+	// existed; set it again now that it does.
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path = `+db.ident); err != nil {
+		return err
+	}
+	for v := from + 1; v <= SchemaVersion; v++ {
+		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("migrate schema %s to version %d: %w", db.schema, v, err)
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, keySchema, []byte(strconv.Itoa(SchemaVersion)))
+	return err
+}
+
+func (db *DB) checkDefinition(ctx context.Context, tx pgx.Tx) error {
+	stored, err := readDefinition(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", db.path, err)
+	}
+	if !slices.EqualFunc(stored, db.stages, func(a, b pipeline.StageDef) bool { return a.Name == b.Name }) {
+		return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (use another --db or schema)",
+			db.path, stageNames(stored), stageNames(db.stages), ErrDefinition)
+	}
+	for i, s := range stored {
+		if s.Fingerprint != db.stages[i].Fingerprint {
+			db.changed = append(db.changed, s.Name)
+		}
+	}
+	return nil
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func readDefinition(ctx context.Context, q querier) ([]pipeline.StageDef, error) {
+	var raw []byte
+	if err := q.QueryRow(ctx, `SELECT value FROM meta WHERE key = $1`, keyDef).Scan(&raw); err != nil {
+		return nil, fmt.Errorf("read pipeline definition: %w", err)
+	}
+	var def definition
+	if err := json.Unmarshal(raw, &def); err != nil {
+		return nil, fmt.Errorf("bad pipeline definition: %w", ErrNotSawtooth)
+	}
+	return def.Stages, nil
+}
