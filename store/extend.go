@@ -7,6 +7,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -117,6 +118,37 @@ func (db *DB) Job() ([]byte, error) {
 	var out []byte
 	err := db.view(func(tx *bolt.Tx) error {
 		out = slices.Clone(tx.Bucket(bucketMeta).Get(keyJob))
+		return nil
+	})
+	return out, err
+}
+
+// ReadJob reads the job recorded in the database at path without knowing
+// its stage list (a resume with no job file, `sawtooth job show`): nil,
+// nil when the database records none. It opens the file read-only and
+// gives up after DefaultLockTimeout when another process writes to it.
+func ReadJob(path string) ([]byte, error) {
+	if err := checkPath(path, true); err != nil {
+		return nil, err
+	}
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	bdb, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		return nil, openError(path, err)
+	}
+	defer bdb.Close()
+	var out []byte
+	err = bdb.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return fmt.Errorf("open %s: %w", path, ErrNotSawtooth)
+		}
+		out = slices.Clone(meta.Get(keyJob))
 		return nil
 	})
 	return out, err

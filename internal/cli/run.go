@@ -10,6 +10,8 @@ import (
 
 // runOptions are `sawtooth run`'s.
 type runOptions struct {
+	// JobFile is -f: the job file to run (its stages, input and DB).
+	JobFile     string
 	Pipeline    pipelineOptions
 	Input       inputOptions
 	Obs         monitor.Options
@@ -25,12 +27,36 @@ func newRunCommand(cfg Config) *cli.Command {
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
 resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
-		Flags:  append(append(append(append([]cli.Flag{dbFlag()}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...),
-		Before: before("db"),
+		Flags: append(append(append(append([]cli.Flag{dbFlag(), jobFileFlag(&opts.JobFile)}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...),
+		Before: func(c *cli.Context) error {
+			if err := loadConfig(c); err != nil {
+				return err
+			}
+			if c.String("file") != "" {
+				return checkJobFlags(c)
+			}
+			return requireFlags(c, "db")
+		},
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
+			if opts.JobFile != "" || opts.Input.Path == "" {
+				j, err := loadJob(opts.JobFile, opts.Pipeline.DB)
+				if err != nil {
+					return err
+				}
+				if j != nil {
+					if opts.JobFile == "" {
+						if err := checkJobFlags(c); err != nil {
+							return err
+						}
+					}
+					return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RerunChanged: opts.Pipeline.RerunChanged,
+						Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
+						Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+				}
+			}
 			return runRun(c.Context, &opts)
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +21,18 @@ type Stored struct {
 	// Files maps each prompt, system and schema file, as written in the
 	// job, to a hash of its contents when the job ran.
 	Files map[string]string `json:"files,omitempty"`
+	// Dir is the job file's directory (absolute): a resume without the
+	// job file reads the files the job names from there.
+	Dir string `json:"dir,omitempty"`
+}
+
+// WithDir is s with Dir set to dir made absolute.
+func (s Stored) WithDir(dir string) Stored {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	s.Dir = dir
+	return s
 }
 
 // Snapshot is what the database records for j.
