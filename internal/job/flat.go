@@ -30,7 +30,7 @@ func DecodeFlat(file string, data []byte, valid []string) ([]FlatEntry, error) {
 		return nil, d.result()
 	}
 	if root.Kind != yaml.MappingNode {
-		d.errorf(root.Line, "", "want one `key: value` line per key, e.g. `model: gemini-2.5-flash`")
+		d.errorf(root.Line, "", "want one `flag: value` line per flag, e.g. `model: gemini-2.5-flash`")
 		return nil, d.result()
 	}
 	names := append([]string(nil), valid...)
@@ -45,7 +45,7 @@ func DecodeFlat(file string, data []byte, valid []string) ([]FlatEntry, error) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if !known[k.Value] {
-			d.errorf(k.Line, k.Value, "unknown key%s", didYouMean(k.Value, names))
+			d.errorf(k.Line, k.Value, "unknown key %q%s", k.Value, didYouMean(k.Value, names))
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
@@ -64,7 +64,7 @@ func DecodeFlat(file string, data []byte, valid []string) ([]FlatEntry, error) {
 				for ln := k.Line + 1; ln < next && ln <= len(lines); ln++ {
 					t := strings.TrimSpace(lines[ln-1])
 					if t != "" && !strings.HasPrefix(t, "#") {
-						d.errorf(ln, k.Value, "line %d is indented under %q, so it would be read as part of its value: start it in the first column as its own `key: value` line, or join it to the value", ln, k.Value)
+						d.errorf(ln, k.Value, "line %d is indented under %q, so it would be read as part of its value: start it in the first column as its own `flag: value` line, or join it to the value", ln, k.Value)
 						break
 					}
 				}
@@ -73,16 +73,16 @@ func DecodeFlat(file string, data []byte, valid []string) ([]FlatEntry, error) {
 		case yaml.SequenceNode:
 			for _, item := range v.Content {
 				if item.Kind != yaml.ScalarNode {
-					d.errorf(item.Line, k.Value, "a list item must be a plain value")
+					d.errorf(item.Line, k.Value, "%s: a list item must be a plain value", k.Value)
 					continue
 				}
 				e.Values = append(e.Values, item.Value)
 			}
 		case yaml.MappingNode:
-			d.errorf(k.Line, k.Value, "takes a value, not nested keys (is a line under it indented by mistake?)")
+			d.errorf(k.Line, k.Value, "%s takes a value, not nested keys (is a line under it indented by mistake?)", k.Value)
 			continue
 		default:
-			d.errorf(k.Line, k.Value, "unsupported value (write a plain value or a list)")
+			d.errorf(k.Line, k.Value, "%s: unsupported value (write a plain value or a list)", k.Value)
 			continue
 		}
 		out = append(out, e)

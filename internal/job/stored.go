@@ -41,11 +41,13 @@ func (j *Job) Snapshot() (Stored, error) {
 	if err != nil {
 		return Stored{}, err
 	}
-	b, err := yaml.Marshal(j)
-	if err != nil {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(j); err != nil {
 		return Stored{}, fmt.Errorf("encode job: %w", err)
 	}
-	return Stored{YAML: string(b), Files: files}, nil
+	return Stored{YAML: b.String(), Files: files}, nil
 }
 
 // Marshal encodes s for the database.
