@@ -125,9 +125,27 @@ func (db *DB) Job() ([]byte, error) {
 
 // ReadJob reads the job recorded in the database at path without knowing
 // its stage list (a resume with no job file, `sawtooth job show`): nil,
-// nil when the database records none. It opens the file read-only and
-// gives up after DefaultLockTimeout when another process writes to it.
-func ReadJob(path string) ([]byte, error) {
+// nil when the database records none.
+func ReadJob(path string) ([]byte, error) { return readMetaKey(path, keyJob) }
+
+// ReadDefinition reads the stage list recorded in the database at path,
+// for the commands that open it without running it (status, export):
+// they open it with the stages it holds.
+func ReadDefinition(path string) ([]StageDef, error) {
+	raw, err := readMetaKey(path, keyDef)
+	if err != nil {
+		return nil, err
+	}
+	var def definition
+	if err := json.Unmarshal(raw, &def); err != nil {
+		return nil, fmt.Errorf("open %s: bad pipeline definition: %w", path, ErrNotSawtooth)
+	}
+	return def.Stages, nil
+}
+
+// readMetaKey reads one meta key of the database at path, read-only, giving
+// up after DefaultLockTimeout when another process writes to it.
+func readMetaKey(path string, key []byte) ([]byte, error) {
 	if err := checkPath(path, true); err != nil {
 		return nil, err
 	}
@@ -146,9 +164,9 @@ func ReadJob(path string) ([]byte, error) {
 	err = bdb.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
-			return fmt.Errorf("open %s: %w", path, ErrNotSawtooth)
+			return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", path, ErrNotSawtooth)
 		}
-		out = slices.Clone(meta.Get(keyJob))
+		out = slices.Clone(meta.Get(key))
 		return nil
 	})
 	return out, err
