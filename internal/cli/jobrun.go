@@ -45,7 +45,9 @@ func loadJob(file, db string) (*job.Job, error) {
 			return nil, usage(err)
 		}
 		if db != "" {
-			j.DB = db
+			j.DB = db // the command line's, relative to the working directory
+		} else if !filepath.IsAbs(j.DB) {
+			j.DB = filepath.Join(j.Dir, j.DB)
 		}
 		return j, nil
 	}
