@@ -290,3 +290,39 @@ func TestJob_Vertex(t *testing.T) {
 		t.Errorf("paths = %v, want only %s", paths, want)
 	}
 }
+
+// TestJob_InitRunPlan: `sawtooth init && sawtooth run -f sawtooth.yaml`
+// works against the simulator as written, and `plan` prices the job
+// without a call.
+func TestJob_InitRunPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	sim, url := startSim(t, geminisim.Config{})
+	jobFile := filepath.Join(dir, "sawtooth.yaml")
+	if r := run(t, nil, "init", jobFile); r.code != 0 {
+		t.Fatalf("init: exit %d: %s", r.code, r.err)
+	}
+	if r := run(t, nil, "init", jobFile); r.code != 2 || !strings.Contains(r.err, "--force") {
+		t.Errorf("init over an existing file: exit %d: %s", r.code, r.err)
+	}
+	r := run(t, simEnv(url), "plan", "-f", jobFile)
+	if r.code != 0 || !strings.Contains(r.out, "classify") || !strings.Contains(r.out, "gemini-2.5-flash") {
+		t.Fatalf("plan: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	if calls := sim.Stats().Calls; calls != 0 {
+		t.Errorf("plan made %d calls", calls)
+	}
+	if r = run(t, simEnv(url), "run", "-f", jobFile, "--quiet"); r.code != 0 {
+		t.Fatalf("run of the starter job: exit %d: %s", r.code, r.err)
+	}
+	s := status(t, filepath.Join(dir, "sawtooth.db"))
+	if s.Counts.Items == 0 || s.Counts.Done == 0 {
+		t.Errorf("status after the starter job: %+v", s.Counts)
+	}
+	// Planned again, the done items are not counted.
+	if r = run(t, simEnv(url), "plan", "-f", jobFile); r.code != 0 || !strings.Contains(r.out, "0 items new") {
+		t.Errorf("plan after the run: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+}
