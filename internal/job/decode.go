@@ -280,12 +280,16 @@ func describe(n *yaml.Node) string {
 }
 
 // didYouMean returns ` (did you mean "x"?)` for the valid name nearest to
-// got, or "" when none is close enough to be a typo.
+// got, or "" when none is close enough to be a typo. Among equally near
+// names the one of got's length wins (a transposition over a deletion).
 func didYouMean(got string, valid []string) string {
-	best, bestD := "", len(got)/2+2
+	best, bestD, bestL := "", len(got)/2+2, 0
+	low := strings.ToLower(got)
 	for _, v := range valid {
-		if d := distance(strings.ToLower(got), v); d < bestD {
-			best, bestD = v, d
+		d := distance(low, v)
+		l := abs(len(v) - len(got))
+		if d < bestD || (d == bestD && best != "" && l < bestL) {
+			best, bestD, bestL = v, d, l
 		}
 	}
 	if best == "" {
@@ -294,27 +298,40 @@ func didYouMean(got string, valid []string) string {
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
 // DidYouMean is didYouMean for the CLI's other strict parsers: a
 // suggestion of the nearest of valid, or "".
 func DidYouMean(got string, valid []string) string { return didYouMean(got, valid) }
 
-// distance is the Levenshtein distance between a and b, in bytes.
+// distance is the optimal string alignment distance between a and b, in
+// bytes: insertions, deletions, substitutions and transpositions of
+// neighbours each cost one.
 func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }

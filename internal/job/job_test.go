@@ -72,7 +72,7 @@ func TestDecode_Errors(t *testing.T) {
 		msg  string // a part of the message
 	}{
 		{"unknown top key", "db: r.db\ninptu: {path: x}\nstages: []\n", 2, "inptu", `did you mean "input"`},
-		{"unknown nested key", head + "  - llm:\n      name: c\n      modell: x\n      output: {label: [a]}\n", 6, "stages[0].llm.modell", `did you mean "model"`},
+		{"unknown nested key", head + "  - llm:\n      name: c\n      modle: x\n      output: {label: [a]}\n", 6, "stages[0].llm.modle", `did you mean "model"`},
 		{"wrong type int", head + "  - llm:\n      name: c\n      output: {label: [a]}\n      limiter: {ceiling: lots}\n", 7, "stages[0].llm.limiter.ceiling", `want a whole number, got "lots"`},
 		{"wrong type list", head + "  - llm:\n      name: c\n      output: {label: bug}\n", 6, "stages[0].llm.output.label", "want a list"},
 		{"wrong type mapping", "db: r.db\ninput: reviews.jsonl\nstages: []\n", 2, "input", "want keys"},
