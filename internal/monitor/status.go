@@ -29,10 +29,11 @@ type StatusView struct {
 func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pipeline.RunSummary) StatusView {
 	v := StatusView{DB: path, Counts: counts, Limit: learnedLimit}
 	for _, r := range runs {
-		if s := r.Stages["classify"]; s != nil {
-			v.Usage = v.Usage.Add(s.Usage)
-			v.CostUSD += s.CostUSD
-		}
+		// Every stage: a job may have several LLM stages (the others
+		// are free).
+		t := r.Totals()
+		v.Usage = v.Usage.Add(t.Usage)
+		v.CostUSD += t.CostUSD
 	}
 	v.LastRuns = runs[:min(len(runs), 5)]
 	return v
