@@ -124,11 +124,15 @@ func NewLLM(ctx context.Context, cfg LLMConfig) (*LLM, error) {
 	}
 	switch {
 	case len(cfg.Labels) > 0:
-		c, err := NewClassify(ctx, ClassifyConfig{APIKey: "unused", Labels: cfg.Labels})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", who, err)
+		seen := make(map[string]bool, len(cfg.Labels))
+		for _, lab := range cfg.Labels {
+			key := strings.ToLower(strings.TrimSpace(lab))
+			if key == "" || key != strings.ToLower(lab) || seen[key] {
+				return nil, fmt.Errorf("%s: label %q is blank, has surrounding spaces or appears twice: fix the label list", who, lab)
+			}
+			seen[key] = true
 		}
-		l.labels = c.Labels()
+		l.labels = slices.Clone(cfg.Labels)
 		l.system = DefaultSystemInstruction(l.labels)
 		l.maxOutputTokens = DefaultMaxOutputTokens
 	case len(cfg.Schema) > 0:

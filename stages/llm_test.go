@@ -246,3 +246,20 @@ func TestWhen(t *testing.T) {
 		t.Error("a stage named text was accepted")
 	}
 }
+
+// TestLLM_VertexFromEnvironment: no backend named, the Vertex AI
+// variables choose it, its project and its location.
+func TestLLM_VertexFromEnvironment(t *testing.T) {
+	t.Setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+	t.Setenv("GOOGLE_CLOUD_PROJECT", "envproj")
+	t.Setenv("GOOGLE_CLOUD_LOCATION", "asia-northeast1")
+	_, url, paths := simServer(t, geminisim.Config{})
+	l := newTestLLM(t, LLMConfig{Name: "classify", Labels: []string{"bug", "other"}, Endpoint: Endpoint{BaseURL: url}})
+	if _, err := l.Process(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "1", Text: "a bug"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "/v1beta1/projects/envproj/locations/asia-northeast1/publishers/google/models/gemini-2.5-flash:generateContent"
+	if got := paths(); len(got) != 1 || got[0] != want {
+		t.Errorf("paths = %v, want [%s]", got, want)
+	}
+}

@@ -253,7 +253,8 @@ func (j *Job) validate(d *decoder) {
 	}
 	switch j.Backend {
 	case "", BackendGemini:
-		if j.Project != "" || j.Location != "" {
+		vertexByEnv := j.Backend == "" && slices.Contains([]string{"1", "true"}, strings.ToLower(os.Getenv("GOOGLE_GENAI_USE_VERTEXAI")))
+		if !vertexByEnv && (j.Project != "" || j.Location != "") {
 			d.at("project", "project and location are for `backend: vertex`: add it, or remove them")
 		}
 	case BackendVertex:
