@@ -232,7 +232,7 @@ func runJob(ctx context.Context, req jobRequest) error {
 	b.addLimiters(db)
 
 	runID := store.NewRunID(time.Now())
-	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, Cost: func(u pipeline.Usage) float64 { return 0 }}
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost}
 	counts, err := db.Counts()
 	if err != nil {
 		return err

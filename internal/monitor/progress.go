@@ -34,6 +34,9 @@ type Config struct {
 	Limiters []pipeline.Limiter
 	// Cost estimates the USD cost of a usage; nil means free.
 	Cost func(pipeline.Usage) float64
+	// StageCost, when set, is Cost for one stage (each LLM stage of a
+	// job has its own model and prices); it wins over Cost.
+	StageCost func(stage string, u pipeline.Usage) float64
 	// Live draws bars (for a terminal); otherwise the progress is logged
 	// as an Info record every Every (default 5s).
 	Live  bool
@@ -182,7 +185,10 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 		if lim := p.limiter(i); lim != nil && s.Limit == 0 {
 			s.Limit = lim.Limit()
 		}
-		if p.cfg.Cost != nil {
+		switch {
+		case p.cfg.StageCost != nil:
+			s.CostUSD = p.cfg.StageCost(name, sp.Usage)
+		case p.cfg.Cost != nil:
 			s.CostUSD = p.cfg.Cost(sp.Usage)
 		}
 		s.Rate = p.rates[i].add(now, s.Finished())

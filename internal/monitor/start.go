@@ -19,6 +19,9 @@ type RunConfig struct {
 	Limiters []pipeline.Limiter
 	// Cost estimates the USD cost of a usage; nil means free.
 	Cost func(pipeline.Usage) float64
+	// StageCost, when set, is Cost for one stage (each LLM stage of a
+	// job has its own model and prices); it wins over Cost.
+	StageCost func(stage string, u pipeline.Usage) float64
 	// Quiet turns the bars off even on a terminal (--no-progress).
 	Quiet bool
 }
@@ -35,7 +38,7 @@ func Start(stderr io.Writer, opts Options, rc RunConfig) (*Progress, error) {
 		return nil, err
 	}
 	cfg := Config{DBPath: rc.DBPath, RunID: rc.RunID, Stages: rc.Stages, Queued: rc.Queued, Before: rc.Before, Limiters: rc.Limiters,
-		Cost: rc.Cost, Live: !rc.Quiet && IsTerminal(stderr)}
+		Cost: rc.Cost, StageCost: rc.StageCost, Live: !rc.Quiet && IsTerminal(stderr)}
 	p := NewProgress(out, log, cfg)
 	if opts.MetricsAddr != "" {
 		m, err := startMetrics(opts.MetricsAddr, p, log)
