@@ -247,6 +247,16 @@ func TestJob_AddStage(t *testing.T) {
 		t.Errorf("re-running tone cost %d calls, want %d (classify is not paid again)", paid, classified)
 	}
 
+	// retry works on a job's database with its stored job: the items the
+	// safety filter blocks at classify are sent again (and blocked again).
+	r = run(t, simEnv(url), "retry", "--db", filepath.Join(dir, "job.db"), "--stage", "classify", "--quiet")
+	if r.code != 0 || !strings.Contains(r.err, "re-queued 2 dead letters at classify") {
+		t.Errorf("retry: exit %d\n%s", r.code, r.err)
+	}
+	if r = run(t, simEnv(url), "retry", "--db", filepath.Join(dir, "job.db"), "--stage", "tones"); r.code != 2 || !strings.Contains(r.err, `did you mean tone`) {
+		t.Errorf("retry of an unknown stage: exit %d\n%s", r.code, r.err)
+	}
+
 	// job show prints the stored job, which decodes as a job file.
 	r = run(t, nil, "job", "show", "--db", filepath.Join(dir, "job.db"))
 	if r.code != 0 || !strings.Contains(r.out, "name: tone") || !strings.Contains(r.out, "model: gemini-2.5-pro") {

@@ -178,11 +178,13 @@ type jobRequest struct {
 	Job          *job.Job
 	APIKey       string
 	RerunChanged bool
-	Quiet, JSON  bool
-	Grace        time.Duration
-	Obs          monitor.Options
-	Out, ErrOut  io.Writer
-	ExitNow      func(error)
+	// RetryStage, if set, re-queues that stage's dead letters first.
+	RetryStage  string
+	Quiet, JSON bool
+	Grace       time.Duration
+	Obs         monitor.Options
+	Out, ErrOut io.Writer
+	ExitNow     func(error)
 }
 
 // runJob runs a job: build every stage, open the DB (a stage added to
@@ -225,6 +227,13 @@ func runJob(ctx context.Context, req jobRequest) error {
 		if err := ingestFile(ctx, db, plan, stderr); err != nil {
 			return err
 		}
+	}
+	if req.RetryStage != "" {
+		n, err := db.Requeue(req.RetryStage, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
 	if err := db.SaveJob(b.stored.WithDir(j.Dir).Marshal()); err != nil {
 		return err
@@ -367,7 +376,7 @@ func jobFileFlag(dest *string) cli.Flag {
 // jobRunFlags are the run flags that still apply to a job: where it runs,
 // how it is watched, and whether a changed stage may be re-run.
 var jobRunFlags = map[string]bool{
-	"db": true, "file": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
+	"db": true, "file": true, "stage": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
 	"log-format": true, "log-level": true, "metrics-addr": true, "config": true,
 }
 
