@@ -324,6 +324,10 @@ func TestJob_InitRunPlan(t *testing.T) {
 	if calls := sim.Stats().Calls; calls != 0 {
 		t.Errorf("plan made %d calls", calls)
 	}
+	r = run(t, simEnv(url), "plan", "-f", jobFile, "--count-tokens", "5")
+	if r.code != 0 || !strings.Contains(r.out, "countTokens") || sim.Stats().Calls != 0 || sim.Stats().CountTokensCalls != 5 {
+		t.Fatalf("plan --count-tokens 5: exit %d, %d generate and %d countTokens calls\n%s\n%s", r.code, sim.Stats().Calls, sim.Stats().CountTokensCalls, r.out, r.err)
+	}
 	if r = run(t, simEnv(url), "run", "-f", jobFile, "--quiet"); r.code != 0 {
 		t.Fatalf("run of the starter job: exit %d: %s", r.code, r.err)
 	}

@@ -237,8 +237,20 @@ func (l *LLM) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, e
 			return res, nil
 		}
 	}
-	text := classifyInput(it)
-	data := LLMPromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: l.labels, Out: map[string]map[string]any{}}
+	prompt, err := l.render(it)
+	if err != nil {
+		return pipeline.Result{}, err
+	}
+	res, err := l.answer(ctx, prompt)
+	if err != nil {
+		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
+	}
+	return res, nil
+}
+
+// render executes the prompt template for it.
+func (l *LLM) render(it pipeline.Item) (string, error) {
+	data := LLMPromptData{ID: it.ID, Text: classifyInput(it), Fields: it.Fields, Labels: l.labels, Out: map[string]map[string]any{}}
 	for name, raw := range it.Outputs {
 		var out map[string]any
 		if json.Unmarshal(raw, &out) == nil {
@@ -247,16 +259,28 @@ func (l *LLM) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, e
 	}
 	var prompt bytes.Buffer
 	if err := l.prompt.Execute(&prompt, data); err != nil {
-		return pipeline.Result{}, pipeline.Permanentf("%s: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage %s`", l.name, itemRef(it), err, l.name)
+		return "", pipeline.Permanentf("%s: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage %s`", l.name, itemRef(it), err, l.name)
 	}
 	if strings.TrimSpace(prompt.String()) == "" {
-		return pipeline.Result{}, verdict(fmt.Errorf("%s: item %s: the prompt is empty: nothing to send; %s", l.name, itemRef(it), editRowHint))
+		return "", verdict(fmt.Errorf("%s: item %s: the prompt is empty: nothing to send; %s", l.name, itemRef(it), editRowHint))
 	}
-	res, err := l.answer(ctx, prompt.String())
+	return prompt.String(), nil
+}
+
+// CountTokens asks the API's countTokens (free, not generation) how many
+// input tokens the item's request would take: the system instruction and
+// the rendered prompt. Outputs of earlier stages the item lacks render
+// empty. Used to price a job before it runs.
+func (l *LLM) CountTokens(ctx context.Context, it pipeline.Item) (int64, error) {
+	prompt, err := l.render(it)
 	if err != nil {
-		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
+		return 0, err
 	}
-	return res, nil
+	resp, err := l.client.Models.CountTokens(ctx, l.model, genai.Text(l.system+"\n\n"+prompt), nil)
+	if err != nil {
+		return 0, l.rename(l.errs.callError(err))
+	}
+	return int64(resp.TotalTokens), nil
 }
 
 // answer asks once, and once more after a cut-off or off-schema answer

@@ -263,3 +263,19 @@ func TestLLM_VertexFromEnvironment(t *testing.T) {
 		t.Errorf("paths = %v, want [%s]", got, want)
 	}
 }
+
+func TestLLM_CountTokens(t *testing.T) {
+	sim, url, paths := simServer(t, geminisim.Config{})
+	l := newTestLLM(t, LLMConfig{Name: "classify", Labels: []string{"bug", "other"}, PromptTemplate: "Review: {{.Text}}",
+		Endpoint: Endpoint{Backend: BackendGemini, APIKey: geminisim.DefaultAPIKey, BaseURL: url}})
+	n, err := l.CountTokens(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "1", Text: strings.Repeat("word ", 40)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 50 || n > 200 {
+		t.Errorf("tokens = %d, want about (system + 200 characters) / 4", n)
+	}
+	if got := paths(); len(got) != 1 || !strings.HasSuffix(got[0], ":countTokens") || sim.Stats().Calls != 0 {
+		t.Errorf("paths %v, generateContent calls %d: want one countTokens call and nothing billed", got, sim.Stats().Calls)
+	}
+}

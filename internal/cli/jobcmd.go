@@ -121,6 +121,9 @@ func runJobShow(path string, out io.Writer) error {
 type planOptions struct {
 	File string
 	DB   string
+	// Count asks countTokens (free) for the input tokens of a sample of
+	// Count items per LLM stage; 0 estimates them from the text length.
+	Count int
 	Out  io.Writer
 	Err  io.Writer
 }
@@ -133,6 +136,7 @@ func newPlanCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job `FILE`", Destination: &opts.File},
 			&cli.StringFlag{Name: "db", Usage: "the job's database `FILE` (default: the job's db); without -f, its stored job", Destination: &opts.DB},
+			&cli.IntFlag{Name: "count-tokens", Usage: "measure input tokens with the API's countTokens (free, nothing generated) on `N` sample items per LLM stage", Destination: &opts.Count},
 		},
 		Action: func(c *cli.Context) error {
 			if opts.File == "" && opts.DB == "" {
@@ -200,6 +204,7 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 			return err
 		}
 		var chars, n int
+		var sample []pipeline.Record
 		_, err = p.Apply(ctx, ingestBatch, func(recs []pipeline.Record) error {
 			for _, r := range recs {
 				if seen[r.ID] {
@@ -207,9 +212,15 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 				}
 				n++
 				chars += len([]rune(r.Text))
+				if len(sample) < opts.Count {
+					sample = append(sample, r)
+				}
 			}
 			return nil
 		})
+		if err == nil && len(sample) > 0 {
+			in.Counted, err = countTokens(ctx, j, sample)
+		}
 		if err != nil {
 			return err
 		}
@@ -259,4 +270,34 @@ func openForPlan(j *job.Job) *store.DB {
 		return nil
 	}
 	return db
+}
+
+// countTokens measures each LLM stage's mean input tokens on sample with
+// the API's countTokens: free, nothing is generated.
+func countTokens(ctx context.Context, j *job.Job, sample []pipeline.Record) (map[string]float64, error) {
+	apiKey := os.Getenv("GEMINI_API_KEY")
+	if apiKey == "" {
+		apiKey = os.Getenv("GOOGLE_API_KEY")
+	}
+	b, err := buildJob(ctx, j, apiKey)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, sc := range b.stages {
+		l, ok := sc.Stage.(*stages.LLM)
+		if !ok {
+			continue
+		}
+		var total int64
+		for _, r := range sample {
+			n, err := l.CountTokens(ctx, pipeline.Item{Record: r})
+			if err != nil {
+				return nil, fmt.Errorf("plan: countTokens for %s: %w", l.Name(), err)
+			}
+			total += n
+		}
+		out[l.Name()] = float64(total) / float64(len(sample))
+	}
+	return out, nil
 }

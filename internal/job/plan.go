@@ -33,6 +33,9 @@ type PlanInput struct {
 	Learned map[string]int
 	// History is each stage's past runs (absent: none).
 	History map[string]History
+	// Counted is each LLM stage's mean input tokens per call as the
+	// API's countTokens measured them on a sample (absent: not asked).
+	Counted map[string]float64
 	// Price returns a model's USD per million input and output tokens.
 	Price func(model string) (in, out float64)
 }
@@ -52,7 +55,8 @@ type StagePlan struct {
 	// Limit is the concurrency the time assumes; Duration the time.
 	Limit    int
 	Duration time.Duration
-	// Basis says where the numbers come from: "learned" (past runs) or
+	// Basis says where the numbers come from: "learned" (past runs),
+	// "countTokens" (input tokens counted by the API on a sample) or
 	// "estimated" (text length; a when: assumed to let every item in).
 	Basis string
 }
@@ -89,6 +93,9 @@ func Estimate(j *Job, in PlanInput) []StagePlan {
 			outPer = planLabelOutputTokens
 		}
 		perSlot := 1 / planCallSeconds
+		if c := in.Counted[l.Name]; c > 0 && !known {
+			promptPer, p.Basis = c, "countTokens"
+		}
 		if known {
 			p.Basis = "learned"
 			share = min(1, float64(h.Attempts)/float64(h.Done))
