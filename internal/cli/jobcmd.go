@@ -124,8 +124,8 @@ type planOptions struct {
 	// Count asks countTokens (free) for the input tokens of a sample of
 	// Count items per LLM stage; 0 estimates them from the text length.
 	Count int
-	Out  io.Writer
-	Err  io.Writer
+	Out   io.Writer
+	Err   io.Writer
 }
 
 func newPlanCommand() *cli.Command {
