@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -126,13 +127,18 @@ func (db *DB) Job() ([]byte, error) {
 // ReadJob reads the job recorded in the database at path without knowing
 // its stage list (a resume with no job file, `sawtooth job show`): nil,
 // nil when the database records none.
-func ReadJob(path string) ([]byte, error) { return readMetaKey(path, keyJob) }
+func ReadJob(path string) ([]byte, error) { return readMetaKey(path, keyJob, DefaultLockTimeout) }
 
 // ReadDefinition reads the stage list recorded in the database at path,
 // for the commands that open it without running it (status, export):
-// they open it with the stages it holds.
-func ReadDefinition(path string) ([]StageDef, error) {
-	raw, err := readMetaKey(path, keyDef)
+// they open it with the stages it holds. It waits at most lockTimeout for
+// another process's lock (zero: DefaultLockTimeout), then fails with
+// ErrInUse.
+func ReadDefinition(path string, lockTimeout time.Duration) ([]StageDef, error) {
+	if lockTimeout <= 0 {
+		lockTimeout = DefaultLockTimeout
+	}
+	raw, err := readMetaKey(path, keyDef, lockTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -144,15 +150,15 @@ func ReadDefinition(path string) ([]StageDef, error) {
 }
 
 // readMetaKey reads one meta key of the database at path, read-only, giving
-// up after DefaultLockTimeout when another process writes to it.
-func readMetaKey(path string, key []byte) ([]byte, error) {
+// up after timeout when another process writes to it.
+func readMetaKey(path string, key []byte, timeout time.Duration) ([]byte, error) {
 	if err := checkPath(path, true); err != nil {
 		return nil, err
 	}
 	if err := checkFile(path); err != nil {
 		return nil, err
 	}
-	bdb, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
+	bdb, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return nil, err

@@ -53,8 +53,11 @@ func loadConfig(c *cli.Context) error {
 		if strings.HasPrefix(e.Msg, "unknown key") {
 			hint = fmt.Sprintf(" (keys are the flag names of `sawtooth %s`; see its --help)", c.Command.FullName())
 		}
-		if strings.HasPrefix(e.Msg, "not valid YAML") {
-			return usagef("config file %s: %s", path, e.Msg)
+		if msg, ok := strings.CutPrefix(e.Msg, "not valid YAML: "); ok {
+			if i := strings.Index(msg, " (is a"); i >= 0 {
+				msg = msg[:i] + " (is a `flag: value` line indented under another? start every key in the first column)"
+			}
+			return usagef("config file %s, line %d: %s", path, e.Line, msg)
 		}
 		return usagef("config file %s, line %d: %s%s", path, e.Line, e.Msg, hint)
 	}

@@ -39,9 +39,9 @@ func openReadOnly(path string) (*store.DB, error) {
 
 // storedStages is the stage list the DB at path holds (a job's own
 // stages), by names only; namedStages when it cannot be read (Open then
-// says why).
+// says why, after its own wait for a lock another process holds).
 func storedStages(path string) []store.StageDef {
-	defs, err := store.ReadDefinition(path)
+	defs, err := store.ReadDefinition(path, 200*time.Millisecond)
 	if err != nil || len(defs) == 0 {
 		return namedStages()
 	}
