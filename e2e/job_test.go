@@ -364,6 +364,21 @@ func TestJob_InitRunPlan(t *testing.T) {
 	if s.Counts.Items == 0 || s.Counts.Done == 0 {
 		t.Errorf("status after the starter job: %+v", s.Counts)
 	}
+	// Tomorrow night: the stored job with a new input file, from cron.
+	night2 := filepath.Join(dir, "night2.jsonl")
+	os.WriteFile(night2, []byte(`{"id":"n1","text":"crashes on start since the update","app":"a"}`+"\n"+`{"id":"n2","text":"too expensive for what it does","app":"a"}`+"\n"), 0o600)
+	before := sim.Stats().Calls
+	if r = run(t, simEnv(url), "run", "--db", filepath.Join(dir, "sawtooth.db"), "--input", night2, "--quiet"); r.code != 0 || !strings.Contains(r.err, "2 new") {
+		t.Fatalf("run --db --input: exit %d: %s", r.code, r.err)
+	}
+	if paid := sim.Stats().Calls - before; paid != 2 {
+		t.Errorf("the second night paid %d calls, want 2", paid)
+	}
+	// Stage flags do not mix with a job: the job file says those.
+	if r = run(t, simEnv(url), "run", "-f", jobFile, "--model", "gemini-2.5-pro"); r.code != 2 || !strings.Contains(r.err, "--model: set in the job file") {
+		t.Errorf("run -f with --model: exit %d: %s", r.code, r.err)
+	}
+
 	// Planned again, the done items are not counted.
 	if r = run(t, simEnv(url), "plan", "-f", jobFile); r.code != 0 || !strings.Contains(r.out, "0 items new") {
 		t.Errorf("plan after the run: exit %d\n%s\n%s", r.code, r.out, r.err)

@@ -374,9 +374,10 @@ func jobFileFlag(dest *string) cli.Flag {
 }
 
 // jobRunFlags are the run flags that still apply to a job: where it runs,
-// how it is watched, and whether a changed stage may be re-run.
+// tonight's input file, how it is watched, and whether a changed stage
+// may be re-run.
 var jobRunFlags = map[string]bool{
-	"db": true, "file": true, "stage": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
+	"db": true, "file": true, "input": true, "stage": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
 	"log-format": true, "log-level": true, "metrics-addr": true, "config": true,
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"path/filepath"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/urfave/cli/v2"
@@ -41,23 +42,28 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
-			if opts.JobFile != "" || opts.Input.Path == "" {
-				j, err := loadJob(opts.JobFile, opts.Pipeline.DB)
-				if err != nil {
+			// A job file, or a database that recorded one, runs as a job;
+			// --input then names tonight's file in place of the job's.
+			j, err := loadJob(opts.JobFile, opts.Pipeline.DB)
+			if err != nil {
+				return err
+			}
+			if j == nil {
+				return runRun(c.Context, &opts)
+			}
+			if opts.JobFile == "" {
+				if err := checkJobFlags(c); err != nil {
 					return err
 				}
-				if j != nil {
-					if opts.JobFile == "" {
-						if err := checkJobFlags(c); err != nil {
-							return err
-						}
-					}
-					return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RerunChanged: opts.Pipeline.RerunChanged,
-						Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
-						Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+			}
+			if opts.Input.Path != "" {
+				if j.Input.Path, err = filepath.Abs(opts.Input.Path); err != nil {
+					return usagef("--input %s: %v", opts.Input.Path, err)
 				}
 			}
-			return runRun(c.Context, &opts)
+			return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RerunChanged: opts.Pipeline.RerunChanged,
+				Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
+				Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 		},
 	}
 }
