@@ -100,7 +100,14 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 				return err
 			}
 		}
-		def, _ := json.Marshal(definition{Stages: db.stages})
+		// Record the new list, but with the stored fingerprints of the
+		// stages it kept: a kept stage whose configuration changed too
+		// stays changed until the caller re-runs or accepts it.
+		recorded := slices.Clone(db.stages)
+		for i, s := range stored {
+			recorded[newIndex[i]] = s
+		}
+		def, _ := json.Marshal(definition{Stages: recorded})
 		return tx.Bucket(bucketMeta).Put(keyDef, def)
 	})
 }

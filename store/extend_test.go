@@ -80,6 +80,27 @@ func TestDB_InsertStage(t *testing.T) {
 	}
 	db.Close()
 
+	// A stage added while another changed: the change stays pending
+	// (recorded with the old fingerprint) until accepted.
+	changedToo := []StageDef{grown[0], {Name: "classify", Fingerprint: "m2"}, grown[2], {Name: "tone"}, grown[3]}
+	db, err = Open(path, Options{Stages: changedToo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := db.ChangedStages(); len(ch) != 1 || ch[0] != "classify" {
+		t.Errorf("ChangedStages = %v, want [classify]", ch)
+	}
+	db.Close()
+	db, err = Open(path, Options{Stages: changedToo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := db.ChangedStages(); len(ch) != 1 || ch[0] != "classify" {
+		t.Errorf("after reopening: ChangedStages = %v, want [classify] still", ch)
+	}
+	db.Close()
+	grown = changedToo
+
 	// The definition was recorded: opening again adds nothing; removing
 	// or reordering stages is still refused.
 	db, err = Open(path, Options{Stages: grown})
