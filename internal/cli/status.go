@@ -81,5 +81,14 @@ func statusView(db *store.DB) (monitor.StatusView, error) {
 	if err != nil {
 		return monitor.StatusView{}, err
 	}
-	return monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs), nil
+	v := monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs)
+	for _, s := range counts.Stages {
+		if n := db.LearnedLimit(s.Stage); n > 0 {
+			if v.Limits == nil {
+				v.Limits = map[string]int{}
+			}
+			v.Limits[s.Stage] = n
+		}
+	}
+	return v, nil
 }

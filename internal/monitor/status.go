@@ -3,6 +3,7 @@ package monitor
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,7 +21,10 @@ type StatusView struct {
 	CostUSD float64        `json:"cost_usd"`
 	// Limit is the classify concurrency the last good run settled at; 0
 	// when none was learned.
-	Limit    int                   `json:"learned_limit,omitempty"`
+	Limit int `json:"learned_limit,omitempty"`
+	// Limits is every stage's learned concurrency, by stage name (a job
+	// has one per LLM stage); absent stages learned none.
+	Limits   map[string]int        `json:"learned_limits,omitempty"`
 	LastRuns []pipeline.RunSummary `json:"last_runs"`
 }
 
@@ -53,7 +57,16 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f\n", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
-	if v.Limit > 0 {
+	switch {
+	case len(v.Limits) > 1 || len(v.Limits) == 1 && v.Limit == 0:
+		var parts []string
+		for _, s := range counts.Stages {
+			if n := v.Limits[s.Stage]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", TerminalSafe(s.Stage), n))
+			}
+		}
+		fmt.Fprintf(w, "learned concurrency: %s (the next run starts there)\n", strings.Join(parts, ", "))
+	case v.Limit > 0:
 		fmt.Fprintf(w, "learned classify concurrency: %d (the next run starts there)\n", v.Limit)
 	}
 	if len(v.LastRuns) > 0 {
