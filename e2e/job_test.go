@@ -263,6 +263,18 @@ func TestJob_AddStage(t *testing.T) {
 
 	// A changed model: refused with the diff, then re-run on request.
 	changed := strings.Replace(grown, "name: tone\n", "name: tone\n      model: gemini-2.5-pro\n", 1)
+
+	// A stage added while another changed: refused before anything is
+	// written (the stage list stays as it was).
+	both := strings.Replace(changed, "  - aggregate: {}", "  - llm: {name: lang, output: {label: [en, other]}}\n  - aggregate: {}", 1)
+	os.WriteFile(jobFile, []byte(both), 0o600)
+	r = run(t, simEnv(url), "run", "-f", jobFile, "--quiet")
+	if r.code != 2 || !strings.Contains(r.err, "tone.model: (none) -> gemini-2.5-pro") || !strings.Contains(r.err, "nothing was changed") {
+		t.Fatalf("added and changed stages: exit %d, want 2 with the diff:\n%s", r.code, r.err)
+	}
+	if st := status(t, filepath.Join(dir, "job.db")); len(st.Counts.Stages) != 4 {
+		t.Errorf("after the refusal the database holds %d stages, want the 4 it had", len(st.Counts.Stages))
+	}
 	os.WriteFile(jobFile, []byte(changed), 0o600)
 	r = run(t, simEnv(url), "run", "-f", jobFile, "--quiet")
 	if r.code != 2 || !strings.Contains(r.err, "tone.model: (none) -> gemini-2.5-pro") || !strings.Contains(r.err, "--rerun-changed") {

@@ -209,6 +209,11 @@ func runJob(ctx context.Context, req jobRequest) error {
 			return err
 		}
 	}
+	if !req.RerunChanged {
+		if err := refuseChangeBeforeGrowth(j.DB, b); err != nil {
+			return err
+		}
+	}
 	db, err := store.Open(j.DB, store.Options{Stages: b.defs})
 	if err != nil {
 		if errors.Is(err, store.ErrDefinition) {
@@ -315,12 +320,7 @@ func settleChanges(db *store.DB, b *jobStages, req jobRequest) error {
 		return db.AcceptDefinition()
 	}
 	if !req.RerunChanged {
-		msg := fmt.Sprintf("the job changed since %s was last run, in stage %s", db.Path(), strings.Join(changed, ", "))
-		if len(diff) > 0 {
-			msg += ":\n  " + joinChanges(diff)
-		}
-		return usagef("%s\nRe-running %s and the stages after it re-pays the items that reached it: run again with --rerun-changed to do so, or restore the job as it was (`sawtooth job show --db %s`)",
-			msg, changed[0], shellQuote(db.Path()))
+		return changedError(db.Path(), changed, diff)
 	}
 	n, err := db.Rerun(changed[0])
 	if err != nil {
@@ -331,6 +331,52 @@ func settleChanges(db *store.DB, b *jobStages, req jobRequest) error {
 	}
 	fmt.Fprintf(req.ErrOut, "stage %s changed:\n  %s\nre-queued %s at %s\n", changed[0], joinChanges(diff), plural(n, "item"), changed[0])
 	return nil
+}
+
+// changedError refuses a run whose job changed stages that produced
+// answers, with the diff.
+func changedError(path string, changed []string, diff []job.Change) error {
+	msg := fmt.Sprintf("the job changed since %s was last run, in stage %s", path, strings.Join(changed, ", "))
+	if len(diff) > 0 {
+		msg += ":\n  " + joinChanges(diff)
+	}
+	return usagef("%s\nRe-running %s and the stages after it re-pays the items that reached it: run again with --rerun-changed to do so, or restore the job as it was (`sawtooth job show --db %s`); nothing was changed",
+		msg, changed[0], shellQuote(path))
+}
+
+// refuseChangeBeforeGrowth refuses, before the store opens, a job that
+// both adds stages and changes a kept one: opening would already record
+// the added stages (and re-queue the items past them), and a refusal
+// after that would not leave the database as it was. Without added
+// stages the refusal comes after the open, which then writes nothing.
+func refuseChangeBeforeGrowth(path string, b *jobStages) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	stored, err := store.ReadDefinition(path, 0)
+	if err != nil || len(stored) == len(b.defs) {
+		return nil // Open says what is wrong, or nothing was added
+	}
+	fingerprint := map[string]string{}
+	for _, d := range b.defs {
+		fingerprint[d.Name] = d.Fingerprint
+	}
+	var changed []string
+	for _, d := range stored {
+		if fp, kept := fingerprint[d.Name]; kept && fp != d.Fingerprint {
+			changed = append(changed, d.Name)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var diff []job.Change
+	if raw, err := store.ReadJob(path); err == nil && raw != nil {
+		if old, err := job.UnmarshalStored(raw); err == nil {
+			diff, _ = job.Diff(old, b.stored)
+		}
+	}
+	return changedError(path, changed, diff)
 }
 
 func joinChanges(cs []job.Change) string {
