@@ -314,7 +314,8 @@ func (l *LLM) encode(out map[string]any, usage pipeline.Usage, repair string, er
 	}
 	if l.labels != nil {
 		label, _ := out["label"].(string)
-		conf, _ := out["confidence"].(json.Number).Float64()
+		num, _ := out["confidence"].(json.Number) // a number: check matched the schema
+		conf, _ := num.Float64()
 		reason, _ := out["reason"].(string)
 		out = map[string]any{"label": label, "confidence": conf, "reason": strings.TrimSpace(reason), "model": l.model, "usage": usage}
 		if repair != "" {

@@ -279,3 +279,24 @@ func TestLLM_CountTokens(t *testing.T) {
 		t.Errorf("paths %v, generateContent calls %d: want one countTokens call and nothing billed", got, sim.Stats().Calls)
 	}
 }
+
+// TestLLM_CutOffTwiceIsPermanent: an answer cut off at the budget is
+// asked once more with twice the budget; cut off again, the item is
+// dead-lettered (permanent, naming the stage) after exactly two calls,
+// both billed.
+func TestLLM_CutOffTwiceIsPermanent(t *testing.T) {
+	sim, url, _ := simServer(t, geminisim.Config{Faults: geminisim.Faults{MaxTokens: 1}})
+	l := newTestLLM(t, LLMConfig{Name: "extract", Schema: []byte(bugSchema), MaxOutputTokens: 8,
+		Endpoint: Endpoint{Backend: BackendGemini, APIKey: geminisim.DefaultAPIKey, BaseURL: url}})
+	res, err := l.Process(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "1", Text: "it crashes, a bug"}})
+	if pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent ||
+		!strings.Contains(err.Error(), "extract: the answer was unusable (cut off at 8 output tokens), and again when asked once more (cut off at 16 output tokens)") {
+		t.Errorf("err = %v, want permanent after a cut-off at 8 then 16 tokens", err)
+	}
+	if calls := sim.Stats().Calls; calls != 2 {
+		t.Errorf("calls = %d, want 2", calls)
+	}
+	if res.Usage.TotalTokens == 0 {
+		t.Error("the two calls' usage is missing")
+	}
+}
