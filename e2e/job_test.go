@@ -200,7 +200,7 @@ func TestJob_ThreeStagesKillResume(t *testing.T) {
 	if bugs == 0 {
 		t.Fatal("no bug among the items: the when: was never true")
 	}
-	// Each prompt (stage x item) is its own simulator item: answered
+	// Each stage's call for an item is its own simulator item: answered
 	// once, plus once more for each answer a kill threw away (a request
 	// the dead process had already sent can reach the simulator after it
 	// looked idle: a few more).

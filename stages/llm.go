@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,7 +242,7 @@ func (l *LLM) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, e
 	if err != nil {
 		return pipeline.Result{}, err
 	}
-	res, err := l.answer(ctx, prompt)
+	res, err := l.answer(ctx, it.ID, prompt)
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
 	}
@@ -286,9 +287,9 @@ func (l *LLM) CountTokens(ctx context.Context, it pipeline.Item) (int64, error) 
 // answer asks once, and once more after a cut-off or off-schema answer
 // with twice the budget and a note saying what was wrong; a second such
 // answer is permanent.
-func (l *LLM) answer(ctx context.Context, prompt string) (pipeline.Result, error) {
+func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, error) {
 	first := request{maxOutputTokens: l.maxOutputTokens}
-	out, usage, err := l.ask(ctx, prompt, first)
+	out, usage, err := l.ask(ctx, id, prompt, first)
 	var bad *stageError
 	if err == nil || !errors.As(err, &bad) || bad.repair == "" {
 		return l.encode(out, usage, "", err)
@@ -297,7 +298,7 @@ func (l *LLM) answer(ctx context.Context, prompt string) (pipeline.Result, error
 		maxOutputTokens: int32(min(2*int64(first.maxOutputTokens), math.MaxInt32)),
 		repairNote:      fmt.Sprintf("Your previous answer was unusable (%s). Answer with only the JSON object the schema asks for, complete and short.", bad.problem),
 	}
-	out, usage2, err := l.ask(ctx, prompt, second)
+	out, usage2, err := l.ask(ctx, id, prompt, second)
 	usage = usage.Add(usage2)
 	var again *stageError
 	if errors.As(err, &again) && again.repair != "" {
@@ -330,10 +331,10 @@ func (l *LLM) encode(out map[string]any, usage pipeline.Usage, repair string, er
 	return res, nil
 }
 
-// ask sends one request and reads its answer.
-func (l *LLM) ask(ctx context.Context, prompt string, req request) (map[string]any, pipeline.Usage, error) {
+// ask sends one request for item id and reads its answer.
+func (l *LLM) ask(ctx context.Context, id, prompt string, req request) (map[string]any, pipeline.Usage, error) {
 	var status atomic.Int32
-	resp, err := l.generate(context.WithValue(ctx, statusKey{}, &status), prompt, req)
+	resp, err := l.generate(context.WithValue(ctx, statusKey{}, &status), id, prompt, req)
 	if err != nil {
 		return nil, pipeline.Usage{}, l.rename(l.errs.callError(withHTTPStatus(err, int(status.Load()))))
 	}
@@ -359,13 +360,18 @@ func (l *LLM) rename(err error) error {
 	return err
 }
 
-func (l *LLM) generate(ctx context.Context, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
+// generate sends one request for item id, named "<stage>/<id>" in the
+// item header (see Classify's itemHeader): each stage's call for an item
+// is its own item to the simulator's accounting.
+func (l *LLM) generate(ctx context.Context, id, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, fmt.Errorf("%w: %v", errSDKPanic, p)
 		}
 	}()
-	return l.client.Models.GenerateContent(ctx, l.model, genai.Text(prompt), l.requestConfig(req))
+	cfg := l.requestConfig(req)
+	cfg.HTTPOptions.Headers.Set(itemHeader, url.QueryEscape(l.name+"/"+id))
+	return l.client.Models.GenerateContent(ctx, l.model, genai.Text(prompt), cfg)
 }
 
 // responseSchema is the schema sent with every request.
