@@ -24,7 +24,7 @@ func newRunCommand(cfg Config) *cli.Command {
 	var opts runOptions
 	return &cli.Command{
 		Name:  "run",
-		Usage: "ingest --input (new or edited ids only) and drain every stage; resumes where the last run stopped",
+		Usage: "run a job file (-f JOB.yaml), or ingest --input (new or edited ids only), and drain every stage; --db alone resumes where the last run stopped",
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
 resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
