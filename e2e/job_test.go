@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -296,6 +297,30 @@ func TestJob_AddStage(t *testing.T) {
 	}
 	if r = run(t, simEnv(url), "retry", "--db", filepath.Join(dir, "job.db"), "--stage", "tones"); r.code != 2 || !strings.Contains(r.err, `did you mean tone`) {
 		t.Errorf("retry of an unknown stage: exit %d\n%s", r.code, r.err)
+	}
+
+	// rerun works on a job's database too, asking first above
+	// --confirm-above items.
+	jobDB := filepath.Join(dir, "job.db")
+	if r = run(t, simEnv(url), "rerun", "--db", jobDB, "--from-stage", "tone", "--dry-run"); r.code != 0 ||
+		!strings.Contains(r.out, fmt.Sprintf("would re-run tone, aggregate for %d items", classified)) {
+		t.Errorf("rerun --dry-run: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	if r = run(t, simEnv(url), "rerun", "--db", jobDB, "--from-stage", "tone", "--quiet"); r.code != 2 || !strings.Contains(r.err, "--yes") {
+		t.Errorf("rerun above --confirm-above: exit %d\n%s", r.code, r.err)
+	}
+	before = sim.Stats().Calls
+	if r = run(t, simEnv(url), "rerun", "--db", jobDB, "--from-stage", "tone", "--yes", "--quiet"); r.code != 0 {
+		t.Errorf("rerun --yes: exit %d\n%s", r.code, r.err)
+	}
+	if paid := sim.Stats().Calls - before; paid != int64(classified) {
+		t.Errorf("rerun --from-stage tone cost %d calls, want %d", paid, classified)
+	}
+	// A resume whose stored input file is gone resumes what the
+	// database holds.
+	os.Rename(filepath.Join(dir, "items.jsonl"), filepath.Join(dir, "items.old"))
+	if r = run(t, simEnv(url), "run", "--db", jobDB, "--quiet"); r.code != 0 || !strings.Contains(r.err, "is not there: resuming") {
+		t.Errorf("resume without its input file: exit %d\n%s", r.code, r.err)
 	}
 
 	// job show prints the stored job, which decodes as a job file.

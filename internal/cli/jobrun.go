@@ -178,13 +178,24 @@ type jobRequest struct {
 	Job          *job.Job
 	APIKey       string
 	RerunChanged bool
-	// RetryStage, if set, re-queues that stage's dead letters first.
-	RetryStage  string
-	Quiet, JSON bool
-	Grace       time.Duration
-	Obs         monitor.Options
-	Out, ErrOut io.Writer
-	ExitNow     func(error)
+	// Resume says the job is the one the database recorded, run with no
+	// --input: a stored input file that is gone is skipped, not an error.
+	Resume bool
+	// RetryStage, if set, re-queues that stage's dead letters first
+	// (retry and rerun ingest nothing).
+	RetryStage string
+	// RerunFrom, if set, re-runs every item that reached that stage
+	// (rerun --from-stage): with DryRun it only says how many; more than
+	// ConfirmAbove items need Yes or a Confirm.
+	RerunFrom    string
+	DryRun, Yes  bool
+	ConfirmAbove int
+	Confirm      func(question string) bool
+	Quiet, JSON  bool
+	Grace        time.Duration
+	Obs          monitor.Options
+	Out, ErrOut  io.Writer
+	ExitNow      func(error)
 }
 
 // runJob runs a job: build every stage, open the DB (a stage added to
@@ -204,8 +215,12 @@ func runJob(ctx context.Context, req jobRequest) error {
 		return err
 	}
 	var plan *ingest.Plan
-	if j.Input.Path != "" {
-		if plan, err = checkJobInput(ctx, j, stderr); err != nil {
+	if j.Input.Path != "" && req.RetryStage == "" && req.RerunFrom == "" {
+		if _, err := os.Stat(jobInputPath(j)); err != nil && req.Resume {
+			// The stored job's input is gone (last night's file): resume
+			// what the database holds.
+			fmt.Fprintf(stderr, "the job's input %s is not there: resuming what %s holds (give --input FILE for new items)\n", jobInputPath(j), j.DB)
+		} else if plan, err = checkJobInput(ctx, j, stderr); err != nil {
 			return err
 		}
 	}
@@ -230,6 +245,11 @@ func runJob(ctx context.Context, req jobRequest) error {
 	}
 	if plan != nil {
 		if err := ingestFile(ctx, db, plan, stderr); err != nil {
+			return err
+		}
+	}
+	if req.RerunFrom != "" {
+		if stop, err := rerunJobFrom(db, req); stop || err != nil {
 			return err
 		}
 	}
@@ -333,6 +353,39 @@ func settleChanges(db *store.DB, b *jobStages, req jobRequest) error {
 	return nil
 }
 
+// rerunJobFrom sends every item that reached req.RerunFrom back there.
+// It asks first above --confirm-above items (a re-run pays again), and
+// with --dry-run only says how many items would move (stop).
+func rerunJobFrom(db *store.DB, req jobRequest) (stop bool, err error) {
+	counts, err := db.Counts()
+	if err != nil {
+		return true, err
+	}
+	items, from := counts.Done, false
+	var stages []string
+	for _, s := range counts.Stages {
+		from = from || s.Stage == req.RerunFrom
+		if from {
+			items += s.Queued + s.Dead
+			stages = append(stages, s.Stage)
+		}
+	}
+	what := fmt.Sprintf("re-run %s for %s", strings.Join(stages, ", "), plural(items, "item"))
+	if req.DryRun {
+		fmt.Fprintf(req.Out, "would %s (one call each at every LLM stage among them); nothing was changed\n", what)
+		return true, nil
+	}
+	if items > req.ConfirmAbove && !req.Yes && (req.Confirm == nil || !req.Confirm(what+"?")) {
+		return true, usagef("stopped before it would %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", what, req.ConfirmAbove)
+	}
+	n, err := db.Rerun(req.RerunFrom)
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintf(req.ErrOut, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
+	return false, nil
+}
+
 // changedError refuses a run whose job changed stages that produced
 // answers, with the diff.
 func changedError(path string, changed []string, diff []job.Change) error {
@@ -392,9 +445,7 @@ func joinChanges(cs []job.Change) string {
 func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.Plan, error) {
 	in := inputOptions{Path: j.Input.Path, Format: j.Input.Format, IDField: orStr(j.Input.ID, "id"), TextField: orStr(j.Input.Text, "text"),
 		MaxLine: ingest.DefaultMaxLineBytes, MaxFieldLines: ingest.DefaultMaxFieldLines, RatingRange: ingest.DefaultRatingRange}
-	if !filepath.IsAbs(in.Path) {
-		in.Path = filepath.Join(j.Dir, in.Path)
-	}
+	in.Path = jobInputPath(j)
 	o := &pipelineOptions{}
 	for _, s := range j.Stages {
 		if a := s.Aggregate; a != nil {
@@ -405,6 +456,15 @@ func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.P
 		}
 	}
 	return checkInput(ctx, o, &in, stderr)
+}
+
+// jobInputPath is the job's input file, relative paths read from the
+// job file's directory.
+func jobInputPath(j *job.Job) string {
+	if filepath.IsAbs(j.Input.Path) {
+		return j.Input.Path
+	}
+	return filepath.Join(j.Dir, j.Input.Path)
 }
 
 func orStr(s, def string) string {
@@ -423,7 +483,7 @@ func jobFileFlag(dest *string) cli.Flag {
 // tonight's input file, how it is watched, and whether a changed stage
 // may be re-run.
 var jobRunFlags = map[string]bool{
-	"db": true, "file": true, "input": true, "stage": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
+	"db": true, "file": true, "input": true, "stage": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
 	"log-format": true, "log-level": true, "metrics-addr": true, "config": true,
 }
 

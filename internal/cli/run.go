@@ -62,7 +62,8 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 				}
 			}
 			return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RerunChanged: opts.Pipeline.RerunChanged,
-				Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
+				Resume: opts.JobFile == "" && opts.Input.Path == "",
+				Quiet:  opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
 				Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 		},
 	}
