@@ -10,7 +10,8 @@
 // re-run, fields.go checks the input's aggregate fields, app.go turns
 // urfave/cli's mistakes into usage errors. jobrun.go runs a job file
 // (`run -f`, or `run --db` resuming the job a database recorded): any
-// stages, one limiter per LLM stage, the stored job's diff; jobcmd.go is
+// stages, one limiter per LLM stage, the stored job's diff, retry and
+// rerun on a job's database; jobbuild.go builds its stages; jobcmd.go is
 // init, job show and plan.
 //
 // The package is larger than our ~500-line guide because it holds every
