@@ -309,12 +309,19 @@ func TestJob_AddStage(t *testing.T) {
 	if r = run(t, simEnv(url), "rerun", "--db", jobDB, "--from-stage", "tone", "--quiet"); r.code != 2 || !strings.Contains(r.err, "--yes") {
 		t.Errorf("rerun above --confirm-above: exit %d\n%s", r.code, r.err)
 	}
-	before = sim.Stats().Calls
-	if r = run(t, simEnv(url), "rerun", "--db", jobDB, "--from-stage", "tone", "--yes", "--quiet"); r.code != 0 {
-		t.Errorf("rerun --yes: exit %d\n%s", r.code, r.err)
-	}
-	if paid := sim.Stats().Calls - before; paid != int64(classified) {
-		t.Errorf("rerun --from-stage tone cost %d calls, want %d", paid, classified)
+	// The same questions are answered from the answer cache; --no-cache
+	// asks again.
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{{nil, 0}, {[]string{"--no-cache"}, int64(classified)}} {
+		before = sim.Stats().Calls
+		if r = run(t, simEnv(url), append([]string{"rerun", "--db", jobDB, "--from-stage", "tone", "--yes", "--quiet"}, tc.args...)...); r.code != 0 {
+			t.Errorf("rerun --yes %v: exit %d\n%s", tc.args, r.code, r.err)
+		}
+		if paid := sim.Stats().Calls - before; paid != tc.want {
+			t.Errorf("rerun --from-stage tone %v cost %d calls, want %d", tc.args, paid, tc.want)
+		}
 	}
 	// A resume whose stored input file is gone resumes what the
 	// database holds.
@@ -419,5 +426,56 @@ func TestJob_InitRunPlan(t *testing.T) {
 	// Planned again, the done items are not counted.
 	if r = run(t, simEnv(url), "plan", "-f", jobFile); r.code != 0 || !strings.Contains(r.out, "0 items new") {
 		t.Errorf("plan after the run: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+}
+
+// TestJob_RerunChangedPaysOnlyDependants: a changed stage re-runs with
+// --rerun-changed, and the stages after it run again too, but a stage
+// whose question did not change (it does not read the changed stage's
+// output) is answered from the answer cache: only the changed stage is
+// paid.
+func TestJob_RerunChangedPaysOnlyDependants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	writeItems(t, dir, 150, 11)
+	sim, url := startSim(t, geminisim.Config{})
+	body := `db: job.db
+input: {path: items.jsonl}
+stages:
+  - llm:
+      name: classify
+      output: {label: [bug, pricing, feature_request, ux, praise, other]}
+  - llm:
+      name: extract
+      when: 'classify.label == "bug"'
+      prompt: 'Extract the bug: {{.Text}}'
+      output: {label: [crash, slow, other]}
+  - llm:
+      name: summary
+      prompt: 'Summarise: {{.Text}}'
+      output: {label: [short, long]}
+  - aggregate: {count: extract.label}
+`
+	jobFile := filepath.Join(dir, "job.yaml")
+	os.WriteFile(jobFile, []byte(body), 0o600)
+	if r := run(t, simEnv(url), "run", "-f", jobFile, "--quiet"); r.code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.code, r.err)
+	}
+	bugs := 0
+	for _, out := range exportStage(t, filepath.Join(dir, "job.db"), "extract") {
+		if out["skipped"] != true {
+			bugs++
+		}
+	}
+	os.WriteFile(jobFile, []byte(strings.Replace(body, "Extract the bug:", "Name the kind of bug:", 1)), 0o600)
+	before := sim.Stats().Calls
+	r := run(t, simEnv(url), "run", "-f", jobFile, "--quiet", "--rerun-changed")
+	if r.code != 0 || !strings.Contains(r.err, "extract.prompt: Extract the bug: {{.Text}} -> Name the kind of bug: {{.Text}}") {
+		t.Fatalf("--rerun-changed: exit %d\n%s", r.code, r.err)
+	}
+	if paid := sim.Stats().Calls - before; paid != int64(bugs) || bugs == 0 {
+		t.Errorf("re-running extract cost %d calls, want %d (the bugs; summary answered from the cache)", paid, bugs)
 	}
 }

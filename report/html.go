@@ -138,7 +138,14 @@ func newHTMLView(d *Data) (htmlView, error) {
 				card{Label: "concurrency limit", Value: fmt.Sprintf("%d–%d", s.LimitMin, s.LimitMax), Note: fmt.Sprintf("ended at %d", s.LimitEnd)},
 				card{Label: "est. cost", Value: usd(r.Totals().CostUSD), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
 			)
+			if s.Cached > 0 {
+				v.Cards = append(v.Cards, card{Label: "cached answers", Value: num(s.Cached),
+					Note: fmt.Sprintf("%s saved; %s paid calls", usd(s.SavedUSD), num(s.Paid)), Class: "good"})
+			}
 		}
+	}
+	if b := d.Batch; b != nil {
+		v.Cards = append(v.Cards, card{Label: "batch saved", Value: usd(b.SavedUSD), Note: fmt.Sprintf("%s items in %s batch jobs at half price", num(b.Answered), num(b.Jobs)), Class: "good"})
 	}
 	for _, c := range runCharts(d) {
 		v.Charts = append(v.Charts, chartView{ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: c.SVG()})

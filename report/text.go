@@ -116,6 +116,10 @@ func writeText(w io.Writer, d *Data, md bool) error {
 			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, concurrency limit %s; %s tokens in / %s out, est. %s\n",
 				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
+			if s.Cached > 0 {
+				t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
+					t.bullet(), t.s(api), num(s.Paid), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
+			}
 		}
 		t.printf("\n")
 		var rows [][]string
@@ -125,6 +129,9 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		}
 		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "tokens in", "tokens out", "est. cost"},
 			[]bool{false, true, true, true, true, true, true, true, true, true}, rows)
+	}
+	if d.Batch != nil {
+		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))
 	}
 
 	labels := labelRows(d)

@@ -19,6 +19,8 @@
 //	usage           t\0<stage>, r\0<run>\0<stage> -> tokens billed by committed transitions
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
+//	answers/<stage> cache key -> the answer and the usage it was billed (JSON), see cache.go
+//	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //
 // Every transition of an item (ingest, a stage's success or dead letter,
 // re-queue, re-run, prune) is one transaction, and each transition checks

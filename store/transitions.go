@@ -145,8 +145,27 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 	return db.update(func(tx *bolt.Tx) error {
 		w := db.writer(tx)
 		for i := range ts {
+			applies := w.applies(&ts[i])
+			if ts[i].Outcome == pipeline.Billed {
+				// The item stays queued: only what it was billed is
+				// recorded.
+				if applies {
+					if err := w.addUsage(ts[i].Stage, ts[i].Usage); err != nil {
+						return err
+					}
+					if err := w.record(&ts[i]); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if err := w.apply(&ts[i]); err != nil {
 				return err
+			}
+			if applies {
+				if err := w.record(&ts[i]); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -32,7 +32,7 @@ type jobStages struct {
 	// llm maps each LLM stage's name to its job configuration.
 	llm      map[string]*job.LLM
 	limiters map[string]*limiter.AIMD
-	prices   map[string][2]float64
+	prices   map[string]pipeline.Price
 }
 
 // loadJob reads the job to run: the file -f names, else the job the
@@ -83,7 +83,7 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 	if err != nil {
 		return nil, usage(err)
 	}
-	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]*limiter.AIMD{}, prices: map[string][2]float64{}}
+	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]*limiter.AIMD{}, prices: map[string]pipeline.Price{}}
 	b.defs = j.StageDefs(stored.Files)
 	var earlier []string
 	for i, s := range j.Stages {
@@ -129,8 +129,8 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			}
 			b.llm[l.Name] = l
 			in, out := stages.Price(st.Model())
-			b.prices[l.Name] = [2]float64{in, out}
-			sc = pipeline.StageConfig{Stage: st, Workers: orInt(l.Limiter.Ceiling, limiter.DefaultCeiling), MaxAttempts: l.MaxAttempts}
+			b.prices[l.Name] = pipeline.Price{InputPerM: in, OutputPerM: out}
+			sc = pipeline.StageConfig{Stage: st, Workers: orInt(l.Limiter.Ceiling, limiter.DefaultCeiling), MaxAttempts: l.MaxAttempts, Price: b.prices[l.Name]}
 		case s.Aggregate != nil:
 			a := s.Aggregate
 			sc = pipeline.StageConfig{Stage: &stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count},
@@ -168,10 +168,7 @@ func (b *jobStages) addLimiters(db *store.DB) {
 }
 
 // cost prices one stage's usage (zero for a stage that calls nothing).
-func (b *jobStages) cost(stage string, u pipeline.Usage) float64 {
-	p := b.prices[stage]
-	return (float64(u.PromptTokens)*p[0] + float64(u.CandidateTokens)*p[1]) / 1e6
-}
+func (b *jobStages) cost(stage string, u pipeline.Usage) float64 { return b.prices[stage].Cost(u) }
 
 // checkJobInput checks the job's input file (relative to the job file)
 // with the aggregate's fields, as --input is checked.
@@ -216,7 +213,7 @@ func jobFileFlag(dest *string) cli.Flag {
 // tonight's input file, how it is watched, and whether a changed stage
 // may be re-run.
 var jobRunFlags = map[string]bool{
-	"db": true, "file": true, "input": true, "stage": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
+	"db": true, "file": true, "input": true, "stage": true, "no-cache": true, "budget": true, "budget-total": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
 	"log-format": true, "log-level": true, "metrics-addr": true, "config": true,
 }
 

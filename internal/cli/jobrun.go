@@ -37,9 +37,13 @@ type jobRequest struct {
 	Confirm      func(question string) bool
 	Quiet, JSON  bool
 	Grace        time.Duration
-	Obs          monitor.Options
-	Out, ErrOut  io.Writer
-	ExitNow      func(error)
+	// NoCache asks the API for every item (no answer reuse); Budget and
+	// BudgetTotal cap the run's and the database's spend (0: none).
+	NoCache             bool
+	Budget, BudgetTotal float64
+	Obs                 monitor.Options
+	Out, ErrOut         io.Writer
+	ExitNow             func(error)
 }
 
 // runJob runs a job: build every stage, open the DB (a stage added to
@@ -110,7 +114,7 @@ func runJob(ctx context.Context, req jobRequest) error {
 	b.addLimiters(db)
 
 	runID := store.NewRunID(time.Now())
-	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost}
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost, BudgetUSD: req.Budget}
 	counts, err := db.Counts()
 	if err != nil {
 		return err
@@ -130,12 +134,13 @@ func runJob(ctx context.Context, req jobRequest) error {
 		return usage(err)
 	}
 	sigOut.Set(prog.Writer())
-	r := &pipeline.Runner{Store: db, Stages: b.stages, RunID: runID, Grace: req.Grace, OnTick: prog.Tick, Log: prog.Log()}
+	r := &pipeline.Runner{Store: db, Stages: b.stages, RunID: runID, Grace: req.Grace, OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: req.NoCache, Budget: pipeline.Budget{RunUSD: req.Budget, TotalUSD: req.BudgetTotal}}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
 	for name, lim := range b.limiters {
 		if st := sum.Stages[name]; st != nil {
-			st.CostUSD = b.cost(name, st.Usage)
+			// The runner priced the calls (StageConfig.Price).
 			if sum.Status == "complete" || sum.Message == "interrupted" {
 				if err := db.SetLearnedLimit(name, lim.Limit()); err != nil && runErr == nil {
 					runErr = err

@@ -43,6 +43,7 @@ func newRetryCommand(cfg Config) *cli.Command {
 				}
 				return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RetryStage: opts.Stage,
 					Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
+					NoCache: opts.Pipeline.NoCache, Budget: opts.Pipeline.Budget, BudgetTotal: opts.Pipeline.BudgetTotal,
 					Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 			}
 			return runRetry(c.Context, &opts)

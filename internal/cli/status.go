@@ -68,7 +68,7 @@ func statusFrame(w io.Writer, path string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	return monitor.PrintStatus(w, v, asJSON)
+	return printStatusWithBatch(w, db, v, asJSON)
 }
 
 // statusView reads what `status` shows of a DB no run holds.
@@ -89,6 +89,9 @@ func statusView(db *store.DB) (monitor.StatusView, error) {
 			}
 			v.Limits[s.Stage] = n
 		}
+	}
+	if v.Money, err = db.Ledgers(); err != nil {
+		return monitor.StatusView{}, err
 	}
 	return v, nil
 }

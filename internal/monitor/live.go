@@ -63,6 +63,10 @@ type LiveStage struct {
 	TokensOut   int64                    `json:"tokens_out"`
 	Tokens      int64                    `json:"tokens"`
 	CostUSD     float64                  `json:"cost_usd"`
+	// Cached is the answers reused without a call; SavedUSD what they
+	// would have cost.
+	Cached   int64   `json:"cached,omitempty"`
+	SavedUSD float64 `json:"saved_usd,omitempty"`
 }
 
 // Finished is how many items left the stage (done or dead letter).

@@ -37,6 +37,9 @@ type Config struct {
 	// StageCost, when set, is Cost for one stage (each LLM stage of a
 	// job has its own model and prices); it wins over Cost.
 	StageCost func(stage string, u pipeline.Usage) float64
+	// BudgetUSD is the run's spending cap, 0 for none: the metrics show
+	// what is left of it.
+	BudgetUSD float64
 	// Live draws bars (for a terminal); otherwise the progress is logged
 	// as an Info record every Every (default 5s).
 	Live  bool
@@ -178,7 +181,7 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 			Calls:  sp.Calls, RateLimited: sp.RateLimited, Transient: sp.Transient,
 			Limit: sp.Limit, InFlight: sp.InFlight,
 			TokensIn: sp.Usage.PromptTokens, TokensOut: sp.Usage.CandidateTokens, Tokens: sp.Usage.TotalTokens,
-			ETASeconds: -1,
+			ETASeconds: -1, Cached: sp.Cached, SavedUSD: sp.SavedUSD,
 		}
 		s.Outcomes = sp.Outcomes
 		s.OK, s.Permanent = sp.Outcomes[pipeline.ClassOK], sp.Outcomes[pipeline.ClassPermanent]
@@ -227,7 +230,8 @@ func (p *Progress) logProgress(v *LiveStatus) {
 		g := []any{"done", s.Done, "dead", s.Dead, "total", s.Total, "rate", round1(s.Rate), "eta", etaString(s.ETASeconds)}
 		if s.Limit > 0 {
 			g = append(g, "limit", s.Limit, "in_flight", s.InFlight, "calls", s.Calls, "r429_pct", round1(s.Share429()),
-				"transient", s.Transient, "tokens_in", s.TokensIn, "tokens_out", s.TokensOut, "cost_usd", round4(s.CostUSD))
+				"transient", s.Transient, "tokens_in", s.TokensIn, "tokens_out", s.TokensOut, "cost_usd", round4(s.CostUSD),
+				"cached", s.Cached, "saved_usd", round4(s.SavedUSD))
 		}
 		attrs = append(attrs, slog.Group(s.Name, g...))
 	}
@@ -306,6 +310,9 @@ func (p *Progress) statusText(nameW, width int) string {
 	}
 	long := fmt.Sprintf("%s · %s: limit %d · in flight %d · 429s %.1f%% of %s calls · 5xx/timeouts %s · tokens %s in / %s out · est. $%.4f",
 		el, a.Name, a.Limit, a.InFlight, a.Share429(), fmtCount(a.Calls), fmtCount(a.Transient), fmtCompact(a.TokensIn), fmtCompact(a.TokensOut), cost)
+	if a.Cached > 0 {
+		long += fmt.Sprintf(" · %s cached, $%.4f saved", fmtCount(a.Cached), a.SavedUSD)
+	}
 	if width <= 0 || len([]rune(long)) <= width {
 		return long
 	}

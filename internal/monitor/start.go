@@ -24,6 +24,8 @@ type RunConfig struct {
 	StageCost func(stage string, u pipeline.Usage) float64
 	// Quiet turns the bars off even on a terminal (--no-progress).
 	Quiet bool
+	// BudgetUSD is the run's spending cap (--budget), 0 for none.
+	BudgetUSD float64
 }
 
 // Start sets up everything that watches one run: the logger, the bars on
@@ -38,7 +40,7 @@ func Start(stderr io.Writer, opts Options, rc RunConfig) (*Progress, error) {
 		return nil, err
 	}
 	cfg := Config{DBPath: rc.DBPath, RunID: rc.RunID, Stages: rc.Stages, Queued: rc.Queued, Before: rc.Before, Limiters: rc.Limiters,
-		Cost: rc.Cost, StageCost: rc.StageCost, Live: !rc.Quiet && IsTerminal(stderr)}
+		Cost: rc.Cost, StageCost: rc.StageCost, Live: !rc.Quiet && IsTerminal(stderr), BudgetUSD: rc.BudgetUSD}
 	p := NewProgress(out, log, cfg)
 	if opts.MetricsAddr != "" {
 		m, err := startMetrics(opts.MetricsAddr, p, log)

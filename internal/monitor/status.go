@@ -3,6 +3,8 @@ package monitor
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,6 +28,10 @@ type StatusView struct {
 	// has one per LLM stage); absent stages learned none.
 	Limits   map[string]int        `json:"learned_limits,omitempty"`
 	LastRuns []pipeline.RunSummary `json:"last_runs"`
+	// Money is each stage's committed lifetime spend, savings, paid and
+	// cached answers (from the store's ledger, every run included, killed
+	// ones too).
+	Money map[string]pipeline.Ledger `json:"money,omitempty"`
 }
 
 // NewStatusView sums the usage and cost of runs (newest first) and keeps
@@ -57,6 +63,11 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f\n", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	for _, name := range slices.Sorted(maps.Keys(v.Money)) {
+		l := v.Money[name]
+		fmt.Fprintf(w, "%s (all runs): %d paid answers, %d cached answers (no call); $%.4f spent, $%.4f saved by the cache\n",
+			TerminalSafe(name), l.Paid, l.Cached, l.SpentUSD, l.SavedUSD)
+	}
 	switch {
 	case len(v.Limits) > 1 || len(v.Limits) == 1 && v.Limit == 0:
 		var parts []string

@@ -25,9 +25,12 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			Dead        int64          `json:"dead"`
 			Usage       pipeline.Usage `json:"usage"`
 			CostUSD     float64        `json:"cost_usd"`
+			Cached      int64          `json:"cached"`
+			SavedUSD    float64        `json:"saved_usd"`
 		}
 		all := sum.Totals()
-		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD}
+		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD,
+			Cached: all.Cached, SavedUSD: all.SavedUSD}
 		return writeJSON(w, struct {
 			pipeline.RunSummary
 			WallSeconds float64     `json:"wall_seconds"`
@@ -54,6 +57,12 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 		if s := sum.Stages[name]; s.LimitMax > 0 && s.Calls > 0 {
 			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; concurrency limit ranged %d..%d, ended at %d\n",
 				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.LimitMin, s.LimitMax, s.LimitEnd)
+		}
+	}
+	for _, name := range summaryStages(stageOrder, sum) {
+		if s := sum.Stages[name]; s.Cached > 0 {
+			fmt.Fprintf(w, "%s: %d paid calls, %d cached answers (no call), $%.4f spent, $%.4f saved by the cache\n",
+				name, s.Paid, s.Cached, s.CostUSD, s.SavedUSD)
 		}
 	}
 	permanent := false

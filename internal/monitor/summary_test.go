@@ -15,6 +15,7 @@ func TestPrintSummary(t *testing.T) {
 		Stages: map[string]*pipeline.StageStats{
 			"sanitize": {Done: 9, Dead: 1, DeadReasons: map[string]int{"permanent: text is empty": 1}},
 			"classify": {Done: 8, Dead: 1, Calls: 10, RateLimited: 1, LimitMin: 2, LimitMax: 8, LimitEnd: 6,
+				Paid: 5, Cached: 3, CostUSD: 0.0012, SavedUSD: 0.0007,
 				DeadReasons: map[string]int{"transient: server said \x1b[2Jhi": 1}},
 		}}
 	var buf bytes.Buffer
@@ -28,6 +29,7 @@ func TestPrintSummary(t *testing.T) {
 		"classify: 429 share 10.00% of 10 calls; concurrency limit ranged 2..8, ended at 6",
 		`server said \x1b[2Jhi`,
 		"edit those rows in the input file and run again",
+		"classify: 5 paid calls, 3 cached answers (no call), $0.0012 spent, $0.0007 saved by the cache",
 		"next:\n  sawtooth status --db 'my db.db'\n  sawtooth dlq list --db 'my db.db'\n",
 	} {
 		if !strings.Contains(out, want) {

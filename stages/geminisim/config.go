@@ -83,6 +83,8 @@ type Config struct {
 	// Now is the clock used for quotas, the schedule and the timeline.
 	// Default time.Now. Latency always uses real timers.
 	Now func() time.Time
+	// Batch configures the Batch API surface (batch.go).
+	Batch BatchConfig
 }
 
 // withDefaults fills in the zero fields.

@@ -34,6 +34,7 @@ type Server struct {
 	mu        sync.Mutex
 	quotas    map[string]*Quota  // by model
 	itemCalls map[[32]byte]int64 // admitted calls per item, numbering faults
+	batches   *batchState        // the Batch and Files APIs (batch.go); guarded by mu
 	acct      accounting
 	srv       *http.Server
 	closed    bool
@@ -133,6 +134,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.handlers.Done()
 
+	if s.serveBatch(w, r) {
+		return
+	}
 	if r.URL.Path == "/_sim/stats" {
 		if r.Method != http.MethodGet {
 			writeError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "Use GET.")
