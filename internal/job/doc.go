@@ -16,8 +16,10 @@
 // printed back (Stored.YAML) and compared with a new one (Diff): which
 // stage, which key, old -> new.
 //
-// Files: decode.go (the strict node walker and its errors), job.go (the
-// schema and validation), stored.go (what the database keeps and the
-// diff), plan.go (the inputs of `sawtooth plan`), starter.go (the
+// Files: decode.go (the strict node walker and its errors), flat.go (the
+// older flag-mirroring --config files, same decoder), job.go (the schema
+// and validation), stages.go (the stage list as the store records it:
+// names, fingerprints, configuration), stored.go (what the database keeps
+// and the diff), plan.go (`sawtooth plan`'s estimate), starter.go (the
 // commented file `sawtooth init` writes).
 package job
