@@ -479,3 +479,41 @@ stages:
 		t.Errorf("re-running extract cost %d calls, want %d (the bugs; summary answered from the cache)", paid, bugs)
 	}
 }
+
+// TestJob_FromFlagsDatabase: a database run from flags resumes under the
+// equivalent job file without re-running or paying anything, and records
+// the job from then on.
+func TestJob_FromFlagsDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	input := writeItems(t, dir, 100, 13)
+	sim, url := startSim(t, geminisim.Config{})
+	db := filepath.Join(dir, "flags.db")
+	if r := run(t, simEnv(url), "run", "--db", db, "--input", input, "--quiet"); r.code != 0 {
+		t.Fatalf("flags run: exit %d: %s", r.code, r.err)
+	}
+	if r := run(t, nil, "job", "show", "--db", db); r.code != 2 || !strings.Contains(r.err, "run from flags") {
+		t.Errorf("job show on a flags database: exit %d: %s", r.code, r.err)
+	}
+	jobFile := filepath.Join(dir, "job.yaml")
+	os.WriteFile(jobFile, []byte(`db: flags.db
+input: {path: items.jsonl}
+stages:
+  - sanitize: {}
+  - llm: {name: classify, output: {label: [bug, feature_request, pricing, ux, praise, other]}}
+  - aggregate: {}
+`), 0o600)
+	before := sim.Stats().Calls
+	r := run(t, simEnv(url), "run", "-f", jobFile, "--quiet")
+	if r.code != 0 {
+		t.Fatalf("the equivalent job: exit %d: %s", r.code, r.err)
+	}
+	if paid := sim.Stats().Calls - before; paid != 0 {
+		t.Errorf("the equivalent job paid %d calls, want 0", paid)
+	}
+	if r = run(t, nil, "job", "show", "--db", db); r.code != 0 || !strings.Contains(r.out, "name: classify") {
+		t.Errorf("job show after the job ran: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}

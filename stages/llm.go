@@ -191,19 +191,26 @@ func (l *LLM) Model() string { return l.model }
 
 // Fingerprint identifies everything that changes what the stage answers:
 // model, output shape, prompt template, system instruction, condition and
-// budgets. Not the endpoint or the timeout.
+// budgets. Not the endpoint or the timeout. A label stage with no
+// condition hashes the same parts, in the same order, as Classify's
+// Fingerprint: the same question asked by either stage has the same
+// fingerprint, so a database run from flags (Classify) resumes under an
+// equivalent job file (LLM) without re-running anything.
 func (l *LLM) Fingerprint() string {
 	h := sha256.New()
 	budget := "default"
 	if l.thinkingBudget != nil {
 		budget = strconv.Itoa(int(*l.thinkingBudget))
 	}
-	when := ""
-	if l.when != nil {
-		when = l.when.String()
+	parts := []string{l.model, strings.Join(l.labels, "\x1f"), l.promptSource, l.system,
+		strconv.Itoa(int(l.maxOutputTokens)), budget}
+	if l.schemaSource != nil {
+		parts = append(parts, "schema", string(l.schemaSource))
 	}
-	for _, part := range []string{l.model, strings.Join(l.labels, "\x1f"), string(l.schemaSource), l.promptSource,
-		l.system, when, strconv.Itoa(int(l.maxOutputTokens)), budget} {
+	if l.when != nil {
+		parts = append(parts, "when", l.when.String())
+	}
+	for _, part := range parts {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

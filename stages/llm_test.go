@@ -300,3 +300,28 @@ func TestLLM_CutOffTwiceIsPermanent(t *testing.T) {
 		t.Error("the two calls' usage is missing")
 	}
 }
+
+// TestLLM_FingerprintMatchesClassify: a label stage with no condition is
+// the question Classify asks, so it has Classify's fingerprint; a schema
+// or a condition makes it another.
+func TestLLM_FingerprintMatchesClassify(t *testing.T) {
+	ep := Endpoint{Backend: BackendGemini, APIKey: "k", BaseURL: "http://127.0.0.1:1"}
+	labels := []string{"bug", "praise", "other"}
+	c, err := NewClassify(context.Background(), ClassifyConfig{APIKey: "k", BaseURL: ep.BaseURL, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := newTestLLM(t, LLMConfig{Name: "classify", Endpoint: ep, Labels: labels})
+	if same.Fingerprint() != c.Fingerprint() {
+		t.Errorf("label stage %s, Classify %s: want equal", same.Fingerprint(), c.Fingerprint())
+	}
+	for name, cfg := range map[string]LLMConfig{
+		"condition": {Name: "classify", Endpoint: ep, Labels: labels, When: `id != ""`},
+		"prompt":    {Name: "classify", Endpoint: ep, Labels: labels, PromptTemplate: "Review: {{.Text}}"},
+		"model":     {Name: "classify", Endpoint: ep, Labels: labels, Model: "gemini-2.5-pro"},
+	} {
+		if fp := newTestLLM(t, cfg).Fingerprint(); fp == c.Fingerprint() {
+			t.Errorf("%s changed, fingerprint did not", name)
+		}
+	}
+}

@@ -84,6 +84,9 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 		return nil, usage(err)
 	}
 	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]*limiter.AIMD{}, prices: map[string]pipeline.Price{}}
+	// Each stage's fingerprint is the stage's own (what decides its
+	// answers, as the flags' pipeline computes it), so a job equivalent
+	// to a run from flags resumes its database without re-running.
 	b.defs = j.StageDefs(stored.Files)
 	var earlier []string
 	for i, s := range j.Stages {
@@ -95,7 +98,9 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			if err != nil {
 				return nil, usagef("%s: %v", at, err)
 			}
-			sc = pipeline.StageConfig{Stage: &stages.Sanitize{MaxChars: orInt(s.Sanitize.MaxChars, stages.DefaultMaxChars), Emoji: emoji}, Workers: pipeline.DefaultWorkers, MaxAttempts: 1}
+			maxChars := orInt(s.Sanitize.MaxChars, stages.DefaultMaxChars)
+			sc = pipeline.StageConfig{Stage: &stages.Sanitize{MaxChars: maxChars, Emoji: emoji}, Workers: pipeline.DefaultWorkers, MaxAttempts: 1}
+			b.defs[i].Fingerprint = fingerprint(maxChars, emoji) // as the flags' sanitize
 		case s.LLM != nil:
 			l := s.LLM
 			if l.Mode == job.ModeBatch {
@@ -128,13 +133,23 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 				return nil, usagef("%s: %v", j.File, err)
 			}
 			b.llm[l.Name] = l
+			b.defs[i].Fingerprint = st.Fingerprint()
 			in, out := stages.Price(st.Model())
 			b.prices[l.Name] = pipeline.Price{InputPerM: in, OutputPerM: out}
 			sc = pipeline.StageConfig{Stage: st, Workers: orInt(l.Limiter.Ceiling, limiter.DefaultCeiling), MaxAttempts: l.MaxAttempts, Price: b.prices[l.Name]}
 		case s.Aggregate != nil:
 			a := s.Aggregate
-			sc = pipeline.StageConfig{Stage: &stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count},
-				Workers: pipeline.DefaultWorkers, MaxAttempts: 1}
+			agg := &stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count}
+			sc = pipeline.StageConfig{Stage: agg, Workers: pipeline.DefaultWorkers, MaxAttempts: 1}
+			groupBy := a.GroupBy
+			if groupBy == nil {
+				groupBy = stages.DefaultGroupBy
+			}
+			parts := []any{strings.Join(groupBy, ","), orStr(a.Date, stages.DefaultDateField), orStr(a.Rating, stages.DefaultRatingField)}
+			if a.Count != "" && a.Count != "classify.label" {
+				parts = append(parts, a.Count)
+			}
+			b.defs[i].Fingerprint = fingerprint(parts...) // as the flags' aggregate when it counts classify.label
 		}
 		b.stages = append(b.stages, sc)
 		earlier = append(earlier, s.Name())

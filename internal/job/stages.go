@@ -55,7 +55,9 @@ func hashOf(b []byte) string {
 // name, what it reads, its configuration (JSON) and a fingerprint of
 // what changes its answers (the configuration without the limiter, mode
 // and attempt budget, plus the content of the files it names). files is
-// j.Files().
+// j.Files(). A caller that builds the stages may replace a fingerprint
+// with the stage's own (the CLI does, so that a job equivalent to a run
+// from flags has that run's fingerprints).
 func (j *Job) StageDefs(files map[string]string) []pipeline.StageDef {
 	defs := make([]pipeline.StageDef, 0, len(j.Stages))
 	for _, s := range j.Stages {
