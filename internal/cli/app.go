@@ -56,6 +56,7 @@ func NewApp(cfg Config) *cli.App {
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),
+		newPruneCommand(cfg),
 		newSimCommand(),
 		newDemoCommand(cfg),
 		newBenchCommand(),

@@ -21,6 +21,10 @@ type StatusView struct {
 	Counts  store.Counts   `json:"counts"`
 	Usage   pipeline.Usage `json:"usage"`
 	CostUSD float64        `json:"cost_usd"`
+	// UnpricedTokens is the part of Usage billed by killed runs: their
+	// committed results recorded the tokens, but no price was saved with
+	// them, so CostUSD leaves them out.
+	UnpricedTokens int64 `json:"unpriced_tokens,omitempty"`
 	// Limit is the classify concurrency the last good run settled at; 0
 	// when none was learned.
 	Limit int `json:"learned_limit,omitempty"`
@@ -44,6 +48,9 @@ func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pi
 		t := r.Totals()
 		v.Usage = v.Usage.Add(t.Usage)
 		v.CostUSD += t.CostUSD
+		if r.Status == store.RunKilled {
+			v.UnpricedTokens += t.Usage.PromptTokens + t.Usage.CandidateTokens
+		}
 	}
 	v.LastRuns = runs[:min(len(runs), 5)]
 	return v
@@ -62,7 +69,11 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", TerminalSafe(s.Stage), s.Queued, s.Dead, s.Output)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f\n", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	if v.UnpricedTokens > 0 {
+		fmt.Fprintf(w, " without the %d tokens of killed runs, which saved no price", v.UnpricedTokens)
+	}
+	fmt.Fprintln(w)
 	for _, name := range slices.Sorted(maps.Keys(v.Money)) {
 		l := v.Money[name]
 		fmt.Fprintf(w, "%s (all runs): %d paid answers, %d cached answers (no call); $%.4f spent, $%.4f saved by the cache\n",
