@@ -4,7 +4,8 @@
 //
 // Layout (bucket -> key -> value):
 //
-//	meta            schema, definition (stage names, fingerprints, fields read), created, limit/<stage>
+//	meta            schema, definition (stage names, fingerprints, fields read), created, limit/<stage>,
+//	                job (the job as last run, opaque to the store)
 //	items           id -> original record (JSON), rewritten only when the id's content changes
 //	state           id -> where the item is: stage index, status, queue seq, content hash (binary)
 //	todo/<stage>    big-endian sequence -> id: the stage's queue in arrival order
@@ -33,6 +34,12 @@
 // record re-enters at the first stage that reads a changed field
 // (pipeline.StageDef.Reads); an edit nothing has read yet only replaces
 // the record.
+//
+// A stage list may grow: opening with stages added to the stored list
+// (none removed or reordered) records the new list and, in the same
+// transaction, sends every item past the first added stage back to its
+// queue (insertStages), so only the added stages and those after them
+// run again. Any other change of the stage names is ErrDefinition.
 //
 // Two consistency checks: Open runs a cheap one (checkFile: the meta
 // pages, the root page and the free list, a few pages whatever the file's

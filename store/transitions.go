@@ -500,7 +500,12 @@ func (w *writer) deleteHistory(id []byte) error {
 
 // fold adds or removes the item's fact (the last stage's output).
 func (w *writer) fold(id []byte, sign int) error {
-	last := w.stageName(len(w.db.stages) - 1)
+	return w.foldAt(id, w.stageName(len(w.db.stages)-1), sign)
+}
+
+// foldAt is fold of the output of stage last (the last stage of an
+// earlier stage list, when stages are added after it).
+func (w *writer) foldAt(id []byte, last string, sign int) error {
 	raw := w.tx.Bucket(outBucket(last)).Get(id)
 	if raw == nil {
 		return nil

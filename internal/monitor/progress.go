@@ -169,7 +169,10 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 		if lim := p.limiter(i); lim != nil && s.Limit == 0 {
 			s.Limit = lim.Limit()
 		}
-		if p.cfg.Cost != nil {
+		switch {
+		case p.cfg.StageCost != nil:
+			s.CostUSD = p.cfg.StageCost(name, sp.Usage)
+		case p.cfg.Cost != nil:
 			s.CostUSD = p.cfg.Cost(sp.Usage)
 		}
 		s.Rate = p.rates[i].add(now, s.Finished())

@@ -25,6 +25,9 @@ type RunConfig struct {
 	Limiters []pipeline.Limiter
 	// Cost estimates the USD cost of a usage; nil means free.
 	Cost func(pipeline.Usage) float64
+	// StageCost, when set, is Cost for one stage (each LLM stage of a
+	// job has its own model and prices); it wins over Cost.
+	StageCost func(stage string, u pipeline.Usage) float64
 	// Quiet turns the bars off even on a terminal (--no-progress).
 	Quiet bool
 	// BudgetUSD is the run's spending cap (--budget), 0 for none.
