@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // pending is one result on its way to the committer.
@@ -228,7 +229,12 @@ func ReasonKey(d DeadLetter) string {
 	}
 	out := b.String()
 	if len(out) > 200 {
-		out = out[:200] + "…"
+		// Cut on a rune boundary: the key is shown and stored as text.
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut] + "…"
 	}
 	return string(d.Class) + ": " + out
 }

@@ -29,6 +29,12 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		schedules = map[Class]backoff.BackOff{}
 	)
 	defer func() { c.attempts.Add(int64(attempts)) }()
+	if sk, ok := sc.Stage.(Skipper); ok {
+		if res, skip := sk.Skip(workCtx, q.Item); skip {
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res})
+			return
+		}
+	}
 	// An item whose answer is cached, or being bought by an identical
 	// item, makes no call; otherwise it owns its key until it finishes.
 	key := r.cacheKey(i, q.Item)

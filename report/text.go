@@ -113,8 +113,8 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		t.printf("\n")
 		if api := apiStage(r); api != "" {
 			s := r.Stages[api]
-			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, concurrency limit %s; %s tokens in / %s out, est. %s\n",
-				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
+			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, %s unreachable, concurrency limit %s; %s tokens in / %s out, est. %s\n",
+				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), num(s.Unavailable), limitRange(*s),
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
 			if s.Cached > 0 {
 				t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
@@ -124,11 +124,11 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		t.printf("\n")
 		var rows [][]string
 		for _, s := range stageRows(r, d.stageOrder()) {
-			rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient),
+			rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient), num(s.Unavailable),
 				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD)})
 		}
-		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "tokens in", "tokens out", "est. cost"},
-			[]bool{false, true, true, true, true, true, true, true, true, true}, rows)
+		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "unreachable", "tokens in", "tokens out", "est. cost"},
+			[]bool{false, true, true, true, true, true, true, true, true, true, true}, rows)
 	}
 	if d.Batch != nil {
 		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))

@@ -45,6 +45,9 @@ func NewApp(cfg Config) *cli.App {
 	}
 	cmds := []*cli.Command{
 		newRunCommand(cfg),
+		newInitCommand(cfg),
+		newPlanCommand(),
+		newJobCommand(),
 		newRetryCommand(cfg),
 		newRerunCommand(cfg),
 		newStatusCommand(),
@@ -53,6 +56,7 @@ func NewApp(cfg Config) *cli.App {
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),
+		newPruneCommand(cfg),
 		newSimCommand(),
 		newDemoCommand(cfg),
 		newBenchCommand(),

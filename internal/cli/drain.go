@@ -145,7 +145,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 // and builds the stages. exists says the DB file holds something.
 func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *ingest.Plan, exists bool, err error) {
 	o, in := req.Pipeline, &req.Input
-	if _, err := monitor.NewLogger(io.Discard, req.Obs.LogFormat, req.Obs.LogLevel); err != nil {
+	if err := req.Obs.Check(); err != nil {
 		return nil, nil, false, usage(err)
 	}
 	if req.RerunFrom != "" {

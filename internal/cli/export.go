@@ -57,7 +57,7 @@ func runExport(opts *exportOptions) error {
 		return usagef("export: pass exactly one of --stage S or --all")
 	}
 	if opts.Stage != "" {
-		if err := checkStage("stage", opts.Stage); err != nil {
+		if err := checkStageOf(opts.DB, "stage", opts.Stage); err != nil {
 			return err
 		}
 	}

@@ -82,6 +82,14 @@ func statusView(db *store.DB) (monitor.StatusView, error) {
 		return monitor.StatusView{}, err
 	}
 	v := monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs)
+	for _, s := range counts.Stages {
+		if n := db.LearnedLimit(s.Stage); n > 0 {
+			if v.Limits == nil {
+				v.Limits = map[string]int{}
+			}
+			v.Limits[s.Stage] = n
+		}
+	}
 	if v.Money, err = db.Ledgers(); err != nil {
 		return monitor.StatusView{}, err
 	}

@@ -145,6 +145,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Stats())
 		return
 	}
+	w, r = s.vertexRoute(w, r)
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
 	if i := strings.LastIndexByte(rest, ':'); ok && i > 0 && r.Method == http.MethodPost {
 		switch model, method := rest[:i], rest[i+1:]; method {
@@ -296,7 +297,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}
 	key := itemKey(r, user, &c.item)
 	labels, props := req.schema()
-	answer := answerJSON(user, labels, props)
+	answer := answerFor(req.GenerationConfig, user, labels, props)
 
 	if s.cfg.MaxConcurrent > 0 && inFlight > s.cfg.MaxConcurrent {
 		if s.cfg.ConcurrencyRefusal == RefuseBare429 {
