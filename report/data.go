@@ -36,6 +36,10 @@ type Data struct {
 	Cube *Cube `json:"cube,omitempty"`
 	// Pivot is `report --by`'s table, nil without --by.
 	Pivot *Pivot `json:"pivot,omitempty"`
+	// Periods are the fingerprints of the figures of each month the
+	// report covers, each compared with the last report of that month
+	// (ChangeNotes).
+	Periods []PeriodStamp `json:"periods,omitempty"`
 	// Batch sums the Batch API jobs; nil when there were none.
 	Batch *batch.Totals `json:"batch,omitempty"`
 	// Zone is where times are shown; nil means the local zone.

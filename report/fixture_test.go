@@ -157,6 +157,8 @@ func fixtureData(t testing.TB) *Data {
 		LastRun: &run, Runs: []pipeline.RunSummary{run}, Samples: samples,
 		Window: Window{From: "2026-11", To: "2026-11"},
 		Cube:   fixtureCube(t),
+		Periods: []PeriodStamp{{Period: "2026-11", Month: "2026-11", Fingerprint: "0123456789abcdef01234567",
+			LastReport: start.Add(-24 * time.Hour), Changed: true}},
 	}
 	p, err := d.Cube.Pivot(PivotOptions{By: []string{"app", "month"}, Window: d.Window})
 	if err != nil {

@@ -51,6 +51,9 @@ type htmlView struct {
 	Name      string
 	DB        string
 	Generated string
+	// Changes are Data.ChangeNotes: the months whose figures changed
+	// since their last report.
+	Changes   []string
 	Cards     []card
 	Run       *runView
 	Charts    []chartView
@@ -121,6 +124,9 @@ func newHTMLView(d *Data) (htmlView, error) {
 	}
 	if !d.Generated.IsZero() {
 		v.Generated = d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST")
+	}
+	for _, n := range d.ChangeNotes() {
+		v.Changes = append(v.Changes, termText(n))
 	}
 	v.Cards = append(v.Cards,
 		card{Label: "items", Value: num(d.Counts.Items), Note: fmt.Sprintf("%s queued", num(d.queuedTotal()))},

@@ -160,6 +160,10 @@ func Load(db *store.DB, o LoadOptions) (*Data, error) {
 	if d.Cube, err = LoadCube(db, agg, dims, o.Where); err != nil {
 		return nil, err
 	}
+	d.Periods = periodStamps(d.Cube, append(slices.Clone(groupBy), MonthField), o.Window, d.Cube.Where)
+	if err := compareStamps(db, d.Periods); err != nil {
+		return nil, err
+	}
 	if o.By != nil {
 		if d.Pivot, err = d.Cube.Pivot(PivotOptions{By: o.By, Window: o.Window}); err != nil {
 			return nil, err

@@ -91,6 +91,12 @@ func writeText(w io.Writer, d *Data, md bool) error {
 	if !d.Generated.IsZero() {
 		t.printf("\ngenerated %s\n", d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST"))
 	}
+	if notes := d.ChangeNotes(); len(notes) > 0 {
+		t.printf("\n")
+		for _, n := range notes {
+			t.printf("%s%s\n", t.bullet(), t.s(n))
+		}
+	}
 
 	t.printf("\n%s items: %s done, %s dead letters, %s queued", num(d.Counts.Items), num(d.Counts.Done), num(d.deadTotal()), num(d.queuedTotal()))
 	var parts []string
