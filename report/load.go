@@ -134,6 +134,11 @@ func Load(db *store.DB, o LoadOptions) (*Data, error) {
 	if d.Runs, err = db.Runs(20); err != nil {
 		return nil, err
 	}
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return nil, fmt.Errorf("read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
+	}
+	d.KilledCosts = priceKilledRuns(d.Runs, defs)
 	if d.Batch, err = loadBatch(db); err != nil {
 		return nil, err
 	}
