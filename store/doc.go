@@ -21,6 +21,8 @@
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
 //	answers/<stage> cache key -> the answer and the usage it was billed (JSON), see cache.go
 //	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
+//	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
+//	                report of that period showed, see reports.go
 //
 // Every transition of an item (ingest, a stage's success or dead letter,
 // re-queue, re-run, prune) is one transaction, and each transition checks
