@@ -1,8 +1,12 @@
 // Command sawtooth drains big batches of LLM work through a resumable,
 // multi-stage pipeline kept in one bbolt file. See README.md.
+//
+// This file only assembles the app (internal/cli) and maps its typed
+// errors to exit codes, in one place.
 package main
 
 import (
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +14,8 @@ import (
 	"runtime/debug"
 	_ "time/tzdata" // per-day quotas reset at midnight Pacific, on any machine
 
+	"github.com/sawtooth-dev/sawtooth/internal/cli"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/urfave/cli/v2"
 )
 
 // Exit codes (see README): every item reached done or a dead letter; a
@@ -23,17 +27,18 @@ const (
 	exitStopped = 3
 )
 
+// demoReviews is testdata/reviews.jsonl, embedded so `sawtooth demo` works
+// from any directory.
+//
+//go:embed testdata/reviews.jsonl
+var demoReviews []byte
+
 func main() {
 	os.Exit(runCLI(os.Args, os.Stdout, os.Stderr))
 }
 
-// usageError marks a mistake in how the command was called (exit 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
-
+// runCLI runs the app on args and returns the exit code; an error is
+// printed once, on stderr.
 func runCLI(args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		// A bug must not look like a usage error (Go exits 2 on a panic),
@@ -43,7 +48,10 @@ func runCLI(args []string, stdout, stderr io.Writer) (code int) {
 			code = exitFatal
 		}
 	}()
-	app := newApp(stdout, stderr)
+	app := cli.NewApp(cli.Config{
+		Stdout: stdout, Stderr: stderr, DemoReviews: demoReviews,
+		ExitNow: func(err error) { os.Exit(exitCode(err)) },
+	})
 	err := app.Run(args)
 	if err == nil {
 		return exitOK
@@ -52,9 +60,9 @@ func runCLI(args []string, stdout, stderr io.Writer) (code int) {
 	return exitCode(err)
 }
 
-// exitCode maps typed errors to exit codes, in one place.
+// exitCode maps the commands' typed errors to exit codes, in one place.
 func exitCode(err error) int {
-	var ue usageError
+	var ue *cli.UsageError
 	switch {
 	case err == nil:
 		return exitOK
@@ -64,32 +72,5 @@ func exitCode(err error) int {
 		return exitStopped
 	default:
 		return exitFatal
-	}
-}
-
-func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
-		Name:      "sawtooth",
-		Usage:     "drain big batches of LLM work through a resumable pipeline, as fast as the live quota allows",
-		Writer:    stdout,
-		ErrWriter: stderr,
-		// Errors are printed once, by runCLI, with their exit code.
-		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usagef("%v (see --help)", err)
-		},
-		Commands: []*cli.Command{
-			runCommand(),
-			retryCommand(),
-			rerunCommand(),
-			statusCommand(),
-			dlqCommand(),
-			exportCommand(),
-			reportCommand(),
-			verifyCommand(),
-			simCommand(),
-			demoCommand(),
-			benchCommand(),
-		},
 	}
 }

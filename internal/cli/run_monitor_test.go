@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -66,19 +67,19 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	url := startTestSim(t)
 	dir := t.TempDir()
 	db, input := filepath.Join(dir, "run.db"), filepath.Join(dir, "items.jsonl")
-	if _, err := writeFirstLines(input, demoReviews, 400); err != nil {
+	if _, err := writeFirstLines(input, testReviews(t), 400); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr syncBuffer
-	exit := make(chan int, 1)
+	exit := make(chan error, 1)
 	go func() {
-		exit <- runCLI([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--timeout", "5s", "--start", "4",
+		exit <- runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--timeout", "5s", "--start", "4",
 			"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, &stderr)
 	}()
 	running := func() bool {
 		select {
-		case code := <-exit:
-			exit <- code
+		case err := <-exit:
+			exit <- err
 			return false
 		default:
 			return true
@@ -86,10 +87,10 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	}
 
 	// The run publishes its live status, metrics address included, at once.
-	var live liveStatus
+	var live monitor.LiveStatus
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, err := os.ReadFile(liveStatusPath(db))
+		b, err := os.ReadFile(monitor.LiveStatusPath(db))
 		if err == nil && json.Unmarshal(b, &live) == nil && live.MetricsURL != "" {
 			break
 		}
@@ -139,8 +140,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 
 	// status answers from the live figures while the run holds the DB.
 	var out syncBuffer
-	if code := runCLI([]string{"sawtooth", "status", "--db", db}, &out, &out); code != exitOK {
-		t.Fatalf("status during the run: exit %d: %s", code, out.String())
+	if err := runApp([]string{"sawtooth", "status", "--db", db}, &out, &out); err != nil {
+		t.Fatalf("status during the run: %v: %s", err, out.String())
 	}
 	stillRunning := running()
 	for _, want := range []string{"a run is in progress", "classify", "concurrency limit", "metrics: http://"} {
@@ -151,7 +152,7 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	// and --watch keeps answering every period.
 	var watched syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-	err := watchStatus(ctx, &watched, db, false, 200*time.Millisecond)
+	err := runStatus(ctx, &statusOptions{DB: db, Watch: true, Every: 200 * time.Millisecond, Out: &watched})
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -162,16 +163,16 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 		t.Errorf("watch printed %d live frames in 700ms at one per 200ms:\n%s", n, watched.String())
 	}
 
-	var code int
+	var runErr error
 	select {
-	case code = <-exit:
+	case runErr = <-exit:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the run did not finish")
 	}
-	if code != exitOK {
-		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	if runErr != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", runErr, stdout.String(), stderr.String())
 	}
-	if _, err := os.Stat(liveStatusPath(db)); !os.IsNotExist(err) {
+	if _, err := os.Stat(monitor.LiveStatusPath(db)); !os.IsNotExist(err) {
 		t.Errorf("live status file left after the run: %v", err)
 	}
 	for _, want := range []string{"complete in", "5xx/timeouts", "tokens in", "classify: 429 share", "concurrency limit ranged", "total"} {
@@ -199,8 +200,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 
 	// The report of that run: charts with points, and Markdown.
 	page := filepath.Join(dir, "report.html")
-	if code := runCLI([]string{"sawtooth", "report", "--db", db, "--format", "html", "-o", page}, &out, &out); code != exitOK {
-		t.Fatalf("report: exit %d: %s", code, out.String())
+	if err := runApp([]string{"sawtooth", "report", "--db", db, "--format", "html", "-o", page}, &out, &out); err != nil {
+		t.Fatalf("report: %v: %s", err, out.String())
 	}
 	html, err := os.ReadFile(page)
 	if err != nil {
@@ -221,8 +222,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 		}
 	}
 	var md syncBuffer
-	if code := runCLI([]string{"sawtooth", "report", "--db", db, "--format", "markdown"}, &md, &md); code != exitOK {
-		t.Fatalf("report markdown: exit %d: %s", code, md.String())
+	if err := runApp([]string{"sawtooth", "report", "--db", db, "--format", "markdown"}, &md, &md); err != nil {
+		t.Fatalf("report markdown: %v: %s", err, md.String())
 	}
 	if !strings.Contains(md.String(), "| classify |") || !strings.Contains(md.String(), "### Label by month") {
 		t.Errorf("markdown report:\n%s", md.String())
@@ -230,8 +231,8 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 
 	// A run with nothing left to do still summarises, as JSON with --json.
 	var js syncBuffer
-	if code := runCLI([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--json", "--no-progress"}, &js, io.Discard); code != exitOK {
-		t.Fatalf("second run: exit %d: %s", code, js.String())
+	if err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--json", "--no-progress"}, &js, io.Discard); err != nil {
+		t.Fatalf("second run: %v: %s", err, js.String())
 	}
 	var sum struct {
 		Status      string   `json:"status"`
@@ -242,14 +243,5 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(js.String()), &sum); err != nil || sum.Status != "complete" || sum.WallSeconds == nil || sum.Totals == nil {
 		t.Errorf("--json summary = %+v (%v):\n%s", sum, err, js.String())
-	}
-}
-
-func TestStartMetrics_BadAddress(t *testing.T) {
-	p := newProgressPrinter(&switchWriter{w: io.Discard}, nil, testProgressConfig(t))
-	defer p.close()
-	_, err := startMetrics("256.0.0.1:bad", p, p.log)
-	if err == nil || exitCode(err) != exitUsage {
-		t.Fatalf("err = %v, want a usage error", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package monitor
 
 import (
 	"context"
@@ -52,9 +52,9 @@ var (
 		[]string{"run_id"}, nil)
 )
 
-// progressCollector exports a progressPrinter's latest figures, read at
+// progressCollector exports a Progress's latest figures, read at
 // scrape time; it keeps no state of its own.
-type progressCollector struct{ p *progressPrinter }
+type progressCollector struct{ p *Progress }
 
 var _ prometheus.Collector = progressCollector{}
 
@@ -106,12 +106,12 @@ type metricsServer struct {
 
 // startMetrics listens on addr (host:port; port 0 picks a free one) and
 // serves the run's metrics, plus the Go runtime's and the process's.
-func startMetrics(addr string, p *progressPrinter, log *slog.Logger) (*metricsServer, error) {
+func startMetrics(addr string, p *Progress, log *slog.Logger) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(progressCollector{p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usagef("--metrics-addr %s: %v", addr, err)
+		return nil, fmt.Errorf("--metrics-addr %s: %v", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))

@@ -1,9 +1,10 @@
-package main
+package monitor
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"go.uber.org/goleak"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent use: the fake terminal
@@ -38,9 +40,9 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
 
-func testProgressConfig(t testing.TB) progressConfig {
+func testProgressConfig(t testing.TB) Config {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	return progressConfig{
+	return Config{
 		DBPath: filepath.Join(t.TempDir(), "test.db"),
 		RunID:  "run-1",
 		Stages: []string{"sanitize", "classify", "aggregate"},
@@ -68,19 +70,19 @@ func TestProgressPrinter_BarsOnAFakeTerminal(t *testing.T) {
 	refresh := make(chan any)
 	cfg := testProgressConfig(t)
 	cfg.Live, cfg.Width, cfg.Refresh = true, 150, refresh
-	out := &switchWriter{w: term}
-	log, err := newLogger(out, "text", "info")
+	out := NewSwitchWriter(term)
+	log, err := NewLogger(out, "text", "info")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgressPrinter(out, log, cfg)
+	p := NewProgress(out, log, cfg)
 	for sec := int64(1); sec <= 5; sec++ {
-		p.tick(progressAt(sec))
+		p.Tick(progressAt(sec))
 		refresh <- sec
 	}
 	log.Warn("stage parked", "reason", "test")
 	refresh <- 6
-	p.close()
+	p.Close()
 
 	screen := term.String()
 	if !strings.Contains(screen, "\x1b[") {
@@ -107,19 +109,62 @@ func TestProgressPrinter_BarsOnAFakeTerminal(t *testing.T) {
 	}
 }
 
+// On a resume the bars count against the whole pipeline: what left each
+// stage before the run plus this run's share, and a stage with nothing
+// before or now gets no empty 0/0 bar.
+func TestProgressPrinter_ResumeCountsWholePipeline(t *testing.T) {
+	term := &syncBuffer{}
+	refresh := make(chan any)
+	cfg := testProgressConfig(t)
+	cfg.Before = []int64{200, 180, 150}
+	cfg.Live, cfg.Width, cfg.Refresh = true, 150, refresh
+	p := NewProgress(NewSwitchWriter(term), nil, cfg)
+	for sec := int64(1); sec <= 5; sec++ {
+		p.Tick(progressAt(sec))
+		refresh <- sec
+	}
+	p.Close()
+	screen := term.String()
+	last := screen[strings.LastIndex(screen, "sanitize"):]
+	for _, want := range []string{"300/300", "231/298", "198/267"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last frame lacks %q:\n%s", want, last)
+		}
+	}
+}
+
+func TestProgressPrinter_NoEmptyBar(t *testing.T) {
+	term := &syncBuffer{}
+	refresh := make(chan any)
+	cfg := testProgressConfig(t)
+	cfg.Stages, cfg.Queued, cfg.Before = []string{"sanitize", "classify"}, []int64{0, 0}, []int64{5, 0}
+	cfg.Live, cfg.Width, cfg.Refresh = true, 150, refresh
+	p := NewProgress(NewSwitchWriter(term), nil, cfg)
+	p.Tick(pipeline.Progress{})
+	refresh <- 1
+	p.Close()
+	screen := term.String()
+	if !strings.Contains(screen, "5/5") {
+		t.Errorf("sanitize's bar lacks 5/5:\n%s", screen)
+	}
+	if strings.Contains(screen, "classify  │") || strings.Contains(screen, "0/0") {
+		t.Errorf("a stage with no items got a bar:\n%s", screen)
+	}
+}
+
 func TestProgressPrinter_LogRecordsWhenNotATerminal(t *testing.T) {
 	var stderr syncBuffer
 	cfg := testProgressConfig(t)
-	out := &switchWriter{w: &stderr}
-	log, err := newLogger(out, "json", "info")
+	out := NewSwitchWriter(&stderr)
+	log, err := NewLogger(out, "json", "info")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgressPrinter(out, log, cfg)
+	p := NewProgress(out, log, cfg)
 	for sec := int64(1); sec <= 11; sec++ {
-		p.tick(progressAt(sec))
+		p.Tick(progressAt(sec))
 	}
-	p.close()
+	p.Close()
 
 	var records []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(stderr.String()))
@@ -149,16 +194,16 @@ func TestProgressPrinter_LogRecordsWhenNotATerminal(t *testing.T) {
 
 func TestProgressPrinter_QuietAtWarnLevel(t *testing.T) {
 	var stderr syncBuffer
-	out := &switchWriter{w: &stderr}
-	log, err := newLogger(out, "text", "warn")
+	out := NewSwitchWriter(&stderr)
+	log, err := NewLogger(out, "text", "warn")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgressPrinter(out, log, testProgressConfig(t))
+	p := NewProgress(out, log, testProgressConfig(t))
 	for sec := int64(1); sec <= 11; sec++ {
-		p.tick(progressAt(sec))
+		p.Tick(progressAt(sec))
 	}
-	p.close()
+	p.Close()
 	if stderr.String() != "" {
 		t.Errorf("--log-level warn printed %q", stderr.String())
 	}
@@ -166,14 +211,14 @@ func TestProgressPrinter_QuietAtWarnLevel(t *testing.T) {
 
 func TestProgressPrinter_StatusFile(t *testing.T) {
 	cfg := testProgressConfig(t)
-	p := newProgressPrinter(&switchWriter{w: &syncBuffer{}}, nil, cfg)
+	p := NewProgress(NewSwitchWriter(&syncBuffer{}), nil, cfg)
 	p.setMetricsURL("http://127.0.0.1:1/metrics")
-	p.tick(progressAt(3))
-	b, err := os.ReadFile(liveStatusPath(cfg.DBPath))
+	p.Tick(progressAt(3))
+	b, err := os.ReadFile(LiveStatusPath(cfg.DBPath))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var live liveStatus
+	var live LiveStatus
 	if err := json.Unmarshal(b, &live); err != nil {
 		t.Fatal(err)
 	}
@@ -187,12 +232,12 @@ func TestProgressPrinter_StatusFile(t *testing.T) {
 	if a := live.api(); a == nil || a.Name != "classify" {
 		t.Errorf("api stage = %v", a)
 	}
-	p.close()
-	if _, err := os.Stat(liveStatusPath(cfg.DBPath)); !os.IsNotExist(err) {
+	p.Close()
+	if _, err := os.Stat(LiveStatusPath(cfg.DBPath)); !os.IsNotExist(err) {
 		t.Errorf("status file left after close: %v", err)
 	}
-	p.tick(progressAt(4)) // ignored after close
-	if _, err := os.Stat(liveStatusPath(cfg.DBPath)); !os.IsNotExist(err) {
+	p.Tick(progressAt(4)) // ignored after close
+	if _, err := os.Stat(LiveStatusPath(cfg.DBPath)); !os.IsNotExist(err) {
 		t.Errorf("a tick after close wrote the status file: %v", err)
 	}
 }
@@ -228,13 +273,48 @@ func TestNewLogger(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newLogger(&bytes.Buffer{}, tt.format, tt.level)
+			_, err := NewLogger(&bytes.Buffer{}, tt.format, tt.level)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}
-			if err != nil && exitCode(err) != exitUsage {
-				t.Errorf("exit code %d, want %d", exitCode(err), exitUsage)
+			if err != nil && !strings.Contains(err.Error(), "--log-") {
+				t.Errorf("error %q does not name the option", err)
 			}
 		})
 	}
 }
+
+func TestStartMetrics_BadAddress(t *testing.T) {
+	p := NewProgress(NewSwitchWriter(io.Discard), nil, testProgressConfig(t))
+	defer p.Close()
+	_, err := startMetrics("256.0.0.1:bad", p, p.log)
+	if err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
+		t.Fatalf("err = %v, want an error naming --metrics-addr", err)
+	}
+}
+
+func TestStart_BadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"log format", Options{LogFormat: "yaml"}, "--log-format"},
+		{"log level", Options{LogLevel: "loud"}, "--log-level"},
+		{"metrics address", Options{MetricsAddr: "256.0.0.1:bad"}, "--metrics-addr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "x.db")
+			_, err := Start(io.Discard, tt.opts, RunConfig{DBPath: db, Stages: []string{"a"}, Queued: []int64{1}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.want)
+			}
+			if _, err := os.Stat(LiveStatusPath(db)); !os.IsNotExist(err) {
+				t.Errorf("a failed start left a status file: %v", err)
+			}
+		})
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,9 +1,9 @@
-package main
+package cli
 
 import (
 	"bufio"
 	"bytes"
-	_ "embed"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,15 +11,10 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/bench"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/urfave/cli/v2"
 )
-
-// demoReviews is testdata/reviews.jsonl, embedded so `sawtooth demo` works
-// from any directory.
-//
-//go:embed testdata/reviews.jsonl
-var demoReviews []byte
 
 // demoSim is the demo's quota: a 1 s window standing in for a minute, 60
 // requests per window, halving for 15 s in the middle: a fixed 64-way pool
@@ -31,47 +26,65 @@ var demoSim = simOptions{
 	F500: 0.005, F503: 0.01, Hang: 0.002, Malform: 0.002, BlockCand: 0.002, MT: 0.002, Seed: 1,
 }
 
-func demoCommand() *cli.Command {
-	var (
-		o     pipelineOptions
-		obs   obsOptions
-		so    simOptions
-		items int
-		dbArg string
-	)
+// demoOptions are `sawtooth demo`'s.
+type demoOptions struct {
+	Pipeline pipelineOptions
+	Obs      monitor.Options
+	Sim      simOptions
+	// Items is how many of Reviews to drain.
+	Items int
+	// DB is the database; empty means a new temporary file.
+	DB string
+	// Reviews is the JSONL input (the bundled reviews).
+	Reviews []byte
+	// TimeoutSet says --timeout was given (else the demo shortens it).
+	TimeoutSet  bool
+	Out, ErrOut io.Writer
+	ExitNow     func(error)
+}
+
+func newDemoCommand(cfg Config) *cli.Command {
+	opts := demoOptions{Reviews: cfg.DemoReviews}
 	flags := []cli.Flag{
-		&cli.IntFlag{Name: "items", Value: 3000, Usage: "how many of the bundled reviews to process", Destination: &items},
-		&cli.StringFlag{Name: "db", Usage: "database `FILE` (default: a new temporary file); run again with the same --db to resume", Destination: &dbArg},
+		&cli.IntFlag{Category: catDemo, Name: "items", Value: 3000, Usage: "how many of the bundled reviews to process", Destination: &opts.Items},
+		&cli.StringFlag{Category: catDemo, Name: "db", Usage: "database `FILE`; run again with the same --db to resume", DefaultText: "a new temporary file", Destination: &opts.DB},
 	}
-	flags = append(flags, simFlags(&so, demoSim)...)
-	flags = append(flags, pipelineFlags(&o)...)
-	flags = append(flags, obsFlags(&obs)...)
+	flags = append(flags, simFlags(&opts.Sim, demoSim)...)
+	flags = append(flags, pipelineFlags(&opts.Pipeline)...)
+	flags = append(flags, rerunFlags(&opts.Pipeline, false)...)
+	flags = append(flags, obsFlags(&opts.Obs)...)
 	return &cli.Command{
 		Name:   "demo",
 		Usage:  "run the whole pipeline on bundled reviews against the built-in Gemini simulator",
 		Flags:  flags,
-		Before: loadConfigFile,
+		Before: before(),
 		Action: func(c *cli.Context) error {
-			o.fromContext(c)
-			return runDemo(c, &o, obs, &so, items, dbArg)
+			opts.Pipeline.fromContext(c)
+			opts.TimeoutSet = c.IsSet("timeout")
+			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
+			opts.Pipeline.Confirm = cfg.Confirm
+			return runDemo(c.Context, &opts)
 		},
 	}
 }
 
-func runDemo(c *cli.Context, o *pipelineOptions, obs obsOptions, so *simOptions, items int, dbArg string) error {
-	stderr := c.App.ErrWriter
+// runDemo serves the simulator in-process and drains the bundled reviews
+// against it, then prints the simulator's view of the run.
+func runDemo(ctx context.Context, opts *demoOptions) error {
+	stderr := opts.ErrOut
+	o, so := &opts.Pipeline, &opts.Sim
 	dir, err := os.MkdirTemp("", "sawtooth-demo-")
 	if err != nil {
 		return err
 	}
-	o.DB = dbArg
+	o.DB = opts.DB
 	if o.DB == "" {
 		o.DB = filepath.Join(dir, "demo.db") // kept: the user inspects it afterwards
 	} else {
 		defer os.RemoveAll(dir) // only the input copy is there
 	}
 	input := filepath.Join(dir, "reviews.jsonl")
-	n, err := writeFirstLines(input, demoReviews, items)
+	n, err := writeFirstLines(input, opts.Reviews, opts.Items)
 	if err != nil {
 		return err
 	}
@@ -87,7 +100,7 @@ func runDemo(c *cli.Context, o *pipelineOptions, obs obsOptions, so *simOptions,
 	}
 	defer sim.Close()
 	o.BaseURL, o.APIKey = url, cfg.APIKey
-	if !c.IsSet("timeout") {
+	if !opts.TimeoutSet {
 		o.Timeout = 5 * time.Second // the simulator's hangs would otherwise hold an item for a minute
 	}
 	fmt.Fprintf(stderr, "demo: %d reviews, simulator at %s: %d requests per %s window (a fixed 64-way pool overruns it), schedule %s, faults on\n",
@@ -95,11 +108,12 @@ func runDemo(c *cli.Context, o *pipelineOptions, obs obsOptions, so *simOptions,
 	fmt.Fprintf(stderr, "demo: database %s\n", o.DB)
 
 	start := time.Now()
-	sum, runErr := runPipeline(c.Context, o, &inputOptions{Path: input, IDField: "id", TextField: "text"}, c.App.Writer, stderr, nil, obs)
+	sum, runErr := drain(ctx, drainRequest{Pipeline: o, Input: inputOptions{Path: input, IDField: "id", TextField: "text"}, Obs: opts.Obs,
+		Out: opts.Out, ErrOut: stderr, ExitNow: opts.ExitNow})
 	wall := time.Since(start)
 
 	st := sim.Stats()
-	w := c.App.Writer
+	w := opts.Out
 	fmt.Fprintf(w, "\nsimulator: %d calls: %d ok, %d rate-limited (%.2f%%), %d 500, %d 503, %d hung, %d malformed, %d blocked, %d cut off\n",
 		st.Calls, st.Outcomes[geminisim.OutcomeOK], st.Outcomes[geminisim.OutcomeRateLimited],
 		100*float64(st.Outcomes[geminisim.OutcomeRateLimited])/float64(max(st.Calls, 1)),

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +25,10 @@ type benchOptions struct {
 	Refusal    time.Duration
 	Model      string
 	Sim        simOptions
+	// ScheduleSet says --quota-schedule was given (else it is computed
+	// from Items).
+	ScheduleSet bool
+	Out, ErrOut io.Writer
 }
 
 // benchSim is the benchmark's simulator: bench.DefaultConfig's quota and
@@ -34,19 +39,19 @@ var benchSim = simOptions{
 	Latency: bench.DefaultLatency, Jitter: bench.DefaultJitter, Seed: 1,
 }
 
-func benchCommand() *cli.Command {
+func newBenchCommand() *cli.Command {
 	var o benchOptions
 	names := make([]string, 0, 5)
 	for _, s := range bench.Strategies() {
 		names = append(names, s.Name)
 	}
 	flags := []cli.Flag{
-		&cli.IntFlag{Name: "items", Value: bench.DefaultItems, Usage: "reviews each strategy drains", Destination: &o.Items},
-		&cli.StringFlag{Name: "strategies", Value: strings.Join(names, ","), Usage: "comma-separated strategies to run, in order", Destination: &o.Strategies},
-		&cli.BoolFlag{Name: "json", Usage: "print the configuration and results (with the concurrency series) as JSON", Destination: &o.JSON},
-		&cli.StringFlag{Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
-		&cli.DurationFlag{Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
-		&cli.StringFlag{Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
+		&cli.IntFlag{Category: catBench, Name: "items", Value: bench.DefaultItems, Usage: "reviews each strategy drains", Destination: &o.Items},
+		&cli.StringFlag{Category: catBench, Name: "strategies", Value: strings.Join(names, ","), Usage: "comma-separated strategies to run, in order", Destination: &o.Strategies},
+		&cli.BoolFlag{Category: catBench, Name: "json", Usage: "print the configuration and results (with the concurrency series) as JSON", Destination: &o.JSON},
+		&cli.StringFlag{Category: catBench, Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
+		&cli.DurationFlag{Category: catBench, Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
+		&cli.StringFlag{Category: catBench, Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
 	}
 	flags = append(flags, simFlags(&o.Sim, benchSim)...)
 	return &cli.Command{
@@ -60,11 +65,14 @@ third of an ideal run and comes back. Goodput is the items answered over
 the requests the quota could admit during the run (its physical limit).`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			return runBench(c, &o)
+			o.ScheduleSet = c.IsSet("quota-schedule")
+			o.Out, o.ErrOut = c.App.Writer, c.App.ErrWriter
+			return runBench(c.Context, &o)
 		},
 	}
 }
 
+// strategyList is one line per strategy, for --help.
 func strategyList() string {
 	var b strings.Builder
 	for _, s := range bench.Strategies() {
@@ -73,7 +81,9 @@ func strategyList() string {
 	return b.String()
 }
 
-func runBench(c *cli.Context, o *benchOptions) error {
+// runBench drains the same items with each strategy and prints the
+// comparison.
+func runBench(ctx context.Context, o *benchOptions) error {
 	if o.Items <= 0 {
 		return usagef("--items must be positive")
 	}
@@ -85,16 +95,16 @@ func runBench(c *cli.Context, o *benchOptions) error {
 	if err != nil {
 		return err
 	}
-	if !c.IsSet("quota-schedule") {
+	if !o.ScheduleSet {
 		sim.Schedule = bench.HalfForAThird(o.Items, sim.RPM, sim.Window)
 	}
 	cfg := bench.DefaultConfig(o.Items)
 	cfg.Sim, cfg.RefusalLatency, cfg.Model = sim, o.Refusal, o.Model
-	cfg.Log = c.App.ErrWriter
-	fmt.Fprintf(c.App.ErrWriter, "bench: %d items per strategy; simulator: %d requests per %s window, schedule %s, latency %s + up to %s, 429s answered after %s\n",
+	cfg.Log = o.ErrOut
+	fmt.Fprintf(o.ErrOut, "bench: %d items per strategy; simulator: %d requests per %s window, schedule %s, latency %s + up to %s, 429s answered after %s\n",
 		o.Items, sim.RPM, sim.Window, scheduleString(sim.Schedule), sim.Latency.Base, sim.Latency.Jitter, o.Refusal)
 
-	results, runErr := bench.Run(c.Context, cfg, strategies)
+	results, runErr := bench.Run(ctx, cfg, strategies)
 	if len(results) == 0 {
 		return runErr
 	}
@@ -102,10 +112,10 @@ func runBench(c *cli.Context, o *benchOptions) error {
 		if err := writePlot(o.Plot, cfg, results); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.ErrWriter, "bench: plot written to %s\n", o.Plot)
+		fmt.Fprintf(o.ErrOut, "bench: plot written to %s\n", o.Plot)
 	}
 	if o.JSON {
-		enc := json.NewEncoder(c.App.Writer)
+		enc := json.NewEncoder(o.Out)
 		enc.SetIndent("", "  ")
 		rep := benchReport{Config: cfg, Results: results}
 		rep.Sim.RPM, rep.Sim.TPM, rep.Sim.Window = sim.RPM, sim.TPM, sim.Window.String()
@@ -114,7 +124,7 @@ func runBench(c *cli.Context, o *benchOptions) error {
 			return err
 		}
 	} else {
-		printBenchTable(c.App.Writer, results)
+		printBenchTable(o.Out, results)
 	}
 	return runErr
 }
@@ -133,6 +143,7 @@ type benchReport struct {
 	Results []bench.Result `json:"results"`
 }
 
+// writePlot writes the SVG plot of results to path.
 func writePlot(path string, cfg bench.Config, results []bench.Result) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -145,6 +156,7 @@ func writePlot(path string, cfg bench.Config, results []bench.Result) error {
 	return f.Close()
 }
 
+// printBenchTable prints one row per strategy.
 func printBenchTable(w io.Writer, results []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\twall\tgoodput\t429 share\tconc mean\tconc p5-p95\tcalls/item\tlost\t")
@@ -159,6 +171,7 @@ func printBenchTable(w io.Writer, results []bench.Result) {
 	tw.Flush()
 }
 
+// scheduleString is steps as --quota-schedule takes them.
 func scheduleString(steps []geminisim.Step) string {
 	if len(steps) == 0 {
 		return "flat"

@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Config is what the process gives the commands.
+type Config struct {
+	// Stdout gets data (summaries, reports, exports); Stderr progress,
+	// notices and errors.
+	Stdout, Stderr io.Writer
+	// DemoReviews is the JSONL input `sawtooth demo` drains.
+	DemoReviews []byte
+	// ExitNow ends the process at once with err's exit code: a second
+	// Ctrl-C during a run. Nil means return normally instead.
+	ExitNow func(err error)
+	// Environ lists the environment as KEY=value; nil means os.Environ.
+	// Only read to warn about SAWTOOTH_* variables no flag reads.
+	Environ func() []string
+	// Confirm asks the user a yes/no question (a re-run above
+	// --confirm-above without --yes); nil means no one can answer, as
+	// when stdin is not a terminal. NewApp's default asks on the terminal.
+	Confirm func(question string) bool
+}
+
+// NewApp assembles every command. Errors come back from Run unprinted and
+// typed (see the package doc): the caller prints them once and maps them
+// to an exit code.
+func NewApp(cfg Config) *cli.App {
+	if cfg.ExitNow == nil {
+		cfg.ExitNow = func(error) {}
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ
+	}
+	if cfg.Confirm == nil {
+		cfg.Confirm = terminalConfirm(os.Stdin, cfg.Stderr)
+	}
+	cmds := []*cli.Command{
+		newRunCommand(cfg),
+		newRetryCommand(cfg),
+		newRerunCommand(cfg),
+		newStatusCommand(),
+		newDLQCommand(),
+		newExportCommand(),
+		newReportCommand(),
+		newVerifyCommand(),
+		newSimCommand(),
+		newDemoCommand(cfg),
+		newBenchCommand(),
+	}
+	for _, c := range cmds {
+		catchUsageErrors(c)
+	}
+	return &cli.App{
+		Name:      "sawtooth",
+		Usage:     "drain big batches of LLM work through a resumable pipeline, as fast as the live quota allows",
+		Version:   buildVersion(),
+		Writer:    cfg.Stdout,
+		ErrWriter: cfg.Stderr,
+		// Errors are printed once, by the caller, with their exit code.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   onUsageError,
+		Before: func(c *cli.Context) error {
+			if err := checkCommandName(c, cmds); err != nil {
+				return err
+			}
+			warnUnknownEnv(cfg.Stderr, cfg.Environ(), cmds)
+			return nil
+		},
+		Commands: cmds,
+	}
+}
+
+// catchUsageErrors makes a flag that cannot be parsed a usage error in c
+// and its subcommands (urfave/cli's own handler prints the whole help and
+// returns a plain error).
+func catchUsageErrors(c *cli.Command) {
+	c.OnUsageError = onUsageError
+	for _, s := range c.Subcommands {
+		catchUsageErrors(s)
+	}
+}
+
+var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+
+// onUsageError turns a flag parsing error into a *UsageError that names
+// the flag, suggests the nearest one and says where the flags are listed.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	name := "sawtooth"
+	var flags []cli.Flag
+	if c.Command != nil && c.Command.Name != "" {
+		name = "sawtooth " + c.Command.FullName()
+		flags = c.Command.Flags
+	} else {
+		flags = c.App.Flags
+	}
+	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
+		return usagef("unknown flag --%s%s (see %s --help)", m[1], didYouMean(m[1], flagNames(flags), "--%s"), name)
+	}
+	msg := strings.Replace(err.Error(), " for flag -", " for --", 1)
+	return usagef("%s (see %s --help)", msg, name)
+}
+
+// flagNames is every name and alias of flags.
+func flagNames(flags []cli.Flag) []string {
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	return names
+}
+
+// checkCommandName refuses an unknown command (or help topic) with the
+// nearest one, before anything runs.
+func checkCommandName(c *cli.Context, cmds []*cli.Command) error {
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return nil
+	}
+	name := args[0]
+	if name == "help" || name == "h" {
+		if len(args) < 2 {
+			return nil
+		}
+		name = args[1]
+	}
+	var names []string
+	for _, cmd := range cmds {
+		if cmd.HasName(name) {
+			return nil
+		}
+		names = append(names, cmd.Name)
+	}
+	if strings.HasPrefix(name, "-") {
+		return nil // a root flag: the parser has said what it thinks
+	}
+	return usagef("unknown command %q%s (sawtooth --help lists the commands)", name, didYouMean(name, names, "%s"))
+}
+
+// testVariables are the SAWTOOTH_* variables the project's test suites
+// read (see e2e/doc.go, bench/doc.go): set while the binary runs under
+// them, and no mistake.
+var testVariables = map[string]bool{
+	"SAWTOOTH_LONG": true, "SAWTOOTH_E2E_RACE": true, "SAWTOOTH_BENCH_1M": true, "SAWTOOTH_SCREENSHOT_DIR": true,
+}
+
+// warnUnknownEnv warns about each SAWTOOTH_* variable in env that no
+// flag of any command reads: a misspelt name is otherwise silently
+// ignored.
+func warnUnknownEnv(w io.Writer, env []string, cmds []*cli.Command) {
+	known := map[string]bool{}
+	var walk func([]*cli.Command)
+	walk = func(cs []*cli.Command) {
+		for _, c := range cs {
+			for _, f := range c.Flags {
+				if ef, ok := f.(interface{ GetEnvVars() []string }); ok {
+					for _, e := range ef.GetEnvVars() {
+						known[e] = true
+					}
+				}
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(cmds)
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "SAWTOOTH_") || known[k] || testVariables[k] {
+			continue
+		}
+		fmt.Fprintf(w, "sawtooth: warning: the environment variable %s names no flag and is ignored%s\n", k, didYouMean(k, names, "%s"))
+	}
+}
+
+// requireFlags returns an error naming the first of names that has no
+// value from the command line, the environment or the --config file.
+func requireFlags(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.IsSet(n) && c.Value(n) != nil && fmt.Sprint(c.Value(n)) != "" {
+			continue
+		}
+		what := ""
+		for _, f := range c.Command.Flags {
+			if f.Names()[0] == n {
+				if u, ok := f.(interface{ GetUsage() string }); ok {
+					what = " (" + strings.NewReplacer(" (required)", "", "; required", "", "`", "").Replace(u.GetUsage()) + ")"
+				}
+			}
+		}
+		return usagef("missing --%s%s (see sawtooth %s --help)", n, what, c.Command.FullName())
+	}
+	return nil
+}
+
+// before is a command's Before: read --config, then check that every
+// flag in required has a value.
+func before(required ...string) cli.BeforeFunc {
+	return func(c *cli.Context) error {
+		if err := loadConfig(c); err != nil {
+			return err
+		}
+		return requireFlags(c, required...)
+	}
+}

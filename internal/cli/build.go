@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/limiter"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// stageSet is the pipeline one command drains: the three stages, their
+// stored definition (names and fingerprints), the engine's stage configs
+// and the classify limiter (both set by addLimiter, once the DB is open),
+// and the prices the cost is estimated at.
+type stageSet struct {
+	defs     []store.StageDef
+	stages   []pipeline.StageConfig
+	sanitize *stages.Sanitize
+	classify *stages.Classify
+	agg      *stages.Aggregate
+	limiter  *limiter.AIMD
+	priceIn  float64
+	priceOut float64
+}
+
+// fingerprint hashes what decides a stage's output.
+func fingerprint(parts ...any) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%v\x00", p)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// mustJSON encodes a plain struct.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called with plain structs
+	}
+	return b
+}
+
+// buildStages builds the three stages and the pipeline definition (stage
+// names and the fingerprint of what decides each stage's output).
+func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
+	emoji, err := stages.ParseEmojiPolicy(o.Emoji)
+	if err != nil {
+		return nil, usagef("--emoji: %v", err)
+	}
+	if o.APIKey == "" {
+		return nil, usagef("no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment")
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.PromptFile != "" && !o.promptKept {
+		b, err := os.ReadFile(o.PromptFile)
+		if err != nil {
+			return nil, usagef("--prompt-file %s: %v", o.PromptFile, unwrapPath(err))
+		}
+		o.prompt = string(b)
+	}
+	prompt := o.prompt
+	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
+		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
+		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
+	})
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	b := &stageSet{
+		sanitize: &stages.Sanitize{MaxChars: o.MaxChars, Emoji: emoji},
+		classify: cl,
+		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
+	}
+	b.defs = []store.StageDef{
+		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji),
+			Config: mustJSON(sanitizeSettings{MaxChars: o.MaxChars, Emoji: o.Emoji})},
+		{Name: cl.Name(), Fingerprint: cl.Fingerprint(),
+			Config: mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: prompt, MaxOutputTokens: o.MaxOutputTokens})},
+		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg)},
+	}
+	b.priceIn, b.priceOut = stages.Price(o.Model)
+	if o.PriceIn >= 0 {
+		b.priceIn = o.PriceIn
+	}
+	if o.PriceOut >= 0 {
+		b.priceOut = o.PriceOut
+	}
+	return b, nil
+}
+
+// validate refuses option values no stage or limiter can work with,
+// naming the flag.
+func (o *pipelineOptions) validate() error {
+	checks := []struct {
+		bad  bool
+		flag string
+		want string
+	}{
+		{o.MaxChars <= 0, "max-chars", "a positive number of characters"},
+		{o.Timeout <= 0, "timeout", "a positive duration, e.g. 60s"},
+		{o.MaxOutputTokens <= 0, "max-output-tokens", "a positive number of tokens"},
+		{o.Workers <= 0, "workers", "at least 1"},
+		{o.MaxAttempts <= 0, "max-attempts", "at least 1"},
+		{o.Grace < 0, "grace", "a duration of 0 or more"},
+		{o.Floor <= 0, "floor", "at least 1"},
+		{o.Ceiling < o.Floor, "ceiling", fmt.Sprintf("at least --floor (%d)", o.Floor)},
+		{o.Start < 0, "start", "a number of calls, or 0 for the learned limit"},
+		{o.Fixed < 0, "fixed", "a number of calls, or 0 for adaptive"},
+		{o.Decrease <= 0 || o.Decrease >= 1, "decrease", "a factor between 0 and 1, e.g. 0.5"},
+		{o.Cooldown < 0, "cooldown", "a duration of 0 or more"},
+		{o.MaxWait <= 0, "max-wait", "a positive duration"},
+		{o.MaxOutage <= 0, "max-outage", "a positive duration"},
+		{o.TPM < 0, "tpm", "a number of tokens per minute, or 0 for unknown"},
+		{o.RPM < 0, "rpm", "a number of requests per minute, or 0 for unknown"},
+		{o.ConfirmAbove < 0, "confirm-above", "a number of items, 0 or more"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return usagef("--%s: want %s", c.flag, c.want)
+		}
+	}
+	return nil
+}
+
+// unwrapPath drops the *fs.PathError's repetition of the path.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// openDB opens the pipeline DB with this definition: for writing, or
+// read-only for a dry run.
+func (o *pipelineOptions) openDB(b *stageSet) (*store.DB, error) {
+	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
+}
+
+// addLimiter builds the classify limiter (starting from the limit the last
+// run learned, unless --start says otherwise) and the engine's stage
+// configs.
+func (o *pipelineOptions) addLimiter(b *stageSet, db *store.DB) {
+	if o.Fixed > 0 {
+		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
+	} else {
+		start := o.Start
+		if start <= 0 {
+			start = db.LearnedLimit(b.classify.Name())
+		}
+		b.limiter = limiter.New(limiter.Config{
+			Start: start, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
+			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
+		})
+	}
+	b.stages = []pipeline.StageConfig{
+		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
+		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage},
+		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
+	}
+}
+
+// cost is the estimated USD for a usage at the configured prices.
+func (b *stageSet) cost(u pipeline.Usage) float64 {
+	return (float64(u.PromptTokens)*b.priceIn + float64(u.CandidateTokens)*b.priceOut) / 1e6
+}

@@ -1,0 +1,354 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// drainRequest is what run, retry, rerun and demo ask of drain.
+type drainRequest struct {
+	Pipeline *pipelineOptions
+	Input    inputOptions
+	Obs      monitor.Options
+	// RerunFrom, if set, re-runs every item from that stage (rerun).
+	RerunFrom string
+	// RetryStage, if set, re-queues that stage's dead letters (retry).
+	RetryStage string
+	// Out gets the run summary and a dry run's plan; ErrOut progress and
+	// notices.
+	Out, ErrOut io.Writer
+	// ExitNow ends the process at once on a second signal.
+	ExitNow func(error)
+}
+
+// drain is run, retry, rerun and demo: check every argument, open,
+// reconcile the configuration, ingest, re-queue, drain, summarise.
+//
+// Everything the command line names (flags, stage names, the input file
+// and its format, the prompt file, the --db path) is checked before the
+// DB is opened for writing or any file is created, so a command that
+// fails on its arguments changes nothing.
+func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
+	var sum pipeline.RunSummary
+	o, obs, stdout, stderr := req.Pipeline, req.Obs, req.Out, req.ErrOut
+	// Signals are handled from here on, so a Ctrl-C while the input is
+	// checked or ingested stops cleanly too (exit 3); messages follow the
+	// progress display once it exists.
+	sigOut := monitor.NewSwitchWriter(stderr)
+	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
+	defer stop()
+	b, input, exists, err := checkAndBuild(ctx, req)
+	if err != nil {
+		return sum, err
+	}
+	if o.DryRun && !exists {
+		fmt.Fprintf(stdout, "no database at %s yet: nothing would be re-run\n", o.DB)
+		return sum, nil
+	}
+	db, err := o.openDB(b)
+	if err != nil {
+		return sum, err
+	}
+	defer db.Close()
+	if stop, err := reconcile(db, b, req); stop || err != nil {
+		return sum, err
+	}
+	if input != nil {
+		if err := ingestFile(ctx, db, input, stderr); err != nil {
+			return sum, err
+		}
+	}
+	if req.RetryStage != "" {
+		n, err := db.Requeue(req.RetryStage, nil)
+		if err != nil {
+			return sum, err
+		}
+		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
+	}
+	o.addLimiter(b, db)
+
+	runID := store.NewRunID(time.Now())
+	rc, err := monitorConfig(db, b, runID, o.Quiet)
+	if err != nil {
+		return sum, err
+	}
+	prog, err := monitor.Start(stderr, obs, rc)
+	if err != nil {
+		return sum, usage(err)
+	}
+	sigOut.Set(prog.Writer())
+	r := &pipeline.Runner{
+		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace,
+		OnTick: prog.Tick, Log: prog.Log(),
+	}
+	sum, runErr := r.Run(ctx)
+	prog.Close()
+	if cs := sum.Stages["classify"]; cs != nil {
+		cs.CostUSD = b.cost(cs.Usage)
+		// A limit learned in a quota storm or a failed run (the floor) is
+		// no guide for tomorrow: keep the last good one then.
+		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
+			if err := db.SetLearnedLimit("classify", b.limiter.Limit()); err != nil && runErr == nil {
+				runErr = err
+			}
+		}
+		if err := db.SaveRun(sum); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if err := monitor.PrintSummary(stdout, stageOrder(db), sum, o.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		var fe *pipeline.FatalError
+		switch {
+		case errors.Is(runErr, pipeline.ErrStopped):
+			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
+		case errors.As(runErr, &fe) && fe.DeadLettered == 0:
+			// The runner's message says how many were dead-lettered
+			// for the cause when some were.
+			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
+		}
+	}
+	return sum, runErr
+}
+
+// checkAndBuild checks every argument of req (nothing is opened for
+// writing or created yet) and reads the input once to accept it (input,
+// applied after the DB is open), keeps the recorded settings when asked,
+// and builds the stages. exists says the DB file holds something.
+func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *ingest.Plan, exists bool, err error) {
+	o, in := req.Pipeline, &req.Input
+	if _, err := monitor.NewLogger(io.Discard, req.Obs.LogFormat, req.Obs.LogLevel); err != nil {
+		return nil, nil, false, usage(err)
+	}
+	if req.RerunFrom != "" {
+		if err := checkStage("from-stage", req.RerunFrom); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if req.RetryStage != "" {
+		if err := checkStage("stage", req.RetryStage); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if err := checkDBPath(o.DB, o.MustExist); err != nil {
+		return nil, nil, false, err
+	}
+	if in.Path != "" {
+		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
+		exists = true
+	}
+	if exists && o.KeepStored {
+		defs, err := readDefinition(o.DB)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
+			fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+		}
+	}
+	b, err = o.buildStages(ctx)
+	return b, input, exists, err
+}
+
+// reconcile settles a configuration change and an asked-for re-run before
+// anything is ingested: it refuses an unasked change, prints the plan of
+// a dry run (stop), stops a re-run above --confirm-above that nobody
+// confirmed, or re-queues the items and records the new definition.
+func reconcile(db *store.DB, b *stageSet, req drainRequest) (stop bool, err error) {
+	o := req.Pipeline
+	from, why, err := rerunStart(db, b, req)
+	if err != nil {
+		return true, err
+	}
+	if from == "" {
+		if o.DryRun {
+			fmt.Fprintf(req.Out, "nothing would be re-run: no stage's configuration changed since %s was last run\n", o.DB)
+		}
+		return o.DryRun, nil
+	}
+	plan, err := planRerun(db, from, b.cost)
+	if err != nil {
+		return true, err
+	}
+	if o.DryRun {
+		plan.print(req.Out)
+		return true, nil
+	}
+	if plan.Items > o.ConfirmAbove && !o.Yes {
+		plan.print(req.ErrOut)
+		if o.Confirm == nil || !o.Confirm(fmt.Sprintf("re-run %s?", plural(plan.Items, "item"))) {
+			return true, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes",
+				plural(plan.Items, "item"), o.ConfirmAbove)
+		}
+	}
+	n, err := db.Rerun(from)
+	if err != nil {
+		return true, err
+	}
+	if err := db.AcceptDefinition(); err != nil {
+		return true, err
+	}
+	fmt.Fprintf(req.ErrOut, "%s: re-queued %s at %s\n", why, plural(n, "item"), from)
+	return false, nil
+}
+
+// rerunStart decides where re-running starts, and why: at the first stage
+// whose configuration changed (when it produced anything, and the user
+// asked for it with --rerun-changed or rerun), or at req.RerunFrom if that
+// is earlier. A change nobody asked to re-run is refused, with what
+// changed; a change to a stage that produced nothing is adopted.
+func rerunStart(db *store.DB, b *stageSet, req drainRequest) (from, why string, err error) {
+	o := req.Pipeline
+	if changed := db.ChangedStages(); len(changed) > 0 {
+		produced, err := producedFrom(db, changed[0])
+		if err != nil {
+			return "", "", err
+		}
+		switch {
+		case !produced:
+			// Nothing was ever produced under the old configuration (say a
+			// run that stopped at once on an unknown model): adopt the new one.
+			if !o.DryRun {
+				if err := db.AcceptDefinition(); err != nil {
+					return "", "", err
+				}
+			}
+		case !o.RerunChanged && req.RerunFrom == "":
+			return "", "", configChanged(db, b, changed[0])
+		default:
+			from, why = changed[0], "the configuration of "+changed[0]+" changed"
+		}
+	}
+	if req.RerunFrom != "" && (from == "" || stageIndex(req.RerunFrom) < stageIndex(from)) {
+		if from != "" {
+			why += ", and rerun --from-stage " + req.RerunFrom + " was asked"
+		} else {
+			why = "rerun --from-stage " + req.RerunFrom
+		}
+		from = req.RerunFrom
+	}
+	return from, why, nil
+}
+
+// configChanged is the refusal of a configuration change at stage: what
+// changed, as a diff when the DB recorded the settings, and the commands
+// that decide.
+func configChanged(db *store.DB, b *stageSet, stage string) error {
+	var diff []string
+	if old, err := db.StoredDefinition(); err == nil {
+		stored := storedSettings(old)
+		for _, d := range b.defs {
+			if d.Name == stage {
+				diff = settingsDiff(stage, stored[stage], d.Config)
+			}
+		}
+	}
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "the configuration of stage %s changed since %s was last run", stage, db.Path())
+	if len(diff) > 0 {
+		msg.WriteString(":\n  " + strings.Join(diff, "\n  "))
+	} else {
+		msg.WriteString(" (model, labels, prompt or options)")
+	}
+	fmt.Fprintf(&msg, "\nRe-running %s and the stages after it re-pays every item. To see what it would cost, run the same command with --rerun-changed --dry-run;"+
+		" then with --rerun-changed to re-run, or run again with the previous settings.", stage)
+	return usagef("%s", msg.String())
+}
+
+// stageIndex is name's position in the pipeline, or len(stageNames).
+func stageIndex(name string) int {
+	for i, s := range stageNames {
+		if s == name {
+			return i
+		}
+	}
+	return len(stageNames)
+}
+
+// readDefinition reads the pipeline definition recorded in the DB at
+// path without opening it for writing.
+func readDefinition(path string) ([]store.StageDef, error) {
+	db, err := store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.StoredDefinition()
+}
+
+// producedFrom reports whether any item has an output or a dead letter at
+// stage or a later one: whether a configuration change there matters.
+func producedFrom(db *store.DB, stage string) (bool, error) {
+	counts, err := db.Counts()
+	if err != nil {
+		return false, err
+	}
+	from := false
+	for _, s := range counts.Stages {
+		from = from || s.Stage == stage
+		if from && (s.Output > 0 || s.Dead > 0) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// monitorConfig is what the monitor needs to know of a run, read from
+// the DB and the stages: per stage its name, how many items wait there
+// now, and its limiter.
+func monitorConfig(db *store.DB, b *stageSet, runID string, quiet bool) (monitor.RunConfig, error) {
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: quiet, Cost: b.cost}
+	counts, err := db.Counts()
+	if err != nil {
+		return rc, err
+	}
+	for _, s := range counts.Stages {
+		rc.Stages = append(rc.Stages, s.Stage)
+		rc.Queued = append(rc.Queued, int64(s.Queued))
+		rc.Before = append(rc.Before, int64(s.Output+s.Dead))
+		var lim pipeline.Limiter
+		for _, sc := range b.stages {
+			if sc.Stage.Name() == s.Stage && sc.Limiter != nil {
+				lim = sc.Limiter
+			}
+		}
+		rc.Limiters = append(rc.Limiters, lim)
+	}
+	return rc, nil
+}
+
+// nextCommands are the commands worth running after a run, each with
+// its --db.
+func nextCommands(path string, sum pipeline.RunSummary) []string {
+	p := shellQuote(path)
+	next := []string{"sawtooth status --db " + p}
+	if sum.Totals().Dead > 0 {
+		next = append(next, "sawtooth dlq list --db "+p)
+	}
+	return append(next, "sawtooth report --db "+p+" --format html -o report.html")
+}
+
+// stageOrder is the DB's stage names in pipeline order.
+func stageOrder(db *store.DB) []string {
+	var out []string
+	for _, s := range db.Stages() {
+		out = append(out, s.Name)
+	}
+	return out
+}

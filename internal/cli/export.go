@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/sawtooth-dev/sawtooth/report"
+	"github.com/urfave/cli/v2"
+)
+
+// exportOptions are `sawtooth export`'s.
+type exportOptions struct {
+	DB string
+	// Stage exports the items with an output there; All every done and
+	// dead item with every stage's fields. Exactly one is given.
+	Stage  string
+	All    bool
+	Format string
+	// Columns, when set, are the columns written, in order.
+	Columns []string
+	Out     io.Writer
+}
+
+func newExportCommand() *cli.Command {
+	var (
+		opts    exportOptions
+		columns cli.StringSlice
+	)
+	return &cli.Command{
+		Name:  "export",
+		Usage: "write one row per item (stdout): --all for every stage's fields as columns, or --stage S",
+		Description: `--all: id, status (done / dead at STAGE), the dead-letter reason, every input
+field and each stage's output fields as their own columns (classify.label,
+classify.confidence, ...). --stage S: id, the input fields and S's output
+fields. Numbers are printed as people write them; the export streams.`,
+		Flags: []cli.Flag{dbFlag(), stageFlag(&opts.Stage, "export the items with an output at this stage (or --all)", false),
+			&cli.BoolFlag{Name: "all", Category: catDB, Usage: "every done and dead item with every stage's fields (or --stage)", Destination: &opts.All},
+			&cli.StringFlag{Name: "format", Category: catOutput, Value: report.FormatJSONL, Usage: "output format: jsonl|csv|tsv", Destination: &opts.Format},
+			&cli.StringSliceFlag{Name: "columns", Category: catOutput, Usage: "write only these `COLUMNS`, in this order", Destination: &columns},
+		},
+		Before: before("db"),
+		Action: func(c *cli.Context) error {
+			opts.DB, opts.Out, opts.Columns = c.String("db"), c.App.Writer, splitList(columns.Value())
+			return runExport(&opts)
+		},
+	}
+}
+
+// runExport writes the rows to Out; every option is checked before the
+// DB is opened.
+func runExport(opts *exportOptions) error {
+	switch opts.Format {
+	case report.FormatJSONL, report.FormatCSV, report.FormatTSV:
+	default:
+		return usagef("export: --format must be jsonl, csv or tsv, not %q", opts.Format)
+	}
+	if (opts.Stage == "") == !opts.All {
+		return usagef("export: pass exactly one of --stage S or --all")
+	}
+	if opts.Stage != "" {
+		if err := checkStage("stage", opts.Stage); err != nil {
+			return err
+		}
+	}
+	db, err := openReadOnly(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns})
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// stageNames is the pipeline every sawtooth DB holds, in order.
+var stageNames = []string{"sanitize", "classify", "aggregate"}
+
+// namedStages is the stage definition by names only: what a command that
+// does not run the stages opens the DB with.
+func namedStages() []store.StageDef {
+	defs := make([]store.StageDef, len(stageNames))
+	for i, n := range stageNames {
+		defs[i].Name = n
+	}
+	return defs
+}
+
+// openReadOnly opens the DB for a command that only reads. Stage
+// fingerprints do not matter here, only the names.
+func openReadOnly(path string) (*store.DB, error) {
+	if err := checkDBPath(path, true); err != nil {
+		return nil, err
+	}
+	return store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+}
+
+// openWritable opens the DB for a command that changes it without running.
+func openWritable(path string) (*store.DB, error) {
+	if err := checkDBPath(path, true); err != nil {
+		return nil, err
+	}
+	return store.Open(path, store.Options{Stages: namedStages(), MustExist: true})
+}
+
+// boltMagic starts every bbolt meta page (after the 16-byte page header).
+const boltMagic = 0xED0CDAED
+
+// checkDBPath refuses a --db that cannot be a sawtooth database before
+// anything opens or creates it, each case with its own message: nothing
+// there (when mustExist; with the nearest .db file in that directory), a
+// missing directory, a directory, a device or pipe, and a file without a
+// database header (an input file given as --db, say). A file with the
+// header is left to the store, which tells a damaged database apart.
+//
+// A path that names nothing, or an input file, is a usage error (the
+// value typed is wrong); a directory, a device or a file that is no
+// database is an error of the place (exit 1), as a store failure is.
+func checkDBPath(path string, mustExist bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		dir := filepath.Dir(path)
+		if di, derr := os.Stat(dir); derr != nil || !di.IsDir() {
+			return usagef("--db %s: the directory %s does not exist", path, dir)
+		}
+		if !mustExist {
+			return nil
+		}
+		return usagef("--db %s: no such database%s (a database is created by `sawtooth run --db %s --input FILE`)", path, nearestDB(path), path)
+	case err != nil:
+		return fmt.Errorf("--db %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("--db %s is a directory, not a database file%s", path, dbFilesIn(path))
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("--db %s is not a regular file (%s): give a database file", path, fi.Mode().Type())
+	case fi.Size() == 0:
+		return nil // the store decides (a run killed as it created the file leaves one)
+	}
+	ok, err := hasBoltHeader(path)
+	if err != nil {
+		return fmt.Errorf("--db %s: %w", path, err)
+	}
+	if ok {
+		return nil
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".txt":
+		return usagef("--db %s is not a database but looks like an input file: pass it as --input %s and name the database with --db, e.g. --db %s",
+			path, path, strings.TrimSuffix(path, filepath.Ext(path))+".db")
+	}
+	return fmt.Errorf("--db %s is not a sawtooth database: it has no database header (corrupt or not a database); check the path, or give another --db", path)
+}
+
+// hasBoltHeader reports whether either meta page of the file at path
+// starts with bbolt's magic number.
+func hasBoltHeader(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	buf := make([]byte, 20)
+	for _, off := range []int64{0, 4096, 8192, 16384, 65536} {
+		if _, err := f.ReadAt(buf, off); err != nil {
+			if errors.Is(err, io.EOF) {
+				return false, nil
+			}
+			return false, err
+		}
+		if binary.LittleEndian.Uint32(buf[16:]) == boltMagic || binary.BigEndian.Uint32(buf[16:]) == boltMagic {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// dbFiles lists the .db files in dir.
+func dbFiles(dir string) []string {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.db"))
+	return matches
+}
+
+// nearestDB suggests the existing .db file beside path whose name is
+// closest to path's, or "".
+func nearestDB(path string) string {
+	best, bestD := "", -1
+	for _, m := range dbFiles(filepath.Dir(path)) {
+		if d := editDistance(filepath.Base(path), filepath.Base(m)); bestD < 0 || d < bestD {
+			best, bestD = m, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return ": did you mean " + best + "?"
+}
+
+// dbFilesIn suggests the .db files in dir, or "".
+func dbFilesIn(dir string) string {
+	m := dbFiles(dir)
+	switch {
+	case len(m) == 0:
+		return ""
+	case len(m) > 3:
+		m = append(m[:3], "...")
+	}
+	return ": give the database file in it, e.g. " + strings.Join(m, ", ")
+}

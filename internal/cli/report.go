@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/sawtooth-dev/sawtooth/report"
+	"github.com/urfave/cli/v2"
+)
+
+// reportOptions are `sawtooth report`'s.
+type reportOptions struct {
+	DB     string
+	Format string
+	// Output is the file written; empty means Out.
+	Output string
+	// Month, From and To choose the period (report.ParseWindow).
+	Month, From, To string
+	// By is the pivot's group fields; BySet says --by was given (csv
+	// pivots by app,month otherwise).
+	By    []string
+	BySet bool
+	// Where keeps items whose FIELD=VALUE.
+	Where       []string
+	Out, ErrOut io.Writer
+}
+
+func newReportCommand() *cli.Command {
+	var (
+		opts      reportOptions
+		by, where cli.StringSlice
+	)
+	return &cli.Command{
+		Name:  "report",
+		Usage: "render what the items say and how the last run went (text|markdown|json|csv|html)",
+		Description: `html is one self-contained page for the people who read the results: the
+period's headline numbers, the label mix per app with its change since the
+previous month, a monthly trend per label and quoted reviews, then the run's
+operations (concurrency limit, calls per second, cost) collapsed; markdown
+pastes into a chat or a PR.
+
+--by app,month adds a pivot (any group fields, any order): label counts and
+shares, average rating and the change against the previous period per row.
+--month 2026-11 (or --from/--to) chooses the period, --where app=TaskFlow
+filters the items. csv writes the pivot (by app,month unless --by), one
+line per row and label.`,
+		Flags: []cli.Flag{dbFlag(),
+			&cli.StringFlag{Name: "format", Category: catOutput, Value: "text", Usage: "text|markdown|json|csv|html", Destination: &opts.Format},
+			&cli.StringFlag{Name: "output", Category: catOutput, Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &opts.Output},
+			&cli.StringSliceFlag{Name: "by", Category: catReport, Usage: "pivot by these group `FIELDS` (comma-separated, e.g. app,month)", Destination: &by},
+			&cli.StringFlag{Name: "month", Category: catReport, Usage: "the period: one `YYYY-MM`", DefaultText: "the latest month with items", Destination: &opts.Month},
+			&cli.StringFlag{Name: "from", Category: catReport, Usage: "the period's first `YYYY-MM`", Destination: &opts.From},
+			&cli.StringFlag{Name: "to", Category: catReport, Usage: "the period's last `YYYY-MM`", Destination: &opts.To},
+			&cli.StringSliceFlag{Name: "where", Category: catReport, Usage: "keep items whose `FIELD=VALUE` (repeatable)", Destination: &where},
+		},
+		Before: before("db"),
+		Action: func(c *cli.Context) error {
+			opts.DB, opts.Out, opts.ErrOut = c.String("db"), c.App.Writer, c.App.ErrWriter
+			opts.By, opts.BySet, opts.Where = splitList(by.Value()), c.IsSet("by"), where.Value()
+			return runReport(&opts)
+		},
+	}
+}
+
+// runReport renders the report of the DB to Output or Out. Every option
+// is checked before the DB is opened.
+func runReport(opts *reportOptions) error {
+	render, err := reportRenderer(opts.Format)
+	if err != nil {
+		return err
+	}
+	win, err := report.ParseWindow(opts.Month, opts.From, opts.To)
+	if err != nil {
+		return usagef("report: %v", err)
+	}
+	filters, err := report.ParseFilters(opts.Where)
+	if err != nil {
+		return usagef("report: %v", err)
+	}
+	load := report.LoadOptions{Window: win, Where: filters}
+	if opts.BySet {
+		load.By = opts.By
+	} else if opts.Format == "csv" {
+		load.By = []string{"app", "month"}
+	}
+	db, err := openReadOnly(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	data, err := report.Load(db, load)
+	if err != nil {
+		return err
+	}
+	if opts.Output == "" {
+		return render(opts.Out, data)
+	}
+	if err := writeFileAtomic(opts.Output, func(w io.Writer) error { return render(w, data) }); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	fmt.Fprintf(opts.ErrOut, "wrote %s\n", opts.Output)
+	return nil
+}
+
+// reportRenderer is the renderer of a --format.
+func reportRenderer(format string) (func(io.Writer, *report.Data) error, error) {
+	switch format {
+	case "text":
+		return report.Text, nil
+	case "markdown", "md":
+		return report.Markdown, nil
+	case "html":
+		return report.HTML, nil
+	case "csv":
+		return report.CSV, nil
+	case "json":
+		return func(w io.Writer, d *report.Data) error { return writeJSON(w, d) }, nil
+	default:
+		return nil, usagef("report: unknown --format %q (text, markdown, json, csv or html)", format)
+	}
+}
+
+// writeFileAtomic writes path through a temporary file in the same
+// directory renamed into place, so a reader never sees half a file.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/urfave/cli/v2"
+)
+
+// simOptions configure the Gemini simulator, for `sim` and `demo`.
+type simOptions struct {
+	Addr                       string
+	Key                        string
+	RPM, TPM, RPD              int
+	Window, Day                time.Duration
+	Schedule                   string
+	Latency, PerToken, Jitter  time.Duration
+	MaxConcurrent              int
+	F500, F503, Hang, Malform  float64
+	BlockPrompt, BlockCand, MT float64
+	Seed                       int64
+}
+
+// simFlags are the simulator's flags, with d's values as defaults.
+func simFlags(o *simOptions, d simOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Category: catSim, Name: "sim-rpm", Value: d.RPM, Usage: "simulator: requests per --sim-window (0 = unlimited)", Destination: &o.RPM},
+		&cli.IntFlag{Category: catSim, Name: "sim-tpm", Value: d.TPM, Usage: "simulator: input tokens per --sim-window (0 = unlimited)", Destination: &o.TPM},
+		&cli.IntFlag{Category: catSim, Name: "sim-rpd", Value: d.RPD, Usage: "simulator: requests per --sim-day (0 = unlimited)", Destination: &o.RPD},
+		&cli.DurationFlag{Category: catSim, Name: "sim-window", Value: d.Window, Usage: "simulator: length of the window --sim-rpm and --sim-tpm count in (a minute on the real API; shorter makes a rehearsal quicker)", Destination: &o.Window},
+		&cli.DurationFlag{Category: catSim, Name: "sim-day", Value: d.Day, Usage: "simulator: length of the window --sim-rpd counts in (a day on the real API)", Destination: &o.Day},
+		&cli.StringFlag{Category: catSim, Name: "quota-schedule", Value: d.Schedule, Usage: "simulator: live quota as AT:PERCENT steps, e.g. 0s:100,30s:50,60s:100", Destination: &o.Schedule},
+		&cli.DurationFlag{Category: catSim, Name: "latency", Value: d.Latency, Usage: "simulator: base latency", Destination: &o.Latency},
+		&cli.DurationFlag{Category: catSim, Name: "latency-per-token", Value: d.PerToken, Usage: "simulator: latency per prompt token", Destination: &o.PerToken},
+		&cli.DurationFlag{Category: catSim, Name: "jitter", Value: d.Jitter, Usage: "simulator: uniform latency jitter", Destination: &o.Jitter},
+		&cli.IntFlag{Category: catSim, Name: "max-concurrent", Value: d.MaxConcurrent, Usage: "simulator: more requests in flight than this get 503 overloaded (0 = off)", Destination: &o.MaxConcurrent},
+		&cli.Float64Flag{Category: catSim, Name: "fault-500", Value: d.F500, Usage: "simulator: rate of 500 INTERNAL", Destination: &o.F500},
+		&cli.Float64Flag{Category: catSim, Name: "fault-503", Value: d.F503, Usage: "simulator: rate of 503 overloaded", Destination: &o.F503},
+		&cli.Float64Flag{Category: catSim, Name: "fault-hang", Value: d.Hang, Usage: "simulator: rate of requests that never answer", Destination: &o.Hang},
+		&cli.Float64Flag{Category: catSim, Name: "fault-malformed", Value: d.Malform, Usage: "simulator: rate of truncated 200 bodies", Destination: &o.Malform},
+		&cli.Float64Flag{Category: catSim, Name: "fault-block-prompt", Value: d.BlockPrompt, Usage: "simulator: rate of promptFeedback safety blocks", Destination: &o.BlockPrompt},
+		&cli.Float64Flag{Category: catSim, Name: "fault-block-candidate", Value: d.BlockCand, Usage: "simulator: rate of finishReason SAFETY", Destination: &o.BlockCand},
+		&cli.Float64Flag{Category: catSim, Name: "fault-max-tokens", Value: d.MT, Usage: "simulator: rate of MAX_TOKENS cut-offs", Destination: &o.MT},
+		&cli.Int64Flag{Category: catSim, Name: "seed", Value: d.Seed, Usage: "simulator: seed for faults and jitter", Destination: &o.Seed},
+	}
+}
+
+// config is the simulator configuration the options describe.
+func (o *simOptions) config() (geminisim.Config, error) {
+	sched, err := geminisim.ParseSchedule(o.Schedule)
+	if err != nil {
+		return geminisim.Config{}, usagef("--quota-schedule: %v", err)
+	}
+	return geminisim.Config{
+		APIKey: o.Key, RPM: o.RPM, TPM: o.TPM, RPD: o.RPD, Window: o.Window, Day: o.Day, Schedule: sched,
+		Latency:       geminisim.Latency{Base: o.Latency, PerToken: o.PerToken, Jitter: o.Jitter},
+		MaxConcurrent: o.MaxConcurrent,
+		Faults: geminisim.Faults{Err500: o.F500, Err503: o.F503, Hang: o.Hang, Malformed: o.Malform,
+			BlockPrompt: o.BlockPrompt, BlockCandidate: o.BlockCand, MaxTokens: o.MT},
+		Seed: o.Seed,
+	}, nil
+}
+
+func newSimCommand() *cli.Command {
+	var o simOptions
+	defaults := simOptions{Window: time.Minute, Day: 24 * time.Hour, Latency: 100 * time.Millisecond, Jitter: 50 * time.Millisecond, Seed: 1}
+	return &cli.Command{
+		Name:  "sim",
+		Usage: "serve the Gemini-compatible simulator (quota, latency, faults) for rehearsals and tests",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Category: catSim, Name: "addr", Value: "127.0.0.1:8089", Usage: "listen address (loopback)", Destination: &o.Addr},
+			&cli.StringFlag{Category: catSim, Name: "key", Value: geminisim.DefaultAPIKey, Usage: "the API key clients must send", Destination: &o.Key},
+		}, simFlags(&o, defaults)...),
+		Action: func(c *cli.Context) error {
+			return runSim(c.Context, &o, c.App.Writer)
+		},
+	}
+}
+
+// runSim serves the simulator until ctx is done or a signal comes.
+func runSim(ctx context.Context, o *simOptions, out io.Writer) error {
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	srv := geminisim.New(cfg)
+	url, err := srv.Start(o.Addr)
+	if err != nil {
+		return fmt.Errorf("sim: listen on %s: %w", o.Addr, err)
+	}
+	defer srv.Close()
+	fmt.Fprintf(out, "Gemini simulator listening.\n  export GOOGLE_GEMINI_BASE_URL=%s\n  export GEMINI_API_KEY=%s\n  stats: %s/_sim/stats\n", url, cfg.APIKey, url)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(ch)
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	return nil
+}

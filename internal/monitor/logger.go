@@ -1,0 +1,50 @@
+package monitor
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+)
+
+// Options say how a run reports on itself while it runs: log records on
+// stderr and, optionally, Prometheus metrics. The run summary on stdout
+// does not depend on them.
+type Options struct {
+	// LogFormat is text (the default when empty) or json.
+	LogFormat string
+	// LogLevel is debug, info (the default when empty), warn or error.
+	LogLevel string
+	// MetricsAddr, when set, is the host:port /metrics is served on.
+	MetricsAddr string
+}
+
+// NewLogger returns the logger of one command: text or JSON records on w
+// at level and above. An error names the option that is wrong.
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level // zero: info
+	if err := lv.UnmarshalText([]byte(level)); level != "" && err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+}
+
+// IsTerminal says whether w is a terminal that can redraw live bars.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	return term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,111 @@
+package monitor
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// PrintSummary prints the run summary (stageOrder is the DB's stages in
+// pipeline order): per-stage accounting, the limit's range, dead letters
+// by reason, the wall time and the next commands, one per line so each
+// can be copied (not in the JSON form).
+func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJSON bool, next []string) error {
+	wall := sum.Ended.Sub(sum.Started)
+	if asJSON {
+		type stageTotals struct {
+			Calls       int64          `json:"calls"`
+			RateLimited int64          `json:"rate_limited"`
+			Transient   int64          `json:"transient"`
+			Dead        int64          `json:"dead"`
+			Usage       pipeline.Usage `json:"usage"`
+			CostUSD     float64        `json:"cost_usd"`
+		}
+		all := sum.Totals()
+		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD}
+		return writeJSON(w, struct {
+			pipeline.RunSummary
+			WallSeconds float64     `json:"wall_seconds"`
+			Totals      stageTotals `json:"totals"`
+		}{sum, wall.Seconds(), t})
+	}
+	fmt.Fprintf(w, "\nrun %s: %s in %s", TerminalSafe(sum.ID), TerminalSafe(sum.Status), wall.Round(100*time.Millisecond))
+	if sum.Message != "" {
+		fmt.Fprintf(w, " (%s)", TerminalSafe(sum.Message))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tdone\tdead\tattempts\tcalls\t429s\t5xx/timeouts\ttokens in\ttokens out\test. cost\t")
+	for _, name := range summaryStages(stageOrder, sum) {
+		s := sum.Stages[name]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", name, s.Done, s.Dead, s.Attempts, s.Calls, s.RateLimited, s.Transient,
+			s.Usage.PromptTokens, s.Usage.CandidateTokens, s.CostUSD)
+	}
+	total := sum.Totals()
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", total.Dead, total.Attempts, total.Calls, total.RateLimited, total.Transient,
+		total.Usage.PromptTokens, total.Usage.CandidateTokens, total.CostUSD)
+	tw.Flush()
+	for _, name := range summaryStages(stageOrder, sum) {
+		if s := sum.Stages[name]; s.LimitMax > 0 && s.Calls > 0 {
+			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; concurrency limit ranged %d..%d, ended at %d\n",
+				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.LimitMin, s.LimitMax, s.LimitEnd)
+		}
+	}
+	permanent := false
+	for _, name := range summaryStages(stageOrder, sum) {
+		s := sum.Stages[name]
+		if len(s.DeadReasons) == 0 {
+			continue
+		}
+		for k := range s.DeadReasons {
+			permanent = permanent || strings.HasPrefix(k, string(pipeline.ClassPermanent))
+		}
+		fmt.Fprintf(w, "dead letters at %s this run:\n", name)
+		type kv struct {
+			k string
+			v int
+		}
+		var reasons []kv
+		for k, v := range s.DeadReasons {
+			reasons = append(reasons, kv{k, v})
+		}
+		sort.Slice(reasons, func(i, j int) bool {
+			return reasons[i].v > reasons[j].v || reasons[i].v == reasons[j].v && reasons[i].k < reasons[j].k
+		})
+		for i, r := range reasons {
+			if i == 8 {
+				fmt.Fprintf(w, "  ... %d more reasons\n", len(reasons)-8)
+				break
+			}
+			fmt.Fprintf(w, "  %5d  %s\n", r.v, TerminalSafe(r.k))
+		}
+	}
+	if permanent {
+		// Re-queueing a permanent failure sends the same text again and
+		// pays for the same verdict; an edited row re-enters by itself.
+		fmt.Fprintln(w, "permanent failures (safety blocks, empty text) fail the same way if re-queued unchanged: edit those rows in the input file and run again with it; edited texts re-enter by themselves")
+	}
+	if len(next) > 0 {
+		fmt.Fprintln(w, "\nnext:")
+		for _, cmd := range next {
+			fmt.Fprintf(w, "  %s\n", cmd)
+		}
+	}
+	return nil
+}
+
+// summaryStages is the stages of sum in pipeline order.
+func summaryStages(order []string, sum pipeline.RunSummary) []string {
+	var out []string
+	for _, name := range order {
+		if sum.Stages[name] != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
