@@ -343,7 +343,7 @@ type ExportOptions struct {
 // items that have its output, in id order; without, the done items in id
 // order, then the dead letters stage by stage (status "dead at STAGE" and
 // the reason). Items still queued are not exported.
-func Export(w io.Writer, db *store.DB, o ExportOptions) error {
+func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
 		names = append(names, s.Name)

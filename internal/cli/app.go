@@ -52,6 +52,8 @@ func NewApp(cfg Config) *cli.App {
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),
+		newMigrateCommand(),
+		newCopyCommand(),
 		newSimCommand(),
 		newDemoCommand(cfg),
 		newBenchCommand(),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
@@ -53,6 +54,9 @@ func runStatus(ctx context.Context, opts *statusOptions) error {
 // it, from the live status the run publishes (without waiting for the
 // lock), else from the DB.
 func statusFrame(w io.Writer, path string, asJSON bool) error {
+	if isPostgres(path) {
+		return postgresStatus(w, path, asJSON)
+	}
 	if live, err := monitor.ReadLiveStatus(path); err == nil && time.Since(live.Updated) < monitor.LiveStatusMaxAge {
 		return monitor.ShowLiveStatus(w, path, live, asJSON)
 	}
@@ -72,7 +76,7 @@ func statusFrame(w io.Writer, path string, asJSON bool) error {
 }
 
 // statusView reads what `status` shows of a DB no run holds.
-func statusView(db *store.DB) (monitor.StatusView, error) {
+func statusView(db pipeline.Database) (monitor.StatusView, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return monitor.StatusView{}, err
