@@ -11,6 +11,8 @@
 //	TestStoreFaults          full disk (RLIMIT_FSIZE), truncated/garbage/damaged/newer DB, two
 //	                         processes, unwritable places
 //	TestSecurity_KeyNowhere  the API key in no artefact; 0600 files; the HTML report escapes item text
+//	TestFleet_Chaos          4 worker processes on one PostgreSQL pipeline, SIGKILL and restart every
+//	                         few seconds, one SIGSTOP past its lease: every item once, billing bounded
 //
 // Each prints a "FIGURES |" line (go test -v) for the closing table.
 // SAWTOOTH_LONG=1 runs them at full size (5,000 items and 20 kills, a 10 s

@@ -32,8 +32,8 @@ func fleetFlags(o *pipelineOptions) []cli.Flag {
 
 // checkFleet refuses fleet settings that cannot work.
 func (o *pipelineOptions) checkFleet() error {
-	if o.Lease < 10*time.Second {
-		return usagef("--lease %s: want at least 10s (a lease must outlast a call's heartbeat round trip)", o.Lease)
+	if o.Lease < time.Second {
+		return usagef("--lease %s: want at least 1s, and well above a call's latency (default %s)", o.Lease, pipeline.DefaultLease)
 	}
 	if o.Quota != quotaShared && o.Quota != quotaIndependent {
 		return usagef("--quota %q: want %s or %s", o.Quota, quotaShared, quotaIndependent)
