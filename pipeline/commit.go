@@ -138,6 +138,12 @@ func (r *Runner) commitBatch(ps []pending, once bool) []pending {
 		err = r.commit(ts, once)
 	}
 	if err != nil {
+		if r.books[ps[0].stage] != nil {
+			// A fleet worker: the items stay leased until their leases
+			// end, then any worker takes them again.
+			r.stopFleet(fmt.Sprintf("could not commit %d results (their items return to the queue when their leases end; nothing is lost): %v; run again once the database is back", len(ps), err))
+			return ps
+		}
 		r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(ps), err))
 		return ps
 	}

@@ -40,12 +40,13 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			}
 			// The database may come back: keep trying until a lease
 			// would have ended (by then every call in flight has been
-			// canceled), then stop the run.
+			// canceled), then stop the run, resumable: what this
+			// process held returns to the queue as its leases end.
 			if failingSince.IsZero() {
 				failingSince = sent
 			}
 			if clock.Now().Sub(failingSince) >= r.Lease {
-				r.fail(fmt.Errorf("claim work of %s: the store has failed for %s: %w", name, r.Lease, err))
+				r.stopFleet(fmt.Sprintf("could not claim work of %s for %s (last: %v): nothing is lost; run again once the database is back", name, r.Lease, err))
 				return
 			}
 			r.log().Warn("could not claim work; trying again", "stage", name, "err", err)
@@ -98,6 +99,14 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 		}
 		t.Stop()
 	}
+}
+
+// stopFleet stops a fleet worker's run as resumable (ErrStopped, exit 3)
+// when its database fails: nothing it held is lost, its leases end and
+// any worker takes the items again.
+func (r *Runner) stopFleet(msg string) {
+	r.park(msg)
+	r.abort()
 }
 
 // unfinished counts the entries queued at stage i or before it, in every

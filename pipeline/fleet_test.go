@@ -94,7 +94,7 @@ func TestFleet_WorkersShareTheQueues(t *testing.T) {
 // TestFleet_LostLeaseCancelsTheCall: worker a is cut off from the
 // database after its first claim, so it cannot renew: it treats each
 // lease as gone at claim-sent + lease - 10 s and cancels the call, and
-// stops once it has failed to claim for a lease; worker b claims the
+// stops, resumable, once it has failed to claim for a lease; worker b claims the
 // entries once the leases have ended on the store's clock and does them,
 // each once.
 func TestFleet_LostLeaseCancelsTheCall(t *testing.T) {
@@ -132,9 +132,8 @@ func TestFleet_LostLeaseCancelsTheCall(t *testing.T) {
 			r := &pipeline.Runner{Store: a, Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: hangs, Workers: 2}}}
 			var err error
 			sa, err = r.Run(context.Background())
-			var fe *pipeline.FatalError
-			if !errors.As(err, &fe) || !strings.Contains(err.Error(), "claim work of only") {
-				t.Errorf("worker a cut off from the store ended with %v, want a fatal error saying it could not claim", err)
+			if !errors.Is(err, pipeline.ErrStopped) || !strings.Contains(err.Error(), "could not claim work of only") {
+				t.Errorf("worker a cut off from the store ended with %v, want a resumable stop saying it could not claim", err)
 			}
 		}()
 		// b joins once a has claimed.
@@ -258,6 +257,28 @@ func TestFleet_ClaimBudgetDeadLetters(t *testing.T) {
 		d := st.deadLetters(t, "only")["i0001"]
 		if d.Class != pipeline.ClassPermanent || d.Attempts != 5 {
 			t.Errorf("dead letter = %+v, want permanent after 5 claims", d)
+		}
+	})
+}
+
+// TestFleet_CommitFailureStopsResumably: a fleet worker whose commits
+// fail (the database gone) stops with ErrStopped, not a fatal error: its
+// items stay queued, leased until their leases end.
+func TestFleet_CommitFailureStopsResumably(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newClaimStore([]string{"only"}, 4, clock.Now)
+		st.failOn = 1
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Stages: []pipeline.StageConfig{{Stage: &funcStage{name: "only", fn: ok}, Workers: 2}}}
+		sum, err := r.Run(context.Background())
+		var fe *pipeline.FatalError
+		if !errors.Is(err, pipeline.ErrStopped) || errors.As(err, &fe) || !strings.Contains(err.Error(), "could not commit") {
+			t.Fatalf("Run = %v, want a resumable stop saying the commit failed", err)
+		}
+		if sum.Status != "stopped" {
+			t.Errorf("status %q, want stopped", sum.Status)
+		}
+		if got := st.places(t); got["only/queued"] != 4 {
+			t.Errorf("places = %v, want all 4 still queued", got)
 		}
 	})
 }
