@@ -18,7 +18,8 @@ type counter interface {
 // workers. Other processes add to the queue too, so an empty claim is
 // no sign of the end: the stage ends when this process's upstream stage
 // has ended and the store holds no entry at this stage or before it
-// (leased by anyone or not). Meanwhile it polls every Poll. An entry
+// (leased by anyone or not), or at once when a stage of this process has
+// parked. Meanwhile it polls every Poll. An entry
 // claimed more than MaxClaims times (its workers died or lost their
 // leases each time: it may be what kills them) is dead-lettered.
 func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
@@ -76,6 +77,11 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 		}
 		if len(claims) > 0 {
 			continue
+		}
+		if upstreamDone && r.parked() != "" {
+			// This process stopped taking work upstream (a parked
+			// stage): it finishes what it has, not other workers' work.
+			return
 		}
 		if upstreamDone {
 			left, err := r.unfinished(i)

@@ -282,3 +282,25 @@ func TestFleet_CommitFailureStopsResumably(t *testing.T) {
 		}
 	})
 }
+
+// TestFleet_ParkedStageEndsTheRun: when the API stage parks (its
+// endpoint unreachable), the later stage does not wait for the items
+// queued before it: the run stops, resumable.
+func TestFleet_ParkedStageEndsTheRun(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newClaimStore([]string{"api", "last"}, 5, clock.Now)
+		down := func(context.Context, pipeline.Item, int) (pipeline.Result, error) {
+			return pipeline.Result{}, pipeline.Unavailable(errors.New("connection refused"))
+		}
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Stages: []pipeline.StageConfig{
+			{Stage: &funcStage{name: "api", fn: down}, Workers: 2, Limiter: &fakeLimiter{}, MaxOutage: time.Second, NewBackOff: every(100 * time.Millisecond)},
+			{Stage: &funcStage{name: "last", fn: ok}, Workers: 1}}}
+		_, err := r.Run(context.Background())
+		if !errors.Is(err, pipeline.ErrStopped) {
+			t.Fatalf("Run = %v, want a resumable stop", err)
+		}
+		if got := st.places(t); got["api/queued"] != 5 {
+			t.Errorf("places = %v, want all 5 queued at api", got)
+		}
+	})
+}
