@@ -44,6 +44,12 @@ type FleetLimitConfig struct {
 	Burst int
 	// Cooldown is the fleet-wide wait after a 429 with no retry delay.
 	Cooldown time.Duration
+	// IncreaseEvery paces the additive increase after slow start: +1
+	// call in flight per IncreaseEvery of successes at most (default
+	// Cooldown/4). N workers probe N times faster than one, and a quota
+	// counted over a window answers late, so the probe is paced in time
+	// rather than per round trip.
+	IncreaseEvery time.Duration
 	// Clock is the clock of every wait; nil means the system clock. Lease
 	// and slot times themselves are the database's.
 	Clock pipeline.Clock
@@ -54,7 +60,7 @@ type FleetLimitConfig struct {
 
 // FleetLimiter is a pipeline.Limiter for one worker of a fleet sharing
 // one API quota through SharedQuota. It is an AIMD on calls in flight
-// (slow start, then +1 per window of successes) whose decreases are the
+// (slow start, then +1 per IncreaseEvery) whose decreases are the
 // fleet's: each congestion event (an epoch of the quota row, raised once
 // by the first 429 of the event anywhere) lowers this worker's limit
 // once, whether this worker got a 429 or not, and every later 429 of the
@@ -77,6 +83,8 @@ type FleetLimiter struct {
 	limit     float64
 	inFlight  int
 	slowStart bool
+	// grown is when the limit last grew or fell after slow start.
+	grown time.Time
 	// epochs holds the epoch each call in flight reserved at, by its
 	// start time (calls starting at one instant share the count).
 	epochs map[time.Time]epochRef
@@ -115,6 +123,9 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 	}
 	if cfg.Cooldown <= 0 {
 		cfg.Cooldown = DefaultFleetCooldown
+	}
+	if cfg.IncreaseEvery <= 0 {
+		cfg.IncreaseEvery = cfg.Cooldown / 4
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = pipeline.SystemClock{}
@@ -233,20 +244,22 @@ func (l *FleetLimiter) decrease(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.slowStart = false
+	l.grown = l.cfg.Clock.Now()
 	l.limit = max(float64(l.cfg.Floor), l.limit*math.Pow(l.cfg.DecreaseFactor, float64(n)))
 }
 
 // Succeeded grows the limit: +1 per success in slow start (doubling each
-// round trip until the fleet's first congestion event), then +1/limit
-// (one per window of successes).
+// round trip until the fleet's first congestion event), then +1 per
+// IncreaseEvery at most.
 func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 	l.done(started)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.slowStart {
 		l.limit++
-	} else {
-		l.limit += 1 / l.limit
+	} else if now := l.cfg.Clock.Now(); now.Sub(l.grown) >= l.cfg.IncreaseEvery {
+		l.limit++
+		l.grown = now
 	}
 	l.limit = min(l.limit, float64(l.cfg.Ceiling))
 	l.wake()

@@ -138,3 +138,44 @@ func TestFleetLimiter_AloneWithoutTheDatabase(t *testing.T) {
 		t.Fatalf("limit %d, in flight %d; want 5, 0", l.Limit(), l.InFlight())
 	}
 }
+
+// steppedClock is instantClock whose Now the test sets.
+type steppedClock struct {
+	instantClock
+	now time.Time
+}
+
+func (c *steppedClock) Now() time.Time { return c.now }
+
+// TestFleetLimiter_IncreasePacedInTime: after the fleet's first
+// congestion event, successes grow the limit by one per IncreaseEvery at
+// most, however many there are.
+func TestFleetLimiter_IncreasePacedInTime(t *testing.T) {
+	clock := &steppedClock{now: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+	ls := fleetLimiters(t, 1, FleetLimitConfig{Key: "p/m", Start: 8, Ceiling: 64, DecreaseFactor: 0.5, IncreaseEvery: time.Second, Clock: clock})
+	l := ls[0]
+	s := acquire(t, l, 1)
+	l.RateLimited(s[0], 0)
+	if l.Limit() != 4 {
+		t.Fatalf("after the first event the limit is %d, want 4", l.Limit())
+	}
+	for _, step := range []struct {
+		advance   time.Duration
+		successes int
+		want      int
+	}{
+		{100 * time.Millisecond, 50, 4},
+		{time.Second, 50, 5},
+		{500 * time.Millisecond, 50, 5},
+		{500 * time.Millisecond, 1, 6},
+	} {
+		clock.now = clock.now.Add(step.advance)
+		for range step.successes {
+			s := acquire(t, l, 1)
+			l.Succeeded(s[0], 1)
+		}
+		if l.Limit() != step.want {
+			t.Fatalf("after %s more and %d successes the limit is %d, want %d", step.advance, step.successes, l.Limit(), step.want)
+		}
+	}
+}
