@@ -53,6 +53,11 @@ type Config struct {
 	Timeout time.Duration `json:"timeout_ns"`
 	// SampleEvery is the concurrency sampling period.
 	SampleEvery time.Duration `json:"sample_every_ns"`
+	// MaxWall, if > 0, stops a strategy's run after that long: its status
+	// is then "timeout" and the items not done count as lost. A client
+	// that keeps knocking on a quota that counts refusals can keep it shut
+	// for ever.
+	MaxWall time.Duration `json:"max_wall_ns,omitempty"`
 	// Dir holds the temporary databases; "" means os.TempDir().
 	Dir string `json:"-"`
 	// Log receives a line as each strategy starts and ends; nil discards.
@@ -123,11 +128,19 @@ type Result struct {
 	// (Capacity); Goodput is Answered/Capacity, at most about 1.
 	Capacity float64 `json:"capacity"`
 	Goodput  float64 `json:"goodput"`
+	// Perfect is the time a perfect client needs for the same calls
+	// against the same simulator (see Perfect); VsPerfect is Perfect over
+	// Wall, at most about 1. Zero when not computed (RunMatrix does).
+	Perfect   time.Duration `json:"perfect_ns,omitempty"`
+	VsPerfect float64       `json:"vs_perfect,omitempty"`
 	// Calls is every generateContent call the simulator received;
-	// RateLimited the 429s among them; Share429 their share of Calls.
+	// RateLimited the 429s among them (quota and bare capacity 429s);
+	// Share429 their share of Calls; Overloaded the 503s of the
+	// concurrency cap and of overload bursts.
 	Calls       int64   `json:"calls"`
 	RateLimited int64   `json:"rate_limited"`
 	Share429    float64 `json:"share_429"`
+	Overloaded  int64   `json:"overloaded,omitempty"`
 	// CallsPerItem is Calls/ToClassify: 1 when nothing is paid twice or
 	// refused.
 	CallsPerItem float64 `json:"calls_per_item"`
@@ -156,6 +169,10 @@ type Result struct {
 	// 429s), seconds counted from its start, a few milliseconds before
 	// the run's.
 	Timeline []geminisim.Bucket `json:"timeline,omitempty"`
+
+	// tokens are the input tokens of each item that reached the API, by
+	// the simulator's item key, for Perfect.
+	tokens map[string]int
 }
 
 // Sample is one point of a Result's series.
@@ -186,8 +203,12 @@ func Run(ctx context.Context, cfg Config, strategies []Strategy) ([]Result, erro
 		if err != nil {
 			return out, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
-		fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, goodput %.1f%%, %d 429s\n", s.Name, r.Status,
-			r.Wall.Round(100*time.Millisecond), 100*r.Goodput, r.RateLimited)
+		if r.Capacity > 0 {
+			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, goodput %.1f%%, %d 429s\n", s.Name, r.Status,
+				r.Wall.Round(100*time.Millisecond), 100*r.Goodput, r.RateLimited)
+		} else {
+			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, %d 429s\n", s.Name, r.Status, r.Wall.Round(100*time.Millisecond), r.RateLimited)
+		}
 		out = append(out, r)
 	}
 	return out, nil
@@ -240,16 +261,27 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 			{Stage: &stages.Aggregate{}, MaxAttempts: 1},
 		},
 		SampleEvery: cfg.SampleEvery,
+		// A bench run is cut only by MaxWall or an interrupt: what is in
+		// flight then is not waited for long.
+		Grace: 500 * time.Millisecond,
 		// OnTick runs on the runner's sampler goroutine, which Run waits for.
 		OnTick: func(p pipeline.Progress) {
 			c := p.Stages[1]
 			series = append(series, Sample{T: p.Elapsed, InFlight: calls.load(), Limit: c.Limit, Done: c.Done + c.Dead})
 		},
 	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if cfg.MaxWall > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, cfg.MaxWall)
+	}
+	defer cancel()
 	start := time.Now()
-	sum, runErr := r.Run(ctx)
+	sum, runErr := r.Run(runCtx)
 	end := time.Now()
+	timedOut := ctx.Err() == nil && runCtx.Err() != nil
 	switch {
+	case timedOut:
+		res.Message = fmt.Sprintf("stopped after %s (MaxWall)", cfg.MaxWall)
 	case runErr == nil:
 	case ctx.Err() != nil:
 		return res, ctx.Err()
@@ -259,17 +291,23 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 		return res, runErr
 	}
 	res.Status = sum.Status
+	if timedOut {
+		res.Status = "timeout"
+	}
 	res.Wall = end.Sub(start)
 	res.Series = series
 
 	st := sim.Stats()
 	res.Timeline = st.Timeline
 	res.Calls = st.Calls
-	res.RateLimited = st.Outcomes[geminisim.OutcomeRateLimited]
-	for _, it := range st.Items {
+	res.RateLimited = st.Outcomes[geminisim.OutcomeRateLimited] + st.Outcomes[geminisim.OutcomeCapacity]
+	res.Overloaded = st.Outcomes[geminisim.OutcomeOverloaded] + st.Outcomes[geminisim.OutcomeOverloadBurst]
+	res.tokens = make(map[string]int, len(st.Items))
+	for key, it := range st.Items {
 		if it.BilledTokens > 0 {
 			res.Answered++
 		}
+		res.tokens[key] = int(it.PromptTokens)
 	}
 	res.Capacity = Capacity(cfg.Sim, start.Sub(simStart), end.Sub(simStart))
 	if res.Capacity > 0 {

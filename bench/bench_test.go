@@ -340,3 +340,25 @@ func TestSeedBackoff(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_MaxWall checks that a run cut by MaxWall reports a timeout and
+// counts what it did not finish as lost, rather than failing the bench.
+func TestRun_MaxWall(t *testing.T) {
+	cfg := DefaultConfig(100)
+	cfg.Sim = geminisim.Config{Latency: geminisim.Latency{Base: time.Hour}}
+	cfg.Timeout = 2 * time.Hour
+	cfg.MaxWall = 300 * time.Millisecond
+	cfg.Dir = t.TempDir()
+	strategies, err := Lookup([]string{Fixed8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := Run(t.Context(), cfg, strategies)
+	if err != nil || len(results) != 1 {
+		t.Fatalf("results %v, err %v", results, err)
+	}
+	r := results[0]
+	if r.Status != "timeout" || r.Lost != 100-r.Dead || r.Done != 0 {
+		t.Errorf("status %s, done %d, dead %d, lost %d: want a timeout with every item not dead lost", r.Status, r.Done, r.Dead, r.Lost)
+	}
+}

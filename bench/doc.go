@@ -19,6 +19,16 @@
 // capacity is the physical limit: no client can get more requests admitted,
 // so goodput, the items answered over the capacity, is at most about 1.
 //
+// RunMatrix (`sawtooth bench --matrix`) runs every strategy on every quota
+// shape (Shapes: sliding log, fixed window, token bucket, RetryInfo exact,
+// coarse or absent, refusals counted, a server-side concurrency cap
+// answered with bare 429s, heavy-tailed latency growing with load, 503
+// bursts; windows scaled to 1-4 s) and prints one table of medians. Its
+// yardstick is Perfect: the simulator's own quota run in virtual time by a
+// client that sends each request the instant it is admitted, so the score
+// (perfect time over wall time) is exact for each shape, where Capacity
+// integrates a request rate and fits only a sliding log.
+//
 // The engine benchmarks (go test -bench) are in this package's tests:
 // BenchmarkDrain and BenchmarkBoltBatchedPut put the engine's throughput
 // next to bbolt's own for the same records, and BenchmarkDrainMillion (run

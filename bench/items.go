@@ -11,7 +11,8 @@ import (
 // Reviews returns n generated app reviews (internal/reviewgen, seeded with
 // seed) as records, with the fields the aggregate stage groups by. Texts
 // may repeat; use DistinctReviews when each item must be told apart by its
-// text, as the simulator's per-item accounting does.
+// text (the simulator keys its accounting by the item id the classify
+// stage sends, and by the text only for a client that sends none).
 func Reviews(n int, seed uint64) []pipeline.Record {
 	g := reviewgen.New(seed)
 	out := make([]pipeline.Record, 0, n)
@@ -22,7 +23,7 @@ func Reviews(n int, seed uint64) []pipeline.Record {
 }
 
 // DistinctReviews is Reviews with every text distinct once sanitized (the
-// text the classify stage sends and the simulator keys its accounting by):
+// text the classify stage sends):
 // a review whose cleaned text was already drawn is skipped. Reviews whose
 // text is empty after cleaning are kept (they are dead-lettered at sanitize
 // and never reach the API). Ids are "r000001", ... in order.

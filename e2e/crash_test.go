@@ -50,9 +50,9 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 	items, kills := pick(2000, 5000), pick(8, 20)
 	dir := t.TempDir()
 	input := writeItems(t, dir, items, 1)
-	hashOf := map[string]string{} // id -> the simulator's item hash
-	for id, text := range itemTexts(t, input) {
-		hashOf[id] = geminisim.ItemHash(text)
+	hashOf := map[string]string{} // id -> the simulator's item key
+	for id := range itemTexts(t, input) {
+		hashOf[id] = geminisim.ItemID(id)
 	}
 
 	// The reference: one clean run.

@@ -123,13 +123,13 @@ func readLedger(t testing.TB, path string, sims ...*geminisim.Server) ledger {
 	}
 	if len(sims) > 0 {
 		l.billed = map[string]int64{}
-		byHash := okCalls(sims...)
-		for id, text := range sent {
-			h := geminisim.ItemHash(text)
-			l.billed[id] = byHash[h]
-			delete(byHash, h)
+		byItem := okCalls(sims...) // keyed as the simulator keys items: by id
+		for id := range sent {
+			k := geminisim.ItemID(id)
+			l.billed[id] = byItem[k]
+			delete(byItem, k)
 		}
-		for _, n := range byHash {
+		for _, n := range byItem {
 			l.unknownBilled += n
 		}
 	}

@@ -79,6 +79,53 @@ func TestQuota_AIMDUnderRetryInfo(t *testing.T) {
 	}
 }
 
+// TestQuota_FixedWindowNoRetryInfo drives items through the real binary
+// against a fixed-window quota whose 429s carry no RetryInfo (a proxy's, or
+// Vertex's): the counter resets at each boundary, so a full window refuses
+// every call until then. Every item must end done or dead-lettered for its
+// own content, and the refused calls must stay at most 2% of the items.
+func TestQuota_FixedWindowNoRetryInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives the real binary for a few seconds")
+	}
+	const items = 600
+	dir := t.TempDir()
+	input := writeItems(t, dir, items, 11)
+	sim, url := startSim(t, geminisim.Config{
+		RPM: 60, Window: 500 * time.Millisecond,
+		QuotaModel: geminisim.FixedWindow, RetryInfo: geminisim.RetryAbsent,
+		Latency: geminisim.Latency{Base: 20 * time.Millisecond, Jitter: 20 * time.Millisecond},
+		Seed:    5,
+	})
+	db := filepath.Join(dir, "fixed.db")
+	code, _, errs := sawtooth(t, simEnv(url), "run", "--db", db, "--input", input, "--quiet")
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, errs)
+	}
+	st := finalPlaces(t, db, items)
+	wantSanitize, wantClassify := expectedDead(items)
+	var dead []int
+	for _, s := range st.Counts.Stages {
+		dead = append(dead, s.Dead)
+	}
+	if lost := items - st.Counts.Done - wantSanitize - wantClassify; lost != 0 || dead[0] != wantSanitize || dead[1] != wantClassify {
+		t.Errorf("%d items lost: done %d, dead per stage %v; want dead %d at sanitize and %d at classify",
+			lost, st.Counts.Done, dead, wantSanitize, wantClassify)
+	}
+	stats := sim.Stats()
+	toClassify := items - wantSanitize
+	perItem := float64(stats.Calls) / float64(toClassify)
+	limited := stats.Outcomes[geminisim.OutcomeRateLimited]
+	t.Logf("calls %d for %d items (%.3f per item), 429s %d, peak in flight %d",
+		stats.Calls, toClassify, perItem, limited, stats.PeakInFlight)
+	if limited == 0 {
+		t.Errorf("the quota never pushed back: the test exercised nothing")
+	}
+	if perItem > 1.02 {
+		t.Errorf("%.3f calls per item, want at most 1.02: %d refused calls for %d items", perItem, limited, toClassify)
+	}
+}
+
 func readTexts(t testing.TB, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)

@@ -88,12 +88,12 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 						return
 					}
 					mu.Lock()
-					took, retryAfter, ok := srv.call(clk.Now())
+					took, retryAfter, ok, named := srv.call(clk.Now())
 					r.calls++
 					mu.Unlock()
 					<-ends.add(clk.Now().Add(took))
 					if ok {
-						l.Succeeded(started, 100)
+						l.Succeeded(started, simTokens)
 						mu.Lock()
 						r.done++
 						mu.Unlock()
@@ -102,7 +102,11 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 					mu.Lock()
 					r.r429s++
 					mu.Unlock()
-					l.RateLimited(started, retryAfter)
+					var rpm, tpm int64
+					if named {
+						rpm, tpm = sh.namedRPM, sh.namedTPM
+					}
+					l.RateLimitedQuota(started, retryAfter, rpm, tpm)
 				}
 			}
 		})
@@ -139,9 +143,9 @@ func TestAIMD_quotaShapes(t *testing.T) {
 				if r.done != sh.items {
 					t.Fatalf("%d of %d items done", r.done, sh.items)
 				}
-				if r.goodput < sh.floor-0.05 || r.share() > sh.ceiling429+0.005 {
+				if r.goodput < sh.goodputFloor()-0.05 || r.share() > bar429+0.005 {
 					t.Errorf("goodput %.3f with %.2f%% 429s; want at least %.2f and at most %.2f%%",
-						r.goodput, 100*r.share(), sh.floor-0.05, 100*(sh.ceiling429+0.005))
+						r.goodput, 100*r.share(), sh.goodputFloor()-0.05, 100*(bar429+0.005))
 				}
 			})
 		})

@@ -33,11 +33,30 @@ const (
 	// from the safe one, the first probeStair times it, each next stair's
 	// rise twice the last.
 	probeStair = 1.05
+	// firstClimbRoundTrips: until a 429 comes at a paced rate (only
+	// slow start's burst was refused), a stair is held this many round
+	// trips.
+	firstClimbRoundTrips = 2
+	// fellShare: a 429 after the quota admitted less than this share of
+	// the safe rate over its window means the quota fell. (What it
+	// admitted reads low when calls idled for a gate in that span.)
+	fellShare = 0.85
+	// reopenLags bounds the span between two reopenings of a spent
+	// quota that the law reads a rate from (see law.reopened), in
+	// answer lags.
+	reopenLags = 4
+	// latticeShare: instants the quota opens at lie on one lattice when
+	// each span is within this share of a whole number of the shortest
+	// (see law.resetAt).
+	latticeShare = 0.01
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.
 	bisectShare = 0.03
 	reprobeLags = 1
+	// maxCalm bounds the doubling of the wait between stairs that find
+	// nothing (see law.calm): 2^4 answer lags.
+	maxCalm = 4
 	// cycleMinSuccesses: the admitted rate since the last congestion event
 	// is read only over at least this many successes.
 	cycleMinSuccesses = 10
@@ -47,17 +66,29 @@ const (
 	capGrowRoundTrips = 4
 	// capShare: a refused call that started beside more than capShare
 	// times the calls in flight the rate carries on average met a cap on
-	// calls in progress, not a rate.
-	capShare = 1.15
+	// calls in progress, not a rate. (A heavy latency tail puts the calls
+	// in flight well above the average now and then.)
+	capShare = 1.5
+	// namedShare: with a budget a 429 named (see AIMD.RateLimitedQuota),
+	// the rate is paced at this share of it, room for a window's edges
+	// and for input tokens that vary from call to call.
+	namedShare = 0.97
 	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
 	cooldownRoundTrips = 4
 	// paceBurst is the pacing tolerance, in starts: how far ahead of the
 	// paced schedule a start may run.
 	paceBurst = 2
+	// backoffGrowth multiplies the wait after uncertain 429s per one more
+	// since the last success: a quota spent until a window's end is found
+	// open again within half a wait of it.
+	backoffGrowth = 1.5
 	// backoffMaxRoundTrips caps the wait after uncertain 429s.
 	backoffMaxRoundTrips = 64
 	// sentRing bounds the starts kept to measure the sent rate.
-	sentRing = 256
+	sentRing = 4096
+	// maxWindow bounds the quota window a retry delay is read as: a
+	// per-minute quota's, with room.
+	maxWindow = 2 * time.Minute
 )
 
 // ewmaWeight is the weight of each new sample in the smoothed token and
@@ -75,6 +106,12 @@ type Config struct {
 	// limit learned by an earlier run) is paced from the first round trip
 	// as the rate it carries. It is clamped to [Floor, Ceiling].
 	Start int
+	// StartRate, with a positive Start, is the rate learned by an earlier
+	// run (see AIMD.Rate), in call starts per second: 97% of it is paced
+	// from the first start, instead of the rate Start carries paced from
+	// the first round trip. Zero means none; it is ignored without a
+	// Start.
+	StartRate float64
 	// Floor is the lowest the limit goes, in calls in flight. Values below 1
 	// mean DefaultFloor (1): a limit of zero would stall the work for good.
 	Floor int

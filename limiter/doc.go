@@ -9,8 +9,8 @@
 // at a rate it learns, and derives the limit on calls in flight from that
 // rate by Little's law (calls in flight = rate × latency). Slow start
 // doubles the calls in flight each round trip up to Config.Ceiling until
-// the first 429. From then on, a rate held for eight round trips with no
-// 429 is safe, the rate last refused bounds the quota from above, and the
+// the first 429. From then on, a rate held for eight round trips (or the
+// quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
 // law bisects between the two, then climbs in growing stairs to find a
 // quota that grew. A 429 at a rate already proven safe means the quota
 // fell. Tuned on a virtual-time simulation of every quota shape
@@ -25,24 +25,40 @@
 // cancellations) frees the slot and changes nothing: those faults belong to
 // retry logic, not to the quota.
 //
+// A 429 that names the per-minute budget it enforces (QuotaFailure's
+// quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
+// at 97% of it, the tighter of requests and input tokens, and climbs no
+// higher. Otherwise the longest retry delay seen is read as the quota's
+// window, which a rate must be held for before it counts as safe, and at
+// each event the law paces no faster than what the quota admitted over
+// that window.
+//
 // A 429's retry delay closes a gate: no call starts before it has passed.
 // A delay of a whole number of seconds is read as rounded (real quotas
 // send 26-59 s where a second would do) and a 429 with none as unknown:
 // unless a cap on calls in progress explains it, calls wait a jittered
-// backoff of about a round trip, doubling while 429s go on, and then one
-// probe call goes first. Callers waiting for a slot, the gate or the pace
-// are served first come, first served. Independently, Config.RPM and
+// backoff of about a round trip, growing by half while 429s go on, then
+// one probe call goes first. (The first such 429 at a rate already paced
+// only holds starts for two of its own round trips before the probe: the
+// rate, lowered, spaces the calls out.) Callers waiting for a slot, the
+// gate or the pace are served first come, first served. Independently, Config.RPM and
 // Config.TPM with PaceTPM pace call starts to a known budget with
 // golang.org/x/time/rate.
 //
 // The files: config.go (Config and the tuning constants), law.go (the
 // control law, pure: state plus an event at an explicit time gives the
-// new state, no lock, no timer, no clock), queue.go (AIMD: the lock, the
-// waiter queue and the clock around the law), pace.go (RPM/TPM pacing),
-// stats.go (Snapshot). The package is about 1,200 lines of non-test code,
-// over the usual 500, for one job: the law is half of it, and splitting it
-// would scatter one state machine across packages. Time comes from Config.Now, and waits use an
-// internal timer hook, so tests step a fake clock through exact instants
-// and never sleep. NewFixed gives a non-adaptive pool of n slots with the
-// same interface, for comparison.
+// new state, no lock, no timer, no clock), reading.go (what the law reads
+// from the quota's answers: the starts and their outcomes, the admitted
+// rate, the window, a named budget, the smoothed latency), queue.go (AIMD:
+// the lock, the waiter queue and the clock around the law), pace.go
+// (RPM/TPM pacing), stats.go (Snapshot). The package is about 1,550 lines
+// of non-test code, over the usual 500, for one job: the law is two thirds
+// of it, and splitting it would scatter one state machine across
+// packages. Time comes from Config.Now, and waits use an internal timer
+// hook, so tests step a fake clock through exact instants and never
+// sleep. NewFixed gives a non-adaptive pool of n slots with the same
+// interface, for comparison.
+//
+// A run can start from what the last one learned: Limit and Rate, passed
+// back as Config.Start and Config.StartRate.
 package limiter

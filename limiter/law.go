@@ -26,10 +26,22 @@ type law struct {
 	safe, refused float64
 	probeFrom     time.Time
 	held          int
-	stairs        int       // stairs up since the last 429
-	eventRate     float64   // the rate when the current event began
-	lastEvent     time.Time // the last congestion event the rate answered
-	tat           time.Time // pacing: the theoretical start time of the next call
+	// calm: the stairs above a safe rate refused in a row at their
+	// first step; the safe rate is held reprobeLags<<calm answer lags
+	// before the next.
+	calm int
+	// bounded: a 429 other than slow start's first has come, at a paced
+	// rate.
+	bounded   bool
+	stairs    int     // stairs up since the last 429
+	eventRate float64 // the rate when the current event began
+	// namedRPM and namedTPM are the per-minute budgets the last 429
+	// that named any named (see nameQuota); 0 if none.
+	namedRPM, namedTPM int64
+	// measured: the current event set the rate from what the quota
+	// admitted, which the event's other refusals do not lower further.
+	measured bool
+	tat      time.Time // pacing: the theoretical start time of the next call
 	// capLevel: the calls in flight beside the refused call at the last
 	// event that met a cap on calls in progress, growing back while it
 	// holds calls back (see onSuccess); 0 before any. It holds such a cap,
@@ -40,11 +52,22 @@ type law struct {
 	// two congestion events. A cap on calls in progress refuses at the
 	// same level event after event; a rate at any.
 	lastOthers [2]int
+	// firstOthers: the calls in flight beside the call slow start's 429
+	// refused; -1 before it.
+	firstOthers int
 
 	decrease  time.Time // stamp of the last congestion event; zero before the first
 	lastStart time.Time // latest start stamp handed out
 	gate      time.Time // no call starts before this
-	cooldown  time.Time // capLevel does not grow before this
+	gateExact bool      // the gate is an exact retry delay's
+	// resets: where the exact retry delays of the last two congestion
+	// events said the quota opens again, latest first (see resetAt).
+	resets   [2]time.Time
+	gateFrom time.Time // when the gate last closed anew
+	// reopenedAt: the start of the last probe that the quota admitted
+	// after a backoff (see reopened).
+	reopenedAt time.Time
+	cooldown   time.Time // capLevel does not grow before this
 
 	// After a 429 that does not say when to retry (none, or rounded to
 	// whole seconds), the law waits a backoff, then lets one probe call
@@ -56,15 +79,13 @@ type law struct {
 	probe        time.Time // start stamp of the probe in flight; zero if none
 	seed         uint64    // jitter state
 
-	sent  [sentRing]sentCall // ring of recent starts
-	nSent int
-
-	// The admitted rate over the cycle since the last congestion event
-	// (or the first start): successes of calls started in it, and the
-	// latest such start.
-	cycleFrom time.Time
-	cycleOK   int
-	cycleLast time.Time
+	sent       []sentCall // ring of recent starts, sentRing long
+	nSent      int
+	firstStart time.Time // the first start's stamp
+	// window is the longest retry delay a 429 has given: a quota
+	// counted over a window answers within one, so it is the least a
+	// rate must be held to be proven (see answerLag).
+	window time.Duration
 
 	minLimit, maxLimit   int
 	increases, decreases int64
@@ -75,38 +96,27 @@ type law struct {
 	hasLatency bool
 }
 
-// sentCall is one start: its stamp and the calls in flight beside it.
-type sentCall struct {
-	at     time.Time
-	others int
-}
-
-// othersAt returns the calls that were in flight beside the call started
-// at started, or fallback if it is no longer in the ring.
-func (w *law) othersAt(started time.Time, fallback int) int {
-	for i := 1; i <= min(w.nSent, sentRing); i++ {
-		c := w.sent[(w.nSent-i)%sentRing]
-		if c.at.Equal(started) {
-			return c.others
-		}
-		if c.at.Before(started) {
-			break
-		}
-	}
-	return fallback
-}
-
 // newLaw returns the law's state before any event. cfg must have its
 // defaults applied; slowStart says whether the caller gave no Start.
 func newLaw(cfg Config, slowStart bool) law {
-	return law{
+	w := law{
 		cfg:       cfg,
 		limit:     cfg.Start,
 		minLimit:  cfg.Start,
 		maxLimit:  cfg.Start,
 		slowStart: slowStart && !cfg.Fixed,
 		seed:      0x9e3779b97f4a7c15,
+		sent:      make([]sentCall, sentRing),
+
+		firstOthers: -1,
 	}
+	if !w.slowStart && !cfg.Fixed && cfg.StartRate > 0 {
+		// A rate learned by an earlier run: pace just under it from the
+		// first start (the quota may have moved since, and today's 429s
+		// prove it again).
+		w.rate, w.bounded = cfg.StartRate*eventBackoff, true
+	}
+	return w
 }
 
 // mayStart reports whether a call may start at t with inFlight calls
@@ -150,9 +160,9 @@ func (w *law) start(t time.Time, inFlight int) time.Time {
 		w.probe = s
 	}
 	if w.nSent == 0 {
-		w.cycleFrom = s.Add(-time.Nanosecond)
+		w.firstStart, w.probeFrom = s, s
 	}
-	w.sent[w.nSent%sentRing] = sentCall{s, inFlight}
+	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight}
 	w.nSent++
 	return s
 }
@@ -176,20 +186,20 @@ func (w *law) stamp(t time.Time) time.Time {
 // limit or the rate (see AIMD).
 func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
+	if c := w.find(started); c != nil {
+		c.outcome = admitted
+	}
 	if w.cfg.Fixed {
 		return
 	}
 	if started.Equal(w.probe) {
 		w.needProbe, w.probe = false, time.Time{}
+		if w.backoffs > 0 {
+			w.reopened(started)
+		}
 	}
 	if started.After(w.decrease) {
 		w.backoffs, w.refusedSince = 0, false
-	}
-	if started.After(w.cycleFrom) {
-		w.cycleOK++
-		if started.After(w.cycleLast) {
-			w.cycleLast = started
-		}
 	}
 	switch {
 	case w.slowStart:
@@ -199,8 +209,9 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		}
 		return
 	case w.rate == 0:
-		// A start given (a limit learned by an earlier run) and the first
-		// round trip measured: pace the rate that limit carries.
+		// A start given (a limit learned by an earlier run, with no
+		// rate) and the first round trip measured: pace the rate that
+		// limit carries.
 		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
 		w.probeFrom, w.tat = t, t
 	default:
@@ -230,12 +241,26 @@ func (w *law) grow(t time.Time) {
 		return
 	}
 	lag := w.answerLag()
+	if !w.bounded {
+		// Only slow start's burst was refused, which says little about
+		// the quota's rate: climb as fast as its round trips answer.
+		lag = max(firstClimbRoundTrips*w.latency(), w.window)
+	} else if w.stairs >= 2 || w.stairs >= 1 && w.window > 0 {
+		// Stairs held: the quota grew; climb on in half lags (no less
+		// than its window, when a retry delay showed one, else after
+		// two stairs, when it grew for sure).
+		lag = max(lag/2, w.window)
+	}
 	if t.Sub(w.probeFrom) < lag {
 		return
 	}
-	w.safe = max(w.safe, w.rate)
+	base := w.rate // held too briefly to be proven: the first 429 reads the quota
+	if w.bounded {
+		w.safe = max(w.safe, w.rate)
+		base = w.safe
+	}
 	w.held++
-	if w.refused > 0 && w.held > reprobeLags {
+	if w.refused > 0 && w.held > reprobeLags<<w.calm {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
 	switch {
@@ -243,7 +268,7 @@ func (w *law) grow(t time.Time) {
 		// Stairs up, each twice the last while none is refused: a
 		// quota that grew far is found in a few lags, one that did not
 		// is overshot by a few percent.
-		w.rate = w.safe * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
 		w.stairs++
 		w.increases++
 	case w.refused-w.safe > bisectShare*w.refused:
@@ -259,13 +284,16 @@ func (w *law) grow(t time.Time) {
 // capped reports whether a 429 of a call started beside others calls in
 // flight met a cap on calls in progress rather than a rate: the cap binds
 // and the call started at it, or others is well above what the rate
-// carries on average, or the last two events refused at the same level.
+// carries on average, or the last two events refused at the same level,
+// or slow start's refusal did (slow start fills whatever binds, and a
+// paced rate seldom meets it again at the very same level).
 func (w *law) capped(others int) bool {
 	carried := w.rate * w.latency().Seconds()
 	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
 	return capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
-		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1]
+		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
+		float64(others) >= carried && others == w.firstOthers
 }
 
 // answerLag is how long a rate is held before it counts as safe: a quota
@@ -274,7 +302,7 @@ func (w *law) capped(others int) bool {
 // probeStairRoundTrips round trips, the window of a per-minute quota with
 // calls of several seconds.
 func (w *law) answerLag() time.Duration {
-	return time.Duration(probeStairRoundTrips * w.avgLatency)
+	return max(time.Duration(probeStairRoundTrips*w.avgLatency), w.window)
 }
 
 // onRateLimited folds in a 429 at t of the call started at started, with
@@ -283,6 +311,16 @@ func (w *law) answerLag() time.Duration {
 // gate moved later.
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
+	// The gate last opened at gatePrev; if it held starts for less than
+	// a round trip, the calls did not idle for it.
+	gatePrev := w.gate
+	if w.gate.Sub(w.gateFrom) < w.latency() {
+		gatePrev = time.Time{}
+	}
+	if c := w.find(started); c != nil {
+		c.outcome = refusedCall
+	}
+	w.window = max(w.window, min(retryAfter, maxWindow))
 	if w.cfg.Fixed {
 		return w.closeGate(t.Add(retryAfter))
 	}
@@ -298,7 +336,18 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// then probe. So too when a call started after a decrease is
 		// refused with no success in between.
 		capped := w.eventRate > 0 && w.capped(others)
-		if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
+		// While a learned rate is paced, the first such 429 of an event
+		// only lowers it: the rate spaces the calls out, and a gate for
+		// everyone would idle a quota that is only just overrun. A 429
+		// of a call started after that decrease, with no success in
+		// between, says the quota is spent: then back off and probe.
+		paced := w.eventRate > 0 && w.rate > 0 && !w.refusedSince
+		if started.After(w.decrease) && newEvent && !capped && paced {
+			// Hold the starts for twice this refusal's round trip (the
+			// calls already sent answer meanwhile), then probe.
+			gateMoved = w.closeGate(t.Add(2 * max(t.Sub(started), 0)))
+			w.needProbe = true
+		} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
 			d := w.backoff()
 			if retryAfter > 0 {
 				d = min(d, retryAfter)
@@ -311,13 +360,17 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	} else {
 		gateMoved = w.closeGate(t.Add(retryAfter))
 	}
+	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
+	if newEvent && !uncertain(retryAfter) {
+		w.resetAt(t.Add(retryAfter))
+	}
 	if !newEvent {
 		// Each call refused of those already started when the event began
 		// was one call per round trip too many, down to DecreaseFactor of
 		// the rate the event began at. (Calls started since meet a quota
 		// still spent, which says nothing more.)
-		if w.rate > 0 && !started.After(w.decrease) {
-			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.minRate())
+		if w.rate > 0 && !started.After(w.decrease) && !w.measured {
+			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.safe*eventBackoff, w.minRate())
 			w.fitLimit()
 		}
 		return gateMoved
@@ -327,7 +380,13 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
 	}
+	if probeRefused && w.eventRate > 0 {
+		// The quota is still spent after the backoff: that says when,
+		// not how fast. Back off longer; the rate stays.
+		return gateMoved
+	}
 	w.slowStart = false
+	w.measured = false
 	if !w.hasLatency {
 		// Nothing measured to pace with: decrease the limit.
 		w.setLimit(max(w.cfg.Floor, int(float64(w.limit)*w.cfg.DecreaseFactor)))
@@ -343,16 +402,37 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	first := w.eventRate == 0
 	atCap := !first && w.capped(others)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}
-	lag := w.answerLag()
-	saturated := !first && t.Sub(w.lastEvent) <= 2*lag
+	if first {
+		w.firstOthers = others
+	}
 	if atCap {
 		w.capLevel = float64(max(w.cfg.Floor, others))
 		w.capEdge = w.capLevel
 	} else {
-		if w.rate <= w.safe*1.001 {
+		// What the quota admitted over its window, while calls were let
+		// through, is about its rate.
+		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
+		measured = measured && !first
+		switch {
+		case measured && admittedRate < w.safe*fellShare:
+			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
+		case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
+			// Refused at the safe rate while the quota admits about
+			// it: the safe rate was a hair above the quota's, which a
+			// window shows only now and then. Go just under it.
+			w.safe *= eventBackoff
+		case w.rate <= w.safe*1.001:
 			w.safe = 0 // refused at a rate it admitted: the quota fell
+			w.calm = 0
+		case w.safe > 0 && w.stairs == 1:
+			// The first stair above the safe rate is refused: the
+			// quota has not grown. Look again less often.
+			w.calm = min(w.calm+1, maxCalm)
+		case w.stairs > 1:
+			w.calm = 0 // a stair held: the quota grew
 		}
 		w.refused, w.held, w.stairs = w.rate, 0, 0
+		w.bounded = w.bounded || !first
 		switch {
 		case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
 			w.rate = (w.safe + w.refused) / 2
@@ -360,23 +440,38 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			w.rate = w.safe
 		default:
 			w.rate = w.refused * eventBackoff
-			// When 429s keep coming, what the quota admitted since the
-			// last event is about its rate. The calls in flight were
-			// admitted (a refusal comes back at once), all but this one.
-			if span := w.cycleLast.Sub(w.cycleFrom); saturated && !probeRefused && w.cycleOK >= cycleMinSuccesses && span > w.latency() {
-				w.rate = min(w.rate, float64(w.cycleOK)/span.Seconds())
+			if measured {
+				w.rate = min(w.rate, admittedRate)
+				w.measured = true
 			}
 		}
 		if first {
 			// Slow start sends in bursts, which a small burst allowance
-			// refuses below the quota's rate: no bound learned.
+			// refuses below the quota's rate: no bound learned. But what
+			// the quota admitted over its window (or since the first
+			// start, if that is longer) is about its rate. An exact
+			// delay longer than slow start lasted says when the quota
+			// opens again: a window's quota, spent since the first
+			// start, opens a window after it.
+			if !uncertain(retryAfter) && t.Sub(w.firstStart) < retryAfter {
+				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
+			}
+			span := max(t.Sub(w.firstStart), w.window)
+			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses && span >= 2*w.latency() {
+				w.rate = min(w.rate, float64(n)/span.Seconds())
+				w.measured = true
+			}
 			w.refused = 0
 		}
-		w.lastEvent = t
+		if named := w.namedRate(); named > 0 && (first || w.refused > named*namedShare) {
+			// Refused above the budget the server named: pace just
+			// under it, and look no higher. (Refused below it, the
+			// quota is shared or bursts: the law's own reading holds.)
+			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
+		}
 	}
 	w.rate = max(w.rate, w.minRate())
 	w.eventRate = w.rate
-	w.cycleFrom, w.cycleOK, w.cycleLast = w.decrease, 0, w.decrease
 	resume := w.gate
 	if t.After(resume) {
 		resume = t
@@ -390,21 +485,15 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	return gateMoved
 }
 
-// uncertain reports whether a 429's retry delay leaves the wait unknown:
-// none was given, or it is a whole number of seconds, rounded (Gemini's
-// per-minute quotas send 26-59 s where a second or two would do).
-func uncertain(retryAfter time.Duration) bool {
-	return retryAfter%time.Second == 0
-}
-
-// backoff is the wait after an uncertain 429: a round trip doubled per
-// uncertain event since the last success, with jitter, capped.
+// backoff is the wait after an uncertain 429: a round trip, grown by
+// backoffGrowth per uncertain event since the last success, with jitter,
+// capped.
 func (w *law) backoff() time.Duration {
 	base := time.Second
 	if w.hasLatency {
 		base = w.latency()
 	}
-	d := base << min(w.backoffs, 6)
+	d := time.Duration(float64(base) * math.Pow(backoffGrowth, float64(min(w.backoffs, 12))))
 	d = min(d, backoffMaxRoundTrips*base)
 	// xorshift64: deterministic jitter, ±25%.
 	w.seed ^= w.seed << 13
@@ -416,6 +505,9 @@ func (w *law) backoff() time.Duration {
 // closeGate moves the gate to until if later, and reports whether it did.
 func (w *law) closeGate(until time.Time) bool {
 	if until.After(w.gate) {
+		if w.gate.Before(w.lastStart) {
+			w.gateFrom = w.lastStart // closed anew: it holds starts from here
+		}
 		w.gate = until
 		return true
 	}
@@ -425,6 +517,9 @@ func (w *law) closeGate(until time.Time) bool {
 // onFailed folds in any other outcome of the call started at started: it
 // only matters if that call was the probe.
 func (w *law) onFailed(started time.Time) {
+	if c := w.find(started); c != nil {
+		c.outcome = failedCall
+	}
 	if started.Equal(w.probe) {
 		w.probe = time.Time{}
 	}
@@ -438,24 +533,6 @@ func (w *law) sameRoundTrip(t time.Time) bool {
 	return w.hasLatency && !w.decrease.IsZero() && float64(t.Sub(w.decrease)) < w.avgLatency
 }
 
-// sentRate is the rate of starts over the last round trip.
-func (w *law) sentRate(t time.Time) float64 {
-	span := w.latency()
-	n := 0
-	for i := 1; i <= min(w.nSent, sentRing); i++ {
-		if w.sent[(w.nSent-i)%sentRing].at.Before(t.Add(-span)) {
-			break
-		}
-		n++
-	}
-	return max(float64(n)/span.Seconds(), w.minRate())
-}
-
-// latency is the smoothed round trip, at least a microsecond.
-func (w *law) latency() time.Duration {
-	return max(time.Duration(w.avgLatency), time.Microsecond)
-}
-
 // minRate is Floor calls per round trip; maxRate the rate Ceiling calls in
 // flight carry, or a TPM budget's, whichever is lower.
 func (w *law) minRate() float64 {
@@ -466,6 +543,9 @@ func (w *law) maxRate() float64 {
 	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
 	if w.cfg.TPM > 0 && w.hasTokens {
 		r = min(r, float64(w.cfg.TPM)/60/w.avgTokens)
+	}
+	if named := w.namedRate(); named > 0 {
+		r = min(r, named*namedShare)
 	}
 	return max(r, w.minRate())
 }
@@ -497,54 +577,18 @@ func (w *law) setLimitTo(t time.Time, n int) {
 	}
 }
 
+// learnedRate is the rate to start the next run from: the safe rate once
+// one is known, else the rate paced; 0 before any is.
+func (w *law) learnedRate() float64 {
+	if w.safe > 0 {
+		return min(w.safe, w.rate)
+	}
+	return w.rate
+}
+
 // setLimit sets the limit, tracking its range.
 func (w *law) setLimit(n int) {
 	w.limit = n
 	w.minLimit = min(w.minLimit, n)
 	w.maxLimit = max(w.maxLimit, n)
-}
-
-// observe folds one success into the smoothed latency and tokens.
-func (w *law) observe(latency time.Duration, tokens int64) {
-	lat := float64(max(latency, 0))
-	if w.hasLatency {
-		w.avgLatency += ewmaWeight * (lat - w.avgLatency)
-	} else {
-		w.avgLatency, w.hasLatency = lat, true
-	}
-	if tokens <= 0 {
-		return
-	}
-	if w.hasTokens {
-		w.avgTokens += ewmaWeight * (float64(tokens) - w.avgTokens)
-	} else {
-		w.avgTokens, w.hasTokens = float64(tokens), true
-	}
-}
-
-// ceiling returns the effective ceiling: Config.Ceiling, lowered to the
-// Little's-law bound TPM*W/(60s*T) once latency W and tokens T have been
-// measured, and never below Floor.
-func (w *law) ceiling() int {
-	c := w.cfg.Ceiling
-	if w.cfg.TPM <= 0 || !w.hasTokens || !w.hasLatency {
-		return c
-	}
-	bound := float64(w.cfg.TPM) * w.avgLatency / (w.avgTokens * float64(time.Minute))
-	// The epsilon keeps an exact quotient such as 2 from flooring to 1
-	// through rounding in the averages.
-	if bound = math.Floor(bound + 1e-9); bound < float64(c) {
-		c = max(w.cfg.Floor, int(bound))
-	}
-	return c
-}
-
-// tokensPerCall is the TPM pacing reservation: the measured average tokens
-// per call, or Config.EstimatedTokens before any has been measured.
-func (w *law) tokensPerCall() int {
-	n := w.cfg.EstimatedTokens
-	if w.hasTokens {
-		n = int64(math.Ceil(w.avgTokens))
-	}
-	return int(min(max(n, 1), math.MaxInt32))
 }

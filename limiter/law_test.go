@@ -103,22 +103,57 @@ func TestLaw_slowStart(t *testing.T) {
 }
 
 // The first 429 ends slow start: the law paces just under the rate it
-// was sending, and learns no bound from it (slow start sends in bursts).
+// was sending, or what the quota admitted since the first start, over
+// that span or, when an exact retry delay is longer than slow start
+// lasted, to when the delay says the quota opens again (a window spent by
+// slow start opens a window after it began), whichever is lower; it
+// learns no bound from it (slow start sends in bursts).
 func TestLaw_onRateLimited_first(t *testing.T) {
-	w := newTestLaw(Config{})
-	at, _ := drive(w, simEpoch, 5*rtt) // slow start, unpaced
-	s := w.start(at, 0)
-	sent := w.sentRate(at)
-	w.onRateLimited(at, s, 10500*time.Microsecond, 1)
-	if w.slowStart || w.decreases != 1 {
-		t.Fatalf("slowStart %v, decreases %d after the first 429", w.slowStart, w.decreases)
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		// want is the rate wanted from the rate sent over the last round
+		// trip and the calls admitted since the first start.
+		want func(sent float64, admitted int) float64
+	}{
+		{"opens at once", 10500 * time.Microsecond, func(_ float64, n int) float64 {
+			return float64(n) / (5 * rtt).Seconds()
+		}},
+		{"opens a longer window after the first start", 2500 * time.Millisecond, func(_ float64, n int) float64 {
+			return float64(n) / (5*rtt + 2500*time.Millisecond).Seconds()
+		}},
 	}
-	if !near(w.rate, sent*eventBackoff) || w.refused != 0 {
-		t.Errorf("rate %.1f, refused %.1f; want %.1f (the rate sent, less 3%%) and no bound", w.rate, w.refused, sent*eventBackoff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			at, started := drive(w, simEpoch, 5*rtt) // slow start, unpaced
+			s := w.start(at, 0)
+			sent := w.sentRate(at)
+			w.onRateLimited(at, s, tt.retryAfter, 1)
+			if w.slowStart || w.decreases != 1 {
+				t.Fatalf("slowStart %v, decreases %d after the first 429", w.slowStart, w.decreases)
+			}
+			// drive gave up the calls still in flight: the rest were admitted.
+			admitted := started - w.nSentFailed()
+			if want := min(sent*eventBackoff, tt.want(sent, admitted)); !near(w.rate, want) || w.refused != 0 {
+				t.Errorf("rate %.1f, refused %.1f; want %.1f and no bound", w.rate, w.refused, want)
+			}
+			if want := at.Add(tt.retryAfter); !w.gate.Equal(want) {
+				t.Errorf("gate %v, want now + the delay", w.gate.Sub(simEpoch))
+			}
+		})
 	}
-	if want := at.Add(10500 * time.Microsecond); !w.gate.Equal(want) {
-		t.Errorf("gate %v, want now + the exact delay", w.gate.Sub(simEpoch))
+}
+
+// nSentFailed counts the starts in the ring reported failed.
+func (w *law) nSentFailed() int {
+	n := 0
+	for i := range min(w.nSent, sentRing) {
+		if w.sent[i].outcome == failedCall {
+			n++
+		}
 	}
+	return n
 }
 
 // After an event, a safe rate held bisects toward the refused one; once
@@ -128,20 +163,39 @@ func TestLaw_bisection(t *testing.T) {
 		name                string
 		safe, refused, rate float64
 		held                int // lags held at the safe rate since the 429
-		wantRate, wantSafe  float64
-		wantRefused         bool // a refused rate still bounds the quota
+		// unbounded: only slow start's burst was refused, so a stair
+		// is held firstClimbRoundTrips round trips, not an answer lag.
+		unbounded          bool
+		wantRate, wantSafe float64
+		wantRefused        bool // a refused rate still bounds the quota
 	}{
-		{"halfway to the refused rate", 80, 100, 90, 0, 95, 90, true},
-		{"close enough: stay safe", 97.5, 100, 98, 0, 98, 98, true},
-		{"long safe: look for more", 97.5, 100, 98, reprobeLags, 98 * probeStair, 98, false},
-		{"no bound: a stair up", 50, 0, 50, 0, 50 * probeStair, 50, false},
+		{"halfway to the refused rate", 80, 100, 90, 0, false, 95, 90, true},
+		{"close enough: stay safe", 97.5, 100, 98, 0, false, 98, 98, true},
+		{"long safe: look for more", 97.5, 100, 98, reprobeLags, false, 98 * probeStair, 98, false},
+		{"no bound: a stair up", 50, 0, 50, 0, false, 50 * probeStair, 50, false},
+		{"only slow start refused: a stair in two round trips", 50, 0, 50, 0, true, 50 * probeStair, 50, false},
 	}
+	// Two stairs held: the quota grew, and the third comes half a lag on.
+	t.Run("two stairs held: the next in half a lag", func(t *testing.T) {
+		w, at := pacedLaw(t, 60)
+		w.safe, w.eventRate, w.bounded, w.stairs = 60, 60, true, 2
+		w.probeFrom = at
+		drive(w, at, w.answerLag()/2+rtt)
+		if want := 60 * (1 + (probeStair-1)*4); !near(w.rate, want) || !near(w.safe, 60) {
+			t.Errorf("safe %.2f rate %.2f half a lag on, want 60 and %.2f", w.safe, w.rate, want)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tt.rate)
 			w.safe, w.refused, w.eventRate, w.held = tt.safe, tt.refused, tt.rate, tt.held
+			w.bounded = !tt.unbounded
 			w.probeFrom = at
-			drive(w, at, w.answerLag()+rtt)
+			lag := w.answerLag()
+			if tt.unbounded {
+				lag = firstClimbRoundTrips * w.latency()
+			}
+			drive(w, at, lag+rtt)
 			if !near(w.safe, tt.wantSafe) || !near(w.rate, tt.wantRate) {
 				t.Errorf("safe %.2f rate %.2f after a lag, want %.2f and %.2f", w.safe, w.rate, tt.wantSafe, tt.wantRate)
 			}
@@ -172,7 +226,6 @@ func TestLaw_onRateLimited_rate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tt.rate)
 			w.safe, w.eventRate = tt.safe, tt.rate
-			w.lastEvent = at.Add(-time.Hour) // not saturated
 			s := w.start(at, 0)
 			at = at.Add(20 * time.Millisecond)
 			w.onRateLimited(at, s, 7300*time.Microsecond, 1)
@@ -188,7 +241,6 @@ func TestLaw_onRateLimited_rate(t *testing.T) {
 // call started before it takes one call per round trip off the rate.
 func TestLaw_onRateLimited_oncePerRoundTrip(t *testing.T) {
 	w, at := pacedLaw(t, 100)
-	w.lastEvent = at.Add(-time.Hour)
 	a, b := w.start(at, 0), w.start(at, 1)
 	at = at.Add(20 * time.Millisecond)
 	w.onRateLimited(at, a, 5100*time.Microsecond, 2) // 100 -> 97
@@ -268,22 +320,26 @@ func TestLaw_capped(t *testing.T) {
 		name     string
 		capLevel float64
 		limit    int
-		last     [2]int
+		last     [2]int // the calls in flight at the last two events
+		first    int    // at slow start's refusal; -1 for none
 		others   int
 		want     bool
 	}{
 		// rate 100/s × rtt carries 10 calls in flight on average.
-		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, 12, true},
-		{"same level, below the average", 0, 15, [2]int{9, 9}, 9, false},
-		{"varying levels", 0, 15, [2]int{10, 11}, 11, false},
-		{"well above the average", 0, 15, [2]int{0, 0}, 12, true},
-		{"at the cap that binds", 12, 12, [2]int{0, 0}, 11, true},
-		{"below the cap", 12, 12, [2]int{0, 0}, 9, false},
+		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, -1, 12, true},
+		{"same level, below the average", 0, 15, [2]int{9, 9}, -1, 9, false},
+		{"varying levels", 0, 15, [2]int{10, 11}, -1, 11, false},
+		{"well above the average", 0, 20, [2]int{0, 0}, -1, 16, true},
+		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, -1, 13, false},
+		{"at the cap that binds", 12, 12, [2]int{0, 0}, -1, 11, true},
+		{"below the cap", 12, 12, [2]int{0, 0}, -1, 9, false},
+		{"slow start's level again, above the average", 0, 20, [2]int{11, 0}, 11, 11, true},
+		{"slow start's level again, below the average", 0, 20, [2]int{9, 0}, 9, 9, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, _ := pacedLaw(t, 100)
-			w.capLevel, w.limit, w.lastOthers = tt.capLevel, tt.limit, tt.last
+			w.capLevel, w.limit, w.lastOthers, w.firstOthers = tt.capLevel, tt.limit, tt.last, tt.first
 			if got := w.capped(tt.others); got != tt.want {
 				t.Errorf("capped(%d) = %v, want %v", tt.others, got, tt.want)
 			}
@@ -310,12 +366,31 @@ func TestLaw_onRateLimited_cap(t *testing.T) {
 	}
 }
 
+// A run started from what an earlier one learned paces just under the
+// rate learned with the limit from its first start, or else the rate the
+// limit carries from its first round trip.
 func TestLaw_learnedStart(t *testing.T) {
-	w := newTestLaw(Config{Start: 30})
-	s := w.start(simEpoch, 0)
-	w.onSuccess(simEpoch.Add(200*time.Millisecond), s, 100, 1)
-	if want := 30 / 0.2 / rateHeadroom; !near(w.rate, want) || w.limit != 30 {
-		t.Errorf("rate %.1f limit %d, want %.1f and 30: the start learned is the limit the rate carries", w.rate, w.limit, want)
+	tests := []struct {
+		name     string
+		cfg      Config
+		wantRate float64
+	}{
+		{"the rate the limit carries", Config{Start: 30}, 30 / 0.2 / rateHeadroom},
+		{"just under the rate learned", Config{Start: 30, StartRate: 120}, 120 * eventBackoff},
+		{"no rate without a start", Config{StartRate: 120}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(tt.cfg)
+			s := w.start(simEpoch, 0)
+			w.onSuccess(simEpoch.Add(200*time.Millisecond), s, 100, 1)
+			if !near(w.rate, tt.wantRate) {
+				t.Errorf("rate %.1f, want %.1f", w.rate, tt.wantRate)
+			}
+			if got := w.learnedRate(); !near(got, tt.wantRate) {
+				t.Errorf("learned rate %.1f, want %.1f", got, tt.wantRate)
+			}
+		})
 	}
 }
 
@@ -364,5 +439,162 @@ func TestLaw_mayStart_limit(t *testing.T) {
 		if got := w.mayStart(later, tt.inFlight); got != tt.want {
 			t.Errorf("mayStart with %d in flight under limit %d = %v, want %v", tt.inFlight, w.limit, got, tt.want)
 		}
+	}
+}
+
+// A 429 that names the per-minute budget sets the rate just under it,
+// the tighter of requests and input tokens, and no stair climbs past it;
+// a 429 below it leaves the law's own reading in charge.
+func TestLaw_namedQuota(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64 // paced when the 429 comes
+		rpm, tpm int64
+		want     float64 // the rate after the 429
+		most     float64 // the most the rate may climb to afterwards
+	}{
+		{"requests per minute", 200, 6000, 0, 100 * namedShare, 100 * namedShare},
+		{"tokens per minute, 100 tokens a call", 200, 0, 600000, 100 * namedShare, 100 * namedShare},
+		{"the tighter binds", 200, 6000, 300000, 50 * namedShare, 50 * namedShare},
+		{"refused below the budget: the law's reading", 80, 6000, 0, 80 * eventBackoff, 100 * namedShare},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, tt.rate)
+			w.eventRate = tt.rate // not the first event
+			s := w.start(at, 0)
+			at = at.Add(20 * time.Millisecond)
+			w.nameQuota(tt.rpm, tt.tpm)
+			w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+			if !near(w.rate, tt.want) {
+				t.Fatalf("rate %.2f after the 429, want %.2f", w.rate, tt.want)
+			}
+			highest := w.rate
+			for range 40 {
+				at, _ = drive(w, at, w.answerLag())
+				highest = max(highest, w.rate)
+			}
+			if highest > tt.most*(1+1e-9) || highest < tt.want {
+				t.Errorf("the rate climbed to %.2f; want at most %.2f", highest, tt.most)
+			}
+		})
+	}
+}
+
+// Instants an exact retry delay says the quota opens at, one per event:
+// on one lattice they give a fixed window's length; off it, nothing.
+func TestLaw_resetAt(t *testing.T) {
+	tests := []struct {
+		name   string
+		resets []time.Duration // from simEpoch, one per event
+		want   time.Duration   // the window read
+	}{
+		{"a boundary every 2 s", []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
+		{"a window skipped", []time.Duration{4 * time.Second, 6 * time.Second, 10 * time.Second}, 2 * time.Second},
+		{"two instants say nothing", []time.Duration{4 * time.Second, 6 * time.Second}, 0},
+		{"a sliding log's, off any lattice", []time.Duration{4100 * time.Millisecond, 6300 * time.Millisecond, 9700 * time.Millisecond}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			for _, d := range tt.resets {
+				w.resetAt(simEpoch.Add(d))
+			}
+			if w.window != tt.want {
+				t.Errorf("window %v, want %v", w.window, tt.want)
+			}
+		})
+	}
+}
+
+// A probe admitted after a backoff marks a spent quota open again: what
+// it admitted since the last reopening is its budget over that span, and
+// the rate goes just under it (never up).
+func TestLaw_reopened(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64
+		admitted int           // calls admitted between the reopenings
+		span     time.Duration // between them
+		want     float64
+	}{
+		{"a fixed window's budget", 200, 300, 2 * time.Second, 150 * eventBackoff},
+		{"already under it", 100, 300, 2 * time.Second, 100},
+		{"too few calls to read", 200, 5, 2 * time.Second, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, tt.rate)
+			w.reopened(at)
+			for i := range tt.admitted {
+				s := w.start(at.Add(time.Duration(i)*tt.span/time.Duration(tt.admitted)), 0)
+				w.find(s).outcome = admitted
+			}
+			w.reopened(at.Add(tt.span))
+			if !near(w.rate, tt.want) {
+				t.Errorf("rate %.2f, want %.2f", w.rate, tt.want)
+			}
+		})
+	}
+}
+
+// A 429 at the safe rate: if the quota admitted about that rate over the
+// answer lag, the safe rate was a hair above the quota's and the law goes
+// just under it; if it admitted far less, the quota fell.
+func TestLaw_onRateLimited_atSafe(t *testing.T) {
+	tests := []struct {
+		name     string
+		admitted bool // the calls driven over the lag were admitted
+		wantSafe float64
+	}{
+		{"admitted about the safe rate: a hair above the quota", true, 100 * eventBackoff},
+		{"admitted far less: the quota fell", false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 100)
+			w.bounded, w.eventRate = true, 100
+			at, _ = drive(w, at, 2*w.answerLag())
+			w.safe, w.rate, w.refused = 100, 100, 0
+			outcome := refusedCall
+			if tt.admitted {
+				outcome = admitted // drive gave up the calls it left in flight
+			}
+			for i := range min(w.nSent, sentRing) {
+				w.sent[i].outcome = outcome
+			}
+			s := w.start(at, 0)
+			w.onRateLimited(at.Add(20*time.Millisecond), s, 7300*time.Microsecond, 1)
+			if !near(w.safe, tt.wantSafe) {
+				t.Errorf("safe %.2f after the 429, want %.2f", w.safe, tt.wantSafe)
+			}
+		})
+	}
+}
+
+// The wait after uncertain 429s: a round trip, growing by half per one
+// more since the last success, ±25% jitter, capped at 64 round trips.
+func TestLaw_backoff(t *testing.T) {
+	tests := []struct {
+		name     string
+		backoffs int
+		want     time.Duration // before jitter
+	}{
+		{"the first: a round trip", 0, rtt},
+		{"the second: half more", 1, rtt * 3 / 2},
+		{"the fourth", 3, rtt * 27 / 8},
+		{"capped", 40, backoffMaxRoundTrips * rtt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, _ := pacedLaw(t, 100)
+			for range 20 {
+				w.backoffs = tt.backoffs
+				d := w.backoff()
+				if lo, hi := time.Duration(0.75*float64(tt.want)), time.Duration(1.25*float64(tt.want)); d < lo || d > hi {
+					t.Fatalf("backoff %v, want within [%v, %v]", d, lo, hi)
+				}
+			}
+		})
 	}
 }

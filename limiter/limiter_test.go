@@ -9,7 +9,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
+
+// The runner hands an AIMD the budgets a 429 names.
+var _ pipeline.QuotaLimiter = (*AIMD)(nil)
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)

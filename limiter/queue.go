@@ -29,12 +29,19 @@ import (
 //     success, doubling each round trip, up to Ceiling, until the first
 //     429. With a Start (a limit learned by an earlier run) the law paces
 //     from the first round trip the rate that limit carries.
-//   - Rate. From the first 429 on, starts are paced at a rate: a rate held
-//     for eight round trips with no 429 is safe; the rate last refused
+//   - Rate. From the first 429 on, starts are paced at a rate, no faster
+//     than the quota admitted over its window (the longest retry delay
+//     seen) before the 429: a rate held for eight round trips, or that
+//     window when longer, with no 429 is safe; the rate last refused
 //     bounds the quota from above; the rate goes halfway between until they
-//     are within 3%, stays at the safe one a while, then climbs in stairs
-//     (5%, then each rise twice the last) to find a quota that grew. A 429
-//     at or below the safe rate means the quota fell: the law forgets it.
+//     are within 3%, stays at the safe one a while (twice as long after
+//     each stair that found nothing), then climbs in stairs (5%, then each
+//     rise twice the last) to find a quota that grew. A 429 at or below the
+//     safe rate, or one after the quota admitted less than it, means the
+//     quota fell: the law forgets it.
+//   - Named quota. A 429 reported through RateLimitedQuota with the
+//     per-minute budget it enforces sets the rate at 97% of it (the
+//     tighter of requests and input tokens), and no stair climbs past it.
 //     The limit on calls in flight follows the rate by Little's law with
 //     room for latency's spread: rate × latency × 1.5.
 //   - Cap. A 429 of a call that started beside the same number of calls in
@@ -50,8 +57,11 @@ import (
 //     returning before now+d (the latest deadline wins). One with none, or
 //     a whole number of seconds (a rounded delay, often far later than
 //     needed), that no cap explains: starts wait a jittered backoff of a
-//     round trip, doubling while 429s go on (never longer than the delay
-//     given), then one probe call goes and the rest wait for its success.
+//     round trip, growing by half while 429s go on (never longer than the
+//     delay given), then one probe call goes and the rest wait for its
+//     success.
+//     At a rate already paced, the first such 429 of an event holds starts
+//     only for two of its own round trips before the probe.
 //
 // Failed (5xx, timeouts, cancellations) frees the slot and changes nothing
 // else: those faults belong to retry logic, not to the quota.
@@ -224,6 +234,23 @@ func (l *AIMD) RateLimited(started time.Time, retryAfter time.Duration) {
 	l.dispatchLocked(now)
 }
 
+// RateLimitedQuota is RateLimited for a 429 that named the per-minute
+// budgets it enforces (requests and input tokens per minute, 0 for each it
+// did not name): the limiter paces just under the tighter of them instead
+// of probing for the quota (see Config.RPM and Config.TPM for budgets
+// known before the run). It implements pipeline.QuotaLimiter.
+func (l *AIMD) RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, tokensPerMinute int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	l.releaseLocked()
+	l.law.nameQuota(requestsPerMinute, tokensPerMinute)
+	if l.law.onRateLimited(now, started, retryAfter, l.inFlight+1) {
+		l.wakeHeadLocked()
+	}
+	l.dispatchLocked(now)
+}
+
 // Failed reports any other outcome of the call started at started (5xx,
 // timeout, permanent error, cancellation). It frees the slot; the limit and
 // the streak are unchanged.
@@ -252,6 +279,20 @@ func (l *AIMD) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.law.limit
+}
+
+// Rate returns the rate the limiter learned, in call starts per second:
+// the highest rate it found the quota admits, or the rate it paces when it
+// found none; 0 before it paces any (in slow start, or when Fixed). Persist
+// it with Limit and pass both back as Config.StartRate and Config.Start to
+// start the next run from them.
+func (l *AIMD) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cfg.Fixed {
+		return 0
+	}
+	return l.law.learnedRate()
 }
 
 // InFlight returns the number of slots held: calls acquired and not yet

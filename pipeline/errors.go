@@ -94,6 +94,11 @@ type RateLimitedError struct {
 	// Daily is true when the exhausted quota is a per-day one: nothing will
 	// succeed until it resets, so the stage parks and the run stops.
 	Daily bool
+	// RequestsPerMinute and TokensPerMinute are the per-minute budgets the
+	// refusal named (QuotaFailure's quotaValue on a per-minute request or
+	// input-token quota); zero when it named none. A QuotaLimiter paces to
+	// them instead of probing for the quota.
+	RequestsPerMinute, TokensPerMinute int64
 }
 
 // Error is the cause's message.

@@ -106,6 +106,16 @@ type Limiter interface {
 	InFlight() int
 }
 
+// QuotaLimiter is a Limiter that also reads the per-minute quota a 429
+// names. The runner reports a 429 through RateLimitedQuota instead of
+// RateLimited when the stage's limiter implements it.
+type QuotaLimiter interface {
+	Limiter
+	// RateLimitedQuota is RateLimited with the per-minute budgets the
+	// refusal named (see RateLimitedError), 0 for each it did not name.
+	RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, tokensPerMinute int64)
+}
+
 // Sample is one sampling period (a second by default) of one stage, for
 // the run report's plot. The counts are of calls that ended in the period.
 type Sample struct {

@@ -199,7 +199,7 @@ func TestLibrary_KillAndResume(t *testing.T) {
 	langOut := outputsOf(t, db, "language")
 	billed, simItems := map[string]int64{}, sim.Stats().Items
 	for _, r := range libraryRecords() {
-		billed[r.ID] = simItems[geminisim.ItemHash(r.Text)].OK
+		billed[r.ID] = simItems[geminisim.ItemID(r.ID)].OK
 	}
 	again := 0
 	for _, r := range libraryRecords() {

@@ -77,7 +77,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			c.unavailable.Add(1)
 		}
 		if sc.Limiter != nil {
-			if rl != nil {
+			if ql, ok := sc.Limiter.(QuotaLimiter); ok && rl != nil {
+				ql.RateLimitedQuota(started, rl.RetryAfter, rl.RequestsPerMinute, rl.TokensPerMinute)
+			} else if rl != nil {
 				sc.Limiter.RateLimited(started, rl.RetryAfter)
 			} else {
 				sc.Limiter.Failed(started)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
@@ -35,6 +36,8 @@ type Data struct {
 	Cube *Cube `json:"cube,omitempty"`
 	// Pivot is `report --by`'s table, nil without --by.
 	Pivot *Pivot `json:"pivot,omitempty"`
+	// Batch sums the Batch API jobs; nil when there were none.
+	Batch *batch.Totals `json:"batch,omitempty"`
 	// Zone is where times are shown; nil means the local zone.
 	Zone *time.Location `json:"-"`
 }

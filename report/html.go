@@ -140,6 +140,9 @@ func newHTMLView(d *Data) (htmlView, error) {
 			)
 		}
 	}
+	if b := d.Batch; b != nil {
+		v.Cards = append(v.Cards, card{Label: "batch saved", Value: usd(b.SavedUSD), Note: fmt.Sprintf("%s items in %s batch jobs at half price", num(b.Answered), num(b.Jobs)), Class: "good"})
+	}
 	for _, c := range runCharts(d) {
 		v.Charts = append(v.Charts, chartView{ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: c.SVG()})
 	}

@@ -134,6 +134,9 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	if d.Runs, err = db.Runs(20); err != nil {
 		return nil, err
 	}
+	if d.Batch, err = loadBatch(db); err != nil {
+		return nil, err
+	}
 	if len(d.Runs) > 0 {
 		d.LastRun = &d.Runs[0]
 		if d.Samples, err = db.Samples(d.LastRun.ID); err != nil {

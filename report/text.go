@@ -126,6 +126,9 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "tokens in", "tokens out", "est. cost"},
 			[]bool{false, true, true, true, true, true, true, true, true, true}, rows)
 	}
+	if d.Batch != nil {
+		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))
+	}
 
 	labels := labelRows(d)
 	t.heading("Labels")

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -302,18 +302,11 @@ func (c *Classify) Fingerprint() string {
 // dead-lettered: the error is pipeline.Permanent. The Result's Usage is
 // the sum of both calls, and a repaired output says so in its Repair field.
 func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
-	text := classifyInput(it)
-	if strings.TrimSpace(text) == "" {
-		return pipeline.Result{}, verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
+	prompt, err := c.promptFor(it)
+	if err != nil {
+		return pipeline.Result{}, err
 	}
-	var prompt bytes.Buffer
-	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: c.labels}
-	if err := c.prompt.Execute(&prompt, data); err != nil {
-		// Permanent, not fatal: a template can fail on one item's fields
-		// only (a missing key, a short text), and that must not stop the run.
-		return pipeline.Result{}, pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
-	}
-	res, err := c.classify(ctx, prompt.String())
+	res, err := c.classify(ctx, it.ID, prompt)
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
 	}
@@ -322,9 +315,9 @@ func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Resu
 
 // classify asks for prompt's label, repairing a cut-off or off-schema
 // answer once (see Process).
-func (c *Classify) classify(ctx context.Context, prompt string) (pipeline.Result, error) {
+func (c *Classify) classify(ctx context.Context, id, prompt string) (pipeline.Result, error) {
 	first := c.firstRequest()
-	out, usage, err := c.ask(ctx, prompt, first)
+	out, usage, err := c.ask(ctx, id, prompt, first)
 	if err == nil {
 		return c.encode(out, usage)
 	}
@@ -333,7 +326,7 @@ func (c *Classify) classify(ctx context.Context, prompt string) (pipeline.Result
 		return pipeline.Result{Usage: usage}, err
 	}
 	second := c.repairRequest(first, bad)
-	out, usage2, err := c.ask(ctx, prompt, second)
+	out, usage2, err := c.ask(ctx, id, prompt, second)
 	usage = usage.Add(usage2)
 	var again *stageError
 	switch {
@@ -349,23 +342,32 @@ func (c *Classify) classify(ctx context.Context, prompt string) (pipeline.Result
 	}
 }
 
-// ask sends one request made as req and decodes its answer.
-func (c *Classify) ask(ctx context.Context, prompt string, req request) (ClassifyOutput, pipeline.Usage, error) {
+// ask sends one request made as req for item id and decodes its answer.
+func (c *Classify) ask(ctx context.Context, id, prompt string, req request) (ClassifyOutput, pipeline.Usage, error) {
 	var status atomic.Int32
-	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), prompt, req)
+	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), id, prompt, req)
 	return c.decode(resp, withHTTPStatus(err, int(status.Load())), req)
 }
 
-// generate sends one request. A malformed 200 body can make the SDK panic
-// (its response converter asserts types unchecked), which would take the
-// whole run down with it: it becomes a transient error instead.
-func (c *Classify) generate(ctx context.Context, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
+// itemHeader names the item a call is for. The API ignores it; the Gemini
+// simulator keys its per-item accounting by it (geminisim.ItemHeader), so
+// two items with the same text are not counted as one item paid twice.
+// The id is query-escaped: a header value cannot hold every byte an id can.
+const itemHeader = "X-Sawtooth-Item"
+
+// generate sends one request for item id. A malformed 200 body can make
+// the SDK panic (its response converter asserts types unchecked), which
+// would take the whole run down with it: it becomes a transient error
+// instead.
+func (c *Classify) generate(ctx context.Context, id, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = nil, fmt.Errorf("%w: %v", errSDKPanic, p)
 		}
 	}()
-	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), c.requestConfig(req))
+	cfg := c.requestConfig(req)
+	cfg.HTTPOptions.Headers.Set(itemHeader, url.QueryEscape(id))
+	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), cfg)
 }
 
 // statusKey is the context key of the *atomic.Int32 where callTransport

@@ -136,7 +136,11 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 		if delay > 0 {
 			after = ", retry after " + delay.String()
 		}
-		return pipeline.RateLimited(c.errorf(err, "classify: rate limited (%s%s%s): %s", what, q, after, msg), delay, false)
+		rpm, tpm := perMinuteBudgets(ae.Details)
+		return &pipeline.RateLimitedError{
+			Err:        c.errorf(err, "classify: rate limited (%s%s%s): %s", what, q, after, msg),
+			RetryAfter: delay, RequestsPerMinute: rpm, TokensPerMinute: tpm,
+		}
 	case ae.Code == http.StatusUnauthorized || reason == "API_KEY_INVALID" || strings.Contains(ae.Message, "API key not valid"):
 		return pipeline.Fatal(c.errorf(err, "classify: the API key was rejected (%s): set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)", what))
 	case ae.Code == http.StatusForbidden:
@@ -181,6 +185,60 @@ func detailsOf(details []map[string]any) (reason string, delay time.Duration, da
 		}
 	}
 	return reason, delay, daily, quotas
+}
+
+// perMinuteBudgets reads the per-minute budgets QuotaFailure names with a
+// quotaValue: requests per minute and input tokens per minute (the lowest
+// of each when several violations name one), 0 for each none names. The
+// window is in quotaId ("...PerMinute..."), the unit in quotaId or
+// quotaMetric ("...InputTokens...", "..._requests").
+func perMinuteBudgets(details []map[string]any) (rpm, tpm int64) {
+	for _, d := range details {
+		if typ, _ := d["@type"].(string); !strings.HasSuffix(typ, "google.rpc.QuotaFailure") {
+			continue
+		}
+		vs, _ := d["violations"].([]any)
+		for _, v := range vs {
+			m, _ := v.(map[string]any)
+			id, _ := m["quotaId"].(string)
+			metric, _ := m["quotaMetric"].(string)
+			id, metric = strings.ToLower(id), strings.ToLower(metric)
+			value := quotaValue(m["quotaValue"])
+			if value <= 0 || !strings.Contains(id, "perminute") {
+				continue
+			}
+			lowest := func(cur int64) int64 {
+				if cur == 0 {
+					return value
+				}
+				return min(cur, value)
+			}
+			switch {
+			case strings.Contains(id, "token") || strings.Contains(metric, "token"):
+				tpm = lowest(tpm)
+			case strings.Contains(id, "request") || strings.Contains(metric, "request"):
+				rpm = lowest(rpm)
+			}
+		}
+	}
+	return rpm, tpm
+}
+
+// quotaValue reads QuotaFailure's quotaValue: an int64 in its JSON form
+// (a string), or a number from a proxy; 0 if neither.
+func quotaValue(v any) int64 {
+	switch v := v.(type) {
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err == nil {
+			return n
+		}
+	case float64:
+		if v >= 1 && v < 1e15 {
+			return int64(v)
+		}
+	}
+	return 0
 }
 
 // isDaily reports a per-day quota id, e.g.

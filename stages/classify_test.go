@@ -106,6 +106,16 @@ const (
   {"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier","quotaValue":"250000"},
   {"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaValue":"250"}]},
  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}`
+	// body429Several names per-minute requests (a number, as a proxy may
+	// send it), per-minute input tokens twice (the lower binds), and one
+	// with no quotaValue.
+	body429Several = `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[
+ {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[
+  {"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel","quotaValue":1000},
+  {"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute","quotaValue":"4000000"},
+  {"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute","quotaValue":"1000000"},
+  {"quotaMetric":"generativelanguage.googleapis.com/generate_content_paid_tier_requests","quotaId":"GenerateRequestsPerMinutePerProject"}]},
+ {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}`
 	body429Bare  = `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`
 	body500      = `{"error":{"code":500,"message":"An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting","status":"INTERNAL"}}`
 	body503      = `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`
@@ -121,16 +131,18 @@ func TestClassify_Process(t *testing.T) {
 	okUsage := pipeline.Usage{PromptTokens: 11, CandidateTokens: 5, TotalTokens: 16}
 	twice := okUsage.Add(okUsage)
 	tests := []struct {
-		name    string
-		handle  func(http.ResponseWriter, *http.Request, []byte)
-		cfg     func(*ClassifyConfig)
-		class   pipeline.Class // "" means success
-		label   string
-		msg     []string // substrings of the error
-		usage   pipeline.Usage
-		after   time.Duration
-		daily   bool
-		timeout bool // errors.Is(err, context.DeadlineExceeded)
+		name   string
+		handle func(http.ResponseWriter, *http.Request, []byte)
+		cfg    func(*ClassifyConfig)
+		class  pipeline.Class // "" means success
+		label  string
+		msg    []string // substrings of the error
+		usage  pipeline.Usage
+		after  time.Duration
+		daily  bool
+		// rpm, tpm: the per-minute budgets the 429 names.
+		rpm, tpm int64
+		timeout  bool // errors.Is(err, context.DeadlineExceeded)
 		// requests the server must see; 0 means 1. A cut-off or
 		// off-schema answer is asked once more (TestClassify_Repair).
 		requests int64
@@ -157,7 +169,7 @@ func TestClassify_Process(t *testing.T) {
 		{
 			name:   "429 per minute",
 			handle: reply(429, body429Minute),
-			class:  pipeline.ClassRateLimited, after: 45837906927 * time.Nanosecond,
+			class:  pipeline.ClassRateLimited, after: 45837906927 * time.Nanosecond, tpm: 250000,
 			msg: []string{"rate limited", "429 RESOURCE_EXHAUSTED", "GenerateContentInputTokensPerModelPerMinute-FreeTier", "45.837906927s"},
 		},
 		{
@@ -165,6 +177,12 @@ func TestClassify_Process(t *testing.T) {
 			handle: reply(429, body429Day),
 			class:  pipeline.ClassRateLimited, after: 26 * time.Second, daily: true,
 			msg: []string{"daily quota is exhausted (429 RESOURCE_EXHAUSTED on GenerateRequestsPerDayPerProjectPerModel-FreeTier)", "midnight Pacific"},
+		},
+		{
+			name:   "429 naming several per-minute quotas",
+			handle: reply(429, body429Several),
+			class:  pipeline.ClassRateLimited, after: 3 * time.Second, rpm: 1000, tpm: 1000000,
+			msg: []string{"rate limited", "GenerateRequestsPerMinutePerProjectPerModel", "GenerateContentInputTokensPerModelPerMinute"},
 		},
 		{
 			name:   "429 bare",
@@ -329,6 +347,9 @@ func TestClassify_Process(t *testing.T) {
 			var rl *pipeline.RateLimitedError
 			if errors.As(err, &rl) && (rl.RetryAfter != tt.after || rl.Daily != tt.daily) {
 				t.Errorf("RetryAfter, Daily = %v, %v, want %v, %v", rl.RetryAfter, rl.Daily, tt.after, tt.daily)
+			}
+			if rl != nil && (rl.RequestsPerMinute != tt.rpm || rl.TokensPerMinute != tt.tpm) {
+				t.Errorf("RequestsPerMinute, TokensPerMinute = %d, %d, want %d, %d", rl.RequestsPerMinute, rl.TokensPerMinute, tt.rpm, tt.tpm)
 			}
 			if got := errors.Is(err, context.DeadlineExceeded); got != tt.timeout {
 				t.Errorf("errors.Is(err, DeadlineExceeded) = %v, want %v", got, tt.timeout)

@@ -27,3 +27,14 @@ func Price(model string) (in, out float64) {
 	}
 	return 0, 0
 }
+
+// BatchDiscount is the Batch API's price as a fraction of the online
+// price: batch tokens cost half.
+const BatchDiscount = 0.5
+
+// BatchPrice returns what Price does, for tokens sent through the Batch
+// API (BatchDiscount of the online price).
+func BatchPrice(model string) (in, out float64) {
+	in, out = Price(model)
+	return in * BatchDiscount, out * BatchDiscount
+}

@@ -49,6 +49,7 @@ func NewApp(cfg Config) *cli.App {
 		newRerunCommand(cfg),
 		newStatusCommand(),
 		newDLQCommand(),
+		newBatchCommand(),
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),

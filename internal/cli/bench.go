@@ -29,6 +29,15 @@ type benchOptions struct {
 	// from Items).
 	ScheduleSet bool
 	Out, ErrOut io.Writer
+	// Matrix runs every strategy on every quota shape (Long adds a real
+	// per-minute window); Runs per cell, Shapes to pick, PlotDir for SVGs.
+	// ItemsSet says --items was given (else the matrix picks per shape).
+	ItemsSet bool
+	Matrix   bool
+	Long     bool
+	Runs     int
+	Shapes   string
+	PlotDir  string
 }
 
 // benchSim is the benchmark's simulator: bench.DefaultConfig's quota and
@@ -52,6 +61,11 @@ func newBenchCommand() *cli.Command {
 		&cli.StringFlag{Category: catBench, Name: "plot", Usage: "write the concurrency of every strategy over time to `FILE` (SVG)", Destination: &o.Plot},
 		&cli.DurationFlag{Category: catBench, Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
 		&cli.StringFlag{Category: catBench, Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
+		&cli.BoolFlag{Category: catBench, Name: "matrix", Usage: "run every strategy on every quota shape (time-scaled windows) and print one table against a perfect client (each shape sets its own simulator: the simulator flags do not apply)", Destination: &o.Matrix},
+		&cli.BoolFlag{Category: catBench, Name: "long", Usage: "with --matrix: add a real per-minute window (minutes per strategy)", Destination: &o.Long},
+		&cli.IntFlag{Category: catBench, Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
+		&cli.StringFlag{Category: catBench, Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
+		&cli.StringFlag{Category: catBench, Name: "plot-dir", Usage: "with --matrix: write one SVG per shape to `DIR`", Destination: &o.PlotDir},
 	}
 	flags = append(flags, simFlags(&o.Sim, benchSim)...)
 	return &cli.Command{
@@ -66,6 +80,7 @@ the requests the quota could admit during the run (its physical limit).`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			o.ScheduleSet = c.IsSet("quota-schedule")
+			o.ItemsSet = c.IsSet("items")
 			o.Out, o.ErrOut = c.App.Writer, c.App.ErrWriter
 			return runBench(c.Context, &o)
 		},
@@ -90,6 +105,23 @@ func runBench(ctx context.Context, o *benchOptions) error {
 	strategies, err := bench.Lookup(splitList([]string{o.Strategies}))
 	if err != nil {
 		return usagef("--strategies: %v", err)
+	}
+	if o.Matrix {
+		if o.Runs <= 0 {
+			return usagef("--runs must be positive")
+		}
+		if _, err := bench.LookupShapes(splitList([]string{o.Shapes}), o.Long); err != nil {
+			return usagef("--shapes: %v", err)
+		}
+		opts := bench.MatrixOptions{
+			Shapes: splitList([]string{o.Shapes}), Long: o.Long, Strategies: strategies, Runs: o.Runs,
+			RefusalLatency: o.Refusal, JSON: o.JSON, PlotDir: o.PlotDir, Log: o.ErrOut,
+		}
+		if o.ItemsSet {
+			opts.Items = o.Items
+		}
+		_, err := bench.RunMatrix(ctx, opts, o.Out)
+		return err
 	}
 	sim, err := o.Sim.config()
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -84,11 +85,11 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
 	}
 	b.defs = []store.StageDef{
-		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji),
+		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji), Reads: []string{pipeline.TextField},
 			Config: mustJSON(sanitizeSettings{MaxChars: o.MaxChars, Emoji: o.Emoji})},
-		{Name: cl.Name(), Fingerprint: cl.Fingerprint(),
+		{Name: cl.Name(), Fingerprint: cl.Fingerprint(), Reads: classifyReads(prompt),
 			Config: mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: prompt, MaxOutputTokens: o.MaxOutputTokens})},
-		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg)},
+		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg), Reads: aggregateReads(b.agg)},
 	}
 	b.priceIn, b.priceOut = stages.Price(o.Model)
 	if o.PriceIn >= 0 {
@@ -98,6 +99,28 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 		b.priceOut = o.PriceOut
 	}
 	return b, nil
+}
+
+// classifyReads is what an edit must touch to re-run classify: the text
+// (its fallback when sanitize left none), and every field when a custom
+// prompt template may print fields.
+func classifyReads(prompt string) []string {
+	if strings.Contains(prompt, "Fields") || strings.Contains(strings.ReplaceAll(prompt, " ", ""), "{{.}}") {
+		return nil // may read any field
+	}
+	return []string{pipeline.TextField}
+}
+
+// aggregateReads lists the record fields the aggregate stage reads, so an
+// edit to one of them re-runs only the aggregate.
+func aggregateReads(a *stages.Aggregate) []string {
+	groupBy := a.GroupBy
+	if groupBy == nil {
+		groupBy = stages.DefaultGroupBy
+	}
+	reads := append([]string{}, groupBy...)
+	reads = append(reads, stages.MonthGroup, cmp.Or(a.DateField, stages.DefaultDateField), cmp.Or(a.RatingField, stages.DefaultRatingField))
+	return reads
 }
 
 // validate refuses option values no stage or limiter can work with,

@@ -207,7 +207,7 @@ func TestCheckDBPath(t *testing.T) {
 		{"missing directory", filepath.Join(dir, "nodir", "x.db"), false, true, "does not exist"},
 		{"a directory", dir, true, false, "is a directory"},
 		{"an input file", csvFile, true, true, "--input " + csvFile},
-		{"no database header", other, true, false, "not a sawtooth database"},
+		{"no database header", other, true, false, "not a database file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,8 @@ type drainRequest struct {
 	Out, ErrOut io.Writer
 	// ExitNow ends the process at once on a second signal.
 	ExitNow func(error)
+	// Batch says whether classify runs online or through batch jobs.
+	Batch batchOptions
 }
 
 // drain is run, retry, rerun and demo: check every argument, open,
@@ -79,6 +81,10 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	if err := o.useFleetLimiter(ctx, b, db, nil); err != nil {
 		return sum, err
 	}
+	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
+	if err != nil {
+		return sum, err
+	}
 
 	runID := store.NewRunID(time.Now())
 	rc, err := monitorConfig(db, b, runID, o.Quiet)
@@ -91,13 +97,14 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	sigOut.Set(prog.Writer())
 	r := &pipeline.Runner{
-		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace, Lease: o.Lease,
+		Store: db, Stages: runStages, RunID: runID, Grace: o.Grace, Lease: o.Lease,
 		OnTick: prog.Tick, Log: prog.Log(),
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
+	batchPhase.addTo(&sum)
 	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD = b.cost(cs.Usage)
+		cs.CostUSD = b.cost(cs.Usage) + batchPhase.cost()
 		// A limit learned in a quota storm or a failed run (the floor) is
 		// no guide for tomorrow: keep the last good one then.
 		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
@@ -111,6 +118,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	if err := monitor.PrintSummary(stdout, stageOrder(db), sum, o.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
 		runErr = err
+	}
+	if runErr == nil {
+		runErr = batchPhase.leftover(db)
 	}
 	if runErr != nil {
 		var fe *pipeline.FatalError
@@ -144,6 +154,9 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 		if err := checkStage("stage", req.RetryStage); err != nil {
 			return nil, nil, false, err
 		}
+	}
+	if _, err := req.Batch.check(); err != nil {
+		return nil, nil, false, err
 	}
 	if err := checkDBPath(o.DB, o.MustExist); err != nil {
 		return nil, nil, false, err

@@ -79,7 +79,7 @@ func ingestFile(ctx context.Context, db pipeline.Database, plan *ingest.Plan, st
 		total = total.Add(st)
 		return err
 	})
-	kept := total.New + total.Changed + total.Unchanged
+	kept := total.New + total.Changed + total.Updated + total.Unchanged
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("interrupted while ingesting %s after %s (all kept): %w", res.Path, plural(kept, "record"), pipeline.ErrStopped)
@@ -89,8 +89,8 @@ func ingestFile(ctx context.Context, db pipeline.Database, plan *ingest.Plan, st
 		return fmt.Errorf("ingest %s: %w (nothing was ingested)", res.Path, err)
 	}
 	printProblems(stderr, res)
-	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage), %d unchanged, %s skipped\n",
-		res.Path, total.New, total.Changed, total.Unchanged, plural(res.BadLines, "line"))
+	fmt.Fprintf(stderr, "ingested %s: %d new, %d edited (re-entering at the first stage that reads what changed), %d updated (no work redone), %d unchanged, %s skipped\n",
+		res.Path, total.New, total.Changed, total.Updated, total.Unchanged, plural(res.BadLines, "line"))
 	return nil
 }
 

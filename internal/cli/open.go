@@ -98,7 +98,7 @@ func checkDBPath(path string, mustExist bool) error {
 		return usagef("--db %s is not a database but looks like an input file: pass it as --input %s and name the database with --db, e.g. --db %s",
 			path, path, strings.TrimSuffix(path, filepath.Ext(path))+".db")
 	}
-	return fmt.Errorf("--db %s is not a sawtooth database: it has no database header (corrupt or not a database); check the path, or give another --db", path)
+	return fmt.Errorf("--db %s is not a database file: it has no database header; check the path, or give another --db (only a path that does not exist gets a new database)", path)
 }
 
 // hasBoltHeader reports whether either meta page of the file at path

@@ -13,6 +13,7 @@ type runOptions struct {
 	Pipeline    pipelineOptions
 	Input       inputOptions
 	Obs         monitor.Options
+	Batch       batchOptions
 	Out, ErrOut io.Writer
 	ExitNow     func(error)
 }
@@ -25,7 +26,7 @@ func newRunCommand(cfg Config) *cli.Command {
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
 resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
-		Flags:  append(append(append(append([]cli.Flag{dbFlag()}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...),
+		Flags:  append(append(append(append([]cli.Flag{dbFlag()}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), append(obsFlags(&opts.Obs), batchFlags(&opts.Batch)...)...),
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
@@ -38,7 +39,7 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 
 // runRun ingests the input, if any, and drains every stage.
 func runRun(ctx context.Context, opts *runOptions) error {
-	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Input: opts.Input, Obs: opts.Obs,
+	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Input: opts.Input, Obs: opts.Obs, Batch: opts.Batch,
 		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
 }

@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,11 +65,42 @@ func scrape(t testing.TB, url string) string {
 	return string(b)
 }
 
+// gatedSim serves sim through a gate: once after calls have passed,
+// every further call waits until release is called, so a test can look at
+// a run that is certainly still running, however fast or slow the machine.
+func gatedSim(t testing.TB, after int64) (url string, release func()) {
+	t.Helper()
+	simURL := startTestSim(t)
+	target, err := neturl.Parse(simURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	gate := make(chan struct{})
+	var once sync.Once
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, ":generateContent") && calls.Add(1) > after {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() { release(); srv.Close() })
+	return srv.URL, release
+}
+
 // TestRun_MetricsStatusAndReport drives a real run in-process against the
 // simulator and, while it runs, scrapes its metrics, asks `status` and
 // watches it; then checks the summary and renders the report.
 func TestRun_MetricsStatusAndReport(t *testing.T) {
-	url := startTestSim(t)
+	// The gate holds calls after the first 60 until the live checks are
+	// done, so none of them can be skipped because the run finished.
+	url, release := gatedSim(t, 60)
 	dir := t.TempDir()
 	db, input := filepath.Join(dir, "run.db"), filepath.Join(dir, "items.jsonl")
 	if _, err := writeFirstLines(input, testReviews(t), 400); err != nil {
@@ -73,7 +109,7 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	var stdout, stderr syncBuffer
 	exit := make(chan error, 1)
 	go func() {
-		exit <- runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--timeout", "5s", "--start", "4",
+		exit <- runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--timeout", "60s", "--start", "4",
 			"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, &stdout, &stderr)
 	}()
 	running := func() bool {
@@ -109,7 +145,7 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) || !running() {
-			t.Fatalf("no successful classify call in the metrics during the run:\n%s", body)
+			t.Fatalf("no successful classify call in the metrics during the run (running %v):\n%s", running(), body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -143,25 +179,33 @@ func TestRun_MetricsStatusAndReport(t *testing.T) {
 	if err := runApp([]string{"sawtooth", "status", "--db", db}, &out, &out); err != nil {
 		t.Fatalf("status during the run: %v: %s", err, out.String())
 	}
-	stillRunning := running()
+	if !running() {
+		t.Fatal("the run ended while its calls were held at the gate")
+	}
 	for _, want := range []string{"a run is in progress", "classify", "concurrency limit", "metrics: http://"} {
-		if !strings.Contains(out.String(), want) && stillRunning {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("status during the run lacks %q:\n%s", want, out.String())
 		}
 	}
-	// and --watch keeps answering every period.
+	// and --watch keeps answering: it is stopped once it has drawn two
+	// live frames (no wall-clock bound on how fast it draws them).
 	var watched syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-	err := runStatus(ctx, &statusOptions{DB: db, Watch: true, Every: 200 * time.Millisecond, Out: &watched})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- runStatus(ctx, &statusOptions{DB: db, Watch: true, Every: 50 * time.Millisecond, Out: &watched})
+	}()
+	for strings.Count(watched.String(), "a run is in progress") < 2 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
-	if err != nil {
+	if err := <-watchDone; err != nil {
 		t.Fatal(err)
 	}
-	// At one frame per 200ms, 700ms gives three or four; two leave room
-	// for a loaded machine while still proving it refreshes.
-	if n := strings.Count(watched.String(), "a run is in progress"); n < 2 && running() {
-		t.Errorf("watch printed %d live frames in 700ms at one per 200ms:\n%s", n, watched.String())
+	if n := strings.Count(watched.String(), "a run is in progress"); n < 2 {
+		t.Errorf("watch drew %d live frames in a minute:\n%s", n, watched.String())
 	}
+	release()
 
 	var runErr error
 	select {

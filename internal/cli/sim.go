@@ -25,11 +25,19 @@ type simOptions struct {
 	F500, F503, Hang, Malform  float64
 	BlockPrompt, BlockCand, MT float64
 	Seed                       int64
+	QuotaModel, RetryInfo      string
+	QuotaFailure, CapAnswer    string
+	BurstReq, BurstTok         int
+	CountRefused               bool
+	OverloadEvery, OverloadFor time.Duration
+	Tail                       float64
+	LatencyMax, PerInFlight    time.Duration
+	Batch                      simBatchOptions
 }
 
 // simFlags are the simulator's flags, with d's values as defaults.
 func simFlags(o *simOptions, d simOptions) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.IntFlag{Category: catSim, Name: "sim-rpm", Value: d.RPM, Usage: "simulator: requests per --sim-window (0 = unlimited)", Destination: &o.RPM},
 		&cli.IntFlag{Category: catSim, Name: "sim-tpm", Value: d.TPM, Usage: "simulator: input tokens per --sim-window (0 = unlimited)", Destination: &o.TPM},
 		&cli.IntFlag{Category: catSim, Name: "sim-rpd", Value: d.RPD, Usage: "simulator: requests per --sim-day (0 = unlimited)", Destination: &o.RPD},
@@ -48,7 +56,19 @@ func simFlags(o *simOptions, d simOptions) []cli.Flag {
 		&cli.Float64Flag{Category: catSim, Name: "fault-block-candidate", Value: d.BlockCand, Usage: "simulator: rate of finishReason SAFETY", Destination: &o.BlockCand},
 		&cli.Float64Flag{Category: catSim, Name: "fault-max-tokens", Value: d.MT, Usage: "simulator: rate of MAX_TOKENS cut-offs", Destination: &o.MT},
 		&cli.Int64Flag{Category: catSim, Name: "seed", Value: d.Seed, Usage: "simulator: seed for faults and jitter", Destination: &o.Seed},
-	}
+		&cli.StringFlag{Category: catSim, Name: "sim-quota-model", Value: orString(d.QuotaModel, string(geminisim.SlidingLog)), Usage: "simulator: how RPM and TPM are counted: sliding, fixed (reset at each window boundary) or bucket (token bucket)", Destination: &o.QuotaModel},
+		&cli.IntFlag{Category: catSim, Name: "sim-burst", Value: d.BurstReq, Usage: "simulator: token bucket's burst in requests (0 = one window's RPM)", Destination: &o.BurstReq},
+		&cli.IntFlag{Category: catSim, Name: "sim-burst-tokens", Value: d.BurstTok, Usage: "simulator: token bucket's burst in tokens (0 = one window's TPM)", Destination: &o.BurstTok},
+		&cli.BoolFlag{Category: catSim, Name: "sim-count-refused", Value: d.CountRefused, Usage: "simulator: refused calls count against RPM and TPM too", Destination: &o.CountRefused},
+		&cli.StringFlag{Category: catSim, Name: "sim-retry-info", Value: orString(d.RetryInfo, string(geminisim.RetryExact)), Usage: "simulator: a 429's retryDelay: exact, coarse (whole seconds, often late) or absent", Destination: &o.RetryInfo},
+		&cli.StringFlag{Category: catSim, Name: "sim-quota-failure", Value: orString(d.QuotaFailure, string(geminisim.QuotaFailureFull)), Usage: "simulator: a 429's QuotaFailure: full, no-value (no quotaValue) or absent (Vertex style)", Destination: &o.QuotaFailure},
+		&cli.StringFlag{Category: catSim, Name: "max-concurrent-answer", Value: orString(d.CapAnswer, string(geminisim.RefuseOverloaded)), Usage: "simulator: answer past --max-concurrent: 503 (overloaded) or 429 (bare, no details)", Destination: &o.CapAnswer},
+		&cli.DurationFlag{Category: catSim, Name: "overload-every", Value: d.OverloadEvery, Usage: "simulator: period of 503 overload bursts (0 = none)", Destination: &o.OverloadEvery},
+		&cli.DurationFlag{Category: catSim, Name: "overload-for", Value: d.OverloadFor, Usage: "simulator: length of each 503 overload burst", Destination: &o.OverloadFor},
+		&cli.Float64Flag{Category: catSim, Name: "latency-tail", Value: d.Tail, Usage: "simulator: Pareto shape of a heavy latency tail, e.g. 1.2 (0 = none)", Destination: &o.Tail},
+		&cli.DurationFlag{Category: catSim, Name: "latency-max", Value: d.LatencyMax, Usage: "simulator: cap on latency (0 = none)", Destination: &o.LatencyMax},
+		&cli.DurationFlag{Category: catSim, Name: "latency-per-inflight", Value: d.PerInFlight, Usage: "simulator: latency added per other request in flight", Destination: &o.PerInFlight},
+	}, simBatchFlags(&o.Batch, d.Batch)...)
 }
 
 // config is the simulator configuration the options describe.
@@ -57,14 +77,37 @@ func (o *simOptions) config() (geminisim.Config, error) {
 	if err != nil {
 		return geminisim.Config{}, usagef("--quota-schedule: %v", err)
 	}
-	return geminisim.Config{
+	bc, err := o.Batch.config()
+	if err != nil {
+		return geminisim.Config{}, err
+	}
+	cfg := geminisim.Config{
+		Batch:  bc,
 		APIKey: o.Key, RPM: o.RPM, TPM: o.TPM, RPD: o.RPD, Window: o.Window, Day: o.Day, Schedule: sched,
-		Latency:       geminisim.Latency{Base: o.Latency, PerToken: o.PerToken, Jitter: o.Jitter},
+		Latency: geminisim.Latency{Base: o.Latency, PerToken: o.PerToken, Jitter: o.Jitter,
+			Tail: o.Tail, Max: o.LatencyMax, PerInFlight: o.PerInFlight},
 		MaxConcurrent: o.MaxConcurrent,
 		Faults: geminisim.Faults{Err500: o.F500, Err503: o.F503, Hang: o.Hang, Malformed: o.Malform,
 			BlockPrompt: o.BlockPrompt, BlockCandidate: o.BlockCand, MaxTokens: o.MT},
-		Seed: o.Seed,
-	}, nil
+		Seed:       o.Seed,
+		QuotaModel: geminisim.QuotaModel(o.QuotaModel), BurstRequests: o.BurstReq, BurstTokens: o.BurstTok,
+		CountRefused: o.CountRefused, RetryInfo: geminisim.RetryInfoMode(o.RetryInfo),
+		QuotaFailure:       geminisim.QuotaFailureMode(o.QuotaFailure),
+		ConcurrencyRefusal: geminisim.ConcurrencyRefusal(o.CapAnswer),
+		Overload:           geminisim.Overload{Every: o.OverloadEvery, For: o.OverloadFor},
+	}
+	if err := cfg.Validate(); err != nil {
+		return geminisim.Config{}, usagef("simulator: %v", err)
+	}
+	return cfg, nil
+}
+
+// orString is s, or def when s is empty.
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func newSimCommand() *cli.Command {

@@ -72,7 +72,7 @@ func statusFrame(w io.Writer, path string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	return monitor.PrintStatus(w, v, asJSON)
+	return printStatusWithBatch(w, db, v, asJSON)
 }
 
 // statusView reads what `status` shows of a DB no run holds.

@@ -9,17 +9,23 @@
 //
 // A generateContent call goes through these steps, in order: API key (400
 // API_KEY_INVALID), model (404 NOT_FOUND), JSON body (400
-// INVALID_ARGUMENT), concurrency (503 when more than MaxConcurrent are in
-// flight), quota (429 RESOURCE_EXHAUSTED), then, once admitted, latency and
-// the answer, which may be an injected fault. The quota is an exact sliding
-// window log per model, checked on arrival: a request is admitted when, over
-// the last Window, fewer than RPM requests and at most TPM estimated input
-// tokens (this request's included) were admitted, and over the last Day
-// fewer than RPD. Refusals consume nothing; admitted calls consume quota
-// whatever their answer, as real ones do. A 429 carries the real details:
-// QuotaFailure violations, a Help link and RetryInfo.retryDelay, the exact
-// time until the request would be admitted if nothing else were (following
-// the Schedule, which scales RPM and TPM over time).
+// INVALID_ARGUMENT), concurrency (past MaxConcurrent: 503 overloaded, or a
+// bare 429 "Resource has been exhausted (e.g. check quota)." with no
+// details), overload bursts (503), quota (429 RESOURCE_EXHAUSTED), then,
+// once admitted, latency and the answer, which may be an injected fault.
+//
+// The quota serves the shapes real quota systems have (see Quota, which a
+// benchmark can run on its own to compute a perfect client): RPM and TPM
+// per Window counted as a sliding log, a fixed window reset at each
+// boundary, or a token bucket with a burst; RPD over Day; a Schedule that
+// scales RPM and TPM over time; refusals counted against the quota or not.
+// Admitted calls consume quota whatever their answer, as real ones do. A
+// 429 carries the real details: QuotaFailure violations (every quota
+// exceeded, with or without quotaValue, or none at all as on Vertex), a
+// Help link and RetryInfo.retryDelay: exact (the time until the request
+// would be admitted if nothing else were), coarse (whole seconds, often
+// later than needed, as Gemini's 26-59 s) or absent. Latency can have a
+// heavy tail and grow with the calls in flight.
 //
 // Everything an answer depends on is deterministic. Tokens are estimated as
 // ceil(runes/4). The label answered is Label(user text, labels), where the
@@ -27,8 +33,9 @@
 // user turns count, not the system instruction, so a client should keep its
 // instructions and label list in the system instruction. Faults, jitter and
 // response ids are fixed by (Config.Seed, item, call number): the item is
-// the SHA-256 of the user text (see ItemHash) and the call number counts
-// that item's earlier admitted calls, so a run repeats whatever the
+// the id the request names in ItemHeader, else the SHA-256 of the user
+// text (see ItemHash), and the call number counts that item's earlier
+// admitted calls, so a run repeats whatever the
 // interleaving of items. Texts containing one of SafetyTriggers always get
 // a blocked-prompt answer.
 package geminisim

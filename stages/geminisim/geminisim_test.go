@@ -677,6 +677,23 @@ func TestServer_Faults(t *testing.T) {
 			t.Errorf("finishReason %s candidates tokens %d", resp.Candidates[0].FinishReason, resp.UsageMetadata.CandidatesTokenCount)
 		}
 	})
+	t.Run("drawn MAX_TOKENS cuts a small budget, not a large one", func(t *testing.T) {
+		_, url := startServer(t, Config{Faults: Faults{MaxTokens: 1}})
+		for _, tc := range []struct {
+			budget int32
+			want   genai.FinishReason
+		}{{RambleTokens - 1, genai.FinishReasonMaxTokens}, {RambleTokens, genai.FinishReasonStop}, {2 * RambleTokens, genai.FinishReasonStop}} {
+			cfg := classifyConfig()
+			cfg.MaxOutputTokens = tc.budget
+			resp, err := newClient(t, url, DefaultAPIKey).Models.GenerateContent(ctx, "gemini-2.5-flash", genai.Text("hi"), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Candidates[0].FinishReason; got != tc.want {
+				t.Errorf("budget %d: finishReason %s, want %s", tc.budget, got, tc.want)
+			}
+		}
+	})
 }
 
 func checkBlockedPrompt(t *testing.T, resp *genai.GenerateContentResponse, err error) {
@@ -922,13 +939,13 @@ func TestServer_Latency(t *testing.T) {
 		varied := false
 		for n := range int64(50) {
 			c := call{item: [32]byte{1}, n: n, promptTokens: 10}
-			s.decide(&c, "hi", `{"label":"other"}`, nil)
+			s.decide(&c, "hi", `{"label":"other"}`, nil, 0)
 			lo, hi := time.Second+10*time.Millisecond, time.Second+110*time.Millisecond
 			if c.latency < lo || c.latency > hi {
 				t.Fatalf("latency %v outside [%v, %v]", c.latency, lo, hi)
 			}
 			again := c
-			s.decide(&again, "hi", `{"label":"other"}`, nil)
+			s.decide(&again, "hi", `{"label":"other"}`, nil, 0)
 			if again.latency != c.latency {
 				t.Fatalf("latency not repeatable: %v then %v", c.latency, again.latency)
 			}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -134,7 +136,38 @@ func safetyTriggered(text string) bool {
 	return false
 }
 
-// ItemHash is the key of an item in Stats.Items: the hex SHA-256 of the text
+// ItemHeader is the request header in which a client may name the item a
+// call is for, query-escaped (sawtooth's classify stage sends the item id). The real API
+// ignores it; the simulator keys its per-item accounting and draws by it,
+// so that two items with the same text are two items, and one item whose
+// text changed between calls is one.
+const ItemHeader = "X-Sawtooth-Item"
+
+// maxItemKey bounds an item id read from ItemHeader.
+const maxItemKey = 512
+
+// itemKey is the key of a call's item in Stats.Items, and sets *draw to
+// the item's identity for the deterministic draws: the id in ItemHeader
+// when the request names one ("id:" prefixed, so it cannot collide with a
+// hash), else ItemHash of the user text.
+func itemKey(r *http.Request, user string, draw *[32]byte) string {
+	if id := r.Header.Get(ItemHeader); id != "" && len(id) <= maxItemKey {
+		if raw, err := url.QueryUnescape(id); err == nil {
+			id = raw
+		}
+		*draw = sha256.Sum256([]byte("item\x00" + id))
+		return ItemID(id)
+	}
+	*draw = sha256.Sum256([]byte(user))
+	return hex.EncodeToString(draw[:])
+}
+
+// ItemID is the key in Stats.Items of the item a request names id in
+// ItemHeader.
+func ItemID(id string) string { return "id:" + id }
+
+// ItemHash is the key of an item in Stats.Items when the request does not
+// name its item (see ItemHeader): the hex SHA-256 of the text
 // of the request's user contents parts, joined by "\n" when there are
 // several. For a one-part prompt it is simply the hex SHA-256 of that text.
 // The system instruction is not part of it.
@@ -142,6 +175,11 @@ func ItemHash(userText string) string {
 	h := sha256.Sum256([]byte(userText))
 	return hex.EncodeToString(h[:])
 }
+
+// EstimateTokens is the simulator's count of a text's tokens: what it
+// charges against TPM for the text (the user turns and the system
+// instruction of a request together).
+func EstimateTokens(text string) int { return estimateTokens(utf8.RuneCountInString(text)) }
 
 // estimateTokens is the simulator's tokenizer: ceil(runes/4), at least 1.
 func estimateTokens(runes int) int {

@@ -10,8 +10,9 @@ import (
 // sum ever reaches it, so the checks need no special case.
 const unlimited = math.MaxInt
 
-// limits are the effective quotas at one instant.
-type limits struct{ rpm, tpm, rpd int }
+// limits are the effective quotas at one instant; pct is the schedule's
+// percent they were scaled by.
+type limits struct{ rpm, tpm, rpd, pct int }
 
 // quotaKind names one of the three quotas.
 type quotaKind int
@@ -28,110 +29,121 @@ type violation struct {
 	limit int
 }
 
-// admitted is one admitted request in a window log.
-type admitted struct {
-	at     time.Time
-	tokens int
+// Quota is one model's quota exactly as a Server enforces it, without
+// HTTP: the per-window meter of cfg.QuotaModel, the per-day sliding log
+// and the schedule. The Server keeps one per model; a benchmark uses one
+// to compute what a perfect client could get (ask Wait, then Count at
+// that instant). Not safe for concurrent use.
+type Quota struct {
+	cfg      Config
+	start    time.Time
+	win      windowMeter
+	trackWin bool // RPM or TPM configured
+	days     []time.Time
 }
 
-// quota is the exact sliding-window log of one model's admitted requests:
-// an entry admitted at t counts against the window while t+window is after
-// now, so at t+window exactly it no longer counts. Not safe for concurrent
-// use; the Server guards it.
-type quota struct {
-	window, day time.Duration
-	trackWin    bool // RPM or TPM configured
-	trackDay    bool // RPD configured
-
-	win       []admitted  // within the last window, oldest first
-	winTokens int         // sum of win[i].tokens
-	days      []time.Time // within the last day, oldest first
-}
-
-// prune drops the entries that no longer count at now.
-func (q *quota) prune(now time.Time) {
-	i := 0
-	for i < len(q.win) && !q.win[i].at.Add(q.window).After(now) {
-		q.winTokens -= q.win[i].tokens
-		i++
+// NewQuota returns an empty quota for cfg (its zero fields defaulted as
+// New does) whose schedule and fixed windows count from start.
+func NewQuota(cfg Config, start time.Time) *Quota {
+	cfg = cfg.withDefaults()
+	q := &Quota{cfg: cfg, start: start, trackWin: cfg.RPM > 0 || cfg.TPM > 0}
+	switch cfg.QuotaModel {
+	case FixedWindow:
+		q.win = &fixedWindow{start: start, window: cfg.Window, index: -1}
+	case TokenBucket:
+		q.win = &tokenBucket{window: cfg.Window, burstReq: cfg.BurstRequests, burstTok: cfg.BurstTokens}
+	default:
+		q.win = &slidingLog{window: cfg.Window}
 	}
-	q.win = q.win[i:]
+	return q
+}
+
+// limitsAt are the effective quotas at t, the schedule applied.
+func (q *Quota) limitsAt(t time.Time) limits {
+	pct := percentAt(q.cfg.Schedule, t.Sub(q.start))
+	return limits{
+		rpm: scale(q.cfg.RPM, pct),
+		tpm: scale(q.cfg.TPM, pct),
+		rpd: scale(q.cfg.RPD, 100),
+		pct: pct,
+	}
+}
+
+func (q *Quota) pruneDays(now time.Time) {
 	j := 0
-	for j < len(q.days) && !q.days[j].Add(q.day).After(now) {
+	for j < len(q.days) && !q.days[j].Add(q.cfg.Day).After(now) {
 		j++
 	}
 	q.days = q.days[j:]
 }
 
-// violations lists the quotas a request of n input tokens would exceed now.
-// Call prune(now) first.
-func (q *quota) violations(n int, lim limits) []violation {
+// violations lists the quotas a request of n input tokens would exceed at
+// now, per-window ones first.
+func (q *Quota) violations(now time.Time, n int) []violation {
+	lim := q.limitsAt(now)
 	var vs []violation
-	if len(q.win) >= lim.rpm {
-		vs = append(vs, violation{kindRPM, lim.rpm})
+	if q.trackWin {
+		vs = q.win.violations(now, n, lim)
 	}
-	if q.winTokens+n > lim.tpm {
-		vs = append(vs, violation{kindTPM, lim.tpm})
-	}
+	q.pruneDays(now)
 	if len(q.days) >= lim.rpd {
 		vs = append(vs, violation{kindRPD, lim.rpd})
 	}
 	return vs
 }
 
-// admit records a request of n input tokens admitted at now.
-func (q *quota) admit(now time.Time, n int) {
+// Admits reports whether a request of n input tokens would be admitted at
+// now.
+func (q *Quota) Admits(now time.Time, n int) bool { return len(q.violations(now, n)) == 0 }
+
+// Count charges a request of n input tokens at now: an admitted one, or a
+// refused one when refusals count (Config.CountRefused).
+func (q *Quota) Count(now time.Time, n int) {
 	if q.trackWin {
-		q.win = append(q.win, admitted{now, n})
-		q.winTokens += n
+		q.win.count(now, n, q.limitsAt(now))
 	}
-	if q.trackDay {
+	if q.cfg.RPD > 0 {
+		q.pruneDays(now)
 		q.days = append(q.days, now)
 	}
 }
 
-// wait is how long after t a request of n tokens must wait until the log,
-// with no further admissions and limits fixed at lim, lets it in. ok is false
-// when lim can never admit it (a zero limit, or n above the TPM). t must not
-// be before the last prune.
-func (q *quota) wait(t time.Time, n int, lim limits) (d time.Duration, ok bool) {
-	i := 0
-	for i < len(q.win) && !q.win[i].at.Add(q.window).After(t) {
-		i++
-	}
-	active := q.win[i:]
-	if c := len(active); c >= lim.rpm {
-		if lim.rpm <= 0 {
+// Wait is the exact time from now until a request of n input tokens would
+// be admitted if nothing else were counted, following the schedule's
+// changes. ok is false when no future instant admits it (a zero quota with
+// no later step, or a prompt above the TPM).
+func (q *Quota) Wait(now time.Time, n int) (d time.Duration, ok bool) {
+	for t := now; ; {
+		lim := q.limitsAt(t)
+		d, ok := q.waitAt(t, n, lim)
+		next, more := nextStepAfter(q.cfg.Schedule, t.Sub(q.start))
+		nextAt := q.start.Add(next)
+		if ok && (!more || t.Add(d).Before(nextAt)) {
+			return t.Add(d).Sub(now), true
+		}
+		if !more {
 			return 0, false
 		}
-		d = max(d, active[c-lim.rpm].at.Add(q.window).Sub(t))
+		t = nextAt
 	}
-	sum := 0
-	for _, e := range active {
-		sum += e.tokens
-	}
-	if excess := sum + n - lim.tpm; excess > 0 {
-		if n > lim.tpm {
+}
+
+// waitAt is Wait with the limits fixed at lim.
+func (q *Quota) waitAt(t time.Time, n int, lim limits) (d time.Duration, ok bool) {
+	if q.trackWin {
+		if d, ok = q.win.wait(t, n, lim); !ok {
 			return 0, false
-		}
-		acc := 0
-		for _, e := range active {
-			acc += e.tokens
-			if acc >= excess {
-				d = max(d, e.at.Add(q.window).Sub(t))
-				break
-			}
 		}
 	}
 	j := 0
-	for j < len(q.days) && !q.days[j].Add(q.day).After(t) {
+	for j < len(q.days) && !q.days[j].Add(q.cfg.Day).After(t) {
 		j++
 	}
 	if c := len(q.days) - j; c >= lim.rpd {
 		if lim.rpd <= 0 {
 			return 0, false
 		}
-		d = max(d, q.days[j+c-lim.rpd].Add(q.day).Sub(t))
+		d = max(d, q.days[j+c-lim.rpd].Add(q.cfg.Day).Sub(t))
 	}
 	return d, true
 }

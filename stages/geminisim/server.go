@@ -1,103 +1,25 @@
 package geminisim
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 )
-
-// Defaults for the zero fields of Config.
-const (
-	DefaultAPIKey = "sim-key"
-	DefaultWindow = time.Minute
-	DefaultDay    = 24 * time.Hour
-)
-
-// DefaultModels are the models a zero Config knows. Do not modify it.
-var DefaultModels = []string{"gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-2.5-pro", "gemini-2.0-flash"}
-
-// maxBody bounds a request body (the real API's inline limit is 20 MB).
-const maxBody = 20 << 20
-
-// Config configures a Server. The zero value is a usable simulator: key
-// "sim-key", the DefaultModels, no quota, no latency, no faults.
-type Config struct {
-	// APIKey is the only key accepted (X-Goog-Api-Key header or ?key=).
-	// Default DefaultAPIKey.
-	APIKey string
-	// Models are the model ids served (without "models/"). Default
-	// DefaultModels.
-	Models []string
-	// RPM and TPM bound the requests and the estimated input tokens
-	// admitted per Window, RPD the requests per Day. Each quota applies per
-	// model, as the real API's do. 0 means unlimited.
-	RPM, TPM, RPD int
-	// Window is the RPM/TPM window; default DefaultWindow (1m). Tests
-	// shorten it; the 429 quotaId still says PerMinute.
-	Window time.Duration
-	// Day is the RPD window; default DefaultDay (24h). It slides like
-	// Window rather than resetting at midnight Pacific.
-	Day time.Duration
-	// Schedule makes the quota live: from each step's At after the server
-	// started, RPM and TPM are Percent% of the values above. Nil keeps
-	// 100%. See ParseSchedule.
-	Schedule []Step
-	// Latency delays every request that passed the quota check.
-	Latency Latency
-	// MaxConcurrent, if > 0, answers 503 overloaded to a generateContent
-	// request that arrives while MaxConcurrent are already in flight
-	// (before the quota check: such calls consume no quota).
-	MaxConcurrent int
-	// Faults are the injected failure rates.
-	Faults Faults
-	// Seed makes faults, jitter and response ids repeatable: the same seed
-	// and the same sequence of calls per item give the same answers,
-	// whatever the interleaving of items.
-	Seed int64
-	// Now is the clock used for quotas, the schedule and the timeline.
-	// Default time.Now. Latency always uses real timers.
-	Now func() time.Time
-}
-
-// Latency is the service time of an admitted request:
-// Base + PerToken*promptTokens + a uniform draw in [0, Jitter], the draw
-// being deterministic per (Seed, item, call number). All zero: no delay.
-type Latency struct {
-	Base     time.Duration
-	PerToken time.Duration // per estimated prompt token
-	Jitter   time.Duration
-}
-
-// Faults are probabilities in [0, 1] that an admitted call fails in a given
-// way. One uniform draw per call, deterministic per (Seed, item hash,
-// number of calls of that item admitted before), picks at most one fault,
-// tried in field order; if the rates sum above 1 the later ones get what is
-// left.
-type Faults struct {
-	Err500         float64 // 500 INTERNAL
-	Err503         float64 // 503 UNAVAILABLE, "The model is overloaded..."
-	Hang           float64 // no answer until the client gives up or Close
-	Malformed      float64 // 200 whose JSON body is cut in half
-	BlockPrompt    float64 // 200, promptFeedback.blockReason SAFETY, no candidates
-	BlockCandidate float64 // 200, candidate finishReason SAFETY without text
-	MaxTokens      float64 // 200, candidate text is cut-off JSON, finishReason MAX_TOKENS
-}
 
 // Server is a Gemini-compatible HTTP API (the v1beta generateContent and
 // countTokens methods) for tests, demos and benchmarks. It is an
@@ -110,8 +32,9 @@ type Server struct {
 	models map[string]bool
 
 	mu        sync.Mutex
-	quotas    map[string]*quota  // by model
+	quotas    map[string]*Quota  // by model
 	itemCalls map[[32]byte]int64 // admitted calls per item, numbering faults
+	batches   *batchState        // the Batch and Files APIs (batch.go); guarded by mu
 	acct      accounting
 	srv       *http.Server
 	closed    bool
@@ -122,29 +45,12 @@ type Server struct {
 // New returns a Server for cfg, its defaults filled in. The schedule clock
 // starts now (cfg.Now()).
 func New(cfg Config) *Server {
-	if cfg.APIKey == "" {
-		cfg.APIKey = DefaultAPIKey
-	}
-	if len(cfg.Models) == 0 {
-		cfg.Models = DefaultModels
-	}
-	if cfg.Window <= 0 {
-		cfg.Window = DefaultWindow
-	}
-	if cfg.Day <= 0 {
-		cfg.Day = DefaultDay
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Models = slices.Clone(cfg.Models)
-	cfg.Schedule = slices.Clone(cfg.Schedule)
-	slices.SortStableFunc(cfg.Schedule, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+	cfg = cfg.withDefaults()
 	s := &Server{
 		cfg:       cfg,
 		now:       cfg.Now,
 		models:    make(map[string]bool),
-		quotas:    make(map[string]*quota),
+		quotas:    make(map[string]*Quota),
 		itemCalls: make(map[[32]byte]int64),
 		acct:      newAccounting(),
 		closing:   make(chan struct{}),
@@ -228,6 +134,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.handlers.Done()
 
+	if s.serveBatch(w, r) {
+		return
+	}
 	if r.URL.Path == "/_sim/stats" {
 		if r.Method != http.MethodGet {
 			writeError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "Use GET.")
@@ -359,23 +268,23 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}()
 
 	if !s.keyOK(r) {
-		s.count(OutcomeBadKey, nil, 0)
+		s.count(OutcomeBadKey, "", 0, 0)
 		writeBadKey(w)
 		return
 	}
 	if !s.models[model] {
-		s.count(OutcomeNotFound, nil, 0)
+		s.count(OutcomeNotFound, "", 0, 0)
 		writeNotFound(w, model, "generateContent")
 		return
 	}
 	var req genRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
-		s.count(OutcomeBadRequest, nil, 0)
+		s.count(OutcomeBadRequest, "", 0, 0)
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received. "+err.Error())
 		return
 	}
 	if len(req.Contents) == 0 {
-		s.count(OutcomeBadRequest, nil, 0)
+		s.count(OutcomeBadRequest, "", 0, 0)
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n")
 		return
 	}
@@ -383,35 +292,55 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	user := req.userText()
 	c := call{
 		model:        model,
-		item:         sha256.Sum256([]byte(user)),
 		promptTokens: req.promptTokens(),
 	}
+	key := itemKey(r, user, &c.item)
 	labels, props := req.schema()
 	answer := answerJSON(user, labels, props)
 
 	if s.cfg.MaxConcurrent > 0 && inFlight > s.cfg.MaxConcurrent {
-		s.count(OutcomeOverloaded, &c.item, 0)
+		if s.cfg.ConcurrencyRefusal == RefuseBare429 {
+			s.count(OutcomeCapacity, key, 0, c.promptTokens)
+			writeCapacity(w)
+			return
+		}
+		s.count(OutcomeOverloaded, key, 0, c.promptTokens)
 		writeOverloaded(w)
 		return
 	}
 
 	s.mu.Lock()
 	now := s.now()
-	q := s.quota(model)
-	q.prune(now)
-	lim := s.limitsAt(now)
-	if vs := q.violations(c.promptTokens, lim); len(vs) > 0 {
-		delay := s.retryDelay(q, now, c.promptTokens)
-		s.countLocked(OutcomeRateLimited, &c.item, 0)
-		s.acct.bucket(s.second(now)).RateLimited++
+	if in, _ := s.cfg.Overload.Active(now.Sub(s.start)); in {
+		s.countLocked(OutcomeOverloadBurst, key, 0, c.promptTokens)
 		s.mu.Unlock()
-		writeRateLimited(w, model, vs, delay)
+		writeOverloaded(w)
 		return
 	}
-	q.admit(now, c.promptTokens)
+	q := s.quota(model)
+	if vs := q.violations(now, c.promptTokens); len(vs) > 0 {
+		// A counted refusal is charged first, so that the delay it is
+		// told includes its own charge.
+		if s.cfg.CountRefused {
+			q.Count(now, c.promptTokens)
+		}
+		delay, ok := q.Wait(now, c.promptTokens)
+		if !ok {
+			delay = s.cfg.Window
+		}
+		if s.cfg.RetryInfo == RetryCoarse {
+			delay = s.coarsen(delay, &c, s.acct.itemCalls(key))
+		}
+		s.countLocked(OutcomeRateLimited, key, 0, c.promptTokens)
+		s.acct.bucket(s.second(now)).RateLimited++
+		s.mu.Unlock()
+		writeRateLimited(w, model, vs, delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
+		return
+	}
+	q.Count(now, c.promptTokens)
 	c.n = s.itemCalls[c.item]
 	s.itemCalls[c.item]++
-	s.decide(&c, user, answer, req.GenerationConfig)
+	s.decide(&c, user, answer, req.GenerationConfig, inFlight-1)
 	s.acct.admitted++
 	s.acct.admittedTokens += int64(c.promptTokens)
 	b := s.acct.bucket(s.second(now))
@@ -423,7 +352,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	if c.outcome.billed() {
 		billed = c.promptTokens + c.answerTokens
 	}
-	s.countLocked(c.outcome, &c.item, billed)
+	s.countLocked(c.outcome, key, billed, c.promptTokens)
 	s.mu.Unlock()
 
 	d := c.latency
@@ -439,12 +368,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 
 // decide picks the outcome, answer and latency of an admitted call. It is a
 // pure function of the request, the seed and the call number.
-func (s *Server) decide(c *call, user, answer string, gc *genConfig) {
-	lat := s.cfg.Latency
-	c.latency = lat.Base + lat.PerToken*time.Duration(c.promptTokens)
-	if lat.Jitter > 0 {
-		c.latency += time.Duration(s.draw(c, 'j') * float64(lat.Jitter+1))
-	}
+func (s *Server) decide(c *call, user, answer string, gc *genConfig, others int) {
+	c.latency = s.latency(c, others)
 	c.answer = answer
 	c.answerTokens = estimateTokens(utf8.RuneCountInString(answer))
 	if safetyTriggered(user) {
@@ -467,6 +392,9 @@ func (s *Server) decide(c *call, user, answer string, gc *genConfig) {
 		}
 		u -= fr.rate
 	}
+	if c.outcome == OutcomeMaxTokens && !rambleCut(gc) {
+		c.outcome = OutcomeOK // a budget this large holds even the rambling answer
+	}
 	if c.outcome == "" && gc != nil && gc.MaxOutputTokens > 0 && c.answerTokens > gc.MaxOutputTokens {
 		c.outcome = OutcomeMaxTokens
 	}
@@ -485,6 +413,70 @@ func (s *Server) decide(c *call, user, answer string, gc *genConfig) {
 	case OutcomeBlockCandidate, OutcomeErr500, OutcomeErr503, OutcomeHang:
 		c.answerTokens = 0
 	}
+}
+
+// RambleTokens is how long an answer drawn as a MAX_TOKENS fault runs: it
+// models a model that rambles past a small output budget, so the call is
+// cut off unless the request sets maxOutputTokens to at least this (no
+// budget counts as a small default), as a real answer at temperature 0 is
+// cut again at the same budget and fits once the budget is raised enough.
+const RambleTokens = 300
+
+// rambleCut reports whether a drawn MAX_TOKENS fault cuts the answer off
+// under the request's generation config.
+func rambleCut(gc *genConfig) bool {
+	return gc == nil || gc.MaxOutputTokens <= 0 || gc.MaxOutputTokens < RambleTokens
+}
+
+// latency draws the service time of an admitted call (see Latency) with
+// others other calls in flight.
+func (s *Server) latency(c *call, others int) time.Duration {
+	lat := s.cfg.Latency
+	d := lat.Base + lat.PerToken*time.Duration(c.promptTokens)
+	if lat.Tail > 0 {
+		u := 1 - s.draw(c, 't') // in (0, 1]
+		d = time.Duration(float64(d) * math.Pow(u, -1/lat.Tail))
+	}
+	if lat.Jitter > 0 {
+		d += time.Duration(s.draw(c, 'j') * float64(lat.Jitter+1))
+	}
+	d += lat.PerInFlight * time.Duration(max(others, 0))
+	if lat.Max > 0 {
+		d = min(d, lat.Max)
+	}
+	return d
+}
+
+// CallLatency is the latency the server draws for call number callNo (0 for
+// the first) of the item keyed itemKey in Stats.Items, with promptTokens
+// input tokens and others other calls in flight at its admission: what a
+// perfect client would wait for that call. ok is false for a key that is
+// neither an ItemID nor an ItemHash.
+func CallLatency(cfg Config, itemKey string, callNo int64, promptTokens, others int) (d time.Duration, ok bool) {
+	c := call{n: callNo, promptTokens: promptTokens}
+	if id, isID := strings.CutPrefix(itemKey, "id:"); isID {
+		c.item = sha256.Sum256([]byte("item\x00" + id))
+	} else if b, err := hex.DecodeString(itemKey); err == nil && len(b) == len(c.item) {
+		copy(c.item[:], b)
+	} else {
+		return 0, false
+	}
+	s := &Server{cfg: cfg.withDefaults()}
+	return s.latency(&c, others), true
+}
+
+// coarsen turns an exact retry delay into what RetryCoarse sends: rounded
+// up to the unit (a second per minute of Window), plus a draw of whole
+// units up to half a Window, fixed by (Seed, item, refusals so far), but
+// no later than one Window unless the exact delay itself is longer (the
+// real API's delays for a per-minute quota are all under a minute).
+func (s *Server) coarsen(exact time.Duration, c *call, refusals int64) time.Duration {
+	unit := max(s.cfg.Window/60, time.Millisecond)
+	d := (exact + unit - 1) / unit * unit
+	d = max(d, unit)
+	r := call{item: c.item, n: refusals}
+	extra := time.Duration(s.draw(&r, 'c') * float64(s.cfg.Window/2/unit))
+	return min(d+extra*unit, max(d, s.cfg.Window-unit))
 }
 
 // draw is a uniform number in [0, 1) fixed by (Seed, item, call number,
@@ -542,49 +534,14 @@ func (s *Server) abortIfClosing() {
 	}
 }
 
-// quota returns model's quota log. Call with s.mu held.
-func (s *Server) quota(model string) *quota {
+// quota returns model's quota. Call with s.mu held.
+func (s *Server) quota(model string) *Quota {
 	q := s.quotas[model]
 	if q == nil {
-		q = &quota{
-			window:   s.cfg.Window,
-			day:      s.cfg.Day,
-			trackWin: s.cfg.RPM > 0 || s.cfg.TPM > 0,
-			trackDay: s.cfg.RPD > 0,
-		}
+		q = NewQuota(s.cfg, s.start)
 		s.quotas[model] = q
 	}
 	return q
-}
-
-// limitsAt are the effective quotas at t, the schedule applied.
-func (s *Server) limitsAt(t time.Time) limits {
-	pct := percentAt(s.cfg.Schedule, t.Sub(s.start))
-	return limits{
-		rpm: scale(s.cfg.RPM, pct),
-		tpm: scale(s.cfg.TPM, pct),
-		rpd: scale(s.cfg.RPD, 100),
-	}
-}
-
-// retryDelay is the exact time from now until a request of n tokens would be
-// admitted if nothing else were, following the schedule's changes. When no
-// future instant would admit it (a zero quota with no later step, or a
-// prompt above the TPM), it is one Window. Call with s.mu held, after
-// q.prune(now).
-func (s *Server) retryDelay(q *quota, now time.Time, n int) time.Duration {
-	for t := now; ; {
-		d, ok := q.wait(t, n, s.limitsAt(t))
-		next, more := nextStepAfter(s.cfg.Schedule, t.Sub(s.start))
-		nextAt := s.start.Add(next)
-		if ok && (!more || t.Add(d).Before(nextAt)) {
-			return t.Add(d).Sub(now)
-		}
-		if !more {
-			return s.cfg.Window
-		}
-		t = nextAt
-	}
 }
 
 // second is the timeline second of t.
@@ -600,19 +557,19 @@ func (s *Server) keyOK(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
 }
 
-// count records an outcome; item is nil when the body was not read.
-func (s *Server) count(o Outcome, item *[32]byte, billed int) {
+// count records an outcome; key is the item's key in Stats.Items, "" when
+// the body was not read.
+func (s *Server) count(o Outcome, key string, billed, promptTokens int) {
 	s.mu.Lock()
-	s.countLocked(o, item, billed)
+	s.countLocked(o, key, billed, promptTokens)
 	s.mu.Unlock()
 }
 
-func (s *Server) countLocked(o Outcome, item *[32]byte, billed int) {
+func (s *Server) countLocked(o Outcome, key string, billed, promptTokens int) {
 	s.acct.outcomes[o]++
-	if item == nil {
+	if key == "" {
 		return
 	}
-	key := fmt.Sprintf("%x", item[:])
 	it := s.acct.items[key]
 	if it == nil {
 		it = &ItemStats{}
@@ -623,6 +580,7 @@ func (s *Server) countLocked(o Outcome, item *[32]byte, billed int) {
 		it.OK++
 	}
 	it.BilledTokens += int64(billed)
+	it.PromptTokens = int64(promptTokens)
 }
 
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, model string) {
@@ -730,88 +688,4 @@ func (s *Server) respond(w http.ResponseWriter, c *call) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(http.StatusOK)
 	w.Write(body) //nolint:errcheck // the client may be gone
-}
-
-// apiError is the body of every error answer, as the API sends it.
-type apiError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Status  string `json:"status"`
-	Details []any  `json:"details,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		code, body = http.StatusInternalServerError, []byte(`{"error":{"code":500,"message":"encode response","status":"INTERNAL"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(code)
-	w.Write(body) //nolint:errcheck // the client may be gone
-}
-
-func writeError(w http.ResponseWriter, code int, status, msg string, details ...any) {
-	writeJSON(w, code, map[string]apiError{"error": {Code: code, Message: msg, Status: status, Details: details}})
-}
-
-func writeBadKey(w http.ResponseWriter) {
-	writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.",
-		map[string]any{
-			"@type":    "type.googleapis.com/google.rpc.ErrorInfo",
-			"reason":   "API_KEY_INVALID",
-			"domain":   "googleapis.com",
-			"metadata": map[string]string{"service": "generativelanguage.googleapis.com"},
-		})
-}
-
-func writeNotFound(w http.ResponseWriter, model, method string) {
-	writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf(
-		"models/%s is not found for API version v1beta, or is not supported for %s. Call ListModels to see the list of available models and their supported methods.",
-		model, method))
-}
-
-func writeOverloaded(w http.ResponseWriter) {
-	writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "The model is overloaded. Please try again later.")
-}
-
-// quotaNames are each quota's metric and id as the API reports them.
-var quotaNames = map[quotaKind]struct{ metric, id string }{
-	kindRPM: {"generativelanguage.googleapis.com/generate_requests_per_model", "GenerateRequestsPerMinutePerProjectPerModel"},
-	kindTPM: {"generativelanguage.googleapis.com/generate_content_input_token_count", "GenerateContentInputTokensPerModelPerMinute"},
-	kindRPD: {"generativelanguage.googleapis.com/generate_requests_per_model_per_day", "GenerateRequestsPerDayPerProjectPerModel"},
-}
-
-func writeRateLimited(w http.ResponseWriter, model string, vs []violation, delay time.Duration) {
-	var msg strings.Builder
-	msg.WriteString("You exceeded your current quota, please check your plan and billing details. " +
-		"For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. " +
-		"To monitor your current usage, head to: https://ai.dev/usage?tab=rate-limit. ")
-	violations := make([]map[string]any, 0, len(vs))
-	for _, v := range vs {
-		n := quotaNames[v.kind]
-		fmt.Fprintf(&msg, "\n* Quota exceeded for metric: %s, limit: %d, model: %s", n.metric, v.limit, model)
-		violations = append(violations, map[string]any{
-			"quotaMetric":     n.metric,
-			"quotaId":         n.id,
-			"quotaDimensions": map[string]string{"location": "global", "model": model},
-			"quotaValue":      strconv.Itoa(v.limit),
-		})
-	}
-	fmt.Fprintf(&msg, "\nPlease retry in %s.", strconv.FormatFloat(delay.Seconds(), 'f', -1, 64)+"s")
-	writeError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", msg.String(),
-		map[string]any{
-			"@type":      "type.googleapis.com/google.rpc.QuotaFailure",
-			"violations": violations,
-		},
-		map[string]any{
-			"@type": "type.googleapis.com/google.rpc.Help",
-			"links": []map[string]string{{
-				"description": "Learn more about Gemini API quotas",
-				"url":         "https://ai.google.dev/gemini-api/docs/rate-limits",
-			}},
-		},
-		map[string]any{
-			"@type":      "type.googleapis.com/google.rpc.RetryInfo",
-			"retryDelay": formatDuration(delay),
-		})
 }

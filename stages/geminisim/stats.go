@@ -15,6 +15,8 @@ const (
 	OutcomeErr500         Outcome = "err500"          // injected 500 INTERNAL
 	OutcomeErr503         Outcome = "err503"          // injected 503 UNAVAILABLE
 	OutcomeOverloaded     Outcome = "overloaded"      // 503 because MaxConcurrent was exceeded
+	OutcomeCapacity       Outcome = "capacity"        // bare 429 because MaxConcurrent was exceeded (RefuseBare429)
+	OutcomeOverloadBurst  Outcome = "overload_burst"  // 503 during an Overload burst
 	OutcomeHang           Outcome = "hang"            // held until the client gave up or Close
 	OutcomeMalformed      Outcome = "malformed"       // 200 with a truncated JSON body
 	OutcomeBlockPrompt    Outcome = "block_prompt"    // 200, promptFeedback.blockReason SAFETY, no candidates
@@ -27,7 +29,7 @@ const (
 
 // allOutcomes lists every Outcome, so Stats.Outcomes always has every key.
 var allOutcomes = []Outcome{
-	OutcomeOK, OutcomeRateLimited, OutcomeErr500, OutcomeErr503, OutcomeOverloaded,
+	OutcomeOK, OutcomeRateLimited, OutcomeErr500, OutcomeErr503, OutcomeOverloaded, OutcomeCapacity, OutcomeOverloadBurst,
 	OutcomeHang, OutcomeMalformed, OutcomeBlockPrompt, OutcomeBlockCandidate,
 	OutcomeMaxTokens, OutcomeBadKey, OutcomeNotFound, OutcomeBadRequest,
 }
@@ -69,9 +71,10 @@ type Stats struct {
 	PeakInFlight int `json:"peak_in_flight"`
 	// QuotaPercent is the schedule's percent of RPM and TPM at snapshot time.
 	QuotaPercent int `json:"quota_percent"`
-	// Items holds per-item counts keyed by ItemHash of the user text, for
-	// every call whose request body was read (calls refused for a bad key
-	// or an unknown model are not attributed to an item).
+	// Items holds per-item counts for every call whose request body was
+	// read (calls refused for a bad key or an unknown model are not
+	// attributed to an item), keyed by "id:" and the item id when the
+	// request names it in ItemHeader, else by ItemHash of the user text.
 	Items map[string]ItemStats `json:"items"`
 	// Timeline has one bucket per second since Started in which anything
 	// was admitted or refused for quota, in order; only the latest 3600
@@ -89,6 +92,16 @@ type ItemStats struct {
 	// with HTTP 200 and usage metadata (ok, blocks, max_tokens, malformed):
 	// what the real API would bill. Errors, hangs and 429s bill nothing.
 	BilledTokens int64 `json:"billed_tokens"`
+	// PromptTokens is the estimated input tokens of the item's last call.
+	PromptTokens int64 `json:"prompt_tokens"`
+}
+
+// itemCalls is how many calls of the item with key were counted so far.
+func (a *accounting) itemCalls(key string) int64 {
+	if it := a.items[key]; it != nil {
+		return it.Calls
+	}
+	return 0
 }
 
 // Bucket is one second of Stats.Timeline.

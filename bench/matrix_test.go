@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShapes checks in virtual time that every shape is what the matrix
+// needs: distinct names, a valid simulator, and a perfect client that
+// needs 2 to 6 s (the long shape: just over a minute), so the matrix takes
+// minutes and a shape spans several windows.
+func TestShapes(t *testing.T) {
+	seen := map[string]bool{}
+	for _, sh := range Shapes(true) {
+		t.Run(sh.Name, func(t *testing.T) {
+			if seen[sh.Name] || sh.Description == "" || sh.Items <= 0 {
+				t.Fatalf("shape %+v: duplicate name, or no description or items", sh)
+			}
+			seen[sh.Name] = true
+			if err := sh.Sim.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			cfg := shapeConfig(sh, MatrixOptions{})
+			mean := meanPromptTokens(DistinctReviews(sh.Items, DefaultItemSeed))
+			reqs := make([]Request, sh.Items)
+			for i := range reqs {
+				reqs[i] = Request{Tokens: int(mean)}
+			}
+			d, ok := Perfect(cfg.Sim, reqs)
+			lo, hi := 2*time.Second, 6*time.Second
+			if cfg.Sim.Window >= time.Minute {
+				lo, hi = 60*time.Second, 70*time.Second
+			}
+			if !ok || d < lo || d > hi {
+				t.Errorf("perfect client %v (ok %v), want %v..%v", d, ok, lo, hi)
+			}
+			if w := cfg.Sim.Window; w != 0 && (w < time.Second || w > 4*time.Second) && w != time.Minute {
+				t.Errorf("window %v: want 1-4 s, or a real minute", w)
+			}
+		})
+	}
+	if n := len(Shapes(false)); n != len(Shapes(true))-1 {
+		t.Errorf("--long should add exactly one shape: %d and %d", n, len(Shapes(true)))
+	}
+}
+
+func TestLookupShapes(t *testing.T) {
+	tests := []struct {
+		name  string
+		names []string
+		long  bool
+		want  []string
+		err   string
+	}{
+		{name: "all", want: []string{"sliding-drift"}},
+		{name: "picked in order", names: []string{"fixed-exact", "cap-bare429"}, want: []string{"fixed-exact", "cap-bare429"}},
+		{name: "long shape needs long", names: []string{"minute-ample"}, err: "needs --long"},
+		{name: "long shape with long", names: []string{"minute-ample"}, long: true, want: []string{"minute-ample"}},
+		{name: "unknown", names: []string{"fixd-exact"}, err: `unknown shape "fixd-exact"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LookupShapes(tt.names, tt.long)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || len(got) < len(tt.want) {
+				t.Fatalf("got %d shapes, err %v", len(got), err)
+			}
+			for i, n := range tt.want {
+				if got[i].Name != n {
+					t.Errorf("shape %d is %s, want %s", i, got[i].Name, n)
+				}
+			}
+		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	rs := []Result{
+		{Status: "complete", VsPerfect: 0.9, Share429: 0.01, CallsPerItem: 1.01, ConcMean: 10, ConcP95: 20, Lost: 0, Wall: 3 * time.Second},
+		{Status: "timeout", VsPerfect: 0.5, Share429: 0.03, CallsPerItem: 1.05, ConcMean: 30, ConcP95: 40, Lost: 5, Wall: 9 * time.Second},
+		{Status: "complete", VsPerfect: 0.8, Share429: 0.02, CallsPerItem: 1.02, ConcMean: 20, ConcP95: 30, Lost: 1, Wall: 4 * time.Second},
+	}
+	c := median("aimd", rs)
+	want := Cell{Strategy: "aimd", VsPerfect: 0.8, Share429: 0.02, CallsPerItem: 1.02, ConcMean: 20, ConcP95: 30, Lost: 1, Wall: 4 * time.Second, Incomplete: 1}
+	c.Results = nil
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("median %+v, want %+v", c, want)
+	}
+	even := median("x", rs[:2])
+	if even.VsPerfect != 0.7 || even.Wall != 6*time.Second {
+		t.Errorf("even median: %.2f %v", even.VsPerfect, even.Wall)
+	}
+}
+
+// TestRunMatrix runs one small shape end to end with two strategies and
+// checks the table, the JSON and the plot.
+func TestRunMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drains items against the simulator for a few seconds")
+	}
+	strategies, err := Lookup([]string{Fixed8, AIMD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plots := t.TempDir()
+	opts := MatrixOptions{Shapes: []string{"bucket-burst"}, Strategies: strategies, Items: 150, Runs: 1,
+		RefusalLatency: 5 * time.Millisecond, PlotDir: plots, Dir: t.TempDir()}
+	var table bytes.Buffer
+	rep, err := RunMatrix(t.Context(), opts, &table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Shapes) != 1 || len(rep.Shapes[0].Cells) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	sr := rep.Shapes[0]
+	// 150 items at 200/s with a burst of 10: the perfect client's last
+	// admission is at 0.7 s, its answer ~125 ms later.
+	if sr.Perfect < 700*time.Millisecond || sr.Perfect > time.Second {
+		t.Errorf("perfect %v, want 0.7-1 s", sr.Perfect)
+	}
+	// fixed-8 (64 calls a second) never meets the quota: it completes
+	// below the perfect client. aimd's figures are the limiter's business;
+	// only their consistency is checked.
+	for _, c := range sr.Cells {
+		r := c.Results[0]
+		if c.Strategy == Fixed8 && (c.VsPerfect <= 0.1 || c.VsPerfect > 1 || c.Lost != 0 || c.CallsPerItem != 1 || c.Incomplete != 0) {
+			t.Errorf("%s: %+v", c.Strategy, c)
+		}
+		if r.Perfect != sr.Perfect || (r.Status == "complete") != (r.VsPerfect > 0) || c.CallsPerItem < 1 {
+			t.Errorf("%s: status %s, vs perfect %.2f, perfect %v of %v", c.Strategy, r.Status, r.VsPerfect, r.Perfect, sr.Perfect)
+		}
+	}
+	out := table.String()
+	for _, want := range []string{"bucket-burst", "fixed-8", "aimd", "vs perfect", "medians of 1 run"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(plots, "matrix-bucket-burst.svg")); err != nil {
+		t.Errorf("plot: %v", err)
+	}
+
+	opts.JSON, opts.PlotDir, opts.Strategies = true, "", strategies[:1]
+	var js bytes.Buffer
+	if _, err := RunMatrix(t.Context(), opts, &js); err != nil {
+		t.Fatal(err)
+	}
+	var back MatrixReport
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Shapes) != 1 || back.Shapes[0].Cells[0].Strategy != Fixed8 {
+		t.Errorf("json: %v %s", err, js.String())
+	}
+}

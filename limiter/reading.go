@@ -1,0 +1,244 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// What the law reads from the quota's answers: the ring of recent starts
+// and what came of each, the rate the quota admitted, the window its
+// retry delays and reopenings show, the budgets a 429 names, and the
+// smoothed latency and tokens. Each is a pure function of the law's
+// state and the times it is given, like the rest of the law.
+
+// sentCall is one start: its stamp, the calls in flight beside it and
+// what came of it.
+type sentCall struct {
+	at      time.Time
+	others  int
+	outcome outcome
+}
+
+// outcome is what came of a start, as far as the law knows.
+type outcome uint8
+
+const (
+	pending outcome = iota
+	admitted
+	refusedCall
+	failedCall
+)
+
+// find returns the ring's entry for the start stamped started, nil if it
+// is no longer there.
+func (w *law) find(started time.Time) *sentCall {
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if c.at.Equal(started) {
+			return c
+		}
+		if c.at.Before(started) {
+			break
+		}
+	}
+	return nil
+}
+
+// admittedFrom counts the starts since from that the quota admitted:
+// those that succeeded, and those still in flight that started before
+// answered (a refusal comes back within its own round trip).
+func (w *law) admittedFrom(from, answered time.Time) int {
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(from) {
+			break
+		}
+		if c.outcome == admitted || c.outcome == pending && c.at.Before(answered) {
+			n++
+		}
+	}
+	return n
+}
+
+// othersAt returns the calls that were in flight beside the call started
+// at started, or fallback if it is no longer in the ring.
+func (w *law) othersAt(started time.Time, fallback int) int {
+	if c := w.find(started); c != nil {
+		return c.others
+	}
+	return fallback
+}
+
+// reopened folds in a probe, started at started after a backoff, that
+// the quota admitted: it was spent and is open again. What it admitted
+// from the last such reopening to this one is all it grants over that
+// span (a fixed window's count per window, when the 429s did not say
+// when it would reset): the rate goes just under it.
+func (w *law) reopened(started time.Time) {
+	prev := w.reopenedAt
+	w.reopenedAt = started
+	span := started.Sub(prev)
+	if prev.IsZero() || w.rate == 0 || span > reopenLags*w.answerLag() || span < 2*w.latency() {
+		return
+	}
+	if span <= 2*w.answerLag() {
+		// The quota refilled within span: its window is at least that
+		// long when the 429s did not say.
+		w.window = max(w.window, min(span, maxWindow))
+	}
+	n := w.admittedFrom(prev, started)
+	if n < cycleMinSuccesses {
+		return
+	}
+	if budget := float64(n) / span.Seconds(); budget*eventBackoff < w.rate {
+		w.refused = budget // paced at it, the quota is spent by a window's end
+		w.rate = max(budget*eventBackoff, w.minRate())
+		w.safe = min(w.safe, w.rate)
+		w.fitLimit()
+	}
+}
+
+// nameQuota records the per-minute budgets a 429 named (requests and
+// input tokens per minute, 0 for each not named); a 429 that names
+// neither leaves the last ones known.
+func (w *law) nameQuota(rpm, tpm int64) {
+	if rpm > 0 || tpm > 0 {
+		w.namedRPM, w.namedTPM = max(rpm, 0), max(tpm, 0)
+	}
+}
+
+// namedRate is the rate of the named budgets, the tighter of the two, in
+// starts per second: 0 if none is named.
+func (w *law) namedRate() float64 {
+	r := 0.0
+	if w.namedRPM > 0 {
+		r = float64(w.namedRPM) / 60
+	}
+	if w.namedTPM > 0 {
+		byTokens := float64(w.namedTPM) / 60 / float64(w.tokensPerCall())
+		if r == 0 || byTokens < r {
+			r = byTokens
+		}
+	}
+	return r
+}
+
+// admittedRate is the rate the quota admitted over the answer lag up to
+// t (a refusal of a call started at refusedAt having just come), counted
+// from no earlier than gate, when no call started before it: idle time
+// says nothing about the quota. ok is false when that leaves too little
+// to read a rate from.
+func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duration) (r float64, ok bool) {
+	if since := t.Sub(gate); w.gateExact && !uncertain(retryAfter) && since > 2*w.latency() && since <= max(2*w.window, w.answerLag()) {
+		// The quota opened at gate, as a retry delay said; it is spent
+		// again now, within about a window, and opens at t+retryAfter:
+		// what it admitted since gate is all it grants over that span
+		// (a fixed window's count per window, exactly).
+		if n := w.admittedFrom(gate, refusedAt); n >= cycleMinSuccesses {
+			return float64(n) / t.Add(retryAfter).Sub(gate).Seconds(), true
+		}
+	}
+	lag := w.answerLag()
+	from := t.Add(-lag)
+	if gate.After(from) {
+		from = gate
+	}
+	if w.firstStart.After(from) {
+		from = w.firstStart
+	}
+	span := t.Sub(from)
+	n := w.admittedFrom(from, refusedAt)
+	if span < lag/2 || n < cycleMinSuccesses {
+		return 0, false
+	}
+	return float64(n) / span.Seconds(), true
+}
+
+// resetAt folds in the instant an exact retry delay said the quota
+// opens again, one per congestion event. A fixed window opens at its
+// boundaries: when three such instants fall on one lattice (each span a
+// whole number of the shortest), its spacing is the window.
+func (w *law) resetAt(at time.Time) {
+	d1, d2 := at.Sub(w.resets[0]), w.resets[0].Sub(w.resets[1])
+	three := !w.resets[1].IsZero()
+	w.resets = [2]time.Time{at, w.resets[0]}
+	if !three || d1 <= 0 || d2 <= 0 {
+		return
+	}
+	short, long := min(d1, d2), max(d1, d2)
+	k := math.Round(float64(long) / float64(short))
+	if math.Abs(float64(long)-k*float64(short)) <= latticeShare*float64(long) {
+		w.window = max(w.window, min(short, maxWindow))
+	}
+}
+
+// uncertain reports whether a 429's retry delay leaves the wait unknown:
+// none was given, or it is a whole number of seconds, rounded (Gemini's
+// per-minute quotas send 26-59 s where a second or two would do).
+func uncertain(retryAfter time.Duration) bool {
+	return retryAfter%time.Second == 0
+}
+
+// sentRate is the rate of starts over the last round trip.
+func (w *law) sentRate(t time.Time) float64 {
+	span := w.latency()
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		if w.sent[(w.nSent-i)%sentRing].at.Before(t.Add(-span)) {
+			break
+		}
+		n++
+	}
+	return max(float64(n)/span.Seconds(), w.minRate())
+}
+
+// latency is the smoothed round trip, at least a microsecond.
+func (w *law) latency() time.Duration {
+	return max(time.Duration(w.avgLatency), time.Microsecond)
+}
+
+// observe folds one success into the smoothed latency and tokens.
+func (w *law) observe(latency time.Duration, tokens int64) {
+	lat := float64(max(latency, 0))
+	if w.hasLatency {
+		w.avgLatency += ewmaWeight * (lat - w.avgLatency)
+	} else {
+		w.avgLatency, w.hasLatency = lat, true
+	}
+	if tokens <= 0 {
+		return
+	}
+	if w.hasTokens {
+		w.avgTokens += ewmaWeight * (float64(tokens) - w.avgTokens)
+	} else {
+		w.avgTokens, w.hasTokens = float64(tokens), true
+	}
+}
+
+// ceiling returns the effective ceiling: Config.Ceiling, lowered to the
+// Little's-law bound TPM*W/(60s*T) once latency W and tokens T have been
+// measured, and never below Floor.
+func (w *law) ceiling() int {
+	c := w.cfg.Ceiling
+	if w.cfg.TPM <= 0 || !w.hasTokens || !w.hasLatency {
+		return c
+	}
+	bound := float64(w.cfg.TPM) * w.avgLatency / (w.avgTokens * float64(time.Minute))
+	// The epsilon keeps an exact quotient such as 2 from flooring to 1
+	// through rounding in the averages.
+	if bound = math.Floor(bound + 1e-9); bound < float64(c) {
+		c = max(w.cfg.Floor, int(bound))
+	}
+	return c
+}
+
+// tokensPerCall is the TPM pacing reservation: the measured average tokens
+// per call, or Config.EstimatedTokens before any has been measured.
+func (w *law) tokensPerCall() int {
+	n := w.cfg.EstimatedTokens
+	if w.hasTokens {
+		n = int64(math.Ceil(w.avgTokens))
+	}
+	return int(min(max(n, 1), math.MaxInt32))
+}
