@@ -180,8 +180,12 @@ func (r *Runner) commitFenced(cl Claimer, ps []pending, once bool) ([]uint64, er
 	}
 	var rejected []uint64
 	err := r.retryCommit(len(ts), once, func() error {
+		// A commit that outlasts a lease would be fenced off anyway: a
+		// database that hangs fails it instead of holding the run.
+		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+		defer cancel()
 		var err error
-		rejected, err = cl.CommitFenced(context.Background(), ts)
+		rejected, err = cl.CommitFenced(ctx, ts)
 		return err
 	})
 	return rejected, err

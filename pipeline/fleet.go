@@ -34,7 +34,10 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			return
 		}
 		sent := clock.Now()
-		claims, err := book.claimer.Claim(ctx, name, min(sc.Workers, DefaultFetch), r.Lease)
+		// A database that hangs fails the claim rather than the worker.
+		claimCtx, cancel := context.WithTimeout(ctx, r.Lease)
+		claims, err := book.claimer.Claim(claimCtx, name, min(sc.Workers, DefaultFetch), r.Lease)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return

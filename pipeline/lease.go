@@ -221,7 +221,9 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 			continue
 		}
 		sentAt := clock.Now()
-		lost, err := b.claimer.Renew(ctx, b.name, claims, b.r.Lease)
+		renewCtx, cancelRenew := context.WithTimeout(ctx, b.r.Lease/4)
+		lost, err := b.claimer.Renew(renewCtx, b.name, claims, b.r.Lease)
+		cancelRenew()
 		if err != nil {
 			if ctx.Err() == nil {
 				b.r.log().Warn("could not renew leases; trying again", "stage", b.name, "entries", len(claims), "err", err)
