@@ -159,7 +159,9 @@ func TestFleet_Chaos(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(17, 17))
 	kills, stops := 0, 0
-	stopped := -1
+	// stopped is the worker paused now; paused the one that was paused,
+	// never killed afterwards, so it lives to report its lost leases.
+	stopped, paused := -1, -1
 	var resume time.Time
 	deadline := time.Now().Add(pick(90*time.Second, 10*time.Minute))
 	next := time.Now().Add(time.Second)
@@ -175,12 +177,12 @@ func TestFleet_Chaos(t *testing.T) {
 		if now.After(next) {
 			i := rng.IntN(workers)
 			switch {
-			case i == stopped || fleet[i].exited():
+			case i == stopped || i == paused || fleet[i].exited():
 			case stops == 0 && kills >= 2:
 				// Paused past its lease: its items go to the others, and
 				// its late results must be fenced off.
 				fleet[i].cmd.Process.Signal(syscall.SIGSTOP)
-				stopped, resume, stops = i, now.Add(lease+2*time.Second), 1
+				stopped, paused, resume, stops = i, i, now.Add(lease+2*time.Second), 1
 			default:
 				fleet[i].cmd.Process.Kill()
 				<-fleet[i].done
