@@ -45,7 +45,11 @@ func TestFleet_FairShare(t *testing.T) {
 			sim, simURL := startSim(t, geminisim.Config{
 				RPM: perSecond, Window: time.Second,
 				Latency: geminisim.Latency{Base: 80 * time.Millisecond, Jitter: 40 * time.Millisecond},
-				Seed:    5,
+				// The 429s name no quota value: with a 1 s window it would
+				// be a per-second figure a limiter reads as per minute, and
+				// the bench is about finding an unknown rate.
+				QuotaFailure: geminisim.QuotaFailureNoValue,
+				Seed:         5,
 			})
 			env := simEnv(simURL)
 			args := append([]string{"run", "--db", url, "--quiet", "--timeout", "20s", "--ceiling", "32", "--lease", "30s"}, s.extra...)

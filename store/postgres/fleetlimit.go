@@ -67,8 +67,9 @@ type FleetLimitConfig struct {
 // same event changes nothing. So the fleet's workers get the same
 // feedback at the same time, as Chiu and Jain's AIMD needs to converge
 // to fair shares, and a 429 storm across N workers is one decrease, not
-// N. When the rate is known (RPM), every call also reserves a slot of
-// the row's GCRA schedule, so the fleet together keeps to the rate; a
+// N. When the rate is known (RPM, or a 429 that names its per-minute
+// quota), every call also reserves a slot of the row's GCRA schedule, so
+// the fleet together keeps to the rate; a
 // 429 pushes the schedule past its retry delay, so the whole fleet waits
 // it out.
 //
@@ -91,6 +92,9 @@ type FleetLimiter struct {
 	// freed is closed and replaced when a slot frees or the limit grows.
 	freed   chan struct{}
 	dbFails int
+	// namedRPM is the per-minute request quota a 429 last named, the
+	// fleet's pace since (0: none named).
+	namedRPM int64
 }
 
 type epochRef struct {
@@ -98,7 +102,11 @@ type epochRef struct {
 	n     int
 }
 
-var _ pipeline.Limiter = (*FleetLimiter)(nil)
+var _ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
+
+// namedQuotaShare is the share of a quota a 429 named that the fleet is
+// paced to: a little under it, as the lone limiter does (97%).
+const namedQuotaShare = 0.97
 
 // NewFleetLimiter returns a worker's limiter sharing q's quota cfg.Key.
 // With cfg.RPM set, it sets the key's fleet-wide pace (every worker of a
@@ -286,6 +294,26 @@ func (l *FleetLimiter) RateLimited(started time.Time, retryAfter time.Duration) 
 		return
 	}
 	l.decrease(c.Decreases)
+}
+
+// RateLimitedQuota is RateLimited for a 429 that named its per-minute
+// request quota: the rate is then known, and the worker that hears a new
+// value sets the fleet's pace in the quota row to 97% of it (unless
+// --rpm gave the rate), so every worker keeps to it from its next call.
+func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, _ int64) {
+	if requestsPerMinute > 0 && l.cfg.RPM == 0 {
+		l.mu.Lock()
+		changed := requestsPerMinute != l.namedRPM
+		l.namedRPM = requestsPerMinute
+		l.mu.Unlock()
+		if changed {
+			every := time.Duration(float64(time.Minute) / (namedQuotaShare * float64(requestsPerMinute)))
+			if err := l.q.SetRate(context.Background(), l.cfg.Key, every, max(l.cfg.Burst, 1)); err != nil {
+				l.dbFailed(err)
+			}
+		}
+	}
+	l.RateLimited(started, retryAfter)
 }
 
 // Failed frees the slot.

@@ -179,3 +179,31 @@ func TestFleetLimiter_IncreasePacedInTime(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetLimiter_NamedQuotaPacesTheFleet: a 429 naming its per-minute
+// quota sets the fleet's pace: the other worker's next calls are spaced
+// at 97% of it, though it never got a 429.
+func TestFleetLimiter_NamedQuotaPacesTheFleet(t *testing.T) {
+	clock := &instantClock{}
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 8, Clock: clock})
+	a, b := ls[0], ls[1]
+	s := acquire(t, a, 1)
+	a.RateLimitedQuota(s[0], 0, 60, 0) // 60 a minute
+	clock.mu.Lock()
+	clock.waits = nil
+	clock.mu.Unlock()
+	acquire(t, b, 3)
+	clock.mu.Lock()
+	waits := append([]time.Duration(nil), clock.waits...)
+	clock.mu.Unlock()
+	perMinute := 60.0
+	every := time.Duration(float64(time.Minute) / (0.97 * perMinute))
+	if len(waits) < 2 {
+		t.Fatalf("b's calls waited %v: not paced", waits)
+	}
+	for i := 1; i < len(waits); i++ {
+		if d := waits[i] - waits[i-1]; d < every-every/4 || d > every+every/4 {
+			t.Errorf("b's calls %d and %d are %s apart, want %s (97%% of 60 a minute)", i-1, i, d, every)
+		}
+	}
+}
