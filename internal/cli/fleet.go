@@ -120,9 +120,9 @@ func postgresStatus(w io.Writer, dsn string, asJSON bool) error {
 		fmt.Fprintln(w, "\nworkers: none holds an item now")
 		return nil
 	}
-	fmt.Fprintln(w, "\nworkers (items under a live lease):")
+	fmt.Fprintln(w, "\nworkers (host:pid; items claimed under a live lease, in calls or about to be):")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  worker\tstage\tin flight\tlease ends")
+	fmt.Fprintln(tw, "  worker\tstage\tholding\tlease ends")
 	now := time.Now()
 	for _, h := range hs {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\tin %s\n", monitor.TerminalSafe(h.Owner), h.Stage, h.Held, h.LeaseEnd.Sub(now).Round(time.Second))

@@ -9,6 +9,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
 	"github.com/urfave/cli/v2"
 )
 
@@ -41,6 +42,11 @@ func newStatusCommand() *cli.Command {
 func runStatus(ctx context.Context, opts *statusOptions) error {
 	if err := checkDBPath(opts.DB, true); err != nil {
 		return err
+	}
+	if opts.Watch && isPostgres(opts.DB) {
+		return monitor.WatchFrames(ctx, opts.Out, postgres.Redact(opts.DB), opts.JSON, opts.Every, func(w io.Writer) error {
+			return statusFrame(w, opts.DB, opts.JSON)
+		})
 	}
 	if opts.Watch {
 		return monitor.Watch(ctx, opts.Out, opts.DB, opts.JSON, opts.Every, func(w io.Writer) error {
