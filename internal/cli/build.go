@@ -28,7 +28,7 @@ type stageSet struct {
 	sanitize *stages.Sanitize
 	classify *stages.Classify
 	agg      *stages.Aggregate
-	limiter  *limiter.AIMD
+	limiter  pipeline.Limiter
 	priceIn  float64
 	priceOut float64
 }
@@ -169,7 +169,7 @@ func (o *pipelineOptions) validate() error {
 			return usagef("--%s: want %s", c.flag, c.want)
 		}
 	}
-	return nil
+	return o.checkFleet()
 }
 
 // unwrapPath drops the *fs.PathError's repetition of the path.
@@ -183,14 +183,16 @@ func unwrapPath(err error) error {
 
 // openDB opens the pipeline DB with this definition: for writing, or
 // read-only for a dry run.
-func (o *pipelineOptions) openDB(b *stageSet) (*store.DB, error) {
-	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
+func (o *pipelineOptions) openDB(b *stageSet) (pipeline.Database, error) {
+	return openDatabase(o.DB, dbOpen{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun}, func() (*store.DB, error) {
+		return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
+	})
 }
 
 // addLimiter builds the classify limiter (starting from the limit the last
 // run learned, unless --start says otherwise) and the engine's stage
 // configs.
-func (o *pipelineOptions) addLimiter(b *stageSet, db *store.DB) {
+func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 	if o.Fixed > 0 {
 		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
 	} else {
