@@ -169,11 +169,27 @@ func (s *Server) NewDB(prefix string) (string, error) {
 // Kill stops the server at once, as a crash would (for tests of database
 // loss); Restart brings it back on the same data.
 func (s *Server) Kill() error {
-	if err := s.proc.Process.Signal(syscall.SIGQUIT); err != nil {
+	if err := s.signal(syscall.SIGQUIT); err != nil {
 		return err
 	}
 	<-s.exited
 	return nil
+}
+
+// signal sends sig to the postmaster itself. Under root the started
+// process is runuser, which does not pass signals on: signalling it would
+// leave the server running after the test binary is gone. The
+// postmaster's pid is the first line of its postmaster.pid.
+func (s *Server) signal(sig syscall.Signal) error {
+	if b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid")); err == nil {
+		first, _, _ := strings.Cut(string(b), "\n")
+		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 {
+			if err := syscall.Kill(pid, sig); err == nil {
+				return nil
+			}
+		}
+	}
+	return s.proc.Process.Signal(sig)
 }
 
 // Stop shuts the server down and removes its directory.
@@ -182,10 +198,11 @@ func (s *Server) Stop() {
 		select {
 		case <-s.exited:
 		default:
-			s.proc.Process.Signal(syscall.SIGQUIT) // immediate shutdown: nothing to keep
+			s.signal(syscall.SIGQUIT) // immediate shutdown: nothing to keep
 			select {
 			case <-s.exited:
 			case <-time.After(10 * time.Second):
+				s.signal(syscall.SIGKILL)
 				s.proc.Process.Kill()
 				<-s.exited
 			}

@@ -2,9 +2,12 @@ package pgtest
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -34,5 +37,36 @@ func TestStart_CreatesUsableDatabases(t *testing.T) {
 	}
 	if _, err := exec.LookPath(filepath.Join(s.binDir, "postgres")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStop_EndsThePostmaster: after Stop no process serves the cluster's
+// directory any more (under root the started process is runuser, which
+// does not pass a signal on to the server).
+func TestStop_EndsThePostmaster(t *testing.T) {
+	s, err := Start()
+	if errors.Is(err, ErrUnavailable) && !Required() {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		s.Stop()
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		s.Stop()
+		t.Fatal(err)
+	}
+	s.Stop()
+	// Stop returns once the started process has exited, and runuser only
+	// exits after the server it started: the postmaster is gone by now.
+	if err := syscall.Kill(pid, 0); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("postmaster %d still running after Stop", pid)
 	}
 }
