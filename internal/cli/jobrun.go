@@ -59,6 +59,11 @@ func runJob(ctx context.Context, req jobRequest) error {
 	if err != nil {
 		return err
 	}
+	if req.Budget > 0 || req.BudgetTotal > 0 {
+		if err := b.checkPriced(); err != nil {
+			return err
+		}
+	}
 	if err := checkDBPath(j.DB, false); err != nil {
 		return err
 	}
