@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -81,10 +82,20 @@ func storedAggregate(db *store.DB, agg *stages.Aggregate) error {
 		return err
 	}
 	for _, d := range defs {
-		if d.Name == agg.Name() && len(d.Config) > 0 {
-			if err := json.Unmarshal(d.Config, agg); err != nil {
-				return fmt.Errorf("read the recorded aggregate configuration: %w", err)
-			}
+		if d.Name != agg.Name() || len(d.Config) == 0 {
+			continue
+		}
+		// A job records its stage as the job file has it (job.Stage,
+		// with its own key names); a run from flags records the stage's
+		// own configuration.
+		var js job.Stage
+		if err := json.Unmarshal(d.Config, &js); err == nil && js.Aggregate != nil {
+			a := js.Aggregate
+			*agg = stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count}
+			continue
+		}
+		if err := json.Unmarshal(d.Config, agg); err != nil {
+			return fmt.Errorf("read the recorded aggregate configuration: %w", err)
 		}
 	}
 	return nil
