@@ -88,10 +88,8 @@ func storedAggregate(db *store.DB, agg *stages.Aggregate) error {
 		// A job records its stage as the job file has it (job.Stage,
 		// with its own key names); a run from flags records the stage's
 		// own configuration.
-		var js job.Stage
-		if err := json.Unmarshal(d.Config, &js); err == nil && js.Aggregate != nil {
-			a := js.Aggregate
-			*agg = stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count}
+		if a, ok := job.RecordedAggregate(d.Config); ok {
+			*agg = a
 			continue
 		}
 		if err := json.Unmarshal(d.Config, agg); err != nil {
