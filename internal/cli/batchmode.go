@@ -102,7 +102,7 @@ func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptio
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
-		InlineBytes: bo.InlineBytes, Log: log, Progress: tick})
+		InlineBytes: bo.InlineBytes, NoCache: o.NoCache, Log: log, Progress: tick})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()
