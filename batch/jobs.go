@@ -299,15 +299,11 @@ func (d *Driver) cacheKey(it pipeline.Item, tr pipeline.Transition) string {
 	if tr.Outcome != pipeline.Succeeded || d.cfg.NoCache {
 		return ""
 	}
-	c, ok := d.stage.(pipeline.Cacheable)
+	s, ok := d.stage.(pipeline.Stage)
 	if !ok {
 		return ""
 	}
-	key, err := c.CacheKey(it)
-	if err != nil {
-		return ""
-	}
-	return key
+	return pipeline.CacheKeyOf(s, it)
 }
 
 // commit applies ts to job t and counts what happened.

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"google.golang.org/genai"
 
@@ -66,8 +65,7 @@ func (l *LLM) EstimateInput(it pipeline.Item) int64 {
 	if err != nil {
 		prompt = classifyInput(it)
 	}
-	runes := utf8.RuneCountInString(l.system) + utf8.RuneCountInString(prompt)
-	return int64(max(1, (runes+3)/4))
+	return estimateTokens(l.system, prompt)
 }
 
 // MaxOutputTokens is the output budget of the first request (the stage's
