@@ -106,6 +106,7 @@ type Change struct {
 	Old, New string
 }
 
+// String is the change as the diff prints it: stage.key: old -> new.
 func (c Change) String() string {
 	where := c.Stage
 	switch {
