@@ -29,7 +29,7 @@ func newVerifyCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:  "verify",
-		Usage: "check every item is in exactly one place and recompute the aggregate from out/classify",
+		Usage: "check every item is in exactly one place and recompute the aggregate from the stage outputs it counts (classify's label, or a job's count: STAGE.FIELD)",
 		Flags: []cli.Flag{dbFlag(),
 			&cli.StringSliceFlag{Name: "group-by", Category: catAgg, Value: cli.NewStringSlice("app", "month"), Usage: "fields the aggregate counts by, as given to run", DefaultText: "what the run recorded", Destination: &groupBy},
 			&cli.StringFlag{Name: "date-field", Category: catAgg, Value: "date", Usage: "field holding the item's date, as given to run", DefaultText: "what the run recorded", Destination: &opts.Aggregate.DateField},
@@ -70,7 +70,7 @@ func runVerify(opts *verifyOptions) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("verify %s: %d problems (see above)", db.Path(), len(problems))
 	}
-	fmt.Fprintf(opts.Out, "%s: consistent; aggregate matches out/classify\n", db.Path())
+	fmt.Fprintf(opts.Out, "%s: consistent; the aggregate matches the outputs it counts\n", db.Path())
 	return nil
 }
 
