@@ -98,6 +98,11 @@ type Config struct {
 	CreateBackoff, CreateBackoffMax time.Duration
 	// MaxRounds bounds ModeBatch's rounds (ModeAuto runs one).
 	MaxRounds int
+	// NoCache keeps the answers out of the store's answer cache. By
+	// default an answer is kept under the stage's cache key (when the
+	// stage is a pipeline.Cacheable), as an online answer is, so a later
+	// online call asking the same question is not paid again.
+	NoCache bool
 	// Now and Sleep are the clock; nil means the real one. Sleep returns
 	// ctx's error when ctx ends first.
 	Now   func() time.Time
@@ -452,11 +457,14 @@ func (d *Driver) progress() {
 	}
 }
 
-// addUsage counts billed tokens and their price both ways.
-func (d *Driver) addUsage(u pipeline.Usage) {
+// addUsage counts billed tokens and their price both ways, and returns
+// their price at the batch rate.
+func (d *Driver) addUsage(u pipeline.Usage) (costUSD float64) {
 	d.sum.Usage = d.sum.Usage.Add(u)
 	in, out := stages.BatchPrice(d.stage.Model())
 	oin, oout := stages.Price(d.stage.Model())
-	d.sum.CostUSD += (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
+	costUSD = (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
+	d.sum.CostUSD += costUSD
 	d.sum.OnlineCostUSD += (float64(u.PromptTokens)*oin + float64(u.CandidateTokens)*oout) / 1e6
+	return costUSD
 }

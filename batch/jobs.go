@@ -231,8 +231,13 @@ func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, n
 			continue // no result for it: returned below
 		}
 		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
-		d.addUsage(res.Usage)
+		cost := d.addUsage(res.Usage)
 		tr, ok := d.transition(ctx, it, res, err, now)
+		// The store's ledger counts what was billed (a lifetime budget
+		// reads it), and keeps the answer for the same question asked
+		// later.
+		tr.CostUSD = cost
+		tr.CacheKey = d.cacheKey(it, tr)
 		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
 			fatal = err
 		}
@@ -285,6 +290,20 @@ func (d *Driver) transition(ctx context.Context, it pipeline.Item, res pipeline.
 		return tr, true
 	}
 	return tr, false
+}
+
+// cacheKey is the key an answer is kept under in the store's answer
+// cache: "" for a dead letter, with the cache off, or for a stage that is
+// not a pipeline.Cacheable.
+func (d *Driver) cacheKey(it pipeline.Item, tr pipeline.Transition) string {
+	if tr.Outcome != pipeline.Succeeded || d.cfg.NoCache {
+		return ""
+	}
+	s, ok := d.stage.(pipeline.Stage)
+	if !ok {
+		return ""
+	}
+	return pipeline.CacheKeyOf(s, it)
 }
 
 // commit applies ts to job t and counts what happened.

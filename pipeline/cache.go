@@ -96,7 +96,14 @@ func (r *Runner) cacheKey(i int, it Item) string {
 	if r.NoCache {
 		return ""
 	}
-	c, ok := r.Stages[i].Stage.(Cacheable)
+	return CacheKeyOf(r.Stages[i].Stage, it)
+}
+
+// CacheKeyOf is s's cache key for it: "" when s is not Cacheable or has
+// no key for this item (it is then asked, not looked up). The runner and
+// the batch driver keep answers under it.
+func CacheKeyOf(s Stage, it Item) string {
+	c, ok := s.(Cacheable)
 	if !ok {
 		return ""
 	}

@@ -89,7 +89,13 @@ func (c *Classify) EstimateInput(it pipeline.Item) int64 {
 	if err != nil {
 		prompt = classifyInput(it)
 	}
-	runes := utf8.RuneCountInString(c.system) + utf8.RuneCountInString(prompt)
+	return estimateTokens(c.system, prompt)
+}
+
+// estimateTokens is a request's input tokens estimated from its system
+// instruction and prompt: a quarter of their runes, rounded up, at least 1.
+func estimateTokens(system, prompt string) int64 {
+	runes := utf8.RuneCountInString(system) + utf8.RuneCountInString(prompt)
 	return int64(max(1, (runes+3)/4))
 }
 

@@ -51,3 +51,24 @@ func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 	sum := sha256.Sum256(append([]byte(cacheKeyVersion+"\x00llm\x00"), body...))
 	return hex.EncodeToString(sum[:]), nil
 }
+
+var _ pipeline.Estimator = (*LLM)(nil)
+
+// EstimateInput is the input tokens the first request for it will be
+// billed, estimated as Classify.EstimateInput does: a quarter of the runes
+// of the system instruction and the rendered prompt (with the earlier
+// outputs it reads). Without it the runner would reserve for the item's
+// text alone, short of the template and the instruction, and the first
+// calls of a run could cross a budget.
+func (l *LLM) EstimateInput(it pipeline.Item) int64 {
+	prompt, err := l.render(it)
+	if err != nil {
+		prompt = classifyInput(it)
+	}
+	return estimateTokens(l.system, prompt)
+}
+
+// MaxOutputTokens is the output budget of the first request (the stage's
+// max_output_tokens): the most one answer can be billed before any has
+// shown its real size.
+func (l *LLM) MaxOutputTokens() int64 { return int64(l.maxOutputTokens) }

@@ -325,3 +325,21 @@ func TestLLM_FingerprintMatchesClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestLLM_Estimator: the budget's reservation counts the system
+// instruction and the rendered prompt (earlier outputs included), not
+// the item's text alone, and reserves the stage's own output budget.
+func TestLLM_Estimator(t *testing.T) {
+	ep := Endpoint{Backend: BackendGemini, APIKey: geminisim.DefaultAPIKey, BaseURL: "http://127.0.0.1:1"}
+	l := newTestLLM(t, LLMConfig{Name: "extract", Endpoint: ep, Labels: []string{"bug", "other"},
+		SystemInstruction: "12345678", PromptTemplate: "{{.Out.classify.label}}: {{.Text}}", MaxOutputTokens: 3000})
+	it := testItem("a", "abcdéfgh")
+	it.Outputs = map[string]json.RawMessage{"classify": json.RawMessage(`{"label":"bug"}`)}
+	// 8 runes of instruction + "bug: abcdéfgh" (13 runes) = 21 -> 6 tokens.
+	if got := l.EstimateInput(it); got != 6 {
+		t.Errorf("EstimateInput = %d, want 6 (21 runes / 4, rounded up)", got)
+	}
+	if got := l.MaxOutputTokens(); got != 3000 {
+		t.Errorf("MaxOutputTokens = %d, want the stage's 3000", got)
+	}
+}

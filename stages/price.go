@@ -13,8 +13,8 @@ const PricesAsOf = "2026-12-01"
 
 // PriceSource is where listPrices come from: Google's published paid-tier
 // prices for standard (online) calls, text input, prompts up to 200k
-// tokens. Prices change: pass --price-in and --price-out (or set them per
-// stage in the job file) when they have.
+// tokens. Prices change: pass --price-in and --price-out when they have
+// (a job file has no price keys yet: its budget needs a listed model).
 const PriceSource = "https://ai.google.dev/gemini-api/docs/pricing"
 
 // BatchPriceFactor is what a Batch API call costs relative to the same

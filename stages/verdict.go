@@ -18,9 +18,9 @@ import "github.com/sawtooth-dev/sawtooth/pipeline"
 // Errors that may come from the configuration instead (a 400 on the
 // request, an answer cut off or off the schema twice, a prompt template
 // that fails) are plain pipeline.Permanent errors, not verdicts.
-var _ pipeline.ItemVerdict = (*VerdictError)(nil)
-
 type VerdictError struct{ Err error }
+
+var _ pipeline.ItemVerdict = (*VerdictError)(nil)
 
 // Error returns Err's message.
 func (e *VerdictError) Error() string { return e.Err.Error() }

@@ -255,6 +255,10 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 			if err := w.apply(&t); err != nil {
 				return err
 			}
+			// The answer cache and the ledger, as Commit keeps them.
+			if err := w.record(&t); err != nil {
+				return err
+			}
 			applied++
 			switch t.Outcome {
 			case pipeline.Succeeded:

@@ -21,6 +21,8 @@ const (
 	InBatch Status = 4
 )
 
+// String is the status as status and dlq print it: queued, dead, done,
+// in batch.
 func (s Status) String() string {
 	switch s {
 	case Queued:

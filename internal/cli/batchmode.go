@@ -106,7 +106,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
-		InlineBytes: bo.InlineBytes, Log: log, Progress: tick})
+		InlineBytes: bo.InlineBytes, NoCache: o.NoCache, Log: log, Progress: tick})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()
@@ -154,6 +154,27 @@ func (p *batchPhase) leftover(db pipeline.Database) error {
 		}
 	}
 	return nil
+}
+
+// heldByOpenJobs stops a run that drove no batch jobs (an online run, a
+// job file's) while open jobs of an earlier batch or auto run hold items:
+// the run never saw those items, so it is not complete, and only a batch
+// or auto run polls the jobs and commits their answers.
+func heldByOpenJobs(db *store.DB) error {
+	held, err := db.InBatchCount()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, c := range held {
+		n += c
+	}
+	if n == 0 {
+		return nil
+	}
+	path := shellQuote(db.Path())
+	return fmt.Errorf("%s still held by open batch jobs of an earlier run (see `sawtooth batch list --db %s`): run `sawtooth run --db %s --mode auto` to collect their answers, or `sawtooth batch cancel --db %s JOB` to put them back in the queue: %w",
+		plural(n, "item"), path, path, path, pipeline.ErrStopped)
 }
 
 // cost is the batch answers' cost at the batch price (zero for a nil

@@ -7,8 +7,10 @@
 // and demo share. Around them: config.go reads the strict --config file,
 // open.go checks a --db path before the store opens it, settings.go keeps
 // each stage's recorded settings (diffs, re-runs), plan.go prices a
-// re-run, fields.go checks the input's aggregate fields, app.go turns
-// urfave/cli's mistakes into usage errors. jobrun.go runs a job file
+// re-run, ingest.go checks and ingests the input file, budget.go prints
+// what a run left of its budget, batchmode.go runs classify through batch
+// jobs (--mode batch|auto) and batchcmd.go is `sawtooth batch`, app.go
+// turns urfave/cli's mistakes into usage errors. jobrun.go runs a job file
 // (`run -f`, or `run --db` resuming the job a database recorded): any
 // stages, one limiter per LLM stage, the stored job's diff, retry and
 // rerun on a job's database; jobbuild.go builds its stages; jobcmd.go is
@@ -16,7 +18,7 @@
 //
 // The package is larger than our ~500-line guide because it holds every
 // command (a dozen of them, each with its options and flags); no file in
-// it is over ~350 lines, and each has one job.
+// it is over ~400 lines, and each has one job.
 //
 // Every command checks all its arguments before it opens the database for
 // writing or creates a file, so a command that fails on them changes

@@ -128,6 +128,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	if runErr == nil {
 		runErr = batchPhase.leftover(db)
 	}
+	if runErr == nil && batchPhase == nil {
+		runErr = heldByOpenJobs(db)
+	}
 	if runErr != nil {
 		var fe *pipeline.FatalError
 		switch {

@@ -182,6 +182,23 @@ func (b *jobStages) addLimiters(db *store.DB) {
 	}
 }
 
+// checkPriced refuses a budget the run could not keep: an LLM stage whose
+// model the price table does not know is priced at zero, and the runner
+// would never stop its calls for the budget.
+func (b *jobStages) checkPriced() error {
+	for _, sc := range b.stages {
+		st, ok := sc.Stage.(*stages.LLM)
+		if !ok {
+			continue
+		}
+		if name, model := st.Name(), st.Model(); b.prices[name].IsZero() {
+			return usagef("%s: stage %s: model %s is not in the price table (%s, as of %s), so a budget cannot be kept: run it without --budget/--budget-total, or on a listed model",
+				b.job.File, name, model, stages.PriceSource, stages.PricesAsOf)
+		}
+	}
+	return nil
+}
+
 // cost prices one stage's usage (zero for a stage that calls nothing).
 func (b *jobStages) cost(stage string, u pipeline.Usage) float64 { return b.prices[stage].Cost(u) }
 

@@ -152,6 +152,12 @@ func newPlanCommand() *cli.Command {
 // database has not seen), and per stage what earlier runs measured, or
 // rough defaults without them.
 func runPlan(ctx context.Context, opts *planOptions) error {
+	if opts.File == "" {
+		// loadJob takes a missing database for one without a job.
+		if err := checkDBPath(opts.DB, true); err != nil {
+			return err
+		}
+	}
 	j, err := loadJob(opts.File, opts.DB)
 	if err != nil {
 		return err

@@ -59,6 +59,11 @@ func runJob(ctx context.Context, req jobRequest) error {
 	if err != nil {
 		return err
 	}
+	if req.Budget > 0 || req.BudgetTotal > 0 {
+		if err := b.checkPriced(); err != nil {
+			return err
+		}
+	}
 	if err := checkDBPath(j.DB, false); err != nil {
 		return err
 	}
@@ -153,6 +158,11 @@ func runJob(ctx context.Context, req jobRequest) error {
 	}
 	if err := monitor.PrintSummary(req.Out, stageOrder(db), sum, req.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
 		runErr = err
+	}
+	if runErr == nil {
+		// A job runs online: open jobs of an earlier batch run from flags
+		// (a flags database moved to a job file) hold items it never saw.
+		runErr = heldByOpenJobs(db)
 	}
 	if errors.Is(runErr, pipeline.ErrStopped) {
 		fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))

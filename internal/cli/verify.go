@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/urfave/cli/v2"
@@ -27,7 +28,7 @@ func newVerifyCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:  "verify",
-		Usage: "check every item is in exactly one place and recompute the aggregate from out/classify",
+		Usage: "check every item is in exactly one place and recompute the aggregate from the stage outputs it counts (classify's label, or a job's count: STAGE.FIELD)",
 		Flags: []cli.Flag{dbFlag(),
 			&cli.StringSliceFlag{Name: "group-by", Category: catAgg, Value: cli.NewStringSlice("app", "month"), Usage: "fields the aggregate counts by, as given to run", DefaultText: "what the run recorded", Destination: &groupBy},
 			&cli.StringFlag{Name: "date-field", Category: catAgg, Value: "date", Usage: "field holding the item's date, as given to run", DefaultText: "what the run recorded", Destination: &opts.Aggregate.DateField},
@@ -68,7 +69,7 @@ func runVerify(opts *verifyOptions) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("verify %s: %d problems (see above)", db.Path(), len(problems))
 	}
-	fmt.Fprintf(opts.Out, "%s: consistent; aggregate matches out/classify\n", db.Path())
+	fmt.Fprintf(opts.Out, "%s: consistent; the aggregate matches the outputs it counts\n", db.Path())
 	return nil
 }
 
@@ -80,10 +81,18 @@ func storedAggregate(db pipeline.Database, agg *stages.Aggregate) error {
 		return err
 	}
 	for _, d := range defs {
-		if d.Name == agg.Name() && len(d.Config) > 0 {
-			if err := json.Unmarshal(d.Config, agg); err != nil {
-				return fmt.Errorf("read the recorded aggregate configuration: %w", err)
-			}
+		if d.Name != agg.Name() || len(d.Config) == 0 {
+			continue
+		}
+		// A job records its stage as the job file has it (job.Stage,
+		// with its own key names); a run from flags records the stage's
+		// own configuration.
+		if a, ok := job.RecordedAggregate(d.Config); ok {
+			*agg = a
+			continue
+		}
+		if err := json.Unmarshal(d.Config, agg); err != nil {
+			return fmt.Errorf("read the recorded aggregate configuration: %w", err)
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ type Error struct {
 	Msg string
 }
 
+// Error is FILE:LINE: KEY: MESSAGE, leaving out what is unknown.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -39,6 +40,7 @@ func (e *Error) Error() string {
 // Errors is every problem found in one file, in line order.
 type Errors []*Error
 
+// Error is every problem's Error, one a line.
 func (es Errors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {

@@ -106,3 +106,16 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// RecordedAggregate reads an aggregate stage's configuration as StageDefs
+// records it (the job file's stage, in JSON) into the stage's own
+// settings. ok is false when config is not a job's aggregate stage (a
+// database run from flags records stages.Aggregate itself).
+func RecordedAggregate(config []byte) (agg stages.Aggregate, ok bool) {
+	var s Stage
+	if json.Unmarshal(config, &s) != nil || s.Aggregate == nil {
+		return stages.Aggregate{}, false
+	}
+	a := s.Aggregate
+	return stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count}, true
+}

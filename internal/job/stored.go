@@ -106,6 +106,8 @@ type Change struct {
 	Old, New string
 }
 
+// String is the change as the diff prints it: "stage.key: old -> new",
+// or "stage S: added" / "stage S: removed".
 func (c Change) String() string {
 	where := c.Stage
 	switch {

@@ -4,7 +4,7 @@
 // configured key).
 //
 // It serves POST /v1beta/models/{model}:generateContent and :countTokens
-// with the real API's request and response bodies, error bodies included,
+// with the real API's request and response bodies (wire.go), error bodies included,
 // and GET /_sim/stats with its accounting (see Stats). It serves the same
 // under Vertex AI's paths,
 // /v1beta1/projects/{p}/locations/{l}/publishers/google/models/{m}:generateContent,
