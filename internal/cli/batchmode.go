@@ -160,7 +160,11 @@ func (p *batchPhase) leftover(db pipeline.Database) error {
 // job file's) while open jobs of an earlier batch or auto run hold items:
 // the run never saw those items, so it is not complete, and only a batch
 // or auto run polls the jobs and commits their answers.
-func heldByOpenJobs(db *store.DB) error {
+func heldByOpenJobs(pdb pipeline.Database) error {
+	db, ok := pdb.(*store.DB)
+	if !ok {
+		return nil // batch jobs live in the bbolt store only
+	}
 	held, err := db.InBatchCount()
 	if err != nil {
 		return err
