@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -177,8 +178,8 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	return d, nil
 }
 
-// storedAggregate is the aggregate configuration the last run recorded,
-// or the defaults for a database from before it was recorded.
+// storedAggregate is the aggregate configuration the last run recorded
+// (in the flags' form or a job file's), or the defaults for a database from before it was recorded.
 func storedAggregate(db pipeline.Database) (*stages.Aggregate, error) {
 	agg := &stages.Aggregate{}
 	defs, err := db.StoredDefinition()
@@ -187,6 +188,11 @@ func storedAggregate(db pipeline.Database) (*stages.Aggregate, error) {
 	}
 	for _, d := range defs {
 		if d.Name == agg.Name() && len(d.Config) > 0 {
+			// A job records the stage in the job file's form.
+			if a, ok := job.RecordedAggregate(d.Config); ok {
+				*agg = a
+				continue
+			}
 			if err := json.Unmarshal(d.Config, agg); err != nil {
 				return nil, fmt.Errorf("read the recorded aggregate configuration: %w (run `sawtooth verify`)", err)
 			}
