@@ -44,7 +44,9 @@ type Config struct {
 	// quota systems do: a client that keeps knocking keeps the door shut.
 	CountRefused bool
 	// Window is the RPM/TPM window; default DefaultWindow (1m). Tests
-	// shorten it; the 429 quotaId still says PerMinute.
+	// shorten it; the 429 quotaId still says PerMinute, and its
+	// quotaValue is the budget per real minute (RPM × 1m/Window), what a
+	// client pacing to it must pace.
 	Window time.Duration
 	// Day is the RPD window; default DefaultDay (24h). It slides like
 	// Window rather than resetting at midnight Pacific.

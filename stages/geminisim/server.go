@@ -330,7 +330,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 		s.countLocked(OutcomeRateLimited, key, 0, c.promptTokens)
 		s.acct.bucket(s.second(now)).RateLimited++
 		s.mu.Unlock()
-		writeRateLimited(w, model, vs, delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
+		writeRateLimited(w, model, perMinute(vs, s.cfg.Window), delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
 		return
 	}
 	q.Count(now, c.promptTokens)
