@@ -61,7 +61,7 @@ func Shapes(long bool) []Shape {
 		},
 		{
 			Name:        "sliding-coarse",
-			Description: "sliding log, 400/2s, 80-120 ms calls (~20 round trips per window); coarse retryDelay (whole scaled seconds, up to half a window late)",
+			Description: "sliding log, 400/2s, 80-120 ms calls (~20 round trips per window); coarse retryDelay (whole seconds: 1 or 2 s, up to a window late)",
 			Sim: geminisim.Config{RPM: perWindow(2 * time.Second), Window: 2 * time.Second, RetryInfo: geminisim.RetryCoarse,
 				Latency: geminisim.Latency{Base: 80 * time.Millisecond, Jitter: 40 * time.Millisecond}},
 		},

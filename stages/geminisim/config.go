@@ -138,10 +138,11 @@ const (
 	// RetryExact sends the exact time until the request would be admitted
 	// (Quota.Wait), to the nanosecond.
 	RetryExact RetryInfoMode = "exact"
-	// RetryCoarse sends whole seconds, scaled with the window (a second
-	// per minute of Window), and often later than needed: the exact time
-	// rounded up, plus a draw of up to half a Window, kept under one
-	// Window. Real Gemini sends 26-59 s for a per-minute quota.
+	// RetryCoarse sends whole seconds, often later than needed: the exact
+	// time rounded up, plus a draw of up to half a Window, kept under one
+	// Window. Real Gemini sends 26-59 s for a per-minute quota. A shortened
+	// Window keeps whole seconds (1 or 2 s for a 2 s Window), what a client
+	// reads as rounded.
 	RetryCoarse RetryInfoMode = "coarse"
 	// RetryAbsent sends no RetryInfo, as proxies and Vertex do.
 	RetryAbsent RetryInfoMode = "absent"
