@@ -263,6 +263,14 @@ func (w *law) grow(t time.Time) {
 	if w.refused > 0 && w.held > reprobeLags<<w.calm {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
+	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > namedHoldLags<<w.calm {
+		// Long at the budget a 429 named, with no 429: the quota may
+		// have grown past it since (a quota named while it was down,
+		// a tier raised). Look above it from the first stair; a 429
+		// there names it again, and the next look waits twice as long.
+		w.namedRPM, w.namedTPM = 0, 0
+		w.stairs = 0
+	}
 	switch {
 	case w.refused == 0:
 		// Stairs up, each twice the last while none is refused: a

@@ -41,7 +41,8 @@ import (
 //     quota fell: the law forgets it.
 //   - Named quota. A 429 reported through RateLimitedQuota with the
 //     per-minute budget it enforces sets the rate at 97% of it (the
-//     tighter of requests and input tokens), and no stair climbs past it.
+//     tighter of requests and input tokens), and no stair climbs past it
+//     until it has held 32 answer lags with no 429.
 //     The limit on calls in flight follows the rate by Little's law with
 //     room for latency's spread: rate × latency × 1.5.
 //   - Cap. A 429 of a call that started beside the same number of calls in
