@@ -77,6 +77,9 @@ const (
 	// lags (twice as many after each look that found nothing, see
 	// maxCalm) with no 429 stops capping the stairs.
 	namedHoldLags = 32
+	// namedMovedHoldLags replaces namedHoldLags once 429s have named
+	// different budgets: a live quota's named level is soon stale.
+	namedMovedHoldLags = 2
 	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
 	cooldownRoundTrips = 4
 	// paceBurst is the pacing tolerance, in starts: how far ahead of the

@@ -492,6 +492,32 @@ func TestLaw_namedQuota(t *testing.T) {
 	}
 }
 
+// A quota whose 429s named different budgets is live: held at the last
+// one named, the law looks above it after namedMovedHoldLags answer lags,
+// not namedHoldLags (a quota named while it was down comes back up).
+func TestLaw_namedQuotaMoved(t *testing.T) {
+	w, at := pacedLaw(t, 200)
+	w.eventRate = 200 // not the first event
+	refuse := func(rpm int64) {
+		s := w.start(at, 0)
+		at = at.Add(20 * time.Millisecond)
+		w.nameQuota(rpm, 0)
+		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	}
+	refuse(12000) // 200 a second
+	at, _ = drive(w, at, 2*w.answerLag())
+	refuse(6000) // the quota halved: 100 a second
+	if !near(w.rate, 100*namedShare) {
+		t.Fatalf("rate %.2f after the second 429, want %.2f", w.rate, 100*namedShare)
+	}
+	for range 2 * (namedMovedHoldLags + 2) {
+		at, _ = drive(w, at, w.answerLag())
+	}
+	if w.rate <= 100*namedShare*(1+1e-9) {
+		t.Errorf("the rate stays at %.2f after %d answer lags with no 429; want a look above the budget last named", w.rate, w.held)
+	}
+}
+
 // Instants an exact retry delay says the quota opens at, one per event:
 // on one lattice they give a fixed window's length; off it, nothing.
 func TestLaw_resetAt(t *testing.T) {
