@@ -296,6 +296,12 @@ func (l *AIMD) Rate() float64 {
 	return l.law.learnedRate()
 }
 
+// HoldsRefusals reports whether the limiter holds the calls after a 429
+// with no retry delay: an adaptive one backs off and probes (see AIMD); a
+// fixed pool lets them through at once. It implements
+// pipeline.RefusalHolder.
+func (l *AIMD) HoldsRefusals() bool { return !l.cfg.Fixed }
+
 // InFlight returns the number of slots held: calls acquired and not yet
 // reported, including any still waiting out RPM/TPM pacing.
 func (l *AIMD) InFlight() int {
