@@ -15,6 +15,7 @@ import (
 	_ "time/tzdata" // per-day quotas reset at midnight Pacific, on any machine
 
 	"github.com/sawtooth-dev/sawtooth/internal/cli"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -56,7 +57,9 @@ func runCLI(args []string, stdout, stderr io.Writer) (code int) {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "sawtooth:", err)
+	// An error can quote a server's message or an input's text: its
+	// control characters are escaped, its line breaks kept.
+	fmt.Fprintln(stderr, "sawtooth:", monitor.TerminalSafeLines(err.Error()))
 	return exitCode(err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,5 +46,18 @@ func TestRunCLI_UsageErrorPrintedOnce(t *testing.T) {
 	}
 	if n := strings.Count(stderr.String(), "sawtooth: "); n != 1 {
 		t.Errorf("the error is printed %d times:\n%s", n, stderr.String())
+	}
+}
+
+// The error printed at exit cannot drive the terminal, whatever it quotes
+// (here a --db path holding an escape sequence).
+func TestRunCLI_ErrorIsTerminalSafe(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	db := filepath.Join(t.TempDir(), "\x1b[2Jx.db")
+	if code := runCLI([]string{"sawtooth", "status", "--db", db}, &stdout, &stderr); code != exitUsage {
+		t.Fatalf("exit %d, want %d; stderr:\n%q", code, exitUsage, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "\x1b") || !strings.Contains(stderr.String(), `\x1b[2Jx.db`) {
+		t.Errorf("stderr = %q, want the path with its ESC escaped", stderr.String())
 	}
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"math/rand"
 	"reflect"
 	"testing"
 	"testing/synctest"
@@ -432,7 +433,7 @@ func TestAIMD_Fixed(t *testing.T) {
 		if got := l.Limit(); got != 3 {
 			t.Fatalf("Limit() = %d after a 429, want 3", got)
 		}
-		clk.Advance(5 * time.Second)
+		clk.Advance(5300 * time.Millisecond)
 		synctest.Wait()
 		res, ok := returned(r)
 		if !ok || res.err != nil {
@@ -510,6 +511,81 @@ func BenchmarkAIMD_AcquireRelease(b *testing.B) {
 					l.Succeeded(s, 500)
 				}
 			})
+		})
+	}
+}
+
+// TestAIMD_Acquire_neverStranded drives the limiter through seeded
+// random sequences of starts, outcomes (successes, failures, 429s with
+// exact, whole-second and no delays) and clock steps, and checks after
+// every step that a line of waiters is never left with nobody watching the
+// clock: when calls wait, either a call is in flight (its outcome will
+// dispatch) or the head holds a timer. A waiter stranded with no call in
+// flight and no timer is a hung run.
+func TestAIMD_Acquire_neverStranded(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			l, clk := newTestAIMD(t, Config{Start: 1 + rng.Intn(4), Floor: 1, Ceiling: 4})
+			var waiting []<-chan acquired
+			var running []time.Time
+			for step := 0; step < 300; step++ {
+				switch k := rng.Intn(10); {
+				case k < 3:
+					waiting = append(waiting, goAcquire(t.Context(), l))
+				case k < 7 && len(running) > 0:
+					i := rng.Intn(len(running))
+					started := running[i]
+					running = append(running[:i], running[i+1:]...)
+					switch rng.Intn(5) {
+					case 0:
+						l.RateLimited(started, time.Duration(rng.Intn(3000))*time.Millisecond+time.Millisecond)
+					case 1:
+						l.RateLimited(started, time.Duration(1+rng.Intn(3))*time.Second)
+					case 2:
+						l.RateLimited(started, 0)
+					case 3:
+						l.Failed(started)
+					default:
+						l.Succeeded(started, 100)
+					}
+				default:
+					clk.Advance(time.Duration(rng.Intn(700)) * time.Millisecond)
+				}
+				synctest.Wait()
+				kept := waiting[:0]
+				for _, r := range waiting {
+					if res, ok := returned(r); ok {
+						running = append(running, res.started)
+					} else {
+						kept = append(kept, r)
+					}
+				}
+				waiting = kept
+				if len(waiting) > 0 && l.InFlight() == 0 && clk.Timers() == 0 {
+					t.Fatalf("seed %d step %d: %d waiters, no call in flight, no timer: stranded (limit %d, gate %v, now %v)",
+						seed, step, len(waiting), l.Limit(), l.GateUntil(), clk.Now())
+				}
+			}
+			for _, started := range running {
+				l.Succeeded(started, 100)
+			}
+			for len(waiting) > 0 {
+				clk.Advance(time.Minute)
+				synctest.Wait()
+				kept := waiting[:0]
+				for _, r := range waiting {
+					if res, ok := returned(r); ok {
+						l.Succeeded(res.started, 100)
+					} else {
+						kept = append(kept, r)
+					}
+				}
+				if len(kept) == len(waiting) && l.InFlight() == 0 && clk.Timers() == 0 {
+					t.Fatalf("seed %d: %d waiters never let through", seed, len(kept))
+				}
+				waiting = kept
+			}
 		})
 	}
 }

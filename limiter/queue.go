@@ -216,7 +216,7 @@ func (l *AIMD) Succeeded(started time.Time, tokens int64) {
 	now := l.cfg.Now()
 	l.releaseLocked()
 	l.law.onSuccess(now, started, tokens, l.inFlight+1)
-	l.dispatchLocked(now)
+	l.releasedLocked(now)
 }
 
 // RateLimited reports that the call started at started was refused with a
@@ -232,7 +232,7 @@ func (l *AIMD) RateLimited(started time.Time, retryAfter time.Duration) {
 	if l.law.onRateLimited(now, started, retryAfter, l.inFlight+1) {
 		l.wakeHeadLocked()
 	}
-	l.dispatchLocked(now)
+	l.releasedLocked(now)
 }
 
 // RateLimitedQuota is RateLimited for a 429 that named the per-minute
@@ -249,7 +249,7 @@ func (l *AIMD) RateLimitedQuota(started time.Time, retryAfter time.Duration, req
 	if l.law.onRateLimited(now, started, retryAfter, l.inFlight+1) {
 		l.wakeHeadLocked()
 	}
-	l.dispatchLocked(now)
+	l.releasedLocked(now)
 }
 
 // Failed reports any other outcome of the call started at started (5xx,
@@ -260,7 +260,7 @@ func (l *AIMD) Failed(started time.Time) {
 	defer l.mu.Unlock()
 	l.releaseLocked()
 	l.law.onFailed(started)
-	l.dispatchLocked(l.cfg.Now())
+	l.releasedLocked(l.cfg.Now())
 }
 
 // SetLimit sets the limit to n clamped to [Floor, ceiling], the ceiling
@@ -336,6 +336,20 @@ func (l *AIMD) dispatchLocked(now time.Time) {
 	}
 	if granted && now.Before(l.law.hold(now)) {
 		l.wakeHeadLocked() // the new head must watch the pacing clock
+	}
+}
+
+// releasedLocked lets waiters through after an outcome freed a slot. A
+// head of the line that fell asleep while every slot was taken set no
+// timer; if the gate or the pacing still holds starts (hold is ahead),
+// dispatching lets nobody through and, with the last call in flight just
+// ended, nothing else would ever wake it: so it is woken to watch the
+// gate's clock itself. (It cannot go in dispatchLocked, which the waiter
+// runs: it would wake itself in a loop.)
+func (l *AIMD) releasedLocked(now time.Time) {
+	l.dispatchLocked(now)
+	if l.queue.Len() > 0 && now.Before(l.law.hold(now)) {
+		l.wakeHeadLocked()
 	}
 }
 

@@ -6,12 +6,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // pending is one result on its way to the committer.
 type pending struct {
 	stage int
 	t     Transition
+	// settled, if set, runs once the result left the committer
+	// (committed or given up).
+	settled func()
 }
 
 // backlog counts the results answered but not yet committed: what a kill
@@ -71,10 +75,13 @@ func (b *backlog) done(n int) {
 }
 
 // send hands a result to the committer.
-func (r *Runner) send(i int, t Transition) {
+func (r *Runner) send(i int, t Transition) { r.sendThen(i, t, nil) }
+
+// sendThen is send, with settled run once the result left the committer.
+func (r *Runner) sendThen(i int, t Transition, settled func()) {
 	r.counters[i].pending.Add(1)
 	r.backlog.add(r.clock().Now())
-	r.commitCh <- pending{stage: i, t: t}
+	r.commitCh <- pending{stage: i, t: t, settled: settled}
 }
 
 // committer is the single writer: it groups whatever transitions are
@@ -146,6 +153,9 @@ func (r *Runner) settle(ps []pending, committed bool) {
 				}
 			}
 		}
+		if p.settled != nil {
+			p.settled()
+		}
 		c.pending.Done()
 	}
 	r.backlog.done(len(ps))
@@ -176,6 +186,10 @@ func (r *Runner) countCommitted(c *stageCounters, t Transition) {
 	switch t.Outcome {
 	case Succeeded:
 		c.done.Add(1)
+		if t.Cached {
+			c.cached.Add(1)
+			c.saved.Add(toNanos(t.SavedUSD))
+		}
 	case DeadLettered:
 		c.dead.Add(1)
 		c.deadMu.Lock()
@@ -215,7 +229,12 @@ func ReasonKey(d DeadLetter) string {
 	}
 	out := b.String()
 	if len(out) > 200 {
-		out = out[:200] + "…"
+		// Cut on a rune boundary: the key is shown and stored as text.
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut] + "…"
 	}
 	return string(d.Class) + ": " + out
 }

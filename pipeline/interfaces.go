@@ -24,6 +24,10 @@ const (
 	Succeeded Outcome = iota + 1
 	// DeadLettered: the item moves to dead/<stage> with Dead describing why.
 	DeadLettered
+	// Billed: the item stays queued (the run stopped before it finished)
+	// but its calls so far were billed: only Usage and CostUSD are
+	// recorded. Sent only to a store that implements Ledgers.
+	Billed
 )
 
 // DeadLetter is why an item left a stage without an output. It is kept until
@@ -63,6 +67,23 @@ type Transition struct {
 	// the same transaction as what it bought: a run killed after the
 	// commit has still accounted for it.
 	Usage Usage
+	// CostUSD is Usage priced at the stage's Price: what the calls that
+	// led to this transition were billed. A store that implements Ledgers
+	// adds it to the stage's lifetime spend in the same transaction, so
+	// the spend a --budget-total counts is never ahead of, nor behind,
+	// the results it paid for.
+	CostUSD float64
+	// CacheKey, on a Succeeded transition of a stage that implements
+	// Cacheable, is the key of the answer: a store that implements
+	// AnswerCache keeps Result under (Stage, CacheKey) in the transaction
+	// that applies the transition. "" when the answer is not cached.
+	CacheKey string
+	// Cached marks an answer reused from the cache or from an identical
+	// item in flight: no call was made, Usage and CostUSD are zero.
+	Cached bool
+	// SavedUSD is what a Cached answer would have cost at the stage's
+	// Price (the answer's own usage, priced).
+	SavedUSD float64
 }
 
 // Store is what the runner needs from persistence. Implementations must be
@@ -164,6 +185,9 @@ type StageStats struct {
 	Attempts int64 `json:"attempts"`
 	// Calls is every call of the stage, whatever its outcome.
 	Calls int64 `json:"calls"`
+	// Paid is the calls that were billed (usage reported): answers,
+	// usable or not. 429s, 5xx and lost calls bill nothing.
+	Paid int64 `json:"paid_calls,omitempty"`
 	// RateLimited is the calls refused for quota (429).
 	RateLimited int64 `json:"rate_limited"`
 	// Transient is the calls that failed transiently (5xx, timeouts).
@@ -172,8 +196,14 @@ type StageStats struct {
 	Unavailable int64 `json:"unavailable,omitempty"`
 	// Usage is the tokens billed for every call.
 	Usage Usage `json:"usage"`
-	// CostUSD is Usage priced (set by the caller, not the runner).
+	// CostUSD is Usage priced at the stage's Price (StageConfig.Price),
+	// failed billed calls included.
 	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Cached is the answers reused without a call: from the answer
+	// cache, or from an identical item in flight. They are in Done too.
+	Cached int64 `json:"cached,omitempty"`
+	// SavedUSD is what the Cached answers would have cost.
+	SavedUSD float64 `json:"saved_usd,omitempty"`
 	// DeadReasons counts the committed dead letters by ReasonKey.
 	DeadReasons map[string]int `json:"dead_reasons,omitempty"`
 	// LimitMin, LimitMax and LimitEnd are the limiter's concurrency limit:
@@ -194,11 +224,14 @@ func (r RunSummary) Totals() StageStats {
 		t.Dead += s.Dead
 		t.Attempts += s.Attempts
 		t.Calls += s.Calls
+		t.Paid += s.Paid
 		t.RateLimited += s.RateLimited
 		t.Transient += s.Transient
 		t.Unavailable += s.Unavailable
 		t.Usage = t.Usage.Add(s.Usage)
 		t.CostUSD += s.CostUSD
+		t.Cached += s.Cached
+		t.SavedUSD += s.SavedUSD
 	}
 	return t
 }

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"slices"
 )
 
 // Record is one input row as ingested: an id, its text and every other
@@ -23,11 +26,46 @@ type Record struct {
 	Line int `json:"line,omitempty"`
 }
 
-// TextHash returns the content hash that decides whether a re-ingested id is
-// unchanged (skipped) or edited (re-enters at the first stage).
-func (r Record) TextHash() string {
-	sum := sha256.Sum256([]byte(r.Text))
-	return hex.EncodeToString(sum[:16])
+// ContentHash covers everything a stage or the aggregate can read of a
+// record: its text and every field (not Line, which only says where the
+// record came from). Field names and values are length-prefixed, in
+// sorted order, so no two records share a hash by concatenation. Stores
+// keep it to tell an unchanged re-ingested record from an edited one;
+// every store must use this one, so a pipeline copied between stores
+// keeps telling them apart.
+func (r Record) ContentHash() string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	put := func(s string) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	put(r.Text)
+	for _, k := range slices.Sorted(maps.Keys(r.Fields)) {
+		put(k)
+		put(r.Fields[k])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ChangedFields names what differs between two versions of a record:
+// TextField for the text, and each field added, removed or changed.
+func ChangedFields(old, cur Record) []string {
+	var out []string
+	if old.Text != cur.Text {
+		out = append(out, TextField)
+	}
+	for k, v := range cur.Fields {
+		if ov, ok := old.Fields[k]; !ok || ov != v {
+			out = append(out, k)
+		}
+	}
+	for k := range old.Fields {
+		if _, ok := cur.Fields[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Item is what a Stage processes: the original record plus the outputs of

@@ -29,15 +29,57 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		schedules = map[Class]backoff.BackOff{}
 	)
 	defer func() { c.attempts.Add(int64(attempts)) }()
+	if sk, ok := sc.Stage.(Skipper); ok {
+		if res, skip := sk.Skip(workCtx, q.Item); skip {
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res})
+			return
+		}
+	}
+	// An item whose answer is cached, or being bought by an identical
+	// item, makes no call; otherwise it owns its key until it finishes.
+	key := r.cacheKey(i, q.Item)
+	var (
+		own      *flight
+		answer   Result
+		answered bool
+		spent    int64 // nanodollars billed for this item's calls
+	)
+	// An item given back keeps what its calls were billed on the books.
+	finished := false
+	defer func() {
+		if !finished && paid != (Usage{}) {
+			r.sendBilled(i, q, paid, spent)
+		}
+	}()
+	if key != "" {
+		res, hit, f := r.reuse(stageCtx, i, key)
+		switch {
+		case hit:
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded,
+				Result: Result{Output: res.Output}, CacheKey: key, Cached: true, SavedUSD: sc.Price.Cost(res.Usage)})
+			return
+		case f == nil:
+			return // stopping: the item stays queued
+		}
+		own = f
+		defer func() { c.flights.land(key, own, answer, answered) }()
+	}
 	for {
 		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
 			return // stopping: the item stays queued
+		}
+		booked, reserved, estIn, ok := r.book(stageCtx, i, q.Item, parkStage)
+		if !ok {
+			return // out of budget, or stopping: the item stays queued
 		}
 		var started time.Time
 		if sc.Limiter != nil {
 			var err error
 			started, err = sc.Limiter.Acquire(stageCtx)
 			if err != nil {
+				if booked {
+					r.purse.settle(reserved, 0)
+				}
 				return
 			}
 		}
@@ -48,7 +90,19 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		// Billing happens at the call: an unusable answer (blocked,
 		// cut off, off-schema) is paid for too.
 		c.addUsage(res.Usage)
+		if res.Usage != (Usage{}) {
+			c.paid.Add(1)
+		}
 		paid = paid.Add(res.Usage)
+		billed := sc.Price.nanos(res.Usage)
+		spent += billed
+		c.spent.Add(billed)
+		c.sizes.observe(estIn, res.Usage)
+		if booked {
+			r.purse.settle(reserved, billed)
+		} else {
+			r.purse.bill(billed)
+		}
 		class := ClassOf(workCtx, err)
 		c.outcomes[classIndex(class)].Add(1)
 		now := clock.Now()
@@ -59,7 +113,17 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
 			}
 			attempts++
-			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Usage: paid})
+			finished = true
+			t := Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Usage: paid, CostUSD: toUSD(spent)}
+			if own == nil {
+				r.send(i, t)
+				return
+			}
+			t.CacheKey = key
+			answer, answered = res, true
+			// Items arriving until the store holds the answer find it
+			// in flights.
+			r.sendThen(i, t, func() { c.flights.forget(key, own) })
 			return
 		}
 
@@ -120,8 +184,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			}
 			continue
 		}
+		finished = true
 		dl := DeadLetter{Class: class, Message: a.message, Attempts: attempts, First: first, Last: last}
-		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl, Usage: paid})
+		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl, Usage: paid, CostUSD: toUSD(spent)})
 		if class == ClassPermanent && sc.Limiter != nil {
 			// A verdict on the item's content, or any answer that was
 			// billed, shows the request and the account work.

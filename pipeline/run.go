@@ -65,6 +65,10 @@ type StageConfig struct {
 	// MaxRateLimited is how many 429s in a row, with no success between
 	// them, park the stage as "quota exhausted". Default 200.
 	MaxRateLimited int
+	// Price is what the stage's calls cost (the API stage); the zero
+	// Price means they are free. It prices StageStats.CostUSD and
+	// SavedUSD and the calls Budget counts.
+	Price Price
 	// MaxOutage is how long the stage's endpoint may stay unreachable
 	// (ClassUnavailable) before the stage parks; items wait meanwhile
 	// without spending attempts. Default DefaultMaxOutage; before the
@@ -125,15 +129,22 @@ type Runner struct {
 	OnTick func(Progress)
 	// SampleEvery is the series sampling period. Default 1s.
 	SampleEvery time.Duration
+	// NoCache turns the answer cache off: every item of a Cacheable
+	// stage is called, and identical items in flight each call too.
+	NoCache bool
+	// Budget caps the spend of the priced stages; the zero Budget none.
+	Budget Budget
 
-	counters []*stageCounters
-	commitCh chan pending
-	backlog  backlog
-	fatalMu  sync.Mutex
-	fatalErr error
-	parkMu   sync.Mutex
-	parkMsg  string
-	abort    context.CancelFunc // cancels dispatch and work
+	counters    []*stageCounters
+	commitCh    chan pending
+	backlog     backlog
+	fatalMu     sync.Mutex
+	fatalErr    error
+	parkMu      sync.Mutex
+	parkMsg     string
+	abort       context.CancelFunc // cancels dispatch and work
+	purse       purse
+	budgetStage atomic.Int32 // the stage a budget stop parked, -1 none
 }
 
 // Progress is the live state of a run, per stage in pipeline order.
@@ -156,8 +167,15 @@ type StageProgress struct {
 	RateLimited int64
 	Transient   int64
 	Unavailable int64
-	// Usage is the tokens billed so far.
+	// Usage is the tokens billed so far, by Paid calls.
 	Usage Usage
+	Paid  int64
+	// CostUSD is what the calls were billed, at the stage's Price.
+	CostUSD float64
+	// Cached is the committed answers reused without a call; SavedUSD
+	// what they would have cost.
+	Cached   int64
+	SavedUSD float64
 	// Limit is the limiter's concurrency limit (0 without one).
 	Limit int
 	// InFlight is the calls in flight.
@@ -181,6 +199,11 @@ type stageCounters struct {
 	deadReasons                         map[string]int
 	samePermKey                         string
 	samePermN                           int
+	spent, saved                        atomic.Int64 // nanodollars: billed, and saved by the cache
+	cached                              atomic.Int64 // committed answers reused without a call
+	paid                                atomic.Int64 // calls billed
+	flights                             flights
+	sizes                               sizer
 }
 
 func (c *stageCounters) addUsage(u Usage) {
@@ -216,6 +239,9 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		return RunSummary{}, errors.New("runner: no stages")
 	}
 	r.setDefaults()
+	if err := r.startPurse(); err != nil {
+		return RunSummary{}, Fatal(err)
+	}
 	clock := r.clock()
 	sum := RunSummary{ID: r.RunID, Started: clock.Now(), Status: "running", Stages: map[string]*StageStats{}}
 	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
@@ -298,8 +324,9 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		sum.Status, sum.Message = "failed", fatal.Error()
 		err = fatal
 	case r.parked() != "":
-		sum.Status, sum.Message = "stopped", r.parked()
-		err = fmt.Errorf("%s: %w", r.parked(), ErrStopped)
+		msg := r.parkMessage()
+		sum.Status, sum.Message = "stopped", msg
+		err = fmt.Errorf("%s: %w", msg, ErrStopped)
 	case ctx.Err() != nil:
 		sum.Status, sum.Message = "stopped", "interrupted"
 		err = fmt.Errorf("interrupted: %w", ErrStopped)
@@ -412,7 +439,10 @@ func (r *Runner) stageStats(i int) *StageStats {
 	st := &StageStats{
 		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
 		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
-		Usage: c.usage(),
+		Usage: c.usage(), Paid: c.paid.Load(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
+	}
+	if !r.Stages[i].Price.IsZero() {
+		st.CostUSD = toUSD(c.spent.Load())
 	}
 	c.deadMu.Lock()
 	if len(c.deadReasons) > 0 {

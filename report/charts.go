@@ -18,6 +18,7 @@ const (
 	colorOK       = "#16a34a"
 	color429      = "#dc2626"
 	color5xx      = "#d97706"
+	colorDown     = "#6b7280"
 )
 
 var stageColors = []string{"#7c3aed", "#1d4ed8", "#15803d", "#b45309", "#be185d", "#0f766e"}
@@ -67,6 +68,7 @@ func runCharts(d *Data) []*chart {
 		ok := series{Name: "succeeded", Color: colorOK, Kind: kindArea}
 		r429 := series{Name: "429 rate-limited", Color: color429, Kind: kindBars}
 		r5xx := series{Name: "5xx / timeout", Color: color5xx, Kind: kindBars}
+		down := series{Name: "unreachable", Color: colorDown, Kind: kindBars}
 		var marks []float64
 		for _, b := range buckets(ss, maxPoints) {
 			x := b.x(sec)
@@ -76,6 +78,7 @@ func runCharts(d *Data) []*chart {
 			rl := b.mean(func(s pipeline.Sample) float64 { return float64(s.RateLimited) })
 			r429.Points = append(r429.Points, point{x, rl})
 			r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Transient) })})
+			down.Points = append(down.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Unavailable) })})
 			if rl > 0 {
 				marks = append(marks, x)
 			}
@@ -89,8 +92,8 @@ func runCharts(d *Data) []*chart {
 			},
 			&chart{
 				ID: "chart-calls", Title: "Calls per second by outcome (" + api + ")",
-				Caption: "Items that succeeded each second, and the calls refused with 429 or failed with a 5xx or a timeout (those are retried).",
-				YLabel:  "calls per second", XMax: xmax, Series: []series{ok, r429, r5xx},
+				Caption: "Items that succeeded each second, and the calls refused with 429 or failed with a 5xx or a timeout (those are retried), and those that never reached the endpoint (the items wait).",
+				YLabel:  "calls per second", XMax: xmax, Series: []series{ok, r429, r5xx, down},
 			})
 	}
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
@@ -35,6 +36,15 @@ type Data struct {
 	Cube *Cube `json:"cube,omitempty"`
 	// Pivot is `report --by`'s table, nil without --by.
 	Pivot *Pivot `json:"pivot,omitempty"`
+	// Periods are the fingerprints of the figures of each month the
+	// report covers, each compared with the last report of that month
+	// (ChangeNotes).
+	Periods []PeriodStamp `json:"periods,omitempty"`
+	// KilledCosts say how the cost of each stage of the killed runs in
+	// Runs was estimated (their records hold tokens, not cost).
+	KilledCosts []KilledRunCost `json:"killed_run_costs,omitempty"`
+	// Batch sums the Batch API jobs; nil when there were none.
+	Batch *batch.Totals `json:"batch,omitempty"`
 	// Zone is where times are shown; nil means the local zone.
 	Zone *time.Location `json:"-"`
 }

@@ -25,7 +25,9 @@ const (
 // stands, and the outputs of the stages it has passed.
 type FlatItem struct {
 	Record pipeline.Record
-	// Status is "done", or "dead at STAGE".
+	// Status is where the item stands: "done", "queued at STAGE", "in
+	// batch at STAGE", "dead at STAGE", or "skipped at STAGE" for a done
+	// item a stage's condition left out (see ItemStatus).
 	Status string
 	// DeadReason is the dead letter's class and message, "" when not dead.
 	DeadReason string
@@ -53,6 +55,11 @@ type FlatOptions struct {
 	// Columns, when set, are the columns to write, in this order; each
 	// must be one the rows have.
 	Columns []string
+	// Versions are the stage fingerprints (the prompt and configuration
+	// version) by stage name: each row with a stage's output gets its
+	// stage's in a column "STAGE.version" ("STAGE._version" when the
+	// stage has an output field named version). Not with Stage.
+	Versions map[string]string
 }
 
 // WriteFlat writes one flat row per item of src: id, every input field as
@@ -67,7 +74,7 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	default:
 		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
 	}
-	all, err := flatColumns(src, o)
+	all, versionCols, err := flatColumns(src, o)
 	if err != nil {
 		return err
 	}
@@ -91,7 +98,7 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 		}
 	}
 	err = src(func(it FlatItem) error {
-		row, err := flatRow(it, o)
+		row, err := flatRow(it, o, versionCols)
 		if err != nil {
 			return err
 		}
@@ -115,11 +122,12 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 }
 
 // flatColumns reads src once for the column names: the fixed ones, the
-// input fields sorted, then each stage's output fields sorted.
-func flatColumns(src FlatSource, o FlatOptions) ([]string, error) {
+// input fields sorted, then each stage's output fields sorted and its
+// version column; versionCols names each stage's version column.
+func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[string]string, err error) {
 	inputs := map[string]bool{}
 	outputs := map[string]map[string]bool{}
-	err := src(func(it FlatItem) error {
+	err = src(func(it FlatItem) error {
 		for k := range it.Record.Fields {
 			inputs[k] = true
 		}
@@ -141,9 +149,9 @@ func flatColumns(src FlatSource, o FlatOptions) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cols := []string{"id"}
+	cols = []string{"id"}
 	if o.Stage == "" {
 		cols = append(cols, "status", "dead_reason")
 	}
@@ -158,8 +166,9 @@ func flatColumns(src FlatSource, o FlatOptions) ([]string, error) {
 				cols = append(cols, k)
 			}
 		}
-		return cols, nil
+		return cols, nil, nil
 	}
+	versionCols = map[string]string{}
 	for _, s := range append(slices.Clone(o.Stages), sortedKeys(outputs)...) {
 		if outputs[s] == nil {
 			continue
@@ -167,9 +176,17 @@ func flatColumns(src FlatSource, o FlatOptions) ([]string, error) {
 		for _, k := range sortedKeys(outputs[s]) {
 			cols = append(cols, s+"."+k)
 		}
+		if o.Versions[s] != "" {
+			name := s + ".version"
+			if outputs[s]["version"] {
+				name = s + "._version"
+			}
+			versionCols[s] = name
+			cols = append(cols, name)
+		}
 		delete(outputs, s)
 	}
-	return cols, nil
+	return cols, versionCols, nil
 }
 
 // inputColumn names an input field's column: its own name, or
@@ -191,7 +208,7 @@ func fieldColumn(k string, o FlatOptions, stageFields []string) string {
 }
 
 // flatRow is one item's values by column.
-func flatRow(it FlatItem, o FlatOptions) (map[string]any, error) {
+func flatRow(it FlatItem, o FlatOptions, versionCols map[string]string) (map[string]any, error) {
 	row := map[string]any{"id": it.Record.ID}
 	if o.Stage == "" {
 		row["status"] = it.Status
@@ -227,6 +244,9 @@ func flatRow(it FlatItem, o FlatOptions) (map[string]any, error) {
 		}
 		for k, v := range fields {
 			row[stage+"."+k] = v
+		}
+		if col := versionCols[stage]; col != "" {
+			row[col] = o.Versions[stage]
 		}
 	}
 	return row, nil
@@ -331,7 +351,7 @@ func writeJSONLine(w io.Writer, cols []string, row map[string]any) error {
 // ExportOptions choose what Export writes.
 type ExportOptions struct {
 	// Stage, when set, exports the items with an output at that stage
-	// (see FlatOptions.Stage); when empty, every done and dead item.
+	// (see FlatOptions.Stage); when empty, every item, wherever it is.
 	Stage string
 	// Format is FormatCSV, FormatTSV or FormatJSONL.
 	Format string
@@ -339,10 +359,57 @@ type ExportOptions struct {
 	Columns []string
 }
 
+// ItemStatus says where an item stands, for the status column: "done",
+// "queued at STAGE", "in batch at STAGE" or "dead at STAGE"; a done item
+// that a stage's condition left out is "skipped at STAGE" (stages joined
+// with ", "), and any other such item has "(skipped at STAGE)" appended.
+func ItemStatus(it store.ItemState, stages []string) string {
+	var status string
+	switch it.Status {
+	case store.Done:
+		status = "done"
+	case store.Queued:
+		status = "queued at " + it.Stage
+	case store.InBatch:
+		status = "in batch at " + it.Stage
+	case store.Dead:
+		status = "dead at " + it.Stage
+	default:
+		status = it.Status.String() + " at " + it.Stage
+	}
+	var skipped []string
+	for _, s := range stages {
+		if isSkipped(it.Outputs[s]) {
+			skipped = append(skipped, s)
+		}
+	}
+	switch {
+	case len(skipped) == 0:
+		return status
+	case it.Status == store.Done:
+		return "skipped at " + strings.Join(skipped, ", ")
+	default:
+		return status + " (skipped at " + strings.Join(skipped, ", ") + ")"
+	}
+}
+
+// isSkipped says whether a stage output is the record of a stage's
+// condition leaving the item out ({"skipped": true, ...}).
+func isSkipped(out json.RawMessage) bool {
+	if len(out) == 0 || !bytes.Contains(out, []byte("skipped")) {
+		return false
+	}
+	var o struct {
+		Skipped bool `json:"skipped"`
+	}
+	return json.Unmarshal(out, &o) == nil && o.Skipped
+}
+
 // Export streams flat rows from db (see WriteFlat): with a stage, the
-// items that have its output, in id order; without, the done items in id
-// order, then the dead letters stage by stage (status "dead at STAGE" and
-// the reason). Items still queued are not exported.
+// items that have its output, in id order; without, every item in id
+// order with where it stands (ItemStatus), its dead letter's reason, and
+// for each stage output the stage's fingerprint as the database records
+// it (the configuration of the last run the database accepted).
 func Export(w io.Writer, db *store.DB, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
@@ -351,48 +418,30 @@ func Export(w io.Writer, db *store.DB, o ExportOptions) error {
 	if o.Stage != "" && !slices.Contains(names, o.Stage) {
 		return fmt.Errorf("export: unknown --stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
 	}
-	var src FlatSource
 	if o.Stage != "" {
-		src = func(fn func(FlatItem) error) error {
+		src := func(fn func(FlatItem) error) error {
 			return db.ForEachOutput(o.Stage, func(rec pipeline.Record, out json.RawMessage) error {
 				return fn(FlatItem{Record: rec, Status: "done", Outputs: map[string]json.RawMessage{o.Stage: out}})
 			})
 		}
-	} else {
-		src = func(fn func(FlatItem) error) error {
-			err := db.ForEachDone(func(it pipeline.Item) error {
-				return fn(FlatItem{Record: it.Record, Status: "done", Outputs: it.Outputs})
-			})
-			if err != nil {
-				return err
-			}
-			for _, s := range names {
-				var ids []string
-				// Locate opens its own transaction: collect this stage's
-				// dead ids first (dead letters are few) rather than nest.
-				err := db.ForEachDead(s, func(e store.DeadEntry) error {
-					ids = append(ids, e.ID)
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				for _, id := range ids {
-					loc, err := db.Locate(id)
-					if err != nil {
-						return err
-					}
-					it := FlatItem{Record: loc.Record, Status: "dead at " + s, Outputs: loc.Output}
-					if loc.Dead != nil {
-						it.DeadReason = fmt.Sprintf("%s: %s", loc.Dead.Class, loc.Dead.Message)
-					}
-					if err := fn(it); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}
+		return WriteFlat(w, src, FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns})
 	}
-	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns})
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return fmt.Errorf("export: read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
+	}
+	versions := map[string]string{}
+	for _, d := range defs {
+		versions[d.Name] = d.Fingerprint
+	}
+	src := func(fn func(FlatItem) error) error {
+		return db.ForEachItem(func(is store.ItemState) error {
+			it := FlatItem{Record: is.Record, Status: ItemStatus(is, names), Outputs: is.Outputs}
+			if is.Dead != nil {
+				it.DeadReason = fmt.Sprintf("%s: %s", is.Dead.Class, is.Dead.Message)
+			}
+			return fn(it)
+		})
+	}
+	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions})
 }

@@ -73,6 +73,9 @@ func TestWriteFlat(t *testing.T) {
 			`{"id":"a2","status":"dead at classify","dead_reason":"permanent: blocked","text":"Crashes","app":"NoteNest","sanitize.text":"Crashes"}` + "\n"},
 		{name: "chosen columns, tsv", opts: FlatOptions{Format: FormatTSV, Stages: stages, Columns: []string{"classify.label", "id"}}, want: "" +
 			"classify.label\tid\npraise\ta1\n\ta2\n"},
+		{name: "stage versions on the rows with that stage's output", opts: FlatOptions{Format: FormatCSV, Stages: stages,
+			Versions: map[string]string{"classify": "v7", "sanitize": "s3"}, Columns: []string{"id", "classify.version", "sanitize.version"}}, want: "" +
+			"id,classify.version,sanitize.version\na1,v7,\na2,,s3\n"},
 		{name: "unknown column", opts: FlatOptions{Format: FormatCSV, Stages: stages, Columns: []string{"confidence"}}, wantErr: `no column "confidence"; the columns are: id,status`},
 		{name: "unknown format", opts: FlatOptions{Format: "xlsx"}, wantErr: `unknown --format "xlsx"`},
 	}

@@ -154,9 +154,15 @@ func fixtureData(t testing.TB) *Data {
 		}},
 		Tally:   tally,
 		Dead:    map[string][]DeadReason{"classify": {{Reason: "permanent: server said " + hostileImg + hostileMdImg + hostileEsc, Count: 1, IDs: []string{"bad" + hostileImg}}}},
-		LastRun: &run, Runs: []pipeline.RunSummary{run}, Samples: samples,
-		Window: Window{From: "2026-11", To: "2026-11"},
-		Cube:   fixtureCube(t),
+		LastRun: &run, Samples: samples,
+		// An older run killed before it saved its end: its tokens have no price.
+		Runs: []pipeline.RunSummary{run, {ID: "run-0", Started: start.Add(-time.Hour), Ended: start.Add(-59 * time.Minute), Status: store.RunKilled,
+			Stages: map[string]*pipeline.StageStats{"classify": {Done: 40, Calls: 40, Usage: pipeline.Usage{PromptTokens: 4800, CandidateTokens: 600, TotalTokens: 5400}}}}},
+		KilledCosts: []KilledRunCost{{Run: "run-0", Stage: "classify", Model: "my-model", Usage: pipeline.Usage{PromptTokens: 4800, CandidateTokens: 600}, Unpriced: true}},
+		Window:      Window{From: "2026-11", To: "2026-11"},
+		Cube:        fixtureCube(t),
+		Periods: []PeriodStamp{{Period: "2026-11", Month: "2026-11", Fingerprint: "0123456789abcdef01234567",
+			LastReport: start.Add(-24 * time.Hour), Changed: true}},
 	}
 	p, err := d.Cube.Pivot(PivotOptions{By: []string{"app", "month"}, Window: d.Window})
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 	"testing"
 )
 
+// fixtureVersions are the stage fingerprints of the golden exports.
+var fixtureVersions = map[string]string{"sanitize": "5a1e", "classify": "c1a55", "aggregate": "a66"}
+
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // TestGolden renders the fixed dataset in every format and compares with
@@ -30,10 +33,10 @@ func TestGolden(t *testing.T) {
 			return enc.Encode(d)
 		}},
 		{"fixture-export.csv", func(b *bytes.Buffer, _ *Data) error {
-			return WriteFlat(b, fixtureSource(fixtureReviews()), FlatOptions{Format: FormatCSV, Stages: []string{"sanitize", "classify", "aggregate"}})
+			return WriteFlat(b, fixtureSource(fixtureReviews()), FlatOptions{Format: FormatCSV, Stages: []string{"sanitize", "classify", "aggregate"}, Versions: fixtureVersions})
 		}},
 		{"fixture-export.jsonl", func(b *bytes.Buffer, _ *Data) error {
-			return WriteFlat(b, fixtureSource(fixtureReviews()), FlatOptions{Format: FormatJSONL, Stages: []string{"sanitize", "classify", "aggregate"}})
+			return WriteFlat(b, fixtureSource(fixtureReviews()), FlatOptions{Format: FormatJSONL, Stages: []string{"sanitize", "classify", "aggregate"}, Versions: fixtureVersions})
 		}},
 		{"fixture-export-classify.tsv", func(b *bytes.Buffer, _ *Data) error {
 			return WriteFlat(b, fixtureSource(fixtureReviews()), FlatOptions{Format: FormatTSV, Stage: "classify"})

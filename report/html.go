@@ -8,7 +8,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -51,6 +50,11 @@ type htmlView struct {
 	Name      string
 	DB        string
 	Generated string
+	// Changes are Data.ChangeNotes: the months whose figures changed
+	// since their last report.
+	Changes []string
+	// CostNotes are Data.KilledCostNotes: how killed runs were priced.
+	CostNotes []string
 	Cards     []card
 	Run       *runView
 	Charts    []chartView
@@ -122,13 +126,21 @@ func newHTMLView(d *Data) (htmlView, error) {
 	if !d.Generated.IsZero() {
 		v.Generated = d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST")
 	}
+	for _, n := range d.ChangeNotes() {
+		v.Changes = append(v.Changes, termText(n))
+	}
+	if d.LastRun != nil {
+		for _, n := range d.KilledCostNotes(d.LastRun.ID) {
+			v.CostNotes = append(v.CostNotes, termText(n))
+		}
+	}
 	v.Cards = append(v.Cards,
 		card{Label: "items", Value: num(d.Counts.Items), Note: fmt.Sprintf("%s queued", num(d.queuedTotal()))},
 		card{Label: "done", Value: num(d.Counts.Done), Note: pct(d.Counts.Done, d.Counts.Items, 1) + " of items", Class: "good"},
 		card{Label: "dead letters", Value: num(v.DeadTotal), Note: pct(v.DeadTotal, d.Counts.Items, 1) + " of items", Class: map[bool]string{true: "warn"}[v.DeadTotal > 0]},
 	)
 	if r := d.LastRun; r != nil {
-		rv := newRunView(*r, d.stageOrder(), d.zone())
+		rv := newRunView(*r, d)
 		v.Run = &rv
 		v.Cards = append(v.Cards, card{Label: "last run", Value: dur(wall(*r)), Note: r.Status, Class: rv.StatusClass})
 		if rv.API != "" {
@@ -136,9 +148,16 @@ func newHTMLView(d *Data) (htmlView, error) {
 			v.Cards = append(v.Cards,
 				card{Label: "429 share", Value: rv.Share, Note: fmt.Sprintf("of %s calls", rv.Calls), Class: map[bool]string{true: "warn"}[s.Calls > 0 && float64(s.RateLimited)/float64(s.Calls) > 0.05]},
 				card{Label: "concurrency limit", Value: fmt.Sprintf("%d–%d", s.LimitMin, s.LimitMax), Note: fmt.Sprintf("ended at %d", s.LimitEnd)},
-				card{Label: "est. cost", Value: usd(r.Totals().CostUSD), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
+				card{Label: "est. cost", Value: d.runCostText(*r), Note: fmt.Sprintf("%s tokens in, %s out", compact(s.Usage.PromptTokens), compact(s.Usage.CandidateTokens))},
 			)
+			if s.Cached > 0 {
+				v.Cards = append(v.Cards, card{Label: "cached answers", Value: num(s.Cached),
+					Note: fmt.Sprintf("%s saved; %s paid calls", usd(s.SavedUSD), num(s.Paid)), Class: "good"})
+			}
 		}
+	}
+	if b := d.Batch; b != nil {
+		v.Cards = append(v.Cards, card{Label: "batch saved", Value: usd(b.SavedUSD), Note: fmt.Sprintf("%s items in %s batch jobs at half price", num(b.Answered), num(b.Jobs)), Class: "good"})
 	}
 	for _, c := range runCharts(d) {
 		v.Charts = append(v.Charts, chartView{ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: c.SVG()})
@@ -171,15 +190,16 @@ func newHTMLView(d *Data) (htmlView, error) {
 		if i == 10 {
 			break
 		}
-		v.Runs = append(v.Runs, newRunView(r, d.stageOrder(), d.zone()))
+		v.Runs = append(v.Runs, newRunView(r, d))
 	}
 	return v, nil
 }
 
-func newRunView(r pipeline.RunSummary, order []string, zone *time.Location) runView {
+func newRunView(r pipeline.RunSummary, d *Data) runView {
+	order, zone, unpriced := d.stageOrder(), d.zone(), d.unpricedStages(r.ID)
 	// html/template escapes markup but passes control characters through;
 	// a run's id and message may quote a server.
-	rv := runView{ID: termText(r.ID), Status: termText(r.Status), Message: termText(r.Message), Wall: dur(wall(r)), Stages: stageRows(&r, order)}
+	rv := runView{ID: termText(r.ID), Status: termText(r.Status), Message: termText(r.Message), Wall: dur(wall(r)), Stages: stageRows(&r, order, unpriced)}
 	if !r.Started.IsZero() {
 		rv.Started = r.Started.In(zone).Format("2006-01-02 15:04:05")
 	}
@@ -193,13 +213,15 @@ func newRunView(r pipeline.RunSummary, order []string, zone *time.Location) runV
 	default:
 		rv.StatusClass = "info"
 	}
-	rv.Total = stageRow{Name: "total", StageStats: r.Totals()}
+	rv.Total = stageRow{Name: "total", StageStats: r.Totals(), Cost: d.runCostText(r)}
 	if rv.API = apiStage(&r); rv.API != "" {
 		s := r.Stages[rv.API]
 		rv.Calls = num(s.Calls)
 		rv.Share = pct(s.RateLimited, s.Calls, 2)
 		rv.Limit = limitRange(*s)
-		rv.Cost = usd(r.Totals().CostUSD)
+	}
+	if rv.API != "" || r.Totals().Usage != (pipeline.Usage{}) {
+		rv.Cost = d.runCostText(r)
 	}
 	return rv
 }

@@ -134,6 +134,14 @@ func Load(db *store.DB, o LoadOptions) (*Data, error) {
 	if d.Runs, err = db.Runs(20); err != nil {
 		return nil, err
 	}
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return nil, fmt.Errorf("read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
+	}
+	d.KilledCosts = priceKilledRuns(d.Runs, defs)
+	if d.Batch, err = loadBatch(db); err != nil {
+		return nil, err
+	}
 	if len(d.Runs) > 0 {
 		d.LastRun = &d.Runs[0]
 		if d.Samples, err = db.Samples(d.LastRun.ID); err != nil {
@@ -155,6 +163,10 @@ func Load(db *store.DB, o LoadOptions) (*Data, error) {
 		}
 	}
 	if d.Cube, err = LoadCube(db, agg, dims, o.Where); err != nil {
+		return nil, err
+	}
+	d.Periods = periodStamps(d.Cube, append(slices.Clone(groupBy), MonthField), o.Window, d.Cube.Where)
+	if err := compareStamps(db, d.Periods); err != nil {
 		return nil, err
 	}
 	if o.By != nil {

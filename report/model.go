@@ -18,9 +18,13 @@ import (
 type stageRow struct {
 	Name string
 	pipeline.StageStats
+	// Cost is CostUSD for display, "unpriced" when its tokens have no price.
+	Cost string
 }
 
-func stageRows(r *pipeline.RunSummary, order []string) []stageRow {
+// stageRows are r's stages in order; unpriced names those whose tokens
+// have no price (Data.unpricedStages).
+func stageRows(r *pipeline.RunSummary, order []string, unpriced map[string]bool) []stageRow {
 	if r == nil {
 		return nil
 	}
@@ -32,7 +36,7 @@ func stageRows(r *pipeline.RunSummary, order []string) []stageRow {
 			continue
 		}
 		seen[name] = true
-		rows = append(rows, stageRow{Name: name, StageStats: *s})
+		rows = append(rows, stageRow{Name: name, StageStats: *s, Cost: costText(s.CostUSD, unpriced[name])})
 	}
 	return rows
 }

@@ -63,7 +63,7 @@ func hostileData() *Data {
 		LastRun: &pipeline.RunSummary{ID: "run-1", Started: start, Ended: start.Add(31 * time.Second), Status: "complete", Message: evil,
 			Stages: map[string]*pipeline.StageStats{
 				"sanitize": {Done: 90, Calls: 90, Attempts: 90},
-				"classify": {Done: 80, Dead: 9, Calls: 100, RateLimited: 6, Transient: 2, LimitMin: 2, LimitMax: 13, LimitEnd: 6,
+				"classify": {Done: 80, Dead: 9, Calls: 100, RateLimited: 6, Transient: 2, Unavailable: 3, LimitMin: 2, LimitMax: 13, LimitEnd: 6,
 					Usage: pipeline.Usage{PromptTokens: 9000, CandidateTokens: 1000, TotalTokens: 10000}, CostUSD: 0.0123},
 			}},
 		Samples: samples,
@@ -120,7 +120,7 @@ func TestHTML_ChartsFromSamples(t *testing.T) {
 	perStage := len(d.Samples) / len(d.Stages) // one sample per stage per second
 	want := map[string]map[string]int{
 		"chart-limit": {"concurrency limit": perStage, "calls in flight": perStage},
-		"chart-calls": {"succeeded": perStage, "429 rate-limited": perStage, "5xx / timeout": perStage},
+		"chart-calls": {"succeeded": perStage, "429 rate-limited": perStage, "5xx / timeout": perStage, "unreachable": perStage},
 		"chart-items": {"sanitize": perStage + 1, "classify": perStage + 1, "aggregate": perStage + 1},
 	}
 	for id, series := range want {
@@ -185,8 +185,8 @@ func TestMarkdown(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"## sawtooth report:",
-		"| stage | done | dead | attempts | calls | 429s | 5xx/timeouts | tokens in | tokens out | est. cost |",
-		"| classify | 80 | 9 | 0 | 100 | 6 | 2 | 9,000 | 1,000 | $0.0123 |",
+		"| stage | done | dead | attempts | calls | 429s | 5xx/timeouts | unreachable | tokens in | tokens out | est. cost |",
+		"| classify | 80 | 9 | 0 | 100 | 6 | 2 | 3 | 9,000 | 1,000 | $0.0123 |",
 		"concurrency limit 2–13, ended at 6",
 		"### Label by app",
 		`a\|b&quot;&gt;&lt;svg onload=alert\(2\)&gt;`, // a pipe must not split the cell, nor a tag open

@@ -91,6 +91,12 @@ func writeText(w io.Writer, d *Data, md bool) error {
 	if !d.Generated.IsZero() {
 		t.printf("\ngenerated %s\n", d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST"))
 	}
+	if notes := d.ChangeNotes(); len(notes) > 0 {
+		t.printf("\n")
+		for _, n := range notes {
+			t.printf("%s%s\n", t.bullet(), t.s(n))
+		}
+	}
 
 	t.printf("\n%s items: %s done, %s dead letters, %s queued", num(d.Counts.Items), num(d.Counts.Done), num(d.deadTotal()), num(d.queuedTotal()))
 	var parts []string
@@ -111,20 +117,31 @@ func writeText(w io.Writer, d *Data, md bool) error {
 			t.printf(" (%s)", t.s(r.Message))
 		}
 		t.printf("\n")
+		unpriced := d.unpricedStages(r.ID)
 		if api := apiStage(r); api != "" {
 			s := r.Stages[api]
-			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, concurrency limit %s; %s tokens in / %s out, est. %s\n",
-				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), limitRange(*s),
-				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD))
+			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, %s unreachable, concurrency limit %s; %s tokens in / %s out, est. %s\n",
+				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), num(s.Unavailable), limitRange(*s),
+				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), costText(s.CostUSD, unpriced[api]))
+			if s.Cached > 0 {
+				t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
+					t.bullet(), t.s(api), num(s.Paid), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
+			}
+		}
+		for _, n := range d.KilledCostNotes(r.ID) {
+			t.printf("%s%s\n", t.bullet(), t.s(n))
 		}
 		t.printf("\n")
 		var rows [][]string
-		for _, s := range stageRows(r, d.stageOrder()) {
-			rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient),
-				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), usd(s.CostUSD)})
+		for _, s := range stageRows(r, d.stageOrder(), unpriced) {
+			rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient), num(s.Unavailable),
+				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), s.Cost})
 		}
-		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "tokens in", "tokens out", "est. cost"},
-			[]bool{false, true, true, true, true, true, true, true, true, true}, rows)
+		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "unreachable", "tokens in", "tokens out", "est. cost"},
+			[]bool{false, true, true, true, true, true, true, true, true, true, true}, rows)
+	}
+	if d.Batch != nil {
+		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))
 	}
 
 	labels := labelRows(d)

@@ -43,6 +43,11 @@ type Aggregate struct {
 	// RatingField is the field holding a numeric rating; "" means
 	// DefaultRatingField. A missing or non-numeric rating is left out.
 	RatingField string
+	// Count is the output field counted as the fact's label, written
+	// STAGE.FIELD (extract.severity); "" means the classify label. An
+	// item the stage skipped counts as "skipped", a missing or empty
+	// field as Unknown, a non-string value as its JSON.
+	Count string
 }
 
 var _ pipeline.Stage = (*Aggregate)(nil)
@@ -71,6 +76,13 @@ func (a *Aggregate) Process(_ context.Context, it pipeline.Item) (pipeline.Resul
 // unusable classify output is a permanent error. Fact is deterministic, so
 // a check can recompute the tally from stored outputs and must agree.
 func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
+	if a.Count != "" {
+		label, err := a.countValue(it)
+		if err != nil {
+			return pipeline.Fact{}, err
+		}
+		return a.fact(it, label), nil
+	}
 	raw := it.Outputs["classify"]
 	if len(raw) == 0 {
 		raw = it.Prev
@@ -89,7 +101,11 @@ func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
 	if label == "" {
 		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s: classify output has no label: %s", itemRef(it), hint)
 	}
+	return a.fact(it, label), nil
+}
 
+// fact is the item's Fact once its label is known.
+func (a *Aggregate) fact(it pipeline.Item, label string) pipeline.Fact {
 	f := pipeline.Fact{Label: label}
 	groupBy := a.GroupBy
 	if groupBy == nil {
@@ -114,7 +130,36 @@ func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
 			f.Rating = &r
 		}
 	}
-	return f, nil
+	return f
+}
+
+// countValue reads the Count field of the item's outputs.
+func (a *Aggregate) countValue(it pipeline.Item) (string, error) {
+	stage, name, _ := strings.Cut(a.Count, ".")
+	raw := it.Outputs[stage]
+	if len(raw) == 0 {
+		return "", pipeline.Permanentf("aggregate: item %s has no %s output to count %s: re-run the item through %s (`sawtooth retry --stage %s`)", itemRef(it), stage, a.Count, stage, stage)
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", pipeline.Permanentf("aggregate: item %s: %s output is not a JSON object (%v)", itemRef(it), stage, err)
+	}
+	if string(out["skipped"]) == "true" {
+		return "skipped", nil
+	}
+	v := out[name]
+	var str string
+	switch {
+	case len(v) == 0 || string(v) == "null":
+		return Unknown, nil
+	case json.Unmarshal(v, &str) == nil:
+		if str = strings.TrimSpace(str); str == "" {
+			return Unknown, nil
+		}
+		return str, nil
+	default:
+		return string(v), nil
+	}
 }
 
 // month derives the month group from the date field, falling back to a

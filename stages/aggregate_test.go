@@ -161,3 +161,38 @@ func TestAggregate_Process(t *testing.T) {
 		t.Errorf("Name = %q", a.Name())
 	}
 }
+
+func TestAggregate_Count(t *testing.T) {
+	outs := map[string]json.RawMessage{
+		"classify": json.RawMessage(`{"label":"bug"}`),
+		"extract":  json.RawMessage(`{"severity":"high","count":3,"component":""}`),
+		"skipper":  json.RawMessage(`{"skipped":true,"when":"x"}`),
+	}
+	it := pipeline.Item{Record: pipeline.Record{ID: "1", Fields: map[string]string{"app": "maps"}}, Outputs: outs}
+	tests := []struct {
+		count, want, err string
+	}{
+		{"extract.severity", "high", ""},
+		{"extract.count", "3", ""},
+		{"extract.component", Unknown, ""},
+		{"extract.missing", Unknown, ""},
+		{"skipper.severity", "skipped", ""},
+		{"classify.label", "bug", ""},
+		{"nostage.x", "", "has no nostage output"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.count, func(t *testing.T) {
+			a := &Aggregate{Count: tt.count, GroupBy: []string{"app"}}
+			f, err := a.Fact(it)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || f.Label != tt.want || f.Groups["app"] != "maps" {
+				t.Errorf("Fact = %+v, %v; want label %q", f, err, tt.want)
+			}
+		})
+	}
+}

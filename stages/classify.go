@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -303,18 +302,11 @@ func (c *Classify) Fingerprint() string {
 // dead-lettered: the error is pipeline.Permanent. The Result's Usage is
 // the sum of both calls, and a repaired output says so in its Repair field.
 func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
-	text := classifyInput(it)
-	if strings.TrimSpace(text) == "" {
-		return pipeline.Result{}, verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
+	prompt, err := c.promptFor(it)
+	if err != nil {
+		return pipeline.Result{}, err
 	}
-	var prompt bytes.Buffer
-	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: c.labels}
-	if err := c.prompt.Execute(&prompt, data); err != nil {
-		// Permanent, not fatal: a template can fail on one item's fields
-		// only (a missing key, a short text), and that must not stop the run.
-		return pipeline.Result{}, pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
-	}
-	res, err := c.classify(ctx, it.ID, prompt.String())
+	res, err := c.classify(ctx, it.ID, prompt)
 	if err != nil {
 		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
 	}

@@ -37,10 +37,24 @@
 // classify_errors.go; reading and checking the structured answer is
 // classify_response.go; the one repair call is classify_repair.go.
 //
+// LLM is the general LLM stage a job file describes: its own name,
+// model, prompt template (which sees the item's fields and the earlier
+// stages' outputs as .Out.<stage>.<field>), and output, either a label set
+// (the answer Classify gives) or any JSON schema that Gemini's
+// responseSchema can express (ParseResponseSchema refuses the rest before
+// anything runs). A When condition (expr-lang, over the earlier outputs)
+// leaves items out: LLM is a pipeline.Skipper, so a skipped item costs no
+// call and no limiter slot, and its output records the skip. It calls the
+// Gemini API or Vertex AI (Endpoint; llm_client.go) and shares Classify's
+// transport, error classes, messages and single repair call. Files:
+// llm.go, llm_client.go, llm_schema.go, when.go.
+//
 // Aggregate turns a classified item into a pipeline.Fact (label, group
 // values such as app and month, rating) that the store folds into the
 // run's tally in the transaction that completes the item; Aggregate.Fact is
 // exported so a check can recompute the tally from the classify outputs.
+// With Count (STAGE.FIELD) it counts any output field of any stage instead
+// of the classify label.
 //
 // Every stage is safe for concurrent use and keeps no state between calls.
 package stages

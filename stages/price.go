@@ -1,9 +1,29 @@
 package stages
 
-import "strings"
+import (
+	"fmt"
+	"math"
+	"strings"
 
-// listPrices are USD per million tokens (input, output) for standard
-// online calls, as published for paid tiers; used only to estimate cost.
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// PricesAsOf is the day listPrices were last read from PriceSource.
+const PricesAsOf = "2026-12-01"
+
+// PriceSource is where listPrices come from: Google's published paid-tier
+// prices for standard (online) calls, text input, prompts up to 200k
+// tokens. Prices change: pass --price-in and --price-out (or set them per
+// stage in the job file) when they have.
+const PriceSource = "https://ai.google.dev/gemini-api/docs/pricing"
+
+// BatchPriceFactor is what a Batch API call costs relative to the same
+// call online: Google bills batch requests at 50%.
+const BatchPriceFactor = 0.5
+
+// listPrices are USD per million tokens (input, output, thinking
+// included) for standard online calls, as of PricesAsOf. The first prefix
+// that matches a model wins, so longer names come first.
 var listPrices = []struct {
 	prefix  string
 	in, out float64
@@ -16,8 +36,8 @@ var listPrices = []struct {
 }
 
 // Price returns the list price of model in USD per million input and
-// output tokens, or zeros when the model is unknown (pass --price-in and
-// --price-out then).
+// output tokens for online calls, or zeros when the model is unknown
+// (pass --price-in and --price-out then).
 func Price(model string) (in, out float64) {
 	model = strings.TrimPrefix(model, "models/")
 	for _, p := range listPrices {
@@ -26,4 +46,54 @@ func Price(model string) (in, out float64) {
 		}
 	}
 	return 0, 0
+}
+
+// PriceConfig is how one stage's calls are priced.
+type PriceConfig struct {
+	// Model is the model called.
+	Model string
+	// InputPerM and OutputPerM, when set, override the list price (USD
+	// per million tokens, online); nil means the list price.
+	InputPerM, OutputPerM *float64
+	// Batch prices the calls at the Batch API's rate (BatchPriceFactor
+	// of the online price, overrides included).
+	Batch bool
+}
+
+// StagePrice is the price the runner charges a stage's calls at: the
+// model's list price, each side overridden when given, at the batch rate
+// for batch calls. An unknown model with no override is an error when
+// needPrice is set (a budget cannot be kept without a price); otherwise
+// its calls are priced at zero. A negative or non-finite override is an
+// error.
+func StagePrice(cfg PriceConfig, needPrice bool) (pipeline.Price, error) {
+	in, out := Price(cfg.Model)
+	for _, o := range []struct {
+		v    *float64
+		side *float64
+	}{{cfg.InputPerM, &in}, {cfg.OutputPerM, &out}} {
+		if o.v == nil {
+			continue
+		}
+		if *o.v < 0 || math.IsNaN(*o.v) || math.IsInf(*o.v, 0) {
+			return pipeline.Price{}, fmt.Errorf("price of %s is %g per million tokens: pass a price of 0 or more", cfg.Model, *o.v)
+		}
+		*o.side = *o.v
+	}
+	if needPrice && in == 0 && out == 0 {
+		return pipeline.Price{}, fmt.Errorf("no price known for model %s (the table is of %s, from %s): pass --price-in and --price-out in USD per million tokens", cfg.Model, PricesAsOf, PriceSource)
+	}
+	p := pipeline.Price{InputPerM: in, OutputPerM: out}
+	if cfg.Batch {
+		p.InputPerM *= BatchPriceFactor
+		p.OutputPerM *= BatchPriceFactor
+	}
+	return p, nil
+}
+
+// BatchPrice returns what Price does, for tokens sent through the Batch
+// API (BatchPriceFactor of the online price).
+func BatchPrice(model string) (in, out float64) {
+	in, out = Price(model)
+	return in * BatchPriceFactor, out * BatchPriceFactor
 }

@@ -18,6 +18,8 @@ import "github.com/sawtooth-dev/sawtooth/pipeline"
 // Errors that may come from the configuration instead (a 400 on the
 // request, an answer cut off or off the schema twice, a prompt template
 // that fails) are plain pipeline.Permanent errors, not verdicts.
+var _ pipeline.ItemVerdict = (*VerdictError)(nil)
+
 type VerdictError struct{ Err error }
 
 // Error returns Err's message.

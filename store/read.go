@@ -262,6 +262,8 @@ func (db *DB) Check() ([]string, error) {
 				if raw := tx.Bucket(outBucket(last)).Get(k); raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
 					recomputed.Fold(string(k), f, +1)
 				}
+			case InBatch:
+				checkHeld(tx, k, s, name, add)
 			default:
 				add("item %q: unknown status %d", k, s.Status)
 			}

@@ -16,6 +16,9 @@ const (
 	Dead Status = 2
 	// Done: passed every stage; only a re-run or an edited text moves it.
 	Done Status = 3
+	// InBatch: held by an open batch job (Seq is the job's number, see
+	// batch.go); CommitBatch or ReturnBatch moves it out.
+	InBatch Status = 4
 )
 
 func (s Status) String() string {
@@ -26,6 +29,8 @@ func (s Status) String() string {
 		return "dead"
 	case Done:
 		return "done"
+	case InBatch:
+		return "in batch"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

@@ -96,7 +96,10 @@ type DB struct {
 	index  map[string]int
 	// changed lists stages whose stored fingerprint differs from Options.
 	changed []string
-	now     func() time.Time
+	// added holds the indexes of the stages Options added to the stored
+	// list (see insertStages).
+	added []int
+	now   func() time.Time
 	// run is the run record last saved as running by this handle: Commit
 	// adds usage to it, so a killed run's record holds what it paid for.
 	run atomic.Pointer[string]
@@ -232,6 +235,7 @@ type definition struct {
 
 func (db *DB) init(readOnly bool) error {
 	fresh := false
+	var stored []StageDef // the stored list, when this one adds stages to it
 	err := db.view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
@@ -255,11 +259,15 @@ func (db *DB) init(readOnly bool) error {
 			return fmt.Errorf("open %s: bad pipeline definition: %w", db.path, ErrNotSawtooth)
 		}
 		if !slices.EqualFunc(def.Stages, db.stages, func(a, b StageDef) bool { return a.Name == b.Name }) {
-			return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (use another --db)",
-				db.path, stageNames(def.Stages), stageNames(db.stages), ErrDefinition)
+			added, ok := insertedStages(def.Stages, db.stages)
+			if !ok || readOnly {
+				return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (stages may be added, not removed or reordered; use another --db)",
+					db.path, stageNames(def.Stages), stageNames(db.stages), ErrDefinition)
+			}
+			stored, db.added = def.Stages, added
 		}
-		for i, s := range def.Stages {
-			if s.Fingerprint != db.stages[i].Fingerprint {
+		for _, s := range def.Stages {
+			if s.Fingerprint != db.stages[db.index[s.Name]].Fingerprint {
 				db.changed = append(db.changed, s.Name)
 			}
 		}
@@ -272,7 +280,13 @@ func (db *DB) init(readOnly bool) error {
 		if readOnly {
 			return nil
 		}
-		return db.addBuckets()
+		if err := db.addBuckets(); err != nil {
+			return err
+		}
+		if len(db.added) > 0 {
+			return db.insertStages(stored, db.added)
+		}
+		return nil
 	}
 	if readOnly {
 		return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", db.path, ErrNotSawtooth)
@@ -342,6 +356,17 @@ func (db *DB) StoredDefinition() ([]StageDef, error) {
 		return json.Unmarshal(tx.Bucket(bucketMeta).Get(keyDef), &def)
 	})
 	return def.Stages, err
+}
+
+// AddedStages lists the stages this open added to the stored stage list,
+// in pipeline order; the items that had passed the first of them were
+// sent back to its queue.
+func (db *DB) AddedStages() []string {
+	names := make([]string, len(db.added))
+	for i, a := range db.added {
+		names[i] = db.stages[a].Name
+	}
+	return names
 }
 
 // ChangedStages lists the stages whose configuration fingerprint differs

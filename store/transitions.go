@@ -2,13 +2,8 @@ package store
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
@@ -18,46 +13,6 @@ var _ pipeline.Database = (*DB)(nil)
 
 // IngestStats is pipeline.IngestStats, kept here so callers compile.
 type IngestStats = pipeline.IngestStats
-
-// contentHash covers everything a stage or the aggregate can read of a
-// record: its text and every field (not Line, which only says where the
-// record came from). Field names and values are length-prefixed, in
-// sorted order, so no two records share a hash by concatenation.
-func contentHash(r pipeline.Record) string {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	put := func(s string) {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
-	}
-	put(r.Text)
-	for _, k := range slices.Sorted(maps.Keys(r.Fields)) {
-		put(k)
-		put(r.Fields[k])
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// changedFields names what differs between two versions of a record:
-// pipeline.TextField for the text, and each field added, removed or
-// changed.
-func changedFields(old, cur pipeline.Record) []string {
-	var out []string
-	if old.Text != cur.Text {
-		out = append(out, pipeline.TextField)
-	}
-	for k, v := range cur.Fields {
-		if ov, ok := old.Fields[k]; !ok || ov != v {
-			out = append(out, k)
-		}
-	}
-	for k := range old.Fields {
-		if _, ok := cur.Fields[k]; !ok {
-			out = append(out, k)
-		}
-	}
-	return out
-}
 
 // reentry is the first stage that reads one of the changed fields, or
 // len(stages) when none does.
@@ -84,7 +39,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 		st = IngestStats{}
 		w := db.writer(tx)
 		for _, r := range recs {
-			hash := contentHash(r)
+			hash := r.ContentHash()
 			id := []byte(r.ID)
 			cur, exists := w.state(id)
 			if exists && cur.Hash == hash {
@@ -101,7 +56,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 				if err := json.Unmarshal(w.items.Get(id), &old); err != nil {
 					return fmt.Errorf("item %q: stored record is damaged (%v): run `sawtooth verify`", r.ID, err)
 				}
-				changed := changedFields(old, r)
+				changed := pipeline.ChangedFields(old, r)
 				from = db.reentry(changed)
 				if from >= len(db.stages) || w.position(cur) < from {
 					// Nothing the item has been through read what changed.
@@ -145,8 +100,27 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 	return db.update(func(tx *bolt.Tx) error {
 		w := db.writer(tx)
 		for i := range ts {
+			applies := w.applies(&ts[i])
+			if ts[i].Outcome == pipeline.Billed {
+				// The item stays queued: only what it was billed is
+				// recorded.
+				if applies {
+					if err := w.addUsage(ts[i].Stage, ts[i].Usage); err != nil {
+						return err
+					}
+					if err := w.record(&ts[i]); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if err := w.apply(&ts[i]); err != nil {
 				return err
+			}
+			if applies {
+				if err := w.record(&ts[i]); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -526,7 +500,12 @@ func (w *writer) deleteHistory(id []byte) error {
 
 // fold adds or removes the item's fact (the last stage's output).
 func (w *writer) fold(id []byte, sign int) error {
-	last := w.stageName(len(w.db.stages) - 1)
+	return w.foldAt(id, w.stageName(len(w.db.stages)-1), sign)
+}
+
+// foldAt is fold of the output of stage last (the last stage of an
+// earlier stage list, when stages are added after it).
+func (w *writer) foldAt(id []byte, last string, sign int) error {
 	raw := w.tx.Bucket(outBucket(last)).Get(id)
 	if raw == nil {
 		return nil

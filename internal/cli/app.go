@@ -45,13 +45,18 @@ func NewApp(cfg Config) *cli.App {
 	}
 	cmds := []*cli.Command{
 		newRunCommand(cfg),
+		newInitCommand(cfg),
+		newPlanCommand(),
+		newJobCommand(),
 		newRetryCommand(cfg),
 		newRerunCommand(cfg),
 		newStatusCommand(),
 		newDLQCommand(),
+		newBatchCommand(),
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),
+		newPruneCommand(cfg),
 		newSimCommand(),
 		newDemoCommand(cfg),
 		newBenchCommand(),

@@ -92,14 +92,27 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 			Config: mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: prompt, MaxOutputTokens: o.MaxOutputTokens})},
 		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg), Reads: aggregateReads(b.agg)},
 	}
-	b.priceIn, b.priceOut = stages.Price(o.Model)
-	if o.PriceIn >= 0 {
-		b.priceIn = o.PriceIn
+	price, err := stages.StagePrice(stages.PriceConfig{Model: o.Model, InputPerM: given(o.PriceIn), OutputPerM: given(o.PriceOut)},
+		o.Budget > 0 || o.BudgetTotal > 0)
+	if err != nil {
+		return nil, usagef("%v", err)
 	}
-	if o.PriceOut >= 0 {
-		b.priceOut = o.PriceOut
-	}
+	b.priceIn, b.priceOut = price.InputPerM, price.OutputPerM
 	return b, nil
+}
+
+// given is a --price-in/--price-out value, nil when the flag was left at
+// its "list price" default (-1).
+func given(perM float64) *float64 {
+	if perM < 0 {
+		return nil
+	}
+	return &perM
+}
+
+// price is what classify's calls cost.
+func (b *stageSet) price() pipeline.Price {
+	return pipeline.Price{InputPerM: b.priceIn, OutputPerM: b.priceOut}
 }
 
 // classifyReads is what an edit must touch to re-run classify: the text
@@ -149,6 +162,8 @@ func (o *pipelineOptions) validate() error {
 		{o.TPM < 0, "tpm", "a number of tokens per minute, or 0 for unknown"},
 		{o.RPM < 0, "rpm", "a number of requests per minute, or 0 for unknown"},
 		{o.ConfirmAbove < 0, "confirm-above", "a number of items, 0 or more"},
+		{o.Budget < 0, "budget", "a number of US dollars, or 0 for no cap"},
+		{o.BudgetTotal < 0, "budget-total", "a number of US dollars, or 0 for no cap"},
 	}
 	for _, c := range checks {
 		if c.bad {
@@ -191,7 +206,7 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db *store.DB) {
 	}
 	b.stages = []pipeline.StageConfig{
 		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
-		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage},
+		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, Price: b.price()},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
 }

@@ -24,13 +24,21 @@ var demoSim = simOptions{
 	Schedule: "0s:100,15s:50,30s:100",
 	Latency:  250 * time.Millisecond, PerToken: 200 * time.Microsecond, Jitter: 250 * time.Millisecond,
 	F500: 0.005, F503: 0.01, Hang: 0.002, Malform: 0.002, BlockCand: 0.002, MT: 0.002, Seed: 1,
+	// With --mode batch or auto: the first job succeeds after 15 s, the
+	// second is stuck until the demo's 30 s deadline cancels it.
+	Batch: simBatchOptions{Pending: 5 * time.Second, Running: 10 * time.Second, Fates: "succeed,stuck", Shuffle: true},
 }
+
+// demoBatch are the demo's batch settings unless given: a deadline of
+// seconds instead of hours, and polls to match.
+var demoBatch = batchOptions{Deadline: 30 * time.Second, Poll: time.Second}
 
 // demoOptions are `sawtooth demo`'s.
 type demoOptions struct {
 	Pipeline pipelineOptions
 	Obs      monitor.Options
 	Sim      simOptions
+	Batch    batchOptions
 	// Items is how many of Reviews to drain.
 	Items int
 	// DB is the database; empty means a new temporary file.
@@ -53,6 +61,7 @@ func newDemoCommand(cfg Config) *cli.Command {
 	flags = append(flags, pipelineFlags(&opts.Pipeline)...)
 	flags = append(flags, rerunFlags(&opts.Pipeline, false)...)
 	flags = append(flags, obsFlags(&opts.Obs)...)
+	flags = append(flags, batchFlags(&opts.Batch)...)
 	return &cli.Command{
 		Name:   "demo",
 		Usage:  "run the whole pipeline on bundled reviews against the built-in Gemini simulator",
@@ -61,6 +70,12 @@ func newDemoCommand(cfg Config) *cli.Command {
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.TimeoutSet = c.IsSet("timeout")
+			if !c.IsSet("batch-deadline") {
+				opts.Batch.Deadline = demoBatch.Deadline
+			}
+			if !c.IsSet("batch-poll") {
+				opts.Batch.Poll = demoBatch.Poll
+			}
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
 			return runDemo(c.Context, &opts)
@@ -108,7 +123,7 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 	fmt.Fprintf(stderr, "demo: database %s\n", o.DB)
 
 	start := time.Now()
-	sum, runErr := drain(ctx, drainRequest{Pipeline: o, Input: inputOptions{Path: input, IDField: "id", TextField: "text"}, Obs: opts.Obs,
+	sum, runErr := drain(ctx, drainRequest{Pipeline: o, Input: inputOptions{Path: input, IDField: "id", TextField: "text"}, Obs: opts.Obs, Batch: opts.Batch,
 		Out: opts.Out, ErrOut: stderr, ExitNow: opts.ExitNow})
 	wall := time.Since(start)
 
@@ -121,14 +136,16 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		st.Outcomes[geminisim.OutcomeMalformed], st.Outcomes[geminisim.OutcomeBlockPrompt]+st.Outcomes[geminisim.OutcomeBlockCandidate],
 		st.Outcomes[geminisim.OutcomeMaxTokens])
 	// Several reviews can share a text, so count by items, not by the
-	// simulator's per-text accounting: every answer beyond one per newly
-	// classified item was paid twice.
-	var classified int64
+	// simulator's per-text accounting: an item classified without a
+	// cached answer took one answer; every answer beyond that was paid
+	// twice.
+	var classified, cached int64
 	if cs := sum.Stages["classify"]; cs != nil {
-		classified = cs.Done
+		classified, cached = cs.Done, cs.Cached
 	}
-	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items: %d paid twice; peak %d requests in flight\n",
-		st.Outcomes[geminisim.OutcomeOK], classified, st.Outcomes[geminisim.OutcomeOK]-classified, st.PeakInFlight)
+	fmt.Fprintf(w, "simulator: %d answers for %d newly classified items (%d of them reused a cached answer): %d paid twice; peak %d requests in flight\n",
+		st.Outcomes[geminisim.OutcomeOK], classified, cached, st.Outcomes[geminisim.OutcomeOK]-(classified-cached), st.PeakInFlight)
+	printDemoBatch(w, sim)
 	if minimum, ok := bench.Minimum(cfg, st.AdmittedRequests); ok && minimum > 0 {
 		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",
 			wall.Round(100*time.Millisecond), minimum.Round(100*time.Millisecond), st.AdmittedRequests, 100*minimum.Seconds()/wall.Seconds())

@@ -75,7 +75,7 @@ func newDLQCommand() *cli.Command {
 // deal with them.
 func runDLQList(opts *dlqOptions) error {
 	if opts.Stage != "" {
-		if err := checkStage("stage", opts.Stage); err != nil {
+		if err := checkStageOf(opts.DB, "stage", opts.Stage); err != nil {
 			return err
 		}
 	}
@@ -84,7 +84,7 @@ func runDLQList(opts *dlqOptions) error {
 		return err
 	}
 	defer db.Close()
-	list := stageNames
+	list := stageOrder(db)
 	if opts.Stage != "" {
 		list = []string{opts.Stage}
 	}
@@ -158,7 +158,7 @@ func runDLQRequeue(opts *dlqOptions) error {
 	if (opts.ID == "") == !opts.All {
 		return usagef("dlq requeue: pass exactly one of --id ID or --all")
 	}
-	if err := checkStage("stage", opts.Stage); err != nil {
+	if err := checkStageOf(opts.DB, "stage", opts.Stage); err != nil {
 		return err
 	}
 	db, err := openWritable(opts.DB)

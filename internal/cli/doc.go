@@ -8,7 +8,11 @@
 // open.go checks a --db path before the store opens it, settings.go keeps
 // each stage's recorded settings (diffs, re-runs), plan.go prices a
 // re-run, fields.go checks the input's aggregate fields, app.go turns
-// urfave/cli's mistakes into usage errors.
+// urfave/cli's mistakes into usage errors. jobrun.go runs a job file
+// (`run -f`, or `run --db` resuming the job a database recorded): any
+// stages, one limiter per LLM stage, the stored job's diff, retry and
+// rerun on a job's database; jobbuild.go builds its stages; jobcmd.go is
+// init, job show and plan.
 //
 // The package is larger than our ~500-line guide because it holds every
 // command (a dozen of them, each with its options and flags); no file in

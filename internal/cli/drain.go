@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -29,6 +30,8 @@ type drainRequest struct {
 	Out, ErrOut io.Writer
 	// ExitNow ends the process at once on a second signal.
 	ExitNow func(error)
+	// Batch says whether classify runs online or through batch jobs.
+	Batch batchOptions
 }
 
 // drain is run, retry, rerun and demo: check every argument, open,
@@ -76,25 +79,32 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
 	o.addLimiter(b, db)
+	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
+	if err != nil {
+		return sum, err
+	}
 
 	runID := store.NewRunID(time.Now())
 	rc, err := monitorConfig(db, b, runID, o.Quiet)
 	if err != nil {
 		return sum, err
 	}
+	rc.BudgetUSD = o.Budget
 	prog, err := monitor.Start(stderr, obs, rc)
 	if err != nil {
 		return sum, usage(err)
 	}
 	sigOut.Set(prog.Writer())
 	r := &pipeline.Runner{
-		Store: db, Stages: b.stages, RunID: runID, Grace: o.Grace,
+		Store: db, Stages: runStages, RunID: runID, Grace: o.Grace,
 		OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: o.NoCache, Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal},
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
+	batchPhase.addTo(&sum)
 	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD = b.cost(cs.Usage)
+		cs.CostUSD += batchPhase.cost() // the runner priced its own calls
 		// A limit learned in a quota storm or a failed run (the floor) is
 		// no guide for tomorrow: keep the last good one then.
 		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
@@ -108,6 +118,12 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	if err := monitor.PrintSummary(stdout, stageOrder(db), sum, o.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
 		runErr = err
+	}
+	if !o.JSON {
+		printBudget(stdout, db, o, sum)
+	}
+	if runErr == nil {
+		runErr = batchPhase.leftover(db)
 	}
 	if runErr != nil {
 		var fe *pipeline.FatalError
@@ -129,7 +145,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 // and builds the stages. exists says the DB file holds something.
 func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *ingest.Plan, exists bool, err error) {
 	o, in := req.Pipeline, &req.Input
-	if _, err := monitor.NewLogger(io.Discard, req.Obs.LogFormat, req.Obs.LogLevel); err != nil {
+	if err := req.Obs.Check(); err != nil {
 		return nil, nil, false, usage(err)
 	}
 	if req.RerunFrom != "" {
@@ -141,6 +157,15 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 		if err := checkStage("stage", req.RetryStage); err != nil {
 			return nil, nil, false, err
 		}
+	}
+	mode, err := req.Batch.check()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if mode != batch.ModeOnline && (o.Budget > 0 || o.BudgetTotal > 0) {
+		// A batch job is paid whole once created and cannot be stopped
+		// at a budget part-way: only online calls are reserved one by one.
+		return nil, nil, false, usagef("--budget and --budget-total cap online calls one by one; a batch job is billed whole once created: use --mode online with a budget (or no budget with --mode %s)", mode)
 	}
 	if err := checkDBPath(o.DB, o.MustExist); err != nil {
 		return nil, nil, false, err

@@ -10,8 +10,8 @@ import (
 // exportOptions are `sawtooth export`'s.
 type exportOptions struct {
 	DB string
-	// Stage exports the items with an output there; All every done and
-	// dead item with every stage's fields. Exactly one is given.
+	// Stage exports the items with an output there; All every item,
+	// wherever it stands, with every stage's fields. Exactly one is given.
 	Stage  string
 	All    bool
 	Format string
@@ -28,12 +28,16 @@ func newExportCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "export",
 		Usage: "write one row per item (stdout): --all for every stage's fields as columns, or --stage S",
-		Description: `--all: id, status (done / dead at STAGE), the dead-letter reason, every input
-field and each stage's output fields as their own columns (classify.label,
-classify.confidence, ...). --stage S: id, the input fields and S's output
-fields. Numbers are printed as people write them; the export streams.`,
+		Description: `--all: one row per item, wherever it stands: id, status (done, queued at
+STAGE, in batch at STAGE, dead at STAGE, skipped at STAGE when a stage's
+when: condition left it out), the dead-letter reason, every input field,
+each stage's output fields as their own columns (classify.label,
+classify.confidence, ...) and the prompt/config version that stage ran with
+(classify.version: the fingerprint the database records for it).
+--stage S: id, the input fields and S's output fields. Numbers are printed
+as people write them; the export streams.`,
 		Flags: []cli.Flag{dbFlag(), stageFlag(&opts.Stage, "export the items with an output at this stage (or --all)", false),
-			&cli.BoolFlag{Name: "all", Category: catDB, Usage: "every done and dead item with every stage's fields (or --stage)", Destination: &opts.All},
+			&cli.BoolFlag{Name: "all", Category: catDB, Usage: "every item (done, queued, dead, skipped) with every stage's fields (or --stage)", Destination: &opts.All},
 			&cli.StringFlag{Name: "format", Category: catOutput, Value: report.FormatJSONL, Usage: "output format: jsonl|csv|tsv", Destination: &opts.Format},
 			&cli.StringSliceFlag{Name: "columns", Category: catOutput, Usage: "write only these `COLUMNS`, in this order", Destination: &columns},
 		},
@@ -57,7 +61,7 @@ func runExport(opts *exportOptions) error {
 		return usagef("export: pass exactly one of --stage S or --all")
 	}
 	if opts.Stage != "" {
-		if err := checkStage("stage", opts.Stage); err != nil {
+		if err := checkStageOf(opts.DB, "stage", opts.Stage); err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,11 @@ type pipelineOptions struct {
 	Cooldown, MaxWait, MaxOutage time.Duration
 	TPM, RPM                     int
 	PriceIn, PriceOut            float64
+	// NoCache calls every item, even one whose question was answered.
+	NoCache bool
+	// Budget and BudgetTotal cap the spend in USD: this run's, and the
+	// database's lifetime (0: no cap).
+	Budget, BudgetTotal float64
 
 	RerunChanged bool
 	MustExist    bool // retry, rerun: never create the DB
@@ -137,6 +142,9 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.IntFlag{Name: "rpm", Category: catLimiter, Usage: "your requests-per-minute quota: paces calls", DefaultText: "unknown", EnvVars: env("rpm"), Destination: &o.RPM},
 		&cli.Float64Flag{Name: "price-in", Category: catCost, Value: -1, Usage: "USD per million input tokens", DefaultText: "the model's list price when known", EnvVars: env("price-in"), Destination: &o.PriceIn},
 		&cli.Float64Flag{Name: "price-out", Category: catCost, Value: -1, Usage: "USD per million output tokens", DefaultText: "the model's list price when known", EnvVars: env("price-out"), Destination: &o.PriceOut},
+		&cli.Float64Flag{Name: "budget", Category: catCost, Usage: "stop starting calls when the next would take this run's spend over `USD` (exit 3; a higher budget resumes)", DefaultText: "no cap", EnvVars: env("budget"), Destination: &o.Budget},
+		&cli.Float64Flag{Name: "budget-total", Category: catCost, Usage: "the same cap, in `USD`, on the database's lifetime spend: every run's committed calls counted", DefaultText: "no cap", EnvVars: env("budget-total"), Destination: &o.BudgetTotal},
+		&cli.BoolFlag{Name: "no-cache", Category: catCost, Usage: "call the API for every item, even one whose exact question (model, prompt, text, settings) this database has answered or a twin in flight is asking", EnvVars: env("no-cache"), Destination: &o.NoCache},
 		&cli.BoolFlag{Name: "rerun-changed", Category: catRerun, Usage: "if a stage's configuration changed since the last run, re-run it and what follows", EnvVars: env("rerun-changed"), Destination: &o.RerunChanged},
 		&cli.BoolFlag{Name: "json", Category: catOutput, Usage: "print the run summary as JSON", EnvVars: env("json"), Destination: &o.JSON},
 		&cli.BoolFlag{Name: "quiet", Category: catOutput, Aliases: []string{"no-progress"}, Usage: "no progress bars or lines on stderr", EnvVars: env("quiet"), Destination: &o.Quiet},

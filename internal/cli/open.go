@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +34,37 @@ func openReadOnly(path string) (*store.DB, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	return store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+	return store.Open(path, store.Options{Stages: storedStages(path), ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+}
+
+// storedStages is the stage list the DB at path holds (a job's own
+// stages), by names only; namedStages when it cannot be read (Open then
+// says why, after its own wait for a lock another process holds).
+func storedStages(path string) []store.StageDef {
+	defs, err := store.ReadDefinition(path, 200*time.Millisecond)
+	if err != nil || len(defs) == 0 {
+		return namedStages()
+	}
+	for i := range defs {
+		defs[i] = store.StageDef{Name: defs[i].Name}
+	}
+	return defs
+}
+
+// checkStageOf is checkStage against the stages the DB at path holds
+// when it holds a job's own stages.
+func checkStageOf(path, flag, name string) error {
+	var names []string
+	for _, d := range storedStages(path) {
+		names = append(names, d.Name)
+	}
+	if slices.Contains(names, name) {
+		return nil
+	}
+	if slices.Equal(names, stageNames) {
+		return checkStage(flag, name)
+	}
+	return usagef("--%s %q is not a stage of %s%s (its stages: %s)", flag, name, path, didYouMean(name, names, "%s"), strings.Join(names, ", "))
 }
 
 // openWritable opens the DB for a command that changes it without running.
@@ -41,7 +72,7 @@ func openWritable(path string) (*store.DB, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	return store.Open(path, store.Options{Stages: namedStages(), MustExist: true})
+	return store.Open(path, store.Options{Stages: storedStages(path), MustExist: true})
 }
 
 // boltMagic starts every bbolt meta page (after the 16-byte page header).

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/report"
+	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -89,19 +92,43 @@ func runReport(opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
 	data, err := report.Load(db, load)
+	db.Close()
 	if err != nil {
 		return err
 	}
 	if opts.Output == "" {
-		return render(opts.Out, data)
+		err = render(opts.Out, data)
+	} else if err = writeFileAtomic(opts.Output, func(w io.Writer) error { return render(w, data) }); err != nil {
+		err = fmt.Errorf("report: %w", err)
+	} else {
+		fmt.Fprintf(opts.ErrOut, "wrote %s\n", opts.Output)
 	}
-	if err := writeFileAtomic(opts.Output, func(w io.Writer) error { return render(w, data) }); err != nil {
-		return fmt.Errorf("report: %w", err)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(opts.ErrOut, "wrote %s\n", opts.Output)
+	recordReport(opts.DB, data, opts.ErrOut)
 	return nil
+}
+
+// recordReportWait is how long recording a report waits for the file's
+// write lock: a report never waits for a run.
+const recordReportWait = 50 * time.Millisecond
+
+// recordReport stores the fingerprint of each period's figures data
+// showed, so the next report of a period can say they changed. The report
+// was read read-only and is already written: a database held by a run
+// (or another command) is skipped silently, and any other failure is
+// only a warning.
+func recordReport(path string, data *report.Data, errOut io.Writer) {
+	stamps := data.Stamps()
+	if len(stamps) == 0 {
+		return
+	}
+	err := store.SaveReportFingerprints(path, stamps, recordReportWait)
+	if err != nil && !errors.Is(err, store.ErrInUse) {
+		fmt.Fprintf(errOut, "warning: could not record this report's figures in %s (the next report cannot say what changed since): %v\n", path, err)
+	}
 }
 
 // reportRenderer is the renderer of a --format.

@@ -22,7 +22,7 @@ func newRerunCommand(cfg Config) *cli.Command {
 	var opts rerunOptions
 	return &cli.Command{
 		Name:  "rerun",
-		Usage: "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain",
+		Usage: "re-run one stage and every stage after it for all items (e.g. after a prompt change), then drain; a question already answered (same model, prompt and text) reuses its answer unless --no-cache",
 		Flags: append([]cli.Flag{dbFlag(), &cli.StringFlag{Name: "from-stage", Category: catRerun, Usage: stageUsage("first stage to re-run for every item") + " (required)", Destination: &opts.FromStage}},
 			append(append(pipelineFlags(&opts.Pipeline), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...)...),
 		Before: before("db", "from-stage"),
@@ -30,6 +30,24 @@ func newRerunCommand(cfg Config) *cli.Command {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
+			// A database run from a job file re-runs with its stored job.
+			if j, err := loadJob("", opts.Pipeline.DB); err != nil || j != nil {
+				if err != nil {
+					return err
+				}
+				if err := checkStageOf(j.DB, "from-stage", opts.FromStage); err != nil {
+					return err
+				}
+				if err := checkJobFlags(c); err != nil {
+					return err
+				}
+				o := &opts.Pipeline
+				return runJob(c.Context, jobRequest{Job: j, APIKey: o.APIKey, RerunFrom: opts.FromStage,
+					DryRun: o.DryRun, Yes: o.Yes, ConfirmAbove: o.ConfirmAbove, Confirm: o.Confirm,
+					Quiet: o.Quiet, JSON: o.JSON, Grace: o.Grace, Obs: opts.Obs,
+					NoCache: o.NoCache, Budget: o.Budget, BudgetTotal: o.BudgetTotal,
+					Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+			}
 			return runRerun(c.Context, &opts)
 		},
 	}

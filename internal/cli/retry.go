@@ -30,6 +30,22 @@ func newRetryCommand(cfg Config) *cli.Command {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
+			// A database run from a job file retries with its stored job.
+			if j, err := loadJob("", opts.Pipeline.DB); err != nil || j != nil {
+				if err != nil {
+					return err
+				}
+				if err := checkStageOf(j.DB, "stage", opts.Stage); err != nil {
+					return err
+				}
+				if err := checkJobFlags(c); err != nil {
+					return err
+				}
+				return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RetryStage: opts.Stage,
+					Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
+					NoCache: opts.Pipeline.NoCache, Budget: opts.Pipeline.Budget, BudgetTotal: opts.Pipeline.BudgetTotal,
+					Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+			}
 			return runRetry(c.Context, &opts)
 		},
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"path/filepath"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/urfave/cli/v2"
@@ -10,9 +11,12 @@ import (
 
 // runOptions are `sawtooth run`'s.
 type runOptions struct {
+	// JobFile is -f: the job file to run (its stages, input and DB).
+	JobFile     string
 	Pipeline    pipelineOptions
 	Input       inputOptions
 	Obs         monitor.Options
+	Batch       batchOptions
 	Out, ErrOut io.Writer
 	ExitNow     func(error)
 }
@@ -21,24 +25,55 @@ func newRunCommand(cfg Config) *cli.Command {
 	var opts runOptions
 	return &cli.Command{
 		Name:  "run",
-		Usage: "ingest --input (new or edited ids only) and drain every stage; resumes where the last run stopped",
+		Usage: "run a job file (-f JOB.yaml), or ingest --input (new or edited ids only), and drain every stage; --db alone resumes where the last run stopped",
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
 resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
-		Flags:  append(append(append(append([]cli.Flag{dbFlag()}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), obsFlags(&opts.Obs)...),
-		Before: before("db"),
+		Flags: append(append(append(append([]cli.Flag{dbFlag(), jobFileFlag(&opts.JobFile)}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), append(obsFlags(&opts.Obs), batchFlags(&opts.Batch)...)...),
+		Before: func(c *cli.Context) error {
+			if err := loadConfig(c); err != nil {
+				return err
+			}
+			if c.String("file") != "" {
+				return checkJobFlags(c)
+			}
+			return requireFlags(c, "db")
+		},
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
-			return runRun(c.Context, &opts)
+			// A job file, or a database that recorded one, runs as a job;
+			// --input then names tonight's file in place of the job's.
+			j, err := loadJob(opts.JobFile, opts.Pipeline.DB)
+			if err != nil {
+				return err
+			}
+			if j == nil {
+				return runRun(c.Context, &opts)
+			}
+			if opts.JobFile == "" {
+				if err := checkJobFlags(c); err != nil {
+					return err
+				}
+			}
+			if opts.Input.Path != "" {
+				if j.Input.Path, err = filepath.Abs(opts.Input.Path); err != nil {
+					return usagef("--input %s: %v", opts.Input.Path, err)
+				}
+			}
+			return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RerunChanged: opts.Pipeline.RerunChanged,
+				Resume: opts.JobFile == "" && opts.Input.Path == "",
+				Quiet:  opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
+				NoCache: opts.Pipeline.NoCache, Budget: opts.Pipeline.Budget, BudgetTotal: opts.Pipeline.BudgetTotal,
+				Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 		},
 	}
 }
 
 // runRun ingests the input, if any, and drains every stage.
 func runRun(ctx context.Context, opts *runOptions) error {
-	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Input: opts.Input, Obs: opts.Obs,
+	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Input: opts.Input, Obs: opts.Obs, Batch: opts.Batch,
 		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
 }

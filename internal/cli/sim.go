@@ -32,11 +32,12 @@ type simOptions struct {
 	OverloadEvery, OverloadFor time.Duration
 	Tail                       float64
 	LatencyMax, PerInFlight    time.Duration
+	Batch                      simBatchOptions
 }
 
 // simFlags are the simulator's flags, with d's values as defaults.
 func simFlags(o *simOptions, d simOptions) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.IntFlag{Category: catSim, Name: "sim-rpm", Value: d.RPM, Usage: "simulator: requests per --sim-window (0 = unlimited)", Destination: &o.RPM},
 		&cli.IntFlag{Category: catSim, Name: "sim-tpm", Value: d.TPM, Usage: "simulator: input tokens per --sim-window (0 = unlimited)", Destination: &o.TPM},
 		&cli.IntFlag{Category: catSim, Name: "sim-rpd", Value: d.RPD, Usage: "simulator: requests per --sim-day (0 = unlimited)", Destination: &o.RPD},
@@ -67,7 +68,7 @@ func simFlags(o *simOptions, d simOptions) []cli.Flag {
 		&cli.Float64Flag{Category: catSim, Name: "latency-tail", Value: d.Tail, Usage: "simulator: Pareto shape of a heavy latency tail, e.g. 1.2 (0 = none)", Destination: &o.Tail},
 		&cli.DurationFlag{Category: catSim, Name: "latency-max", Value: d.LatencyMax, Usage: "simulator: cap on latency (0 = none)", Destination: &o.LatencyMax},
 		&cli.DurationFlag{Category: catSim, Name: "latency-per-inflight", Value: d.PerInFlight, Usage: "simulator: latency added per other request in flight", Destination: &o.PerInFlight},
-	}
+	}, simBatchFlags(&o.Batch, d.Batch)...)
 }
 
 // config is the simulator configuration the options describe.
@@ -76,7 +77,12 @@ func (o *simOptions) config() (geminisim.Config, error) {
 	if err != nil {
 		return geminisim.Config{}, usagef("--quota-schedule: %v", err)
 	}
+	bc, err := o.Batch.config()
+	if err != nil {
+		return geminisim.Config{}, err
+	}
 	cfg := geminisim.Config{
+		Batch:  bc,
 		APIKey: o.Key, RPM: o.RPM, TPM: o.TPM, RPD: o.RPD, Window: o.Window, Day: o.Day, Schedule: sched,
 		Latency: geminisim.Latency{Base: o.Latency, PerToken: o.PerToken, Jitter: o.Jitter,
 			Tail: o.Tail, Max: o.LatencyMax, PerInFlight: o.PerInFlight},

@@ -68,7 +68,7 @@ func statusFrame(w io.Writer, path string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	return monitor.PrintStatus(w, v, asJSON)
+	return printStatusWithBatch(w, db, v, asJSON)
 }
 
 // statusView reads what `status` shows of a DB no run holds.
@@ -81,5 +81,17 @@ func statusView(db *store.DB) (monitor.StatusView, error) {
 	if err != nil {
 		return monitor.StatusView{}, err
 	}
-	return monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs), nil
+	v := monitor.NewStatusView(db.Path(), counts, db.LearnedLimit("classify"), runs)
+	for _, s := range counts.Stages {
+		if n := db.LearnedLimit(s.Stage); n > 0 {
+			if v.Limits == nil {
+				v.Limits = map[string]int{}
+			}
+			v.Limits[s.Stage] = n
+		}
+	}
+	if v.Money, err = db.Ledgers(); err != nil {
+		return monitor.StatusView{}, err
+	}
+	return v, nil
 }

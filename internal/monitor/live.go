@@ -50,12 +50,15 @@ type LiveStage struct {
 	// Total (then Rate is its average rate until then); 0 while it has not.
 	FinishedAt float64 `json:"finished_at_seconds,omitempty"`
 	// Calls by outcome; Calls counts every call, 429s included. Outcomes
-	// has every class (pipeline.Classes), "ok" for successes.
+	// has every class (pipeline.Classes), "ok" for successes. Transient
+	// counts 5xx and timeouts, Unavailable the calls that never reached
+	// the endpoint.
 	Outcomes    map[pipeline.Class]int64 `json:"outcomes"`
 	Calls       int64                    `json:"calls"`
 	OK          int64                    `json:"ok"`
 	RateLimited int64                    `json:"rate_limited"`
 	Transient   int64                    `json:"transient"`
+	Unavailable int64                    `json:"unavailable"`
 	Permanent   int64                    `json:"permanent"`
 	Limit       int                      `json:"limit,omitempty"`
 	InFlight    int                      `json:"in_flight"`
@@ -63,6 +66,10 @@ type LiveStage struct {
 	TokensOut   int64                    `json:"tokens_out"`
 	Tokens      int64                    `json:"tokens"`
 	CostUSD     float64                  `json:"cost_usd"`
+	// Cached is the answers reused without a call; SavedUSD what they
+	// would have cost.
+	Cached   int64   `json:"cached,omitempty"`
+	SavedUSD float64 `json:"saved_usd,omitempty"`
 }
 
 // Finished is how many items left the stage (done or dead letter).
@@ -154,8 +161,8 @@ func ShowLiveStatus(w io.Writer, path string, live *LiveStatus, asJSON bool) err
 		cost += s.CostUSD
 	}
 	if a := live.api(); a != nil {
-		fmt.Fprintf(w, "%s: concurrency limit %d, %d in flight; %s calls: %s ok, %s 429s (%.1f%%), %s 5xx/timeouts, %s permanent failures\n",
-			TerminalSafe(a.Name), a.Limit, a.InFlight, fmtCount(a.Calls), fmtCount(a.OK), fmtCount(a.RateLimited), a.Share429(), fmtCount(a.Transient), fmtCount(a.Permanent))
+		fmt.Fprintf(w, "%s: concurrency limit %d, %d in flight; %s calls: %s ok, %s 429s (%.1f%%), %s 5xx/timeouts, %s unreachable, %s permanent failures\n",
+			TerminalSafe(a.Name), a.Limit, a.InFlight, fmtCount(a.Calls), fmtCount(a.OK), fmtCount(a.RateLimited), a.Share429(), fmtCount(a.Transient), fmtCount(a.Unavailable), fmtCount(a.Permanent))
 		fmt.Fprintf(w, "tokens so far: %s in, %s out; estimated cost $%.4f\n", fmtCount(a.TokensIn), fmtCount(a.TokensOut), cost)
 	}
 	if live.MetricsURL != "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 
@@ -20,6 +21,24 @@ type Options struct {
 	LogLevel string
 	// MetricsAddr, when set, is the host:port /metrics is served on.
 	MetricsAddr string
+}
+
+// Check returns an error naming the option that cannot work: a log
+// format or level, or a metrics address that is malformed or cannot be
+// listened on now (it is tried and let go). Commands call it before they
+// change anything, so a bad option never fails a run after its ingest.
+func (o Options) Check() error {
+	if _, err := NewLogger(io.Discard, o.LogFormat, o.LogLevel); err != nil {
+		return err
+	}
+	if o.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr %s: %v", o.MetricsAddr, err)
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 // NewLogger returns the logger of one command: text or JSON records on w

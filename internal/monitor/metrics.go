@@ -44,6 +44,15 @@ var (
 	metricCost = prometheus.NewDesc("sawtooth_cost_usd_total",
 		"Estimated cost in US dollars of this run's calls at the configured prices.",
 		[]string{"stage"}, nil)
+	metricCached = prometheus.NewDesc("sawtooth_cached_answers_total",
+		"Answers reused in this run without a call: the same question answered before in this database, or by a twin in flight.",
+		[]string{"stage"}, nil)
+	metricSaved = prometheus.NewDesc("sawtooth_saved_usd_total",
+		"US dollars the cached answers of this run would have cost at the configured prices.",
+		[]string{"stage"}, nil)
+	metricBudgetLeft = prometheus.NewDesc("sawtooth_budget_left_usd",
+		"US dollars left of the run's --budget (absent without one).",
+		nil, nil)
 	metricRate = prometheus.NewDesc("sawtooth_items_per_second",
 		"Items a stage finished per second over the last 10 seconds.",
 		[]string{"stage"}, nil)
@@ -60,7 +69,7 @@ var _ prometheus.Collector = progressCollector{}
 
 func (c progressCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{metricItems, metricQueued, metricExpected, metricCalls, metricLimit,
-		metricInFlight, metricTokens, metricCost, metricRate, metricElapsed} {
+		metricInFlight, metricTokens, metricCost, metricCached, metricSaved, metricBudgetLeft, metricRate, metricElapsed} {
 		ch <- d
 	}
 }
@@ -74,6 +83,13 @@ func (c progressCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, x, labels...)
 	}
 	gauge(metricElapsed, time.Since(v.Started).Seconds(), v.RunID)
+	if budget := c.p.cfg.BudgetUSD; budget > 0 {
+		spent := 0.0
+		for _, s := range v.Stages {
+			spent += s.CostUSD
+		}
+		gauge(metricBudgetLeft, max(0, budget-spent))
+	}
 	for i, s := range v.Stages {
 		counter(metricItems, float64(s.Done), s.Name, "done")
 		counter(metricItems, float64(s.Dead), s.Name, "dead")
@@ -94,6 +110,8 @@ func (c progressCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(metricTokens, float64(s.TokensIn), s.Name, "input")
 		counter(metricTokens, float64(s.TokensOut), s.Name, "output")
 		counter(metricCost, s.CostUSD, s.Name)
+		counter(metricCached, float64(s.Cached), s.Name)
+		counter(metricSaved, s.SavedUSD, s.Name)
 	}
 }
 

@@ -17,23 +17,10 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-// Config configures a Progress: what it shows and where it publishes.
+// Config configures a Progress: the run it watches (RunConfig; Quiet
+// is Start's alone, which turns it into Live), then how it shows it.
 type Config struct {
-	DBPath string
-	RunID  string
-	// Stages are the stage names in pipeline order; Queued how many items
-	// were queued at each when the run started.
-	Stages []string
-	Queued []int64
-	// Before is how many items had left each stage (an output or a dead
-	// letter there) before the run: on a resume the bars count against
-	// the whole pipeline, not only this run's share.
-	Before []int64
-	// Limiters are the stages' limiters by index (nil: none), read for
-	// the limit before the runner's first tick and by the metrics live.
-	Limiters []pipeline.Limiter
-	// Cost estimates the USD cost of a usage; nil means free.
-	Cost func(pipeline.Usage) float64
+	RunConfig
 	// Live draws bars (for a terminal); otherwise the progress is logged
 	// as an Info record every Every (default 5s).
 	Live  bool
@@ -172,17 +159,20 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 		s := LiveStage{
 			Name: name, Before: before, Total: max(queuedBefore-deadBefore, 0), Done: sp.Done, Dead: sp.Dead,
 			Queued: max(queued+doneBefore-sp.Done-sp.Dead, 0),
-			Calls:  sp.Calls, RateLimited: sp.RateLimited, Transient: sp.Transient,
+			Calls:  sp.Calls, RateLimited: sp.RateLimited, Transient: sp.Transient, Unavailable: sp.Unavailable,
 			Limit: sp.Limit, InFlight: sp.InFlight,
 			TokensIn: sp.Usage.PromptTokens, TokensOut: sp.Usage.CandidateTokens, Tokens: sp.Usage.TotalTokens,
-			ETASeconds: -1,
+			ETASeconds: -1, Cached: sp.Cached, SavedUSD: sp.SavedUSD,
 		}
 		s.Outcomes = sp.Outcomes
 		s.OK, s.Permanent = sp.Outcomes[pipeline.ClassOK], sp.Outcomes[pipeline.ClassPermanent]
 		if lim := p.limiter(i); lim != nil && s.Limit == 0 {
 			s.Limit = lim.Limit()
 		}
-		if p.cfg.Cost != nil {
+		switch {
+		case p.cfg.StageCost != nil:
+			s.CostUSD = p.cfg.StageCost(name, sp.Usage)
+		case p.cfg.Cost != nil:
 			s.CostUSD = p.cfg.Cost(sp.Usage)
 		}
 		s.Rate = p.rates[i].add(now, s.Finished())
@@ -221,7 +211,8 @@ func (p *Progress) logProgress(v *LiveStatus) {
 		g := []any{"done", s.Done, "dead", s.Dead, "total", s.Total, "rate", round1(s.Rate), "eta", etaString(s.ETASeconds)}
 		if s.Limit > 0 {
 			g = append(g, "limit", s.Limit, "in_flight", s.InFlight, "calls", s.Calls, "r429_pct", round1(s.Share429()),
-				"transient", s.Transient, "tokens_in", s.TokensIn, "tokens_out", s.TokensOut, "cost_usd", round4(s.CostUSD))
+				"transient", s.Transient, "unavailable", s.Unavailable, "tokens_in", s.TokensIn, "tokens_out", s.TokensOut, "cost_usd", round4(s.CostUSD),
+				"cached", s.Cached, "saved_usd", round4(s.SavedUSD))
 		}
 		attrs = append(attrs, slog.Group(s.Name, g...))
 	}
@@ -298,8 +289,11 @@ func (p *Progress) statusText(nameW, width int) string {
 	for _, s := range v.Stages {
 		cost += s.CostUSD
 	}
-	long := fmt.Sprintf("%s · %s: limit %d · in flight %d · 429s %.1f%% of %s calls · 5xx/timeouts %s · tokens %s in / %s out · est. $%.4f",
-		el, a.Name, a.Limit, a.InFlight, a.Share429(), fmtCount(a.Calls), fmtCount(a.Transient), fmtCompact(a.TokensIn), fmtCompact(a.TokensOut), cost)
+	long := fmt.Sprintf("%s · %s: limit %d · in flight %d · 429s %.1f%% of %s calls · 5xx/timeouts %s · unreachable %s · tokens %s in / %s out · est. $%.4f",
+		el, a.Name, a.Limit, a.InFlight, a.Share429(), fmtCount(a.Calls), fmtCount(a.Transient), fmtCount(a.Unavailable), fmtCompact(a.TokensIn), fmtCompact(a.TokensOut), cost)
+	if a.Cached > 0 {
+		long += fmt.Sprintf(" · %s cached, $%.4f saved", fmtCount(a.Cached), a.SavedUSD)
+	}
 	if width <= 0 || len([]rune(long)) <= width {
 		return long
 	}

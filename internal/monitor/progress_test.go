@@ -43,12 +43,14 @@ func (c *fakeClock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
 func testProgressConfig(t testing.TB) Config {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	return Config{
-		DBPath: filepath.Join(t.TempDir(), "test.db"),
-		RunID:  "run-1",
-		Stages: []string{"sanitize", "classify", "aggregate"},
-		Queued: []int64{100, 20, 0},
-		Cost:   func(u pipeline.Usage) float64 { return float64(u.PromptTokens)*1e-6 + float64(u.CandidateTokens)*2e-6 },
-		Now:    clock.now,
+		RunConfig: RunConfig{
+			DBPath: filepath.Join(t.TempDir(), "test.db"),
+			RunID:  "run-1",
+			Stages: []string{"sanitize", "classify", "aggregate"},
+			Queued: []int64{100, 20, 0},
+			Cost:   func(u pipeline.Usage) float64 { return float64(u.PromptTokens)*1e-6 + float64(u.CandidateTokens)*2e-6 },
+		},
+		Now: clock.now,
 	}
 }
 
@@ -59,7 +61,7 @@ func progressAt(sec int64) pipeline.Progress {
 	c := min(10*sec, 108)
 	return pipeline.Progress{Elapsed: time.Duration(sec) * time.Second, Stages: []pipeline.StageProgress{
 		{Name: "sanitize", Done: 98, Dead: 2, Calls: 100},
-		{Name: "classify", Done: c, Dead: 1, Calls: c + 11, RateLimited: 10, Transient: 1, Limit: 8, InFlight: 7,
+		{Name: "classify", Done: c, Dead: 1, Calls: c + 11, RateLimited: 10, Transient: 1, Unavailable: 2, Limit: 8, InFlight: 7,
 			Usage: pipeline.Usage{PromptTokens: 120 * c, CandidateTokens: 20 * c, TotalTokens: 140 * c}},
 		{Name: "aggregate", Done: max(c-2, 0)},
 	}}
@@ -95,7 +97,7 @@ func TestProgressPrinter_BarsOnAFakeTerminal(t *testing.T) {
 		"51/118", "10.2/s", "ETA 0:07", // classify: 50 done + 1 dead of 100-2+20, 51 in 5 s
 		"48/117",                                     // aggregate: 48 of 118-1
 		"limit 8", "in flight 7", "429s 16.4% of 61", // the line under the bars
-		"5xx/timeouts 1", "tokens 6.0k in / 1.0k out", "est. $0.0080",
+		"5xx/timeouts 1", "unreachable 2", "tokens 6.0k in / 1.0k out", "est. $0.0080",
 	} {
 		if !strings.Contains(last, want) {
 			t.Errorf("last frame lacks %q:\n%s", want, last)

@@ -47,6 +47,16 @@ func TerminalSafe(s string) string {
 	return b.String()
 }
 
+// TerminalSafeLines is TerminalSafe for a message of several lines: its
+// line breaks stay line breaks, every other control character is escaped.
+func TerminalSafeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = TerminalSafe(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // isInvalidAt says whether the RuneError decoded at s[i] stands for an
 // invalid byte rather than a literal U+FFFD.
 func isInvalidAt(s string, i int) bool {

@@ -46,3 +46,18 @@ func TestWriteJSONSafe(t *testing.T) {
 		t.Errorf("round trip = %q, %v; want %q", back["message"], err, in["message"])
 	}
 }
+
+func TestTerminalSafeLines(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"line breaks kept", "stopped:\n  sawtooth run --db x", "stopped:\n  sawtooth run --db x"},
+		{"escape on a line", "server said \x1b[2Jhi\nnext", `server said \x1b[2Jhi` + "\nnext"},
+		{"carriage return escaped", "a\r\nb", `a\r` + "\nb"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := TerminalSafeLines(tt.in); got != tt.want {
+				t.Errorf("TerminalSafeLines(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

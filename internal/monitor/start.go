@@ -12,15 +12,26 @@ import (
 type RunConfig struct {
 	DBPath string
 	RunID  string
+	// Stages are the stage names in pipeline order; Queued how many items
+	// were queued at each when the run started.
 	Stages []string
 	Queued []int64
-	// Before is how many items had left each stage before the run.
-	Before   []int64
+	// Before is how many items had left each stage (an output or a dead
+	// letter there) before the run: on a resume the bars count against
+	// the whole pipeline, not only this run's share.
+	Before []int64
+	// Limiters are the stages' limiters by index (nil: none), read for
+	// the limit before the runner's first tick and by the metrics live.
 	Limiters []pipeline.Limiter
 	// Cost estimates the USD cost of a usage; nil means free.
 	Cost func(pipeline.Usage) float64
+	// StageCost, when set, is Cost for one stage (each LLM stage of a
+	// job has its own model and prices); it wins over Cost.
+	StageCost func(stage string, u pipeline.Usage) float64
 	// Quiet turns the bars off even on a terminal (--no-progress).
 	Quiet bool
+	// BudgetUSD is the run's spending cap (--budget), 0 for none.
+	BudgetUSD float64
 }
 
 // Start sets up everything that watches one run: the logger, the bars on
@@ -34,8 +45,7 @@ func Start(stderr io.Writer, opts Options, rc RunConfig) (*Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config{DBPath: rc.DBPath, RunID: rc.RunID, Stages: rc.Stages, Queued: rc.Queued, Before: rc.Before, Limiters: rc.Limiters,
-		Cost: rc.Cost, Live: !rc.Quiet && IsTerminal(stderr)}
+	cfg := Config{RunConfig: rc, Live: !rc.Quiet && IsTerminal(stderr)}
 	p := NewProgress(out, log, cfg)
 	if opts.MetricsAddr != "" {
 		m, err := startMetrics(opts.MetricsAddr, p, log)

@@ -3,6 +3,9 @@ package monitor
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,10 +21,21 @@ type StatusView struct {
 	Counts  store.Counts   `json:"counts"`
 	Usage   pipeline.Usage `json:"usage"`
 	CostUSD float64        `json:"cost_usd"`
+	// UnpricedTokens is the part of Usage billed by killed runs: their
+	// committed results recorded the tokens, but no price was saved with
+	// them, so CostUSD leaves them out.
+	UnpricedTokens int64 `json:"unpriced_tokens,omitempty"`
 	// Limit is the classify concurrency the last good run settled at; 0
 	// when none was learned.
-	Limit    int                   `json:"learned_limit,omitempty"`
+	Limit int `json:"learned_limit,omitempty"`
+	// Limits is every stage's learned concurrency, by stage name (a job
+	// has one per LLM stage); absent stages learned none.
+	Limits   map[string]int        `json:"learned_limits,omitempty"`
 	LastRuns []pipeline.RunSummary `json:"last_runs"`
+	// Money is each stage's committed lifetime spend, savings, paid and
+	// cached answers (from the store's ledger, every run included, killed
+	// ones too).
+	Money map[string]pipeline.Ledger `json:"money,omitempty"`
 }
 
 // NewStatusView sums the usage and cost of runs (newest first) and keeps
@@ -29,9 +43,13 @@ type StatusView struct {
 func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pipeline.RunSummary) StatusView {
 	v := StatusView{DB: path, Counts: counts, Limit: learnedLimit}
 	for _, r := range runs {
-		if s := r.Stages["classify"]; s != nil {
-			v.Usage = v.Usage.Add(s.Usage)
-			v.CostUSD += s.CostUSD
+		// Every stage: a job may have several LLM stages (the others
+		// are free).
+		t := r.Totals()
+		v.Usage = v.Usage.Add(t.Usage)
+		v.CostUSD += t.CostUSD
+		if r.Status == store.RunKilled {
+			v.UnpricedTokens += t.Usage.PromptTokens + t.Usage.CandidateTokens
 		}
 	}
 	v.LastRuns = runs[:min(len(runs), 5)]
@@ -51,8 +69,26 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", TerminalSafe(s.Stage), s.Queued, s.Dead, s.Output)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f\n", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
-	if v.Limit > 0 {
+	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	if v.UnpricedTokens > 0 {
+		fmt.Fprintf(w, " without the %d tokens of killed runs, which saved no price", v.UnpricedTokens)
+	}
+	fmt.Fprintln(w)
+	for _, name := range slices.Sorted(maps.Keys(v.Money)) {
+		l := v.Money[name]
+		fmt.Fprintf(w, "%s (all runs): %d paid answers, %d cached answers (no call); $%.4f spent, $%.4f saved by the cache\n",
+			TerminalSafe(name), l.Paid, l.Cached, l.SpentUSD, l.SavedUSD)
+	}
+	switch {
+	case len(v.Limits) > 1 || len(v.Limits) == 1 && v.Limit == 0:
+		var parts []string
+		for _, s := range counts.Stages {
+			if n := v.Limits[s.Stage]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", TerminalSafe(s.Stage), n))
+			}
+		}
+		fmt.Fprintf(w, "learned concurrency: %s (the next run starts there)\n", strings.Join(parts, ", "))
+	case v.Limit > 0:
 		fmt.Fprintf(w, "learned classify concurrency: %d (the next run starts there)\n", v.Limit)
 	}
 	if len(v.LastRuns) > 0 {

@@ -22,12 +22,16 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			Calls       int64          `json:"calls"`
 			RateLimited int64          `json:"rate_limited"`
 			Transient   int64          `json:"transient"`
+			Unavailable int64          `json:"unavailable"`
 			Dead        int64          `json:"dead"`
 			Usage       pipeline.Usage `json:"usage"`
 			CostUSD     float64        `json:"cost_usd"`
+			Cached      int64          `json:"cached"`
+			SavedUSD    float64        `json:"saved_usd"`
 		}
 		all := sum.Totals()
-		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD}
+		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Unavailable: all.Unavailable, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD,
+			Cached: all.Cached, SavedUSD: all.SavedUSD}
 		return writeJSON(w, struct {
 			pipeline.RunSummary
 			WallSeconds float64     `json:"wall_seconds"`
@@ -40,20 +44,26 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tdone\tdead\tattempts\tcalls\t429s\t5xx/timeouts\ttokens in\ttokens out\test. cost\t")
+	fmt.Fprintln(tw, "stage\tdone\tdead\tattempts\tcalls\t429s\t5xx/timeouts\tunreachable\ttokens in\ttokens out\test. cost\t")
 	for _, name := range summaryStages(stageOrder, sum) {
 		s := sum.Stages[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", name, s.Done, s.Dead, s.Attempts, s.Calls, s.RateLimited, s.Transient,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", name, s.Done, s.Dead, s.Attempts, s.Calls, s.RateLimited, s.Transient, s.Unavailable,
 			s.Usage.PromptTokens, s.Usage.CandidateTokens, s.CostUSD)
 	}
 	total := sum.Totals()
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", total.Dead, total.Attempts, total.Calls, total.RateLimited, total.Transient,
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", total.Dead, total.Attempts, total.Calls, total.RateLimited, total.Transient, total.Unavailable,
 		total.Usage.PromptTokens, total.Usage.CandidateTokens, total.CostUSD)
 	tw.Flush()
 	for _, name := range summaryStages(stageOrder, sum) {
 		if s := sum.Stages[name]; s.LimitMax > 0 && s.Calls > 0 {
 			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; concurrency limit ranged %d..%d, ended at %d\n",
 				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.LimitMin, s.LimitMax, s.LimitEnd)
+		}
+	}
+	for _, name := range summaryStages(stageOrder, sum) {
+		if s := sum.Stages[name]; s.Cached > 0 {
+			fmt.Fprintf(w, "%s: %d paid calls, %d cached answers (no call), $%.4f spent, $%.4f saved by the cache\n",
+				name, s.Paid, s.Cached, s.CostUSD, s.SavedUSD)
 		}
 	}
 	permanent := false

@@ -35,7 +35,7 @@ func Watch(ctx context.Context, w io.Writer, path string, asJSON bool, every tim
 			b, _ := json.Marshal(map[string]string{"db": path, "error": err.Error(), "time": time.Now().Format(time.RFC3339)})
 			buf.Write(append(b, '\n'))
 		case err != nil:
-			fmt.Fprintf(&buf, "%v\n", err)
+			fmt.Fprintf(&buf, "%s\n", TerminalSafeLines(err.Error()))
 		case asJSON:
 			var c bytes.Buffer
 			if json.Compact(&c, buf.Bytes()) == nil {

@@ -111,11 +111,11 @@ var banks = [...]bank{
 			"That's all.",
 		},
 		keywords: [numThemes][]string{
-			Bug:            {"crash", "bug", "freez", "froze", "error", "broken", "glitch"},
-			Pricing:        {"subscription", "expensive", "paywall", "charged", "refund", "per month", "price", "free trial"},
+			Bug:            {"crash", "bug", "freez", "froze", "error", "broken", "glitch", "doesn't work"},
+			Pricing:        {"subscription", "expensive", "paywall", "charged", "refund", "per month", "price", "free trial", "waste of money"},
 			FeatureRequest: {"please add", "wish", "would be nice", "feature request", "add an option", "add support", "would love"},
-			UX:             {"confus", "hard to find", "cluttered", "navigation", "layout", "too many taps", "unintuitive"},
-			Praise:         {"amazing", "excellent", "best app", "highly recommend", "perfect", "fantastic", "five stars", "works great"},
+			UX:             {"confus", "hard to find", "cluttered", "navigation", "layout", "too many taps", "unintuitive", "too many ads"},
+			Praise:         {"amazing", "excellent", "best app", "highly recommend", "perfect", "fantastic", "five stars", "works great", "great app", "love it"},
 		},
 	},
 	{ // de
@@ -368,3 +368,15 @@ var (
 	controls   = []string{"\x00", "\x01", "\x07", "\x08", "\x0b", "\x0c", "\x1b", "\x1f", "\r", "\n", "\r\n", "\u2028", "\u0085"}
 	blanks     = []string{"", " ", "   ", "\n", "\t \n", "\u00a0", "\u3000 ", "\u200b\u200b", "\r\n\r\n"}
 )
+
+// stockPhrases are the short English reviews many users write word for
+// word, per theme; each holds one of its theme's keywords and no other's.
+// A few appear in two spellings, as they do in real feeds: those are near
+// duplicates, not exact ones.
+var stockPhrases = [numThemes][]string{
+	Bug:            {"Doesn't work", "Doesn't work.", "Keeps crashing", "Full of bugs", "Broken."},
+	Pricing:        {"Too expensive", "Waste of money", "Too expensive!"},
+	FeatureRequest: {"Please add dark mode", "Please add a widget"},
+	UX:             {"Too many ads", "Too many ads!!", "Too confusing"},
+	Praise:         {"Great app!", "Great app", "Love it!", "Love it", "Amazing!", "Perfect", "Five stars", "Best app ever"},
+}

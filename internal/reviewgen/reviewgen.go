@@ -66,7 +66,15 @@ const (
 	Long      Quirk = "long"       // 6,000 to 20,000 characters
 	Unsafe    Quirk = "unsafe"     // holds one of UnsafePhrases
 	Control   Quirk = "control"    // control, zero-width and odd whitespace characters
+	// Stock is a short stock phrase ("Great app!", "Doesn't work") that
+	// many users write word for word: the exact duplicates of a real
+	// review feed.
+	Stock Quirk = "stock"
 )
+
+// StockShare is the share of plain English reviews replaced by a stock
+// phrase.
+const StockShare = 0.12
 
 // UnsafePhrases are the phrases that Unsafe reviews hold, for a simulator's
 // safety filter to block on.
@@ -97,12 +105,15 @@ type Review struct {
 // same reviews. It is not safe for concurrent use.
 type Generator struct {
 	rng *rand.Rand
-	n   int
+	// stock draws the stock phrases from a stream of its own, so that
+	// adding them left every other field of every review as it was.
+	stock *rand.Rand
+	n     int
 }
 
 // New returns a Generator seeded with seed.
 func New(seed uint64) *Generator {
-	return &Generator{rng: rand.New(rand.NewPCG(seed, 0x7265766965777321))}
+	return &Generator{rng: rand.New(rand.NewPCG(seed, 0x7265766965777321)), stock: rand.New(rand.NewPCG(seed, 0x73746f636b21))}
 }
 
 // firstDay is the first review date; reviews spread over the 365 days from
@@ -165,6 +176,11 @@ func (g *Generator) Next() Review {
 		rv.Text = g.garble(g.text(b, app, rv.Theme), b.sep)
 	default:
 		rv.Text = g.text(b, app, rv.Theme)
+	}
+	// One draw per review, whatever it is, keeps the stream aligned.
+	if p := g.stock.Float64(); rv.Quirk == Plain && lang == 0 && p < StockShare {
+		rv.Quirk = Stock
+		rv.Text = pick(g.stock, stockPhrases[rv.Theme])
 	}
 	return rv
 }

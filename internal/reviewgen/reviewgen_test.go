@@ -179,7 +179,7 @@ func TestGenerator_distribution(t *testing.T) {
 			t.Errorf("theme %s: %.1f%% of reviews", th, 100*s)
 		}
 	}
-	for q, want := range map[Quirk]float64{Emoji: 0.04, EmojiOnly: 0.01, Empty: 0.005, Long: 0.005, Unsafe: 0.003, Control: 0.01} {
+	for q, want := range map[Quirk]float64{Emoji: 0.04, EmojiOnly: 0.01, Empty: 0.005, Long: 0.005, Unsafe: 0.003, Control: 0.01, Stock: StockShare * 0.8 * 0.93} {
 		if got := share(quirks[q]); got < want/3 || got > want*2 {
 			t.Errorf("quirk %s: %.2f%% of reviews, want about %.1f%%", q, 100*got, 100*want)
 		}

@@ -44,9 +44,8 @@ type Config struct {
 	// quota systems do: a client that keeps knocking keeps the door shut.
 	CountRefused bool
 	// Window is the RPM/TPM window; default DefaultWindow (1m). Tests
-	// shorten it; the 429 quotaId still says PerMinute, and its
-	// quotaValue is the budget per real minute (RPM × 1m/Window), what a
-	// client pacing to it must pace.
+	// shorten it; the 429 quotaId still says PerMinute (its quotaValue is
+	// restated per real minute, see Server.asNamed).
 	Window time.Duration
 	// Day is the RPD window; default DefaultDay (24h). It slides like
 	// Window rather than resetting at midnight Pacific.
@@ -85,6 +84,8 @@ type Config struct {
 	// Now is the clock used for quotas, the schedule and the timeline.
 	// Default time.Now. Latency always uses real timers.
 	Now func() time.Time
+	// Batch configures the Batch API surface (batch.go).
+	Batch BatchConfig
 }
 
 // withDefaults fills in the zero fields.

@@ -5,7 +5,13 @@
 //
 // It serves POST /v1beta/models/{model}:generateContent and :countTokens
 // with the real API's request and response bodies, error bodies included,
-// and GET /_sim/stats with its accounting (see Stats).
+// and GET /_sim/stats with its accounting (see Stats). It serves the same
+// under Vertex AI's paths,
+// /v1beta1/projects/{p}/locations/{l}/publishers/google/models/{m}:generateContent,
+// checking no credentials and answering 429s as Vertex does, with no
+// quotaId and no RetryInfo (vertex.go). A response schema other than the
+// label/confidence/reason one gets a deterministic answer built from the
+// schema itself (schema.go).
 //
 // A generateContent call goes through these steps, in order: API key (400
 // API_KEY_INVALID), model (404 NOT_FOUND), JSON body (400

@@ -3,7 +3,6 @@ package geminisim
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,25 +56,6 @@ var quotaNames = map[quotaKind]struct{ metric, id string }{
 	kindRPM: {"generativelanguage.googleapis.com/generate_requests_per_model", "GenerateRequestsPerMinutePerProjectPerModel"},
 	kindTPM: {"generativelanguage.googleapis.com/generate_content_input_token_count", "GenerateContentInputTokensPerModelPerMinute"},
 	kindRPD: {"generativelanguage.googleapis.com/generate_requests_per_model_per_day", "GenerateRequestsPerDayPerProjectPerModel"},
-}
-
-// perMinute restates the per-window budgets of vs per minute, as their
-// quotaIds say (PerMinute): a window shortened to window admits
-// limit × (1 min / window) requests or tokens in a real minute, and a
-// client that paces to a named budget paces real time. The per-day
-// budget is left as it is.
-func perMinute(vs []violation, window time.Duration) []violation {
-	if window <= 0 || window == time.Minute {
-		return vs
-	}
-	out := make([]violation, len(vs))
-	for i, v := range vs {
-		if v.kind != kindRPD {
-			v.limit = int(math.Round(float64(v.limit) * float64(time.Minute) / float64(window)))
-		}
-		out[i] = v
-	}
-	return out
 }
 
 // writeCapacity is the bare 429 of a server out of capacity: no details,

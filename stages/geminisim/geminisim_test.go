@@ -434,8 +434,7 @@ func TestServer_QuotaRPM(t *testing.T) {
 		}
 	}
 	rl := asRateLimit(t, call(400*time.Millisecond))
-	// 3 per 1 s window is 180 per real minute, what the quotaId says.
-	if !reflect.DeepEqual(rl.quotaIDs, []string{"GenerateRequestsPerMinutePerProjectPerModel"}) || rl.quotaValues[0] != "180" {
+	if !reflect.DeepEqual(rl.quotaIDs, []string{"GenerateRequestsPerMinutePerProjectPerModel"}) || rl.quotaValues[0] != "180" { // 3 per 1 s window, named per minute
 		t.Errorf("violations %v %v", rl.quotaIDs, rl.quotaValues)
 	}
 	if rl.retryDelay != "0.600s" {

@@ -102,7 +102,7 @@ func TestServer_RateLimitBodies(t *testing.T) {
 			cfg:       Config{RPM: 1, TPM: 1, RPD: 1, Window: time.Minute, Day: time.Hour},
 			retry:     "3570s",
 			ids:       []string{"GenerateRequestsPerMinutePerProjectPerModel", "GenerateContentInputTokensPerModelPerMinute", "GenerateRequestsPerDayPerProjectPerModel"},
-			values:    []any{"1", "1", "1"},
+			values:    []any{"1", "1", "24"}, // 1 per 1 h "day" is 24 per real day
 			msgPrefix: "You exceeded your current quota",
 		},
 	}

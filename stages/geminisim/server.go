@@ -34,6 +34,7 @@ type Server struct {
 	mu        sync.Mutex
 	quotas    map[string]*Quota  // by model
 	itemCalls map[[32]byte]int64 // admitted calls per item, numbering faults
+	batches   *batchState        // the Batch and Files APIs (batch.go); guarded by mu
 	acct      accounting
 	srv       *http.Server
 	closed    bool
@@ -133,6 +134,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.handlers.Done()
 
+	if s.serveBatch(w, r) {
+		return
+	}
 	if r.URL.Path == "/_sim/stats" {
 		if r.Method != http.MethodGet {
 			writeError(w, http.StatusMethodNotAllowed, "INVALID_ARGUMENT", "Use GET.")
@@ -141,6 +145,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Stats())
 		return
 	}
+	w, r = s.vertexRoute(w, r)
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
 	if i := strings.LastIndexByte(rest, ':'); ok && i > 0 && r.Method == http.MethodPost {
 		switch model, method := rest[:i], rest[i+1:]; method {
@@ -292,7 +297,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}
 	key := itemKey(r, user, &c.item)
 	labels, props := req.schema()
-	answer := answerJSON(user, labels, props)
+	answer := answerFor(req.GenerationConfig, user, labels, props)
 
 	if s.cfg.MaxConcurrent > 0 && inFlight > s.cfg.MaxConcurrent {
 		if s.cfg.ConcurrencyRefusal == RefuseBare429 {
@@ -330,7 +335,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 		s.countLocked(OutcomeRateLimited, key, 0, c.promptTokens)
 		s.acct.bucket(s.second(now)).RateLimited++
 		s.mu.Unlock()
-		writeRateLimited(w, model, perMinute(vs, s.cfg.Window), delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
+		writeRateLimited(w, model, s.asNamed(vs), delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
 		return
 	}
 	q.Count(now, c.promptTokens)
@@ -409,6 +414,27 @@ func (s *Server) decide(c *call, user, answer string, gc *genConfig, others int)
 	case OutcomeBlockCandidate, OutcomeErr500, OutcomeErr503, OutcomeHang:
 		c.answerTokens = 0
 	}
+}
+
+// asNamed restates the limits a 429 names in the units its quotaId
+// promises: a real per-minute quotaId's quotaValue is per minute, and a
+// per-day one per day. With a time-scaled window (60 requests per 1 s
+// window in tests) the simulator's own limit is per window, so it is
+// scaled to what it amounts to per real minute (3,600), as a client that
+// reads quotaValue must be able to trust it.
+func (s *Server) asNamed(vs []violation) []violation {
+	out := make([]violation, len(vs))
+	for i, v := range vs {
+		out[i] = v
+		per, unit := s.cfg.Window, time.Minute
+		if v.kind == kindRPD {
+			per, unit = s.cfg.Day, 24*time.Hour
+		}
+		if per > 0 && per != unit {
+			out[i].limit = int(math.Round(float64(v.limit) * float64(unit) / float64(per)))
+		}
+	}
+	return out
 }
 
 // RambleTokens is how long an answer drawn as a MAX_TOKENS fault runs: it

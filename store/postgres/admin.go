@@ -210,7 +210,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 	}
 	c := &changes{reason: reasonEdited}
 	for _, r := range recs {
-		hash := contentHash(r)
+		hash := r.ContentHash()
 		cur, exists := states[r.ID]
 		if exists && cur.Hash == hash {
 			st.Unchanged++
@@ -230,7 +230,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 		if err := json.Unmarshal(cur.Record, &old); err != nil {
 			return fmt.Errorf("item %q: stored record is damaged (%v): run `sawtooth verify`", r.ID, err)
 		}
-		changed := changedFields(old, r)
+		changed := pipeline.ChangedFields(old, r)
 		from := db.reentry(changed)
 		if from >= len(db.stages) || db.position(cur) < from {
 			// Nothing the item has been through read what changed.

@@ -51,6 +51,7 @@ func Run(t *testing.T, open Open) {
 		{"RatingsExact", testRatings},
 		{"TallyEqualsRecomputation", testTallyRandom},
 		{"Usage", testUsage},
+		{"AnswerCacheAndLedger", testAnswerCache},
 		{"RunsAndSeries", testRuns},
 		{"LearnedLimit", testLearnedLimit},
 	}

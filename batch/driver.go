@@ -1,0 +1,462 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// Mode is how an API stage is run.
+type Mode string
+
+const (
+	// ModeOnline: every item is one online call (the pipeline runner).
+	ModeOnline Mode = "online"
+	// ModeBatch: items go through batch jobs only, in up to MaxRounds
+	// rounds; what is left stays queued.
+	ModeBatch Mode = "batch"
+	// ModeAuto: one round of batch jobs, then online calls for what the
+	// jobs did not answer by the deadline.
+	ModeAuto Mode = "auto"
+)
+
+// ParseMode reads a --mode value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
+	case ModeOnline, ModeBatch, ModeAuto:
+		return m, nil
+	}
+	return "", fmt.Errorf("mode %q: use online, batch or auto", s)
+}
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultSize             = 2000
+	DefaultDeadline         = 12 * time.Hour
+	DefaultInlineBytes      = 19 << 20 // under the API's 20 MB inline limit, with room for the envelope
+	DefaultPoll             = 30 * time.Second
+	DefaultPollMax          = 10 * time.Minute
+	DefaultCreateBackoff    = time.Minute
+	DefaultCreateBackoffMax = 30 * time.Minute
+	DefaultMaxRounds        = 3
+)
+
+// Store is what the driver needs from persistence; *store.DB implements it.
+type Store interface {
+	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
+	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
+	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
+	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
+	ReturnBatch(num uint64, note string, now time.Time) (int, error)
+	BatchJobs(openOnly bool) ([]store.BatchJob, error)
+	BatchJobByNum(num uint64) (store.BatchJob, error)
+	BatchItems(num uint64) ([]pipeline.Item, error)
+}
+
+var _ Store = (*store.DB)(nil)
+
+// Stage is an API stage that can be asked in batches; *stages.Classify is
+// one.
+type Stage interface {
+	Name() string
+	Model() string
+	BatchRequest(it pipeline.Item) (*genai.InlinedRequest, error)
+	DecodeBatch(it pipeline.Item, resp *genai.GenerateContentResponse, rowErr *genai.JobError) (pipeline.Result, error)
+}
+
+var _ Stage = (*stages.Classify)(nil)
+
+// Config configures a Driver. Zero fields take the defaults above.
+type Config struct {
+	// Mode is ModeBatch or ModeAuto (ModeOnline makes Run a no-op).
+	Mode Mode
+	// Size is the most requests per job.
+	Size int
+	// Deadline is how long a job may stay PENDING or RUNNING after
+	// create (or, for an intent, before create succeeds) before it is
+	// cancelled and its items returned to the queue.
+	Deadline time.Duration
+	// InlineBytes is the largest job sent as inlined requests; bigger
+	// ones go as an uploaded JSONL file.
+	InlineBytes int
+	// Poll is the first interval between polls of a job; it doubles up
+	// to PollMax.
+	Poll, PollMax time.Duration
+	// CreateBackoff is the first wait after a 429 on create; it doubles
+	// up to CreateBackoffMax.
+	CreateBackoff, CreateBackoffMax time.Duration
+	// MaxRounds bounds ModeBatch's rounds (ModeAuto runs one).
+	MaxRounds int
+	// Now and Sleep are the clock; nil means the real one. Sleep returns
+	// ctx's error when ctx ends first.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Log receives one line per job event; nil discards.
+	Log *slog.Logger
+	// Progress, if set, is called with the running summary after every
+	// job event.
+	Progress func(Summary)
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.Mode == "" {
+		c.Mode = ModeBatch
+	}
+	if c.Size <= 0 {
+		c.Size = DefaultSize
+	}
+	if c.InlineBytes <= 0 {
+		c.InlineBytes = DefaultInlineBytes
+	}
+	if c.MaxRounds <= 0 {
+		c.MaxRounds = DefaultMaxRounds
+	}
+	def(&c.Deadline, DefaultDeadline)
+	def(&c.Poll, DefaultPoll)
+	def(&c.PollMax, DefaultPollMax)
+	def(&c.CreateBackoff, DefaultCreateBackoff)
+	def(&c.CreateBackoffMax, DefaultCreateBackoffMax)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Summary is what one Run did.
+type Summary struct {
+	// Created counts jobs created; Reattached intents found at the API by
+	// display name after a crash instead of created again.
+	Created    int `json:"created"`
+	Reattached int `json:"reattached"`
+	// Succeeded counts jobs whose results were committed; Failed the
+	// FAILED, CANCELLED, EXPIRED and every-request-failed ones; Deadline
+	// those cancelled at Config.Deadline; RateLimited the 429s on create.
+	Succeeded   int `json:"succeeded"`
+	Failed      int `json:"failed"`
+	Deadline    int `json:"deadline"`
+	RateLimited int `json:"rate_limited"`
+	// Answered and Dead count items committed as outputs and dead
+	// letters; Returned items put back in the queue; Ignored results for
+	// items no longer in their job.
+	Answered int `json:"answered"`
+	Dead     int `json:"dead"`
+	Returned int `json:"returned"`
+	Ignored  int `json:"ignored"`
+	// Usage is every batch answer's billed tokens; CostUSD their price at
+	// the batch rate, OnlineCostUSD the same tokens at the online rate.
+	Usage         pipeline.Usage `json:"usage"`
+	CostUSD       float64        `json:"cost_usd"`
+	OnlineCostUSD float64        `json:"online_cost_usd"`
+}
+
+// errStore marks a store failure: the run stops (nothing is lost; the
+// next run resumes from the records).
+var errStore = errors.New("batch: store")
+
+// Driver runs one stage's items through batch jobs. Construct with New.
+type Driver struct {
+	cfg   Config
+	db    Store
+	stage Stage
+	api   *genai.Client
+	sum   Summary
+	// jobs are the open jobs of this stage, by number.
+	jobs map[uint64]*tracked
+	// createAt and createWait pace creates after a 429.
+	createAt   time.Time
+	createWait time.Duration
+}
+
+// tracked is an open job and its polling pace.
+type tracked struct {
+	job      store.BatchJob
+	nextPoll time.Time
+	interval time.Duration
+	// unsure is set when a create failed in a way that does not prove
+	// the API made no job (a 5xx, a timeout, a dropped connection): the
+	// display name is looked up before the next create.
+	unsure bool
+}
+
+// New returns a Driver of stage's items in db, calling the API with api
+// (a Gemini API backend client; its retries should be off).
+func New(db Store, stage Stage, api *genai.Client, cfg Config) *Driver {
+	cfg.setDefaults()
+	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}}
+}
+
+// Run drives jobs until every job it knows of is closed and, in ModeBatch,
+// no round is left. Items it did not get answered stay queued. It returns
+// what it did; an error means the run must stop (the store failed, the
+// API refused the key or the model, ctx ended): everything done so far is
+// committed and a later Run resumes from the records.
+func (d *Driver) Run(ctx context.Context) (Summary, error) {
+	if d.cfg.Mode == ModeOnline {
+		return d.sum, nil
+	}
+	if err := d.resume(ctx); err != nil {
+		return d.sum, err
+	}
+	rounds := 1
+	if d.cfg.Mode == ModeBatch {
+		rounds = d.cfg.MaxRounds
+	}
+	for round := 1; round <= rounds; round++ {
+		returned := d.sum.Returned
+		filling := true
+		for filling || len(d.jobs) > 0 {
+			now := d.cfg.Now()
+			created, err := d.createPending(ctx, now)
+			if err != nil {
+				return d.sum, err
+			}
+			if created && filling {
+				more, err := d.reserve(now)
+				if err != nil {
+					return d.sum, err
+				}
+				if more {
+					continue
+				}
+				filling = false
+			}
+			if err := d.pollDue(ctx, now); err != nil {
+				return d.sum, err
+			}
+			if wait, ok := d.nextWake(now); ok {
+				if err := d.cfg.Sleep(ctx, wait); err != nil {
+					return d.sum, err
+				}
+			}
+		}
+		if d.sum.Returned == returned {
+			break
+		}
+	}
+	return d.sum, nil
+}
+
+// resume picks up the stage's open jobs; intents never recorded as
+// created are looked up at the API by display name before anything is
+// created (create is not idempotent).
+func (d *Driver) resume(ctx context.Context) error {
+	open, err := d.db.BatchJobs(true)
+	if err != nil {
+		return err
+	}
+	for _, j := range open {
+		if j.Stage != d.stage.Name() {
+			continue
+		}
+		d.jobs[j.Num] = &tracked{job: j, interval: d.cfg.Poll, unsure: j.Name == ""}
+	}
+	return nil
+}
+
+// listByDisplayName reads every job the API lists.
+func (d *Driver) listByDisplayName(ctx context.Context) (map[string][]*genai.BatchJob, error) {
+	out := map[string][]*genai.BatchJob{}
+	for j, err := range d.api.Batches.All(ctx) {
+		if err != nil {
+			return nil, fmt.Errorf("list batch jobs to re-attach one created before a crash: %w (sawtooth will not create a job it cannot rule out having created; run again when the API answers)", err)
+		}
+		out[j.DisplayName] = append(out[j.DisplayName], j)
+	}
+	return out, nil
+}
+
+// reserve records the next job's intent; false when the queue is empty.
+func (d *Driver) reserve(now time.Time) (bool, error) {
+	job, ok, err := d.db.ReserveBatch(d.stage.Name(), d.cfg.Size, now)
+	if err != nil || !ok {
+		return false, err
+	}
+	d.jobs[job.Num] = &tracked{job: job, interval: d.cfg.Poll}
+	d.cfg.Log.Info("batch: job reserved", "job", job.Num, "items", len(job.Items), "display_name", job.DisplayName)
+	return true, nil
+}
+
+// createPending creates the recorded intents, oldest first. It reports
+// whether none is left waiting (false after a 429).
+func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error) {
+	for _, num := range d.order() {
+		t := d.jobs[num]
+		if t.job.Name != "" {
+			continue
+		}
+		if t.unsure && (!now.Before(d.createAt) || now.Sub(t.job.Created) >= d.cfg.Deadline) {
+			// It may exist at the API: find it before creating, or before
+			// giving up on it (a live job of ours must not go unwatched).
+			attached, err := d.attach(ctx, t)
+			var ae genai.APIError
+			switch {
+			case errors.Is(err, errStore), ctx.Err() != nil,
+				errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden):
+				return false, err
+			case err != nil:
+				// Never create while unsure; look again later.
+				d.backOffCreate(now, err.Error(), num)
+				return false, nil
+			case attached:
+				continue
+			}
+			t.unsure = false
+		}
+		if now.Sub(t.job.Created) >= d.cfg.Deadline {
+			if err := d.close(t, "not created before the deadline", now); err != nil {
+				return false, err
+			}
+			d.sum.Deadline++
+			continue
+		}
+		if now.Before(d.createAt) {
+			return false, nil
+		}
+		err := d.create(ctx, t, now)
+		var ae genai.APIError
+		refused := errors.As(err, &ae) && ae.Code >= 400 && ae.Code < 500 && ae.Code != http.StatusRequestTimeout
+		switch {
+		case err == nil:
+			d.createWait = 0
+		case refused && ae.Code == http.StatusTooManyRequests:
+			d.sum.RateLimited++
+			d.backOffCreate(now, "429: too many jobs or enqueued tokens", num)
+			return false, nil
+		case refused, ctx.Err() != nil, errors.Is(err, errStore):
+			return false, err
+		default:
+			// The job may exist: look for it before creating again.
+			t.unsure = true
+			d.backOffCreate(now, err.Error(), num)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// backOffCreate delays the next create, doubling the wait.
+func (d *Driver) backOffCreate(now time.Time, why string, num uint64) {
+	d.createWait = min(max(2*d.createWait, d.cfg.CreateBackoff), d.cfg.CreateBackoffMax)
+	d.createAt = now.Add(d.createWait)
+	d.cfg.Log.Info("batch: create failed; waiting", "job", num, "why", why, "wait", d.createWait)
+	d.progress()
+}
+
+// attach looks for t's display name at the API and records the job found.
+func (d *Driver) attach(ctx context.Context, t *tracked) (bool, error) {
+	byName, err := d.listByDisplayName(ctx)
+	if err != nil {
+		return false, err
+	}
+	found := byName[t.job.DisplayName]
+	if len(found) == 0 {
+		return false, nil
+	}
+	if len(found) > 1 {
+		d.cfg.Log.Warn("batch: two API jobs carry one display name; attaching the first, cancel the other with `sawtooth batch cancel`",
+			"display_name", t.job.DisplayName, "first", found[0].Name, "other", found[1].Name)
+	}
+	submitted := found[0].CreateTime
+	if submitted.IsZero() {
+		submitted = d.cfg.Now()
+	}
+	rec, err := d.db.SetBatchName(t.job.Num, found[0].Name, string(found[0].State), submitted)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", errStore, err)
+	}
+	t.job, t.unsure = rec, false
+	t.interval, t.nextPoll = d.cfg.Poll, d.cfg.Now()
+	d.sum.Reattached++
+	d.cfg.Log.Info("batch: re-attached a job created earlier", "job", t.job.Num, "name", rec.Name)
+	d.progress()
+	return true, nil
+}
+
+// order is the open jobs' numbers, oldest first.
+func (d *Driver) order() []uint64 {
+	nums := make([]uint64, 0, len(d.jobs))
+	for n := range d.jobs {
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	return nums
+}
+
+// nextWake is how long to sleep until a job is due for a poll or a create
+// may be retried; false when nothing waits.
+func (d *Driver) nextWake(now time.Time) (time.Duration, bool) {
+	var next time.Time
+	for _, t := range d.jobs {
+		at := t.nextPoll
+		if t.job.Name == "" {
+			at = d.createAt
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if next.IsZero() {
+		return 0, false
+	}
+	return max(next.Sub(now), 0), true
+}
+
+// close returns a job's unanswered items to the queue and forgets it.
+func (d *Driver) close(t *tracked, note string, now time.Time) error {
+	n, err := d.db.ReturnBatch(t.job.Num, note, now)
+	if err != nil {
+		return err
+	}
+	d.sum.Returned += n
+	delete(d.jobs, t.job.Num)
+	d.cfg.Log.Info("batch: job closed", "job", t.job.Num, "name", t.job.Name, "returned", n, "note", note)
+	d.progress()
+	return nil
+}
+
+func (d *Driver) progress() {
+	if d.cfg.Progress != nil {
+		d.cfg.Progress(d.sum)
+	}
+}
+
+// addUsage counts billed tokens and their price both ways.
+func (d *Driver) addUsage(u pipeline.Usage) {
+	d.sum.Usage = d.sum.Usage.Add(u)
+	in, out := stages.BatchPrice(d.stage.Model())
+	oin, oout := stages.Price(d.stage.Model())
+	d.sum.CostUSD += (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
+	d.sum.OnlineCostUSD += (float64(u.PromptTokens)*oin + float64(u.CandidateTokens)*oout) / 1e6
+}

@@ -1,0 +1,355 @@
+package batch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// keyField is the inlined request's metadata key that carries the item id.
+const keyField = "key"
+
+// create builds job t's requests and creates it at the API, then records
+// its name. Items whose request cannot be built (empty text, a template
+// failing on them) get the online path's verdict at once.
+func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
+	items, err := d.db.BatchItems(t.job.Num)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
+	var reqs []*genai.InlinedRequest
+	var lines bytes.Buffer
+	var refused []pipeline.Transition
+	for _, it := range items {
+		r, err := d.stage.BatchRequest(it)
+		if err != nil {
+			tr, ok := d.transition(ctx, it, pipeline.Result{}, err, now)
+			if !ok {
+				return fmt.Errorf("batch job %d: item %s: %w", t.job.Num, it.ID, err)
+			}
+			refused = append(refused, tr)
+			continue
+		}
+		r.Metadata = map[string]string{keyField: it.ID}
+		line, err := jsonlLine(it.ID, r)
+		if err != nil {
+			return fmt.Errorf("batch job %d: item %s: encode request: %w", t.job.Num, it.ID, err)
+		}
+		lines.Write(line)
+		lines.WriteByte('\n')
+		reqs = append(reqs, r)
+	}
+	if len(refused) > 0 {
+		if err := d.commit(t, refused); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+	}
+	if len(reqs) == 0 {
+		if err := d.close(t, "nothing to send: every item was refused before a call", now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		return nil
+	}
+	src := &genai.BatchJobSource{InlinedRequests: reqs}
+	if lines.Len() > d.cfg.InlineBytes {
+		f, err := d.api.Files.Upload(ctx, bytes.NewReader(lines.Bytes()), &genai.UploadFileConfig{
+			DisplayName: t.job.DisplayName + "-input", MIMEType: "application/jsonl",
+		})
+		if err != nil {
+			// An orphan upload costs nothing and expires in 48 h; the job
+			// itself was not created.
+			return fmt.Errorf("batch job %d: upload its %d requests (%d bytes): %w", t.job.Num, len(reqs), lines.Len(), err)
+		}
+		src = &genai.BatchJobSource{FileName: f.Name}
+	}
+	job, err := d.api.Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
+	if err != nil {
+		var ae genai.APIError
+		if errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests {
+			return ae
+		}
+		return fmt.Errorf("batch job %d: create at the API: %w", t.job.Num, err)
+	}
+	rec, err := d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("%w: batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", errStore, t.job.Num, job.Name, err, t.job.DisplayName)
+	}
+	t.job = rec
+	t.interval = d.cfg.Poll
+	t.nextPoll = now.Add(t.interval)
+	d.sum.Created++
+	d.cfg.Log.Info("batch: job created", "job", t.job.Num, "name", job.Name, "requests", len(reqs), "file", src.FileName != "")
+	d.progress()
+	return nil
+}
+
+// jsonlLine is one line of a job's input file: the item's key and the
+// request in the REST form the SDK would send it inlined (system
+// instruction beside contents, the rest in generationConfig).
+func jsonlLine(key string, r *genai.InlinedRequest) ([]byte, error) {
+	gc := *r.Config
+	if gc.SafetySettings != nil || gc.Tools != nil || gc.ToolConfig != nil || gc.Labels != nil || gc.CachedContent != "" {
+		return nil, errors.New("the request uses settings that a batch file line does not carry here (safety settings, tools, labels, cached content)")
+	}
+	system := gc.SystemInstruction
+	gc.SystemInstruction, gc.HTTPOptions, gc.AutomaticContinuation = nil, nil, nil
+	return json.Marshal(struct {
+		Key     string `json:"key"`
+		Request struct {
+			Contents          []*genai.Content             `json:"contents"`
+			SystemInstruction *genai.Content               `json:"systemInstruction,omitempty"`
+			GenerationConfig  *genai.GenerateContentConfig `json:"generationConfig"`
+		} `json:"request"`
+	}{Key: key, Request: struct {
+		Contents          []*genai.Content             `json:"contents"`
+		SystemInstruction *genai.Content               `json:"systemInstruction,omitempty"`
+		GenerationConfig  *genai.GenerateContentConfig `json:"generationConfig"`
+	}{r.Contents, system, &gc}})
+}
+
+// pollDue polls every created job whose time has come.
+func (d *Driver) pollDue(ctx context.Context, now time.Time) error {
+	for _, num := range d.order() {
+		t := d.jobs[num]
+		if t.job.Name == "" || now.Before(t.nextPoll) {
+			continue
+		}
+		if err := d.poll(ctx, t, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poll reads job t's state and acts on it.
+func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
+	t.nextPoll = now.Add(t.interval)
+	t.interval = min(2*t.interval, d.cfg.PollMax)
+	job, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	var ae genai.APIError
+	switch {
+	case errors.As(err, &ae) && ae.Code == http.StatusNotFound:
+		d.sum.Failed++
+		return d.close(t, "the API no longer knows the job (deleted?)", now)
+	case errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden):
+		return fmt.Errorf("batch job %d (%s): the API refused the key: %w (check GEMINI_API_KEY)", t.job.Num, t.job.Name, err)
+	case err != nil:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d.cfg.Log.Warn("batch: poll failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
+		return nil
+	}
+	// A finished inlined job's answer carries every response: read the
+	// counts only while they say something the results will not.
+	counts, apiErr := t.job.Counts, ""
+	if job.State != genai.JobStateSucceeded {
+		if c, e, err := d.apiStats(ctx, t.job.Name); err == nil {
+			counts, apiErr = c, e
+		}
+	}
+	if string(job.State) != t.job.State || counts != t.job.Counts || apiErr != "" {
+		if t.job, err = d.db.UpdateBatch(t.job.Num, string(job.State), counts, apiErr, now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		d.cfg.Log.Info("batch: job state", "job", t.job.Num, "name", t.job.Name, "state", job.State,
+			"requests", counts.Requests, "succeeded", counts.Succeeded, "failed", counts.Failed)
+		d.progress()
+	}
+	switch job.State {
+	case genai.JobStateSucceeded:
+		return d.collect(ctx, t, job, now)
+	case genai.JobStateFailed, genai.JobStateCancelled, genai.JobStateExpired:
+		d.sum.Failed++
+		note := fmt.Sprintf("the job ended %s with no results", job.State)
+		if t.job.APIError != "" {
+			note += ": " + t.job.APIError
+		}
+		return d.close(t, note, now)
+	}
+	if now.Sub(t.job.Submitted) < d.cfg.Deadline {
+		return nil
+	}
+	// Past the deadline: cancel, then look once more, since the job may
+	// have finished in between (its results are still worth having).
+	if err := d.api.Batches.Cancel(ctx, t.job.Name, nil); err != nil {
+		d.cfg.Log.Warn("batch: cancel at the deadline failed", "job", t.job.Num, "name", t.job.Name, "err", err)
+	}
+	if again, err := d.api.Batches.Get(ctx, t.job.Name, nil); err == nil {
+		if again.State == genai.JobStateSucceeded {
+			return d.collect(ctx, t, again, now)
+		}
+		if t.job, err = d.db.UpdateBatch(t.job.Num, string(again.State), t.job.Counts, "", now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+	}
+	d.sum.Deadline++
+	return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", job.State, d.cfg.Deadline), now)
+}
+
+// row is one request's result.
+type row struct {
+	resp *genai.GenerateContentResponse
+	err  *genai.JobError
+}
+
+// collect reads a succeeded job's results, matches them to items by key,
+// commits them and returns what is left to the queue.
+func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, now time.Time) error {
+	rows, stray, err := d.results(ctx, job)
+	if err != nil {
+		// A broken download says nothing about the items: try again at
+		// the next poll, within the deadline.
+		d.cfg.Log.Warn("batch: reading results failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
+		if now.Sub(t.job.Submitted) >= d.cfg.Deadline {
+			d.sum.Failed++
+			return d.close(t, "results could not be read before the deadline: "+err.Error(), now)
+		}
+		return nil
+	}
+	items, err := d.db.BatchItems(t.job.Num)
+	if err != nil {
+		return err
+	}
+	var ts []pipeline.Transition
+	var fatal error
+	answered := 0
+	held := map[string]bool{}
+	for _, it := range items {
+		held[it.ID] = true
+		r, ok := rows[it.ID]
+		if !ok {
+			continue // no result for it: returned below
+		}
+		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
+		d.addUsage(res.Usage)
+		tr, ok := d.transition(ctx, it, res, err, now)
+		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
+			fatal = err
+		}
+		if ok {
+			ts = append(ts, tr)
+			answered++
+		}
+	}
+	// Results for items the job no longer holds (answered online after a
+	// deadline, re-queued, re-ingested) go to the store to be counted as
+	// ignored, never applied.
+	for key := range rows {
+		if !held[key] {
+			ts = append(ts, pipeline.Transition{Stage: d.stage.Name(), ID: key, Outcome: pipeline.Succeeded})
+		}
+	}
+	d.sum.Ignored += stray
+	if err := d.commit(t, ts); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("succeeded: %d of %d results used", answered, len(rows))
+	if answered == 0 && len(rows) > 0 {
+		// Whatever the state says, nothing came of it.
+		d.sum.Failed++
+		note = fmt.Sprintf("the job said SUCCEEDED but every one of its %d requests failed", len(rows))
+	} else {
+		d.sum.Succeeded++
+	}
+	if err := d.close(t, note, now); err != nil {
+		return err
+	}
+	if fatal != nil {
+		return fmt.Errorf("batch job %d (%s): %w", t.job.Num, t.job.Name, fatal)
+	}
+	return nil
+}
+
+// transition turns one item's outcome into a store transition: an answer,
+// or a dead letter for a permanent error. ok is false for the outcomes
+// that send the item back to the queue (transient, rate-limited, fatal).
+func (d *Driver) transition(ctx context.Context, it pipeline.Item, res pipeline.Result, err error, now time.Time) (pipeline.Transition, bool) {
+	tr := pipeline.Transition{Stage: d.stage.Name(), ID: it.ID}
+	if err == nil {
+		tr.Outcome, tr.Result = pipeline.Succeeded, res
+		return tr, true
+	}
+	if c := pipeline.ClassOf(ctx, err); c == pipeline.ClassPermanent {
+		tr.Outcome = pipeline.DeadLettered
+		tr.Dead = pipeline.DeadLetter{Class: c, Message: err.Error(), Attempts: 1, First: now.UTC(), Last: now.UTC()}
+		return tr, true
+	}
+	return tr, false
+}
+
+// commit applies ts to job t and counts what happened.
+func (d *Driver) commit(t *tracked, ts []pipeline.Transition) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	before := t.job
+	if _, err := d.db.CommitBatch(t.job.Num, ts); err != nil {
+		return fmt.Errorf("batch job %d: commit results: %w", t.job.Num, err)
+	}
+	var err error
+	if t.job, err = d.db.BatchJobByNum(t.job.Num); err != nil {
+		return err
+	}
+	d.sum.Answered += t.job.Answered - before.Answered
+	d.sum.Dead += t.job.Dead - before.Dead
+	d.sum.Ignored += t.job.Ignored - before.Ignored
+	return nil
+}
+
+// results reads a succeeded job's results by key; stray counts results
+// without a usable key (they cannot be matched, so they are not used).
+func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[string]row, stray int, err error) {
+	rows = map[string]row{}
+	if job.Dest == nil {
+		return nil, 0, errors.New("the job has no output")
+	}
+	if job.Dest.FileName == "" {
+		for _, r := range job.Dest.InlinedResponses {
+			key := r.Metadata[keyField]
+			if _, dup := rows[key]; key == "" || dup {
+				stray++
+				continue
+			}
+			rows[key] = row{resp: r.Response, err: r.Error}
+		}
+		return rows, stray, nil
+	}
+	data, err := d.api.Files.Download(ctx, genai.NewDownloadURIFromFile(&genai.File{DownloadURI: job.Dest.FileName}), nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("download %s: %w", job.Dest.FileName, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var l struct {
+			Key      string                         `json:"key"`
+			Response *genai.GenerateContentResponse `json:"response"`
+			Error    *genai.JobError                `json:"error"`
+		}
+		// Files.Download does not check the HTTP status: an error body
+		// arrives here as the file, and has no key.
+		if err := json.Unmarshal(line, &l); err != nil || (l.Response == nil && l.Error == nil) {
+			return nil, 0, fmt.Errorf("%s line %d is not a keyed result (%.80s)", job.Dest.FileName, n, line)
+		}
+		if _, dup := rows[l.Key]; l.Key == "" || dup {
+			stray++
+			continue
+		}
+		rows[l.Key] = row{resp: l.Response, err: l.Error}
+	}
+	return rows, stray, sc.Err()
+}

@@ -1,0 +1,71 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// apiStats reads a job's request counts and job-level error with a plain
+// GET of batches/{id}: the genai SDK drops metadata.batchStats and the
+// operation's error on the Gemini API backend. It goes through the SDK
+// client's own HTTP client, base URL and key. The counts are int64s sent
+// as strings.
+func (d *Driver) apiStats(ctx context.Context, name string) (store.BatchCounts, string, error) {
+	cc := d.api.ClientConfig()
+	base := strings.TrimRight(cc.HTTPOptions.BaseURL, "/")
+	version := cc.HTTPOptions.APIVersion
+	if version == "" {
+		version = "v1beta"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/"+version+"/"+name, nil)
+	if err != nil {
+		return store.BatchCounts{}, "", err
+	}
+	req.Header.Set("X-Goog-Api-Key", cc.APIKey)
+	client := cc.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return store.BatchCounts{}, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return store.BatchCounts{}, "", fmt.Errorf("GET %s: HTTP %d", name, resp.StatusCode)
+	}
+	var op struct {
+		Metadata struct {
+			BatchStats struct {
+				RequestCount           string `json:"requestCount"`
+				SuccessfulRequestCount string `json:"successfulRequestCount"`
+				FailedRequestCount     string `json:"failedRequestCount"`
+				PendingRequestCount    string `json:"pendingRequestCount"`
+			} `json:"batchStats"`
+		} `json:"metadata"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// The answer of a finished inlined job holds every response: the
+	// counts are at the start, but the whole object must be read.
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&op); err != nil {
+		return store.BatchCounts{}, "", fmt.Errorf("GET %s: %w", name, err)
+	}
+	n := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+	bs := op.Metadata.BatchStats
+	c := store.BatchCounts{Requests: n(bs.RequestCount), Succeeded: n(bs.SuccessfulRequestCount), Failed: n(bs.FailedRequestCount), Pending: n(bs.PendingRequestCount)}
+	msg := ""
+	if op.Error != nil {
+		msg = fmt.Sprintf("%s (code %d)", op.Error.Message, op.Error.Code)
+	}
+	return c, msg, nil
+}

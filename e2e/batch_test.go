@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+)
+
+// killSwitch kills the process it is armed with the first time the
+// simulator reaches its event, before the simulator answers: a kill at an
+// exact step of the Batch API protocol.
+type killSwitch struct {
+	mu    sync.Mutex
+	event geminisim.BatchEvent
+	delay time.Duration
+	proc  *os.Process
+	dead  <-chan struct{} // closed once proc was reaped
+	fired bool
+}
+
+func (k *killSwitch) observe(e geminisim.BatchEvent) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc == nil || k.fired || e != k.event {
+		return
+	}
+	k.fired = true
+	if k.delay > 0 {
+		// Let the answer through and kill while the client works on it.
+		p, d := k.proc, k.delay
+		go func() { time.Sleep(d); p.Signal(syscall.SIGKILL) }()
+		return
+	}
+	k.proc.Signal(syscall.SIGKILL)
+	// The simulator answers a dead connection: wait for the death so the
+	// answer cannot be read.
+	<-k.dead
+}
+
+func (k *killSwitch) arm(p *os.Process, dead <-chan struct{}) {
+	k.mu.Lock()
+	k.proc, k.dead, k.fired = p, dead, false
+	k.mu.Unlock()
+}
+
+// batchArgs is a batch run of jobs of 40 requests, sent as files when
+// files is set.
+func batchArgs(db, input string, files bool) []string {
+	args := []string{"run", "--db", db, "--input", input, "--quiet", "--mode", "batch",
+		"--batch-size", "40", "--batch-deadline", "1m", "--batch-poll", "100ms"}
+	if files {
+		args = append(args, "--batch-inline-bytes", "1000")
+	}
+	return args
+}
+
+// TestBatch_SIGKILLAtEachStep kills `sawtooth run --mode batch` at each
+// step of a batch job's life, runs it again, and checks that every item was
+// answered exactly once by the simulator's accounting and that no job was
+// created twice.
+func TestBatch_SIGKILLAtEachStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a real process")
+	}
+	steps := []struct {
+		name  string
+		event geminisim.BatchEvent
+		delay time.Duration
+		files bool
+	}{
+		{"after the intent, before create", geminisim.EventUpload, 0, true},
+		// The server may or may not have read the whole request when
+		// the client dies: the job may exist or not.
+		{"while the create is in flight", geminisim.EventCreate, 0, false},
+		{"between create and record", geminisim.EventCreated, 0, false},
+		{"while polling", geminisim.EventPoll, 0, false},
+		{"while reading inlined results", geminisim.EventResults, 0, false},
+		{"while downloading a results file", geminisim.EventResults, 0, true},
+		{"mid-commit", geminisim.EventResults, 20 * time.Millisecond, false},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			t.Parallel()
+			const items = 100
+			dir := t.TempDir()
+			input := writeItems(t, dir, items, 3)
+			ks := &killSwitch{event: step.event, delay: step.delay}
+			sim, url := startSim(t, geminisim.Config{Seed: 5, Batch: geminisim.BatchConfig{
+				Pending: 200 * time.Millisecond, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
+			}})
+			db := filepath.Join(dir, "b.db")
+
+			cmd := exec.Command(binary, batchArgs(db, input, step.files)...)
+			cmd.Env = append(os.Environ(), simEnv(url)...)
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			dead := make(chan struct{})
+			var err error
+			go func() { err = cmd.Wait(); close(dead) }()
+			ks.arm(cmd.Process, dead)
+			<-dead
+			if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("first run was not killed at %s: %v\n%s", step.name, err, errb.String())
+			}
+			ks.arm(nil, nil)
+
+			r := run(t, simEnv(url), batchArgs(db, input, step.files)...)
+			if r.code != 0 {
+				t.Fatalf("resumed run: exit %d\n%s", r.code, r.err)
+			}
+			if step.event == geminisim.EventCreated && !strings.Contains(r.err, " 1 re-attached") {
+				t.Errorf("the resumed run did not re-attach the job created before the kill:\n%s", r.err)
+			}
+			finalPlaces(t, db, items)
+			if twice, extra := paidTwice(sim); twice > 0 {
+				t.Errorf("%d items answered more than once (%d extra answers)", twice, extra)
+			}
+			sanitizeDead, classifyDead := expectedDead(items)
+			once := 0
+			for _, n := range okCalls(sim) {
+				if n == 1 {
+					once++
+				}
+			}
+			if want := items - sanitizeDead - classifyDead; once != want {
+				t.Errorf("the simulator answered %d items once, want %d", once, want)
+			}
+			for name, n := range sim.BatchStats().ByDisplayName {
+				if n != 1 {
+					t.Errorf("job %s created %d times", name, n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/urfave/cli/v2"
+)
+
+// batchCmdOptions are `sawtooth batch list|show|cancel`'s.
+type batchCmdOptions struct {
+	DB   string
+	Job  uint64
+	JSON bool
+	// APIKey and BaseURL reach the API for cancel (from the environment).
+	APIKey, BaseURL string
+	Out, ErrOut     io.Writer
+}
+
+func newBatchCommand() *cli.Command {
+	var opts batchCmdOptions
+	jobArg := func(c *cli.Context) error {
+		if c.NArg() != 1 {
+			return usagef("give one job number (see `sawtooth batch list --db %s`)", shellQuote(opts.DB))
+		}
+		n, err := strconv.ParseUint(c.Args().First(), 10, 64)
+		if err != nil || n == 0 {
+			return usagef("job %q: give the job's number as `sawtooth batch list` shows it", c.Args().First())
+		}
+		opts.Job = n
+		return nil
+	}
+	setup := func(c *cli.Context) {
+		opts.DB, opts.Out, opts.ErrOut = c.String("db"), c.App.Writer, c.App.ErrWriter
+	}
+	jsonFlag := &cli.BoolFlag{Name: "json", Category: catOutput, Usage: "print JSON", Destination: &opts.JSON}
+	return &cli.Command{
+		Name:  "batch",
+		Usage: "list, show and cancel the Gemini batch jobs of a database (run --mode batch|auto creates them)",
+		Subcommands: []*cli.Command{
+			{
+				Name: "list", Usage: "every job: state, items, what came of them, age",
+				Flags: []cli.Flag{dbFlag(), jsonFlag}, Before: before("db"),
+				Action: func(c *cli.Context) error { setup(c); return runBatchList(&opts) },
+			},
+			{
+				Name: "show", Usage: "one job's record, item ids included", ArgsUsage: "JOB",
+				Flags: []cli.Flag{dbFlag()}, Before: before("db"),
+				Action: func(c *cli.Context) error {
+					setup(c)
+					if err := jobArg(c); err != nil {
+						return err
+					}
+					return runBatchShow(&opts)
+				},
+			},
+			{
+				Name: "cancel", Usage: "cancel a job at the API and put its unanswered items back in the queue", ArgsUsage: "JOB",
+				Flags: []cli.Flag{dbFlag()}, Before: before("db"),
+				Action: func(c *cli.Context) error {
+					setup(c)
+					if err := jobArg(c); err != nil {
+						return err
+					}
+					opts.APIKey, opts.BaseURL = apiKeyFromEnv(), os.Getenv("GOOGLE_GEMINI_BASE_URL")
+					return runBatchCancel(c.Context, &opts)
+				},
+			},
+		},
+	}
+}
+
+// apiKeyFromEnv is the key as run reads it.
+func apiKeyFromEnv() string {
+	if k := os.Getenv("GEMINI_API_KEY"); k != "" {
+		return k
+	}
+	return os.Getenv("GOOGLE_API_KEY")
+}
+
+func runBatchList(opts *batchCmdOptions) error {
+	db, err := openReadOnly(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	jobs, err := db.BatchJobs(false)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return monitor.WriteJSONSafe(opts.Out, jobs)
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintf(opts.Out, "no batch jobs in %s (run with --mode batch or auto to create them)\n", opts.DB)
+		return nil
+	}
+	return batch.WriteJobs(opts.Out, jobs, time.Now())
+}
+
+func runBatchShow(opts *batchCmdOptions) error {
+	db, err := openReadOnly(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	job, err := db.BatchJobByNum(opts.Job)
+	if err != nil {
+		return err
+	}
+	return monitor.WriteJSONSafe(opts.Out, job)
+}
+
+func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
+	db, err := openWritable(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	job, err := db.BatchJobByNum(opts.Job)
+	if err != nil {
+		return err
+	}
+	if !job.Open() {
+		fmt.Fprintf(opts.ErrOut, "job %d is already closed (%s): nothing to do\n", job.Num, job.Note)
+		return nil
+	}
+	c, err := batch.NewClient(ctx, opts.APIKey, opts.BaseURL)
+	if err != nil {
+		return usage(fmt.Errorf("%w (needed to cancel job %d at the API)", err, job.Num))
+	}
+	n, err := batch.Cancel(ctx, c.Batches, db, job.Num, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.ErrOut, "cancelled job %d (%s): %s back in the %s queue\n", job.Num, orDash(job.Name), plural(n, "item"), job.Stage)
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// batchStatus is the batch section of `status`.
+type batchStatus struct {
+	batch.Totals
+	Model string `json:"model,omitempty"`
+}
+
+// readBatchStatus sums the DB's jobs; nil when it has none.
+func readBatchStatus(db *store.DB) (*batchStatus, error) {
+	jobs, err := db.BatchJobs(false)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	model := ""
+	if defs, err := db.StoredDefinition(); err == nil {
+		var cs classifySettings
+		if raw := storedSettings(defs)["classify"]; len(raw) > 0 && json.Unmarshal(raw, &cs) == nil {
+			model = cs.Model
+		}
+	}
+	return &batchStatus{Totals: batch.Total(jobs, model), Model: model}, nil
+}
+
+// printStatusWithBatch is monitor.PrintStatus plus the batch jobs.
+func printStatusWithBatch(w io.Writer, db *store.DB, v monitor.StatusView, asJSON bool) error {
+	bs, err := readBatchStatus(db)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return monitor.WriteJSONSafe(w, struct {
+			monitor.StatusView
+			Batch *batchStatus `json:"batch,omitempty"`
+		}{v, bs})
+	}
+	if err := monitor.PrintStatus(w, v, false); err != nil || bs == nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nbatch jobs: %d (%d open, holding %s); %d answered, %d dead, %d returned to the queue, %d late results ignored\n",
+		bs.Jobs, bs.Open, plural(bs.Held, "item"), bs.Answered, bs.Dead, bs.Returned, bs.Ignored)
+	fmt.Fprintf(w, "batch tokens: %d in, %d out; cost $%.4f at the batch price (online $%.4f: saved $%.4f)\n",
+		bs.Usage.PromptTokens, bs.Usage.CandidateTokens, bs.CostUSD, bs.OnlineCostUSD, bs.SavedUSD)
+	fmt.Fprintf(w, "  sawtooth batch list --db %s\n", shellQuote(db.Path()))
+	return nil
+}

@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/urfave/cli/v2"
+)
+
+const catBatch = "Batch API"
+
+// batchOptions choose how the classify stage is run: online calls, Gemini
+// batch jobs at half the price, or batch jobs first and online calls for
+// what they did not answer by the deadline.
+type batchOptions struct {
+	Mode        string
+	Size        int
+	Deadline    time.Duration
+	Poll        time.Duration
+	InlineBytes int
+}
+
+func batchFlags(o *batchOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Category: catBatch, Name: "mode", Value: string(batch.ModeOnline), Usage: "how classify is run: online (one call per item), batch (Gemini batch jobs, half the price, results within the deadline) or auto (batch jobs, then online calls for what they did not answer by --batch-deadline)", Destination: &o.Mode},
+		&cli.IntFlag{Category: catBatch, Name: "batch-size", Value: batch.DefaultSize, Usage: "most requests per batch job (jobs over 19 MB go as an uploaded file)", Destination: &o.Size},
+		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h)", Destination: &o.Deadline},
+		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
+		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
+	}
+}
+
+// check validates the options before anything is opened.
+func (o batchOptions) check() (batch.Mode, error) {
+	if o.Mode == "" {
+		return batch.ModeOnline, nil // retry, rerun
+	}
+	m, err := batch.ParseMode(o.Mode)
+	if err != nil {
+		return "", usagef("--mode: %v", err)
+	}
+	if m != batch.ModeOnline && (o.Size <= 0 || o.Deadline <= 0 || o.Poll <= 0) {
+		return "", usagef("--batch-size, --batch-deadline and --batch-poll must be positive")
+	}
+	return m, nil
+}
+
+// drainBatch runs the batch phase of a batch or auto run: the stages
+// before classify online (local work, no API), then classify's queue
+// through batch jobs. It returns the stages the online runner drains next:
+// every stage in auto mode (classify takes what the jobs did not answer),
+// every stage but classify in batch mode (what the jobs did not answer
+// stays queued for the next run). Online mode returns b.stages untouched.
+func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
+	mode, err := bo.check()
+	if err != nil || mode == batch.ModeOnline {
+		return b.stages, nil, err
+	}
+	ci := -1
+	for i, sc := range b.stages {
+		if sc.Stage.Name() == b.classify.Name() {
+			ci = i
+		}
+	}
+	phase := &batchPhase{mode: mode, stage: b.classify.Name()}
+	if ci > 0 {
+		r := &pipeline.Runner{Store: db, Stages: b.stages[:ci], RunID: store.NewRunID(time.Now()), Grace: o.Grace}
+		sum, err := r.Run(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		phase.before = &sum
+	}
+	api, err := batch.NewClient(ctx, o.APIKey, o.BaseURL)
+	if err != nil {
+		return nil, nil, usage(err)
+	}
+	// The classify bar (or progress records) and the live status follow
+	// the jobs; one log line per job event (reserved, created, state,
+	// closed) goes above the bar.
+	prog, err := batchMonitor(db, b, o, obs, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	tick := func(s batch.Summary) {
+		prog.Tick(pipeline.Progress{Elapsed: time.Since(start), Stages: []pipeline.StageProgress{{
+			Name: b.classify.Name(), Done: int64(s.Answered), Dead: int64(s.Dead), Usage: s.Usage,
+		}}})
+	}
+	log := prog.Log()
+	if o.Quiet {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
+		InlineBytes: bo.InlineBytes, Log: log, Progress: tick})
+	sum, err := d.Run(ctx)
+	tick(sum)
+	prog.Close()
+	phase.batch = sum
+	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered, %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",
+		sum.Created, sum.Reattached, sum.Succeeded, sum.Failed, sum.Deadline, sum.Answered, sum.Dead, sum.Returned, sum.Ignored,
+		sum.CostUSD, sum.OnlineCostUSD, sum.OnlineCostUSD-sum.CostUSD)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, phase, fmt.Errorf("batch jobs stay at the API and are picked up by the next run: %w", pipeline.ErrStopped)
+		}
+		return nil, phase, err
+	}
+	if mode == batch.ModeAuto {
+		return b.stages, phase, nil
+	}
+	rest := append([]pipeline.StageConfig{}, b.stages[:ci]...)
+	return append(rest, b.stages[ci+1:]...), phase, nil
+}
+
+// batchPhase is what a batch or auto run did before the online runner:
+// the stages before classify, and the batch jobs.
+type batchPhase struct {
+	mode   batch.Mode
+	stage  string
+	before *pipeline.RunSummary
+	batch  batch.Summary
+}
+
+// leftover is the error of a batch-mode run that left items in the
+// queue (their jobs failed, expired or passed the deadline every round):
+// the run stopped early and a later one resumes.
+func (p *batchPhase) leftover(db *store.DB) error {
+	if p == nil || p.mode != batch.ModeBatch {
+		return nil
+	}
+	counts, err := db.Counts()
+	if err != nil {
+		return err
+	}
+	for _, s := range counts.Stages {
+		if s.Stage == p.stage && s.Queued > 0 {
+			return fmt.Errorf("%s still queued at %s: their batch jobs did not answer them (see `sawtooth batch list --db %s`); run again to send them in new jobs, or with --mode auto to finish them online: %w",
+				plural(s.Queued, "item"), p.stage, shellQuote(db.Path()), pipeline.ErrStopped)
+		}
+	}
+	return nil
+}
+
+// cost is the batch answers' cost at the batch price (zero for a nil
+// phase: an online run).
+func (p *batchPhase) cost() float64 {
+	if p == nil {
+		return 0
+	}
+	return p.batch.CostUSD
+}
+
+// batchMonitor watches the batch phase as a run of the classify stage
+// alone, its tokens priced at the batch rate.
+func batchMonitor(db *store.DB, b *stageSet, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
+	counts, err := db.Counts()
+	if err != nil {
+		return nil, err
+	}
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.classify.Name()},
+		Cost: func(u pipeline.Usage) float64 { return b.cost(u) * stages.BatchPriceFactor }}
+	for _, s := range counts.Stages {
+		if s.Stage == b.classify.Name() {
+			rc.Queued, rc.Before = []int64{int64(s.Queued)}, []int64{int64(s.Output + s.Dead)}
+		}
+	}
+	rc.Limiters = []pipeline.Limiter{nil}
+	prog, err := monitor.Start(stderr, monitor.Options{LogFormat: obs.LogFormat, LogLevel: obs.LogLevel}, rc)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return prog, nil
+}
+
+// addTo folds the phase into the run's summary: the earlier stages'
+// figures, and the items the batch jobs answered or dead-lettered as the
+// classify stage's (their tokens are priced apart, at the batch rate: see
+// cost).
+func (p *batchPhase) addTo(sum *pipeline.RunSummary) {
+	if p == nil {
+		return
+	}
+	if sum.Stages == nil {
+		sum.Stages = map[string]*pipeline.StageStats{}
+	}
+	stage := func(name string) *pipeline.StageStats {
+		if sum.Stages[name] == nil {
+			sum.Stages[name] = &pipeline.StageStats{}
+		}
+		return sum.Stages[name]
+	}
+	if p.before != nil {
+		for name, s := range p.before.Stages {
+			if s == nil {
+				continue
+			}
+			t := stage(name)
+			t.Done += s.Done
+			t.Dead += s.Dead
+			t.Attempts += s.Attempts
+			t.Calls += s.Calls
+			t.RateLimited += s.RateLimited
+			t.Transient += s.Transient
+			t.Usage = t.Usage.Add(s.Usage)
+			t.CostUSD += s.CostUSD
+		}
+	}
+	t := stage(p.stage)
+	t.Done += int64(p.batch.Answered)
+	t.Dead += int64(p.batch.Dead)
+}
+
+// simBatchOptions configure the simulator's Batch API.
+type simBatchOptions struct {
+	Pending, Running, Expire time.Duration
+	Fates                    string
+	Shuffle                  bool
+	RowErrors                float64
+	MaxJobs, MaxTokens       int
+}
+
+func simBatchFlags(o *simBatchOptions, d simBatchOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Category: catSim, Name: "batch-pending", Value: d.Pending, Usage: "simulator: time a batch job spends PENDING", Destination: &o.Pending},
+		&cli.DurationFlag{Category: catSim, Name: "batch-running", Value: d.Running, Usage: "simulator: time a batch job spends RUNNING before it ends", Destination: &o.Running},
+		&cli.DurationFlag{Category: catSim, Name: "batch-expire", Value: d.Expire, Usage: "simulator: a batch job not ended this long after create is EXPIRED (0 = 48h)", Destination: &o.Expire},
+		&cli.StringFlag{Category: catSim, Name: "batch-fates", Value: d.Fates, Usage: "simulator: how the first batch jobs end, in creation order, e.g. succeed,stuck,expire,fail,rows_fail (later ones succeed)", Destination: &o.Fates},
+		&cli.BoolFlag{Category: catSim, Name: "batch-shuffle", Value: d.Shuffle, Usage: "simulator: return batch results out of order", Destination: &o.Shuffle},
+		&cli.Float64Flag{Category: catSim, Name: "batch-row-errors", Value: d.RowErrors, Usage: "simulator: rate of batch requests answered with an error status", Destination: &o.RowErrors},
+		&cli.IntFlag{Category: catSim, Name: "batch-max-jobs", Value: d.MaxJobs, Usage: "simulator: 429 on create past this many live batch jobs (0 = unlimited)", Destination: &o.MaxJobs},
+		&cli.IntFlag{Category: catSim, Name: "batch-max-tokens", Value: d.MaxTokens, Usage: "simulator: 429 on create past this many enqueued tokens (0 = unlimited)", Destination: &o.MaxTokens},
+	}
+}
+
+func (o simBatchOptions) config() (geminisim.BatchConfig, error) {
+	fates, err := geminisim.ParseFates(o.Fates)
+	if err != nil {
+		return geminisim.BatchConfig{}, usagef("--batch-fates: %v", err)
+	}
+	return geminisim.BatchConfig{
+		Pending: o.Pending, Running: o.Running, Expire: o.Expire, Fates: fates, Shuffle: o.Shuffle,
+		RowErrors: o.RowErrors, MaxJobs: o.MaxJobs, MaxEnqueuedTokens: o.MaxTokens,
+	}, nil
+}
+
+// printDemoBatch is the simulator's view of the batch jobs, when there
+// were any.
+func printDemoBatch(w io.Writer, sim *geminisim.Server) {
+	bs := sim.BatchStats()
+	if bs.Created == 0 && bs.Refused == 0 {
+		return
+	}
+	twice := 0
+	for _, n := range bs.ByDisplayName {
+		if n > 1 {
+			twice++
+		}
+	}
+	fmt.Fprintf(w, "simulator: %d batch jobs created (%d created twice), %d creates refused (429), %d cancelled; %d batch requests answered (%d error rows), %d tokens billed at the batch price\n",
+		bs.Created, twice, bs.Refused, bs.Cancels, bs.Rows, bs.RowErrors, bs.BilledTokens)
+}

@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/internal/job"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/urfave/cli/v2"
+)
+
+// initOptions are `sawtooth init`'s.
+type initOptions struct {
+	// File is the job file to write; Force overwrites it.
+	File  string
+	Force bool
+	// Sample is the input written beside it when none exists.
+	Sample []byte
+	ErrOut io.Writer
+}
+
+func newInitCommand(cfg Config) *cli.Command {
+	opts := initOptions{Sample: cfg.DemoReviews}
+	return &cli.Command{
+		Name:      "init",
+		Usage:     "write a commented starter job file (and its prompt, and a sample input when there is none)",
+		ArgsUsage: "[FILE]",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Usage: "overwrite an existing job file", Destination: &opts.Force},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usagef("init takes one job file name, got %d arguments", c.NArg())
+			}
+			opts.File = c.Args().First()
+			if opts.File == "" {
+				opts.File = "sawtooth.yaml"
+			}
+			opts.ErrOut = c.App.ErrWriter
+			return runInit(&opts)
+		},
+	}
+}
+
+// runInit writes the starter job, its prompt template and, when the
+// directory has no reviews.jsonl, the demo's reviews as a sample input.
+// It refuses to overwrite the job file without --force, and never
+// overwrites the others.
+func runInit(opts *initOptions) error {
+	if _, err := os.Stat(opts.File); err == nil && !opts.Force {
+		return usagef("%s exists: give another name, or --force to overwrite it", opts.File)
+	}
+	dir := filepath.Dir(opts.File)
+	files := []struct {
+		name string
+		data []byte
+		keep bool
+	}{
+		{opts.File, []byte(job.Starter), false},
+		{filepath.Join(dir, "classify.tmpl"), []byte(job.StarterPrompt), true},
+		{filepath.Join(dir, "reviews.jsonl"), opts.Sample, true},
+	}
+	for _, f := range files {
+		if f.keep {
+			if _, err := os.Stat(f.name); err == nil || len(f.data) == 0 {
+				continue
+			}
+		}
+		if err := os.WriteFile(f.name, f.data, 0o644); err != nil {
+			return fmt.Errorf("init: %w", err)
+		}
+		fmt.Fprintf(opts.ErrOut, "wrote %s\n", f.name)
+	}
+	fmt.Fprintf(opts.ErrOut, "next: set GEMINI_API_KEY, then\n  sawtooth plan -f %s\n  sawtooth run -f %s\n", shellQuote(opts.File), shellQuote(opts.File))
+	return nil
+}
+
+func newJobCommand() *cli.Command {
+	var db string
+	return &cli.Command{
+		Name:  "job",
+		Usage: "the job a database was run with",
+		Subcommands: []*cli.Command{{
+			Name:   "show",
+			Usage:  "print the stored job as YAML (a job file: run -f with it resumes the same job)",
+			Flags:  []cli.Flag{&cli.StringFlag{Name: "db", Usage: "pipeline database `FILE` (required)", Required: true, Destination: &db}},
+			Action: func(c *cli.Context) error { return runJobShow(db, c.App.Writer) },
+		}},
+	}
+}
+
+// runJobShow prints the job the database at path recorded.
+func runJobShow(path string, out io.Writer) error {
+	if err := checkDBPath(path, true); err != nil {
+		return err
+	}
+	raw, err := store.ReadJob(path)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return usagef("%s records no job: it was run from flags (see `sawtooth status --db %s`); `sawtooth run -f JOB.yaml --db %s` records one", path, shellQuote(path), shellQuote(path))
+	}
+	st, err := job.UnmarshalStored(raw)
+	if err != nil {
+		return fmt.Errorf("%s: the stored job is damaged: %w", path, err)
+	}
+	_, err = io.WriteString(out, st.Show())
+	return err
+}
+
+// planOptions are `sawtooth plan`'s.
+type planOptions struct {
+	File string
+	DB   string
+	// Count asks countTokens (free) for the input tokens of a sample of
+	// Count items per LLM stage; 0 estimates them from the text length.
+	Count int
+	Out   io.Writer
+	Err   io.Writer
+}
+
+func newPlanCommand() *cli.Command {
+	var opts planOptions
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "estimate a job without calling anything: items, calls, tokens and cost per stage, and the time at the learned limits",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job `FILE`", Destination: &opts.File},
+			&cli.StringFlag{Name: "db", Usage: "the job's database `FILE` (default: the job's db); without -f, its stored job", Destination: &opts.DB},
+			&cli.IntFlag{Name: "count-tokens", Usage: "measure input tokens with the API's countTokens (free, nothing generated) on `N` sample items per LLM stage", Destination: &opts.Count},
+		},
+		Action: func(c *cli.Context) error {
+			if opts.File == "" && opts.DB == "" {
+				return usagef("plan needs -f JOB.yaml or --db FILE")
+			}
+			opts.Out, opts.Err = c.App.Writer, c.App.ErrWriter
+			return runPlan(c.Context, &opts)
+		},
+	}
+}
+
+// runPlan estimates the job: the items the input would add (those the
+// database has not seen), and per stage what earlier runs measured, or
+// rough defaults without them.
+func runPlan(ctx context.Context, opts *planOptions) error {
+	j, err := loadJob(opts.File, opts.DB)
+	if err != nil {
+		return err
+	}
+	if j == nil {
+		return usagef("%s records no job: give -f JOB.yaml", opts.DB)
+	}
+	in := job.PlanInput{PromptChars: map[string]int{}, Learned: map[string]int{}, History: map[string]job.History{}, Price: stages.Price}
+	for _, l := range j.LLMStages() {
+		n := len(l.Prompt) + len(l.System)
+		for _, f := range []string{l.PromptFile, l.SystemFile} {
+			if f != "" {
+				b, _ := j.ReadFile(f)
+				n += len(b)
+			}
+		}
+		if n == 0 {
+			n = len(stages.DefaultSystemInstruction(l.Output.Label))
+		}
+		in.PromptChars[l.Name] = n
+	}
+	var seen map[string]bool
+	if db := openForPlan(j); db != nil {
+		defer db.Close()
+		seen = map[string]bool{}
+		_ = db.ForEachOutput(j.Stages[0].Name(), func(rec pipeline.Record, _ json.RawMessage) error { seen[rec.ID] = true; return nil })
+		_ = db.ForEachDead(j.Stages[0].Name(), func(d pipeline.DeadEntry) error { seen[d.ID] = true; return nil })
+		runs, _ := db.Runs(1000)
+		for _, r := range runs {
+			secs := r.Ended.Sub(r.Started).Seconds()
+			for name, st := range r.Stages {
+				h := in.History[name]
+				h.Done += st.Done
+				h.Attempts += st.Attempts
+				h.Calls += st.Calls
+				h.PromptTokens += st.Usage.PromptTokens
+				h.OutputTokens += st.Usage.CandidateTokens
+				h.Seconds += secs
+				h.Limit = max(h.Limit, st.LimitEnd)
+				in.History[name] = h
+			}
+		}
+		for _, l := range j.LLMStages() {
+			in.Learned[l.Name] = db.LearnedLimit(l.Name)
+		}
+	}
+	if j.Input.Path != "" {
+		p, err := checkJobInput(ctx, j, opts.Err)
+		if err != nil {
+			return err
+		}
+		var chars, n int
+		var sample []pipeline.Record
+		_, err = p.Apply(ctx, ingestBatch, func(recs []pipeline.Record) error {
+			for _, r := range recs {
+				if seen[r.ID] {
+					continue
+				}
+				n++
+				chars += len([]rune(r.Text))
+				if len(sample) < opts.Count {
+					sample = append(sample, r)
+				}
+			}
+			return nil
+		})
+		if err == nil && len(sample) > 0 {
+			in.Counted, err = countTokens(ctx, j, sample)
+		}
+		if err != nil {
+			return err
+		}
+		in.Items = n
+		if len(seen) > 0 {
+			fmt.Fprintf(opts.Out, "%s: %s new (the database has %s already; those are not paid again)\n", j.Input.Path, plural(n, "item"), plural(len(seen), "item"))
+		}
+		if n > 0 {
+			in.AvgTextChars = float64(chars) / float64(n)
+		}
+	}
+	plans := job.Estimate(j, in)
+	w := tabwriter.NewWriter(opts.Out, 2, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "stage\tmodel\titems\tcalls\ttokens in\ttokens out\test. cost\tlimit\ttime\tbasis\t")
+	var cost float64
+	var total time.Duration
+	for _, p := range plans {
+		if p.Model == "" {
+			fmt.Fprintf(w, "%s\t\t%d\t0\t0\t0\t$0.0000\t\t\t\t\n", p.Stage, p.Items)
+			continue
+		}
+		cost += p.CostUSD
+		total += p.Duration
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t$%.4f\t%d\t%s\t%s\t\n", p.Stage, p.Model, p.Items, p.Calls, p.PromptTokens, p.OutputTokens, p.CostUSD, p.Limit, p.Duration, p.Basis)
+	}
+	fmt.Fprintf(w, "total\t\t\t\t\t\t$%.4f\t\t%s\t\t\n", cost, total)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.Out, "nothing was called; \"estimated\": tokens from the text length (4 characters a token), every item sent past a when:, 1 s a call; \"learned\": from the database's past runs")
+	return nil
+}
+
+// openForPlan opens the job's database read-only when it exists with
+// the job's stage list, nil otherwise (a new job, or stages added: the
+// plan then has no history for them).
+func openForPlan(j *job.Job) *store.DB {
+	if fi, err := os.Stat(j.DB); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	files, err := j.Files()
+	if err != nil {
+		return nil
+	}
+	db, err := store.Open(j.DB, store.Options{Stages: j.StageDefs(files), ReadOnly: true})
+	if err != nil {
+		return nil
+	}
+	return db
+}
+
+// countTokens measures each LLM stage's mean input tokens on sample with
+// the API's countTokens: free, nothing is generated.
+func countTokens(ctx context.Context, j *job.Job, sample []pipeline.Record) (map[string]float64, error) {
+	apiKey := os.Getenv("GEMINI_API_KEY")
+	if apiKey == "" {
+		apiKey = os.Getenv("GOOGLE_API_KEY")
+	}
+	b, err := buildJob(ctx, j, apiKey)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, sc := range b.stages {
+		l, ok := sc.Stage.(*stages.LLM)
+		if !ok {
+			continue
+		}
+		var total int64
+		for _, r := range sample {
+			n, err := l.CountTokens(ctx, pipeline.Item{Record: r})
+			if err != nil {
+				return nil, fmt.Errorf("plan: countTokens for %s: %w", l.Name(), err)
+			}
+			total += n
+		}
+		out[l.Name()] = float64(total) / float64(len(sample))
+	}
+	return out, nil
+}

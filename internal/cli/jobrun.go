@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// jobRequest is what `run -f` (or a resume of a stored job) asks.
+type jobRequest struct {
+	Job          *job.Job
+	APIKey       string
+	RerunChanged bool
+	// Resume says the job is the one the database recorded, run with no
+	// --input: a stored input file that is gone is skipped, not an error.
+	Resume bool
+	// RetryStage, if set, re-queues that stage's dead letters first
+	// (retry and rerun ingest nothing).
+	RetryStage string
+	// RerunFrom, if set, re-runs every item that reached that stage
+	// (rerun --from-stage): with DryRun it only says how many; more than
+	// ConfirmAbove items need Yes or a Confirm.
+	RerunFrom    string
+	DryRun, Yes  bool
+	ConfirmAbove int
+	Confirm      func(question string) bool
+	Quiet, JSON  bool
+	Grace        time.Duration
+	// NoCache asks the API for every item (no answer reuse); Budget and
+	// BudgetTotal cap the run's and the database's spend (0: none).
+	NoCache             bool
+	Budget, BudgetTotal float64
+	Obs                 monitor.Options
+	Out, ErrOut         io.Writer
+	ExitNow             func(error)
+}
+
+// runJob runs a job: build every stage, open the DB (a stage added to
+// the stored list runs for the items already past it), settle a changed
+// job (refused with its diff, or re-run with --rerun-changed), ingest,
+// record the job, drain, summarise.
+func runJob(ctx context.Context, req jobRequest) error {
+	j, stderr := req.Job, req.ErrOut
+	sigOut := monitor.NewSwitchWriter(stderr)
+	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
+	defer stop()
+	b, err := buildJob(ctx, j, req.APIKey)
+	if err != nil {
+		return err
+	}
+	if err := checkDBPath(j.DB, false); err != nil {
+		return err
+	}
+	var plan *ingest.Plan
+	if j.Input.Path != "" && req.RetryStage == "" && req.RerunFrom == "" {
+		if _, err := os.Stat(jobInputPath(j)); err != nil && req.Resume {
+			// The stored job's input is gone (last night's file): resume
+			// what the database holds.
+			fmt.Fprintf(stderr, "the job's input %s is not there: resuming what %s holds (give --input FILE for new items)\n", jobInputPath(j), j.DB)
+		} else if plan, err = checkJobInput(ctx, j, stderr); err != nil {
+			return err
+		}
+	}
+	if !req.RerunChanged {
+		if err := refuseChangeBeforeGrowth(j.DB, b); err != nil {
+			return err
+		}
+	}
+	db, err := store.Open(j.DB, store.Options{Stages: b.defs})
+	if err != nil {
+		if errors.Is(err, store.ErrDefinition) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	defer db.Close()
+	if added := db.AddedStages(); len(added) > 0 {
+		fmt.Fprintf(stderr, "stage %s added to the job: the items already past it go through it (and the stages after it) once; nothing before it is paid again\n", strings.Join(added, ", "))
+	}
+	if err := settleChanges(db, b, req); err != nil {
+		return err
+	}
+	if plan != nil {
+		if err := ingestFile(ctx, db, plan, stderr); err != nil {
+			return err
+		}
+	}
+	if req.RerunFrom != "" {
+		if stop, err := rerunJobFrom(db, req); stop || err != nil {
+			return err
+		}
+	}
+	if req.RetryStage != "" {
+		n, err := db.Requeue(req.RetryStage, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
+	}
+	if err := db.SaveJob(b.stored.WithDir(j.Dir).Marshal()); err != nil {
+		return err
+	}
+	b.addLimiters(db)
+
+	runID := store.NewRunID(time.Now())
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost, BudgetUSD: req.Budget}
+	counts, err := db.Counts()
+	if err != nil {
+		return err
+	}
+	for _, s := range counts.Stages {
+		rc.Stages = append(rc.Stages, s.Stage)
+		rc.Queued = append(rc.Queued, int64(s.Queued))
+		rc.Before = append(rc.Before, int64(s.Output+s.Dead))
+		var lim pipeline.Limiter
+		if l := b.limiters[s.Stage]; l != nil {
+			lim = l
+		}
+		rc.Limiters = append(rc.Limiters, lim)
+	}
+	prog, err := monitor.Start(stderr, req.Obs, rc)
+	if err != nil {
+		return usage(err)
+	}
+	sigOut.Set(prog.Writer())
+	r := &pipeline.Runner{Store: db, Stages: b.stages, RunID: runID, Grace: req.Grace, OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: req.NoCache, Budget: pipeline.Budget{RunUSD: req.Budget, TotalUSD: req.BudgetTotal}}
+	sum, runErr := r.Run(ctx)
+	prog.Close()
+	for name, lim := range b.limiters {
+		if st := sum.Stages[name]; st != nil {
+			// The runner priced the calls (StageConfig.Price).
+			if sum.Status == "complete" || sum.Message == "interrupted" {
+				if err := saveLearnedState(db, name, lim); err != nil && runErr == nil {
+					runErr = err
+				}
+			}
+		}
+	}
+	if err := db.SaveRun(sum); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := monitor.PrintSummary(req.Out, stageOrder(db), sum, req.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
+		runErr = err
+	}
+	if errors.Is(runErr, pipeline.ErrStopped) {
+		fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
+	}
+	return runErr
+}
+
+// settleChanges compares the job with the one the DB recorded. A stage
+// whose answers would change (model, prompt, schema, labels, condition,
+// a file's contents) is refused with the diff, unless --rerun-changed:
+// then that stage and every stage after it run again. Changes that do not
+// change answers (input, limiter, mode) are shown and adopted.
+func settleChanges(db *store.DB, b *jobStages, req jobRequest) error {
+	var diff []job.Change
+	if raw, err := db.Job(); err == nil && raw != nil {
+		if old, err := job.UnmarshalStored(raw); err == nil {
+			diff, _ = job.Diff(old, b.stored)
+		}
+	}
+	added := db.AddedStages()
+	diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Key == "" && slices.Contains(added, c.Stage) })
+	changed := db.ChangedStages()
+	if len(changed) == 0 {
+		if len(diff) > 0 {
+			fmt.Fprintf(req.ErrOut, "the job changed since the last run, in ways that change no stage's answers:\n  %s\n", joinChanges(diff))
+		}
+		return nil
+	}
+	produced, err := producedFrom(db, changed[0])
+	if err != nil {
+		return err
+	}
+	if !produced {
+		return db.AcceptDefinition()
+	}
+	if !req.RerunChanged {
+		return changedError(db.Path(), changed, diff)
+	}
+	n, err := db.Rerun(changed[0])
+	if err != nil {
+		return err
+	}
+	if err := db.AcceptDefinition(); err != nil {
+		return err
+	}
+	fmt.Fprintf(req.ErrOut, "stage %s changed:\n  %s\nre-queued %s at %s\n", changed[0], joinChanges(diff), plural(n, "item"), changed[0])
+	return nil
+}
+
+// rerunJobFrom sends every item that reached req.RerunFrom back there.
+// It asks first above --confirm-above items (a re-run pays again), and
+// with --dry-run only says how many items would move (stop).
+func rerunJobFrom(db *store.DB, req jobRequest) (stop bool, err error) {
+	counts, err := db.Counts()
+	if err != nil {
+		return true, err
+	}
+	items, from := counts.Done, false
+	var stages []string
+	for _, s := range counts.Stages {
+		from = from || s.Stage == req.RerunFrom
+		if from {
+			items += s.Queued + s.Dead
+			stages = append(stages, s.Stage)
+		}
+	}
+	what := fmt.Sprintf("re-run %s for %s", strings.Join(stages, ", "), plural(items, "item"))
+	if req.DryRun {
+		fmt.Fprintf(req.Out, "would %s (one call each at every LLM stage among them); nothing was changed\n", what)
+		return true, nil
+	}
+	if items > req.ConfirmAbove && !req.Yes && (req.Confirm == nil || !req.Confirm(what+"?")) {
+		return true, usagef("stopped before it would %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", what, req.ConfirmAbove)
+	}
+	n, err := db.Rerun(req.RerunFrom)
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintf(req.ErrOut, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
+	return false, nil
+}
+
+// changedError refuses a run whose job changed stages that produced
+// answers, with the diff.
+func changedError(path string, changed []string, diff []job.Change) error {
+	msg := fmt.Sprintf("the job changed since %s was last run, in stage %s", path, strings.Join(changed, ", "))
+	if len(diff) > 0 {
+		msg += ":\n  " + joinChanges(diff)
+	}
+	return usagef("%s\nRe-running %s and the stages after it re-pays the items that reached it: run again with --rerun-changed to do so, or restore the job as it was (`sawtooth job show --db %s`); nothing was changed",
+		msg, changed[0], shellQuote(path))
+}
+
+// refuseChangeBeforeGrowth refuses, before the store opens, a job that
+// both adds stages and changes a kept one: opening would already record
+// the added stages (and re-queue the items past them), and a refusal
+// after that would not leave the database as it was. Without added
+// stages the refusal comes after the open, which then writes nothing.
+func refuseChangeBeforeGrowth(path string, b *jobStages) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	stored, err := store.ReadDefinition(path, 0)
+	if err != nil || len(stored) == len(b.defs) {
+		return nil // Open says what is wrong, or nothing was added
+	}
+	fingerprint := map[string]string{}
+	for _, d := range b.defs {
+		fingerprint[d.Name] = d.Fingerprint
+	}
+	var changed []string
+	for _, d := range stored {
+		if fp, kept := fingerprint[d.Name]; kept && fp != d.Fingerprint {
+			changed = append(changed, d.Name)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var diff []job.Change
+	if raw, err := store.ReadJob(path); err == nil && raw != nil {
+		if old, err := job.UnmarshalStored(raw); err == nil {
+			diff, _ = job.Diff(old, b.stored)
+		}
+	}
+	return changedError(path, changed, diff)
+}
+
+func joinChanges(cs []job.Change) string {
+	lines := make([]string, len(cs))
+	for i, c := range cs {
+		lines[i] = c.String()
+	}
+	return strings.Join(lines, "\n  ")
+}

@@ -1,0 +1,372 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// Price is what one stage's calls cost, in USD per million tokens. The
+// zero Price means the stage's calls cost nothing (sanitize, aggregate):
+// no budget applies to them.
+type Price struct {
+	// InputPerM is USD per million input (prompt) tokens.
+	InputPerM float64 `json:"input_per_m"`
+	// OutputPerM is USD per million output tokens, thinking included.
+	OutputPerM float64 `json:"output_per_m"`
+}
+
+// IsZero reports whether the stage's calls are free.
+func (p Price) IsZero() bool { return p.InputPerM == 0 && p.OutputPerM == 0 }
+
+// Cost is u priced, in USD.
+func (p Price) Cost(u Usage) float64 {
+	return float64(u.PromptTokens)*p.InputPerM/1e6 + float64(u.CandidateTokens)*p.OutputPerM/1e6
+}
+
+// nanos is u priced in billionths of a dollar: sums of them are exact.
+func (p Price) nanos(u Usage) int64 { return toNanos(p.Cost(u)) }
+
+func toNanos(usd float64) int64 { return int64(math.Round(usd * 1e9)) }
+func toUSD(n int64) float64     { return float64(n) / 1e9 }
+
+// Budget caps what a run spends on its priced stages. A zero field is no
+// cap. When the next call's estimated cost would cross a cap, the stage
+// stops starting calls, lets those in flight finish (their answers are
+// committed), and the run stops as ErrStopped with a message saying how
+// much was spent, how many items are left and about what they would cost.
+type Budget struct {
+	// RunUSD caps this run's spend.
+	RunUSD float64
+	// TotalUSD caps the database's lifetime spend: what Ledgers reports
+	// when the run starts, plus this run's.
+	TotalUSD float64
+}
+
+// Estimator is an optional Stage interface that lets the runner price a
+// call before making it (see Budget).
+type Estimator interface {
+	// EstimateInput is the input tokens a call for it will be billed,
+	// estimated from the request's length. It makes no call.
+	EstimateInput(it Item) int64
+	// MaxOutputTokens is the most output tokens one call may be billed:
+	// the reservation before any answer has shown the real size.
+	MaxOutputTokens() int64
+}
+
+// Ledger is one stage's money over a database's life, as committed.
+type Ledger struct {
+	// SpentUSD is what the stage's committed results were billed, failed
+	// billed calls before them included.
+	SpentUSD float64 `json:"spent_usd"`
+	// SavedUSD is what the cached answers would have cost.
+	SavedUSD float64 `json:"saved_usd"`
+	// Paid is the results that were paid for (billed usage).
+	Paid int64 `json:"paid"`
+	// Cached is the answers reused without a call.
+	Cached int64 `json:"cached"`
+}
+
+// Ledgers is an optional Store interface: the lifetime Ledger of each
+// stage, written by Commit with the transitions (Transition.CostUSD,
+// Cached, SavedUSD).
+type Ledgers interface {
+	Ledgers() (map[string]Ledger, error)
+}
+
+// QueueCounter is an optional Store interface: how many items are still
+// to go through stage (queued at it or at an earlier stage). The budget
+// stop uses it to say how many items are left.
+type QueueCounter interface {
+	QueuedThrough(stage string) (int, error)
+}
+
+// purse holds the run's spend against its Budget. Each call of a priced
+// stage reserves its estimated cost first and settles it with the billed
+// cost after; a call starts only if what is spent plus what is reserved
+// plus its own estimate stays within every cap.
+type purse struct {
+	budget Budget
+	mu     sync.Mutex
+	before int64 // lifetime spend when the run started
+	spent  int64 // this run's billed spend, every priced stage
+	// reserved is the estimates of the calls in flight, open how many.
+	reserved int64
+	open     int
+	// settled is closed and replaced whenever a reservation settles,
+	// waking the calls waiting for room.
+	settled chan struct{}
+	// capped names the cap that stopped the run ("" none yet).
+	capped string
+}
+
+// fits reports whether spending x this run keeps within every cap.
+func (p *purse) fits(x int64) bool {
+	if p.budget.RunUSD > 0 && x > toNanos(p.budget.RunUSD) {
+		return false
+	}
+	if p.budget.TotalUSD > 0 && p.before+x > toNanos(p.budget.TotalUSD) {
+		return false
+	}
+	return true
+}
+
+// reserve books est for one call. ok: the call may start. Otherwise, when
+// wait is not nil, calls in flight may leave room once they settle: wait
+// for it and ask again; when wait is nil nothing is in flight and the call
+// can never fit: the stage must stop.
+func (p *purse) reserve(est int64) (ok bool, wait <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fits(p.spent + p.reserved + est) {
+		p.reserved += est
+		p.open++
+		return true, nil
+	}
+	if p.open > 0 {
+		return false, p.settled
+	}
+	if p.capped == "" {
+		p.capped = "total"
+		if p.budget.RunUSD > 0 && p.spent+p.reserved+est > toNanos(p.budget.RunUSD) {
+			p.capped = "run"
+		}
+	}
+	return false, nil
+}
+
+// settle replaces a reservation of est by what the call was billed.
+func (p *purse) settle(est, billed int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reserved -= est
+	p.open--
+	p.spent += billed
+	close(p.settled)
+	p.settled = make(chan struct{})
+}
+
+// bill adds a cost no reservation covered (an unpriced estimate, or a
+// stage run without a budget).
+func (p *purse) bill(billed int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spent += billed
+}
+
+func (p *purse) figures() (before, spent int64, capped string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.before, p.spent, p.capped
+}
+
+// sizer is one stage's running record of call sizes, for estimates.
+type sizer struct {
+	mu sync.Mutex
+	// calls is the calls with billed usage; out the output tokens they
+	// were billed; outMax the largest.
+	calls, out, outMax int64
+	// estIn and in are the estimated and billed input tokens of the
+	// calls that had an estimate: their ratio calibrates the estimate.
+	estIn, in int64
+}
+
+// observe records one call's estimated input and billed usage.
+func (s *sizer) observe(estIn int64, u Usage) {
+	if u == (Usage{}) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.out += u.CandidateTokens
+	s.outMax = max(s.outMax, u.CandidateTokens)
+	if estIn > 0 {
+		s.estIn += estIn
+		s.in += u.PromptTokens
+	}
+}
+
+// reservation is the tokens to reserve for a call whose input is
+// estimated at estIn: the input scaled by what earlier calls were billed
+// against their estimates (a tokenizer is not a rune count), and the
+// largest output seen so far
+// (maxOut before any answer). The largest, not the average: a budget must
+// never be crossed, and a call's answer can be longer than the average.
+func (s *sizer) reservation(estIn, maxOut int64) Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := estIn
+	if s.estIn > 0 {
+		in = (estIn*s.in + s.estIn - 1) / s.estIn
+	}
+	out := maxOut
+	if s.calls > 0 {
+		out = s.outMax
+	}
+	return Usage{PromptTokens: in, CandidateTokens: out}
+}
+
+// estimate is the tokens (input, output) to reserve for it at stage i,
+// with the estimated input alone for calibration.
+func (r *Runner) estimate(i int, it Item) (reserve Usage, estIn int64) {
+	sc := &r.Stages[i]
+	maxOut := int64(1024)
+	if e, ok := sc.Stage.(Estimator); ok {
+		estIn, maxOut = e.EstimateInput(it), e.MaxOutputTokens()
+	} else {
+		estIn = int64(utf8.RuneCountInString(it.Text)+3) / 4
+	}
+	return r.counters[i].sizes.reservation(estIn, maxOut), estIn
+}
+
+// budgetMessage says why the run stopped for its budget, with the figures
+// at the end of the run: spent, items left at stage i and before it, and
+// about what they would cost at this run's rate.
+func (r *Runner) budgetMessage(i int) string {
+	before, spent, capped := r.purse.figures()
+	name := r.Stages[i].Stage.Name()
+	left := -1
+	if qc, ok := r.Store.(QueueCounter); ok {
+		if n, err := qc.QueuedThrough(name); err == nil {
+			left = n
+		}
+	}
+	c := r.counters[i]
+	// At this run's rate: what the stage spent per item it finished,
+	// cached answers included, so a high hit rate forecasts less.
+	var perItem float64
+	if n := c.done.Load() + c.dead.Load(); n > 0 {
+		perItem = toUSD(c.spent.Load()) / float64(n)
+	} else {
+		res, _ := r.estimate(i, Item{})
+		perItem = r.Stages[i].Price.Cost(res)
+	}
+	items := "items left unknown"
+	if left >= 0 {
+		items = fmt.Sprintf("%s items left, about %s more at this rate", thousands(int64(left)), dollars(perItem*float64(left)))
+	}
+	if capped == "total" {
+		return fmt.Sprintf("total budget %s reached (%s spent in this database, %s in this run, %s): raise --budget-total to continue",
+			dollars(r.Budget.TotalUSD), dollars(toUSD(before+spent)), dollars(toUSD(spent)), items)
+	}
+	return fmt.Sprintf("budget %s reached (%s spent, %s): raise --budget to continue",
+		dollars(r.Budget.RunUSD), dollars(toUSD(spent)), items)
+}
+
+// dollars formats USD to the cent, or to the tenth of a cent under a
+// dollar so small figures are not all "$0.00".
+func dollars(usd float64) string {
+	if usd != 0 && math.Abs(usd) < 0.1 {
+		return "$" + strconv.FormatFloat(usd, 'f', 4, 64)
+	}
+	return "$" + strconv.FormatFloat(usd, 'f', 2, 64)
+}
+
+// thousands writes n with comma separators: 3,112.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// budgeted reports whether the run has a spending cap.
+func (r *Runner) budgeted() bool { return r.Budget.RunUSD > 0 || r.Budget.TotalUSD > 0 }
+
+// book reserves the estimated cost of stage i's next call for it, when
+// the stage is priced and the run has a Budget, waiting while calls in
+// flight may still leave room. ok is false when the item must be given
+// back: the budget is reached (the stage is parked) or the stage is
+// stopping. estIn is the estimated input, for calibration.
+func (r *Runner) book(ctx context.Context, i int, it Item, parkStage context.CancelFunc) (booked bool, reserved, estIn int64, ok bool) {
+	sc := &r.Stages[i]
+	if sc.Price.IsZero() {
+		return false, 0, 0, true
+	}
+	u, estIn := r.estimate(i, it)
+	if !r.budgeted() {
+		return false, 0, estIn, true
+	}
+	reserved = sc.Price.nanos(u)
+	for {
+		fits, wait := r.purse.reserve(reserved)
+		if fits {
+			return true, reserved, estIn, true
+		}
+		if wait == nil {
+			r.budgetStage.CompareAndSwap(-1, int32(i))
+			r.park(budgetParked)
+			parkStage()
+			return false, 0, 0, false
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false, 0, 0, false
+		}
+	}
+}
+
+// budgetParked is the park reason of a budget stop; Run replaces it by
+// budgetMessage once every call in flight has settled.
+const budgetParked = "budget reached"
+
+// parkMessage is why the run parked, "" if it did not.
+func (r *Runner) parkMessage() string {
+	msg := r.parked()
+	if msg == budgetParked {
+		if i := r.budgetStage.Load(); i >= 0 {
+			return r.budgetMessage(int(i))
+		}
+	}
+	return msg
+}
+
+// startPurse readies the run's purse: the lifetime spend so far from the
+// store (when it keeps Ledgers) counts against Budget.TotalUSD.
+func (r *Runner) startPurse() error {
+	r.purse = purse{budget: r.Budget, settled: make(chan struct{})}
+	r.budgetStage.Store(-1)
+	if r.Budget.TotalUSD <= 0 {
+		return nil
+	}
+	l, ok := r.Store.(Ledgers)
+	if !ok {
+		return errors.New("--budget-total needs a store that keeps the lifetime spend")
+	}
+	ledgers, err := l.Ledgers()
+	if err != nil {
+		return fmt.Errorf("read the spend so far: %w", err)
+	}
+	for _, lg := range ledgers {
+		r.purse.before += toNanos(lg.SpentUSD)
+	}
+	return nil
+}
+
+// sendBilled records what a given-back item's calls were billed, so the
+// lifetime spend misses no billed call. Only a store that keeps Ledgers
+// knows the Billed outcome.
+func (r *Runner) sendBilled(i int, q Queued, paid Usage, spent int64) {
+	if _, ok := r.Store.(Ledgers); !ok {
+		return
+	}
+	r.send(i, Transition{Stage: r.Stages[i].Stage.Name(), ID: q.Item.ID, Seq: q.Seq, Outcome: Billed, Usage: paid, CostUSD: toUSD(spent)})
+}

@@ -1,0 +1,105 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"google.golang.org/genai"
+)
+
+// Backends an LLM stage can call.
+const (
+	// BackendGemini is the Gemini API: an API key, generativelanguage.
+	BackendGemini = "gemini"
+	// BackendVertex is Vertex AI: a project and a location, credentials
+	// by Application Default Credentials (none with a custom BaseURL).
+	BackendVertex = "vertex"
+)
+
+// Endpoint says where an LLM stage's calls go and how they authenticate.
+type Endpoint struct {
+	// Backend is BackendGemini or BackendVertex; "" means BackendVertex
+	// when $GOOGLE_GENAI_USE_VERTEXAI is 1 or true, else BackendGemini.
+	Backend string
+	// APIKey is the Gemini API key (normally $GEMINI_API_KEY); required
+	// for BackendGemini, unused for Vertex AI.
+	APIKey string
+	// BaseURL is the API's root URL (a simulator, a proxy); "" means
+	// $GOOGLE_GEMINI_BASE_URL (Gemini) or $GOOGLE_VERTEX_BASE_URL
+	// (Vertex AI), else Google's endpoint. With a custom BaseURL, Vertex
+	// AI calls carry no credentials.
+	BaseURL string
+	// Project and Location are the Vertex AI project and region; ""
+	// means $GOOGLE_CLOUD_PROJECT and $GOOGLE_CLOUD_LOCATION.
+	Project  string
+	Location string
+	// HTTPClient sends the requests; nil means a pooled client.
+	HTTPClient *http.Client
+}
+
+// ResolvedBackend is the backend e names once the environment is read.
+func (e Endpoint) ResolvedBackend() string {
+	if e.Backend != "" {
+		return e.Backend
+	}
+	switch strings.ToLower(os.Getenv("GOOGLE_GENAI_USE_VERTEXAI")) {
+	case "1", "true":
+		return BackendVertex
+	}
+	return BackendGemini
+}
+
+// newClient builds the genai client of e, with the SDK's retries off and
+// the transport that caps bodies and records statuses (callTransport).
+// It sends no request.
+func newClient(ctx context.Context, who string, e Endpoint) (*genai.Client, error) {
+	httpClient := &http.Client{}
+	if e.HTTPClient != nil {
+		*httpClient = *e.HTTPClient
+	}
+	if httpClient.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		httpClient.Transport = t
+	}
+	httpClient.Transport = callTransport{base: httpClient.Transport, maxBody: MaxResponseBytes}
+	cc := &genai.ClientConfig{
+		HTTPOptions: genai.HTTPOptions{
+			BaseURL:      e.BaseURL,
+			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
+		},
+		HTTPClient: httpClient,
+	}
+	switch backend := e.ResolvedBackend(); backend {
+	case BackendGemini:
+		if strings.TrimSpace(e.APIKey) == "" {
+			return nil, fmt.Errorf("%s: no Gemini API key: set GEMINI_API_KEY (create one at https://aistudio.google.com/apikey), or use `backend: vertex`", who)
+		}
+		cc.Backend, cc.APIKey = genai.BackendGeminiAPI, e.APIKey
+	case BackendVertex:
+		cc.Backend = genai.BackendVertexAI
+		cc.Project = orDefault(e.Project, os.Getenv("GOOGLE_CLOUD_PROJECT"))
+		cc.Location = orDefault(e.Location, orDefault(os.Getenv("GOOGLE_CLOUD_LOCATION"), os.Getenv("GOOGLE_CLOUD_REGION")))
+		if cc.Project == "" || cc.Location == "" {
+			return nil, fmt.Errorf("%s: Vertex AI needs a project and a location: set `project:` and `location:` in the job file, or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION", who)
+		}
+		if e.BaseURL == "" && os.Getenv("GOOGLE_VERTEX_BASE_URL") == "" {
+			// Google's endpoint: Application Default Credentials on our
+			// client (the SDK looks for them only when it builds its own).
+			if err := cc.UseDefaultCredentials(); err != nil {
+				return nil, fmt.Errorf("%s: Vertex AI credentials: %v: run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS", who, err)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%s: backend %q: use %s or %s", who, backend, BackendGemini, BackendVertex)
+	}
+	client, err := genai.NewClient(ctx, cc)
+	if err != nil {
+		// The SDK's messages can dump the whole config, key included.
+		return nil, fmt.Errorf("%s: create Gemini client: %s", who, redact(err.Error(), e.APIKey))
+	}
+	return client, nil
+}

@@ -1,0 +1,71 @@
+package stages
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// When is a compiled `when:` condition: an expr-lang expression over the
+// item that decides whether a stage processes it. It sees each earlier
+// stage's output by the stage's name (classify.label, extract.severity),
+// and id, text and fields (fields.app). A field missing from an output is
+// nil, so `classify.label == "bug"` is false for an item whose classify
+// stage was skipped. Safe for concurrent use.
+type When struct {
+	source  string
+	program *vm.Program
+}
+
+// whenReserved are the names the item itself takes in a condition.
+var whenReserved = []string{"id", "text", "fields"}
+
+// CompileWhen compiles source, checking that it is a boolean expression
+// naming only the stages in earlier (and id, text, fields).
+func CompileWhen(source string, earlier []string) (*When, error) {
+	env := map[string]any{"id": "", "text": "", "fields": map[string]any{}}
+	for _, s := range earlier {
+		for _, r := range whenReserved {
+			if s == r {
+				return nil, fmt.Errorf("a stage named %q cannot be read in when: (the name is the item's %s): rename the stage", s, r)
+			}
+		}
+		env[s] = map[string]any{}
+	}
+	p, err := expr.Compile(source, expr.Env(env), expr.AsBool())
+	if err != nil {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		return nil, fmt.Errorf("when %q: %s (it may read the earlier stages %s, and id, text, fields.NAME)", source, msg, strings.Join(earlier, ", "))
+	}
+	return &When{source: source, program: p}, nil
+}
+
+// String returns the condition as written.
+func (w *When) String() string { return w.source }
+
+// Match evaluates the condition for it. An error (a comparison of
+// mismatched types, say) is permanent: the same item fails the same way.
+func (w *When) Match(it pipeline.Item) (bool, error) {
+	fields := make(map[string]any, len(it.Fields))
+	for k, v := range it.Fields {
+		fields[k] = v
+	}
+	env := map[string]any{"id": it.ID, "text": it.Text, "fields": fields}
+	for name, raw := range it.Outputs {
+		var out map[string]any
+		if json.Unmarshal(raw, &out) == nil {
+			env[name] = out
+		}
+	}
+	v, err := expr.Run(w.program, env)
+	if err != nil {
+		return false, pipeline.Permanentf("when %q failed on item %s: %v: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), err)
+	}
+	b, _ := v.(bool) // expr.AsBool made the program return a bool
+	return b, nil
+}

@@ -1,0 +1,405 @@
+// This file keeps batch jobs (the Gemini Batch API as a stage mode): the
+// job records, the items a live job holds, and the commit of its results.
+//
+//	batches   big-endian job number -> BatchJob (JSON)
+//	meta      batch-nonce: random hex naming this database's jobs
+//
+// The life of a job, each step one transaction:
+//
+//  1. ReserveBatch records the intent (number, display name, item ids)
+//     and moves the items out of todo/<stage> into the job: their state
+//     becomes InBatch at that stage with Seq the job number, so the online
+//     dispatcher never sees them and no other job takes them. This happens
+//     before the job is created at the API.
+//  2. SetBatchName records the API's name once create returned.
+//  3. UpdateBatch records states and counts as the job is polled.
+//  4. CommitBatch applies results as pipeline.Transitions; a result for an
+//     item no longer in that job (answered online, re-queued, re-ingested)
+//     is ignored and counted.
+//  5. ReturnBatch puts the job's unanswered items back in the queue and
+//     closes the job.
+//
+// A crash between any two steps leaves a record that says what to do: an
+// intent without a name means "look for the display name at the API
+// before creating" (create is not idempotent); a named open job means
+// "poll it".
+
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketBatches = []byte("batches")
+	keyBatchNonce = []byte("batch-nonce")
+)
+
+// BatchJob is one batch job's record.
+type BatchJob struct {
+	// Num is the job's number in this database, from 1; Stage the stage
+	// its items are at.
+	Num   uint64 `json:"num"`
+	Stage string `json:"stage"`
+	// DisplayName is derived from the intent (database nonce, stage,
+	// number, a hash of the item ids) and sent with create, so that after
+	// a crash the job is found at the API by it instead of created twice.
+	DisplayName string `json:"display_name"`
+	// Name is the API's name ("batches/...") once create returned; ""
+	// while only the intent is recorded.
+	Name string `json:"name,omitempty"`
+	// State is the API's last seen state (genai.JobState, e.g.
+	// JOB_STATE_RUNNING); "" before create.
+	State string `json:"state,omitempty"`
+	// Items are the ids reserved for the job, in request order.
+	Items []string `json:"items"`
+	// Created is when the intent was recorded; Submitted when create
+	// returned; Updated the last poll; Closed when the job was done with
+	// (results committed or items returned).
+	Created   time.Time `json:"created"`
+	Submitted time.Time `json:"submitted,omitzero"`
+	Updated   time.Time `json:"updated,omitzero"`
+	Closed    time.Time `json:"closed,omitzero"`
+	// Answered and Dead count results committed as outputs and dead
+	// letters; Returned items put back in the queue; Ignored results for
+	// items no longer in the job.
+	Answered int `json:"answered"`
+	Dead     int `json:"dead"`
+	Returned int `json:"returned"`
+	Ignored  int `json:"ignored"`
+	// Counts are the API's request counts at the last poll.
+	Counts BatchCounts `json:"counts"`
+	// APIError is the job-level error the API gave, if any.
+	APIError string `json:"api_error,omitempty"`
+	// Usage is what the committed answers were billed (batch tokens).
+	Usage pipeline.Usage `json:"usage"`
+	// Note says why the job was closed the way it was.
+	Note string `json:"note,omitempty"`
+}
+
+// BatchCounts are a job's request counts as the API reports them
+// (metadata.batchStats).
+type BatchCounts struct {
+	Requests  int64 `json:"requests"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Pending   int64 `json:"pending"`
+}
+
+// Open reports whether the job still holds items (not yet closed).
+func (j BatchJob) Open() bool { return j.Closed.IsZero() }
+
+// ReserveBatch records a new job's intent: up to max items queued at stage
+// (oldest first) leave the queue and are held by the job. It returns the
+// job, or ok false when the queue is empty.
+func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, ok bool, err error) {
+	si, known := db.index[stage]
+	if !known {
+		return BatchJob{}, false, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	if max <= 0 {
+		return BatchJob{}, false, fmt.Errorf("batch size %d: use a positive number", max)
+	}
+	err = db.update(func(tx *bolt.Tx) error {
+		job, ok = BatchJob{}, false
+		w := db.writer(tx)
+		jobs, err := tx.CreateBucketIfNotExists(bucketBatches)
+		if err != nil {
+			return err
+		}
+		nonce, err := batchNonce(tx)
+		if err != nil {
+			return err
+		}
+		todo := w.bucket(todoBucket(stage))
+		var ids [][]byte
+		c := todo.Cursor()
+		for k, v := c.First(); k != nil && len(ids) < max; k, v = c.Next() {
+			ids = append(ids, bytes.Clone(v))
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		num, err := jobs.NextSequence()
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		for _, id := range ids {
+			s, found := w.state(id)
+			if !found || s.Status != Queued || s.Stage != si {
+				return fmt.Errorf("todo/%s holds item %q, which is not queued there: run `sawtooth verify`", stage, id)
+			}
+			if err := todo.Delete(u64(s.Seq)); err != nil {
+				return err
+			}
+			if err := w.putState(id, state{Stage: si, Status: InBatch, Seq: num, Hash: s.Hash}); err != nil {
+				return err
+			}
+			job.Items = append(job.Items, string(id))
+			h.Write(id)
+			h.Write([]byte{0})
+		}
+		job.Num, job.Stage, job.Created = num, stage, now.UTC()
+		job.DisplayName = fmt.Sprintf("sawtooth-%s-%s-%d-%s", nonce, stage, num, hex.EncodeToString(h.Sum(nil)[:4]))
+		ok = true
+		return putJob(jobs, job)
+	})
+	return job, ok, err
+}
+
+// batchNonce returns this database's random job-name prefix, creating it
+// once: two databases on one API project never share a display name.
+func batchNonce(tx *bolt.Tx) (string, error) {
+	meta := tx.Bucket(bucketMeta)
+	if v := meta.Get(keyBatchNonce); v != nil {
+		return string(v), nil
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	n := hex.EncodeToString(b[:])
+	return n, meta.Put(keyBatchNonce, []byte(n))
+}
+
+func putJob(b *bolt.Bucket, j BatchJob) error {
+	v, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	return b.Put(u64(j.Num), v)
+}
+
+// updateJob applies fn to job num's record in one transaction.
+func (db *DB) updateJob(num uint64, fn func(w *writer, j *BatchJob) error) (BatchJob, error) {
+	var job BatchJob
+	err := db.update(func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketBatches)
+		var v []byte
+		if jobs != nil {
+			v = jobs.Get(u64(num))
+		}
+		if v == nil {
+			return fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
+		}
+		job = BatchJob{}
+		if err := json.Unmarshal(v, &job); err != nil {
+			return fmt.Errorf("batch job %d: bad record: %w", num, err)
+		}
+		if err := fn(db.writer(tx), &job); err != nil {
+			return err
+		}
+		return putJob(jobs, job)
+	})
+	return job, err
+}
+
+// SetBatchName records the API's name and state for job num after create.
+func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (BatchJob, error) {
+	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
+		if j.Name != "" && j.Name != name {
+			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
+		}
+		j.Name, j.State, j.Submitted, j.Updated = name, state, now.UTC(), now.UTC()
+		return nil
+	})
+}
+
+// UpdateBatch records a polled state of job num, its counts and
+// job-level error (kept when apiErr is "").
+func (db *DB) UpdateBatch(num uint64, state string, counts BatchCounts, apiErr string, now time.Time) (BatchJob, error) {
+	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
+		j.State, j.Counts, j.Updated = state, counts, now.UTC()
+		if apiErr != "" {
+			j.APIError = apiErr
+		}
+		return nil
+	})
+}
+
+// CommitBatch applies results of job num. Each transition's Seq is
+// ignored: a transition applies only if its item is still held by this
+// job (InBatch at the job's stage with the job's number); otherwise it is
+// counted as ignored. A held item is put back in its queue and the
+// transition applied to it in the same transaction, so a batch result goes
+// through exactly the code an online result does (outputs, the next
+// stage's queue, dead letters, the tally). It returns how many applied.
+func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, err error) {
+	_, err = db.updateJob(num, func(w *writer, j *BatchJob) error {
+		applied = 0
+		si := w.db.index[j.Stage]
+		for _, t := range ts {
+			id := []byte(t.ID)
+			s, ok := w.state(id)
+			if t.Stage != j.Stage || !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
+				j.Ignored++
+				continue
+			}
+			if err := w.enqueue(id, si, s.Hash); err != nil {
+				return err
+			}
+			back, _ := w.state(id)
+			t.Seq = back.Seq
+			if err := w.apply(&t); err != nil {
+				return err
+			}
+			applied++
+			switch t.Outcome {
+			case pipeline.Succeeded:
+				j.Answered++
+			case pipeline.DeadLettered:
+				j.Dead++
+			}
+			j.Usage = j.Usage.Add(t.Result.Usage)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// ReturnBatch puts job num's items that it still holds back at the end of
+// their stage's queue and closes the job with note. Idempotent; returns
+// how many items moved.
+func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
+	n := 0
+	_, err := db.updateJob(num, func(w *writer, j *BatchJob) error {
+		n = 0
+		si := w.db.index[j.Stage]
+		for _, id := range j.Items {
+			s, ok := w.state([]byte(id))
+			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
+				continue
+			}
+			if err := w.enqueue([]byte(id), si, s.Hash); err != nil {
+				return err
+			}
+			n++
+		}
+		j.Returned += n
+		if j.Open() {
+			j.Closed, j.Note = now.UTC(), note
+		}
+		return nil
+	})
+	return n, err
+}
+
+// BatchJobs returns every job record, oldest first (open ones only when
+// openOnly).
+func (db *DB) BatchJobs(openOnly bool) ([]BatchJob, error) {
+	var out []BatchJob
+	err := db.view(func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketBatches)
+		if jobs == nil {
+			return nil
+		}
+		return jobs.ForEach(func(k, v []byte) error {
+			var j BatchJob
+			if err := json.Unmarshal(v, &j); err != nil {
+				return fmt.Errorf("batch job %d: bad record: %w", binary.BigEndian.Uint64(k), err)
+			}
+			if !openOnly || j.Open() {
+				out = append(out, j)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// BatchJobByNum returns job num's record.
+func (db *DB) BatchJobByNum(num uint64) (BatchJob, error) {
+	var j BatchJob
+	err := db.view(func(tx *bolt.Tx) error {
+		var v []byte
+		if jobs := tx.Bucket(bucketBatches); jobs != nil {
+			v = jobs.Get(u64(num))
+		}
+		if v == nil {
+			return fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
+		}
+		return json.Unmarshal(v, &j)
+	})
+	return j, err
+}
+
+// BatchItems returns the items job num still holds, each with its record
+// and earlier stages' outputs, in the job's order. The bytes are copied
+// out of the transaction.
+func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
+	job, err := db.BatchJobByNum(num)
+	if err != nil {
+		return nil, err
+	}
+	si := db.index[job.Stage]
+	var out []pipeline.Item
+	err = db.view(func(tx *bolt.Tx) error {
+		states, items := tx.Bucket(bucketState), tx.Bucket(bucketItems)
+		for _, id := range job.Items {
+			s, ok := decodeState(states.Get([]byte(id)))
+			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != num {
+				continue
+			}
+			var it pipeline.Item
+			if err := json.Unmarshal(items.Get([]byte(id)), &it.Record); err != nil {
+				return fmt.Errorf("batch job %d: item %q: bad record: %w", num, id, err)
+			}
+			if si > 0 {
+				it.Outputs = make(map[string]json.RawMessage, si)
+				for i := 0; i < si; i++ {
+					name := db.stages[i].Name
+					if o := tx.Bucket(outBucket(name)).Get([]byte(id)); o != nil {
+						it.Outputs[name] = bytes.Clone(o)
+					}
+				}
+				it.Prev = it.Outputs[db.stages[si-1].Name]
+			}
+			out = append(out, it)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// InBatchCount returns how many items each stage's open jobs hold.
+func (db *DB) InBatchCount() (map[string]int, error) {
+	out := map[string]int{}
+	err := db.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			if s, ok := decodeState(v); ok && s.Status == InBatch && s.Stage < len(db.stages) {
+				out[db.stages[s.Stage].Name]++
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// checkHeld is Check for an item InBatch: its job must exist, be open and
+// list it.
+func checkHeld(tx *bolt.Tx, id []byte, s state, stage string, add func(string, ...any)) {
+	var v []byte
+	if jobs := tx.Bucket(bucketBatches); jobs != nil {
+		v = jobs.Get(u64(s.Seq))
+	}
+	var j BatchJob
+	if v == nil || json.Unmarshal(v, &j) != nil {
+		add("item %q: in batch job %d at %s, which is not recorded", id, s.Seq, stage)
+		return
+	}
+	if !j.Open() || j.Stage != stage || !slices.Contains(j.Items, string(id)) {
+		add("item %q: in batch job %d at %s, which is closed or does not list it", id, s.Seq, stage)
+	}
+}

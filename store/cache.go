@@ -1,0 +1,172 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The answer cache and the money ledger. Both are written only by Commit,
+// in the transaction of the transitions they come from, and created on
+// first use, so files written before them read as empty.
+//
+//	answers/<stage>  cache key -> cachedAnswer (JSON): the output and what it was billed
+//	ledger           stage -> spent, saved (nanodollars), paid, cached (4 big-endian int64)
+var (
+	_ pipeline.AnswerCache  = (*DB)(nil)
+	_ pipeline.Ledgers      = (*DB)(nil)
+	_ pipeline.QueueCounter = (*DB)(nil)
+)
+
+var bucketLedger = []byte("ledger")
+
+func answersBucket(stage string) []byte { return []byte("answers/" + stage) }
+
+// cachedAnswer is one stored answer.
+type cachedAnswer struct {
+	Output json.RawMessage `json:"output"`
+	Usage  pipeline.Usage  `json:"usage"`
+}
+
+// CachedAnswer returns the answer committed under (stage, key) by a
+// transition that carried the key, with the usage it was billed.
+func (db *DB) CachedAnswer(stage, key string) (pipeline.Result, bool, error) {
+	var (
+		res   pipeline.Result
+		found bool
+	)
+	err := db.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(answersBucket(stage))
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		var a cachedAnswer
+		if err := json.Unmarshal(v, &a); err != nil {
+			return fmt.Errorf("cached answer %s at %s is damaged (%v): run with --no-cache, or `sawtooth verify`", key, stage, err)
+		}
+		res, found = pipeline.Result{Output: a.Output, Usage: a.Usage}, true
+		return nil
+	})
+	return res, found, err
+}
+
+// Ledgers returns each stage's lifetime spend, savings and answer counts,
+// as committed. A stage that never spent nor saved is absent.
+func (db *DB) Ledgers() (map[string]pipeline.Ledger, error) {
+	out := map[string]pipeline.Ledger{}
+	err := db.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLedger)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			out[string(k)] = decodeLedger(v).ledger()
+			return nil
+		})
+	})
+	return out, err
+}
+
+// QueuedThrough is how many items are queued at stage or at an earlier
+// one: what is left to go through it.
+func (db *DB) QueuedThrough(stage string) (int, error) {
+	si, ok := db.index[stage]
+	if !ok {
+		return 0, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	n := 0
+	err := db.view(func(tx *bolt.Tx) error {
+		for i := 0; i <= si; i++ {
+			if b := tx.Bucket(todoBucket(db.stages[i].Name)); b != nil {
+				n += b.Stats().KeyN
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// ledgerEntry is a ledger value: exact integer sums.
+type ledgerEntry struct {
+	spent, saved int64 // nanodollars
+	paid, cached int64
+}
+
+func decodeLedger(v []byte) ledgerEntry {
+	if len(v) != 32 {
+		return ledgerEntry{}
+	}
+	get := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
+	return ledgerEntry{spent: get(0), saved: get(1), paid: get(2), cached: get(3)}
+}
+
+func (e ledgerEntry) encode() []byte {
+	v := make([]byte, 32)
+	for i, n := range []int64{e.spent, e.saved, e.paid, e.cached} {
+		binary.BigEndian.PutUint64(v[i*8:], uint64(n))
+	}
+	return v
+}
+
+func (e ledgerEntry) ledger() pipeline.Ledger {
+	return pipeline.Ledger{SpentUSD: float64(e.spent) / 1e9, SavedUSD: float64(e.saved) / 1e9, Paid: e.paid, Cached: e.cached}
+}
+
+func nanos(usd float64) int64 {
+	if usd >= 0 {
+		return int64(usd*1e9 + 0.5)
+	}
+	return int64(usd*1e9 - 0.5)
+}
+
+// applies reports whether t will be applied (its item is queued at its
+// stage and sequence), before apply changes the state.
+func (w *writer) applies(t *pipeline.Transition) bool {
+	si, ok := w.db.index[t.Stage]
+	if !ok {
+		return false
+	}
+	s, ok := w.state([]byte(t.ID))
+	return ok && s.Status == Queued && s.Stage == si && s.Seq == t.Seq
+}
+
+// record keeps an applied transition's answer under its cache key and
+// adds its money to the stage's ledger, in the transition's transaction.
+func (w *writer) record(t *pipeline.Transition) error {
+	if t.Outcome == pipeline.Succeeded && t.CacheKey != "" && !t.Cached {
+		b, err := w.tx.CreateBucketIfNotExists(answersBucket(t.Stage))
+		if err != nil {
+			return err
+		}
+		v, err := json.Marshal(cachedAnswer{Output: t.Result.Output, Usage: t.Result.Usage})
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(t.CacheKey), v); err != nil {
+			return fmt.Errorf("cache the answer of %q at %s: %w", t.ID, t.Stage, err)
+		}
+	}
+	if t.CostUSD == 0 && !t.Cached && t.Usage == (pipeline.Usage{}) {
+		return nil
+	}
+	b, err := w.tx.CreateBucketIfNotExists(bucketLedger)
+	if err != nil {
+		return err
+	}
+	e := decodeLedger(b.Get([]byte(t.Stage)))
+	e.spent += nanos(t.CostUSD)
+	if t.Cached {
+		e.cached++
+		e.saved += nanos(t.SavedUSD)
+	} else if t.Outcome == pipeline.Succeeded && t.Usage != (pipeline.Usage{}) {
+		e.paid++
+	}
+	return b.Put([]byte(t.Stage), e.encode())
+}
