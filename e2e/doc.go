@@ -11,6 +11,9 @@
 //	TestStoreFaults          full disk (RLIMIT_FSIZE), truncated/garbage/damaged/newer DB, two
 //	                         processes, unwritable places
 //	TestSecurity_KeyNowhere  the API key in no artefact; 0600 files; the HTML report escapes item text
+//	TestFleet_Chaos          4 worker processes on one PostgreSQL pipeline, SIGKILL and restart every
+//	                         few seconds, one SIGSTOP past its lease: every item once, billing bounded
+//	TestFleet_FairShare      bench (SAWTOOTH_FLEET_BENCH=1): 1 vs 4 workers on one quota, shared or not
 //
 // Each prints a "FIGURES |" line (go test -v) for the closing table.
 // SAWTOOTH_LONG=1 runs them at full size (5,000 items and 20 kills, a 10 s

@@ -16,6 +16,8 @@ type pending struct {
 	// settled, if set, runs once the result left the committer
 	// (committed or given up).
 	settled func()
+	// attempt is the claim's fencing token (a Store with Claimer).
+	attempt int64
 }
 
 // backlog counts the results answered but not yet committed: what a kill
@@ -81,7 +83,11 @@ func (r *Runner) send(i int, t Transition) { r.sendThen(i, t, nil) }
 func (r *Runner) sendThen(i int, t Transition, settled func()) {
 	r.counters[i].pending.Add(1)
 	r.backlog.add(r.clock().Now())
-	r.commitCh <- pending{stage: i, t: t, settled: settled}
+	p := pending{stage: i, t: t, settled: settled}
+	if b := r.books[i]; b != nil {
+		p.attempt = b.sent(t.Seq)
+	}
+	r.commitCh <- p
 }
 
 // committer is the single writer: it groups whatever transitions are
@@ -125,16 +131,71 @@ func (r *Runner) committer() {
 // CommitAttempts times) and settles them when it succeeds. It returns ps
 // when the commit failed for good, after stopping the run.
 func (r *Runner) commitBatch(ps []pending, once bool) []pending {
-	ts := make([]Transition, len(ps))
-	for j, p := range ps {
-		ts[j] = p.t
+	var (
+		rejected []uint64
+		err      error
+	)
+	if cl, ok := r.Store.(Claimer); ok {
+		rejected, err = r.commitFenced(cl, ps, once)
+	} else {
+		ts := make([]Transition, len(ps))
+		for j, p := range ps {
+			ts[j] = p.t
+		}
+		err = r.commit(ts, once)
 	}
-	if err := r.commit(ts, once); err != nil {
-		r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(ts), err))
+	if err != nil {
+		if r.books[ps[0].stage] != nil {
+			// A fleet worker: the items stay leased until their leases
+			// end, then any worker takes them again.
+			r.stopFleet(fmt.Sprintf("could not commit %d results (their items return to the queue when their leases end; nothing is lost): %v; run again once the database is back", len(ps), err))
+			return ps
+		}
+		r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(ps), err))
 		return ps
 	}
-	r.settle(ps, true)
+	if len(rejected) == 0 {
+		r.settle(ps, true)
+		return nil
+	}
+	// Fenced off: another worker claimed the entry after this one's
+	// lease ended. Not an error: that worker's result counts.
+	fenced := make(map[uint64]bool, len(rejected))
+	for _, s := range rejected {
+		fenced[s] = true
+	}
+	var applied, dropped []pending
+	for _, p := range ps {
+		if fenced[p.t.Seq] {
+			r.books[p.stage].fenced(p.t.Seq)
+			dropped = append(dropped, p)
+		} else {
+			applied = append(applied, p)
+		}
+	}
+	r.settle(applied, true)
+	r.settle(dropped, false)
 	return nil
+}
+
+// commitFenced is commit through Claimer.CommitFenced: it returns the
+// sequences of the transitions fenced off.
+func (r *Runner) commitFenced(cl Claimer, ps []pending, once bool) ([]uint64, error) {
+	ts := make([]FencedTransition, len(ps))
+	for j, p := range ps {
+		ts[j] = FencedTransition{Transition: p.t, Attempt: p.attempt}
+	}
+	var rejected []uint64
+	err := r.retryCommit(len(ts), once, func() error {
+		// A commit that outlasts a lease would be fenced off anyway: a
+		// database that hangs fails it instead of holding the run.
+		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+		defer cancel()
+		var err error
+		rejected, err = cl.CommitFenced(ctx, ts)
+		return err
+	})
+	return rejected, err
 }
 
 // settle finishes the books of results that left the committer:
@@ -143,6 +204,9 @@ func (r *Runner) settle(ps []pending, committed bool) {
 	notified := map[int]bool{}
 	for _, p := range ps {
 		c := r.counters[p.stage]
+		if b := r.books[p.stage]; b != nil {
+			b.settled(p.t.Seq)
+		}
 		if committed {
 			r.countCommitted(c, p.t)
 			if next := p.stage + 1; next < len(r.counters) && !notified[next] && p.t.Outcome == Succeeded {
@@ -164,18 +228,24 @@ func (r *Runner) settle(ps []pending, committed bool) {
 // commit writes batch, trying up to CommitAttempts times (once when once
 // is set) with a backoff of 1 s, 2 s, ... on the runner's clock between.
 func (r *Runner) commit(batch []Transition, once bool) error {
+	return r.retryCommit(len(batch), once, func() error { return r.Store.Commit(batch) })
+}
+
+// retryCommit calls try up to CommitAttempts times (once when once is
+// set) with a backoff of 1 s, 2 s, ... on the runner's clock between.
+func (r *Runner) retryCommit(n int, once bool, try func() error) error {
 	attempts := r.CommitAttempts
 	if once {
 		attempts = 1
 	}
 	var err error
 	for a := 1; a <= attempts; a++ {
-		if err = r.Store.Commit(batch); err == nil {
+		if err = try(); err == nil {
 			return nil
 		}
 		if a < attempts {
 			wait := time.Duration(1<<(a-1)) * time.Second
-			r.log().Warn("commit failed; trying again", "results", len(batch), "attempt", a, "wait", wait, "err", err)
+			r.log().Warn("commit failed; trying again", "results", n, "attempt", a, "wait", wait, "err", err)
 			sleep(context.Background(), r.clock(), wait)
 		}
 	}

@@ -56,12 +56,25 @@
 // that implements Ledgers has committed, including what items given back
 // were billed (the Billed outcome).
 //
+// A Store that also implements Claimer is shared by a fleet: many
+// processes, on many hosts, drain its queues at once. Each stage's
+// dispatcher then claims entries with a lease (Runner.Lease, 2 min)
+// instead of walking the queue; a heartbeat renews the leases of every
+// entry this process holds each Lease/4, and cancels the call of an entry
+// whose lease it lost (claimed again elsewhere) or could not renew in
+// time (renew sent + Lease - 10 s, on the runner's clock). Every commit
+// is fenced by the claim's attempt: a result whose lease was lost is
+// dropped and counted (StageStats.LeasesLost), never an error. An entry
+// claimed more than Runner.MaxClaims times is dead-lettered. No
+// transaction is held across a call. A store without Claimer (bbolt: one
+// process holds the file's lock) keeps the cursor walk.
+//
 // The Runner takes one Clock for every timestamp and wait (backoff, the
 // grace period after a stop, sampling, the backlog's age), so its tests run
 // in virtual time.
 //
 // Files: run.go (Run, configuration, counters), dispatch.go (reading the
-// queues), process.go (one item's calls, carrying out decide's action),
+// queues), claim.go, fleet.go and lease.go (claims, leases, heartbeat), process.go (one item's calls, carrying out decide's action),
 // policy.go (decide), commit.go (the committer and the backlog bound),
 // sample.go (progress and the series), cache.go (the answer cache and
 // the flights per key), budget.go (prices, the budget and estimates),

@@ -51,8 +51,10 @@ func newMemStore(stages []string, n int) *memStore {
 }
 
 func (s *memStore) enqueue(stage, id string) {
-	s.seq[stage]++
-	s.todo[stage][s.seq[stage]] = id
+	// One sequence for every queue, as PostgreSQL's: a Claimer's
+	// rejected sequences name entries of any stage.
+	s.seq[""]++
+	s.todo[stage][s.seq[""]] = id
 	s.where[id] = stage + "/queued"
 }
 
@@ -124,13 +126,17 @@ type testStore interface {
 	deadLetters(t testing.TB, stage string) map[string]pipeline.DeadLetter
 }
 
-// openTestStore returns an in-memory store ("memory") or the real bbolt
+// openTestStore returns an in-memory store ("memory"), the same with
+// leases (a pipeline.Claimer: "claims"), or the real bbolt
 // store in t.TempDir ("bbolt", checked for consistency on cleanup), with n
 // items i0000... queued at the first stage.
 func openTestStore(t testing.TB, backend string, stages []string, n int) testStore {
 	t.Helper()
-	if backend == "memory" {
+	switch backend {
+	case "memory":
 		return newMemStore(stages, n)
+	case "claims":
+		return newClaimStore(stages, n, time.Now).view("w1")
 	}
 	var defs []store.StageDef
 	for _, s := range stages {

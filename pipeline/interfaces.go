@@ -196,6 +196,11 @@ type StageStats struct {
 	Unavailable int64 `json:"unavailable,omitempty"`
 	// Usage is the tokens billed for every call.
 	Usage Usage `json:"usage"`
+	// LeasesLost counts, in a fleet (a Store with Claimer), the entries
+	// whose lease this process lost: their calls were canceled, or their
+	// results fenced off at commit, and another worker does them again.
+	// A call whose lease was lost may be billed twice.
+	LeasesLost int64 `json:"leases_lost,omitempty"`
 	// CostUSD is Usage priced at the stage's Price (StageConfig.Price),
 	// failed billed calls included.
 	CostUSD float64 `json:"cost_usd,omitempty"`
@@ -228,6 +233,7 @@ func (r RunSummary) Totals() StageStats {
 		t.RateLimited += s.RateLimited
 		t.Transient += s.Transient
 		t.Unavailable += s.Unavailable
+		t.LeasesLost += s.LeasesLost
 		t.Usage = t.Usage.Add(s.Usage)
 		t.CostUSD += s.CostUSD
 		t.Cached += s.Cached

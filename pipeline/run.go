@@ -135,6 +135,17 @@ type Runner struct {
 	// Budget caps the spend of the priced stages; the zero Budget none.
 	Budget Budget
 
+	// Lease, MaxClaims and Poll apply when Store implements Claimer (a
+	// fleet of processes sharing the queues): entries are claimed with a
+	// lease of Lease (default DefaultLease), renewed every Lease/4 while
+	// they are worked on; an entry claimed more than MaxClaims times
+	// (default DefaultMaxClaims) is dead-lettered; an idle dispatcher
+	// looks for work every Poll (default DefaultPoll). A store without
+	// Claimer is walked with Queued: one process owns it.
+	Lease     time.Duration
+	MaxClaims int
+	Poll      time.Duration
+
 	counters    []*stageCounters
 	commitCh    chan pending
 	backlog     backlog
@@ -145,6 +156,7 @@ type Runner struct {
 	abort       context.CancelFunc // cancels dispatch and work
 	purse       purse
 	budgetStage atomic.Int32 // the stage a budget stop parked, -1 none
+	books       []*leaseBook // per stage, when Store implements Claimer
 }
 
 // Progress is the live state of a run, per stage in pipeline order.
@@ -190,6 +202,7 @@ type stageCounters struct {
 	rateLimited, transient, unavailable atomic.Int64
 	prompt, candidate, total            atomic.Int64
 	inFlight                            atomic.Int64
+	leasesLost                          atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
 	limitMin, limitMax                  atomic.Int64
 	health                              endpointHealth
 	pending                             sync.WaitGroup // results sent, not yet committed or dropped
@@ -271,6 +284,12 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	for i := range r.Stages {
 		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}, outcomes: make([]atomic.Int64, len(Classes))}
 		r.counters[i].limitMin.Store(-1)
+	}
+	r.books = make([]*leaseBook, len(r.Stages))
+	if cl, ok := r.Store.(Claimer); ok {
+		for i := range r.Stages {
+			r.books[i] = newLeaseBook(r, i, cl)
+		}
 	}
 	r.commitCh = make(chan pending, r.MaxBacklog)
 	r.backlog.init()
@@ -357,6 +376,15 @@ func (r *Runner) setDefaults() {
 	if r.Grace <= 0 {
 		r.Grace = DefaultGrace
 	}
+	if r.Lease <= 0 {
+		r.Lease = DefaultLease
+	}
+	if r.MaxClaims <= 0 {
+		r.MaxClaims = DefaultMaxClaims
+	}
+	if r.Poll <= 0 {
+		r.Poll = DefaultPoll
+	}
 	for i := range r.Stages {
 		r.Stages[i].setDefaults()
 	}
@@ -408,13 +436,25 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 	// A parked stage stops taking work but lets its in-flight calls finish.
 	stageCtx, parkStage := context.WithCancel(dispatchCtx)
 	work := make(chan Queued)
+	book := r.books[i]
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(work)
+		if book != nil {
+			r.dispatchClaims(stageCtx, i, upstream, work, book)
+			return
+		}
 		r.dispatch(stageCtx, i, upstream, work)
 	}()
+	stopLeases := make(chan struct{})
+	var leaseWatch sync.WaitGroup
+	if book != nil {
+		leaseWatch.Add(2)
+		go func() { defer leaseWatch.Done(); book.heartbeat(stopLeases) }()
+		go func() { defer leaseWatch.Done(); book.expiry(stopLeases) }()
+	}
 	for w := 0; w < sc.Workers; w++ {
 		wg.Add(1)
 		all.Add(1)
@@ -422,7 +462,15 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 			defer all.Done()
 			defer wg.Done()
 			for q := range work {
-				r.process(stageCtx, workCtx, parkStage, i, q)
+				if book == nil {
+					r.process(stageCtx, workCtx, parkStage, i, q)
+					continue
+				}
+				// The call is canceled if the lease is lost.
+				if ctx, ok := book.start(q.Seq, workCtx); ok {
+					r.process(stageCtx, ctx, parkStage, i, q)
+				}
+				book.finished(q.Seq)
 			}
 		}()
 	}
@@ -430,6 +478,11 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 		wg.Wait()
 		parkStage()
 		r.counters[i].pending.Wait()
+		close(stopLeases)
+		leaseWatch.Wait()
+		if book != nil {
+			book.releaseAll()
+		}
 		close(done)
 	}()
 }
@@ -439,7 +492,7 @@ func (r *Runner) stageStats(i int) *StageStats {
 	st := &StageStats{
 		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
 		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
-		Usage: c.usage(), Paid: c.paid.Load(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
+		Usage: c.usage(), LeasesLost: c.leasesLost.Load(), Paid: c.paid.Load(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
 	}
 	if !r.Stages[i].Price.IsZero() {
 		st.CostUSD = toUSD(c.spent.Load())

@@ -69,7 +69,7 @@ func TestRunner_Run(t *testing.T) {
 			map[string]pipeline.DeadLetter{"first": {Class: pipeline.ClassPermanent, Attempts: 1, Message: `stage first panicked on item "i0003": boom`}}},
 	}
 	for _, tc := range tests {
-		for _, backend := range []string{"memory", "bbolt"} {
+		for _, backend := range []string{"memory", "claims", "bbolt"} {
 			t.Run(tc.name+" on "+backend, func(t *testing.T) {
 				st := openTestStore(t, backend, []string{"first", "second"}, 50)
 				second := &funcStage{name: "second", fn: tc.second}

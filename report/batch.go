@@ -8,12 +8,20 @@ import (
 	"fmt"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // loadBatch sums the database's batch jobs, priced for the model the
 // classify stage recorded; nil when there are none.
-func loadBatch(db *store.DB) (*batch.Totals, error) {
+func loadBatch(pdb pipeline.Database) (*batch.Totals, error) {
+	db, ok := pdb.(interface {
+		BatchJobs(openOnly bool) ([]store.BatchJob, error)
+		StoredDefinition() ([]pipeline.StageDef, error)
+	})
+	if !ok {
+		return nil, nil // a store without batch jobs (PostgreSQL)
+	}
 	jobs, err := db.BatchJobs(false)
 	if err != nil || len(jobs) == 0 {
 		return nil, err

@@ -409,8 +409,10 @@ func isSkipped(out json.RawMessage) bool {
 // items that have its output, in id order; without, every item in id
 // order with where it stands (ItemStatus), its dead letter's reason, and
 // for each stage output the stage's fingerprint as the database records
-// it (the configuration of the last run the database accepted).
-func Export(w io.Writer, db *store.DB, o ExportOptions) error {
+// it (the configuration of the last run the database accepted). A store
+// that cannot walk every item (PostgreSQL) gives the done items, then the
+// dead letters stage by stage; its queued items are not exported.
+func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
 		names = append(names, s.Name)
@@ -434,8 +436,12 @@ func Export(w io.Writer, db *store.DB, o ExportOptions) error {
 	for _, d := range defs {
 		versions[d.Name] = d.Fingerprint
 	}
+	all, ok := db.(itemWalker)
+	if !ok {
+		return WriteFlat(w, doneThenDead(db, names), FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions})
+	}
 	src := func(fn func(FlatItem) error) error {
-		return db.ForEachItem(func(is store.ItemState) error {
+		return all.ForEachItem(func(is store.ItemState) error {
 			it := FlatItem{Record: is.Record, Status: ItemStatus(is, names), Outputs: is.Outputs}
 			if is.Dead != nil {
 				it.DeadReason = fmt.Sprintf("%s: %s", is.Dead.Class, is.Dead.Message)
@@ -444,4 +450,48 @@ func Export(w io.Writer, db *store.DB, o ExportOptions) error {
 		})
 	}
 	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions})
+}
+
+// itemWalker is a store that can walk every item's state (bbolt).
+type itemWalker interface {
+	ForEachItem(fn func(store.ItemState) error) error
+}
+
+// doneThenDead lists the done items, then the dead letters stage by stage,
+// for a store without itemWalker.
+func doneThenDead(db pipeline.Database, names []string) FlatSource {
+	return func(fn func(FlatItem) error) error {
+		err := db.ForEachDone(func(it pipeline.Item) error {
+			return fn(FlatItem{Record: it.Record, Status: "done", Outputs: it.Outputs})
+		})
+		if err != nil {
+			return err
+		}
+		for _, s := range names {
+			var ids []string
+			// Locate opens its own transaction: collect this stage's
+			// dead ids first (dead letters are few) rather than nest.
+			err := db.ForEachDead(s, func(e store.DeadEntry) error {
+				ids = append(ids, e.ID)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				loc, err := db.Locate(id)
+				if err != nil {
+					return err
+				}
+				it := FlatItem{Record: loc.Record, Status: "dead at " + s, Outputs: loc.Output}
+				if loc.Dead != nil {
+					it.DeadReason = fmt.Sprintf("%s: %s", loc.Dead.Class, loc.Dead.Message)
+				}
+				if err := fn(it); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 }

@@ -87,7 +87,7 @@ type LoadOptions struct {
 // the cube of done items (streamed once; its memory grows with the number
 // of group-value combinations, not items), from which it computes the
 // pivot when o.By is set.
-func Load(db *store.DB, o LoadOptions) (*Data, error) {
+func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
@@ -179,7 +179,7 @@ func Load(db *store.DB, o LoadOptions) (*Data, error) {
 
 // storedAggregate is the aggregate configuration the last run recorded,
 // or the defaults for a database from before it was recorded.
-func storedAggregate(db *store.DB) (*stages.Aggregate, error) {
+func storedAggregate(db pipeline.Database) (*stages.Aggregate, error) {
 	agg := &stages.Aggregate{}
 	defs, err := db.StoredDefinition()
 	if err != nil {
@@ -200,7 +200,7 @@ func storedAggregate(db *store.DB) (*stages.Aggregate, error) {
 // group values and rating as agg computes them (so "month" comes from
 // agg's date field). Items failing a filter are left out. An item whose
 // classify output cannot be read is an error naming it.
-func LoadCube(db *store.DB, agg *stages.Aggregate, dims []string, where []Filter) (*Cube, error) {
+func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter) (*Cube, error) {
 	c := NewCube(dims)
 	for _, f := range where {
 		c.Where = append(c.Where, f.String())

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
@@ -115,9 +116,19 @@ func periodStamps(c *Cube, dims []string, w Window, where []string) []PeriodStam
 
 // compareStamps fills each stamp's LastReport and Changed from what the
 // database recorded of the last report of its period.
-func compareStamps(db *store.DB, stamps []PeriodStamp) error {
+// reportFingerprints is a store that keeps the fingerprint of the last
+// report of each period (bbolt).
+type reportFingerprints interface {
+	ReportFingerprint(period string) (store.ReportStamp, bool, error)
+}
+
+func compareStamps(db pipeline.Database, stamps []PeriodStamp) error {
+	fp, ok := db.(reportFingerprints)
+	if !ok {
+		return nil // a store without stored fingerprints (PostgreSQL): nothing to compare
+	}
 	for i := range stamps {
-		prev, ok, err := db.ReportFingerprint(stamps[i].Period)
+		prev, ok, err := fp.ReportFingerprint(stamps[i].Period)
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,8 @@ func NewApp(cfg Config) *cli.App {
 		newReportCommand(),
 		newVerifyCommand(),
 		newPruneCommand(cfg),
+		newMigrateCommand(),
+		newCopyCommand(),
 		newSimCommand(),
 		newDemoCommand(cfg),
 		newBenchCommand(),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
@@ -92,7 +93,11 @@ func runBatchList(opts *batchCmdOptions) error {
 		return err
 	}
 	defer db.Close()
-	jobs, err := db.BatchJobs(false)
+	bdb, err := batchStore(db)
+	if err != nil {
+		return err
+	}
+	jobs, err := bdb.BatchJobs(false)
 	if err != nil {
 		return err
 	}
@@ -112,7 +117,11 @@ func runBatchShow(opts *batchCmdOptions) error {
 		return err
 	}
 	defer db.Close()
-	job, err := db.BatchJobByNum(opts.Job)
+	bdb, err := batchStore(db)
+	if err != nil {
+		return err
+	}
+	job, err := bdb.BatchJobByNum(opts.Job)
 	if err != nil {
 		return err
 	}
@@ -125,7 +134,11 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 		return err
 	}
 	defer db.Close()
-	job, err := db.BatchJobByNum(opts.Job)
+	bdb, err := batchStore(db)
+	if err != nil {
+		return err
+	}
+	job, err := bdb.BatchJobByNum(opts.Job)
 	if err != nil {
 		return err
 	}
@@ -137,7 +150,7 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 	if err != nil {
 		return usage(fmt.Errorf("%w (needed to cancel job %d at the API)", err, job.Num))
 	}
-	n, err := batch.Cancel(ctx, c.Batches, db, job.Num, time.Now())
+	n, err := batch.Cancel(ctx, c.Batches, bdb, job.Num, time.Now())
 	if err != nil {
 		return err
 	}
@@ -175,7 +188,11 @@ func readBatchStatus(db *store.DB) (*batchStatus, error) {
 }
 
 // printStatusWithBatch is monitor.PrintStatus plus the batch jobs.
-func printStatusWithBatch(w io.Writer, db *store.DB, v monitor.StatusView, asJSON bool) error {
+func printStatusWithBatch(w io.Writer, pdb pipeline.Database, v monitor.StatusView, asJSON bool) error {
+	db, ok := pdb.(*store.DB)
+	if !ok {
+		return monitor.PrintStatus(w, v, asJSON)
+	}
 	bs, err := readBatchStatus(db)
 	if err != nil {
 		return err
@@ -195,4 +212,13 @@ func printStatusWithBatch(w io.Writer, db *store.DB, v monitor.StatusView, asJSO
 		bs.Usage.PromptTokens, bs.Usage.CandidateTokens, bs.CostUSD, bs.OnlineCostUSD, bs.SavedUSD)
 	fmt.Fprintf(w, "  sawtooth batch list --db %s\n", shellQuote(db.Path()))
 	return nil
+}
+
+// batchStore is the bbolt store behind db: batch jobs are kept in bbolt
+// only for now.
+func batchStore(db pipeline.Database) (*store.DB, error) {
+	if b, ok := db.(*store.DB); ok {
+		return b, nil
+	}
+	return nil, usagef("--db %s: Batch API jobs are kept in a bbolt database only, not yet in PostgreSQL: run the fleet online (--mode online), or copy the pipeline to a file with `sawtooth copy`", db.Path())
 }

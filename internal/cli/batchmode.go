@@ -60,10 +60,14 @@ func (o batchOptions) check() (batch.Mode, error) {
 // every stage in auto mode (classify takes what the jobs did not answer),
 // every stage but classify in batch mode (what the jobs did not answer
 // stays queued for the next run). Online mode returns b.stages untouched.
-func drainBatch(ctx context.Context, db *store.DB, b *stageSet, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
+func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
 	mode, err := bo.check()
 	if err != nil || mode == batch.ModeOnline {
 		return b.stages, nil, err
+	}
+	db, err := batchStore(pdb)
+	if err != nil {
+		return nil, nil, err
 	}
 	ci := -1
 	for i, sc := range b.stages {
@@ -135,7 +139,7 @@ type batchPhase struct {
 // leftover is the error of a batch-mode run that left items in the
 // queue (their jobs failed, expired or passed the deadline every round):
 // the run stopped early and a later one resumes.
-func (p *batchPhase) leftover(db *store.DB) error {
+func (p *batchPhase) leftover(db pipeline.Database) error {
 	if p == nil || p.mode != batch.ModeBatch {
 		return nil
 	}

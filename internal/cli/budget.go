@@ -5,19 +5,23 @@ import (
 	"io"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // printBudget says, after a run's summary, how much of each cap the run
 // left: --budget against this run's spend, --budget-total against the
 // database's committed lifetime spend.
-func printBudget(w io.Writer, db *store.DB, o *pipelineOptions, sum pipeline.RunSummary) {
+func printBudget(w io.Writer, db pipeline.Database, o *pipelineOptions, sum pipeline.RunSummary) {
 	if o.Budget > 0 {
 		spent := sum.Totals().CostUSD
 		fmt.Fprintf(w, "budget: %s spent of --budget %s; %s left\n", usd(spent), usd(o.Budget), usd(max(0, o.Budget-spent)))
 	}
 	if o.BudgetTotal > 0 {
-		ledgers, err := db.Ledgers()
+		lg, ok := db.(pipeline.Ledgers)
+		if !ok {
+			fmt.Fprintf(w, "budget-total: this database keeps no lifetime spend\n")
+			return
+		}
+		ledgers, err := lg.Ledgers()
 		if err != nil {
 			fmt.Fprintf(w, "budget-total: the lifetime spend cannot be read: %v\n", err)
 			return

@@ -29,7 +29,7 @@ type stageSet struct {
 	sanitize *stages.Sanitize
 	classify *stages.Classify
 	agg      *stages.Aggregate
-	limiter  *limiter.AIMD
+	limiter  pipeline.Limiter
 	priceIn  float64
 	priceOut float64
 }
@@ -170,7 +170,7 @@ func (o *pipelineOptions) validate() error {
 			return usagef("--%s: want %s", c.flag, c.want)
 		}
 	}
-	return nil
+	return o.checkFleet()
 }
 
 // unwrapPath drops the *fs.PathError's repetition of the path.
@@ -184,14 +184,16 @@ func unwrapPath(err error) error {
 
 // openDB opens the pipeline DB with this definition: for writing, or
 // read-only for a dry run.
-func (o *pipelineOptions) openDB(b *stageSet) (*store.DB, error) {
-	return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
+func (o *pipelineOptions) openDB(b *stageSet) (pipeline.Database, error) {
+	return openDatabase(o.DB, dbOpen{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun}, func() (*store.DB, error) {
+		return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
+	})
 }
 
 // addLimiter builds the classify limiter (starting from the limit the last
 // run learned, unless --start says otherwise) and the engine's stage
 // configs.
-func (o *pipelineOptions) addLimiter(b *stageSet, db *store.DB) {
+func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 	if o.Fixed > 0 {
 		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
 	} else {
@@ -236,13 +238,18 @@ func learnedState(db learnedStore, stage string) (limit int, ratePerSecond float
 }
 
 // saveLearnedState keeps what the stage's limiter learned for the next
-// run to start from: its limit and its rate, rounded to whole calls per
-// minute (0 when it paced none, so a stale rate is not reused).
-func saveLearnedState(db learnedStore, stage string, lim *limiter.AIMD) error {
+// run to start from: its limit and its rate (limiter.AIMD.Rate), rounded
+// to whole calls per minute (0 when it paced none, or a limiter that
+// learns no rate, so a stale rate is not reused).
+func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error {
 	if err := db.SetLearnedLimit(stage, lim.Limit()); err != nil {
 		return err
 	}
-	return db.SetLearnedLimit(rateKey(stage), int(math.Round(lim.Rate()*60)))
+	perMinute := 0
+	if r, ok := lim.(interface{ Rate() float64 }); ok {
+		perMinute = int(math.Round(r.Rate() * 60))
+	}
+	return db.SetLearnedLimit(rateKey(stage), perMinute)
 }
 
 // cost is the estimated USD for a usage at the configured prices.

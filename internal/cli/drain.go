@@ -79,6 +79,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
 	o.addLimiter(b, db)
+	if err := o.useFleetLimiter(ctx, b, db, nil); err != nil {
+		return sum, err
+	}
 	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
 	if err != nil {
 		return sum, err
@@ -96,7 +99,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	sigOut.Set(prog.Writer())
 	r := &pipeline.Runner{
-		Store: db, Stages: runStages, RunID: runID, Grace: o.Grace,
+		Store: db, Stages: runStages, RunID: runID, Grace: o.Grace, Lease: o.Lease,
 		OnTick: prog.Tick, Log: prog.Log(),
 		NoCache: o.NoCache, Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal},
 	}
@@ -175,7 +178,9 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 			return nil, nil, false, err
 		}
 	}
-	if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
+	if isPostgres(o.DB) {
+		exists = postgresPipelineExists(o.DB)
+	} else if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
 		exists = true
 	}
 	if exists && o.KeepStored {
@@ -195,7 +200,7 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 // anything is ingested: it refuses an unasked change, prints the plan of
 // a dry run (stop), stops a re-run above --confirm-above that nobody
 // confirmed, or re-queues the items and records the new definition.
-func reconcile(db *store.DB, b *stageSet, req drainRequest) (stop bool, err error) {
+func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, err error) {
 	o := req.Pipeline
 	from, why, err := rerunStart(db, b, req)
 	if err != nil {
@@ -238,7 +243,7 @@ func reconcile(db *store.DB, b *stageSet, req drainRequest) (stop bool, err erro
 // asked for it with --rerun-changed or rerun), or at req.RerunFrom if that
 // is earlier. A change nobody asked to re-run is refused, with what
 // changed; a change to a stage that produced nothing is adopted.
-func rerunStart(db *store.DB, b *stageSet, req drainRequest) (from, why string, err error) {
+func rerunStart(db pipeline.Database, b *stageSet, req drainRequest) (from, why string, err error) {
 	o := req.Pipeline
 	if changed := db.ChangedStages(); len(changed) > 0 {
 		produced, err := producedFrom(db, changed[0])
@@ -274,7 +279,7 @@ func rerunStart(db *store.DB, b *stageSet, req drainRequest) (from, why string, 
 // configChanged is the refusal of a configuration change at stage: what
 // changed, as a diff when the DB recorded the settings, and the commands
 // that decide.
-func configChanged(db *store.DB, b *stageSet, stage string) error {
+func configChanged(db pipeline.Database, b *stageSet, stage string) error {
 	var diff []string
 	if old, err := db.StoredDefinition(); err == nil {
 		stored := storedSettings(old)
@@ -309,7 +314,9 @@ func stageIndex(name string) int {
 // readDefinition reads the pipeline definition recorded in the DB at
 // path without opening it for writing.
 func readDefinition(path string) ([]store.StageDef, error) {
-	db, err := store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
+	db, err := openDatabase(path, dbOpen{Stages: namedStages(), ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +326,7 @@ func readDefinition(path string) ([]store.StageDef, error) {
 
 // producedFrom reports whether any item has an output or a dead letter at
 // stage or a later one: whether a configuration change there matters.
-func producedFrom(db *store.DB, stage string) (bool, error) {
+func producedFrom(db pipeline.Database, stage string) (bool, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return false, err
@@ -337,8 +344,11 @@ func producedFrom(db *store.DB, stage string) (bool, error) {
 // monitorConfig is what the monitor needs to know of a run, read from
 // the DB and the stages: per stage its name, how many items wait there
 // now, and its limiter.
-func monitorConfig(db *store.DB, b *stageSet, runID string, quiet bool) (monitor.RunConfig, error) {
+func monitorConfig(db pipeline.Database, b *stageSet, runID string, quiet bool) (monitor.RunConfig, error) {
 	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: quiet, Cost: b.cost}
+	if isPostgres(db.Path()) {
+		rc.DBPath = "" // no file beside it for the live status: status reads the database
+	}
 	counts, err := db.Counts()
 	if err != nil {
 		return rc, err
@@ -370,7 +380,7 @@ func nextCommands(path string, sum pipeline.RunSummary) []string {
 }
 
 // stageOrder is the DB's stage names in pipeline order.
-func stageOrder(db *store.DB) []string {
+func stageOrder(db pipeline.Database) []string {
 	var out []string
 	for _, s := range db.Stages() {
 		out = append(out, s.Name)

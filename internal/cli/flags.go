@@ -66,6 +66,11 @@ type pipelineOptions struct {
 	// database's lifetime (0: no cap).
 	Budget, BudgetTotal float64
 
+	// Lease, Quota and QuotaKey apply to a PostgreSQL --db (a fleet).
+	Lease    time.Duration
+	Quota    string
+	QuotaKey string
+
 	RerunChanged bool
 	MustExist    bool // retry, rerun: never create the DB
 	JSON         bool
@@ -114,7 +119,7 @@ func envOf(name string) []string {
 // Each can also come from a SAWTOOTH_* variable or the --config file.
 func pipelineFlags(o *pipelineOptions) []cli.Flag {
 	env := envOf
-	return []cli.Flag{
+	return append(fleetFlags(o), []cli.Flag{
 		configFlag(),
 		&cli.IntFlag{Name: "max-chars", Category: catSanitize, Value: stages.DefaultMaxChars, Usage: "truncate each text to this many characters", EnvVars: env("max-chars"), Destination: &o.MaxChars},
 		&cli.StringFlag{Name: "emoji", Category: catSanitize, Value: "keep", Usage: "emoji policy: keep|strip|describe", EnvVars: env("emoji"), Destination: &o.Emoji},
@@ -148,7 +153,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.BoolFlag{Name: "rerun-changed", Category: catRerun, Usage: "if a stage's configuration changed since the last run, re-run it and what follows", EnvVars: env("rerun-changed"), Destination: &o.RerunChanged},
 		&cli.BoolFlag{Name: "json", Category: catOutput, Usage: "print the run summary as JSON", EnvVars: env("json"), Destination: &o.JSON},
 		&cli.BoolFlag{Name: "quiet", Category: catOutput, Aliases: []string{"no-progress"}, Usage: "no progress bars or lines on stderr", EnvVars: env("quiet"), Destination: &o.Quiet},
-	}
+	}...)
 }
 
 // fromContext fills what flags cannot bind directly: the lists (split on

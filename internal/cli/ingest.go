@@ -72,7 +72,7 @@ const ingestBatch = 1000
 
 // ingestFile applies an accepted input to the DB in batches of one
 // transaction each, and says what it did.
-func ingestFile(ctx context.Context, db *store.DB, plan *ingest.Plan, stderr io.Writer) error {
+func ingestFile(ctx context.Context, db pipeline.Database, plan *ingest.Plan, stderr io.Writer) error {
 	var total store.IngestStats
 	res, err := plan.Apply(ctx, ingestBatch, func(batch []pipeline.Record) error {
 		st, err := db.Ingest(batch)

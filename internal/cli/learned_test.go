@@ -88,19 +88,23 @@ func TestRun_nextRunStartsAtLearnedRate(t *testing.T) {
 	b := &stageSet{classify: cl}
 	o := &pipelineOptions{}
 	o.addLimiter(b, d)
+	lim, ok := b.limiter.(*limiter.AIMD)
+	if !ok {
+		t.Fatalf("classify's limiter is a %T, want a *limiter.AIMD", b.limiter)
+	}
 	// Before any call: a limiter that paces from its first start reads
 	// its rate at once; one that would pace only after a round trip
 	// reads 0.
-	if got := b.limiter.Rate(); got < 0.9*rate || got > rate {
+	if got := lim.Rate(); got < 0.9*rate || got > rate {
 		t.Errorf("the next run's limiter starts at %v starts per second; want just under the learned %v", got, rate)
 	}
-	if got := b.limiter.Limit(); got != min(limit, limiter.DefaultCeiling) {
+	if got := lim.Limit(); got != min(limit, limiter.DefaultCeiling) {
 		t.Errorf("the next run's limit %d, want the learned %d", got, limit)
 	}
 
 	o.Start = 5
 	o.addLimiter(b, d)
-	if got := b.limiter.Rate(); got != 0 || b.limiter.Limit() != 5 {
-		t.Errorf("with --start 5: rate %v, limit %d; want no learned rate and the limit 5", got, b.limiter.Limit())
+	if lim, ok := b.limiter.(*limiter.AIMD); !ok || lim.Rate() != 0 || lim.Limit() != 5 {
+		t.Errorf("with --start 5: limiter %T, limit %d; want no learned rate and the limit 5", b.limiter, b.limiter.Limit())
 	}
 }

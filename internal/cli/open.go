@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
@@ -30,11 +31,13 @@ func namedStages() []store.StageDef {
 
 // openReadOnly opens the DB for a command that only reads. Stage
 // fingerprints do not matter here, only the names.
-func openReadOnly(path string) (*store.DB, error) {
+func openReadOnly(path string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	return store.Open(path, store.Options{Stages: storedStages(path), ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+	return openDatabase(path, dbOpen{Stages: namedStages(), ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: storedStages(path), ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+	})
 }
 
 // storedStages is the stage list the DB at path holds (a job's own
@@ -68,11 +71,13 @@ func checkStageOf(path, flag, name string) error {
 }
 
 // openWritable opens the DB for a command that changes it without running.
-func openWritable(path string) (*store.DB, error) {
+func openWritable(path string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	return store.Open(path, store.Options{Stages: storedStages(path), MustExist: true})
+	return openDatabase(path, dbOpen{Stages: namedStages(), MustExist: true}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: storedStages(path), MustExist: true})
+	})
 }
 
 // boltMagic starts every bbolt meta page (after the 16-byte page header).
@@ -89,6 +94,9 @@ const boltMagic = 0xED0CDAED
 // value typed is wrong); a directory, a device or a file that is no
 // database is an error of the place (exit 1), as a store failure is.
 func checkDBPath(path string, mustExist bool) error {
+	if isPostgres(path) {
+		return checkPostgresDSN(path)
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

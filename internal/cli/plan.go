@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // rerunPlan is what re-running from a stage would re-pay, estimated from
@@ -35,7 +34,7 @@ type rerunPlan struct {
 // planRerun estimates a re-run from stage: which items move (every item
 // that reached it: queued there or later, dead there or later, or done,
 // as store.DB.Rerun moves them) and what classify would charge for them.
-func planRerun(db *store.DB, from string, cost func(pipeline.Usage) float64) (rerunPlan, error) {
+func planRerun(db pipeline.Database, from string, cost func(pipeline.Usage) float64) (rerunPlan, error) {
 	p := rerunPlan{From: from, Limit: db.LearnedLimit("classify")}
 	counts, err := db.Counts()
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -54,7 +53,7 @@ func runPrune(ctx context.Context, opts *pruneOptions) error {
 	if err != nil {
 		return err
 	}
-	var db *store.DB
+	var db pipeline.Database
 	if opts.DryRun {
 		db, err = openReadOnly(opts.DB)
 	} else {

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
 	"github.com/urfave/cli/v2"
 )
 
@@ -41,6 +43,11 @@ func runStatus(ctx context.Context, opts *statusOptions) error {
 	if err := checkDBPath(opts.DB, true); err != nil {
 		return err
 	}
+	if opts.Watch && isPostgres(opts.DB) {
+		return monitor.WatchFrames(ctx, opts.Out, postgres.Redact(opts.DB), opts.JSON, opts.Every, func(w io.Writer) error {
+			return statusFrame(w, opts.DB, opts.JSON)
+		})
+	}
 	if opts.Watch {
 		return monitor.Watch(ctx, opts.Out, opts.DB, opts.JSON, opts.Every, func(w io.Writer) error {
 			return statusFrame(w, opts.DB, opts.JSON)
@@ -53,6 +60,9 @@ func runStatus(ctx context.Context, opts *statusOptions) error {
 // it, from the live status the run publishes (without waiting for the
 // lock), else from the DB.
 func statusFrame(w io.Writer, path string, asJSON bool) error {
+	if isPostgres(path) {
+		return postgresStatus(w, path, asJSON)
+	}
 	if live, err := monitor.ReadLiveStatus(path); err == nil && time.Since(live.Updated) < monitor.LiveStatusMaxAge {
 		return monitor.ShowLiveStatus(w, path, live, asJSON)
 	}
@@ -72,7 +82,7 @@ func statusFrame(w io.Writer, path string, asJSON bool) error {
 }
 
 // statusView reads what `status` shows of a DB no run holds.
-func statusView(db *store.DB) (monitor.StatusView, error) {
+func statusView(db pipeline.Database) (monitor.StatusView, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return monitor.StatusView{}, err
@@ -90,8 +100,10 @@ func statusView(db *store.DB) (monitor.StatusView, error) {
 			v.Limits[s.Stage] = n
 		}
 	}
-	if v.Money, err = db.Ledgers(); err != nil {
-		return monitor.StatusView{}, err
+	if lg, ok := db.(pipeline.Ledgers); ok {
+		if v.Money, err = lg.Ledgers(); err != nil {
+			return monitor.StatusView{}, err
+		}
 	}
 	return v, nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
 
@@ -75,7 +74,7 @@ func runVerify(opts *verifyOptions) error {
 
 // storedAggregate fills agg from the configuration recorded in the DB, if
 // any (databases from before it was recorded keep the flag defaults).
-func storedAggregate(db *store.DB, agg *stages.Aggregate) error {
+func storedAggregate(db pipeline.Database, agg *stages.Aggregate) error {
 	defs, err := db.StoredDefinition()
 	if err != nil {
 		return err
@@ -92,7 +91,7 @@ func storedAggregate(db *store.DB, agg *stages.Aggregate) error {
 
 // verify checks the store's invariants and recomputes the tally from the
 // classify outputs of every done item.
-func verify(db *store.DB, agg *stages.Aggregate) ([]string, error) {
+func verify(db pipeline.Database, agg *stages.Aggregate) ([]string, error) {
 	problems, err := db.Check()
 	if err != nil {
 		return nil, err

@@ -314,6 +314,9 @@ func (p *Progress) updateBars(v *LiveStatus) {
 // publish writes the live status atomically (write then rename); a
 // failure only costs `status` its live answer, so it is not reported.
 func (p *Progress) publish(v *LiveStatus) {
+	if p.cfg.DBPath == "" {
+		return // a database with no file (PostgreSQL): status reads it directly
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return
@@ -354,7 +357,9 @@ func (p *Progress) Close() {
 		p.metrics.shutdown(ctx)
 		cancel()
 	}
-	os.Remove(LiveStatusPath(p.cfg.DBPath))
+	if p.cfg.DBPath != "" {
+		os.Remove(LiveStatusPath(p.cfg.DBPath))
+	}
 }
 
 // rateWindow measures a stage's throughput over the last rateSpan.

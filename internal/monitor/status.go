@@ -94,7 +94,12 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 	if len(v.LastRuns) > 0 {
 		fmt.Fprintln(w, "\nlast runs:")
 		for _, r := range v.LastRuns {
-			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), r.Ended.Sub(r.Started).Round(time.Second))
+			took := r.Ended.Sub(r.Started)
+			if r.Ended.IsZero() {
+				// Still running (another worker of a fleet, on PostgreSQL).
+				took = time.Since(r.Started)
+			}
+			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), took.Round(time.Second))
 			if r.Message != "" {
 				fmt.Fprintf(w, "  %s", TerminalSafe(r.Message))
 			}

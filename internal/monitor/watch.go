@@ -21,6 +21,12 @@ func Watch(ctx context.Context, w io.Writer, path string, asJSON bool, every tim
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("status --watch: %w", err)
 	}
+	return WatchFrames(ctx, w, path, asJSON, every, frame)
+}
+
+// WatchFrames is Watch for a database that is no file (PostgreSQL: path
+// is its URL without the password).
+func WatchFrames(ctx context.Context, w io.Writer, path string, asJSON bool, every time.Duration, frame func(io.Writer) error) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	tty := !asJSON && IsTerminal(w)

@@ -76,6 +76,9 @@
 // congestion epoch turns the many 429s of one event, from every process,
 // into one event: only a call reserved at the current epoch raises it,
 // and each process applies one decrease per new epoch it sees.
+// FleetLimiter is the pipeline.Limiter built on it: an AIMD on each
+// worker's calls in flight whose decreases are the fleet's events, paced
+// through the row when the rate is known.
 //
 // # Why plain SQL rather than River
 //
@@ -92,5 +95,5 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go and quota.go.
+// tally.go, runs.go, claim.go, quota.go and fleetlimit.go.
 package postgres

@@ -6,7 +6,9 @@
 // each item is in exactly one place, re-applying anything is a no-op,
 // a transition made stale by an edit, a re-run or a re-queue is ignored,
 // dead letters survive in their item's history, and the stored tally
-// equals the one recomputed from the stored outputs.
+// equals the one recomputed from the stored outputs. A store that
+// implements pipeline.Claimer (shared by many processes) is also held to
+// the claim contract: leases, fencing tokens, fenced commits.
 //
 // The suite plays the stages itself with deterministic outputs (see
 // Output), so it needs no network and no stage implementation.
@@ -54,6 +56,7 @@ func Run(t *testing.T, open Open) {
 		{"AnswerCacheAndLedger", testAnswerCache},
 		{"RunsAndSeries", testRuns},
 		{"LearnedLimit", testLearnedLimit},
+		{"Claims", testClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

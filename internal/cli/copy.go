@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/storecopy"
+	"github.com/urfave/cli/v2"
+)
+
+// newCopyCommand is `sawtooth copy`: move a pipeline between a bbolt file
+// and PostgreSQL (either way), every item's state intact.
+func newCopyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "copy",
+		Usage:     "copy a pipeline between stores (a bbolt file and a PostgreSQL database, either way): every item's place, outputs, dead letters and history, the aggregate, usage, runs and learned limits",
+		UsageText: "sawtooth copy --from reviews.db --to postgres://USER@HOST/DBNAME\n   sawtooth copy --from postgres://USER@HOST/DBNAME --to reviews.db",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "from", Category: catDB, Usage: "the pipeline to copy: a bbolt `FILE` or a postgres URL (stop its workers first)"},
+			&cli.StringFlag{Name: "to", Category: catDB, Usage: "where to copy it: a new bbolt `FILE` or a PostgreSQL database holding no pipeline yet"},
+		},
+		Before: before("from", "to"),
+		Action: func(c *cli.Context) error {
+			return runCopy(c.String("from"), c.String("to"), c.App.Writer, c.App.ErrWriter)
+		},
+	}
+}
+
+func runCopy(from, to string, out, errOut io.Writer) error {
+	if from == to {
+		return usagef("--from and --to are both %s: copy into another database", from)
+	}
+	if err := checkDBPath(from, true); err != nil {
+		return err
+	}
+	if !isPostgres(to) {
+		if fi, err := os.Stat(to); err == nil && fi.Size() > 0 {
+			return usagef("--to %s already exists: copy into a new file (or into an empty PostgreSQL database)", to)
+		}
+		if err := checkDBPath(to, false); err != nil {
+			return err
+		}
+	} else if err := checkPostgresDSN(to); err != nil {
+		return err
+	}
+	src, err := openReadOnly(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	defs, err := src.StoredDefinition()
+	if err != nil {
+		return err
+	}
+	dst, err := openDatabase(to, dbOpen{Stages: defs}, func() (*store.DB, error) {
+		return store.Open(to, store.Options{Stages: defs})
+	})
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	st, err := storecopy.Copy(src, dst, func(n int) {
+		if n%10000 == 0 {
+			fmt.Fprintf(errOut, "copied %d items\n", n)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), dst.Path(), err)
+	}
+	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s; counts, aggregate and usage match\n",
+		plural(st.Items, "item"), src.Path(), dst.Path(), st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"))
+	return nil
+}

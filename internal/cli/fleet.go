@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
+	"github.com/urfave/cli/v2"
+)
+
+// Quota sharing modes (--quota).
+const (
+	quotaShared      = "shared"
+	quotaIndependent = "independent"
+)
+
+// fleetFlags are the flags of a run on a PostgreSQL --db, where many
+// workers share the queues and the quota.
+func fleetFlags(o *pipelineOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "lease", Category: catDB, Value: pipeline.DefaultLease, Usage: "PostgreSQL: how long a worker's claim on an item lasts without a heartbeat (renewed every lease/4; a dead worker's items return after it)", EnvVars: envOf("lease"), Destination: &o.Lease},
+		&cli.StringFlag{Name: "quota", Category: catDB, Value: quotaShared, Usage: "PostgreSQL: shared (one limit for every worker: one decrease per 429 event for the fleet, --rpm paces the fleet) or independent (each worker its own limiter, for comparison)", EnvVars: envOf("quota"), Destination: &o.Quota},
+		&cli.StringFlag{Name: "quota-key", Category: catDB, Usage: "PostgreSQL: the shared quota's name: workers using one API project and model share one key", DefaultText: "gemini/MODEL", EnvVars: envOf("quota-key"), Destination: &o.QuotaKey},
+	}
+}
+
+// checkFleet refuses fleet settings that cannot work.
+func (o *pipelineOptions) checkFleet() error {
+	if o.Lease < time.Second {
+		return usagef("--lease %s: want at least 1s, and well above a call's latency (default %s)", o.Lease, pipeline.DefaultLease)
+	}
+	if o.Quota != quotaShared && o.Quota != quotaIndependent {
+		return usagef("--quota %q: want %s or %s", o.Quota, quotaShared, quotaIndependent)
+	}
+	return nil
+}
+
+// useFleetLimiter gives classify the fleet's shared limiter when the
+// pipeline is in PostgreSQL and --quota is shared (the default).
+func (o *pipelineOptions) useFleetLimiter(ctx context.Context, b *stageSet, db pipeline.Database, log *slog.Logger) error {
+	pg, ok := db.(*postgres.DB)
+	if !ok || o.Quota != quotaShared || o.Fixed > 0 {
+		return nil
+	}
+	key := o.QuotaKey
+	if key == "" {
+		key = "gemini/" + o.Model
+	}
+	start := o.Start
+	if start <= 0 {
+		start = db.LearnedLimit(b.classify.Name())
+	}
+	l, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
+		Key: key, Start: start, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, RPM: o.RPM, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	b.limiter = l
+	for i := range b.stages {
+		if b.stages[i].Limiter != nil {
+			b.stages[i].Limiter = l
+		}
+	}
+	return nil
+}
+
+// postgresPipelineExists reports whether a pipeline is already in the
+// PostgreSQL database at dsn (false when it cannot tell: the open that
+// follows says why).
+func postgresPipelineExists(dsn string) bool {
+	db, err := postgres.Open(context.Background(), dsn, postgres.Options{Stages: namedStages(), ReadOnly: true, MustExist: true})
+	if err != nil {
+		return false
+	}
+	db.Close()
+	return true
+}
+
+// workerStatus is `status`'s view of a PostgreSQL pipeline: the counts
+// and runs, and who holds what.
+type workerStatus struct {
+	monitor.StatusView
+	Workers []postgres.Holder `json:"workers"`
+}
+
+// postgresStatus prints the status of a PostgreSQL pipeline: its counts
+// and runs, and per worker (host:pid) the items it holds under a lease
+// at each stage and when that lease ends (a live worker renews it every
+// lease/4, so it stays about one lease ahead).
+func postgresStatus(w io.Writer, dsn string, asJSON bool) error {
+	db, err := openReadOnly(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	v, err := statusView(db)
+	if err != nil {
+		return err
+	}
+	var hs []postgres.Holder
+	if pg, ok := db.(*postgres.DB); ok {
+		if hs, err = pg.Holders(context.Background()); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return monitor.WriteJSONSafe(w, workerStatus{StatusView: v, Workers: hs})
+	}
+	if err := monitor.PrintStatus(w, v, false); err != nil {
+		return err
+	}
+	if len(hs) == 0 {
+		fmt.Fprintln(w, "\nworkers: none holds an item now")
+		return nil
+	}
+	fmt.Fprintln(w, "\nworkers (host:pid; items claimed under a live lease, in calls or about to be):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  worker\tstage\tholding\tlease ends")
+	now := time.Now()
+	for _, h := range hs {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\tin %s\n", monitor.TerminalSafe(h.Owner), h.Stage, h.Held, h.LeaseEnd.Sub(now).Round(time.Second))
+	}
+	return tw.Flush()
+}
+
+// newMigrateCommand is `sawtooth migrate`: create or upgrade the schema
+// of a PostgreSQL pipeline, once, before the workers start.
+func newMigrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "migrate",
+		Usage:     "create or upgrade the pipeline's schema in a PostgreSQL --db (run and every command also do it on first open)",
+		UsageText: "sawtooth migrate --db postgres://USER@HOST/DBNAME",
+		Flags:     []cli.Flag{dbFlag()},
+		Before:    before("db"),
+		Action: func(c *cli.Context) error {
+			dsn := c.String("db")
+			if !isPostgres(dsn) {
+				return usagef("--db %s: migrate is for a PostgreSQL database (a postgres:// URL or key=value string); a bbolt file is created and upgraded by run", dsn)
+			}
+			if err := checkPostgresDSN(dsn); err != nil {
+				return err
+			}
+			db, err := postgres.Open(c.Context, dsn, postgres.Options{Stages: namedStages()})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			fmt.Fprintf(c.App.Writer, "%s: schema %s is at version %d\n", db.Path(), db.Schema(), postgres.SchemaVersion)
+			return nil
+		},
+	}
+}

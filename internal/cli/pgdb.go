@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
+)
+
+// libpqKeyword starts a libpq key=value connection string.
+var libpqKeyword = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|service|sslmode|application_name|connect_timeout|options|target_session_attrs)\s*=`)
+
+// isPostgres reports whether --db names a PostgreSQL database rather than
+// a bbolt file: a postgres:// or postgresql:// URL, or a libpq key=value
+// string ("host=db1 dbname=reviews").
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") || libpqKeyword.MatchString(db)
+}
+
+// libpqPassword finds password=... in a key=value connection string.
+var libpqPassword = regexp.MustCompile(`(^|\s)password\s*=`)
+
+// checkPostgresDSN refuses a connection string that carries a password:
+// a flag shows in `ps` and in shell history. libpq's own places are
+// read instead: PGPASSWORD, ~/.pgpass (PGPASSFILE), or a service file.
+func checkPostgresDSN(dsn string) error {
+	const fix = "put the password in PGPASSWORD or ~/.pgpass (mode 0600) instead: a password on the command line shows in `ps`"
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return usagef("--db %s: not a valid postgres URL (%v); e.g. postgres://user@host:5432/dbname", postgres.Redact(dsn), unwrapURL(err))
+		}
+		if _, has := u.User.Password(); has || u.Query().Has("password") {
+			return usagef("--db %s: the URL holds a password; %s", postgres.Redact(dsn), fix)
+		}
+		return nil
+	}
+	if libpqPassword.MatchString(dsn) {
+		return usagef("--db %s: the connection string holds a password; %s", postgres.Redact(dsn), fix)
+	}
+	return nil
+}
+
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// dbOpen says how a command opens its database.
+type dbOpen struct {
+	Stages    []store.StageDef
+	ReadOnly  bool
+	MustExist bool
+}
+
+// openDatabase opens --db: a PostgreSQL pipeline for a postgres URL or
+// DSN (created on first use unless MustExist), else the bbolt file.
+func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipeline.Database, error) {
+	if !isPostgres(target) {
+		db, err := bolt()
+		if err != nil {
+			return nil, err
+		}
+		return db, nil
+	}
+	if err := checkPostgresDSN(target); err != nil {
+		return nil, err
+	}
+	db, err := postgres.Open(context.Background(), target, postgres.Options{Stages: o.Stages, ReadOnly: o.ReadOnly, MustExist: o.MustExist})
+	if errors.Is(err, postgres.ErrNotFound) {
+		return nil, usagef("--db %s: no sawtooth pipeline there yet (one is created by `sawtooth run --db %s --input FILE`, or `sawtooth migrate --db %s`)",
+			postgres.Redact(target), shellQuote(postgres.Redact(target)), shellQuote(postgres.Redact(target)))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
+}

@@ -1,0 +1,144 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// counter is what a fleet dispatcher asks the store to know that no
+// worker anywhere still holds or will produce work for its stage.
+type counter interface {
+	Counts() (Counts, error)
+}
+
+// dispatchClaims is dispatch for a Store that implements Claimer: it
+// claims entries of stage i with a lease, at most a pool's worth at a
+// time (so an idle worker elsewhere finds work), and hands them to the
+// workers. Other processes add to the queue too, so an empty claim is
+// no sign of the end: the stage ends when this process's upstream stage
+// has ended and the store holds no entry at this stage or before it
+// (leased by anyone or not), or at once when a stage of this process has
+// parked. Meanwhile it polls every Poll. An entry
+// claimed more than MaxClaims times (its workers died or lost their
+// leases each time: it may be what kills them) is dead-lettered.
+func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
+	sc := &r.Stages[i]
+	name := sc.Stage.Name()
+	c := r.counters[i]
+	clock := r.clock()
+	upstreamDone := false
+	var failingSince time.Time
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		sent := clock.Now()
+		// A database that hangs fails the claim rather than the worker.
+		claimCtx, cancel := context.WithTimeout(ctx, r.Lease)
+		claims, err := book.claimer.Claim(claimCtx, name, min(sc.Workers, DefaultFetch), r.Lease)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// The database may come back: keep trying until a lease
+			// would have ended (by then every call in flight has been
+			// canceled), then stop the run, resumable: what this
+			// process held returns to the queue as its leases end.
+			if failingSince.IsZero() {
+				failingSince = sent
+			}
+			if clock.Now().Sub(failingSince) >= r.Lease {
+				r.stopFleet(fmt.Sprintf("could not claim work of %s for %s (last: %v): nothing is lost; run again once the database is back", name, r.Lease, err))
+				return
+			}
+			r.log().Warn("could not claim work; trying again", "stage", name, "err", err)
+			if !sleep(ctx, clock, r.Poll) {
+				return
+			}
+			continue
+		}
+		failingSince = time.Time{}
+		book.add(claims, sent)
+		for j, q := range claims {
+			if q.Attempt > int64(r.MaxClaims) {
+				book.sent(q.Seq)
+				now := clock.Now()
+				r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: DeadLetter{
+					Class: ClassPermanent, Attempts: int(q.Attempt), First: now, Last: now,
+					Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them); inspect it with `sawtooth dlq show`, then `sawtooth retry --stage %s`", q.Attempt, name),
+				}})
+				continue
+			}
+			select {
+			case work <- q.Queued:
+			case <-ctx.Done():
+				book.giveBack(claims[j:])
+				return
+			}
+		}
+		if len(claims) > 0 {
+			continue
+		}
+		if upstreamDone && r.parked() != "" {
+			// This process stopped taking work upstream (a parked
+			// stage): it finishes what it has, not other workers' work.
+			return
+		}
+		if upstreamDone {
+			left, err := r.unfinished(i)
+			if err != nil {
+				r.fail(fmt.Errorf("count the queues up to %s: %w", name, err))
+				return
+			}
+			if left == 0 {
+				return
+			}
+		}
+		t := clock.NewTimer(r.Poll)
+		select {
+		case <-c.notify:
+		case <-upstream:
+			upstreamDone, upstream = true, nil
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// stopFleet stops a fleet worker's run as resumable (ErrStopped, exit 3)
+// when its database fails: nothing it held is lost, its leases end and
+// any worker takes the items again.
+func (r *Runner) stopFleet(msg string) {
+	r.park(msg)
+	r.abort()
+}
+
+// unfinished counts the entries queued at stage i or before it, in every
+// process. A store that cannot count is taken to have none left (one
+// process: its own upstream has ended and its claim came back empty).
+func (r *Runner) unfinished(i int) (int, error) {
+	cs, ok := r.Store.(counter)
+	if !ok {
+		return 0, nil
+	}
+	counts, err := cs.Counts()
+	if err != nil {
+		return 0, err
+	}
+	upto := map[string]bool{}
+	for _, sc := range r.Stages[:i+1] {
+		upto[sc.Stage.Name()] = true
+	}
+	n := 0
+	for _, s := range counts.Stages {
+		if upto[s.Stage] {
+			n += s.Queued
+		}
+	}
+	return n, nil
+}

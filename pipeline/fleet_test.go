@@ -1,0 +1,306 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// fleet runs one runner per view at once and returns their summaries.
+func fleet(t *testing.T, views []*claimView, mk func(v *claimView) *pipeline.Runner) []pipeline.RunSummary {
+	t.Helper()
+	sums := make([]pipeline.RunSummary, len(views))
+	errs := make([]error, len(views))
+	var wg sync.WaitGroup
+	for i, v := range views {
+		r := mk(v)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[i], errs[i] = r.Run(context.Background())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("worker %s: %v", views[i].name, err)
+		}
+	}
+	return sums
+}
+
+func totals(sums []pipeline.RunSummary, stage string) (done, dead, lost int64) {
+	for _, s := range sums {
+		if st := s.Stages[stage]; st != nil {
+			done, dead, lost = done+st.Done, dead+st.Dead, lost+st.LeasesLost
+		}
+	}
+	return done, dead, lost
+}
+
+// TestFleet_WorkersShareTheQueues: three runners drain one store's two
+// stages, each item called once per stage, by whichever worker claimed it.
+func TestFleet_WorkersShareTheQueues(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const n = 120
+		st := newClaimStore([]string{"first", "second"}, n, clock.Now)
+		slow := func(ctx context.Context, it pipeline.Item, call int) (pipeline.Result, error) {
+			var k int
+			fmt.Sscanf(it.ID, "i%d", &k)
+			if err := clock.sleep(ctx, time.Duration(1+k%3)*time.Second); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, call)
+		}
+		first, second := &funcStage{name: "first", fn: slow}, &funcStage{name: "second", fn: slow}
+		views := []*claimView{st.view("a"), st.view("b"), st.view("c")}
+		sums := fleet(t, views, func(v *claimView) *pipeline.Runner {
+			return &pipeline.Runner{Store: v, Clock: clock, Lease: time.Minute, Stages: []pipeline.StageConfig{
+				{Stage: first, Workers: 4, NewBackOff: noWait}, {Stage: second, Workers: 2, NewBackOff: noWait}}}
+		})
+		if got := st.places(t); got["done"] != n || len(got) != 1 {
+			t.Errorf("places = %v, want %d done", got, n)
+		}
+		for _, s := range []*funcStage{first, second} {
+			if len(s.calls) != n {
+				t.Errorf("%s called for %d items, want %d", s.name, len(s.calls), n)
+			}
+			for id, c := range s.calls {
+				if c != 1 {
+					t.Errorf("%s called %d times for %s", s.name, c, id)
+				}
+			}
+			if done, dead, lost := totals(sums, s.name); done != n || dead != 0 || lost != 0 {
+				t.Errorf("%s: the workers' summaries count %d done, %d dead, %d leases lost; want %d, 0, 0", s.name, done, dead, lost, n)
+			}
+		}
+		for _, s := range sums {
+			if s.Stages["first"].Done == 0 {
+				t.Errorf("a worker did nothing: %+v", s.Stages["first"])
+			}
+		}
+		if st.fenced != 0 {
+			t.Errorf("%d commits fenced off with every lease renewed", st.fenced)
+		}
+	})
+}
+
+// TestFleet_LostLeaseCancelsTheCall: worker a is cut off from the
+// database after its first claim, so it cannot renew: it treats each
+// lease as gone at claim-sent + lease - 10 s and cancels the call, and
+// stops, resumable, once it has failed to claim for a lease; worker b claims the
+// entries once the leases have ended on the store's clock and does them,
+// each once.
+func TestFleet_LostLeaseCancelsTheCall(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const n, lease = 6, time.Minute
+		st := newClaimStore([]string{"only"}, n, clock.Now)
+		a, b := st.view("a"), st.view("b")
+		var mu sync.Mutex
+		var claimed sync.Once
+		cut := false
+		a.cutOff = func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			c := cut
+			claimed.Do(func() { cut = true })
+			return c
+		}
+		var canceledAfter []time.Duration
+		hangs := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, _ int) (pipeline.Result, error) {
+			start := clock.Now()
+			<-ctx.Done()
+			mu.Lock()
+			canceledAfter = append(canceledAfter, clock.Now().Sub(start))
+			mu.Unlock()
+			return pipeline.Result{}, ctx.Err()
+		}}
+		quick := &funcStage{name: "only", fn: ok}
+		bStarted := make(chan struct{})
+		var sums []pipeline.RunSummary
+		var sa pipeline.RunSummary
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &pipeline.Runner{Store: a, Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: hangs, Workers: 2}}}
+			var err error
+			sa, err = r.Run(context.Background())
+			if !errors.Is(err, pipeline.ErrStopped) || !strings.Contains(err.Error(), "could not claim work of only") {
+				t.Errorf("worker a cut off from the store ended with %v, want a resumable stop saying it could not claim", err)
+			}
+		}()
+		// b joins once a has claimed.
+		go func() { _ = clock.sleep(context.Background(), time.Second); close(bStarted) }()
+		<-bStarted
+		sums = fleet(t, []*claimView{b}, func(v *claimView) *pipeline.Runner {
+			return &pipeline.Runner{Store: v, Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: quick, Workers: 1}}}
+		})
+		wg.Wait()
+		if got := st.places(t); got["done"] != n {
+			t.Errorf("places = %v, want %d done; dead letters %v", got, n, st.deadLetters(t, "only"))
+		}
+		for id, c := range quick.calls {
+			if c != 1 {
+				t.Errorf("b called %s %d times", id, c)
+			}
+		}
+		if len(canceledAfter) != 2 {
+			t.Fatalf("a's calls canceled %d times, want its first 2 claims", len(canceledAfter))
+		}
+		for _, d := range canceledAfter {
+			if d != lease-10*time.Second {
+				t.Errorf("a's call canceled %s after it started, want lease - 10 s = %s", d, lease-10*time.Second)
+			}
+		}
+		lost := sa.Stages["only"].LeasesLost
+		if lost != 2 || sa.Stages["only"].Done != 0 || sa.Stages["only"].Calls != int64(len(canceledAfter)) {
+			t.Errorf("a: %d leases lost, %d done, %d calls; want at least %d lost (one per canceled call), 0 done, no call on a lost lease",
+				lost, sa.Stages["only"].Done, sa.Stages["only"].Calls, len(canceledAfter))
+		}
+		if done, _, _ := totals(sums, "only"); done != n {
+			t.Errorf("b did %d, want %d", done, n)
+		}
+	})
+}
+
+// TestFleet_RenewKeepsSlowCallsAlive: a call five leases long keeps its
+// lease by heartbeat; a second worker never gets the entry.
+func TestFleet_RenewKeepsSlowCallsAlive(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const lease = time.Minute
+		st := newClaimStore([]string{"only"}, 1, clock.Now)
+		stage := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			if err := clock.sleep(ctx, 5*lease); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, n)
+		}}
+		sums := fleet(t, []*claimView{st.view("a"), st.view("b")}, func(v *claimView) *pipeline.Runner {
+			return &pipeline.Runner{Store: v, Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: stage, Workers: 1}}}
+		})
+		if c := stage.calls["i0000"]; c != 1 {
+			t.Errorf("the slow item was called %d times, want 1", c)
+		}
+		if done, _, lost := totals(sums, "only"); done != 1 || lost != 0 {
+			t.Errorf("%d done, %d leases lost; want 1, 0", done, lost)
+		}
+		if got := clock.Since(); got < 5*lease {
+			t.Errorf("the run ended at +%s, before the call could", got)
+		}
+	})
+}
+
+// TestFleet_FencedCommitIsNotAnError: while a's call runs, its entry's
+// lease ends on the store and someone else claims it (a's renewals would
+// learn it only at the next beat): a's result is fenced off, counted as a
+// lost lease, and the run goes on to do the item once the other claim
+// lapses.
+func TestFleet_FencedCommitIsNotAnError(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newClaimStore([]string{"only"}, 1, clock.Now)
+		stage := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			if n == 1 {
+				// Another worker steals the entry meanwhile.
+				st.mu.Lock()
+				for seq := range st.attempt {
+					st.attempt[seq]++
+					st.until[seq] = clock.Now().Add(30 * time.Second)
+				}
+				st.mu.Unlock()
+			}
+			if err := clock.sleep(ctx, time.Second); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, n)
+		}}
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Lease: 10 * time.Minute, Stages: []pipeline.StageConfig{{Stage: stage, Workers: 1}}}
+		sum, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatalf("a fenced-off commit failed the run: %v", err)
+		}
+		s := sum.Stages["only"]
+		if st.fenced != 1 || s.LeasesLost != 1 || s.Done != 1 || stage.calls["i0000"] != 2 {
+			t.Errorf("fenced %d, leases lost %d, done %d, calls %d; want 1, 1, 1, 2", st.fenced, s.LeasesLost, s.Done, stage.calls["i0000"])
+		}
+		if got := st.places(t); got["done"] != 1 {
+			t.Errorf("places = %v", got)
+		}
+	})
+}
+
+// TestFleet_ClaimBudgetDeadLetters: an entry claimed MaxClaims times
+// already (its workers died each time) is dead-lettered without a call.
+func TestFleet_ClaimBudgetDeadLetters(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newClaimStore([]string{"only"}, 3, clock.Now)
+		for seq, id := range st.todo["only"] {
+			if id == "i0001" {
+				st.attempt[seq] = 4
+			}
+		}
+		stage := &funcStage{name: "only", fn: ok}
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, MaxClaims: 4, Stages: []pipeline.StageConfig{{Stage: stage, Workers: 2}}}
+		sum, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stage.calls["i0001"] != 0 || sum.Stages["only"].Dead != 1 || sum.Stages["only"].Done != 2 {
+			t.Errorf("calls %v, summary %+v; want i0001 dead-lettered uncalled, 2 done", stage.calls, sum.Stages["only"])
+		}
+		d := st.deadLetters(t, "only")["i0001"]
+		if d.Class != pipeline.ClassPermanent || d.Attempts != 5 {
+			t.Errorf("dead letter = %+v, want permanent after 5 claims", d)
+		}
+	})
+}
+
+// TestFleet_CommitFailureStopsResumably: a fleet worker whose commits
+// fail (the database gone) stops with ErrStopped, not a fatal error: its
+// items stay queued, leased until their leases end.
+func TestFleet_CommitFailureStopsResumably(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newClaimStore([]string{"only"}, 4, clock.Now)
+		st.failOn = 1
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Stages: []pipeline.StageConfig{{Stage: &funcStage{name: "only", fn: ok}, Workers: 2}}}
+		sum, err := r.Run(context.Background())
+		var fe *pipeline.FatalError
+		if !errors.Is(err, pipeline.ErrStopped) || errors.As(err, &fe) || !strings.Contains(err.Error(), "could not commit") {
+			t.Fatalf("Run = %v, want a resumable stop saying the commit failed", err)
+		}
+		if sum.Status != "stopped" {
+			t.Errorf("status %q, want stopped", sum.Status)
+		}
+		if got := st.places(t); got["only/queued"] != 4 {
+			t.Errorf("places = %v, want all 4 still queued", got)
+		}
+	})
+}
+
+// TestFleet_ParkedStageEndsTheRun: when the API stage parks (its
+// endpoint unreachable), the later stage does not wait for the items
+// queued before it: the run stops, resumable.
+func TestFleet_ParkedStageEndsTheRun(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := newClaimStore([]string{"api", "last"}, 5, clock.Now)
+		down := func(context.Context, pipeline.Item, int) (pipeline.Result, error) {
+			return pipeline.Result{}, pipeline.Unavailable(errors.New("connection refused"))
+		}
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Stages: []pipeline.StageConfig{
+			{Stage: &funcStage{name: "api", fn: down}, Workers: 2, Limiter: &fakeLimiter{}, MaxOutage: time.Second, NewBackOff: every(100 * time.Millisecond)},
+			{Stage: &funcStage{name: "last", fn: ok}, Workers: 1}}}
+		_, err := r.Run(context.Background())
+		if !errors.Is(err, pipeline.ErrStopped) {
+			t.Fatalf("Run = %v, want a resumable stop", err)
+		}
+		if got := st.places(t); got["api/queued"] != 5 {
+			t.Errorf("places = %v, want all 5 queued at api", got)
+		}
+	})
+}

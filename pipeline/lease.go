@@ -1,0 +1,301 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of a fleet runner (a Store that implements Claimer).
+const (
+	// DefaultLease is Runner.Lease's default: well above a call's p99
+	// latency, so a lease ends for a dead or paused worker only.
+	DefaultLease = 2 * time.Minute
+	// DefaultMaxClaims is Runner.MaxClaims' default.
+	DefaultMaxClaims = 10
+	// DefaultPoll is Runner.Poll's default.
+	DefaultPoll = time.Second
+	// leaseMargin is how long before renew-sent + Lease a worker that
+	// could not renew treats its lease as gone (at most Lease/4): the
+	// database's clock decides, and the worker must stop first.
+	leaseMargin = 10 * time.Second
+)
+
+// held is one claimed entry of this process.
+type held struct {
+	claim Claim
+	// cancel cancels the entry's call (lease lost); nil until a worker
+	// starts on the entry.
+	cancel context.CancelFunc
+	// validUntil is renew-sent (or claim-sent) + Lease - margin on the
+	// runner's clock: past it, the lease is treated as gone.
+	validUntil time.Time
+	// sent: a transition is on its way to the committer.
+	sent bool
+	// lost: the lease is gone (not renewed, or expired unrenewed).
+	lost bool
+}
+
+// leaseBook is one stage's claimed entries in this process: the
+// dispatcher adds what it claims, the heartbeat renews the leases (and
+// cancels the calls of those it loses), the committer forgets what it
+// committed, and a worker gives back what it did not finish.
+type leaseBook struct {
+	r       *Runner
+	stage   int
+	name    string
+	claimer Claimer
+	mu      sync.Mutex
+	held    map[uint64]*held
+	// changed wakes the expiry watch when a lease with an earlier end
+	// than it waits for arrives.
+	changed chan struct{}
+}
+
+func newLeaseBook(r *Runner, i int, c Claimer) *leaseBook {
+	return &leaseBook{r: r, stage: i, name: r.Stages[i].Stage.Name(), claimer: c,
+		held: map[uint64]*held{}, changed: make(chan struct{}, 1)}
+}
+
+func (r *Runner) margin() time.Duration { return min(leaseMargin, r.Lease/4) }
+
+// add books claims made with a request sent at sent.
+func (b *leaseBook) add(claims []Claim, sent time.Time) {
+	b.mu.Lock()
+	until := sent.Add(b.r.Lease - b.r.margin())
+	for _, c := range claims {
+		b.held[c.Seq] = &held{claim: c, validUntil: until}
+	}
+	b.mu.Unlock()
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+}
+
+// start returns the context of the call for entry seq, canceled when its
+// lease is lost; false when it already is (the entry waited for a worker
+// longer than its lease): no call is made.
+func (b *leaseBook) start(seq uint64, parent context.Context) (context.Context, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.held[seq]
+	if h == nil || h.lost {
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(parent)
+	h.cancel = cancel
+	return ctx, true
+}
+
+// sent marks entry seq's transition as on its way to the committer and
+// returns its fencing token.
+func (b *leaseBook) sent(seq uint64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.held[seq]
+	if h == nil {
+		return 0
+	}
+	h.sent = true
+	return h.claim.Attempt
+}
+
+// finished is a worker done with entry seq: an entry whose result was not
+// sent (the run is stopping, the stage parked, the lease was lost) is
+// forgotten, and its lease released so another worker can take it now.
+func (b *leaseBook) finished(seq uint64) {
+	b.mu.Lock()
+	h := b.held[seq]
+	if h == nil || h.sent {
+		b.mu.Unlock()
+		return
+	}
+	delete(b.held, seq)
+	if h.cancel != nil {
+		h.cancel()
+	}
+	b.mu.Unlock()
+	if !h.lost {
+		b.release([]Claim{h.claim})
+	}
+}
+
+// giveBack releases claims the dispatcher could not hand out.
+func (b *leaseBook) giveBack(claims []Claim) {
+	b.mu.Lock()
+	var rel []Claim
+	for _, c := range claims {
+		if h := b.held[c.Seq]; h != nil && !h.sent {
+			delete(b.held, c.Seq)
+			if !h.lost {
+				rel = append(rel, c)
+			}
+		}
+	}
+	b.mu.Unlock()
+	b.release(rel)
+}
+
+func (b *leaseBook) release(claims []Claim) {
+	if len(claims) == 0 {
+		return
+	}
+	if err := b.claimer.Release(context.Background(), b.name, claims); err != nil {
+		// Not lost: the leases end on their own.
+		b.r.log().Warn("could not release leases; they end on their own", "stage", b.name, "entries", len(claims), "err", err)
+	}
+}
+
+// settled forgets the entry of a transition that left the committer.
+func (b *leaseBook) settled(seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h := b.held[seq]; h != nil {
+		delete(b.held, seq)
+		if h.cancel != nil {
+			h.cancel()
+		}
+	}
+}
+
+// fenced records that entry seq's transition was fenced off at commit:
+// its lease was lost (counted once, if the heartbeat had not seen it).
+func (b *leaseBook) fenced(seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lose([]uint64{seq}, "fenced off at commit: another worker claimed the entry")
+}
+
+// lose marks the leases of seqs as gone (the caller holds mu): their
+// calls are canceled and counted once.
+func (b *leaseBook) lose(seqs []uint64, why string) {
+	n := 0
+	for _, s := range seqs {
+		h := b.held[s]
+		if h == nil || h.lost {
+			continue
+		}
+		h.lost = true
+		n++
+		if h.cancel != nil {
+			h.cancel()
+		}
+	}
+	if n > 0 {
+		b.r.counters[b.stage].leasesLost.Add(int64(n))
+		b.r.log().Warn("leases lost: their calls are canceled and their items left to other workers", "stage", b.name, "entries", n, "why", why)
+	}
+}
+
+// live returns the claims whose leases are still held.
+func (b *leaseBook) live() []Claim {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Claim, 0, len(b.held))
+	for _, h := range b.held {
+		if !h.lost {
+			out = append(out, h.claim)
+		}
+	}
+	return out
+}
+
+// heartbeat renews every live lease each Lease/4 until stop closes.
+// Renew's answer moves each renewed lease's end to renew-sent + Lease -
+// margin; the entries it reports lost have their calls canceled. A
+// failed renewal is tried again at the next beat; the expiry watch
+// cancels what outlives its last renewal.
+func (b *leaseBook) heartbeat(stop <-chan struct{}) {
+	clock := b.r.clock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	for sleep(ctx, clock, b.r.Lease/4) {
+		claims := b.live()
+		if len(claims) == 0 {
+			continue
+		}
+		sentAt := clock.Now()
+		renewCtx, cancelRenew := context.WithTimeout(ctx, b.r.Lease/4)
+		lost, err := b.claimer.Renew(renewCtx, b.name, claims, b.r.Lease)
+		cancelRenew()
+		if err != nil {
+			if ctx.Err() == nil {
+				b.r.log().Warn("could not renew leases; trying again", "stage", b.name, "entries", len(claims), "err", err)
+			}
+			continue
+		}
+		gone := make(map[uint64]bool, len(lost))
+		for _, s := range lost {
+			gone[s] = true
+		}
+		until := sentAt.Add(b.r.Lease - b.r.margin())
+		b.mu.Lock()
+		for _, c := range claims {
+			if h := b.held[c.Seq]; h != nil && !gone[c.Seq] && h.claim.Attempt == c.Attempt {
+				h.validUntil = until
+			}
+		}
+		b.lose(lost, "claimed again by another worker")
+		b.mu.Unlock()
+	}
+}
+
+// expiry cancels the calls of leases whose end (as this process must
+// assume it, not having renewed them) has passed, until stop closes.
+func (b *leaseBook) expiry(stop <-chan struct{}) {
+	clock := b.r.clock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	for {
+		now := clock.Now()
+		wait := b.r.Lease / 4
+		b.mu.Lock()
+		var expired []uint64
+		for s, h := range b.held {
+			if h.lost {
+				continue
+			}
+			if !h.validUntil.After(now) {
+				expired = append(expired, s)
+			} else if d := h.validUntil.Sub(now); d < wait {
+				wait = d
+			}
+		}
+		b.lose(expired, fmt.Sprintf("not renewed for %s", b.r.Lease-b.r.margin()))
+		b.mu.Unlock()
+		t := clock.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-b.changed:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// releaseAll releases what the book still holds (the stage is finished: only
+// entries claimed and never started can remain).
+func (b *leaseBook) releaseAll() {
+	b.mu.Lock()
+	var rel []Claim
+	for s, h := range b.held {
+		if !h.lost && !h.sent {
+			rel = append(rel, h.claim)
+		}
+		delete(b.held, s)
+	}
+	b.mu.Unlock()
+	b.release(rel)
+}

@@ -1,0 +1,334 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// Defaults of FleetLimitConfig.
+const (
+	// DefaultFleetStart is the calls in flight a worker starts with.
+	DefaultFleetStart = 4
+	// DefaultFleetCeiling is the most calls in flight per worker.
+	DefaultFleetCeiling = 64
+	// DefaultFleetDecrease is the multiplicative decrease per fleet
+	// congestion event. With synchronous feedback the fleet's total
+	// swings between β·C and C (Chiu and Jain): 0.8 keeps ~90 % of the
+	// quota in use while still converging to fair shares.
+	DefaultFleetDecrease = 0.8
+	// DefaultFleetCooldown is how long the whole fleet waits after a 429
+	// that carried no retry delay.
+	DefaultFleetCooldown = time.Second
+)
+
+// FleetLimitConfig configures a FleetLimiter. Zero fields take defaults.
+type FleetLimitConfig struct {
+	// Key names the shared quota: one per API project and model (a 429
+	// counts against the key of the call that got it). Required.
+	Key string
+	// Start, Floor and Ceiling bound this worker's calls in flight.
+	Start, Floor, Ceiling int
+	// DecreaseFactor multiplies the limit once per fleet congestion
+	// event (0 < β < 1).
+	DecreaseFactor float64
+	// RPM, when the quota's rate is known, paces the whole fleet to it
+	// through the quota row's GCRA schedule (Burst calls at once at
+	// most). Zero: the rate is unknown, only congestion cooldowns delay.
+	RPM   int
+	Burst int
+	// Cooldown is the fleet-wide wait after a 429 with no retry delay.
+	Cooldown time.Duration
+	// IncreaseEvery paces the additive increase after slow start: +1
+	// call in flight per IncreaseEvery of successes at most (default
+	// Cooldown/4). N workers probe N times faster than one, and a quota
+	// counted over a window answers late, so the probe is paced in time
+	// rather than per round trip.
+	IncreaseEvery time.Duration
+	// Clock is the clock of every wait; nil means the system clock. Lease
+	// and slot times themselves are the database's.
+	Clock pipeline.Clock
+	// Log receives warnings (the database unreachable: the worker goes on
+	// with its own limit until it is back).
+	Log *slog.Logger
+}
+
+// FleetLimiter is a pipeline.Limiter for one worker of a fleet sharing
+// one API quota through SharedQuota. It is an AIMD on calls in flight
+// (slow start, then +1 per IncreaseEvery) whose decreases are the
+// fleet's: each congestion event (an epoch of the quota row, raised once
+// by the first 429 of the event anywhere) lowers this worker's limit
+// once, whether this worker got a 429 or not, and every later 429 of the
+// same event changes nothing. So the fleet's workers get the same
+// feedback at the same time, as Chiu and Jain's AIMD needs to converge
+// to fair shares, and a 429 storm across N workers is one decrease, not
+// N. When the rate is known (RPM, or a 429 that names its per-minute
+// quota), every call also reserves a slot of the row's GCRA schedule, so
+// the fleet together keeps to the rate; a
+// 429 pushes the schedule past its retry delay, so the whole fleet waits
+// it out.
+//
+// If the database cannot be reached, the worker goes on alone: no
+// pacing, its own 429s decrease its limit; it rejoins at the next slot
+// it can reserve.
+type FleetLimiter struct {
+	q   *SharedQuota
+	cfg FleetLimitConfig
+
+	mu        sync.Mutex
+	limit     float64
+	inFlight  int
+	slowStart bool
+	// grown is when the limit last grew or fell after slow start.
+	grown time.Time
+	// epochs holds the epoch each call in flight reserved at, by its
+	// start time (calls starting at one instant share the count).
+	epochs map[time.Time]epochRef
+	// freed is closed and replaced when a slot frees or the limit grows.
+	freed   chan struct{}
+	dbFails int
+	// namedRPM is the per-minute request quota a 429 last named, the
+	// fleet's pace since (0: none named).
+	namedRPM int64
+}
+
+type epochRef struct {
+	epoch int64
+	n     int
+}
+
+var _ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
+
+// namedQuotaShare is the share of a quota a 429 named that the fleet is
+// paced to: a little under it, as the lone limiter does (97%).
+const namedQuotaShare = 0.97
+
+// NewFleetLimiter returns a worker's limiter sharing q's quota cfg.Key.
+// With cfg.RPM set, it sets the key's fleet-wide pace (every worker of a
+// fleet should be started with the same RPM).
+func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) (*FleetLimiter, error) {
+	if cfg.Key == "" {
+		return nil, fmt.Errorf("fleet limiter: no quota key")
+	}
+	if cfg.Floor < 1 {
+		cfg.Floor = 1
+	}
+	if cfg.Ceiling <= 0 {
+		cfg.Ceiling = DefaultFleetCeiling
+	}
+	cfg.Ceiling = max(cfg.Ceiling, cfg.Floor)
+	if cfg.Start <= 0 {
+		cfg.Start = DefaultFleetStart
+	}
+	cfg.Start = min(max(cfg.Start, cfg.Floor), cfg.Ceiling)
+	if !(cfg.DecreaseFactor > 0 && cfg.DecreaseFactor < 1) {
+		cfg.DecreaseFactor = DefaultFleetDecrease
+	}
+	if cfg.Cooldown <= 0 {
+		cfg.Cooldown = DefaultFleetCooldown
+	}
+	if cfg.IncreaseEvery <= 0 {
+		cfg.IncreaseEvery = cfg.Cooldown / 4
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = pipeline.SystemClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RPM < 0 {
+		return nil, fmt.Errorf("fleet limiter %s: negative RPM %d", cfg.Key, cfg.RPM)
+	}
+	var every time.Duration
+	if cfg.RPM > 0 {
+		every = time.Minute / time.Duration(cfg.RPM)
+	}
+	if err := q.SetRate(ctx, cfg.Key, every, max(cfg.Burst, 1)); err != nil {
+		return nil, err
+	}
+	return &FleetLimiter{q: q, cfg: cfg, limit: float64(cfg.Start), slowStart: true,
+		epochs: map[time.Time]epochRef{}, freed: make(chan struct{})}, nil
+}
+
+// Acquire waits for a slot under this worker's limit, then reserves the
+// call's place in the fleet's schedule and waits for it.
+func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
+	for {
+		l.mu.Lock()
+		if l.inFlight < int(l.limit) {
+			l.inFlight++
+			l.mu.Unlock()
+			break
+		}
+		freed := l.freed
+		l.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+	epoch := int64(-1)
+	g, err := l.q.Reserve(ctx, l.cfg.Key, 1)
+	if err != nil {
+		if ctx.Err() != nil {
+			l.release()
+			return time.Time{}, ctx.Err()
+		}
+		l.dbFailed(err)
+	} else {
+		epoch = g.Epoch
+		l.decrease(g.Decreases)
+		if g.Wait > 0 {
+			t := l.cfg.Clock.NewTimer(g.Wait)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				l.release()
+				return time.Time{}, ctx.Err()
+			}
+		}
+	}
+	started := l.cfg.Clock.Now()
+	l.mu.Lock()
+	ref := l.epochs[started]
+	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1}
+	l.mu.Unlock()
+	return started, nil
+}
+
+func (l *FleetLimiter) dbFailed(err error) {
+	l.mu.Lock()
+	l.dbFails++
+	first := l.dbFails == 1
+	l.mu.Unlock()
+	if first {
+		l.cfg.Log.Warn("shared quota unreachable: this worker paces itself until the database is back", "quota", l.cfg.Key, "err", err)
+	}
+}
+
+// done ends the call started at started and returns the epoch it
+// reserved at (-1: none).
+func (l *FleetLimiter) done(started time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ref, ok := l.epochs[started]
+	if !ok {
+		ref.epoch = -1
+	} else if ref.n <= 1 {
+		delete(l.epochs, started)
+	} else {
+		l.epochs[started] = epochRef{epoch: ref.epoch, n: ref.n - 1}
+	}
+	l.inFlight = max(l.inFlight-1, 0)
+	l.wake()
+	return ref.epoch
+}
+
+func (l *FleetLimiter) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight = max(l.inFlight-1, 0)
+	l.wake()
+}
+
+// wake releases the waiters (the caller holds mu).
+func (l *FleetLimiter) wake() {
+	close(l.freed)
+	l.freed = make(chan struct{})
+}
+
+// decrease applies n fleet congestion events.
+func (l *FleetLimiter) decrease(n int) {
+	if n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slowStart = false
+	l.grown = l.cfg.Clock.Now()
+	l.limit = max(float64(l.cfg.Floor), l.limit*math.Pow(l.cfg.DecreaseFactor, float64(n)))
+}
+
+// Succeeded grows the limit: +1 per success in slow start (doubling each
+// round trip until the fleet's first congestion event), then +1 per
+// IncreaseEvery at most.
+func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
+	l.done(started)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.slowStart {
+		l.limit++
+	} else if now := l.cfg.Clock.Now(); now.Sub(l.grown) >= l.cfg.IncreaseEvery {
+		l.limit++
+		l.grown = now
+	}
+	l.limit = min(l.limit, float64(l.cfg.Ceiling))
+	l.wake()
+}
+
+// RateLimited reports the 429 to the fleet: the first one of an event
+// raises the quota's epoch and pushes the fleet's schedule past the
+// retry delay (Cooldown when there is none); this worker decreases once
+// per new epoch it sees. Without the database it decreases on its own.
+func (l *FleetLimiter) RateLimited(started time.Time, retryAfter time.Duration) {
+	epoch := l.done(started)
+	cooldown := retryAfter
+	if cooldown <= 0 {
+		cooldown = l.cfg.Cooldown
+	}
+	if epoch < 0 {
+		l.decrease(1)
+		return
+	}
+	c, err := l.q.OnRateLimited(context.Background(), l.cfg.Key, epoch, cooldown)
+	if err != nil {
+		l.dbFailed(err)
+		l.decrease(1)
+		return
+	}
+	l.decrease(c.Decreases)
+}
+
+// RateLimitedQuota is RateLimited for a 429 that named its per-minute
+// request quota: the rate is then known, and the worker that hears a new
+// value sets the fleet's pace in the quota row to 97% of it (unless
+// --rpm gave the rate), so every worker keeps to it from its next call.
+func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, _ int64) {
+	if requestsPerMinute > 0 && l.cfg.RPM == 0 {
+		l.mu.Lock()
+		changed := requestsPerMinute != l.namedRPM
+		l.namedRPM = requestsPerMinute
+		l.mu.Unlock()
+		if changed {
+			every := time.Duration(float64(time.Minute) / (namedQuotaShare * float64(requestsPerMinute)))
+			if err := l.q.SetRate(context.Background(), l.cfg.Key, every, max(l.cfg.Burst, 1)); err != nil {
+				l.dbFailed(err)
+			}
+		}
+	}
+	l.RateLimited(started, retryAfter)
+}
+
+// Failed frees the slot.
+func (l *FleetLimiter) Failed(started time.Time) { l.done(started) }
+
+// Limit is this worker's current limit on calls in flight.
+func (l *FleetLimiter) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.limit)
+}
+
+// InFlight is this worker's calls holding a slot.
+func (l *FleetLimiter) InFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}

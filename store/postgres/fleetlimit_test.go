@@ -1,0 +1,209 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// instantClock fires every timer at once and records the waits asked of
+// it: the test sees the fleet's schedule without sleeping.
+type instantClock struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (c *instantClock) Now() time.Time { return time.Now() }
+func (c *instantClock) NewTimer(d time.Duration) pipeline.Timer {
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	return firedTimer{}
+}
+
+type firedTimer struct{}
+
+func (firedTimer) C() <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- time.Now()
+	return ch
+}
+func (firedTimer) Stop() bool { return false }
+
+func fleetLimiters(t *testing.T, n int, cfg FleetLimitConfig) []*FleetLimiter {
+	t.Helper()
+	_, u := openNew(t, Options{})
+	out := make([]*FleetLimiter, n)
+	for i, q := range clients(t, u, n) {
+		l, err := NewFleetLimiter(context.Background(), q, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = l
+	}
+	return out
+}
+
+func acquire(t *testing.T, l *FleetLimiter, n int) []time.Time {
+	t.Helper()
+	var out []time.Time
+	for range n {
+		s, err := l.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestFleetLimiter_OneDecreasePerEvent: every 429 of one event, on any
+// worker, lowers each worker's limit once; a worker that got no 429
+// decreases too, at its next call.
+func TestFleetLimiter_OneDecreasePerEvent(t *testing.T) {
+	ls := fleetLimiters(t, 3, FleetLimitConfig{Key: "p/m", Start: 16, Ceiling: 16, DecreaseFactor: 0.5, Clock: &instantClock{}})
+	a, b, c := ls[0], ls[1], ls[2]
+	sa, sb := acquire(t, a, 4), acquire(t, b, 4)
+	acquire(t, c, 1)
+	for _, s := range sa {
+		a.RateLimited(s, time.Second)
+	}
+	for _, s := range sb[:2] {
+		b.RateLimited(s, 0)
+	}
+	if a.Limit() != 8 || b.Limit() != 8 || c.Limit() != 16 {
+		t.Fatalf("after one event (6 429s on two workers): limits %d, %d, %d; want 8, 8 and 16 (c has not called since)", a.Limit(), b.Limit(), c.Limit())
+	}
+	acquire(t, c, 1)
+	if c.Limit() != 8 {
+		t.Fatalf("c's limit after its next call = %d, want 8: one decrease for the fleet's event", c.Limit())
+	}
+	// Late 429s of calls reserved before the event change nothing.
+	for _, s := range sb[2:] {
+		b.RateLimited(s, 0)
+	}
+	if b.Limit() != 8 {
+		t.Fatalf("late 429s of the same event moved b to %d", b.Limit())
+	}
+	// A second event, started by c.
+	s := acquire(t, c, 1)
+	c.RateLimited(s[0], 0)
+	acquire(t, a, 1)
+	if a.Limit() != 4 || c.Limit() != 4 {
+		t.Fatalf("after a second event: a %d, c %d; want 4, 4", a.Limit(), c.Limit())
+	}
+}
+
+// TestFleetLimiter_PacesTheFleet: with the rate known, two workers'
+// calls are spaced one interval apart between them, not each.
+func TestFleetLimiter_PacesTheFleet(t *testing.T) {
+	clock := &instantClock{}
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", RPM: 1, Start: 8, Clock: clock})
+	for range 2 {
+		for _, l := range ls {
+			acquire(t, l, 1)
+		}
+	}
+	want := []time.Duration{0, time.Minute, 2 * time.Minute, 3 * time.Minute}
+	var got []time.Duration
+	got = append(got, 0) // the first call does not wait: no timer
+	got = append(got, clock.waits...)
+	if len(got) != len(want) {
+		t.Fatalf("waits %v, want about %v", got, want)
+	}
+	for i := range want {
+		if d := got[i] - want[i]; d > time.Second || d < -5*time.Second {
+			t.Errorf("call %d waited %s, want about %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestFleetLimiter_AloneWithoutTheDatabase: with the database gone the
+// worker goes on, its own 429s lowering its limit.
+func TestFleetLimiter_AloneWithoutTheDatabase(t *testing.T) {
+	_, u := openNew(t, Options{})
+	other := worker(t, u, "w")
+	l, err := NewFleetLimiter(context.Background(), NewSharedQuota(other), FleetLimitConfig{Key: "p/m", Start: 10, DecreaseFactor: 0.5, Clock: &instantClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	s := acquire(t, l, 2)
+	l.RateLimited(s[0], 0)
+	l.Succeeded(s[1], 10)
+	if l.Limit() != 5 || l.InFlight() != 0 {
+		t.Fatalf("limit %d, in flight %d; want 5, 0", l.Limit(), l.InFlight())
+	}
+}
+
+// steppedClock is instantClock whose Now the test sets.
+type steppedClock struct {
+	instantClock
+	now time.Time
+}
+
+func (c *steppedClock) Now() time.Time { return c.now }
+
+// TestFleetLimiter_IncreasePacedInTime: after the fleet's first
+// congestion event, successes grow the limit by one per IncreaseEvery at
+// most, however many there are.
+func TestFleetLimiter_IncreasePacedInTime(t *testing.T) {
+	clock := &steppedClock{now: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+	ls := fleetLimiters(t, 1, FleetLimitConfig{Key: "p/m", Start: 8, Ceiling: 64, DecreaseFactor: 0.5, IncreaseEvery: time.Second, Clock: clock})
+	l := ls[0]
+	s := acquire(t, l, 1)
+	l.RateLimited(s[0], 0)
+	if l.Limit() != 4 {
+		t.Fatalf("after the first event the limit is %d, want 4", l.Limit())
+	}
+	for _, step := range []struct {
+		advance   time.Duration
+		successes int
+		want      int
+	}{
+		{100 * time.Millisecond, 50, 4},
+		{time.Second, 50, 5},
+		{500 * time.Millisecond, 50, 5},
+		{500 * time.Millisecond, 1, 6},
+	} {
+		clock.now = clock.now.Add(step.advance)
+		for range step.successes {
+			s := acquire(t, l, 1)
+			l.Succeeded(s[0], 1)
+		}
+		if l.Limit() != step.want {
+			t.Fatalf("after %s more and %d successes the limit is %d, want %d", step.advance, step.successes, l.Limit(), step.want)
+		}
+	}
+}
+
+// TestFleetLimiter_NamedQuotaPacesTheFleet: a 429 naming its per-minute
+// quota sets the fleet's pace: the other worker's next calls are spaced
+// at 97% of it, though it never got a 429.
+func TestFleetLimiter_NamedQuotaPacesTheFleet(t *testing.T) {
+	clock := &instantClock{}
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 8, Clock: clock})
+	a, b := ls[0], ls[1]
+	s := acquire(t, a, 1)
+	a.RateLimitedQuota(s[0], 0, 60, 0) // 60 a minute
+	clock.mu.Lock()
+	clock.waits = nil
+	clock.mu.Unlock()
+	acquire(t, b, 3)
+	clock.mu.Lock()
+	waits := append([]time.Duration(nil), clock.waits...)
+	clock.mu.Unlock()
+	perMinute := 60.0
+	every := time.Duration(float64(time.Minute) / (0.97 * perMinute))
+	if len(waits) < 2 {
+		t.Fatalf("b's calls waited %v: not paced", waits)
+	}
+	for i := 1; i < len(waits); i++ {
+		if d := waits[i] - waits[i-1]; d < every-every/4 || d > every+every/4 {
+			t.Errorf("b's calls %d and %d are %s apart, want %s (97%% of 60 a minute)", i-1, i, d, every)
+		}
+	}
+}

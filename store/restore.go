@@ -1,0 +1,100 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+var _ pipeline.Restorer = (*DB)(nil)
+
+// Restore writes items' whole state (pipeline.Restorer): `sawtooth copy`
+// into a bbolt file.
+func (db *DB) Restore(items []pipeline.Location) error {
+	return db.update(func(tx *bolt.Tx) error {
+		w := db.writer(tx)
+		for _, loc := range items {
+			if err := w.restore(loc); err != nil {
+				return fmt.Errorf("restore item %q: %w", loc.ID, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (w *writer) restore(loc pipeline.Location) error {
+	id := []byte(loc.ID)
+	if loc.ID == "" || loc.Record.ID != loc.ID {
+		return fmt.Errorf("record id %q does not match", loc.Record.ID)
+	}
+	if _, exists := w.state(id); exists {
+		return fmt.Errorf("already in %s", w.db.path)
+	}
+	rec, err := json.Marshal(loc.Record)
+	if err != nil {
+		return err
+	}
+	if err := w.items.Put(id, rec); err != nil {
+		return err
+	}
+	for stage, out := range loc.Output {
+		if _, ok := w.db.index[stage]; !ok {
+			return fmt.Errorf("output of unknown stage %q", stage)
+		}
+		if err := w.bucket(outBucket(stage)).Put(id, out); err != nil {
+			return err
+		}
+	}
+	hist := w.bucket(bucketHistory)
+	for _, past := range loc.History {
+		v, err := json.Marshal(past)
+		if err != nil {
+			return err
+		}
+		seq, err := hist.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := hist.Put(historyKey(id, seq), v); err != nil {
+			return err
+		}
+	}
+	hash := loc.Record.ContentHash()
+	si, ok := w.db.index[loc.Stage]
+	switch {
+	case loc.Status == "done":
+		if err := w.putState(id, state{Stage: len(w.db.stages) - 1, Status: Done, Hash: hash}); err != nil {
+			return err
+		}
+		return w.fold(id, +1)
+	case !ok:
+		return fmt.Errorf("%s at unknown stage %q", loc.Status, loc.Stage)
+	case loc.Status == "queued":
+		return w.enqueue(id, si, hash)
+	case loc.Status == "dead" && loc.Dead != nil:
+		dl, err := json.Marshal(loc.Dead)
+		if err != nil {
+			return err
+		}
+		if err := w.bucket(deadBucket(loc.Stage)).Put(id, dl); err != nil {
+			return err
+		}
+		return w.putState(id, state{Stage: si, Status: Dead, Hash: hash})
+	}
+	return fmt.Errorf("unknown place %q (a dead item needs its dead letter)", loc.Status)
+}
+
+// AddUsage adds u to the stages' recorded totals.
+func (db *DB) AddUsage(u map[string]pipeline.Usage) error {
+	return db.update(func(tx *bolt.Tx) error {
+		w := db.writer(tx)
+		for stage, x := range u {
+			if err := w.addUsage(stage, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

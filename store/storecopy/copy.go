@@ -1,0 +1,235 @@
+// Package storecopy moves a sawtooth pipeline from one store to another
+// (a bbolt file to PostgreSQL, or back): every item's record, outputs,
+// place (queued, dead with its dead letter, done), dead-letter history,
+// the tally, the token usage, the run records with their series, and
+// the learned limits. It reads the source only through
+// pipeline.Database and writes through pipeline.Restorer, so it knows
+// neither store's layout. The source must not change meanwhile (stop
+// its workers first).
+package storecopy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// batchSize is how many items one Restore transaction writes.
+const batchSize = 500
+
+// Stats is what Copy moved.
+type Stats struct {
+	Items, Queued, Dead, Done int
+	History                   int
+	Runs                      int
+}
+
+// Copy moves everything src holds into dst, which must be empty and
+// defined with the same stages. progress, if set, is called with the
+// items copied so far. After the copy it compares the two stores'
+// counts, tallies and usage and returns an error if they differ.
+func Copy(src, dst pipeline.Database, progress func(items int)) (Stats, error) {
+	var st Stats
+	rest, ok := dst.(pipeline.Restorer)
+	if !ok {
+		return st, fmt.Errorf("copy to %s: this store cannot be restored into", dst.Path())
+	}
+	if a, b := names(src.Stages()), names(dst.Stages()); !slices.Equal(a, b) {
+		return st, fmt.Errorf("copy: %s has the stages %v, %s has %v", src.Path(), a, dst.Path(), b)
+	}
+	if c, err := dst.Counts(); err != nil {
+		return st, err
+	} else if c.Items > 0 {
+		return st, fmt.Errorf("copy to %s: it already holds %d items; copy into a new, empty database", dst.Path(), c.Items)
+	}
+	ids, err := itemIDs(src)
+	if err != nil {
+		return st, err
+	}
+	batch := make([]pipeline.Location, 0, batchSize)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := rest.Restore(batch); err != nil {
+			return err
+		}
+		st.Items += len(batch)
+		batch = batch[:0]
+		if progress != nil {
+			progress(st.Items)
+		}
+		return nil
+	}
+	for _, id := range ids {
+		loc, err := src.Locate(id)
+		if err != nil {
+			return st, fmt.Errorf("read item %q from %s: %w", id, src.Path(), err)
+		}
+		switch loc.Status {
+		case "queued":
+			st.Queued++
+		case "dead":
+			st.Dead++
+		case "done":
+			st.Done++
+		}
+		st.History += len(loc.History)
+		batch = append(batch, loc)
+		if len(batch) == batchSize {
+			if err := flush(); err != nil {
+				return st, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return st, err
+	}
+	usage, err := src.Usage()
+	if err != nil {
+		return st, err
+	}
+	if err := rest.AddUsage(usage); err != nil {
+		return st, err
+	}
+	if st.Runs, err = copyRuns(src, dst); err != nil {
+		return st, err
+	}
+	for _, s := range src.Stages() {
+		if n := src.LearnedLimit(s.Name); n > 0 {
+			if err := dst.SetLearnedLimit(s.Name, n); err != nil {
+				return st, err
+			}
+		}
+	}
+	return st, Compare(src, dst)
+}
+
+func names(defs []pipeline.StageDef) []string {
+	out := make([]string, len(defs))
+	for i, d := range defs {
+		out[i] = d.Name
+	}
+	return out
+}
+
+// itemIDs lists every item of db: the queued ones stage by stage in
+// queue order (so the copy keeps each queue's order), then the dead,
+// then the done.
+func itemIDs(db pipeline.Database) ([]string, error) {
+	var ids []string
+	seen := map[string]bool{}
+	add := func(id string) error {
+		if seen[id] {
+			return fmt.Errorf("copy: item %q is in two places in %s: run `sawtooth verify --db %s`", id, db.Path(), db.Path())
+		}
+		seen[id] = true
+		ids = append(ids, id)
+		return nil
+	}
+	for _, s := range db.Stages() {
+		var after uint64
+		for {
+			qs, err := db.Queued(s.Name, after, 1000)
+			if err != nil {
+				return nil, err
+			}
+			if len(qs) == 0 {
+				break
+			}
+			for _, q := range qs {
+				if err := add(q.Item.ID); err != nil {
+					return nil, err
+				}
+				after = q.Seq
+			}
+		}
+	}
+	for _, s := range db.Stages() {
+		if err := db.ForEachDead(s.Name, func(e pipeline.DeadEntry) error { return add(e.ID) }); err != nil {
+			return nil, err
+		}
+	}
+	if err := db.ForEachDone(func(it pipeline.Item) error { return add(it.ID) }); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// copyRuns copies the run records, oldest first, with their series.
+func copyRuns(src, dst pipeline.Database) (int, error) {
+	runs, err := src.Runs(1 << 30)
+	if err != nil {
+		return 0, err
+	}
+	slices.Reverse(runs)
+	for _, r := range runs {
+		if err := dst.SaveRun(r); err != nil {
+			return 0, err
+		}
+		samples, err := src.Samples(r.ID)
+		if err != nil {
+			return 0, err
+		}
+		if len(samples) > 0 {
+			if err := dst.AppendSamples(r.ID, samples); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(runs), nil
+}
+
+// Compare checks that two stores hold the same pipeline state: counts,
+// tally and usage. It returns an error naming each difference.
+func Compare(a, b pipeline.Database) error {
+	var errs []error
+	ca, err := a.Counts()
+	if err != nil {
+		return err
+	}
+	cb, err := b.Counts()
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(ca, cb) {
+		errs = append(errs, fmt.Errorf("counts differ: %s has %+v, %s has %+v", a.Path(), ca, b.Path(), cb))
+	}
+	ta, err := a.Tally()
+	if err != nil {
+		return err
+	}
+	tb, err := b.Tally()
+	if err != nil {
+		return err
+	}
+	for _, d := range ta.Diff(tb) {
+		errs = append(errs, fmt.Errorf("tallies differ (%s, then %s): %s", a.Path(), b.Path(), d))
+	}
+	ua, err := a.Usage()
+	if err != nil {
+		return err
+	}
+	ub, err := b.Usage()
+	if err != nil {
+		return err
+	}
+	if !maps.Equal(nonZero(ua), nonZero(ub)) {
+		errs = append(errs, fmt.Errorf("usage differs: %s has %v, %s has %v", a.Path(), ua, b.Path(), ub))
+	}
+	return errors.Join(errs...)
+}
+
+func nonZero(u map[string]pipeline.Usage) map[string]pipeline.Usage {
+	out := map[string]pipeline.Usage{}
+	for k, v := range u {
+		if v != (pipeline.Usage{}) {
+			out[k] = v
+		}
+	}
+	return out
+}

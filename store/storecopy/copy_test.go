@@ -1,0 +1,250 @@
+package storecopy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
+	"github.com/sawtooth-dev/sawtooth/store/postgres/pgtest"
+	"github.com/sawtooth-dev/sawtooth/store/storecopy"
+	"github.com/sawtooth-dev/sawtooth/store/storetest"
+	"go.uber.org/goleak"
+)
+
+var (
+	server    *pgtest.Server
+	serverErr error
+)
+
+func TestMain(m *testing.M) {
+	server, serverErr = pgtest.Start()
+	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
+		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
+		os.Exit(1)
+	}
+	code := 0
+	func() {
+		if server != nil {
+			defer server.Stop()
+		}
+		code = m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// clock ticks one whole second per reading: times survive both stores
+// exactly (PostgreSQL keeps microseconds).
+func clock() func() time.Time {
+	t := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	return func() time.Time { t = t.Add(time.Second); return t }
+}
+
+func openBolt(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "p.db"), store.Options{Stages: storetest.Stages, Now: clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openPostgres(t *testing.T) *postgres.DB {
+	t.Helper()
+	if server == nil {
+		t.Skip(serverErr)
+	}
+	u, err := server.NewDB(t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := postgres.Open(context.Background(), u, postgres.Options{Stages: storetest.Stages, Now: clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// fill drives db through every kind of place and history: done items,
+// dead letters at two stages, a re-queued dead letter, an edited record,
+// items queued at two stages, usage, a run with its series, a learned
+// limit.
+func fill(t *testing.T, db pipeline.Database) {
+	t.Helper()
+	var recs []pipeline.Record
+	for i := range 40 {
+		id := fmt.Sprintf("i%03d", i)
+		recs = append(recs, storetest.Record(id, fmt.Sprintf("%s text %d", []string{"bug", "ux", "praise"}[i%3], i), []string{"a", "b"}[i%2], fmt.Sprint(i%5+1)))
+	}
+	must(t, func() error { _, err := db.Ingest(recs); return err })
+	storetest.Advance(t, db, "sanitize", "i001", "i002", "i003")
+	must(t, func() error { _, err := db.Requeue("sanitize", []string{"i001", "i003"}); return err })
+	storetest.Advance(t, db, "sanitize", "i003")
+	storetest.Advance(t, db, "classify", "i004")
+	storetest.Advance(t, db, "aggregate")
+	edited := recs[5]
+	edited.Text = "ux edited"
+	must(t, func() error { _, err := db.Ingest([]pipeline.Record{edited}); return err })
+	var more []pipeline.Record
+	for i := 40; i < 50; i++ {
+		more = append(more, storetest.Record(fmt.Sprintf("i%03d", i), "bug more", "a", "2"))
+	}
+	must(t, func() error { _, err := db.Ingest(more); return err })
+	storetest.Advance(t, db, "sanitize", "i045")
+	// One item moves with usage, as the runner commits it.
+	qs, err := db.Queued("classify", 0, 1)
+	if err != nil || len(qs) == 0 {
+		t.Fatalf("Queued: %v %v", qs, err)
+	}
+	q := qs[0]
+	must(t, func() error {
+		return db.Commit([]pipeline.Transition{{Stage: "classify", ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.Succeeded,
+			Result: pipeline.Result{Output: storetest.Output("classify", q.Item)}, Usage: pipeline.Usage{PromptTokens: 30, CandidateTokens: 4, TotalTokens: 34}}})
+	})
+	at := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
+	run := pipeline.RunSummary{ID: "20260301T130000-1", Started: at, Ended: at.Add(time.Minute), Status: "complete",
+		Stages: map[string]*pipeline.StageStats{"classify": {Done: 3, Calls: 4}}}
+	must(t, func() error { return db.SaveRun(run) })
+	must(t, func() error {
+		return db.AppendSamples(run.ID, []pipeline.Sample{{At: at.Add(time.Second), Stage: "classify", Limit: 4, Successes: 2}, {At: at.Add(2 * time.Second), Stage: "classify", Limit: 5, Successes: 1}})
+	})
+	must(t, func() error { return db.SetLearnedLimit("classify", 7) })
+}
+
+func must(t *testing.T, fn func() error) {
+	t.Helper()
+	if err := fn(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// same fails unless b holds every item of a exactly as a does, and the
+// same runs, series, usage, tally and learned limit.
+func same(t *testing.T, a, b pipeline.Database) {
+	t.Helper()
+	if err := storecopy.Compare(a, b); err != nil {
+		t.Error(err)
+	}
+	n := 0
+	var check func(id string)
+	check = func(id string) {
+		n++
+		la, err := a.Locate(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := b.Locate(id)
+		if err != nil {
+			t.Errorf("item %s missing from the copy: %v", id, err)
+			return
+		}
+		if !reflect.DeepEqual(normal(la), normal(lb)) {
+			t.Errorf("item %s:\n source %+v\n copy   %+v", id, la, lb)
+		}
+	}
+	for _, stage := range []string{"sanitize", "classify", "aggregate"} {
+		qa, _ := a.Queued(stage, 0, 1000)
+		qb, _ := b.Queued(stage, 0, 1000)
+		if len(qa) != len(qb) {
+			t.Errorf("%s: %d queued in the source, %d in the copy", stage, len(qa), len(qb))
+		}
+		for i, q := range qa {
+			if i < len(qb) && qb[i].Item.ID != q.Item.ID {
+				t.Errorf("%s queue order differs at %d: %s, copy %s", stage, i, q.Item.ID, qb[i].Item.ID)
+			}
+			check(q.Item.ID)
+		}
+		_ = a.ForEachDead(stage, func(e pipeline.DeadEntry) error { check(e.ID); return nil })
+	}
+	_ = a.ForEachDone(func(it pipeline.Item) error { check(it.ID); return nil })
+	if n != 50 {
+		t.Errorf("checked %d items, want 50", n)
+	}
+	ra, _ := a.Runs(10)
+	rb, _ := b.Runs(10)
+	if !reflect.DeepEqual(ra, rb) {
+		t.Errorf("runs differ:\n %+v\n %+v", ra, rb)
+	}
+	sa, _ := a.Samples("20260301T130000-1")
+	sb, _ := b.Samples("20260301T130000-1")
+	if len(sa) != 2 || !reflect.DeepEqual(sa, sb) {
+		t.Errorf("samples differ:\n %+v\n %+v", sa, sb)
+	}
+	if a.LearnedLimit("classify") != 7 || b.LearnedLimit("classify") != 7 {
+		t.Errorf("learned limits %d, %d; want 7", a.LearnedLimit("classify"), b.LearnedLimit("classify"))
+	}
+}
+
+// normal clears what a store may represent differently but means the
+// same: an empty history or output map.
+func normal(l pipeline.Location) pipeline.Location {
+	if len(l.History) == 0 {
+		l.History = nil
+	}
+	if len(l.Output) == 0 {
+		l.Output = nil
+	}
+	return l
+}
+
+// TestCopy_BoltToPostgresAndBack: a pipeline in every state moves to
+// PostgreSQL and back to a new bbolt file intact, and each copy passes
+// the store contract's invariants.
+func TestCopy_BoltToPostgresAndBack(t *testing.T) {
+	src := openBolt(t)
+	fill(t, src)
+	pg := openPostgres(t)
+	st, err := storecopy.Copy(src, pg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Items != 50 || st.History < 2 || st.Runs != 1 || st.Dead < 3 || st.Done == 0 || st.Queued == 0 {
+		t.Errorf("stats %+v", st)
+	}
+	same(t, src, pg)
+	storetest.Invariants(t, pg)
+
+	back := openBolt(t)
+	if _, err := storecopy.Copy(pg, back, nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, src, back)
+	storetest.Invariants(t, back)
+
+	// The copies keep working: the items left drain in each.
+	for _, db := range []pipeline.Database{pg, back} {
+		storetest.Finish(t, db)
+		storetest.Invariants(t, db)
+	}
+	if _, err := storecopy.Copy(src, pg, nil); err == nil {
+		t.Error("a copy into a database that holds items succeeded")
+	}
+}
+
+// TestCopy_PostgresToBolt: the other direction from a pipeline built in
+// PostgreSQL.
+func TestCopy_PostgresToBolt(t *testing.T) {
+	src := openPostgres(t)
+	fill(t, src)
+	dst := openBolt(t)
+	if _, err := storecopy.Copy(src, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, src, dst)
+	storetest.Invariants(t, dst)
+}
