@@ -73,6 +73,13 @@ const (
 	// the rate is paced at this share of it, room for a window's edges
 	// and for input tokens that vary from call to call.
 	namedShare = 0.97
+	// namedHoldLags: the rate held at a named budget this many answer
+	// lags (twice as many after each look that found nothing, see
+	// maxCalm) with no 429 stops capping the stairs.
+	namedHoldLags = 32
+	// namedMovedHoldLags replaces namedHoldLags once 429s have named
+	// different budgets: a live quota's named level is soon stale.
+	namedMovedHoldLags = 2
 	// cooldownRoundTrips caps Config.Cooldown once latency is measured.
 	cooldownRoundTrips = 4
 	// paceBurst is the pacing tolerance, in starts: how far ahead of the

@@ -28,7 +28,10 @@
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
 // at 97% of it, the tighter of requests and input tokens, and climbs no
-// higher. Otherwise the longest retry delay seen is read as the quota's
+// higher for 32 answer lags with no 429 (twice as long after each look
+// that found nothing, two once 429s have named different budgets, a live
+// quota); then it looks above it, as the quota may have grown since it was
+// named. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window.

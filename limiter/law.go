@@ -38,6 +38,11 @@ type law struct {
 	// namedRPM and namedTPM are the per-minute budgets the last 429
 	// that named any named (see nameQuota); 0 if none.
 	namedRPM, namedTPM int64
+	// lastRPM and lastTPM are the budgets last named, kept when the cap
+	// lapses; namedMoved: 429s of this run named different ones, so the
+	// quota is live and a named budget only says where it was then.
+	lastRPM, lastTPM int64
+	namedMoved       bool
 	// measured: the current event set the rate from what the quota
 	// admitted, which the event's other refusals do not lower further.
 	measured bool
@@ -262,6 +267,18 @@ func (w *law) grow(t time.Time) {
 	w.held++
 	if w.refused > 0 && w.held > reprobeLags<<w.calm {
 		w.refused = 0 // long at the safe rate: look for more again
+	}
+	hold := namedHoldLags
+	if w.namedMoved {
+		hold = namedMovedHoldLags
+	}
+	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold<<w.calm {
+		// Long at the budget a 429 named, with no 429: the quota may
+		// have grown past it since (a quota named while it was down,
+		// a tier raised). Look above it from the first stair; a 429
+		// there names it again, and the next look waits twice as long.
+		w.namedRPM, w.namedTPM = 0, 0
+		w.stairs = 0
 	}
 	switch {
 	case w.refused == 0:

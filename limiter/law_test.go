@@ -443,8 +443,9 @@ func TestLaw_mayStart_limit(t *testing.T) {
 }
 
 // A 429 that names the per-minute budget sets the rate just under it,
-// the tighter of requests and input tokens, and no stair climbs past it;
-// a 429 below it leaves the law's own reading in charge.
+// the tighter of requests and input tokens, and no stair climbs past it
+// for namedHoldLags answer lags with no 429, after which the law looks
+// above it; a 429 below it leaves the law's own reading in charge.
 func TestLaw_namedQuota(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -470,14 +471,50 @@ func TestLaw_namedQuota(t *testing.T) {
 				t.Fatalf("rate %.2f after the 429, want %.2f", w.rate, tt.want)
 			}
 			highest := w.rate
-			for range 40 {
+			for i := 0; w.held <= namedHoldLags && i < 1000; i++ {
 				at, _ = drive(w, at, w.answerLag())
-				highest = max(highest, w.rate)
+				if w.held <= namedHoldLags {
+					highest = max(highest, w.rate)
+				}
 			}
 			if highest > tt.most*(1+1e-9) || highest < tt.want {
-				t.Errorf("the rate climbed to %.2f; want at most %.2f", highest, tt.most)
+				t.Errorf("the rate climbed to %.2f within %d answer lags; want at most %.2f", highest, namedHoldLags, tt.most)
+			}
+			// Held at the budget that long with no 429, the law looks
+			// above it: the quota may have grown since it was named.
+			for range 4 {
+				at, _ = drive(w, at, w.answerLag())
+			}
+			if w.rate <= tt.most*(1+1e-9) {
+				t.Errorf("the rate stays at %.2f after %d answer lags with no 429; want a look above %.2f", w.rate, w.held, tt.most)
 			}
 		})
+	}
+}
+
+// A quota whose 429s named different budgets is live: held at the last
+// one named, the law looks above it after namedMovedHoldLags answer lags,
+// not namedHoldLags (a quota named while it was down comes back up).
+func TestLaw_namedQuotaMoved(t *testing.T) {
+	w, at := pacedLaw(t, 200)
+	w.eventRate = 200 // not the first event
+	refuse := func(rpm int64) {
+		s := w.start(at, 0)
+		at = at.Add(20 * time.Millisecond)
+		w.nameQuota(rpm, 0)
+		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	}
+	refuse(12000) // 200 a second
+	at, _ = drive(w, at, 2*w.answerLag())
+	refuse(6000) // the quota halved: 100 a second
+	if !near(w.rate, 100*namedShare) {
+		t.Fatalf("rate %.2f after the second 429, want %.2f", w.rate, 100*namedShare)
+	}
+	for range 2 * (namedMovedHoldLags + 2) {
+		at, _ = drive(w, at, w.answerLag())
+	}
+	if w.rate <= 100*namedShare*(1+1e-9) {
+		t.Errorf("the rate stays at %.2f after %d answer lags with no 429; want a look above the budget last named", w.rate, w.held)
 	}
 }
 

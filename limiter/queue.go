@@ -41,7 +41,8 @@ import (
 //     quota fell: the law forgets it.
 //   - Named quota. A 429 reported through RateLimitedQuota with the
 //     per-minute budget it enforces sets the rate at 97% of it (the
-//     tighter of requests and input tokens), and no stair climbs past it.
+//     tighter of requests and input tokens), and no stair climbs past it
+//     until it has held 32 answer lags with no 429.
 //     The limit on calls in flight follows the rate by Little's law with
 //     room for latency's spread: rate × latency × 1.5.
 //   - Cap. A 429 of a call that started beside the same number of calls in
@@ -294,6 +295,12 @@ func (l *AIMD) Rate() float64 {
 	}
 	return l.law.learnedRate()
 }
+
+// HoldsRefusals reports whether the limiter holds the calls after a 429
+// with no retry delay: an adaptive one backs off and probes (see AIMD); a
+// fixed pool lets them through at once. It implements
+// pipeline.RefusalHolder.
+func (l *AIMD) HoldsRefusals() bool { return !l.cfg.Fixed }
 
 // InFlight returns the number of slots held: calls acquired and not yet
 // reported, including any still waiting out RPM/TPM pacing.

@@ -101,10 +101,21 @@ func (w *law) reopened(started time.Time) {
 
 // nameQuota records the per-minute budgets a 429 named (requests and
 // input tokens per minute, 0 for each not named); a 429 that names
-// neither leaves the last ones known.
+// neither leaves the last ones known. A budget named differently from the
+// last time marks the quota live (see law.namedMoved).
 func (w *law) nameQuota(rpm, tpm int64) {
-	if rpm > 0 || tpm > 0 {
-		w.namedRPM, w.namedTPM = max(rpm, 0), max(tpm, 0)
+	if rpm <= 0 && tpm <= 0 {
+		return
+	}
+	if rpm > 0 && w.lastRPM > 0 && rpm != w.lastRPM || tpm > 0 && w.lastTPM > 0 && tpm != w.lastTPM {
+		w.namedMoved = true
+	}
+	w.namedRPM, w.namedTPM = max(rpm, 0), max(tpm, 0)
+	if rpm > 0 {
+		w.lastRPM = rpm
+	}
+	if tpm > 0 {
+		w.lastTPM = tpm
 	}
 }
 

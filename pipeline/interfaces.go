@@ -137,6 +137,18 @@ type QuotaLimiter interface {
 	RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, tokensPerMinute int64)
 }
 
+// RefusalHolder is a Limiter that decides itself when calls start again
+// after a 429 with no retry delay (a bare one): it holds them for a
+// jittered backoff and lets one probe go first, as limiter.AIMD does. The
+// runner then retries a bare 429's item at once, through the limiter,
+// instead of on the item's own backoff as well.
+type RefusalHolder interface {
+	Limiter
+	// HoldsRefusals reports whether the limiter holds the calls after a
+	// bare 429 (false: it lets them through at once, as a fixed pool does).
+	HoldsRefusals() bool
+}
+
 // Sample is one sampling period (a second by default) of one stage, for
 // the run report's plot. The counts are of calls that ended in the period.
 type Sample struct {

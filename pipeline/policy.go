@@ -119,13 +119,14 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		case f.refusedInARow >= int64(cfg.MaxRateLimited):
 			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success (last: %v); check the project's quota and usage, or lower --ceiling, then run again",
 				name, f.refusedInARow, f.err)}
-		case rl.RetryAfter > 0 && cfg.Limiter != nil:
+		case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
 			// The limiter was told the delay and holds every call of the
-			// stage until it has passed.
+			// stage until it has passed, or it backs off a bare 429
+			// itself, for the whole stage.
 			return action{kind: retryAt, at: now}
 		default:
 			// A bare 429 says nothing about when: back off with jitter,
-			// limiter or not, so the workers do not hammer the quota.
+			// so the workers do not hammer the quota.
 			return action{kind: retryAt, at: now.Add(max(rl.RetryAfter, f.step))}
 		}
 	case ClassUnavailable:
@@ -146,6 +147,13 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 	default: // ClassPermanent
 		return action{kind: deadLetter, message: f.err.Error()}
 	}
+}
+
+// holdsRefusals reports whether lim backs off bare 429s itself (see
+// RefusalHolder).
+func holdsRefusals(lim Limiter) bool {
+	h, ok := lim.(RefusalHolder)
+	return ok && h.HoldsRefusals()
 }
 
 // nextPacificMidnight is when Gemini's per-day quotas reset.

@@ -26,6 +26,11 @@ func (nopLimiter) Failed(time.Time)                           {}
 func (nopLimiter) Limit() int                                 { return 1 }
 func (nopLimiter) InFlight() int                              { return 0 }
 
+// holdingLimiter is a nopLimiter that backs off bare 429s itself.
+type holdingLimiter struct{ nopLimiter }
+
+func (holdingLimiter) HoldsRefusals() bool { return true }
+
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	cfg := func(limited bool) *StageConfig {
@@ -44,6 +49,7 @@ func TestDecide(t *testing.T) {
 		name    string
 		f       failure
 		limited bool
+		holding bool // the limiter backs off bare 429s itself
 		want    actionKind
 		wantAt  time.Duration // retryAt: after now
 		wantMsg string        // a part of the message (park, deadLetter, stop)
@@ -59,8 +65,10 @@ func TestDecide(t *testing.T) {
 			want: retryAt, wantAt: 0},
 		{name: "retryDelay of exactly max-wait waits it without a limiter", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait, false), refusedInARow: 1, step: time.Second},
 			want: retryAt, wantAt: DefaultMaxWait},
-		{name: "bare 429 backs off even with a limiter", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 3, step: 1500 * time.Millisecond}, limited: true,
+		{name: "bare 429 backs off with a limiter that does not hold it", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 3, step: 1500 * time.Millisecond}, limited: true,
 			want: retryAt, wantAt: 1500 * time.Millisecond},
+		{name: "bare 429 retries through a limiter that holds it", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 3, step: 1500 * time.Millisecond}, holding: true,
+			want: retryAt, wantAt: 0},
 		{name: "without a limiter the longer of retryDelay and the step", f: failure{class: ClassRateLimited, err: refused(5*time.Second, false), refusedInARow: 1, step: 8 * time.Second},
 			want: retryAt, wantAt: 8 * time.Second},
 		{name: "one refusal short of the limit waits", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: DefaultMaxRateLimited - 1, step: time.Second}, limited: true,
@@ -86,7 +94,11 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := decide(tc.f, cfg(tc.limited), now)
+			sc := cfg(tc.limited)
+			if tc.holding {
+				sc.Limiter = holdingLimiter{}
+			}
+			a := decide(tc.f, sc, now)
 			if a.kind != tc.want {
 				t.Fatalf("decide = %v (%q), want %v", a.kind, a.message, tc.want)
 			}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 
@@ -196,12 +197,12 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 	if o.Fixed > 0 {
 		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
 	} else {
-		start := o.Start
+		start, startRate := o.Start, 0.0
 		if start <= 0 {
-			start = db.LearnedLimit(b.classify.Name())
+			start, startRate = learnedState(db, b.classify.Name())
 		}
 		b.limiter = limiter.New(limiter.Config{
-			Start: start, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
+			Start: start, StartRate: startRate, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
 			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
 		})
 	}
@@ -210,6 +211,45 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, Price: b.price()},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
+}
+
+// learnedStore is what learnedState and saveLearnedState need of a
+// database: the learned limits, kept by key.
+type learnedStore interface {
+	SetLearnedLimit(key string, n int) error
+	LearnedLimit(key string) int
+}
+
+// rateKey is the key the learned rate of a stage is kept under, beside
+// its learned limit (kept under the stage's name), in call starts per
+// minute.
+func rateKey(stage string) string { return stage + ".rate_per_min" }
+
+// learnedState is where the last run left the stage's limiter: its limit
+// on calls in flight (0 if none was saved) and the rate it learned, in
+// call starts per second (0 if none: it never paced one, or an older
+// version saved only the limit). A rate without a limit is not used.
+func learnedState(db learnedStore, stage string) (limit int, ratePerSecond float64) {
+	limit = db.LearnedLimit(stage)
+	if limit <= 0 {
+		return 0, 0
+	}
+	return limit, float64(db.LearnedLimit(rateKey(stage))) / 60
+}
+
+// saveLearnedState keeps what the stage's limiter learned for the next
+// run to start from: its limit and its rate (limiter.AIMD.Rate), rounded
+// to whole calls per minute (0 when it paced none, or a limiter that
+// learns no rate, so a stale rate is not reused).
+func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error {
+	if err := db.SetLearnedLimit(stage, lim.Limit()); err != nil {
+		return err
+	}
+	perMinute := 0
+	if r, ok := lim.(interface{ Rate() float64 }); ok {
+		perMinute = int(math.Round(r.Rate() * 60))
+	}
+	return db.SetLearnedLimit(rateKey(stage), perMinute)
 }
 
 // cost is the estimated USD for a usage at the configured prices.

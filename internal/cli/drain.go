@@ -111,7 +111,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		// A limit learned in a quota storm or a failed run (the floor) is
 		// no guide for tomorrow: keep the last good one then.
 		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
-			if err := db.SetLearnedLimit("classify", b.limiter.Limit()); err != nil && runErr == nil {
+			if err := saveLearnedState(db, b.classify.Name(), b.limiter); err != nil && runErr == nil {
 				runErr = err
 			}
 		}

@@ -135,7 +135,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.IntFlag{Name: "workers", Category: catEngine, Value: 8, Usage: "workers per local (non-API) stage", EnvVars: env("workers"), Destination: &o.Workers},
 		&cli.IntFlag{Name: "max-attempts", Category: catEngine, Value: 5, Usage: "attempts per item per stage for transient errors before dead-lettering", EnvVars: env("max-attempts"), Destination: &o.MaxAttempts},
 		&cli.DurationFlag{Name: "grace", Category: catEngine, Value: 10 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight calls may finish", EnvVars: env("grace"), Destination: &o.Grace},
-		&cli.IntFlag{Name: "start", Category: catLimiter, Usage: "starting concurrency", DefaultText: "the limit learned by the last run, else 8", EnvVars: env("start"), Destination: &o.Start},
+		&cli.IntFlag{Name: "start", Category: catLimiter, Usage: "starting concurrency", DefaultText: "the limit learned by the last run (paced at the rate it learned), else 8", EnvVars: env("start"), Destination: &o.Start},
 		&cli.IntFlag{Name: "floor", Category: catLimiter, Value: 1, Usage: "lowest concurrency", EnvVars: env("floor"), Destination: &o.Floor},
 		&cli.IntFlag{Name: "ceiling", Category: catLimiter, Value: 64, Usage: "highest concurrency", EnvVars: env("ceiling"), Destination: &o.Ceiling},
 		&cli.IntFlag{Name: "fixed", Category: catLimiter, Usage: "a fixed pool of `N` calls, no adaptation (for comparisons)", DefaultText: "off", EnvVars: env("fixed"), Destination: &o.Fixed},

@@ -172,11 +172,11 @@ func (b *jobStages) addLimiters(db *store.DB) {
 		if l == nil {
 			continue
 		}
-		start := l.Limiter.Start
+		start, startRate := l.Limiter.Start, 0.0
 		if start == 0 {
-			start = db.LearnedLimit(l.Name)
+			start, startRate = learnedState(db, l.Name)
 		}
-		lim := limiter.New(limiter.Config{Start: start, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling})
+		lim := limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling})
 		b.limiters[l.Name] = lim
 		b.stages[i].Limiter = lim
 	}

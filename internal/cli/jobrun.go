@@ -147,7 +147,7 @@ func runJob(ctx context.Context, req jobRequest) error {
 		if st := sum.Stages[name]; st != nil {
 			// The runner priced the calls (StageConfig.Price).
 			if sum.Status == "complete" || sum.Message == "interrupted" {
-				if err := db.SetLearnedLimit(name, lim.Limit()); err != nil && runErr == nil {
+				if err := saveLearnedState(db, name, lim); err != nil && runErr == nil {
 					runErr = err
 				}
 			}

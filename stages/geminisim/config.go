@@ -44,7 +44,8 @@ type Config struct {
 	// quota systems do: a client that keeps knocking keeps the door shut.
 	CountRefused bool
 	// Window is the RPM/TPM window; default DefaultWindow (1m). Tests
-	// shorten it; the 429 quotaId still says PerMinute.
+	// shorten it; the 429 quotaId still says PerMinute (its quotaValue is
+	// restated per real minute, see Server.asNamed).
 	Window time.Duration
 	// Day is the RPD window; default DefaultDay (24h). It slides like
 	// Window rather than resetting at midnight Pacific.
@@ -138,10 +139,11 @@ const (
 	// RetryExact sends the exact time until the request would be admitted
 	// (Quota.Wait), to the nanosecond.
 	RetryExact RetryInfoMode = "exact"
-	// RetryCoarse sends whole seconds, scaled with the window (a second
-	// per minute of Window), and often later than needed: the exact time
-	// rounded up, plus a draw of up to half a Window, kept under one
-	// Window. Real Gemini sends 26-59 s for a per-minute quota.
+	// RetryCoarse sends whole seconds, often later than needed: the exact
+	// time rounded up, plus a draw of up to half a Window, kept under one
+	// Window. Real Gemini sends 26-59 s for a per-minute quota. A shortened
+	// Window keeps whole seconds (1 or 2 s for a 2 s Window), what a client
+	// reads as rounded.
 	RetryCoarse RetryInfoMode = "coarse"
 	// RetryAbsent sends no RetryInfo, as proxies and Vertex do.
 	RetryAbsent RetryInfoMode = "absent"

@@ -405,12 +405,14 @@ func CallLatency(cfg Config, itemKey string, callNo int64, promptTokens, others 
 }
 
 // coarsen turns an exact retry delay into what RetryCoarse sends: rounded
-// up to the unit (a second per minute of Window), plus a draw of whole
-// units up to half a Window, fixed by (Seed, item, refusals so far), but
-// no later than one Window unless the exact delay itself is longer (the
-// real API's delays for a per-minute quota are all under a minute).
+// up to whole seconds, plus a draw of whole seconds up to half a Window,
+// fixed by (Seed, item, refusals so far), but no later than one Window
+// unless the exact delay rounded up is longer (the real API's delays for a
+// per-minute quota are all under a minute). The unit stays a second when
+// the Window is shortened: a client reads a whole number of seconds as a
+// rounded delay, and a second per minute of Window would read as exact.
 func (s *Server) coarsen(exact time.Duration, c *call, refusals int64) time.Duration {
-	unit := max(s.cfg.Window/60, time.Millisecond)
+	const unit = time.Second
 	d := (exact + unit - 1) / unit * unit
 	d = max(d, unit)
 	r := call{item: c.item, n: refusals}
