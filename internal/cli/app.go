@@ -157,6 +157,9 @@ func checkCommandName(c *cli.Context, cmds []*cli.Command) error {
 // them, and no mistake.
 var testVariables = map[string]bool{
 	"SAWTOOTH_LONG": true, "SAWTOOTH_E2E_RACE": true, "SAWTOOTH_BENCH_1M": true, "SAWTOOTH_SCREENSHOT_DIR": true,
+	"SAWTOOTH_REQUIRE_POSTGRES": true, "SAWTOOTH_REQUIRE_CHROMIUM": true, "SAWTOOTH_CHROMIUM": true,
+	"SAWTOOTH_FLEET_BENCH": true, "SAWTOOTH_BENCH_POSTGRES": true, "SAWTOOTH_PG_TEST_CHILD_URL": true,
+	"SAWTOOTH_LIBRARY_CHILD": true, "SAWTOOTH_LIBRARY_SIM": true,
 }
 
 // warnUnknownEnv warns about each SAWTOOTH_* variable in env that no
