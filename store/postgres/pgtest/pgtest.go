@@ -157,7 +157,13 @@ func (s *Server) URL(name string) string {
 // NewDB creates a fresh, empty database and returns its URL. Safe for
 // concurrent use.
 func (s *Server) NewDB(prefix string) (string, error) {
-	name := fmt.Sprintf("%s_%d_%d", sanitize(prefix), os.Getpid(), s.counter.Add(1))
+	// PostgreSQL cuts identifiers at 63 bytes: the unique part goes
+	// first, so a long prefix (a subtest's name) cannot cut it off and
+	// make two databases one.
+	name := fmt.Sprintf("t%d_%d_%s", os.Getpid(), s.counter.Add(1), sanitize(prefix))
+	if len(name) > 63 {
+		name = name[:63]
+	}
 	out, err := s.command("psql", "-h", s.dir, "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
 		"-qc", "CREATE DATABASE "+name).CombinedOutput()
 	if err != nil {

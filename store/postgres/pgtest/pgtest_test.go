@@ -70,3 +70,22 @@ func TestStop_EndsThePostmaster(t *testing.T) {
 		t.Fatalf("postmaster %d still running after Stop", pid)
 	}
 }
+
+// TestNewDB_LongPrefixes: names longer than PostgreSQL's 63-byte
+// identifiers still make distinct databases.
+func TestNewDB_LongPrefixes(t *testing.T) {
+	s, err := Start()
+	if errors.Is(err, ErrUnavailable) && !Required() {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	long := strings.Repeat("TestDB_Contract/StaleTransitionsIgnored/after_an_edited_re-ingest", 2)
+	for i := 0; i < 3; i++ {
+		if _, err := s.NewDB(long); err != nil {
+			t.Fatalf("database %d with a long prefix: %v", i+1, err)
+		}
+	}
+}
