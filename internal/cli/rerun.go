@@ -31,22 +31,15 @@ func newRerunCommand(cfg Config) *cli.Command {
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
 			// A database run from a job file re-runs with its stored job.
-			if j, err := loadJob("", opts.Pipeline.DB); err != nil || j != nil {
+			if j, err := storedJob(c, &opts.Pipeline, "from-stage", opts.FromStage); err != nil || j != nil {
 				if err != nil {
 					return err
 				}
-				if err := checkStageOf(j.DB, "from-stage", opts.FromStage); err != nil {
-					return err
-				}
-				if err := checkJobFlags(c); err != nil {
-					return err
-				}
 				o := &opts.Pipeline
-				return runJob(c.Context, jobRequest{Job: j, APIKey: o.APIKey, RerunFrom: opts.FromStage,
-					DryRun: o.DryRun, Yes: o.Yes, ConfirmAbove: o.ConfirmAbove, Confirm: o.Confirm,
-					Quiet: o.Quiet, JSON: o.JSON, Grace: o.Grace, Obs: opts.Obs,
-					NoCache: o.NoCache, Budget: o.Budget, BudgetTotal: o.BudgetTotal,
-					Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+				req := jobRequestFor(j, o, opts.Obs, opts.Out, opts.ErrOut, opts.ExitNow)
+				req.RerunFrom = opts.FromStage
+				req.DryRun, req.Yes, req.ConfirmAbove, req.Confirm = o.DryRun, o.Yes, o.ConfirmAbove, o.Confirm
+				return runJob(c.Context, req)
 			}
 			return runRerun(c.Context, &opts)
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/urfave/cli/v2"
 )
@@ -31,20 +32,13 @@ func newRetryCommand(cfg Config) *cli.Command {
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
 			// A database run from a job file retries with its stored job.
-			if j, err := loadJob("", opts.Pipeline.DB); err != nil || j != nil {
+			if j, err := storedJob(c, &opts.Pipeline, "stage", opts.Stage); err != nil || j != nil {
 				if err != nil {
 					return err
 				}
-				if err := checkStageOf(j.DB, "stage", opts.Stage); err != nil {
-					return err
-				}
-				if err := checkJobFlags(c); err != nil {
-					return err
-				}
-				return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RetryStage: opts.Stage,
-					Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
-					NoCache: opts.Pipeline.NoCache, Budget: opts.Pipeline.Budget, BudgetTotal: opts.Pipeline.BudgetTotal,
-					Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+				req := jobRequestFor(j, &opts.Pipeline, opts.Obs, opts.Out, opts.ErrOut, opts.ExitNow)
+				req.RetryStage = opts.Stage
+				return runJob(c.Context, req)
 			}
 			return runRetry(c.Context, &opts)
 		},
@@ -59,4 +53,29 @@ func runRetry(ctx context.Context, opts *retryOptions) error {
 	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Obs: opts.Obs, RetryStage: opts.Stage,
 		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
+}
+
+// storedJob is the job stored in the database --db names, checked against
+// the stage the command was given (flag names it) and the flags a job run
+// takes; nil with no error when the database holds no job.
+func storedJob(c *cli.Context, o *pipelineOptions, flag, stage string) (*job.Job, error) {
+	j, err := loadJob("", o.DB)
+	if err != nil || j == nil {
+		return nil, err
+	}
+	if err := checkStageOf(j.DB, flag, stage); err != nil {
+		return nil, err
+	}
+	if err := checkJobFlags(c); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// jobRequestFor is the request retry and rerun make of a stored job: the
+// settings they share with a job run.
+func jobRequestFor(j *job.Job, o *pipelineOptions, obs monitor.Options, out, errOut io.Writer, exitNow func(error)) jobRequest {
+	return jobRequest{Job: j, APIKey: o.APIKey, Quiet: o.Quiet, JSON: o.JSON, Grace: o.Grace, Obs: obs,
+		NoCache: o.NoCache, Budget: o.Budget, BudgetTotal: o.BudgetTotal,
+		Out: out, ErrOut: errOut, ExitNow: exitNow}
 }
