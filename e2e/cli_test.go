@@ -56,6 +56,8 @@ func TestCLI_Contract(t *testing.T) {
 			want: []string{"unknown flag --jsn", "did you mean --json?"}, onlyLines: 1},
 		{name: "unknown command", args: []string{"stauts"}, code: 2, want: []string{`unknown command "stauts"`, "did you mean status?"}, onlyLines: 1},
 		{name: "unknown dlq command", args: []string{"dlq", "lst", "--db", db}, code: 2, want: []string{`unknown command "dlq lst"`, "did you mean dlq list?"}, onlyLines: 1},
+		{name: "unknown batch command", args: []string{"batch", "lst", "--db", db}, code: 2, want: []string{`unknown command "batch lst"`, "did you mean batch list?"}, onlyLines: 1},
+		{name: "unknown job command", args: []string{"job", "shwo", "--db", db}, code: 2, want: []string{`unknown command "job shwo"`, "did you mean job show?"}, onlyLines: 1},
 		{name: "bad value", args: []string{"run", "--db", newDB("v.db"), "--workers", "many"}, code: 2,
 			want: []string{`invalid value "many" for --workers`}},
 		{name: "value out of range", env: env, args: []string{"run", "--db", newDB("r.db"), "--workers", "0"}, code: 2,

@@ -44,8 +44,9 @@ func newBatchCommand() *cli.Command {
 	}
 	jsonFlag := &cli.BoolFlag{Name: "json", Category: catOutput, Usage: "print JSON", Destination: &opts.JSON}
 	return &cli.Command{
-		Name:  "batch",
-		Usage: "list, show and cancel the Gemini batch jobs of a database (run --mode batch|auto creates them)",
+		Name:   "batch",
+		Usage:  "list, show and cancel the Gemini batch jobs of a database (run --mode batch|auto creates them)",
+		Action: unknownSubcommand("batch", "list", "show", "cancel"),
 		Subcommands: []*cli.Command{
 			{
 				Name: "list", Usage: "every job: state, items, what came of them, age",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -32,15 +33,9 @@ func newDLQCommand() *cli.Command {
 		return &opts
 	}
 	return &cli.Command{
-		Name:  "dlq",
-		Usage: "list, inspect and re-queue dead letters (they are never deleted)",
-		Action: func(c *cli.Context) error {
-			if !c.Args().Present() {
-				return cli.ShowSubcommandHelp(c)
-			}
-			name := c.Args().First()
-			return usagef("unknown command \"dlq %s\"%s (the dlq commands: list, show, requeue)", name, didYouMean(name, []string{"list", "show", "requeue"}, "dlq %s"))
-		},
+		Name:   "dlq",
+		Usage:  "list, inspect and re-queue dead letters (they are never deleted)",
+		Action: unknownSubcommand("dlq", "list", "show", "requeue"),
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
@@ -183,4 +178,18 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// unknownSubcommand is the action of a command that only groups others
+// (dlq, batch, job): with no argument it shows their help, and an
+// unknown one is a usage error naming the nearest.
+func unknownSubcommand(parent string, subs ...string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if !c.Args().Present() {
+			return cli.ShowSubcommandHelp(c)
+		}
+		name := c.Args().First()
+		return usagef("unknown command \"%s %s\"%s (the %s commands: %s)", parent, name,
+			didYouMean(name, subs, parent+" %s"), parent, strings.Join(subs, ", "))
+	}
 }

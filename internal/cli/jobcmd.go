@@ -86,8 +86,9 @@ func runInit(opts *initOptions) error {
 func newJobCommand() *cli.Command {
 	var db string
 	return &cli.Command{
-		Name:  "job",
-		Usage: "the job a database was run with",
+		Name:   "job",
+		Usage:  "the job a database was run with",
+		Action: unknownSubcommand("job", "show"),
 		Subcommands: []*cli.Command{{
 			Name:   "show",
 			Usage:  "print the stored job as YAML (a job file: run -f with it resumes the same job)",
