@@ -152,6 +152,8 @@ func TestCLI_FailedCommandChangesNothing(t *testing.T) {
 		code int
 		want []string
 	}{
+		{"export of a misspelt column", []string{"export", "--db", db, "--all", "--columns", "id,labl"}, 2,
+			[]string{`no column "labl"`, "the columns are: id,status"}},
 		{"rerun with a misspelt stage", []string{"rerun", "--db", db, "--from-stage", "clasify", "--labels", "bug,praise,other"}, 2,
 			[]string{`"clasify" is not a stage`, "did you mean classify?"}},
 		{"rerun above --confirm-above without --yes", []string{"rerun", "--db", db, "--from-stage", "classify", "--quiet"}, 2,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -82,7 +83,7 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
 			if !slices.Contains(all, c) {
-				return fmt.Errorf("export: no column %q; the columns are: %s", c, strings.Join(all, ","))
+				return fmt.Errorf("export: no column %q; the columns are: %s: %w", c, strings.Join(all, ","), ErrUnknownColumn)
 			}
 		}
 		cols = o.Columns
@@ -358,6 +359,10 @@ type ExportOptions struct {
 	// Columns, when set, are the columns to write, in order.
 	Columns []string
 }
+
+// ErrUnknownColumn is returned (wrapped) when a requested column is not
+// one the export has: a mistake in the command, not in the data.
+var ErrUnknownColumn = errors.New("choose columns from that list (--columns)")
 
 // ItemStatus says where an item stands, for the status column: "done",
 // "queued at STAGE", "in batch at STAGE" or "dead at STAGE"; a done item

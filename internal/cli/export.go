@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"io"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -70,5 +71,9 @@ func runExport(opts *exportOptions) error {
 		return err
 	}
 	defer db.Close()
-	return report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns})
+	err = report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns})
+	if errors.Is(err, report.ErrUnknownColumn) {
+		return &UsageError{Err: err}
+	}
+	return err
 }
