@@ -234,3 +234,23 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 	c.Sort()
 	return c, nil
 }
+
+// MissingFields lists the fields of by that no item of a non-empty cube
+// has: grouped by, every row would read "unknown", most likely because
+// the field's name is misspelt. The caller warns; the report still runs.
+func MissingFields(c *Cube, by []string) []string {
+	if c == nil || len(c.Cells) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, f := range by {
+		i := slices.Index(c.Dims, f)
+		if i < 0 {
+			continue
+		}
+		if !slices.ContainsFunc(c.Cells, func(cell *CubeCell) bool { return cell.Key[i] != unknown }) {
+			missing = append(missing, f)
+		}
+	}
+	return missing
+}

@@ -43,3 +43,27 @@ func TestStoredAggregate(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingFields names the --by fields no item of the cube has.
+func TestMissingFields(t *testing.T) {
+	c := NewCube([]string{"app", "locale", "month"})
+	c.Add(Review{ID: "a", Label: "bug", Groups: map[string]string{"app": "X", "month": "2026-11"}})
+	c.Add(Review{ID: "b", Label: "ux", Groups: map[string]string{"app": "Y"}})
+	tests := []struct {
+		name string
+		cube *Cube
+		by   []string
+		want []string
+	}{
+		{"every field has a value somewhere", c, []string{"app", "month"}, nil},
+		{"a field no item has", c, []string{"locale", "app"}, []string{"locale"}},
+		{"an empty cube says nothing", NewCube([]string{"locale"}), []string{"locale"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MissingFields(tt.cube, tt.by); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("MissingFields = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -93,6 +93,11 @@ func runReport(opts *reportOptions) error {
 		return err
 	}
 	data, err := report.Load(db, load)
+	if err == nil {
+		for _, f := range report.MissingFields(data.Cube, opts.By) {
+			fmt.Fprintf(opts.ErrOut, "warning: --by %s: no reported item has this field, so every row reads \"unknown\" (check its name against the input's columns)\n", f)
+		}
+	}
 	db.Close()
 	if err != nil {
 		return err
