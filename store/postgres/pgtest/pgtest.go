@@ -2,6 +2,16 @@
 // a fresh directory, postgres listening on a Unix socket only, fsync off.
 // One server per test binary (call Start from TestMain) keeps the cost to
 // about a second; each test then creates its own database with NewDB.
+// Tests of database loss start their own server, stop it with Shutdown
+// (fast, or immediate as a crash would) and bring it back on the same
+// data and URLs with Restart.
+//
+// fsync is off but synchronous_commit is on: an acknowledged commit's
+// WAL is in the OS page cache, so a server crash or immediate shutdown
+// loses nothing acknowledged (only an OS crash would). With
+// synchronous_commit off, an immediate shutdown loses the commits of
+// the last fraction of a second, which a test would take for a bug of
+// the code under test.
 //
 // PostgreSQL refuses to run as root, so under root the cluster is created
 // and served as the "postgres" user through runuser. Debian keeps initdb
@@ -24,6 +34,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,9 +48,13 @@ type Server struct {
 	dir     string // parent of data/ and the socket
 	binDir  string
 	asUser  string // "" when we run as ourselves
-	proc    *exec.Cmd
-	exited  chan struct{}
 	counter atomic.Int64
+
+	mu sync.Mutex // guards proc and exited: Shutdown and Restart replace them
+	// proc is the postmaster last started (runuser under root); exited
+	// closes when it has exited.
+	proc   *exec.Cmd
+	exited chan struct{}
 }
 
 // binDir finds the directory holding initdb and postgres.
@@ -74,7 +89,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, binDir: bin, exited: make(chan struct{})}
+	s := &Server{dir: dir, binDir: bin}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -93,51 +108,74 @@ func Start() (*Server, error) {
 		}
 		s.asUser = "postgres"
 	}
-	data := filepath.Join(dir, "data")
-	if out, err := s.command("initdb", "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "-D", data).CombinedOutput(); err != nil {
+	if out, err := s.command("initdb", "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "-D", s.data()).CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
-	s.proc = s.command("postgres", "-D", data, "-k", dir, "-h", "", "-F",
-		"-c", "full_page_writes=off", "-c", "synchronous_commit=off",
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.launch(); err != nil {
+		s.shutdown(Immediate)
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+// launch starts the postmaster on the cluster's data directory and socket
+// directory and waits until it accepts connections (after crash recovery,
+// when the last run ended in one). The caller holds mu.
+func (s *Server) launch() error {
+	// -F: fsync off. synchronous_commit stays on (see the package doc).
+	proc := s.command("postgres", "-D", s.data(), "-k", s.dir, "-h", "", "-F",
+		"-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "shared_buffers=64MB")
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
-		s.proc.Stdout, s.proc.Stderr = logf, logf
+		proc.Stdout, proc.Stderr = logf, logf
+		defer logf.Close() // the child has its own copy
 	}
 	// Its own process group, so a test binary killed by a signal does not
 	// leave the server behind holding the terminal's group.
-	s.proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGQUIT}
-	if err := s.proc.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
+	proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGQUIT}
+	if err := proc.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	go func() { s.proc.Wait(); close(s.exited) }()
-	sock := filepath.Join(dir, ".s.PGSQL.5432")
+	exited := make(chan struct{})
+	go func() { proc.Wait(); close(exited) }()
+	s.proc, s.exited = proc, exited
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(sock); err == nil {
-			if out, err := s.command("pg_isready", "-h", dir, "-U", "postgres").CombinedOutput(); err == nil {
-				break
-			} else if time.Now().After(deadline) {
-				s.Stop()
-				return nil, fmt.Errorf("postgres did not become ready: %s", out)
+		// The socket of the last run is removed at a clean shutdown but
+		// may remain after a crash: only pg_isready says the server is up.
+		if _, err := os.Stat(s.socket()); err == nil {
+			out, err := s.command("pg_isready", "-h", s.dir, "-U", "postgres").CombinedOutput()
+			if err == nil {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("postgres did not become ready within 30 s: %s", out)
 			}
 		}
 		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("postgres exited at start: %s", log)
+		case <-exited:
+			return fmt.Errorf("postgres exited at start: %s", s.log())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			s.Stop()
-			return nil, fmt.Errorf("postgres did not start within 30 s: %s", log)
+			return fmt.Errorf("postgres did not start within 30 s: %s", s.log())
 		}
 	}
-	return s, nil
+}
+
+func (s *Server) socket() string { return filepath.Join(s.dir, ".s.PGSQL.5432") }
+
+// log returns the server's log, for errors.
+func (s *Server) log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	return string(b)
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {
@@ -172,22 +210,100 @@ func (s *Server) NewDB(prefix string) (string, error) {
 	return s.URL(name), nil
 }
 
-// Kill stops the server at once, as a crash would (for tests of database
-// loss); Restart brings it back on the same data.
-func (s *Server) Kill() error {
-	if err := s.signal(syscall.SIGQUIT); err != nil {
-		return err
+// ShutdownMode is how Shutdown stops the server (the modes of pg_ctl
+// stop -m).
+type ShutdownMode int
+
+const (
+	// Fast ends every session (rolling back open transactions), writes a
+	// shutdown checkpoint and exits: SIGINT to the postmaster.
+	Fast ShutdownMode = iota
+	// Immediate ends every process at once, as a crash would: no
+	// checkpoint, and the next start replays the WAL. With fsync off
+	// nothing acknowledged is lost, since the WAL of every acknowledged
+	// commit is in the OS page cache already (only an OS crash would
+	// lose it): SIGQUIT to the postmaster.
+	Immediate
+)
+
+func (m ShutdownMode) String() string {
+	if m == Immediate {
+		return "immediate"
 	}
-	<-s.exited
-	return nil
+	return "fast"
+}
+
+// Shutdown stops the server in mode and waits until it has exited,
+// keeping its data directory and socket directory: URLs stay valid, and
+// Restart serves the same databases again. Shutting down a server that
+// is not running does nothing. Safe for concurrent use with NewDB, which
+// fails while the server is down.
+func (s *Server) Shutdown(mode ShutdownMode) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown(mode)
+}
+
+// Kill is Shutdown(Immediate): the server stops at once, as a crash
+// would (for tests of database loss).
+func (s *Server) Kill() error { return s.Shutdown(Immediate) }
+
+// Restart starts a server that Shutdown stopped, on the same data
+// directory and socket, and returns once it accepts connections (after
+// replaying the WAL, when it was stopped immediately). Restarting a
+// running server does nothing.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running() {
+		return nil
+	}
+	return s.launch()
+}
+
+// running reports whether the postmaster last started is still up. The
+// caller holds mu.
+func (s *Server) running() bool {
+	if s.proc == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// shutdown is Shutdown; the caller holds mu. A server that does not stop
+// within 30 s is killed.
+func (s *Server) shutdown(mode ShutdownMode) error {
+	if !s.running() {
+		return nil
+	}
+	sig := syscall.SIGINT
+	if mode == Immediate {
+		sig = syscall.SIGQUIT
+	}
+	err := s.signal(sig)
+	select {
+	case <-s.exited:
+		return err
+	case <-time.After(30 * time.Second):
+		s.signal(syscall.SIGKILL)
+		s.proc.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("postgres did not stop within 30 s of a %s shutdown: killed", mode)
+	}
 }
 
 // signal sends sig to the postmaster itself. Under root the started
 // process is runuser, which does not pass signals on: signalling it would
 // leave the server running after the test binary is gone. The
-// postmaster's pid is the first line of its postmaster.pid.
+// postmaster's pid is the first line of its postmaster.pid. The caller
+// holds mu.
 func (s *Server) signal(sig syscall.Signal) error {
-	if b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid")); err == nil {
 		first, _, _ := strings.Cut(string(b), "\n")
 		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 {
 			if err := syscall.Kill(pid, sig); err == nil {
@@ -200,20 +316,9 @@ func (s *Server) signal(sig syscall.Signal) error {
 
 // Stop shuts the server down and removes its directory.
 func (s *Server) Stop() {
-	if s.proc != nil && s.proc.Process != nil {
-		select {
-		case <-s.exited:
-		default:
-			s.signal(syscall.SIGQUIT) // immediate shutdown: nothing to keep
-			select {
-			case <-s.exited:
-			case <-time.After(10 * time.Second):
-				s.signal(syscall.SIGKILL)
-				s.proc.Process.Kill()
-				<-s.exited
-			}
-		}
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shutdown(Immediate) // nothing to keep
 	os.RemoveAll(s.dir)
 }
 
