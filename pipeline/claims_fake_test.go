@@ -22,6 +22,12 @@ type claimStore struct {
 	until   map[uint64]time.Time // seq -> lease end
 	owner   map[uint64]string
 	fenced  int // transitions refused by CommitFenced
+	// late counts transitions sent to CommitFenced at or after their
+	// lease's end on the store's clock, reachable or not.
+	late int
+	// failedClaims holds the instants of the claims refused while a view
+	// was cut off.
+	failedClaims []time.Time
 }
 
 func newClaimStore(stages []string, n int, now func() time.Time) *claimStore {
@@ -30,8 +36,8 @@ func newClaimStore(stages []string, n int, now func() time.Time) *claimStore {
 }
 
 // claimView is one worker's handle on a claimStore. cutOff, when set
-// and true, makes Claim and Renew fail (the worker is cut off from the
-// database).
+// and true, makes Claim, Renew, Release and CommitFenced fail (the
+// worker is cut off from the database).
 type claimView struct {
 	*claimStore
 	name   string
@@ -55,6 +61,9 @@ func (s *claimStore) Counts() (pipeline.Counts, error) {
 
 func (v *claimView) Claim(_ context.Context, stage string, max int, lease time.Duration) ([]pipeline.Claim, error) {
 	if v.cutOff != nil && v.cutOff() {
+		v.mu.Lock()
+		v.failedClaims = append(v.failedClaims, v.now())
+		v.mu.Unlock()
 		return nil, errCutOff
 	}
 	v.memStore.mu.Lock()
@@ -101,6 +110,9 @@ func (v *claimView) Renew(_ context.Context, _ string, claims []pipeline.Claim, 
 }
 
 func (v *claimView) Release(_ context.Context, _ string, claims []pipeline.Claim) error {
+	if v.cutOff != nil && v.cutOff() {
+		return errCutOff
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, c := range claims {
@@ -114,6 +126,14 @@ func (v *claimView) Release(_ context.Context, _ string, claims []pipeline.Claim
 func (v *claimView) CommitFenced(_ context.Context, ts []pipeline.FencedTransition) ([]uint64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	for _, t := range ts {
+		if !v.until[t.Seq].After(v.now()) {
+			v.late++
+		}
+	}
+	if v.cutOff != nil && v.cutOff() {
+		return nil, errCutOff
+	}
 	var ok []pipeline.Transition
 	var rejected []uint64
 	for _, t := range ts {

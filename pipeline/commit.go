@@ -97,8 +97,12 @@ func (r *Runner) sendThen(i int, t Transition, settled func()) {
 // commit failed are not dropped but carried into every later commit and
 // tried a last time when the run ends, so a store that recovers still
 // gets them. An outcome never counts, nor does its item move, unless its
-// commit succeeded.
+// commit succeeded. A fleet worker's committer is fleetCommitter.
 func (r *Runner) committer() {
+	if _, ok := r.Store.(Claimer); ok {
+		r.fleetCommitter()
+		return
+	}
 	var (
 		batch   []pending
 		carried []pending // results whose commit failed, awaiting a later one
@@ -131,71 +135,16 @@ func (r *Runner) committer() {
 // CommitAttempts times) and settles them when it succeeds. It returns ps
 // when the commit failed for good, after stopping the run.
 func (r *Runner) commitBatch(ps []pending, once bool) []pending {
-	var (
-		rejected []uint64
-		err      error
-	)
-	if cl, ok := r.Store.(Claimer); ok {
-		rejected, err = r.commitFenced(cl, ps, once)
-	} else {
-		ts := make([]Transition, len(ps))
-		for j, p := range ps {
-			ts[j] = p.t
-		}
-		err = r.commit(ts, once)
+	ts := make([]Transition, len(ps))
+	for j, p := range ps {
+		ts[j] = p.t
 	}
-	if err != nil {
-		if r.books[ps[0].stage] != nil {
-			// A fleet worker: the items stay leased until their leases
-			// end, then any worker takes them again.
-			r.stopFleet(fmt.Sprintf("could not commit %d results (their items return to the queue when their leases end; nothing is lost): %v; run again once the database is back", len(ps), err))
-			return ps
-		}
+	if err := r.commit(ts, once); err != nil {
 		r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(ps), err))
 		return ps
 	}
-	if len(rejected) == 0 {
-		r.settle(ps, true)
-		return nil
-	}
-	// Fenced off: another worker claimed the entry after this one's
-	// lease ended. Not an error: that worker's result counts.
-	fenced := make(map[uint64]bool, len(rejected))
-	for _, s := range rejected {
-		fenced[s] = true
-	}
-	var applied, dropped []pending
-	for _, p := range ps {
-		if fenced[p.t.Seq] {
-			r.books[p.stage].fenced(p.t.Seq)
-			dropped = append(dropped, p)
-		} else {
-			applied = append(applied, p)
-		}
-	}
-	r.settle(applied, true)
-	r.settle(dropped, false)
+	r.settle(ps, true)
 	return nil
-}
-
-// commitFenced is commit through Claimer.CommitFenced: it returns the
-// sequences of the transitions fenced off.
-func (r *Runner) commitFenced(cl Claimer, ps []pending, once bool) ([]uint64, error) {
-	ts := make([]FencedTransition, len(ps))
-	for j, p := range ps {
-		ts[j] = FencedTransition{Transition: p.t, Attempt: p.attempt}
-	}
-	var rejected []uint64
-	err := r.retryCommit(len(ts), once, func() error {
-		// A commit that outlasts a lease would be fenced off anyway: a
-		// database that hangs fails it instead of holding the run.
-		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
-		defer cancel()
-		var err error
-		rejected, err = cl.CommitFenced(ctx, ts)
-		return err
-	})
-	return rejected, err
 }
 
 // settle finishes the books of results that left the committer:

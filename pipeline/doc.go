@@ -69,6 +69,17 @@
 // transaction is held across a call. A store without Claimer (bbolt: one
 // process holds the file's lock) keeps the cursor walk.
 //
+// When a fleet worker's store fails (the database down or unreachable),
+// claims and commits are retried every second for Runner.StoreRetry
+// (5 s). Past that the worker gives the store up: it claims and renews
+// no more, lets its calls in flight finish (or cancels them at their
+// lease's end), tries their results until their leases end and never
+// after, drops the rest uncommitted (counted as lost leases), and Run
+// returns a StoreLostError, a resumable stop. Its leases end on the
+// database's clock at most the safety margin later, so any worker, this
+// one run again included, takes the items once the database is back; nothing is lost, and what is billed
+// twice is counted.
+//
 // The Runner takes one Clock for every timestamp and wait (backoff, the
 // grace period after a stop, sampling, the backlog's age), so its tests run
 // in virtual time.

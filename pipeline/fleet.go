@@ -19,7 +19,8 @@ type counter interface {
 // no sign of the end: the stage ends when this process's upstream stage
 // has ended and the store holds no entry at this stage or before it
 // (leased by anyone or not), or at once when a stage of this process has
-// parked. Meanwhile it polls every Poll. An entry
+// parked, or the store is given up (see StoreLostError). Meanwhile it
+// polls every Poll. An entry
 // claimed more than MaxClaims times (its workers died or lost their
 // leases each time: it may be what kills them) is dead-lettered.
 func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
@@ -42,19 +43,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			if ctx.Err() != nil {
 				return
 			}
-			// The database may come back: keep trying until a lease
-			// would have ended (by then every call in flight has been
-			// canceled), then stop the run, resumable: what this
-			// process held returns to the queue as its leases end.
-			if failingSince.IsZero() {
-				failingSince = sent
-			}
-			if clock.Now().Sub(failingSince) >= r.Lease {
-				r.stopFleet(fmt.Sprintf("could not claim work of %s for %s (last: %v): nothing is lost; run again once the database is back", name, r.Lease, err))
-				return
-			}
-			r.log().Warn("could not claim work; trying again", "stage", name, "err", err)
-			if !sleep(ctx, clock, r.Poll) {
+			if !r.storeFailing(&failingSince, sent, "claim work of "+name, err) || !sleep(ctx, clock, r.Poll) {
 				return
 			}
 			continue
@@ -87,10 +76,13 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			return
 		}
 		if upstreamDone {
+			asked := clock.Now()
 			left, err := r.unfinished(i)
 			if err != nil {
-				r.fail(fmt.Errorf("count the queues up to %s: %w", name, err))
-				return
+				if !r.storeFailing(&failingSince, asked, "count the queues up to "+name, err) {
+					return
+				}
+				left = -1 // unknown: poll again
 			}
 			if left == 0 {
 				return
@@ -110,12 +102,79 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 	}
 }
 
-// stopFleet stops a fleet worker's run as resumable (ErrStopped, exit 3)
-// when its database fails: nothing it held is lost, its leases end and
-// any worker takes the items again.
-func (r *Runner) stopFleet(msg string) {
-	r.park(msg)
-	r.abort()
+// storeFailing records a failed request to the store, sent at sent, in
+// a run of failures that began at *since (zero: this one begins it),
+// and reports whether to try again: a transient failure (a server
+// restarting, a connection reset) is retried for StoreRetry; past that
+// the worker gives the store up (loseStore) and the caller stops.
+func (r *Runner) storeFailing(since *time.Time, sent time.Time, what string, err error) bool {
+	if since.IsZero() {
+		*since = sent
+	}
+	failing := r.clock().Now().Sub(*since)
+	if failing < r.StoreRetry {
+		r.log().Warn("the store failed; trying again", "op", what, "failing for", failing.Round(time.Millisecond), "err", err)
+		return true
+	}
+	r.loseStore(&StoreLostError{Op: what, For: failing, Err: err})
+	return false
+}
+
+// StoreLostError is Runner.Run's error when a fleet worker (a Store with
+// Claimer) gave its store up: a claim, count or commit kept failing for
+// StoreRetry. The worker stopped claiming, let its calls in flight run
+// until they finished or their leases ended, committed what it could
+// before each lease ended and dropped the rest: their items return to
+// the queue when their leases end, for any worker. It is a resumable
+// stop: errors.Is(err, ErrStopped) holds.
+type StoreLostError struct {
+	// Op is what failed ("claim work of classify", "commit 3 results").
+	Op string
+	// For is how long it had failed when the worker gave up.
+	For time.Duration
+	// Err is the last failure.
+	Err error
+	// LeasesLost is the leases this worker gave up in the run (their
+	// calls canceled, or their results not committed): their items are
+	// called again by whoever claims them next.
+	LeasesLost int64
+}
+
+// Error says what failed, for how long, and what became of the work.
+func (e *StoreLostError) Error() string {
+	return fmt.Sprintf("could not %s for %s (last error: %v); stopped claiming, and %d leases were given up at their end: their items return to the queue, nothing is lost",
+		e.Op, e.For.Round(100*time.Millisecond), e.Err, e.LeasesLost)
+}
+
+// Unwrap returns the last failure.
+func (e *StoreLostError) Unwrap() error { return e.Err }
+
+// Is makes a lost store a resumable stop: errors.Is(err, ErrStopped).
+func (e *StoreLostError) Is(target error) bool { return target == ErrStopped }
+
+// loseStore gives the store up, once: no more claims (the dispatchers
+// stop) and no more renewals, so every lease this process holds ends
+// within a lease. Calls in flight go on until they finish or their
+// lease ends (the expiry watch cancels them), and the committer tries
+// their results until then, never after.
+func (r *Runner) loseStore(e *StoreLostError) {
+	r.storeMu.Lock()
+	first := r.storeLost == nil
+	if first {
+		r.storeLost = e
+	}
+	r.storeMu.Unlock()
+	if first {
+		r.log().Error("giving the store up: no more claims; calls in flight finish or are canceled at their lease end", "op", e.Op, "failing for", e.For.Round(time.Millisecond), "err", e.Err)
+		r.stopClaims()
+	}
+}
+
+// lostStore is the store given up on, nil while it is not.
+func (r *Runner) lostStore() *StoreLostError {
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
+	return r.storeLost
 }
 
 // unfinished counts the entries queued at stage i or before it, in every
@@ -141,4 +200,131 @@ func (r *Runner) unfinished(i int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// fleetCommitter is the committer of a fleet worker (a Store with
+// Claimer). A commit that fails does not hold the committer in a retry
+// loop: its results are carried and tried again every second with what
+// arrived meanwhile, each until the lease of its entry ends and never
+// after (a result whose lease the book has given up is dropped,
+// uncommitted: the entry may be claimed by another worker by now, and a
+// worker that gave its store up must be done within a lease). Commits
+// failing for StoreRetry in a row give the store up.
+func (r *Runner) fleetCommitter() {
+	clock := r.clock()
+	var (
+		carried      []pending
+		failingSince time.Time
+	)
+	in := r.commitCh
+	for in != nil || len(carried) > 0 {
+		var (
+			retry  Timer
+			retryC <-chan time.Time
+		)
+		if len(carried) > 0 {
+			retry = clock.NewTimer(time.Second)
+			retryC = retry.C()
+		}
+		tryNow := true
+		select {
+		case p, ok := <-in:
+			if !ok {
+				in = nil
+				break
+			}
+			carried = append(carried, p)
+		fill:
+			for n := 1; n < r.BatchSize; n++ {
+				select {
+				case p, ok := <-in:
+					if !ok {
+						in = nil
+						break fill
+					}
+					carried = append(carried, p)
+				default:
+					break fill
+				}
+			}
+			// While commits fail, what arrives waits for the next
+			// retry rather than hammering the store.
+			tryNow = failingSince.IsZero()
+		case <-retryC:
+		}
+		if retry != nil {
+			retry.Stop()
+		}
+		carried = r.dropLost(carried)
+		if !tryNow || len(carried) == 0 {
+			continue
+		}
+		sent := clock.Now()
+		if err := r.commitFleet(carried); err != nil {
+			r.storeFailing(&failingSince, sent, fmt.Sprintf("commit %d results", len(carried)), err)
+			continue
+		}
+		failingSince, carried = time.Time{}, nil
+	}
+}
+
+// dropLost settles, uncommitted, the results in ps whose lease is gone,
+// and returns the others.
+func (r *Runner) dropLost(ps []pending) []pending {
+	kept := ps[:0]
+	var dropped []pending
+	for _, p := range ps {
+		if _, ok := r.books[p.stage].leaseEnd(p.t.Seq); ok {
+			kept = append(kept, p)
+		} else {
+			dropped = append(dropped, p)
+		}
+	}
+	if len(dropped) > 0 {
+		r.log().Warn("results dropped uncommitted: their leases ended while the store failed; their items return to the queue", "results", len(dropped))
+		r.settle(dropped, false)
+	}
+	return kept
+}
+
+// commitFleet commits ps once, fenced, and settles them when it
+// succeeds: the applied ones as committed, the fenced-off ones (another
+// worker claimed the entry after this one's lease ended; not an error:
+// that worker's result counts) as lost leases. The commit must land
+// before the earliest lease of ps ends: it is canceled then.
+func (r *Runner) commitFleet(ps []pending) error {
+	deadline := r.clock().Now().Add(r.Lease)
+	ts := make([]FencedTransition, len(ps))
+	for j, p := range ps {
+		ts[j] = FencedTransition{Transition: p.t, Attempt: p.attempt}
+		if end, ok := r.books[p.stage].leaseEnd(p.t.Seq); ok && end.Before(deadline) {
+			deadline = end
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline.Sub(r.clock().Now()))
+	defer cancel()
+	rejected, err := r.Store.(Claimer).CommitFenced(ctx, ts)
+	if err != nil {
+		return err
+	}
+	if len(rejected) == 0 {
+		r.settle(ps, true)
+		return nil
+	}
+	fenced := make(map[uint64]bool, len(rejected))
+	for _, s := range rejected {
+		fenced[s] = true
+	}
+	var applied, dropped []pending
+	for _, p := range ps {
+		if fenced[p.t.Seq] {
+			r.books[p.stage].fenced(p.t.Seq)
+			dropped = append(dropped, p)
+		} else {
+			applied = append(applied, p)
+		}
+	}
+	r.settle(applied, true)
+	r.settle(dropped, false)
+	return nil
 }

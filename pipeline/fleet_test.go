@@ -94,7 +94,8 @@ func TestFleet_WorkersShareTheQueues(t *testing.T) {
 // TestFleet_LostLeaseCancelsTheCall: worker a is cut off from the
 // database after its first claim, so it cannot renew: it treats each
 // lease as gone at claim-sent + lease - 10 s and cancels the call, and
-// stops, resumable, once it has failed to claim for a lease; worker b claims the
+// stops, resumable, once it has failed to claim for StoreRetry and its
+// leases have ended; worker b claims the
 // entries once the leases have ended on the store's clock and does them,
 // each once.
 func TestFleet_LostLeaseCancelsTheCall(t *testing.T) {
@@ -262,20 +263,30 @@ func TestFleet_ClaimBudgetDeadLetters(t *testing.T) {
 }
 
 // TestFleet_CommitFailureStopsResumably: a fleet worker whose commits
-// fail (the database gone) stops with ErrStopped, not a fatal error: its
-// items stay queued, leased until their leases end.
+// fail (the database gone for writes, claims and renewals still
+// answered) stops with ErrStopped, not a fatal error, within StoreRetry
+// and a lease: it renews no lease once it gave the store up, and never
+// tries a commit past a lease's end. Its items stay queued, leased until
+// their leases end.
 func TestFleet_CommitFailureStopsResumably(t *testing.T) {
 	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const lease = time.Minute
 		st := newClaimStore([]string{"only"}, 4, clock.Now)
 		st.failOn = 1
-		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Stages: []pipeline.StageConfig{{Stage: &funcStage{name: "only", fn: ok}, Workers: 2}}}
+		r := &pipeline.Runner{Store: st.view("a"), Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: &funcStage{name: "only", fn: ok}, Workers: 2}}}
 		sum, err := r.Run(context.Background())
 		var fe *pipeline.FatalError
 		if !errors.Is(err, pipeline.ErrStopped) || errors.As(err, &fe) || !strings.Contains(err.Error(), "could not commit") {
 			t.Fatalf("Run = %v, want a resumable stop saying the commit failed", err)
 		}
-		if sum.Status != "stopped" {
-			t.Errorf("status %q, want stopped", sum.Status)
+		if sum.Status != "stopped" || sum.Stages["only"].LeasesLost != 4 {
+			t.Errorf("status %q, leases lost %d; want stopped, 4", sum.Status, sum.Stages["only"].LeasesLost)
+		}
+		if bound := pipeline.DefaultStoreRetry + time.Second + lease; clock.Since() > bound {
+			t.Errorf("stopped at +%s, later than StoreRetry + a poll + a lease (%s)", clock.Since(), bound)
+		}
+		if st.late != 0 {
+			t.Errorf("%d results sent for commit past their lease's end", st.late)
 		}
 		if got := st.places(t); got["only/queued"] != 4 {
 			t.Errorf("places = %v, want all 4 still queued", got)

@@ -139,10 +139,13 @@ func (b *leaseBook) giveBack(claims []Claim) {
 }
 
 func (b *leaseBook) release(claims []Claim) {
-	if len(claims) == 0 {
-		return
+	if len(claims) == 0 || b.r.lostStore() != nil {
+		return // given up: the leases end on their own
 	}
-	if err := b.claimer.Release(context.Background(), b.name, claims); err != nil {
+	// A store that hangs must not hold the worker: the leases end anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), b.r.Lease/4)
+	defer cancel()
+	if err := b.claimer.Release(ctx, b.name, claims); err != nil {
 		// Not lost: the leases end on their own.
 		b.r.log().Warn("could not release leases; they end on their own", "stage", b.name, "entries", len(claims), "err", err)
 	}
@@ -189,6 +192,24 @@ func (b *leaseBook) lose(seqs []uint64, why string) {
 	}
 }
 
+// leaseEnd returns when the lease of entry seq ends as this process
+// must assume it (renew sent + Lease - margin), and false when the
+// lease is gone: lost, or past that end (then it is marked lost now, and
+// counted, if the expiry watch has not done it yet).
+func (b *leaseBook) leaseEnd(seq uint64) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.held[seq]
+	if h == nil || h.lost {
+		return time.Time{}, false
+	}
+	if !h.validUntil.After(b.r.clock().Now()) {
+		b.lose([]uint64{seq}, fmt.Sprintf("not renewed for %s", b.r.Lease-b.r.margin()))
+		return time.Time{}, false
+	}
+	return h.validUntil, true
+}
+
 // live returns the claims whose leases are still held.
 func (b *leaseBook) live() []Claim {
 	b.mu.Lock()
@@ -202,7 +223,8 @@ func (b *leaseBook) live() []Claim {
 	return out
 }
 
-// heartbeat renews every live lease each Lease/4 until stop closes.
+// heartbeat renews every live lease each Lease/4 until stop closes, or
+// the store is given up.
 // Renew's answer moves each renewed lease's end to renew-sent + Lease -
 // margin; the entries it reports lost have their calls canceled. A
 // failed renewal is tried again at the next beat; the expiry watch
@@ -216,6 +238,11 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 		cancel()
 	}()
 	for sleep(ctx, clock, b.r.Lease/4) {
+		if b.r.lostStore() != nil {
+			// Given up: the leases must end within a lease, so that
+			// the worker is done by then.
+			return
+		}
 		claims := b.live()
 		if len(claims) == 0 {
 			continue

@@ -35,6 +35,11 @@ const (
 	DefaultMaxBacklogAge = 100 * time.Millisecond
 	// DefaultCommitAttempts is Runner.CommitAttempts' default.
 	DefaultCommitAttempts = 3
+	// DefaultStoreRetry is Runner.StoreRetry's default: a server
+	// restarting or a connection reset is over within a few seconds;
+	// an outage longer than that outlasts what a worker could wait
+	// without its calls' leases ending, so it stops and is run again.
+	DefaultStoreRetry = 5 * time.Second
 )
 
 // ErrStopped is returned (wrapped) by Runner.Run when the run stopped before
@@ -145,6 +150,11 @@ type Runner struct {
 	Lease     time.Duration
 	MaxClaims int
 	Poll      time.Duration
+	// StoreRetry applies when Store implements Claimer: how long claims
+	// (or commits) may fail in a row, retried every Poll (every second),
+	// before the worker gives the store up and stops, resumable (see
+	// StoreLostError). Default DefaultStoreRetry.
+	StoreRetry time.Duration
 
 	counters    []*stageCounters
 	commitCh    chan pending
@@ -155,8 +165,11 @@ type Runner struct {
 	parkMsg     string
 	abort       context.CancelFunc // cancels dispatch and work
 	purse       purse
-	budgetStage atomic.Int32 // the stage a budget stop parked, -1 none
-	books       []*leaseBook // per stage, when Store implements Claimer
+	budgetStage atomic.Int32       // the stage a budget stop parked, -1 none
+	books       []*leaseBook       // per stage, when Store implements Claimer
+	stopClaims  context.CancelFunc // stops dispatch, not the calls in flight
+	storeMu     sync.Mutex
+	storeLost   *StoreLostError // the store given up on (a fleet worker), nil if not
 }
 
 // Progress is the live state of a run, per stage in pipeline order.
@@ -269,9 +282,12 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	workCtx, cancelWork := context.WithCancel(context.Background())
 	defer cancelWork()
 	r.abort = func() { stopDispatch(); cancelWork() }
+	r.stopClaims = stopDispatch
+	// Only the caller's cancel starts the grace period: a store given up
+	// stops dispatch alone, and its calls in flight end with their leases.
 	go func() {
 		select {
-		case <-dispatchCtx.Done():
+		case <-ctx.Done():
 		case <-workCtx.Done():
 			return
 		}
@@ -342,6 +358,13 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		}
 		sum.Status, sum.Message = "failed", fatal.Error()
 		err = fatal
+	case r.lostStore() != nil:
+		lost := *r.lostStore()
+		for _, c := range r.counters {
+			lost.LeasesLost += c.leasesLost.Load()
+		}
+		sum.Status, sum.Message = "stopped", lost.Error()
+		err = &lost
 	case r.parked() != "":
 		msg := r.parkMessage()
 		sum.Status, sum.Message = "stopped", msg
@@ -384,6 +407,9 @@ func (r *Runner) setDefaults() {
 	}
 	if r.Poll <= 0 {
 		r.Poll = DefaultPoll
+	}
+	if r.StoreRetry <= 0 {
+		r.StoreRetry = DefaultStoreRetry
 	}
 	for i := range r.Stages {
 		r.Stages[i].setDefaults()
