@@ -215,18 +215,16 @@ func (r *Runner) fleetCommitter() {
 	var (
 		carried      []pending
 		failingSince time.Time
+		nextTry      time.Time // while commits fail: when to try again
 	)
 	in := r.commitCh
 	for in != nil || len(carried) > 0 {
-		var (
-			retry  Timer
-			retryC <-chan time.Time
-		)
-		if len(carried) > 0 {
-			retry = clock.NewTimer(time.Second)
+		var retry Timer
+		var retryC <-chan time.Time
+		if len(carried) > 0 && !nextTry.IsZero() {
+			retry = clock.NewTimer(nextTry.Sub(clock.Now()))
 			retryC = retry.C()
 		}
-		tryNow := true
 		select {
 		case p, ok := <-in:
 			if !ok {
@@ -247,24 +245,24 @@ func (r *Runner) fleetCommitter() {
 					break fill
 				}
 			}
-			// While commits fail, what arrives waits for the next
-			// retry rather than hammering the store.
-			tryNow = failingSince.IsZero()
 		case <-retryC:
 		}
 		if retry != nil {
 			retry.Stop()
 		}
 		carried = r.dropLost(carried)
-		if !tryNow || len(carried) == 0 {
+		// While commits fail, what arrives waits for the next try rather
+		// than hammering the store.
+		if len(carried) == 0 || (!nextTry.IsZero() && clock.Now().Before(nextTry)) {
 			continue
 		}
 		sent := clock.Now()
 		if err := r.commitFleet(carried); err != nil {
 			r.storeFailing(&failingSince, sent, fmt.Sprintf("commit %d results", len(carried)), err)
+			nextTry = sent.Add(time.Second)
 			continue
 		}
-		failingSince, carried = time.Time{}, nil
+		failingSince, nextTry, carried = time.Time{}, time.Time{}, nil
 	}
 }
 
