@@ -132,8 +132,13 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		runErr = heldByOpenJobs(db)
 	}
 	if runErr != nil {
-		var fe *pipeline.FatalError
+		var (
+			fe   *pipeline.FatalError
+			lost *pipeline.StoreLostError
+		)
 		switch {
+		case errors.As(runErr, &lost):
+			return sum, &storeLostError{db: db.Path(), lost: lost}
 		case errors.Is(runErr, pipeline.ErrStopped):
 			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
 		case errors.As(runErr, &fe) && fe.DeadLettered == 0:
@@ -144,6 +149,21 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	return sum, runErr
 }
+
+// storeLostError is a fleet worker's stop after it gave its database up
+// (exit 3, resumable, through the runner's error): the message names the
+// database, without its password, and says what to do.
+type storeLostError struct {
+	db   string // as db.Path(): no password
+	lost *pipeline.StoreLostError
+}
+
+func (e *storeLostError) Error() string {
+	return fmt.Sprintf("lost the database %s: %v.\nCheck that the PostgreSQL server is running and reachable from this host, then run the same command again: the run resumes where it stopped, every worker taking the items this one held once their leases end",
+		e.db, e.lost)
+}
+
+func (e *storeLostError) Unwrap() error { return e.lost }
 
 // checkAndBuild checks every argument of req (nothing is opened for
 // writing or created yet) and reads the input once to accept it (input,

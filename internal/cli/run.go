@@ -27,7 +27,8 @@ func newRunCommand(cfg Config) *cli.Command {
 		Name:  "run",
 		Usage: "run a job file (-f JOB.yaml), or ingest --input (new or edited ids only), and drain every stage; --db alone resumes where the last run stopped",
 		Description: `Exit codes: 0 every item reached done or a dead letter; 3 stopped early but
-resumable (signal, quota exhausted); 1 fatal error; 2 usage error.
+resumable (signal, quota exhausted, the PostgreSQL database lost); 1 fatal
+error; 2 usage error.
 The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`,
 		Flags: append(append(append(append([]cli.Flag{dbFlag(), jobFileFlag(&opts.JobFile)}, inputFlags(&opts.Input)...), pipelineFlags(&opts.Pipeline)...), rerunFlags(&opts.Pipeline, true)...), append(obsFlags(&opts.Obs), batchFlags(&opts.Batch)...)...),
 		Before: func(c *cli.Context) error {
