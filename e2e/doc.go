@@ -13,6 +13,8 @@
 //	TestSecurity_KeyNowhere  the API key in no artefact; 0600 files; the HTML report escapes item text
 //	TestFleet_Chaos          4 worker processes on one PostgreSQL pipeline, SIGKILL and restart every
 //	                         few seconds, one SIGSTOP past its lease: every item once, billing bounded
+//	TestFleet_DatabaseLoss   2 workers, the PostgreSQL server stopped (immediate) mid-run: both exit 3
+//	                         naming the database; restarted, the drain completes, billing bounded
 //	TestFleet_FairShare      bench (SAWTOOTH_FLEET_BENCH=1): 1 vs 4 workers on one quota, shared or not
 //
 // Each prints a "FIGURES |" line (go test -v) for the closing table.

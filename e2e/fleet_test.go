@@ -25,6 +25,14 @@ import (
 // are missing, unless SAWTOOTH_REQUIRE_POSTGRES is set (CI).
 func startPostgres(t *testing.T) string {
 	t.Helper()
+	_, u := startPostgresServer(t)
+	return u
+}
+
+// startPostgresServer is startPostgres for a test that also stops and
+// restarts the server.
+func startPostgresServer(t *testing.T) (*pgtest.Server, string) {
+	t.Helper()
 	srv, err := pgtest.Start()
 	if err != nil {
 		if errors.Is(err, pgtest.ErrUnavailable) && !pgtest.Required() {
@@ -37,12 +45,13 @@ func startPostgres(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u
+	return srv, u
 }
 
 // worker is one sawtooth process of the fleet.
 type worker struct {
 	cmd    *exec.Cmd
+	stdout bytes.Buffer
 	stderr bytes.Buffer
 	done   chan struct{}
 	err    error
@@ -52,7 +61,7 @@ func startWorker(t *testing.T, env []string, args ...string) *worker {
 	t.Helper()
 	w := &worker{cmd: exec.Command(binary, args...), done: make(chan struct{})}
 	w.cmd.Env = append(os.Environ(), env...)
-	w.cmd.Stderr = &w.stderr
+	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
