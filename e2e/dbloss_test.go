@@ -75,10 +75,20 @@ func TestFleet_DatabaseLoss(t *testing.T) {
 		return err == nil && c.Items == items
 	}, "the first worker to ingest the input")
 	first = append(first, launch(1))
-	waitFor(t, func() bool {
-		s, err := db.Counts()
-		return err == nil && s.Done >= items/3
-	}, "a third of the items to be done")
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		c, err := db.Counts()
+		if err == nil && c.Done >= items/3 {
+			break
+		}
+		for i, w := range first {
+			if w.exited() {
+				t.Fatalf("worker %d exited (%v) before a third of the items were done:\n%s", i, w.err, tail(w.stderr.String(), 2000))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a third of the items not done after 5 minutes: %+v %v", c, err)
+		}
+	}
 
 	if err := srv.Shutdown(pgtest.Immediate); err != nil {
 		t.Fatal(err)
