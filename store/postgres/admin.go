@@ -196,6 +196,11 @@ func (db *DB) Ingest(recs []pipeline.Record) (pipeline.IngestStats, error) {
 	if err != nil {
 		return pipeline.IngestStats{}, fmt.Errorf("ingest into %s: %w", db.path, err)
 	}
+	if st.New+st.Changed > 0 {
+		if err := db.ensureQueueStats(db.ctx); err != nil {
+			return st, fmt.Errorf("ingest into %s: %w", db.path, err)
+		}
+	}
 	return st, nil
 }
 

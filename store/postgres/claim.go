@@ -35,11 +35,13 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	if max <= 0 {
 		return nil, nil
 	}
-	rows, _ := db.pool.Query(ctx, `WITH c AS (
-			SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
-			ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-		u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = `+leaseSQL(4)+`
-			FROM c WHERE t.seq = c.seq RETURNING t.seq, t.item_id, t.attempt)
+	// The picked sequences are one array the update looks up in the
+	// key's index: as a join, the planner hashes the whole queue for
+	// any claim larger than a few rows.
+	rows, _ := db.pool.Query(ctx, `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = `+leaseSQL(4)+`
+			WHERE t.seq = ANY(ARRAY(SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
+				ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED))
+			RETURNING t.seq, t.item_id, t.attempt)
 		SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) `+outputsSQL+`
 		ORDER BY x.seq`, si, max, db.owner, lease.Microseconds())
 	var out []pipeline.Claim
@@ -62,11 +64,38 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	return out, nil
 }
 
+// ensureQueueStats gives the planner statistics on the queue table when
+// it has none (a new pipeline, or one analyzed only while empty):
+// ANALYZE todo. Without them it guesses that a stage holds a few dozen
+// rows, and for a claim of more than that it reads and sorts every row
+// of the stage instead of walking the (stage, seq) index to the first
+// free ones: a claim then costs in proportion to the queue, and a large
+// queue drains quadratically until autovacuum (a minute or more later)
+// analyzes it. Statistics that are merely stale do no such harm: a stage
+// believed small is walked on the index, a stage believed large on the
+// sequence key.
+func (db *DB) ensureQueueStats(ctx context.Context) error {
+	var has bool
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stats
+		WHERE schemaname = current_schema() AND tablename = 'todo' AND attname = 'stage')`).Scan(&has); err != nil {
+		return fmt.Errorf("read the queue's statistics: %w", err)
+	}
+	if has {
+		return nil
+	}
+	if _, err := db.pool.Exec(ctx, `ANALYZE todo`); err != nil {
+		return fmt.Errorf("analyze the queue: %w", err)
+	}
+	return nil
+}
+
 // leased locks, in sequence order (as every statement that changes
 // queue rows does, so they never deadlock), the rows of stage $1 whose
-// sequence and attempt are still $2[i], $3[i].
+// sequence and attempt are still $2[i], $3[i]. The rows are found
+// through the key's index (seq = ANY): as a plain join the planner would
+// hash the whole queue for a few hundred leases.
 const leasedSQL = `SELECT q.seq FROM todo q JOIN unnest($2::bigint[], $3::bigint[]) AS k(seq, attempt)
-	ON q.seq = k.seq AND q.attempt = k.attempt WHERE q.stage = $1 ORDER BY q.seq FOR UPDATE OF q`
+	ON q.seq = k.seq AND q.attempt = k.attempt WHERE q.seq = ANY($2::bigint[]) AND q.stage = $1 ORDER BY q.seq FOR UPDATE OF q`
 
 func fences(claims []pipeline.Claim) (seqs, attempts []int64) {
 	for _, c := range claims {
