@@ -14,8 +14,8 @@ type counter interface {
 
 // dispatchClaims is dispatch for a Store that implements Claimer: it
 // claims entries of stage i with a lease, at most a pool's worth at a
-// time (so an idle worker elsewhere finds work), and hands them to the
-// workers. Other processes add to the queue too, so an empty claim is
+// time (so an idle worker elsewhere finds work; more for a stage whose
+// calls are quick, see claimSize), and hands them to the workers. Other processes add to the queue too, so an empty claim is
 // no sign of the end: the stage ends when this process's upstream stage
 // has ended and the store holds no entry at this stage or before it
 // (leased by anyone or not), or at once when a stage of this process has
@@ -29,6 +29,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 	clock := r.clock()
 	upstreamDone := false
 	var failingSince time.Time
+	var roundTrip time.Duration // of the last claim
 	for {
 		if ctx.Err() != nil {
 			return
@@ -36,8 +37,9 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 		sent := clock.Now()
 		// A database that hangs fails the claim rather than the worker.
 		claimCtx, cancel := context.WithTimeout(ctx, r.Lease)
-		claims, err := book.claimer.Claim(claimCtx, name, min(sc.Workers, DefaultFetch), r.Lease)
+		claims, err := book.claimer.Claim(claimCtx, name, r.claimSize(i, roundTrip), r.Lease)
 		cancel()
+		roundTrip = clock.Now().Sub(sent)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -141,4 +143,32 @@ func (r *Runner) unfinished(i int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// claimSize is how many entries stage i claims next, roundTrip being how
+// long the last claim took. A pool's worth (Workers) is the floor: what
+// the workers can start at once, so that entries do not wait here while
+// an idle worker elsewhere finds none. But a stage whose calls are
+// quicker than a claim's round trip (sanitize, aggregate: microseconds
+// against a database round trip and a durable commit) would then spend
+// most of its time waiting on claims, and pay a commit for every few
+// entries: it claims what its workers get through in one round trip
+// (Workers x round trip / mean call), up to DefaultFetch, so that the
+// next claim comes back as they finish this one. Entries claimed so are
+// all started within about a round trip: no other worker would have
+// started them sooner.
+func (r *Runner) claimSize(i int, roundTrip time.Duration) int {
+	sc := &r.Stages[i]
+	floor := min(sc.Workers, DefaultFetch)
+	c := r.counters[i]
+	calls := c.calls.Load()
+	if calls == 0 || roundTrip <= 0 {
+		return floor
+	}
+	call := c.callTime.Load() / calls
+	if call <= 0 {
+		return DefaultFetch
+	}
+	n := int64(sc.Workers) * int64(roundTrip) / call
+	return int(max(int64(floor), min(n, DefaultFetch)))
 }
