@@ -19,6 +19,18 @@ var errLease = errors.New("lease must be positive")
 // database's clock: worker clocks never decide who holds an entry.
 func leaseSQL(n int) string { return fmt.Sprintf("now() + $%d * interval '1 microsecond'", n) }
 
+// claimSQL leases up to $2 entries of stage $1 to owner $3 for $4
+// microseconds and returns them with their records and earlier outputs.
+// The picked sequences are one array the update looks up in the key's
+// index: as a join, the planner hashes the whole queue for any claim
+// larger than a few rows.
+var claimSQL = `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = ` + leaseSQL(4) + `
+		WHERE t.seq = ANY(ARRAY(SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
+			ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED))
+		RETURNING t.seq, t.item_id, t.attempt)
+	SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) ` + outputsSQL + `
+	ORDER BY x.seq`
+
 // Claim leases up to max entries of stage's queue whose lease has ended
 // (or that were never claimed), oldest first, in one statement: the
 // rows are picked with FOR UPDATE SKIP LOCKED, so concurrent claims
@@ -35,15 +47,7 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	if max <= 0 {
 		return nil, nil
 	}
-	// The picked sequences are one array the update looks up in the
-	// key's index: as a join, the planner hashes the whole queue for
-	// any claim larger than a few rows.
-	rows, _ := db.pool.Query(ctx, `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = `+leaseSQL(4)+`
-			WHERE t.seq = ANY(ARRAY(SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
-				ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED))
-			RETURNING t.seq, t.item_id, t.attempt)
-		SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) `+outputsSQL+`
-		ORDER BY x.seq`, si, max, db.owner, lease.Microseconds())
+	rows, _ := db.pool.Query(ctx, claimSQL, si, max, db.owner, lease.Microseconds())
 	var out []pipeline.Claim
 	var seq, attempt int64
 	var record []byte
@@ -172,6 +176,26 @@ func (db *DB) CommitFenced(ctx context.Context, ts []pipeline.FencedTransition) 
 		plain[i], attempts[i] = t.Transition, t.Attempt
 	}
 	return db.commit(ctx, plain, attempts)
+}
+
+// CountQueued counts the entries queued at stages, leased or not: a
+// fleet worker whose upstream has ended asks it to know whether any
+// worker still holds work for its stage. It reads the queue's stage
+// index only, where Counts counts every item.
+func (db *DB) CountQueued(ctx context.Context, stages []string) (int, error) {
+	idx := make([]int16, len(stages))
+	for i, s := range stages {
+		si, err := db.stageIndex(s)
+		if err != nil {
+			return 0, err
+		}
+		idx[i] = int16(si)
+	}
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM todo WHERE stage = ANY($1::smallint[])`, idx).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the queues of %v in %s: %w", stages, db.path, err)
+	}
+	return n, nil
 }
 
 // Holder is what one worker holds at one stage, for status.
