@@ -6,11 +6,26 @@ import (
 	"time"
 )
 
-// counter is what a fleet dispatcher asks the store to know that no
-// worker anywhere still holds or will produce work for its stage.
+// queueCounter is what a fleet dispatcher asks the store to know that no
+// worker anywhere still holds or will produce work for its stage: the
+// entries queued at the given stages, in every process, leased or not.
+// A store without it is asked for its Counts, which may count everything
+// it holds (a whole table scan on PostgreSQL) on every look.
+type queueCounter interface {
+	CountQueued(ctx context.Context, stages []string) (int, error)
+}
+
+// counter is the fallback of queueCounter.
 type counter interface {
 	Counts() (Counts, error)
 }
+
+// endPoll is the first wait of a dispatcher whose upstream has ended but
+// whose stage still has entries in other hands: they are usually
+// committed within milliseconds, so it looks again after endPoll, then
+// after twice as long each time, up to Poll (an entry held by a worker
+// that died comes back only when its lease ends).
+const endPoll = 10 * time.Millisecond
 
 // dispatchClaims is dispatch for a Store that implements Claimer: it
 // claims entries of stage i with a lease, at most a pool's worth at a
@@ -19,7 +34,8 @@ type counter interface {
 // no sign of the end: the stage ends when this process's upstream stage
 // has ended and the store holds no entry at this stage or before it
 // (leased by anyone or not), or at once when a stage of this process has
-// parked. Meanwhile it polls every Poll. An entry
+// parked. Meanwhile it polls every Poll (from endPoll up, once upstream
+// has ended). An entry
 // claimed more than MaxClaims times (its workers died or lost their
 // leases each time: it may be what kills them) is dead-lettered.
 func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
@@ -30,6 +46,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 	upstreamDone := false
 	var failingSince time.Time
 	var roundTrip time.Duration // of the last claim
+	wait := endPoll             // the next wait for the end of the stage
 	for {
 		if ctx.Err() != nil {
 			return
@@ -81,6 +98,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			}
 		}
 		if len(claims) > 0 {
+			wait = endPoll
 			continue
 		}
 		if upstreamDone && r.parked() != "" {
@@ -98,7 +116,11 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 				return
 			}
 		}
-		t := clock.NewTimer(r.Poll)
+		poll := r.Poll
+		if upstreamDone {
+			poll, wait = min(wait, r.Poll), min(2*wait, r.Poll)
+		}
+		t := clock.NewTimer(poll)
 		select {
 		case <-c.notify:
 		case <-upstream:
@@ -124,6 +146,18 @@ func (r *Runner) stopFleet(msg string) {
 // process. A store that cannot count is taken to have none left (one
 // process: its own upstream has ended and its claim came back empty).
 func (r *Runner) unfinished(i int) (int, error) {
+	upto := map[string]bool{}
+	names := make([]string, 0, i+1)
+	for _, sc := range r.Stages[:i+1] {
+		upto[sc.Stage.Name()] = true
+		names = append(names, sc.Stage.Name())
+	}
+	if qc, ok := r.Store.(queueCounter); ok {
+		// A database that hangs fails the count rather than the worker.
+		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+		defer cancel()
+		return qc.CountQueued(ctx, names)
+	}
 	cs, ok := r.Store.(counter)
 	if !ok {
 		return 0, nil
@@ -131,10 +165,6 @@ func (r *Runner) unfinished(i int) (int, error) {
 	counts, err := cs.Counts()
 	if err != nil {
 		return 0, err
-	}
-	upto := map[string]bool{}
-	for _, sc := range r.Stages[:i+1] {
-		upto[sc.Stage.Name()] = true
 	}
 	n := 0
 	for _, s := range counts.Stages {
