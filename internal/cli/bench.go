@@ -98,7 +98,11 @@ committing fenced, as separate processes would), in a new schema it drops
 afterwards; then once on a temporary bbolt file (one worker: one process
 owns the file). Each run is checked (every item done, the aggregate
 equal to its recomputation) and the table says whether the commits were
-durable (the server's fsync, synchronous_commit, full_page_writes).`,
+durable (the server's fsync, synchronous_commit, full_page_writes). A
+throwaway durable server on a Unix socket, from a source checkout:
+  url=$(scripts/pgserver.sh start /tmp/pg)   # prints its URL
+  sawtooth bench --engine --db "$url"
+  scripts/pgserver.sh stop /tmp/pg`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			o.ScheduleSet = c.IsSet("quota-schedule")
