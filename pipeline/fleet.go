@@ -30,14 +30,14 @@ const endPoll = 10 * time.Millisecond
 // dispatchClaims is dispatch for a Store that implements Claimer: it
 // claims entries of stage i with a lease, at most a pool's worth at a
 // time (so an idle worker elsewhere finds work; more for a stage whose
-// calls are quick, see claimSize), and hands them to the workers. Other processes add to the queue too, so an empty claim is
-// no sign of the end: the stage ends when this process's upstream stage
-// has ended and the store holds no entry at this stage or before it
-// (leased by anyone or not), or at once when a stage of this process has
-// parked. Meanwhile it polls every Poll (from endPoll up, once upstream
-// has ended). An entry
-// claimed more than MaxClaims times (its workers died or lost their
-// leases each time: it may be what kills them) is dead-lettered.
+// calls are quick, see claimSize), and hands them to the workers. Other
+// processes add to the queue too, so an empty claim is no sign of the
+// end: the stage ends when this process's upstream stage has ended and
+// the store holds no entry at this stage or before it (leased by anyone
+// or not), or at once when a stage of this process has parked. Meanwhile
+// it polls every Poll (from endPoll up, once upstream has ended). An
+// entry claimed more than MaxClaims times (its workers died or lost
+// their leases each time: it may be what kills them) is dead-lettered.
 func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
 	sc := &r.Stages[i]
 	name := sc.Stage.Name()

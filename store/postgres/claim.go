@@ -78,19 +78,19 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 // analyzes it. Statistics that are merely stale do no such harm: a stage
 // believed small is walked on the index, a stage believed large on the
 // sequence key.
-func (db *DB) ensureQueueStats(ctx context.Context) error {
+//
+// It is called once the items are stored, and it is best effort: a
+// failure only leaves the planner as autovacuum leaves it, and must not
+// report as failed an ingest that is committed (a lost connection fails
+// the next statement anyway, and a role that does not own the table gets
+// a warning from ANALYZE, not an error).
+func (db *DB) ensureQueueStats(ctx context.Context) {
 	var has bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stats
-		WHERE schemaname = current_schema() AND tablename = 'todo' AND attname = 'stage')`).Scan(&has); err != nil {
-		return fmt.Errorf("read the queue's statistics: %w", err)
+	err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stats
+		WHERE schemaname = current_schema() AND tablename = 'todo' AND attname = 'stage')`).Scan(&has)
+	if err == nil && !has {
+		_, _ = db.pool.Exec(ctx, `ANALYZE todo`)
 	}
-	if has {
-		return nil
-	}
-	if _, err := db.pool.Exec(ctx, `ANALYZE todo`); err != nil {
-		return fmt.Errorf("analyze the queue: %w", err)
-	}
-	return nil
 }
 
 // leased locks, in sequence order (as every statement that changes
@@ -180,8 +180,8 @@ func (db *DB) CommitFenced(ctx context.Context, ts []pipeline.FencedTransition) 
 
 // CountQueued counts the entries queued at stages, leased or not: a
 // fleet worker whose upstream has ended asks it to know whether any
-// worker still holds work for its stage. It reads the queue's stage
-// index only, where Counts counts every item.
+// worker still holds work for its stage. It reads the queue alone,
+// through its stage index, where Counts counts every item.
 func (db *DB) CountQueued(ctx context.Context, stages []string) (int, error) {
 	idx := make([]int16, len(stages))
 	for i, s := range stages {

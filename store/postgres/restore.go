@@ -116,9 +116,7 @@ func (db *DB) Restore(items []pipeline.Location) error {
 		return fmt.Errorf("restore %d items into %s: %w", len(items), db.path, err)
 	}
 	if len(enqIDs) > 0 {
-		if err := db.ensureQueueStats(db.ctx); err != nil {
-			return fmt.Errorf("restore %d items into %s: %w", len(items), db.path, err)
-		}
+		db.ensureQueueStats(db.ctx)
 	}
 	return nil
 }
