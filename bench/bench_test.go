@@ -191,7 +191,7 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("Lookup(unknown) error = %v, want one listing the known names", err)
 	}
 	for _, s := range all {
-		sc := s.Classify(&instantClassify{})
+		sc := s.Classify(&InstantClassify{})
 		if sc.Stage == nil || sc.Workers <= 0 {
 			t.Errorf("%s: stage config %+v", s.Name, sc)
 		}

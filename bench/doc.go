@@ -29,6 +29,15 @@
 // (perfect time over wall time) is exact for each shape, where Capacity
 // integrates a request rate and fits only a sliding log.
 //
+// RunEngine (`sawtooth bench --engine`) measures the engine itself: it
+// drains generated reviews through sanitize, InstantClassify (a stand-in
+// for classify that makes no call) and aggregate with pipeline.Runner, on
+// PostgreSQL with 1, 2, 4... workers (each its own connection pool and
+// runner, claiming with leases and committing fenced, as separate
+// processes would) and on bbolt (one worker), checks that every item
+// ended done with the aggregate equal to its recomputation, and reports
+// items/s and whether the commits were durable.
+//
 // The engine benchmarks (go test -bench) are in this package's tests:
 // BenchmarkDrain and BenchmarkBoltBatchedPut put the engine's throughput
 // next to bbolt's own for the same records, and BenchmarkDrainMillion (run

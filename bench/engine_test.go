@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/internal/reviewgen"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	bolt "go.etcd.io/bbolt"
 )
@@ -36,33 +34,6 @@ import (
 
 // drainItems is the engine benchmark's item count.
 const drainItems = 100_000
-
-// instantClassify stands in for the API stage: it answers at once with a
-// classify-shaped output whose label is a hash of the id.
-type instantClassify struct{ calls atomic.Int64 }
-
-func (c *instantClassify) Name() string      { return "classify" }
-func (c *instantClassify) UsesLimiter() bool { return true }
-
-func (c *instantClassify) Process(_ context.Context, it pipeline.Item) (pipeline.Result, error) {
-	c.calls.Add(1)
-	h := fnv.New32a()
-	h.Write([]byte(it.ID))
-	label := stages.DefaultLabels[h.Sum32()%uint32(len(stages.DefaultLabels))]
-	out, err := json.Marshal(stages.ClassifyOutput{Label: label, Confidence: 0.9, Reason: "benchmark", Model: "instant"})
-	return pipeline.Result{Output: out, Usage: pipeline.Usage{PromptTokens: 50, CandidateTokens: 20, TotalTokens: 70}}, err
-}
-
-// engineStages are the real sanitize and aggregate stages around the
-// instant classify, with the CLI's worker counts (8 per local stage, 64
-// for the API stage, here without a limiter: it would only measure itself).
-func engineStages(classify pipeline.Stage) []pipeline.StageConfig {
-	return []pipeline.StageConfig{
-		{Stage: &stages.Sanitize{}, Workers: 8, MaxAttempts: 1},
-		{Stage: classify, Workers: 64, MaxAttempts: 1},
-		{Stage: &stages.Aggregate{}, Workers: 8, MaxAttempts: 1},
-	}
-}
 
 // ingestReviews ingests n generated reviews in batches of 1000, streaming
 // (never holding more than a batch), and returns how long it took.
@@ -101,7 +72,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.StopTimer()
 		db := openBench(b, filepath.Join(b.TempDir(), "drain.db"))
 		ingestReviews(b, db, drainItems)
-		r := &pipeline.Runner{Store: db, Stages: engineStages(&instantClassify{})}
+		r := &pipeline.Runner{Store: db, Stages: EngineStages(&InstantClassify{})}
 		b.StartTimer()
 		start := time.Now()
 		sum, err := r.Run(context.Background())
@@ -197,7 +168,7 @@ func BenchmarkDrainMillion(b *testing.B) {
 
 		// Drain until half the items are through, then stop as on SIGINT.
 		ctx, cancel := context.WithCancel(context.Background())
-		r := &pipeline.Runner{Store: db, Stages: engineStages(&instantClassify{}), OnTick: func(p pipeline.Progress) {
+		r := &pipeline.Runner{Store: db, Stages: EngineStages(&InstantClassify{}), OnTick: func(p pipeline.Progress) {
 			if last := p.Stages[len(p.Stages)-1]; last.Done >= n/2 {
 				cancel()
 			}
@@ -214,7 +185,7 @@ func BenchmarkDrainMillion(b *testing.B) {
 		// Resume: open the same file and drain the rest.
 		runtime.GC()
 		var first atomic.Pointer[time.Time]
-		stages := engineStages(&instantClassify{})
+		stages := EngineStages(&InstantClassify{})
 		for i := range stages {
 			stages[i].Stage = firstCall{Stage: stages[i].Stage, at: &first}
 		}

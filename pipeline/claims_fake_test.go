@@ -37,11 +37,17 @@ func newClaimStore(stages []string, n int, now func() time.Time) *claimStore {
 
 // claimView is one worker's handle on a claimStore. cutOff, when set
 // and true, makes Claim, Renew, Release and CommitFenced fail (the
-// worker is cut off from the database).
+// worker is cut off from the database). roundTrip, when set, is how long
+// each Claim takes on the clock sleep waits on; asked records the max of
+// every Claim.
 type claimView struct {
 	*claimStore
-	name   string
-	cutOff func() bool
+	name      string
+	cutOff    func() bool
+	roundTrip time.Duration
+	sleep     func(context.Context, time.Duration) error
+	askedMu   sync.Mutex
+	asked     []int
 }
 
 var _ pipeline.Claimer = (*claimView)(nil)
@@ -59,12 +65,20 @@ func (s *claimStore) Counts() (pipeline.Counts, error) {
 	return c, nil
 }
 
-func (v *claimView) Claim(_ context.Context, stage string, max int, lease time.Duration) ([]pipeline.Claim, error) {
+func (v *claimView) Claim(ctx context.Context, stage string, max int, lease time.Duration) ([]pipeline.Claim, error) {
 	if v.cutOff != nil && v.cutOff() {
 		v.mu.Lock()
 		v.failedClaims = append(v.failedClaims, v.now())
 		v.mu.Unlock()
 		return nil, errCutOff
+	}
+	v.askedMu.Lock()
+	v.asked = append(v.asked, max)
+	v.askedMu.Unlock()
+	if v.roundTrip > 0 {
+		if err := v.sleep(ctx, v.roundTrip); err != nil {
+			return nil, err
+		}
 	}
 	v.memStore.mu.Lock()
 	var seqs []uint64

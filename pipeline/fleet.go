@@ -6,23 +6,39 @@ import (
 	"time"
 )
 
-// counter is what a fleet dispatcher asks the store to know that no
-// worker anywhere still holds or will produce work for its stage.
+// queueCounter is what a fleet dispatcher asks the store to know that no
+// worker anywhere still holds or will produce work for its stage: the
+// entries queued at the given stages, in every process, leased or not.
+// A store without it is asked for its Counts, which may count everything
+// it holds (a whole table scan on PostgreSQL) on every look.
+type queueCounter interface {
+	CountQueued(ctx context.Context, stages []string) (int, error)
+}
+
+// counter is the fallback of queueCounter.
 type counter interface {
 	Counts() (Counts, error)
 }
 
+// endPoll is the first wait of a dispatcher whose upstream has ended but
+// whose stage still has entries in other hands: they are usually
+// committed within milliseconds, so it looks again after endPoll, then
+// after twice as long each time, up to Poll (an entry held by a worker
+// that died comes back only when its lease ends).
+const endPoll = 10 * time.Millisecond
+
 // dispatchClaims is dispatch for a Store that implements Claimer: it
 // claims entries of stage i with a lease, at most a pool's worth at a
-// time (so an idle worker elsewhere finds work), and hands them to the
-// workers. Other processes add to the queue too, so an empty claim is
-// no sign of the end: the stage ends when this process's upstream stage
-// has ended and the store holds no entry at this stage or before it
-// (leased by anyone or not), or at once when a stage of this process has
-// parked, or the store is given up (see StoreLostError). Meanwhile it
-// polls every Poll. An entry
-// claimed more than MaxClaims times (its workers died or lost their
-// leases each time: it may be what kills them) is dead-lettered.
+// time (so an idle worker elsewhere finds work; more for a stage whose
+// calls are quick, see claimSize), and hands them to the workers. Other
+// processes add to the queue too, so an empty claim is no sign of the
+// end: the stage ends when this process's upstream stage has ended and
+// the store holds no entry at this stage or before it (leased by anyone
+// or not), or at once when a stage of this process has parked, or the
+// store is given up (see StoreLostError). Meanwhile it polls every Poll
+// (from endPoll up, once upstream has ended). An entry claimed more than
+// MaxClaims times (its workers died or lost their leases each time: it
+// may be what kills them) is dead-lettered.
 func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
 	sc := &r.Stages[i]
 	name := sc.Stage.Name()
@@ -30,6 +46,8 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 	clock := r.clock()
 	upstreamDone := false
 	var failingSince time.Time
+	var roundTrip time.Duration // of the last claim
+	wait := endPoll             // the next wait for the end of the stage
 	for {
 		if ctx.Err() != nil {
 			return
@@ -37,8 +55,9 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 		sent := clock.Now()
 		// A database that hangs fails the claim rather than the worker.
 		claimCtx, cancel := context.WithTimeout(ctx, r.Lease)
-		claims, err := book.claimer.Claim(claimCtx, name, min(sc.Workers, DefaultFetch), r.Lease)
+		claims, err := book.claimer.Claim(claimCtx, name, r.claimSize(i, roundTrip), r.Lease)
 		cancel()
+		roundTrip = clock.Now().Sub(sent)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -68,6 +87,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			}
 		}
 		if len(claims) > 0 {
+			wait = endPoll
 			continue
 		}
 		if upstreamDone && r.parked() != "" {
@@ -88,7 +108,11 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 				return
 			}
 		}
-		t := clock.NewTimer(r.Poll)
+		poll := r.Poll
+		if upstreamDone {
+			poll, wait = min(wait, r.Poll), min(2*wait, r.Poll)
+		}
+		t := clock.NewTimer(poll)
 		select {
 		case <-c.notify:
 		case <-upstream:
@@ -181,6 +205,18 @@ func (r *Runner) lostStore() *StoreLostError {
 // process. A store that cannot count is taken to have none left (one
 // process: its own upstream has ended and its claim came back empty).
 func (r *Runner) unfinished(i int) (int, error) {
+	upto := map[string]bool{}
+	names := make([]string, 0, i+1)
+	for _, sc := range r.Stages[:i+1] {
+		upto[sc.Stage.Name()] = true
+		names = append(names, sc.Stage.Name())
+	}
+	if qc, ok := r.Store.(queueCounter); ok {
+		// A database that hangs fails the count rather than the worker.
+		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+		defer cancel()
+		return qc.CountQueued(ctx, names)
+	}
 	cs, ok := r.Store.(counter)
 	if !ok {
 		return 0, nil
@@ -188,10 +224,6 @@ func (r *Runner) unfinished(i int) (int, error) {
 	counts, err := cs.Counts()
 	if err != nil {
 		return 0, err
-	}
-	upto := map[string]bool{}
-	for _, sc := range r.Stages[:i+1] {
-		upto[sc.Stage.Name()] = true
 	}
 	n := 0
 	for _, s := range counts.Stages {
@@ -325,4 +357,32 @@ func (r *Runner) commitFleet(ps []pending) error {
 	r.settle(applied, true)
 	r.settle(dropped, false)
 	return nil
+}
+
+// claimSize is how many entries stage i claims next, roundTrip being how
+// long the last claim took. A pool's worth (Workers) is the floor: what
+// the workers can start at once, so that entries do not wait here while
+// an idle worker elsewhere finds none. But a stage whose calls are
+// quicker than a claim's round trip (sanitize, aggregate: microseconds
+// against a database round trip and a durable commit) would then spend
+// most of its time waiting on claims, and pay a commit for every few
+// entries: it claims what its workers get through in one round trip
+// (Workers x round trip / mean call), up to DefaultFetch, so that the
+// next claim comes back as they finish this one. Entries claimed so are
+// all started within about a round trip: no other worker would have
+// started them sooner.
+func (r *Runner) claimSize(i int, roundTrip time.Duration) int {
+	sc := &r.Stages[i]
+	floor := min(sc.Workers, DefaultFetch)
+	c := r.counters[i]
+	calls := c.calls.Load()
+	if calls == 0 || roundTrip <= 0 {
+		return floor
+	}
+	call := c.callTime.Load() / calls
+	if call <= 0 {
+		return DefaultFetch
+	}
+	n := int64(sc.Workers) * int64(roundTrip) / call
+	return int(max(int64(floor), min(n, DefaultFetch)))
 }

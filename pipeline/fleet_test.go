@@ -315,3 +315,108 @@ func TestFleet_ParkedStageEndsTheRun(t *testing.T) {
 		}
 	})
 }
+
+// TestFleet_ClaimSize: a stage claims a pool's worth at first; once its
+// calls are measured, a stage whose calls are quicker than a claim's
+// round trip claims what its workers get through in one round trip (up
+// to 256), and a stage of slow calls keeps claiming a pool's worth, so
+// that no entry waits in one worker while another idles.
+func TestFleet_ClaimSize(t *testing.T) {
+	tests := []struct {
+		name      string
+		call      time.Duration
+		roundTrip time.Duration
+		want      int // the size of the claims once calls are measured
+	}{
+		{"instant calls", 0, 10 * time.Millisecond, pipeline.DefaultFetch},
+		{"calls of 1 ms, claims of 10 ms", time.Millisecond, 10 * time.Millisecond, 8 * 10},
+		{"calls of 1 s", time.Second, 10 * time.Millisecond, 8},
+		{"claims that take no time", time.Millisecond, 0, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+				const n = 1000
+				st := newClaimStore([]string{"only"}, n, clock.Now)
+				v := st.view("a")
+				v.roundTrip, v.sleep = tt.roundTrip, clock.sleep
+				stage := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, call int) (pipeline.Result, error) {
+					if err := clock.sleep(ctx, tt.call); err != nil {
+						return pipeline.Result{}, err
+					}
+					return ok(ctx, it, call)
+				}}
+				fleet(t, []*claimView{v}, func(v *claimView) *pipeline.Runner {
+					return &pipeline.Runner{Store: v, Clock: clock, Lease: time.Minute, Stages: []pipeline.StageConfig{{Stage: stage, Workers: 8}}}
+				})
+				if got := st.places(t); got["done"] != n {
+					t.Fatalf("places = %v, want %d done", got, n)
+				}
+				// The first claim comes before any call has ended, the
+				// second as the workers take the first (before or after
+				// the first call ends); the last ones find the queue dry:
+				// look at those between.
+				if len(v.asked) < 4 || v.asked[0] != 8 || (v.asked[1] != 8 && v.asked[1] != tt.want) {
+					t.Fatalf("claims asked for %v: want a pool's worth (8) first, then more claims", v.asked)
+				}
+				for _, got := range v.asked[2 : len(v.asked)/2+1] {
+					if got != tt.want {
+						t.Fatalf("claims asked for %v: want %d after the first", v.asked, tt.want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestFleet_EndsSoonAfterTheLastEntry: a worker that finds its stage's
+// queue empty while another worker still holds entries looks again soon
+// (10 ms, then twice as long each time), not only every Poll: it ends
+// within about as long as the other worker needed, where a look every
+// Poll would have kept it running up to Poll after the last commit.
+func TestFleet_EndsSoonAfterTheLastEntry(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const n, poll = 4, 30 * time.Second
+		st := newClaimStore([]string{"only"}, n, clock.Now)
+		a, b := st.view("a"), st.view("b")
+		slow := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, call int) (pipeline.Result, error) {
+			if err := clock.sleep(ctx, time.Second); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, call)
+		}}
+		var bEnded time.Duration
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			r := &pipeline.Runner{Store: a, Clock: clock, Lease: time.Minute, Poll: poll, Stages: []pipeline.StageConfig{{Stage: slow, Workers: n}}}
+			if _, err := r.Run(context.Background()); err != nil {
+				t.Errorf("worker a: %v", err)
+			}
+		})
+		wg.Go(func() {
+			// b joins once a has claimed every entry.
+			if err := clock.sleep(context.Background(), 100*time.Millisecond); err != nil {
+				t.Error(err)
+				return
+			}
+			r := &pipeline.Runner{Store: b, Clock: clock, Lease: time.Minute, Poll: poll, Stages: []pipeline.StageConfig{{Stage: slow, Workers: 1}}}
+			sum, err := r.Run(context.Background())
+			if err != nil {
+				t.Errorf("worker b: %v", err)
+			}
+			if sum.Stages["only"].Done != 0 {
+				t.Errorf("b did %d entries, want none (a held them all)", sum.Stages["only"].Done)
+			}
+			bEnded = clock.Since()
+		})
+		wg.Wait()
+		if got := st.places(t); got["done"] != n {
+			t.Fatalf("places = %v, want %d done", got, n)
+		}
+		// a's calls end at 1 s; b's looks come at 0.11, 0.13, 0.17,
+		// 0.25, 0.41, 0.73 and 1.37 s.
+		if bEnded < time.Second || bEnded > 2*time.Second {
+			t.Errorf("b ended at +%s, want soon after a's last commit at +1s (Poll is %s)", bEnded, poll)
+		}
+	})
+}

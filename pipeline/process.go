@@ -84,7 +84,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			}
 		}
 		c.inFlight.Add(1)
+		callStart := clock.Now()
 		res, err := r.call(workCtx, sc.Stage, q.Item)
+		c.callTime.Add(int64(clock.Now().Sub(callStart)))
 		c.inFlight.Add(-1)
 		c.calls.Add(1)
 		// Billing happens at the call: an unusable answer (blocked,

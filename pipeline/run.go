@@ -212,6 +212,7 @@ type StageProgress struct {
 // stageCounters is one stage's shared state in a run.
 type stageCounters struct {
 	done, dead, attempts, calls         atomic.Int64
+	callTime                            atomic.Int64 // nanoseconds spent in calls, for their mean (claimSize)
 	rateLimited, transient, unavailable atomic.Int64
 	prompt, candidate, total            atomic.Int64
 	inFlight                            atomic.Int64

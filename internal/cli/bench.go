@@ -38,6 +38,13 @@ type benchOptions struct {
 	Runs     int
 	Shapes   string
 	PlotDir  string
+	// Engine measures the engine itself (an instant stand-in for
+	// classify) on PostgreSQL (DB, with each of Workers) and bbolt
+	// (WithBolt, or without DB).
+	Engine   bool
+	DB       string
+	Workers  string
+	WithBolt bool
 }
 
 // benchSim is the benchmark's simulator: bench.DefaultConfig's quota and
@@ -66,17 +73,36 @@ func newBenchCommand() *cli.Command {
 		&cli.IntFlag{Category: catBench, Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
 		&cli.StringFlag{Category: catBench, Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
 		&cli.StringFlag{Category: catBench, Name: "plot-dir", Usage: "with --matrix: write one SVG per shape to `DIR`", Destination: &o.PlotDir},
+		&cli.BoolFlag{Category: catEngineBench, Name: "engine", Usage: "measure the engine itself: drain --items through sanitize, an instant stand-in for classify (no HTTP) and aggregate, on PostgreSQL (--db) and bbolt", Destination: &o.Engine},
+		&cli.StringFlag{Category: catEngineBench, Name: "db", Usage: "with --engine: the PostgreSQL `URL` to measure (each run works in its own new schema and drops it; the password from PGPASSWORD or ~/.pgpass); without it only bbolt is measured, in a temporary file", Destination: &o.DB},
+		&cli.StringFlag{Category: catEngineBench, Name: "workers", Value: "1,2,4", Usage: "with --engine --db: comma-separated worker counts, one PostgreSQL run each", Destination: &o.Workers},
+		&cli.BoolFlag{Category: catEngineBench, Name: "with-bbolt", Value: true, Usage: "with --engine --db: add the bbolt run for comparison (one worker: one process owns the file)", Destination: &o.WithBolt},
 	}
 	flags = append(flags, simFlags(&o.Sim, benchSim)...)
 	return &cli.Command{
 		Name:  "bench",
-		Usage: "drain the same items with each concurrency strategy against the built-in simulator and compare",
+		Usage: "drain the same items with each concurrency strategy against the built-in simulator and compare (--engine: the engine's own throughput on PostgreSQL and bbolt)",
 		Description: `Each strategy gets a fresh simulator and database and drains the same
 generated reviews through every stage. Strategies:
 ` + strategyList() + `
 Unless --quota-schedule is given, the quota drops to 50% for the middle
 third of an ideal run and comes back. Goodput is the items answered over
-the requests the quota could admit during the run (its physical limit).`,
+the requests the quota could admit during the run (its physical limit).
+
+--engine measures the engine instead of a strategy: --items (default
+20,000) generated reviews drained through sanitize, an instant stand-in
+for classify (no HTTP, no model) and aggregate by the runner ` + "`run`" + ` uses.
+With --db postgres://..., once per --workers count (each worker its own
+connection pool and runner, in this process, claiming with leases and
+committing fenced, as separate processes would), in a new schema it drops
+afterwards; then once on a temporary bbolt file (one worker: one process
+owns the file). Each run is checked (every item done, the aggregate
+equal to its recomputation) and the table says whether the commits were
+durable (the server's fsync, synchronous_commit, full_page_writes). A
+throwaway durable server on a Unix socket, from a source checkout:
+  url=$(scripts/pgserver.sh start /tmp/pg)   # prints its URL
+  sawtooth bench --engine --db "$url"
+  scripts/pgserver.sh stop /tmp/pg`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			o.ScheduleSet = c.IsSet("quota-schedule")
@@ -101,6 +127,9 @@ func strategyList() string {
 func runBench(ctx context.Context, o *benchOptions) error {
 	if o.Items <= 0 {
 		return usagef("--items must be positive")
+	}
+	if o.Engine {
+		return runEngineBench(ctx, o)
 	}
 	strategies, err := bench.Lookup(splitList([]string{o.Strategies}))
 	if err != nil {

@@ -196,6 +196,9 @@ func (db *DB) Ingest(recs []pipeline.Record) (pipeline.IngestStats, error) {
 	if err != nil {
 		return pipeline.IngestStats{}, fmt.Errorf("ingest into %s: %w", db.path, err)
 	}
+	if st.New+st.Changed > 0 {
+		db.ensureQueueStats(db.ctx)
+	}
 	return st, nil
 }
 

@@ -19,6 +19,18 @@ var errLease = errors.New("lease must be positive")
 // database's clock: worker clocks never decide who holds an entry.
 func leaseSQL(n int) string { return fmt.Sprintf("now() + $%d * interval '1 microsecond'", n) }
 
+// claimSQL leases up to $2 entries of stage $1 to owner $3 for $4
+// microseconds and returns them with their records and earlier outputs.
+// The picked sequences are one array the update looks up in the key's
+// index: as a join, the planner hashes the whole queue for any claim
+// larger than a few rows.
+var claimSQL = `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = ` + leaseSQL(4) + `
+		WHERE t.seq = ANY(ARRAY(SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
+			ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED))
+		RETURNING t.seq, t.item_id, t.attempt)
+	SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) ` + outputsSQL + `
+	ORDER BY x.seq`
+
 // Claim leases up to max entries of stage's queue whose lease has ended
 // (or that were never claimed), oldest first, in one statement: the
 // rows are picked with FOR UPDATE SKIP LOCKED, so concurrent claims
@@ -35,13 +47,7 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	if max <= 0 {
 		return nil, nil
 	}
-	rows, _ := db.pool.Query(ctx, `WITH c AS (
-			SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
-			ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-		u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = `+leaseSQL(4)+`
-			FROM c WHERE t.seq = c.seq RETURNING t.seq, t.item_id, t.attempt)
-		SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) `+outputsSQL+`
-		ORDER BY x.seq`, si, max, db.owner, lease.Microseconds())
+	rows, _ := db.pool.Query(ctx, claimSQL, si, max, db.owner, lease.Microseconds())
 	var out []pipeline.Claim
 	var seq, attempt int64
 	var record []byte
@@ -62,11 +68,38 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	return out, nil
 }
 
+// ensureQueueStats gives the planner statistics on the queue table when
+// it has none (a new pipeline, or one analyzed only while empty):
+// ANALYZE todo. Without them it guesses that a stage holds a few dozen
+// rows, and for a claim of more than that it reads and sorts every row
+// of the stage instead of walking the (stage, seq) index to the first
+// free ones: a claim then costs in proportion to the queue, and a large
+// queue drains quadratically until autovacuum (a minute or more later)
+// analyzes it. Statistics that are merely stale do no such harm: a stage
+// believed small is walked on the index, a stage believed large on the
+// sequence key.
+//
+// It is called once the items are stored, and it is best effort: a
+// failure only leaves the planner as autovacuum leaves it, and must not
+// report as failed an ingest that is committed (a lost connection fails
+// the next statement anyway, and a role that does not own the table gets
+// a warning from ANALYZE, not an error).
+func (db *DB) ensureQueueStats(ctx context.Context) {
+	var has bool
+	err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stats
+		WHERE schemaname = current_schema() AND tablename = 'todo' AND attname = 'stage')`).Scan(&has)
+	if err == nil && !has {
+		_, _ = db.pool.Exec(ctx, `ANALYZE todo`)
+	}
+}
+
 // leased locks, in sequence order (as every statement that changes
 // queue rows does, so they never deadlock), the rows of stage $1 whose
-// sequence and attempt are still $2[i], $3[i].
+// sequence and attempt are still $2[i], $3[i]. The rows are found
+// through the key's index (seq = ANY): as a plain join the planner would
+// hash the whole queue for a few hundred leases.
 const leasedSQL = `SELECT q.seq FROM todo q JOIN unnest($2::bigint[], $3::bigint[]) AS k(seq, attempt)
-	ON q.seq = k.seq AND q.attempt = k.attempt WHERE q.stage = $1 ORDER BY q.seq FOR UPDATE OF q`
+	ON q.seq = k.seq AND q.attempt = k.attempt WHERE q.seq = ANY($2::bigint[]) AND q.stage = $1 ORDER BY q.seq FOR UPDATE OF q`
 
 func fences(claims []pipeline.Claim) (seqs, attempts []int64) {
 	for _, c := range claims {
@@ -143,6 +176,26 @@ func (db *DB) CommitFenced(ctx context.Context, ts []pipeline.FencedTransition) 
 		plain[i], attempts[i] = t.Transition, t.Attempt
 	}
 	return db.commit(ctx, plain, attempts)
+}
+
+// CountQueued counts the entries queued at stages, leased or not: a
+// fleet worker whose upstream has ended asks it to know whether any
+// worker still holds work for its stage. It reads the queue alone,
+// through its stage index, where Counts counts every item.
+func (db *DB) CountQueued(ctx context.Context, stages []string) (int, error) {
+	idx := make([]int16, len(stages))
+	for i, s := range stages {
+		si, err := db.stageIndex(s)
+		if err != nil {
+			return 0, err
+		}
+		idx[i] = int16(si)
+	}
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM todo WHERE stage = ANY($1::smallint[])`, idx).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the queues of %v in %s: %w", stages, db.path, err)
+	}
+	return n, nil
 }
 
 // Holder is what one worker holds at one stage, for status.

@@ -113,10 +113,13 @@ func (db *DB) commit(ctx context.Context, ts []pipeline.Transition, fences []int
 
 // deleteClaimedSQL deletes the queue rows of the transitions ($1 seqs,
 // $2 stages, $3 ids, $4 attempts, negative = any), locking them in
-// sequence order, and returns the sequences it deleted.
+// sequence order, and returns the sequences it deleted. The rows are
+// found through the key's index (seq = ANY): as a plain join the planner
+// would hash the whole queue for a commit of a few hundred.
 const deleteClaimedSQL = `DELETE FROM todo t USING (
 		SELECT q.seq FROM todo q JOIN unnest($1::bigint[], $2::smallint[], $3::text[], $4::bigint[]) AS k(seq, stage, item_id, attempt)
 			ON q.seq = k.seq AND q.stage = k.stage AND q.item_id = k.item_id AND (k.attempt < 0 OR q.attempt = k.attempt)
+		WHERE q.seq = ANY($1::bigint[])
 		ORDER BY q.seq FOR UPDATE OF q) l
 	WHERE t.seq = l.seq RETURNING t.seq`
 

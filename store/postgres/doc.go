@@ -63,7 +63,13 @@
 // worker's commit matches nothing and is not applied (an expired lease
 // nobody claimed still commits: nobody else has the item). A crashed
 // worker's entries become claimable when their leases end; there is no
-// reaper. Holders lists who holds what, for status. The lease columns
+// reaper. Holders lists who holds what, for status. Claims, renewals
+// and fenced deletes find their rows through indexes (the picked or
+// given sequences as one seq = ANY array), and ingest and restore
+// analyze the queue table when it has no statistics yet: without them
+// the planner takes a stage for a few dozen rows and sorts all of it
+// for each claim. A fleet worker waiting for the end of its stage counts
+// the queues alone (CountQueued). The lease columns
 // are unindexed, so claims and renewals can be
 // HOT updates. No transaction is ever held across a call, and sessions
 // idle in a transaction are ended after DefaultIdleInTransaction: a

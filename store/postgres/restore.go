@@ -115,6 +115,9 @@ func (db *DB) Restore(items []pipeline.Location) error {
 	if err != nil {
 		return fmt.Errorf("restore %d items into %s: %w", len(items), db.path, err)
 	}
+	if len(enqIDs) > 0 {
+		db.ensureQueueStats(db.ctx)
+	}
 	return nil
 }
 

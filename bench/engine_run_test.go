@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestRunEngine drains a few hundred items through the engine bench on
+// the throwaway PostgreSQL server (1 and 3 workers) and on bbolt.
+// RunEngine itself checks each run (every item done, nothing queued or
+// dead, the store's invariants, the stored aggregate equal to its
+// recomputation) and fails it otherwise; the test checks that the
+// results describe what ran. No timing is asserted.
+func TestRunEngine(t *testing.T) {
+	url := postgresURL(t)
+	const items = 300
+	results, err := RunEngine(context.Background(), EngineConfig{DB: url, Workers: []int{1, 3}, Bolt: true, Items: items, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		store   string
+		workers int
+	}{{"postgresql", 1}, {"postgresql", 3}, {"bbolt", 1}}
+	if len(results) != len(want) {
+		t.Fatalf("%d results, want %d: %+v", len(results), len(want), results)
+	}
+	for i, w := range want {
+		r := results[i]
+		t.Run(r.Store+"/"+strings.Repeat("w", r.Workers), func(t *testing.T) {
+			if r.Store != w.store || r.Workers != w.workers || r.Items != items {
+				t.Errorf("result %d: %s with %d workers, %d items; want %s with %d, %d", i, r.Store, r.Workers, r.Items, w.store, w.workers, items)
+			}
+			if r.Seconds <= 0 || r.ItemsPerSec <= 0 {
+				t.Errorf("no time measured: %+v", r)
+			}
+			if r.LeasesLost != 0 {
+				t.Errorf("%d leases lost in a run nothing disturbed", r.LeasesLost)
+			}
+		})
+	}
+	// pgtest's server runs with fsync off: the bench must say so.
+	if pg := results[0]; pg.Durable || !strings.Contains(pg.Durability, "fsync=off") {
+		t.Errorf("throwaway server (fsync off) reported durable=%v (%s)", pg.Durable, pg.Durability)
+	}
+	if b := results[2]; !b.Durable {
+		t.Errorf("bbolt reported not durable: %+v", b)
+	}
+}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/sawtooth-dev/sawtooth/bench"
+)
+
+// catEngineBench groups the flags of `sawtooth bench --engine`.
+const catEngineBench = "Engine benchmark"
+
+// runEngineBench is `sawtooth bench --engine`: the engine's own
+// throughput on PostgreSQL with each worker count and on bbolt.
+func runEngineBench(ctx context.Context, o *benchOptions) error {
+	if o.Matrix {
+		return usagef("--engine and --matrix are two different benchmarks: give one")
+	}
+	cfg := bench.EngineConfig{DB: o.DB, Bolt: o.WithBolt || o.DB == "", Items: bench.DefaultEngineItems, Log: o.ErrOut}
+	if o.ItemsSet {
+		cfg.Items = o.Items
+	}
+	if o.DB != "" {
+		if !isPostgres(o.DB) {
+			return usagef("--db %s: with --engine, --db names a PostgreSQL server to measure (a postgres:// URL or key=value string); bbolt is measured in a temporary file without it", o.DB)
+		}
+		if err := checkPostgresDSN(o.DB); err != nil {
+			return err
+		}
+		for _, w := range splitList([]string{o.Workers}) {
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 1 {
+				return usagef("--workers %q: want comma-separated worker counts of at least 1, e.g. 1,2,4", o.Workers)
+			}
+			cfg.Workers = append(cfg.Workers, n)
+		}
+		if len(cfg.Workers) == 0 {
+			return usagef("--workers is empty: give worker counts, e.g. 1,2,4")
+		}
+	}
+	results, err := bench.RunEngine(ctx, cfg)
+	if len(results) > 0 {
+		if o.JSON {
+			enc := json.NewEncoder(o.Out)
+			enc.SetIndent("", "  ")
+			if jerr := enc.Encode(engineReport{Config: cfg, Results: results}); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			printEngineTable(o.Out, results)
+		}
+	}
+	return err
+}
+
+// engineReport is `bench --engine --json`'s output.
+type engineReport struct {
+	Config  bench.EngineConfig   `json:"config"`
+	Results []bench.EngineResult `json:"results"`
+}
+
+// printEngineTable prints one row per run, then what a worker was.
+func printEngineTable(w io.Writer, results []bench.EngineResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "store\tworkers\titems\tseconds\titems/s\tdurable commits\tleases lost\tload")
+	modes := map[string]bool{}
+	var notes []string
+	for _, r := range results {
+		durable := "no"
+		if r.Durable {
+			durable = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s (%s)\t%d\t%s\n",
+			r.Store, r.Workers, r.Items, r.Seconds, r.ItemsPerSec, durable, r.Durability, r.LeasesLost, r.Load)
+		if !modes[r.Store] {
+			modes[r.Store] = true
+			notes = append(notes, fmt.Sprintf("%s workers: %s", r.Store, r.Mode))
+		}
+	}
+	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+}
