@@ -29,6 +29,8 @@
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
 //	quota        (unlogged) one GCRA row + congestion epoch per quota key
+//	answer       (stage, cache key) -> output, usage billed (schema step 2)
+//	ledger       (stage, shard) -> spent, saved (nanodollars), paid, cached (schema step 2)
 //
 // Where an item is is derived, not stored: queued at the stage of its
 // todo row, dead at the stage of its dead row, done when it has neither.
@@ -48,6 +50,23 @@
 // shards per commit, in sorted key order: concurrent commits rarely
 // wait on one hot counter row, and readers sum the shards. Rating sums
 // are numeric, exact at any size, as the bbolt store's are.
+//
+// # The answer cache and the ledger
+//
+// As in the bbolt store, a Succeeded transition that carries a cache key
+// keeps its answer (pipeline.AnswerCache), and every applied transition
+// adds its money to its stage's lifetime ledger (pipeline.Ledgers, read by
+// --budget-total, status and the summary), in the transaction that applies
+// it: a fenced-off or stale transition caches nothing and adds nothing,
+// like its usage. A Billed transition (an item given back after billed
+// calls) records its money only while its entry is still queued at the
+// claim's attempt, and leaves the entry where it is. The runner's
+// singleflight (one call per key while identical items are in flight) is
+// per worker process: two workers that meet one new key at once each buy
+// it, the first commit keeps the answer (ON CONFLICT DO NOTHING), both
+// results stand and both are paid. Once committed, an answer serves every
+// worker. A fleet-wide singleflight would need a row per key in flight
+// with its own lease, and a waiter polling it; it is not built.
 //
 // # Leases and fences
 //
@@ -95,5 +114,5 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, quota.go and fleetlimit.go.
+// tally.go, runs.go, claim.go, cache.go, quota.go and fleetlimit.go.
 package postgres

@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -81,6 +81,23 @@ CREATE UNLOGGED TABLE quota (
 	epoch bigint NOT NULL DEFAULT 0,
 	cooldown_until timestamptz NOT NULL DEFAULT '-infinity'
 );
+`,
+	// 2: the answer cache and the money ledger (cache.go).
+	`
+CREATE TABLE answer (
+	stage text NOT NULL,
+	key text NOT NULL,
+	output bytea NOT NULL,
+	prompt bigint NOT NULL,        -- what the answer was billed
+	candidate bigint NOT NULL,
+	total bigint NOT NULL,
+	PRIMARY KEY (stage, key)
+);
+CREATE TABLE ledger (stage text, shard smallint,
+	spent bigint NOT NULL,         -- nanodollars
+	saved bigint NOT NULL,         -- nanodollars
+	paid bigint NOT NULL, cached bigint NOT NULL,
+	PRIMARY KEY (stage, shard));
 `,
 }
 
