@@ -195,3 +195,63 @@ func permute[T any](xs []T, order []int) []T {
 	}
 	return out
 }
+
+// ForEachAnswer calls fn with every answer cached at stage, in key
+// order: what `sawtooth copy` moves.
+func (db *DB) ForEachAnswer(stage string, fn func(key string, res pipeline.Result) error) error {
+	type keyed struct {
+		key string
+		res pipeline.Result
+	}
+	return page(db, func(after string) ([]keyed, func(keyed) string, error) {
+		rows, _ := db.pool.Query(db.ctx, `SELECT key, output, prompt, candidate, total FROM answer
+			WHERE stage = $1 AND key > $2 ORDER BY key LIMIT $3`, stage, after, pageSize)
+		var out []keyed
+		var k keyed
+		_, err := pgx.ForEachRow(rows, []any{&k.key, &k.res.Output, &k.res.Usage.PromptTokens, &k.res.Usage.CandidateTokens, &k.res.Usage.TotalTokens}, func() error {
+			out = append(out, k)
+			k = keyed{}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the answer cache of %s from %s: %w", stage, db.path, err)
+		}
+		return out, func(k keyed) string { return k.key }, nil
+	}, func(k keyed) error { return fn(k.key, k.res) })
+}
+
+// RestoreAnswers caches answers (key -> answer) at stage, in one
+// transaction; a key already cached keeps its answer.
+func (db *DB) RestoreAnswers(stage string, answers map[string]pipeline.Result) error {
+	if _, err := db.stageIndex(stage); err != nil {
+		return err
+	}
+	var d moneyDelta
+	for key, res := range answers {
+		d.add(&pipeline.Transition{Stage: stage, Outcome: pipeline.Succeeded, CacheKey: key, Result: res})
+	}
+	b := &pgx.Batch{}
+	d.queue(b, 0)
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := db.pool.SendBatch(db.ctx, b).Close(); err != nil {
+		return fmt.Errorf("restore %d cached answers of %s into %s: %w", len(answers), stage, db.path, err)
+	}
+	return nil
+}
+
+// AddLedgers adds ls to the stages' lifetime ledgers.
+func (db *DB) AddLedgers(ls map[string]pipeline.Ledger) error {
+	var d moneyDelta
+	d.addLedgers(ls)
+	b := &pgx.Batch{}
+	d.queue(b, db.nextShard())
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := db.pool.SendBatch(db.ctx, b).Close(); err != nil {
+		return fmt.Errorf("add to the money ledgers in %s: %w", db.path, err)
+	}
+	return nil
+}
