@@ -46,7 +46,7 @@ func loadJob(file, db string) (*job.Job, error) {
 		}
 		if db != "" {
 			j.DB = db // the command line's, relative to the working directory
-		} else if !filepath.IsAbs(j.DB) {
+		} else if !filepath.IsAbs(j.DB) && !isPostgres(j.DB) {
 			j.DB = filepath.Join(j.Dir, j.DB)
 		}
 		return j, nil
@@ -54,10 +54,7 @@ func loadJob(file, db string) (*job.Job, error) {
 	if db == "" {
 		return nil, nil
 	}
-	if fi, err := os.Stat(db); err != nil || fi.Size() == 0 {
-		return nil, nil
-	}
-	raw, err := store.ReadJob(db)
+	raw, err := readStoredJob(db)
 	if err != nil || raw == nil {
 		return nil, err
 	}
@@ -166,7 +163,7 @@ func orInt(v, def int) int {
 
 // addLimiters gives each LLM stage its own limiter, starting from the
 // limit that stage learned in earlier runs (Gemini quotas are per model).
-func (b *jobStages) addLimiters(db *store.DB) {
+func (b *jobStages) addLimiters(db learnedStore) {
 	for i, sc := range b.stages {
 		l := b.llm[sc.Stage.Name()]
 		if l == nil {
