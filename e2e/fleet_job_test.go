@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -64,6 +66,19 @@ stages:
 	}
 	if strings.Join(names, ",") != "sanitize,classify,tone,aggregate" || classified == 0 {
 		t.Fatalf("status shows stages %v, %d classified; want the job's four stages", names, classified)
+	}
+	// The LLM stages' limiters were the fleet's: the shared quota row of
+	// their model is in the database.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	rows, _ := conn.Query(context.Background(), `SELECT key FROM sawtooth.quota ORDER BY key`)
+	keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	conn.Close(context.Background())
+	if err != nil || len(keys) != 1 || !strings.HasPrefix(keys[0], "gemini/") {
+		t.Errorf("shared quota rows %v, %v; want the one of the stages' model", keys, err)
 	}
 	if r := run(t, nil, "job", "show", "--db", url); r.code != 0 || !strings.Contains(r.out, "name: tone") {
 		t.Errorf("job show: exit %d\n%s\n%s", r.code, r.out, r.err)

@@ -113,7 +113,9 @@ func runJob(ctx context.Context, req jobRequest) error {
 	if err := db.SaveJob(b.stored.WithDir(j.Dir).Marshal()); err != nil {
 		return err
 	}
-	b.addLimiters(db)
+	if err := b.addLimiters(ctx, db); err != nil {
+		return err
+	}
 
 	runID := store.NewRunID(time.Now())
 	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost, BudgetUSD: req.Budget}
