@@ -62,7 +62,12 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			return // stopping: the item stays queued
 		}
 		own = f
-		defer func() { c.flights.land(key, own, answer, answered) }()
+		defer func() {
+			c.flights.land(key, own, answer, answered)
+			if own.fleet && !answered {
+				r.landFleetFlight(i, key)
+			}
+		}()
 	}
 	for {
 		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
@@ -123,6 +128,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			answer, answered = res, true
 			// Items arriving until the store holds the answer find it
 			// in flights.
+			// The commit of t ends the fleet flight too (AnswerFlights).
 			r.sendThen(i, t, func() { c.flights.forget(key, own) })
 			return
 		}

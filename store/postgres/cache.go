@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -254,4 +256,52 @@ func (db *DB) AddLedgers(ls map[string]pipeline.Ledger) error {
 		return fmt.Errorf("add to the money ledgers in %s: %w", db.path, err)
 	}
 	return nil
+}
+
+var _ pipeline.AnswerFlights = (*DB)(nil)
+
+// TakeFlight makes this worker (Options.Owner) the fleet's buyer of
+// (stage, key) until lease from now on the database clock, unless
+// another worker's flight of it has not ended (pipeline.AnswerFlights).
+// Flights live in an unlogged table: a server crash forgets them, and
+// the worst that follows is one key bought twice.
+func (db *DB) TakeFlight(ctx context.Context, stage, key string, lease time.Duration) (bool, error) {
+	if lease <= 0 {
+		return false, fmt.Errorf("take the answer flight %s at %s: %w (got %v)", key, stage, errLease, lease)
+	}
+	rows, _ := db.pool.Query(ctx, `INSERT INTO answer_flight AS f (stage, key, owner, until) VALUES ($1, $2, $3, `+leaseSQL(4)+`)
+		ON CONFLICT (stage, key) DO UPDATE SET owner = EXCLUDED.owner, until = EXCLUDED.until
+		WHERE f.until <= now() OR f.owner = EXCLUDED.owner
+		RETURNING true`, stage, key, db.owner, lease.Microseconds())
+	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return false, fmt.Errorf("take the answer flight %s at %s in %s: %w", key, stage, db.path, err)
+	}
+	return len(got) == 1, nil
+}
+
+// LandFlight ends this worker's flight of (stage, key), if it holds it.
+func (db *DB) LandFlight(ctx context.Context, stage, key string) error {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM answer_flight WHERE stage = $1 AND key = $2 AND owner = $3`, stage, key, db.owner); err != nil {
+		return fmt.Errorf("end the answer flight %s at %s in %s: %w", key, stage, db.path, err)
+	}
+	return nil
+}
+
+// flights are (stage, key) pairs whose flights a commit ends.
+type flights struct{ stages, keys []string }
+
+func (f *flights) add(stage, key string) {
+	f.stages, f.keys = append(f.stages, stage), append(f.keys, key)
+}
+
+// queueLand adds the statement that ends owner's flights of f: a commit
+// that carries an answer ends its flight in its transaction, so whoever
+// takes the flight next finds the answer.
+func (f *flights) queueLand(b *pgx.Batch, owner string) {
+	if len(f.keys) == 0 {
+		return
+	}
+	b.Queue(`DELETE FROM answer_flight f USING unnest($2::text[], $3::text[]) AS u(stage, key)
+		WHERE f.stage = u.stage AND f.key = u.key AND f.owner = $1`, owner, f.stages, f.keys)
 }

@@ -158,7 +158,7 @@ func TestOpen_MigratesAVersion1Pipeline(t *testing.T) {
 	db, u := openNew(t, Options{})
 	toClassify(t, db, 3)
 	db.Close()
-	sql(t, u, `DROP TABLE answer, ledger; UPDATE meta SET value = '1' WHERE key = 'schema'`)
+	sql(t, u, `DROP TABLE answer, ledger, answer_flight; UPDATE meta SET value = '1' WHERE key = 'schema'`)
 	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, ReadOnly: true}); err == nil {
 		t.Fatal("a read-only open of a version 1 schema did not ask for a migration")
 	}
@@ -174,4 +174,52 @@ func TestOpen_MigratesAVersion1Pipeline(t *testing.T) {
 	if _, ok, err := a.CachedAnswer("classify", "k"); !ok || err != nil {
 		t.Fatalf("no cached answer after the migration (%v, %v)", ok, err)
 	}
+}
+
+// TestDB_AnswerFlights: one worker at a time holds a key's flight; its
+// holder may take it again; it ends when its holder lands it, when its
+// lease ends, or with the commit of the answer it flew for, applied or
+// fenced off, and never by another worker's commit or landing.
+func TestDB_AnswerFlights(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	b := worker(t, u, "b")
+	ctx := context.Background()
+	take := func(db *DB, key string, want bool) {
+		t.Helper()
+		if got, err := db.TakeFlight(ctx, "classify", key, testLease); err != nil || got != want {
+			t.Fatalf("%s takes %s: %v, %v; want %v", db.owner, key, got, err, want)
+		}
+	}
+	take(a, "k1", true)
+	take(b, "k1", false)
+	take(a, "k1", true) // its own, again
+	if err := b.LandFlight(ctx, "classify", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	take(b, "k1", false) // b's landing does not end a's flight
+	if err := a.LandFlight(ctx, "classify", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	take(b, "k1", true)
+	sql(t, u, `UPDATE answer_flight SET until = now() - interval '1 second'`)
+	take(a, "k1", true) // b's lease ended
+
+	// Commits: a flies for k2 and k3; b's commit carrying k2 leaves a's
+	// flight; a's commits of k2 (applied) and k3 (fenced off) end them.
+	toClassify(t, a, 3)
+	take(a, "k2", true)
+	take(a, "k3", true)
+	held := claim(t, b, "classify", 1)
+	if _, err := b.CommitFenced(ctx, []pipeline.FencedTransition{bought(held[0], "k2", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	take(b, "k2", false)
+	mine := claim(t, a, "classify", 2)
+	stale := bought(mine[1], "k3", "a")
+	stale.Attempt-- // fenced off
+	if rej, err := a.CommitFenced(ctx, []pipeline.FencedTransition{bought(mine[0], "k2", "a"), stale}); err != nil || len(rej) != 1 {
+		t.Fatalf("a's commit: rejected %v, %v; want the stale one", rej, err)
+	}
+	take(b, "k2", true)
+	take(b, "k3", true)
 }

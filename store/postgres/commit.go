@@ -235,6 +235,7 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 		tally                    tallyDelta
 		usage                    = usageDelta{}
 		money                    moneyDelta
+		landed                   flights
 	)
 	for _, i := range billed {
 		t := &ts[i]
@@ -247,6 +248,9 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	for _, seq := range seqs {
 		i := first[uint64(seq)]
 		t := &ts[i]
+		if t.Outcome == pipeline.Succeeded && t.CacheKey != "" && !t.Cached {
+			landed.add(t.Stage, t.CacheKey) // applied or fenced off
+		}
 		if !applied[t.Seq] {
 			skipped = append(skipped, t.Seq)
 			continue
@@ -288,5 +292,6 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	tally.queue(b, shard)
 	usage.queue(b, db.run.Load(), shard)
 	money.queue(b, shard)
+	landed.queueLand(b, db.owner)
 	return b, skipped, nil
 }

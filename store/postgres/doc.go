@@ -31,6 +31,7 @@
 //	quota        (unlogged) one GCRA row + congestion epoch per quota key
 //	answer       (stage, cache key) -> output, usage billed (schema step 2)
 //	ledger       (stage, shard) -> spent, saved (nanodollars), paid, cached (schema step 2)
+//	answer_flight (unlogged) (stage, cache key) -> the worker buying the answer, until when (schema step 2)
 //
 // Where an item is is derived, not stored: queued at the stage of its
 // todo row, dead at the stage of its dead row, done when it has neither.
@@ -60,13 +61,22 @@
 // it: a fenced-off or stale transition caches nothing and adds nothing,
 // like its usage. A Billed transition (an item given back after billed
 // calls) records its money only while its entry is still queued at the
-// claim's attempt, and leaves the entry where it is. The runner's
-// singleflight (one call per key while identical items are in flight) is
-// per worker process: two workers that meet one new key at once each buy
-// it, the first commit keeps the answer (ON CONFLICT DO NOTHING), both
-// results stand and both are paid. Once committed, an answer serves every
-// worker. A fleet-wide singleflight would need a row per key in flight
-// with its own lease, and a waiter polling it; it is not built.
+// claim's attempt, and leaves the entry where it is.
+//
+// One call per new question holds across the fleet
+// (pipeline.AnswerFlights): before buying a key, a worker takes its
+// flight, a row naming it as the buyer until a lease from now on the
+// database clock; another worker that meets the key waits, looking for
+// the answer every pipeline.FleetFlightPoll, until it is committed (then
+// reused) or the flight ends without one (then it takes the flight and
+// buys). The commit that carries the answer ends its flight in the same
+// transaction, applied or fenced off, so whoever takes the flight next
+// finds the answer or buys it; a failed or given-back owner ends it
+// itself, and a dead one's ends with its lease. Two workers still both
+// pay when a call outlasts the lease (its flight ends while it runs), or
+// when the flights cannot be read (a worker then buys, as without them).
+// If two answers for one key are committed, the first is kept (ON
+// CONFLICT DO NOTHING) and both results stand.
 //
 // # Leases and fences
 //

@@ -98,6 +98,13 @@ CREATE TABLE ledger (stage text, shard smallint,
 	saved bigint NOT NULL,         -- nanodollars
 	paid bigint NOT NULL, cached bigint NOT NULL,
 	PRIMARY KEY (stage, shard));
+CREATE UNLOGGED TABLE answer_flight (
+	stage text NOT NULL,
+	key text NOT NULL,
+	owner text NOT NULL,           -- the worker buying the answer
+	until timestamptz NOT NULL,    -- its flight's end on the database clock
+	PRIMARY KEY (stage, key)
+);
 `,
 }
 
