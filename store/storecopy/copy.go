@@ -2,7 +2,8 @@
 // (a bbolt file to PostgreSQL, or back): every item's record, outputs,
 // place (queued, dead with its dead letter, done), dead-letter history,
 // the tally, the token usage, the run records with their series, the
-// learned limits, the answer cache and the money ledgers. It reads the
+// learned limits, the answer cache, the money ledgers and the job the
+// pipeline was run with. It reads the
 // source only through pipeline.Database (and cacheStore) and writes
 // through pipeline.Restorer (and cacheStore), so it knows neither
 // store's layout. The source must not change meanwhile (stop its
@@ -126,7 +127,33 @@ func Copy(src, dst pipeline.Database, progress func(items int)) (Stats, error) {
 	if st.Answers, err = copyCache(src, dst); err != nil {
 		return st, err
 	}
+	if err := copyJob(src, dst); err != nil {
+		return st, err
+	}
 	return st, Compare(src, dst)
+}
+
+// jobStore is a store that records the job it is run with (both are).
+type jobStore interface {
+	SaveJob(job []byte) error
+	Job() ([]byte, error)
+}
+
+// copyJob copies the job src records, if any.
+func copyJob(src, dst pipeline.Database) error {
+	from, ok := src.(jobStore)
+	if !ok {
+		return nil
+	}
+	job, err := from.Job()
+	if err != nil || job == nil {
+		return err
+	}
+	to, ok := dst.(jobStore)
+	if !ok {
+		return fmt.Errorf("copy to %s: this store cannot record the job %s was run with", dst.Path(), src.Path())
+	}
+	return to.SaveJob(job)
 }
 
 // copyCache copies the answer cache, stage by stage in batches, and the

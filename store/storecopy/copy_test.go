@@ -132,6 +132,9 @@ func fill(t *testing.T, db pipeline.Database) {
 		return db.AppendSamples(run.ID, []pipeline.Sample{{At: at.Add(time.Second), Stage: "classify", Limit: 4, Successes: 2}, {At: at.Add(2 * time.Second), Stage: "classify", Limit: 5, Successes: 1}})
 	})
 	must(t, func() error { return db.SetLearnedLimit("classify", 7) })
+	must(t, func() error {
+		return db.(interface{ SaveJob([]byte) error }).SaveJob([]byte("stages: [sanitize, classify, aggregate]"))
+	})
 }
 
 func must(t *testing.T, fn func() error) {
@@ -197,6 +200,9 @@ func same(t *testing.T, a, b pipeline.Database) {
 		t.Errorf("learned limits %d, %d; want 7", a.LearnedLimit("classify"), b.LearnedLimit("classify"))
 	}
 	for _, db := range []pipeline.Database{a, b} {
+		if job, err := db.(interface{ Job() ([]byte, error) }).Job(); err != nil || string(job) != "stages: [sanitize, classify, aggregate]" {
+			t.Errorf("%s: job %q, %v; want the one the source recorded", db.Path(), job, err)
+		}
 		ac, ok := db.(pipeline.AnswerCache)
 		if !ok {
 			t.Fatalf("%T keeps no answer cache", db)
