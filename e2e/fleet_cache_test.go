@@ -82,6 +82,11 @@ func TestFleet_CacheAndBudget(t *testing.T) {
 	if first.CostUSD > 1.5 || first.CostUSD < 1.4 {
 		t.Errorf("the budgeted run spent $%.4f: want within a few calls under $1.50, never above", first.CostUSD)
 	}
+	// The report shows the last run's cached answers and savings.
+	code, out, errs := sawtooth(t, nil, "report", "--db", url, "--format", "text")
+	if first.Cached == 0 || code != 0 || !strings.Contains(out, fmt.Sprintf("%d cached answers (no call)", first.Cached)) {
+		t.Errorf("the budgeted run reused %d answers; report exit %d lacks them:\n%s%s", first.Cached, code, out, errs)
+	}
 	texts := itemTexts(t, input)
 	before, _, _ := billedCalls(texts, sim)
 	answered := map[string]bool{}
@@ -124,10 +129,6 @@ func TestFleet_CacheAndBudget(t *testing.T) {
 	}
 	if money.Paid != total || money.Paid+money.Cached+int64(dead) != items || money.SavedUSD <= 0 {
 		t.Errorf("ledger %+v: want %d paid (the billed calls), paid + cached + %d dead = %d, and a saving", money, total, dead, items)
-	}
-	code, out, errs := sawtooth(t, nil, "report", "--db", url, "--format", "text")
-	if code != 0 || !strings.Contains(out, "cached answers (no call)") {
-		t.Errorf("report exit %d lacks the last run's cached answers:\n%s%s", code, out, errs)
 	}
 
 	var lines []string
