@@ -223,6 +223,22 @@ func (r *Runner) takeFleetFlight(ctx context.Context, fl AnswerFlights, ac Answe
 	}
 }
 
+// renewFleetFlight extends this worker's fleet flight of key at stage i
+// to a lease from now (taking a flight it holds renews it). If another
+// worker took it meanwhile, this one buys the answer anyway: both
+// results stand, the first committed answer is kept.
+func (r *Runner) renewFleetFlight(i int, key string) {
+	fl, ok := r.Store.(AnswerFlights)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+	defer cancel()
+	if _, err := fl.TakeFlight(ctx, r.Stages[i].Stage.Name(), key, r.Lease); err != nil {
+		r.log().Warn("could not renew an answer flight: another worker may buy the same answer", "stage", r.Stages[i].Stage.Name(), "err", err)
+	}
+}
+
 // landFleetFlight ends this worker's fleet flight of key at stage i. A
 // flight that cannot be ended here ends at its lease.
 func (r *Runner) landFleetFlight(i int, key string) {

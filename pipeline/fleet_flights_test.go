@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -115,8 +116,9 @@ func newFlightFleet(clock *virtualClock, n int, texts []string, workers ...strin
 }
 
 // runFlightFleet runs one runner per view, each with stage and workers
-// goroutines, on clock, and returns their summaries.
-func runFlightFleet(t *testing.T, clock *virtualClock, views []*flightView, stage pipeline.Stage, workers int) []pipeline.RunSummary {
+// goroutines retrying on newBackOff, on clock, with a lease of a minute,
+// and returns their summaries.
+func runFlightFleet(t *testing.T, clock *virtualClock, views []*flightView, stage pipeline.Stage, workers int, newBackOff func() backoff.BackOff) []pipeline.RunSummary {
 	t.Helper()
 	sums := make([]pipeline.RunSummary, len(views))
 	var wg sync.WaitGroup
@@ -125,7 +127,7 @@ func runFlightFleet(t *testing.T, clock *virtualClock, views []*flightView, stag
 		go func() {
 			defer wg.Done()
 			r := &pipeline.Runner{Store: v, Clock: clock, Lease: time.Minute,
-				Stages: []pipeline.StageConfig{{Stage: stage, Workers: workers, NewBackOff: noWait}}}
+				Stages: []pipeline.StageConfig{{Stage: stage, Workers: workers, NewBackOff: newBackOff}}}
 			var err error
 			if sums[i], err = r.Run(context.Background()); err != nil {
 				t.Errorf("worker %s: %v", v.name, err)
@@ -172,7 +174,7 @@ func TestFleet_OneCallPerKeyAcrossWorkers(t *testing.T) {
 					}
 					return answer(it), nil
 				}
-				sums := runFlightFleet(t, clock, views, api, 4)
+				sums := runFlightFleet(t, clock, views, api, 4, noWait)
 				done, dead, _ := totals(sums, "api")
 				var cached int64
 				for _, s := range sums {
@@ -200,4 +202,35 @@ func TestFleet_OneCallPerKeyAcrossWorkers(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFleet_RetriesKeepTheFlight: the first buyer of a text fails twice
+// (transient errors, 40 s apart on a one-minute lease) before it gets
+// the answer; it renews its flight as it retries, so the other worker
+// keeps waiting for its answer instead of buying the text itself.
+func TestFleet_RetriesKeepTheFlight(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		f, views := newFlightFleet(clock, 8, []string{"same"}, "a", "b")
+		var mu sync.Mutex
+		calls := 0
+		api := &keyedStage{version: "v1"}
+		api.name = "api"
+		api.fn = func(ctx context.Context, it pipeline.Item, _ int) (pipeline.Result, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n <= 2 {
+				return pipeline.Result{}, errors.New("503 service unavailable")
+			}
+			return answer(it), nil
+		}
+		sums := runFlightFleet(t, clock, views, api, 2, func() backoff.BackOff { return backoff.NewConstantBackOff(40 * time.Second) })
+		if done, _, _ := totals(sums, "api"); done != 8 || calls != 3 {
+			t.Errorf("%d done, %d calls; want 8 done and 3 calls (two failures, one answer)", done, calls)
+		}
+		if len(f.flights) != 0 {
+			t.Errorf("flights left behind: %v", f.flights)
+		}
+	})
 }

@@ -69,9 +69,13 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			}
 		}()
 	}
-	for {
+	for tries := 0; ; tries++ {
 		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
 			return // stopping: the item stays queued
+		}
+		if tries > 0 && own != nil && own.fleet {
+			// Retries can outlast the flight's lease: renew it.
+			r.renewFleetFlight(i, key)
 		}
 		booked, reserved, estIn, ok := r.book(stageCtx, i, q.Item, parkStage)
 		if !ok {

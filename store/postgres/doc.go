@@ -72,9 +72,10 @@
 // buys). The commit that carries the answer ends its flight in the same
 // transaction, applied or fenced off, so whoever takes the flight next
 // finds the answer or buys it; a failed or given-back owner ends it
-// itself, and a dead one's ends with its lease. Two workers still both
-// pay when a call outlasts the lease (its flight ends while it runs), or
-// when the flights cannot be read (a worker then buys, as without them).
+// itself, and a dead one's ends with its lease. The owner renews its
+// flight at each retry. Two workers still both pay when one call
+// outlasts the lease (its flight ends while it runs), or when the
+// flights cannot be read (a worker then buys, as without them).
 // If two answers for one key are committed, the first is kept (ON
 // CONFLICT DO NOTHING) and both results stand.
 //
