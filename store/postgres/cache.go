@@ -17,12 +17,14 @@ import (
 // (store/cache.go): both are written only by a commit, in the
 // transaction of the transitions they come from.
 //
-//	answer  (stage, key) -> output and the usage it was billed
-//	ledger  (stage, shard) -> spent, saved (nanodollars), paid, cached
+//	answer         (stage, key) -> output and the usage it was billed
+//	ledger         (stage, shard) -> spent, saved (nanodollars), paid, cached
+//	answer_flight  (stage, key) -> the worker buying it, until when
 //
-// Two workers may buy one key at once (the runner's singleflight is per
-// process): the first commit keeps the answer (ON CONFLICT DO NOTHING),
-// and both results stand.
+// A worker buys a key only while it holds the key's flight (TakeFlight),
+// so the fleet asks each question once (see doc.go for when it may not).
+// If two answers for one key are committed all the same, the first is
+// kept (ON CONFLICT DO NOTHING), and both results stand.
 var (
 	_ pipeline.AnswerCache  = (*DB)(nil)
 	_ pipeline.Ledgers      = (*DB)(nil)
