@@ -159,7 +159,7 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 			return fmt.Errorf("no sawtooth pipeline in schema %s of %s: %w (check --db, or create it with `sawtooth run --db URL --input FILE`)", db.schema, db.path, ErrNotFound)
 		}
 		if version < SchemaVersion && opt.ReadOnly {
-			return fmt.Errorf("open %s: schema version %d is older than %d: open it once for writing to migrate it", db.path, version, SchemaVersion)
+			return fmt.Errorf("open %s: schema version %d is older than this sawtooth's %d: upgrade it with `sawtooth migrate --db %s` (a run also does)", db.path, version, SchemaVersion, db.path)
 		}
 		if version < SchemaVersion {
 			if err := db.migrate(ctx, tx, version); err != nil {
