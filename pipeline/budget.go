@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -43,7 +44,9 @@ type Budget struct {
 	// RunUSD caps this run's spend.
 	RunUSD float64
 	// TotalUSD caps the database's lifetime spend: what Ledgers reports
-	// when the run starts, plus this run's.
+	// when the run starts, plus this run's. In a fleet (a Claimer store)
+	// Ledgers is read again before each call, so the cap holds for every
+	// worker's committed spend together (see refreshFleetSpend).
 	TotalUSD float64
 }
 
@@ -92,8 +95,15 @@ type QueueCounter interface {
 type purse struct {
 	budget Budget
 	mu     sync.Mutex
-	before int64 // lifetime spend when the run started
-	spent  int64 // this run's billed spend, every priced stage
+	// before is the lifetime spend that is not this run's: what was
+	// committed when the run started, raised in a fleet by what the other
+	// workers have committed since (refreshFleetSpend).
+	before int64
+	// committed is this run's spend as committed (in the ledgers).
+	committed int64
+	// refreshing is set while one call reads the fleet's spend.
+	refreshing atomic.Bool
+	spent      int64 // this run's billed spend, every priced stage
 	// reserved is the estimates of the calls in flight, open how many.
 	reserved int64
 	open     int
@@ -156,6 +166,27 @@ func (p *purse) bill(billed int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.spent += billed
+}
+
+// commit records spend of this run that is now in the store's ledgers.
+func (p *purse) commit(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.committed += n
+}
+
+// raiseBefore sets the spend that is not this run's to others, when that
+// is more than known so far (it never falls: spend is never undone).
+func (p *purse) raiseBefore(others int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.before = max(p.before, others)
+}
+
+func (p *purse) committedSpend() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.committed
 }
 
 func (p *purse) figures() (before, spent int64, capped string) {
@@ -306,6 +337,7 @@ func (r *Runner) book(ctx context.Context, i int, it Item, parkStage context.Can
 	}
 	reserved = sc.Price.nanos(u)
 	for {
+		r.refreshFleetSpend()
 		fits, wait := r.purse.reserve(reserved)
 		if fits {
 			return true, reserved, estIn, true
@@ -359,6 +391,40 @@ func (r *Runner) startPurse() error {
 		r.purse.before += toNanos(lg.SpentUSD)
 	}
 	return nil
+}
+
+// refreshFleetSpend keeps Budget.TotalUSD a cap on the fleet's spend
+// when the runner is one worker of many (its Store is a Claimer): before
+// a call it reads the ledgers, which every worker's commits add to, and
+// counts what the others committed (the total less this run's committed
+// spend, read first so a commit landing in between is counted, not
+// missed) as spent before this run. What the others have in flight and
+// not yet committed is not seen: the fleet can pass the cap by at most
+// their calls in flight. One caller reads at a time; the others use the
+// last figure.
+func (r *Runner) refreshFleetSpend() {
+	if r.Budget.TotalUSD <= 0 {
+		return
+	}
+	l, ok := r.Store.(Ledgers)
+	if _, fleet := r.Store.(Claimer); !ok || !fleet {
+		return
+	}
+	if !r.purse.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	defer r.purse.refreshing.Store(false)
+	own := r.purse.committedSpend()
+	ledgers, err := l.Ledgers()
+	if err != nil {
+		r.log().Warn("the fleet's spend is unreadable: counting the last one read", "err", err)
+		return
+	}
+	var total int64
+	for _, lg := range ledgers {
+		total += toNanos(lg.SpentUSD)
+	}
+	r.purse.raiseBefore(total - own)
 }
 
 // sendBilled records what a given-back item's calls were billed, so the

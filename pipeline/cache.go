@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Cacheable is an optional Stage interface: a stage whose answer is fully
@@ -32,11 +33,37 @@ type AnswerCache interface {
 	CachedAnswer(stage, key string) (res Result, ok bool, err error)
 }
 
+// AnswerFlights is an optional interface of a fleet's Store (one that
+// implements Claimer and AnswerCache): it makes the singleflight per key
+// hold across the workers, so that two workers meeting one new question
+// at once pay for it once. A worker buys a key only while it holds the
+// key's flight; the others wait for the answer to be committed, or for
+// the flight to end without one (then one of them takes it).
+type AnswerFlights interface {
+	// TakeFlight makes this worker the fleet's buyer of (stage, key)
+	// until lease from now, unless another worker holds a flight for it
+	// that has not ended: taken is false then.
+	TakeFlight(ctx context.Context, stage, key string, lease time.Duration) (taken bool, err error)
+	// LandFlight ends this worker's flight of (stage, key) when it has
+	// no answer to commit. The commit of a Succeeded transition carrying
+	// the key (not Cached) ends it, in its transaction, whether the
+	// transition is applied or fenced off: a worker that takes the flight
+	// next finds the answer, or buys it.
+	LandFlight(ctx context.Context, stage, key string) error
+}
+
+// FleetFlightPoll is how often a worker waiting for another worker's
+// answer looks for it.
+const FleetFlightPoll = 250 * time.Millisecond
+
 // flight is one key's answer being bought by its owner. Items with the
 // same key wait for it instead of calling (singleflight per key).
 type flight struct {
 	// done is closed when the owner finished, with or without an answer.
 	done chan struct{}
+	// fleet is set when the owner holds the key's fleet flight too
+	// (AnswerFlights): it must land it when done.
+	fleet bool
 	// res and answered are set before done is closed: the owner's
 	// successful result (its Usage is what it was billed).
 	res      Result
@@ -134,6 +161,14 @@ func (r *Runner) reuse(ctx context.Context, i int, key string) (res Result, hit 
 					fs.land(key, f, cached, false)
 					return cached, true, nil
 				}
+				if fl, ok := r.Store.(AnswerFlights); ok {
+					cached, found, taken := r.takeFleetFlight(ctx, fl, ac, i, key)
+					if found || !taken {
+						fs.land(key, f, cached, false)
+						return cached, found, nil
+					}
+					f.fleet = true
+				}
 			}
 			return Result{}, false, f
 		}
@@ -145,5 +180,75 @@ func (r *Runner) reuse(ctx context.Context, i int, key string) (res Result, hit 
 		case <-ctx.Done():
 			return Result{}, false, nil
 		}
+	}
+}
+
+// takeFleetFlight makes this worker the fleet's buyer of key at stage i,
+// or waits while another worker buys it: found when its answer is in the
+// store, taken when this worker must buy it, neither when the stage is
+// stopping. When the flights cannot be read, the worker buys it, as
+// without them.
+func (r *Runner) takeFleetFlight(ctx context.Context, fl AnswerFlights, ac AnswerCache, i int, key string) (res Result, found, taken bool) {
+	name := r.Stages[i].Stage.Name()
+	for {
+		// Not canceled when the stage stops: a take canceled halfway
+		// may still land in the database after this worker gave up
+		// the flight, and strand it there until its lease ends.
+		takeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Lease)
+		ok, err := fl.TakeFlight(takeCtx, name, key, r.Lease)
+		cancel()
+		if err != nil {
+			r.log().Warn("the fleet's answer flights are unreadable: buying the answer here", "stage", name, "err", err)
+			return Result{}, false, true
+		}
+		// Look after taking: a flight ends only after its answer is
+		// committed, so an answer committed meanwhile is found now.
+		cached, found, err := ac.CachedAnswer(name, key)
+		if err != nil {
+			r.log().Warn("answer cache unreadable: calling instead", "stage", name, "err", err)
+		}
+		if found {
+			if ok {
+				r.landFleetFlight(i, key)
+			}
+			return cached, true, false
+		}
+		if ok {
+			return Result{}, false, true
+		}
+		// Another worker is buying it.
+		if !sleep(ctx, r.clock(), FleetFlightPoll) {
+			return Result{}, false, false
+		}
+	}
+}
+
+// renewFleetFlight extends this worker's fleet flight of key at stage i
+// to a lease from now (taking a flight it holds renews it). If another
+// worker took it meanwhile, this one buys the answer anyway: both
+// results stand, the first committed answer is kept.
+func (r *Runner) renewFleetFlight(i int, key string) {
+	fl, ok := r.Store.(AnswerFlights)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+	defer cancel()
+	if _, err := fl.TakeFlight(ctx, r.Stages[i].Stage.Name(), key, r.Lease); err != nil {
+		r.log().Warn("could not renew an answer flight: another worker may buy the same answer", "stage", r.Stages[i].Stage.Name(), "err", err)
+	}
+}
+
+// landFleetFlight ends this worker's fleet flight of key at stage i. A
+// flight that cannot be ended here ends at its lease.
+func (r *Runner) landFleetFlight(i int, key string) {
+	fl, ok := r.Store.(AnswerFlights)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+	defer cancel()
+	if err := fl.LandFlight(ctx, r.Stages[i].Stage.Name(), key); err != nil {
+		r.log().Warn("could not end an answer flight: other workers wait for its lease to end", "stage", r.Stages[i].Stage.Name(), "err", err)
 	}
 }

@@ -158,6 +158,7 @@ func (r *Runner) settle(ps []pending, committed bool) {
 		}
 		if committed {
 			r.countCommitted(c, p.t)
+			r.purse.commit(toNanos(p.t.CostUSD))
 			if next := p.stage + 1; next < len(r.counters) && !notified[next] && p.t.Outcome == Succeeded {
 				notified[next] = true
 				select {

@@ -62,11 +62,20 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			return // stopping: the item stays queued
 		}
 		own = f
-		defer func() { c.flights.land(key, own, answer, answered) }()
+		defer func() {
+			c.flights.land(key, own, answer, answered)
+			if own.fleet && !answered {
+				r.landFleetFlight(i, key)
+			}
+		}()
 	}
-	for {
+	for tries := 0; ; tries++ {
 		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
 			return // stopping: the item stays queued
+		}
+		if tries > 0 && own != nil && own.fleet {
+			// Retries can outlast the flight's lease: renew it.
+			r.renewFleetFlight(i, key)
 		}
 		booked, reserved, estIn, ok := r.book(stageCtx, i, q.Item, parkStage)
 		if !ok {
@@ -125,6 +134,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			answer, answered = res, true
 			// Items arriving until the store holds the answer find it
 			// in flights.
+			// The commit of t ends the fleet flight too (AnswerFlights).
 			r.sendThen(i, t, func() { c.flights.forget(key, own) })
 			return
 		}

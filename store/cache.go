@@ -170,3 +170,69 @@ func (w *writer) record(t *pipeline.Transition) error {
 	}
 	return b.Put([]byte(t.Stage), e.encode())
 }
+
+// ForEachAnswer calls fn with every answer cached at stage, in key
+// order: what `sawtooth copy` moves.
+func (db *DB) ForEachAnswer(stage string, fn func(key string, res pipeline.Result) error) error {
+	return db.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(answersBucket(stage))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var a cachedAnswer
+			if err := json.Unmarshal(v, &a); err != nil {
+				return fmt.Errorf("cached answer %s at %s is damaged (%v): run `sawtooth verify`", k, stage, err)
+			}
+			return fn(string(k), pipeline.Result{Output: a.Output, Usage: a.Usage})
+		})
+	})
+}
+
+// RestoreAnswers caches answers (key -> answer) at stage, in one
+// transaction; a key already cached keeps its answer.
+func (db *DB) RestoreAnswers(stage string, answers map[string]pipeline.Result) error {
+	if _, ok := db.index[stage]; !ok {
+		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+	}
+	return db.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(answersBucket(stage))
+		if err != nil {
+			return err
+		}
+		for key, res := range answers {
+			if b.Get([]byte(key)) != nil {
+				continue
+			}
+			v, err := json.Marshal(cachedAnswer{Output: res.Output, Usage: res.Usage})
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(key), v); err != nil {
+				return fmt.Errorf("cache answer %s at %s: %w", key, stage, err)
+			}
+		}
+		return nil
+	})
+}
+
+// AddLedgers adds ls to the stages' lifetime ledgers.
+func (db *DB) AddLedgers(ls map[string]pipeline.Ledger) error {
+	return db.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketLedger)
+		if err != nil {
+			return err
+		}
+		for stage, l := range ls {
+			e := decodeLedger(b.Get([]byte(stage)))
+			e.spent += nanos(l.SpentUSD)
+			e.saved += nanos(l.SavedUSD)
+			e.paid += l.Paid
+			e.cached += l.Cached
+			if err := b.Put([]byte(stage), e.encode()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

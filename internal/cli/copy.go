@@ -69,7 +69,7 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), dst.Path(), err)
 	}
-	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s; counts, aggregate and usage match\n",
-		plural(st.Items, "item"), src.Path(), dst.Path(), st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"))
+	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
+		plural(st.Items, "item"), src.Path(), dst.Path(), st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,7 +32,7 @@ type jobStages struct {
 	stages []pipeline.StageConfig
 	// llm maps each LLM stage's name to its job configuration.
 	llm      map[string]*job.LLM
-	limiters map[string]*limiter.AIMD
+	limiters map[string]pipeline.Limiter
 	prices   map[string]pipeline.Price
 }
 
@@ -46,7 +47,7 @@ func loadJob(file, db string) (*job.Job, error) {
 		}
 		if db != "" {
 			j.DB = db // the command line's, relative to the working directory
-		} else if !filepath.IsAbs(j.DB) {
+		} else if !filepath.IsAbs(j.DB) && !isPostgres(j.DB) {
 			j.DB = filepath.Join(j.Dir, j.DB)
 		}
 		return j, nil
@@ -54,10 +55,7 @@ func loadJob(file, db string) (*job.Job, error) {
 	if db == "" {
 		return nil, nil
 	}
-	if fi, err := os.Stat(db); err != nil || fi.Size() == 0 {
-		return nil, nil
-	}
-	raw, err := store.ReadJob(db)
+	raw, err := readStoredJob(db)
 	if err != nil || raw == nil {
 		return nil, err
 	}
@@ -83,7 +81,7 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 	if err != nil {
 		return nil, usage(err)
 	}
-	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]*limiter.AIMD{}, prices: map[string]pipeline.Price{}}
+	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]pipeline.Limiter{}, prices: map[string]pipeline.Price{}}
 	// Each stage's fingerprint is the stage's own (what decides its
 	// answers, as the flags' pipeline computes it), so a job equivalent
 	// to a run from flags resumes its database without re-running.
@@ -166,7 +164,11 @@ func orInt(v, def int) int {
 
 // addLimiters gives each LLM stage its own limiter, starting from the
 // limit that stage learned in earlier runs (Gemini quotas are per model).
-func (b *jobStages) addLimiters(db *store.DB) {
+// In a PostgreSQL pipeline it is the fleet's limiter of the stage's
+// model (quota key gemini/MODEL), shared with every worker, as a flag
+// run's classify is.
+func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database) error {
+	pg, fleet := db.(*postgres.DB)
 	for i, sc := range b.stages {
 		l := b.llm[sc.Stage.Name()]
 		if l == nil {
@@ -176,10 +178,20 @@ func (b *jobStages) addLimiters(db *store.DB) {
 		if start == 0 {
 			start, startRate = learnedState(db, l.Name)
 		}
-		lim := limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling})
+		var lim pipeline.Limiter = limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling})
+		if m, ok := sc.Stage.(interface{ Model() string }); ok && fleet {
+			fl, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
+				Key: "gemini/" + m.Model(), Start: start, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling,
+			})
+			if err != nil {
+				return err
+			}
+			lim = fl
+		}
 		b.limiters[l.Name] = lim
 		b.stages[i].Limiter = lim
 	}
+	return nil
 }
 
 // checkPriced refuses a budget the run could not keep: an LLM stage whose

@@ -103,7 +103,7 @@ func runJobShow(path string, out io.Writer) error {
 	if err := checkDBPath(path, true); err != nil {
 		return err
 	}
-	raw, err := store.ReadJob(path)
+	raw, err := readStoredJob(path)
 	if err != nil {
 		return err
 	}

@@ -82,15 +82,12 @@ func runJob(ctx context.Context, req jobRequest) error {
 			return err
 		}
 	}
-	db, err := store.Open(j.DB, store.Options{Stages: b.defs})
+	db, err := openJobDatabase(j.DB, b.defs)
 	if err != nil {
-		if errors.Is(err, store.ErrDefinition) {
-			return usagef("%v", err)
-		}
 		return err
 	}
 	defer db.Close()
-	if added := db.AddedStages(); len(added) > 0 {
+	if added := addedStages(db); len(added) > 0 {
 		fmt.Fprintf(stderr, "stage %s added to the job: the items already past it go through it (and the stages after it) once; nothing before it is paid again\n", strings.Join(added, ", "))
 	}
 	if err := settleChanges(db, b, req); err != nil {
@@ -116,10 +113,15 @@ func runJob(ctx context.Context, req jobRequest) error {
 	if err := db.SaveJob(b.stored.WithDir(j.Dir).Marshal()); err != nil {
 		return err
 	}
-	b.addLimiters(db)
+	if err := b.addLimiters(ctx, db); err != nil {
+		return err
+	}
 
 	runID := store.NewRunID(time.Now())
 	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost, BudgetUSD: req.Budget}
+	if isPostgres(j.DB) {
+		rc.DBPath = "" // no file beside it for the live status: status reads the database
+	}
 	counts, err := db.Counts()
 	if err != nil {
 		return err
@@ -175,14 +177,14 @@ func runJob(ctx context.Context, req jobRequest) error {
 // a file's contents) is refused with the diff, unless --rerun-changed:
 // then that stage and every stage after it run again. Changes that do not
 // change answers (input, limiter, mode) are shown and adopted.
-func settleChanges(db *store.DB, b *jobStages, req jobRequest) error {
+func settleChanges(db jobDatabase, b *jobStages, req jobRequest) error {
 	var diff []job.Change
 	if raw, err := db.Job(); err == nil && raw != nil {
 		if old, err := job.UnmarshalStored(raw); err == nil {
 			diff, _ = job.Diff(old, b.stored)
 		}
 	}
-	added := db.AddedStages()
+	added := addedStages(db)
 	diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Key == "" && slices.Contains(added, c.Stage) })
 	changed := db.ChangedStages()
 	if len(changed) == 0 {
@@ -215,7 +217,7 @@ func settleChanges(db *store.DB, b *jobStages, req jobRequest) error {
 // rerunJobFrom sends every item that reached req.RerunFrom back there.
 // It asks first above --confirm-above items (a re-run pays again), and
 // with --dry-run only says how many items would move (stop).
-func rerunJobFrom(db *store.DB, req jobRequest) (stop bool, err error) {
+func rerunJobFrom(db pipeline.Database, req jobRequest) (stop bool, err error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return true, err
@@ -262,6 +264,9 @@ func changedError(path string, changed []string, diff []job.Change) error {
 // after that would not leave the database as it was. Without added
 // stages the refusal comes after the open, which then writes nothing.
 func refuseChangeBeforeGrowth(path string, b *jobStages) error {
+	if isPostgres(path) {
+		return nil // its stage list never grows: Open refuses added stages
+	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return nil
 	}

@@ -35,8 +35,9 @@ func openReadOnly(path string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	return openDatabase(path, dbOpen{Stages: namedStages(), ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
-		return store.Open(path, store.Options{Stages: storedStages(path), ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+	stages := storedStages(path)
+	return openDatabase(path, dbOpen{Stages: stages, ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: stages, ReadOnly: true, LockTimeout: 500 * time.Millisecond})
 	})
 }
 
@@ -44,7 +45,7 @@ func openReadOnly(path string) (pipeline.Database, error) {
 // stages), by names only; namedStages when it cannot be read (Open then
 // says why, after its own wait for a lock another process holds).
 func storedStages(path string) []store.StageDef {
-	defs, err := store.ReadDefinition(path, 200*time.Millisecond)
+	defs, err := readStoredStages(path, 200*time.Millisecond)
 	if err != nil || len(defs) == 0 {
 		return namedStages()
 	}
@@ -75,8 +76,9 @@ func openWritable(path string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	return openDatabase(path, dbOpen{Stages: namedStages(), MustExist: true}, func() (*store.DB, error) {
-		return store.Open(path, store.Options{Stages: storedStages(path), MustExist: true})
+	stages := storedStages(path)
+	return openDatabase(path, dbOpen{Stages: stages, MustExist: true}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: stages, MustExist: true})
 	})
 }
 

@@ -73,34 +73,57 @@ const enqueueSQL = `INSERT INTO todo (seq, stage, item_id)
 // heartbeats touch only queue rows and never wait on these.
 const lockItemsSQL = `SELECT item_id FROM item WHERE item_id = ANY($1) ORDER BY item_id FOR UPDATE`
 
+// entries names the queue entries a commit's transitions apply to, in
+// the arrays its statements take.
+type entries struct {
+	seqs     []int64
+	stages   []int16
+	ids      []string
+	attempts []int64 // negative: any attempt (unfenced)
+}
+
+func (e *entries) add(seq uint64, si int, id string, attempt int64) {
+	e.seqs, e.stages, e.ids, e.attempts = append(e.seqs, int64(seq)), append(e.stages, int16(si)), append(e.ids, id), append(e.attempts, attempt)
+}
+
 // commit applies ts; fences, when not nil, holds each transition's claim
 // attempt (unfenced applies whatever the attempt). It returns the
-// sequences of the transitions it did not apply.
+// sequences of the transitions it did not apply. A Billed transition
+// leaves its entry queued: it only records what its calls were billed,
+// when its entry is still there (at the claim's attempt), and is never
+// among the skipped.
 func (db *DB) commit(ctx context.Context, ts []pipeline.Transition, fences []int64) (skipped []uint64, err error) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
 	n := len(ts)
-	seqs, stages, ids, attempts := make([]int64, 0, n), make([]int16, 0, n), make([]string, 0, n), make([]int64, 0, n)
+	moves := entries{make([]int64, 0, n), make([]int16, 0, n), make([]string, 0, n), make([]int64, 0, n)}
+	var billed entries
+	var billedAt []int               // index in ts of each billed entry
 	first := make(map[uint64]int, n) // seq -> index of its first transition
 	for i, t := range ts {
 		si, ok := db.index[t.Stage]
 		if !ok {
 			return nil, fmt.Errorf("commit: unknown stage %q (stages: %s)", t.Stage, stageNames(db.stages))
 		}
-		if _, dup := first[t.Seq]; dup {
-			continue // already applied by the first of the batch: stale
-		}
-		first[t.Seq] = i
 		a := int64(unfenced)
 		if fences != nil {
 			a = fences[i]
 		}
-		seqs, stages, ids, attempts = append(seqs, int64(t.Seq)), append(stages, int16(si)), append(ids, t.ID), append(attempts, a)
+		if t.Outcome == pipeline.Billed {
+			billed.add(t.Seq, si, t.ID, a)
+			billedAt = append(billedAt, i)
+			continue
+		}
+		if _, dup := first[t.Seq]; dup {
+			continue // already applied by the first of the batch: stale
+		}
+		first[t.Seq] = i
+		moves.add(t.Seq, si, t.ID, a)
 	}
-	lockIDs := slices.Compact(slices.Sorted(slices.Values(ids)))
+	lockIDs := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(moves.ids), billed.ids...))))
 	for range 5 {
-		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, seqs, stages, ids, attempts)
+		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, moves, billed, billedAt)
 		if !retryable(err) {
 			break
 		}
@@ -123,11 +146,22 @@ const deleteClaimedSQL = `DELETE FROM todo t USING (
 		ORDER BY q.seq FOR UPDATE OF q) l
 	WHERE t.seq = l.seq RETURNING t.seq`
 
+// lockBilledSQL locks, in sequence order, the queue rows of the billed
+// entries ($1..$4, then the moved ones $5..$8, so every queue row the
+// commit touches is locked in one order) and returns the (1-based)
+// positions of the billed entries still there at their attempt.
+const lockBilledSQL = `SELECT k.n FROM todo q JOIN (
+		SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS b(seq, stage, item_id, attempt, n)
+		UNION ALL
+		SELECT seq, stage, item_id, attempt, 0 FROM unnest($5::bigint[], $6::smallint[], $7::text[], $8::bigint[]) AS m(seq, stage, item_id, attempt)) k
+	ON q.seq = k.seq AND q.stage = k.stage AND q.item_id = k.item_id AND (k.attempt < 0 OR q.attempt = k.attempt)
+	ORDER BY q.seq FOR UPDATE OF q`
+
 // commitOnce runs one commit transaction in two round trips: BEGIN, the
 // item locks and the queue deletes pipelined in one, every insert and
 // COMMIT in the other. The transaction is short, which matters more
 // than anything else for a queue many workers commit to at once.
-func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, seqs []int64, stages []int16, ids []string, attempts []int64) (skipped []uint64, err error) {
+func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, moves, billed entries, billedAt []int) (skipped []uint64, err error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
@@ -146,12 +180,19 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(lockItemsSQL, lockIDs)
-	b.Queue(deleteClaimedSQL, seqs, stages, ids, attempts)
+	if len(billed.seqs) > 0 {
+		b.Queue(lockBilledSQL, billed.seqs, billed.stages, billed.ids, billed.attempts, moves.seqs, moves.stages, moves.ids, moves.attempts)
+	}
+	b.Queue(deleteClaimedSQL, moves.seqs, moves.stages, moves.ids, moves.attempts)
 	br := conn.SendBatch(ctx, b)
 	open = true
-	var deleted []int64
+	var deleted, stillQueued []int64
 	if _, err = br.Exec(); err == nil {
-		if _, err = br.Exec(); err == nil {
+		if _, err = br.Exec(); err == nil && len(billed.seqs) > 0 {
+			rows, _ := br.Query()
+			stillQueued, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		if err == nil {
 			rows, _ := br.Query()
 			deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 		}
@@ -162,7 +203,13 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	b, skipped, err = db.commitInserts(ts, first, seqs, deleted)
+	var billedApplied []int
+	for _, n := range stillQueued {
+		if n > 0 {
+			billedApplied = append(billedApplied, billedAt[n-1])
+		}
+	}
+	b, skipped, err = db.commitInserts(ts, first, moves.seqs, deleted, billedApplied)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +222,9 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 }
 
 // commitInserts builds the statements that apply the transitions whose
-// queue rows were deleted, and lists the others.
-func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64) (*pgx.Batch, []uint64, error) {
+// queue rows were deleted, and the billed ones (ts[billed[i]]) whose rows
+// are still there, and lists the others.
+func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64, billed []int) (*pgx.Batch, []uint64, error) {
 	var skipped []uint64
 	applied := make(map[uint64]bool, len(deleted))
 	for _, s := range deleted {
@@ -189,11 +237,23 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 		outData, letters         [][]byte
 		tally                    tallyDelta
 		usage                    = usageDelta{}
+		money                    moneyDelta
+		landed                   flights
 	)
+	for _, i := range billed {
+		t := &ts[i]
+		if t.Usage != (pipeline.Usage{}) {
+			usage[t.Stage] = usage[t.Stage].Add(t.Usage)
+		}
+		money.add(t)
+	}
 	last := len(db.stages) - 1
 	for _, seq := range seqs {
 		i := first[uint64(seq)]
 		t := &ts[i]
+		if t.Outcome == pipeline.Succeeded && t.CacheKey != "" && !t.Cached {
+			landed.add(t.Stage, t.CacheKey) // applied or fenced off
+		}
 		if !applied[t.Seq] {
 			skipped = append(skipped, t.Seq)
 			continue
@@ -202,6 +262,7 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 		if t.Usage != (pipeline.Usage{}) {
 			usage[t.Stage] = usage[t.Stage].Add(t.Usage)
 		}
+		money.add(t)
 		switch t.Outcome {
 		case pipeline.Succeeded:
 			outIDs, outStages, outData = append(outIDs, t.ID), append(outStages, int16(si)), append(outData, nonNil(t.Result.Output))
@@ -233,5 +294,7 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	shard := db.nextShard()
 	tally.queue(b, shard)
 	usage.queue(b, db.run.Load(), shard)
+	money.queue(b, shard)
+	landed.queueLand(b, db.owner)
 	return b, skipped, nil
 }

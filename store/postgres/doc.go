@@ -29,6 +29,9 @@
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
 //	quota        (unlogged) one GCRA row + congestion epoch per quota key
+//	answer       (stage, cache key) -> output, usage billed (schema step 2)
+//	ledger       (stage, shard) -> spent, saved (nanodollars), paid, cached (schema step 2)
+//	answer_flight (unlogged) (stage, cache key) -> the worker buying the answer, until when (schema step 2)
 //
 // Where an item is is derived, not stored: queued at the stage of its
 // todo row, dead at the stage of its dead row, done when it has neither.
@@ -48,6 +51,33 @@
 // shards per commit, in sorted key order: concurrent commits rarely
 // wait on one hot counter row, and readers sum the shards. Rating sums
 // are numeric, exact at any size, as the bbolt store's are.
+//
+// # The answer cache and the ledger
+//
+// As in the bbolt store, a Succeeded transition that carries a cache key
+// keeps its answer (pipeline.AnswerCache), and every applied transition
+// adds its money to its stage's lifetime ledger (pipeline.Ledgers, read by
+// --budget-total, status and the summary), in the transaction that applies
+// it: a fenced-off or stale transition caches nothing and adds nothing,
+// like its usage. A Billed transition (an item given back after billed
+// calls) records its money only while its entry is still queued at the
+// claim's attempt, and leaves the entry where it is.
+//
+// One call per new question holds across the fleet
+// (pipeline.AnswerFlights): before buying a key, a worker takes its
+// flight, a row naming it as the buyer until a lease from now on the
+// database clock; another worker that meets the key waits, looking for
+// the answer every pipeline.FleetFlightPoll, until it is committed (then
+// reused) or the flight ends without one (then it takes the flight and
+// buys). The commit that carries the answer ends its flight in the same
+// transaction, applied or fenced off, so whoever takes the flight next
+// finds the answer or buys it; a failed or given-back owner ends it
+// itself, and a dead one's ends with its lease. The owner renews its
+// flight at each retry. Two workers still both pay when one call
+// outlasts the lease (its flight ends while it runs), or when the
+// flights cannot be read (a worker then buys, as without them).
+// If two answers for one key are committed, the first is kept (ON
+// CONFLICT DO NOTHING) and both results stand.
 //
 // # Leases and fences
 //
@@ -101,5 +131,5 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, quota.go and fleetlimit.go.
+// tally.go, runs.go, claim.go, cache.go, quota.go and fleetlimit.go.
 package postgres

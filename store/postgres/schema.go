@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -82,6 +82,30 @@ CREATE UNLOGGED TABLE quota (
 	cooldown_until timestamptz NOT NULL DEFAULT '-infinity'
 );
 `,
+	// 2: the answer cache and the money ledger (cache.go).
+	`
+CREATE TABLE answer (
+	stage text NOT NULL,
+	key text NOT NULL,
+	output bytea NOT NULL,
+	prompt bigint NOT NULL,        -- what the answer was billed
+	candidate bigint NOT NULL,
+	total bigint NOT NULL,
+	PRIMARY KEY (stage, key)
+);
+CREATE TABLE ledger (stage text, shard smallint,
+	spent bigint NOT NULL,         -- nanodollars
+	saved bigint NOT NULL,         -- nanodollars
+	paid bigint NOT NULL, cached bigint NOT NULL,
+	PRIMARY KEY (stage, shard));
+CREATE UNLOGGED TABLE answer_flight (
+	stage text NOT NULL,
+	key text NOT NULL,
+	owner text NOT NULL,           -- the worker buying the answer
+	until timestamptz NOT NULL,    -- its flight's end on the database clock
+	PRIMARY KEY (stage, key)
+);
+`,
 }
 
 // Meta keys.
@@ -135,7 +159,7 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 			return fmt.Errorf("no sawtooth pipeline in schema %s of %s: %w (check --db, or create it with `sawtooth run --db URL --input FILE`)", db.schema, db.path, ErrNotFound)
 		}
 		if version < SchemaVersion && opt.ReadOnly {
-			return fmt.Errorf("open %s: schema version %d is older than %d: open it once for writing to migrate it", db.path, version, SchemaVersion)
+			return fmt.Errorf("open %s: schema version %d is older than this sawtooth's %d: upgrade it with `sawtooth migrate --db %s` (a run also does)", db.path, version, SchemaVersion, db.path)
 		}
 		if version < SchemaVersion {
 			if err := db.migrate(ctx, tx, version); err != nil {

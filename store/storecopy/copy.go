@@ -1,17 +1,20 @@
 // Package storecopy moves a sawtooth pipeline from one store to another
 // (a bbolt file to PostgreSQL, or back): every item's record, outputs,
 // place (queued, dead with its dead letter, done), dead-letter history,
-// the tally, the token usage, the run records with their series, and
-// the learned limits. It reads the source only through
-// pipeline.Database and writes through pipeline.Restorer, so it knows
-// neither store's layout. The source must not change meanwhile (stop
-// its workers first).
+// the tally, the token usage, the run records with their series, the
+// learned limits, the answer cache, the money ledgers and the job the
+// pipeline was run with. It reads the
+// source only through pipeline.Database (and cacheStore) and writes
+// through pipeline.Restorer (and cacheStore), so it knows neither
+// store's layout. The source must not change meanwhile (stop its
+// workers first).
 package storecopy
 
 import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 
@@ -26,6 +29,21 @@ type Stats struct {
 	Items, Queued, Dead, Done int
 	History                   int
 	Runs                      int
+	// Answers is the cached answers copied.
+	Answers int
+}
+
+// cacheStore is a store that keeps an answer cache and money ledgers
+// (pipeline.AnswerCache, pipeline.Ledgers) and can list and restore
+// them. Both stores are one.
+type cacheStore interface {
+	pipeline.Ledgers
+	// ForEachAnswer calls fn with every answer cached at stage.
+	ForEachAnswer(stage string, fn func(key string, res pipeline.Result) error) error
+	// RestoreAnswers caches answers (key -> answer) at stage.
+	RestoreAnswers(stage string, answers map[string]pipeline.Result) error
+	// AddLedgers adds ls to the stages' lifetime ledgers.
+	AddLedgers(ls map[string]pipeline.Ledger) error
 }
 
 // Copy moves everything src holds into dst, which must be empty and
@@ -106,7 +124,88 @@ func Copy(src, dst pipeline.Database, progress func(items int)) (Stats, error) {
 			}
 		}
 	}
+	if st.Answers, err = copyCache(src, dst); err != nil {
+		return st, err
+	}
+	if err := copyJob(src, dst); err != nil {
+		return st, err
+	}
 	return st, Compare(src, dst)
+}
+
+// jobStore is a store that records the job it is run with (both are).
+type jobStore interface {
+	SaveJob(job []byte) error
+	Job() ([]byte, error)
+}
+
+// copyJob copies the job src records, if any.
+func copyJob(src, dst pipeline.Database) error {
+	from, ok := src.(jobStore)
+	if !ok {
+		return nil
+	}
+	job, err := from.Job()
+	if err != nil || job == nil {
+		return err
+	}
+	to, ok := dst.(jobStore)
+	if !ok {
+		return fmt.Errorf("copy to %s: this store cannot record the job %s was run with", dst.Path(), src.Path())
+	}
+	return to.SaveJob(job)
+}
+
+// copyCache copies the answer cache, stage by stage in batches, and the
+// ledgers, when src keeps them. It returns how many answers it copied.
+func copyCache(src, dst pipeline.Database) (int, error) {
+	from, ok := src.(cacheStore)
+	if !ok {
+		return 0, nil
+	}
+	ledgers, err := from.Ledgers()
+	if err != nil {
+		return 0, err
+	}
+	to, ok := dst.(cacheStore)
+	if !ok {
+		if len(ledgers) > 0 {
+			return 0, fmt.Errorf("copy to %s: this store keeps no answer cache nor money ledger, and %s has them", dst.Path(), src.Path())
+		}
+		return 0, nil
+	}
+	n := 0
+	for _, s := range src.Stages() {
+		batch := map[string]pipeline.Result{}
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			if err := to.RestoreAnswers(s.Name, batch); err != nil {
+				return err
+			}
+			n += len(batch)
+			clear(batch)
+			return nil
+		}
+		err := from.ForEachAnswer(s.Name, func(key string, res pipeline.Result) error {
+			batch[key] = res
+			if len(batch) == batchSize {
+				return flush()
+			}
+			return nil
+		})
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			return n, fmt.Errorf("copy the answer cache of %s: %w", s.Name, err)
+		}
+	}
+	if err := to.AddLedgers(ledgers); err != nil {
+		return n, err
+	}
+	return n, nil
 }
 
 func names(defs []pipeline.StageDef) []string {
@@ -221,7 +320,58 @@ func Compare(a, b pipeline.Database) error {
 	if !maps.Equal(nonZero(ua), nonZero(ub)) {
 		errs = append(errs, fmt.Errorf("usage differs: %s has %v, %s has %v", a.Path(), ua, b.Path(), ub))
 	}
+	if err := compareCache(a, b); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// compareCache compares the ledgers, and the number of cached answers
+// per stage, of two stores that both keep them.
+func compareCache(a, b pipeline.Database) error {
+	ca, okA := a.(cacheStore)
+	cb, okB := b.(cacheStore)
+	if !okA || !okB {
+		return nil
+	}
+	la, err := ca.Ledgers()
+	if err != nil {
+		return err
+	}
+	lb, err := cb.Ledgers()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if !maps.EqualFunc(la, lb, sameLedger) {
+		errs = append(errs, fmt.Errorf("money ledgers differ: %s has %v, %s has %v", a.Path(), la, b.Path(), lb))
+	}
+	for _, s := range a.Stages() {
+		na, err := countAnswers(ca, s.Name)
+		if err != nil {
+			return err
+		}
+		nb, err := countAnswers(cb, s.Name)
+		if err != nil {
+			return err
+		}
+		if na != nb {
+			errs = append(errs, fmt.Errorf("cached answers of %s differ: %s has %d, %s has %d", s.Name, a.Path(), na, b.Path(), nb))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sameLedger compares ledgers to the nanodollar, as both stores keep them.
+func sameLedger(x, y pipeline.Ledger) bool {
+	nano := func(usd float64) int64 { return int64(math.Round(usd * 1e9)) }
+	return nano(x.SpentUSD) == nano(y.SpentUSD) && nano(x.SavedUSD) == nano(y.SavedUSD) && x.Paid == y.Paid && x.Cached == y.Cached
+}
+
+func countAnswers(c cacheStore, stage string) (int, error) {
+	n := 0
+	err := c.ForEachAnswer(stage, func(string, pipeline.Result) error { n++; return nil })
+	return n, err
 }
 
 func nonZero(u map[string]pipeline.Usage) map[string]pipeline.Usage {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -106,15 +107,22 @@ func fill(t *testing.T, db pipeline.Database) {
 	}
 	must(t, func() error { _, err := db.Ingest(more); return err })
 	storetest.Advance(t, db, "sanitize", "i045")
-	// One item moves with usage, as the runner commits it.
-	qs, err := db.Queued("classify", 0, 1)
-	if err != nil || len(qs) == 0 {
+	// One item moves with usage, as the runner commits it, its answer
+	// cached; a second reuses the answer; a third was billed and given
+	// back.
+	qs, err := db.Queued("classify", 0, 3)
+	if err != nil || len(qs) < 3 {
 		t.Fatalf("Queued: %v %v", qs, err)
 	}
-	q := qs[0]
+	q, paid := qs[0], pipeline.Usage{PromptTokens: 30, CandidateTokens: 4, TotalTokens: 34}
 	must(t, func() error {
-		return db.Commit([]pipeline.Transition{{Stage: "classify", ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.Succeeded,
-			Result: pipeline.Result{Output: storetest.Output("classify", q.Item)}, Usage: pipeline.Usage{PromptTokens: 30, CandidateTokens: 4, TotalTokens: 34}}})
+		return db.Commit([]pipeline.Transition{
+			{Stage: "classify", ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.Succeeded, CacheKey: "k1", CostUSD: 0.0125,
+				Result: pipeline.Result{Output: storetest.Output("classify", q.Item), Usage: paid}, Usage: paid},
+			{Stage: "classify", ID: qs[1].Item.ID, Seq: qs[1].Seq, Outcome: pipeline.Succeeded, CacheKey: "k1", Cached: true, SavedUSD: 0.0125,
+				Result: pipeline.Result{Output: storetest.Output("classify", q.Item)}},
+			{Stage: "classify", ID: qs[2].Item.ID, Seq: qs[2].Seq, Outcome: pipeline.Billed, Usage: pipeline.Usage{TotalTokens: 9}, CostUSD: 0.001},
+		})
 	})
 	at := time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)
 	run := pipeline.RunSummary{ID: "20260301T130000-1", Started: at, Ended: at.Add(time.Minute), Status: "complete",
@@ -124,6 +132,9 @@ func fill(t *testing.T, db pipeline.Database) {
 		return db.AppendSamples(run.ID, []pipeline.Sample{{At: at.Add(time.Second), Stage: "classify", Limit: 4, Successes: 2}, {At: at.Add(2 * time.Second), Stage: "classify", Limit: 5, Successes: 1}})
 	})
 	must(t, func() error { return db.SetLearnedLimit("classify", 7) })
+	must(t, func() error {
+		return db.(interface{ SaveJob([]byte) error }).SaveJob([]byte("stages: [sanitize, classify, aggregate]"))
+	})
 }
 
 func must(t *testing.T, fn func() error) {
@@ -188,6 +199,22 @@ func same(t *testing.T, a, b pipeline.Database) {
 	if a.LearnedLimit("classify") != 7 || b.LearnedLimit("classify") != 7 {
 		t.Errorf("learned limits %d, %d; want 7", a.LearnedLimit("classify"), b.LearnedLimit("classify"))
 	}
+	for _, db := range []pipeline.Database{a, b} {
+		if job, err := db.(interface{ Job() ([]byte, error) }).Job(); err != nil || string(job) != "stages: [sanitize, classify, aggregate]" {
+			t.Errorf("%s: job %q, %v; want the one the source recorded", db.Path(), job, err)
+		}
+		ac, ok := db.(pipeline.AnswerCache)
+		if !ok {
+			t.Fatalf("%T keeps no answer cache", db)
+		}
+		if res, ok, err := ac.CachedAnswer("classify", "k1"); err != nil || !ok || res.Usage.TotalTokens != 34 || len(res.Output) == 0 {
+			t.Errorf("%s: cached answer k1 = %s %+v %v %v; want the answer bought for 34 tokens", db.Path(), res.Output, res.Usage, ok, err)
+		}
+		ls, err := db.(pipeline.Ledgers).Ledgers()
+		if l := ls["classify"]; err != nil || l.Paid != 1 || l.Cached != 1 || math.Abs(l.SpentUSD-0.0135) > 1e-9 || math.Abs(l.SavedUSD-0.0125) > 1e-9 {
+			t.Errorf("%s: classify ledger %+v, %v; want 1 paid, 1 cached, $0.0135 spent, $0.0125 saved", db.Path(), l, err)
+		}
+	}
 }
 
 // normal clears what a store may represent differently but means the
@@ -213,7 +240,7 @@ func TestCopy_BoltToPostgresAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Items != 50 || st.History < 2 || st.Runs != 1 || st.Dead < 3 || st.Done == 0 || st.Queued == 0 {
+	if st.Items != 50 || st.History < 2 || st.Runs != 1 || st.Dead < 3 || st.Done == 0 || st.Queued == 0 || st.Answers != 1 {
 		t.Errorf("stats %+v", st)
 	}
 	same(t, src, pg)
