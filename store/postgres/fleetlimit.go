@@ -25,6 +25,10 @@ const (
 	// DefaultFleetCooldown is how long the whole fleet waits after a 429
 	// that carried no retry delay.
 	DefaultFleetCooldown = time.Second
+	// DefaultFleetProbeEvery is the least time the fleet holds a learned
+	// rate with no 429 before it counts as safe and the fleet looks
+	// above it (longer when a retry delay shows the quota's window).
+	DefaultFleetProbeEvery = 2 * time.Second
 )
 
 // FleetLimitConfig configures a FleetLimiter. Zero fields take defaults.

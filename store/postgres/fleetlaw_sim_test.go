@@ -1,0 +1,257 @@
+package postgres
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+)
+
+// The fleet's law in virtual time: N workers, each with its workerLaw,
+// share one quotaRow exactly as FleetLimiter and SharedQuota do (a grant
+// books the row's GCRA schedule and may take the law's step; the first
+// 429 of an epoch raises it and applies the law once for the fleet;
+// each worker decreases once per new epoch), against the simulator's own
+// quota (geminisim.Quota, a sliding log). No sleep, no database: the
+// SQL's share of this (one statement per grant and per 429, a
+// compare-and-set per step) is tested over PostgreSQL in quota_test.go.
+
+// fleetSim is one simulated drain.
+type fleetSim struct {
+	workers   int
+	items     int
+	perSecond int           // the quota: requests per window
+	window    time.Duration // the quota's window
+	rpm       int           // the rate the fleet is told (0: unknown)
+	latency   time.Duration // base latency of an admitted call
+	jitter    time.Duration // uniform extra latency, up to
+	minLag    time.Duration // FleetLimitConfig.ProbeEvery
+	cooldown  time.Duration
+	seed      uint64
+	trace     func(format string, args ...any)
+}
+
+// fleetSimResult is what a drain measured.
+type fleetSimResult struct {
+	calls, limited int64
+	// used is the admitted calls a second over the quota's rate, in the
+	// drain's steady part (its first and last 2 seconds left out).
+	used    float64
+	elapsed time.Duration
+	rate    float64 // the fleet's pace at the end
+}
+
+type simEvent struct {
+	at     time.Time
+	kind   int // simSend, simSuccess, simLimited
+	worker int
+	epoch  int64
+	retry  time.Duration
+	seq    int64
+}
+
+const (
+	simSend = iota
+	simSuccess
+	simLimited
+)
+
+type simQueue []simEvent
+
+func (q simQueue) Len() int { return len(q) }
+func (q simQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *simQueue) Push(x any)   { *q = append(*q, x.(simEvent)) }
+func (q *simQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type simWorker struct {
+	law      workerLaw
+	inFlight int
+	seen     int64
+}
+
+func (s fleetSim) run() fleetSimResult {
+	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	quota := geminisim.NewQuota(geminisim.Config{RPM: s.perSecond, Window: s.window}, start)
+	rnd := rand.New(rand.NewPCG(s.seed, 7))
+	row := quotaRow{MarkAt: start}
+	if s.rpm > 0 {
+		row.Every, row.Fixed = everyFor(namedQuotaShare*float64(s.rpm)/60), true
+	}
+	epoch := int64(0)
+	ws := make([]*simWorker, s.workers)
+	for i := range ws {
+		ws[i] = &simWorker{law: workerLaw{floor: 1, ceiling: 32, factor: DefaultFleetDecrease,
+			increaseEvery: s.cooldown / 4, limit: DefaultFleetStart, slowStart: true}}
+	}
+	var q simQueue
+	var seq int64
+	push := func(e simEvent) {
+		seq++
+		e.seq = seq
+		heap.Push(&q, e)
+	}
+	var res fleetSimResult
+	left, done := s.items, 0
+	admittedAt := map[int64]int64{} // admitted calls per second of the drain
+	pump := func(now time.Time, i int) {
+		w := ws[i]
+		for left > 0 && w.inFlight < int(w.law.limit) {
+			left--
+			w.inFlight++
+			// SharedQuota.Reserve: one slot of the schedule.
+			tat := row.Tat
+			if tat.Before(now) {
+				tat = now
+			}
+			wait := tat.Sub(now)
+			row.Tat = tat.Add(row.Every)
+			row.Granted++
+			if n := epoch - w.seen; n > 0 {
+				w.law.decrease(int(n), now, row.Every > 0)
+			}
+			w.seen = epoch
+			if next, changed := row.held(now, s.minLag); changed {
+				if s.trace != nil && next.Every != row.Every {
+					s.trace("%6.2fs step %.1f -> %.1f safe %.1f refused %.1f", now.Sub(start).Seconds(), row.rate(), next.rate(), next.Safe, next.Refused)
+				}
+				row = next
+			}
+			push(simEvent{at: now.Add(wait), kind: simSend, worker: i, epoch: epoch})
+		}
+	}
+	for i := range ws {
+		pump(start, i)
+	}
+	now := start
+	for q.Len() > 0 && done < s.items {
+		e := heap.Pop(&q).(simEvent)
+		now = e.at
+		w := ws[e.worker]
+		switch e.kind {
+		case simSend:
+			res.calls++
+			if quota.Admits(now, 1) {
+				quota.Count(now, 1)
+				admittedAt[int64(now.Sub(start)/time.Second)]++
+				lat := s.latency + time.Duration(rnd.Int64N(int64(s.jitter)+1))
+				push(simEvent{at: now.Add(lat), kind: simSuccess, worker: e.worker})
+			} else {
+				retry, _ := quota.Wait(now, 1)
+				push(simEvent{at: now.Add(5 * time.Millisecond), kind: simLimited, worker: e.worker, epoch: e.epoch, retry: retry})
+			}
+		case simSuccess:
+			w.inFlight--
+			done++
+			w.law.succeeded(now)
+		case simLimited:
+			w.inFlight--
+			left++
+			res.limited++
+			// SharedQuota.OnRateLimited, then the law's step.
+			row.Limited++
+			row.sawWindow(e.retry)
+			cooldown := e.retry
+			if cooldown <= 0 {
+				cooldown = s.cooldown
+			}
+			if e.epoch == epoch {
+				epoch++
+				old := row
+				row = row.congested(now, s.minLag)
+				if s.trace != nil {
+					a, ok := old.admittedRate(now, 0, old.answerLag(s.minLag)/2)
+					s.trace("%6.2fs event %d: %.1f -> %.1f admitted %.1f %v safe %.1f refused %.1f limits %v", now.Sub(start).Seconds(), epoch, old.rate(), row.rate(), a, ok, row.Safe, row.Refused, limits(ws))
+				}
+			}
+			if t := now.Add(cooldown); row.Tat.Before(t) {
+				row.Tat = t
+			}
+			if t := now.Add(cooldown); row.CooldownUntil.Before(t) {
+				row.CooldownUntil = t
+			}
+			w.law.decrease(int(epoch-w.seen), now, row.Every > 0)
+			w.seen = epoch
+		}
+		pump(now, e.worker)
+	}
+	res.elapsed = now.Sub(start)
+	res.rate = row.rate()
+	secs := int64(res.elapsed / time.Second)
+	var sum int64
+	for sec := int64(2); sec < secs-2; sec++ {
+		sum += admittedAt[sec]
+	}
+	if span := secs - 4; span > 0 {
+		res.used = float64(sum) / float64(span) / float64(s.perSecond)
+	}
+	return res
+}
+
+// TestFleetLaw_FairShareOfOneQuota: against a quota that the fleet's
+// slow start overruns many times over, 1 and 4 workers sharing the quota
+// row reach at least 90% of it with at most 1% of calls refused, whether
+// the rate is unknown (learned from the quota's answers) or known; 4
+// workers within a few points of one.
+func TestFleetLaw_FairShareOfOneQuota(t *testing.T) {
+	base := fleetSim{items: 6000, perSecond: 100, window: time.Second, latency: 80 * time.Millisecond,
+		jitter: 40 * time.Millisecond, minLag: DefaultFleetProbeEvery, cooldown: DefaultFleetCooldown}
+	used := map[string]float64{}
+	for _, c := range []struct {
+		name    string
+		workers int
+		rpm     int
+	}{
+		{"1 worker, rate unknown", 1, 0},
+		{"4 workers, rate unknown", 4, 0},
+		{"1 worker, rate known", 1, 6000},
+		{"4 workers, rate known", 4, 6000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for seed := range uint64(3) {
+				s := base
+				s.workers, s.rpm, s.seed = c.workers, c.rpm, seed+1
+				if seed == 0 && c.rpm == 0 {
+					s.trace = t.Logf
+				}
+				r := s.run()
+				share := float64(r.limited) / float64(r.calls)
+				t.Logf("seed %d: quota used %.1f%%, 429s %.2f%% of %d calls, %.2f calls an item, pace %.1f/s at the end, %s",
+					seed+1, 100*r.used, 100*share, r.calls, float64(r.calls)/float64(s.items), r.rate, r.elapsed.Round(100*time.Millisecond))
+				if r.used < 0.90 || share > 0.01 {
+					t.Errorf("seed %d: quota used %.1f%% with %.2f%% 429s, want at least 90%% with at most 1%%", seed+1, 100*r.used, 100*share)
+				}
+				used[fmt.Sprint(c.workers, c.rpm, seed)] = r.used
+			}
+		})
+	}
+	for seed := range uint64(3) {
+		for _, rpm := range []int{0, 6000} {
+			one, four := used[fmt.Sprint(1, rpm, seed)], used[fmt.Sprint(4, rpm, seed)]
+			if four < one-0.05 {
+				t.Errorf("seed %d, rpm %d: 4 workers used %.1f%% of the quota, 1 worker %.1f%%: want within 5 points", seed+1, rpm, 100*four, 100*one)
+			}
+		}
+	}
+}
+
+func limits(ws []*simWorker) []int {
+	var out []int
+	for _, w := range ws {
+		out = append(out, int(w.law.limit))
+	}
+	return out
+}
