@@ -31,7 +31,6 @@ type fleetSim struct {
 	minLag    time.Duration // FleetLimitConfig.ProbeEvery
 	cooldown  time.Duration
 	seed      uint64
-	trace     func(format string, args ...any)
 }
 
 // fleetSimResult is what a drain measured.
@@ -125,9 +124,6 @@ func (s fleetSim) run() fleetSimResult {
 			}
 			w.seen = epoch
 			if next, changed := row.held(now, s.minLag); changed {
-				if s.trace != nil && next.Every != row.Every {
-					s.trace("%6.2fs step %.1f -> %.1f safe %.1f refused %.1f", now.Sub(start).Seconds(), row.rate(), next.rate(), next.Safe, next.Refused)
-				}
 				row = next
 			}
 			push(simEvent{at: now.Add(wait), kind: simSend, worker: i, epoch: epoch})
@@ -170,12 +166,7 @@ func (s fleetSim) run() fleetSimResult {
 			}
 			if e.epoch == epoch {
 				epoch++
-				old := row
 				row = row.congested(now, s.minLag)
-				if s.trace != nil {
-					a, ok := old.admittedRate(now, 0, old.answerLag(s.minLag)/2)
-					s.trace("%6.2fs event %d: %.1f -> %.1f admitted %.1f %v safe %.1f refused %.1f limits %v", now.Sub(start).Seconds(), epoch, old.rate(), row.rate(), a, ok, row.Safe, row.Refused, limits(ws))
-				}
 			}
 			if t := now.Add(cooldown); row.Tat.Before(t) {
 				row.Tat = t
@@ -224,9 +215,6 @@ func TestFleetLaw_FairShareOfOneQuota(t *testing.T) {
 			for seed := range uint64(3) {
 				s := base
 				s.workers, s.rpm, s.seed = c.workers, c.rpm, seed+1
-				if seed == 0 && c.rpm == 0 {
-					s.trace = t.Logf
-				}
 				r := s.run()
 				share := float64(r.limited) / float64(r.calls)
 				t.Logf("seed %d: quota used %.1f%%, 429s %.2f%% of %d calls, %.2f calls an item, pace %.1f/s at the end, %s",
@@ -246,12 +234,4 @@ func TestFleetLaw_FairShareOfOneQuota(t *testing.T) {
 			}
 		}
 	}
-}
-
-func limits(ws []*simWorker) []int {
-	var out []int
-	for _, w := range ws {
-		out = append(out, int(w.law.limit))
-	}
-	return out
 }

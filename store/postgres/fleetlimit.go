@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -54,6 +53,11 @@ type FleetLimitConfig struct {
 	// counted over a window answers late, so the probe is paced in time
 	// rather than per round trip.
 	IncreaseEvery time.Duration
+	// ProbeEvery is the least time the fleet holds a learned rate with
+	// no 429 before it looks above it (default DefaultFleetProbeEvery;
+	// the quota's window when a retry delay shows a longer one). Every
+	// worker of a fleet should use the same.
+	ProbeEvery time.Duration
 	// Clock is the clock of every wait; nil means the system clock. Lease
 	// and slot times themselves are the database's.
 	Clock pipeline.Clock
@@ -84,12 +88,9 @@ type FleetLimiter struct {
 	q   *SharedQuota
 	cfg FleetLimitConfig
 
-	mu        sync.Mutex
-	limit     float64
-	inFlight  int
-	slowStart bool
-	// grown is when the limit last grew or fell after slow start.
-	grown time.Time
+	mu       sync.Mutex
+	law      workerLaw
+	inFlight int
 	// epochs holds the epoch each call in flight reserved at, by its
 	// start time (calls starting at one instant share the count).
 	epochs map[time.Time]epochRef
@@ -145,6 +146,9 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ProbeEvery > 0 {
+		q.ProbeEvery = cfg.ProbeEvery
+	}
 	if cfg.RPM < 0 {
 		return nil, fmt.Errorf("fleet limiter %s: negative RPM %d", cfg.Key, cfg.RPM)
 	}
@@ -155,8 +159,9 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 	if err := q.SetRate(ctx, cfg.Key, every, max(cfg.Burst, 1)); err != nil {
 		return nil, err
 	}
-	return &FleetLimiter{q: q, cfg: cfg, limit: float64(cfg.Start), slowStart: true,
-		epochs: map[time.Time]epochRef{}, freed: make(chan struct{})}, nil
+	law := workerLaw{floor: float64(cfg.Floor), ceiling: float64(cfg.Ceiling), factor: cfg.DecreaseFactor,
+		increaseEvery: cfg.IncreaseEvery, limit: float64(cfg.Start), slowStart: true}
+	return &FleetLimiter{q: q, cfg: cfg, law: law, epochs: map[time.Time]epochRef{}, freed: make(chan struct{})}, nil
 }
 
 // Acquire waits for a slot under this worker's limit, then reserves the
@@ -164,7 +169,7 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	for {
 		l.mu.Lock()
-		if l.inFlight < int(l.limit) {
+		if l.inFlight < int(l.law.limit) {
 			l.inFlight++
 			l.mu.Unlock()
 			break
@@ -187,7 +192,7 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 		l.dbFailed(err)
 	} else {
 		epoch = g.Epoch
-		l.decrease(g.Decreases)
+		l.decrease(g.Decreases, g.Paced)
 		if g.Wait > 0 {
 			t := l.cfg.Clock.NewTimer(g.Wait)
 			select {
@@ -248,16 +253,11 @@ func (l *FleetLimiter) wake() {
 	l.freed = make(chan struct{})
 }
 
-// decrease applies n fleet congestion events.
-func (l *FleetLimiter) decrease(n int) {
-	if n <= 0 {
-		return
-	}
+// decrease applies n fleet congestion events (see workerLaw.decrease).
+func (l *FleetLimiter) decrease(n int, paced bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.slowStart = false
-	l.grown = l.cfg.Clock.Now()
-	l.limit = max(float64(l.cfg.Floor), l.limit*math.Pow(l.cfg.DecreaseFactor, float64(n)))
+	l.law.decrease(n, l.cfg.Clock.Now(), paced)
 }
 
 // Succeeded grows the limit: +1 per success in slow start (doubling each
@@ -267,13 +267,7 @@ func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 	l.done(started)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.slowStart {
-		l.limit++
-	} else if now := l.cfg.Clock.Now(); now.Sub(l.grown) >= l.cfg.IncreaseEvery {
-		l.limit++
-		l.grown = now
-	}
-	l.limit = min(l.limit, float64(l.cfg.Ceiling))
+	l.law.succeeded(l.cfg.Clock.Now())
 	l.wake()
 }
 
@@ -288,16 +282,16 @@ func (l *FleetLimiter) RateLimited(started time.Time, retryAfter time.Duration) 
 		cooldown = l.cfg.Cooldown
 	}
 	if epoch < 0 {
-		l.decrease(1)
+		l.decrease(1, false)
 		return
 	}
 	c, err := l.q.OnRateLimited(context.Background(), l.cfg.Key, epoch, cooldown)
 	if err != nil {
 		l.dbFailed(err)
-		l.decrease(1)
+		l.decrease(1, false)
 		return
 	}
-	l.decrease(c.Decreases)
+	l.decrease(c.Decreases, c.Paced)
 }
 
 // RateLimitedQuota is RateLimited for a 429 that named its per-minute
@@ -327,7 +321,7 @@ func (l *FleetLimiter) Failed(started time.Time) { l.done(started) }
 func (l *FleetLimiter) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int(l.limit)
+	return int(l.law.limit)
 }
 
 // InFlight is this worker's calls holding a slot.

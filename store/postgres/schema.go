@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -81,6 +81,22 @@ CREATE UNLOGGED TABLE quota (
 	epoch bigint NOT NULL DEFAULT 0,
 	cooldown_until timestamptz NOT NULL DEFAULT '-infinity'
 );
+`,
+	// 2: the fleet's learned rate in the quota row (see fleetlaw.go).
+	`
+ALTER TABLE quota
+	ADD COLUMN fixed boolean NOT NULL DEFAULT false,      -- every_us given (--rpm) or named, not learned
+	ADD COLUMN safe_rate float8 NOT NULL DEFAULT 0,       -- grants a second
+	ADD COLUMN refused_rate float8 NOT NULL DEFAULT 0,
+	ADD COLUMN stairs int NOT NULL DEFAULT 0,
+	ADD COLUMN held int NOT NULL DEFAULT 0,
+	ADD COLUMN calm int NOT NULL DEFAULT 0,
+	ADD COLUMN granted bigint NOT NULL DEFAULT 0,
+	ADD COLUMN limited bigint NOT NULL DEFAULT 0,
+	ADD COLUMN mark_at timestamptz,                       -- NULL until the first grant
+	ADD COLUMN mark_sent float8 NOT NULL DEFAULT 0,
+	ADD COLUMN mark_limited bigint NOT NULL DEFAULT 0,
+	ADD COLUMN window_us bigint NOT NULL DEFAULT 0;
 `,
 }
 
