@@ -23,8 +23,10 @@ const (
 	// no rate is known safe: just under what was refused.
 	fleetEventBackoff = 0.97
 	// fleetProbeStair: with no refused rate known, the rate climbs in
-	// stairs from the safe one, the first fleetProbeStair times it, each
-	// next stair's step twice the last (up to 16 times).
+	// stairs of this factor from the safe one, one per answer lag. (The
+	// lone limiter doubles each next stair's step; a fleet overshooting
+	// by 20% for an answer lag costs N workers' worth of 429s, so it
+	// climbs evenly: a quota that doubled is found in 15 lags.)
 	fleetProbeStair = 1.05
 	// fleetBisectShare: the bisection between the safe rate and the
 	// refused one stops when they are this share of the refused apart;
@@ -32,7 +34,7 @@ const (
 	// (twice as long after each look above that found nothing, up to
 	// 1<<fleetMaxCalm times) before it looks for more.
 	fleetBisectShare = 0.03
-	fleetReprobeLags = 4
+	fleetReprobeLags = 8
 	fleetMaxCalm     = 4
 	// fleetFellShare: a 429 at a rate the quota admitted less than this
 	// share of means the quota fell: forget the safe rate.
@@ -54,10 +56,10 @@ const (
 // moves it.
 type quotaRow struct {
 	// Every is the interval between two grants of the fleet's schedule;
-	// 0 while the rate is unknown. Fixed: the rate was given (--rpm) or
-	// named by a 429, and the law leaves it alone.
-	Every time.Duration
-	Fixed bool
+	// 0 while the rate is unknown. Given is the interval of a rate given
+	// (--rpm) or named by a 429, 0 if none: the law paces no faster, and
+	// starts there.
+	Every, Given time.Duration
 	// Tat is the schedule's next free slot (GCRA's theoretical arrival
 	// time), CooldownUntil the end of the last 429's cooldown, which
 	// pushed it: the grants booked between the two are not sent yet.
@@ -142,7 +144,7 @@ func (r quotaRow) admittedRate(now time.Time, minSpan, denominator time.Duration
 // changed; the fleet applies the change once (see SharedQuota.step).
 func (r quotaRow) held(now time.Time, minLag time.Duration) (quotaRow, bool) {
 	rate := r.rate()
-	if r.Fixed || rate <= 0 {
+	if rate <= 0 {
 		return r, false
 	}
 	span := now.Sub(r.MarkAt)
@@ -159,28 +161,64 @@ func (r quotaRow) held(now time.Time, minLag time.Duration) (quotaRow, bool) {
 	if r.Refused > 0 && r.Held > fleetReprobeLags<<r.Calm {
 		r.Refused = 0 // long at the safe rate: look for more again
 	}
+	var next float64
 	switch {
 	case r.Refused == 0:
-		r.Every = everyFor(r.Safe * (1 + (fleetProbeStair-1)*float64(int(1)<<min(r.Stairs, 4))))
+		next = r.Safe * fleetProbeStair
 		r.Stairs++
 	case r.Refused-r.Safe > fleetBisectShare*r.Refused:
-		r.Every = everyFor((r.Safe + r.Refused) / 2)
+		next = (r.Safe + r.Refused) / 2
 	default:
-		r.Every = everyFor(r.Safe)
+		next = r.Safe
 	}
+	r.Every = r.capped(next)
 	return r, true
+}
+
+// capped is the schedule's interval for rate, no faster than a given
+// rate.
+func (r quotaRow) capped(rate float64) time.Duration {
+	return max(everyFor(rate), r.Given)
+}
+
+// limited is the law at a 429 at now: of a call reserved at the
+// current epoch (first: it starts a congestion event, which congested
+// answers) or before it (a late 429 of an event already answered). Every
+// 429 pushes the schedule past cooldown (the retry delay, or the
+// caller's default), plus the burst tolerance tau: the whole fleet waits.
+func (r quotaRow) limited(now time.Time, first bool, cooldown, tau, minLag time.Duration) quotaRow {
+	cooldown = max(cooldown, 0)
+	r.sawWindow(cooldown)
+	if !now.Before(r.MarkAt) {
+		// A 429 answers at once: its call went out since the mark and
+		// counts against what the quota admitted since. (One reported
+		// before the mark, during a cooldown, went out before it.)
+		r.Limited++
+	}
+	if first {
+		return r.congested(now, cooldown, tau, minLag)
+	}
+	r.push(now.Add(cooldown), tau)
+	return r
+}
+
+// push moves the schedule past until (plus tau): no slot before it.
+func (r *quotaRow) push(until time.Time, tau time.Duration) {
+	if until.After(r.CooldownUntil) {
+		r.CooldownUntil = until
+	}
+	if t := until.Add(tau); t.After(r.Tat) {
+		r.Tat = t
+	}
 }
 
 // congested is the law at the first 429 of a congestion event at now:
 // the rate paced (or, before any, what the quota admitted) is refused;
 // the fleet paces between the safe rate and it, or just under what the
-// quota admitted since the last event when no rate is known safe. minLag
-// is the shortest answer lag (see held).
-func (r quotaRow) congested(now time.Time, minLag time.Duration) quotaRow {
-	if r.Fixed {
-		r.mark(now)
-		return r
-	}
+// quota admitted since the last event when no rate is known safe, once
+// the cooldown has passed (see limited). minLag is the shortest answer
+// lag (see held).
+func (r quotaRow) congested(now time.Time, cooldown, tau, minLag time.Duration) quotaRow {
 	rate := r.rate()
 	first := rate <= 0
 	// What the quota admitted at this rate, read over half an answer
@@ -201,7 +239,8 @@ func (r quotaRow) congested(now time.Time, minLag time.Duration) quotaRow {
 		// quota admits above its rate: no bound learned, but what it
 		// admitted is about its rate.
 		if !measured {
-			r.mark(now)
+			r.push(now.Add(cooldown), tau)
+			r.mark(later(now, r.CooldownUntil))
 			return r
 		}
 		rate = admitted
@@ -229,19 +268,23 @@ func (r quotaRow) congested(now time.Time, minLag time.Duration) quotaRow {
 	case r.Safe > 0:
 		next = r.Safe
 	default:
+		// Under the rate refused and under what the quota admitted
+		// (which, overrun, is its rate).
 		next = rate * fleetEventBackoff
 		if measured {
-			next = min(next, admitted)
+			next = min(next, admitted*fleetEventBackoff)
 		}
 	}
-	r.Every = everyFor(next)
+	r.Every = r.capped(next)
+	r.push(now.Add(cooldown), tau)
 	if measured || first {
-		r.mark(now)
+		r.mark(later(now, r.CooldownUntil))
 	}
 	return r
 }
 
-// mark starts the next measurement of the admitted rate at now.
+// mark starts the next measurement of the admitted rate at now (the
+// end of a cooldown, when the fleet sends again: not while it waits).
 func (r *quotaRow) mark(now time.Time) {
 	r.MarkAt, r.MarkSent, r.MarkLimited = now, r.sent(now), r.Limited
 }
@@ -290,4 +333,12 @@ func (w *workerLaw) succeeded(now time.Time) {
 		w.grown = now
 	}
 	w.limit = min(w.limit, w.ceiling)
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -182,27 +182,10 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 			return time.Time{}, ctx.Err()
 		}
 	}
-	epoch := int64(-1)
-	g, err := l.q.Reserve(ctx, l.cfg.Key, 1)
+	epoch, err := l.book(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			l.release()
-			return time.Time{}, ctx.Err()
-		}
-		l.dbFailed(err)
-	} else {
-		epoch = g.Epoch
-		l.decrease(g.Decreases, g.Paced)
-		if g.Wait > 0 {
-			t := l.cfg.Clock.NewTimer(g.Wait)
-			select {
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				l.release()
-				return time.Time{}, ctx.Err()
-			}
-		}
+		l.release()
+		return time.Time{}, err
 	}
 	started := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -210,6 +193,42 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1}
 	l.mu.Unlock()
 	return started, nil
+}
+
+// maxRebooks bounds how many times one call books its slot again.
+const maxRebooks = 3
+
+// book reserves the call's slot in the fleet's schedule and waits for
+// it, booking again (maxRebooks times at most) when a 429 this process
+// heard of meanwhile pushed the schedule past it: sent anyway, the call
+// would meet a quota still spent. It returns the epoch of the slot (-1:
+// the database could not be reached, the call goes unpaced).
+func (l *FleetLimiter) book(ctx context.Context) (int64, error) {
+	reserve := l.q.Reserve
+	for i := 0; ; i++ {
+		g, err := reserve(ctx, l.cfg.Key, 1)
+		if err != nil {
+			if ctx.Err() != nil {
+				return -1, ctx.Err()
+			}
+			l.dbFailed(err)
+			return -1, nil
+		}
+		l.decrease(g.Decreases, g.Paced)
+		if g.Wait > 0 {
+			t := l.cfg.Clock.NewTimer(g.Wait)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				return -1, ctx.Err()
+			}
+		}
+		if i >= maxRebooks || !l.q.Stale(l.cfg.Key, g) {
+			return g.Epoch, nil
+		}
+		reserve = l.q.Rebook
+	}
 }
 
 func (l *FleetLimiter) dbFailed(err error) {

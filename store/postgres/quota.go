@@ -42,14 +42,16 @@ type SharedQuota struct {
 	// when zero). Every process sharing a key should use the same.
 	ProbeEvery time.Duration
 	mu         sync.Mutex
-	// seen is the newest epoch this process has seen per key.
+	// seen is the newest epoch this process has seen per key; cool the
+	// latest end of a cooldown (database time).
 	seen map[string]int64
+	cool map[string]time.Time
 }
 
 // NewSharedQuota returns the quota shared through db's database. Keys
 // are global to the schema, so pipelines in one schema share them.
 func NewSharedQuota(db *DB) *SharedQuota {
-	return &SharedQuota{db: db, seen: map[string]int64{}}
+	return &SharedQuota{db: db, seen: map[string]int64{}, cool: map[string]time.Time{}}
 }
 
 // Grant is one reserved slot.
@@ -68,13 +70,27 @@ type Grant struct {
 	// schedule, which congestion events lower; the calls in flight then
 	// need not fall with them.
 	Paced bool
+	// At is the slot's time on the database's clock (see Stale).
+	At time.Time
 }
 
-// observe records epoch for key and returns how many epochs are new to
-// this process.
-func (q *SharedQuota) observe(key string, epoch int64) int {
+// Stale reports whether a 429 this process heard of since g was granted
+// pushed key's schedule past g's slot: the call would go out while the
+// quota is spent, and should book a slot again (Rebook).
+func (q *SharedQuota) Stale(key string, g Grant) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return g.At.Before(q.cool[key])
+}
+
+// observe records epoch and the end of the latest cooldown for key and
+// returns how many epochs are new to this process.
+func (q *SharedQuota) observe(key string, epoch int64, cooldownUntil time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if cooldownUntil.After(q.cool[key]) {
+		q.cool[key] = cooldownUntil
+	}
 	seen, ok := q.seen[key]
 	if !ok || epoch <= seen {
 		// A first sight is the baseline; an older epoch means the
@@ -104,14 +120,16 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 		burst = 1
 	}
 	tau := every * time.Duration(burst-1)
-	_, err := q.db.pool.Exec(ctx, `INSERT INTO quota AS q (key, every_us, tau_us, fixed) VALUES ($1, $2::bigint, $3, $2::bigint > 0)
+	// A rate given, or one given before and dropped now, resets the
+	// law; a learned rate stays when none is given.
+	_, err := q.db.pool.Exec(ctx, `INSERT INTO quota AS q (key, every_us, given_us, tau_us) VALUES ($1, $2::bigint, $2::bigint, $3)
 		ON CONFLICT (key) DO UPDATE SET
-			every_us = CASE WHEN EXCLUDED.fixed OR q.fixed THEN EXCLUDED.every_us ELSE q.every_us END,
+			every_us = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN EXCLUDED.every_us ELSE q.every_us END,
 			tau_us = EXCLUDED.tau_us,
-			safe_rate = CASE WHEN EXCLUDED.fixed OR q.fixed THEN 0 ELSE q.safe_rate END,
-			refused_rate = CASE WHEN EXCLUDED.fixed OR q.fixed THEN 0 ELSE q.refused_rate END,
-			stairs = CASE WHEN EXCLUDED.fixed OR q.fixed THEN 0 ELSE q.stairs END,
-			fixed = EXCLUDED.fixed`,
+			safe_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.safe_rate END,
+			refused_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.refused_rate END,
+			stairs = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.stairs END,
+			given_us = EXCLUDED.given_us`,
 		key, every.Microseconds(), tau.Microseconds())
 	if err != nil {
 		return fmt.Errorf("set quota %s in %s: %w", key, q.db.path, err)
@@ -122,7 +140,7 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 // rowColumns are the quota row's columns quotaRow holds, in scanRow's
 // order, the schedule's times no earlier than now (a past slot or
 // cooldown is as good as now).
-const rowColumns = `q.every_us, q.fixed, greatest(q.tat, now()), greatest(q.cooldown_until, now()),
+const rowColumns = `q.every_us, q.given_us, greatest(q.tat, now()), greatest(q.cooldown_until, now()),
 	q.safe_rate, q.refused_rate, q.stairs, q.held, q.calm, q.granted, q.limited,
 	coalesce(q.mark_at, now()), q.mark_sent, q.mark_limited, q.window_us, now()`
 
@@ -130,12 +148,13 @@ const rowColumns = `q.every_us, q.fixed, greatest(q.tat, now()), greatest(q.cool
 // database's now.
 func scanRow(row pgx.Row, dest ...any) (quotaRow, time.Time, error) {
 	var r quotaRow
-	var everyUS, windowUS int64
+	var everyUS, givenUS, windowUS int64
 	var now time.Time
-	err := row.Scan(append(dest, &everyUS, &r.Fixed, &r.Tat, &r.CooldownUntil,
+	err := row.Scan(append(dest, &everyUS, &givenUS, &r.Tat, &r.CooldownUntil,
 		&r.Safe, &r.Refused, &r.Stairs, &r.Held, &r.Calm, &r.Granted, &r.Limited,
 		&r.MarkAt, &r.MarkSent, &r.MarkLimited, &windowUS, &now)...)
 	r.Every = time.Duration(everyUS) * time.Microsecond
+	r.Given = time.Duration(givenUS) * time.Microsecond
 	r.Window = time.Duration(windowUS) * time.Microsecond
 	return r, now, err
 }
@@ -154,15 +173,26 @@ func (q *SharedQuota) probeEvery() time.Duration {
 // fleet has held a learned rate for an answer lag, the reservation that
 // notices takes the law's next step for the whole fleet.
 func (q *SharedQuota) Reserve(ctx context.Context, key string, cost float64) (Grant, error) {
+	return q.reserve(ctx, key, cost, 1)
+}
+
+// Rebook books a slot again for a call whose slot went Stale: as
+// Reserve, but the call is not counted twice in what the fleet sent.
+func (q *SharedQuota) Rebook(ctx context.Context, key string, cost float64) (Grant, error) {
+	return q.reserve(ctx, key, cost, 0)
+}
+
+// reserve is Reserve, counting grants calls sent.
+func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, grants int64) (Grant, error) {
 	if cost < 0 {
 		return Grant{}, fmt.Errorf("quota %s: negative cost %v", key, cost)
 	}
 	var waitUS, epoch int64
-	r, now, err := scanRow(q.db.pool.QueryRow(ctx, `INSERT INTO quota AS q (key, tat, granted, mark_at) VALUES ($1, now(), 1, now())
+	r, now, err := scanRow(q.db.pool.QueryRow(ctx, `INSERT INTO quota AS q (key, tat, granted, mark_at) VALUES ($1, now(), $3, now())
 		ON CONFLICT (key) DO UPDATE SET tat = greatest(q.tat, now()) + q.every_us * $2::float8 * interval '1 microsecond',
-			granted = q.granted + 1, mark_at = coalesce(q.mark_at, now())
+			granted = q.granted + $3, mark_at = coalesce(q.mark_at, now())
 		RETURNING greatest(0, (extract(epoch FROM q.tat - q.every_us * $2::float8 * interval '1 microsecond'
-			- q.tau_us * interval '1 microsecond' - now()) * 1000000)::bigint), q.epoch, `+rowColumns, key, cost), &waitUS, &epoch)
+			- q.tau_us * interval '1 microsecond' - now()) * 1000000)::bigint), q.epoch, `+rowColumns, key, cost, grants), &waitUS, &epoch)
 	if err != nil {
 		return Grant{}, fmt.Errorf("reserve quota %s in %s: %w", key, q.db.path, err)
 	}
@@ -171,7 +201,8 @@ func (q *SharedQuota) Reserve(ctx context.Context, key string, cost float64) (Gr
 			return Grant{}, err
 		}
 	}
-	return Grant{Wait: time.Duration(waitUS) * time.Microsecond, Epoch: epoch, Decreases: q.observe(key, epoch), Paced: r.Every > 0}, nil
+	wait := time.Duration(waitUS) * time.Microsecond
+	return Grant{Wait: wait, Epoch: epoch, Decreases: q.observe(key, epoch, r.CooldownUntil), Paced: r.Every > 0, At: now.Add(wait)}, nil
 }
 
 // step applies the law's step from row to next, unless another process
@@ -179,7 +210,7 @@ func (q *SharedQuota) Reserve(ctx context.Context, key string, cost float64) (Gr
 func (q *SharedQuota) step(ctx context.Context, key string, epoch int64, row, next quotaRow) error {
 	_, err := q.db.pool.Exec(ctx, `UPDATE quota SET every_us = $3, safe_rate = $4, refused_rate = $5,
 			stairs = $6, held = $7, calm = $8, mark_at = $9, mark_sent = $10, mark_limited = $11
-		WHERE key = $1 AND epoch = $2 AND mark_at = $12 AND NOT fixed`,
+		WHERE key = $1 AND epoch = $2 AND mark_at = $12`,
 		key, epoch, next.Every.Microseconds(), next.Safe, next.Refused, next.Stairs, next.Held, next.Calm,
 		next.MarkAt, next.MarkSent, next.MarkLimited, row.MarkAt)
 	if err != nil {
@@ -218,23 +249,19 @@ func (q *SharedQuota) OnRateLimited(ctx context.Context, key string, epoch int64
 	cooldown = max(cooldown, 0)
 	var c Congestion
 	var paced bool
+	var coolUntil time.Time
 	err := q.db.tx(ctx, func(tx pgx.Tx) error {
 		var cur, tauUS int64
 		r, now, err := scanRow(tx.QueryRow(ctx, `SELECT q.epoch, q.tau_us, `+rowColumns+` FROM quota q WHERE q.key = $1 FOR UPDATE`, key), &cur, &tauUS)
 		if err != nil {
 			return err
 		}
-		r.Limited++
-		r.sawWindow(cooldown)
 		c.Epoch, c.First = cur, cur == epoch
 		if c.First {
 			c.Epoch++
-			r = r.congested(now, q.probeEvery())
 		}
-		until := now.Add(cooldown)
-		r.CooldownUntil = later(r.CooldownUntil, until)
-		r.Tat = later(r.Tat, until.Add(time.Duration(tauUS)*time.Microsecond))
-		paced = r.Every > 0
+		r = r.limited(now, c.First, cooldown, time.Duration(tauUS)*time.Microsecond, q.probeEvery())
+		paced, coolUntil = r.Every > 0, r.CooldownUntil
 		_, err = tx.Exec(ctx, `UPDATE quota SET epoch = $2, tat = $3, cooldown_until = $4, limited = $5, window_us = $6,
 				every_us = $7, safe_rate = $8, refused_rate = $9, stairs = $10, held = $11, calm = $12,
 				mark_at = $13, mark_sent = $14, mark_limited = $15
@@ -249,15 +276,7 @@ func (q *SharedQuota) OnRateLimited(ctx context.Context, key string, epoch int64
 		}
 		return c, fmt.Errorf("record rate limit of quota %s in %s: %w", key, q.db.path, err)
 	}
-	c.Decreases = q.observe(key, c.Epoch)
+	c.Decreases = q.observe(key, c.Epoch, coolUntil)
 	c.Paced = paced
 	return c, nil
-}
-
-// later is the later of a and b.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -189,7 +189,7 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, q := range qs {
 		wg.Go(func() {
-			if _, err := q.OnRateLimited(ctx, "k", gs[i].Epoch, time.Millisecond); err != nil {
+			if _, err := q.OnRateLimited(ctx, "k", gs[i].Epoch, time.Hour); err != nil {
 				t.Error(err)
 			}
 		})
@@ -197,10 +197,12 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	wg.Wait()
 	r := readRow(t, qs[0], "k")
 	// The first 429 read 60 grants, 1 refused, over an hour: 59/3600
-	// a second, paced at 97% of it; the 3 other 429s changed nothing.
+	// a second, paced at 97% of it; the 3 other 429s changed nothing,
+	// and came during the event's cooldown (an hour), so they do not
+	// count against the next measurement either.
 	want := everyFor(fleetEventBackoff * float64(grants-1) / 3600)
-	if r.Fixed || r.Every < want-time.Millisecond || r.Every > want+time.Millisecond || r.Limited != n {
-		t.Fatalf("after one event of %d 429s: every %s (want %s), fixed %v, limited %d", n, r.Every, want, r.Fixed, r.Limited)
+	if r.Given != 0 || r.Every < want-time.Millisecond || r.Every > want+time.Millisecond || r.Limited != 1 {
+		t.Fatalf("after one event of %d 429s: every %s (want %s), given %s, limited %d", n, r.Every, want, r.Given, r.Limited)
 	}
 	g, err := qs[1].Reserve(ctx, "k", 1)
 	if err != nil || !g.Paced || g.Epoch != 1 {
@@ -217,14 +219,14 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	if err := qs[2].SetRate(ctx, "k", time.Second, 1); err != nil {
 		t.Fatal(err)
 	}
-	if r := readRow(t, qs[0], "k"); r.Every != time.Second || !r.Fixed {
-		t.Fatalf("a given rate: every %s, fixed %v", r.Every, r.Fixed)
+	if r := readRow(t, qs[0], "k"); r.Every != time.Second || r.Given != time.Second {
+		t.Fatalf("a given rate: every %s, given %s", r.Every, r.Given)
 	}
 	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	if r := readRow(t, qs[0], "k"); r.Every != 0 || r.Fixed {
-		t.Fatalf("the given rate dropped: every %s, fixed %v; want unknown", r.Every, r.Fixed)
+	if r := readRow(t, qs[0], "k"); r.Every != 0 || r.Given != 0 {
+		t.Fatalf("the given rate dropped: every %s, given %s; want unknown", r.Every, r.Given)
 	}
 }
 
@@ -255,5 +257,51 @@ func TestSharedQuota_OneStepForTheFleet(t *testing.T) {
 	}
 	if got := readRow(t, qs[1], "k"); got.Every != first.Every || got.Stairs != 1 {
 		t.Fatalf("after two steps from one row: every %s, stairs %d; want the first's (%s, 1)", got.Every, got.Stairs, first.Every)
+	}
+}
+
+// TestSharedQuota_StaleSlot: a slot booked before another process's 429
+// pushed the schedule past it is stale once this process hears of the
+// 429 (at its next reservation); booking it again does not count the
+// call twice.
+func TestSharedQuota_StaleSlot(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	a, b := qs[0], qs[1]
+	ctx := context.Background()
+	if err := a.SetRate(ctx, "k", time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(q *SharedQuota, rebook bool) Grant {
+		t.Helper()
+		f := q.Reserve
+		if rebook {
+			f = q.Rebook
+		}
+		g, err := f(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	reserve(a, false)
+	soon := reserve(a, false) // an hour from now
+	if a.Stale("k", soon) {
+		t.Fatal("a slot is stale before any 429")
+	}
+	if _, err := b.OnRateLimited(ctx, "k", soon.Epoch, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if a.Stale("k", soon) {
+		t.Fatal("stale before this process heard of the 429")
+	}
+	after := reserve(a, false)
+	if !a.Stale("k", soon) || a.Stale("k", after) {
+		t.Fatalf("after hearing of a 2 h cooldown: the slot in 1 h stale %v, the one after it %v; want true, false", a.Stale("k", soon), a.Stale("k", after))
+	}
+	granted := readRow(t, a, "k").Granted
+	again := reserve(a, true)
+	if got := readRow(t, a, "k").Granted; got != granted || a.Stale("k", again) {
+		t.Fatalf("a rebooked slot: granted %d -> %d (want unchanged), stale %v", granted, got, a.Stale("k", again))
 	}
 }

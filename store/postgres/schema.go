@@ -85,7 +85,7 @@ CREATE UNLOGGED TABLE quota (
 	// 2: the fleet's learned rate in the quota row (see fleetlaw.go).
 	`
 ALTER TABLE quota
-	ADD COLUMN fixed boolean NOT NULL DEFAULT false,      -- every_us given (--rpm) or named, not learned
+	ADD COLUMN given_us bigint NOT NULL DEFAULT 0,        -- a rate given (--rpm) or named: every_us no less
 	ADD COLUMN safe_rate float8 NOT NULL DEFAULT 0,       -- grants a second
 	ADD COLUMN refused_rate float8 NOT NULL DEFAULT 0,
 	ADD COLUMN stairs int NOT NULL DEFAULT 0,
