@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,8 +93,8 @@ func TestFleet_FairShare(t *testing.T) {
 					shares = append(shares, float64(c.Done+c.Dead))
 				}
 			}
-			t.Logf("FIGURES | fairness | %s | quota used %.1f%% (steady), 429s %.2f%% of %d calls, %.3f calls an item, Jain %.3f over %d workers, %d items in %s",
-				s.name, 100*used, 100*float64(limited)/float64(max(calls, 1)), calls, float64(calls)/float64(items), jain(shares), len(shares), items, elapsed.Round(100*time.Millisecond))
+			t.Logf("FIGURES | fairness | %s | quota used %.1f%% (steady), 429s %.2f%% of %d calls, %.3f calls an item, Jain %.3f over %d workers, %d items in %s; 429s by second: %s",
+				s.name, 100*used, 100*float64(limited)/float64(max(calls, 1)), calls, float64(calls)/float64(items), jain(shares), len(shares), items, elapsed.Round(100*time.Millisecond), refusals(st.Timeline))
 		})
 	}
 }
@@ -141,6 +142,19 @@ func steadyUse(tl []geminisim.Bucket, perSecond int) float64 {
 	}
 	span := steady[len(steady)-1].Second - steady[0].Second + 1
 	return float64(sum) / float64(span) / float64(perSecond)
+}
+
+// refusals lists the seconds of the timeline that had 429s, as
+// "second:count", to show whether they came from the start (slow start
+// finding the quota) or later (probing above it).
+func refusals(tl []geminisim.Bucket) string {
+	var b strings.Builder
+	for _, x := range tl {
+		if x.RateLimited > 0 {
+			fmt.Fprintf(&b, "%d:%d ", x.Second, x.RateLimited)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // jain is Jain's fairness index of xs: 1 when all are equal, 1/n when

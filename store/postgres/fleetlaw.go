@@ -7,17 +7,18 @@ import (
 
 // The fleet's rate law, pure: a quota row's state and an event at an
 // explicit time give the new state. No lock, no clock, no SQL: quota.go
-// stores the state in the row and applies each change with a
-// compare-and-set, so that one worker of the fleet, not N, takes each
-// step. It mirrors the single-process law of package limiter (law.go:
+// stores the state in the row and applies an event's change under the
+// row's lock and a step's with a compare-and-set, so that one worker of
+// the fleet, not N, takes each. It mirrors the single-process law of package limiter (law.go:
 // measure what the quota admitted at an event, pace just under it,
 // bisect between the rate proven safe and the rate refused, climb in
 // stairs when nothing is refused), reduced to what a fleet can share
 // through one row: the grants and 429s counted in the row stand for the
 // successes each process would count on its own.
 
-// Tuning of the fleet's rate law (the limiter package's values, which its
-// virtual-time simulations chose).
+// Tuning of the fleet's rate law: the limiter package's values where they
+// carry over (its virtual-time simulations chose them), more cautious
+// where N workers pay for an overshoot (fleetlaw_sim_test.go).
 const (
 	// fleetEventBackoff multiplies the rate at a congestion event when
 	// no rate is known safe: just under what was refused.

@@ -67,19 +67,21 @@ type FleetLimitConfig struct {
 }
 
 // FleetLimiter is a pipeline.Limiter for one worker of a fleet sharing
-// one API quota through SharedQuota. It is an AIMD on calls in flight
-// (slow start, then +1 per IncreaseEvery) whose decreases are the
-// fleet's: each congestion event (an epoch of the quota row, raised once
-// by the first 429 of the event anywhere) lowers this worker's limit
-// once, whether this worker got a 429 or not, and every later 429 of the
-// same event changes nothing. So the fleet's workers get the same
-// feedback at the same time, as Chiu and Jain's AIMD needs to converge
-// to fair shares, and a 429 storm across N workers is one decrease, not
-// N. When the rate is known (RPM, or a 429 that names its per-minute
-// quota), every call also reserves a slot of the row's GCRA schedule, so
-// the fleet together keeps to the rate; a
-// 429 pushes the schedule past its retry delay, so the whole fleet waits
-// it out.
+// one API quota through SharedQuota. Every call reserves a slot of the
+// quota row's GCRA schedule and waits for it, so the fleet together
+// keeps to the row's rate: a rate given (RPM, or a 429 that names its
+// per-minute quota) or, when none is, one the fleet learns from the
+// quota's answers (see quotaRow: paced just under what the quota
+// admitted at the first congestion event, then a slow climb taken once
+// for the whole fleet). Its calls in flight are an AIMD (slow start,
+// then +1 per IncreaseEvery) whose decreases are the fleet's: each
+// congestion event (an epoch of the quota row, raised once by the first
+// 429 of the event anywhere) lowers this worker's limit once, whether
+// this worker got a 429 or not, and every later 429 of the same event
+// changes nothing; once the fleet is paced, an event lowers the rate
+// instead and the limit only stops slow start. A 429 pushes the
+// schedule past its retry delay, so the whole fleet waits it out, and a
+// call whose slot falls inside that wait books a later one.
 //
 // If the database cannot be reached, the worker goes on alone: no
 // pacing, its own 429s decrease its limit; it rejoins at the next slot

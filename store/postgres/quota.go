@@ -104,8 +104,8 @@ func (q *SharedQuota) observe(key string, epoch int64, cooldownUntil time.Time) 
 
 // SetRate sets key's pace: one unit of cost every every, with burst
 // units allowed at once (at least 1). every > 0 is a given rate (--rpm,
-// or a quota a 429 named), which the fleet keeps to and does not learn
-// past. every == 0 says the rate is unknown: a rate given before is
+// or a quota a 429 named): the fleet starts there and never goes faster,
+// the law only lowering it at events and climbing back. every == 0 says the rate is unknown: a rate given before is
 // forgotten and the fleet learns one from the quota's answers, but a
 // rate the fleet has learned already is kept (a worker joining a fleet
 // must not reset what the others learned). It takes effect for the next
