@@ -24,11 +24,15 @@ const (
 	// no rate is known safe: just under what was refused.
 	fleetEventBackoff = 0.97
 	// fleetProbeStair: with no refused rate known, the rate climbs in
-	// stairs of this factor from the safe one, one per answer lag. (The
-	// lone limiter doubles each next stair's step; a fleet overshooting
-	// by 20% for an answer lag costs N workers' worth of 429s, so it
-	// climbs evenly: a quota that doubled is found in 15 lags.)
+	// stairs of this factor from the safe one, one per answer lag. Until
+	// an event bounds the rate, each next stair's step is twice the last
+	// (up to 1<<fleetMaxStair times), as the lone limiter's: slow start's
+	// burst may have read the quota low. Once bounded, the climb is even
+	// (the lone limiter keeps doubling; a fleet overshooting by 20% for
+	// an answer lag costs N workers' worth of 429s), so a quota that
+	// doubled is found in 15 lags.
 	fleetProbeStair = 1.05
+	fleetMaxStair   = 3
 	// fleetBisectShare: the bisection between the safe rate and the
 	// refused one stops when they are this share of the refused apart;
 	// the fleet then holds the safe rate fleetReprobeLags answer lags
@@ -69,6 +73,9 @@ type quotaRow struct {
 	// with no 429 since the quota last fell; Refused the rate last
 	// refused, 0 when none is known. The quota's rate lies between.
 	Safe, Refused float64
+	// Bounded: an event has come at a paced rate (the first event only
+	// ends slow start's burst, which says little about the rate).
+	Bounded bool
 	// Stairs counts the stairs climbed since the last event, Held the
 	// rates proven safe since it, Calm the looks above the safe rate in
 	// a row that were refused at once.
@@ -165,7 +172,11 @@ func (r quotaRow) held(now time.Time, minLag time.Duration) (quotaRow, bool) {
 	var next float64
 	switch {
 	case r.Refused == 0:
-		next = r.Safe * fleetProbeStair
+		step := fleetProbeStair - 1
+		if !r.Bounded {
+			step *= float64(int(1) << min(r.Stairs, fleetMaxStair))
+		}
+		next = r.Safe * (1 + step)
 		r.Stairs++
 	case r.Refused-r.Safe > fleetBisectShare*r.Refused:
 		next = (r.Safe + r.Refused) / 2
@@ -259,6 +270,7 @@ func (r quotaRow) congested(now time.Time, cooldown, tau, minLag time.Duration) 
 		r.Calm = 0 // a stair held: the quota grew
 	}
 	r.Refused, r.Held, r.Stairs = rate, 0, 0
+	r.Bounded = r.Bounded || !first
 	if first {
 		r.Refused = 0
 	}

@@ -129,6 +129,7 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 			safe_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.safe_rate END,
 			refused_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.refused_rate END,
 			stairs = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.stairs END,
+			bounded = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN false ELSE q.bounded END,
 			given_us = EXCLUDED.given_us`,
 		key, every.Microseconds(), tau.Microseconds())
 	if err != nil {
@@ -141,7 +142,7 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 // order, the schedule's times no earlier than now (a past slot or
 // cooldown is as good as now).
 const rowColumns = `q.every_us, q.given_us, greatest(q.tat, now()), greatest(q.cooldown_until, now()),
-	q.safe_rate, q.refused_rate, q.stairs, q.held, q.calm, q.granted, q.limited,
+	q.safe_rate, q.refused_rate, q.bounded, q.stairs, q.held, q.calm, q.granted, q.limited,
 	coalesce(q.mark_at, now()), q.mark_sent, q.mark_limited, q.window_us, now()`
 
 // scanRow scans rowColumns (after dest) into a quotaRow and the
@@ -151,7 +152,7 @@ func scanRow(row pgx.Row, dest ...any) (quotaRow, time.Time, error) {
 	var everyUS, givenUS, windowUS int64
 	var now time.Time
 	err := row.Scan(append(dest, &everyUS, &givenUS, &r.Tat, &r.CooldownUntil,
-		&r.Safe, &r.Refused, &r.Stairs, &r.Held, &r.Calm, &r.Granted, &r.Limited,
+		&r.Safe, &r.Refused, &r.Bounded, &r.Stairs, &r.Held, &r.Calm, &r.Granted, &r.Limited,
 		&r.MarkAt, &r.MarkSent, &r.MarkLimited, &windowUS, &now)...)
 	r.Every = time.Duration(everyUS) * time.Microsecond
 	r.Given = time.Duration(givenUS) * time.Microsecond
@@ -264,10 +265,10 @@ func (q *SharedQuota) OnRateLimited(ctx context.Context, key string, epoch int64
 		paced, coolUntil = r.Every > 0, r.CooldownUntil
 		_, err = tx.Exec(ctx, `UPDATE quota SET epoch = $2, tat = $3, cooldown_until = $4, limited = $5, window_us = $6,
 				every_us = $7, safe_rate = $8, refused_rate = $9, stairs = $10, held = $11, calm = $12,
-				mark_at = $13, mark_sent = $14, mark_limited = $15
+				mark_at = $13, mark_sent = $14, mark_limited = $15, bounded = $16
 			WHERE key = $1`,
 			key, c.Epoch, r.Tat, r.CooldownUntil, r.Limited, r.Window.Microseconds(),
-			r.Every.Microseconds(), r.Safe, r.Refused, r.Stairs, r.Held, r.Calm, r.MarkAt, r.MarkSent, r.MarkLimited)
+			r.Every.Microseconds(), r.Safe, r.Refused, r.Stairs, r.Held, r.Calm, r.MarkAt, r.MarkSent, r.MarkLimited, r.Bounded)
 		return err
 	})
 	if err != nil {

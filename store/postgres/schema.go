@@ -88,6 +88,7 @@ ALTER TABLE quota
 	ADD COLUMN given_us bigint NOT NULL DEFAULT 0,        -- a rate given (--rpm) or named: every_us no less
 	ADD COLUMN safe_rate float8 NOT NULL DEFAULT 0,       -- grants a second
 	ADD COLUMN refused_rate float8 NOT NULL DEFAULT 0,
+	ADD COLUMN bounded boolean NOT NULL DEFAULT false,    -- an event came at a paced rate
 	ADD COLUMN stairs int NOT NULL DEFAULT 0,
 	ADD COLUMN held int NOT NULL DEFAULT 0,
 	ADD COLUMN calm int NOT NULL DEFAULT 0,
