@@ -21,8 +21,11 @@ import (
 // where N workers pay for an overshoot (fleetlaw_sim_test.go).
 const (
 	// fleetEventBackoff multiplies the rate at a congestion event when
-	// no rate is known safe: just under what was refused.
-	fleetEventBackoff = 0.97
+	// no rate is known safe: under what was refused, with room for the
+	// timing of N processes' sends (a slot's call goes out a few
+	// milliseconds late, more on a loaded host, and a window's quota
+	// counts the bunching).
+	fleetEventBackoff = 0.95
 	// fleetProbeStair: with no refused rate known, the rate climbs in
 	// stairs of this factor from the safe one, one per answer lag. Until
 	// an event bounds the rate, each next stair's step is twice the last
@@ -282,10 +285,16 @@ func (r quotaRow) congested(now time.Time, cooldown, tau, minLag time.Duration) 
 		next = r.Safe
 	default:
 		// Under the rate refused and under what the quota admitted
-		// (which, overrun, is its rate).
-		next = rate * fleetEventBackoff
+		// (which, overrun, is its rate). Refused at a rate given, the
+		// quota is known: a 429 there is timing, not the rate, and the
+		// fleet stays as close under it as it would under a named one.
+		backoff := fleetEventBackoff
+		if r.Given > 0 {
+			backoff = namedQuotaShare
+		}
+		next = rate * backoff
 		if measured {
-			next = min(next, admitted*fleetEventBackoff)
+			next = min(next, admitted*backoff)
 		}
 	}
 	r.Every = r.capped(next)
