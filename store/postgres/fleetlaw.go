@@ -135,10 +135,10 @@ func (r quotaRow) sent(now time.Time) float64 {
 }
 
 // admittedRate is what the quota admitted a second between the mark and
-// now: the calls sent since, less the 429s since, over the time since the mark, or denominator
-// when longer (a short span after a burst reads the burst, not the
-// rate). ok is false when too few calls went out to tell, or the span is
-// shorter than minSpan.
+// now: the calls sent since, less the 429s since, over the time since
+// the mark, or denominator when longer (a short span after a burst reads
+// the burst, not the rate). ok is false when too few calls went out to
+// tell, or the span is shorter than minSpan.
 func (r quotaRow) admittedRate(now time.Time, minSpan, denominator time.Duration) (rate float64, ok bool) {
 	admitted := r.sent(now) - r.MarkSent - float64(r.Limited-r.MarkLimited)
 	span := now.Sub(r.MarkAt)
