@@ -35,7 +35,7 @@ const (
 	// an answer lag costs N workers' worth of 429s), so a quota that
 	// doubled is found in 15 lags.
 	fleetProbeStair = 1.05
-	fleetMaxStair   = 3
+	fleetMaxStair   = 1
 	// fleetBisectShare: the bisection between the safe rate and the
 	// refused one stops when they are this share of the refused apart;
 	// the fleet then holds the safe rate fleetReprobeLags answer lags

@@ -64,10 +64,10 @@ func TestQuotaRow_Law(t *testing.T) {
 			want: 100 * fleetProbeStair,
 		},
 		{
-			name: "unbounded (only slow start's burst read): the third stair is four steps",
+			name: "unbounded (only slow start's burst read): the third stair is two steps",
 			row:  quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 200, Stairs: 2},
 			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
-			want: 100 * (1 + 4*(fleetProbeStair-1)),
+			want: 100 * (1 + 2*(fleetProbeStair-1)),
 		},
 		{
 			name: "held but not sent at: no step",
