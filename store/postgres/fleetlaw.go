@@ -213,13 +213,6 @@ func (r quotaRow) limited(now time.Time, first bool, cooldown, tau, minLag time.
 	if first {
 		return r.congested(now, cooldown, tau, minLag)
 	}
-	if now.Before(r.MarkAt) && r.Every > 0 && r.Given == 0 && !r.Bounded && r.Safe == 0 && r.Held == 0 && r.Stairs == 0 {
-		// A late 429 of slow start's burst, during the first event's
-		// cooldown: the first event read this call, in flight then, as
-		// admitted. Take it back out of the rate read, over the half lag
-		// that read is spread over at least.
-		r.Every = everyFor(max(r.rate()-fleetEventBackoff/(r.answerLag(minLag)/2).Seconds(), 1/(r.answerLag(minLag)/2).Seconds()))
-	}
 	r.push(now.Add(cooldown), tau)
 	return r
 }

@@ -34,12 +34,6 @@ func TestQuotaRow_Law(t *testing.T) {
 			want: 0,
 		},
 		{
-			name: "a late 429 during the first event's cooldown: one call less read as admitted",
-			row:  quotaRow{Every: everyFor(150), MarkAt: at(2 * time.Second)},
-			step: func(r quotaRow) quotaRow { return r.limited(at(time.Second), false, 0, 0, lag) },
-			want: 150 - fleetEventBackoff, // the read was spread over 1 s
-		},
-		{
 			name: "a late 429 of an event already answered changes no rate",
 			row:  paced(100),
 			step: func(r quotaRow) quotaRow { return r.limited(at(time.Second), false, 0, 0, lag) },
