@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,28 +15,37 @@ import (
 )
 
 // TestFleet_FairShare is a bench, run with SAWTOOTH_FLEET_BENCH=1: one
-// simulator quota (--sim-rpm per second) that four blind workers would
-// overrun many times over, drained by 1 worker, by 4 sharing the quota
-// through PostgreSQL (rate unknown, then known with --rpm), and by 4 with
-// independent limiters. It prints, per setup, the quota used in the
-// steady part of the drain, the 429 share of calls, and Jain's fairness
-// index over the workers' classify outcomes.
+// simulator quota (100 requests a second) that four blind workers would
+// overrun many times over, drained by 1 worker (its own AIMD, or the
+// shared quota), by 4 sharing the quota through PostgreSQL, and by 4 with
+// independent limiters, each with the rate unknown (the 429s name no
+// quota value) and known (--rpm). It prints, per setup, the quota used in
+// the steady part of the drain, the 429 share of calls, the calls per
+// item, and Jain's fairness index over the workers' classify outcomes.
 func TestFleet_FairShare(t *testing.T) {
 	if os.Getenv("SAWTOOTH_FLEET_BENCH") != "1" {
 		t.Skip("a bench of about two minutes: set SAWTOOTH_FLEET_BENCH=1")
 	}
 	const perSecond = 100
 	items := pick(2000, 6000)
-	setups := []struct {
+	type setup struct {
 		name    string
 		workers int
 		extra   []string
-	}{
-		{"1 worker, its own AIMD", 1, []string{"--quota", "independent"}},
-		{"1 worker, shared quota", 1, nil},
-		{"4 workers, shared quota", 4, nil},
-		{"4 workers, shared quota, --rpm known", 4, []string{"--rpm", fmt.Sprint(perSecond * 60)}},
-		{"4 workers, independent AIMD", 4, []string{"--quota", "independent"}},
+	}
+	var setups []setup
+	for _, known := range []bool{false, true} {
+		rate, extra := "rate unknown", []string(nil)
+		if known {
+			rate, extra = "--rpm known", []string{"--rpm", fmt.Sprint(perSecond * 60)}
+		}
+		independent := append([]string{"--quota", "independent"}, extra...)
+		setups = append(setups,
+			setup{"1 worker, its own AIMD, " + rate, 1, independent},
+			setup{"1 worker, shared quota, " + rate, 1, extra},
+			setup{"4 workers, shared quota, " + rate, 4, extra},
+			setup{"4 workers, independent AIMD, " + rate, 4, independent},
+		)
 	}
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
@@ -83,8 +93,8 @@ func TestFleet_FairShare(t *testing.T) {
 					shares = append(shares, float64(c.Done+c.Dead))
 				}
 			}
-			t.Logf("FIGURES | fairness | %s | quota used %.1f%% (steady), 429s %.2f%% of %d calls, Jain %.3f over %d workers, %d items in %s",
-				s.name, 100*used, 100*float64(limited)/float64(max(calls, 1)), calls, jain(shares), len(shares), items, elapsed.Round(100*time.Millisecond))
+			t.Logf("FIGURES | fairness | %s | quota used %.1f%% (steady), 429s %.2f%% of %d calls, %.3f calls an item, Jain %.3f over %d workers, %d items in %s; 429s by second: %s",
+				s.name, 100*used, 100*float64(limited)/float64(max(calls, 1)), calls, float64(calls)/float64(items), jain(shares), len(shares), items, elapsed.Round(100*time.Millisecond), refusals(st.Timeline))
 		})
 	}
 }
@@ -132,6 +142,19 @@ func steadyUse(tl []geminisim.Bucket, perSecond int) float64 {
 	}
 	span := steady[len(steady)-1].Second - steady[0].Second + 1
 	return float64(sum) / float64(span) / float64(perSecond)
+}
+
+// refusals lists the seconds of the timeline that had 429s, as
+// "second:count", to show whether they came from the start (slow start
+// finding the quota) or later (probing above it).
+func refusals(tl []geminisim.Bucket) string {
+	var b strings.Builder
+	for _, x := range tl {
+		if x.RateLimited > 0 {
+			fmt.Fprintf(&b, "%d:%d ", x.Second, x.RateLimited)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // jain is Jain's fairness index of xs: 1 when all are equal, 1/n when

@@ -28,7 +28,8 @@
 //	tally_*      the aggregate as counters, each spread over 16 shards
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
-//	quota        (unlogged) one GCRA row + congestion epoch per quota key
+//	quota        (unlogged) per quota key: a GCRA schedule, congestion epoch
+//	             and the fleet's learned rate (fleetlaw.go; schema step 3)
 //	answer       (stage, cache key) -> output, usage billed (schema step 2)
 //	ledger       (stage, shard) -> spent, saved (nanodollars), paid, cached (schema step 2)
 //	answer_flight (unlogged) (stage, cache key) -> the worker buying the answer, until when (schema step 2)
@@ -108,13 +109,19 @@
 // # One quota for the fleet
 //
 // SharedQuota keeps one row per quota key: a GCRA schedule paces the
-// whole fleet to a known rate with one statement per call, and a
-// congestion epoch turns the many 429s of one event, from every process,
-// into one event: only a call reserved at the current epoch raises it,
-// and each process applies one decrease per new epoch it sees.
-// FleetLimiter is the pipeline.Limiter built on it: an AIMD on each
-// worker's calls in flight whose decreases are the fleet's events, paced
-// through the row when the rate is known.
+// whole fleet with one statement per call, and a congestion epoch turns
+// the many 429s of one event, from every process, into one event: only a
+// call reserved at the current epoch raises it, and each process applies
+// one decrease per new epoch it sees. The pace is a rate given (--rpm, a
+// quota a 429 named) or, when none is, one the fleet learns: the row
+// counts grants and 429s, so at each event the law (fleetlaw.go, pure,
+// after the limiter package's) reads what the quota admitted, paces just
+// under it, and climbs back one compare-and-set step per answer lag for
+// the whole fleet, never N steps for N workers. FleetLimiter is the
+// pipeline.Limiter built on it: each worker's calls in flight slow-start
+// until the first event and fall with the fleet's events only while no
+// rate is paced; a call whose booked slot a 429 has since pushed past
+// books again rather than go out into a spent quota.
 //
 // # Why plain SQL rather than River
 //
@@ -131,5 +138,5 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, cache.go, quota.go and fleetlimit.go.
+// tally.go, runs.go, claim.go, cache.go, quota.go, fleetlaw.go and fleetlimit.go.
 package postgres

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -25,6 +24,10 @@ const (
 	// DefaultFleetCooldown is how long the whole fleet waits after a 429
 	// that carried no retry delay.
 	DefaultFleetCooldown = time.Second
+	// DefaultFleetProbeEvery is the least time the fleet holds a learned
+	// rate with no 429 before it counts as safe and the fleet looks
+	// above it (longer when a retry delay shows the quota's window).
+	DefaultFleetProbeEvery = 2 * time.Second
 )
 
 // FleetLimitConfig configures a FleetLimiter. Zero fields take defaults.
@@ -50,6 +53,11 @@ type FleetLimitConfig struct {
 	// counted over a window answers late, so the probe is paced in time
 	// rather than per round trip.
 	IncreaseEvery time.Duration
+	// ProbeEvery is the least time the fleet holds a learned rate with
+	// no 429 before it looks above it (default DefaultFleetProbeEvery;
+	// the quota's window when a retry delay shows a longer one). Every
+	// worker of a fleet should use the same.
+	ProbeEvery time.Duration
 	// Clock is the clock of every wait; nil means the system clock. Lease
 	// and slot times themselves are the database's.
 	Clock pipeline.Clock
@@ -59,19 +67,21 @@ type FleetLimitConfig struct {
 }
 
 // FleetLimiter is a pipeline.Limiter for one worker of a fleet sharing
-// one API quota through SharedQuota. It is an AIMD on calls in flight
-// (slow start, then +1 per IncreaseEvery) whose decreases are the
-// fleet's: each congestion event (an epoch of the quota row, raised once
-// by the first 429 of the event anywhere) lowers this worker's limit
-// once, whether this worker got a 429 or not, and every later 429 of the
-// same event changes nothing. So the fleet's workers get the same
-// feedback at the same time, as Chiu and Jain's AIMD needs to converge
-// to fair shares, and a 429 storm across N workers is one decrease, not
-// N. When the rate is known (RPM, or a 429 that names its per-minute
-// quota), every call also reserves a slot of the row's GCRA schedule, so
-// the fleet together keeps to the rate; a
-// 429 pushes the schedule past its retry delay, so the whole fleet waits
-// it out.
+// one API quota through SharedQuota. Every call reserves a slot of the
+// quota row's GCRA schedule and waits for it, so the fleet together
+// keeps to the row's rate: a rate given (RPM, or a 429 that names its
+// per-minute quota) or, when none is, one the fleet learns from the
+// quota's answers (see quotaRow: paced just under what the quota
+// admitted at the first congestion event, then a slow climb taken once
+// for the whole fleet). Its calls in flight are an AIMD (slow start,
+// then +1 per IncreaseEvery) whose decreases are the fleet's: each
+// congestion event (an epoch of the quota row, raised once by the first
+// 429 of the event anywhere) lowers this worker's limit once, whether
+// this worker got a 429 or not, and every later 429 of the same event
+// changes nothing; once the fleet is paced, an event lowers the rate
+// instead and the limit only stops slow start. A 429 pushes the
+// schedule past its retry delay, so the whole fleet waits it out, and a
+// call whose slot falls inside that wait books a later one.
 //
 // If the database cannot be reached, the worker goes on alone: no
 // pacing, its own 429s decrease its limit; it rejoins at the next slot
@@ -80,12 +90,9 @@ type FleetLimiter struct {
 	q   *SharedQuota
 	cfg FleetLimitConfig
 
-	mu        sync.Mutex
-	limit     float64
-	inFlight  int
-	slowStart bool
-	// grown is when the limit last grew or fell after slow start.
-	grown time.Time
+	mu       sync.Mutex
+	law      workerLaw
+	inFlight int
 	// epochs holds the epoch each call in flight reserved at, by its
 	// start time (calls starting at one instant share the count).
 	epochs map[time.Time]epochRef
@@ -141,6 +148,9 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ProbeEvery > 0 {
+		q.ProbeEvery = cfg.ProbeEvery
+	}
 	if cfg.RPM < 0 {
 		return nil, fmt.Errorf("fleet limiter %s: negative RPM %d", cfg.Key, cfg.RPM)
 	}
@@ -151,8 +161,9 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 	if err := q.SetRate(ctx, cfg.Key, every, max(cfg.Burst, 1)); err != nil {
 		return nil, err
 	}
-	return &FleetLimiter{q: q, cfg: cfg, limit: float64(cfg.Start), slowStart: true,
-		epochs: map[time.Time]epochRef{}, freed: make(chan struct{})}, nil
+	law := workerLaw{floor: float64(cfg.Floor), ceiling: float64(cfg.Ceiling), factor: cfg.DecreaseFactor,
+		increaseEvery: cfg.IncreaseEvery, limit: float64(cfg.Start), slowStart: true}
+	return &FleetLimiter{q: q, cfg: cfg, law: law, epochs: map[time.Time]epochRef{}, freed: make(chan struct{})}, nil
 }
 
 // Acquire waits for a slot under this worker's limit, then reserves the
@@ -160,7 +171,7 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	for {
 		l.mu.Lock()
-		if l.inFlight < int(l.limit) {
+		if l.inFlight < int(l.law.limit) {
 			l.inFlight++
 			l.mu.Unlock()
 			break
@@ -173,27 +184,10 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 			return time.Time{}, ctx.Err()
 		}
 	}
-	epoch := int64(-1)
-	g, err := l.q.Reserve(ctx, l.cfg.Key, 1)
+	epoch, err := l.book(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			l.release()
-			return time.Time{}, ctx.Err()
-		}
-		l.dbFailed(err)
-	} else {
-		epoch = g.Epoch
-		l.decrease(g.Decreases)
-		if g.Wait > 0 {
-			t := l.cfg.Clock.NewTimer(g.Wait)
-			select {
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				l.release()
-				return time.Time{}, ctx.Err()
-			}
-		}
+		l.release()
+		return time.Time{}, err
 	}
 	started := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -201,6 +195,42 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1}
 	l.mu.Unlock()
 	return started, nil
+}
+
+// maxRebooks bounds how many times one call books its slot again.
+const maxRebooks = 3
+
+// book reserves the call's slot in the fleet's schedule and waits for
+// it, booking again (maxRebooks times at most) when a 429 this process
+// heard of meanwhile pushed the schedule past it: sent anyway, the call
+// would meet a quota still spent. It returns the epoch of the slot (-1:
+// the database could not be reached, the call goes unpaced).
+func (l *FleetLimiter) book(ctx context.Context) (int64, error) {
+	reserve := l.q.Reserve
+	for i := 0; ; i++ {
+		g, err := reserve(ctx, l.cfg.Key, 1)
+		if err != nil {
+			if ctx.Err() != nil {
+				return -1, ctx.Err()
+			}
+			l.dbFailed(err)
+			return -1, nil
+		}
+		l.decrease(g.Decreases, g.Paced)
+		if g.Wait > 0 {
+			t := l.cfg.Clock.NewTimer(g.Wait)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				return -1, ctx.Err()
+			}
+		}
+		if i >= maxRebooks || !l.q.Stale(l.cfg.Key, g) {
+			return g.Epoch, nil
+		}
+		reserve = l.q.Rebook
+	}
 }
 
 func (l *FleetLimiter) dbFailed(err error) {
@@ -244,16 +274,11 @@ func (l *FleetLimiter) wake() {
 	l.freed = make(chan struct{})
 }
 
-// decrease applies n fleet congestion events.
-func (l *FleetLimiter) decrease(n int) {
-	if n <= 0 {
-		return
-	}
+// decrease applies n fleet congestion events (see workerLaw.decrease).
+func (l *FleetLimiter) decrease(n int, paced bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.slowStart = false
-	l.grown = l.cfg.Clock.Now()
-	l.limit = max(float64(l.cfg.Floor), l.limit*math.Pow(l.cfg.DecreaseFactor, float64(n)))
+	l.law.decrease(n, l.cfg.Clock.Now(), paced)
 }
 
 // Succeeded grows the limit: +1 per success in slow start (doubling each
@@ -263,13 +288,7 @@ func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 	l.done(started)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.slowStart {
-		l.limit++
-	} else if now := l.cfg.Clock.Now(); now.Sub(l.grown) >= l.cfg.IncreaseEvery {
-		l.limit++
-		l.grown = now
-	}
-	l.limit = min(l.limit, float64(l.cfg.Ceiling))
+	l.law.succeeded(l.cfg.Clock.Now())
 	l.wake()
 }
 
@@ -284,16 +303,16 @@ func (l *FleetLimiter) RateLimited(started time.Time, retryAfter time.Duration) 
 		cooldown = l.cfg.Cooldown
 	}
 	if epoch < 0 {
-		l.decrease(1)
+		l.decrease(1, false)
 		return
 	}
 	c, err := l.q.OnRateLimited(context.Background(), l.cfg.Key, epoch, cooldown)
 	if err != nil {
 		l.dbFailed(err)
-		l.decrease(1)
+		l.decrease(1, false)
 		return
 	}
-	l.decrease(c.Decreases)
+	l.decrease(c.Decreases, c.Paced)
 }
 
 // RateLimitedQuota is RateLimited for a 429 that named its per-minute
@@ -323,7 +342,7 @@ func (l *FleetLimiter) Failed(started time.Time) { l.done(started) }
 func (l *FleetLimiter) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int(l.limit)
+	return int(l.law.limit)
 }
 
 // InFlight is this worker's calls holding a slot.

@@ -16,28 +16,42 @@ import (
 //   - a GCRA schedule (tat, the theoretical arrival time of the next
 //     slot; every, the interval one unit of cost takes; tau, the burst
 //     tolerance), so that the fleet together is paced to the quota's rate
-//     however many workers share it, when the rate is known;
+//     however many workers share it;
+//   - the rate itself: given (SetRate: --rpm, or a 429 that named its
+//     quota) or, when none is, learned by the fleet's rate law
+//     (fleetlaw.go) from the grants and 429s the row counts: at the first
+//     congestion event the fleet paces just under what the quota
+//     admitted, then climbs slowly, one step per answer lag for the
+//     whole fleet (the step is a compare-and-set on the row, so N
+//     workers do not probe N times faster);
 //   - a congestion epoch: the first 429 of an event raises it once, for
-//     the whole fleet, and pushes the schedule past the server's retry
-//     delay, so every process waits, and each applies one decrease per
-//     new epoch (shared, synchronous feedback) instead of every 429 of
-//     every process decreasing on its own.
+//     the whole fleet, applies the law once, and pushes the schedule
+//     past the server's retry delay, so every process waits, and each
+//     applies one decrease per new epoch (shared, synchronous feedback)
+//     instead of every 429 of every process decreasing on its own.
 //
-// Reserve and OnRateLimited are each one statement on one row: the row
-// lock orders concurrent clients, and only the database clock is read.
+// Reserve is one statement on one row (plus, once per answer lag for the
+// fleet, the law's step); OnRateLimited one short transaction holding
+// the row's lock, no API call inside. Only the database clock is read.
 // A SharedQuota is safe for concurrent use; each process has its own
 // (its record of the epochs it has seen is per process).
 type SharedQuota struct {
 	db *DB
-	mu sync.Mutex
-	// seen is the newest epoch this process has seen per key.
+	// ProbeEvery is the least time the fleet holds a learned rate with no
+	// 429 before it counts as safe (see DefaultFleetProbeEvery, the value
+	// when zero). Every process sharing a key should use the same.
+	ProbeEvery time.Duration
+	mu         sync.Mutex
+	// seen is the newest epoch this process has seen per key; cool the
+	// latest end of a cooldown (database time).
 	seen map[string]int64
+	cool map[string]time.Time
 }
 
 // NewSharedQuota returns the quota shared through db's database. Keys
 // are global to the schema, so pipelines in one schema share them.
 func NewSharedQuota(db *DB) *SharedQuota {
-	return &SharedQuota{db: db, seen: map[string]int64{}}
+	return &SharedQuota{db: db, seen: map[string]int64{}, cool: map[string]time.Time{}}
 }
 
 // Grant is one reserved slot.
@@ -52,13 +66,31 @@ type Grant struct {
 	// has not yet reacted to: apply that many multiplicative decreases.
 	// The first epoch a process sees is its baseline (0 decreases).
 	Decreases int
+	// Paced: the fleet keeps to a rate (given or learned) through the
+	// schedule, which congestion events lower; the calls in flight then
+	// need not fall with them.
+	Paced bool
+	// At is the slot's time on the database's clock (see Stale).
+	At time.Time
 }
 
-// observe records epoch for key and returns how many epochs are new to
-// this process.
-func (q *SharedQuota) observe(key string, epoch int64) int {
+// Stale reports whether a 429 this process heard of since g was granted
+// pushed key's schedule past g's slot: the call would go out while the
+// quota is spent, and should book a slot again (Rebook).
+func (q *SharedQuota) Stale(key string, g Grant) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return g.At.Before(q.cool[key])
+}
+
+// observe records epoch and the end of the latest cooldown for key and
+// returns how many epochs are new to this process.
+func (q *SharedQuota) observe(key string, epoch int64, cooldownUntil time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if cooldownUntil.After(q.cool[key]) {
+		q.cool[key] = cooldownUntil
+	}
 	seen, ok := q.seen[key]
 	if !ok || epoch <= seen {
 		// A first sight is the baseline; an older epoch means the
@@ -70,11 +102,16 @@ func (q *SharedQuota) observe(key string, epoch int64) int {
 	return int(epoch - seen)
 }
 
-// SetRate sets key's pace: one unit of cost every every (zero: the rate
-// is unknown, only cooldowns delay), with burst units allowed at once
-// (at least 1). It takes effect for the next reservation, fleet-wide.
-// The quota table is unlogged (a schedule is worth no fsync): a server
-// crash empties it, so each run sets its rates when it starts.
+// SetRate sets key's pace: one unit of cost every every, with burst
+// units allowed at once (at least 1). every > 0 is a given rate (--rpm,
+// or a quota a 429 named): the fleet starts there and never goes faster,
+// the law only lowering it at events and climbing back. every == 0 says the rate is unknown: a rate given before is
+// forgotten and the fleet learns one from the quota's answers, but a
+// rate the fleet has learned already is kept (a worker joining a fleet
+// must not reset what the others learned). It takes effect for the next
+// reservation, fleet-wide. The quota table is unlogged (a schedule is
+// worth no fsync): a server crash empties it, so each run sets its rates
+// when it starts.
 func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Duration, burst int) error {
 	if every < 0 {
 		return fmt.Errorf("quota %s: negative interval %v", key, every)
@@ -83,8 +120,17 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 		burst = 1
 	}
 	tau := every * time.Duration(burst-1)
-	_, err := q.db.pool.Exec(ctx, `INSERT INTO quota (key, every_us, tau_us) VALUES ($1, $2, $3)
-		ON CONFLICT (key) DO UPDATE SET every_us = EXCLUDED.every_us, tau_us = EXCLUDED.tau_us`,
+	// A rate given, or one given before and dropped now, resets the
+	// law; a learned rate stays when none is given.
+	_, err := q.db.pool.Exec(ctx, `INSERT INTO quota AS q (key, every_us, given_us, tau_us) VALUES ($1, $2::bigint, $2::bigint, $3)
+		ON CONFLICT (key) DO UPDATE SET
+			every_us = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN EXCLUDED.every_us ELSE q.every_us END,
+			tau_us = EXCLUDED.tau_us,
+			safe_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.safe_rate END,
+			refused_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.refused_rate END,
+			stairs = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.stairs END,
+			bounded = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN false ELSE q.bounded END,
+			given_us = EXCLUDED.given_us`,
 		key, every.Microseconds(), tau.Microseconds())
 	if err != nil {
 		return fmt.Errorf("set quota %s in %s: %w", key, q.db.path, err)
@@ -92,22 +138,86 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 	return nil
 }
 
+// rowColumns are the quota row's columns quotaRow holds, in scanRow's
+// order, the schedule's times no earlier than now (a past slot or
+// cooldown is as good as now).
+const rowColumns = `q.every_us, q.given_us, greatest(q.tat, now()), greatest(q.cooldown_until, now()),
+	q.safe_rate, q.refused_rate, q.bounded, q.stairs, q.held, q.calm, q.granted, q.limited,
+	coalesce(q.mark_at, now()), q.mark_sent, q.mark_limited, q.window_us, now()`
+
+// scanRow scans rowColumns (after dest) into a quotaRow and the
+// database's now.
+func scanRow(row pgx.Row, dest ...any) (quotaRow, time.Time, error) {
+	var r quotaRow
+	var everyUS, givenUS, windowUS int64
+	var now time.Time
+	err := row.Scan(append(dest, &everyUS, &givenUS, &r.Tat, &r.CooldownUntil,
+		&r.Safe, &r.Refused, &r.Bounded, &r.Stairs, &r.Held, &r.Calm, &r.Granted, &r.Limited,
+		&r.MarkAt, &r.MarkSent, &r.MarkLimited, &windowUS, &now)...)
+	r.Every = time.Duration(everyUS) * time.Microsecond
+	r.Given = time.Duration(givenUS) * time.Microsecond
+	r.Window = time.Duration(windowUS) * time.Microsecond
+	return r, now, err
+}
+
+// probeEvery is ProbeEvery or its default.
+func (q *SharedQuota) probeEvery() time.Duration {
+	if q.ProbeEvery > 0 {
+		return q.ProbeEvery
+	}
+	return DefaultFleetProbeEvery
+}
+
 // Reserve books the next slot of key for a call costing cost units (1
 // for a request; tokens when pacing tokens) and says how long to wait
-// for it. A slot is booked even if the caller then gives up.
+// for it. A slot is booked even if the caller then gives up. When the
+// fleet has held a learned rate for an answer lag, the reservation that
+// notices takes the law's next step for the whole fleet.
 func (q *SharedQuota) Reserve(ctx context.Context, key string, cost float64) (Grant, error) {
+	return q.reserve(ctx, key, cost, 1)
+}
+
+// Rebook books a slot again for a call whose slot went Stale: as
+// Reserve, but the call is not counted twice in what the fleet sent.
+func (q *SharedQuota) Rebook(ctx context.Context, key string, cost float64) (Grant, error) {
+	return q.reserve(ctx, key, cost, 0)
+}
+
+// reserve is Reserve, counting grants calls sent.
+func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, grants int64) (Grant, error) {
 	if cost < 0 {
 		return Grant{}, fmt.Errorf("quota %s: negative cost %v", key, cost)
 	}
 	var waitUS, epoch int64
-	err := q.db.pool.QueryRow(ctx, `INSERT INTO quota AS q (key, tat) VALUES ($1, now())
-		ON CONFLICT (key) DO UPDATE SET tat = greatest(q.tat, now()) + q.every_us * $2::float8 * interval '1 microsecond'
+	r, now, err := scanRow(q.db.pool.QueryRow(ctx, `INSERT INTO quota AS q (key, tat, granted, mark_at) VALUES ($1, now(), $3, now())
+		ON CONFLICT (key) DO UPDATE SET tat = greatest(q.tat, now()) + q.every_us * $2::float8 * interval '1 microsecond',
+			granted = q.granted + $3, mark_at = coalesce(q.mark_at, now())
 		RETURNING greatest(0, (extract(epoch FROM q.tat - q.every_us * $2::float8 * interval '1 microsecond'
-			- q.tau_us * interval '1 microsecond' - now()) * 1000000)::bigint), q.epoch`, key, cost).Scan(&waitUS, &epoch)
+			- q.tau_us * interval '1 microsecond' - now()) * 1000000)::bigint), q.epoch, `+rowColumns, key, cost, grants), &waitUS, &epoch)
 	if err != nil {
 		return Grant{}, fmt.Errorf("reserve quota %s in %s: %w", key, q.db.path, err)
 	}
-	return Grant{Wait: time.Duration(waitUS) * time.Microsecond, Epoch: epoch, Decreases: q.observe(key, epoch)}, nil
+	if next, changed := r.held(now, q.probeEvery()); changed {
+		if err := q.step(ctx, key, epoch, r, next); err != nil {
+			return Grant{}, err
+		}
+	}
+	wait := time.Duration(waitUS) * time.Microsecond
+	return Grant{Wait: wait, Epoch: epoch, Decreases: q.observe(key, epoch, r.CooldownUntil), Paced: r.Every > 0, At: now.Add(wait)}, nil
+}
+
+// step applies the law's step from row to next, unless another process
+// took a step or an event came since (then its change stands).
+func (q *SharedQuota) step(ctx context.Context, key string, epoch int64, row, next quotaRow) error {
+	_, err := q.db.pool.Exec(ctx, `UPDATE quota SET every_us = $3, safe_rate = $4, refused_rate = $5,
+			stairs = $6, held = $7, calm = $8, mark_at = $9, mark_sent = $10, mark_limited = $11
+		WHERE key = $1 AND epoch = $2 AND mark_at = $12`,
+		key, epoch, next.Every.Microseconds(), next.Safe, next.Refused, next.Stairs, next.Held, next.Calm,
+		next.MarkAt, next.MarkSent, next.MarkLimited, row.MarkAt)
+	if err != nil {
+		return fmt.Errorf("step the learned rate of quota %s in %s: %w", key, q.db.path, err)
+	}
+	return nil
 }
 
 // Congestion is what OnRateLimited found.
@@ -120,6 +230,8 @@ type Congestion struct {
 	// Decreases is how many new epochs this process has now seen: apply
 	// that many decreases (exactly one per event per process).
 	Decreases int
+	// Paced: as Grant.Paced, after this 429.
+	Paced bool
 }
 
 // ErrUnknownQuota is returned by OnRateLimited for a key never reserved
@@ -127,27 +239,45 @@ type Congestion struct {
 var ErrUnknownQuota = errors.New("unknown quota key")
 
 // OnRateLimited reports a 429 for a call whose slot was reserved at
-// epoch (Grant.Epoch). Only a call reserved at the current epoch starts
-// a congestion event: it raises the epoch by one. Every 429 pushes the
-// key's schedule at least cooldown (the server's retry delay) into the
-// future, so the whole fleet waits it out.
+// epoch (Grant.Epoch), with the server's retry delay cooldown (0 if
+// none: the caller's default; the longest is read as the quota's
+// window). Only a call reserved at the current epoch starts a congestion
+// event: it raises the epoch by one and applies the fleet's rate law
+// once. Every 429 pushes the key's schedule at least cooldown into the
+// future, so the whole fleet waits it out. One transaction: the row's
+// lock is held only while the law computes.
 func (q *SharedQuota) OnRateLimited(ctx context.Context, key string, epoch int64, cooldown time.Duration) (Congestion, error) {
-	if cooldown < 0 {
-		cooldown = 0
-	}
+	cooldown = max(cooldown, 0)
 	var c Congestion
-	err := q.db.pool.QueryRow(ctx, `WITH old AS (SELECT key, epoch FROM quota WHERE key = $1 FOR UPDATE)
-		UPDATE quota q SET epoch = q.epoch + (old.epoch = $2)::int,
-			cooldown_until = greatest(q.cooldown_until, now() + $3 * interval '1 microsecond'),
-			tat = greatest(q.tat, now() + ($3 + q.tau_us) * interval '1 microsecond')
-		FROM old WHERE q.key = old.key
-		RETURNING q.epoch, old.epoch = $2`, key, epoch, cooldown.Microseconds()).Scan(&c.Epoch, &c.First)
+	var paced bool
+	var coolUntil time.Time
+	err := q.db.tx(ctx, func(tx pgx.Tx) error {
+		var cur, tauUS int64
+		r, now, err := scanRow(tx.QueryRow(ctx, `SELECT q.epoch, q.tau_us, `+rowColumns+` FROM quota q WHERE q.key = $1 FOR UPDATE`, key), &cur, &tauUS)
+		if err != nil {
+			return err
+		}
+		c.Epoch, c.First = cur, cur == epoch
+		if c.First {
+			c.Epoch++
+		}
+		r = r.limited(now, c.First, cooldown, time.Duration(tauUS)*time.Microsecond, q.probeEvery())
+		paced, coolUntil = r.Every > 0, r.CooldownUntil
+		_, err = tx.Exec(ctx, `UPDATE quota SET epoch = $2, tat = $3, cooldown_until = $4, limited = $5, window_us = $6,
+				every_us = $7, safe_rate = $8, refused_rate = $9, stairs = $10, held = $11, calm = $12,
+				mark_at = $13, mark_sent = $14, mark_limited = $15, bounded = $16
+			WHERE key = $1`,
+			key, c.Epoch, r.Tat, r.CooldownUntil, r.Limited, r.Window.Microseconds(),
+			r.Every.Microseconds(), r.Safe, r.Refused, r.Stairs, r.Held, r.Calm, r.MarkAt, r.MarkSent, r.MarkLimited, r.Bounded)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return c, fmt.Errorf("rate limited on quota %s: %w (reserve a slot first)", key, ErrUnknownQuota)
 		}
 		return c, fmt.Errorf("record rate limit of quota %s in %s: %w", key, q.db.path, err)
 	}
-	c.Decreases = q.observe(key, c.Epoch)
+	c.Decreases = q.observe(key, c.Epoch, coolUntil)
+	c.Paced = paced
 	return c, nil
 }

@@ -150,3 +150,158 @@ func TestSharedQuota_PacesTheFleet(t *testing.T) {
 		t.Fatalf("after a 2 h cooldown another client waits %v, %v", g.Wait, err)
 	}
 }
+
+// readRow reads key's quota row as the law sees it.
+func readRow(t *testing.T, q *SharedQuota, key string) quotaRow {
+	t.Helper()
+	r, _, err := scanRow(q.db.pool.QueryRow(context.Background(), `SELECT `+rowColumns+` FROM quota q WHERE q.key = $1`, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSharedQuota_LearnsTheRateOnce: with the rate unknown, the first
+// 429 of an event, however many come at once from several processes,
+// applies the law once: the fleet is then paced just under what the
+// quota admitted (the grants less the 429s, over half an answer lag at
+// least: here an hour, so the rate read does not depend on how fast the
+// test runs).
+func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
+	const n, grants = 4, 60
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, n)
+	ctx := context.Background()
+	for _, q := range qs {
+		q.ProbeEvery = 2 * time.Hour
+	}
+	var gs []Grant
+	for i := range grants {
+		g, err := qs[i%n].Reserve(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Paced {
+			t.Fatalf("grant %d paced before any 429", i)
+		}
+		gs = append(gs, g)
+	}
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Go(func() {
+			if _, err := q.OnRateLimited(ctx, "k", gs[i].Epoch, time.Hour); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	r := readRow(t, qs[0], "k")
+	// The first 429 read 60 grants, 1 refused, over an hour: 59/3600
+	// a second, paced at 97% of it; the 3 other 429s changed nothing,
+	// and came during the event's cooldown (an hour), so they do not
+	// count against the next measurement either.
+	want := everyFor(fleetEventBackoff * float64(grants-1) / 3600)
+	if r.Given != 0 || r.Every < want-time.Millisecond || r.Every > want+time.Millisecond || r.Limited != 1 {
+		t.Fatalf("after one event of %d 429s: every %s (want %s), given %s, limited %d", n, r.Every, want, r.Given, r.Limited)
+	}
+	g, err := qs[1].Reserve(ctx, "k", 1)
+	if err != nil || !g.Paced || g.Epoch != 1 {
+		t.Fatalf("the next grant: %+v, %v; want paced at epoch 1", g, err)
+	}
+	// A worker that starts without a rate keeps what the fleet learned;
+	// a rate given and then dropped is forgotten.
+	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRow(t, qs[0], "k").Every; got != r.Every {
+		t.Fatalf("a worker joining without a rate moved the learned pace %s to %s", r.Every, got)
+	}
+	if err := qs[2].SetRate(ctx, "k", time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != time.Second || r.Given != time.Second {
+		t.Fatalf("a given rate: every %s, given %s", r.Every, r.Given)
+	}
+	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != 0 || r.Given != 0 {
+		t.Fatalf("the given rate dropped: every %s, given %s; want unknown", r.Every, r.Given)
+	}
+}
+
+// TestSharedQuota_OneStepForTheFleet: two processes that both see the
+// learned rate held long enough race to take the law's step; the first
+// wins and the other's step, computed from the same row, is dropped, so
+// N processes do not climb N times faster.
+func TestSharedQuota_OneStepForTheFleet(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	ctx := context.Background()
+	g, err := qs[0].Reserve(ctx, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := readRow(t, qs[0], "k")
+	first, second := row, row
+	first.Every, first.Stairs = 10*time.Millisecond, 1
+	second.Every, second.Stairs = 5*time.Millisecond, 2
+	first.MarkAt, second.MarkAt = row.MarkAt.Add(time.Second), row.MarkAt.Add(2*time.Second)
+	for _, c := range []struct {
+		q    *SharedQuota
+		next quotaRow
+	}{{qs[0], first}, {qs[1], second}} {
+		if err := c.q.step(ctx, "k", g.Epoch, row, c.next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readRow(t, qs[1], "k"); got.Every != first.Every || got.Stairs != 1 {
+		t.Fatalf("after two steps from one row: every %s, stairs %d; want the first's (%s, 1)", got.Every, got.Stairs, first.Every)
+	}
+}
+
+// TestSharedQuota_StaleSlot: a slot booked before another process's 429
+// pushed the schedule past it is stale once this process hears of the
+// 429 (at its next reservation); booking it again does not count the
+// call twice.
+func TestSharedQuota_StaleSlot(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	a, b := qs[0], qs[1]
+	ctx := context.Background()
+	if err := a.SetRate(ctx, "k", time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(q *SharedQuota, rebook bool) Grant {
+		t.Helper()
+		f := q.Reserve
+		if rebook {
+			f = q.Rebook
+		}
+		g, err := f(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	reserve(a, false)
+	soon := reserve(a, false) // an hour from now
+	if a.Stale("k", soon) {
+		t.Fatal("a slot is stale before any 429")
+	}
+	if _, err := b.OnRateLimited(ctx, "k", soon.Epoch, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if a.Stale("k", soon) {
+		t.Fatal("stale before this process heard of the 429")
+	}
+	after := reserve(a, false)
+	if !a.Stale("k", soon) || a.Stale("k", after) {
+		t.Fatalf("after hearing of a 2 h cooldown: the slot in 1 h stale %v, the one after it %v; want true, false", a.Stale("k", soon), a.Stale("k", after))
+	}
+	granted := readRow(t, a, "k").Granted
+	again := reserve(a, true)
+	if got := readRow(t, a, "k").Granted; got != granted || a.Stale("k", again) {
+		t.Fatalf("a rebooked slot: granted %d -> %d (want unchanged), stale %v", granted, got, a.Stale("k", again))
+	}
+}

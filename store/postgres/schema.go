@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -105,6 +105,23 @@ CREATE UNLOGGED TABLE answer_flight (
 	until timestamptz NOT NULL,    -- its flight's end on the database clock
 	PRIMARY KEY (stage, key)
 );
+`,
+	// 3: the fleet's learned rate in the quota row (see fleetlaw.go).
+	`
+ALTER TABLE quota
+	ADD COLUMN given_us bigint NOT NULL DEFAULT 0,        -- a rate given (--rpm) or named: every_us no less
+	ADD COLUMN safe_rate float8 NOT NULL DEFAULT 0,       -- grants a second
+	ADD COLUMN refused_rate float8 NOT NULL DEFAULT 0,
+	ADD COLUMN bounded boolean NOT NULL DEFAULT false,    -- an event came at a paced rate
+	ADD COLUMN stairs int NOT NULL DEFAULT 0,
+	ADD COLUMN held int NOT NULL DEFAULT 0,
+	ADD COLUMN calm int NOT NULL DEFAULT 0,
+	ADD COLUMN granted bigint NOT NULL DEFAULT 0,
+	ADD COLUMN limited bigint NOT NULL DEFAULT 0,
+	ADD COLUMN mark_at timestamptz,                       -- NULL until the first grant
+	ADD COLUMN mark_sent float8 NOT NULL DEFAULT 0,
+	ADD COLUMN mark_limited bigint NOT NULL DEFAULT 0,
+	ADD COLUMN window_us bigint NOT NULL DEFAULT 0;
 `,
 }
 

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestQuotaRow_Law steps the fleet's law through single events at exact
+// instants and checks the pace each leaves.
+func TestQuotaRow_Law(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	const lag = 2 * time.Second
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	paced := func(rate float64) quotaRow {
+		return quotaRow{Every: everyFor(rate), MarkAt: t0, Bounded: true}
+	}
+	for _, c := range []struct {
+		name string
+		row  quotaRow
+		step func(quotaRow) quotaRow
+		want float64 // the pace after, grants a second
+	}{
+		{
+			name: "first event: just under what the quota admitted (spread over half a lag at least)",
+			row:  quotaRow{MarkAt: t0, Granted: 160, Limited: 10},
+			step: func(r quotaRow) quotaRow { return r.limited(at(500*time.Millisecond), true, 0, 0, lag) },
+			want: fleetEventBackoff * 150, // 150 admitted over max(0.5 s, 1 s)
+		},
+		{
+			name: "first event with too few calls to read: still unpaced",
+			row:  quotaRow{MarkAt: t0, Granted: 5},
+			step: func(r quotaRow) quotaRow { return r.limited(at(time.Second), true, 0, 0, lag) },
+			want: 0,
+		},
+		{
+			name: "a late 429 of an event already answered changes no rate",
+			row:  paced(100),
+			step: func(r quotaRow) quotaRow { return r.limited(at(time.Second), false, 0, 0, lag) },
+			want: 100,
+		},
+		{
+			name: "event overrunning the quota: under what it admitted, not just under the rate",
+			row:  quotaRow{Every: everyFor(120), MarkAt: t0, Granted: 240, Limited: 40, Bounded: true},
+			step: func(r quotaRow) quotaRow { return r.limited(at(2*time.Second), true, 0, 0, lag) },
+			want: fleetEventBackoff * 100, // (240 - 40) / 2 s
+		},
+		{
+			name: "event above a safe rate: halfway between",
+			row:  quotaRow{Every: everyFor(110), Safe: 90, MarkAt: t0, Bounded: true},
+			step: func(r quotaRow) quotaRow { return r.limited(at(100*time.Millisecond), true, 0, 0, lag) },
+			want: 100,
+		},
+		{
+			name: "held a lag at the rate with no refused rate known: one even stair",
+			row:  quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 200, Bounded: true},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
+			want: 100 * fleetProbeStair,
+		},
+		{
+			name: "unbounded (only slow start's burst read): the third stair is two steps",
+			row:  quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 200, Stairs: 2},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
+			want: 100 * (1 + 2*(fleetProbeStair-1)),
+		},
+		{
+			name: "held but not sent at: no step",
+			row:  quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 100, Bounded: true},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
+			want: 100,
+		},
+		{
+			name: "held too briefly: no step",
+			row:  quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 200, Bounded: true},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag/2), lag); return r },
+			want: 100,
+		},
+		{
+			name: "held under a refused rate: bisect",
+			row:  quotaRow{Every: everyFor(90), Refused: 100, MarkAt: t0, Granted: 180, Bounded: true},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
+			want: 95,
+		},
+		{
+			name: "a given rate caps the climb",
+			row:  quotaRow{Every: everyFor(99), Given: everyFor(100), MarkAt: t0, Granted: 198, Bounded: true},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
+			want: 100,
+		},
+		{
+			name: "a retry delay longer than the lag is the quota's window: held that long",
+			row:  quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 200, Bounded: true, Window: 10 * time.Second},
+			step: func(r quotaRow) quotaRow { r, _ = r.held(at(lag), lag); return r },
+			want: 100,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.step(c.row).rate()
+			if math.Abs(got-c.want) > 0.01*max(c.want, 1) {
+				t.Fatalf("pace %.2f a second, want %.2f", got, c.want)
+			}
+		})
+	}
+}
+
+// TestQuotaRow_MeasuresAfterTheCooldown: an event's cooldown holds the
+// fleet; the next measurement of what the quota admitted starts when it
+// ends, not while nothing may be sent.
+func TestQuotaRow_MeasuresAfterTheCooldown(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	r := quotaRow{Every: everyFor(100), MarkAt: t0, Granted: 300, Bounded: true}
+	r = r.limited(t0.Add(3*time.Second), true, time.Second, 0, 2*time.Second)
+	if want := t0.Add(4 * time.Second); !r.MarkAt.Equal(want) || !r.CooldownUntil.Equal(want) {
+		t.Fatalf("mark at %s, cooldown until %s; want both at %s", r.MarkAt, r.CooldownUntil, want)
+	}
+	if _, ok := r.admittedRate(t0.Add(3500*time.Millisecond), 0, 0); ok {
+		t.Fatal("an admitted rate read during the cooldown")
+	}
+}
