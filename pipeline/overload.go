@@ -17,6 +17,14 @@ import (
 // apart, one for each call sent.
 const overloadedToHold = 3
 
+// probeGrace is how many times the slowest refusal's round trip of the
+// current overload a probe may be in flight before the hold takes it as
+// served and opens; minProbeGrace is the least wait.
+const (
+	probeGrace    = 3
+	minProbeGrace = 20 * time.Millisecond
+)
+
 // overloadHold is what one stage does about an overloaded server (503s).
 // An overload is neither a quota (the limiter is not told: a burst of
 // them says nothing about the rate the quota admits) nor an item's
@@ -32,6 +40,12 @@ const overloadedToHold = 3
 // The calls are told apart by when they passed the hold (not by the
 // limiter's start stamp, which can come much later): an answer to a call
 // that passed before the hold closed belongs to the burst already seen.
+//
+// A refusal comes back at once, an answer only after the model's work,
+// which can take seconds (a heavy tail): so the hold does not wait for
+// the probe's answer, only for its refusal. A probe in flight for
+// probeGrace times the slowest refusal of the overload is being served,
+// and the hold opens; if it is refused after all, the hold closes again.
 type overloadHold struct {
 	mu sync.Mutex
 	// newSchedule returns the hold's backoff schedule (a fresh one per
@@ -49,8 +63,14 @@ type overloadHold struct {
 	until, closedAt time.Time
 	// needProbe: the hold has closed and no call sent after it has
 	// succeeded; the next call to pass is the probe, and the others wait
-	// for its answer. probing: the probe is in flight.
+	// for its answer. probing: the probe has passed; probeStarted: when
+	// it started (after its limiter slot), zero before.
 	needProbe, probing bool
+	probeStarted       time.Time
+	// slowest is the longest round trip of a refusal in this overload;
+	// graceOpened: the hold opened on a probe's grace, not a success.
+	slowest     time.Duration
+	graceOpened bool
 	// changed is closed, and replaced, whenever the hold moves, to wake
 	// the calls waiting at it.
 	changed chan struct{}
@@ -93,8 +113,16 @@ func (h *overloadHold) pass(ctx context.Context, clock Clock) (passed time.Time,
 		switch {
 		case now.Before(h.until):
 			wait = h.until.Sub(now)
+		case h.needProbe && h.probing && h.probeStarted.IsZero():
+			wait = -1 // until the probe starts
+		case h.needProbe && h.probing && now.Before(h.probeStarted.Add(h.grace())):
+			wait = h.probeStarted.Add(h.grace()).Sub(now) // for its refusal, if it comes
 		case h.needProbe && h.probing:
-			wait = -1 // until the probe's answer
+			// Not refused in the time a refusal takes: served.
+			h.needProbe, h.until, h.graceOpened = false, time.Time{}, true
+			h.wake()
+			h.mu.Unlock()
+			continue
 		case h.needProbe:
 			h.probing = true
 			open := h.open
@@ -112,6 +140,25 @@ func (h *overloadHold) pass(ctx context.Context, clock Clock) (passed time.Time,
 		if !h.await(ctx, clock, wait, changed) {
 			return time.Time{}, false, nil, false
 		}
+	}
+}
+
+// grace is how long a probe may be in flight before it counts as served.
+func (h *overloadHold) grace() time.Duration {
+	return max(probeGrace*h.slowest, minProbeGrace)
+}
+
+// started reports that a call that passed as the probe has its limiter
+// slot and starts at at.
+func (h *overloadHold) started(probe bool, at time.Time) {
+	if !probe {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probing {
+		h.probeStarted = at
+		h.wake()
 	}
 }
 
@@ -134,34 +181,38 @@ func (h *overloadHold) await(ctx context.Context, clock Clock, d time.Duration, 
 }
 
 // answered reports the outcome of a call that passed at passed (probe:
-// it went as the probe), answered at now with class ("" for a success).
-// For an overloaded answer it returns whether the hold covers the retry
-// (the item passes it again and needs no wait of its own) and since when
-// the server has been overloaded with no success.
-func (h *overloadHold) answered(passed time.Time, probe bool, class Class, now time.Time) (held bool, since time.Time) {
+// it went as the probe), started at started (zero if it never did) and
+// answered at now with class ("" for a success). For an overloaded
+// answer it returns whether the hold covers the retry (the item passes
+// it again and needs no wait of its own) and since when the server has
+// been overloaded with no success.
+func (h *overloadHold) answered(passed time.Time, probe bool, started time.Time, class Class, now time.Time) (held bool, since time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	wasUntil, wasProbe := h.until, h.needProbe
 	if probe {
-		h.probing = false
+		h.probing, h.probeStarted = false, time.Time{}
 	}
 	switch class {
 	case "":
 		// Only a call sent after the overload was seen shows that it
 		// is over: older calls were admitted before it began.
 		if !h.since.IsZero() && passed.After(h.since) {
-			h.since, h.refused, h.sent = time.Time{}, 0, 0
+			h.since, h.refused, h.sent, h.slowest = time.Time{}, 0, 0, 0
 		}
-		if h.needProbe && !passed.Before(h.closedAt) {
-			h.needProbe, h.until, h.schedule = false, time.Time{}, nil
+		if (h.needProbe || h.graceOpened) && !passed.Before(h.closedAt) {
+			h.needProbe, h.until, h.schedule, h.graceOpened = false, time.Time{}, nil, false
 		}
 	case ClassOverloaded:
 		if h.since.IsZero() {
 			h.since = now
 		}
 		h.refused++
+		if !started.IsZero() {
+			h.slowest = max(h.slowest, now.Sub(started))
+		}
 		switch {
-		case h.needProbe && !passed.Before(h.closedAt):
+		case (h.needProbe || h.graceOpened) && !passed.Before(h.closedAt):
 			h.close(now) // the probe, or a call let through since, was refused: wait longer
 		case !h.needProbe && h.refused >= overloadedToHold && 2*h.refused > h.sent:
 			h.close(now)
@@ -179,7 +230,7 @@ func (h *overloadHold) close(now time.Time) {
 	if h.schedule == nil {
 		h.schedule = h.newSchedule()
 	}
-	h.until, h.closedAt, h.needProbe = now.Add(next(h.schedule)), now, true
+	h.until, h.closedAt, h.needProbe, h.graceOpened = now.Add(next(h.schedule)), now, true, false
 	h.cancelOpen()
 	h.open, h.cancelOpen = context.WithCancel(context.Background())
 }

@@ -95,7 +95,7 @@ func TestOverloadHold(t *testing.T) {
 				if a.probe {
 					h.probing = true
 				}
-				held, since = h.answered(ms(a.passed), a.probe, a.class, ms(a.at))
+				held, since = h.answered(ms(a.passed), a.probe, ms(a.passed), a.class, ms(a.at))
 			}
 			if h.needProbe != tc.wantHold {
 				t.Fatalf("held = %v, want %v (until %v)", h.needProbe, tc.wantHold, h.until.Sub(t0))
@@ -135,12 +135,12 @@ func TestOverloadHold_Pass(t *testing.T) {
 			t.Fatalf("open hold: pass = %v, probe %v", ok, probe)
 		}
 		for i := 0; i < overloadedToHold; i++ {
-			h.answered(start.Add(-time.Millisecond), false, ClassOverloaded, clock.Now())
+			h.answered(start.Add(-time.Millisecond), false, start.Add(-time.Millisecond), ClassOverloaded, clock.Now())
 		}
 		if open.Err() == nil {
 			t.Fatal("a call that passed before the hold closed is not told it closed")
 		}
-		h.answered(passed, false, ClassOverloaded, clock.Now())
+		h.answered(passed, false, passed, ClassOverloaded, clock.Now())
 
 		type result struct {
 			after time.Duration
@@ -167,11 +167,60 @@ func TestOverloadHold_Pass(t *testing.T) {
 			t.Fatalf("%+v passed while the probe is out", r)
 		default:
 		}
-		h.answered(start.Add(first.after), true, "", clock.Now())
+		h.started(true, clock.Now())
+		h.answered(start.Add(first.after), true, clock.Now(), "", clock.Now())
 		for range 2 {
 			if r := <-results; r.probe {
 				t.Fatalf("a second probe after the hold opened: %+v", r)
 			}
+		}
+	})
+}
+
+// TestOverloadHold_ProbeGrace: a probe not refused within a few refusal
+// round trips is being served (its answer may take seconds), so the
+// calls waiting behind it go; if it is refused after all, the hold
+// closes again.
+func TestOverloadHold_ProbeGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		clock := SystemClock{} // virtual inside the bubble
+		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) })
+		t0 := clock.Now()
+		// Refusals that took 10 ms from start to answer: the grace is 30 ms.
+		for i := range overloadedToHold {
+			at := t0.Add(time.Duration(i) * time.Millisecond)
+			h.answered(at, false, at, ClassOverloaded, at.Add(10*time.Millisecond))
+		}
+		time.Sleep(200 * time.Millisecond)
+		passed, probe, _, _ := h.pass(ctx, clock)
+		if !probe {
+			t.Fatal("the first call after the hold is not the probe")
+		}
+		h.started(true, clock.Now())
+		behind := make(chan time.Duration, 1)
+		go func() {
+			p, probe, _, _ := h.pass(ctx, clock)
+			if probe {
+				t.Error("a second probe")
+			}
+			behind <- p.Sub(passed)
+		}()
+		synctest.Wait()
+		select {
+		case d := <-behind:
+			t.Fatalf("a call passed %s after the probe, within its grace", d)
+		default:
+		}
+		if d := <-behind; d != probeGrace*10*time.Millisecond {
+			t.Fatalf("the call behind the probe passed %s after it, want the grace %s", d, probeGrace*10*time.Millisecond)
+		}
+		// The probe is refused after all, slowly: closed again.
+		if held, _ := h.answered(passed, true, passed, ClassOverloaded, clock.Now()); !held {
+			t.Fatal("a probe refused after its grace does not close the hold again")
+		}
+		if !h.needProbe || !h.until.After(clock.Now()) {
+			t.Fatalf("hold open after the probe's refusal: until %v", h.until)
 		}
 	})
 }

@@ -76,7 +76,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		booked, reserved, estIn, ok := r.book(stageCtx, i, q.Item, parkStage)
 		if !ok {
-			c.overload.answered(passed, probe, ClassCanceled, clock.Now())
+			c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
 			return // out of budget, or stopping: the item stays queued
 		}
 		var started time.Time
@@ -88,7 +88,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			started, err = sc.Limiter.Acquire(acquireCtx)
 			release()
 			if err != nil {
-				c.overload.answered(passed, probe, ClassCanceled, clock.Now())
+				c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
 				if booked {
 					r.purse.settle(reserved, 0)
 				}
@@ -98,6 +98,8 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				return
 			}
 		}
+		c.overload.started(probe, clock.Now())
+		callStart := clock.Now()
 		c.inFlight.Add(1)
 		res, err := r.call(workCtx, sc.Stage, q.Item)
 		c.inFlight.Add(-1)
@@ -121,7 +123,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		class := ClassOf(workCtx, err)
 		c.outcomes[classIndex(class)].Add(1)
 		now := clock.Now()
-		overloadHeld, overloadedSince := c.overload.answered(passed, probe, class, now)
+		overloadHeld, overloadedSince := c.overload.answered(passed, probe, callStart, class, now)
 		if class == "" {
 			c.health.succeeded()
 			if sc.Limiter != nil {
