@@ -10,7 +10,7 @@ import (
 
 // overloadedToHold is how many overloaded answers (503s), with no success
 // of a call sent after the first of them, close a stage's overload hold,
-// if they are also at least half the calls sent since that first one. A
+// if they also outnumber half the calls sent since that first one. A
 // server shedding a share of its calls at random sends a few among many
 // calls that pass, and each item then waits its own short backoff; a
 // burst in which it refuses everything sends them a refusal's round trip
@@ -31,8 +31,8 @@ const (
 // fault (no attempt is spent), and it ends on the server's side, at a
 // moment no answer names. So when answers show the server refusing
 // everything, every call of the stage waits at the hold for a short and
-// growing backoff, then one probe goes alone, and the first call sent
-// after the hold closed that succeeds opens it for all. Each retry is a
+// growing backoff, then one probe goes alone, and the hold opens for all
+// once a call sent after it closed is served. Each retry is a
 // call: the hold is what keeps a burst from costing a call per waiting
 // item per backoff step, and waiting at it holds no limiter slot (the
 // calls pass it before they acquire one).
