@@ -34,6 +34,13 @@ const (
 	// waits with backoff, and an outage longer than the stage's MaxOutage
 	// parks the stage (exit 3) instead of dead-lettering everything.
 	ClassUnavailable Class = "unavailable"
+	// ClassOverloaded: the server answered that it is overloaded (a 503
+	// "The model is overloaded"): neither the item's fault nor a quota
+	// signal, so no attempt is spent and the limiter does not decrease.
+	// The item waits a short backoff; answers that are all overloaded
+	// hold the stage's calls until one probe gets through, and an
+	// overload longer than the stage's MaxOutage parks the stage.
+	ClassOverloaded Class = "overloaded"
 	// ClassOK is not an error class: it keys successful calls where calls
 	// are counted by class (StageProgress.Outcomes). ClassOf never returns it.
 	ClassOK Class = "ok"
@@ -41,7 +48,7 @@ const (
 
 // Classes lists every outcome a call can have, in the order reports show
 // them.
-var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassUnavailable, ClassPermanent, ClassFatal, ClassCanceled}
+var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassOverloaded, ClassUnavailable, ClassPermanent, ClassFatal, ClassCanceled}
 
 // PermanentError marks an error that retrying can never fix.
 type PermanentError struct {
@@ -136,6 +143,29 @@ func Unavailable(err error) error {
 	return &UnavailableError{Err: err}
 }
 
+// OverloadedError marks an answer saying the server is overloaded (HTTP
+// 503 UNAVAILABLE): the call reached the server, which refused it for
+// capacity it will have again shortly, with no word on when.
+type OverloadedError struct {
+	// Err is the cause.
+	Err error
+}
+
+// Error is the cause's message.
+func (e *OverloadedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *OverloadedError) Unwrap() error { return e.Err }
+
+// Overloaded wraps err as "the server is overloaded". Overloaded(nil) is
+// nil.
+func Overloaded(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &OverloadedError{Err: err}
+}
+
 // FatalError marks an error that fails every item alike.
 type FatalError struct {
 	// Err is the cause.
@@ -173,6 +203,7 @@ func ClassOf(ctx context.Context, err error) Class {
 		re *RateLimitedError
 		fe *FatalError
 		ue *UnavailableError
+		oe *OverloadedError
 	)
 	switch {
 	case err == nil:
@@ -185,6 +216,8 @@ func ClassOf(ctx context.Context, err error) Class {
 		return ClassPermanent
 	case errors.As(err, &re):
 		return ClassRateLimited
+	case errors.As(err, &oe):
+		return ClassOverloaded
 	case errors.As(err, &ue), isDialError(err):
 		return ClassUnavailable
 	default:

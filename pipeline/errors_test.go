@@ -39,6 +39,8 @@ func TestClassOf(t *testing.T) {
 		{"verdict is permanent", context.Background(), verdict(errors.New("blocked")), pipeline.ClassPermanent},
 		{"rate limited", context.Background(), pipeline.RateLimited(errors.New("429"), time.Second, false), pipeline.ClassRateLimited},
 		{"unavailable", context.Background(), pipeline.Unavailable(errors.New("refused")), pipeline.ClassUnavailable},
+		{"overloaded", context.Background(), fmt.Errorf("classify: %w", pipeline.Overloaded(errors.New("503 UNAVAILABLE"))), pipeline.ClassOverloaded},
+		{"fatal wins over overloaded", context.Background(), pipeline.Fatal(pipeline.Overloaded(errors.New("503"))), pipeline.ClassFatal},
 		{"fatal wins over a canceled run", canceled, fmt.Errorf("x: %w", pipeline.Fatal(errors.New("bad key"))), pipeline.ClassFatal},
 		{"canceled run", canceled, context.Canceled, pipeline.ClassCanceled},
 		{"request timeout while the run goes on is transient", context.Background(), fmt.Errorf("call: %w", context.DeadlineExceeded), pipeline.ClassTransient},

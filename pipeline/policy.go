@@ -74,17 +74,23 @@ type failure struct {
 	// contacted reports that the endpoint has answered (anything but "no
 	// connection") at least once in this run.
 	contacted bool
+	// overloadedSince is when the server began answering overloaded with
+	// no success since (ClassOverloaded); overloadHeld reports that the
+	// stage's overload hold covers the retry: every call of the stage
+	// waits at it, so the item needs no wait of its own.
+	overloadedSince time.Time
+	overloadHeld    bool
 	// step is the next delay of the item's backoff schedule for this
 	// class (jitter included): drawn by the caller, so decide stays pure.
 	step time.Duration
 }
 
 // spendsAttempt reports whether a call of class c spends one of the item's
-// MaxAttempts. Refusals, outages and shutdowns are not the item's fault;
-// fatal errors are nobody's item.
+// MaxAttempts. Refusals, outages, overloads and shutdowns are not the
+// item's fault; fatal errors are nobody's item.
 func spendsAttempt(c Class) bool {
 	switch c {
-	case ClassRateLimited, ClassUnavailable, ClassCanceled, ClassFatal:
+	case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
 		return false
 	}
 	return true
@@ -137,6 +143,19 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		if down := now.Sub(f.outageSince); down >= limit {
 			return action{kind: park, message: fmt.Sprintf("%s cannot reach its endpoint: unreachable for %s since %s (limit %s%s; last: %v): check the network and --base-url, then run again to resume",
 				name, down.Round(time.Second), f.outageSince.Local().Format(time.TimeOnly), limit, before, f.err)}
+		}
+		return action{kind: retryAt, at: now.Add(f.step)}
+	case ClassOverloaded:
+		// A 503 is the server short of capacity: not the item's fault
+		// (it is never dead-lettered for it) and not the quota. It
+		// passes; only an overload that outlasts MaxOutage stops the
+		// stage, its items still queued.
+		if down := now.Sub(f.overloadedSince); !f.overloadedSince.IsZero() && down >= cfg.MaxOutage {
+			return action{kind: park, message: fmt.Sprintf("%s: the server has answered only \"overloaded\" for %s since %s (limit %s; last: %v): it is short of capacity; run again later to resume",
+				name, down.Round(time.Second), f.overloadedSince.Local().Format(time.TimeOnly), cfg.MaxOutage, f.err)}
+		}
+		if f.overloadHeld {
+			return action{kind: retryAt, at: now}
 		}
 		return action{kind: retryAt, at: now.Add(f.step)}
 	case ClassTransient:

@@ -45,6 +45,7 @@ func TestDecide(t *testing.T) {
 		return RateLimited(errors.New("429 RESOURCE_EXHAUSTED"), after, daily)
 	}
 	down := Unavailable(errors.New("dial tcp: connection refused"))
+	overloaded := Overloaded(errors.New("503 UNAVAILABLE: The model is overloaded"))
 	tests := []struct {
 		name    string
 		f       failure
@@ -85,10 +86,20 @@ func TestDecide(t *testing.T) {
 			want: park, wantMsg: "unreachable for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + " (limit 5m0s; last: dial tcp"},
 		{name: "outage that just began waits", f: failure{class: ClassUnavailable, err: down, contacted: true, outageSince: now, step: time.Second},
 			want: retryAt, wantAt: time.Second},
-		{name: "transient within budget retries", f: failure{class: ClassTransient, err: errors.New("503"), attempts: DefaultMaxAttempts - 1, step: 4 * time.Second},
+		{name: "transient within budget retries", f: failure{class: ClassTransient, err: errors.New("500"), attempts: DefaultMaxAttempts - 1, step: 4 * time.Second},
 			want: retryAt, wantAt: 4 * time.Second},
-		{name: "transient budget spent dead-letters", f: failure{class: ClassTransient, err: errors.New("503 overloaded"), attempts: DefaultMaxAttempts},
-			want: deadLetter, wantMsg: "gave up after 5 attempts: 503 overloaded"},
+		{name: "transient budget spent dead-letters", f: failure{class: ClassTransient, err: errors.New("500 internal"), attempts: DefaultMaxAttempts},
+			want: deadLetter, wantMsg: "gave up after 5 attempts: 500 internal"},
+		{name: "overloaded waits its own short step", f: failure{class: ClassOverloaded, err: overloaded, overloadedSince: now, step: 100 * time.Millisecond}, limited: true,
+			want: retryAt, wantAt: 100 * time.Millisecond},
+		{name: "overloaded under the stage's hold retries through it", f: failure{class: ClassOverloaded, err: overloaded, overloadedSince: now.Add(-time.Second), overloadHeld: true, step: 100 * time.Millisecond}, limited: true,
+			want: retryAt, wantAt: 0},
+		{name: "overloaded past the attempt budget still retries", f: failure{class: ClassOverloaded, err: overloaded, attempts: DefaultMaxAttempts, overloadedSince: now.Add(-time.Minute), step: time.Second},
+			want: retryAt, wantAt: time.Second},
+		{name: "overloaded for 4m59s waits", f: failure{class: ClassOverloaded, err: overloaded, overloadedSince: now.Add(-299 * time.Second), overloadHeld: true}, limited: true,
+			want: retryAt, wantAt: 0},
+		{name: "overloaded for 5m parks, items queued", f: failure{class: ClassOverloaded, err: overloaded, overloadedSince: now.Add(-5 * time.Minute), overloadHeld: true}, limited: true,
+			want: park, wantMsg: "api: the server has answered only \"overloaded\" for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + " (limit 5m0s; last: 503 UNAVAILABLE"},
 		{name: "permanent dead-letters at once", f: failure{class: ClassPermanent, err: Permanentf("empty text"), attempts: 1},
 			want: deadLetter, wantMsg: "empty text"},
 	}
@@ -128,7 +139,7 @@ func TestDecide_MaxOutageBelowFirstContactLimit(t *testing.T) {
 func TestSpendsAttempt(t *testing.T) {
 	for c, want := range map[Class]bool{
 		ClassTransient: true, ClassPermanent: true,
-		ClassRateLimited: false, ClassUnavailable: false, ClassCanceled: false, ClassFatal: false,
+		ClassRateLimited: false, ClassUnavailable: false, ClassOverloaded: false, ClassCanceled: false, ClassFatal: false,
 	} {
 		if got := spendsAttempt(c); got != want {
 			t.Errorf("spendsAttempt(%s) = %v, want %v", c, got, want)

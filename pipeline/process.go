@@ -77,23 +77,39 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			// Retries can outlast the flight's lease: renew it.
 			r.renewFleetFlight(i, key)
 		}
+		// Waiting out an overload holds no limiter slot and books no
+		// money.
+		passed, probe, open, ok := c.overload.pass(stageCtx, clock)
+		if !ok {
+			return // stopping: the item stays queued
+		}
 		booked, reserved, estIn, ok := r.book(stageCtx, i, q.Item, parkStage)
 		if !ok {
+			c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
 			return // out of budget, or stopping: the item stays queued
 		}
 		var started time.Time
 		if sc.Limiter != nil {
+			// A call still waiting for its slot when the hold closes
+			// goes back to the hold rather than into the overload.
+			acquireCtx, release := whileOpen(stageCtx, open)
 			var err error
-			started, err = sc.Limiter.Acquire(stageCtx)
+			started, err = sc.Limiter.Acquire(acquireCtx)
+			release()
 			if err != nil {
+				c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
 				if booked {
 					r.purse.settle(reserved, 0)
+				}
+				if stageCtx.Err() == nil {
+					continue // the hold closed: wait at it
 				}
 				return
 			}
 		}
-		c.inFlight.Add(1)
+		c.overload.started(probe, clock.Now())
 		callStart := clock.Now()
+		c.inFlight.Add(1)
 		res, err := r.call(workCtx, sc.Stage, q.Item)
 		c.callTime.Add(int64(clock.Now().Sub(callStart)))
 		c.inFlight.Add(-1)
@@ -117,6 +133,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		class := ClassOf(workCtx, err)
 		c.outcomes[classIndex(class)].Add(1)
 		now := clock.Now()
+		overloadHeld, overloadedSince := c.overload.answered(passed, probe, callStart, class, now)
 		if class == "" {
 			c.health.succeeded()
 			if sc.Limiter != nil {
@@ -147,8 +164,8 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			if !errors.As(err, &rl) {
 				rl = &RateLimitedError{Err: err}
 			}
-		case ClassTransient:
-			c.transient.Add(1)
+		case ClassTransient, ClassOverloaded:
+			c.transient.Add(1) // a 503 is a 5xx
 		case ClassUnavailable:
 			c.unavailable.Add(1)
 		}
@@ -170,10 +187,15 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		f.attempts = attempts
 		f.refusedInARow, f.outageSince, f.contacted = c.health.failed(class, now)
-		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable {
+		f.overloadHeld, f.overloadedSince = overloadHeld, overloadedSince
+		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded {
 			b := schedules[class]
 			if b == nil {
-				b = newBackOff(sc)
+				if class == ClassOverloaded {
+					b = newOverloadBackOff(sc)
+				} else {
+					b = newBackOff(sc)
+				}
 				schedules[class] = b
 			}
 			f.step = next(b)
@@ -335,6 +357,28 @@ func newBackOff(sc *StageConfig) backoff.BackOff {
 	b.RandomizationFactor = 0.5
 	b.Multiplier = 2
 	b.MaxInterval = 30 * time.Second
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// newOverloadBackOff is the schedule of waits after overloaded answers
+// (503s), an item's own and the stage's hold: the server is short of
+// capacity for a moment nobody announces, often a fraction of a second,
+// so the first wait is short and they grow by half each time it still
+// refuses, to a few seconds. Each retry is a call, but one that the quota does not count
+// and the stage's hold keeps to one probe per step while the server
+// refuses everything.
+func newOverloadBackOff(sc *StageConfig) backoff.BackOff {
+	if sc.NewBackOff != nil {
+		return sc.NewBackOff()
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.RandomizationFactor = 0.2
+	b.Multiplier = 1.5
+	// An overload of minutes is probed every few seconds: one call each.
+	b.MaxInterval = 5 * time.Second
 	b.MaxElapsedTime = 0
 	b.Reset()
 	return b

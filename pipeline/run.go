@@ -61,8 +61,10 @@ type StageConfig struct {
 	// dead-lettered. Rate-limited refusals are not attempts. Default 5.
 	MaxAttempts int
 	// NewBackOff returns one retry schedule; each item gets one per kind
-	// of wait (transient retries, bare 429s, outages). Default:
-	// exponential from 1s, x2, jitter ±50%, capped at 30s.
+	// of wait (transient retries, bare 429s, outages, overloads), and
+	// the stage one for its overload hold. Default: exponential from 1s,
+	// x2, jitter ±50%, capped at 30s; for overloads (503s) from 100ms,
+	// x1.5, capped at 5s (see newOverloadBackOff).
 	NewBackOff func() backoff.BackOff
 	// MaxWait is the longest retryDelay the stage waits for; a longer one,
 	// or a per-day quota, parks the stage. Default DefaultMaxWait.
@@ -75,7 +77,8 @@ type StageConfig struct {
 	// SavedUSD and the calls Budget counts.
 	Price Price
 	// MaxOutage is how long the stage's endpoint may stay unreachable
-	// (ClassUnavailable) before the stage parks; items wait meanwhile
+	// (ClassUnavailable), or answer only that it is overloaded
+	// (ClassOverloaded), before the stage parks; items wait meanwhile
 	// without spending attempts. Default DefaultMaxOutage; before the
 	// endpoint has answered once in the run, at most 30 s.
 	MaxOutage time.Duration
@@ -219,6 +222,7 @@ type stageCounters struct {
 	leasesLost                          atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
 	limitMin, limitMax                  atomic.Int64
 	health                              endpointHealth
+	overload                            *overloadHold  // holds the calls while the server answers overloaded
 	pending                             sync.WaitGroup // results sent, not yet committed or dropped
 	notify                              chan struct{}  // the upstream stage committed new work
 	outcomes                            []atomic.Int64 // calls by classIndex
@@ -299,7 +303,9 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 
 	r.counters = make([]*stageCounters, len(r.Stages))
 	for i := range r.Stages {
-		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}, outcomes: make([]atomic.Int64, len(Classes))}
+		sc := &r.Stages[i]
+		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}, outcomes: make([]atomic.Int64, len(Classes)),
+			overload: newOverloadHold(func() backoff.BackOff { return newOverloadBackOff(sc) })}
 		r.counters[i].limitMin.Store(-1)
 	}
 	r.books = make([]*leaseBook, len(r.Stages))

@@ -581,3 +581,52 @@ func TestRunner_SamePermanentIsFatal(t *testing.T) {
 		})
 	}
 }
+
+// TestRunner_OverloadHeldNotDeadLettered: a server that answers every
+// call "overloaded" (503) for 2 s costs the items waiting, never an
+// attempt nor a dead letter (one attempt each is the whole budget here),
+// the limiter hears no 429, and the stage's hold keeps the refused calls
+// to a few and a probe per backoff step instead of one per waiting item
+// per step (about 30 here).
+func TestRunner_OverloadHeldNotDeadLettered(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const items, overload = 40, 2 * time.Second
+		var refused atomic.Int64
+		api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			if clock.Since() < overload {
+				refused.Add(1)
+				return pipeline.Result{}, pipeline.Overloaded(errors.New("503 UNAVAILABLE: The model is overloaded"))
+			}
+			if err := clock.sleep(ctx, 50*time.Millisecond); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, n)
+		}}
+		st := newMemStore([]string{"api"}, items)
+		lim := &fakeLimiter{}
+		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{{Stage: api, Workers: 4, MaxAttempts: 1, Limiter: lim}}}
+		sum, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := st.tally(); w["done"] != items {
+			t.Fatalf("where = %v", w)
+		}
+		s := sum.Stages["api"]
+		if s.Attempts != items || s.Calls != items+refused.Load() {
+			t.Fatalf("attempts %d calls %d refused %d", s.Attempts, s.Calls, refused.Load())
+		}
+		if n := refused.Load(); n > 16 {
+			t.Errorf("%d calls refused during a %s overload with 4 workers, want at most 16", n, overload)
+		}
+		if _, limited, _ := lim.counts(); limited != 0 {
+			t.Errorf("the limiter heard %d 429s for 503s", limited)
+		}
+		// The hold's last step before the end can overshoot it by up to
+		// about half the overload's length; then 40 calls of 50 ms on 4
+		// workers take 0.5 s.
+		if clock.Since() > 2*overload {
+			t.Errorf("drained at +%s, the overload ended at +%s", clock.Since(), overload)
+		}
+	})
+}

@@ -43,12 +43,12 @@ func TestClassify_DecodeBatchRowErrors(t *testing.T) {
 		want pipeline.Class
 	}{
 		{"INTERNAL", 13, pipeline.ClassTransient},
-		{"UNAVAILABLE", 14, pipeline.ClassTransient},
+		{"UNAVAILABLE", 14, pipeline.ClassOverloaded},
 		{"DEADLINE_EXCEEDED", 4, pipeline.ClassTransient},
 		{"RESOURCE_EXHAUSTED", 8, pipeline.ClassRateLimited},
 		{"INVALID_ARGUMENT", 3, pipeline.ClassPermanent},
 		{"PERMISSION_DENIED", 7, pipeline.ClassFatal},
-		{"an HTTP 503", 503, pipeline.ClassTransient},
+		{"an HTTP 503", 503, pipeline.ClassOverloaded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -149,6 +149,10 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 		return pipeline.Fatal(c.errorf(err, "classify: model %q not found at %s (%s): check --model (e.g. %s)", c.model, c.baseURL, what, DefaultModel))
 	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
 		return pipeline.Fatal(c.errorf(err, "classify: the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
+	case ae.Code == http.StatusServiceUnavailable || strings.EqualFold(status, "UNAVAILABLE"):
+		// "The model is overloaded": capacity, not quota and not the
+		// item; the runner waits it out without spending an attempt.
+		return pipeline.Overloaded(c.errorf(err, "classify: server overloaded (%s: %s)", what, msg))
 	case ae.Code == http.StatusRequestTimeout || ae.Code == 499 || ae.Code >= 500:
 		return c.errorf(err, "classify: server error (%s: %s)", what, msg)
 	case ae.Code >= 400:

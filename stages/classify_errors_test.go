@@ -254,11 +254,12 @@ func TestClassify_ErrorBodyWithoutCode(t *testing.T) {
 		{429, `{"error":{"message":"slow down"}}`, pipeline.ClassRateLimited, "slow down"},
 		{401, `{"error":{}}`, pipeline.ClassFatal, "API key was rejected"},
 		{404, `{"error":{}}`, pipeline.ClassFatal, "not found"},
-		{503, `{"error":{}}`, pipeline.ClassTransient, "server error (503 Service Unavailable"},
+		{503, `{"error":{}}`, pipeline.ClassOverloaded, "server overloaded (503 Service Unavailable"},
 		{400, `{"error":{}}`, pipeline.ClassPermanent, "rejected this item's request (400 Bad Request"},
 		{429, `{"error":{"Code":1}}`, pipeline.ClassRateLimited, "rate limited (429 Too Many Requests"},
 		{429, `{"error":{"code":500,"status":"INTERNAL"}}`, pipeline.ClassRateLimited, "rate limited (429 INTERNAL"},
-		{503, `{"error":{"code":200,"message":"fine"}}`, pipeline.ClassTransient, "server error (503 Service Unavailable: fine"},
+		{503, `{"error":{"code":200,"message":"fine"}}`, pipeline.ClassOverloaded, "server overloaded (503 Service Unavailable: fine"},
+		{500, `{"error":{"code":500,"status":"INTERNAL"}}`, pipeline.ClassTransient, "server error (500 INTERNAL"},
 	} {
 		t.Run(fmt.Sprint(tc.status, tc.body), func(t *testing.T) {
 			srv := newFakeGemini(t, reply(tc.status, tc.body))

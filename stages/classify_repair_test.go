@@ -90,7 +90,7 @@ func TestClassify_Repair(t *testing.T) {
 			note: "did not match", msg: []string{`label "crash" is not one of`, "and the same after it was told what was wrong", "edit the row in your input file"}},
 		{name: "cut off, then off the schema", replies: fns(cutOff, offSchema, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
 			note: "cut off", msg: []string{"first cut off at 256 output tokens; after it was told what was wrong, label"}},
-		{name: "cut off, then a 503", replies: fns(cutOff, reply(503, body503), good), calls: 2, class: pipeline.ClassTransient, usage: one,
+		{name: "cut off, then a 503", replies: fns(cutOff, reply(503, body503), good), calls: 2, class: pipeline.ClassOverloaded, usage: one,
 			note: "cut off", msg: []string{"503 UNAVAILABLE"}},
 		{name: "off the schema, then a safety block", replies: fns(offSchema, reply(200, answer("", "SAFETY")), good), calls: 2,
 			class: pipeline.ClassPermanent, usage: one.Add(one), note: "did not match", msg: []string{"safety filter"}, verdict: true},

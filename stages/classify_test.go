@@ -196,10 +196,10 @@ func TestClassify_Process(t *testing.T) {
 			class:  pipeline.ClassRateLimited,
 		},
 		{name: "500", handle: reply(500, body500), class: pipeline.ClassTransient, msg: []string{"server error", "500 INTERNAL"}},
-		{name: "503", handle: reply(503, body503), class: pipeline.ClassTransient, msg: []string{"503 UNAVAILABLE", "The model is overloaded"}},
+		{name: "503", handle: reply(503, body503), class: pipeline.ClassOverloaded, msg: []string{"503 UNAVAILABLE", "The model is overloaded"}},
 		{name: "504", handle: reply(504, `{"error":{"code":504,"message":"Deadline expired before operation could complete.","status":"DEADLINE_EXCEEDED"}}`), class: pipeline.ClassTransient},
 		{name: "502 non-JSON body", handle: reply(502, "<html><body>502 Bad Gateway</body></html>"), class: pipeline.ClassTransient, msg: []string{"502 Bad Gateway"}},
-		{name: "503 empty body", handle: reply(503, ""), class: pipeline.ClassTransient, msg: []string{"503 Service Unavailable"}},
+		{name: "503 empty body", handle: reply(503, ""), class: pipeline.ClassOverloaded, msg: []string{"503 Service Unavailable"}},
 		{
 			name: "timeout",
 			cfg:  func(c *ClassifyConfig) { c.Timeout = 50 * time.Millisecond },
