@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -368,9 +370,14 @@ func (db *DB) Runs(n int) ([]pipeline.RunSummary, error) {
 	return out, err
 }
 
-// NewRunID returns a run id that sorts by start time.
+// NewRunID returns a run id that sorts by start time. Its random tail
+// keeps apart runs started in the same millisecond: workers of a fleet
+// started together (one unit file on many hosts, a Kubernetes Job) each
+// keep their own run record instead of overwriting one.
 func NewRunID(t time.Time) string {
-	return t.UTC().Format("20060102T150405.000Z")
+	var tail [3]byte
+	_, _ = rand.Read(tail[:]) // crypto/rand.Read never fails on supported platforms
+	return t.UTC().Format("20060102T150405.000Z") + "-" + hex.EncodeToString(tail[:])
 }
 
 // AppendSamples adds samples to a run's series.

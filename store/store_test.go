@@ -297,6 +297,23 @@ func TestDB_FingerprintChange(t *testing.T) {
 	}
 }
 
+// TestNewRunID: ids sort by start time, and runs started in the same
+// millisecond (a fleet's workers started together) get distinct ids.
+func TestNewRunID(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, int(time.Millisecond), time.UTC)
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		id := NewRunID(at)
+		if seen[id] {
+			t.Fatalf("run id %s given twice for one millisecond", id)
+		}
+		seen[id] = true
+		if later := NewRunID(at.Add(time.Millisecond)); later <= id {
+			t.Fatalf("run id %s of a later start sorts before %s", later, id)
+		}
+	}
+}
+
 func TestDB_RunsAndSamples(t *testing.T) {
 	db := openTest(t)
 	for i := 0; i < 3; i++ {
