@@ -33,6 +33,9 @@ const (
 	// from the safe one, the first probeStair times it, each next stair's
 	// rise twice the last.
 	probeStair = 1.05
+	// peakStairs: below the rate the quota admitted before it fell, the
+	// stairs start this many doublings higher (20%, not 5%).
+	peakStairs = 2
 	// firstClimbRoundTrips: until a 429 comes at a paced rate (only
 	// slow start's burst was refused), a stair is held this many round
 	// trips.

@@ -635,3 +635,42 @@ func TestLaw_backoff(t *testing.T) {
 		})
 	}
 }
+
+// After the quota fell, the law remembers the safe rate it had (peak): a
+// quota that fell often comes back, so the first look above the new safe
+// rate comes after one answer lag, not two, and climbs in stairs of 20%,
+// never past the peak. A look refused there (calm) waits as usual.
+func TestLaw_climbBackToPeak(t *testing.T) {
+	tests := []struct {
+		name     string
+		peak     float64
+		calm     int
+		wantRate float64
+	}{
+		{"no fall: the safe rate is held two lags", 0, 0, 50},
+		{"below the peak: a 20% stair after one lag", 100, 0, 50 * (1 + (probeStair-1)*4)},
+		{"the stair stops at the peak", 55, 0, 55},
+		{"a look refused below the peak: the usual hold", 100, 1, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 50)
+			w.safe, w.refused, w.eventRate, w.bounded = 50, 51, 50, true
+			w.peak, w.calm = tt.peak, tt.calm
+			w.probeFrom = at
+			drive(w, at, w.answerLag()+rtt)
+			if !near(w.rate, tt.wantRate) {
+				t.Errorf("rate %.2f a lag on, want %.2f", w.rate, tt.wantRate)
+			}
+		})
+	}
+	t.Run("a fall remembers the safe rate", func(t *testing.T) {
+		w, at := pacedLaw(t, 100)
+		w.safe, w.eventRate = 100, 100
+		s := w.start(at, 0)
+		w.onRateLimited(at.Add(20*time.Millisecond), s, 7300*time.Microsecond, 1)
+		if w.safe != 0 || !near(w.peak, 100) {
+			t.Errorf("safe %.2f peak %.2f after a 429 at the safe rate, want 0 and 100", w.safe, w.peak)
+		}
+	})
+}

@@ -468,7 +468,7 @@ func quotaShapes() []quotaShape {
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),
 		},
 		{
-			name: "token bucket, drifting, no RetryInfo", floor: 0.85,
+			name: "token bucket, drifting, no RetryInfo", floor: 0.865,
 			belowBar: "the quota falls by 40% and comes back, and no retry delay shows its window: the climb back is a stair per answer lag, half a lag after two",
 			items:    4000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &tokenBucket{perSecond: 120, burst: 10, drift: down} },
