@@ -30,7 +30,9 @@
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
-// at 97% of it, the tighter of requests and input tokens, and climbs no
+// at 97% of it, the tighter of requests and input tokens (a token budget
+// with room for one standard deviation of the mean tokens of an answer
+// lag's calls, as prompts differ in length), and climbs no
 // higher for 32 answer lags with no 429 (twice as long after each look
 // that found nothing, two once 429s have named different budgets, a live
 // quota); then it looks above it, as the quota may have grown since it was

@@ -99,8 +99,10 @@ type law struct {
 	minLimit, maxLimit   int
 	increases, decreases int64
 
-	avgTokens  float64 // EWMA of input tokens per success; valid if hasTokens
+	avgTokens  float64 // mean input tokens per success, then an EWMA (see observe); valid if hasTokens
 	hasTokens  bool
+	nTokens    int64   // successes that reported tokens
+	varTokens  float64 // their variance, weighted as avgTokens
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
 }

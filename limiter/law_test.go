@@ -674,3 +674,41 @@ func TestLaw_climbBackToPeak(t *testing.T) {
 		}
 	})
 }
+
+// Input tokens are averaged over every call so far, then slowly (they
+// vary call to call), and a TPM budget is paced with room for their
+// spread: one standard deviation of the mean of an answer lag's calls.
+func TestLaw_namedTokens(t *testing.T) {
+	tests := []struct {
+		name     string
+		tokens   []int64 // billed by the successes, in turn
+		wantMean float64
+		wantRate float64 // for a named 600,000 tokens a minute
+	}{
+		{"all alike: no room needed", []int64{100, 100, 100, 100}, 100, 100},
+		{"the plain mean while few", []int64{50, 150, 50, 150}, 100, 0},
+		{"one large call moves the mean by its share", []int64{100, 100, 100, 500}, 200, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{Start: 10})
+			at := simEpoch
+			for _, n := range tt.tokens {
+				s := w.start(at, 0)
+				at = at.Add(rtt)
+				w.onSuccess(at, s, n, 1)
+			}
+			if !near(w.avgTokens, tt.wantMean) {
+				t.Errorf("mean tokens %.2f, want %.2f", w.avgTokens, tt.wantMean)
+			}
+			w.nameQuota(0, 600000)
+			got := w.namedRate()
+			switch {
+			case tt.wantRate > 0 && !near(got, tt.wantRate):
+				t.Errorf("named rate %.2f, want %.2f", got, tt.wantRate)
+			case tt.wantRate == 0 && got >= 600000/60/tt.wantMean:
+				t.Errorf("named rate %.2f, want below %.2f (room for the spread)", got, 600000/60/tt.wantMean)
+			}
+		})
+	}
+}
