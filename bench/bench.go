@@ -119,6 +119,12 @@ type Result struct {
 	Message string `json:"message,omitempty"`
 	// Wall is the run's wall time, from Runner.Run to its return.
 	Wall time.Duration `json:"wall_ns"`
+	// Lead is the time from Runner.Run to the first call reaching the
+	// API (the runner starting, the first items sanitized); Tail from the
+	// last answer to Run's return (the last items aggregated, the runner
+	// stopping). Neither is the quota's or the controller's doing.
+	Lead time.Duration `json:"lead_ns"`
+	Tail time.Duration `json:"tail_ns"`
 	// Items were ingested; ToClassify of them passed sanitize; Answered
 	// of those got an answer from the API (a label, or a safety block).
 	Items      int `json:"items"`
@@ -204,8 +210,8 @@ func Run(ctx context.Context, cfg Config, strategies []Strategy) ([]Result, erro
 			return out, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
 		if r.Capacity > 0 {
-			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, goodput %.1f%%, %d 429s\n", s.Name, r.Status,
-				r.Wall.Round(100*time.Millisecond), 100*r.Goodput, r.RateLimited)
+			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s (first call after %s, last answer %s before the end), goodput %.1f%%, %d 429s\n", s.Name, r.Status,
+				r.Wall.Round(100*time.Millisecond), r.Lead.Round(time.Millisecond), r.Tail.Round(time.Millisecond), 100*r.Goodput, r.RateLimited)
 		} else {
 			fmt.Fprintf(cfg.Log, "bench: %-12s %s in %s, %d 429s\n", s.Name, r.Status, r.Wall.Round(100*time.Millisecond), r.RateLimited)
 		}
@@ -342,6 +348,7 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 	calls.mu.Lock()
 	from, to := calls.first.Sub(start), calls.last.Sub(start)
 	calls.mu.Unlock()
+	res.Lead, res.Tail = from, end.Sub(start)-to
 	var busy []int
 	for _, p := range series {
 		if p.T >= from && p.T <= to {

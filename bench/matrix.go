@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
@@ -345,7 +346,7 @@ func shapeConfig(sh Shape, opts MatrixOptions) Config {
 	for i := range reqs {
 		reqs[i] = Request{Tokens: int(math.Ceil(mean))}
 	}
-	if d, ok := Perfect(cfg.Sim, reqs); ok && opts.MaxWall > 0 {
+	if d, ok := Perfect(cfg.Sim, reqs, perfectWorkers); ok && opts.MaxWall > 0 {
 		cfg.MaxWall = max(time.Minute, time.Duration(opts.MaxWall*float64(d)))
 	}
 	return cfg
@@ -370,6 +371,11 @@ func meanPromptTokens(items []pipeline.Record) float64 {
 	return float64(total) / float64(n)
 }
 
+// perfectWorkers bounds the perfect client's requests in flight: the
+// runner's default workers, what `sawtooth run` and the aimd strategy
+// have (see Perfect).
+const perfectWorkers = limiter.DefaultCeiling
+
 // perfectFor is the perfect client's time for the items the simulator saw
 // in any run, in the order they were ingested (item ids sort in that
 // order), with the tokens it charged them.
@@ -391,7 +397,7 @@ func perfectFor(sim geminisim.Config, runs [][]Result) time.Duration {
 	for i, k := range keys {
 		seq[i] = Request{Key: k, Tokens: tokens[k]}
 	}
-	d, ok := Perfect(sim, seq)
+	d, ok := Perfect(sim, seq, perfectWorkers)
 	if !ok {
 		return 0
 	}
@@ -449,7 +455,7 @@ func WriteMatrixTable(w io.Writer, rep MatrixReport) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nmedians of %d run(s) per cell; vs perfect = perfect client's time / wall time\n", rep.Runs)
+	fmt.Fprintf(w, "\nmedians of %d run(s) per cell; vs perfect = perfect client's time (at most %d in flight, as the runner's workers) / wall time\n", rep.Runs, perfectWorkers)
 	for _, sr := range rep.Shapes {
 		fmt.Fprintf(w, "  %-21s %d items: %s\n", sr.Name, sr.Items, sr.Description)
 	}

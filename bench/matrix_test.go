@@ -32,7 +32,7 @@ func TestShapes(t *testing.T) {
 			for i := range reqs {
 				reqs[i] = Request{Tokens: int(mean)}
 			}
-			d, ok := Perfect(cfg.Sim, reqs)
+			d, ok := Perfect(cfg.Sim, reqs, perfectWorkers)
 			lo, hi := 25*time.Second, 40*time.Second
 			if cfg.Sim.Window >= time.Minute {
 				lo, hi = 60*time.Second, 70*time.Second

@@ -17,7 +17,13 @@ type Request struct {
 // Perfect is the time a perfect client needs to get every request of reqs
 // (in order) answered by a simulator
 // configured as sim: a client that knows the quota and sends each request
-// the very instant the quota admits it, never a refused call. It runs the
+// the very instant the quota admits it, never a refused call, with at
+// most workers requests in flight (no bound if workers <= 0). The
+// matrix holds it to the runner's default workers (limiter.DefaultCeiling,
+// as the limiter's virtual-time perfect client is): a client given 64
+// workers cannot send a window's 200 or 400 requests at once, so an
+// unbounded yardstick would charge the controller for its ceiling, a
+// flag, rather than for how it reads the quota. It runs the
 // simulator's own quota (geminisim.Quota) in virtual time, so it is exact
 // for every quota model, burst, schedule and per-day limit, and honours
 // the other limits a client cannot beat: no request while MaxConcurrent
@@ -28,7 +34,7 @@ type Request struct {
 // any client; the time is when the last answer arrives. ok is false when the quota
 // never admits some request (a prompt above the TPM, a schedule ending at
 // 0%).
-func Perfect(sim geminisim.Config, reqs []Request) (d time.Duration, ok bool) {
+func Perfect(sim geminisim.Config, reqs []Request, workers int) (d time.Duration, ok bool) {
 	start := time.Unix(0, 0).UTC()
 	q := geminisim.NewQuota(sim, start)
 	var inFlight endTimes // answer times of the requests in flight
@@ -39,7 +45,7 @@ func Perfect(sim geminisim.Config, reqs []Request) (d time.Duration, ok bool) {
 			for inFlight.Len() > 0 && !inFlight[0].After(t) {
 				heap.Pop(&inFlight)
 			}
-			if sim.MaxConcurrent > 0 && inFlight.Len() >= sim.MaxConcurrent {
+			if sim.MaxConcurrent > 0 && inFlight.Len() >= sim.MaxConcurrent || workers > 0 && inFlight.Len() >= workers {
 				t = inFlight[0]
 				continue
 			}

@@ -104,7 +104,7 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 					mu.Unlock()
 					var rpm, tpm int64
 					if named {
-						rpm, tpm = sh.namedRPM, sh.namedTPM
+						rpm, tpm = sh.namedAt(started)
 					}
 					l.RateLimitedQuota(started, retryAfter, rpm, tpm)
 				}

@@ -33,6 +33,9 @@ const (
 	// from the safe one, the first probeStair times it, each next stair's
 	// rise twice the last.
 	probeStair = 1.05
+	// peakStairs: below the rate the quota admitted before it fell, the
+	// stairs start this many doublings higher (20%, not 5%).
+	peakStairs = 2
 	// firstClimbRoundTrips: until a 429 comes at a paced rate (only
 	// slow start's burst was refused), a stair is held this many round
 	// trips.
@@ -98,11 +101,14 @@ const (
 	maxWindow = 2 * time.Minute
 )
 
-// ewmaWeight is the weight of each new sample in the smoothed token and
-// latency averages: 1/8, the weight TCP gives each RTT sample (RFC 6298).
-// Heavy enough to follow a change of prompt size within a few dozen calls,
-// light enough that one huge answer does not swing the derived ceiling.
+// ewmaWeight is the weight of each new sample in the smoothed latency:
+// 1/8, the weight TCP gives each RTT sample (RFC 6298).
 const ewmaWeight = 1.0 / 8
+
+// tokenWeight is the weight of a success's input tokens in their average
+// once more than 1/tokenWeight have come (before, the plain mean): slow,
+// as tokens vary call to call (see observe).
+const tokenWeight = 1.0 / 64
 
 // Config configures an AIMD limiter. Every field is optional: a zero field
 // takes the matching Default constant, so Config{} is a sound limiter.

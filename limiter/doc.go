@@ -13,7 +13,10 @@
 // quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
 // law bisects between the two, then climbs in growing stairs to find a
 // quota that grew. A 429 at a rate already proven safe means the quota
-// fell. Tuned on a virtual-time simulation of every quota shape
+// fell; the law keeps the safe rate it had, as a quota that fell (a
+// drift, a neighbour's burst) often comes back, and climbs back to it
+// sooner (one answer lag, not two, while no look has been refused) and
+// in stairs of 20%. Tuned on a virtual-time simulation of every quota shape
 // (quota_sim_test.go), against a client that knows the quota.
 //
 // Both kinds of outcome lower the limit: 429s (RateLimited), and with
@@ -27,7 +30,9 @@
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
-// at 97% of it, the tighter of requests and input tokens, and climbs no
+// at 97% of it, the tighter of requests and input tokens (a token budget
+// with room for one standard deviation of the mean tokens of an answer
+// lag's calls, as prompts differ in length), and climbs no
 // higher for 32 answer lags with no 429 (twice as long after each look
 // that found nothing, two once 429s have named different budgets, a live
 // quota); then it looks above it, as the quota may have grown since it was

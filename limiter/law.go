@@ -32,8 +32,12 @@ type law struct {
 	calm int
 	// bounded: a 429 other than slow start's first has come, at a paced
 	// rate.
-	bounded   bool
-	stairs    int     // stairs up since the last 429
+	bounded bool
+	stairs  int // stairs up since the last 429
+	// peak: the safe rate before the quota last fell, 0 once the rate
+	// is back at it. A quota that fell (a drift, a neighbour's burst)
+	// often comes back: the stairs climb to it faster.
+	peak      float64
 	eventRate float64 // the rate when the current event began
 	// namedRPM and namedTPM are the per-minute budgets the last 429
 	// that named any named (see nameQuota); 0 if none.
@@ -95,8 +99,10 @@ type law struct {
 	minLimit, maxLimit   int
 	increases, decreases int64
 
-	avgTokens  float64 // EWMA of input tokens per success; valid if hasTokens
+	avgTokens  float64 // mean input tokens per success, then an EWMA (see observe); valid if hasTokens
 	hasTokens  bool
+	nTokens    int64   // successes that reported tokens
+	varTokens  float64 // their variance, weighted as avgTokens
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
 }
@@ -250,7 +256,7 @@ func (w *law) grow(t time.Time) {
 		// Only slow start's burst was refused, which says little about
 		// the quota's rate: climb as fast as its round trips answer.
 		lag = max(firstClimbRoundTrips*w.latency(), w.window)
-	} else if w.stairs >= 2 || w.stairs >= 1 && w.window > 0 {
+	} else if w.stairs >= 2 || w.stairs >= 1 && (w.window > 0 || w.rate < w.peak) {
 		// Stairs held: the quota grew; climb on in half lags (no less
 		// than its window, when a retry delay showed one, else after
 		// two stairs, when it grew for sure).
@@ -265,7 +271,7 @@ func (w *law) grow(t time.Time) {
 		base = w.safe
 	}
 	w.held++
-	if w.refused > 0 && w.held > reprobeLags<<w.calm {
+	if w.refused > 0 && (w.held > reprobeLags<<w.calm || w.peak > w.rate && w.calm == 0 && w.held > 0) {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
 	hold := namedHoldLags
@@ -286,6 +292,11 @@ func (w *law) grow(t time.Time) {
 		// quota that grew far is found in a few lags, one that did not
 		// is overshot by a few percent.
 		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		if w.peak > base {
+			// Below the rate the quota admitted before it fell: climb
+			// back to it in larger stairs.
+			w.rate = min(base*(1+(probeStair-1)*float64(int(1)<<min(w.stairs+peakStairs, 4))), w.peak)
+		}
 		w.stairs++
 		w.increases++
 	case w.refused-w.safe > bisectShare*w.refused:
@@ -295,6 +306,9 @@ func (w *law) grow(t time.Time) {
 		w.rate = w.safe
 	}
 	w.rate = min(w.rate, w.maxRate())
+	if w.peak > 0 && w.rate >= w.peak {
+		w.peak = 0
+	}
 	w.probeFrom = t
 }
 
@@ -432,6 +446,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		measured = measured && !first
 		switch {
 		case measured && admittedRate < w.safe*fellShare:
+			w.peak = max(w.peak, w.safe)
 			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
 		case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
 			// Refused at the safe rate while the quota admits about
@@ -439,6 +454,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// window shows only now and then. Go just under it.
 			w.safe *= eventBackoff
 		case w.rate <= w.safe*1.001:
+			w.peak = max(w.peak, w.safe)
 			w.safe = 0 // refused at a rate it admitted: the quota fell
 			w.calm = 0
 		case w.safe > 0 && w.stairs == 1:

@@ -635,3 +635,80 @@ func TestLaw_backoff(t *testing.T) {
 		})
 	}
 }
+
+// After the quota fell, the law remembers the safe rate it had (peak): a
+// quota that fell often comes back, so the first look above the new safe
+// rate comes after one answer lag, not two, and climbs in stairs of 20%,
+// never past the peak. A look refused there (calm) waits as usual.
+func TestLaw_climbBackToPeak(t *testing.T) {
+	tests := []struct {
+		name     string
+		peak     float64
+		calm     int
+		wantRate float64
+	}{
+		{"no fall: the safe rate is held two lags", 0, 0, 50},
+		{"below the peak: a 20% stair after one lag", 100, 0, 50 * (1 + (probeStair-1)*4)},
+		{"the stair stops at the peak", 55, 0, 55},
+		{"a look refused below the peak: the usual hold", 100, 1, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 50)
+			w.safe, w.refused, w.eventRate, w.bounded = 50, 51, 50, true
+			w.peak, w.calm = tt.peak, tt.calm
+			w.probeFrom = at
+			drive(w, at, w.answerLag()+rtt)
+			if !near(w.rate, tt.wantRate) {
+				t.Errorf("rate %.2f a lag on, want %.2f", w.rate, tt.wantRate)
+			}
+		})
+	}
+	t.Run("a fall remembers the safe rate", func(t *testing.T) {
+		w, at := pacedLaw(t, 100)
+		w.safe, w.eventRate = 100, 100
+		s := w.start(at, 0)
+		w.onRateLimited(at.Add(20*time.Millisecond), s, 7300*time.Microsecond, 1)
+		if w.safe != 0 || !near(w.peak, 100) {
+			t.Errorf("safe %.2f peak %.2f after a 429 at the safe rate, want 0 and 100", w.safe, w.peak)
+		}
+	})
+}
+
+// Input tokens are averaged over every call so far, then slowly (they
+// vary call to call), and a TPM budget is paced with room for their
+// spread: one standard deviation of the mean of an answer lag's calls.
+func TestLaw_namedTokens(t *testing.T) {
+	tests := []struct {
+		name     string
+		tokens   []int64 // billed by the successes, in turn
+		wantMean float64
+		wantRate float64 // for a named 600,000 tokens a minute
+	}{
+		{"all alike: no room needed", []int64{100, 100, 100, 100}, 100, 100},
+		{"the plain mean while few", []int64{50, 150, 50, 150}, 100, 0},
+		{"one large call moves the mean by its share", []int64{100, 100, 100, 500}, 200, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{Start: 10})
+			at := simEpoch
+			for _, n := range tt.tokens {
+				s := w.start(at, 0)
+				at = at.Add(rtt)
+				w.onSuccess(at, s, n, 1)
+			}
+			if !near(w.avgTokens, tt.wantMean) {
+				t.Errorf("mean tokens %.2f, want %.2f", w.avgTokens, tt.wantMean)
+			}
+			w.nameQuota(0, 600000)
+			got := w.namedRate()
+			switch {
+			case tt.wantRate > 0 && !near(got, tt.wantRate):
+				t.Errorf("named rate %.2f, want %.2f", got, tt.wantRate)
+			case tt.wantRate == 0 && got >= 600000/60/tt.wantMean:
+				t.Errorf("named rate %.2f, want below %.2f (room for the spread)", got, 600000/60/tt.wantMean)
+			}
+		})
+	}
+}

@@ -38,7 +38,8 @@ import (
 //     each stair that found nothing), then climbs in stairs (5%, then each
 //     rise twice the last) to find a quota that grew. A 429 at or below the
 //     safe rate, or one after the quota admitted less than it, means the
-//     quota fell: the law forgets it.
+//     quota fell: the law forgets it, and climbs back towards it in 20%
+//     stairs, the first after one answer lag while no look was refused.
 //   - Named quota. A 429 reported through RateLimitedQuota with the
 //     per-minute budget it enforces sets the rate at 97% of it (the
 //     tighter of requests and input tokens), and no stair climbs past it

@@ -242,12 +242,22 @@ type quotaShape struct {
 	// (QuotaFailure's quotaValue), per minute of the time-scaled window:
 	// limit × (1 min / window); 0 for none. Each call bills simTokens.
 	namedRPM, namedTPM int64
+	// namedDrift, if set, makes the named budgets live: at each instant
+	// they are its percentage of namedRPM and namedTPM, as a server names
+	// the quota it enforces now (bench's drifting shapes do).
+	namedDrift drift
 	// belowBar, when set, says why the law does not yet reach the bar's
 	// goodput on this shape (see TestLaw_quotaShapes); floor then guards
 	// its figure against regression instead. The bar's 429 share and
 	// calls per item hold on every shape.
 	belowBar string
 	floor    float64
+}
+
+// namedAt returns the budgets a 429 of a call arriving at t names.
+func (sh quotaShape) namedAt(t time.Time) (rpm, tpm int64) {
+	pct := int64(sh.namedDrift.pctAt(t.Sub(simEpoch)))
+	return sh.namedRPM * pct / 100, sh.namedTPM * pct / 100
 }
 
 // simServer is one run's server state.
@@ -410,7 +420,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 			}
 			r.r429s++
 			if e.named {
-				w.nameQuota(sh.namedRPM, sh.namedTPM)
+				w.nameQuota(sh.namedAt(e.started))
 			}
 			w.onRateLimited(t, e.started, e.retryAfter, inFlight)
 			inFlight--
@@ -468,7 +478,7 @@ func quotaShapes() []quotaShape {
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),
 		},
 		{
-			name: "token bucket, drifting, no RetryInfo", floor: 0.85,
+			name: "token bucket, drifting, no RetryInfo", floor: 0.865,
 			belowBar: "the quota falls by 40% and comes back, and no retry delay shows its window: the climb back is a stair per answer lag, half a lag after two",
 			items:    4000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &tokenBucket{perSecond: 120, burst: 10, drift: down} },

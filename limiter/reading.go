@@ -128,6 +128,13 @@ func (w *law) namedRate() float64 {
 	}
 	if w.namedTPM > 0 {
 		byTokens := float64(w.namedTPM) / 60 / float64(w.tokensPerCall())
+		if w.nTokens > 1 && w.avgTokens > 0 {
+			// Calls differ in tokens, so the calls a window holds bill
+			// more than their mean now and then: leave room for one
+			// standard deviation of the mean of a lag's calls.
+			n := max(byTokens*w.answerLag().Seconds(), 1)
+			byTokens /= 1 + math.Sqrt(w.varTokens)/w.avgTokens/math.Sqrt(n)
+		}
 		if r == 0 || byTokens < r {
 			r = byTokens
 		}
@@ -220,11 +227,16 @@ func (w *law) observe(latency time.Duration, tokens int64) {
 	if tokens <= 0 {
 		return
 	}
-	if w.hasTokens {
-		w.avgTokens += ewmaWeight * (float64(tokens) - w.avgTokens)
-	} else {
-		w.avgTokens, w.hasTokens = float64(tokens), true
-	}
+	// Tokens per call vary from item to item far more than latency moves:
+	// a TPM budget paced with the latency's eighth-weight average swung
+	// the rate by a tenth call to call and overran the quota. The mean
+	// of all calls so far, then a slow average, holds still.
+	w.nTokens++
+	a := max(1/float64(w.nTokens), tokenWeight)
+	d := float64(tokens) - w.avgTokens
+	w.avgTokens += a * d
+	w.varTokens = (1 - a) * (w.varTokens + a*d*d)
+	w.hasTokens = true
 }
 
 // ceiling returns the effective ceiling: Config.Ceiling, lowered to the
