@@ -75,10 +75,12 @@ type FleetLimitConfig struct {
 // quota row's GCRA schedule and waits for it, so the fleet together
 // keeps to the row's rate: a rate given (RPM, or a 429 that names its
 // per-minute quota) or, when none is, one the fleet learns from the
-// quota's answers (see quotaRow: paced just under what the quota
-// admitted at the first congestion event, then a slow climb taken once
-// for the whole fleet). Its calls in flight are an AIMD (slow start,
-// then +1 per IncreaseEvery) whose decreases are the fleet's: each
+// quota's answers (see quotaRow: a slow start the fleet takes as one
+// schedule, paced just under what the quota admitted at the first
+// congestion event, then a slow climb taken once for the whole fleet).
+// Its calls in flight are an AIMD (slow start, then +1 per
+// IncreaseEvery, neither while the fleet's pace binds its calls) whose
+// decreases are the fleet's: each
 // congestion event (an epoch of the quota row, raised once by the first
 // 429 of the event anywhere) lowers this worker's limit once, whether
 // this worker got a 429 or not, and every later 429 of the same event

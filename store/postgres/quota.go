@@ -19,19 +19,20 @@ import (
 //     however many workers share it;
 //   - the rate itself: given (SetRate: --rpm, or a 429 that named its
 //     quota) or, when none is, learned by the fleet's rate law
-//     (fleetlaw.go) from the grants and 429s the row counts: at the first
-//     congestion event the fleet paces just under what the quota
-//     admitted, then climbs slowly, one step per answer lag for the
-//     whole fleet (the step is a compare-and-set on the row, so N
-//     workers do not probe N times faster);
+//     (fleetlaw.go) from the grants and 429s the row counts: the fleet
+//     slow-starts as one schedule (a low pace doubled each short lag the
+//     fleet sent at it), at the first congestion event it paces just
+//     under what the quota admitted, then climbs slowly, one step per
+//     answer lag for the whole fleet (each step is a compare-and-set on
+//     the row, so N workers do not probe N times faster);
 //   - a congestion epoch: the first 429 of an event raises it once, for
 //     the whole fleet, applies the law once, and pushes the schedule
 //     past the server's retry delay, so every process waits, and each
 //     applies one decrease per new epoch (shared, synchronous feedback)
 //     instead of every 429 of every process decreasing on its own.
 //
-// Reserve is one statement on one row (plus, once per answer lag for the
-// fleet, the law's step); OnRateLimited one short transaction holding
+// Reserve is one statement on one row (plus, once per lag for the
+// fleet, the law's step), and books no further ahead than BookAhead; OnRateLimited one short transaction holding
 // the row's lock, no API call inside. Only the database clock is read.
 // A SharedQuota is safe for concurrent use; each process has its own
 // (its record of the epochs it has seen is per process).
