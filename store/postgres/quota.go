@@ -276,7 +276,8 @@ func (q *SharedQuota) step(ctx context.Context, key string, epoch int64, row, ne
 			tat = CASE WHEN every_us > 0 AND $3::bigint > 0 AND tat > greatest(now(), cooldown_until)
 				THEN greatest(now(), cooldown_until) + (tat - greatest(now(), cooldown_until)) * ($3::bigint::float8 / every_us)
 				ELSE tat END
-		WHERE key = $1 AND epoch = $2 AND mark_at = $12 AND every_us = $13 AND stage_at IS NOT DISTINCT FROM $14`,
+		WHERE key = $1 AND epoch = $2 AND mark_at = $12 AND every_us = $13
+			AND ($14::timestamptz IS NULL OR stage_at = $14)`,
 		key, epoch, next.Every.Microseconds(), next.Safe, next.Refused, next.Stairs, next.Held, next.Calm,
 		next.MarkAt, next.MarkSent, next.MarkLimited, row.MarkAt, row.Every.Microseconds(), stageAt(row), stageAt(next), next.StageSent, prevAt(next), next.PrevSent)
 	if err != nil {
@@ -285,7 +286,8 @@ func (q *SharedQuota) step(ctx context.Context, key string, epoch int64, row, ne
 	return nil
 }
 
-// stageAt is the row's stage_at: NULL outside slow start.
+// stageAt is the row's stage_at during slow start, nil outside it (the
+// step then neither compares nor keeps it).
 func stageAt(r quotaRow) *time.Time {
 	if !r.Starting || r.Every <= 0 {
 		return nil

@@ -214,6 +214,17 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	if err != nil || !g.Paced || g.Epoch != 1 {
 		t.Fatalf("the next grant: %+v, %v; want paced at epoch 1", g, err)
 	}
+	// The climb after slow start lands (its step is not the slow start's).
+	r = readRow(t, qs[1], "k")
+	up := r
+	up.Every, up.Stairs, up.MarkAt = (r.Every / 2).Truncate(time.Microsecond), 1, r.MarkAt.Add(time.Second)
+	if err := qs[1].step(ctx, "k", 1, r, up); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRow(t, qs[0], "k"); got.Every != up.Every || got.Stairs != 1 {
+		t.Fatalf("a step after the first event: every %s, stairs %d; want %s, 1", got.Every, got.Stairs, up.Every)
+	}
+	r = readRow(t, qs[0], "k")
 	// A worker that starts without a rate keeps what the fleet learned;
 	// a rate given and then dropped is forgotten.
 	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
