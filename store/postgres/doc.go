@@ -117,11 +117,16 @@
 // counts grants and 429s, so at each event the law (fleetlaw.go, pure,
 // after the limiter package's) reads what the quota admitted, paces just
 // under it, and climbs back one compare-and-set step per answer lag for
-// the whole fleet, never N steps for N workers. FleetLimiter is the
-// pipeline.Limiter built on it: each worker's calls in flight slow-start
-// until the first event and fall with the fleet's events only while no
-// rate is paced; a call whose booked slot a 429 has since pushed past
-// books again rather than go out into a spent quota.
+// the whole fleet, never N steps for N workers. Before the first event
+// the fleet slow-starts as one: the row paces it from a low rate doubled
+// each short lag the fleet sent at it (the same compare-and-set), so N
+// workers ramp no faster than one. The schedule is booked a short way
+// ahead only (BookAhead), so a new pace or a 429 takes hold within it.
+// FleetLimiter is the pipeline.Limiter built on it: each worker's calls
+// in flight grow only while the pace does not bind them, and fall with
+// the fleet's events only while no rate is paced; a call that waited for
+// its slot reads the fleet's cooldown before it goes out, and books
+// again rather than go out into a spent quota.
 //
 // # Why plain SQL rather than River
 //

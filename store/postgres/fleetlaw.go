@@ -56,6 +56,16 @@ const (
 	fleetMinAdmitted = 10
 	// fleetMaxWindow bounds the quota window a retry delay is read as.
 	fleetMaxWindow = 2 * time.Minute
+	// fleetStartRate and fleetStartLag are the fleet's slow start, before
+	// its first congestion event with no rate given: the row paces the
+	// whole fleet from fleetStartRate grants a second and doubles the
+	// pace every fleetStartLag the fleet sent at it, one schedule for N
+	// workers as for one (N workers each doubling their own calls in
+	// flight would climb N times as steep and overrun a quota by N
+	// workers' bursts before the first 429 is read). A 429 answers at
+	// once, so the lag need not wait for the calls' answers.
+	fleetStartRate = 10.0
+	fleetStartLag  = 250 * time.Millisecond
 )
 
 // quotaRow is the fleet's learned state of one quota key, as the quota
@@ -79,6 +89,19 @@ type quotaRow struct {
 	// Bounded: an event has come at a paced rate (the first event only
 	// ends slow start's burst, which says little about the rate).
 	Bounded bool
+	// Starting: the fleet's slow start, before the first congestion
+	// event with no rate given (the row's epoch is 0). Every is then the
+	// slow start's pace, doubled each fleetStartLag the fleet sent at it;
+	// StageAt is when the current pace began, StageSent the calls sent
+	// by then (the mark stays at the first grant: the first event reads
+	// what the quota admitted over the whole slow start).
+	Starting  bool
+	StageAt   time.Time
+	StageSent float64
+	// PrevAt and PrevSent are StageAt and StageSent of the stage before
+	// (the first event reads the last two stages as they went).
+	PrevAt   time.Time
+	PrevSent float64
 	// Stairs counts the stairs climbed since the last event, Held the
 	// rates proven safe since it, Calm the looks above the safe rate in
 	// a row that were refused at once.
@@ -154,6 +177,9 @@ func (r quotaRow) admittedRate(now time.Time, minSpan, denominator time.Duration
 // or a stair above when none is known. It reports whether the row
 // changed; the fleet applies the change once (see SharedQuota.step).
 func (r quotaRow) held(now time.Time, minLag time.Duration) (quotaRow, bool) {
+	if r.Starting {
+		return r.started(now)
+	}
 	rate := r.rate()
 	if rate <= 0 {
 		return r, false
@@ -186,8 +212,61 @@ func (r quotaRow) held(now time.Time, minLag time.Duration) (quotaRow, bool) {
 	default:
 		next = r.Safe
 	}
-	r.Every = r.capped(next)
+	r.pace(now, r.capped(next))
 	return r, true
+}
+
+// started is held during the fleet's slow start: the first grant sets
+// the pace to fleetStartRate; each fleetStartLag at a pace the fleet
+// sent at (its workers' calls in flight may bind first) doubles it.
+func (r quotaRow) started(now time.Time) (quotaRow, bool) {
+	rate := r.rate()
+	if rate <= 0 {
+		r.pace(now, everyFor(fleetStartRate))
+		r.StageAt, r.StageSent = now, r.sent(now)
+		r.PrevAt, r.PrevSent = r.StageAt, r.StageSent
+		return r, true
+	}
+	span := now.Sub(r.StageAt)
+	if span < fleetStartLag {
+		return r, false
+	}
+	sent := (r.sent(now) - r.StageSent) / span.Seconds()
+	if sent >= fleetSentShare*rate {
+		r.pace(now, everyFor(2*rate))
+		r.PrevAt, r.PrevSent = r.StageAt, r.StageSent
+	}
+	// Not sent at: the pace stays and the fleet is measured afresh.
+	r.StageAt, r.StageSent = now, r.sent(now)
+	return r, true
+}
+
+// startSent estimates the calls the fleet sent over the last span of
+// its slow start: the last two stages' as counted, each earlier one's
+// from its pace (half the next, fleetStartLag long), and no more than
+// it sent since the first grant.
+func (r quotaRow) startSent(now time.Time, span time.Duration) float64 {
+	n := r.sent(now) - r.PrevSent
+	back := span - now.Sub(r.PrevAt)
+	for rate := r.rate() / 2; back > 0 && rate > fleetStartRate; back -= fleetStartLag {
+		rate /= 2
+		n += rate * min(back, fleetStartLag).Seconds()
+	}
+	return min(n, r.sent(now)-r.MarkSent)
+}
+
+// pace sets the schedule's interval at now. The slots booked past now
+// (and past a cooldown) keep their number: the part of the schedule
+// they fill is stretched or shrunk to the new interval, so that sent
+// still counts them, and the fleet keeps to the new pace on average
+// from now on (the slots already booked go out at the old one, the
+// next ones fill the rest of that span at the new one).
+func (r *quotaRow) pace(now time.Time, every time.Duration) {
+	from := later(now, r.CooldownUntil)
+	if r.Every > 0 && every > 0 && r.Tat.After(from) {
+		r.Tat = from.Add(time.Duration(float64(r.Tat.Sub(from)) * float64(every) / float64(r.Every)))
+	}
+	r.Every = every
 }
 
 // capped is the schedule's interval for rate, no faster than a given
@@ -235,7 +314,9 @@ func (r *quotaRow) push(until time.Time, tau time.Duration) {
 // lag (see held).
 func (r quotaRow) congested(now time.Time, cooldown, tau, minLag time.Duration) quotaRow {
 	rate := r.rate()
-	first := rate <= 0
+	starting := r.Starting && rate > 0
+	first := rate <= 0 || starting
+	r.Starting = false
 	// What the quota admitted at this rate, read over half an answer
 	// lag at least: 429s of an overshoot come quicker than that, and the
 	// events they start add up their spans until one is long enough.
@@ -248,12 +329,35 @@ func (r quotaRow) congested(now time.Time, cooldown, tau, minLag time.Duration) 
 		minSpan = 0
 	}
 	admitted, measured := r.admittedRate(now, minSpan, span)
+	if starting {
+		// The fleet's slow start: what the quota admitted over the last
+		// half lag, or the retry delay when longer (a window's quota
+		// refuses once the window holds its quota: what went out over
+		// about a window is about its rate), not over the whole start,
+		// whose first stages sent far less.
+		span = max(span, cooldown)
+		n := r.startSent(now, span) - float64(r.Limited-r.MarkLimited)
+		admitted, measured = n/span.Seconds(), n >= fleetMinAdmitted
+	}
+	if !first && !r.Bounded && !measured && r.Held == 0 && r.Stairs == 0 {
+		// Within half a lag of the end of slow start (no step since),
+		// before anything
+		// could be measured at the pace it set: the quota's window still
+		// holds the burst, and refuses what it would admit at that pace
+		// once the burst has left it. The fleet waits; the pace stays.
+		r.push(now.Add(cooldown), tau)
+		return r
+	}
 	switch {
 	case first:
 		// The first event ends slow start's burst, which a window's
 		// quota admits above its rate: no bound learned, but what it
 		// admitted is about its rate.
 		if !measured {
+			// Too few calls to read a rate from (a quota of a handful
+			// per window): unpaced, as before slow start was shared;
+			// each worker's calls in flight fall once per event.
+			r.pace(now, 0)
 			r.push(now.Add(cooldown), tau)
 			r.mark(later(now, r.CooldownUntil))
 			return r
@@ -297,7 +401,7 @@ func (r quotaRow) congested(now time.Time, cooldown, tau, minLag time.Duration) 
 			next = min(next, admitted*backoff)
 		}
 	}
-	r.Every = r.capped(next)
+	r.pace(now, r.capped(next))
 	r.push(now.Add(cooldown), tau)
 	if measured || first {
 		r.mark(later(now, r.CooldownUntil))
@@ -346,8 +450,15 @@ func (w *workerLaw) decrease(n int, now time.Time, paced bool) {
 	}
 }
 
-// succeeded grows the limit for a success at now.
-func (w *workerLaw) succeeded(now time.Time) {
+// succeeded grows the limit for a success at now. waited: the call
+// waited for its slot in the fleet's schedule, so the pace, not the
+// calls in flight, bound it; the limit then stays (more calls in flight
+// would only book slots further ahead, and a 429 would find them booked
+// at the old pace).
+func (w *workerLaw) succeeded(now time.Time, waited bool) {
+	if waited {
+		return
+	}
 	if w.slowStart {
 		w.limit++
 	} else if now.Sub(w.grown) >= w.increaseEvery {

@@ -58,6 +58,10 @@ type FleetLimitConfig struct {
 	// the quota's window when a retry delay shows a longer one). Every
 	// worker of a fleet should use the same.
 	ProbeEvery time.Duration
+	// BookAhead is how far ahead of now the fleet's schedule is booked
+	// at most (default DefaultBookAhead): a call whose slot would be
+	// later waits and books then.
+	BookAhead time.Duration
 	// Clock is the clock of every wait; nil means the system clock. Lease
 	// and slot times themselves are the database's.
 	Clock pipeline.Clock
@@ -71,10 +75,12 @@ type FleetLimitConfig struct {
 // quota row's GCRA schedule and waits for it, so the fleet together
 // keeps to the row's rate: a rate given (RPM, or a 429 that names its
 // per-minute quota) or, when none is, one the fleet learns from the
-// quota's answers (see quotaRow: paced just under what the quota
-// admitted at the first congestion event, then a slow climb taken once
-// for the whole fleet). Its calls in flight are an AIMD (slow start,
-// then +1 per IncreaseEvery) whose decreases are the fleet's: each
+// quota's answers (see quotaRow: a slow start the fleet takes as one
+// schedule, paced just under what the quota admitted at the first
+// congestion event, then a slow climb taken once for the whole fleet).
+// Its calls in flight are an AIMD (slow start, then +1 per
+// IncreaseEvery, neither while the fleet's pace binds its calls) whose
+// decreases are the fleet's: each
 // congestion event (an epoch of the quota row, raised once by the first
 // 429 of the event anywhere) lowers this worker's limit once, whether
 // this worker got a 429 or not, and every later 429 of the same event
@@ -107,6 +113,9 @@ type FleetLimiter struct {
 type epochRef struct {
 	epoch int64
 	n     int
+	// waited: a call started then waited for its slot in the fleet's
+	// schedule (the pace bound it, not the calls in flight).
+	waited bool
 }
 
 var _ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
@@ -151,6 +160,9 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 	if cfg.ProbeEvery > 0 {
 		q.ProbeEvery = cfg.ProbeEvery
 	}
+	if cfg.BookAhead > 0 {
+		q.BookAhead = cfg.BookAhead
+	}
 	if cfg.RPM < 0 {
 		return nil, fmt.Errorf("fleet limiter %s: negative RPM %d", cfg.Key, cfg.RPM)
 	}
@@ -184,7 +196,7 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 			return time.Time{}, ctx.Err()
 		}
 	}
-	epoch, err := l.book(ctx)
+	epoch, waited, err := l.book(ctx)
 	if err != nil {
 		l.release()
 		return time.Time{}, err
@@ -192,7 +204,7 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	started := l.cfg.Clock.Now()
 	l.mu.Lock()
 	ref := l.epochs[started]
-	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1}
+	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1, waited: ref.waited || waited}
 	l.mu.Unlock()
 	return started, nil
 }
@@ -201,35 +213,64 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 const maxRebooks = 3
 
 // book reserves the call's slot in the fleet's schedule and waits for
-// it, booking again (maxRebooks times at most) when a 429 this process
-// heard of meanwhile pushed the schedule past it: sent anyway, the call
-// would meet a quota still spent. It returns the epoch of the slot (-1:
-// the database could not be reached, the call goes unpaced).
-func (l *FleetLimiter) book(ctx context.Context) (int64, error) {
+// it (coming back while the schedule is booked more than BookAhead
+// ahead: BookAhead), booking again (maxRebooks times at most) when a 429 anywhere
+// in the fleet meanwhile pushed the schedule past it: sent anyway, the
+// call would meet a quota still spent. A call that waited for its slot
+// reads the fleet's cooldown before it goes out (one read, not a
+// write): every process learns of a 429 before its next call, not at
+// its next reservation. It returns the epoch of the slot (-1: the
+// database could not be reached, the call goes unpaced) and whether
+// the call waited for it.
+func (l *FleetLimiter) book(ctx context.Context) (epoch int64, waited bool, err error) {
 	reserve := l.q.Reserve
-	for i := 0; ; i++ {
+	for i := 0; ; {
 		g, err := reserve(ctx, l.cfg.Key, 1)
 		if err != nil {
 			if ctx.Err() != nil {
-				return -1, ctx.Err()
+				return -1, waited, ctx.Err()
 			}
 			l.dbFailed(err)
-			return -1, nil
+			return -1, waited, nil
 		}
 		l.decrease(g.Decreases, g.Paced)
-		if g.Wait > 0 {
-			t := l.cfg.Clock.NewTimer(g.Wait)
-			select {
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				return -1, ctx.Err()
+		if g.Wait > 0 || !g.Booked {
+			waited = waited || g.Paced // not a cooldown's wait: the pace's
+			if err := l.sleep(ctx, max(g.Wait, time.Millisecond)); err != nil {
+				return -1, waited, err
 			}
 		}
-		if i >= maxRebooks || !l.q.Stale(l.cfg.Key, g) {
-			return g.Epoch, nil
+		if !g.Booked {
+			continue
 		}
+		if g.Wait > 0 {
+			n, err := l.q.Refresh(ctx, l.cfg.Key)
+			if err != nil {
+				if ctx.Err() != nil {
+					return -1, waited, ctx.Err()
+				}
+				l.dbFailed(err)
+				return g.Epoch, waited, nil
+			}
+			l.decrease(n, g.Paced)
+		}
+		if i >= maxRebooks || !l.q.Stale(l.cfg.Key, g) {
+			return g.Epoch, waited, nil
+		}
+		i++
 		reserve = l.q.Rebook
+	}
+}
+
+// sleep waits d on the clock, or until ctx ends.
+func (l *FleetLimiter) sleep(ctx context.Context, d time.Duration) error {
+	t := l.cfg.Clock.NewTimer(d)
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
 	}
 }
 
@@ -244,8 +285,8 @@ func (l *FleetLimiter) dbFailed(err error) {
 }
 
 // done ends the call started at started and returns the epoch it
-// reserved at (-1: none).
-func (l *FleetLimiter) done(started time.Time) int64 {
+// reserved at (-1: none) and whether it waited for its slot.
+func (l *FleetLimiter) done(started time.Time) epochRef {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ref, ok := l.epochs[started]
@@ -254,11 +295,11 @@ func (l *FleetLimiter) done(started time.Time) int64 {
 	} else if ref.n <= 1 {
 		delete(l.epochs, started)
 	} else {
-		l.epochs[started] = epochRef{epoch: ref.epoch, n: ref.n - 1}
+		l.epochs[started] = epochRef{epoch: ref.epoch, n: ref.n - 1, waited: ref.waited}
 	}
 	l.inFlight = max(l.inFlight-1, 0)
 	l.wake()
-	return ref.epoch
+	return ref
 }
 
 func (l *FleetLimiter) release() {
@@ -283,12 +324,14 @@ func (l *FleetLimiter) decrease(n int, paced bool) {
 
 // Succeeded grows the limit: +1 per success in slow start (doubling each
 // round trip until the fleet's first congestion event), then +1 per
-// IncreaseEvery at most.
+// IncreaseEvery at most; not for a call that waited for its slot in the
+// fleet's schedule (the pace bound it: more calls in flight would only
+// book further ahead).
 func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
-	l.done(started)
+	ref := l.done(started)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.law.succeeded(l.cfg.Clock.Now())
+	l.law.succeeded(l.cfg.Clock.Now(), ref.waited)
 	l.wake()
 }
 
@@ -297,7 +340,7 @@ func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 // retry delay (Cooldown when there is none); this worker decreases once
 // per new epoch it sees. Without the database it decreases on its own.
 func (l *FleetLimiter) RateLimited(started time.Time, retryAfter time.Duration) {
-	epoch := l.done(started)
+	epoch := l.done(started).epoch
 	cooldown := retryAfter
 	if cooldown <= 0 {
 		cooldown = l.cfg.Cooldown

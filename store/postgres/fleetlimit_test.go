@@ -101,7 +101,7 @@ func TestFleetLimiter_OneDecreasePerEvent(t *testing.T) {
 // calls are spaced one interval apart between them, not each.
 func TestFleetLimiter_PacesTheFleet(t *testing.T) {
 	clock := &instantClock{}
-	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", RPM: 1, Start: 8, Clock: clock})
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", RPM: 1, Start: 8, Clock: clock, BookAhead: time.Hour})
 	for range 2 {
 		for _, l := range ls {
 			acquire(t, l, 1)
@@ -185,7 +185,7 @@ func TestFleetLimiter_IncreasePacedInTime(t *testing.T) {
 // at 97% of it, though it never got a 429.
 func TestFleetLimiter_NamedQuotaPacesTheFleet(t *testing.T) {
 	clock := &instantClock{}
-	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 8, Clock: clock})
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 8, Clock: clock, BookAhead: time.Hour})
 	a, b := ls[0], ls[1]
 	s := acquire(t, a, 1)
 	a.RateLimitedQuota(s[0], 0, 60, 0) // 60 a minute

@@ -19,19 +19,20 @@ import (
 //     however many workers share it;
 //   - the rate itself: given (SetRate: --rpm, or a 429 that named its
 //     quota) or, when none is, learned by the fleet's rate law
-//     (fleetlaw.go) from the grants and 429s the row counts: at the first
-//     congestion event the fleet paces just under what the quota
-//     admitted, then climbs slowly, one step per answer lag for the
-//     whole fleet (the step is a compare-and-set on the row, so N
-//     workers do not probe N times faster);
+//     (fleetlaw.go) from the grants and 429s the row counts: the fleet
+//     slow-starts as one schedule (a low pace doubled each short lag the
+//     fleet sent at it), at the first congestion event it paces just
+//     under what the quota admitted, then climbs slowly, one step per
+//     answer lag for the whole fleet (each step is a compare-and-set on
+//     the row, so N workers do not probe N times faster);
 //   - a congestion epoch: the first 429 of an event raises it once, for
 //     the whole fleet, applies the law once, and pushes the schedule
 //     past the server's retry delay, so every process waits, and each
 //     applies one decrease per new epoch (shared, synchronous feedback)
 //     instead of every 429 of every process decreasing on its own.
 //
-// Reserve is one statement on one row (plus, once per answer lag for the
-// fleet, the law's step); OnRateLimited one short transaction holding
+// Reserve is one statement on one row (plus, once per lag for the
+// fleet, the law's step), and books no further ahead than BookAhead; OnRateLimited one short transaction holding
 // the row's lock, no API call inside. Only the database clock is read.
 // A SharedQuota is safe for concurrent use; each process has its own
 // (its record of the epochs it has seen is per process).
@@ -41,7 +42,10 @@ type SharedQuota struct {
 	// 429 before it counts as safe (see DefaultFleetProbeEvery, the value
 	// when zero). Every process sharing a key should use the same.
 	ProbeEvery time.Duration
-	mu         sync.Mutex
+	// BookAhead is how far ahead the schedule is booked at most
+	// (DefaultBookAhead when zero).
+	BookAhead time.Duration
+	mu        sync.Mutex
 	// seen is the newest epoch this process has seen per key; cool the
 	// latest end of a cooldown (database time).
 	seen map[string]int64
@@ -72,7 +76,18 @@ type Grant struct {
 	Paced bool
 	// At is the slot's time on the database's clock (see Stale).
 	At time.Time
+	// Booked is false when no slot was booked because the schedule is
+	// booked more than SharedQuota.BookAhead ahead: call again after
+	// Wait.
+	Booked bool
 }
+
+// DefaultBookAhead is how far ahead of now the fleet's schedule is
+// booked at most (SharedQuota.BookAhead). A slot booked far ahead goes
+// out at the pace of its booking, whatever an event or a step has made
+// of the pace since, and a 429 finds the schedule booked at the old
+// pace; past it a caller waits and books later.
+const DefaultBookAhead = 250 * time.Millisecond
 
 // Stale reports whether a 429 this process heard of since g was granted
 // pushed key's schedule past g's slot: the call would go out while the
@@ -143,7 +158,9 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 // cooldown is as good as now).
 const rowColumns = `q.every_us, q.given_us, greatest(q.tat, now()), greatest(q.cooldown_until, now()),
 	q.safe_rate, q.refused_rate, q.bounded, q.stairs, q.held, q.calm, q.granted, q.limited,
-	coalesce(q.mark_at, now()), q.mark_sent, q.mark_limited, q.window_us, now()`
+	coalesce(q.mark_at, now()), q.mark_sent, q.mark_limited, q.window_us,
+	q.epoch = 0 AND q.given_us = 0, coalesce(q.stage_at, now()), q.stage_sent,
+	coalesce(q.prev_at, now()), q.prev_sent, now()`
 
 // scanRow scans rowColumns (after dest) into a quotaRow and the
 // database's now.
@@ -153,7 +170,7 @@ func scanRow(row pgx.Row, dest ...any) (quotaRow, time.Time, error) {
 	var now time.Time
 	err := row.Scan(append(dest, &everyUS, &givenUS, &r.Tat, &r.CooldownUntil,
 		&r.Safe, &r.Refused, &r.Bounded, &r.Stairs, &r.Held, &r.Calm, &r.Granted, &r.Limited,
-		&r.MarkAt, &r.MarkSent, &r.MarkLimited, &windowUS, &now)...)
+		&r.MarkAt, &r.MarkSent, &r.MarkLimited, &windowUS, &r.Starting, &r.StageAt, &r.StageSent, &r.PrevAt, &r.PrevSent, &now)...)
 	r.Every = time.Duration(everyUS) * time.Microsecond
 	r.Given = time.Duration(givenUS) * time.Microsecond
 	r.Window = time.Duration(windowUS) * time.Microsecond
@@ -166,6 +183,14 @@ func (q *SharedQuota) probeEvery() time.Duration {
 		return q.ProbeEvery
 	}
 	return DefaultFleetProbeEvery
+}
+
+// bookAhead is BookAhead or its default.
+func (q *SharedQuota) bookAhead() time.Duration {
+	if q.BookAhead > 0 {
+		return q.BookAhead
+	}
+	return DefaultBookAhead
 }
 
 // Reserve books the next slot of key for a call costing cost units (1
@@ -189,35 +214,93 @@ func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, gra
 		return Grant{}, fmt.Errorf("quota %s: negative cost %v", key, cost)
 	}
 	var waitUS, epoch int64
-	r, now, err := scanRow(q.db.pool.QueryRow(ctx, `INSERT INTO quota AS q (key, tat, granted, mark_at) VALUES ($1, now(), $3, now())
-		ON CONFLICT (key) DO UPDATE SET tat = greatest(q.tat, now()) + q.every_us * $2::float8 * interval '1 microsecond',
-			granted = q.granted + $3, mark_at = coalesce(q.mark_at, now())
-		RETURNING greatest(0, (extract(epoch FROM q.tat - q.every_us * $2::float8 * interval '1 microsecond'
-			- q.tau_us * interval '1 microsecond' - now()) * 1000000)::bigint), q.epoch, `+rowColumns, key, cost, grants), &waitUS, &epoch)
+	var booked bool
+	// The slot is booked only if it falls within BookAhead (ok); the
+	// wait returned is then the slot's, else when to come back.
+	reserve := func() (quotaRow, time.Time, error) {
+		return scanRow(q.db.pool.QueryRow(ctx, `WITH c AS (
+				SELECT key, every_us = 0 OR greatest(tat, now()) - tau_us * interval '1 microsecond'
+					<= now() + $4 * interval '1 microsecond' AS ok
+				FROM quota WHERE key = $1 FOR UPDATE)
+			UPDATE quota q SET
+				tat = CASE WHEN c.ok THEN greatest(q.tat, now()) + q.every_us * $2::float8 * interval '1 microsecond' ELSE q.tat END,
+				granted = q.granted + CASE WHEN c.ok THEN $3 ELSE 0 END, mark_at = coalesce(q.mark_at, now())
+			FROM c WHERE q.key = c.key
+			RETURNING c.ok, greatest(0, (extract(epoch FROM CASE WHEN c.ok
+				THEN q.tat - q.every_us * $2::float8 * interval '1 microsecond' - q.tau_us * interval '1 microsecond'
+				ELSE q.tat - q.tau_us * interval '1 microsecond' - $4 * interval '1 microsecond' END - now()) * 1000000)::bigint),
+				q.epoch, `+rowColumns, key, cost, grants, q.bookAhead().Microseconds()), &booked, &waitUS, &epoch)
+	}
+	r, now, err := reserve()
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The key's first reservation: the row, then the slot.
+		if _, err = q.db.pool.Exec(ctx, `INSERT INTO quota (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, key); err == nil {
+			r, now, err = reserve()
+		}
+	}
 	if err != nil {
 		return Grant{}, fmt.Errorf("reserve quota %s in %s: %w", key, q.db.path, err)
 	}
-	if next, changed := r.held(now, q.probeEvery()); changed {
+	if next, changed := r.held(now, q.probeEvery()); booked && changed {
 		if err := q.step(ctx, key, epoch, r, next); err != nil {
 			return Grant{}, err
 		}
 	}
 	wait := time.Duration(waitUS) * time.Microsecond
-	return Grant{Wait: wait, Epoch: epoch, Decreases: q.observe(key, epoch, r.CooldownUntil), Paced: r.Every > 0, At: now.Add(wait)}, nil
+	return Grant{Wait: wait, Epoch: epoch, Decreases: q.observe(key, epoch, r.CooldownUntil), Paced: r.Every > 0, At: now.Add(wait), Booked: booked}, nil
+}
+
+// Refresh reads key's epoch and cooldown as the fleet has them now, so
+// that Stale sees a 429 another process heard of since this one last
+// reserved: a call that waited for its slot looks before it goes out.
+// It returns how many congestion events are new to this process.
+func (q *SharedQuota) Refresh(ctx context.Context, key string) (int, error) {
+	var epoch int64
+	var cool time.Time
+	err := q.db.pool.QueryRow(ctx, `SELECT epoch, cooldown_until FROM quota WHERE key = $1`, key).Scan(&epoch, &cool)
+	if err != nil {
+		return 0, fmt.Errorf("read quota %s in %s: %w", key, q.db.path, err)
+	}
+	return q.observe(key, epoch, cool), nil
 }
 
 // step applies the law's step from row to next, unless another process
 // took a step or an event came since (then its change stands).
 func (q *SharedQuota) step(ctx context.Context, key string, epoch int64, row, next quotaRow) error {
-	_, err := q.db.pool.Exec(ctx, `UPDATE quota SET every_us = $3, safe_rate = $4, refused_rate = $5,
-			stairs = $6, held = $7, calm = $8, mark_at = $9, mark_sent = $10, mark_limited = $11
-		WHERE key = $1 AND epoch = $2 AND mark_at = $12`,
+	// The slots booked past now keep their number at the new pace (see
+	// quotaRow.pace), computed here on the row as it is when the step
+	// lands (others may have booked since it was read).
+	_, err := q.db.pool.Exec(ctx, `UPDATE quota SET every_us = $3::bigint, safe_rate = $4, refused_rate = $5,
+			stairs = $6, held = $7, calm = $8, mark_at = $9, mark_sent = $10, mark_limited = $11,
+			stage_at = $15, stage_sent = $16, prev_at = $17, prev_sent = $18,
+			tat = CASE WHEN every_us > 0 AND $3::bigint > 0 AND tat > greatest(now(), cooldown_until)
+				THEN greatest(now(), cooldown_until) + (tat - greatest(now(), cooldown_until)) * ($3::bigint::float8 / every_us)
+				ELSE tat END
+		WHERE key = $1 AND epoch = $2 AND mark_at = $12 AND every_us = $13
+			AND ($14::timestamptz IS NULL OR stage_at = $14)`,
 		key, epoch, next.Every.Microseconds(), next.Safe, next.Refused, next.Stairs, next.Held, next.Calm,
-		next.MarkAt, next.MarkSent, next.MarkLimited, row.MarkAt)
+		next.MarkAt, next.MarkSent, next.MarkLimited, row.MarkAt, row.Every.Microseconds(), stageAt(row), stageAt(next), next.StageSent, prevAt(next), next.PrevSent)
 	if err != nil {
 		return fmt.Errorf("step the learned rate of quota %s in %s: %w", key, q.db.path, err)
 	}
 	return nil
+}
+
+// stageAt is the row's stage_at during slow start, nil outside it (the
+// step then neither compares nor keeps it).
+func stageAt(r quotaRow) *time.Time {
+	if !r.Starting || r.Every <= 0 {
+		return nil
+	}
+	return &r.StageAt
+}
+
+// prevAt is the row's prev_at: NULL outside slow start.
+func prevAt(r quotaRow) *time.Time {
+	if !r.Starting || r.Every <= 0 {
+		return nil
+	}
+	return &r.PrevAt
 }
 
 // Congestion is what OnRateLimited found.

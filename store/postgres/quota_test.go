@@ -17,6 +17,8 @@ func clients(t *testing.T, url string, n int) []*SharedQuota {
 	out := make([]*SharedQuota, n)
 	for i := range out {
 		out[i] = NewSharedQuota(worker(t, url, fmt.Sprint("client", i)))
+		// The tests read the schedule's slots hours ahead: book them all.
+		out[i].BookAhead = 1000 * time.Hour
 	}
 	return out
 }
@@ -162,11 +164,13 @@ func readRow(t *testing.T, q *SharedQuota, key string) quotaRow {
 }
 
 // TestSharedQuota_LearnsTheRateOnce: with the rate unknown, the first
-// 429 of an event, however many come at once from several processes,
-// applies the law once: the fleet is then paced just under what the
-// quota admitted (the grants less the 429s, over half an answer lag at
-// least: here an hour, so the rate read does not depend on how fast the
-// test runs).
+// grant starts the fleet's slow start, one schedule for every process;
+// the first 429 of an event, however many come at once from several
+// processes, ends it and applies the law once: the fleet is then paced
+// just under what the quota admitted (the grants less the 429s, over
+// half an answer lag at least: here an hour, the grants moved an hour
+// back so that the rate read does not depend on how fast the test
+// runs).
 func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	const n, grants = 4, 60
 	_, u := openNew(t, Options{})
@@ -181,11 +185,13 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g.Paced {
-			t.Fatalf("grant %d paced before any 429", i)
-		}
 		gs = append(gs, g)
 	}
+	if r := readRow(t, qs[0], "k"); !r.Starting || r.Every <= 0 || r.Every > everyFor(fleetStartRate) {
+		t.Fatalf("after %d grants: starting %v, every %s; want the fleet's slow start, at %v a second or more", grants, r.Starting, r.Every, fleetStartRate)
+	}
+	sql(t, u, `UPDATE quota SET tat = now(), mark_at = now() - interval '1 hour', mark_sent = 0,
+		stage_at = now() - interval '1 hour', stage_sent = 0, prev_at = now() - interval '1 hour', prev_sent = 0`)
 	var wg sync.WaitGroup
 	for i, q := range qs {
 		wg.Go(func() {
@@ -208,6 +214,17 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	if err != nil || !g.Paced || g.Epoch != 1 {
 		t.Fatalf("the next grant: %+v, %v; want paced at epoch 1", g, err)
 	}
+	// The climb after slow start lands (its step is not the slow start's).
+	r = readRow(t, qs[1], "k")
+	up := r
+	up.Every, up.Stairs, up.MarkAt = (r.Every / 2).Truncate(time.Microsecond), 1, r.MarkAt.Add(time.Second)
+	if err := qs[1].step(ctx, "k", 1, r, up); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRow(t, qs[0], "k"); got.Every != up.Every || got.Stairs != 1 {
+		t.Fatalf("a step after the first event: every %s, stairs %d; want %s, 1", got.Every, got.Stairs, up.Every)
+	}
+	r = readRow(t, qs[0], "k")
 	// A worker that starts without a rate keeps what the fleet learned;
 	// a rate given and then dropped is forgotten.
 	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
@@ -303,5 +320,51 @@ func TestSharedQuota_StaleSlot(t *testing.T) {
 	again := reserve(a, true)
 	if got := readRow(t, a, "k").Granted; got != granted || a.Stale("k", again) {
 		t.Fatalf("a rebooked slot: granted %d -> %d (want unchanged), stale %v", granted, got, a.Stale("k", again))
+	}
+}
+
+// TestSharedQuota_OneSlowStartForTheFleet: with the rate unknown, the
+// first grant paces the whole fleet at the slow start's first rate; when
+// a stage has been held and sent at, two processes that both see it race
+// to double the pace and only the first lands (N workers climb as one),
+// and the slots booked ahead keep their number at the new pace.
+func TestSharedQuota_OneSlowStartForTheFleet(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	ctx := context.Background()
+	g, err := qs[0].Reserve(ctx, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[1], "k"); !r.Starting || r.Every != everyFor(fleetStartRate) || !g.Booked {
+		t.Fatalf("after the first grant: starting %v, every %s, booked %v; want the slow start at %v a second", r.Starting, r.Every, g.Booked, fleetStartRate)
+	}
+	// The stage began a second ago and 20 calls went out since; 10 slots
+	// are booked ahead at the stage's pace (a second).
+	sql(t, u, `UPDATE quota SET stage_at = stage_at - interval '1 second', stage_sent = granted - 20,
+		tat = now() + interval '1 second', mark_at = mark_at - interval '1 second'`)
+	row := readRow(t, qs[0], "k")
+	var now time.Time
+	if err := qs[0].db.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	next, changed := row.held(now, DefaultFleetProbeEvery)
+	if !changed || next.Every != everyFor(2*fleetStartRate) {
+		t.Fatalf("a stage held and sent at: changed %v, every %s; want %s", changed, next.Every, everyFor(2*fleetStartRate))
+	}
+	// The second process's step from the same row would double again.
+	again := next
+	again.Every = everyFor(4 * fleetStartRate)
+	for i, q := range qs {
+		if err := q.step(ctx, "k", g.Epoch, row, []quotaRow{next, again}[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readRow(t, qs[1], "k")
+	if got.Every != everyFor(2*fleetStartRate) {
+		t.Fatalf("two processes doubled from one row: every %s, want %s (one doubling)", got.Every, everyFor(2*fleetStartRate))
+	}
+	if ahead := got.Tat.Sub(now); ahead < 400*time.Millisecond || ahead > 600*time.Millisecond {
+		t.Fatalf("10 slots booked a second ahead at 10 a second are %s ahead at 20 a second, want about 500ms", ahead)
 	}
 }

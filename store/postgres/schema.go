@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -122,6 +122,14 @@ ALTER TABLE quota
 	ADD COLUMN mark_sent float8 NOT NULL DEFAULT 0,
 	ADD COLUMN mark_limited bigint NOT NULL DEFAULT 0,
 	ADD COLUMN window_us bigint NOT NULL DEFAULT 0;
+`,
+	// 4: the fleet's slow start in the quota row (see fleetlaw.go).
+	`
+ALTER TABLE quota
+	ADD COLUMN stage_at timestamptz,                      -- when the slow start's pace began
+	ADD COLUMN stage_sent float8 NOT NULL DEFAULT 0,      -- the calls sent by then
+	ADD COLUMN prev_at timestamptz,                       -- the same of the stage before
+	ADD COLUMN prev_sent float8 NOT NULL DEFAULT 0;
 `,
 }
 
