@@ -59,10 +59,12 @@
 // from the quota's answers: the starts and their outcomes, the admitted
 // rate, the window, a named budget, the smoothed latency), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is a little over 600
-// lines and still one concern, the law's state and how each event moves
-// it; its longest method, onRateLimited, is the one place a refusal changes
-// that state, and the readings it relies on already live in reading.go. The package is about 1,550 lines
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 630 lines and
+// still one concern, the law's state and how each event moves it (the
+// climb back to a safe rate after the quota fell, in stairs, is a state
+// of that same machine); its longest method, onRateLimited, is the one
+// place a refusal changes that state, and the readings it relies on
+// already live in reading.go. The package is about 1,700 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer
