@@ -33,11 +33,13 @@ type benchOptions struct {
 	// per-minute window); Runs per cell, Shapes to pick, PlotDir for SVGs.
 	// ItemsSet says --items was given (else the matrix picks per shape).
 	ItemsSet bool
-	Matrix   bool
-	Long     bool
-	Runs     int
-	Shapes   string
-	PlotDir  string
+	// WorkersSet says --workers was given (it applies to --engine --db).
+	WorkersSet bool
+	Matrix     bool
+	Long       bool
+	Runs       int
+	Shapes     string
+	PlotDir    string
 	// Engine measures the engine itself (an instant stand-in for
 	// classify) on PostgreSQL (DB, with each of Workers) and bbolt
 	// (WithBolt, or without DB).
@@ -107,6 +109,7 @@ throwaway durable server on a Unix socket, from a source checkout:
 		Action: func(c *cli.Context) error {
 			o.ScheduleSet = c.IsSet("quota-schedule")
 			o.ItemsSet = c.IsSet("items")
+			o.WorkersSet = c.IsSet("workers")
 			o.Out, o.ErrOut = c.App.Writer, c.App.ErrWriter
 			return runBench(c.Context, &o)
 		},

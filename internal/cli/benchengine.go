@@ -31,16 +31,25 @@ func runEngineBench(ctx context.Context, o *benchOptions) error {
 		if err := checkPostgresDSN(o.DB); err != nil {
 			return err
 		}
-		for _, w := range splitList([]string{o.Workers}) {
-			n, err := strconv.Atoi(w)
-			if err != nil || n < 1 {
-				return usagef("--workers %q: want comma-separated worker counts of at least 1, e.g. 1,2,4", o.Workers)
-			}
-			cfg.Workers = append(cfg.Workers, n)
+	}
+	// --workers is checked even when no --db uses it: a typo must not
+	// pass for a measurement.
+	var workers []int
+	for _, w := range splitList([]string{o.Workers}) {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			return usagef("--workers %q: want comma-separated worker counts of at least 1, e.g. 1,2,4", o.Workers)
 		}
-		if len(cfg.Workers) == 0 {
-			return usagef("--workers is empty: give worker counts, e.g. 1,2,4")
-		}
+		workers = append(workers, n)
+	}
+	if len(workers) == 0 {
+		return usagef("--workers is empty: give worker counts, e.g. 1,2,4")
+	}
+	if o.DB == "" && o.WorkersSet {
+		return usagef("--workers %s: worker counts are for a PostgreSQL run (--db postgres://...); bbolt runs one worker, as one process owns the file", o.Workers)
+	}
+	if o.DB != "" {
+		cfg.Workers = workers
 	}
 	results, err := bench.RunEngine(ctx, cfg)
 	if len(results) > 0 {

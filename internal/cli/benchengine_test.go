@@ -20,6 +20,8 @@ func TestBenchEngine_usage(t *testing.T) {
 		{"a worker count that is no number", []string{"--db", "postgres://localhost/x", "--workers", "1,two"}, `--workers "1,two"`},
 		{"zero workers", []string{"--db", "postgres://localhost/x", "--workers", "0"}, `--workers "0"`},
 		{"no worker count", []string{"--db", "postgres://localhost/x", "--workers", ","}, "--workers is empty"},
+		{"a bad worker count without --db", []string{"--workers", "1,x"}, `--workers "1,x"`},
+		{"worker counts without --db", []string{"--workers", "2"}, "--workers 2: worker counts are for a PostgreSQL run"},
 		{"with --matrix", []string{"--matrix"}, "--engine and --matrix"},
 		{"no items", []string{"--items", "0"}, "--items must be positive"},
 	}
