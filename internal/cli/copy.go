@@ -32,14 +32,14 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	if from == to {
 		return usagef("--from and --to are both %s: copy into another database", from)
 	}
-	if err := checkDBPath(from, true); err != nil {
+	if err := checkDBFlag("--from", from, true); err != nil {
 		return err
 	}
 	if !isPostgres(to) {
 		if fi, err := os.Stat(to); err == nil && fi.Size() > 0 {
 			return usagef("--to %s already exists: copy into a new file (or into an empty PostgreSQL database)", to)
 		}
-		if err := checkDBPath(to, false); err != nil {
+		if err := checkDBFlag("--to", to, false); err != nil {
 			return err
 		}
 	} else if err := checkPostgresDSN(to); err != nil {

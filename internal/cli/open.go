@@ -96,6 +96,12 @@ const boltMagic = 0xED0CDAED
 // value typed is wrong); a directory, a device or a file that is no
 // database is an error of the place (exit 1), as a store failure is.
 func checkDBPath(path string, mustExist bool) error {
+	return checkDBFlag("--db", path, mustExist)
+}
+
+// checkDBFlag is checkDBPath for a database given by flag (copy's --from
+// and --to as well as --db), so that each message names the flag typed.
+func checkDBFlag(flag, path string, mustExist bool) error {
 	if isPostgres(path) {
 		return checkPostgresDSN(path)
 	}
@@ -104,34 +110,34 @@ func checkDBPath(path string, mustExist bool) error {
 	case errors.Is(err, fs.ErrNotExist):
 		dir := filepath.Dir(path)
 		if di, derr := os.Stat(dir); derr != nil || !di.IsDir() {
-			return usagef("--db %s: the directory %s does not exist", path, dir)
+			return usagef("%s %s: the directory %s does not exist", flag, path, dir)
 		}
 		if !mustExist {
 			return nil
 		}
-		return usagef("--db %s: no such database%s (a database is created by `sawtooth run --db %s --input FILE`)", path, nearestDB(path), path)
+		return usagef("%s %s: no such database%s (a database is created by `sawtooth run --db %s --input FILE`)", flag, path, nearestDB(path), path)
 	case err != nil:
-		return fmt.Errorf("--db %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", flag, path, err)
 	case fi.IsDir():
-		return fmt.Errorf("--db %s is a directory, not a database file%s", path, dbFilesIn(path))
+		return fmt.Errorf("%s %s is a directory, not a database file%s", flag, path, dbFilesIn(path))
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("--db %s is not a regular file (%s): give a database file", path, fi.Mode().Type())
+		return fmt.Errorf("%s %s is not a regular file (%s): give a database file", flag, path, fi.Mode().Type())
 	case fi.Size() == 0:
 		return nil // the store decides (a run killed as it created the file leaves one)
 	}
 	ok, err := hasBoltHeader(path)
 	if err != nil {
-		return fmt.Errorf("--db %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	if ok {
 		return nil
 	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".txt":
-		return usagef("--db %s is not a database but looks like an input file: pass it as --input %s and name the database with --db, e.g. --db %s",
-			path, path, strings.TrimSuffix(path, filepath.Ext(path))+".db")
+		return usagef("%s %s is not a database but looks like an input file: pass it as --input %s and name the database with --db, e.g. --db %s",
+			flag, path, path, strings.TrimSuffix(path, filepath.Ext(path))+".db")
 	}
-	return fmt.Errorf("--db %s is not a database file: it has no database header; check the path, or give another --db (only a path that does not exist gets a new database)", path)
+	return fmt.Errorf("%s %s is not a database file: it has no database header; check the path, or give another %s (only a path that does not exist gets a new database)", flag, path, flag)
 }
 
 // hasBoltHeader reports whether either meta page of the file at path
