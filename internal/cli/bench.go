@@ -110,6 +110,13 @@ throwaway durable server on a Unix socket, from a source checkout:
 			o.ScheduleSet = c.IsSet("quota-schedule")
 			o.ItemsSet = c.IsSet("items")
 			o.WorkersSet = c.IsSet("workers")
+			if !o.Engine {
+				for _, f := range []string{"db", "workers", "with-bbolt"} {
+					if c.IsSet(f) {
+						return usagef("--%s is for the engine benchmark: add --engine (without it, bench measures the quota strategies against the simulator)", f)
+					}
+				}
+			}
 			o.Out, o.ErrOut = c.App.Writer, c.App.ErrWriter
 			return runBench(c.Context, &o)
 		},

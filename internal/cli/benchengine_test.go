@@ -11,23 +11,29 @@ import (
 // before it connects or creates anything, each time naming the flag.
 func TestBenchEngine_usage(t *testing.T) {
 	tests := []struct {
-		name string
-		args []string
-		want string
+		name     string
+		args     []string
+		want     string
+		noEngine bool // the flags are given without --engine
 	}{
-		{"a bbolt path as --db", []string{"--db", "reviews.db"}, "--db reviews.db: with --engine, --db names a PostgreSQL server"},
-		{"a password in the URL", []string{"--db", "postgres://u:secret@localhost/x"}, "PGPASSWORD"},
-		{"a worker count that is no number", []string{"--db", "postgres://localhost/x", "--workers", "1,two"}, `--workers "1,two"`},
-		{"zero workers", []string{"--db", "postgres://localhost/x", "--workers", "0"}, `--workers "0"`},
-		{"no worker count", []string{"--db", "postgres://localhost/x", "--workers", ","}, "--workers is empty"},
-		{"a bad worker count without --db", []string{"--workers", "1,x"}, `--workers "1,x"`},
-		{"worker counts without --db", []string{"--workers", "2"}, "--workers 2: worker counts are for a PostgreSQL run"},
-		{"with --matrix", []string{"--matrix"}, "--engine and --matrix"},
-		{"no items", []string{"--items", "0"}, "--items must be positive"},
+		{"--db without --engine", []string{"--db", "postgres://localhost/x"}, "--db is for the engine benchmark: add --engine", true},
+		{"--workers without --engine", []string{"--workers", "1,2"}, "--workers is for the engine benchmark", true},
+		{"a bbolt path as --db", []string{"--db", "reviews.db"}, "--db reviews.db: with --engine, --db names a PostgreSQL server", false},
+		{"a password in the URL", []string{"--db", "postgres://u:secret@localhost/x"}, "PGPASSWORD", false},
+		{"a worker count that is no number", []string{"--db", "postgres://localhost/x", "--workers", "1,two"}, `--workers "1,two"`, false},
+		{"zero workers", []string{"--db", "postgres://localhost/x", "--workers", "0"}, `--workers "0"`, false},
+		{"no worker count", []string{"--db", "postgres://localhost/x", "--workers", ","}, "--workers is empty", false},
+		{"a bad worker count without --db", []string{"--workers", "1,x"}, `--workers "1,x"`, false},
+		{"worker counts without --db", []string{"--workers", "2"}, "--workers 2: worker counts are for a PostgreSQL run", false},
+		{"with --matrix", []string{"--matrix"}, "--engine and --matrix", false},
+		{"no items", []string{"--items", "0"}, "--items must be positive", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"sawtooth", "bench", "--engine"}, tt.args...)
+			args := append([]string{"sawtooth", "bench"}, tt.args...)
+			if !tt.noEngine {
+				args = append([]string{"sawtooth", "bench", "--engine"}, tt.args...)
+			}
 			err := runApp(args, io.Discard, io.Discard)
 			var ue *UsageError
 			if !errors.As(err, &ue) {
