@@ -79,7 +79,13 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
 	o.addLimiter(b, db)
-	if err := o.useFleetLimiter(ctx, b, db, nil); err != nil {
+	// The fleet limiter's warnings (the shared quota unreachable) follow
+	// the progress display, in the run's log format, as the runner's do.
+	fleetLog, err := monitor.NewLogger(sigOut, obs.LogFormat, obs.LogLevel)
+	if err != nil {
+		return sum, usage(err)
+	}
+	if err := o.useFleetLimiter(ctx, b, db, fleetLog); err != nil {
 		return sum, err
 	}
 	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,7 +168,7 @@ func orInt(v, def int) int {
 // In a PostgreSQL pipeline it is the fleet's limiter of the stage's
 // model (quota key gemini/MODEL), shared with every worker, as a flag
 // run's classify is.
-func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database) error {
+func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *slog.Logger) error {
 	pg, fleet := db.(*postgres.DB)
 	for i, sc := range b.stages {
 		l := b.llm[sc.Stage.Name()]
@@ -181,7 +182,7 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database) error
 		var lim pipeline.Limiter = limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling})
 		if m, ok := sc.Stage.(interface{ Model() string }); ok && fleet {
 			fl, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
-				Key: "gemini/" + m.Model(), Start: start, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling,
+				Key: "gemini/" + m.Model(), Start: start, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling, Log: log,
 			})
 			if err != nil {
 				return err

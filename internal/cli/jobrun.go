@@ -113,7 +113,13 @@ func runJob(ctx context.Context, req jobRequest) error {
 	if err := db.SaveJob(b.stored.WithDir(j.Dir).Marshal()); err != nil {
 		return err
 	}
-	if err := b.addLimiters(ctx, db); err != nil {
+	// The fleet limiters' warnings follow the progress display, in the
+	// run's log format, as the runner's do.
+	fleetLog, err := monitor.NewLogger(sigOut, req.Obs.LogFormat, req.Obs.LogLevel)
+	if err != nil {
+		return usage(err)
+	}
+	if err := b.addLimiters(ctx, db, fleetLog); err != nil {
 		return err
 	}
 
