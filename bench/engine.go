@@ -351,16 +351,19 @@ func postgresDurability(ctx context.Context, dsn string) (bool, string, error) {
 	return fsync == "on" && syncCommit != "off" && fullPages == "on", why, nil
 }
 
-// dropSchema removes a run's schema and everything in it.
+// dropSchema removes a run's schema and everything in it, giving up
+// after a minute rather than hanging the bench on a stuck server.
 func dropSchema(dsn, schema string) error {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	drop := "DROP SCHEMA IF EXISTS " + pgx.Identifier{schema}.Sanitize() + " CASCADE"
 	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("drop the bench schema %s: %w", schema, err)
+	if err == nil {
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, drop)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("drop the bench schema %s (drop it by hand): %w", schema, err)
+	if err != nil {
+		return fmt.Errorf("drop the bench schema %s in %s: %w (drop it by hand: psql -c '%s')", schema, postgres.Redact(dsn), err, drop)
 	}
 	return nil
 }
