@@ -28,6 +28,15 @@
 // cancellations) frees the slot and changes nothing: those faults belong to
 // retry logic, not to the quota.
 //
+// A server that refuses every call for a moment (503 "overloaded") says
+// nothing about the quota either, and the runner holds the stage's calls
+// back until it serves again. The runner tells the limiter when its hold
+// closes and opens (OverloadHeld, OverloadOpened): the law leaves the time
+// held out of the rate it sent (a rate is proven only while it is sent at
+// 0.9 of its pace, so holds a second apart would keep it from ever being
+// proven), out of the answer lag a rate is held for, and out of the span
+// it reads the admitted rate over.
+//
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
 // at 97% of it, the tighter of requests and input tokens (a token budget
@@ -57,7 +66,8 @@
 // control law, pure: state plus an event at an explicit time gives the
 // new state, no lock, no timer, no clock), reading.go (what the law reads
 // from the quota's answers: the starts and their outcomes, the admitted
-// rate, the window, a named budget, the smoothed latency), queue.go (AIMD:
+// rate, the window, a named budget, the smoothed latency), hold.go (the
+// runner's overload holds as the law sees them), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
 // (RPM/TPM pacing), stats.go (Snapshot). law.go is about 630 lines and
 // still one concern, the law's state and how each event moves it (the
