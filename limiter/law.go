@@ -108,6 +108,8 @@ type law struct {
 	// holds: when the runner's overload hold kept the calls back (see
 	// onHeld).
 	holds overloadHolds
+	// slowLatency: avgLatency's slower twin (see limitLatency).
+	slowLatency float64
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -593,7 +595,7 @@ func (w *law) fitLimit() {
 	if w.rate <= 0 || !w.hasLatency {
 		return
 	}
-	n := int(math.Ceil(w.rate * w.latency().Seconds() * rateHeadroom))
+	n := int(math.Ceil(w.rate * w.limitLatency().Seconds() * rateHeadroom))
 	if w.capLevel > 0 {
 		n = min(n, int(w.capLevel))
 	}

@@ -221,13 +221,26 @@ func (w *law) latency() time.Duration {
 	return max(time.Duration(w.avgLatency), time.Microsecond)
 }
 
+// limitLatency is the round trip the limit on calls in flight carries
+// the paced rate with (see fitLimit): the smoothed one, or the slower
+// average when higher. Under a heavy tail (thinking models), a run of
+// quick answers drags the eighth-weight average far below the mean while
+// the slow calls are still out: a limit fitted to it would hold calls
+// back that the rate admits. The slow average moves a few percent where
+// the other swings by a quarter, and a latency that grows with load still
+// raises the limit at once through the quick one.
+func (w *law) limitLatency() time.Duration {
+	return max(w.latency(), time.Duration(w.slowLatency))
+}
+
 // observe folds one success into the smoothed latency and tokens.
 func (w *law) observe(latency time.Duration, tokens int64) {
 	lat := float64(max(latency, 0))
 	if w.hasLatency {
 		w.avgLatency += ewmaWeight * (lat - w.avgLatency)
+		w.slowLatency += slowLatencyWeight * (lat - w.slowLatency)
 	} else {
-		w.avgLatency, w.hasLatency = lat, true
+		w.avgLatency, w.slowLatency, w.hasLatency = lat, lat, true
 	}
 	if tokens <= 0 {
 		return
