@@ -7,8 +7,8 @@
 // calls in progress. A fixed concurrency is a moving rate whenever latency
 // moves, so once it has measured round trips the limiter paces call starts
 // at a rate it learns, and derives the limit on calls in flight from that
-// rate by Little's law (calls in flight = rate × latency; the latency
-// there the slower of two averages when higher, so that a heavy tail's
+// rate by Little's law (calls in flight = rate × latency, the latency
+// there the higher of a quick and a slow average, so that a heavy tail's
 // run of quick answers does not hold back calls the rate admits). Slow start
 // doubles the calls in flight each round trip up to Config.Ceiling until
 // the first 429. From then on, a rate held for eight round trips (or the

@@ -13,7 +13,8 @@ import (
 // The hold here follows the pipeline's rules: it closes after
 // simHoldRefusals overloaded answers with no success that outnumber half
 // the calls sent since the first of them (one, once an overload has
-// ended), waits a backoff of 100 ms growing by half, or until the
+// ended, until a call sent after a refused one is served), waits a
+// backoff of 100 ms growing by half, or until the
 // earlier overloads' length says this one may end, then lets one probe
 // through, and opens when a call sent after it closed succeeds, or when
 // the probe has not been refused within simProbeGrace times the
@@ -80,6 +81,7 @@ type simHold struct {
 	// served; hi is 0 before any. lastRefused: the latest refused probe
 	// of this overload, from since.
 	lo, hi, lastRefused time.Duration
+	firstRefused        time.Time // start of this overload's first refused call
 }
 
 // grace is how long the probe may be in flight before it counts as
@@ -125,6 +127,9 @@ func (h *simHold) answered(t, started time.Time, overloaded bool) (held bool) {
 		h.probe = time.Time{}
 	}
 	if !overloaded {
+		if h.hi > 0 && !h.since.IsZero() && started.After(h.firstRefused) && started.Before(h.closedAt) {
+			h.lo, h.hi = 0, 0 // a shed, not an overload of every call
+		}
 		if (h.needProbe || h.graceOpened) && !started.Before(h.closedAt) {
 			wasHeld := h.needProbe
 			if wasHeld {
@@ -141,7 +146,10 @@ func (h *simHold) answered(t, started time.Time, overloaded bool) (held bool) {
 		return false
 	}
 	if h.since.IsZero() {
-		h.since, h.lastRefused = t, 0
+		h.since, h.lastRefused, h.firstRefused = t, 0, started
+	}
+	if started.Before(h.firstRefused) {
+		h.firstRefused = started
 	}
 	h.refused++
 	h.slowest = max(h.slowest, t.Sub(started))

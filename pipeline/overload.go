@@ -53,8 +53,9 @@ type OverloadListener interface {
 }
 
 // overloadHold is what one stage does about an overloaded server (503s).
-// An overload is neither a quota (the limiter is not told: a burst of
-// them says nothing about the rate the quota admits) nor an item's
+// An overload is neither a quota (the limiter hears no 429: a burst of
+// them says nothing about the rate the quota admits; an
+// OverloadListener only hears that the calls are held) nor an item's
 // fault (no attempt is spent), and it ends on the server's side, at a
 // moment no answer names. So when answers show the server refusing
 // everything, every call of the stage waits at the hold for a short and
@@ -75,7 +76,9 @@ type OverloadListener interface {
 // (and at hi, when that one is refused): the hold then opens about when
 // the server serves again, a bisection over overloads, instead of after a
 // schedule's step past it. Once an overload has closed the hold, the next
-// closes it at its first refusal (overloadedToHoldKnown).
+// closes it at its first refusal (overloadedToHoldKnown), until a call
+// sent after a refused one and before the hold closed is served: that
+// server sheds a call here and there, and three refusals close it again.
 //
 // A refusal comes back at once, an answer only after the model's work,
 // which can take seconds (a heavy tail): so the hold does not wait for
@@ -113,6 +116,8 @@ type overloadHold struct {
 	// hi is 0 before any.
 	probePassed         time.Time
 	lastRefused, lo, hi time.Duration
+	// firstRefused: when the first refused call of this overload passed.
+	firstRefused time.Time
 	// listener, if not nil, is told when the hold closes and opens.
 	listener OverloadListener
 	// changed is closed, and replaced, whenever the hold moves, to wake
@@ -245,6 +250,11 @@ func (h *overloadHold) answered(passed time.Time, probe bool, started time.Time,
 	}
 	switch class {
 	case "":
+		if h.hi > 0 && !h.since.IsZero() && passed.After(h.firstRefused) && passed.Before(h.closedAt) {
+			// Served though sent after a refused call, before the hold
+			// closed: not an overload of every call.
+			h.lo, h.hi = 0, 0
+		}
 		if (h.needProbe || h.graceOpened) && !passed.Before(h.closedAt) {
 			if h.needProbe {
 				h.served(passed)
@@ -259,7 +269,10 @@ func (h *overloadHold) answered(passed time.Time, probe bool, started time.Time,
 		}
 	case ClassOverloaded:
 		if h.since.IsZero() {
-			h.since, h.lastRefused = now, 0
+			h.since, h.lastRefused, h.firstRefused = now, 0, passed
+		}
+		if passed.Before(h.firstRefused) {
+			h.firstRefused = passed
 		}
 		h.refused++
 		if !started.IsZero() {

@@ -340,3 +340,35 @@ func TestOverloadHold_ServedBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestOverloadHold_ShedNotBurst: once an overload has ended, the next
+// closes the hold at its first refusal; a call sent after that refused
+// one, before the hold closed, and served shows a server shedding a call
+// here and there, not refusing all: the lengths learnt are dropped, and
+// three refusals close the hold again.
+func TestOverloadHold_ShedNotBurst(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tests := []struct {
+		name       string
+		servedSent int // ms after t0 the served call passed
+		wantKnown  bool
+	}{
+		{"sent before the refused call: still known", -1, true},
+		{"sent after it, before the hold closed: a shed", 1, false},
+		{"sent after the hold closed (the probe): still known", 200, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
+			h.lo, h.hi = 100*time.Millisecond, 200*time.Millisecond
+			if held, _ := h.answered(ms(0), false, ms(0), ClassOverloaded, ms(2)); !held {
+				t.Fatal("the first refusal of a known overload does not close the hold")
+			}
+			h.answered(ms(tc.servedSent), false, ms(tc.servedSent), "", ms(300))
+			if known := h.hi > 0; known != tc.wantKnown {
+				t.Errorf("lengths known %v (lo %v, hi %v), want %v", known, h.lo, h.hi, tc.wantKnown)
+			}
+		})
+	}
+}
