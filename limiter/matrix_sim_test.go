@@ -51,7 +51,7 @@ func matrixShapes() []quotaShape {
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 20, drift: down} }, latency: lat},
 		{name: "cap-bare429", floor: 0.94, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
 			quota: func() quotaModel { return unlimited{} }, latency: lat},
-		{name: "tail-load-503", floor: 0.85, items: items, refusal: 2 * time.Millisecond, retry: retryExact, namedRPM: perMin,
+		{name: "tail-load-503", floor: 0.86, items: items, refusal: 2 * time.Millisecond, retry: retryExact, namedRPM: perMin,
 			quota:    func() quotaModel { return &slidingLog{limit: 200, window: time.Second} },
 			latency:  pareto(50*time.Millisecond, 1.3, 2*time.Millisecond, 4*time.Second),
 			overload: bursts{every: 1500 * time.Millisecond, dur: 200 * time.Millisecond}},

@@ -189,17 +189,21 @@ func (h *simHold) refusalsToHold() int {
 }
 
 // learnedEnd is when the earlier overloads' length says the current one
-// may have ended: halfway between lo and hi for the first probe, then hi.
+// may have ended: halfway between lo and hi for the first probe, then hi,
+// then a grace past the latest refused probe, twice.
 func (h *simHold) learnedEnd(first bool) (time.Time, bool) {
 	if h.hi <= 0 || h.hi > simMaxLearnedWait || h.since.IsZero() {
 		return time.Time{}, false
 	}
 	target := h.hi
-	if first && h.hi-h.lo > 2*simMinGrace {
+	if first && h.hi-h.lo > simMinGrace {
 		target = (h.lo + h.hi) / 2
 	}
 	if !first && target <= h.lastRefused {
-		return time.Time{}, false
+		if h.lastRefused >= h.hi+2*simMinGrace {
+			return time.Time{}, false
+		}
+		target = h.lastRefused + simMinGrace
 	}
 	return h.since.Add(target), true
 }

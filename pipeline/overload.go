@@ -73,9 +73,9 @@ type OverloadListener interface {
 // first refusal was refused, one started hi after it was served. A server
 // overloaded now and then is often so for about as long each time, so the
 // next overload's first probe goes halfway between the lo and hi known
-// (and at hi, when that one is refused): the hold then opens about when
-// the server serves again, a bisection over overloads, instead of after a
-// schedule's step past it. Once an overload has closed the hold, the next
+// (and at hi, when that one is refused, then a grace later): the hold then
+// opens about when the server serves again, a bisection over overloads,
+// instead of after a schedule's step past it. Once an overload has closed the hold, the next
 // closes it at its first refusal (overloadedToHoldKnown), until a call
 // sent after a refused one and before the hold closed is served: that
 // server sheds a call here and there, and three refusals close it again.
@@ -325,19 +325,27 @@ func (h *overloadHold) close(now time.Time) {
 
 // learnedEnd is when the earlier overloads' length says the current one
 // may have ended, for the first probe (first) or one after a refused
-// probe: halfway between lo and hi, then hi. ok is false when none is
-// known, when it is past maxLearnedWait, or when a probe at or past it
-// was refused already.
+// probe: halfway between lo and hi (until they are within a grace), then
+// hi, then a grace past the latest refused probe, while that is within
+// two graces of hi. ok is false when none is known, when hi is past
+// maxLearnedWait, or when probes past hi were refused already: the
+// schedule's steps take over.
 func (h *overloadHold) learnedEnd(first bool) (at time.Time, ok bool) {
 	if h.hi <= 0 || h.hi > maxLearnedWait || h.since.IsZero() {
 		return time.Time{}, false
 	}
 	target := h.hi
-	if first && h.hi-h.lo > 2*minProbeGrace {
+	if first && h.hi-h.lo > minProbeGrace {
 		target = (h.lo + h.hi) / 2
 	}
 	if !first && target <= h.lastRefused {
-		return time.Time{}, false
+		// Refused at or past hi: the overload runs a little longer
+		// than the last (the answers' timing jitters), or much longer.
+		// Look a grace on, twice, then by the schedule.
+		if h.lastRefused >= h.hi+2*minProbeGrace {
+			return time.Time{}, false
+		}
+		target = h.lastRefused + minProbeGrace
 	}
 	return h.since.Add(target), true
 }

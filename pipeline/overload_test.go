@@ -315,7 +315,7 @@ func TestOverloadHold_ServedBounds(t *testing.T) {
 		{"the first overload", 0, 0, 100 * ms, 270 * ms, 100 * ms, 270 * ms, 185 * ms, 270 * ms},
 		{"as long as the last: closer", 100 * ms, 270 * ms, 0, 185 * ms, 100 * ms, 185 * ms, 142500 * time.Microsecond, 185 * ms},
 		{"a refused probe raises lo", 100 * ms, 185 * ms, 142 * ms, 185 * ms, 142 * ms, 185 * ms, 163500 * time.Microsecond, 185 * ms},
-		{"within two graces: at hi", 150 * ms, 185 * ms, 160 * ms, 185 * ms, 160 * ms, 185 * ms, 185 * ms, 185 * ms},
+		{"within a grace: at hi", 150 * ms, 185 * ms, 170 * ms, 185 * ms, 170 * ms, 185 * ms, 185 * ms, 185 * ms},
 		{"longer than the last: start over", 142 * ms, 185 * ms, 185 * ms, 500 * ms, 185 * ms, 500 * ms, 342500 * time.Microsecond, 500 * ms},
 		{"an outage: the schedule probes", 0, 0, 3 * time.Second, 5 * time.Second, 3 * time.Second, 5 * time.Second, 0, 0},
 	}
@@ -368,6 +368,34 @@ func TestOverloadHold_ShedNotBurst(t *testing.T) {
 			h.answered(ms(tc.servedSent), false, ms(tc.servedSent), "", ms(300))
 			if known := h.hi > 0; known != tc.wantKnown {
 				t.Errorf("lengths known %v (lo %v, hi %v), want %v", known, h.lo, h.hi, tc.wantKnown)
+			}
+		})
+	}
+}
+
+// TestOverloadHold_LearnedEnd: after probes at and past the length
+// learnt are refused, the next go a grace on, twice, then the schedule
+// takes over.
+func TestOverloadHold_LearnedEnd(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name        string
+		lastRefused time.Duration
+		want        time.Duration // after since; 0: the schedule's step
+	}{
+		{"none refused yet: at hi", 0, 200 * ms},
+		{"refused below hi: at hi", 150 * ms, 200 * ms},
+		{"refused at hi: a grace on", 200 * ms, 200*ms + minProbeGrace},
+		{"refused a grace past hi: another", 200*ms + minProbeGrace, 200*ms + 2*minProbeGrace},
+		{"refused two graces past hi: the schedule", 200*ms + 2*minProbeGrace, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+			h := &overloadHold{since: since, lo: 190 * ms, hi: 200 * ms, lastRefused: tc.lastRefused}
+			at, ok := h.learnedEnd(false)
+			if ok != (tc.want > 0) || ok && !at.Equal(since.Add(tc.want)) {
+				t.Errorf("learnedEnd = %v, %v; want %v", at.Sub(since), ok, tc.want)
 			}
 		})
 	}
