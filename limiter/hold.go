@@ -40,7 +40,6 @@ type heldSpan struct{ from, to time.Time }
 type overloadHolds struct {
 	from time.Time          // when the current hold closed; zero when open
 	past [heldRing]heldSpan // the last holds, latest first
-	owed int                // starts the last hold kept back, let go at once
 }
 
 // onHeld folds in the runner's overload hold closing at t: no call
