@@ -7,7 +7,9 @@
 // calls in progress. A fixed concurrency is a moving rate whenever latency
 // moves, so once it has measured round trips the limiter paces call starts
 // at a rate it learns, and derives the limit on calls in flight from that
-// rate by Little's law (calls in flight = rate × latency). Slow start
+// rate by Little's law (calls in flight = rate × latency, the latency
+// there the higher of a quick and a slow average, so that a heavy tail's
+// run of quick answers does not hold back calls the rate admits). Slow start
 // doubles the calls in flight each round trip up to Config.Ceiling until
 // the first 429. From then on, a rate held for eight round trips (or the
 // quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
@@ -27,6 +29,15 @@
 // flight just under it instead of lowering the rate. Failed (5xx, timeouts,
 // cancellations) frees the slot and changes nothing: those faults belong to
 // retry logic, not to the quota.
+//
+// A server that refuses every call for a moment (503 "overloaded") says
+// nothing about the quota either, and the runner holds the stage's calls
+// back until it serves again. The runner tells the limiter when its hold
+// closes and opens (OverloadHeld, OverloadOpened): the law leaves the time
+// held out of the rate it sent (a rate is proven only while it is sent at
+// 0.9 of its pace, so holds a second apart would keep it from ever being
+// proven), out of the answer lag a rate is held for, and out of the span
+// it reads the admitted rate over.
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
@@ -57,7 +68,8 @@
 // control law, pure: state plus an event at an explicit time gives the
 // new state, no lock, no timer, no clock), reading.go (what the law reads
 // from the quota's answers: the starts and their outcomes, the admitted
-// rate, the window, a named budget, the smoothed latency), queue.go (AIMD:
+// rate, the window, a named budget, the smoothed latency), hold.go (the
+// runner's overload holds as the law sees them), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
 // (RPM/TPM pacing), stats.go (Snapshot). law.go is about 630 lines and
 // still one concern, the law's state and how each event moves it (the

@@ -15,7 +15,10 @@ import (
 )
 
 // The runner hands an AIMD the budgets a 429 names.
-var _ pipeline.QuotaLimiter = (*AIMD)(nil)
+var (
+	_ pipeline.QuotaLimiter     = (*AIMD)(nil)
+	_ pipeline.OverloadListener = (*AIMD)(nil)
+)
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)

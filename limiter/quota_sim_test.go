@@ -252,6 +252,9 @@ type quotaShape struct {
 	// calls per item hold on every shape.
 	belowBar string
 	floor    float64
+	// overload: 503 bursts (see bursts); the runner's overload hold
+	// keeps the calls back through them.
+	overload bursts
 }
 
 // namedAt returns the budgets a 429 of a call arriving at t names.
@@ -312,6 +315,10 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 				t = slices.MinFunc(s.active, time.Time.Compare)
 				continue
 			}
+			if in, end := sh.overload.active(t); in {
+				t = end
+				continue
+			}
 			if n := s.quota.next(t); n.After(t) {
 				t = n
 				continue
@@ -335,6 +342,7 @@ type simEvent struct {
 	ok          bool
 	retryAfter  time.Duration
 	named       bool // the 429 named the quota's budgets
+	overloaded  bool // a 503 of an overload burst
 }
 
 type eventQueue []simEvent
@@ -356,6 +364,7 @@ func (q *eventQueue) Pop() any {
 type simRun struct {
 	wall         time.Duration
 	calls, r429s int
+	r503s        int
 	done         int
 	goodput      float64 // the perfect client's time over wall
 	maxInFlight  int
@@ -377,19 +386,38 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	cfg = cfg.withDefaults()
 	w := newLaw(cfg, slowStart)
 	s := newSimServer(sh, seed)
+	hold := &simHold{w: &w}
 	var (
 		t        = simEpoch
 		events   eventQueue
+		retries  []time.Time                  // items back from a 503 the hold does not cover, ready at
 		waiting  = min(cfg.Ceiling, sh.items) // workers holding an item, not in flight
 		assigned = waiting
 		inFlight int
 		r        simRun
 	)
 	for r.done < sh.items {
+		for len(retries) > 0 && !retries[0].After(t) {
+			retries = retries[1:]
+			waiting++
+		}
+		holdNext := time.Time{}
 		for waiting > 0 && w.mayStart(t, inFlight) {
+			ok, next := hold.mayPass(t)
+			if !ok {
+				holdNext = next
+				break
+			}
 			started := w.start(t, inFlight)
-			took, retryAfter, ok, named := s.call(t)
-			heap.Push(&events, simEvent{at: t.Add(took), started: started, ok: ok, retryAfter: retryAfter, named: named})
+			hold.passed(started)
+			e := simEvent{started: started}
+			if in, _ := sh.overload.active(t); in {
+				e.at, e.overloaded = t.Add(sh.refusal), true
+			} else {
+				took, retryAfter, ok, named := s.call(t)
+				e.at, e.ok, e.retryAfter, e.named = t.Add(took), ok, retryAfter, named
+			}
+			heap.Push(&events, e)
 			waiting--
 			inFlight++
 			r.calls++
@@ -402,13 +430,21 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		if hold := w.hold(t); waiting > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
 			next = hold
 		}
+		if !holdNext.IsZero() && (next.IsZero() || holdNext.Before(next)) {
+			next = holdNext
+		}
+		if len(retries) > 0 && (next.IsZero() || retries[0].Before(next)) {
+			next = retries[0]
+		}
 		if next.IsZero() {
 			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), waiting, w.limit))
 		}
 		t = next
 		for len(events) > 0 && !events[0].at.After(t) {
 			e := heap.Pop(&events).(simEvent)
-			if e.ok {
+			switch {
+			case e.ok:
+				hold.answered(t, e.started, false)
 				w.onSuccess(t, e.started, simTokens, inFlight)
 				inFlight--
 				r.done++
@@ -416,15 +452,24 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 					assigned++
 					waiting++
 				}
-				continue
+			case e.overloaded:
+				r.r503s++
+				w.onFailed(e.started)
+				inFlight--
+				if hold.answered(t, e.started, true) {
+					waiting++ // the hold's wait is the item's
+				} else {
+					retries = append(retries, t.Add(simHoldFirst))
+				}
+			default:
+				r.r429s++
+				if e.named {
+					w.nameQuota(sh.namedAt(e.started))
+				}
+				w.onRateLimited(t, e.started, e.retryAfter, inFlight)
+				inFlight--
+				waiting++
 			}
-			r.r429s++
-			if e.named {
-				w.nameQuota(sh.namedAt(e.started))
-			}
-			w.onRateLimited(t, e.started, e.retryAfter, inFlight)
-			inFlight--
-			waiting++
 		}
 	}
 	r.wall = t.Sub(simEpoch)
