@@ -84,9 +84,17 @@ type law struct {
 	backoffs int // uncertain events since the last success
 	// refusedSince: an uncertain 429 has come since the last success.
 	refusedSince bool
-	needProbe    bool      // the next start is a probe
-	probe        time.Time // start stamp of the probe in flight; zero if none
-	seed         uint64    // jitter state
+	// lightGate: the last event only held the starts for two of its
+	// refusal's round trips, with no probe (see onRateLimited); a 429 of
+	// a call sent before it asks for one.
+	lightGate bool
+	// bareEvent: the last event's 429 gave no exact retry delay, so a
+	// look above the safe rate that the quota refuses costs only a light
+	// gate (see grow).
+	bareEvent bool
+	needProbe bool      // the next start is a probe
+	probe     time.Time // start stamp of the probe in flight; zero if none
+	seed      uint64    // jitter state
 
 	sent       []sentCall // ring of recent starts, sentRing long
 	nSent      int
@@ -210,7 +218,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		}
 	}
 	if started.After(w.decrease) {
-		w.backoffs, w.refusedSince = 0, false
+		w.backoffs, w.refusedSince, w.lightGate = 0, false, false
 	}
 	switch {
 	case w.slowStart:
@@ -271,7 +279,11 @@ func (w *law) grow(t time.Time) {
 		base = w.safe
 	}
 	w.held++
-	if w.refused > 0 && (w.held > reprobeLags<<w.calm || w.peak > w.rate && w.calm == 0 && w.held > 0) {
+	// Below the rate the quota admitted before it fell, look again after
+	// one lag while no look has been refused; after two when one has but
+	// looks are cheap (bare 429s: a light gate, one call refused).
+	belowPeak := w.peak > w.rate && w.held > min(w.calm, 1) && (w.calm == 0 || w.bareEvent)
+	if w.refused > 0 && (w.held > reprobeLags<<w.calm || belowPeak) {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
 	hold := namedHoldLags
@@ -323,7 +335,7 @@ func (w *law) capped(others int) bool {
 	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
 	return capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
-		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
+		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
 		float64(others) >= carried && others == w.firstOthers
 }
 
@@ -374,9 +386,16 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// between, says the quota is spent: then back off and probe.
 		paced := w.eventRate > 0 && w.rate > 0 && !w.refusedSince
 		if started.After(w.decrease) && newEvent && !capped && paced {
-			// Hold the starts for twice this refusal's round trip (the
-			// calls already sent answer meanwhile), then probe.
+			// Hold the starts for twice this refusal's round trip: the
+			// calls already sent answer meanwhile. A quota only just
+			// overrun (a bucket's tokens, a window's edge) admits them,
+			// and the starts go on at the lowered rate with no probe
+			// (a probe idles every slot for a round trip, event after
+			// event); a quota spent refuses them too, and then a probe
+			// goes first.
 			gateMoved = w.closeGate(t.Add(2 * max(t.Sub(started), 0)))
+			w.lightGate = true
+		} else if w.lightGate && !w.needProbe && !started.After(w.decrease) {
 			w.needProbe = true
 		} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
 			d := w.backoff()
@@ -408,6 +427,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.decreases++
 	w.decrease = t
+	w.bareEvent = uncertain(retryAfter)
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
 	}

@@ -313,6 +313,64 @@ func TestLaw_onRateLimited_uncertain(t *testing.T) {
 	}
 }
 
+// The first bare 429 while a learned rate is paced holds the starts for
+// two of its round trips and lowers the rate. If no call already sent is
+// refused meanwhile, the quota was only just overrun: the starts go on
+// with no probe. If one is, the quota is spent: a probe goes first. A
+// call started after the gate and refused with no success in between
+// means spent as well: a backoff, then a probe.
+func TestLaw_onRateLimited_lightGate(t *testing.T) {
+	tests := []struct {
+		name      string
+		refuseOld bool // the call sent 5 ms after the refused one is refused too
+		refuseNew bool // the first call after the gate is refused
+		wantProbe bool
+	}{
+		{"the others admitted: no probe", false, false, false},
+		{"a call sent before the gate refused: a probe", true, false, true},
+		{"a call sent after the gate refused: a backoff and a probe", false, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 100)
+			w.eventRate = 100
+			s0 := w.start(at, 0)
+			s1 := w.start(at.Add(5*time.Millisecond), 1)
+			refusedAt := at.Add(20 * time.Millisecond)
+			w.onRateLimited(refusedAt, s0, 0, 2)
+			if want := refusedAt.Add(40 * time.Millisecond); !w.gate.Equal(want) {
+				t.Fatalf("gate %v after the 429, want two of its round trips", w.gate.Sub(refusedAt))
+			}
+			if w.rate >= 100 {
+				t.Errorf("rate %.2f after the 429, want below 100", w.rate)
+			}
+			if tt.refuseOld {
+				w.onRateLimited(refusedAt.Add(5*time.Millisecond), s1, 0, 1)
+			}
+			at = w.gate
+			if !w.mayStart(at, 1) {
+				t.Fatal("no start once the gate opened")
+			}
+			s2 := w.start(at, 1)
+			if tt.refuseNew {
+				gate := w.gate
+				w.onRateLimited(at.Add(20*time.Millisecond), s2, 0, 2)
+				if wait := w.gate.Sub(at.Add(20 * time.Millisecond)); !w.gate.After(gate) || wait < rtt*3/4 || wait > rtt*5/4 {
+					t.Fatalf("gate %v after the second 429, want a backoff of a round trip ±25%%", wait)
+				}
+				at = w.gate
+				w.start(at, 1)
+			}
+			if got := w.awaitingProbe(); got != tt.wantProbe {
+				t.Errorf("the start after the gate awaited as a probe: %v, want %v", got, tt.wantProbe)
+			}
+			if got := w.mayStart(at.Add(time.Second), 2); got == tt.wantProbe {
+				t.Errorf("another start a second on allowed: %v, want %v", got, !tt.wantProbe)
+			}
+		})
+	}
+}
+
 // A cap on calls in progress refuses at the same level event after event,
 // or well above what the rate carries; a rate at any level.
 func TestLaw_capped(t *testing.T) {
@@ -645,22 +703,27 @@ func TestLaw_climbBackToPeak(t *testing.T) {
 		name     string
 		peak     float64
 		calm     int
+		bare     bool // the last 429 gave no exact retry delay
+		lags     int  // answer lags driven
 		wantRate float64
 	}{
-		{"no fall: the safe rate is held two lags", 0, 0, 50},
-		{"below the peak: a 20% stair after one lag", 100, 0, 50 * (1 + (probeStair-1)*4)},
-		{"the stair stops at the peak", 55, 0, 55},
-		{"a look refused below the peak: the usual hold", 100, 1, 50},
+		{"no fall: the safe rate is held two lags", 0, 0, false, 1, 50},
+		{"below the peak: a 20% stair after one lag", 100, 0, false, 1, 50 * (1 + (probeStair-1)*4)},
+		{"the stair stops at the peak", 55, 0, false, 1, 55},
+		{"a look refused below the peak: the usual hold", 100, 1, false, 2, 50},
+		{"a look refused below the peak, bare 429s: one lag more", 100, 1, true, 2, 50 * (1 + (probeStair-1)*4)},
+		{"looks refused below the peak, bare 429s: no longer than that", 100, 3, true, 2, 50 * (1 + (probeStair-1)*4)},
+		{"bare 429s with no fall: the usual hold", 0, 1, true, 2, 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, 50)
 			w.safe, w.refused, w.eventRate, w.bounded = 50, 51, 50, true
-			w.peak, w.calm = tt.peak, tt.calm
+			w.peak, w.calm, w.bareEvent = tt.peak, tt.calm, tt.bare
 			w.probeFrom = at
-			drive(w, at, w.answerLag()+rtt)
+			drive(w, at, time.Duration(tt.lags)*w.answerLag()+rtt)
 			if !near(w.rate, tt.wantRate) {
-				t.Errorf("rate %.2f a lag on, want %.2f", w.rate, tt.wantRate)
+				t.Errorf("rate %.2f %d lags on, want %.2f", w.rate, tt.lags, tt.wantRate)
 			}
 		})
 	}

@@ -37,9 +37,9 @@ func matrixShapes() []quotaShape {
 			quota: func() quotaModel { return &fixedWindow{limit: 200, window: time.Second} }, latency: lat},
 		{name: "bucket-burst", floor: 0.96, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin,
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 10} }, latency: lat},
-		{name: "bucket-drift-noretry", floor: 0.93, items: items, refusal: refusal, retry: retryAbsent,
+		{name: "bucket-drift-noretry", floor: 0.96, items: items, refusal: refusal, retry: retryAbsent,
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 20, drift: down} }, latency: lat},
-		{name: "cap-bare429", floor: 0.94, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
+		{name: "cap-bare429", floor: 0.95, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
 			quota: func() quotaModel { return unlimited{} }, latency: lat},
 	}
 }
