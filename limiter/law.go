@@ -290,6 +290,7 @@ func (w *law) grow(t time.Time) {
 	if w.namedMoved {
 		hold = namedMovedHoldLags
 	}
+	namedLook := false
 	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold<<w.calm {
 		// Long at the budget a 429 named, with no 429: the quota may
 		// have grown past it since (a quota named while it was down,
@@ -297,6 +298,7 @@ func (w *law) grow(t time.Time) {
 		// there names it again, and the next look waits twice as long.
 		w.namedRPM, w.namedTPM = 0, 0
 		w.stairs = 0
+		namedLook = true
 	}
 	switch {
 	case w.refused == 0:
@@ -304,10 +306,14 @@ func (w *law) grow(t time.Time) {
 		// quota that grew far is found in a few lags, one that did not
 		// is overshot by a few percent.
 		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
-		if w.peak > base {
+		if w.peak > base && !namedLook {
 			// Below the rate the quota admitted before it fell: climb
-			// back to it in larger stairs.
+			// back to it in larger stairs; straight to it once a stair
+			// above a live quota's named budget held (it came back).
 			w.rate = min(base*(1+(probeStair-1)*float64(int(1)<<min(w.stairs+peakStairs, 4))), w.peak)
+			if w.namedMoved && w.stairs > 0 {
+				w.rate = w.peak
+			}
 		}
 		w.stairs++
 		w.increases++
@@ -463,6 +469,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// What the quota admitted over its window, while calls were let
 		// through, is about its rate.
 		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
+		safeBefore := w.safe
 		measured = measured && !first
 		switch {
 		case measured && admittedRate < w.safe*fellShare:
@@ -520,6 +527,9 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// Refused above the budget the server named: pace just
 			// under it, and look no higher. (Refused below it, the
 			// quota is shared or bursts: the law's own reading holds.)
+			if w.namedMoved && named*namedShare < safeBefore*fellShare {
+				w.peak = max(w.peak, safeBefore) // a live quota fell
+			}
 			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
 		}
 	}

@@ -576,6 +576,39 @@ func TestLaw_namedQuotaMoved(t *testing.T) {
 	}
 }
 
+// A live quota (429s named different budgets) that fell keeps the rate
+// it admitted before as the peak. The first look above the budget last
+// named is a plain stair (refused, it costs one 429 that names the budget
+// again); once that stair holds, the quota has come back, and the rate
+// goes to the peak at once.
+func TestLaw_namedQuotaReturns(t *testing.T) {
+	w, at := pacedLaw(t, 200)
+	w.eventRate = 200 // not the first event
+	refuse := func(rpm int64) {
+		s := w.start(at, 0)
+		at = at.Add(20 * time.Millisecond)
+		w.nameQuota(rpm, 0)
+		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	}
+	refuse(12000) // 200 a second
+	at, _ = drive(w, at, 2*w.answerLag())
+	refuse(6000) // the quota halved: 100 a second
+	low, peak := 100*namedShare, 200*namedShare
+	if !near(w.rate, low) || !near(w.peak, peak) {
+		t.Fatalf("rate %.2f, peak %.2f after the budget halved; want %.2f and %.2f", w.rate, w.peak, low, peak)
+	}
+	var rates []float64 // each rate the law moves to, lag after lag
+	for range 4 * (namedMovedHoldLags + 2) {
+		at, _ = drive(w, at, w.answerLag()/2)
+		if r := w.rate; !near(r, low) && (len(rates) == 0 || !near(r, rates[len(rates)-1])) {
+			rates = append(rates, r)
+		}
+	}
+	if want := []float64{low * probeStair, peak}; len(rates) < 2 || !near(rates[0], want[0]) || !near(rates[1], want[1]) {
+		t.Errorf("rates after the budget halved %.2f; want %.2f first", rates, want)
+	}
+}
+
 // Instants an exact retry delay says the quota opens at, one per event:
 // on one lattice they give a fixed window's length; off it, nothing.
 func TestLaw_resetAt(t *testing.T) {
