@@ -52,6 +52,9 @@ const (
 	// each span is within this share of a whole number of the shortest
 	// (see law.resetAt).
 	latticeShare = 0.01
+	// latticeDelays: a lattice spaced more than this many times the
+	// longest retry delay seen is read as chance (see law.resetAt).
+	latticeDelays = 4
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.

@@ -610,21 +610,28 @@ func TestLaw_namedQuotaReturns(t *testing.T) {
 }
 
 // Instants an exact retry delay says the quota opens at, one per event:
-// on one lattice they give a fixed window's length; off it, nothing.
+// on one lattice they give a fixed window's length; off it, nothing. Nor
+// does a lattice spaced more than four times the longest delay seen: a
+// fixed window's delays run up to its length, and a sliding log's
+// instants fall on some lattice now and then by chance.
 func TestLaw_resetAt(t *testing.T) {
 	tests := []struct {
-		name   string
-		resets []time.Duration // from simEpoch, one per event
-		want   time.Duration   // the window read
+		name    string
+		longest time.Duration   // the longest retry delay seen
+		resets  []time.Duration // from simEpoch, one per event
+		want    time.Duration   // the window read
 	}{
-		{"a boundary every 2 s", []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
-		{"a window skipped", []time.Duration{4 * time.Second, 6 * time.Second, 10 * time.Second}, 2 * time.Second},
-		{"two instants say nothing", []time.Duration{4 * time.Second, 6 * time.Second}, 0},
-		{"a sliding log's, off any lattice", []time.Duration{4100 * time.Millisecond, 6300 * time.Millisecond, 9700 * time.Millisecond}, 0},
+		{"a boundary every 2 s", time.Second, []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
+		{"a window skipped", time.Second, []time.Duration{4 * time.Second, 6 * time.Second, 10 * time.Second}, 2 * time.Second},
+		{"delays a quarter of the window", 500 * time.Millisecond, []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
+		{"two instants say nothing", time.Second, []time.Duration{4 * time.Second, 6 * time.Second}, time.Second},
+		{"a sliding log's, off any lattice", time.Second, []time.Duration{4100 * time.Millisecond, 6300 * time.Millisecond, 9700 * time.Millisecond}, time.Second},
+		{"a sliding log's, on a lattice by chance", 100 * time.Millisecond, []time.Duration{4 * time.Second, 9300 * time.Millisecond, 19900 * time.Millisecond}, 100 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newTestLaw(Config{})
+			w.window = tt.longest
 			for _, d := range tt.resets {
 				w.resetAt(simEpoch.Add(d))
 			}
