@@ -39,8 +39,9 @@
 // that found nothing, two once 429s have named different budgets, a live
 // quota); then it looks above it, as the quota may have grown since it was
 // named. A live quota named lower than the rate it admitted keeps that
-// rate as the one to climb back to, and once a look above the budget last
-// named holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
+// rate as the one to climb back to: it looks above the budget named every
+// answer lag (a look refused costs one 429, which names the budget again),
+// and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window.

@@ -286,12 +286,18 @@ func (w *law) grow(t time.Time) {
 	if w.refused > 0 && (w.held > reprobeLags<<w.calm || belowPeak) {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
-	hold := namedHoldLags
-	if w.namedMoved {
-		hold = namedMovedHoldLags
+	hold := namedHoldLags << w.calm
+	switch {
+	case w.namedMoved && w.peak > w.rate:
+		// A live quota below the rate it admitted before it fell:
+		// look above the budget named every lag, as it often comes
+		// back (a look refused costs a 429 that names it again).
+		hold = 0
+	case w.namedMoved:
+		hold = namedMovedHoldLags << w.calm
 	}
 	namedLook := false
-	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold<<w.calm {
+	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold {
 		// Long at the budget a 429 named, with no 429: the quota may
 		// have grown past it since (a quota named while it was down,
 		// a tier raised). Look above it from the first stair; a 429

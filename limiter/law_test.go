@@ -609,6 +609,41 @@ func TestLaw_namedQuotaReturns(t *testing.T) {
 	}
 }
 
+// Below the rate a live quota admitted before it fell, a look above the
+// budget named that is refused (the 429 names it again) is followed by
+// the next a lag later, not after namedMovedHoldLags doubled: while the
+// quota is down each look costs one 429, and it often comes back.
+func TestLaw_namedQuotaLooksBelowPeak(t *testing.T) {
+	w, at := pacedLaw(t, 200)
+	w.eventRate = 200 // not the first event
+	refuse := func(rpm int64) {
+		s := w.start(at, 0)
+		at = at.Add(20 * time.Millisecond)
+		w.nameQuota(rpm, 0)
+		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	}
+	refuse(12000)
+	at, _ = drive(w, at, 2*w.answerLag())
+	refuse(6000)
+	low := 100 * namedShare
+	looks := 0
+	lastLook := at
+	for range 40 {
+		at, _ = drive(w, at, w.answerLag()/4)
+		if w.rate > low*(1+1e-9) {
+			if looks > 0 && at.Sub(lastLook) > 2*w.answerLag() {
+				t.Fatalf("look %d came %v after the last was refused; want within two answer lags (%v)", looks+1, at.Sub(lastLook), 2*w.answerLag())
+			}
+			looks++
+			refuse(6000) // still down
+			lastLook = at
+		}
+	}
+	if looks < 3 {
+		t.Errorf("%d looks above the budget in %v; want at least 3", looks, 10*w.answerLag())
+	}
+}
+
 // Instants an exact retry delay says the quota opens at, one per event:
 // on one lattice they give a fixed window's length; off it, nothing. Nor
 // does a lattice spaced more than four times the longest delay seen: a

@@ -25,7 +25,7 @@ func matrixShapes() []quotaShape {
 	down := drift{{third, 50}, {2 * third, 100}}
 	lat := uniform(100*time.Millisecond, 150*time.Millisecond)
 	return []quotaShape{
-		{name: "sliding-drift", floor: 0.925, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin, namedDrift: down,
+		{name: "sliding-drift", floor: 0.94, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin, namedDrift: down,
 			quota:   func() quotaModel { return &slidingLog{limit: 200, window: time.Second, drift: down} },
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond)},
 		{name: "sliding-coarse", floor: 0.91, items: items, refusal: refusal, retry: retryCoarse, namedRPM: perMin,
