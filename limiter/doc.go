@@ -67,7 +67,7 @@
 // from the quota's answers: the starts and their outcomes, the admitted
 // rate, the window, a named budget, the smoothed latency), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 630 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 640 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
