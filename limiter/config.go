@@ -52,6 +52,9 @@ const (
 	// each span is within this share of a whole number of the shortest
 	// (see law.resetAt).
 	latticeShare = 0.01
+	// latticeDelays: a lattice spaced more than this many times the
+	// longest retry delay seen is read as chance (see law.resetAt).
+	latticeDelays = 4
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.
@@ -72,6 +75,11 @@ const (
 	// calls in progress, not a rate. (A heavy latency tail puts the calls
 	// in flight well above the average now and then.)
 	capShare = 1.5
+	// capEqualShare: the last events refused at the same level of calls
+	// in flight read as a cap only above this share of what the rate
+	// carries: a paced rate holds the calls in flight steady, so a rate's
+	// refusals too come at one level now and then.
+	capEqualShare = 1.1
 	// namedShare: with a budget a 429 named (see AIMD.RateLimitedQuota),
 	// the rate is paced at this share of it, room for a window's edges
 	// and for input tokens that vary from call to call.

@@ -17,18 +17,20 @@
 // quota that grew. A 429 at a rate already proven safe means the quota
 // fell; the law keeps the safe rate it had, as a quota that fell (a
 // drift, a neighbour's burst) often comes back, and climbs back to it
-// sooner (one answer lag, not two, while no look has been refused) and
-// in stairs of 20%. Tuned on a virtual-time simulation of every quota shape
+// sooner (one answer lag, not two, while no look has been refused; two
+// at most when 429s are bare, as a refused look then costs one refusal
+// and a light gate) and in stairs of 20%. Tuned on a virtual-time simulation of every quota shape
 // (quota_sim_test.go), against a client that knows the quota.
 //
 // Both kinds of outcome lower the limit: 429s (RateLimited), and with
 // Config.TPM set, the input-token ceiling Little's law derives from the
 // budget (a TPM quota counts input tokens; Succeeded reports them). A
 // server's cap on calls in progress shows as 429s at the same number of
-// calls in flight event after event: the limiter then holds the calls in
-// flight just under it instead of lowering the rate. Failed (5xx, timeouts,
-// cancellations) frees the slot and changes nothing: those faults belong to
-// retry logic, not to the quota.
+// calls in flight event after event, above what the paced rate carries
+// (a paced rate holds the calls in flight steady): the limiter then holds
+// the calls in flight just under it instead of lowering the rate. Failed
+// (5xx, timeouts, cancellations) frees the slot and changes nothing: those
+// faults belong to retry logic, not to the quota.
 //
 // A server that refuses every call for a moment (503 "overloaded") says
 // nothing about the quota either, and the runner holds the stage's calls
@@ -47,7 +49,10 @@
 // higher for 32 answer lags with no 429 (twice as long after each look
 // that found nothing, two once 429s have named different budgets, a live
 // quota); then it looks above it, as the quota may have grown since it was
-// named. Otherwise the longest retry delay seen is read as the quota's
+// named. A live quota named lower than the rate it admitted keeps that
+// rate as the one to climb back to: it looks above the budget named every
+// answer lag (a look refused costs one 429, which names the budget again),
+// and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window.
@@ -58,8 +63,11 @@
 // unless a cap on calls in progress explains it, calls wait a jittered
 // backoff of about a round trip, growing by half while 429s go on, then
 // one probe call goes first. (The first such 429 at a rate already paced
-// only holds starts for two of its own round trips before the probe: the
-// rate, lowered, spaces the calls out.) Callers waiting for a slot, the
+// only lowers the rate and holds starts for two of its own round trips,
+// a light gate: the calls already sent answer meanwhile, and only if one
+// of them, or a call sent after the gate, is refused too is the quota
+// spent and a probe needed. A quota only just overrun, a token bucket's
+// or a window's edge, loses no round trip to a probe.) Callers waiting for a slot, the
 // gate or the pace are served first come, first served. Independently, Config.RPM and
 // Config.TPM with PaceTPM pace call starts to a known budget with
 // golang.org/x/time/rate.
@@ -71,7 +79,7 @@
 // rate, the window, a named budget, the smoothed latency), hold.go (the
 // runner's overload holds as the law sees them), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 630 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 640 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one

@@ -84,9 +84,17 @@ type law struct {
 	backoffs int // uncertain events since the last success
 	// refusedSince: an uncertain 429 has come since the last success.
 	refusedSince bool
-	needProbe    bool      // the next start is a probe
-	probe        time.Time // start stamp of the probe in flight; zero if none
-	seed         uint64    // jitter state
+	// lightGate: the last event only held the starts for two of its
+	// refusal's round trips, with no probe (see onRateLimited); a 429 of
+	// a call sent before it asks for one.
+	lightGate bool
+	// bareEvent: the last event's 429 gave no exact retry delay, so a
+	// look above the safe rate that the quota refuses costs only a light
+	// gate (see grow).
+	bareEvent bool
+	needProbe bool      // the next start is a probe
+	probe     time.Time // start stamp of the probe in flight; zero if none
+	seed      uint64    // jitter state
 
 	sent       []sentCall // ring of recent starts, sentRing long
 	nSent      int
@@ -215,7 +223,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		}
 	}
 	if started.After(w.decrease) {
-		w.backoffs, w.refusedSince = 0, false
+		w.backoffs, w.refusedSince, w.lightGate = 0, false, false
 	}
 	switch {
 	case w.slowStart:
@@ -278,20 +286,32 @@ func (w *law) grow(t time.Time) {
 		base = w.safe
 	}
 	w.held++
-	if w.refused > 0 && (w.held > reprobeLags<<w.calm || w.peak > w.rate && w.calm == 0 && w.held > 0) {
+	// Below the rate the quota admitted before it fell, look again after
+	// one lag while no look has been refused; after two when one has but
+	// looks are cheap (bare 429s: a light gate, one call refused).
+	belowPeak := w.peak > w.rate && w.held > min(w.calm, 1) && (w.calm == 0 || w.bareEvent)
+	if w.refused > 0 && (w.held > reprobeLags<<w.calm || belowPeak) {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
-	hold := namedHoldLags
-	if w.namedMoved {
-		hold = namedMovedHoldLags
+	hold := namedHoldLags << w.calm
+	switch {
+	case w.namedMoved && w.peak > w.rate:
+		// A live quota below the rate it admitted before it fell:
+		// look above the budget named every lag, as it often comes
+		// back (a look refused costs a 429 that names it again).
+		hold = 0
+	case w.namedMoved:
+		hold = namedMovedHoldLags << w.calm
 	}
-	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold<<w.calm {
+	namedLook := false
+	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold {
 		// Long at the budget a 429 named, with no 429: the quota may
 		// have grown past it since (a quota named while it was down,
 		// a tier raised). Look above it from the first stair; a 429
 		// there names it again, and the next look waits twice as long.
 		w.namedRPM, w.namedTPM = 0, 0
 		w.stairs = 0
+		namedLook = true
 	}
 	switch {
 	case w.refused == 0:
@@ -299,10 +319,14 @@ func (w *law) grow(t time.Time) {
 		// quota that grew far is found in a few lags, one that did not
 		// is overshot by a few percent.
 		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
-		if w.peak > base {
+		if w.peak > base && !namedLook {
 			// Below the rate the quota admitted before it fell: climb
-			// back to it in larger stairs.
+			// back to it in larger stairs; straight to it once a stair
+			// above a live quota's named budget held (it came back).
 			w.rate = min(base*(1+(probeStair-1)*float64(int(1)<<min(w.stairs+peakStairs, 4))), w.peak)
+			if w.namedMoved && w.stairs > 0 {
+				w.rate = w.peak
+			}
 		}
 		w.stairs++
 		w.increases++
@@ -317,30 +341,6 @@ func (w *law) grow(t time.Time) {
 		w.peak = 0
 	}
 	w.probeFrom = t
-}
-
-// capped reports whether a 429 of a call started beside others calls in
-// flight met a cap on calls in progress rather than a rate: the cap binds
-// and the call started at it, or others is well above what the rate
-// carries on average, or the last two events refused at the same level,
-// or slow start's refusal did (slow start fills whatever binds, and a
-// paced rate seldom meets it again at the very same level).
-func (w *law) capped(others int) bool {
-	carried := w.rate * w.latency().Seconds()
-	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
-	return capBinds && others+1 >= w.limit ||
-		float64(others) >= capShare*carried ||
-		float64(others) >= carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
-		float64(others) >= carried && others == w.firstOthers
-}
-
-// answerLag is how long a rate is held before it counts as safe: a quota
-// counted over a window answers an overshoot only once the window has
-// filled with it, so a rate is proven only after a while. It is
-// probeStairRoundTrips round trips, the window of a per-minute quota with
-// calls of several seconds.
-func (w *law) answerLag() time.Duration {
-	return max(time.Duration(probeStairRoundTrips*w.avgLatency), w.window)
 }
 
 // onRateLimited folds in a 429 at t of the call started at started, with
@@ -381,9 +381,16 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// between, says the quota is spent: then back off and probe.
 		paced := w.eventRate > 0 && w.rate > 0 && !w.refusedSince
 		if started.After(w.decrease) && newEvent && !capped && paced {
-			// Hold the starts for twice this refusal's round trip (the
-			// calls already sent answer meanwhile), then probe.
+			// Hold the starts for twice this refusal's round trip: the
+			// calls already sent answer meanwhile. A quota only just
+			// overrun (a bucket's tokens, a window's edge) admits them,
+			// and the starts go on at the lowered rate with no probe
+			// (a probe idles every slot for a round trip, event after
+			// event); a quota spent refuses them too, and then a probe
+			// goes first.
 			gateMoved = w.closeGate(t.Add(2 * max(t.Sub(started), 0)))
+			w.lightGate = true
+		} else if w.lightGate && !w.needProbe && !started.After(w.decrease) {
 			w.needProbe = true
 		} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
 			d := w.backoff()
@@ -415,6 +422,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.decreases++
 	w.decrease = t
+	w.bareEvent = uncertain(retryAfter)
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
 	}
@@ -450,6 +458,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// What the quota admitted over its window, while calls were let
 		// through, is about its rate.
 		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
+		safeBefore := w.safe
 		measured = measured && !first
 		switch {
 		case measured && admittedRate < w.safe*fellShare:
@@ -507,6 +516,9 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// Refused above the budget the server named: pace just
 			// under it, and look no higher. (Refused below it, the
 			// quota is shared or bursts: the law's own reading holds.)
+			if w.namedMoved && named*namedShare < safeBefore*fellShare {
+				w.peak = max(w.peak, safeBefore) // a live quota fell
+			}
 			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
 		}
 	}

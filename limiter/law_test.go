@@ -313,6 +313,64 @@ func TestLaw_onRateLimited_uncertain(t *testing.T) {
 	}
 }
 
+// The first bare 429 while a learned rate is paced holds the starts for
+// two of its round trips and lowers the rate. If no call already sent is
+// refused meanwhile, the quota was only just overrun: the starts go on
+// with no probe. If one is, the quota is spent: a probe goes first. A
+// call started after the gate and refused with no success in between
+// means spent as well: a backoff, then a probe.
+func TestLaw_onRateLimited_lightGate(t *testing.T) {
+	tests := []struct {
+		name      string
+		refuseOld bool // the call sent 5 ms after the refused one is refused too
+		refuseNew bool // the first call after the gate is refused
+		wantProbe bool
+	}{
+		{"the others admitted: no probe", false, false, false},
+		{"a call sent before the gate refused: a probe", true, false, true},
+		{"a call sent after the gate refused: a backoff and a probe", false, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 100)
+			w.eventRate = 100
+			s0 := w.start(at, 0)
+			s1 := w.start(at.Add(5*time.Millisecond), 1)
+			refusedAt := at.Add(20 * time.Millisecond)
+			w.onRateLimited(refusedAt, s0, 0, 2)
+			if want := refusedAt.Add(40 * time.Millisecond); !w.gate.Equal(want) {
+				t.Fatalf("gate %v after the 429, want two of its round trips", w.gate.Sub(refusedAt))
+			}
+			if w.rate >= 100 {
+				t.Errorf("rate %.2f after the 429, want below 100", w.rate)
+			}
+			if tt.refuseOld {
+				w.onRateLimited(refusedAt.Add(5*time.Millisecond), s1, 0, 1)
+			}
+			at = w.gate
+			if !w.mayStart(at, 1) {
+				t.Fatal("no start once the gate opened")
+			}
+			s2 := w.start(at, 1)
+			if tt.refuseNew {
+				gate := w.gate
+				w.onRateLimited(at.Add(20*time.Millisecond), s2, 0, 2)
+				if wait := w.gate.Sub(at.Add(20 * time.Millisecond)); !w.gate.After(gate) || wait < rtt*3/4 || wait > rtt*5/4 {
+					t.Fatalf("gate %v after the second 429, want a backoff of a round trip ±25%%", wait)
+				}
+				at = w.gate
+				w.start(at, 1)
+			}
+			if got := w.awaitingProbe(); got != tt.wantProbe {
+				t.Errorf("the start after the gate awaited as a probe: %v, want %v", got, tt.wantProbe)
+			}
+			if got := w.mayStart(at.Add(time.Second), 2); got == tt.wantProbe {
+				t.Errorf("another start a second on allowed: %v, want %v", got, !tt.wantProbe)
+			}
+		})
+	}
+}
+
 // A cap on calls in progress refuses at the same level event after event,
 // or well above what the rate carries; a rate at any level.
 func TestLaw_capped(t *testing.T) {
@@ -518,22 +576,97 @@ func TestLaw_namedQuotaMoved(t *testing.T) {
 	}
 }
 
+// A live quota (429s named different budgets) that fell keeps the rate
+// it admitted before as the peak. The first look above the budget last
+// named is a plain stair (refused, it costs one 429 that names the budget
+// again); once that stair holds, the quota has come back, and the rate
+// goes to the peak at once.
+func TestLaw_namedQuotaReturns(t *testing.T) {
+	w, at := pacedLaw(t, 200)
+	w.eventRate = 200 // not the first event
+	refuse := func(rpm int64) {
+		s := w.start(at, 0)
+		at = at.Add(20 * time.Millisecond)
+		w.nameQuota(rpm, 0)
+		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	}
+	refuse(12000) // 200 a second
+	at, _ = drive(w, at, 2*w.answerLag())
+	refuse(6000) // the quota halved: 100 a second
+	low, peak := 100*namedShare, 200*namedShare
+	if !near(w.rate, low) || !near(w.peak, peak) {
+		t.Fatalf("rate %.2f, peak %.2f after the budget halved; want %.2f and %.2f", w.rate, w.peak, low, peak)
+	}
+	var rates []float64 // each rate the law moves to, lag after lag
+	for range 4 * (namedMovedHoldLags + 2) {
+		at, _ = drive(w, at, w.answerLag()/2)
+		if r := w.rate; !near(r, low) && (len(rates) == 0 || !near(r, rates[len(rates)-1])) {
+			rates = append(rates, r)
+		}
+	}
+	if want := []float64{low * probeStair, peak}; len(rates) < 2 || !near(rates[0], want[0]) || !near(rates[1], want[1]) {
+		t.Errorf("rates after the budget halved %.2f; want %.2f first", rates, want)
+	}
+}
+
+// Below the rate a live quota admitted before it fell, a look above the
+// budget named that is refused (the 429 names it again) is followed by
+// the next a lag later, not after namedMovedHoldLags doubled: while the
+// quota is down each look costs one 429, and it often comes back.
+func TestLaw_namedQuotaLooksBelowPeak(t *testing.T) {
+	w, at := pacedLaw(t, 200)
+	w.eventRate = 200 // not the first event
+	refuse := func(rpm int64) {
+		s := w.start(at, 0)
+		at = at.Add(20 * time.Millisecond)
+		w.nameQuota(rpm, 0)
+		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	}
+	refuse(12000)
+	at, _ = drive(w, at, 2*w.answerLag())
+	refuse(6000)
+	low := 100 * namedShare
+	looks := 0
+	lastLook := at
+	for range 40 {
+		at, _ = drive(w, at, w.answerLag()/4)
+		if w.rate > low*(1+1e-9) {
+			if looks > 0 && at.Sub(lastLook) > 2*w.answerLag() {
+				t.Fatalf("look %d came %v after the last was refused; want within two answer lags (%v)", looks+1, at.Sub(lastLook), 2*w.answerLag())
+			}
+			looks++
+			refuse(6000) // still down
+			lastLook = at
+		}
+	}
+	if looks < 3 {
+		t.Errorf("%d looks above the budget in %v; want at least 3", looks, 10*w.answerLag())
+	}
+}
+
 // Instants an exact retry delay says the quota opens at, one per event:
-// on one lattice they give a fixed window's length; off it, nothing.
+// on one lattice they give a fixed window's length; off it, nothing. Nor
+// does a lattice spaced more than four times the longest delay seen: a
+// fixed window's delays run up to its length, and a sliding log's
+// instants fall on some lattice now and then by chance.
 func TestLaw_resetAt(t *testing.T) {
 	tests := []struct {
-		name   string
-		resets []time.Duration // from simEpoch, one per event
-		want   time.Duration   // the window read
+		name    string
+		longest time.Duration   // the longest retry delay seen
+		resets  []time.Duration // from simEpoch, one per event
+		want    time.Duration   // the window read
 	}{
-		{"a boundary every 2 s", []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
-		{"a window skipped", []time.Duration{4 * time.Second, 6 * time.Second, 10 * time.Second}, 2 * time.Second},
-		{"two instants say nothing", []time.Duration{4 * time.Second, 6 * time.Second}, 0},
-		{"a sliding log's, off any lattice", []time.Duration{4100 * time.Millisecond, 6300 * time.Millisecond, 9700 * time.Millisecond}, 0},
+		{"a boundary every 2 s", time.Second, []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
+		{"a window skipped", time.Second, []time.Duration{4 * time.Second, 6 * time.Second, 10 * time.Second}, 2 * time.Second},
+		{"delays a quarter of the window", 500 * time.Millisecond, []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second}, 2 * time.Second},
+		{"two instants say nothing", time.Second, []time.Duration{4 * time.Second, 6 * time.Second}, time.Second},
+		{"a sliding log's, off any lattice", time.Second, []time.Duration{4100 * time.Millisecond, 6300 * time.Millisecond, 9700 * time.Millisecond}, time.Second},
+		{"a sliding log's, on a lattice by chance", 100 * time.Millisecond, []time.Duration{4 * time.Second, 9300 * time.Millisecond, 19900 * time.Millisecond}, 100 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newTestLaw(Config{})
+			w.window = tt.longest
 			for _, d := range tt.resets {
 				w.resetAt(simEpoch.Add(d))
 			}
@@ -645,22 +778,27 @@ func TestLaw_climbBackToPeak(t *testing.T) {
 		name     string
 		peak     float64
 		calm     int
+		bare     bool // the last 429 gave no exact retry delay
+		lags     int  // answer lags driven
 		wantRate float64
 	}{
-		{"no fall: the safe rate is held two lags", 0, 0, 50},
-		{"below the peak: a 20% stair after one lag", 100, 0, 50 * (1 + (probeStair-1)*4)},
-		{"the stair stops at the peak", 55, 0, 55},
-		{"a look refused below the peak: the usual hold", 100, 1, 50},
+		{"no fall: the safe rate is held two lags", 0, 0, false, 1, 50},
+		{"below the peak: a 20% stair after one lag", 100, 0, false, 1, 50 * (1 + (probeStair-1)*4)},
+		{"the stair stops at the peak", 55, 0, false, 1, 55},
+		{"a look refused below the peak: the usual hold", 100, 1, false, 2, 50},
+		{"a look refused below the peak, bare 429s: one lag more", 100, 1, true, 2, 50 * (1 + (probeStair-1)*4)},
+		{"looks refused below the peak, bare 429s: no longer than that", 100, 3, true, 2, 50 * (1 + (probeStair-1)*4)},
+		{"bare 429s with no fall: the usual hold", 0, 1, true, 2, 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, 50)
 			w.safe, w.refused, w.eventRate, w.bounded = 50, 51, 50, true
-			w.peak, w.calm = tt.peak, tt.calm
+			w.peak, w.calm, w.bareEvent = tt.peak, tt.calm, tt.bare
 			w.probeFrom = at
-			drive(w, at, w.answerLag()+rtt)
+			drive(w, at, time.Duration(tt.lags)*w.answerLag()+rtt)
 			if !near(w.rate, tt.wantRate) {
-				t.Errorf("rate %.2f a lag on, want %.2f", w.rate, tt.wantRate)
+				t.Errorf("rate %.2f %d lags on, want %.2f", w.rate, tt.lags, tt.wantRate)
 			}
 		})
 	}

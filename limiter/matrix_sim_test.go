@@ -35,7 +35,7 @@ func matrixShapes() []quotaShape {
 	down := drift{{third, 50}, {2 * third, 100}}
 	lat := uniform(100*time.Millisecond, 150*time.Millisecond)
 	return []quotaShape{
-		{name: "sliding-drift", floor: 0.905, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin, namedDrift: down,
+		{name: "sliding-drift", floor: 0.94, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin, namedDrift: down,
 			quota:   func() quotaModel { return &slidingLog{limit: 200, window: time.Second, drift: down} },
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond)},
 		{name: "sliding-coarse", floor: 0.91, items: items, refusal: refusal, retry: retryCoarse, namedRPM: perMin,
@@ -47,9 +47,9 @@ func matrixShapes() []quotaShape {
 			quota: func() quotaModel { return &fixedWindow{limit: 200, window: time.Second} }, latency: lat},
 		{name: "bucket-burst", floor: 0.96, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin,
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 10} }, latency: lat},
-		{name: "bucket-drift-noretry", floor: 0.93, items: items, refusal: refusal, retry: retryAbsent,
+		{name: "bucket-drift-noretry", floor: 0.96, items: items, refusal: refusal, retry: retryAbsent,
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 20, drift: down} }, latency: lat},
-		{name: "cap-bare429", floor: 0.94, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
+		{name: "cap-bare429", floor: 0.95, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
 			quota: func() quotaModel { return unlimited{} }, latency: lat},
 		{name: "tail-load-503", floor: 0.86, items: items, refusal: 2 * time.Millisecond, retry: retryExact, namedRPM: perMin,
 			quota:    func() quotaModel { return &slidingLog{limit: 200, window: time.Second} },

@@ -492,7 +492,7 @@ func quotaShapes() []quotaShape {
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond),
 		},
 		{
-			name: "sliding, 20 round trips/window, coarse", floor: 0.88,
+			name: "sliding, 20 round trips/window, coarse", floor: 0.89,
 			belowBar: "a client that paces a rate gets at most about 0.93 here: the perfect one replays the first window's burst in every window",
 			items:    4000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &slidingLog{limit: 400, window: 4 * time.Second} },
@@ -511,7 +511,7 @@ func quotaShapes() []quotaShape {
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, no RetryInfo", floor: 0.90,
+			name: "fixed window, no RetryInfo", floor: 0.91,
 			belowBar: "no delay shows the boundary or the window: a probe above the budget idles the rest of a window, and the window is learnt only from reopenings",
 			items:    5000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
@@ -523,8 +523,8 @@ func quotaShapes() []quotaShape {
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),
 		},
 		{
-			name: "token bucket, drifting, no RetryInfo", floor: 0.865,
-			belowBar: "the quota falls by 40% and comes back, and no retry delay shows its window: the climb back is a stair per answer lag, half a lag after two",
+			name: "token bucket, drifting, no RetryInfo", floor: 0.91,
+			belowBar: "the quota falls by 40% and comes back, and no retry delay shows its window: each look above the low quota costs a 429, and the climb back is a stair per answer lag",
 			items:    4000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &tokenBucket{perSecond: 120, burst: 10, drift: down} },
 			latency: uniform(200*time.Millisecond, 300*time.Millisecond),

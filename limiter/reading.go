@@ -7,9 +7,11 @@ import (
 
 // What the law reads from the quota's answers: the ring of recent starts
 // and what came of each, the rate the quota admitted, the window its
-// retry delays and reopenings show, the budgets a 429 names, and the
-// smoothed latency and tokens. Each is a pure function of the law's
-// state and the times it is given, like the rest of the law.
+// retry delays and reopenings show and how long a rate is held to be
+// proven, the budgets a 429 names, whether a refusal met a cap on calls
+// in progress, and the smoothed latency and tokens. Each is a pure
+// function of the law's state and the times it is given, like the rest
+// of the law.
 
 // sentCall is one start: its stamp, the calls in flight beside it and
 // what came of it.
@@ -142,6 +144,30 @@ func (w *law) namedRate() float64 {
 	return r
 }
 
+// capped reports whether a 429 of a call started beside others calls in
+// flight met a cap on calls in progress rather than a rate: the cap binds
+// and the call started at it, or others is well above what the rate
+// carries on average, or the last two events refused at the same level,
+// or slow start's refusal did (slow start fills whatever binds, and a
+// paced rate seldom meets it again at the very same level).
+func (w *law) capped(others int) bool {
+	carried := w.rate * w.latency().Seconds()
+	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
+	return capBinds && others+1 >= w.limit ||
+		float64(others) >= capShare*carried ||
+		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
+		float64(others) >= carried && others == w.firstOthers
+}
+
+// answerLag is how long a rate is held before it counts as safe: a quota
+// counted over a window answers an overshoot only once the window has
+// filled with it, so a rate is proven only after a while. It is
+// probeStairRoundTrips round trips, the window of a per-minute quota with
+// calls of several seconds.
+func (w *law) answerLag() time.Duration {
+	return max(time.Duration(probeStairRoundTrips*w.avgLatency), w.window)
+}
+
 // admittedRate is the rate the quota admitted over the answer lag up to
 // t (a refusal of a call started at refusedAt having just come), counted
 // from no earlier than gate, when no call started before it: idle time
@@ -178,7 +204,11 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 // resetAt folds in the instant an exact retry delay said the quota
 // opens again, one per congestion event. A fixed window opens at its
 // boundaries: when three such instants fall on one lattice (each span a
-// whole number of the shortest), its spacing is the window.
+// whole number of the shortest), its spacing is the window. Not when that
+// is over four times the longest delay seen (w.window so far): a fixed
+// window's delays run up to its length, while a sliding log's instants
+// fall on some long lattice now and then by chance, and a window read
+// far too long holds every rate for it (see answerLag).
 func (w *law) resetAt(at time.Time) {
 	d1, d2 := at.Sub(w.resets[0]), w.resets[0].Sub(w.resets[1])
 	three := !w.resets[1].IsZero()
@@ -188,7 +218,7 @@ func (w *law) resetAt(at time.Time) {
 	}
 	short, long := min(d1, d2), max(d1, d2)
 	k := math.Round(float64(long) / float64(short))
-	if math.Abs(float64(long)-k*float64(short)) <= latticeShare*float64(long) {
+	if math.Abs(float64(long)-k*float64(short)) <= latticeShare*float64(long) && short <= latticeDelays*w.window {
 		w.window = max(w.window, min(short, maxWindow))
 	}
 }
