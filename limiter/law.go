@@ -105,6 +105,8 @@ type law struct {
 	varTokens  float64 // their variance, weighted as avgTokens
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
+	sizes      sizeReading // calls' sizes against their tokens (see tokens.go)
+	reqTat     time.Time   // the requests schedule while tokens are paced (see requestHold)
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -148,6 +150,9 @@ func (w *law) hold(time.Time) time.Time {
 		if p := w.tat.Add(-w.interval() * paceBurst); p.After(h) {
 			h = p
 		}
+		if p := w.requestHold(); p.After(h) {
+			h = p
+		}
 	}
 	return h
 }
@@ -159,13 +164,20 @@ func (w *law) interval() time.Duration {
 
 // start records a call let through at t, with inFlight others holding
 // slots, and returns its start stamp.
-func (w *law) start(t time.Time, inFlight int) time.Time {
+func (w *law) start(t time.Time, inFlight int) time.Time { return w.startSized(t, inFlight, 0) }
+
+// startSized is start for a call of the given size (0: unknown): a
+// paced start moves the schedule on by its tokens when they bind (see
+// tokens.go).
+func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	s := w.stamp(t)
+	weight := w.weight(size)
 	if w.rate > 0 {
 		if w.tat.Before(t) {
 			w.tat = t
 		}
-		w.tat = w.tat.Add(w.interval())
+		w.tat = w.tat.Add(w.paceStep(weight))
+		w.advanceRequests(t)
 	}
 	if w.needProbe && w.probe.IsZero() {
 		w.probe = s
@@ -173,7 +185,7 @@ func (w *law) start(t time.Time, inFlight int) time.Time {
 	if w.nSent == 0 {
 		w.firstStart, w.probeFrom = s, s
 	}
-	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight}
+	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight, size: size, weight: weight}
 	w.nSent++
 	return s
 }
@@ -199,6 +211,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
 	if c := w.find(started); c != nil {
 		c.outcome = admitted
+		w.learnSize(c.size, tokens)
 	}
 	if w.cfg.Fixed {
 		return
@@ -575,7 +588,7 @@ func (w *law) minRate() float64 {
 func (w *law) maxRate() float64 {
 	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
 	if w.cfg.TPM > 0 && w.hasTokens {
-		r = min(r, float64(w.cfg.TPM)/60/w.avgTokens)
+		r = min(r, float64(w.cfg.TPM)/60/w.callTokens())
 	}
 	if named := w.namedRate(); named > 0 {
 		r = min(r, named*namedShare)

@@ -11,10 +11,11 @@ import (
 // `sawtooth bench --matrix`) in virtual time: the same quotas, windows,
 // latencies, retry delays and named budgets, 6000 items each. A real-time
 // figure far below its virtual one points at something other than the
-// law: the runner, the simulator's HTTP, the machine. Two shapes are left
-// out, as the virtual server neither charges refused calls (tpm-counted)
-// nor sends 503 bursts (tail-load-503). The drifting sliding window names
-// its live budget, as the real-time simulator does.
+// law: the runner, the simulator's HTTP, the machine. tail-load-503 is
+// left out, as the virtual server sends no 503 bursts. The drifting
+// sliding window names its live budget, as the real-time simulator does;
+// tpm-counted's prompts vary in tokens and its refused calls are charged
+// (see tpmCountedShape).
 func matrixShapes() []quotaShape {
 	const (
 		items   = 6000
@@ -41,6 +42,7 @@ func matrixShapes() []quotaShape {
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 20, drift: down} }, latency: lat},
 		{name: "cap-bare429", floor: 0.94, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
 			quota: func() quotaModel { return unlimited{} }, latency: lat},
+		withFloor(tpmCountedShape(items, refusal), 0.94),
 	}
 }
 
@@ -64,4 +66,10 @@ func TestLaw_matrixShapes(t *testing.T) {
 		})
 	}
 	t.Log(table.String())
+}
+
+// withFloor returns sh with its goodput floor set to floor.
+func withFloor(sh quotaShape, floor float64) quotaShape {
+	sh.floor = floor
+	return sh
 }

@@ -64,13 +64,15 @@ func (d drift) pctAt(since time.Duration) int {
 	return pct
 }
 
-// quotaModel counts admitted calls. admit decides a call arriving at t;
-// wait is the true time until a call would be admitted when it refuses.
-// next is the earliest instant from t at which admit would accept (for the
-// perfect client). Calls it refuses do not count against it.
+// quotaModel counts admitted calls. admit decides a call of tokens input
+// tokens arriving at t; wait is the true time until a call would be
+// admitted when it refuses. next is the earliest instant from t at which
+// admit would accept it (for the perfect client). Calls it refuses do not
+// count against it, unless the model says so (see tokenLog); only
+// tokenLog counts tokens.
 type quotaModel interface {
-	admit(t time.Time) (ok bool, wait time.Duration)
-	next(t time.Time) time.Time
+	admit(t time.Time, tokens int) (ok bool, wait time.Duration)
+	next(t time.Time, tokens int) time.Time
 }
 
 // slidingLog admits limit calls in any window-long span.
@@ -93,7 +95,7 @@ func (s *slidingLog) trim(t time.Time) {
 	s.log = s.log[i:]
 }
 
-func (s *slidingLog) admit(t time.Time) (bool, time.Duration) {
+func (s *slidingLog) admit(t time.Time, _ int) (bool, time.Duration) {
 	s.trim(t)
 	if lim := s.lim(t); len(s.log) >= lim {
 		if lim <= 0 {
@@ -105,7 +107,7 @@ func (s *slidingLog) admit(t time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (s *slidingLog) next(t time.Time) time.Time {
+func (s *slidingLog) next(t time.Time, _ int) time.Time {
 	for {
 		s.trim(t)
 		lim := s.lim(t)
@@ -132,7 +134,7 @@ func (f *fixedWindow) roll(t time.Time) {
 	}
 }
 
-func (f *fixedWindow) admit(t time.Time) (bool, time.Duration) {
+func (f *fixedWindow) admit(t time.Time, _ int) (bool, time.Duration) {
 	f.roll(t)
 	if f.count >= f.limit*f.drift.pctAt(t.Sub(simEpoch))/100 {
 		return false, f.start.Add(f.window).Sub(t)
@@ -141,7 +143,7 @@ func (f *fixedWindow) admit(t time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (f *fixedWindow) next(t time.Time) time.Time {
+func (f *fixedWindow) next(t time.Time, _ int) time.Time {
 	for {
 		f.roll(t)
 		if f.count < f.limit*f.drift.pctAt(t.Sub(simEpoch))/100 {
@@ -176,7 +178,7 @@ func (b *tokenBucket) fill(t time.Time) {
 	}
 }
 
-func (b *tokenBucket) admit(t time.Time) (bool, time.Duration) {
+func (b *tokenBucket) admit(t time.Time, _ int) (bool, time.Duration) {
 	b.fill(t)
 	if b.tokens < 1 {
 		return false, time.Duration((1 - b.tokens) / b.rate(t) * float64(time.Second))
@@ -185,7 +187,7 @@ func (b *tokenBucket) admit(t time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (b *tokenBucket) next(t time.Time) time.Time {
+func (b *tokenBucket) next(t time.Time, _ int) time.Time {
 	b.fill(t)
 	if b.tokens >= 1 {
 		return t
@@ -197,8 +199,8 @@ func (b *tokenBucket) next(t time.Time) time.Time {
 // workers are the only bound.
 type unlimited struct{}
 
-func (unlimited) admit(time.Time) (bool, time.Duration) { return true, 0 }
-func (unlimited) next(t time.Time) time.Time            { return t }
+func (unlimited) admit(time.Time, int) (bool, time.Duration) { return true, 0 }
+func (unlimited) next(t time.Time, _ int) time.Time          { return t }
 
 // latencyModel draws a call's latency given the calls in progress at the
 // server.
@@ -240,8 +242,10 @@ type quotaShape struct {
 	refusal time.Duration // a 429's round trip
 	// namedRPM and namedTPM are the budgets a 429 of the quota names
 	// (QuotaFailure's quotaValue), per minute of the time-scaled window:
-	// limit × (1 min / window); 0 for none. Each call bills simTokens.
+	// limit × (1 min / window); 0 for none. Each call bills simTokens,
+	// or what tokens draws for its item when set (see itemTokens).
 	namedRPM, namedTPM int64
+	tokens             func(rng *rand.Rand) int
 	// namedDrift, if set, makes the named budgets live: at each instant
 	// they are its percentage of namedRPM and namedTPM, as a server names
 	// the quota it enforces now (bench's drifting shapes do).
@@ -276,15 +280,15 @@ func (s *simServer) trim(t time.Time) {
 	s.active = slices.DeleteFunc(s.active, func(end time.Time) bool { return !end.After(t) })
 }
 
-// call decides a call arriving at t: admitted, taking took, or refused
-// (after the refusal round trip) with retryAfter as its 429 says, named
-// if it names the quota's budgets.
-func (s *simServer) call(t time.Time) (took, retryAfter time.Duration, ok, named bool) {
+// call decides a call of tokens input tokens arriving at t: admitted,
+// taking took, or refused (after the refusal round trip) with retryAfter
+// as its 429 says, named if it names the quota's budgets.
+func (s *simServer) call(t time.Time, tokens int) (took, retryAfter time.Duration, ok, named bool) {
 	s.trim(t)
 	if s.shape.conc > 0 && len(s.active) >= s.shape.conc {
 		return s.shape.refusal, 0, false, false
 	}
-	if ok, wait := s.quota.admit(t); !ok {
+	if ok, wait := s.quota.admit(t, tokens); !ok {
 		return s.shape.refusal, s.shape.retry.delay(wait), false, s.shape.namedRPM > 0 || s.shape.namedTPM > 0
 	}
 	took = s.shape.latency(s.rng, len(s.active))
@@ -292,8 +296,28 @@ func (s *simServer) call(t time.Time) (took, retryAfter time.Duration, ok, named
 	return took, 0, true, false
 }
 
-// simTokens is the input tokens each simulated call bills.
+// simTokens is the input tokens each simulated call bills on a shape
+// that draws none (see quotaShape.tokens).
 const simTokens = 100
+
+// itemTokens returns the input tokens of each of the shape's items, the
+// same for the perfect client and the law's run of one seed.
+func itemTokens(sh quotaShape, seed uint64) []int {
+	out := make([]int, sh.items)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	for i := range out {
+		out[i] = simTokens
+		if sh.tokens != nil {
+			out[i] = sh.tokens(rng)
+		}
+	}
+	return out
+}
+
+// promptSize is what a client sees of a call's size before it is
+// billed: its prompt's runes, about four per token but not exactly (a
+// client does not know the server's tokenizer).
+func promptSize(tokens int) int64 { return int64(4*tokens - tokens%3) }
 
 // perfect returns the time a perfect client takes for the shape's items:
 // each request sent the instant the quota, the server's concurrency cap
@@ -305,20 +329,20 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 	if sh.conc > 0 {
 		capacity = min(capacity, sh.conc)
 	}
-	for range sh.items {
+	for _, tokens := range itemTokens(sh, seed) {
 		for {
 			s.trim(t)
 			if len(s.active) >= capacity {
 				t = slices.MinFunc(s.active, time.Time.Compare)
 				continue
 			}
-			if n := s.quota.next(t); n.After(t) {
+			if n := s.quota.next(t, tokens); n.After(t) {
 				t = n
 				continue
 			}
 			break
 		}
-		took, _, ok, _ := s.call(t)
+		took, _, ok, _ := s.call(t, tokens)
 		if !ok {
 			panic("perfect client refused")
 		}
@@ -332,6 +356,7 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 // simEvent is a call's outcome reaching the client.
 type simEvent struct {
 	at, started time.Time
+	tokens      int // the call's item's input tokens
 	ok          bool
 	retryAfter  time.Duration
 	named       bool // the 429 named the quota's budgets
@@ -377,20 +402,24 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	cfg = cfg.withDefaults()
 	w := newLaw(cfg, slowStart)
 	s := newSimServer(sh, seed)
+	tokens := itemTokens(sh, seed)
 	var (
-		t        = simEpoch
-		events   eventQueue
-		waiting  = min(cfg.Ceiling, sh.items) // workers holding an item, not in flight
-		assigned = waiting
+		t      = simEpoch
+		events eventQueue
+		// waiting: the input tokens of the items workers hold, not in
+		// flight, first in line first.
+		waiting  = slices.Clone(tokens[:min(cfg.Ceiling, sh.items)])
+		assigned = len(waiting)
 		inFlight int
 		r        simRun
 	)
 	for r.done < sh.items {
-		for waiting > 0 && w.mayStart(t, inFlight) {
-			started := w.start(t, inFlight)
-			took, retryAfter, ok, named := s.call(t)
-			heap.Push(&events, simEvent{at: t.Add(took), started: started, ok: ok, retryAfter: retryAfter, named: named})
-			waiting--
+		for len(waiting) > 0 && w.mayStart(t, inFlight) {
+			n := waiting[0]
+			started := w.startSized(t, inFlight, promptSize(n))
+			took, retryAfter, ok, named := s.call(t, n)
+			heap.Push(&events, simEvent{at: t.Add(took), started: started, tokens: n, ok: ok, retryAfter: retryAfter, named: named})
+			waiting = waiting[1:]
 			inFlight++
 			r.calls++
 			r.maxInFlight = max(r.maxInFlight, inFlight)
@@ -399,22 +428,22 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		if len(events) > 0 {
 			next = events[0].at
 		}
-		if hold := w.hold(t); waiting > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
+		if hold := w.hold(t); len(waiting) > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
 			next = hold
 		}
 		if next.IsZero() {
-			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), waiting, w.limit))
+			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), len(waiting), w.limit))
 		}
 		t = next
 		for len(events) > 0 && !events[0].at.After(t) {
 			e := heap.Pop(&events).(simEvent)
 			if e.ok {
-				w.onSuccess(t, e.started, simTokens, inFlight)
+				w.onSuccess(t, e.started, int64(e.tokens), inFlight)
 				inFlight--
 				r.done++
 				if assigned < sh.items {
+					waiting = append(waiting, tokens[assigned])
 					assigned++
-					waiting++
 				}
 				continue
 			}
@@ -424,7 +453,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 			}
 			w.onRateLimited(t, e.started, e.retryAfter, inFlight)
 			inFlight--
-			waiting++
+			waiting = append(waiting, e.tokens)
 		}
 	}
 	r.wall = t.Sub(simEpoch)

@@ -16,6 +16,8 @@ import (
 type sentCall struct {
 	at      time.Time
 	others  int
+	size    int64   // the call's size as its caller gave it, 0 if unknown (see tokens.go)
+	weight  float64 // the mean calls it counts as in the rate (see law.weight)
 	outcome outcome
 }
 
@@ -127,14 +129,14 @@ func (w *law) namedRate() float64 {
 		r = float64(w.namedRPM) / 60
 	}
 	if w.namedTPM > 0 {
-		byTokens := float64(w.namedTPM) / 60 / float64(w.tokensPerCall())
-		if w.nTokens > 1 && w.avgTokens > 0 {
-			// Calls differ in tokens, so the calls a window holds bill
-			// more than their mean now and then: leave room for one
-			// standard deviation of the mean of a lag's calls.
-			n := max(byTokens*w.answerLag().Seconds(), 1)
-			byTokens /= 1 + math.Sqrt(w.varTokens)/w.avgTokens/math.Sqrt(n)
+		perCall := float64(w.tokensPerCall())
+		if w.sized() || w.sizes.unit > 0 {
+			perCall = w.callTokens()
 		}
+		byTokens := float64(w.namedTPM) / 60 / perCall
+		// Calls differ in tokens, so the calls a window holds bill more
+		// than their mean now and then (see tokenRoom).
+		byTokens /= w.tokenRoom(byTokens)
 		if r == 0 || byTokens < r {
 			r = byTokens
 		}
@@ -198,17 +200,19 @@ func uncertain(retryAfter time.Duration) bool {
 	return retryAfter%time.Second == 0
 }
 
-// sentRate is the rate of starts over the last round trip.
+// sentRate is the rate of starts over the last round trip, each
+// counted at its weight (see law.weight).
 func (w *law) sentRate(t time.Time) float64 {
 	span := w.latency()
-	n := 0
+	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
-		if w.sent[(w.nSent-i)%sentRing].at.Before(t.Add(-span)) {
+		c := w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(t.Add(-span)) {
 			break
 		}
-		n++
+		n += c.weight // paced in tokens, a call counts its weight
 	}
-	return max(float64(n)/span.Seconds(), w.minRate())
+	return max(n/span.Seconds(), w.minRate())
 }
 
 // latency is the smoothed round trip, at least a microsecond.

@@ -1,0 +1,175 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// Pacing in tokens. A per-minute token budget (TPM) counts the input
+// tokens of the calls a window holds, and prompts differ in length (a
+// coefficient of variation of about 0.6 on reviews): paced at a rate of
+// requests at the mean, a run of long prompts overruns the budget and a
+// run of short ones leaves it unused. A caller that knows a call's size
+// before it starts (AIMD.AcquireWeighted: the prompt's runes, say) lets
+// the law pace call starts in tokens instead: each start moves the paced
+// schedule on by its own estimated tokens over the token rate, so the
+// tokens a window holds stay smooth whatever the mix of prompts.
+//
+// The law never knows the server's tokenizer: it learns the tokens per
+// unit of size from what the successes were billed (Succeeded's tokens
+// over the sizes their starts carried), so any unit of size works.
+
+// sizeReading is what the law has learned of calls' sizes against the
+// tokens they were billed.
+type sizeReading struct {
+	// size and tokens are the mean size and billed input tokens of the
+	// successes whose start carried a size (the plain mean, then a slow
+	// average, see sizeWeight); n counts them.
+	size, tokens float64
+	n            int64
+	// unit is the tokens of one call in the rate's count once starts
+	// are paced in tokens (see law.callTokens); 0 before.
+	unit float64
+}
+
+// sizeMinSuccesses: the tokens per unit of size are read only from at
+// least this many successes.
+const sizeMinSuccesses = 8
+
+// Bounds of a call's weight in mean calls (see law.weight), against a
+// size far off what its tokens turn out to be; and how near Config.TPM's
+// rate the paced rate must be for it to bind (see law.tokensBind).
+const (
+	// sizeWeight is the least weight of a success in the means of
+	// sizes and tokens: slow, so that the rate they scale holds still
+	// (tokens vary far more call to call than over a run).
+	sizeWeight   = 1.0 / 1024
+	minWeight    = 0.1
+	maxWeight    = 10
+	tpmNearShare = 0.9
+)
+
+// learnSize folds in a success of a call that started with size, billed
+// tokens input tokens.
+func (w *law) learnSize(size, tokens int64) {
+	if size <= 0 || tokens <= 0 {
+		return
+	}
+	w.sizes.n++
+	a := max(1/float64(w.sizes.n), sizeWeight)
+	w.sizes.size += a * (float64(size) - w.sizes.size)
+	w.sizes.tokens += a * (float64(tokens) - w.sizes.tokens)
+}
+
+// sized reports whether the law has learned enough of calls' sizes to
+// pace them in tokens.
+func (w *law) sized() bool { return w.sizes.n >= sizeMinSuccesses && w.sizes.size > 0 }
+
+// callTokens is the mean input tokens per call that a rate in calls per
+// second is counted in against a token budget: the slow mean of the
+// sized successes once known (the faster average swings by a tenth on
+// prompts that vary, and the rate with it), else the measured average.
+//
+// Once starts are paced in tokens, that mean is frozen as the unit the
+// rate counts calls in: a call then counts its tokens over the unit (see
+// law.weight), and a rate times the unit is a rate of tokens, exact
+// whatever the mean does next.
+func (w *law) callTokens() float64 {
+	switch {
+	case w.sizes.unit > 0:
+		return w.sizes.unit
+	case w.sized():
+		return w.sizes.tokens
+	}
+	return w.avgTokens
+}
+
+// estimatedTokens is the input tokens a call of size is expected to be
+// billed, 0 if the law cannot tell yet.
+func (w *law) estimatedTokens(size int64) float64 {
+	if size <= 0 || !w.sized() {
+		return 0
+	}
+	return float64(size) * w.sizes.tokens / w.sizes.size
+}
+
+// tokensBind reports whether call starts are paced in tokens: sizes are
+// learned and a token budget binds, one a 429 named (tighter than the
+// requests it named, if any) or Config.TPM once the rate is near it.
+func (w *law) tokensBind() bool {
+	if !w.sized() || w.sizes.tokens <= 0 {
+		return false
+	}
+	byTokens := func(tpm int64) float64 { return float64(tpm) / 60 / w.callTokens() }
+	if w.namedTPM > 0 && (w.namedRPM <= 0 || byTokens(w.namedTPM) < float64(w.namedRPM)/60) {
+		return true
+	}
+	return w.cfg.TPM > 0 && w.rate >= tpmNearShare*byTokens(w.cfg.TPM)
+}
+
+// weight is how many mean calls' tokens a call of size is expected to
+// bill, within [minWeight, maxWeight]: 1 when starts are not paced in
+// tokens or its size is unknown.
+func (w *law) weight(size int64) float64 {
+	if !w.tokensBind() {
+		return 1
+	}
+	est := w.estimatedTokens(size)
+	if est <= 0 {
+		return 1
+	}
+	if w.sizes.unit == 0 {
+		w.sizes.unit = w.sizes.tokens
+	}
+	return min(max(est/w.sizes.unit, minWeight), maxWeight)
+}
+
+// paceStep is how far a start of a call of the given weight moves the
+// paced schedule on: the paced interval, weighted.
+func (w *law) paceStep(weight float64) time.Duration {
+	return time.Duration(float64(w.interval()) * weight)
+}
+
+// requestInterval is the least time between starts that a named budget
+// of requests allows while starts are paced in tokens (short prompts
+// come faster than the mean); 0 when none applies.
+func (w *law) requestInterval() time.Duration {
+	if w.lastRPM <= 0 || !w.tokensBind() {
+		return 0
+	}
+	return time.Duration(float64(time.Minute) / (float64(w.lastRPM) * namedShare))
+}
+
+// requestHold is the time before which the requests budget holds the
+// next start (see requestInterval); zero when it holds none.
+func (w *law) requestHold() time.Time {
+	iv := w.requestInterval()
+	if iv <= 0 {
+		return time.Time{}
+	}
+	return w.reqTat.Add(-iv * paceBurst)
+}
+
+// advanceRequests moves the requests schedule on past a start at t.
+func (w *law) advanceRequests(t time.Time) {
+	iv := w.requestInterval()
+	if iv <= 0 {
+		return
+	}
+	if w.reqTat.Before(t) {
+		w.reqTat = t
+	}
+	w.reqTat = w.reqTat.Add(iv)
+}
+
+// tokenRoom is the share of a named token budget's rate left for calls
+// that bill more than the mean: one standard deviation of the mean
+// tokens of an answer lag's calls, divided out of the rate. Paced in
+// tokens, the calls' own sizes take care of that, and none is left.
+func (w *law) tokenRoom(byTokens float64) float64 {
+	if w.nTokens <= 1 || w.avgTokens <= 0 || w.sized() {
+		return 1
+	}
+	n := max(byTokens*w.answerLag().Seconds(), 1)
+	return 1 + math.Sqrt(w.varTokens)/w.avgTokens/math.Sqrt(n)
+}
