@@ -14,8 +14,11 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// The runner hands an AIMD the budgets a 429 names.
-var _ pipeline.QuotaLimiter = (*AIMD)(nil)
+// The runner hands an AIMD the budgets a 429 names, and each call's size.
+var (
+	_ pipeline.QuotaLimiter    = (*AIMD)(nil)
+	_ pipeline.WeightedLimiter = (*AIMD)(nil)
+)
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)

@@ -6,6 +6,25 @@ import (
 	"time"
 )
 
+// itemTokens returns the input tokens of each of the shape's items, the
+// same for the perfect client and the law's run of one seed.
+func itemTokens(sh quotaShape, seed uint64) []int {
+	out := make([]int, sh.items)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	for i := range out {
+		out[i] = simTokens
+		if sh.tokens != nil {
+			out[i] = sh.tokens(rng)
+		}
+	}
+	return out
+}
+
+// promptSize is what a client sees of a call's size before it is
+// billed: its prompt's runes, about four per token but not exactly (a
+// client does not know the server's tokenizer).
+func promptSize(tokens int) int64 { return int64(4*tokens - tokens%3) }
+
 // tokenLog is a sliding log counting requests and input tokens: it
 // admits a call while the window holds fewer than rpm calls and its
 // tokens fit under tpm with theirs. With countRefused a refused call is
