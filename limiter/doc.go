@@ -46,11 +46,13 @@
 // pipeline.WeightedLimiter: the runner passes the prompt's estimated
 // input, or its text's runes) lets the law pace in tokens while a token
 // budget binds (one a 429 named, tighter than the requests it named, or
-// Config.TPM once the rate nears it): each start moves the paced schedule
-// on by its own estimated tokens over the mean call's, so the tokens a
+// Config.TPM once the rate nears it): the call first in line waits until
+// the paced schedule has room for its own estimated tokens, and its start
+// moves the schedule on by them (over the mean call's), so the tokens a
 // window holds stay even however prompts vary (a run of long prompts no
 // longer overruns the budget, a run of short ones no longer leaves it
-// unused), and the named budget needs no room for their spread. The
+// unused), and the named budget needs no room for their spread. The rate
+// sent and admitted are then read in the same weighted calls. The
 // tokens per unit of size are learned from what successes are billed, as
 // no client knows a server's tokenizer; the mean call they are counted
 // against is frozen when pacing in tokens begins, so that the rate times

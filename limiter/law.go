@@ -107,6 +107,7 @@ type law struct {
 	hasLatency bool
 	sizes      sizeReading // calls' sizes against their tokens (see tokens.go)
 	reqTat     time.Time   // the requests schedule while tokens are paced (see requestHold)
+	nextSize   int64       // the size of the call first in line, 0 if unknown (see headStep)
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -147,7 +148,7 @@ func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 func (w *law) hold(time.Time) time.Time {
 	h := w.gate
 	if w.rate > 0 {
-		if p := w.tat.Add(-w.interval() * paceBurst); p.After(h) {
+		if p := w.tat.Add(w.headStep() - w.interval()*paceBurst); p.After(h) {
 			h = p
 		}
 		if p := w.requestHold(); p.After(h) {

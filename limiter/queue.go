@@ -166,6 +166,9 @@ func (l *AIMD) AcquireWeighted(ctx context.Context, size int64) (started time.Ti
 	}
 	l.mu.Lock()
 	now := l.cfg.Now()
+	if l.queue.Len() == 0 {
+		l.law.nextSize = size
+	}
 	if l.queue.Len() == 0 && l.law.mayStart(now, l.inFlight) {
 		started := l.law.startSized(now, l.inFlight, size)
 		l.inFlight++
@@ -178,6 +181,7 @@ func (l *AIMD) AcquireWeighted(ctx context.Context, size int64) (started time.Ti
 		// Only the head of the line watches the gate's clock; the others
 		// wait for their turn and are woken one at a time.
 		timer, stop := (<-chan time.Time)(nil), noStop
+		l.headLocked()
 		if hold := l.law.hold(now); l.queue.Front() == w.elem && now.Before(hold) {
 			timer, stop = l.newTimer(hold.Sub(now))
 		}
@@ -219,6 +223,7 @@ func (l *AIMD) abandon(w *waiter) {
 	l.queue.Remove(w.elem)
 	if wasHead {
 		l.dispatchLocked(now)
+		l.headLocked()
 		if now.Before(l.law.hold(now)) {
 			l.wakeHeadLocked() // the new head must take over the gate's clock
 		}
@@ -340,7 +345,7 @@ func (l *AIMD) GateUntil() time.Time {
 // and the gate has passed.
 func (l *AIMD) dispatchLocked(now time.Time) {
 	granted := false
-	for l.law.mayStart(now, l.inFlight) {
+	for l.headLocked(); l.law.mayStart(now, l.inFlight); l.headLocked() {
 		e := l.queue.Front()
 		if e == nil {
 			return
@@ -368,6 +373,15 @@ func (l *AIMD) releasedLocked(now time.Time) {
 	l.dispatchLocked(now)
 	if l.queue.Len() > 0 && now.Before(l.law.hold(now)) {
 		l.wakeHeadLocked()
+	}
+}
+
+// headLocked tells the law the size of the call first in line: it waits
+// for room for its own tokens (see law.headStep).
+func (l *AIMD) headLocked() {
+	l.law.nextSize = 0
+	if e := l.queue.Front(); e != nil {
+		l.law.nextSize = e.Value.(*waiter).size
 	}
 }
 

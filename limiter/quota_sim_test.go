@@ -395,7 +395,16 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		r        simRun
 	)
 	for r.done < sh.items {
-		for len(waiting) > 0 && w.mayStart(t, inFlight) {
+		for {
+			// The call first in line waits for room for its own tokens
+			// (see law.headStep), as AIMD tells the law.
+			w.nextSize = 0
+			if len(waiting) > 0 {
+				w.nextSize = promptSize(waiting[0])
+			}
+			if len(waiting) == 0 || !w.mayStart(t, inFlight) {
+				break
+			}
 			n := waiting[0]
 			started := w.startSized(t, inFlight, promptSize(n))
 			took, retryAfter, ok, named := s.call(t, n)

@@ -48,16 +48,18 @@ func (w *law) find(started time.Time) *sentCall {
 
 // admittedFrom counts the starts since from that the quota admitted:
 // those that succeeded, and those still in flight that started before
-// answered (a refusal comes back within its own round trip).
-func (w *law) admittedFrom(from, answered time.Time) int {
-	n := 0
+// answered (a refusal comes back within its own round trip). Each counts
+// at its weight, in the rate's unit when starts are paced in tokens (see
+// law.weight).
+func (w *law) admittedFrom(from, answered time.Time) float64 {
+	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
 		c := w.sent[(w.nSent-i)%sentRing]
 		if c.at.Before(from) {
 			break
 		}
 		if c.outcome == admitted || c.outcome == pending && c.at.Before(answered) {
-			n++
+			n += c.weight
 		}
 	}
 	return n
@@ -212,7 +214,14 @@ func (w *law) sentRate(t time.Time) float64 {
 		}
 		n += c.weight // paced in tokens, a call counts its weight
 	}
-	return max(n/span.Seconds(), w.minRate())
+	r := n / span.Seconds()
+	if w.rate > 0 && w.tokensBind() && !w.tat.Before(t.Add(-2*paceBurst*w.interval())) {
+		// Weights vary call to call: their sum over a round trip swings
+		// by a sixth while the schedule sends at the rate. A schedule
+		// not behind now holds the starts back: it sends at the rate.
+		r = max(r, w.rate)
+	}
+	return max(r, w.minRate())
 }
 
 // latency is the smoothed round trip, at least a microsecond.

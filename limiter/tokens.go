@@ -130,6 +130,17 @@ func (w *law) paceStep(weight float64) time.Duration {
 	return time.Duration(float64(w.interval()) * weight)
 }
 
+// headStep is how much later than a mean call the call first in line
+// (of size nextSize) may start: a call waits until the paced schedule
+// has room for its own tokens, not only for the mean call's. (Charged
+// only after it started, a call of many times the mean tokens would
+// start at the schedule's edge and overrun the window by all of them.)
+// Negative for a call below the mean; 0 when starts are not paced in
+// tokens.
+func (w *law) headStep() time.Duration {
+	return w.paceStep(w.weight(w.nextSize)) - w.interval()
+}
+
 // requestInterval is the least time between starts that a named budget
 // of requests allows while starts are paced in tokens (short prompts
 // come faster than the mean); 0 when none applies.

@@ -57,6 +57,37 @@ func TestLaw_pacesStartsInTokens(t *testing.T) {
 	}
 }
 
+// Paced in tokens, the call first in line waits until the schedule has
+// room for its own tokens: a call of twice the mean tokens one interval
+// later than a mean call, a quarter of the mean three quarters earlier.
+// (Charged only once started, a long call would overrun the window by
+// all its tokens.)
+func TestLaw_headWaitsForRoomForItsTokens(t *testing.T) {
+	const rate = 100.0
+	iv := 10 * time.Millisecond
+	tests := []struct {
+		name     string
+		tpm      int64
+		nextSize int64
+		want     time.Duration // hold, from the schedule's due time
+	}{
+		{"a mean call", rate * 100 * 60, 400, -paceBurst * iv},
+		{"twice the mean", rate * 100 * 60, 800, iv - paceBurst*iv},
+		{"a quarter of the mean", rate * 100 * 60, 100, -iv*3/4 - paceBurst*iv},
+		{"size unknown: a mean call", rate * 100 * 60, 0, -paceBurst * iv},
+		{"no token budget: a mean call whatever its size", 0, 800, -paceBurst * iv},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := sizedLaw(t, rate, 0, tt.tpm)
+			w.nextSize = tt.nextSize
+			if got := w.hold(at).Sub(at); got != tt.want {
+				t.Errorf("hold %v from the due time, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 // Paced in tokens, short prompts come faster than the mean: a requests
 // budget named too still holds them, at namedShare of it (plus the pacing
 // tolerance), whichever binds.
