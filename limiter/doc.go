@@ -51,8 +51,9 @@
 // moves the schedule on by them (over the mean call's), so the tokens a
 // window holds stay even however prompts vary (a run of long prompts no
 // longer overruns the budget, a run of short ones no longer leaves it
-// unused), and the named budget needs no room for their spread. The rate
-// sent and admitted are then read in the same weighted calls. The
+// unused), and the named budget needs no room for their spread: the law
+// paces 98.5% of it. The rate sent and admitted are then read in the
+// same weighted calls. The
 // tokens per unit of size are learned from what successes are billed, as
 // no client knows a server's tokenizer; the mean call they are counted
 // against is frozen when pacing in tokens begins, so that the rate times

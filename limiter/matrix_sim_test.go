@@ -42,7 +42,7 @@ func matrixShapes() []quotaShape {
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 20, drift: down} }, latency: lat},
 		{name: "cap-bare429", floor: 0.94, items: items, refusal: refusal, retry: retryAbsent, conc: 24,
 			quota: func() quotaModel { return unlimited{} }, latency: lat},
-		withFloor(tpmCountedShape(items, refusal), 0.935),
+		withFloor(tpmCountedShape(items, refusal), 0.945),
 	}
 }
 

@@ -154,9 +154,9 @@ func TestLaw_learnsTokensPerSize(t *testing.T) {
 }
 
 // A named token budget leaves room for calls that bill more than the mean
-// while starts are counted one call each; paced in tokens it leaves none:
-// the budget's rate is the budget over the mean call, and namedShare of
-// it is paced.
+// while starts are counted one call each; paced in tokens it leaves none
+// for them: namedShare of the named rate is namedTokenShare of the
+// budget over the mean call.
 func TestLaw_namedTokensRoom(t *testing.T) {
 	const tpm = 100 * 100 * 60 // 100 mean calls a second
 	w, at := pacedLaw(t, 100)
@@ -176,8 +176,8 @@ func TestLaw_namedTokensRoom(t *testing.T) {
 		w.onSuccess(at, s, int64(50+100*(i%2)), 1)
 	}
 	w.startSized(at, 0, 400) // the first start paced in tokens sets the unit
-	if got := w.namedRate(); math.Abs(got-100) > 1e-6 {
-		t.Errorf("paced in tokens, the named rate is %.4f; want 100", got)
+	if got, want := w.namedRate()*namedShare, 100*namedTokenShare; math.Abs(got-want) > 1e-6 {
+		t.Errorf("paced in tokens, the rate paced at the named budget is %.4f; want %.4f", got, want)
 	}
 }
 
@@ -215,4 +215,36 @@ func TestAIMD_AcquireWeighted_sizesReachTheLaw(t *testing.T) {
 			t.Errorf("the law learned %d sizes at %.3f tokens each, want 2 at 0.25", got.n, got.tokens/got.size)
 		}
 	})
+}
+
+// Paced in tokens, the rate sent over the last round trip counts each
+// call at its weight; while the schedule holds the starts back (it is not
+// behind now) that is the paced rate, whatever the weights of the few
+// calls a round trip holds.
+func TestLaw_sentRateInTokens(t *testing.T) {
+	const rate = 100.0
+	tests := []struct {
+		name string
+		idle time.Duration // from the last start to the reading
+		want float64
+	}{
+		// Three calls of a quarter of the mean in the last round trip,
+		// 7.5 a second counted, but the schedule is due.
+		{"the schedule holds the starts: the paced rate", 0, rate},
+		// Half a round trip later the schedule is behind: nothing held
+		// the starts back, and the three count at their weight.
+		{"the schedule behind: what was sent, weighted", rtt / 2, 3 * 0.25 / rtt.Seconds()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := sizedLaw(t, rate, 0, rate*100*60)
+			for range 3 {
+				w.startSized(at, 0, 100)
+			}
+			got := w.sentRate(at.Add(tt.idle))
+			if want := max(tt.want, w.minRate()); math.Abs(got-want) > 1e-6 {
+				t.Errorf("sent rate %.3f, want %.3f", got, want)
+			}
+		})
+	}
 }
