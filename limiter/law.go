@@ -172,7 +172,7 @@ func (w *law) start(t time.Time, inFlight int) time.Time { return w.startSized(t
 // tokens.go).
 func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	s := w.stamp(t)
-	weight := w.weight(size)
+	weight := w.startWeight(size)
 	if w.rate > 0 {
 		if w.tat.Before(t) {
 			w.tat = t

@@ -130,10 +130,20 @@ func (w *law) weight(size int64) float64 {
 	if est <= 0 {
 		return 1
 	}
-	if w.sizes.unit == 0 {
+	unit := w.sizes.unit
+	if unit == 0 {
+		unit = w.sizes.tokens // frozen at the first start (see startWeight)
+	}
+	return min(max(est/unit, minWeight), maxWeight)
+}
+
+// startWeight is weight for a call starting now: the first start paced in
+// tokens freezes the mean call as the rate's unit (see callTokens).
+func (w *law) startWeight(size int64) float64 {
+	if w.sizes.unit == 0 && w.tokensBind() {
 		w.sizes.unit = w.sizes.tokens
 	}
-	return min(max(est/w.sizes.unit, minWeight), maxWeight)
+	return w.weight(size)
 }
 
 // paceStep is how far a start of a call of the given weight moves the
