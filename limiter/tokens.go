@@ -11,9 +11,10 @@ import (
 // requests at the mean, a run of long prompts overruns the budget and a
 // run of short ones leaves it unused. A caller that knows a call's size
 // before it starts (AIMD.AcquireWeighted: the prompt's runes, say) lets
-// the law pace call starts in tokens instead: each start moves the paced
-// schedule on by its own estimated tokens over the token rate, so the
-// tokens a window holds stay smooth whatever the mix of prompts.
+// the law pace call starts in tokens instead: the call first in line
+// waits for room for its own estimated tokens in the paced schedule, and
+// its start moves the schedule on by them, so the tokens a window holds
+// stay even whatever the mix of prompts.
 //
 // The law never knows the server's tokenizer: it learns the tokens per
 // unit of size from what the successes were billed (Succeeded's tokens
@@ -36,21 +37,24 @@ type sizeReading struct {
 // least this many successes.
 const sizeMinSuccesses = 8
 
-// Bounds of a call's weight in mean calls (see law.weight), against a
-// size far off what its tokens turn out to be; and how near Config.TPM's
-// rate the paced rate must be for it to bind (see law.tokensBind).
 const (
 	// sizeWeight is the least weight of a success in the means of
 	// sizes and tokens: slow, so that the rate they scale holds still
 	// (tokens vary far more call to call than over a run).
-	sizeWeight   = 1.0 / 1024
-	minWeight    = 0.1
-	maxWeight    = 10
+	sizeWeight = 1.0 / 1024
+	// minWeight and maxWeight bound a call's weight in mean calls (see
+	// law.weight), against a size far off what its tokens turn out to be.
+	minWeight = 0.1
+	maxWeight = 10
+	// tpmNearShare: Config.TPM binds once the paced rate is this near
+	// its rate (see law.tokensBind).
 	tpmNearShare = 0.9
 	// namedTokenShare: paced in tokens, the share of a named token budget
-	// paced (namedShare when counted a call each). Tuned on the virtual
-	// tpm-counted shape: 0.97 gave 0.942 of the perfect client's goodput,
-	// 0.985 0.952 at 0.41% 429s; 0.99 drew more refusals.
+	// paced (namedShare when calls count one each). Tuned on the virtual
+	// tpm-counted shape (TestLaw_matrixShapes): 0.97 gave 0.942 of the
+	// perfect client's goodput, 0.985 gives 0.956 at 0.33% 429s; in real
+	// time it reads a window's edges and calls reaching the server a few
+	// milliseconds later or sooner than they started.
 	namedTokenShare = 0.985
 )
 
