@@ -88,11 +88,14 @@ func TestQuota_FixedWindowNoRetryInfo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives the real binary for a few seconds")
 	}
-	const items = 600
+	// 150 calls a 1 s window, as the matrix's fixed-noretry shape (200)
+	// but a little tighter, for about eight windows: the law's one look
+	// above the budget per window is then well under the target.
+	const items = 1200
 	dir := t.TempDir()
 	input := writeItems(t, dir, items, 11)
 	sim, url := startSim(t, geminisim.Config{
-		RPM: 60, Window: 500 * time.Millisecond,
+		RPM: 150, Window: time.Second,
 		QuotaModel: geminisim.FixedWindow, RetryInfo: geminisim.RetryAbsent,
 		Latency: geminisim.Latency{Base: 20 * time.Millisecond, Jitter: 20 * time.Millisecond},
 		Seed:    5,
@@ -121,13 +124,10 @@ func TestQuota_FixedWindowNoRetryInfo(t *testing.T) {
 	if limited == 0 {
 		t.Errorf("the quota never pushed back: the test exercised nothing")
 	}
-	// The target is 1.02; the controller makes 1.010-1.052 here
-	// from run to run on a loaded 2-core machine (one probe above the
-	// window's budget per window, give or take), so the test holds it to
-	// 1.06: a client that ignores the window entirely (a fixed 64-way
-	// pool) refuses several times as many.
-	if perItem > 1.06 {
-		t.Errorf("%.3f calls per item, want at most 1.06: %d refused calls for %d items", perItem, limited, toClassify)
+	// The target: a client that ignores the window entirely (a
+	// fixed 64-way pool) refuses several times as many.
+	if perItem > 1.02 {
+		t.Errorf("%.3f calls per item, want at most 1.02: %d refused calls for %d items", perItem, limited, toClassify)
 	}
 }
 

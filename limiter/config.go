@@ -105,6 +105,11 @@ const (
 // 1/8, the weight TCP gives each RTT sample (RFC 6298).
 const ewmaWeight = 1.0 / 8
 
+// slowLatencyWeight is the weight of each success's latency in the slow
+// average the limit on calls in flight is fitted with (see
+// law.limitLatency): 1/64, a few hundred calls' memory.
+const slowLatencyWeight = 1.0 / 64
+
 // tokenWeight is the weight of a success's input tokens in their average
 // once more than 1/tokenWeight have come (before, the plain mean): slow,
 // as tokens vary call to call (see observe).

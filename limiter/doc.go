@@ -7,7 +7,9 @@
 // calls in progress. A fixed concurrency is a moving rate whenever latency
 // moves, so once it has measured round trips the limiter paces call starts
 // at a rate it learns, and derives the limit on calls in flight from that
-// rate by Little's law (calls in flight = rate × latency). Slow start
+// rate by Little's law (calls in flight = rate × latency, the latency
+// there the higher of a quick and a slow average, so that a heavy tail's
+// run of quick answers does not hold back calls the rate admits). Slow start
 // doubles the calls in flight each round trip up to Config.Ceiling until
 // the first 429. From then on, a rate held for eight round trips (or the
 // quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
@@ -27,6 +29,15 @@
 // flight just under it instead of lowering the rate. Failed (5xx, timeouts,
 // cancellations) frees the slot and changes nothing: those faults belong to
 // retry logic, not to the quota.
+//
+// A server that refuses every call for a moment (503 "overloaded") says
+// nothing about the quota either, and the runner holds the stage's calls
+// back until it serves again. The runner tells the limiter when its hold
+// closes and opens (OverloadHeld, OverloadOpened): the law leaves the time
+// held out of the rate it sent (a rate is proven only while it is sent at
+// 0.9 of its pace, so holds a second apart would keep it from ever being
+// proven), out of the answer lag a rate is held for, and out of the span
+// it reads the admitted rate over.
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
@@ -53,11 +64,10 @@
 // longer overruns the budget, a run of short ones no longer leaves it
 // unused), and the named budget needs no room for their spread: the law
 // paces 98.5% of it. The rate sent and admitted are then read in the
-// same weighted calls. The
-// tokens per unit of size are learned from what successes are billed, as
-// no client knows a server's tokenizer; the mean call they are counted
-// against is frozen when pacing in tokens begins, so that the rate times
-// it is a steady rate of tokens. A requests budget named too still spaces
+// same weighted calls. The tokens per unit of size are learned from what
+// successes are billed, as no client knows a server's tokenizer; the
+// mean call they are counted against is frozen when pacing in tokens
+// begins, so that the rate times it is a steady rate of tokens. A requests budget named too still spaces
 // the starts (short prompts come faster than the mean), whichever binds.
 // Calls with no size count as a mean call.
 //
@@ -77,15 +87,16 @@
 // control law, pure: state plus an event at an explicit time gives the
 // new state, no lock, no timer, no clock), reading.go (what the law reads
 // from the quota's answers: the starts and their outcomes, the admitted
-// rate, the window, a named budget, the smoothed latency), tokens.go
-// (pacing in tokens: calls' sizes against what they are billed), queue.go
-// (AIMD: the lock, the waiter queue and the clock around the law),
-// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is about 630 lines and
+// rate, the window, a named budget, the smoothed latency), hold.go (the
+// runner's overload holds as the law sees them), tokens.go (pacing in
+// tokens: calls' sizes against what they are billed), queue.go (AIMD:
+// the lock, the waiter queue and the clock around the law), pace.go
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 650 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 1,900 lines
+// already live in reading.go. The package is about 2,100 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer

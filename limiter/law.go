@@ -105,9 +105,14 @@ type law struct {
 	varTokens  float64 // their variance, weighted as avgTokens
 	avgLatency float64 // EWMA of success latency in nanoseconds; valid if hasLatency
 	hasLatency bool
-	sizes      sizeReading // calls' sizes against their tokens (see tokens.go)
-	reqTat     time.Time   // the requests schedule while tokens are paced (see requestHold)
-	nextSize   int64       // the size of the call first in line, 0 if unknown (see headStep)
+	// holds: when the runner's overload hold kept the calls back (see
+	// onHeld).
+	holds overloadHolds
+	// slowLatency: avgLatency's slower twin (see limitLatency).
+	slowLatency float64
+	sizes       sizeReading // calls' sizes against their tokens (see tokens.go)
+	reqTat      time.Time   // the requests schedule while tokens are paced (see requestHold)
+	nextSize    int64       // the size of the call first in line, 0 if unknown (see headStep)
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -261,8 +266,10 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 // stair above when none is known. A bisection finds the quota's rate in a
 // few lags, and a stair now and then finds a quota that grew.
 func (w *law) grow(t time.Time) {
-	if w.sentRate(t) < 0.9*w.rate {
-		w.probeFrom = t // not sending at the rate proves nothing about it
+	if judged, atRate := w.sendingAtRate(t); !atRate {
+		if judged {
+			w.probeFrom = t // not sending at the rate proves nothing about it
+		}
 		return
 	}
 	lag := w.answerLag()
@@ -602,7 +609,7 @@ func (w *law) fitLimit() {
 	if w.rate <= 0 || !w.hasLatency {
 		return
 	}
-	n := int(math.Ceil(w.rate * w.latency().Seconds() * rateHeadroom))
+	n := int(math.Ceil(w.rate * w.limitLatency().Seconds() * rateHeadroom))
 	if w.capLevel > 0 {
 		n = min(n, int(w.capLevel))
 	}

@@ -256,6 +256,9 @@ type quotaShape struct {
 	// calls per item hold on every shape.
 	belowBar string
 	floor    float64
+	// overload: 503 bursts (see bursts); the runner's overload hold
+	// keeps the calls back through them.
+	overload bursts
 }
 
 // namedAt returns the budgets a 429 of a call arriving at t names.
@@ -317,6 +320,10 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 				t = slices.MinFunc(s.active, time.Time.Compare)
 				continue
 			}
+			if in, end := sh.overload.active(t); in {
+				t = end
+				continue
+			}
 			if n := s.quota.next(t, tokens); n.After(t) {
 				t = n
 				continue
@@ -341,6 +348,7 @@ type simEvent struct {
 	ok          bool
 	retryAfter  time.Duration
 	named       bool // the 429 named the quota's budgets
+	overloaded  bool // a 503 of an overload burst
 }
 
 type eventQueue []simEvent
@@ -362,6 +370,7 @@ func (q *eventQueue) Pop() any {
 type simRun struct {
 	wall         time.Duration
 	calls, r429s int
+	r503s        int
 	done         int
 	goodput      float64 // the perfect client's time over wall
 	maxInFlight  int
@@ -383,10 +392,18 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	cfg = cfg.withDefaults()
 	w := newLaw(cfg, slowStart)
 	s := newSimServer(sh, seed)
+	hold := &simHold{w: &w}
 	tokens := itemTokens(sh, seed)
+	type retry struct {
+		at     time.Time
+		tokens int
+	}
 	var (
 		t      = simEpoch
 		events eventQueue
+		// retries: items back from a 503 the hold does not cover, by the
+		// time they are ready, with their input tokens.
+		retries []retry
 		// waiting: the input tokens of the items workers hold, not in
 		// flight, first in line first.
 		waiting  = slices.Clone(tokens[:min(cfg.Ceiling, sh.items)])
@@ -395,6 +412,11 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		r        simRun
 	)
 	for r.done < sh.items {
+		for len(retries) > 0 && !retries[0].at.After(t) {
+			waiting = append(waiting, retries[0].tokens)
+			retries = retries[1:]
+		}
+		holdNext := time.Time{}
 		for {
 			// The call first in line waits for room for its own tokens
 			// (see law.headStep), as AIMD tells the law.
@@ -405,10 +427,22 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 			if len(waiting) == 0 || !w.mayStart(t, inFlight) {
 				break
 			}
+			ok, next := hold.mayPass(t)
+			if !ok {
+				holdNext = next
+				break
+			}
 			n := waiting[0]
 			started := w.startSized(t, inFlight, promptSize(n))
-			took, retryAfter, ok, named := s.call(t, n)
-			heap.Push(&events, simEvent{at: t.Add(took), started: started, tokens: n, ok: ok, retryAfter: retryAfter, named: named})
+			hold.passed(started)
+			e := simEvent{started: started, tokens: n}
+			if in, _ := sh.overload.active(t); in {
+				e.at, e.overloaded = t.Add(sh.refusal), true
+			} else {
+				took, retryAfter, ok, named := s.call(t, n)
+				e.at, e.ok, e.retryAfter, e.named = t.Add(took), ok, retryAfter, named
+			}
+			heap.Push(&events, e)
 			waiting = waiting[1:]
 			inFlight++
 			r.calls++
@@ -421,13 +455,21 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		if hold := w.hold(t); len(waiting) > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
 			next = hold
 		}
+		if !holdNext.IsZero() && (next.IsZero() || holdNext.Before(next)) {
+			next = holdNext
+		}
+		if len(retries) > 0 && (next.IsZero() || retries[0].at.Before(next)) {
+			next = retries[0].at
+		}
 		if next.IsZero() {
 			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), len(waiting), w.limit))
 		}
 		t = next
 		for len(events) > 0 && !events[0].at.After(t) {
 			e := heap.Pop(&events).(simEvent)
-			if e.ok {
+			switch {
+			case e.ok:
+				hold.answered(t, e.started, false)
 				w.onSuccess(t, e.started, int64(e.tokens), inFlight)
 				inFlight--
 				r.done++
@@ -435,15 +477,24 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 					waiting = append(waiting, tokens[assigned])
 					assigned++
 				}
-				continue
+			case e.overloaded:
+				r.r503s++
+				w.onFailed(e.started)
+				inFlight--
+				if hold.answered(t, e.started, true) {
+					waiting = append(waiting, e.tokens) // the hold's wait is the item's
+				} else {
+					retries = append(retries, retry{t.Add(simHoldFirst), e.tokens})
+				}
+			default:
+				r.r429s++
+				if e.named {
+					w.nameQuota(sh.namedAt(e.started))
+				}
+				w.onRateLimited(t, e.started, e.retryAfter, inFlight)
+				inFlight--
+				waiting = append(waiting, e.tokens)
 			}
-			r.r429s++
-			if e.named {
-				w.nameQuota(sh.namedAt(e.started))
-			}
-			w.onRateLimited(t, e.started, e.retryAfter, inFlight)
-			inFlight--
-			waiting = append(waiting, e.tokens)
 		}
 	}
 	r.wall = t.Sub(simEpoch)

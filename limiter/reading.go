@@ -149,7 +149,8 @@ func (w *law) namedRate() float64 {
 // admittedRate is the rate the quota admitted over the answer lag up to
 // t (a refusal of a call started at refusedAt having just come), counted
 // from no earlier than gate, when no call started before it: idle time
-// says nothing about the quota. ok is false when that leaves too little
+// says nothing about the quota, nor does time the runner's overload hold
+// kept the calls back. ok is false when that leaves too little
 // to read a rate from.
 func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duration) (r float64, ok bool) {
 	if since := t.Sub(gate); w.gateExact && !uncertain(retryAfter) && since > 2*w.latency() && since <= max(2*w.window, w.answerLag()) {
@@ -169,7 +170,8 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 	if w.firstStart.After(from) {
 		from = w.firstStart
 	}
-	span := t.Sub(from)
+	// Time the overload hold kept the calls back offered the quota none.
+	span := t.Sub(from) - w.heldWithin(from, t)
 	n := w.admittedFrom(from, refusedAt)
 	if span < lag/2 || n < cycleMinSuccesses {
 		return 0, false
@@ -203,9 +205,12 @@ func uncertain(retryAfter time.Duration) bool {
 }
 
 // sentRate is the rate of starts over the last round trip, each
-// counted at its weight (see law.weight).
+// counted at its weight (see law.weight), the time the runner's overload
+// hold kept the calls back left out (see heldWithin): a call the hold
+// kept back was not the law's to send.
 func (w *law) sentRate(t time.Time) float64 {
 	span := w.latency()
+	free := max(span-w.heldWithin(t.Add(-span), t), span/4)
 	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
 		c := w.sent[(w.nSent-i)%sentRing]
@@ -214,7 +219,7 @@ func (w *law) sentRate(t time.Time) float64 {
 		}
 		n += c.weight // paced in tokens, a call counts its weight
 	}
-	r := n / span.Seconds()
+	r := n / free.Seconds()
 	if w.rate > 0 && w.tokensBind() && !w.tat.Before(t.Add(-2*paceBurst*w.interval())) {
 		// Weights vary call to call: their sum over a round trip swings
 		// by a sixth while the schedule sends at the rate. A schedule
@@ -229,13 +234,26 @@ func (w *law) latency() time.Duration {
 	return max(time.Duration(w.avgLatency), time.Microsecond)
 }
 
+// limitLatency is the round trip the limit on calls in flight carries
+// the paced rate with (see fitLimit): the smoothed one, or the slower
+// average when higher. Under a heavy tail (thinking models), a run of
+// quick answers drags the eighth-weight average far below the mean while
+// the slow calls are still out: a limit fitted to it would hold calls
+// back that the rate admits. The slow average moves a few percent where
+// the other swings by a quarter, and a latency that grows with load still
+// raises the limit at once through the quick one.
+func (w *law) limitLatency() time.Duration {
+	return max(w.latency(), time.Duration(w.slowLatency))
+}
+
 // observe folds one success into the smoothed latency and tokens.
 func (w *law) observe(latency time.Duration, tokens int64) {
 	lat := float64(max(latency, 0))
 	if w.hasLatency {
 		w.avgLatency += ewmaWeight * (lat - w.avgLatency)
+		w.slowLatency += slowLatencyWeight * (lat - w.slowLatency)
 	} else {
-		w.avgLatency, w.hasLatency = lat, true
+		w.avgLatency, w.slowLatency, w.hasLatency = lat, lat, true
 	}
 	if tokens <= 0 {
 		return

@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -101,9 +101,14 @@ type purse struct {
 	before int64
 	// committed is this run's spend as committed (in the ledgers).
 	committed int64
-	// refreshing is set while one call reads the fleet's spend.
-	refreshing atomic.Bool
-	spent      int64 // this run's billed spend, every priced stage
+	// ledgerMu orders a fleet worker's commits with its reads of the
+	// fleet's ledgers (see refreshFleetSpend).
+	ledgerMu sync.Mutex
+	// refreshMu guards refreshDone: open while one call reads the
+	// fleet's spend, closed when it has, nil when none does.
+	refreshMu   sync.Mutex
+	refreshDone chan struct{}
+	spent       int64 // this run's billed spend, every priced stage
 	// reserved is the estimates of the calls in flight, open how many.
 	reserved int64
 	open     int
@@ -175,12 +180,12 @@ func (p *purse) commit(n int64) {
 	p.committed += n
 }
 
-// raiseBefore sets the spend that is not this run's to others, when that
-// is more than known so far (it never falls: spend is never undone).
-func (p *purse) raiseBefore(others int64) {
+// setBefore sets the spend that is not this run's to others, as the
+// fleet's ledgers last read it.
+func (p *purse) setBefore(others int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.before = max(p.before, others)
+	p.before = others
 }
 
 func (p *purse) committedSpend() int64 {
@@ -393,15 +398,23 @@ func (r *Runner) startPurse() error {
 	return nil
 }
 
+// fleetSpendWait bounds how long a call waits for another's read of the
+// fleet's spend (see refreshFleetSpend).
+const fleetSpendWait = 2 * time.Second
+
 // refreshFleetSpend keeps Budget.TotalUSD a cap on the fleet's spend
 // when the runner is one worker of many (its Store is a Claimer): before
 // a call it reads the ledgers, which every worker's commits add to, and
 // counts what the others committed (the total less this run's committed
-// spend, read first so a commit landing in between is counted, not
-// missed) as spent before this run. What the others have in flight and
+// spend, this run's commits held meanwhile, so that none is counted as
+// the others' or missed) as spent before this run. What the others have in flight and
 // not yet committed is not seen: the fleet can pass the cap by at most
-// their calls in flight. One caller reads at a time; the others use the
-// last figure.
+// their calls in flight. One caller reads at a time, and the others wait
+// for its figure rather than book against the last one: a reader
+// descheduled mid-read (a loaded machine) would otherwise let this
+// worker's other calls book any number of calls on a stale figure. A read
+// that hangs (a database gone quiet) is waited for fleetSpendWait at
+// most; then the last figure stands.
 func (r *Runner) refreshFleetSpend() {
 	if r.Budget.TotalUSD <= 0 {
 		return
@@ -410,12 +423,33 @@ func (r *Runner) refreshFleetSpend() {
 	if _, fleet := r.Store.(Claimer); !ok || !fleet {
 		return
 	}
-	if !r.purse.refreshing.CompareAndSwap(false, true) {
+	p := &r.purse
+	p.refreshMu.Lock()
+	if reading := p.refreshDone; reading != nil {
+		p.refreshMu.Unlock()
+		t := r.clock().NewTimer(fleetSpendWait)
+		defer t.Stop()
+		select {
+		case <-reading:
+		case <-t.C():
+		}
 		return
 	}
-	defer r.purse.refreshing.Store(false)
-	own := r.purse.committedSpend()
+	done := make(chan struct{})
+	p.refreshDone = done
+	p.refreshMu.Unlock()
+	defer func() {
+		p.refreshMu.Lock()
+		p.refreshDone = nil
+		p.refreshMu.Unlock()
+		close(done)
+	}()
+	// This run's commits wait while the ledgers are read, so that the
+	// figure holds each of them either in both reads or in neither.
+	p.ledgerMu.Lock()
+	own := p.committedSpend()
 	ledgers, err := l.Ledgers()
+	p.ledgerMu.Unlock()
 	if err != nil {
 		r.log().Warn("the fleet's spend is unreadable: counting the last one read", "err", err)
 		return
@@ -424,7 +458,7 @@ func (r *Runner) refreshFleetSpend() {
 	for _, lg := range ledgers {
 		total += toNanos(lg.SpentUSD)
 	}
-	r.purse.raiseBefore(total - own)
+	p.setBefore(total - own)
 }
 
 // sendBilled records what a given-back item's calls were billed, so the

@@ -143,12 +143,24 @@ func (r *Runner) commitBatch(ps []pending, once bool) []pending {
 		r.fail(fmt.Errorf("commit %d results (their items stay queued and will be called again): %w", len(ps), err))
 		return ps
 	}
+	r.purse.commit(costOf(ps))
 	r.settle(ps, true)
 	return nil
 }
 
+// costOf is what the results in ps cost, in nanodollars.
+func costOf(ps []pending) int64 {
+	var n int64
+	for _, p := range ps {
+		n += toNanos(p.t.CostUSD)
+	}
+	return n
+}
+
 // settle finishes the books of results that left the committer:
-// committed ones are counted and wake the next stage's dispatcher.
+// committed ones are counted and wake the next stage's dispatcher. (The
+// purse counts their cost where they commit: see commitBatch and
+// commitFleet.)
 func (r *Runner) settle(ps []pending, committed bool) {
 	notified := map[int]bool{}
 	for _, p := range ps {
@@ -158,7 +170,6 @@ func (r *Runner) settle(ps []pending, committed bool) {
 		}
 		if committed {
 			r.countCommitted(c, p.t)
-			r.purse.commit(toNanos(p.t.CostUSD))
 			if next := p.stage + 1; next < len(r.counters) && !notified[next] && p.t.Outcome == Succeeded {
 				notified[next] = true
 				select {

@@ -35,6 +35,13 @@
 // on an item (an ItemVerdict error, or any billed answer) never count
 // toward that stop.
 //
+// Overloaded answers (503 "the model is overloaded") spend no attempt and
+// say nothing of the quota. When they show the server refusing
+// everything, the stage's overload hold (overload.go) keeps its calls
+// back, lets one probe go, and opens once the server serves again; each
+// overload's length times the next one's first probe, and a Limiter that
+// implements OverloadListener is told when the hold closes and opens.
+//
 // A stage that implements Cacheable names each item's request by a key;
 // the runner pays for each key once. An item whose key was answered
 // before (a store that implements AnswerCache keeps answers by stage and
@@ -89,7 +96,7 @@
 // policy.go (decide), commit.go (the committer and the backlog bound),
 // sample.go (progress and the series), cache.go (the answer cache and
 // the flights per key), budget.go (prices, the budget and estimates),
-// clock.go, errors.go (the classes),
+// overload.go (the overload hold), clock.go, errors.go (the classes),
 // interfaces.go and item.go (the domain types), tally.go (the aggregate).
 //
 // The package imports none of its implementations: the store, the stages and

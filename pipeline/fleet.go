@@ -333,13 +333,14 @@ func (r *Runner) commitFleet(ps []pending) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline.Sub(r.clock().Now()))
 	defer cancel()
+	// The fleet's spend is read as the ledgers less this run's committed
+	// spend (refreshFleetSpend): the commit and its count in the purse
+	// go together, so that no read falls between them.
+	r.purse.ledgerMu.Lock()
 	rejected, err := r.Store.(Claimer).CommitFenced(ctx, ts)
 	if err != nil {
+		r.purse.ledgerMu.Unlock()
 		return err
-	}
-	if len(rejected) == 0 {
-		r.settle(ps, true)
-		return nil
 	}
 	fenced := make(map[uint64]bool, len(rejected))
 	for _, s := range rejected {
@@ -348,11 +349,15 @@ func (r *Runner) commitFleet(ps []pending) error {
 	var applied, dropped []pending
 	for _, p := range ps {
 		if fenced[p.t.Seq] {
-			r.books[p.stage].fenced(p.t.Seq)
 			dropped = append(dropped, p)
 		} else {
 			applied = append(applied, p)
 		}
+	}
+	r.purse.commit(costOf(applied))
+	r.purse.ledgerMu.Unlock()
+	for _, p := range dropped {
+		r.books[p.stage].fenced(p.t.Seq)
 	}
 	r.settle(applied, true)
 	r.settle(dropped, false)

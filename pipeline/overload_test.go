@@ -80,7 +80,7 @@ func TestOverloadHold(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newOverloadHold(func() backoff.BackOff {
 				return &steps{d: []time.Duration{100 * time.Millisecond, 150 * time.Millisecond}}
-			})
+			}, nil)
 			var held bool
 			var since time.Time
 			for _, a := range tc.answers {
@@ -128,7 +128,7 @@ func TestOverloadHold_Pass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		clock := SystemClock{} // virtual inside the bubble
-		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) })
+		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
 		start := clock.Now()
 		passed, probe, open, ok := h.pass(ctx, clock)
 		if !ok || probe {
@@ -185,7 +185,7 @@ func TestOverloadHold_ProbeGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		clock := SystemClock{} // virtual inside the bubble
-		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) })
+		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
 		t0 := clock.Now()
 		// Refusals that took 10 ms from start to answer: the grace is 30 ms.
 		for i := range overloadedToHold {
@@ -223,4 +223,180 @@ func TestOverloadHold_ProbeGrace(t *testing.T) {
 			t.Fatalf("hold open after the probe's refusal: until %v", h.until)
 		}
 	})
+}
+
+// holdListener is a Limiter that counts the overload hold's calls.
+type holdListener struct {
+	Limiter
+	held, opened int
+}
+
+func (l *holdListener) OverloadHeld()   { l.held++ }
+func (l *holdListener) OverloadOpened() { l.opened++ }
+
+// TestOverloadHold_LearnsLength: an overload that ended tells how long
+// the next may last. Its first probe goes halfway between the latest
+// refused probe and the one served of the last overload, it closes at its
+// first refusal, and the limiter is told each time the hold closes and
+// opens.
+func TestOverloadHold_LearnsLength(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		clock := SystemClock{} // virtual inside the bubble
+		lim := &holdListener{}
+		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, lim)
+		t0 := clock.Now()
+		probe := func() time.Time {
+			t.Helper()
+			passed, probe, _, ok := h.pass(ctx, clock)
+			if !ok || !probe {
+				t.Fatalf("pass = %v, probe %v; want the probe", ok, probe)
+			}
+			h.started(true, clock.Now())
+			return passed
+		}
+		// The first overload: three refusals close the hold, a probe
+		// 100 ms on is refused, the next, 100 ms later, served.
+		for i := range overloadedToHold {
+			h.answered(t0, false, t0, ClassOverloaded, t0.Add(time.Duration(i)*time.Millisecond))
+		}
+		if lim.held != 1 || lim.opened != 0 {
+			t.Fatalf("after the hold closed: held %d, opened %d; want 1 and 0", lim.held, lim.opened)
+		}
+		time.Sleep(100 * time.Millisecond)
+		p := probe()
+		time.Sleep(time.Millisecond)
+		h.answered(p, true, p, ClassOverloaded, clock.Now())
+		time.Sleep(time.Until(h.until))
+		p = probe()
+		time.Sleep(50 * time.Millisecond)
+		h.answered(p, true, p, "", clock.Now())
+		if lim.held != 1 || lim.opened != 1 {
+			t.Fatalf("after the probe was served: held %d, opened %d; want 1 and 1", lim.held, lim.opened)
+		}
+		// The hold closed 2 ms after the first refusal: a probe 102 ms
+		// after it refused, one 203 ms after it served.
+		if h.lo != 102*time.Millisecond || h.hi != 203*time.Millisecond {
+			t.Fatalf("length between %v and %v, want 102ms and 203ms", h.lo, h.hi)
+		}
+		// The next overload: its first refusal closes the hold until
+		// halfway between.
+		time.Sleep(time.Second)
+		at := clock.Now()
+		if held, _ := h.answered(at, false, at, ClassOverloaded, at); !held {
+			t.Fatal("the first refusal of a known overload does not close the hold")
+		}
+		if want := at.Add(152500 * time.Microsecond); !h.until.Equal(want) {
+			t.Errorf("held until %v after the refusal, want %v", h.until.Sub(at), want.Sub(at))
+		}
+		// Its probe is refused: the next goes at the length served last.
+		time.Sleep(time.Until(h.until))
+		p = probe()
+		h.answered(p, true, p, ClassOverloaded, clock.Now())
+		if want := at.Add(203 * time.Millisecond); !h.until.Equal(want) {
+			t.Errorf("held until %v after the refused probe, want %v", h.until.Sub(at), want.Sub(at))
+		}
+		if lim.held != 2 || lim.opened != 1 {
+			t.Errorf("held %d, opened %d; want 2 and 1", lim.held, lim.opened)
+		}
+	})
+}
+
+// TestOverloadHold_ServedBounds: the lengths an overload's end reads.
+func TestOverloadHold_ServedBounds(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name                 string
+		lo, hi, lastRefused  time.Duration // before
+		served               time.Duration // after since
+		wantLo, wantHi       time.Duration
+		wantFirst, wantLater time.Duration // learnedEnd after since; 0: none
+	}{
+		{"the first overload", 0, 0, 100 * ms, 270 * ms, 100 * ms, 270 * ms, 185 * ms, 270 * ms},
+		{"as long as the last: closer", 100 * ms, 270 * ms, 0, 185 * ms, 100 * ms, 185 * ms, 142500 * time.Microsecond, 185 * ms},
+		{"a refused probe raises lo", 100 * ms, 185 * ms, 142 * ms, 185 * ms, 142 * ms, 185 * ms, 163500 * time.Microsecond, 185 * ms},
+		{"within a grace: at hi", 150 * ms, 185 * ms, 170 * ms, 185 * ms, 170 * ms, 185 * ms, 185 * ms, 185 * ms},
+		{"longer than the last: start over", 142 * ms, 185 * ms, 185 * ms, 500 * ms, 185 * ms, 500 * ms, 342500 * time.Microsecond, 500 * ms},
+		{"an outage: the schedule probes", 0, 0, 3 * time.Second, 5 * time.Second, 3 * time.Second, 5 * time.Second, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+			h := &overloadHold{since: since, lo: tc.lo, hi: tc.hi, lastRefused: tc.lastRefused}
+			h.served(since.Add(tc.served))
+			if h.lo != tc.wantLo || h.hi != tc.wantHi {
+				t.Fatalf("lo %v, hi %v; want %v and %v", h.lo, h.hi, tc.wantLo, tc.wantHi)
+			}
+			h.lastRefused = 0
+			for _, c := range []struct {
+				first bool
+				want  time.Duration
+			}{{true, tc.wantFirst}, {false, tc.wantLater}} {
+				at, ok := h.learnedEnd(c.first)
+				if ok != (c.want > 0) || ok && !at.Equal(since.Add(c.want)) {
+					t.Errorf("learnedEnd(first %v) = %v, %v; want %v", c.first, at.Sub(since), ok, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestOverloadHold_ShedNotBurst: once an overload has ended, the next
+// closes the hold at its first refusal; a call sent after that refused
+// one, before the hold closed, and served shows a server shedding a call
+// here and there, not refusing all: the lengths learnt are dropped, and
+// three refusals close the hold again.
+func TestOverloadHold_ShedNotBurst(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tests := []struct {
+		name       string
+		servedSent int // ms after t0 the served call passed
+		wantKnown  bool
+	}{
+		{"sent before the refused call: still known", -1, true},
+		{"sent after it, before the hold closed: a shed", 1, false},
+		{"sent after the hold closed (the probe): still known", 200, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
+			h.lo, h.hi = 100*time.Millisecond, 200*time.Millisecond
+			if held, _ := h.answered(ms(0), false, ms(0), ClassOverloaded, ms(2)); !held {
+				t.Fatal("the first refusal of a known overload does not close the hold")
+			}
+			h.answered(ms(tc.servedSent), false, ms(tc.servedSent), "", ms(300))
+			if known := h.hi > 0; known != tc.wantKnown {
+				t.Errorf("lengths known %v (lo %v, hi %v), want %v", known, h.lo, h.hi, tc.wantKnown)
+			}
+		})
+	}
+}
+
+// TestOverloadHold_LearnedEnd: after probes at and past the length
+// learnt are refused, the next go a grace on, twice, then the schedule
+// takes over.
+func TestOverloadHold_LearnedEnd(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name        string
+		lastRefused time.Duration
+		want        time.Duration // after since; 0: the schedule's step
+	}{
+		{"none refused yet: at hi", 0, 200 * ms},
+		{"refused below hi: at hi", 150 * ms, 200 * ms},
+		{"refused at hi: a grace on", 200 * ms, 200*ms + minProbeGrace},
+		{"refused a grace past hi: another", 200*ms + minProbeGrace, 200*ms + 2*minProbeGrace},
+		{"refused two graces past hi: the schedule", 200*ms + 2*minProbeGrace, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+			h := &overloadHold{since: since, lo: 190 * ms, hi: 200 * ms, lastRefused: tc.lastRefused}
+			at, ok := h.learnedEnd(false)
+			if ok != (tc.want > 0) || ok && !at.Equal(since.Add(tc.want)) {
+				t.Errorf("learnedEnd = %v, %v; want %v", at.Sub(since), ok, tc.want)
+			}
+		})
+	}
 }

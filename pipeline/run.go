@@ -305,7 +305,7 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	for i := range r.Stages {
 		sc := &r.Stages[i]
 		r.counters[i] = &stageCounters{notify: make(chan struct{}, 1), deadReasons: map[string]int{}, outcomes: make([]atomic.Int64, len(Classes)),
-			overload: newOverloadHold(func() backoff.BackOff { return newOverloadBackOff(sc) })}
+			overload: newOverloadHold(func() backoff.BackOff { return newOverloadBackOff(sc) }, sc.Limiter)}
 		r.counters[i].limitMin.Store(-1)
 	}
 	r.books = make([]*leaseBook, len(r.Stages))

@@ -582,12 +582,22 @@ func TestRunner_SamePermanentIsFatal(t *testing.T) {
 	}
 }
 
+// listeningLimiter is a fakeLimiter told of the overload hold.
+type listeningLimiter struct {
+	fakeLimiter
+	held, opened atomic.Int64
+}
+
+func (l *listeningLimiter) OverloadHeld()   { l.held.Add(1) }
+func (l *listeningLimiter) OverloadOpened() { l.opened.Add(1) }
+
 // TestRunner_OverloadHeldNotDeadLettered: a server that answers every
 // call "overloaded" (503) for 2 s costs the items waiting, never an
 // attempt nor a dead letter (one attempt each is the whole budget here),
 // the limiter hears no 429, and the stage's hold keeps the refused calls
 // to a few and a probe per backoff step instead of one per waiting item
-// per step (about 30 here).
+// per step (about 30 here). The limiter is told when the hold closes and
+// opens, as often each.
 func TestRunner_OverloadHeldNotDeadLettered(t *testing.T) {
 	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
 		const items, overload = 40, 2 * time.Second
@@ -603,7 +613,7 @@ func TestRunner_OverloadHeldNotDeadLettered(t *testing.T) {
 			return ok(ctx, it, n)
 		}}
 		st := newMemStore([]string{"api"}, items)
-		lim := &fakeLimiter{}
+		lim := &listeningLimiter{}
 		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{{Stage: api, Workers: 4, MaxAttempts: 1, Limiter: lim}}}
 		sum, err := r.Run(context.Background())
 		if err != nil {
@@ -621,6 +631,9 @@ func TestRunner_OverloadHeldNotDeadLettered(t *testing.T) {
 		}
 		if _, limited, _ := lim.counts(); limited != 0 {
 			t.Errorf("the limiter heard %d 429s for 503s", limited)
+		}
+		if held, opened := lim.held.Load(), lim.opened.Load(); held < 1 || opened != held {
+			t.Errorf("the limiter was told of %d holds and %d openings, want one or more and as many", held, opened)
 		}
 		// The hold's last step before the end can overshoot it by up to
 		// about half the overload's length; then 40 calls of 50 ms on 4

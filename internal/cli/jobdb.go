@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -30,24 +31,23 @@ var (
 // (AddedStages), or a PostgreSQL pipeline, whose list is fixed once
 // created.
 func openJobDatabase(path string, defs []store.StageDef) (jobDatabase, error) {
-	if isPostgres(path) {
-		db, err := postgres.Open(context.Background(), path, postgres.Options{Stages: defs})
-		if errors.Is(err, postgres.ErrDefinition) {
-			return nil, usagef("%v: a PostgreSQL pipeline keeps the stage list it was created with (adding a stage is for a database file): run the job in another database, or keep its stages", err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return db, nil
-	}
-	db, err := store.Open(path, store.Options{Stages: defs})
-	if errors.Is(err, store.ErrDefinition) {
+	db, err := openDatabase(path, dbOpen{Stages: defs}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: defs})
+	})
+	switch {
+	case errors.Is(err, postgres.ErrDefinition):
+		return nil, usagef("%v: a PostgreSQL pipeline keeps the stage list it was created with (adding a stage is for a database file): run the job in another database, or keep its stages", err)
+	case errors.Is(err, store.ErrDefinition):
 		return nil, usagef("%v", err)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	return db, nil
+	jdb, ok := db.(jobDatabase)
+	if !ok {
+		db.Close()
+		return nil, fmt.Errorf("--db %s: this store cannot keep a job", postgres.Redact(path))
+	}
+	return jdb, nil
 }
 
 // addedStages lists the stages the open added to the stored list (a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
 
 // stageNames is the pipeline every sawtooth DB holds, in order.
@@ -35,31 +36,44 @@ func openReadOnly(path string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	stages := storedStages(path)
+	stages, err := storedStages(path)
+	if err != nil {
+		return nil, err
+	}
 	return openDatabase(path, dbOpen{Stages: stages, ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
 		return store.Open(path, store.Options{Stages: stages, ReadOnly: true, LockTimeout: 500 * time.Millisecond})
 	})
 }
 
 // storedStages is the stage list the DB at path holds (a job's own
-// stages), by names only; namedStages when it cannot be read (Open then
-// says why, after its own wait for a lock another process holds).
-func storedStages(path string) []store.StageDef {
+// stages), by names only; namedStages when a file's cannot be read, or
+// there is no pipeline at a PostgreSQL URL (Open then says why, after its
+// own wait for a lock another process holds). A PostgreSQL server that
+// cannot be read is the error: connecting again to open it would only
+// double the wait before the same message.
+func storedStages(path string) ([]store.StageDef, error) {
 	defs, err := readStoredStages(path, 200*time.Millisecond)
+	if err != nil && isPostgres(path) && !errors.Is(err, postgres.ErrNotFound) {
+		return nil, err
+	}
 	if err != nil || len(defs) == 0 {
-		return namedStages()
+		return namedStages(), nil
 	}
 	for i := range defs {
 		defs[i] = store.StageDef{Name: defs[i].Name}
 	}
-	return defs
+	return defs, nil
 }
 
 // checkStageOf is checkStage against the stages the DB at path holds
 // when it holds a job's own stages.
 func checkStageOf(path, flag, name string) error {
+	stored, err := storedStages(path)
+	if err != nil {
+		return err
+	}
 	var names []string
-	for _, d := range storedStages(path) {
+	for _, d := range stored {
 		names = append(names, d.Name)
 	}
 	if slices.Contains(names, name) {
@@ -76,7 +90,10 @@ func openWritable(path string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
-	stages := storedStages(path)
+	stages, err := storedStages(path)
+	if err != nil {
+		return nil, err
+	}
 	return openDatabase(path, dbOpen{Stages: stages, MustExist: true}, func() (*store.DB, error) {
 		return store.Open(path, store.Options{Stages: stages, MustExist: true})
 	})

@@ -1,0 +1,108 @@
+package limiter
+
+import "time"
+
+// The runner's overload hold, as the law sees it. A server that refuses
+// every call for a moment (503 "overloaded") says nothing about the
+// quota, and the runner keeps the calls back until it serves again
+// (pipeline's overload hold). Meanwhile the law sends less than it paces,
+// through no doing of the quota: time held must not count against the
+// sent rate, or a rate held between holds never counts as held (see
+// law.grow), nor as time the quota was offered calls and admitted few
+// (see law.admittedRate).
+
+// OverloadHeld reports that the runner's overload hold closed: the
+// server refuses every call for a moment, and no call of the stage starts
+// until OverloadOpened, which the pacing must not read as the law's own
+// slowness. It implements pipeline.OverloadListener.
+func (l *AIMD) OverloadHeld() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.law.onHeld(l.cfg.Now())
+}
+
+// OverloadOpened reports that the runner's overload hold opened: the
+// server serves again. It implements pipeline.OverloadListener.
+func (l *AIMD) OverloadOpened() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.law.onOpened(l.cfg.Now())
+}
+
+// heldRing is how many past holds the law keeps: enough to cover a round
+// trip or an answer lag of holds a fraction of a second apart.
+const heldRing = 8
+
+// heldSpan is one hold, from when it closed to when it opened.
+type heldSpan struct{ from, to time.Time }
+
+// overloadHolds is what the law knows of the runner's overload holds.
+type overloadHolds struct {
+	from time.Time          // when the current hold closed; zero when open
+	past [heldRing]heldSpan // the last holds, latest first
+}
+
+// onHeld folds in the runner's overload hold closing at t: no call
+// starts until onOpened.
+func (w *law) onHeld(t time.Time) {
+	if w.holds.from.IsZero() {
+		w.holds.from = t
+	}
+}
+
+// onOpened folds in the runner's overload hold opening at t. The paced
+// rate was not sent while held, so it has been proven for that much less
+// time: the answer lag it is held for (see grow) moves on by the hold.
+func (w *law) onOpened(t time.Time) {
+	from := w.holds.from
+	if from.IsZero() {
+		return
+	}
+	w.holds.from = time.Time{}
+	copy(w.holds.past[1:], w.holds.past[:heldRing-1])
+	w.holds.past[0] = heldSpan{from, t}
+	switch {
+	case w.probeFrom.Before(from):
+		w.probeFrom = w.probeFrom.Add(t.Sub(from))
+	case w.probeFrom.Before(t):
+		w.probeFrom = t
+	}
+}
+
+// heldWithin is how long the overload hold kept the calls back within
+// [from, to].
+func (w *law) heldWithin(from, to time.Time) time.Duration {
+	overlap := func(a, b time.Time) time.Duration {
+		if a.Before(from) {
+			a = from
+		}
+		if b.After(to) {
+			b = to
+		}
+		return max(b.Sub(a), 0)
+	}
+	d := time.Duration(0)
+	if !w.holds.from.IsZero() {
+		d += overlap(w.holds.from, to)
+	}
+	for _, h := range w.holds.past {
+		if h.to.IsZero() || !h.to.After(from) {
+			break
+		}
+		d += overlap(h.from, h.to)
+	}
+	return d
+}
+
+// sendingAtRate reports whether the calls started over the last round
+// trip, time held for an overload left out, came at 0.9 of the paced
+// rate or more (atRate); judged is false when too little of that round
+// trip was free of holds to tell either way.
+func (w *law) sendingAtRate(t time.Time) (judged, atRate bool) {
+	span := w.latency()
+	free := span - w.heldWithin(t.Add(-span), t)
+	if free < span/2 {
+		return false, false
+	}
+	return true, w.sentRate(t) >= 0.9*w.rate
+}
