@@ -44,12 +44,13 @@ import (
 //     per-minute budget it enforces sets the rate at 97% of it (the
 //     tighter of requests and input tokens), and no stair climbs past it
 //     until it has held 32 answer lags with no 429.
-//   - Tokens. While a token budget binds, calls acquired with their size
-//     (AcquireWeighted) are paced in tokens: each start holds the next
-//     back by its own estimated tokens, learned per unit of size from
-//     what successes are billed.
 //     The limit on calls in flight follows the rate by Little's law with
 //     room for latency's spread: rate × latency × 1.5.
+//   - Tokens. While a token budget binds, calls acquired with their size
+//     (AcquireWeighted) are paced in tokens: the first in line waits for
+//     room for its own estimated tokens, learned per unit of size from
+//     what successes are billed, and its start moves the schedule on by
+//     them.
 //   - Cap. A 429 of a call that started beside the same number of calls in
 //     flight as the last two, or well above what the rate carries, met a
 //     server's cap on calls in progress: the limit holds just under that
