@@ -88,7 +88,7 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 						return
 					}
 					mu.Lock()
-					took, retryAfter, ok, named := srv.call(clk.Now())
+					took, retryAfter, ok, named := srv.call(clk.Now(), simTokens)
 					r.calls++
 					mu.Unlock()
 					<-ends.add(clk.Now().Add(took))

@@ -170,9 +170,11 @@ type Config struct {
 	TPM int64
 	// PaceTPM, with TPM > 0, also paces call starts with a token bucket
 	// filling at TPM/60 tokens per second, its burst one second's worth
-	// (or one call's reservation, if larger). Each call reserves the
-	// measured average tokens per call (EstimatedTokens until one is
-	// measured): the billed count is only known afterwards.
+	// (or one call's reservation, if larger). Each call reserves its own
+	// estimated tokens when it was acquired with its size (see
+	// AIMD.AcquireWeighted), else the measured average tokens per call
+	// (EstimatedTokens until one is measured): the billed count is only
+	// known afterwards.
 	PaceTPM bool
 	// RPM paces call starts to at most RPM per minute (a token bucket with a
 	// burst of one second's worth). Zero means no request pacing.

@@ -45,7 +45,8 @@
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
 // at 97% of it, the tighter of requests and input tokens (a token budget
 // with room for one standard deviation of the mean tokens of an answer
-// lag's calls, as prompts differ in length), and climbs no
+// lag's calls, as prompts differ in length, unless starts are paced in
+// tokens, below), and climbs no
 // higher for 32 answer lags with no 429 (twice as long after each look
 // that found nothing, two once 429s have named different budgets, a live
 // quota); then it looks above it, as the quota may have grown since it was
@@ -56,6 +57,24 @@
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window.
+//
+// A caller that knows a call's size before it starts (AcquireWeighted,
+// pipeline.WeightedLimiter: the runner passes the prompt's estimated
+// input, or its text's runes) lets the law pace in tokens while a token
+// budget binds (one a 429 named, tighter than the requests it named, or
+// Config.TPM once the rate nears it): the call first in line waits until
+// the paced schedule has room for its own estimated tokens, and its start
+// moves the schedule on by them (over the mean call's), so the tokens a
+// window holds stay even however prompts vary (a run of long prompts no
+// longer overruns the budget, a run of short ones no longer leaves it
+// unused), and the named budget needs no room for their spread: the law
+// paces 98.5% of it. The rate sent and admitted are then read in the
+// same weighted calls. The tokens per unit of size are learned from what
+// successes are billed, as no client knows a server's tokenizer; the
+// mean call they are counted against is frozen when pacing in tokens
+// begins, so that the rate times it is a steady rate of tokens. A requests budget named too still spaces
+// the starts (short prompts come faster than the mean), whichever binds.
+// Calls with no size count as a mean call.
 //
 // A 429's retry delay closes a gate: no call starts before it has passed.
 // A delay of a whole number of seconds is read as rounded (real quotas
@@ -77,14 +96,15 @@
 // new state, no lock, no timer, no clock), reading.go (what the law reads
 // from the quota's answers: the starts and their outcomes, the admitted
 // rate, the window, a named budget, the smoothed latency), hold.go (the
-// runner's overload holds as the law sees them), queue.go (AIMD:
+// runner's overload holds as the law sees them), tokens.go (pacing in
+// tokens: calls' sizes against what they are billed), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 640 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 660 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 1,700 lines
+// already live in reading.go. The package is about 2,100 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer

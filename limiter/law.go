@@ -118,6 +118,9 @@ type law struct {
 	holds overloadHolds
 	// slowLatency: avgLatency's slower twin (see limitLatency).
 	slowLatency float64
+	sizes       sizeReading // calls' sizes against their tokens (see tokens.go)
+	reqTat      time.Time   // the requests schedule while tokens are paced (see requestHold)
+	nextSize    int64       // the size of the call first in line, 0 if unknown (see headStep)
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -158,7 +161,10 @@ func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 func (w *law) hold(time.Time) time.Time {
 	h := w.gate
 	if w.rate > 0 {
-		if p := w.tat.Add(-w.interval() * paceBurst); p.After(h) {
+		if p := w.tat.Add(w.headStep() - w.interval()*paceBurst); p.After(h) {
+			h = p
+		}
+		if p := w.requestHold(); p.After(h) {
 			h = p
 		}
 	}
@@ -172,13 +178,20 @@ func (w *law) interval() time.Duration {
 
 // start records a call let through at t, with inFlight others holding
 // slots, and returns its start stamp.
-func (w *law) start(t time.Time, inFlight int) time.Time {
+func (w *law) start(t time.Time, inFlight int) time.Time { return w.startSized(t, inFlight, 0) }
+
+// startSized is start for a call of the given size (0: unknown): a
+// paced start moves the schedule on by its tokens when they bind (see
+// tokens.go).
+func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	s := w.stamp(t)
+	weight := w.startWeight(size)
 	if w.rate > 0 {
 		if w.tat.Before(t) {
 			w.tat = t
 		}
-		w.tat = w.tat.Add(w.interval())
+		w.tat = w.tat.Add(w.paceStep(weight))
+		w.advanceRequests(t)
 	}
 	if w.needProbe && w.probe.IsZero() {
 		w.probe = s
@@ -186,7 +199,7 @@ func (w *law) start(t time.Time, inFlight int) time.Time {
 	if w.nSent == 0 {
 		w.firstStart, w.probeFrom = s, s
 	}
-	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight}
+	w.sent[w.nSent%sentRing] = sentCall{at: s, others: inFlight, size: size, weight: weight}
 	w.nSent++
 	return s
 }
@@ -212,6 +225,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
 	if c := w.find(started); c != nil {
 		c.outcome = admitted
+		w.learnSize(c.size, tokens)
 	}
 	if w.cfg.Fixed {
 		return
@@ -594,7 +608,7 @@ func (w *law) minRate() float64 {
 func (w *law) maxRate() float64 {
 	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
 	if w.cfg.TPM > 0 && w.hasTokens {
-		r = min(r, float64(w.cfg.TPM)/60/w.avgTokens)
+		r = min(r, float64(w.cfg.TPM)/60/w.callTokens())
 	}
 	if named := w.namedRate(); named > 0 {
 		r = min(r, named*namedShare)

@@ -14,10 +14,12 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// The runner hands an AIMD the budgets a 429 names.
+// The runner hands an AIMD the budgets a 429 names, its overload holds,
+// and each call's size.
 var (
 	_ pipeline.QuotaLimiter     = (*AIMD)(nil)
 	_ pipeline.OverloadListener = (*AIMD)(nil)
+	_ pipeline.WeightedLimiter  = (*AIMD)(nil)
 )
 
 func TestMain(m *testing.M) {

@@ -11,10 +11,10 @@ import (
 // `sawtooth bench --matrix`) in virtual time: the same quotas, windows,
 // latencies, retry delays and named budgets, 6000 items each. A real-time
 // figure far below its virtual one points at something other than the
-// law: the runner, the simulator's HTTP, the machine. One shape is left
-// out, as the virtual server does not charge refused calls (tpm-counted).
-// The drifting sliding window names its live budget, as the real-time
-// simulator does. tail-load-503's bursts are held by a copy of the
+// law: the runner, the simulator's HTTP, the machine. The drifting
+// sliding window names its live budget, as the real-time simulator does;
+// tpm-counted's prompts vary in tokens and its refused calls are charged
+// (see tpmCountedShape). tail-load-503's bursts are held by a copy of the
 // runner's overload hold (see simHold), and its refusals take 2 ms, as a
 // local server's 503 does: each call sent into a burst before the first
 // refusal comes back is a call wasted, and they are rate × that round
@@ -55,6 +55,7 @@ func matrixShapes() []quotaShape {
 			quota:    func() quotaModel { return &slidingLog{limit: 200, window: time.Second} },
 			latency:  pareto(50*time.Millisecond, 1.3, 2*time.Millisecond, 4*time.Second),
 			overload: bursts{every: 1500 * time.Millisecond, dur: 200 * time.Millisecond}},
+		withFloor(tpmCountedShape(items, refusal), 0.945),
 	}
 }
 
@@ -78,4 +79,10 @@ func TestLaw_matrixShapes(t *testing.T) {
 		})
 	}
 	t.Log(table.String())
+}
+
+// withFloor returns sh with its goodput floor set to floor.
+func withFloor(sh quotaShape, floor float64) quotaShape {
+	sh.floor = floor
+	return sh
 }

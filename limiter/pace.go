@@ -26,9 +26,10 @@ func newPacers(cfg Config) (rpm, tpm *rate.Limiter) {
 }
 
 // pace holds a granted slot until RPM/TPM pacing and the gate allow the
-// call to start. Without pacing the gate was checked when the slot was
-// granted and the call starts at once.
-func (l *AIMD) pace(ctx context.Context, started time.Time) (time.Time, error) {
+// call of size (0 if unknown, see AcquireWeighted) to start. Without
+// pacing the gate was checked when the slot was granted and the call
+// starts at once.
+func (l *AIMD) pace(ctx context.Context, started time.Time, size int64) (time.Time, error) {
 	if l.rpm == nil && l.tpm == nil {
 		return started, nil
 	}
@@ -51,6 +52,9 @@ func (l *AIMD) pace(ctx context.Context, started time.Time) (time.Time, error) {
 	if l.tpm != nil {
 		l.mu.Lock()
 		n := l.law.tokensPerCall()
+		if est := l.law.estimatedTokens(size); est > 0 {
+			n = int(min(math.Ceil(est), math.MaxInt32)) // its own tokens, not the mean
+		}
 		l.mu.Unlock()
 		reserve(l.tpm, n)
 	}

@@ -46,6 +46,11 @@ import (
 //     until it has held 32 answer lags with no 429.
 //     The limit on calls in flight follows the rate by Little's law with
 //     room for latency's spread: rate × latency × 1.5.
+//   - Tokens. While a token budget binds, calls acquired with their size
+//     (AcquireWeighted) are paced in tokens: the first in line waits for
+//     room for its own estimated tokens, learned per unit of size from
+//     what successes are billed, and its start moves the schedule on by
+//     them.
 //   - Cap. A 429 of a call that started beside the same number of calls in
 //     flight as the last two, or well above what the rate carries, met a
 //     server's cap on calls in progress: the limit holds just under that
@@ -100,6 +105,7 @@ type waiter struct {
 	wake    chan struct{} // buffered: re-read the gate (became head, or the gate moved)
 	granted bool          // set with ready closed, under mu
 	started time.Time     // start stamp, set when granted
+	size    int64         // the call's size (see AcquireWeighted), 0 if unknown
 }
 
 // New returns an AIMD limiter configured by cfg (see Config for defaults).
@@ -144,23 +150,39 @@ func noStop() bool { return false }
 // If ctx is done first, Acquire returns ctx.Err(), holds no slot and has
 // left the queue; the caller must not report an outcome.
 func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
+	return l.AcquireWeighted(ctx, 0)
+}
+
+// AcquireWeighted is Acquire for a call whose size is known before it
+// starts, in any unit that grows with its input tokens (its prompt's
+// runes, say; 0 if unknown). The limiter learns the tokens per unit from
+// what successes are billed (Succeeded), and while a token budget binds
+// (one a 429 named, or Config.TPM) it paces call starts in tokens: each
+// start holds the next back by its own estimated tokens, so that the
+// tokens a window holds stay even however prompts vary. It implements
+// pipeline.WeightedLimiter.
+func (l *AIMD) AcquireWeighted(ctx context.Context, size int64) (started time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
 	l.mu.Lock()
 	now := l.cfg.Now()
+	if l.queue.Len() == 0 {
+		l.law.nextSize = size
+	}
 	if l.queue.Len() == 0 && l.law.mayStart(now, l.inFlight) {
-		started := l.law.start(now, l.inFlight)
+		started := l.law.startSized(now, l.inFlight, size)
 		l.inFlight++
 		l.mu.Unlock()
-		return l.pace(ctx, started)
+		return l.pace(ctx, started, size)
 	}
-	w := &waiter{ready: make(chan struct{}), wake: make(chan struct{}, 1)}
+	w := &waiter{ready: make(chan struct{}), wake: make(chan struct{}, 1), size: size}
 	w.elem = l.queue.PushBack(w)
 	for {
 		// Only the head of the line watches the gate's clock; the others
 		// wait for their turn and are woken one at a time.
 		timer, stop := (<-chan time.Time)(nil), noStop
+		l.headLocked()
 		if hold := l.law.hold(now); l.queue.Front() == w.elem && now.Before(hold) {
 			timer, stop = l.newTimer(hold.Sub(now))
 		}
@@ -168,7 +190,7 @@ func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
 		select {
 		case <-w.ready:
 			stop()
-			return l.pace(ctx, w.started)
+			return l.pace(ctx, w.started, size)
 		case <-ctx.Done():
 			stop()
 			l.abandon(w)
@@ -182,7 +204,7 @@ func (l *AIMD) Acquire(ctx context.Context) (started time.Time, err error) {
 		l.dispatchLocked(now)
 		if w.granted {
 			l.mu.Unlock()
-			return l.pace(ctx, w.started)
+			return l.pace(ctx, w.started, size)
 		}
 	}
 }
@@ -202,6 +224,7 @@ func (l *AIMD) abandon(w *waiter) {
 	l.queue.Remove(w.elem)
 	if wasHead {
 		l.dispatchLocked(now)
+		l.headLocked()
 		if now.Before(l.law.hold(now)) {
 			l.wakeHeadLocked() // the new head must take over the gate's clock
 		}
@@ -323,13 +346,13 @@ func (l *AIMD) GateUntil() time.Time {
 // and the gate has passed.
 func (l *AIMD) dispatchLocked(now time.Time) {
 	granted := false
-	for l.law.mayStart(now, l.inFlight) {
+	for l.headLocked(); l.law.mayStart(now, l.inFlight); l.headLocked() {
 		e := l.queue.Front()
 		if e == nil {
 			return
 		}
 		w := l.queue.Remove(e).(*waiter)
-		w.started = l.law.start(now, l.inFlight)
+		w.started = l.law.startSized(now, l.inFlight, w.size)
 		l.inFlight++
 		w.granted = true
 		close(w.ready)
@@ -351,6 +374,15 @@ func (l *AIMD) releasedLocked(now time.Time) {
 	l.dispatchLocked(now)
 	if l.queue.Len() > 0 && now.Before(l.law.hold(now)) {
 		l.wakeHeadLocked()
+	}
+}
+
+// headLocked tells the law the size of the call first in line: it waits
+// for room for its own tokens (see law.headStep).
+func (l *AIMD) headLocked() {
+	l.law.nextSize = 0
+	if e := l.queue.Front(); e != nil {
+		l.law.nextSize = e.Value.(*waiter).size
 	}
 }
 

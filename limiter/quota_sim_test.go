@@ -64,13 +64,15 @@ func (d drift) pctAt(since time.Duration) int {
 	return pct
 }
 
-// quotaModel counts admitted calls. admit decides a call arriving at t;
-// wait is the true time until a call would be admitted when it refuses.
-// next is the earliest instant from t at which admit would accept (for the
-// perfect client). Calls it refuses do not count against it.
+// quotaModel counts admitted calls. admit decides a call of tokens input
+// tokens arriving at t; wait is the true time until a call would be
+// admitted when it refuses. next is the earliest instant from t at which
+// admit would accept it (for the perfect client). Calls it refuses do not
+// count against it, unless the model says so (see tokenLog); only
+// tokenLog counts tokens.
 type quotaModel interface {
-	admit(t time.Time) (ok bool, wait time.Duration)
-	next(t time.Time) time.Time
+	admit(t time.Time, tokens int) (ok bool, wait time.Duration)
+	next(t time.Time, tokens int) time.Time
 }
 
 // slidingLog admits limit calls in any window-long span.
@@ -93,7 +95,7 @@ func (s *slidingLog) trim(t time.Time) {
 	s.log = s.log[i:]
 }
 
-func (s *slidingLog) admit(t time.Time) (bool, time.Duration) {
+func (s *slidingLog) admit(t time.Time, _ int) (bool, time.Duration) {
 	s.trim(t)
 	if lim := s.lim(t); len(s.log) >= lim {
 		if lim <= 0 {
@@ -105,7 +107,7 @@ func (s *slidingLog) admit(t time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (s *slidingLog) next(t time.Time) time.Time {
+func (s *slidingLog) next(t time.Time, _ int) time.Time {
 	for {
 		s.trim(t)
 		lim := s.lim(t)
@@ -132,7 +134,7 @@ func (f *fixedWindow) roll(t time.Time) {
 	}
 }
 
-func (f *fixedWindow) admit(t time.Time) (bool, time.Duration) {
+func (f *fixedWindow) admit(t time.Time, _ int) (bool, time.Duration) {
 	f.roll(t)
 	if f.count >= f.limit*f.drift.pctAt(t.Sub(simEpoch))/100 {
 		return false, f.start.Add(f.window).Sub(t)
@@ -141,7 +143,7 @@ func (f *fixedWindow) admit(t time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (f *fixedWindow) next(t time.Time) time.Time {
+func (f *fixedWindow) next(t time.Time, _ int) time.Time {
 	for {
 		f.roll(t)
 		if f.count < f.limit*f.drift.pctAt(t.Sub(simEpoch))/100 {
@@ -176,7 +178,7 @@ func (b *tokenBucket) fill(t time.Time) {
 	}
 }
 
-func (b *tokenBucket) admit(t time.Time) (bool, time.Duration) {
+func (b *tokenBucket) admit(t time.Time, _ int) (bool, time.Duration) {
 	b.fill(t)
 	if b.tokens < 1 {
 		return false, time.Duration((1 - b.tokens) / b.rate(t) * float64(time.Second))
@@ -185,7 +187,7 @@ func (b *tokenBucket) admit(t time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-func (b *tokenBucket) next(t time.Time) time.Time {
+func (b *tokenBucket) next(t time.Time, _ int) time.Time {
 	b.fill(t)
 	if b.tokens >= 1 {
 		return t
@@ -197,8 +199,8 @@ func (b *tokenBucket) next(t time.Time) time.Time {
 // workers are the only bound.
 type unlimited struct{}
 
-func (unlimited) admit(time.Time) (bool, time.Duration) { return true, 0 }
-func (unlimited) next(t time.Time) time.Time            { return t }
+func (unlimited) admit(time.Time, int) (bool, time.Duration) { return true, 0 }
+func (unlimited) next(t time.Time, _ int) time.Time          { return t }
 
 // latencyModel draws a call's latency given the calls in progress at the
 // server.
@@ -240,8 +242,10 @@ type quotaShape struct {
 	refusal time.Duration // a 429's round trip
 	// namedRPM and namedTPM are the budgets a 429 of the quota names
 	// (QuotaFailure's quotaValue), per minute of the time-scaled window:
-	// limit × (1 min / window); 0 for none. Each call bills simTokens.
+	// limit × (1 min / window); 0 for none. Each call bills simTokens,
+	// or what tokens draws for its item when set (see itemTokens).
 	namedRPM, namedTPM int64
+	tokens             func(rng *rand.Rand) int
 	// namedDrift, if set, makes the named budgets live: at each instant
 	// they are its percentage of namedRPM and namedTPM, as a server names
 	// the quota it enforces now (bench's drifting shapes do).
@@ -279,15 +283,15 @@ func (s *simServer) trim(t time.Time) {
 	s.active = slices.DeleteFunc(s.active, func(end time.Time) bool { return !end.After(t) })
 }
 
-// call decides a call arriving at t: admitted, taking took, or refused
-// (after the refusal round trip) with retryAfter as its 429 says, named
-// if it names the quota's budgets.
-func (s *simServer) call(t time.Time) (took, retryAfter time.Duration, ok, named bool) {
+// call decides a call of tokens input tokens arriving at t: admitted,
+// taking took, or refused (after the refusal round trip) with retryAfter
+// as its 429 says, named if it names the quota's budgets.
+func (s *simServer) call(t time.Time, tokens int) (took, retryAfter time.Duration, ok, named bool) {
 	s.trim(t)
 	if s.shape.conc > 0 && len(s.active) >= s.shape.conc {
 		return s.shape.refusal, 0, false, false
 	}
-	if ok, wait := s.quota.admit(t); !ok {
+	if ok, wait := s.quota.admit(t, tokens); !ok {
 		return s.shape.refusal, s.shape.retry.delay(wait), false, s.shape.namedRPM > 0 || s.shape.namedTPM > 0
 	}
 	took = s.shape.latency(s.rng, len(s.active))
@@ -295,7 +299,8 @@ func (s *simServer) call(t time.Time) (took, retryAfter time.Duration, ok, named
 	return took, 0, true, false
 }
 
-// simTokens is the input tokens each simulated call bills.
+// simTokens is the input tokens each simulated call bills on a shape
+// that draws none (see quotaShape.tokens).
 const simTokens = 100
 
 // perfect returns the time a perfect client takes for the shape's items:
@@ -308,7 +313,7 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 	if sh.conc > 0 {
 		capacity = min(capacity, sh.conc)
 	}
-	for range sh.items {
+	for _, tokens := range itemTokens(sh, seed) {
 		for {
 			s.trim(t)
 			if len(s.active) >= capacity {
@@ -319,13 +324,13 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 				t = end
 				continue
 			}
-			if n := s.quota.next(t); n.After(t) {
+			if n := s.quota.next(t, tokens); n.After(t) {
 				t = n
 				continue
 			}
 			break
 		}
-		took, _, ok, _ := s.call(t)
+		took, _, ok, _ := s.call(t, tokens)
 		if !ok {
 			panic("perfect client refused")
 		}
@@ -339,6 +344,7 @@ func perfect(sh quotaShape, seed uint64) time.Duration {
 // simEvent is a call's outcome reaching the client.
 type simEvent struct {
 	at, started time.Time
+	tokens      int // the call's item's input tokens
 	ok          bool
 	retryAfter  time.Duration
 	named       bool // the 429 named the quota's budgets
@@ -387,38 +393,57 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	w := newLaw(cfg, slowStart)
 	s := newSimServer(sh, seed)
 	hold := &simHold{w: &w}
+	tokens := itemTokens(sh, seed)
+	type retry struct {
+		at     time.Time
+		tokens int
+	}
 	var (
-		t        = simEpoch
-		events   eventQueue
-		retries  []time.Time                  // items back from a 503 the hold does not cover, ready at
-		waiting  = min(cfg.Ceiling, sh.items) // workers holding an item, not in flight
-		assigned = waiting
+		t      = simEpoch
+		events eventQueue
+		// retries: items back from a 503 the hold does not cover, by the
+		// time they are ready, with their input tokens.
+		retries []retry
+		// waiting: the input tokens of the items workers hold, not in
+		// flight, first in line first.
+		waiting  = slices.Clone(tokens[:min(cfg.Ceiling, sh.items)])
+		assigned = len(waiting)
 		inFlight int
 		r        simRun
 	)
 	for r.done < sh.items {
-		for len(retries) > 0 && !retries[0].After(t) {
+		for len(retries) > 0 && !retries[0].at.After(t) {
+			waiting = append(waiting, retries[0].tokens)
 			retries = retries[1:]
-			waiting++
 		}
 		holdNext := time.Time{}
-		for waiting > 0 && w.mayStart(t, inFlight) {
+		for {
+			// The call first in line waits for room for its own tokens
+			// (see law.headStep), as AIMD tells the law.
+			w.nextSize = 0
+			if len(waiting) > 0 {
+				w.nextSize = promptSize(waiting[0])
+			}
+			if len(waiting) == 0 || !w.mayStart(t, inFlight) {
+				break
+			}
 			ok, next := hold.mayPass(t)
 			if !ok {
 				holdNext = next
 				break
 			}
-			started := w.start(t, inFlight)
+			n := waiting[0]
+			started := w.startSized(t, inFlight, promptSize(n))
 			hold.passed(started)
-			e := simEvent{started: started}
+			e := simEvent{started: started, tokens: n}
 			if in, _ := sh.overload.active(t); in {
 				e.at, e.overloaded = t.Add(sh.refusal), true
 			} else {
-				took, retryAfter, ok, named := s.call(t)
+				took, retryAfter, ok, named := s.call(t, n)
 				e.at, e.ok, e.retryAfter, e.named = t.Add(took), ok, retryAfter, named
 			}
 			heap.Push(&events, e)
-			waiting--
+			waiting = waiting[1:]
 			inFlight++
 			r.calls++
 			r.maxInFlight = max(r.maxInFlight, inFlight)
@@ -427,17 +452,17 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		if len(events) > 0 {
 			next = events[0].at
 		}
-		if hold := w.hold(t); waiting > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
+		if hold := w.hold(t); len(waiting) > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
 			next = hold
 		}
 		if !holdNext.IsZero() && (next.IsZero() || holdNext.Before(next)) {
 			next = holdNext
 		}
-		if len(retries) > 0 && (next.IsZero() || retries[0].Before(next)) {
-			next = retries[0]
+		if len(retries) > 0 && (next.IsZero() || retries[0].at.Before(next)) {
+			next = retries[0].at
 		}
 		if next.IsZero() {
-			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), waiting, w.limit))
+			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), len(waiting), w.limit))
 		}
 		t = next
 		for len(events) > 0 && !events[0].at.After(t) {
@@ -445,21 +470,21 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 			switch {
 			case e.ok:
 				hold.answered(t, e.started, false)
-				w.onSuccess(t, e.started, simTokens, inFlight)
+				w.onSuccess(t, e.started, int64(e.tokens), inFlight)
 				inFlight--
 				r.done++
 				if assigned < sh.items {
+					waiting = append(waiting, tokens[assigned])
 					assigned++
-					waiting++
 				}
 			case e.overloaded:
 				r.r503s++
 				w.onFailed(e.started)
 				inFlight--
 				if hold.answered(t, e.started, true) {
-					waiting++ // the hold's wait is the item's
+					waiting = append(waiting, e.tokens) // the hold's wait is the item's
 				} else {
-					retries = append(retries, t.Add(simHoldFirst))
+					retries = append(retries, retry{t.Add(simHoldFirst), e.tokens})
 				}
 			default:
 				r.r429s++
@@ -468,7 +493,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 				}
 				w.onRateLimited(t, e.started, e.retryAfter, inFlight)
 				inFlight--
-				waiting++
+				waiting = append(waiting, e.tokens)
 			}
 		}
 	}

@@ -18,6 +18,8 @@ import (
 type sentCall struct {
 	at      time.Time
 	others  int
+	size    int64   // the call's size as its caller gave it, 0 if unknown (see tokens.go)
+	weight  float64 // the mean calls it counts as in the rate (see law.weight)
 	outcome outcome
 }
 
@@ -48,16 +50,18 @@ func (w *law) find(started time.Time) *sentCall {
 
 // admittedFrom counts the starts since from that the quota admitted:
 // those that succeeded, and those still in flight that started before
-// answered (a refusal comes back within its own round trip).
-func (w *law) admittedFrom(from, answered time.Time) int {
-	n := 0
+// answered (a refusal comes back within its own round trip). Each counts
+// at its weight, in the rate's unit when starts are paced in tokens (see
+// law.weight).
+func (w *law) admittedFrom(from, answered time.Time) float64 {
+	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
 		c := w.sent[(w.nSent-i)%sentRing]
 		if c.at.Before(from) {
 			break
 		}
 		if c.outcome == admitted || c.outcome == pending && c.at.Before(answered) {
-			n++
+			n += c.weight
 		}
 	}
 	return n
@@ -129,14 +133,14 @@ func (w *law) namedRate() float64 {
 		r = float64(w.namedRPM) / 60
 	}
 	if w.namedTPM > 0 {
-		byTokens := float64(w.namedTPM) / 60 / float64(w.tokensPerCall())
-		if w.nTokens > 1 && w.avgTokens > 0 {
-			// Calls differ in tokens, so the calls a window holds bill
-			// more than their mean now and then: leave room for one
-			// standard deviation of the mean of a lag's calls.
-			n := max(byTokens*w.answerLag().Seconds(), 1)
-			byTokens /= 1 + math.Sqrt(w.varTokens)/w.avgTokens/math.Sqrt(n)
+		perCall := float64(w.tokensPerCall())
+		if w.sized() || w.sizes.unit > 0 {
+			perCall = w.callTokens()
 		}
+		byTokens := float64(w.namedTPM) / 60 / perCall
+		// Calls differ in tokens, so the calls a window holds bill more
+		// than their mean now and then (see tokenRoom).
+		byTokens /= w.tokenRoom(byTokens)
 		if r == 0 || byTokens < r {
 			r = byTokens
 		}
@@ -230,20 +234,29 @@ func uncertain(retryAfter time.Duration) bool {
 	return retryAfter%time.Second == 0
 }
 
-// sentRate is the rate of starts over the last round trip, the time the
-// runner's overload hold kept the calls back left out (see heldWithin):
-// a call the hold kept back was not the law's to send.
+// sentRate is the rate of starts over the last round trip, each
+// counted at its weight (see law.weight), the time the runner's overload
+// hold kept the calls back left out (see heldWithin): a call the hold
+// kept back was not the law's to send.
 func (w *law) sentRate(t time.Time) float64 {
 	span := w.latency()
 	free := max(span-w.heldWithin(t.Add(-span), t), span/4)
-	n := 0
+	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
-		if w.sent[(w.nSent-i)%sentRing].at.Before(t.Add(-span)) {
+		c := w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(t.Add(-span)) {
 			break
 		}
-		n++
+		n += c.weight // paced in tokens, a call counts its weight
 	}
-	return max(float64(n)/free.Seconds(), w.minRate())
+	r := n / free.Seconds()
+	if w.rate > 0 && w.tokensBind() && !w.tat.Before(t.Add(-2*paceBurst*w.interval())) {
+		// Weights vary call to call: their sum over a round trip swings
+		// by a sixth while the schedule sends at the rate. A schedule
+		// not behind now holds the starts back: it sends at the rate.
+		r = max(r, w.rate)
+	}
+	return max(r, w.minRate())
 }
 
 // latency is the smoothed round trip, at least a microsecond.

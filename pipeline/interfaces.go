@@ -137,6 +137,20 @@ type QuotaLimiter interface {
 	RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, tokensPerMinute int64)
 }
 
+// WeightedLimiter is a Limiter that also takes a call's size before it
+// starts, to pace calls by what a token budget counts rather than one
+// call at a time. The runner acquires through AcquireWeighted instead of
+// Acquire when the stage's limiter implements it, with the item's size:
+// the stage's Estimator's input estimate when it has one, else the runes
+// of the item's text. The size is an estimate in any unit that grows with
+// the input tokens; the limiter learns the tokens per unit from what
+// Succeeded reports, as no client knows a server's tokenizer.
+type WeightedLimiter interface {
+	Limiter
+	// AcquireWeighted is Acquire for a call of size (0 if unknown).
+	AcquireWeighted(ctx context.Context, size int64) (started time.Time, err error)
+}
+
 // RefusalHolder is a Limiter that decides itself when calls start again
 // after a 429 with no retry delay (a bare one): it holds them for a
 // jittered backoff and lets one probe go first, as limiter.AIMD does. The

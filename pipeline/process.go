@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 )
@@ -42,7 +43,8 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		own      *flight
 		answer   Result
 		answered bool
-		spent    int64 // nanodollars billed for this item's calls
+		spent    int64       // nanodollars billed for this item's calls
+		size     = int64(-1) // the call's size for a WeightedLimiter; -1 until computed
 	)
 	// An item given back keeps what its calls were billed on the books.
 	finished := false
@@ -94,7 +96,14 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			// goes back to the hold rather than into the overload.
 			acquireCtx, release := whileOpen(stageCtx, open)
 			var err error
-			started, err = sc.Limiter.Acquire(acquireCtx)
+			if wl, ok := sc.Limiter.(WeightedLimiter); ok {
+				if size < 0 {
+					size = callSize(sc.Stage, q.Item)
+				}
+				started, err = wl.AcquireWeighted(acquireCtx, size)
+			} else {
+				started, err = sc.Limiter.Acquire(acquireCtx)
+			}
 			release()
 			if err != nil {
 				c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
@@ -332,6 +341,17 @@ func (r *Runner) checkSamePermanent(i int, dl DeadLetter) {
 		name := r.Stages[i].Stage.Name()
 		r.fail(&FatalError{Err: &sameFailureStop{stage: i, name: name, key: key, message: dl.Message, deadLettered: n}, DeadLettered: n})
 	}
+}
+
+// callSize is the size of a call of stage s for it, known before the call
+// (see WeightedLimiter): the stage's input estimate when it is an
+// Estimator (its prompt, system instruction included), else the runes of
+// the item's text.
+func callSize(s Stage, it Item) int64 {
+	if e, ok := s.(Estimator); ok {
+		return max(e.EstimateInput(it), 0)
+	}
+	return int64(utf8.RuneCountInString(it.Text))
 }
 
 // call runs the stage, turning a panic into a permanent error for this item
