@@ -56,8 +56,8 @@ type Estimator interface {
 	// EstimateInput is the input tokens a call for it will be billed,
 	// estimated from the request's length. It makes no call.
 	EstimateInput(it Item) int64
-	// MaxOutputTokens is the most output tokens one call may be billed:
-	// the reservation before any answer has shown the real size.
+	// MaxOutputTokens is the most output tokens one call may be billed
+	// (the cap the request sets): what a budget reserves for its answer.
 	MaxOutputTokens() int64
 }
 
@@ -230,34 +230,44 @@ func (s *sizer) observe(estIn int64, u Usage) {
 // reservation is the tokens to reserve for a call whose input is
 // estimated at estIn: the input scaled by what earlier calls were billed
 // against their estimates (a tokenizer is not a rune count), and the
-// largest output seen so far
-// (maxOut before any answer). The largest, not the average: a budget must
-// never be crossed, and a call's answer can be longer than the average.
-func (s *sizer) reservation(estIn, maxOut int64) Usage {
+// output at capOut, the most one answer can be billed (the request's
+// max output tokens), when the stage states it. A budget must never be
+// crossed, and the longest answer seen so far is no bound: a later one
+// can be longer, and with every slot booked near the cap one such answer
+// crossed it. A stage that states no cap (capOut 0) is reserved the
+// largest output seen, fallbackOut before any answer.
+func (s *sizer) reservation(estIn, capOut int64) Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := estIn
 	if s.estIn > 0 {
 		in = (estIn*s.in + s.estIn - 1) / s.estIn
 	}
-	out := maxOut
-	if s.calls > 0 {
-		out = s.outMax
+	out := capOut
+	if out <= 0 {
+		out = fallbackOut
+		if s.calls > 0 {
+			out = s.outMax
+		}
 	}
 	return Usage{PromptTokens: in, CandidateTokens: out}
 }
+
+// fallbackOut is the output reserved for a call of a stage that states no
+// output cap, before any answer was seen.
+const fallbackOut = 1024
 
 // estimate is the tokens (input, output) to reserve for it at stage i,
 // with the estimated input alone for calibration.
 func (r *Runner) estimate(i int, it Item) (reserve Usage, estIn int64) {
 	sc := &r.Stages[i]
-	maxOut := int64(1024)
+	var capOut int64
 	if e, ok := sc.Stage.(Estimator); ok {
-		estIn, maxOut = e.EstimateInput(it), e.MaxOutputTokens()
+		estIn, capOut = e.EstimateInput(it), e.MaxOutputTokens()
 	} else {
 		estIn = int64(utf8.RuneCountInString(it.Text)+3) / 4
 	}
-	return r.counters[i].sizes.reservation(estIn, maxOut), estIn
+	return r.counters[i].sizes.reservation(estIn, capOut), estIn
 }
 
 // budgetMessage says why the run stopped for its budget, with the figures

@@ -59,7 +59,8 @@ func texts(n int) []string {
 var budgetMessage = regexp.MustCompile(`^budget \$5\.00 reached \(\$(\d+\.\d\d) spent, ([\d,]+) items left, about \$(\d+\.\d\d) more at this rate\): raise --budget to continue: run stopped early`)
 
 // TestRunner_BudgetParks: the run stops starting calls when the next one
-// would cross the budget, within one call's cost of it and never above;
+// would cross the budget, within one call's reservation of it (its input
+// and the answer's cap) and never above;
 // nothing in flight is lost; a higher budget resumes and pays no item
 // twice.
 func TestRunner_BudgetParks(t *testing.T) {
@@ -100,16 +101,19 @@ func TestRunner_BudgetParks(t *testing.T) {
 			s := sum.Stages["api"]
 			spent := s.CostUSD
 			billed := float64(api.billed.Load()) / 1e9
-			var maxCall float64
+			// A call is reserved its input (calibrated: within a token of
+			// what is billed) and the answer's cap, the most it can cost.
+			var maxReserve float64
 			for _, text := range texts(items) {
-				maxCall = max(maxCall, price.Cost(api.usage(pipeline.Item{Record: pipeline.Record{Text: text}})))
+				u := api.usage(pipeline.Item{Record: pipeline.Record{Text: text}})
+				maxReserve = max(maxReserve, price.Cost(pipeline.Usage{PromptTokens: u.PromptTokens + 1, CandidateTokens: api.MaxOutputTokens()}))
 			}
 			d := spent - billed
 			switch {
 			case spent > 5:
 				t.Errorf("spent $%.6f, over the $5.00 budget", spent)
-			case 5-spent > maxCall:
-				t.Errorf("spent $%.6f: stopped more than one call's cost ($%.4f) short of $5.00", spent, maxCall)
+			case 5-spent > maxReserve:
+				t.Errorf("spent $%.6f: stopped more than one call's reservation ($%.4f) short of $5.00", spent, maxReserve)
 			case d > 1e-6 || d < -1e-6:
 				t.Errorf("recorded spend $%.6f, the fake billed $%.6f", spent, billed)
 			}
