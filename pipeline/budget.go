@@ -101,9 +101,11 @@ type purse struct {
 	before int64
 	// committed is this run's spend as committed (in the ledgers).
 	committed int64
-	// ledgerMu orders a fleet worker's commits with its reads of the
-	// fleet's ledgers (see refreshFleetSpend).
-	ledgerMu sync.Mutex
+	// committing is the cost of this run's commits in progress (sent to
+	// the store, not yet known to have landed): see refreshFleetSpend.
+	committing int64
+	// commitEnded is closed, and replaced, whenever a commit ends.
+	commitEnded chan struct{}
 	// refreshMu guards refreshDone: open while one call reads the
 	// fleet's spend, closed when it has, nil when none does.
 	refreshMu   sync.Mutex
@@ -178,6 +180,62 @@ func (p *purse) commit(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.committed += n
+}
+
+// fleetBudget reports whether Budget.TotalUSD caps a fleet's spend (see
+// refreshFleetSpend).
+func (r *Runner) fleetBudget() bool {
+	_, ledgers := r.Store.(Ledgers)
+	_, fleet := r.Store.(Claimer)
+	return r.Budget.TotalUSD > 0 && ledgers && fleet
+}
+
+// awaitCommits waits until none of this run's commits is in progress, or
+// fleetSpendWait at most.
+func (r *Runner) awaitCommits() {
+	t := r.clock().NewTimer(fleetSpendWait)
+	defer t.Stop()
+	for {
+		r.purse.mu.Lock()
+		busy, ended := r.purse.committing != 0, r.purse.commitEnded
+		r.purse.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ended:
+		case <-t.C():
+			return
+		}
+	}
+}
+
+// beginCommit records a commit of results costing n in progress.
+func (p *purse) beginCommit(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.committing += n
+}
+
+// endCommit records the commit begun with n as ended, applied of it
+// landed in the ledgers.
+func (p *purse) endCommit(n, applied int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.committing -= n
+	p.committed += applied
+	if p.commitEnded != nil {
+		close(p.commitEnded)
+	}
+	p.commitEnded = make(chan struct{})
+}
+
+// ownSpend is this run's committed spend and the cost of its commits in
+// progress.
+func (p *purse) ownSpend() (committed, committing int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.committed, p.committing
 }
 
 // setBefore sets the spend that is not this run's to others, as the
@@ -351,11 +409,20 @@ func (r *Runner) book(ctx context.Context, i int, it Item, parkStage context.Can
 		return false, 0, estIn, true
 	}
 	reserved = sc.Price.nanos(u)
+	settledRead := false
 	for {
 		r.refreshFleetSpend()
 		fits, wait := r.purse.reserve(reserved)
 		if fits {
 			return true, reserved, estIn, true
+		}
+		if wait == nil && !settledRead && r.fleetBudget() {
+			// About to stop for good on the fleet's figure: read it once
+			// more with none of this run's commits in progress, which a
+			// read can count twice.
+			settledRead = true
+			r.awaitCommits()
+			continue
 		}
 		if wait == nil {
 			r.budgetStage.CompareAndSwap(-1, int32(i))
@@ -389,7 +456,7 @@ func (r *Runner) parkMessage() string {
 // startPurse readies the run's purse: the lifetime spend so far from the
 // store (when it keeps Ledgers) counts against Budget.TotalUSD.
 func (r *Runner) startPurse() error {
-	r.purse = purse{budget: r.Budget, settled: make(chan struct{})}
+	r.purse = purse{budget: r.Budget, settled: make(chan struct{}), commitEnded: make(chan struct{})}
 	r.budgetStage.Store(-1)
 	if r.Budget.TotalUSD <= 0 {
 		return nil
@@ -416,8 +483,7 @@ const fleetSpendWait = 2 * time.Second
 // when the runner is one worker of many (its Store is a Claimer): before
 // a call it reads the ledgers, which every worker's commits add to, and
 // counts what the others committed (the total less this run's committed
-// spend, this run's commits held meanwhile, so that none is counted as
-// the others' or missed) as spent before this run. What the others have in flight and
+// spend) as spent before this run. What the others have in flight and
 // not yet committed is not seen: the fleet can pass the cap by at most
 // their calls in flight. One caller reads at a time, and the others wait
 // for its figure rather than book against the last one: a reader
@@ -454,21 +520,29 @@ func (r *Runner) refreshFleetSpend() {
 		p.refreshMu.Unlock()
 		close(done)
 	}()
-	// This run's commits wait while the ledgers are read, so that the
-	// figure holds each of them either in both reads or in neither.
-	p.ledgerMu.Lock()
-	own := p.committedSpend()
-	ledgers, err := l.Ledgers()
-	p.ledgerMu.Unlock()
-	if err != nil {
-		r.log().Warn("the fleet's spend is unreadable: counting the last one read", "err", err)
-		return
+	// A commit of this run may land in the ledgers between two reads of
+	// this run's own count, and would then count as the others' too: read
+	// again while one was in progress or landed, a few times, then keep
+	// the figure that counts it twice (more than was spent: the cap
+	// holds, and the next read corrects it). No lock is held across the
+	// read, which a database gone quiet can hang.
+	for try := 0; ; try++ {
+		own, inProgress := p.ownSpend()
+		ledgers, err := l.Ledgers()
+		if err != nil {
+			r.log().Warn("the fleet's spend is unreadable: counting the last one read", "err", err)
+			return
+		}
+		var total int64
+		for _, lg := range ledgers {
+			total += toNanos(lg.SpentUSD)
+		}
+		after, stillInProgress := p.ownSpend()
+		if after == own && inProgress == 0 && stillInProgress == 0 || try == 2 {
+			p.setBefore(total - own)
+			return
+		}
 	}
-	var total int64
-	for _, lg := range ledgers {
-		total += toNanos(lg.SpentUSD)
-	}
-	p.setBefore(total - own)
 }
 
 // sendBilled records what a given-back item's calls were billed, so the

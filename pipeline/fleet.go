@@ -334,12 +334,13 @@ func (r *Runner) commitFleet(ps []pending) error {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline.Sub(r.clock().Now()))
 	defer cancel()
 	// The fleet's spend is read as the ledgers less this run's committed
-	// spend (refreshFleetSpend): the commit and its count in the purse
-	// go together, so that no read falls between them.
-	r.purse.ledgerMu.Lock()
+	// spend (refreshFleetSpend), which must know when a commit may be
+	// landing.
+	cost := costOf(ps)
+	r.purse.beginCommit(cost)
 	rejected, err := r.Store.(Claimer).CommitFenced(ctx, ts)
 	if err != nil {
-		r.purse.ledgerMu.Unlock()
+		r.purse.endCommit(cost, 0)
 		return err
 	}
 	fenced := make(map[uint64]bool, len(rejected))
@@ -354,8 +355,7 @@ func (r *Runner) commitFleet(ps []pending) error {
 			applied = append(applied, p)
 		}
 	}
-	r.purse.commit(costOf(applied))
-	r.purse.ledgerMu.Unlock()
+	r.purse.endCommit(cost, costOf(applied))
 	for _, p := range dropped {
 		r.books[p.stage].fenced(p.t.Seq)
 	}

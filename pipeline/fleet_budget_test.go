@@ -88,6 +88,6 @@ func TestFleet_BudgetTotalIsTheFleets(t *testing.T) {
 			mine+theirs, mine, theirs, total, workers*otherUSD)
 	}
 	if mine+theirs < total-1 {
-		t.Errorf("the fleet spent $%.2f, stopping well short of $%.2f (mine %.2f theirs %.2f err %v)", mine+theirs, total, mine, theirs, err)
+		t.Errorf("the fleet spent $%.2f (this worker $%.2f, the others $%.2f), stopping well short of $%.2f", mine+theirs, mine, theirs, total)
 	}
 }
