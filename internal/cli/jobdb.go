@@ -84,6 +84,9 @@ func readStoredJob(path string) ([]byte, error) {
 // pipeline).
 func readStoredStages(path string, wait time.Duration) ([]store.StageDef, error) {
 	if isPostgres(path) {
+		if err := checkPostgresDSN(path); err != nil {
+			return nil, err // before connecting with it: a password in it, say
+		}
 		stages, _, err := postgres.ReadStored(context.Background(), path, "")
 		return stages, err
 	}

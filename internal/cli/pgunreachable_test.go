@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -64,6 +66,36 @@ func TestOpen_UnreachablePostgresConnectsOnce(t *testing.T) {
 			}
 			if n := accepted.Load(); n != perOpen {
 				t.Errorf("connected %d times; one read connects %d", n, perOpen)
+			}
+		})
+	}
+}
+
+// A URL with a password in it is refused as a usage error (exit 2, the
+// message says where the password goes) before anything connects with
+// it, whichever command reads the pipeline.
+func TestOpen_PasswordURLRefusedBeforeConnecting(t *testing.T) {
+	addr, accepted := countingServer(t)
+	dsn := fmt.Sprintf("postgres://app:hunter2@%s/reviews?sslmode=disable", addr)
+	tests := []struct {
+		name string
+		run  func() error
+	}{
+		{"read only", func() error { _, err := openReadOnly(dsn); return err }},
+		{"writable", func() error { _, err := openWritable(dsn); return err }},
+		{"stage check", func() error { return checkStageOf(dsn, "stage", "classify") }},
+		{"job", func() error { _, err := openJobDatabase(dsn, namedStages()); return err }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			accepted.Store(0)
+			err := tc.run()
+			var usage *UsageError
+			if !errors.As(err, &usage) || !strings.Contains(err.Error(), "PGPASSWORD") || strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("err = %v; want a usage error that says where the password goes and does not show it", err)
+			}
+			if n := accepted.Load(); n != 0 {
+				t.Errorf("connected %d times with the password URL", n)
 			}
 		})
 	}
