@@ -245,7 +245,9 @@ func (h *overloadHold) answered(passed time.Time, probe bool, started time.Time,
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	wasUntil, wasProbe := h.until, h.needProbe
-	if probe {
+	if probe && passed.Equal(h.probePassed) {
+		// The probe in flight answered (not one the hold closed over
+		// since: see close).
 		h.probing, h.probeStarted = false, time.Time{}
 	}
 	switch class {
@@ -316,6 +318,11 @@ func (h *overloadHold) close(now time.Time) {
 	}
 	wasHeld := h.needProbe
 	h.until, h.closedAt, h.needProbe, h.graceOpened = now.Add(wait), now, true, false
+	// A probe still in flight (the hold opened on its grace, and a call
+	// let through since was refused) says nothing of this closing: the
+	// next call to pass is a new probe, and the old one's answer, passed
+	// before closedAt, counts as any call's.
+	h.probing, h.probeStarted = false, time.Time{}
 	if !wasHeld && h.listener != nil {
 		h.listener.OverloadHeld()
 	}

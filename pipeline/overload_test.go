@@ -225,6 +225,49 @@ func TestOverloadHold_ProbeGrace(t *testing.T) {
 	})
 }
 
+// TestOverloadHold_ProbeInFlightWhenClosedAgain: the hold opened on a
+// probe's grace, the probe still in flight, and a call let through since
+// was refused: the hold closes again, and when it expires the next call
+// is a new probe. (It used to take the old probe, in flight past its
+// grace, as served and open for every call with no probe at all.)
+func TestOverloadHold_ProbeInFlightWhenClosedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		clock := SystemClock{} // virtual inside the bubble
+		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
+		t0 := clock.Now()
+		for i := range overloadedToHold {
+			at := t0.Add(time.Duration(i) * time.Millisecond)
+			h.answered(at, false, at, ClassOverloaded, at.Add(10*time.Millisecond))
+		}
+		time.Sleep(200 * time.Millisecond)
+		oldProbe, probe, _, _ := h.pass(ctx, clock)
+		if !probe {
+			t.Fatal("the first call after the hold is not the probe")
+		}
+		h.started(true, clock.Now())
+		// Past the probe's grace, unanswered: the hold opens for all.
+		after, probe, _, _ := h.pass(ctx, clock)
+		if probe {
+			t.Fatal("the call behind the probe went as a second probe")
+		}
+		// That call is refused: the hold closes again, the old probe
+		// still out.
+		if held, _ := h.answered(after, false, after, ClassOverloaded, after.Add(5*time.Millisecond)); !held {
+			t.Fatal("a refusal after the hold opened on a grace did not close it again")
+		}
+		time.Sleep(time.Second) // well past the hold and the old probe's grace
+		if _, probe, _, _ := h.pass(ctx, clock); !probe {
+			t.Fatal("the hold opened again with no new probe: the old probe, still in flight, was taken as served")
+		}
+		// The old probe's answer, now, moves nothing.
+		h.answered(oldProbe, true, oldProbe, "", clock.Now())
+		if !h.probing {
+			t.Fatal("the old probe's answer cleared the new probe's flight")
+		}
+	})
+}
+
 // holdListener is a Limiter that counts the overload hold's calls.
 type holdListener struct {
 	Limiter
