@@ -29,17 +29,17 @@ func (l *AIMD) OverloadOpened() {
 	l.law.onOpened(l.cfg.Now())
 }
 
-// heldRing is how many past holds the law keeps: enough to cover a round
-// trip or an answer lag of holds a fraction of a second apart.
-const heldRing = 8
+// maxHolds bounds the past holds the law keeps; they are dropped sooner
+// once older than the spans the law reads them over (see keptHolds).
+const maxHolds = 1024
 
 // heldSpan is one hold, from when it closed to when it opened.
 type heldSpan struct{ from, to time.Time }
 
 // overloadHolds is what the law knows of the runner's overload holds.
 type overloadHolds struct {
-	from time.Time          // when the current hold closed; zero when open
-	past [heldRing]heldSpan // the last holds, latest first
+	from time.Time  // when the current hold closed; zero when open
+	past []heldSpan // the holds within keptHolds, latest first
 }
 
 // onHeld folds in the runner's overload hold closing at t: no call
@@ -59,8 +59,16 @@ func (w *law) onOpened(t time.Time) {
 		return
 	}
 	w.holds.from = time.Time{}
-	copy(w.holds.past[1:], w.holds.past[:heldRing-1])
-	w.holds.past[0] = heldSpan{from, t}
+	// Drop the holds older than any span the law reads them over, then
+	// put this one first.
+	keep := w.holds.past[:0]
+	horizon := t.Add(-w.keptHolds())
+	for _, h := range w.holds.past {
+		if h.to.After(horizon) && len(keep) < maxHolds-1 {
+			keep = append(keep, h)
+		}
+	}
+	w.holds.past = append([]heldSpan{{from, t}}, keep...)
 	switch {
 	case w.probeFrom.Before(from):
 		w.probeFrom = w.probeFrom.Add(t.Sub(from))
@@ -68,6 +76,18 @@ func (w *law) onOpened(t time.Time) {
 		w.probeFrom = t
 	}
 }
+
+// keptHolds is how far back the law keeps past holds: twice the longest
+// span it reads them over (a round trip for the sent rate, an answer lag
+// or the quota's window for the rate admitted; a per-minute window holds
+// dozens of holds a second or two apart), and minKeptHolds at least.
+func (w *law) keptHolds() time.Duration {
+	return max(2*max(w.answerLag(), w.window, w.latency()), minKeptHolds)
+}
+
+// minKeptHolds is the least time past holds are kept: before a round
+// trip is measured, and for quotas answered within a few seconds.
+const minKeptHolds = 10 * time.Second
 
 // heldWithin is how long the overload hold kept the calls back within
 // [from, to].

@@ -40,6 +40,28 @@ func TestLaw_heldWithin(t *testing.T) {
 	}
 }
 
+// A per-minute quota's window spans dozens of holds a second or two
+// apart: every one of them counts, not the last few.
+func TestLaw_heldWithin_manyHoldsInAWindow(t *testing.T) {
+	at := func(ms int) time.Time { return simEpoch.Add(time.Duration(ms) * time.Millisecond) }
+	w := newTestLaw(Config{})
+	w.window = time.Minute
+	const holds = 40 // every 1.5 s for 60 s, 200 ms each
+	for i := range holds {
+		w.onHeld(at(1500 * i))
+		w.onOpened(at(1500*i + 200))
+	}
+	if got, want := w.heldWithin(at(0), at(60000)), holds*200*time.Millisecond; got != want {
+		t.Errorf("heldWithin over the minute = %v, want %v", got, want)
+	}
+	// Holds older than the spans the law reads are let go.
+	w.onHeld(at(10 * 60000))
+	w.onOpened(at(10*60000 + 200))
+	if n := len(w.holds.past); n != 1 {
+		t.Errorf("%d holds kept nine minutes on, want only the last", n)
+	}
+}
+
 // driveHeld is drive with the runner's overload hold closing every
 // period for held (more than rtt): no call starts meanwhile, and the law
 // is told when tell is set. One call started as the hold closes
