@@ -103,6 +103,9 @@ type law struct {
 	// counted over a window answers within one, so it is the least a
 	// rate must be held to be proven (see answerLag).
 	window time.Duration
+	// longestDelay is the longest retry delay a 429 has given, which
+	// the window may outgrow (see resetAt).
+	longestDelay time.Duration
 
 	minLimit, maxLimit   int
 	increases, decreases int64
@@ -336,7 +339,8 @@ func (w *law) grow(t time.Time) {
 		if w.peak > base && !namedLook {
 			// Below the rate the quota admitted before it fell: climb
 			// back to it in larger stairs; straight to it once a stair
-			// above a live quota's named budget held (it came back).
+			// held in a run whose 429s named different budgets (a live
+			// quota, which comes back as it went).
 			w.rate = min(base*(1+(probeStair-1)*float64(int(1)<<min(w.stairs+peakStairs, 4))), w.peak)
 			if w.namedMoved && w.stairs > 0 {
 				w.rate = w.peak
@@ -373,6 +377,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		c.outcome = refusedCall
 	}
 	w.window = max(w.window, min(retryAfter, maxWindow))
+	w.longestDelay = max(w.longestDelay, min(retryAfter, maxWindow))
 	if w.cfg.Fixed {
 		return w.closeGate(t.Add(retryAfter))
 	}

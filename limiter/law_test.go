@@ -666,7 +666,7 @@ func TestLaw_resetAt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newTestLaw(Config{})
-			w.window = tt.longest
+			w.window, w.longestDelay = tt.longest, tt.longest
 			for _, d := range tt.resets {
 				w.resetAt(simEpoch.Add(d))
 			}
@@ -674,6 +674,26 @@ func TestLaw_resetAt(t *testing.T) {
 				t.Errorf("window %v, want %v", w.window, tt.want)
 			}
 		})
+	}
+}
+
+// The window a lattice gave does not widen the next lattice's bound: a
+// sliding log whose instants fell on a 2 s lattice once (four times its
+// 500 ms delays) does not then read an 8 s one.
+func TestLaw_resetAt_noRatchet(t *testing.T) {
+	w := newTestLaw(Config{})
+	w.window, w.longestDelay = 500*time.Millisecond, 500*time.Millisecond
+	for _, d := range []time.Duration{4 * time.Second, 6 * time.Second, 8 * time.Second} {
+		w.resetAt(simEpoch.Add(d))
+	}
+	if w.window != 2*time.Second {
+		t.Fatalf("window %v after a 2 s lattice, want 2s", w.window)
+	}
+	for _, d := range []time.Duration{16 * time.Second, 24 * time.Second, 32 * time.Second} {
+		w.resetAt(simEpoch.Add(d))
+	}
+	if w.window != 2*time.Second {
+		t.Errorf("window %v after an 8 s lattice, want still 2s: over four times the longest delay seen", w.window)
 	}
 }
 

@@ -209,7 +209,9 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 // opens again, one per congestion event. A fixed window opens at its
 // boundaries: when three such instants fall on one lattice (each span a
 // whole number of the shortest), its spacing is the window. Not when that
-// is over four times the longest delay seen (w.window so far): a fixed
+// is over four times the longest delay seen (not the window, which a
+// lattice read before may have lengthened: each would allow the next
+// four times longer): a fixed
 // window's delays run up to its length, while a sliding log's instants
 // fall on some long lattice now and then by chance, and a window read
 // far too long holds every rate for it (see answerLag).
@@ -222,7 +224,7 @@ func (w *law) resetAt(at time.Time) {
 	}
 	short, long := min(d1, d2), max(d1, d2)
 	k := math.Round(float64(long) / float64(short))
-	if math.Abs(float64(long)-k*float64(short)) <= latticeShare*float64(long) && short <= latticeDelays*w.window {
+	if math.Abs(float64(long)-k*float64(short)) <= latticeShare*float64(long) && short <= latticeDelays*w.longestDelay {
 		w.window = max(w.window, min(short, maxWindow))
 	}
 }
