@@ -125,7 +125,9 @@ func TestQuota_FixedWindowNoRetryInfo(t *testing.T) {
 		t.Errorf("the quota never pushed back: the test exercised nothing")
 	}
 	// The target: a client that ignores the window entirely (a
-	// fixed 64-way pool) refuses several times as many.
+	// fixed 64-way pool) refuses several times as many. Measured here, 6
+	// runs on the 2 shared cores under load 1-5: 1.008-1.013 (900 items:
+	// 1.009-1.016), about half of the 429s slow start's first burst.
 	if perItem > 1.02 {
 		t.Errorf("%.3f calls per item, want at most 1.02: %d refused calls for %d items", perItem, limited, toClassify)
 	}
