@@ -82,13 +82,8 @@ const (
 	capEqualShare = 1.1
 	// namedShare: with a budget a 429 named (see AIMD.RateLimitedQuota),
 	// the rate is paced at this share of it, room for a window's edges
-	// and for calls reaching the server a little later or sooner than
-	// they started. Measured on the matrix (bench/RESULTS.md): 0.97 left
-	// sliding-coarse at 0.920 of the perfect client's goodput; 0.985 gave
-	// 0.933 with the same 429 share (fixed-noretry 0.942 to 0.956,
-	// sliding-drift 0.937 to 0.929); 0.99 drew more 429s in virtual time
-	// for no more goodput on the drifting shapes.
-	namedShare = 0.985
+	// and for input tokens that vary from call to call.
+	namedShare = 0.97
 	// namedHoldLags: the rate held at a named budget this many answer
 	// lags (twice as many after each look that found nothing, see
 	// maxCalm) with no 429 stops capping the stairs.

@@ -43,7 +43,7 @@
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
-// at 98.5% of it, the tighter of requests and input tokens (a token budget
+// at 97% of it, the tighter of requests and input tokens (a token budget
 // with room for one standard deviation of the mean tokens of an answer
 // lag's calls, as prompts differ in length, unless starts are paced in
 // tokens, below), and climbs no

@@ -41,7 +41,7 @@ import (
 //     quota fell: the law forgets it, and climbs back towards it in 20%
 //     stairs, the first after one answer lag while no look was refused.
 //   - Named quota. A 429 reported through RateLimitedQuota with the
-//     per-minute budget it enforces sets the rate at 98.5% of it (the
+//     per-minute budget it enforces sets the rate at 97% of it (the
 //     tighter of requests and input tokens), and no stair climbs past it
 //     until it has held 32 answer lags with no 429.
 //     The limit on calls in flight follows the rate by Little's law with
