@@ -99,7 +99,7 @@
 // runner's overload holds as the law sees them), tokens.go (pacing in
 // tokens: calls' sizes against what they are billed), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 660 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 665 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one

@@ -550,18 +550,24 @@ func TestLaw_namedQuota(t *testing.T) {
 	}
 }
 
+// refuseNamed starts a call at at and has it refused 20 ms later by a 429
+// naming rpm requests a minute, with an exact retry delay; it returns the
+// time of the refusal.
+func refuseNamed(w *law, at time.Time, rpm int64) time.Time {
+	s := w.start(at, 0)
+	at = at.Add(20 * time.Millisecond)
+	w.nameQuota(rpm, 0)
+	w.onRateLimited(at, s, 7300*time.Microsecond, 1)
+	return at
+}
+
 // A quota whose 429s named different budgets is live: held at the last
 // one named, the law looks above it after namedMovedHoldLags answer lags,
 // not namedHoldLags (a quota named while it was down comes back up).
 func TestLaw_namedQuotaMoved(t *testing.T) {
 	w, at := pacedLaw(t, 200)
 	w.eventRate = 200 // not the first event
-	refuse := func(rpm int64) {
-		s := w.start(at, 0)
-		at = at.Add(20 * time.Millisecond)
-		w.nameQuota(rpm, 0)
-		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
-	}
+	refuse := func(rpm int64) { at = refuseNamed(w, at, rpm) }
 	refuse(12000) // 200 a second
 	at, _ = drive(w, at, 2*w.answerLag())
 	refuse(6000) // the quota halved: 100 a second
@@ -584,12 +590,7 @@ func TestLaw_namedQuotaMoved(t *testing.T) {
 func TestLaw_namedQuotaReturns(t *testing.T) {
 	w, at := pacedLaw(t, 200)
 	w.eventRate = 200 // not the first event
-	refuse := func(rpm int64) {
-		s := w.start(at, 0)
-		at = at.Add(20 * time.Millisecond)
-		w.nameQuota(rpm, 0)
-		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
-	}
+	refuse := func(rpm int64) { at = refuseNamed(w, at, rpm) }
 	refuse(12000) // 200 a second
 	at, _ = drive(w, at, 2*w.answerLag())
 	refuse(6000) // the quota halved: 100 a second
@@ -616,12 +617,7 @@ func TestLaw_namedQuotaReturns(t *testing.T) {
 func TestLaw_namedQuotaLooksBelowPeak(t *testing.T) {
 	w, at := pacedLaw(t, 200)
 	w.eventRate = 200 // not the first event
-	refuse := func(rpm int64) {
-		s := w.start(at, 0)
-		at = at.Add(20 * time.Millisecond)
-		w.nameQuota(rpm, 0)
-		w.onRateLimited(at, s, 7300*time.Microsecond, 1)
-	}
+	refuse := func(rpm int64) { at = refuseNamed(w, at, rpm) }
 	refuse(12000)
 	at, _ = drive(w, at, 2*w.answerLag())
 	refuse(6000)

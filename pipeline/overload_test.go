@@ -183,21 +183,8 @@ func TestOverloadHold_Pass(t *testing.T) {
 // closes again.
 func TestOverloadHold_ProbeGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		clock := SystemClock{} // virtual inside the bubble
-		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
-		t0 := clock.Now()
-		// Refusals that took 10 ms from start to answer: the grace is 30 ms.
-		for i := range overloadedToHold {
-			at := t0.Add(time.Duration(i) * time.Millisecond)
-			h.answered(at, false, at, ClassOverloaded, at.Add(10*time.Millisecond))
-		}
-		time.Sleep(200 * time.Millisecond)
-		passed, probe, _, _ := h.pass(ctx, clock)
-		if !probe {
-			t.Fatal("the first call after the hold is not the probe")
-		}
-		h.started(true, clock.Now())
+		ctx, clock := context.Background(), SystemClock{} // virtual inside the bubble
+		h, passed := probeInFlight(t, ctx, clock)
 		behind := make(chan time.Duration, 1)
 		go func() {
 			p, probe, _, _ := h.pass(ctx, clock)
@@ -232,20 +219,8 @@ func TestOverloadHold_ProbeGrace(t *testing.T) {
 // grace, as served and open for every call with no probe at all.)
 func TestOverloadHold_ProbeInFlightWhenClosedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		clock := SystemClock{} // virtual inside the bubble
-		h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
-		t0 := clock.Now()
-		for i := range overloadedToHold {
-			at := t0.Add(time.Duration(i) * time.Millisecond)
-			h.answered(at, false, at, ClassOverloaded, at.Add(10*time.Millisecond))
-		}
-		time.Sleep(200 * time.Millisecond)
-		oldProbe, probe, _, _ := h.pass(ctx, clock)
-		if !probe {
-			t.Fatal("the first call after the hold is not the probe")
-		}
-		h.started(true, clock.Now())
+		ctx, clock := context.Background(), SystemClock{} // virtual inside the bubble
+		h, oldProbe := probeInFlight(t, ctx, clock)
 		// Past the probe's grace, unanswered: the hold opens for all.
 		after, probe, _, _ := h.pass(ctx, clock)
 		if probe {
@@ -266,6 +241,28 @@ func TestOverloadHold_ProbeInFlightWhenClosedAgain(t *testing.T) {
 			t.Fatal("the old probe's answer cleared the new probe's flight")
 		}
 	})
+}
+
+// probeInFlight closes a new hold (a constant 100 ms schedule) with
+// overloadedToHold refusals that took 10 ms each (a grace of 30 ms),
+// waits past it and sends the probe, which starts and stays in flight.
+// It returns the hold and when the probe passed. Call it inside a
+// synctest bubble, where clock is virtual.
+func probeInFlight(t *testing.T, ctx context.Context, clock Clock) (*overloadHold, time.Time) {
+	t.Helper()
+	h := newOverloadHold(func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }, nil)
+	t0 := clock.Now()
+	for i := range overloadedToHold {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		h.answered(at, false, at, ClassOverloaded, at.Add(10*time.Millisecond))
+	}
+	time.Sleep(200 * time.Millisecond)
+	passed, probe, _, _ := h.pass(ctx, clock)
+	if !probe {
+		t.Fatal("the first call after the hold is not the probe")
+	}
+	h.started(true, clock.Now())
+	return h, passed
 }
 
 // holdListener is a Limiter that counts the overload hold's calls.

@@ -50,15 +50,7 @@ func TestOpen_UnreachablePostgresConnectsOnce(t *testing.T) {
 		t.Fatal("the stage list was read without connecting")
 	}
 
-	tests := []struct {
-		name string
-		run  func() error
-	}{
-		{"read only", func() error { _, err := openReadOnly(dsn); return err }},
-		{"writable", func() error { _, err := openWritable(dsn); return err }},
-		{"stage check", func() error { return checkStageOf(dsn, "stage", "classify") }},
-	}
-	for _, tc := range tests {
+	for _, tc := range pipelineReaders(dsn, false) {
 		t.Run(tc.name, func(t *testing.T) {
 			accepted.Store(0)
 			if err := tc.run(); err == nil {
@@ -77,16 +69,7 @@ func TestOpen_UnreachablePostgresConnectsOnce(t *testing.T) {
 func TestOpen_PasswordURLRefusedBeforeConnecting(t *testing.T) {
 	addr, accepted := countingServer(t)
 	dsn := fmt.Sprintf("postgres://app:hunter2@%s/reviews?sslmode=disable", addr)
-	tests := []struct {
-		name string
-		run  func() error
-	}{
-		{"read only", func() error { _, err := openReadOnly(dsn); return err }},
-		{"writable", func() error { _, err := openWritable(dsn); return err }},
-		{"stage check", func() error { return checkStageOf(dsn, "stage", "classify") }},
-		{"job", func() error { _, err := openJobDatabase(dsn, namedStages()); return err }},
-	}
-	for _, tc := range tests {
+	for _, tc := range pipelineReaders(dsn, true) {
 		t.Run(tc.name, func(t *testing.T) {
 			accepted.Store(0)
 			err := tc.run()
@@ -99,4 +82,24 @@ func TestOpen_PasswordURLRefusedBeforeConnecting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pipelineReader is one way a command reads the pipeline at a --db.
+type pipelineReader struct {
+	name string
+	run  func() error
+}
+
+// pipelineReaders are the ways commands open the pipeline at dsn, with a
+// job run's open when job is set.
+func pipelineReaders(dsn string, job bool) []pipelineReader {
+	rs := []pipelineReader{
+		{"read only", func() error { _, err := openReadOnly(dsn); return err }},
+		{"writable", func() error { _, err := openWritable(dsn); return err }},
+		{"stage check", func() error { return checkStageOf(dsn, "stage", "classify") }},
+	}
+	if job {
+		rs = append(rs, pipelineReader{"job", func() error { _, err := openJobDatabase(dsn, namedStages()); return err }})
+	}
+	return rs
 }
