@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
@@ -57,8 +56,10 @@ const (
 	matrixJitter  = 50 * time.Millisecond
 )
 
-// Shapes returns the matrix's shapes; long adds a real per-minute window
-// (a minute or more per strategy, about 8 for fixed-8).
+// Shapes returns the matrix's shapes; long adds two whose calls take
+// seconds: a thinking model on a quota that needs hundreds of calls in
+// flight, and a real per-minute window (a minute or more per strategy,
+// about 8 for fixed-8).
 func Shapes(long bool) []Shape {
 	lat := geminisim.Latency{Base: matrixLatency, Jitter: matrixJitter}
 	perWindow := func(w time.Duration) int { return int(matrixPerSec * w.Seconds()) }
@@ -123,6 +124,12 @@ func Shapes(long bool) []Shape {
 	}
 	if long {
 		shapes = append(shapes, Shape{
+			Name:        "thinking-named",
+			Description: "sliding log, 100/1s, named in every 429; 1-3 s calls (a thinking model on a paid tier): the quota needs ~200 calls in flight, 3x slow start's brake; exact retryDelay",
+			Items:       4000,
+			Sim: geminisim.Config{RPM: 100, Window: time.Second,
+				Latency: geminisim.Latency{Base: time.Second, Jitter: 2 * time.Second}},
+		}, Shape{
 			Name:        "minute-ample",
 			Description: "real per-minute sliding window, 1800 per minute: 60 calls of 1-3 s in flight use it; 1850 items, so a perfect client needs one window and a bit; exact retryDelay",
 			Items:       1850,
@@ -155,7 +162,7 @@ type MatrixOptions struct {
 	// Shapes names the shapes to run, in order; empty means all of
 	// Shapes(Long).
 	Shapes []string
-	// Long adds the real per-minute shape.
+	// Long adds the shapes whose calls take seconds (see Shapes).
 	Long bool
 	// Strategies are run on every shape; empty means Strategies().
 	Strategies []Strategy
@@ -255,16 +262,17 @@ func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixRepo
 			}
 			runErr = err
 		}
-		sr.Perfect = perfectFor(cfg.Sim, byStrategy)
+		perfect := perfectFor(cfg.Sim, byStrategy)
+		sr.Perfect = perfect(perfectWorkers)
 		for i, rs := range byStrategy {
 			if len(rs) == 0 {
 				continue
 			}
 			for j := range rs {
-				rs[j].Perfect = sr.Perfect
+				rs[j].Perfect = perfect(max(perfectWorkers, rs[j].ConcP95))
 				// A run that stopped early did not do the work: it scores 0.
 				if rs[j].Status == "complete" && rs[j].Wall > 0 {
-					rs[j].VsPerfect = sr.Perfect.Seconds() / rs[j].Wall.Seconds()
+					rs[j].VsPerfect = rs[j].Perfect.Seconds() / rs[j].Wall.Seconds()
 				}
 			}
 			sr.Cells = append(sr.Cells, median(opts.Strategies[i].Name, rs))
@@ -323,7 +331,7 @@ func LookupShapes(names []string, long bool) ([]Shape, error) {
 			for j, s := range all {
 				known[j] = s.Name
 			}
-			return nil, fmt.Errorf("unknown shape %q (known: %s; minute-ample needs --long)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("unknown shape %q (known: %s; minute-ample and thinking-named need --long)", n, strings.Join(known, ", "))
 		}
 		out = append(out, all[i])
 	}
@@ -371,15 +379,22 @@ func meanPromptTokens(items []pipeline.Record) float64 {
 	return float64(total) / float64(n)
 }
 
-// perfectWorkers bounds the perfect client's requests in flight: the
-// runner's default workers, what `sawtooth run` and the aimd strategy
-// have (see Perfect).
-const perfectWorkers = limiter.DefaultCeiling
+// perfectWorkers is the fewest requests in flight the perfect client is
+// held to: a run is measured against a perfect client with as many
+// workers as the run kept in flight at its 95th percentile, or this many
+// when fewer (see Perfect). 64 is the pool most clients give a quota
+// like the matrix's; a client that keeps fewer in flight is not charged
+// for the whole window a perfect client with hundreds of workers sends
+// at the start, and one that keeps more (thinking models, ample quotas;
+// limiter.DefaultCeiling is 512) is measured against a client allowed as
+// many.
+const perfectWorkers = 64
 
-// perfectFor is the perfect client's time for the items the simulator saw
-// in any run, in the order they were ingested (item ids sort in that
-// order), with the tokens it charged them.
-func perfectFor(sim geminisim.Config, runs [][]Result) time.Duration {
+// perfectFor returns the perfect client's time, with at most a given
+// number of requests in flight, for the items the simulator saw in any
+// run, in the order they were ingested (item ids sort in that order),
+// with the tokens it charged them. Each worker count is computed once.
+func perfectFor(sim geminisim.Config, runs [][]Result) func(workers int) time.Duration {
 	tokens := map[string]int{}
 	for _, rs := range runs {
 		for _, r := range rs {
@@ -397,11 +412,18 @@ func perfectFor(sim geminisim.Config, runs [][]Result) time.Duration {
 	for i, k := range keys {
 		seq[i] = Request{Key: k, Tokens: tokens[k]}
 	}
-	d, ok := Perfect(sim, seq, perfectWorkers)
-	if !ok {
-		return 0
+	known := map[int]time.Duration{}
+	return func(workers int) time.Duration {
+		if d, ok := known[workers]; ok {
+			return d
+		}
+		d, ok := Perfect(sim, seq, workers)
+		if !ok {
+			d = 0
+		}
+		known[workers] = d
+		return d
 	}
-	return d
 }
 
 // median summarizes one cell's runs.
@@ -455,7 +477,7 @@ func WriteMatrixTable(w io.Writer, rep MatrixReport) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nmedians of %d run(s) per cell; vs perfect = perfect client's time (at most %d in flight, as the runner's workers) / wall time\n", rep.Runs, perfectWorkers)
+	fmt.Fprintf(w, "\nmedians of %d run(s) per cell; vs perfect = perfect client's time / wall time, the perfect client holding at most as many in flight as the run's conc p95, or %d when fewer (the perfect column is for %d)\n", rep.Runs, perfectWorkers, perfectWorkers)
 	for _, sr := range rep.Shapes {
 		fmt.Fprintf(w, "  %-21s %d items: %s\n", sr.Name, sr.Items, sr.Description)
 	}

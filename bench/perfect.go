@@ -19,11 +19,14 @@ type Request struct {
 // configured as sim: a client that knows the quota and sends each request
 // the very instant the quota admits it, never a refused call, with at
 // most workers requests in flight (no bound if workers <= 0). The
-// matrix holds it to the runner's default workers (limiter.DefaultCeiling,
-// as the limiter's virtual-time perfect client is): a client given 64
-// workers cannot send a window's 200 or 400 requests at once, so an
-// unbounded yardstick would charge the controller for its ceiling, a
-// flag, rather than for how it reads the quota. It runs the
+// matrix holds it to as many workers as the run it measures kept in
+// flight at its 95th percentile, and at least 64 (see perfectWorkers; the
+// limiter's virtual-time perfect client is held the same way): a client
+// given 64 workers cannot send a window's 200 or 400 requests at once,
+// so an unbounded yardstick would charge a controller that needs few
+// calls in flight for a burst no polite client sends, while one that
+// keeps hundreds in flight is measured against a client with as many.
+// It runs the
 // simulator's own quota (geminisim.Quota) in virtual time, so it is exact
 // for every quota model, burst, schedule and per-day limit, and honours
 // the other limits a client cannot beat: no request while MaxConcurrent

@@ -52,7 +52,8 @@ func Strategies() []Strategy {
 			Name:        AIMD,
 			Description: "ours: AIMD on calls in flight, one decrease per congestion event, retryDelay honoured (sawtooth run defaults)",
 			Classify: func(s pipeline.Stage) pipeline.StageConfig {
-				return pipeline.StageConfig{Stage: s, Workers: limiter.DefaultCeiling, Limiter: limiter.New(limiter.Config{})}
+				l := limiter.New(limiter.Config{})
+				return pipeline.StageConfig{Stage: s, Workers: l.MostInFlight(), Limiter: l}
 			},
 		},
 		{

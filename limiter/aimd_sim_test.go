@@ -118,7 +118,7 @@ func runAIMD(t *testing.T, sh quotaShape, seed uint64) simRun {
 		select {
 		case <-finished:
 			r.wall = clk.Now().Sub(simEpoch)
-			r.goodput = perfect(sh, seed).Seconds() / r.wall.Seconds()
+			r.goodput = perfect(sh, seed, 0).Seconds() / r.wall.Seconds()
 			return r
 		default:
 		}

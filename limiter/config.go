@@ -6,7 +6,7 @@ import "time"
 const (
 	DefaultStart           = 8               // calls in flight before any feedback
 	DefaultFloor           = 1               // lowest limit, calls in flight
-	DefaultCeiling         = 64              // highest limit, calls in flight
+	DefaultCeiling         = 512             // highest limit, calls in flight (see Config.Ceiling)
 	DefaultIncrease        = 1               // calls added per success in slow start
 	DefaultDecreaseFactor  = 0.5             // the most one congestion event takes off
 	DefaultCooldown        = 4 * time.Second // no cap growth this long after an event
@@ -55,6 +55,14 @@ const (
 	// latticeDelays: a lattice spaced more than this many times the
 	// longest retry delay seen is read as chance (see law.resetAt).
 	latticeDelays = 4
+	// slowStartBrake: slow start doubles the limit each round trip up
+	// to this many calls in flight, holds it brakeRoundTrips round trips
+	// and brakeHold (the longest of the time-scaled windows quotas are
+	// tested on) of calls that fill it, then doubles on (see
+	// law.slowGrow).
+	slowStartBrake  = 64
+	brakeRoundTrips = 2
+	brakeHold       = 4 * time.Second
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.
@@ -142,7 +150,11 @@ type Config struct {
 	// mean DefaultFloor (1): a limit of zero would stall the work for good.
 	Floor int
 	// Ceiling is the highest the limit goes, in calls in flight. Zero means
-	// DefaultCeiling; a Ceiling below Floor is raised to Floor.
+	// DefaultCeiling; a Ceiling below Floor is raised to Floor. The limit
+	// carries the paced rate at the measured round trip (Little's law),
+	// so the ceiling binds only when that needs more calls in flight: a
+	// thinking model answering in 10 s on a quota of 2,000 a minute
+	// needs about 330.
 	Ceiling int
 	// Increase is added to the limit per success in slow start (see AIMD).
 	// Values below 1 mean DefaultIncrease.

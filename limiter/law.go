@@ -15,8 +15,12 @@ import (
 type law struct {
 	cfg Config // with defaults applied; cfg.Now is not read
 
-	limit     int     // calls in flight
-	slowStart bool    // no Start was given and no 429 has come yet
+	limit     int  // calls in flight
+	slowStart bool // no Start was given and no 429 has come yet
+	// braked: successes that filled slow start's brake, the first at
+	// brakeFrom (see slowGrow).
+	braked    int
+	brakeFrom time.Time
 	rate      float64 // paced starts per second; 0: not pacing yet
 	// safe is the highest rate held for an answer lag (see answerLag)
 	// with no 429 since the quota last fell: the quota admits at least
@@ -244,10 +248,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	}
 	switch {
 	case w.slowStart:
-		if ceiling := w.ceiling(); w.limit < ceiling {
-			w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
-			w.increases++
-		}
+		w.slowGrow(t, inFlight)
 		return
 	case w.rate == 0:
 		// A start given (a limit learned by an earlier run, with no
@@ -269,6 +270,38 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		}
 	}
 	w.fitLimit()
+}
+
+// slowGrow is slow start's answer at t to a success with inFlight calls
+// (this one included) holding slots: the limit doubles each round trip
+// up to slowStartBrake (or the ceiling, when lower) and is held there
+// until calls that fill it have been answered for brakeRoundTrips round
+// trips and brakeHold with none refused; then it doubles again while the
+// calls fill it, up to the ceiling. Most quotas refuse within the
+// brake's calls in flight, their first 429 a round trip on its way, and
+// a window's quota refuses once the window's budget is spent: doubling
+// straight on would send bursts of a hundred calls more at a quota
+// already spent. A quota that admits the brake's calls that long has
+// room (thinking models and paid tiers need hundreds of calls in
+// flight), and doubling finds it in a few round trips.
+func (w *law) slowGrow(t time.Time, inFlight int) {
+	ceiling := w.ceiling()
+	switch {
+	case w.limit >= ceiling:
+	case w.limit < slowStartBrake:
+		w.setLimit(min(ceiling, slowStartBrake, w.limit+w.cfg.Increase))
+		w.increases++
+	case inFlight < w.limit:
+		// Calls do not fill the limit: its answers say nothing of more.
+	case w.braked == 0 || w.braked < brakeRoundTrips*slowStartBrake || t.Sub(w.brakeFrom) < brakeHold:
+		if w.braked == 0 {
+			w.brakeFrom = t
+		}
+		w.braked++
+	default:
+		w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
+		w.increases++
+	}
 }
 
 // grow moves the rate on once it has been held for the quota's answer

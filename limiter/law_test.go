@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"math"
 	"testing"
 	"time"
@@ -76,21 +77,37 @@ func TestLaw_slowStart(t *testing.T) {
 		name      string
 		cfg       Config
 		successes int
+		filled    bool          // each success's calls fill the limit
+		every     time.Duration // between successes; rtt if zero
 		want      int
 	}{
-		{"one more per success", Config{}, 10, 18},
-		{"up to the ceiling, not a third of it", Config{}, 100, DefaultCeiling},
-		{"by Increase", Config{Increase: 2}, 5, 18},
-		{"a given start paces the rate it carries", Config{Start: 8}, 5, 8},
+		{"one more per success", Config{}, 10, false, 0, 18},
+		{"up to the brake, not a third of it", Config{}, 100, false, 0, slowStartBrake},
+		{"by Increase", Config{Increase: 2}, 5, false, 0, 18},
+		{"a given start paces the rate it carries", Config{Start: 8}, 5, false, 0, 8},
+		{"up to a given ceiling below the brake", Config{Ceiling: 20}, 100, true, 0, 20},
+		{"a given ceiling at the brake is the ceiling", Config{Ceiling: 64}, 1000, true, 0, 64},
+		// 56 successes reach the brake; filled, it holds for 128 more
+		// (two round trips of its calls) and until 4 s after the first.
+		{"held at the brake for two round trips of its calls", Config{}, 56 + 128, true, brakeHold / 100, slowStartBrake},
+		{"held at the brake for brakeHold", Config{}, 56 + 130, true, time.Millisecond, slowStartBrake},
+		{"past the brake, doubling while filled", Config{}, 56 + 128 + 100, true, brakeHold / 100, slowStartBrake + 100},
+		{"past the brake, not while the calls leave room", Config{}, 56 + 1000, false, brakeHold / 100, slowStartBrake},
+		{"past the brake, up to the ceiling", Config{}, 56 + 128 + 2000, true, brakeHold / 100, DefaultCeiling},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newTestLaw(tt.cfg)
 			at := simEpoch
+			every := cmp.Or(tt.every, rtt)
 			for range tt.successes {
 				s := w.start(at, 0)
-				at = at.Add(rtt)
-				w.onSuccess(at, s, 100, 1)
+				at = at.Add(every)
+				inFlight := 1
+				if tt.filled {
+					inFlight = w.limit
+				}
+				w.onSuccess(at, s, 100, inFlight)
 			}
 			if w.limit != tt.want {
 				t.Errorf("limit %d after %d successes, want %d", w.limit, tt.successes, tt.want)

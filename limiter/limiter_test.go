@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand"
@@ -20,6 +21,7 @@ var (
 	_ pipeline.QuotaLimiter     = (*AIMD)(nil)
 	_ pipeline.OverloadListener = (*AIMD)(nil)
 	_ pipeline.WeightedLimiter  = (*AIMD)(nil)
+	_ pipeline.PoolSizer        = (*AIMD)(nil)
 )
 
 func TestMain(m *testing.M) {
@@ -342,27 +344,32 @@ func TestAIMD_Acquire_pacing(t *testing.T) {
 }
 
 func TestAIMD_TPMCeiling(t *testing.T) {
-	// TPM 60000: ceiling = 60000 * latency / (60s * tokens), in [1, 64].
+	// TPM 60000: ceiling = 60000 * latency / (60s * tokens), in [1,
+	// Ceiling].
 	tests := []struct {
 		name    string
+		ceiling int // 0: DefaultCeiling
 		latency time.Duration
 		tokens  int64
 		want    int
 	}{
-		{"2s at 1000 tokens", 2 * time.Second, 1000, 2},
-		{"6s at 500 tokens", 6 * time.Second, 500, 12},
-		{"7s at 600 tokens floors 11.67", 7 * time.Second, 600, 11},
-		{"capped by Ceiling", 30 * time.Second, 100, 64},
-		{"held at Floor", time.Second, 10000, 1},
+		{"2s at 1000 tokens", 0, 2 * time.Second, 1000, 2},
+		{"6s at 500 tokens", 0, 6 * time.Second, 500, 12},
+		{"7s at 600 tokens floors 11.67", 0, 7 * time.Second, 600, 11},
+		{"30s at 100 tokens", 0, 30 * time.Second, 100, 300},
+		{"capped by DefaultCeiling", 0, 120 * time.Second, 100, DefaultCeiling},
+		{"capped by Ceiling", 64, 30 * time.Second, 100, 64},
+		{"held at Floor", 0, time.Second, 10000, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l, clk := newTestAIMD(t, Config{Start: 8, TPM: 60000})
-				if got := l.Snapshot().Ceiling; got != DefaultCeiling {
-					t.Fatalf("Ceiling before any measurement = %d, want %d", got, DefaultCeiling)
+				l, clk := newTestAIMD(t, Config{Start: 8, TPM: 60000, Ceiling: tt.ceiling})
+				ceiling := cmp.Or(tt.ceiling, DefaultCeiling)
+				if got := l.Snapshot().Ceiling; got != ceiling {
+					t.Fatalf("Ceiling before any measurement = %d, want %d", got, ceiling)
 				}
-				l.SetLimit(DefaultCeiling)
+				l.SetLimit(ceiling)
 				succeedN(t, l, clk, 100, tt.latency, tt.tokens)
 				st := l.Snapshot()
 				if st.Ceiling != tt.want || st.Limit != tt.want {
@@ -471,10 +478,10 @@ func TestConfig_withDefaults(t *testing.T) {
 		in   Config
 		want Config
 	}{
-		{"zero", Config{}, Config{Start: 8, Floor: 1, Ceiling: 64, Increase: 1, DecreaseFactor: 0.5, Cooldown: 4 * time.Second, EstimatedTokens: 500}},
+		{"zero", Config{}, Config{Start: 8, Floor: 1, Ceiling: DefaultCeiling, Increase: 1, DecreaseFactor: 0.5, Cooldown: 4 * time.Second, EstimatedTokens: 500}},
 		{"start clamped", Config{Start: 100, Ceiling: 10}, Config{Start: 10, Floor: 1, Ceiling: 10, Increase: 1, DecreaseFactor: 0.5, Cooldown: 4 * time.Second, EstimatedTokens: 500}},
 		{"ceiling raised to floor", Config{Floor: 5, Ceiling: 3}, Config{Start: 5, Floor: 5, Ceiling: 5, Increase: 1, DecreaseFactor: 0.5, Cooldown: 4 * time.Second, EstimatedTokens: 500}},
-		{"bad factor, no cooldown", Config{DecreaseFactor: 1.5, Cooldown: -1}, Config{Start: 8, Floor: 1, Ceiling: 64, Increase: 1, DecreaseFactor: 0.5, EstimatedTokens: 500}},
+		{"bad factor, no cooldown", Config{DecreaseFactor: 1.5, Cooldown: -1}, Config{Start: 8, Floor: 1, Ceiling: DefaultCeiling, Increase: 1, DecreaseFactor: 0.5, EstimatedTokens: 500}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

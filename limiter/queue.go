@@ -26,8 +26,9 @@ import (
 // reading. In short:
 //
 //   - Slow start. With no Config.Start the limit grows by Increase per
-//     success, doubling each round trip, up to Ceiling, until the first
-//     429. With a Start (a limit learned by an earlier run) the law paces
+//     success, doubling each round trip, until the first 429: up to 64,
+//     held there until its calls have been admitted for two round trips
+//     and 4 s, then on up to Ceiling while the calls fill it. With a Start (a limit learned by an earlier run) the law paces
 //     from the first round trip the rate that limit carries.
 //   - Rate. From the first 429 on, starts are paced at a rate, no faster
 //     than the quota admitted over its window (the longest retry delay
@@ -298,6 +299,11 @@ func (l *AIMD) SetLimit(n int) {
 	l.law.setLimitTo(now, n)
 	l.dispatchLocked(now)
 }
+
+// MostInFlight returns the most calls the limiter can ever let be in
+// flight, Config.Ceiling: the worker pool a runner needs for no call the
+// limit admits to wait for a worker. It implements pipeline.PoolSizer.
+func (l *AIMD) MostInFlight() int { return l.cfg.Ceiling }
 
 // Limit returns the current limit on calls in flight.
 func (l *AIMD) Limit() int {

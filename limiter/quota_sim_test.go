@@ -305,11 +305,15 @@ const simTokens = 100
 
 // perfect returns the time a perfect client takes for the shape's items:
 // each request sent the instant the quota, the server's concurrency cap
-// and the workers (DefaultCeiling in flight) admit it.
-func perfect(sh quotaShape, seed uint64) time.Duration {
+// and the workers admit it. The workers are yardstickWorkers, or the
+// calls the law had in flight for 5% of its run (inFlight) when more: a
+// law that keeps more calls in flight than that (thinking models, ample
+// quotas; see Config.Ceiling) is measured against a client allowed as
+// many.
+func perfect(sh quotaShape, seed uint64, inFlight int) time.Duration {
 	s := newSimServer(sh, seed)
 	t, end := simEpoch, simEpoch
-	capacity := DefaultCeiling
+	capacity := max(yardstickWorkers, inFlight)
 	if sh.conc > 0 {
 		capacity = min(capacity, sh.conc)
 	}
@@ -374,18 +378,36 @@ type simRun struct {
 	done         int
 	goodput      float64 // the perfect client's time over wall
 	maxInFlight  int
+	// busy is how long the calls in flight were at each count.
+	busy map[int]time.Duration
 	// limit and rate are what the law learned, for the next run to
 	// start from (see Config.Start and Config.StartRate).
 	limit int
 	rate  float64
 }
 
+// busyP95 is the calls in flight the run had at least 5% of its time.
+func (r simRun) busyP95() int {
+	var total time.Duration
+	for _, d := range r.busy {
+		total += d
+	}
+	n, above := 0, time.Duration(0)
+	for c := r.maxInFlight; c >= 0; c-- {
+		if above += r.busy[c]; above >= total/20 {
+			n = c
+			break
+		}
+	}
+	return n
+}
+
 func (r simRun) share() float64        { return float64(r.r429s) / float64(r.calls) }
 func (r simRun) callsPerItem() float64 { return float64(r.calls) / float64(r.done) }
 
 // simulate drives a law configured by cfg (defaults for the zero value,
-// as `sawtooth run` does) through the shape: the runner's DefaultCeiling
-// workers each take an item, acquire a slot, call, report the outcome and
+// as `sawtooth run` does) through the shape: the runner's workers (the
+// limit's most in flight, as `sawtooth run` sizes its pool) each take an item, acquire a slot, call, report the outcome and
 // on a 429 acquire again at once, as pipeline.Runner does with a limiter.
 func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 	slowStart := cfg.Start == 0
@@ -409,7 +431,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		waiting  = slices.Clone(tokens[:min(cfg.Ceiling, sh.items)])
 		assigned = len(waiting)
 		inFlight int
-		r        simRun
+		r        = simRun{busy: map[int]time.Duration{}}
 	)
 	for r.done < sh.items {
 		for len(retries) > 0 && !retries[0].at.After(t) {
@@ -464,6 +486,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		if next.IsZero() {
 			panic(fmt.Sprintf("%s: stalled at %v with %d waiting, limit %d", sh.name, t.Sub(simEpoch), len(waiting), w.limit))
 		}
+		r.busy[inFlight] += next.Sub(t)
 		t = next
 		for len(events) > 0 && !events[0].at.After(t) {
 			e := heap.Pop(&events).(simEvent)
@@ -498,7 +521,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		}
 	}
 	r.wall = t.Sub(simEpoch)
-	r.goodput = perfect(sh, seed).Seconds() / r.wall.Seconds()
+	r.goodput = perfect(sh, seed, r.busyP95()).Seconds() / r.wall.Seconds()
 	r.limit, r.rate = w.limit, w.learnedRate()
 	return r
 }
@@ -560,7 +583,9 @@ func quotaShapes() []quotaShape {
 			latency: uniform(300*time.Millisecond, 500*time.Millisecond),
 		},
 		{
-			name: "per-minute window, ample, 1-3 s", items: 3000, refusal: refusal, retry: retryCoarse,
+			name: "per-minute window, ample, 1-3 s", floor: 0.50,
+			belowBar: "the perfect client sends the 470 calls it keeps in flight at once; slow start doubles from 8 to 512 over 1-3 s round trips, holding 64 for 4 s, a third of the run",
+			items:    3000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &slidingLog{limit: 6000, window: time.Minute} },
 			latency: uniform(time.Second, 3*time.Second),
 		},
@@ -580,6 +605,18 @@ func quotaShapes() []quotaShape {
 			name: "heavy tail 50ms-10s", items: 3000, refusal: refusal, retry: retryExact,
 			quota:   func() quotaModel { return &slidingLog{limit: 80, window: 2 * time.Second} },
 			latency: heavyTail(300*time.Millisecond, 1, 50*time.Millisecond, 10*time.Second),
+		},
+		{
+			// A thinking model on a paid tier: 6000 a minute named, 1-3 s
+			// answers; the quota needs about 200 calls in flight, three
+			// times slow start's brake. (With 64 in flight at most, as
+			// before the ceiling was lifted, it took 2.6 times as long.)
+			name: "thinking model, RPM named, 1-3 s", floor: 0.86,
+			belowBar: "slow start's climb to the 200 calls in flight the quota needs takes 8 round trips of 1-3 s and the brake's 4 s, which the perfect client, sending 200 at once, never spends",
+			items:    6000, refusal: refusal, retry: retryExact,
+			quota:    func() quotaModel { return &slidingLog{limit: 100, window: time.Second} },
+			namedRPM: 100 * 60,
+			latency:  uniform(time.Second, 3*time.Second),
 		},
 		{
 			name: "latency grows with load", items: 4000, refusal: refusal, retry: retryExact,
@@ -680,3 +717,9 @@ func TestLaw_quotaShapes_learnedStart(t *testing.T) {
 		})
 	}
 }
+
+// yardstickWorkers is the fewest workers the perfect client has: 64, the
+// pool most clients give a quota like these, so that a law that keeps few
+// calls in flight is not charged for a burst of a whole window at the
+// start it never needed.
+const yardstickWorkers = 64

@@ -151,6 +151,17 @@ type WeightedLimiter interface {
 	AcquireWeighted(ctx context.Context, size int64) (started time.Time, err error)
 }
 
+// PoolSizer is a Limiter that knows the most calls it can ever let be in
+// flight: a stage left without Workers gets that many, so that no call
+// the limit admits waits for a worker. (A worker holds its item while
+// the limiter paces it: a pool far above what the limit reaches holds
+// items for nothing.)
+type PoolSizer interface {
+	Limiter
+	// MostInFlight is the highest the limit can go.
+	MostInFlight() int
+}
+
 // RefusalHolder is a Limiter that decides itself when calls start again
 // after a 429 with no retry delay (a bare one): it holds them for a
 // jittered backoff and lets one probe go first, as limiter.AIMD does. The

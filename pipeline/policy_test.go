@@ -171,3 +171,38 @@ func TestEndpointHealth(t *testing.T) {
 		t.Fatalf("after a success: refused %d since %v", refusedInARow, since)
 	}
 }
+
+// sizedLimiter is a nopLimiter that knows the most calls it lets in
+// flight (PoolSizer).
+type sizedLimiter struct {
+	nopLimiter
+	most int
+}
+
+func (l sizedLimiter) MostInFlight() int { return l.most }
+
+// A stage left without Workers gets as many as its limiter can ever let be
+// in flight, so that no call the limit admits waits for a worker; Workers
+// given win, and a limiter that cannot say gets DefaultWorkers.
+func TestStageConfig_workersFromLimiter(t *testing.T) {
+	tests := []struct {
+		name    string
+		sc      StageConfig
+		workers int
+	}{
+		{"the limiter's most in flight", StageConfig{Limiter: sizedLimiter{most: 512}}, 512},
+		{"workers given", StageConfig{Limiter: sizedLimiter{most: 512}, Workers: 16}, 16},
+		{"a limiter that cannot say", StageConfig{Limiter: nopLimiter{}}, DefaultWorkers},
+		{"no limiter", StageConfig{}, DefaultWorkers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := tt.sc
+			sc.Stage = namedStage("api")
+			sc.setDefaults()
+			if sc.Workers != tt.workers {
+				t.Errorf("Workers = %d, want %d", sc.Workers, tt.workers)
+			}
+		})
+	}
+}

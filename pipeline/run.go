@@ -52,7 +52,8 @@ type StageConfig struct {
 	// Stage does the work.
 	Stage Stage
 	// Workers is the pool size; with a Limiter it is the most calls that
-	// can ever be in flight (the limiter's ceiling). Default DefaultWorkers.
+	// can ever be in flight (the limiter's ceiling). Default: the
+	// Limiter's MostInFlight when it is a PoolSizer, else DefaultWorkers.
 	Workers int
 	// Limiter, when set, gates every call (the API stage). Nil: the pool
 	// of Workers runs unthrottled.
@@ -85,6 +86,9 @@ type StageConfig struct {
 }
 
 func (sc *StageConfig) setDefaults() {
+	if ps, ok := sc.Limiter.(PoolSizer); ok && sc.Workers <= 0 {
+		sc.Workers = ps.MostInFlight()
+	}
 	if sc.Workers <= 0 {
 		sc.Workers = DefaultWorkers
 	}

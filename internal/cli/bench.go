@@ -29,8 +29,8 @@ type benchOptions struct {
 	// from Items).
 	ScheduleSet bool
 	Out, ErrOut io.Writer
-	// Matrix runs every strategy on every quota shape (Long adds a real
-	// per-minute window); Runs per cell, Shapes to pick, PlotDir for SVGs.
+	// Matrix runs every strategy on every quota shape (Long adds the
+	// shapes whose calls take seconds); Runs per cell, Shapes to pick, PlotDir for SVGs.
 	// ItemsSet says --items was given (else the matrix picks per shape).
 	ItemsSet bool
 	// WorkersSet says --workers was given (it applies to --engine --db).
@@ -71,7 +71,7 @@ func newBenchCommand() *cli.Command {
 		&cli.DurationFlag{Category: catBench, Name: "refusal-latency", Value: bench.DefaultRefusalLatency, Usage: "network round trip added to every 429 (the simulator refuses at once)", Destination: &o.Refusal},
 		&cli.StringFlag{Category: catBench, Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
 		&cli.BoolFlag{Category: catBench, Name: "matrix", Usage: "run every strategy on every quota shape (time-scaled windows) and print one table against a perfect client (each shape sets its own simulator: the simulator flags do not apply)", Destination: &o.Matrix},
-		&cli.BoolFlag{Category: catBench, Name: "long", Usage: "with --matrix: add a real per-minute window (minutes per strategy)", Destination: &o.Long},
+		&cli.BoolFlag{Category: catBench, Name: "long", Usage: "with --matrix: add the shapes whose calls take seconds, a thinking model and a real per-minute window (minutes per strategy)", Destination: &o.Long},
 		&cli.IntFlag{Category: catBench, Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
 		&cli.StringFlag{Category: catBench, Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
 		&cli.StringFlag{Category: catBench, Name: "plot-dir", Usage: "with --matrix: write one SVG per shape to `DIR`", Destination: &o.PlotDir},

@@ -152,7 +152,7 @@ func (o *pipelineOptions) validate() error {
 		{o.MaxAttempts <= 0, "max-attempts", "at least 1"},
 		{o.Grace < 0, "grace", "a duration of 0 or more"},
 		{o.Floor <= 0, "floor", "at least 1"},
-		{o.Ceiling < o.Floor, "ceiling", fmt.Sprintf("at least --floor (%d)", o.Floor)},
+		{o.Ceiling < 0 || o.Ceiling > 0 && o.Ceiling < o.Floor, "ceiling", fmt.Sprintf("at least --floor (%d), or 0 for the default", o.Floor)},
 		{o.Start < 0, "start", "a number of calls, or 0 for the learned limit"},
 		{o.Fixed < 0, "fixed", "a number of calls, or 0 for adaptive"},
 		{o.Decrease <= 0 || o.Decrease >= 1, "decrease", "a factor between 0 and 1, e.g. 0.5"},
@@ -208,7 +208,9 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 	}
 	b.stages = []pipeline.StageConfig{
 		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
-		{Stage: b.classify, Workers: max(o.Ceiling, o.Fixed), Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, Price: b.price()},
+		// Workers: as many as the limiter can ever let be in flight
+		// (pipeline.PoolSizer), also when useFleetLimiter replaces it.
+		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, Price: b.price()},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
 }

@@ -271,3 +271,42 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// --ceiling left out is 0, each limiter's own default (512 calls in
+// flight; 64 per worker of a PostgreSQL fleet); a ceiling given must be
+// at least --floor, and a negative one is refused naming the flag.
+func TestValidate_ceiling(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // a part of the usage error; "" for none
+	}{
+		{"left to the limiter", nil, ""},
+		{"given", []string{"--ceiling", "16"}, ""},
+		{"at the floor", []string{"--floor", "4", "--ceiling", "4"}, ""},
+		{"below the floor", []string{"--floor", "4", "--ceiling", "2"}, "--ceiling: want at least --floor (4), or 0 for the default"},
+		{"negative", []string{"--ceiling", "-1"}, "--ceiling: want at least --floor (1), or 0 for the default"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o pipelineOptions
+			if err := testCommand(&o).Run(append([]string{"sawtooth", "run", "--db", "x.db"}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if tt.args == nil && o.Ceiling != 0 {
+				t.Errorf("--ceiling left out = %d, want 0", o.Ceiling)
+			}
+			err := o.validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want a usage error containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -135,7 +135,9 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			b.defs[i].Fingerprint = st.Fingerprint()
 			in, out := stages.Price(st.Model())
 			b.prices[l.Name] = pipeline.Price{InputPerM: in, OutputPerM: out}
-			sc = pipeline.StageConfig{Stage: st, Workers: orInt(l.Limiter.Ceiling, limiter.DefaultCeiling), MaxAttempts: l.MaxAttempts, Price: b.prices[l.Name]}
+			// Workers: as many as the limiter addLimiters gives it can
+			// ever let be in flight (pipeline.PoolSizer).
+			sc = pipeline.StageConfig{Stage: st, MaxAttempts: l.MaxAttempts, Price: b.prices[l.Name]}
 		case s.Aggregate != nil:
 			a := s.Aggregate
 			agg := &stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count}

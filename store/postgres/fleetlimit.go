@@ -118,7 +118,10 @@ type epochRef struct {
 	waited bool
 }
 
-var _ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
+var (
+	_ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
+	_ pipeline.PoolSizer    = (*FleetLimiter)(nil)
+)
 
 // namedQuotaShare is the share of a quota a 429 named that the fleet is
 // paced to: a little under it, as the lone limiter does (97%).
@@ -380,6 +383,10 @@ func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Durat
 
 // Failed frees the slot.
 func (l *FleetLimiter) Failed(started time.Time) { l.done(started) }
+
+// MostInFlight is this worker's ceiling: the most calls it can ever have
+// in flight (pipeline.PoolSizer).
+func (l *FleetLimiter) MostInFlight() int { return l.cfg.Ceiling }
 
 // Limit is this worker's current limit on calls in flight.
 func (l *FleetLimiter) Limit() int {
