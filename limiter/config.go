@@ -63,6 +63,7 @@ const (
 	slowStartBrake  = 64
 	brakeRoundTrips = 2
 	brakeHold       = 4 * time.Second
+	brakeGrowEvery  = 1
 	// bisectShare: the bisection between the safe rate and the refused one
 	// stops when they are within this share, and the rate stays at the
 	// safe one for reprobeLags answer lags before it looks for more.

@@ -126,6 +126,7 @@ type law struct {
 	// slowLatency: avgLatency's slower twin (see limitLatency).
 	slowLatency float64
 	sizes       sizeReading // calls' sizes against their tokens (see tokens.go)
+	replay      replay      // a spent window replayed (see replay.go)
 	reqTat      time.Time   // the requests schedule while tokens are paced (see requestHold)
 	nextSize    int64       // the size of the call first in line, 0 if unknown (see headStep)
 }
@@ -167,6 +168,9 @@ func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 // the paced schedule when later.
 func (w *law) hold(time.Time) time.Time {
 	h := w.gate
+	if p := w.replayHold(); p.After(h) {
+		h = p
+	}
 	if w.rate > 0 {
 		if p := w.tat.Add(w.headStep() - w.interval()*paceBurst); p.After(h) {
 			h = p
@@ -193,6 +197,7 @@ func (w *law) start(t time.Time, inFlight int) time.Time { return w.startSized(t
 func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	s := w.stamp(t)
 	weight := w.startWeight(size)
+	w.replayed()
 	if w.rate > 0 {
 		if w.tat.Before(t) {
 			w.tat = t
@@ -299,8 +304,11 @@ func (w *law) slowGrow(t time.Time, inFlight int) {
 		}
 		w.braked++
 	default:
-		w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
-		w.increases++
+		w.braked++
+		if w.braked%brakeGrowEvery == 0 {
+			w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
+			w.increases++
+		}
 	}
 }
 
@@ -556,6 +564,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// start, opens a window after it.
 			if !uncertain(retryAfter) && t.Sub(w.firstStart) < retryAfter {
 				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
+				w.startReplay(t.Add(retryAfter))
 			}
 			span := max(t.Sub(w.firstStart), w.window)
 			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses && span >= 2*w.latency() {

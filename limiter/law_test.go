@@ -883,3 +883,50 @@ func TestLaw_namedTokens(t *testing.T) {
 		})
 	}
 }
+
+// Slow start's first 429, whose exact delay says the window its calls
+// spent opens again a window after the first start, replays that window:
+// the k-th call after it reopens waits for the window to pass over the
+// k-th call the quota admitted; a refused call took no slot and is
+// skipped; the replay ends with the window's calls.
+func TestLaw_replaysASpentWindow(t *testing.T) {
+	w := newTestLaw(Config{})
+	at := func(d time.Duration) time.Time { return simEpoch.Add(d) }
+	var starts []time.Time
+	for i := range 4 {
+		starts = append(starts, w.start(at(time.Duration(i)*time.Second), i))
+	}
+	for i, s := range starts[:3] {
+		w.onSuccess(s.Add(500*time.Millisecond), s, 100, 4-i)
+	}
+	refusedAt := at(3100 * time.Millisecond)
+	w.onRateLimited(refusedAt, starts[3], at(time.Minute).Sub(refusedAt), 1)
+
+	want := []time.Duration{time.Minute, time.Minute + time.Second, time.Minute + 2*time.Second}
+	for i, d := range want {
+		if got := w.replayHold(); !got.Equal(at(d)) {
+			t.Fatalf("call %d after the window reopens: replay holds it until %v, want %v", i, got.Sub(simEpoch), d)
+		}
+		if h := w.hold(at(d)); h.Before(at(d)) {
+			t.Fatalf("call %d: hold %v, before the replay's %v", i, h.Sub(simEpoch), d)
+		}
+		s := w.start(at(d), 0)
+		w.onSuccess(s.Add(500*time.Millisecond), s, 100, 1)
+	}
+	if got := w.replayHold(); !got.IsZero() {
+		t.Errorf("after the window's admitted calls: replay holds until %v, want no replay (the refused call took no slot)", got.Sub(simEpoch))
+	}
+}
+
+// A first 429 whose delay is shorter than slow start lasted (a quota
+// spent partway through its window, a token bucket) starts no replay.
+func TestLaw_noReplayForAShortDelay(t *testing.T) {
+	w := newTestLaw(Config{})
+	s1 := w.start(simEpoch, 0)
+	w.onSuccess(simEpoch.Add(500*time.Millisecond), s1, 100, 1)
+	s2 := w.start(simEpoch.Add(2*time.Second), 0)
+	w.onRateLimited(simEpoch.Add(2100*time.Millisecond), s2, time.Second, 1)
+	if got := w.replayHold(); !got.IsZero() {
+		t.Errorf("replay holds until %v, want none", got.Sub(simEpoch))
+	}
+}

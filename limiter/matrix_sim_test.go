@@ -56,6 +56,13 @@ func matrixShapes() []quotaShape {
 			latency:  pareto(50*time.Millisecond, 1.3, 2*time.Millisecond, 4*time.Second),
 			overload: bursts{every: 1500 * time.Millisecond, dur: 200 * time.Millisecond}},
 		withFloor(tpmCountedShape(items, refusal), 0.945),
+		// bench --long: slow start spends a real minute's quota in its
+		// first 19 s and meets the window again when it reopens (see
+		// replay.go); the perfect client sends the window's 1,800 at
+		// once, with as many workers as the law kept in flight.
+		{name: "minute-ample", floor: 0.93, items: 1850, refusal: refusal, retry: retryExact, namedRPM: 1800,
+			quota:   func() quotaModel { return &slidingLog{limit: 1800, window: time.Minute} },
+			latency: uniform(time.Second, 3*time.Second)},
 	}
 }
 
