@@ -59,9 +59,10 @@ func engineAggregate() *stages.Aggregate {
 }
 
 // EngineStages are the real sanitize and aggregate stages around
-// classify, with `sawtooth run`'s default worker counts (--workers 8 per
-// local stage, --ceiling 64 for the API stage). The API stage has no
-// limiter here: with an instant stage it would only measure itself.
+// classify: --workers 8 per local stage, as `sawtooth run`, and 64 for the
+// API stage (the pool `sawtooth run` gives it on PostgreSQL; a store
+// drains the same whatever the pool past a few dozen). The API stage has
+// no limiter here: with an instant stage it would only measure itself.
 func EngineStages(classify pipeline.Stage) []pipeline.StageConfig {
 	return []pipeline.StageConfig{
 		{Stage: &stages.Sanitize{}, Workers: pipeline.DefaultWorkers, MaxAttempts: 1},

@@ -37,7 +37,8 @@ const (
 // Strategies returns every strategy, ours first:
 //
 //   - aimd: `sawtooth run` with its defaults: limiter.New(limiter.Config{})
-//     (start 8, floor 1, ceiling 64) and 64 workers.
+//     (start 8, floor 1, ceiling 512) and a worker per call it may let
+//     be in flight.
 //   - seed-aimd: the first seed's limiter exactly (SeedAIMD) behind its 128
 //     workers; a 429'd item is retried at once, forever (the seed requeues
 //     it with no limit, so our engine's stop after 200 refusals in a row is

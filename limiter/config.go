@@ -137,7 +137,8 @@ const tokenWeight = 1.0 / 64
 type Config struct {
 	// Start is the limit, in calls in flight, before any feedback arrives.
 	// Zero means DefaultStart with slow start: the limit doubles each round
-	// trip up to Ceiling or the first 429 (see AIMD). A positive Start (a
+	// trip until the first 429, up to 64, held there two round trips and
+	// 4 s, then on up to Ceiling (see AIMD). A positive Start (a
 	// limit learned by an earlier run) is paced from the first round trip
 	// as the rate it carries. It is clamped to [Floor, Ceiling].
 	Start int

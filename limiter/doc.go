@@ -101,14 +101,15 @@
 // from the quota's answers: the starts and their outcomes, the admitted
 // rate, the window, a named budget, the smoothed latency), hold.go (the
 // runner's overload holds as the law sees them), tokens.go (pacing in
-// tokens: calls' sizes against what they are billed), queue.go (AIMD:
+// tokens: calls' sizes against what they are billed), replay.go (the
+// calls after a window spent by the first ones reopens), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 665 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 710 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 2,100 lines
+// already live in reading.go. The package is about 2,350 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer

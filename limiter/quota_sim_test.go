@@ -723,3 +723,26 @@ func TestLaw_quotaShapes_learnedStart(t *testing.T) {
 // calls in flight is not charged for a burst of a whole window at the
 // start it never needed.
 const yardstickWorkers = 64
+
+// A thinking model on a paid tier needs about 200 calls in flight: the
+// law reaches them (slow start past its brake, up to DefaultCeiling) and
+// keeps them, in well under half the time a ceiling of 64 takes. The
+// goodput floors alone could not show it: the perfect client is held to
+// the calls the law kept in flight.
+func TestLaw_thinkingModelFillsItsQuota(t *testing.T) {
+	i := slices.IndexFunc(quotaShapes(), func(sh quotaShape) bool { return strings.HasPrefix(sh.name, "thinking model") })
+	if i < 0 {
+		t.Fatal("no thinking-model shape")
+	}
+	sh := quotaShapes()[i]
+	for seed := range uint64(simSeeds) {
+		r := simulate(sh, Config{}, seed+1)
+		capped := simulate(sh, Config{Ceiling: 64}, seed+1)
+		if p95 := r.busyP95(); p95 < 180 {
+			t.Errorf("seed %d: %d calls in flight for 5%% of the run, want at least 180 (the quota carries about 200)", seed+1, p95)
+		}
+		if r.wall > capped.wall*45/100 {
+			t.Errorf("seed %d: %v, want under 45%% of the %v a ceiling of 64 takes", seed+1, r.wall, capped.wall)
+		}
+	}
+}

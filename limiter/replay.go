@@ -2,8 +2,9 @@ package limiter
 
 import "time"
 
-// A window's quota that slow start spent is spent at the pace slow start
-// sent: a few calls at first, then hundreds a round trip. A sliding
+// A window's quota spent by the first calls is spent at the pace they
+// were sent: slow start sends a few calls at first, then hundreds a
+// round trip. A sliding
 // window frees its slots at that same pace a window later, so the rate
 // paced when it reopens meets a log that frees a trickle for the first
 // part of the window and a flood at its end, and each call sent into the
@@ -25,11 +26,13 @@ type replay struct {
 }
 
 // startReplay begins replaying the calls sent since the first start, on
-// slow start's first 429 at t whose exact retry delay says the window
-// its calls spent opens again at reopen. The calls' record must outlast
-// the replay: no replay when they fill more than half of it.
+// the first 429, whose exact retry delay says the window its calls spent
+// opens again at reopen. The record of the calls must outlast the
+// replay: each start after it consumes one of them before its own
+// record is written, so the ring holds them while they are fewer than
+// its length. (A window of more calls than that is not replayed.)
 func (w *law) startReplay(reopen time.Time) {
-	if w.nSent > sentRing/2 {
+	if w.nSent >= sentRing {
 		return
 	}
 	w.replay = replay{shift: reopen.Sub(w.firstStart), next: 0, end: w.nSent}

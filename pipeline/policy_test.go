@@ -183,25 +183,30 @@ func (l sizedLimiter) MostInFlight() int { return l.most }
 
 // A stage left without Workers gets as many as its limiter can ever let be
 // in flight, so that no call the limit admits waits for a worker; Workers
-// given win, and a limiter that cannot say gets DefaultWorkers.
+// given win, and a limiter that cannot say gets DefaultWorkers. The 429s
+// in a row that park the stage grow with a pool past 100: a pool's calls
+// in flight can all meet one spent window.
 func TestStageConfig_workersFromLimiter(t *testing.T) {
 	tests := []struct {
-		name    string
-		sc      StageConfig
-		workers int
+		name           string
+		sc             StageConfig
+		workers        int
+		maxRateLimited int
 	}{
-		{"the limiter's most in flight", StageConfig{Limiter: sizedLimiter{most: 512}}, 512},
-		{"workers given", StageConfig{Limiter: sizedLimiter{most: 512}, Workers: 16}, 16},
-		{"a limiter that cannot say", StageConfig{Limiter: nopLimiter{}}, DefaultWorkers},
-		{"no limiter", StageConfig{}, DefaultWorkers},
+		{"the limiter's most in flight", StageConfig{Limiter: sizedLimiter{most: 512}}, 512, 612},
+		{"workers given", StageConfig{Limiter: sizedLimiter{most: 512}, Workers: 16}, 16, DefaultMaxRateLimited},
+		{"a pool of 64", StageConfig{Limiter: sizedLimiter{most: 64}}, 64, DefaultMaxRateLimited},
+		{"refusals in a row given", StageConfig{Limiter: sizedLimiter{most: 512}, MaxRateLimited: 50}, 512, 50},
+		{"a limiter that cannot say", StageConfig{Limiter: nopLimiter{}}, DefaultWorkers, DefaultMaxRateLimited},
+		{"no limiter", StageConfig{}, DefaultWorkers, DefaultMaxRateLimited},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sc := tt.sc
 			sc.Stage = namedStage("api")
 			sc.setDefaults()
-			if sc.Workers != tt.workers {
-				t.Errorf("Workers = %d, want %d", sc.Workers, tt.workers)
+			if sc.Workers != tt.workers || sc.MaxRateLimited != tt.maxRateLimited {
+				t.Errorf("Workers = %d, MaxRateLimited = %d; want %d and %d", sc.Workers, sc.MaxRateLimited, tt.workers, tt.maxRateLimited)
 			}
 		})
 	}

@@ -71,7 +71,9 @@ type StageConfig struct {
 	// or a per-day quota, parks the stage. Default DefaultMaxWait.
 	MaxWait time.Duration
 	// MaxRateLimited is how many 429s in a row, with no success between
-	// them, park the stage as "quota exhausted". Default 200.
+	// them, park the stage as "quota exhausted". Default 200, or the pool
+	// plus 100 when that is more: every call of a pool in flight can meet
+	// one window spent, and that says nothing of the next.
 	MaxRateLimited int
 	// Price is what the stage's calls cost (the API stage); the zero
 	// Price means they are free. It prices StageStats.CostUSD and
@@ -99,7 +101,7 @@ func (sc *StageConfig) setDefaults() {
 		sc.MaxWait = DefaultMaxWait
 	}
 	if sc.MaxRateLimited <= 0 {
-		sc.MaxRateLimited = DefaultMaxRateLimited
+		sc.MaxRateLimited = max(DefaultMaxRateLimited, sc.Workers+DefaultMaxRateLimited/2)
 	}
 	if sc.MaxOutage <= 0 {
 		sc.MaxOutage = DefaultMaxOutage

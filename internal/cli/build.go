@@ -17,6 +17,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
 
 // stageSet is the pipeline one command drains: the three stages, their
@@ -202,7 +203,7 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 			start, startRate = learnedState(db, b.classify.Name())
 		}
 		b.limiter = limiter.New(limiter.Config{
-			Start: start, StartRate: startRate, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
+			Start: start, StartRate: startRate, Floor: o.Floor, Ceiling: limiterCeiling(o.Ceiling, db), DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
 			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
 		})
 	}
@@ -213,6 +214,17 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, Price: b.price()},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
+}
+
+// limiterCeiling is the ceiling an adaptive limiter of the API stage
+// gets: the one given; else, on PostgreSQL, a fleet worker's, as each
+// worker's pool claims items and holds their leases whether its quota is
+// shared or not; else 0, the limiter's own default.
+func limiterCeiling(given int, db pipeline.Database) int {
+	if _, fleet := db.(*postgres.DB); fleet && given == 0 {
+		return postgres.DefaultFleetCeiling
+	}
+	return given
 }
 
 // learnedStore is what learnedState and saveLearnedState need of a

@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
 	"github.com/urfave/cli/v2"
 )
 
@@ -306,6 +309,30 @@ func TestValidate_ceiling(t *testing.T) {
 			var ue *UsageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want a usage error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// On PostgreSQL an API stage's limiter left without a ceiling gets a
+// fleet worker's, its own quota or not: its pool claims and leases items.
+func TestLimiterCeiling(t *testing.T) {
+	var bolt *store.DB
+	tests := []struct {
+		name  string
+		given int
+		db    pipeline.Database
+		want  int
+	}{
+		{"bbolt, left out: the limiter's default", 0, bolt, 0},
+		{"bbolt, given", 100, bolt, 100},
+		{"PostgreSQL, left out: a fleet worker's", 0, (*postgres.DB)(nil), postgres.DefaultFleetCeiling},
+		{"PostgreSQL, given", 100, (*postgres.DB)(nil), 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := limiterCeiling(tt.given, tt.db); got != tt.want {
+				t.Errorf("limiterCeiling(%d) = %d, want %d", tt.given, got, tt.want)
 			}
 		})
 	}

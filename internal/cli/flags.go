@@ -139,7 +139,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.DurationFlag{Name: "grace", Category: catEngine, Value: 10 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight calls may finish", EnvVars: env("grace"), Destination: &o.Grace},
 		&cli.IntFlag{Name: "start", Category: catLimiter, Usage: "starting concurrency", DefaultText: "the limit learned by the last run (paced at the rate it learned), else 8", EnvVars: env("start"), Destination: &o.Start},
 		&cli.IntFlag{Name: "floor", Category: catLimiter, Value: 1, Usage: "lowest concurrency", EnvVars: env("floor"), Destination: &o.Floor},
-		&cli.IntFlag{Name: "ceiling", Category: catLimiter, Usage: "highest concurrency", DefaultText: fmt.Sprintf("%d (%d per worker of a PostgreSQL fleet)", limiter.DefaultCeiling, postgres.DefaultFleetCeiling), EnvVars: env("ceiling"), Destination: &o.Ceiling},
+		&cli.IntFlag{Name: "ceiling", Category: catLimiter, Usage: "highest concurrency", DefaultText: fmt.Sprintf("%d (%d per worker on PostgreSQL)", limiter.DefaultCeiling, postgres.DefaultFleetCeiling), EnvVars: env("ceiling"), Destination: &o.Ceiling},
 		&cli.IntFlag{Name: "fixed", Category: catLimiter, Usage: "a fixed pool of `N` calls, no adaptation (for comparisons)", DefaultText: "off", EnvVars: env("fixed"), Destination: &o.Fixed},
 		&cli.Float64Flag{Name: "decrease", Category: catLimiter, Value: limiter.DefaultDecreaseFactor, Usage: "multiplicative decrease on a 429", EnvVars: env("decrease"), Destination: &o.Decrease},
 		&cli.DurationFlag{Name: "cooldown", Category: catLimiter, Value: limiter.DefaultCooldown, Usage: "longest pause in growth after a decrease (shortened to 5 round trips once latency is measured)", EnvVars: env("cooldown"), Destination: &o.Cooldown},

@@ -33,7 +33,7 @@ stages:
       model: gemini-2.5-flash
       prompt_file: classify.tmpl       # sees .Text, .Fields.app, .Out.<stage>.<field>
       output: {label: [bug, feature_request, pricing, ux, praise, other]}
-      limiter: {ceiling: 64}           # the concurrency it may grow to
+      limiter: {ceiling: 512}          # the most calls in flight it may grow to (the default)
 
   # Another, only for some items: when: reads earlier outputs.
   # - llm:
