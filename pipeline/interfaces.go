@@ -152,10 +152,8 @@ type WeightedLimiter interface {
 }
 
 // PoolSizer is a Limiter that knows the most calls it can ever let be in
-// flight: a stage left without Workers gets that many, so that no call
-// the limit admits waits for a worker. (A worker holds its item while
-// the limiter paces it: a pool far above what the limit reaches holds
-// items for nothing.)
+// flight: a stage left without Workers may grow its pool to that many, so
+// that no call the limit admits waits for a worker (see pool.go).
 type PoolSizer interface {
 	Limiter
 	// MostInFlight is the highest the limit can go.

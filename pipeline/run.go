@@ -52,8 +52,10 @@ type StageConfig struct {
 	// Stage does the work.
 	Stage Stage
 	// Workers is the pool size; with a Limiter it is the most calls that
-	// can ever be in flight (the limiter's ceiling). Default: the
-	// Limiter's MostInFlight when it is a PoolSizer, else DefaultWorkers.
+	// can ever be in flight (the limiter's ceiling), and the pool starts
+	// at a few dozen and grows with the limiter's limit up to it (see
+	// pool.go). Default: the Limiter's MostInFlight when it is a
+	// PoolSizer, else DefaultWorkers.
 	Workers int
 	// Limiter, when set, gates every call (the API stage). Nil: the pool
 	// of Workers runs unthrottled.
@@ -494,24 +496,34 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 		go func() { defer leaseWatch.Done(); book.heartbeat(stopLeases) }()
 		go func() { defer leaseWatch.Done(); book.expiry(stopLeases) }()
 	}
-	for w := 0; w < sc.Workers; w++ {
+	pool := newPool(sc)
+	var worker func()
+	worker = func() {
+		defer all.Done()
+		defer wg.Done()
+		for q := range work {
+			// Grow the pool from a worker, which holds wg and all, so
+			// that an Add never meets a zero count.
+			for range pool.grow() {
+				wg.Add(1)
+				all.Add(1)
+				go worker()
+			}
+			if book == nil {
+				r.process(stageCtx, workCtx, parkStage, i, q)
+				continue
+			}
+			// The call is canceled if the lease is lost.
+			if ctx, ok := book.start(q.Seq, workCtx); ok {
+				r.process(stageCtx, ctx, parkStage, i, q)
+			}
+			book.finished(q.Seq)
+		}
+	}
+	for range pool.started() {
 		wg.Add(1)
 		all.Add(1)
-		go func() {
-			defer all.Done()
-			defer wg.Done()
-			for q := range work {
-				if book == nil {
-					r.process(stageCtx, workCtx, parkStage, i, q)
-					continue
-				}
-				// The call is canceled if the lease is lost.
-				if ctx, ok := book.start(q.Seq, workCtx); ok {
-					r.process(stageCtx, ctx, parkStage, i, q)
-				}
-				book.finished(q.Seq)
-			}
-		}()
+		go worker()
 	}
 	go func() {
 		wg.Wait()

@@ -643,3 +643,49 @@ func TestRunner_OverloadHeldNotDeadLettered(t *testing.T) {
 		}
 	})
 }
+
+// growingLimiter is a fakeLimiter whose limit grows with its successes,
+// as slow start's does, up to 300, and that may let 512 in flight.
+type growingLimiter struct{ fakeLimiter }
+
+func (l *growingLimiter) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return min(300, 8+2*l.succeeded)
+}
+func (l *growingLimiter) MostInFlight() int { return 512 }
+
+// TestRunner_PoolGrowsWithTheLimit: a limited stage left without Workers
+// starts a pool of a few dozen and grows it as the limit grows, so that
+// a limit of 300 has 200 calls in flight at once (a thinking model's
+// quota), not the 64 workers it started with.
+func TestRunner_PoolGrowsWithTheLimit(t *testing.T) {
+	const quick, together = 100, 200
+	st := newMemStore([]string{"api"}, 400)
+	lim := &growingLimiter{}
+	var calls, blocked atomic.Int64
+	release := make(chan struct{})
+	api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+		if calls.Add(1) <= quick {
+			return ok(ctx, it, n)
+		}
+		if blocked.Add(1) == together {
+			close(release)
+		}
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second): // the pool never reached it: fail below, not hang
+		}
+		return ok(ctx, it, n)
+	}}
+	r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{{Stage: api, Limiter: lim, MaxAttempts: 1, NewBackOff: noWait}}}
+	if _, err := r.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st.tally()["done"] != 400 {
+		t.Fatalf("where = %v", st.tally())
+	}
+	if lim.peak < together {
+		t.Errorf("at most %d calls in flight, want %d: the pool did not grow with the limit", lim.peak, together)
+	}
+}
