@@ -365,7 +365,7 @@ func (r *Runner) commitFleet(ps []pending) error {
 }
 
 // claimSize is how many entries stage i claims next, roundTrip being how
-// long the last claim took. A pool's worth (Workers) is the floor: what
+// long the last claim took. A pool's worth (its workers now) is the floor: what
 // the workers can start at once, so that entries do not wait here while
 // an idle worker elsewhere finds none. But a stage whose calls are
 // quicker than a claim's round trip (sanitize, aggregate: microseconds
@@ -377,9 +377,13 @@ func (r *Runner) commitFleet(ps []pending) error {
 // all started within about a round trip: no other worker would have
 // started them sooner.
 func (r *Runner) claimSize(i int, roundTrip time.Duration) int {
-	sc := &r.Stages[i]
-	floor := min(sc.Workers, DefaultFetch)
 	c := r.counters[i]
+	// The pool as it is now: a limited stage's grows with its limit.
+	workers := int(c.workers.Load())
+	if workers <= 0 {
+		workers = r.Stages[i].Workers
+	}
+	floor := min(workers, DefaultFetch)
 	calls := c.calls.Load()
 	if calls == 0 || roundTrip <= 0 {
 		return floor
@@ -388,6 +392,6 @@ func (r *Runner) claimSize(i int, roundTrip time.Duration) int {
 	if call <= 0 {
 		return DefaultFetch
 	}
-	n := int64(sc.Workers) * int64(roundTrip) / call
+	n := int64(workers) * int64(roundTrip) / call
 	return int(max(int64(floor), min(n, DefaultFetch)))
 }

@@ -23,11 +23,16 @@ const (
 type pool struct {
 	limiter Limiter // nil: the pool is Workers from the start
 	most    int
-	n       atomic.Int64 // workers started
+	n       *atomic.Int64 // workers started
+	// away: the stage's workers holding an item outside the limiter (a
+	// retry's backoff, an overload hold). Their calls are not in flight,
+	// and a limit that grows only while calls fill it (slow start past
+	// its brake) would stop growing with them asleep.
+	away *atomic.Int64
 }
 
-func newPool(sc *StageConfig) *pool {
-	return &pool{limiter: sc.Limiter, most: sc.Workers}
+func newPool(sc *StageConfig, workers, away *atomic.Int64) *pool {
+	return &pool{limiter: sc.Limiter, most: sc.Workers, n: workers, away: away}
 }
 
 // started returns how many workers to start the stage with, and counts
@@ -58,8 +63,8 @@ func (p *pool) grow() int {
 
 // wanted is the pool the current limit needs: the limit, a quarter more
 // (it doubles each round trip in slow start, and a worker only looks
-// when it takes an item), and poolSlack.
+// when it takes an item), poolSlack, and the workers away.
 func (p *pool) wanted() int {
 	l := p.limiter.Limit()
-	return l + l/4 + poolSlack
+	return l + l/4 + poolSlack + int(p.away.Load())
 }

@@ -81,7 +81,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		// Waiting out an overload holds no limiter slot and books no
 		// money.
+		c.away.Add(1)
 		passed, probe, open, ok := c.overload.pass(stageCtx, clock)
+		c.away.Add(-1)
 		if !ok {
 			return // stopping: the item stays queued
 		}
@@ -222,7 +224,10 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			parkStage()
 			return
 		case retryAt:
-			if !sleep(stageCtx, clock, a.at.Sub(now)) {
+			c.away.Add(1)
+			slept := sleep(stageCtx, clock, a.at.Sub(now))
+			c.away.Add(-1)
+			if !slept {
 				return
 			}
 			continue

@@ -227,22 +227,26 @@ type stageCounters struct {
 	rateLimited, transient, unavailable atomic.Int64
 	prompt, candidate, total            atomic.Int64
 	inFlight                            atomic.Int64
-	leasesLost                          atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
-	limitMin, limitMax                  atomic.Int64
-	health                              endpointHealth
-	overload                            *overloadHold  // holds the calls while the server answers overloaded
-	pending                             sync.WaitGroup // results sent, not yet committed or dropped
-	notify                              chan struct{}  // the upstream stage committed new work
-	outcomes                            []atomic.Int64 // calls by classIndex
-	deadMu                              sync.Mutex     // guards deadReasons, samePerm*
-	deadReasons                         map[string]int
-	samePermKey                         string
-	samePermN                           int
-	spent, saved                        atomic.Int64 // nanodollars: billed, and saved by the cache
-	cached                              atomic.Int64 // committed answers reused without a call
-	paid                                atomic.Int64 // calls billed
-	flights                             flights
-	sizes                               sizer
+	// away: workers holding an item outside the limiter, waiting out a
+	// retry's backoff or an overload hold (see pool.wanted); workers: the
+	// stage's pool as it grows (see pool.go).
+	away, workers      atomic.Int64
+	leasesLost         atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
+	limitMin, limitMax atomic.Int64
+	health             endpointHealth
+	overload           *overloadHold  // holds the calls while the server answers overloaded
+	pending            sync.WaitGroup // results sent, not yet committed or dropped
+	notify             chan struct{}  // the upstream stage committed new work
+	outcomes           []atomic.Int64 // calls by classIndex
+	deadMu             sync.Mutex     // guards deadReasons, samePerm*
+	deadReasons        map[string]int
+	samePermKey        string
+	samePermN          int
+	spent, saved       atomic.Int64 // nanodollars: billed, and saved by the cache
+	cached             atomic.Int64 // committed answers reused without a call
+	paid               atomic.Int64 // calls billed
+	flights            flights
+	sizes              sizer
 }
 
 func (c *stageCounters) addUsage(u Usage) {
@@ -496,7 +500,7 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 		go func() { defer leaseWatch.Done(); book.heartbeat(stopLeases) }()
 		go func() { defer leaseWatch.Done(); book.expiry(stopLeases) }()
 	}
-	pool := newPool(sc)
+	pool := newPool(sc, &r.counters[i].workers, &r.counters[i].away)
 	var worker func()
 	worker = func() {
 		defer all.Done()

@@ -665,6 +665,10 @@ func TestRunner_PoolGrowsWithTheLimit(t *testing.T) {
 	lim := &growingLimiter{}
 	var calls, blocked atomic.Int64
 	release := make(chan struct{})
+	// The pool never reaching it fails below, after one wait, not a wait
+	// per call.
+	never, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
 	api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
 		if calls.Add(1) <= quick {
 			return ok(ctx, it, n)
@@ -674,7 +678,7 @@ func TestRunner_PoolGrowsWithTheLimit(t *testing.T) {
 		}
 		select {
 		case <-release:
-		case <-time.After(5 * time.Second): // the pool never reached it: fail below, not hang
+		case <-never.Done():
 		}
 		return ok(ctx, it, n)
 	}}
