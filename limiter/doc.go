@@ -101,10 +101,11 @@
 // from the quota's answers: the starts and their outcomes, the admitted
 // rate, the window, a named budget, the smoothed latency), hold.go (the
 // runner's overload holds as the law sees them), tokens.go (pacing in
-// tokens: calls' sizes against what they are billed), replay.go (the
-// calls after a window spent by the first ones reopens), queue.go (AIMD:
+// tokens: calls' sizes against what they are billed), slowstart.go (slow
+// start's climb and its brake at 64), replay.go (the calls after a window
+// spent by the first ones reopens), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 710 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 675 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one

@@ -730,11 +730,12 @@ const yardstickWorkers = 64
 // goodput floors alone could not show it: the perfect client is held to
 // the calls the law kept in flight.
 func TestLaw_thinkingModelFillsItsQuota(t *testing.T) {
-	i := slices.IndexFunc(quotaShapes(), func(sh quotaShape) bool { return strings.HasPrefix(sh.name, "thinking model") })
+	shapes := quotaShapes()
+	i := slices.IndexFunc(shapes, func(sh quotaShape) bool { return strings.HasPrefix(sh.name, "thinking model") })
 	if i < 0 {
 		t.Fatal("no thinking-model shape")
 	}
-	sh := quotaShapes()[i]
+	sh := shapes[i]
 	for seed := range uint64(simSeeds) {
 		r := simulate(sh, Config{}, seed+1)
 		capped := simulate(sh, Config{Ceiling: 64}, seed+1)

@@ -54,6 +54,9 @@ func (p *pool) grow() int {
 		return 0
 	}
 	n := p.n.Load()
+	if n >= int64(p.most) {
+		return 0 // at the most: no need to ask the limiter, item after item
+	}
 	want := int64(min(p.most, p.wanted()))
 	if want <= n || !p.n.CompareAndSwap(n, want) {
 		return 0
