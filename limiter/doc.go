@@ -23,7 +23,9 @@
 // drift, a neighbour's burst) often comes back, and climbs back to it
 // sooner (one answer lag, not two, while no look has been refused; two
 // at most when 429s are bare, as a refused look then costs one refusal
-// and a light gate) and in stairs of 20%. Tuned on a virtual-time simulation of every quota shape
+// and a light gate) and in stairs of 20%; once back at it, it looks
+// above it from the rate refused before the fall, as a quota that came
+// back as it went is bounded where it was. Tuned on a virtual-time simulation of every quota shape
 // (quota_sim_test.go), against a client that knows the quota.
 //
 // Both kinds of outcome lower the limit: 429s (RateLimited), and with
@@ -82,7 +84,11 @@
 //
 // A 429's retry delay closes a gate: no call starts before it has passed.
 // A delay of a whole number of seconds is read as rounded (real quotas
-// send 26-59 s where a second would do) and a 429 with none as unknown:
+// send 26-59 s where a second would do; such delays read the window too
+// long, and the rate slow start's burst was admitted at too low, until
+// the first probe the quota admits after the burst bounds both: a
+// sliding window lets the burst's first call go a window after it) and
+// a 429 with none as unknown:
 // unless a cap on calls in progress explains it, calls wait a jittered
 // backoff of about a round trip, growing by half while 429s go on, then
 // one probe call goes first. (The first such 429 at a rate already paced
@@ -105,7 +111,7 @@
 // start's climb and its brake at 64), replay.go (the calls after a window
 // spent by the first ones reopens), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 675 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 700 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one

@@ -41,7 +41,10 @@ type law struct {
 	// peak: the safe rate before the quota last fell, 0 once the rate
 	// is back at it. A quota that fell (a drift, a neighbour's burst)
 	// often comes back: the stairs climb to it faster.
-	peak      float64
+	peak float64
+	// peakBound: the rate last refused above peak before the quota
+	// fell, 0 if none was known (see fell).
+	peakBound float64
 	eventRate float64 // the rate when the current event began
 	// namedRPM and namedTPM are the per-minute budgets the last 429
 	// that named any named (see nameQuota); 0 if none.
@@ -362,7 +365,15 @@ func (w *law) grow(t time.Time) {
 	}
 	w.rate = min(w.rate, w.maxRate())
 	if w.peak > 0 && w.rate >= w.peak {
+		// Back at the rate the quota admitted before it fell. A quota
+		// that came back as it went is bounded where it was: look above
+		// it from the rate refused then, not in the stairs of the climb
+		// back, which would look far above it.
 		w.peak = 0
+		if w.peakBound > w.rate {
+			w.refused, w.stairs = w.peakBound, 0
+		}
+		w.peakBound = 0
 	}
 	w.probeFrom = t
 }
@@ -487,7 +498,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		measured = measured && !first
 		switch {
 		case measured && admittedRate < w.safe*fellShare:
-			w.peak = max(w.peak, w.safe)
+			w.fell()
 			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
 		case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
 			// Refused at the safe rate while the quota admits about
@@ -495,7 +506,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// window shows only now and then. Go just under it.
 			w.safe *= eventBackoff
 		case w.rate <= w.safe*1.001:
-			w.peak = max(w.peak, w.safe)
+			w.fell()
 			w.safe = 0 // refused at a rate it admitted: the quota fell
 			w.calm = 0
 		case w.safe > 0 && w.stairs == 1:
@@ -669,4 +680,17 @@ func (w *law) setLimit(n int) {
 	w.limit = n
 	w.minLimit = min(w.minLimit, n)
 	w.maxLimit = max(w.maxLimit, n)
+}
+
+// fell records that the quota fell below the safe rate, which the law
+// will climb back to (peak), and the rate refused above it then, if any,
+// which bounds the quota once it is back (see grow).
+func (w *law) fell() {
+	if w.safe >= w.peak {
+		w.peakBound = 0
+		if w.refused > w.safe {
+			w.peakBound = w.refused
+		}
+	}
+	w.peak = max(w.peak, w.safe)
 }

@@ -741,6 +741,64 @@ func TestLaw_reopened(t *testing.T) {
 	}
 }
 
+// Slow start's burst spends a sliding window of 400 calls in 0.8 s, and
+// its 429 rounds the delay to whole seconds: the window is read as long as
+// that delay (3 s), the rate as 400 over it. The first probe the quota
+// admits after the backoff, 2.1 s after the first start, says the window
+// is no longer than that: the window comes down to it and the rate up to
+// just under what was admitted over it. Not when the delay read no longer
+// a window, nor once a later 429 has bounded the rate.
+func TestLaw_reopenedAfterSlowStart(t *testing.T) {
+	const burst = 400
+	reopen := 2100 * time.Millisecond
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		bounded    bool
+		wantWindow time.Duration
+		wantRaised bool
+	}{
+		{"a rounded delay read the window long", 3 * time.Second, false, reopen, true},
+		{"the delay read it no longer than the reopening", 2 * time.Second, false, 2 * time.Second, false},
+		{"a later 429 bounded the rate", 3 * time.Second, true, 3 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			at := simEpoch
+			var starts []time.Time
+			for i := range burst {
+				starts = append(starts, w.start(at.Add(time.Duration(i)*2*time.Millisecond), i%64))
+			}
+			for _, s := range starts {
+				w.onSuccess(s.Add(rtt), s, 100, 64)
+			}
+			refusedAt := at.Add(burst * 2 * time.Millisecond)
+			s := w.start(refusedAt, 64)
+			w.onRateLimited(refusedAt.Add(rtt/5), s, tt.retryAfter, 64)
+			before := w.rate
+			if before <= 0 || w.window != tt.retryAfter {
+				t.Fatalf("after slow start's 429: rate %.1f, window %v; want a rate, window %v", before, w.window, tt.retryAfter)
+			}
+			w.bounded = tt.bounded
+			w.gate, w.needProbe, w.probe = time.Time{}, true, time.Time{}
+			w.backoffs = 1
+			probe := w.start(at.Add(reopen), 0)
+			w.onSuccess(probe.Add(rtt), probe, 100, 1)
+			if w.window != tt.wantWindow {
+				t.Errorf("window %v, want %v", w.window, tt.wantWindow)
+			}
+			want := before
+			if tt.wantRaised {
+				want = float64(burst+1) / reopen.Seconds() * eventBackoff
+			}
+			if !near(w.rate, want) {
+				t.Errorf("rate %.1f, want %.1f (%.1f before)", w.rate, want, before)
+			}
+		})
+	}
+}
+
 // A 429 at the safe rate: if the quota admitted about that rate over the
 // answer lag, the safe rate was a hair above the quota's and the law goes
 // just under it; if it admitted far less, the quota fell.
@@ -842,6 +900,29 @@ func TestLaw_climbBackToPeak(t *testing.T) {
 		w.onRateLimited(at.Add(20*time.Millisecond), s, 7300*time.Microsecond, 1)
 		if w.safe != 0 || !near(w.peak, 100) {
 			t.Errorf("safe %.2f peak %.2f after a 429 at the safe rate, want 0 and 100", w.safe, w.peak)
+		}
+	})
+	t.Run("a fall remembers the rate refused above the safe one", func(t *testing.T) {
+		w, at := pacedLaw(t, 100)
+		w.safe, w.refused, w.eventRate, w.bounded = 100, 110, 100, true
+		s := w.start(at, 0)
+		w.onRateLimited(at.Add(20*time.Millisecond), s, 7300*time.Microsecond, 1)
+		if !near(w.peak, 100) || !near(w.peakBound, 110) {
+			t.Errorf("peak %.2f, bound %.2f after a 429 at the safe rate, want 100 and 110", w.peak, w.peakBound)
+		}
+	})
+	t.Run("back at the peak, the rate bisects below the bound", func(t *testing.T) {
+		w, at := pacedLaw(t, 50)
+		w.safe, w.refused, w.eventRate, w.bounded = 50, 0, 50, true
+		w.peak, w.peakBound, w.stairs = 55, 60, 3 // three stairs climbed back
+		w.probeFrom = at
+		at, _ = drive(w, at, w.answerLag()+rtt)
+		if !near(w.rate, 55) || !near(w.refused, 60) || w.peak != 0 {
+			t.Fatalf("rate %.2f, refused %.2f, peak %.2f a lag on; want 55, 60 and none", w.rate, w.refused, w.peak)
+		}
+		drive(w, at, w.answerLag()+rtt)
+		if w.rate <= 55 || w.rate >= 60 {
+			t.Errorf("rate %.2f a lag at the peak (safe %.2f), want between it and the bound of 60, not a stair of the climb (77)", w.rate, w.safe)
 		}
 	})
 }

@@ -93,3 +93,60 @@ func withFloor(sh quotaShape, floor float64) quotaShape {
 	sh.floor = floor
 	return sh
 }
+
+// unnamedShape is a matrix shape whose 429s name no budget (`sawtooth
+// bench --matrix --unnamed`): proxies, Vertex and some servers send no
+// quotaValue, and the law must find each quota by its refusals alone.
+type unnamedShape struct {
+	quotaShape
+	// overBar, when set, says why the law refuses more than the bar's
+	// share of calls there, or makes more calls per item; neither is
+	// then asserted.
+	overBar string
+}
+
+// unnamedShapes are the matrix's shapes whose 429s name a budget, with
+// the budget taken out, each with the goodput its law reached when last
+// measured as its floor.
+func unnamedShapes() []unnamedShape {
+	floors := map[string]float64{
+		"sliding-drift": 0.90, "sliding-coarse": 0.91, "fixed-exact": 0.96, "fixed-noretry": 0.93,
+		"bucket-burst": 0.98, "tail-load-503": 0.87, "tpm-counted": 0.87, "minute-ample": 0.93,
+	}
+	overBar := map[string]string{
+		"sliding-drift": "a live quota found by refusals: each look above the safe rate, and each fall, costs a few 429s of a sliding log's window",
+		"tail-load-503": "1.011 calls per item: the 503 bursts' calls (sent into one before its first refusal comes back) beside the 429s of a quota found by refusals",
+		"tpm-counted":   "a token budget no 429 names, and refused calls charged against it: the law reads requests refused at a rate of requests that moves with the prompts' lengths",
+	}
+	var out []unnamedShape
+	for _, sh := range matrixShapes() {
+		if sh.namedRPM == 0 && sh.namedTPM == 0 {
+			continue // already unnamed
+		}
+		sh.namedRPM, sh.namedTPM, sh.namedDrift = 0, 0, nil
+		sh.floor = floors[sh.name]
+		out = append(out, unnamedShape{quotaShape: sh, overBar: overBar[sh.name]})
+	}
+	return out
+}
+
+// The law on the matrix's shapes with no budget named holds the bar's
+// 429 share and calls per item (but where overBar says why not), and its
+// goodput does not fall below what it reached when last measured.
+func TestLaw_matrixShapesUnnamed(t *testing.T) {
+	var table strings.Builder
+	fmt.Fprintf(&table, "\n%-26s %8s %8s %10s\n", "unnamed (median of 5)", "goodput", "429s", "calls/item")
+	for _, sh := range unnamedShapes() {
+		t.Run(sh.name, func(t *testing.T) {
+			goodput, share, perItem := medianRun(sh.quotaShape, Config{})
+			fmt.Fprintf(&table, "%-26s %8.3f %7.2f%% %10.3f\n", sh.name, goodput, 100*share, perItem)
+			if sh.overBar == "" && (share > bar429 || perItem > barCallsPerItem) {
+				t.Errorf("%.2f%% of calls refused, %.3f calls per item; want at most %.0f%% and %.2f", 100*share, perItem, 100*bar429, barCallsPerItem)
+			}
+			if goodput < sh.floor {
+				t.Errorf("goodput %.3f of the perfect client's; want at least %.2f", goodput, sh.floor)
+			}
+		})
+	}
+	t.Log(table.String())
+}

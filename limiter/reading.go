@@ -84,6 +84,9 @@ func (w *law) othersAt(started time.Time, fallback int) int {
 func (w *law) reopened(started time.Time) {
 	prev := w.reopenedAt
 	w.reopenedAt = started
+	if prev.IsZero() {
+		w.reopenedAfterSlowStart(started)
+	}
 	span := started.Sub(prev)
 	if prev.IsZero() || w.rate == 0 || span > reopenLags*w.answerLag() || span < 2*w.latency() {
 		return
@@ -101,6 +104,30 @@ func (w *law) reopened(started time.Time) {
 		w.refused = budget // paced at it, the quota is spent by a window's end
 		w.rate = max(budget*eventBackoff, w.minRate())
 		w.safe = min(w.safe, w.rate)
+		w.fitLimit()
+	}
+}
+
+// reopenedAfterSlowStart folds in the first reopening, at started, of a
+// quota that only slow start's burst has spent, when its 429s rounded
+// their retry delays to whole seconds: those read the window as long as
+// the longest (up to a window late: 3 s for a 2 s window), and the rate
+// slow start's 429 set as what was admitted over it, too low by as much.
+// A sliding window lets the burst's first call go a window after it was
+// sent, so the window is no longer than the time since the first start,
+// and what the quota admitted since then is no more than it grants over
+// that time: the rate goes up to just under it, and the window down to
+// that time. (A fixed window opens at its boundary, within a window of
+// the first start whatever its phase, and the burst before it is at most
+// what the window before it admitted.)
+func (w *law) reopenedAfterSlowStart(started time.Time) {
+	since := started.Sub(w.firstStart)
+	if w.bounded || w.rate == 0 || w.firstStart.IsZero() || since < 2*w.latency() || since >= w.window {
+		return
+	}
+	w.window = since
+	if n := w.admittedFrom(w.firstStart, started); n >= cycleMinSuccesses {
+		w.rate = max(w.rate, min(n/since.Seconds()*eventBackoff, w.maxRate()))
 		w.fitLimit()
 	}
 }
