@@ -157,6 +157,16 @@ func (sh Shape) withItems(n int) Shape {
 	return sh
 }
 
+// unnamed returns the shape with its 429s naming no budget: a
+// QuotaFailure without quotaValue (see MatrixOptions.Unnamed).
+func (sh Shape) unnamed() Shape {
+	if sh.Sim.QuotaFailure == "" || sh.Sim.QuotaFailure == geminisim.QuotaFailureFull {
+		sh.Sim.QuotaFailure = geminisim.QuotaFailureNoValue
+		sh.Description += "; 429s name no budget"
+	}
+	return sh
+}
+
 // MatrixOptions configure RunMatrix. Zero fields take defaults.
 type MatrixOptions struct {
 	// Shapes names the shapes to run, in order; empty means all of
@@ -164,6 +174,11 @@ type MatrixOptions struct {
 	Shapes []string
 	// Long adds the shapes whose calls take seconds (see Shapes).
 	Long bool
+	// Unnamed strips the budget from every shape's 429s: QuotaFailure
+	// without quotaValue, as proxies and some servers send it, so the
+	// controller must find each quota by its refusals alone. Shapes
+	// whose 429s carry no QuotaFailure keep theirs.
+	Unnamed bool
 	// Strategies are run on every shape; empty means Strategies().
 	Strategies []Strategy
 	// Items overrides every shape's item count when > 0.
@@ -191,8 +206,10 @@ type MatrixOptions struct {
 
 // MatrixReport is what RunMatrix measured.
 type MatrixReport struct {
-	Runs   int           `json:"runs"`
-	Shapes []ShapeReport `json:"shapes"`
+	Runs int `json:"runs"`
+	// Unnamed: the 429s named no budget (see MatrixOptions.Unnamed).
+	Unnamed bool          `json:"unnamed,omitempty"`
+	Shapes  []ShapeReport `json:"shapes"`
 }
 
 // ShapeReport is one shape's row group.
@@ -245,11 +262,14 @@ func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixRepo
 	if err != nil {
 		return MatrixReport{}, err
 	}
-	rep := MatrixReport{Runs: opts.Runs}
+	rep := MatrixReport{Runs: opts.Runs, Unnamed: opts.Unnamed}
 	var runErr error
 	for _, sh := range shapes {
 		if opts.Items > 0 {
 			sh = sh.withItems(opts.Items)
+		}
+		if opts.Unnamed {
+			sh = sh.unnamed()
 		}
 		cfg := shapeConfig(sh, opts)
 		sr := ShapeReport{Shape: sh}

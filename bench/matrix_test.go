@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
 // TestShapes checks in virtual time that every shape is what the matrix
@@ -159,7 +161,7 @@ func TestRunMatrix(t *testing.T) {
 		t.Errorf("plot: %v", err)
 	}
 
-	opts.JSON, opts.PlotDir, opts.Strategies = true, "", strategies[:1]
+	opts.JSON, opts.PlotDir, opts.Strategies, opts.Unnamed = true, "", strategies[:1], true
 	var js bytes.Buffer
 	if _, err := RunMatrix(t.Context(), opts, &js); err != nil {
 		t.Fatal(err)
@@ -167,5 +169,33 @@ func TestRunMatrix(t *testing.T) {
 	var back MatrixReport
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Shapes) != 1 || back.Shapes[0].Cells[0].Strategy != Fixed8 {
 		t.Errorf("json: %v %s", err, js.String())
+	}
+	if !back.Unnamed || !strings.HasSuffix(back.Shapes[0].Description, "429s name no budget") {
+		t.Errorf("json of an unnamed matrix: unnamed %v, description %q", back.Unnamed, back.Shapes[0].Description)
+	}
+}
+
+// TestShape_unnamed: --unnamed strips quotaValue from the shapes whose
+// 429s carry a QuotaFailure, and leaves the others' refusals as they are.
+func TestShape_unnamed(t *testing.T) {
+	tests := []struct {
+		from, want geminisim.QuotaFailureMode
+	}{
+		{"", geminisim.QuotaFailureNoValue},
+		{geminisim.QuotaFailureFull, geminisim.QuotaFailureNoValue},
+		{geminisim.QuotaFailureNoValue, geminisim.QuotaFailureNoValue},
+		{geminisim.QuotaFailureAbsent, geminisim.QuotaFailureAbsent},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.from), func(t *testing.T) {
+			sh := Shape{Name: "s", Description: "d", Sim: geminisim.Config{QuotaFailure: tt.from}}
+			got := sh.unnamed()
+			if got.Sim.QuotaFailure != tt.want {
+				t.Errorf("QuotaFailure %q, want %q", got.Sim.QuotaFailure, tt.want)
+			}
+			if renamed := got.Description != sh.Description; renamed != (tt.from != tt.want) {
+				t.Errorf("description %q from %q", got.Description, sh.Description)
+			}
+		})
 	}
 }

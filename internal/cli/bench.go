@@ -37,6 +37,7 @@ type benchOptions struct {
 	WorkersSet bool
 	Matrix     bool
 	Long       bool
+	Unnamed    bool
 	Runs       int
 	Shapes     string
 	PlotDir    string
@@ -72,6 +73,7 @@ func newBenchCommand() *cli.Command {
 		&cli.StringFlag{Category: catBench, Name: "model", Value: stages.DefaultModel, Usage: "model asked", Destination: &o.Model},
 		&cli.BoolFlag{Category: catBench, Name: "matrix", Usage: "run every strategy on every quota shape (time-scaled windows) and print one table against a perfect client (each shape sets its own simulator: the simulator flags do not apply)", Destination: &o.Matrix},
 		&cli.BoolFlag{Category: catBench, Name: "long", Usage: "with --matrix: add the shapes whose calls take seconds, a thinking model and a real per-minute window (minutes per strategy)", Destination: &o.Long},
+		&cli.BoolFlag{Category: catBench, Name: "unnamed", Usage: "with --matrix: every shape's 429s name no budget (QuotaFailure without quotaValue, as proxies and some servers send it), so the controller finds each quota by its refusals alone", Destination: &o.Unnamed},
 		&cli.IntFlag{Category: catBench, Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
 		&cli.StringFlag{Category: catBench, Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
 		&cli.StringFlag{Category: catBench, Name: "plot-dir", Usage: "with --matrix: write one SVG per shape to `DIR`", Destination: &o.PlotDir},
@@ -153,7 +155,7 @@ func runBench(ctx context.Context, o *benchOptions) error {
 			return usagef("--shapes: %v", err)
 		}
 		opts := bench.MatrixOptions{
-			Shapes: splitList([]string{o.Shapes}), Long: o.Long, Strategies: strategies, Runs: o.Runs,
+			Shapes: splitList([]string{o.Shapes}), Long: o.Long, Unnamed: o.Unnamed, Strategies: strategies, Runs: o.Runs,
 			RefusalLatency: o.Refusal, JSON: o.JSON, PlotDir: o.PlotDir, Log: o.ErrOut,
 		}
 		if o.ItemsSet {
