@@ -160,6 +160,9 @@ func (sh Shape) withItems(n int) Shape {
 // unnamed returns the shape with its 429s naming no budget: a
 // QuotaFailure without quotaValue (see MatrixOptions.Unnamed).
 func (sh Shape) unnamed() Shape {
+	if sh.Sim.RPM == 0 && sh.Sim.TPM == 0 {
+		return sh // no quota: its 429s are a cap's, bare
+	}
 	if sh.Sim.QuotaFailure == "" || sh.Sim.QuotaFailure == geminisim.QuotaFailureFull {
 		sh.Sim.QuotaFailure = geminisim.QuotaFailureNoValue
 		sh.Description += "; 429s name no budget"
@@ -177,7 +180,8 @@ type MatrixOptions struct {
 	// Unnamed strips the budget from every shape's 429s: QuotaFailure
 	// without quotaValue, as proxies and some servers send it, so the
 	// controller must find each quota by its refusals alone. Shapes
-	// whose 429s carry no QuotaFailure keep theirs.
+	// whose 429s carry no QuotaFailure (Vertex's, a cap's bare ones)
+	// keep theirs.
 	Unnamed bool
 	// Strategies are run on every shape; empty means Strategies().
 	Strategies []Strategy

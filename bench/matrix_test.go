@@ -179,16 +179,19 @@ func TestRunMatrix(t *testing.T) {
 // 429s carry a QuotaFailure, and leaves the others' refusals as they are.
 func TestShape_unnamed(t *testing.T) {
 	tests := []struct {
+		name       string
+		rpm        int
 		from, want geminisim.QuotaFailureMode
 	}{
-		{"", geminisim.QuotaFailureNoValue},
-		{geminisim.QuotaFailureFull, geminisim.QuotaFailureNoValue},
-		{geminisim.QuotaFailureNoValue, geminisim.QuotaFailureNoValue},
-		{geminisim.QuotaFailureAbsent, geminisim.QuotaFailureAbsent},
+		{"default", 200, "", geminisim.QuotaFailureNoValue},
+		{"full", 200, geminisim.QuotaFailureFull, geminisim.QuotaFailureNoValue},
+		{"no value already", 200, geminisim.QuotaFailureNoValue, geminisim.QuotaFailureNoValue},
+		{"Vertex's: none", 200, geminisim.QuotaFailureAbsent, geminisim.QuotaFailureAbsent},
+		{"no quota: a cap's bare 429s", 0, "", ""},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.from), func(t *testing.T) {
-			sh := Shape{Name: "s", Description: "d", Sim: geminisim.Config{QuotaFailure: tt.from}}
+		t.Run(tt.name, func(t *testing.T) {
+			sh := Shape{Name: "s", Description: "d", Sim: geminisim.Config{RPM: tt.rpm, QuotaFailure: tt.from}}
 			got := sh.unnamed()
 			if got.Sim.QuotaFailure != tt.want {
 				t.Errorf("QuotaFailure %q, want %q", got.Sim.QuotaFailure, tt.want)

@@ -106,9 +106,11 @@ type law struct {
 	sent       []sentCall // ring of recent starts, sentRing long
 	nSent      int
 	firstStart time.Time // the first start's stamp
-	// window is the longest retry delay a 429 has given: a quota
-	// counted over a window answers within one, so it is the least a
-	// rate must be held to be proven (see answerLag).
+	// window is the quota's window as far as the law can tell: the
+	// longest retry delay a 429 has given (a quota counted over a window
+	// answers within one), or less when a reopening showed the delays
+	// rounded up (see reopenedAfterSlowStart). A rate must be held that
+	// long to be proven (see answerLag).
 	window time.Duration
 	// longestDelay is the longest retry delay a 429 has given, which
 	// the window may outgrow (see resetAt).
@@ -371,7 +373,7 @@ func (w *law) grow(t time.Time) {
 		// back, which would look far above it.
 		w.peak = 0
 		if w.peakBound > w.rate {
-			w.refused, w.stairs = w.peakBound, 0
+			w.refused, w.stairs, w.held = w.peakBound, 0, 0
 		}
 		w.peakBound = 0
 	}
@@ -498,7 +500,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		measured = measured && !first
 		switch {
 		case measured && admittedRate < w.safe*fellShare:
-			w.fell()
+			w.fellFrom(w.safe, w.refused)
 			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
 		case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
 			// Refused at the safe rate while the quota admits about
@@ -506,7 +508,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// window shows only now and then. Go just under it.
 			w.safe *= eventBackoff
 		case w.rate <= w.safe*1.001:
-			w.fell()
+			w.fellFrom(w.safe, w.refused)
 			w.safe = 0 // refused at a rate it admitted: the quota fell
 			w.calm = 0
 		case w.safe > 0 && w.stairs == 1:
@@ -554,7 +556,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// under it, and look no higher. (Refused below it, the
 			// quota is shared or bursts: the law's own reading holds.)
 			if w.namedMoved && named*namedShare < safeBefore*fellShare {
-				w.peak = max(w.peak, safeBefore) // a live quota fell
+				w.fellFrom(safeBefore, 0) // a live quota fell; its budget, named again, bounds it
 			}
 			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
 		}
@@ -682,15 +684,17 @@ func (w *law) setLimit(n int) {
 	w.maxLimit = max(w.maxLimit, n)
 }
 
-// fell records that the quota fell below the safe rate, which the law
-// will climb back to (peak), and the rate refused above it then, if any,
-// which bounds the quota once it is back (see grow).
-func (w *law) fell() {
-	if w.safe >= w.peak {
+// fellFrom records that the quota fell below safe, the rate it had
+// admitted, which the law will climb back to (peak), and the rate
+// refused above it then (0 if none), which bounds the quota once it is
+// back (see grow). A fall below a peak not yet reached again keeps that
+// peak and its bound.
+func (w *law) fellFrom(safe, refused float64) {
+	if safe >= w.peak {
 		w.peakBound = 0
-		if w.refused > w.safe {
-			w.peakBound = w.refused
+		if refused > safe {
+			w.peakBound = refused
 		}
 	}
-	w.peak = max(w.peak, w.safe)
+	w.peak = max(w.peak, safe)
 }

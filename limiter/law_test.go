@@ -743,37 +743,44 @@ func TestLaw_reopened(t *testing.T) {
 
 // Slow start's burst spends a sliding window of 400 calls in 0.8 s, and
 // its 429 rounds the delay to whole seconds: the window is read as long as
-// that delay (3 s), the rate as 400 over it. The first probe the quota
-// admits after the backoff, 2.1 s after the first start, says the window
-// is no longer than that: the window comes down to it and the rate up to
-// just under what was admitted over it. Not when the delay read no longer
-// a window, nor once a later 429 has bounded the rate.
+// that delay (3 s), the rate as 400 over it. A probe refused, then the
+// next admitted 2.1 s after the first start, say the window is no longer
+// than that: the window comes down to it and the rate up to just under
+// what the burst was admitted at over it. Not when the delay read no
+// longer a window, when the first probe was admitted (a token bucket's
+// refill), on a later reopening, nor once a later 429 has bounded the
+// rate; too few calls admitted lower only the window.
 func TestLaw_reopenedAfterSlowStart(t *testing.T) {
-	const burst = 400
 	reopen := 2100 * time.Millisecond
 	tests := []struct {
-		name       string
-		retryAfter time.Duration
-		bounded    bool
-		wantWindow time.Duration
-		wantRaised bool
+		name          string
+		burst         int
+		retryAfter    time.Duration
+		backoffs      int  // 2: a probe was refused before this one
+		bounded       bool // a 429 after slow start's
+		reopenedEarly bool // the quota reopened once before
+		wantWindow    time.Duration
+		wantRaised    bool
 	}{
-		{"a rounded delay read the window long", 3 * time.Second, false, reopen, true},
-		{"the delay read it no longer than the reopening", 2 * time.Second, false, 2 * time.Second, false},
-		{"a later 429 bounded the rate", 3 * time.Second, true, 3 * time.Second, false},
+		{"a rounded delay read the window long", 400, 3 * time.Second, 2, false, false, reopen, true},
+		{"the delay read it no longer than the reopening", 400, 2 * time.Second, 2, false, false, 2 * time.Second, false},
+		{"the first probe admitted", 400, 3 * time.Second, 1, false, false, 3 * time.Second, false},
+		{"a later 429 bounded the rate", 400, 3 * time.Second, 2, true, false, 3 * time.Second, false},
+		{"a later reopening", 400, 3 * time.Second, 2, false, true, 3 * time.Second, false},
+		{"too few calls to read a rate", 8, 3 * time.Second, 2, false, false, reopen, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newTestLaw(Config{})
 			at := simEpoch
 			var starts []time.Time
-			for i := range burst {
+			for i := range tt.burst {
 				starts = append(starts, w.start(at.Add(time.Duration(i)*2*time.Millisecond), i%64))
 			}
 			for _, s := range starts {
 				w.onSuccess(s.Add(rtt), s, 100, 64)
 			}
-			refusedAt := at.Add(burst * 2 * time.Millisecond)
+			refusedAt := at.Add(800 * time.Millisecond)
 			s := w.start(refusedAt, 64)
 			w.onRateLimited(refusedAt.Add(rtt/5), s, tt.retryAfter, 64)
 			before := w.rate
@@ -781,8 +788,10 @@ func TestLaw_reopenedAfterSlowStart(t *testing.T) {
 				t.Fatalf("after slow start's 429: rate %.1f, window %v; want a rate, window %v", before, w.window, tt.retryAfter)
 			}
 			w.bounded = tt.bounded
-			w.gate, w.needProbe, w.probe = time.Time{}, true, time.Time{}
-			w.backoffs = 1
+			if tt.reopenedEarly {
+				w.reopenedAt = refusedAt
+			}
+			w.gate, w.needProbe, w.probe, w.backoffs = time.Time{}, true, time.Time{}, tt.backoffs
 			probe := w.start(at.Add(reopen), 0)
 			w.onSuccess(probe.Add(rtt), probe, 100, 1)
 			if w.window != tt.wantWindow {
@@ -790,7 +799,7 @@ func TestLaw_reopenedAfterSlowStart(t *testing.T) {
 			}
 			want := before
 			if tt.wantRaised {
-				want = float64(burst+1) / reopen.Seconds() * eventBackoff
+				want = float64(tt.burst) / reopen.Seconds() * eventBackoff
 			}
 			if !near(w.rate, want) {
 				t.Errorf("rate %.1f, want %.1f (%.1f before)", w.rate, want, before)
@@ -921,8 +930,8 @@ func TestLaw_climbBackToPeak(t *testing.T) {
 			t.Fatalf("rate %.2f, refused %.2f, peak %.2f a lag on; want 55, 60 and none", w.rate, w.refused, w.peak)
 		}
 		drive(w, at, w.answerLag()+rtt)
-		if w.rate <= 55 || w.rate >= 60 {
-			t.Errorf("rate %.2f a lag at the peak (safe %.2f), want between it and the bound of 60, not a stair of the climb (77)", w.rate, w.safe)
+		if !near(w.rate, 57.5) || !near(w.refused, 60) {
+			t.Errorf("rate %.2f, refused %.2f a lag at the peak; want 57.5, halfway to the bound of 60, not a stair (57.75, or 77 in the climb's stairs)", w.rate, w.refused)
 		}
 	})
 }

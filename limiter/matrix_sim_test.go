@@ -110,11 +110,10 @@ type unnamedShape struct {
 // measured as its floor.
 func unnamedShapes() []unnamedShape {
 	floors := map[string]float64{
-		"sliding-drift": 0.90, "sliding-coarse": 0.91, "fixed-exact": 0.96, "fixed-noretry": 0.93,
+		"sliding-drift": 0.89, "sliding-coarse": 0.91, "fixed-exact": 0.96, "fixed-noretry": 0.93,
 		"bucket-burst": 0.98, "tail-load-503": 0.87, "tpm-counted": 0.87, "minute-ample": 0.93,
 	}
 	overBar := map[string]string{
-		"sliding-drift": "a live quota found by refusals: each look above the safe rate, and each fall, costs a few 429s of a sliding log's window",
 		"tail-load-503": "1.011 calls per item: the 503 bursts' calls (sent into one before its first refusal comes back) beside the 429s of a quota found by refusals",
 		"tpm-counted":   "a token budget no 429 names, and refused calls charged against it: the law reads requests refused at a rate of requests that moves with the prompts' lengths",
 	}
@@ -124,7 +123,11 @@ func unnamedShapes() []unnamedShape {
 			continue // already unnamed
 		}
 		sh.namedRPM, sh.namedTPM, sh.namedDrift = 0, 0, nil
-		sh.floor = floors[sh.name]
+		floor, ok := floors[sh.name]
+		if !ok {
+			panic(fmt.Sprintf("unnamed %s: no goodput floor", sh.name))
+		}
+		sh.floor = floor
 		out = append(out, unnamedShape{quotaShape: sh, overBar: overBar[sh.name]})
 	}
 	return out
@@ -140,8 +143,12 @@ func TestLaw_matrixShapesUnnamed(t *testing.T) {
 		t.Run(sh.name, func(t *testing.T) {
 			goodput, share, perItem := medianRun(sh.quotaShape, Config{})
 			fmt.Fprintf(&table, "%-26s %8.3f %7.2f%% %10.3f\n", sh.name, goodput, 100*share, perItem)
-			if sh.overBar == "" && (share > bar429 || perItem > barCallsPerItem) {
+			over := share > bar429 || perItem > barCallsPerItem
+			switch {
+			case over && sh.overBar == "":
 				t.Errorf("%.2f%% of calls refused, %.3f calls per item; want at most %.0f%% and %.2f", 100*share, perItem, 100*bar429, barCallsPerItem)
+			case !over && sh.overBar != "":
+				t.Errorf("%.2f%% of calls refused, %.3f calls per item: meets the bar, drop overBar", 100*share, perItem)
 			}
 			if goodput < sh.floor {
 				t.Errorf("goodput %.3f of the perfect client's; want at least %.2f", goodput, sh.floor)

@@ -126,10 +126,13 @@ type fixedWindow struct {
 	drift  drift
 	start  time.Time // of the current window
 	count  int
+	// phase puts the boundaries at simEpoch-phase+k×window: the first
+	// call comes that far into a window (0: at its start).
+	phase time.Duration
 }
 
 func (f *fixedWindow) roll(t time.Time) {
-	if s := simEpoch.Add(t.Sub(simEpoch) / f.window * f.window); s != f.start {
+	if s := simEpoch.Add((t.Sub(simEpoch)+f.phase)/f.window*f.window - f.phase); s != f.start {
 		f.start, f.count = s, 0
 	}
 }

@@ -114,19 +114,27 @@ func (w *law) reopened(started time.Time) {
 // the longest (up to a window late: 3 s for a 2 s window), and the rate
 // slow start's 429 set as what was admitted over it, too low by as much.
 // A sliding window lets the burst's first call go a window after it was
-// sent, so the window is no longer than the time since the first start,
-// and what the quota admitted since then is no more than it grants over
-// that time: the rate goes up to just under it, and the window down to
-// that time. (A fixed window opens at its boundary, within a window of
-// the first start whatever its phase, and the burst before it is at most
-// what the window before it admitted.)
+// sent, so once a probe has been refused (the window still spent) and
+// the next admitted, the window is no longer than the time since the
+// first start, and what the quota admitted since then (the probe left
+// out) is no more than it grants over that time: the rate goes up to
+// just under it, and the window down to that time. A token bucket admits
+// the first probe, so it gives no reading. A fixed window opens at its
+// boundary: when the first start came late in a window, the time since
+// it is shorter than the window and the rate read too high, which the
+// next 429, at that window's end, corrects (TestLaw_fixedWindowPhases
+// measures the cost over the phases).
 func (w *law) reopenedAfterSlowStart(started time.Time) {
 	since := started.Sub(w.firstStart)
-	if w.bounded || w.rate == 0 || w.firstStart.IsZero() || since < 2*w.latency() || since >= w.window {
+	if w.bounded || w.backoffs < 2 || w.rate == 0 || w.firstStart.IsZero() || since < 2*w.latency() || since >= w.window {
 		return
 	}
 	w.window = since
-	if n := w.admittedFrom(w.firstStart, started); n >= cycleMinSuccesses {
+	n := w.admittedFrom(w.firstStart, started)
+	if c := w.find(started); c != nil && c.outcome == admitted {
+		n -= c.weight // the probe itself: the quota's, not the burst's
+	}
+	if n >= cycleMinSuccesses {
 		w.rate = max(w.rate, min(n/since.Seconds()*eventBackoff, w.maxRate()))
 		w.fitLimit()
 	}
