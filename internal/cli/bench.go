@@ -119,6 +119,13 @@ throwaway durable server on a Unix socket, from a source checkout:
 					}
 				}
 			}
+			if !o.Matrix {
+				for _, f := range []string{"long", "unnamed", "runs", "shapes", "plot-dir"} {
+					if c.IsSet(f) {
+						return usagef("--%s is for the quota matrix: add --matrix (without it, bench runs the strategies on one simulator the simulator flags set)", f)
+					}
+				}
+			}
 			o.Out, o.ErrOut = c.App.Writer, c.App.ErrWriter
 			return runBench(c.Context, &o)
 		},

@@ -48,3 +48,22 @@ func TestBenchEngine_usage(t *testing.T) {
 		})
 	}
 }
+
+// TestBench_matrixFlagsWithoutMatrix: a matrix flag given without
+// --matrix is refused naming it, before any strategy runs (it would
+// otherwise be ignored, and the run would not be what was asked).
+func TestBench_matrixFlagsWithoutMatrix(t *testing.T) {
+	for _, args := range [][]string{{"--unnamed"}, {"--long"}, {"--runs", "3"}, {"--shapes", "fixed-exact"}, {"--plot-dir", t.TempDir()}} {
+		t.Run(args[0], func(t *testing.T) {
+			var out strings.Builder
+			err := runApp(append([]string{"sawtooth", "bench", "--items", "10"}, args...), &out, io.Discard)
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), args[0]+" is for the quota matrix: add --matrix") {
+				t.Fatalf("err = %v, want a usage error naming %s", err, args[0])
+			}
+			if out.Len() != 0 {
+				t.Errorf("printed %q before refusing", out.String())
+			}
+		})
+	}
+}
