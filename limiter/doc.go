@@ -109,9 +109,11 @@
 // runner's overload holds as the law sees them), tokens.go (pacing in
 // tokens: calls' sizes against what they are billed), slowstart.go (slow
 // start's climb and its brake at 64), replay.go (the calls after a window
-// spent by the first ones reopens), queue.go (AIMD:
+// spent by the first ones reopens), gate.go (after a 429, when calls may
+// start again: an exact delay's gate, a backoff and a probe, or a light
+// hold), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 700 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 635 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one

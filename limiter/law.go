@@ -406,43 +406,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		newEvent = true
 	}
 	others := w.othersAt(started, inFlight-1)
-	if uncertain(retryAfter) {
-		// Unless a cap on calls in progress refused it (it frees a slot
-		// as soon as a call ends), the quota is spent: wait a backoff,
-		// then probe. So too when a call started after a decrease is
-		// refused with no success in between.
-		capped := w.eventRate > 0 && w.capped(others)
-		// While a learned rate is paced, the first such 429 of an event
-		// only lowers it: the rate spaces the calls out, and a gate for
-		// everyone would idle a quota that is only just overrun. A 429
-		// of a call started after that decrease, with no success in
-		// between, says the quota is spent: then back off and probe.
-		paced := w.eventRate > 0 && w.rate > 0 && !w.refusedSince
-		if started.After(w.decrease) && newEvent && !capped && paced {
-			// Hold the starts for twice this refusal's round trip: the
-			// calls already sent answer meanwhile. A quota only just
-			// overrun (a bucket's tokens, a window's edge) admits them,
-			// and the starts go on at the lowered rate with no probe
-			// (a probe idles every slot for a round trip, event after
-			// event); a quota spent refuses them too, and then a probe
-			// goes first.
-			gateMoved = w.closeGate(t.Add(2 * max(t.Sub(started), 0)))
-			w.lightGate = true
-		} else if w.lightGate && !w.needProbe && !started.After(w.decrease) {
-			w.needProbe = true
-		} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
-			d := w.backoff()
-			if retryAfter > 0 {
-				d = min(d, retryAfter)
-			}
-			gateMoved = w.closeGate(t.Add(d))
-			w.needProbe = true
-			w.backoffs++
-		}
-		w.refusedSince = true
-	} else {
-		gateMoved = w.closeGate(t.Add(retryAfter))
-	}
+	gateMoved = w.gateAfter(t, started, retryAfter, newEvent, others)
 	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
 	if newEvent && !uncertain(retryAfter) {
 		w.resetAt(t.Add(retryAfter))
@@ -574,35 +538,6 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.fitLimit()
 	return gateMoved
-}
-
-// backoff is the wait after an uncertain 429: a round trip, grown by
-// backoffGrowth per uncertain event since the last success, with jitter,
-// capped.
-func (w *law) backoff() time.Duration {
-	base := time.Second
-	if w.hasLatency {
-		base = w.latency()
-	}
-	d := time.Duration(float64(base) * math.Pow(backoffGrowth, float64(min(w.backoffs, 12))))
-	d = min(d, backoffMaxRoundTrips*base)
-	// xorshift64: deterministic jitter, ±25%.
-	w.seed ^= w.seed << 13
-	w.seed ^= w.seed >> 7
-	w.seed ^= w.seed << 17
-	return time.Duration(float64(d) * (0.75 + 0.5*float64(w.seed>>11)/float64(1<<53)))
-}
-
-// closeGate moves the gate to until if later, and reports whether it did.
-func (w *law) closeGate(until time.Time) bool {
-	if until.After(w.gate) {
-		if w.gate.Before(w.lastStart) {
-			w.gateFrom = w.lastStart // closed anew: it holds starts from here
-		}
-		w.gate = until
-		return true
-	}
-	return false
 }
 
 // onFailed folds in any other outcome of the call started at started: it

@@ -1,0 +1,86 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// The gate: after a 429, when calls may start again. An exact retry
+// delay closes it until the quota opens; a rounded one or none leaves
+// the wait unknown, and the law backs off and probes, or only holds the
+// starts for a moment when a paced rate just overran the quota (see
+// gateAfter). The law's other answers to a 429 (the rate, the window,
+// the budget named) are onRateLimited's.
+
+// gateAfter closes the gate for a 429 at t of the call started at
+// started, with the server's retry delay retryAfter (0 if none);
+// newEvent says it begins a congestion event, others is the calls that
+// were in flight beside it. It reports whether the gate moved later.
+func (w *law) gateAfter(t, started time.Time, retryAfter time.Duration, newEvent bool, others int) (gateMoved bool) {
+	if !uncertain(retryAfter) {
+		return w.closeGate(t.Add(retryAfter))
+	}
+	// Unless a cap on calls in progress refused it (it frees a slot
+	// as soon as a call ends), the quota is spent: wait a backoff,
+	// then probe. So too when a call started after a decrease is
+	// refused with no success in between.
+	capped := w.eventRate > 0 && w.capped(others)
+	// While a learned rate is paced, the first such 429 of an event
+	// only lowers it: the rate spaces the calls out, and a gate for
+	// everyone would idle a quota that is only just overrun. A 429
+	// of a call started after that decrease, with no success in
+	// between, says the quota is spent: then back off and probe.
+	paced := w.eventRate > 0 && w.rate > 0 && !w.refusedSince
+	if started.After(w.decrease) && newEvent && !capped && paced {
+		// Hold the starts for twice this refusal's round trip: the
+		// calls already sent answer meanwhile. A quota only just
+		// overrun (a bucket's tokens, a window's edge) admits them,
+		// and the starts go on at the lowered rate with no probe
+		// (a probe idles every slot for a round trip, event after
+		// event); a quota spent refuses them too, and then a probe
+		// goes first.
+		gateMoved = w.closeGate(t.Add(2 * max(t.Sub(started), 0)))
+		w.lightGate = true
+	} else if w.lightGate && !w.needProbe && !started.After(w.decrease) {
+		w.needProbe = true
+	} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
+		d := w.backoff()
+		if retryAfter > 0 {
+			d = min(d, retryAfter)
+		}
+		gateMoved = w.closeGate(t.Add(d))
+		w.needProbe = true
+		w.backoffs++
+	}
+	w.refusedSince = true
+	return gateMoved
+}
+
+// backoff is the wait after an uncertain 429: a round trip, grown by
+// backoffGrowth per uncertain event since the last success, with jitter,
+// capped.
+func (w *law) backoff() time.Duration {
+	base := time.Second
+	if w.hasLatency {
+		base = w.latency()
+	}
+	d := time.Duration(float64(base) * math.Pow(backoffGrowth, float64(min(w.backoffs, 12))))
+	d = min(d, backoffMaxRoundTrips*base)
+	// xorshift64: deterministic jitter, ±25%.
+	w.seed ^= w.seed << 13
+	w.seed ^= w.seed >> 7
+	w.seed ^= w.seed << 17
+	return time.Duration(float64(d) * (0.75 + 0.5*float64(w.seed>>11)/float64(1<<53)))
+}
+
+// closeGate moves the gate to until if later, and reports whether it did.
+func (w *law) closeGate(until time.Time) bool {
+	if until.After(w.gate) {
+		if w.gate.Before(w.lastStart) {
+			w.gateFrom = w.lastStart // closed anew: it holds starts from here
+		}
+		w.gate = until
+		return true
+	}
+	return false
+}
