@@ -118,7 +118,7 @@
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 2,350 lines
+// already live in reading.go. The package is about 2,450 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer
