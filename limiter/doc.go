@@ -45,7 +45,15 @@
 // held out of the rate it sent (a rate is proven only while it is sent at
 // 0.9 of its pace, so holds a second apart would keep it from ever being
 // proven), out of the answer lag a rate is held for, and out of the span
-// it reads the admitted rate over.
+// it reads the admitted rate over. Paced evenly between holds, a stage
+// loses what the holds take; a sliding log has room for the calls a hold
+// kept back when it opens. When slow start's 429 shows the log's window
+// (its exact delay ends a window after the first start, and the calls
+// admitted since are what the named budget grants over that window), the
+// law keeps its own starts over any window within the paced rate's share
+// and, after a hold, sends the calls it kept back as fast as that allows,
+// at most three times the rate (catchup.go); a 429 at the named pace then
+// says the quota counts otherwise, and the law goes back to even pacing.
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
@@ -111,14 +119,15 @@
 // start's climb and its brake at 64), replay.go (the calls after a window
 // spent by the first ones reopens), gate.go (after a 429, when calls may
 // start again: an exact delay's gate, a backoff and a probe, or a light
-// hold), queue.go (AIMD:
+// hold), catchup.go (a sliding log's window read at slow start's 429,
+// and catching up after an overload hold), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 635 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 645 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 2,450 lines
+// already live in reading.go. The package is about 2,600 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer

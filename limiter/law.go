@@ -134,6 +134,11 @@ type law struct {
 	replay      replay      // a spent window replayed (see replay.go)
 	reqTat      time.Time   // the requests schedule while tokens are paced (see requestHold)
 	nextSize    int64       // the size of the call first in line, 0 if unknown (see headStep)
+	// knownWindow: the quota's window, read at slow start's 429 (see
+	// readWindow); 0 if not. catchUp: an overload hold has come since,
+	// and the pace catches up what holds cost (see catchup.go).
+	knownWindow time.Duration
+	catchUp     bool
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -171,9 +176,12 @@ func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 
 // hold is the time before which no call starts: the retry-after gate, or
 // the paced schedule when later.
-func (w *law) hold(time.Time) time.Time {
+func (w *law) hold(t time.Time) time.Time {
 	h := w.gate
 	if p := w.replayHold(); p.After(h) {
+		h = p
+	}
+	if p := w.windowHold(t); p.After(h) {
 		h = p
 	}
 	if w.rate > 0 {
@@ -204,8 +212,8 @@ func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	weight := w.startWeight(size)
 	w.replayed()
 	if w.rate > 0 {
-		if w.tat.Before(t) {
-			w.tat = t
+		if floor := w.paceFloor(t); w.tat.Before(floor) {
+			w.tat = floor
 		}
 		w.tat = w.tat.Add(w.paceStep(weight))
 		w.advanceRequests(t)
@@ -424,6 +432,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.decreases++
 	w.decrease = t
+	w.windowRefused()
 	w.bareEvent = uncertain(retryAfter)
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
@@ -504,6 +513,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// delay longer than slow start lasted says when the quota
 			// opens again: a window's quota, spent since the first
 			// start, opens a window after it.
+			w.readWindow(started, retryAfter)
 			if !uncertain(retryAfter) && t.Sub(w.firstStart) < retryAfter {
 				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
 				w.startReplay(t.Add(retryAfter))

@@ -1,0 +1,161 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// Catching up what an overload hold cost, on a sliding log whose window
+// the law knows. While the runner holds the calls back (503 "overloaded",
+// see hold.go) the quota's log drops the calls sent a window before, and
+// when the hold opens it has room for every call the hold kept back. An
+// even pace never uses that room: between holds it sends at most the
+// quota's rate, so holds that take 13% of the time cost 13% of the
+// quota. A client that knows the window sends the held calls when the
+// hold opens, as long as its own starts over the window stay under the
+// budget: the log admits them, and a window later, when it drops them,
+// has room for as many again. That needs the window itself, to within a
+// percent (bench/RESULTS.md, "Why tail-load-503 stays below the bar": a
+// window read 0.5% short refuses 2% of calls), which an evenly paced log
+// never shows. Slow start's first 429 does, when the server names its
+// budget: see readWindow.
+
+// The calls slow start had admitted when its first 429 came match the
+// budget a window of the read length holds within windowSlack calls, or
+// windowSlackShare of the budget when more.
+const (
+	windowSlack      = 2
+	windowSlackShare = 0.03
+)
+
+// windowMargin lengthens the window read (see readWindow).
+const windowMargin = 0.01
+
+// catchUpSpeed: a catch-up starts calls at most this many times as fast
+// as the paced rate. All at once, the calls the hold kept back crowd the
+// server (each reaches it later than it started, so a window later the
+// law's stamps and the quota's log part by as much), and more of them
+// meet the next overload; at three times the rate the catch-up still
+// ends within half a hold's length.
+const catchUpSpeed = 3
+
+// readWindow folds in slow start's 429 of the call started at started,
+// whose exact retry delay says the quota admits a call again at
+// started+retryAfter. A sliding log of B calls over a window W refuses a
+// call while it holds B, and frees its oldest a window after it came. If
+// slow start spent the quota within a window of its first start, that
+// oldest is the first start, so W is started+retryAfter-firstStart, and
+// the calls admitted since the first start are B: W times the named
+// requests per minute's rate. When the count and the length agree the
+// window is known. They disagree on every other shape: a fixed window
+// opens at its boundary, sooner than a window after a first start that
+// came late in it; a token bucket frees a call's worth in a moment; a
+// log spent over more than a window holds fewer calls than were sent; a
+// budget in tokens counts calls of many sizes; a rounded delay is late.
+func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
+	if w.namedRPM <= 0 || w.namedTPM > 0 || uncertain(retryAfter) || w.firstStart.IsZero() {
+		return
+	}
+	win := started.Add(retryAfter).Sub(w.firstStart)
+	if win <= 0 || win > maxWindow {
+		return
+	}
+	rate := float64(w.namedRPM) / 60
+	budget := rate * win.Seconds()
+	if budget >= sentRing {
+		return // more starts than the law keeps: it cannot count a window's
+	}
+	n := w.admittedFrom(w.firstStart, started)
+	if math.Abs(n-budget) > max(windowSlack, windowSlackShare*budget) {
+		return
+	}
+	// The count is exact to a call or two where the length is not: the
+	// first call often reaches the server milliseconds after it started
+	// (a connection opened), which reads the window that much long (5-20
+	// ms of a 1 s window on a local simulator), and a refused call
+	// slowed so reads it short. A window read short refuses calls when a
+	// burst leaves it; one read long only sends a little less. So the
+	// length is taken within the count's reach: no shorter than the
+	// count's window, no longer than that of windowSlack calls more; and
+	// a margin added.
+	perCall := float64(time.Second) / rate
+	win = max(time.Duration(n*perCall), min(win, time.Duration((n+windowSlack)*perCall)))
+	w.knownWindow = time.Duration(float64(win) * (1 + windowMargin))
+}
+
+// heldWithWindow folds in an overload hold closing while the window is
+// known: from now on the pace may catch up (see paceFloor).
+func (w *law) heldWithWindow() {
+	if w.knownWindow > 0 {
+		w.catchUp = true
+	}
+}
+
+// paceFloor is the earliest the paced schedule may stand when a call
+// starts at t: t itself (a schedule behind it is not made up), or, once
+// the pace catches up, a window before t, so that the calls a hold kept
+// back start when it opens, as fast as windowHold lets them.
+func (w *law) paceFloor(t time.Time) time.Time {
+	if !w.catchUp {
+		return t
+	}
+	return t.Add(-w.knownWindow)
+}
+
+// windowHold is the earliest instant after t the next call may start by
+// the known window: no more starts over any window than the paced rate
+// fills it with, every start counted but the refused (a failed call too,
+// which errs on the side of the quota), and, while the pace catches up,
+// no faster than catchUpSpeed times the rate. It holds from the window's reading
+// on, so that the calls paced after slow start's burst wait for the
+// burst to leave the window rather than meet it; while a replay of that
+// burst runs (see replay.go) the replay holds them. Zero when no window
+// is known, or when tokens bind rather than requests.
+func (w *law) windowHold(t time.Time) time.Time {
+	if w.knownWindow <= 0 || w.replay.next < w.replay.end || w.rate <= 0 || w.tokensBind() {
+		return time.Time{}
+	}
+	var h time.Time
+	if w.catchUp {
+		h = w.lastStart.Add(time.Duration(float64(w.interval()) / catchUpSpeed))
+	}
+	// The starts a window may hold: the k-th latest the quota counted
+	// (a refused call takes no slot) holds the next until it leaves.
+	k := int(w.rate * w.knownWindow.Seconds())
+	if k < 1 {
+		return h
+	}
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		leaves := c.at.Add(w.knownWindow)
+		if !leaves.After(t) {
+			break // out of the window, and every start before it
+		}
+		if c.outcome == refusedCall {
+			continue
+		}
+		if n++; n == k {
+			if leaves.After(h) {
+				h = leaves
+			}
+			break
+		}
+	}
+	return h
+}
+
+// windowRefused folds in a congestion event. A 429 of a look above the
+// named budget is the look's answer. Any other, with the window known,
+// says the quota does not count as the law does (the window read short,
+// the quota shared or fallen), and a burst sent by that reckoning would
+// be refused: the pace goes back to even, as with no window known.
+func (w *law) windowRefused() {
+	if w.knownWindow <= 0 {
+		return
+	}
+	if named := w.namedRate(); named > 0 && w.rate > named*namedShare*1.001 {
+		return
+	}
+	w.knownWindow, w.catchUp = 0, false
+}
