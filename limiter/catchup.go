@@ -5,20 +5,21 @@ import (
 	"time"
 )
 
-// Catching up what an overload hold cost, on a sliding log whose window
-// the law knows. While the runner holds the calls back (503 "overloaded",
-// see hold.go) the quota's log drops the calls sent a window before, and
-// when the hold opens it has room for every call the hold kept back. An
-// even pace never uses that room: between holds it sends at most the
-// quota's rate, so holds that take 13% of the time cost 13% of the
-// quota. A client that knows the window sends the held calls when the
-// hold opens, as long as its own starts over the window stay under the
-// budget: the log admits them, and a window later, when it drops them,
-// has room for as many again. That needs the window itself, to within a
-// percent (bench/RESULTS.md, "Why tail-load-503 stays below the bar": a
-// window read 0.5% short refuses 2% of calls), which an evenly paced log
-// never shows. Slow start's first 429 does, when the server names its
-// budget: see readWindow.
+// Sending by a sliding log's window, read at slow start's 429, to catch
+// up what the runner's overload holds cost. While the runner holds the
+// calls back (503 "overloaded", see hold.go) the quota's log drops the
+// calls sent a window before, and when the hold opens it has room for
+// every call the hold kept back. An even pace never uses that room:
+// between holds it sends at most the quota's rate, so holds that take
+// 13% of the time cost 13% of the quota. A client that knows the window
+// sends the held calls when the hold opens, as long as its own starts
+// over the window stay under the budget; a window later, when the log
+// drops that burst, the room comes back at once, and so on: from the
+// first hold on, the law sends by the window, as the log admits, not by
+// an even pace. That needs the window itself, to within a percent: in
+// virtual time (bench/RESULTS.md) a window read 0.5% short refused 2% of
+// calls, and an evenly paced log never shows it. Slow start's first 429
+// does, when the server names its budget: see readWindow.
 
 // The calls slow start had admitted when its first 429 came match the
 // budget a window of the read length holds within windowSlack calls, or
@@ -30,6 +31,12 @@ const (
 
 // windowMargin lengthens the window read (see readWindow).
 const windowMargin = 0.01
+
+// minDelayShare: the retry delay must be at least this share of the
+// window read, or the reading would rest on the count alone (a delay
+// within the slack of a span the calls were sent evenly over agrees with
+// any count).
+const minDelayShare = 0.1
 
 // catchUpSpeed: a catch-up starts calls at most this many times as fast
 // as the paced rate. All at once, the calls the hold kept back crowd the
@@ -47,23 +54,27 @@ const catchUpSpeed = 3
 // oldest is the first start, so W is started+retryAfter-firstStart, and
 // the calls admitted since the first start are B: W times the named
 // requests per minute's rate. When the count and the length agree the
-// window is known. They disagree on every other shape: a fixed window
-// opens at its boundary, sooner than a window after a first start that
-// came late in it; a token bucket frees a call's worth in a moment; a
-// log spent over more than a window holds fewer calls than were sent; a
-// budget in tokens counts calls of many sizes; a rounded delay is late.
+// window is known. Slow start sends in doubling bursts, so they seldom
+// agree by chance: a token bucket frees a call's worth in a moment, a
+// log spent over more than a window holds fewer calls than were sent, a
+// budget in tokens counts calls of many sizes, a rounded delay is late.
+// A fixed window whose first call came in its first few percent does
+// read as a sliding log (its boundary is then about a window after the
+// first start); the law then holds the calls after slow start until its
+// burst leaves the window read, which a fixed window does not need, and
+// loses about a percent (fixed-exact in TestLaw_matrixShapes).
 func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
 	if w.namedRPM <= 0 || w.namedTPM > 0 || uncertain(retryAfter) || w.firstStart.IsZero() {
 		return
 	}
 	win := started.Add(retryAfter).Sub(w.firstStart)
-	if win <= 0 || win > maxWindow {
+	if win <= 0 || win > maxWindow || retryAfter < time.Duration(minDelayShare*float64(win)) {
 		return
 	}
 	rate := float64(w.namedRPM) / 60
 	budget := rate * win.Seconds()
-	if budget >= sentRing {
-		return // more starts than the law keeps: it cannot count a window's
+	if budget*(1+windowSlackShare) >= sentRing/2 {
+		return // more starts than the law keeps with room: it cannot count a window's
 	}
 	n := w.admittedFrom(w.firstStart, started)
 	if math.Abs(n-budget) > max(windowSlack, windowSlackShare*budget) {
@@ -74,17 +85,25 @@ func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
 	// (a connection opened), which reads the window that much long (5-20
 	// ms of a 1 s window on a local simulator), and a refused call
 	// slowed so reads it short. A window read short refuses calls when a
-	// burst leaves it; one read long only sends a little less. So the
-	// length is taken within the count's reach: no shorter than the
+	// burst leaves it, one read long sends less than the quota admits. So
+	// the length is taken within the count's reach: no shorter than the
 	// count's window, no longer than that of windowSlack calls more; and
 	// a margin added.
 	perCall := float64(time.Second) / rate
 	win = max(time.Duration(n*perCall), min(win, time.Duration((n+windowSlack)*perCall)))
 	w.knownWindow = time.Duration(float64(win) * (1 + windowMargin))
+	w.windowRPM = w.namedRPM
+}
+
+// windowBinds reports whether the law sends by the known window: one is
+// known, no replay of slow start's burst holds the calls instead (see
+// replay.go), the law paces a rate, and requests bind, not tokens.
+func (w *law) windowBinds() bool {
+	return w.knownWindow > 0 && w.replay.next >= w.replay.end && w.rate > 0 && !w.tokensBind()
 }
 
 // heldWithWindow folds in an overload hold closing while the window is
-// known: from now on the pace may catch up (see paceFloor).
+// known: from now on the law sends by it (see paceFloor).
 func (w *law) heldWithWindow() {
 	if w.knownWindow > 0 {
 		w.catchUp = true
@@ -93,10 +112,12 @@ func (w *law) heldWithWindow() {
 
 // paceFloor is the earliest the paced schedule may stand when a call
 // starts at t: t itself (a schedule behind it is not made up), or, once
-// the pace catches up, a window before t, so that the calls a hold kept
-// back start when it opens, as fast as windowHold lets them.
+// a hold has come with the window known, a window before t: the calls a
+// hold kept back, and those a window later when the log drops them (or
+// any the limit on calls in flight or idle time kept back), start as
+// fast as windowHold lets them.
 func (w *law) paceFloor(t time.Time) time.Time {
-	if !w.catchUp {
+	if !w.catchUp || !w.windowBinds() {
 		return t
 	}
 	return t.Add(-w.knownWindow)
@@ -105,14 +126,13 @@ func (w *law) paceFloor(t time.Time) time.Time {
 // windowHold is the earliest instant after t the next call may start by
 // the known window: no more starts over any window than the paced rate
 // fills it with, every start counted but the refused (a failed call too,
-// which errs on the side of the quota), and, while the pace catches up,
-// no faster than catchUpSpeed times the rate. It holds from the window's reading
-// on, so that the calls paced after slow start's burst wait for the
-// burst to leave the window rather than meet it; while a replay of that
-// burst runs (see replay.go) the replay holds them. Zero when no window
-// is known, or when tokens bind rather than requests.
+// which errs on the side of the quota), and, once the law sends by the
+// window, no faster than catchUpSpeed times the rate. It holds from the
+// window's reading on, so that the calls paced after slow start's burst
+// wait for the burst to leave the window rather than meet it. Zero when
+// the window does not bind (see windowBinds).
 func (w *law) windowHold(t time.Time) time.Time {
-	if w.knownWindow <= 0 || w.replay.next < w.replay.end || w.rate <= 0 || w.tokensBind() {
+	if !w.windowBinds() {
 		return time.Time{}
 	}
 	var h time.Time
@@ -125,36 +145,53 @@ func (w *law) windowHold(t time.Time) time.Time {
 	if k < 1 {
 		return h
 	}
+	kept := min(w.nSent, sentRing)
+	if k <= kept && !w.sent[(w.nSent-k)%sentRing].at.Add(w.knownWindow).After(t) {
+		return h // fewer than k starts of any outcome in the window: no scan
+	}
 	n := 0
-	for i := 1; i <= min(w.nSent, sentRing); i++ {
+	for i := 1; i <= kept; i++ {
 		c := &w.sent[(w.nSent-i)%sentRing]
 		leaves := c.at.Add(w.knownWindow)
 		if !leaves.After(t) {
-			break // out of the window, and every start before it
+			return h // out of the window, and every start before it
 		}
 		if c.outcome == refusedCall {
 			continue
 		}
 		if n++; n == k {
-			if leaves.After(h) {
-				h = leaves
-			}
-			break
+			return later(h, leaves)
 		}
+	}
+	if kept == sentRing {
+		// Every start the law keeps is in the window, and fewer than k
+		// of them counted: the next waits for the oldest kept to leave,
+		// as the law cannot count further back.
+		return later(h, w.sent[w.nSent%sentRing].at.Add(w.knownWindow))
 	}
 	return h
 }
 
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // windowRefused folds in a congestion event. A 429 of a look above the
-// named budget is the look's answer. Any other, with the window known,
-// says the quota does not count as the law does (the window read short,
-// the quota shared or fallen), and a burst sent by that reckoning would
-// be refused: the pace goes back to even, as with no window known.
+// budget the window was read with, naming that same budget, is the look's
+// answer. Any other, with the window known, says the quota does not
+// count as the law does (the window read short, the quota shared or
+// fallen, a budget in tokens binding now), and a burst sent by that
+// reckoning would be refused: the pace goes back to even, as with no
+// window known.
 func (w *law) windowRefused() {
 	if w.knownWindow <= 0 {
 		return
 	}
-	if named := w.namedRate(); named > 0 && w.rate > named*namedShare*1.001 {
+	if w.namedTPM == 0 && w.namedRPM == w.windowRPM && w.rate > w.namedRate()*namedShare*1.001 {
 		return
 	}
 	w.knownWindow, w.catchUp = 0, false

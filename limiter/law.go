@@ -136,9 +136,11 @@ type law struct {
 	nextSize    int64       // the size of the call first in line, 0 if unknown (see headStep)
 	// knownWindow: the quota's window, read at slow start's 429 (see
 	// readWindow); 0 if not. catchUp: an overload hold has come since,
-	// and the pace catches up what holds cost (see catchup.go).
+	// and the law sends by the window (see catchup.go). windowRPM: the
+	// budget named when it was read.
 	knownWindow time.Duration
 	catchUp     bool
+	windowRPM   int64
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -442,6 +444,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// not how fast. Back off longer; the rate stays.
 		return gateMoved
 	}
+	wasSlowStart := w.slowStart
 	w.slowStart = false
 	w.measured = false
 	if !w.hasLatency {
@@ -513,7 +516,9 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			// delay longer than slow start lasted says when the quota
 			// opens again: a window's quota, spent since the first
 			// start, opens a window after it.
-			w.readWindow(started, retryAfter)
+			if wasSlowStart {
+				w.readWindow(started, retryAfter)
+			}
 			if !uncertain(retryAfter) && t.Sub(w.firstStart) < retryAfter {
 				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
 				w.startReplay(t.Add(retryAfter))
