@@ -5,21 +5,23 @@ import (
 	"time"
 )
 
-// Sending by a sliding log's window, read at slow start's 429, to catch
-// up what the runner's overload holds cost. While the runner holds the
-// calls back (503 "overloaded", see hold.go) the quota's log drops the
-// calls sent a window before, and when the hold opens it has room for
-// every call the hold kept back. An even pace never uses that room:
-// between holds it sends at most the quota's rate, so holds that take
-// 13% of the time cost 13% of the quota. A client that knows the window
-// sends the held calls when the hold opens, as long as its own starts
-// over the window stay under the budget; a window later, when the log
-// drops that burst, the room comes back at once, and so on: from the
-// first hold on, the law sends by the window, as the log admits, not by
-// an even pace. That needs the window itself, to within a percent: in
-// virtual time (bench/RESULTS.md) a window read 0.5% short refused 2% of
-// calls, and an evenly paced log never shows it. Slow start's first 429
-// does, when the server names its budget: see readWindow.
+// Sending by a sliding log's window, once slow start's 429 has shown it.
+// A client that paces a quota's rate evenly sends at most that rate in
+// any stretch of time, and loses what it cannot send: while the runner
+// holds the calls back (503 "overloaded", see hold.go), or while slow
+// start's burst still fills the window. A sliding log admits a call
+// whenever it holds fewer than its budget, so a client that knows its
+// window can send as it does: each call as soon as its own starts over
+// the window leave room, the calls a hold kept back at once when it
+// opens, slow start's burst again a window after it, as the perfect
+// client does. The law does so, at the paced rate's share of the budget
+// and at most catchUpSpeed times the rate, once it knows the window.
+// That needs the window itself, to within a percent: in virtual time
+// (bench/RESULTS.md) a window read 0.5% short refused 2% of calls, and
+// an evenly paced log never shows it. Slow start's first 429 does, when
+// the server names its budget: see readWindow and readWindowReopened. A
+// 429 at the named pace then says the quota counts otherwise, and the
+// law paces evenly again (windowRefused).
 
 // The calls slow start had admitted when its first 429 came match the
 // budget a window of the read length holds within windowSlack calls, or
@@ -38,12 +40,12 @@ const windowMargin = 0.01
 // any count).
 const minDelayShare = 0.1
 
-// catchUpSpeed: a catch-up starts calls at most this many times as fast
-// as the paced rate. All at once, the calls the hold kept back crowd the
-// server (each reaches it later than it started, so a window later the
-// law's stamps and the quota's log part by as much), and more of them
-// meet the next overload; at three times the rate the catch-up still
-// ends within half a hold's length.
+// catchUpSpeed: sending by the window, the law starts calls at most this
+// many times as fast as the paced rate. All at once, the calls a hold
+// kept back crowd the server (each reaches it later than it started, so
+// a window later the law's stamps and the quota's log part by as much),
+// and more of them meet the next overload; at three times the rate the
+// calls a hold kept back still go within half a hold's length.
 const catchUpSpeed = 3
 
 // readWindow folds in slow start's 429 of the call started at started,
@@ -60,9 +62,8 @@ const catchUpSpeed = 3
 // budget in tokens counts calls of many sizes, a rounded delay is late.
 // A fixed window whose first call came in its first few percent does
 // read as a sliding log (its boundary is then about a window after the
-// first start); the law then holds the calls after slow start until its
-// burst leaves the window read, which a fixed window does not need, and
-// loses about a percent (fixed-exact in TestLaw_matrixShapes).
+// first start); the law then sends by a sliding window of its length,
+// which a fixed window admits (fixed-exact in TestLaw_matrixShapes).
 func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
 	if w.namedRPM <= 0 || w.namedTPM > 0 || uncertain(retryAfter) || w.firstStart.IsZero() {
 		return
@@ -91,8 +92,51 @@ func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
 	// a margin added.
 	perCall := float64(time.Second) / rate
 	win = max(time.Duration(n*perCall), min(win, time.Duration((n+windowSlack)*perCall)))
+	w.knowWindow(win)
+}
+
+// readWindowReopened folds in the first probe the quota admitted after
+// slow start's 429, started at started, when its 429s rounded their
+// delays (see reopenedAfterSlowStart): n calls of slow start's burst
+// were admitted. A sliding log spent within a window of the first start
+// refused every probe until that start left it, and admits the next:
+// its window is longer than the last refused probe came after the first
+// start, and no longer than this one did. When the window the count
+// gives at the named rate falls between the two, it is the window. (A
+// token bucket admits the first probe: no reading. A fixed window reads
+// its own length when the probe came after a window, and the law then
+// holds starts by a sliding window of that length, which a fixed window
+// admits.)
+func (w *law) readWindowReopened(started time.Time, n float64) {
+	if w.knownWindow > 0 || w.bounded || w.backoffs < 2 || w.namedRPM <= 0 || w.namedTPM > 0 || w.refusedProbe.IsZero() || w.firstStart.IsZero() {
+		return
+	}
+	rate := float64(w.namedRPM) / 60
+	if n*(1+windowSlackShare) >= sentRing/2 {
+		return
+	}
+	perCall := float64(time.Second) / rate
+	lo, hi := w.refusedProbe.Sub(w.firstStart), started.Sub(w.firstStart)
+	counted := time.Duration(n * perCall)
+	slack := time.Duration(max(windowSlack, windowSlackShare*n) * perCall)
+	if counted+slack <= lo || counted-slack > hi || hi > maxWindow {
+		return
+	}
+	w.knowWindow(max(lo, min(hi, time.Duration((n+windowSlack)*perCall))))
+}
+
+// knowWindow records the quota's window as win, with the margin, for the
+// budget named now, and sends by it from now on: the calls after slow
+// start's burst start as fast as it lets them (see paceFloor), and the
+// limit on calls in flight fits the fastest they may start (see
+// law.fitLimit).
+func (w *law) knowWindow(win time.Duration) {
 	w.knownWindow = time.Duration(float64(win) * (1 + windowMargin))
 	w.windowRPM = w.namedRPM
+	// The paced schedule no longer holds back what the window lets
+	// through: slow start's burst goes again as the window frees it.
+	w.tat = time.Time{}
+	w.fitLimit()
 }
 
 // windowBinds reports whether the law sends by the known window: one is
@@ -102,22 +146,13 @@ func (w *law) windowBinds() bool {
 	return w.knownWindow > 0 && w.replay.next >= w.replay.end && w.rate > 0 && !w.tokensBind()
 }
 
-// heldWithWindow folds in an overload hold closing while the window is
-// known: from now on the law sends by it (see paceFloor).
-func (w *law) heldWithWindow() {
-	if w.knownWindow > 0 {
-		w.catchUp = true
-	}
-}
-
 // paceFloor is the earliest the paced schedule may stand when a call
-// starts at t: t itself (a schedule behind it is not made up), or, once
-// a hold has come with the window known, a window before t: the calls a
-// hold kept back, and those a window later when the log drops them (or
-// any the limit on calls in flight or idle time kept back), start as
-// fast as windowHold lets them.
+// starts at t: t itself (a schedule behind it is not made up), or, while
+// the law sends by the window, a window before t: the calls a hold (or
+// slow start's burst, or idle time) kept back, and those a window later
+// when the log drops them, start as fast as windowHold lets them.
 func (w *law) paceFloor(t time.Time) time.Time {
-	if !w.catchUp || !w.windowBinds() {
+	if !w.windowBinds() {
 		return t
 	}
 	return t.Add(-w.knownWindow)
@@ -126,19 +161,13 @@ func (w *law) paceFloor(t time.Time) time.Time {
 // windowHold is the earliest instant after t the next call may start by
 // the known window: no more starts over any window than the paced rate
 // fills it with, every start counted but the refused (a failed call too,
-// which errs on the side of the quota), and, once the law sends by the
-// window, no faster than catchUpSpeed times the rate. It holds from the
-// window's reading on, so that the calls paced after slow start's burst
-// wait for the burst to leave the window rather than meet it. Zero when
-// the window does not bind (see windowBinds).
+// which errs on the side of the quota), and no faster than catchUpSpeed
+// times the rate. Zero when the window does not bind (see windowBinds).
 func (w *law) windowHold(t time.Time) time.Time {
 	if !w.windowBinds() {
 		return time.Time{}
 	}
-	var h time.Time
-	if w.catchUp {
-		h = w.lastStart.Add(time.Duration(float64(w.interval()) / catchUpSpeed))
-	}
+	h := w.lastStart.Add(time.Duration(float64(w.interval()) / catchUpSpeed))
 	// The starts a window may hold: the k-th latest the quota counted
 	// (a refused call takes no slot) holds the next until it leaves.
 	k := int(w.rate * w.knownWindow.Seconds())
@@ -194,5 +223,5 @@ func (w *law) windowRefused() {
 	if w.namedTPM == 0 && w.namedRPM == w.windowRPM && w.rate > w.namedRate()*namedShare*1.001 {
 		return
 	}
-	w.knownWindow, w.catchUp = 0, false
+	w.knownWindow = 0
 }

@@ -71,11 +71,11 @@ func TestLaw_readWindow(t *testing.T) {
 	}
 }
 
-// After an overload hold, with the window known, the law starts the calls
-// the hold kept back at once (no faster than catchUpSpeed times the
-// rate), while its starts over the quota's window stay within its budget;
-// with no window known, or no hold (the calls idle), it only paces on.
-func TestLaw_catchUpAfterHold(t *testing.T) {
+// After an overload hold (or idle time), with the window known, the law
+// starts the calls kept back at once (no faster than catchUpSpeed times
+// the rate), while its starts over the quota's window stay within its
+// budget; with no window known it only paces on.
+func TestLaw_sendsByWindow(t *testing.T) {
 	tests := []struct {
 		name        string
 		known, held bool
@@ -83,13 +83,14 @@ func TestLaw_catchUpAfterHold(t *testing.T) {
 	}{
 		{"window known, a hold", true, true, true},
 		{"no window known, a hold", false, true, false},
-		{"window known, calls idle with no hold", true, false, false},
+		{"window known, calls idle with no hold", true, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, refusedAt := readAfterSlowStart()
-			if !tt.known {
+			if tt.known != (w.knownWindow > 0) {
 				w.knownWindow = 0
+				w.fitLimit()
 			}
 			rate := w.rate
 			if rate != 200*namedShare {
@@ -127,7 +128,7 @@ func TestLaw_catchUpAfterHold(t *testing.T) {
 				t.Errorf("%d calls started in the 300 ms after the pause, want the pace's %d at most", soon, paced)
 			}
 			fastest := time.Duration(float64(time.Second)/rate/catchUpSpeed) - time.Nanosecond
-			for i := 1; i < len(after) && w.catchUp; i++ {
+			for i := 1; i < len(after) && tt.known; i++ {
 				if gap := after[i].Sub(after[i-1]); gap < fastest {
 					t.Fatalf("starts %v apart at %v, faster than %d times the rate", gap, after[i].Sub(simEpoch), catchUpSpeed)
 				}
@@ -177,8 +178,8 @@ func TestLaw_windowRefused(t *testing.T) {
 			w.onHeld(at)
 			w.onOpened(at.Add(200 * time.Millisecond))
 			at, _ = drive(w, at.Add(200*time.Millisecond), time.Second)
-			if !w.catchUp {
-				t.Fatal("not sending by the window after a hold")
+			if w.knownWindow <= 0 {
+				t.Fatal("no window known after a hold")
 			}
 			if tt.looking {
 				w.rate = 200 * 1.1
@@ -186,8 +187,58 @@ func TestLaw_windowRefused(t *testing.T) {
 			s := w.start(at, 20)
 			w.nameQuota(tt.rpm, tt.tpm)
 			w.onRateLimited(at.Add(rtt), s, 50*time.Millisecond, 20)
-			if got := w.knownWindow > 0; got != tt.wantKnown || w.catchUp != tt.wantKnown {
-				t.Errorf("window known %v (%v), sending by it %v; want %v", got, w.knownWindow, w.catchUp, tt.wantKnown)
+			if got := w.knownWindow > 0; got != tt.wantKnown {
+				t.Errorf("window known %v (%v), want %v", got, w.knownWindow, tt.wantKnown)
+			}
+		})
+	}
+}
+
+// The first probe the quota admits after slow start's 429 with a rounded
+// delay reads a sliding log's window when the window the count gives at
+// the named rate lies between the last refused probe and this one (each
+// since the first start), and no other.
+func TestLaw_readWindowReopened(t *testing.T) {
+	const perMin = 200 * 60 // 200 a second named; the burst is 400 calls
+	margin := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 + windowMargin)) }
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name              string
+		refused, admitted time.Duration // the last refused probe's start and the admitted one's; refused 0: none
+		tpm               int64
+		want              time.Duration
+	}{
+		{"a sliding log of 400 over 2 s", ms(1600), ms(2100), 0, margin(time.Second*2 + 2*time.Second/200)},
+		{"the admitted probe just after the window", ms(1990), ms(2004), 0, margin(ms(2004))},
+		{"the count's window before the last refused probe: the quota shared or fallen", ms(2200), ms(2500), 0, 0},
+		{"the count's window after the admitted probe: a fixed window's boundary", ms(900), ms(1200), 0, 0},
+		{"no probe refused: a token bucket", 0, ms(900), 0, 0},
+		{"a budget in tokens named", ms(1600), ms(2100), 1_000_000, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			var starts []time.Time
+			for i := range 400 {
+				starts = append(starts, w.start(simEpoch.Add(time.Duration(i)*2*time.Millisecond), i%64))
+			}
+			for _, s := range starts {
+				w.onSuccess(s.Add(rtt), s, 100, 64)
+			}
+			s := w.start(simEpoch.Add(ms(800)), 20)
+			w.nameQuota(perMin, tt.tpm)
+			w.onRateLimited(simEpoch.Add(ms(801)), s, 3*time.Second, 20)
+			if w.knownWindow != 0 {
+				t.Fatalf("a rounded delay read the window as %v", w.knownWindow)
+			}
+			w.gate, w.needProbe, w.probe, w.backoffs = time.Time{}, true, time.Time{}, 1
+			if tt.refused > 0 {
+				w.backoffs, w.refusedProbe = 2, simEpoch.Add(tt.refused)
+			}
+			probe := w.start(simEpoch.Add(tt.admitted), 0)
+			w.onSuccess(probe.Add(rtt), probe, 100, 1)
+			if w.knownWindow != tt.want {
+				t.Errorf("window read %v, want %v", w.knownWindow, tt.want)
 			}
 		})
 	}

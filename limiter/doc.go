@@ -45,15 +45,19 @@
 // held out of the rate it sent (a rate is proven only while it is sent at
 // 0.9 of its pace, so holds a second apart would keep it from ever being
 // proven), out of the answer lag a rate is held for, and out of the span
-// it reads the admitted rate over. Paced evenly between holds, a stage
-// loses what the holds take; a sliding log has room for the calls a hold
-// kept back when it opens. When slow start's 429 shows the log's window
-// (its exact delay ends a window after the first start, and the calls
-// admitted since are what the named budget grants over that window), the
-// law keeps its own starts over any window within the paced rate's share
-// and, after a hold, sends the calls it kept back as fast as that allows,
-// at most three times the rate (catchup.go); a 429 at the named pace then
-// says the quota counts otherwise, and the law goes back to even pacing.
+// it reads the admitted rate over.
+//
+// Paced evenly, a stage loses what holds take and what slow start's burst
+// keeps the window full for; a sliding log has room for the calls kept
+// back as soon as its window frees it. When slow start's 429 shows the
+// log's window (its exact delay ends a window after the first start, or
+// with delays rounded, the first probe admitted after it comes a window
+// after the first start; and the calls admitted since are what the named
+// budget grants over that window), the law sends by the window as the
+// perfect client does: each call as soon as its own starts over the
+// window leave room at the paced rate's share, at most three times the
+// rate (catchup.go). A 429 at the named pace then says the quota counts
+// otherwise, and the law goes back to even pacing.
 //
 // A 429 that names the per-minute budget it enforces (QuotaFailure's
 // quotaValue, passed to RateLimitedQuota) needs no probing: the law paces
@@ -122,7 +126,7 @@
 // hold), catchup.go (a sliding log's window read at slow start's 429,
 // and catching up after an overload hold), queue.go (AIMD:
 // the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 645 lines and
+// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 655 lines and
 // still one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one

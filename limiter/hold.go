@@ -48,7 +48,6 @@ func (w *law) onHeld(t time.Time) {
 	if w.holds.from.IsZero() {
 		w.holds.from = t
 	}
-	w.heldWithWindow()
 }
 
 // onOpened folds in the runner's overload hold opening at t. The paced

@@ -135,12 +135,12 @@ type law struct {
 	reqTat      time.Time   // the requests schedule while tokens are paced (see requestHold)
 	nextSize    int64       // the size of the call first in line, 0 if unknown (see headStep)
 	// knownWindow: the quota's window, read at slow start's 429 (see
-	// readWindow); 0 if not. catchUp: an overload hold has come since,
-	// and the law sends by the window (see catchup.go). windowRPM: the
-	// budget named when it was read.
-	knownWindow time.Duration
-	catchUp     bool
-	windowRPM   int64
+	// readWindow, readWindowReopened); 0 if not: the law sends by it
+	// (see catchup.go). windowRPM: the budget named when it was read.
+	// refusedProbe: the start of the last probe refused.
+	knownWindow  time.Duration
+	windowRPM    int64
+	refusedProbe time.Time
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -413,6 +413,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	probeRefused := started.Equal(w.probe)
 	if probeRefused {
 		w.probe = time.Time{} // refused: probe again after the next backoff
+		w.refusedProbe = started
 		newEvent = true
 	}
 	others := w.othersAt(started, inFlight-1)
@@ -548,8 +549,8 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.cooldown = resume.Add(min(w.cfg.Cooldown, time.Duration(cooldownRoundTrips*w.avgLatency)))
 	w.probeFrom = resume
-	if w.tat.Before(resume) {
-		w.tat = resume
+	if floor := w.paceFloor(resume); w.tat.Before(floor) {
+		w.tat = floor
 	}
 	w.fitLimit()
 	return gateMoved
@@ -597,6 +598,11 @@ func (w *law) fitLimit() {
 		return
 	}
 	n := int(math.Ceil(w.rate * w.limitLatency().Seconds() * rateHeadroom))
+	if w.windowBinds() {
+		// Sending by the window, calls start up to catchUpSpeed times
+		// as fast as the rate while the window has room.
+		n = int(math.Ceil(w.rate * catchUpSpeed * w.limitLatency().Seconds() * rateHeadroom))
+	}
 	if w.capLevel > 0 {
 		n = min(n, int(w.capLevel))
 	}

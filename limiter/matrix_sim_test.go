@@ -22,10 +22,11 @@ import (
 // any hold-free second, so at most 200 × 1.3 s / 1.5 s ≈ 173 a second
 // over the run, 0.88 of the perfect client, which fills the room each
 // burst leaves in the window at once after it. The law reads the window
-// at slow start's 429 and catches up after each hold as the perfect
-// client does (see catchup.go); fixed-exact's first call comes at the
-// start of a window, where slow start's 429 reads like a sliding log's,
-// and the law holds the calls after it for a window it need not.
+// at slow start's 429 (or, with rounded delays, its first reopening) and
+// sends by it as the perfect client does (see catchup.go); the fixed
+// windows' first calls come at the start of a window, where slow start's
+// 429 (or the probes after it) read like a sliding log's, and the law
+// sends by a sliding window of that length, which they admit.
 func matrixShapes() []quotaShape {
 	const (
 		items   = 6000
@@ -39,12 +40,12 @@ func matrixShapes() []quotaShape {
 		{name: "sliding-drift", floor: 0.94, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin, namedDrift: down,
 			quota:   func() quotaModel { return &slidingLog{limit: 200, window: time.Second, drift: down} },
 			latency: uniform(250*time.Millisecond, 350*time.Millisecond)},
-		{name: "sliding-coarse", floor: 0.91, items: items, refusal: refusal, retry: retryCoarse, namedRPM: perMin,
+		{name: "sliding-coarse", floor: 0.92, items: items, refusal: refusal, retry: retryCoarse, namedRPM: perMin,
 			quota:   func() quotaModel { return &slidingLog{limit: 400, window: 2 * time.Second} },
 			latency: uniform(80*time.Millisecond, 120*time.Millisecond)},
-		{name: "fixed-exact", floor: 0.935, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin,
+		{name: "fixed-exact", floor: 0.945, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin,
 			quota: func() quotaModel { return &fixedWindow{limit: 200, window: time.Second} }, latency: lat},
-		{name: "fixed-noretry", floor: 0.92, items: items, refusal: refusal, retry: retryAbsent, namedRPM: perMin,
+		{name: "fixed-noretry", floor: 0.93, items: items, refusal: refusal, retry: retryAbsent, namedRPM: perMin,
 			quota: func() quotaModel { return &fixedWindow{limit: 200, window: time.Second} }, latency: lat},
 		{name: "bucket-burst", floor: 0.96, items: items, refusal: refusal, retry: retryExact, namedRPM: perMin,
 			quota: func() quotaModel { return &tokenBucket{perSecond: 200, burst: 10} }, latency: lat},

@@ -85,7 +85,12 @@ func (w *law) reopened(started time.Time) {
 	prev := w.reopenedAt
 	w.reopenedAt = started
 	if prev.IsZero() {
-		w.reopenedAfterSlowStart(started)
+		n := w.admittedFrom(w.firstStart, started)
+		if c := w.find(started); c != nil && c.outcome == admitted {
+			n -= c.weight // the probe itself: the quota's, not the burst's
+		}
+		w.readWindowReopened(started, n)
+		w.reopenedAfterSlowStart(started, n)
 	}
 	span := started.Sub(prev)
 	if prev.IsZero() || w.rate == 0 || span > reopenLags*w.answerLag() || span < 2*w.latency() {
@@ -109,7 +114,7 @@ func (w *law) reopened(started time.Time) {
 }
 
 // reopenedAfterSlowStart folds in the first reopening, at started, of a
-// quota that only slow start's burst has spent, when its 429s rounded
+// quota that only slow start's burst (n calls admitted) has spent, when its 429s rounded
 // their retry delays to whole seconds: those read the window as long as
 // the longest (up to a window late: 3 s for a 2 s window), and the rate
 // slow start's 429 set as what was admitted over it, too low by as much.
@@ -124,16 +129,12 @@ func (w *law) reopened(started time.Time) {
 // it is shorter than the window and the rate read too high, which the
 // next 429, at that window's end, corrects (TestLaw_fixedWindowPhases
 // measures the cost over the phases).
-func (w *law) reopenedAfterSlowStart(started time.Time) {
+func (w *law) reopenedAfterSlowStart(started time.Time, n float64) {
 	since := started.Sub(w.firstStart)
 	if w.bounded || w.backoffs < 2 || w.rate == 0 || w.firstStart.IsZero() || since < 2*w.latency() || since >= w.window {
 		return
 	}
 	w.window = since
-	n := w.admittedFrom(w.firstStart, started)
-	if c := w.find(started); c != nil && c.outcome == admitted {
-		n -= c.weight // the probe itself: the quota's, not the burst's
-	}
 	if n >= cycleMinSuccesses {
 		w.rate = max(w.rate, min(n/since.Seconds()*eventBackoff, w.maxRate()))
 		w.fitLimit()
