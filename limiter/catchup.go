@@ -108,7 +108,7 @@ func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
 // holds starts by a sliding window of that length, which a fixed window
 // admits.)
 func (w *law) readWindowReopened(started time.Time, n float64) {
-	if w.knownWindow > 0 || w.bounded || w.backoffs < 2 || w.namedRPM <= 0 || w.namedTPM > 0 || w.refusedProbe.IsZero() || w.firstStart.IsZero() {
+	if w.knownWindow > 0 || !w.firstFromSlowStart || w.bounded || w.backoffs < 2 || w.namedRPM <= 0 || w.namedTPM > 0 || w.refusedProbe.IsZero() || w.firstStart.IsZero() {
 		return
 	}
 	rate := float64(w.namedRPM) / 60
@@ -129,7 +129,11 @@ func (w *law) readWindowReopened(started time.Time, n float64) {
 // budget named now, and sends by it from now on: the calls after slow
 // start's burst start as fast as it lets them (see paceFloor), and the
 // limit on calls in flight fits the fastest they may start (see
-// law.fitLimit).
+// law.fitLimit). When slow start's 429 also started a replay of its
+// burst (replay.go: a delay longer than slow start lasted), the replay
+// holds the calls until it ends, and the window binds from then on; the
+// replay, which follows the burst call by call, did better on a real
+// per-minute window (minute-ample: 0.939 against 0.915 in virtual time).
 func (w *law) knowWindow(win time.Duration) {
 	w.knownWindow = time.Duration(float64(win) * (1 + windowMargin))
 	w.windowRPM = w.namedRPM
@@ -201,6 +205,22 @@ func (w *law) windowHold(t time.Time) time.Time {
 	return h
 }
 
+// windowStarts counts the starts the quota counted (refused ones left
+// out) within the known window up to t.
+func (w *law) windowStarts(t time.Time) float64 {
+	n := 0.0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if !c.at.Add(w.knownWindow).After(t) {
+			break
+		}
+		if c.outcome != refusedCall {
+			n++
+		}
+	}
+	return n
+}
+
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
@@ -211,7 +231,8 @@ func later(a, b time.Time) time.Time {
 
 // windowRefused folds in a congestion event. A 429 of a look above the
 // budget the window was read with, naming that same budget, is the look's
-// answer. Any other, with the window known, says the quota does not
+// answer; one naming a higher budget, a quota grown over the same window.
+// Any other, with the window known, says the quota does not
 // count as the law does (the window read short, the quota shared or
 // fallen, a budget in tokens binding now), and a burst sent by that
 // reckoning would be refused: the pace goes back to even, as with no
@@ -220,8 +241,14 @@ func (w *law) windowRefused() {
 	if w.knownWindow <= 0 {
 		return
 	}
+	if w.namedTPM == 0 && w.namedRPM > w.windowRPM {
+		// A higher budget named: the quota grew, over the same window.
+		w.windowRPM = w.namedRPM
+		return
+	}
 	if w.namedTPM == 0 && w.namedRPM == w.windowRPM && w.rate > w.namedRate()*namedShare*1.001 {
 		return
 	}
 	w.knownWindow = 0
+	w.fitLimit() // back to the limit an even pace needs
 }

@@ -171,6 +171,7 @@ func TestLaw_windowRefused(t *testing.T) {
 		{"refused looking above the named budget", true, 200 * 60, 0, true},
 		{"refused looking, a budget in tokens named now", true, 200 * 60, 100_000, false},
 		{"refused looking, a lower budget named", true, 150 * 60, 0, false},
+		{"a higher budget named: the quota grew", false, 250 * 60, 0, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w, refusedAt := readAfterSlowStart()
@@ -185,10 +186,14 @@ func TestLaw_windowRefused(t *testing.T) {
 				w.rate = 200 * 1.1
 			}
 			s := w.start(at, 20)
+			byWindow := w.limit
 			w.nameQuota(tt.rpm, tt.tpm)
 			w.onRateLimited(at.Add(rtt), s, 50*time.Millisecond, 20)
 			if got := w.knownWindow > 0; got != tt.wantKnown {
 				t.Errorf("window known %v (%v), want %v", got, w.knownWindow, tt.wantKnown)
+			}
+			if !tt.wantKnown && w.limit*2 > byWindow {
+				t.Errorf("limit on calls in flight %d after the window was forgotten, want the even pace's, about a third of the %d sent by it", w.limit, byWindow)
 			}
 		})
 	}
@@ -206,18 +211,20 @@ func TestLaw_readWindowReopened(t *testing.T) {
 		name              string
 		refused, admitted time.Duration // the last refused probe's start and the admitted one's; refused 0: none
 		tpm               int64
+		cfg               Config
 		want              time.Duration
 	}{
-		{"a sliding log of 400 over 2 s", ms(1600), ms(2100), 0, margin(time.Second*2 + 2*time.Second/200)},
-		{"the admitted probe just after the window", ms(1990), ms(2004), 0, margin(ms(2004))},
-		{"the count's window before the last refused probe: the quota shared or fallen", ms(2200), ms(2500), 0, 0},
-		{"the count's window after the admitted probe: a fixed window's boundary", ms(900), ms(1200), 0, 0},
-		{"no probe refused: a token bucket", 0, ms(900), 0, 0},
-		{"a budget in tokens named", ms(1600), ms(2100), 1_000_000, 0},
+		{"a sliding log of 400 over 2 s", ms(1600), ms(2100), 0, Config{}, margin(time.Second*2 + 2*time.Second/200)},
+		{"the admitted probe just after the window", ms(1990), ms(2004), 0, Config{}, margin(ms(2004))},
+		{"the count's window before the last refused probe: the quota shared or fallen", ms(2200), ms(2500), 0, Config{}, 0},
+		{"the count's window after the admitted probe: a fixed window's boundary", ms(900), ms(1200), 0, Config{}, 0},
+		{"no probe refused: a token bucket", 0, ms(900), 0, Config{}, 0},
+		{"a budget in tokens named", ms(1600), ms(2100), 1_000_000, Config{}, 0},
+		{"not slow start: a limit given", ms(1600), ms(2100), 0, Config{Start: 64}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newTestLaw(Config{})
+			w := newTestLaw(tt.cfg)
 			var starts []time.Time
 			for i := range 400 {
 				starts = append(starts, w.start(simEpoch.Add(time.Duration(i)*2*time.Millisecond), i%64))

@@ -119,6 +119,12 @@ func (w *law) heldWithin(from, to time.Time) time.Duration {
 // rate or more (atRate); judged is false when too little of that round
 // trip was free of holds to tell either way.
 func (w *law) sendingAtRate(t time.Time) (judged, atRate bool) {
+	if w.windowBinds() {
+		// Sending by the window, the calls come in its bursts and gaps,
+		// a window's worth a window: at the rate when the window is
+		// about full.
+		return true, w.windowStarts(t) >= 0.9*w.rate*w.knownWindow.Seconds()
+	}
 	span := w.latency()
 	free := span - w.heldWithin(t.Add(-span), t)
 	if free < span/2 {

@@ -138,9 +138,11 @@ type law struct {
 	// readWindow, readWindowReopened); 0 if not: the law sends by it
 	// (see catchup.go). windowRPM: the budget named when it was read.
 	// refusedProbe: the start of the last probe refused.
-	knownWindow  time.Duration
-	windowRPM    int64
-	refusedProbe time.Time
+	// firstFromSlowStart: the first congestion event ended slow start.
+	knownWindow        time.Duration
+	windowRPM          int64
+	refusedProbe       time.Time
+	firstFromSlowStart bool
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -176,8 +178,9 @@ func (w *law) mayStart(t time.Time, inFlight int) bool {
 // awaitingProbe reports whether starts wait for a probe's outcome.
 func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 
-// hold is the time before which no call starts: the retry-after gate, or
-// the paced schedule when later.
+// hold is the time before which no call starts: the retry-after gate, a
+// replay of slow start's burst, the known window (see windowHold), or the
+// paced schedule, whichever is latest.
 func (w *law) hold(t time.Time) time.Time {
 	h := w.gate
 	if p := w.replayHold(); p.After(h) {
@@ -435,6 +438,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.decreases++
 	w.decrease = t
+	byWindow := w.windowBinds() // the refused call was sent by the window
 	w.windowRefused()
 	w.bareEvent = uncertain(retryAfter)
 	if w.lastStart.After(t) {
@@ -461,9 +465,10 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	// flight (see capped). At the cap, hold the calls in flight just
 	// under it and leave the rate alone; else the rate is what to lower.
 	first := w.eventRate == 0
-	atCap := !first && w.capped(others)
+	atCap := !first && w.capped(others, byWindow)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}
 	if first {
+		w.firstFromSlowStart = wasSlowStart
 		w.firstOthers = others
 	}
 	if atCap {
@@ -592,7 +597,8 @@ func (w *law) maxRate() float64 {
 	return max(r, w.minRate())
 }
 
-// fitLimit sets the limit on calls in flight to carry the paced rate.
+// fitLimit sets the limit on calls in flight to carry the paced rate, or
+// the fastest calls start while the law sends by the window.
 func (w *law) fitLimit() {
 	if w.rate <= 0 || !w.hasLatency {
 		return

@@ -415,7 +415,7 @@ func TestLaw_capped(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w, _ := pacedLaw(t, 100)
 			w.capLevel, w.limit, w.lastOthers, w.firstOthers = tt.capLevel, tt.limit, tt.last, tt.first
-			if got := w.capped(tt.others); got != tt.want {
+			if got := w.capped(tt.others, false); got != tt.want {
 				t.Errorf("capped(%d) = %v, want %v", tt.others, got, tt.want)
 			}
 		})

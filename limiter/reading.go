@@ -189,9 +189,14 @@ func (w *law) namedRate() float64 {
 // and the call started at it, or others is well above what the rate
 // carries on average, or the last two events refused at the same level,
 // or slow start's refusal did (slow start fills whatever binds, and a
-// paced rate seldom meets it again at the very same level).
-func (w *law) capped(others int) bool {
+// paced rate seldom meets it again at the very same level). byWindow:
+// the call was sent by the known window, which starts calls up to
+// catchUpSpeed times as fast as the rate (see catchup.go).
+func (w *law) capped(others int, byWindow bool) bool {
 	carried := w.rate * w.latency().Seconds()
+	if byWindow {
+		carried *= catchUpSpeed // sending by the window, calls start up to that fast
+	}
 	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
 	return capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
