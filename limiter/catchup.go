@@ -24,9 +24,10 @@ import "time"
 // budget a window of the read length holds within windowSlack calls, or
 // windowSlackShare of the budget when more; or, read long, up to
 // windowLongShare of it more: the first call often reaches the server
-// late (a connection opened: 5-40 ms of a 1 s window on a local
-// simulator, in one run of five over 3%), and the count, not the
-// length, then gives the window.
+// late (a connection opened: 3-24 ms of a 1 s window in five runs on a
+// local simulator, and likely more in the two of another five whose
+// reading a 3% bound refused), and the count, not the length, then gives
+// the window.
 const (
 	windowSlack      = 2
 	windowSlackShare = 0.03
@@ -85,8 +86,8 @@ func (w *law) readWindow(started time.Time, retryAfter time.Duration) {
 	}
 	// The count is exact to a call or two where the length is not: the
 	// first call often reaches the server milliseconds after it started
-	// (a connection opened), which reads the window that much long (5-20
-	// ms of a 1 s window on a local simulator), and a refused call
+	// (a connection opened), which reads the window that much long (see
+	// windowLongShare), and a refused call
 	// slowed so reads it short. A window read short refuses calls when a
 	// burst leaves it, one read long sends less than the quota admits. So
 	// the length is taken within the count's reach: no shorter than the
