@@ -123,15 +123,16 @@
 // start's climb and its brake at 64), replay.go (the calls after a window
 // spent by the first ones reopens), gate.go (after a 429, when calls may
 // start again: an exact delay's gate, a backoff and a probe, or a light
-// hold), catchup.go (a sliding log's window read at slow start's 429,
-// and catching up after an overload hold), queue.go (AIMD:
-// the lock, the waiter queue and the clock around the law), pace.go
-// (RPM/TPM pacing), stats.go (Snapshot). law.go is about 655 lines and
-// still one concern, the law's state and how each event moves it (the
+// hold), catchup.go (a sliding log's window read at slow start's 429
+// or its first reopening, and sending by it), limit.go (the limit on
+// calls in flight the rate carries, and the rate's bounds), queue.go
+// (AIMD: the lock, the waiter queue and the clock around the law),
+// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is about 595
+// lines and one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 2,600 lines
+// already live in reading.go. The package is about 2,700 lines
 // of non-test code, over the usual 500, for one job: the law is two thirds
 // of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"math"
 	"time"
 )
 
@@ -578,72 +577,6 @@ func (w *law) onFailed(started time.Time) {
 // until the window has drained.
 func (w *law) sameRoundTrip(t time.Time) bool {
 	return w.hasLatency && !w.decrease.IsZero() && float64(t.Sub(w.decrease)) < w.avgLatency
-}
-
-// minRate is Floor calls per round trip; maxRate the rate Ceiling calls in
-// flight carry, or a TPM budget's, whichever is lower.
-func (w *law) minRate() float64 {
-	return float64(w.cfg.Floor) / w.latency().Seconds()
-}
-
-func (w *law) maxRate() float64 {
-	r := float64(w.cfg.Ceiling) / w.latency().Seconds()
-	if w.cfg.TPM > 0 && w.hasTokens {
-		r = min(r, float64(w.cfg.TPM)/60/w.callTokens())
-	}
-	if named := w.namedRate(); named > 0 {
-		r = min(r, named*namedShare)
-	}
-	return max(r, w.minRate())
-}
-
-// fitLimit sets the limit on calls in flight to carry the paced rate, or
-// the fastest calls start while the law sends by the window.
-func (w *law) fitLimit() {
-	if w.rate <= 0 || !w.hasLatency {
-		return
-	}
-	n := int(math.Ceil(w.rate * w.limitLatency().Seconds() * rateHeadroom))
-	if w.windowBinds() {
-		// Sending by the window, calls start up to catchUpSpeed times
-		// as fast as the rate while the window has room.
-		n = int(math.Ceil(w.rate * catchUpSpeed * w.limitLatency().Seconds() * rateHeadroom))
-	}
-	if w.capLevel > 0 {
-		n = min(n, int(w.capLevel))
-	}
-	w.setLimit(min(max(n, w.cfg.Floor), w.ceiling()))
-}
-
-// setLimitTo sets the limit to n clamped to [Floor, ceiling], for a limit
-// learned by an earlier run or set by hand (see AIMD.SetLimit).
-func (w *law) setLimitTo(t time.Time, n int) {
-	ceiling := w.cfg.Ceiling
-	if !w.cfg.Fixed {
-		ceiling = w.ceiling()
-	}
-	w.setLimit(min(max(n, w.cfg.Floor), ceiling))
-	w.slowStart = false
-	if w.hasLatency && !w.cfg.Fixed {
-		w.rate = float64(w.limit) / w.latency().Seconds() / rateHeadroom
-		w.probeFrom = t
-	}
-}
-
-// learnedRate is the rate to start the next run from: the safe rate once
-// one is known, else the rate paced; 0 before any is.
-func (w *law) learnedRate() float64 {
-	if w.safe > 0 {
-		return min(w.safe, w.rate)
-	}
-	return w.rate
-}
-
-// setLimit sets the limit, tracking its range.
-func (w *law) setLimit(n int) {
-	w.limit = n
-	w.minLimit = min(w.minLimit, n)
-	w.maxLimit = max(w.maxLimit, n)
 }
 
 // fellFrom records that the quota fell below safe, the rate it had
