@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -43,7 +44,16 @@ func HTML(w io.Writer, d *Data) error {
 	if err != nil {
 		return err
 	}
-	return htmlTemplate.Execute(w, v)
+	var b strings.Builder
+	if err := htmlTemplate.Execute(&b, v); err != nil {
+		return err
+	}
+	// html/template escapes markup but passes control and format
+	// characters through, from any value that reaches the page (an app
+	// name, an id, a label, an SVG title): escaping the whole page once
+	// leaves none behind, whichever field held it.
+	_, err = io.WriteString(w, pageText(b.String()))
+	return err
 }
 
 type htmlView struct {
