@@ -60,6 +60,8 @@ type htmlView struct {
 	Name      string
 	DB        string
 	Generated string
+	// Where is Data.Where joined, "" without filters.
+	Where string
 	// Changes are Data.ChangeNotes: the months whose figures changed
 	// since their last report.
 	Changes []string
@@ -133,6 +135,7 @@ func newHTMLView(d *Data) (htmlView, error) {
 			v.Dead[i].IDs[j] = termText(id)
 		}
 	}
+	v.Where = termText(strings.Join(d.Where, ", "))
 	if !d.Generated.IsZero() {
 		v.Generated = d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST")
 	}

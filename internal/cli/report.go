@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -103,6 +104,11 @@ func runReport(opts *reportOptions) error {
 		}
 	}
 	db.Close()
+	var unknown *report.UnknownFieldError
+	if errors.As(err, &unknown) {
+		return usagef("report: --where %s: no item has a field %q%s (the fields are: %s)", unknown.Field, unknown.Field,
+			didYouMean(unknown.Field, unknown.Known, "%s"), strings.Join(unknown.Known, ", "))
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -119,6 +120,46 @@ func TestReportExport_CSVRaw(t *testing.T) {
 		var ue *UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--csv-raw") || out.Len() > 0 {
 			t.Errorf("%v: err %v (stdout %d bytes), want a usage error naming --csv-raw and no output", args, err, out.Len())
+		}
+	}
+}
+
+// TestReport_Where: --where filters the labels, groups and counts of the
+// report, and a field no item has is a usage error naming the nearest
+// one, with nothing written.
+func TestReport_Where(t *testing.T) {
+	db := hostileReportDB(t)
+	var out, errOut bytes.Buffer
+	if err := runApp([]string{"sawtooth", "report", "--db", db, "--format", "json", "--where", "app=TaskFlow"}, &out, &errOut); err != nil {
+		t.Fatalf("report: %v\n%s", err, errOut.String())
+	}
+	var d struct {
+		Counts    struct{ Items, Done int }
+		Aggregate struct {
+			Items  int
+			Groups map[string]map[string]map[string]int
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Counts.Items != 2 || d.Counts.Done != 2 || d.Aggregate.Items != 2 || len(d.Aggregate.Groups["app"]) != 1 || len(d.Aggregate.Groups["month"]) != 2 {
+		t.Errorf("where app=TaskFlow (2 items over two months): counts %+v, aggregate %+v", d.Counts, d.Aggregate)
+	}
+	out.Reset()
+	if err := runApp([]string{"sawtooth", "report", "--db", db, "--where", "app=NoteNest"}, &out, &errOut); err != nil {
+		t.Fatalf("report: %v\n%s", err, errOut.String())
+	}
+	if strings.Contains(out.String(), "TaskFlow") || !strings.Contains(out.String(), "1 items: 1 done") {
+		t.Errorf("report where app=NoteNest:\n%s", out.String())
+	}
+	for _, tt := range []struct{ where, nearest string }{{"ap=TaskFlow", "did you mean app?"}, {"Month=2026-11", "did you mean month?"}, {"lable=bug", "did you mean label?"}} {
+		out.Reset()
+		err := runApp([]string{"sawtooth", "report", "--db", db, "--where", tt.where}, &out, &errOut)
+		var ue *UsageError
+		field, _, _ := strings.Cut(tt.where, "=")
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"`+field+`"`) || !strings.Contains(err.Error(), tt.nearest) || out.Len() > 0 {
+			t.Errorf("--where %s: err %v, stdout %q; want a usage error naming %q and %q", tt.where, err, out.String(), field, tt.nearest)
 		}
 	}
 }
