@@ -16,9 +16,15 @@ func TestScaledRating(t *testing.T) {
 		{"integer", 4, "4000000000"},
 		{"a tenth (not exact in binary)", 0.1, "100000000"},
 		{"negative", -2.5, "-2500000000"},
-		{"half a unit rounds away from zero", 0.5e-9, "1"},
-		{"negative half a unit", -0.5e-9, "-1"},
+		// 0.5e-9 is not half a unit in binary (its float64 is a little
+		// above), so it rounds to 1 under any tie rule.
+		{"just above half a unit", 0.5e-9, "1"},
+		{"just below minus half a unit", -0.5e-9, "-1"},
 		{"below half a unit", 0.4e-9, "0"},
+		// 1/1024 is exact in binary and 976562.5 units: an exact tie,
+		// rounded half away from zero as documented.
+		{"an exact tie rounds away from zero", 1.0 / 1024, "976563"},
+		{"a negative exact tie rounds away from zero", -1.0 / 1024, "-976563"},
 		{"huge (1e308 is an integer in binary)", 1e308, exactTimesScale(1e308)},
 		{"NaN", math.NaN(), ""},
 		{"+Inf", math.Inf(1), ""},
@@ -84,6 +90,9 @@ func TestRatingSum_JSON(t *testing.T) {
 	}{
 		{"integers", []float64{40, 59}, `{"sum":99,"count":2}`},
 		{"decimals", []float64{0.1, 0.2}, `{"sum":0.3,"count":2}`},
+		{"a decimal with a leading zero", []float64{4.05}, `{"sum":4.05,"count":1}`},
+		{"a sum with leading zeros in its fraction", []float64{1.000000001, 2}, `{"sum":3.000000001,"count":2}`},
+		{"a negative decimal with a leading zero", []float64{-0.05}, `{"sum":-0.05,"count":1}`},
 		{"negative", []float64{-2.25}, `{"sum":-2.25,"count":1}`},
 		{"empty", nil, `{"sum":0,"count":0}`},
 		{"beyond float64", []float64{1e308, 1e308}, ""},

@@ -27,6 +27,11 @@ type Data struct {
 	Samples []pipeline.Sample `json:"samples,omitempty"`
 	// Runs are the most recent runs, newest first.
 	Runs []pipeline.RunSummary `json:"runs,omitempty"`
+	// Where lists the --where filters ("app=TaskFlow"): every figure
+	// that counts items (Counts, Tally, Dead, Cube, Pivot) counts only
+	// the items that pass them; runs, samples and costs are the runs'
+	// own.
+	Where []string `json:"where,omitempty"`
 	// Window is the months the report is about (--month, --from/--to);
 	// the zero Window means the latest month with items, for the readers'
 	// section, and every month for the pivot.

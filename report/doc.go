@@ -21,7 +21,15 @@
 // data (app names, labels, ids, review text, server messages) is escaped
 // for its output: by html/template or html.EscapeString in the page,
 // as literal Markdown text (no HTML, links or images) in Markdown, and
-// with control characters made visible on a terminal.
+// with control characters made visible on a terminal and in the page
+// (\x1b, never the byte). In CSV and TSV a text cell a spreadsheet would
+// run as a formula (= + - @, a tab or a carriage return first, and not a
+// plain number such as -3) starts with a single quote, unless the caller
+// asks for raw cells; JSON and JSONL are exact.
+//
+// --where (LoadOptions.Where) filters every figure that counts items:
+// the counts, the labels and group tables, the dead letters, the cube
+// and the pivot; the runs' own figures (calls, tokens, cost) stay whole.
 //
 // WriteFlat and Export write flat rows (CSV, TSV, JSONL): one per item
 // wherever it stands (done, queued, in a batch job, dead, skipped by a

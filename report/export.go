@@ -61,13 +61,21 @@ type FlatOptions struct {
 	// stage's in a column "STAGE.version" ("STAGE._version" when the
 	// stage has an output field named version). Not with Stage.
 	Versions map[string]string
+	// RawCells writes CSV and TSV text cells exactly as stored. By
+	// default a text cell (and a column name) a spreadsheet would run as
+	// a formula starts with a single quote (see formulaCell); JSONL is
+	// always exact.
+	RawCells bool
 }
 
 // WriteFlat writes one flat row per item of src: id, every input field as
 // its own column (text included), each stage's output fields as their
 // own columns, and numbers as people write them (0.83, not
 // 0.8300000000000001). CSV and TSV have a header row; an absent value is
-// an empty cell, a nested value its JSON. JSONL has one object per line
+// an empty cell, a nested value its JSON, and a text value or column name
+// that a spreadsheet would run as a formula starts with a single quote
+// unless o.RawCells (numbers are never quoted: -3 stays a number). JSONL
+// has one object per line
 // with the same keys in the same order, absent values left out.
 func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	switch o.Format {
@@ -88,13 +96,21 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 		}
 		cols = o.Columns
 	}
+	text := formulaCell
+	if o.RawCells {
+		text = func(s string) string { return s }
+	}
 	var cw *csv.Writer
 	if o.Format != FormatJSONL {
 		cw = csv.NewWriter(w)
 		if o.Format == FormatTSV {
 			cw.Comma = '\t'
 		}
-		if err := cw.Write(cols); err != nil {
+		header := make([]string, len(cols))
+		for i, c := range cols {
+			header[i] = text(c)
+		}
+		if err := cw.Write(header); err != nil {
 			return err
 		}
 	}
@@ -107,6 +123,9 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 			rec := make([]string, len(cols))
 			for i, c := range cols {
 				rec[i] = cellString(row[c])
+				if _, isText := row[c].(string); isText {
+					rec[i] = text(rec[i])
+				}
 			}
 			return cw.Write(rec)
 		}
@@ -358,6 +377,9 @@ type ExportOptions struct {
 	Format string
 	// Columns, when set, are the columns to write, in order.
 	Columns []string
+	// RawCells writes CSV and TSV text cells exactly as stored (see
+	// FlatOptions.RawCells).
+	RawCells bool
 }
 
 // ErrUnknownColumn is returned (wrapped) when a requested column is not
@@ -431,7 +453,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 				return fn(FlatItem{Record: rec, Status: "done", Outputs: map[string]json.RawMessage{o.Stage: out}})
 			})
 		}
-		return WriteFlat(w, src, FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns})
+		return WriteFlat(w, src, FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns, RawCells: o.RawCells})
 	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
@@ -443,7 +465,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	}
 	all, ok := db.(itemWalker)
 	if !ok {
-		return WriteFlat(w, doneThenDead(db, names), FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions})
+		return WriteFlat(w, doneThenDead(db, names), FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells})
 	}
 	src := func(fn func(FlatItem) error) error {
 		return all.ForEachItem(func(is store.ItemState) error {
@@ -454,7 +476,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 			return fn(it)
 		})
 	}
-	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions})
+	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells})
 }
 
 // itemWalker is a store that can walk every item's state (bbolt).

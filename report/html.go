@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -43,13 +44,24 @@ func HTML(w io.Writer, d *Data) error {
 	if err != nil {
 		return err
 	}
-	return htmlTemplate.Execute(w, v)
+	var b strings.Builder
+	if err := htmlTemplate.Execute(&b, v); err != nil {
+		return err
+	}
+	// html/template escapes markup but passes control and format
+	// characters through, from any value that reaches the page (an app
+	// name, an id, a label, an SVG title): escaping the whole page once
+	// leaves none behind, whichever field held it.
+	_, err = io.WriteString(w, pageText(b.String()))
+	return err
 }
 
 type htmlView struct {
 	Name      string
 	DB        string
 	Generated string
+	// Where is Data.Where joined, "" without filters.
+	Where string
 	// Changes are Data.ChangeNotes: the months whose figures changed
 	// since their last report.
 	Changes []string
@@ -123,6 +135,7 @@ func newHTMLView(d *Data) (htmlView, error) {
 			v.Dead[i].IDs[j] = termText(id)
 		}
 	}
+	v.Where = termText(strings.Join(d.Where, ", "))
 	if !d.Generated.IsZero() {
 		v.Generated = d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST")
 	}

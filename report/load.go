@@ -77,7 +77,10 @@ type LoadOptions struct {
 	By []string
 	// Window restricts the pivot and the readers' period.
 	Window Window
-	// Where keeps only the matching items in the cube and the pivot.
+	// Where keeps only the matching items in every section that counts
+	// items: the item counts, the labels and group tables, the cube and
+	// pivot, and the dead letters. A filter on a field no item has is an
+	// *UnknownFieldError.
 	Where []Filter
 	// Now stamps Data.Generated; nil means time.Now.
 	Now func() time.Time
@@ -163,8 +166,19 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 			dims = append(dims, g)
 		}
 	}
-	if d.Cube, err = LoadCube(db, agg, dims, o.Where); err != nil {
+	var pass donePass
+	if d.Cube, pass, err = loadCube(db, agg, dims, o.Where, groupBy); err != nil {
 		return nil, err
+	}
+	if len(o.Where) > 0 {
+		counts, dead, read, err := matchedPlaces(db, agg, o.Where, pass.fields)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkFilterFields(o.Where, d.Cube.Dims, pass.fields, read+pass.read); err != nil {
+			return nil, err
+		}
+		d.Where, d.Tally, d.Counts, d.Dead = d.Cube.Where, pass.tally, counts, dead
 	}
 	d.Periods = periodStamps(d.Cube, append(slices.Clone(groupBy), MonthField), o.Window, d.Cube.Where)
 	if err := compareStamps(db, d.Periods); err != nil {
@@ -207,6 +221,24 @@ func storedAggregate(db pipeline.Database) (*stages.Aggregate, error) {
 // agg's date field). Items failing a filter are left out. An item whose
 // classify output cannot be read is an error naming it.
 func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter) (*Cube, error) {
+	c, _, err := loadCube(db, agg, dims, where, nil)
+	return c, err
+}
+
+// donePass is what loadCube's pass over the done items learns besides
+// the cube, when there are filters: the tally of the matching items (as
+// the stored aggregate folds them), the input field names of every done
+// item, and how many it read.
+type donePass struct {
+	tally  pipeline.Tally
+	fields fieldSet
+	read   int
+}
+
+// loadCube is LoadCube, and with filters the donePass, its tally grouped
+// by groupBy.
+func loadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter, groupBy []string) (*Cube, donePass, error) {
+	pass := donePass{fields: fieldSet{}}
 	c := NewCube(dims)
 	for _, f := range where {
 		c.Where = append(c.Where, f.String())
@@ -218,8 +250,15 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 		if err != nil {
 			return fmt.Errorf("report: %w (run `sawtooth verify --db %s`)", err, db.Path())
 		}
+		if len(where) > 0 {
+			pass.read++
+			pass.fields.add(it.Fields)
+		}
 		if !match(where, f.Label, f.Groups, it.Fields) {
 			return nil
+		}
+		if len(where) > 0 {
+			pass.tally.Fold(it.ID, tallyFact(f, groupBy), +1)
 		}
 		var out struct {
 			Confidence float64 `json:"confidence"`
@@ -229,10 +268,10 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, donePass{}, err
 	}
 	c.Sort()
-	return c, nil
+	return c, pass, nil
 }
 
 // MissingFields lists the fields of by that no item of a non-empty cube

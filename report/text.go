@@ -91,6 +91,9 @@ func writeText(w io.Writer, d *Data, md bool) error {
 	if !d.Generated.IsZero() {
 		t.printf("\ngenerated %s\n", d.Generated.In(d.zone()).Format("2006-01-02 15:04 MST"))
 	}
+	if len(d.Where) > 0 {
+		t.printf("\nwhere %s: the items, labels, groups, pivot and dead letters below count only the items that match (the runs' figures are whole)\n", t.s(strings.Join(d.Where, ", ")))
+	}
 	if notes := d.ChangeNotes(); len(notes) > 0 {
 		t.printf("\n")
 		for _, n := range notes {

@@ -18,7 +18,9 @@ type exportOptions struct {
 	Format string
 	// Columns, when set, are the columns written, in order.
 	Columns []string
-	Out     io.Writer
+	// CSVRaw writes csv and tsv cells as stored, formulas included.
+	CSVRaw bool
+	Out    io.Writer
 }
 
 func newExportCommand() *cli.Command {
@@ -36,11 +38,15 @@ each stage's output fields as their own columns (classify.label,
 classify.confidence, ...) and the prompt/config version that stage ran with
 (classify.version: the fingerprint the database records for it).
 --stage S: id, the input fields and S's output fields. Numbers are printed
-as people write them; the export streams.`,
+as people write them; the export streams. In csv and tsv a text cell
+starting with = + - @, a tab or a carriage return (a formula to a
+spreadsheet) gets a leading ' unless --csv-raw; a number such as -3 never
+does; jsonl is always exact.`,
 		Flags: []cli.Flag{dbFlag(), stageFlag(&opts.Stage, "export the items with an output at this stage (or --all)", false),
 			&cli.BoolFlag{Name: "all", Category: catDB, Usage: "every item (done, queued, dead, skipped) with every stage's fields (or --stage)", Destination: &opts.All},
 			&cli.StringFlag{Name: "format", Category: catOutput, Value: report.FormatJSONL, Usage: "output format: jsonl|csv|tsv", Destination: &opts.Format},
 			&cli.StringSliceFlag{Name: "columns", Category: catOutput, Usage: "write only these `COLUMNS`, in this order", Destination: &columns},
+			csvRawFlag(&opts.CSVRaw),
 		},
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
@@ -58,6 +64,9 @@ func runExport(opts *exportOptions) error {
 	default:
 		return usagef("export: --format must be jsonl, csv or tsv, not %q", opts.Format)
 	}
+	if opts.CSVRaw && opts.Format == report.FormatJSONL {
+		return usagef("export: --csv-raw applies to --format csv or tsv; jsonl is always written exactly: drop it")
+	}
 	if (opts.Stage == "") == !opts.All {
 		return usagef("export: pass exactly one of --stage S or --all")
 	}
@@ -71,9 +80,15 @@ func runExport(opts *exportOptions) error {
 		return err
 	}
 	defer db.Close()
-	err = report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns})
+	err = report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns, RawCells: opts.CSVRaw})
 	if errors.Is(err, report.ErrUnknownColumn) {
 		return &UsageError{Err: err}
 	}
 	return err
+}
+
+// csvRawFlag is --csv-raw, shared by report and export.
+func csvRawFlag(dest *bool) cli.Flag {
+	return &cli.BoolFlag{Name: "csv-raw", Category: catOutput, Destination: dest,
+		Usage: "write csv/tsv text cells exactly as stored; by default a cell starting with = + - @ (a formula a spreadsheet would run) gets a leading '"}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -26,7 +27,9 @@ type reportOptions struct {
 	By    []string
 	BySet bool
 	// Where keeps items whose FIELD=VALUE.
-	Where       []string
+	Where []string
+	// CSVRaw writes csv cells as stored, formulas included.
+	CSVRaw      bool
 	Out, ErrOut io.Writer
 }
 
@@ -48,7 +51,8 @@ pastes into a chat or a PR.
 shares, average rating and the change against the previous period per row.
 --month 2026-11 (or --from/--to) chooses the period, --where app=TaskFlow
 filters the items. csv writes the pivot (by app,month unless --by), one
-line per row and label.`,
+line per row and label; a text cell starting with = + - @ (a formula to a
+spreadsheet) gets a leading ' unless --csv-raw.`,
 		Flags: []cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "format", Category: catOutput, Value: "text", Usage: "text|markdown|json|csv|html", Destination: &opts.Format},
 			&cli.StringFlag{Name: "output", Category: catOutput, Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout", Destination: &opts.Output},
@@ -57,6 +61,7 @@ line per row and label.`,
 			&cli.StringFlag{Name: "from", Category: catReport, Usage: "the period's first `YYYY-MM`", Destination: &opts.From},
 			&cli.StringFlag{Name: "to", Category: catReport, Usage: "the period's last `YYYY-MM`", Destination: &opts.To},
 			&cli.StringSliceFlag{Name: "where", Category: catReport, Usage: "keep items whose `FIELD=VALUE` (repeatable)", Destination: &where},
+			csvRawFlag(&opts.CSVRaw),
 		},
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
@@ -70,7 +75,7 @@ line per row and label.`,
 // runReport renders the report of the DB to Output or Out. Every option
 // is checked before the DB is opened.
 func runReport(opts *reportOptions) error {
-	render, err := reportRenderer(opts.Format)
+	render, err := reportRenderer(opts.Format, opts.CSVRaw)
 	if err != nil {
 		return err
 	}
@@ -99,6 +104,11 @@ func runReport(opts *reportOptions) error {
 		}
 	}
 	db.Close()
+	var unknown *report.UnknownFieldError
+	if errors.As(err, &unknown) {
+		return usagef("report: --where %s: no item has a field %q%s (the fields are: %s)", unknown.Field, unknown.Field,
+			didYouMean(unknown.Field, unknown.Known, "%s"), strings.Join(unknown.Known, ", "))
+	}
 	if err != nil {
 		return err
 	}
@@ -136,8 +146,15 @@ func recordReport(path string, data *report.Data, errOut io.Writer) {
 	}
 }
 
-// reportRenderer is the renderer of a --format.
-func reportRenderer(format string) (func(io.Writer, *report.Data) error, error) {
+// reportRenderer is the renderer of a --format; csvRaw picks the csv
+// writer that leaves formula cells as they are, and only csv has one.
+func reportRenderer(format string, csvRaw bool) (func(io.Writer, *report.Data) error, error) {
+	if csvRaw && format != "csv" {
+		return nil, usagef("report: --csv-raw applies to --format csv only, not %q: drop it", format)
+	}
+	if csvRaw {
+		return report.RawCSV, nil
+	}
 	switch format {
 	case "text":
 		return report.Text, nil

@@ -68,6 +68,34 @@ func TestMonth(t *testing.T) {
 	}
 }
 
+// TestMonth_InTheDatesOwnOffset: a timestamp's month is the one written
+// in its own offset, as the person who wrote the row saw it; converting to
+// UTC (or the machine's zone) first would move the last hours of a month
+// west of Greenwich, and the first hours east of it, into their neighbour.
+func TestMonth_InTheDatesOwnOffset(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"late on the 31st, west of UTC (February in UTC)", "2026-01-31T23:30:00-05:00", "2026-01"},
+		{"early on the 1st, east of UTC (January in UTC)", "2026-02-01T00:30:00+01:00", "2026-02"},
+		{"a space and a numeric offset", "2026-01-31 23:30:00 -0500", "2026-01"},
+		{"year end, west of UTC", "2026-12-31T22:00:00-08:00", "2026-12"},
+		{"Z is UTC", "2026-01-31T23:30:00Z", "2026-01"},
+		{"RFC 1123 with an offset", "Sat, 31 Jan 2026 23:30:00 -0500", "2026-01"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Month(tt.in); got != tt.want {
+				t.Fatalf("Month(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			d, ok := Parse(tt.in, Auto, "")
+			if !ok || d.Month() != tt.want {
+				t.Fatalf("Parse(%q).Month() = %q (ok %v), want %q", tt.in, d.Month(), ok, tt.want)
+			}
+		})
+	}
+}
+
 func TestEvidence_Decide(t *testing.T) {
 	tests := []struct {
 		name   string

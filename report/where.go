@@ -1,0 +1,214 @@
+// This file applies --where to every section that counts items: the
+// labels and group tables (a tally of the matching items), the item
+// counts and the dead letters, and checks each filter's field is one an
+// item has.
+
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// UnknownFieldError is a --where field that is neither "label", a group
+// field nor an input field of any item: every item would fail the filter,
+// most likely because the name is misspelt.
+type UnknownFieldError struct {
+	// Field is the filter's field as given.
+	Field string
+	// Known are the fields a filter can name, sorted: "label", the group
+	// fields ("month" included) and every input field an item has.
+	Known []string
+}
+
+// Error names the field and the fields there are.
+func (e *UnknownFieldError) Error() string {
+	return fmt.Sprintf("--where %s: no item has a field %q (the fields are: %s)", e.Field, e.Field, strings.Join(e.Known, ", "))
+}
+
+// fieldSet is the input field names the items read have.
+type fieldSet map[string]bool
+
+func (s fieldSet) add(fields map[string]string) {
+	for k := range fields {
+		s[k] = true
+	}
+}
+
+// has says whether name is one of the set, ignoring case as fieldValue
+// does.
+func (s fieldSet) has(name string) bool {
+	if s[name] {
+		return true
+	}
+	for k := range s {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFilterFields returns an UnknownFieldError for the first filter
+// whose field is neither "label", one of dims nor one of fields. With no
+// item read at all nothing can be told apart, and nothing is refused.
+func checkFilterFields(where []Filter, dims []string, fields fieldSet, itemsRead int) error {
+	if itemsRead == 0 {
+		return nil
+	}
+	for _, f := range where {
+		if f.Field == "label" || slices.Contains(dims, f.Field) || fields.has(f.Field) {
+			continue
+		}
+		known := append([]string{"label"}, dims...)
+		for k := range fields {
+			if !slices.Contains(known, k) {
+				known = append(known, k)
+			}
+		}
+		slices.Sort(known)
+		return &UnknownFieldError{Field: f.Field, Known: known}
+	}
+	return nil
+}
+
+// tallyFact is f as the stored aggregate folds it: its groups limited to
+// the aggregate's group fields (the cube's facts carry the pivot's too).
+func tallyFact(f pipeline.Fact, groupBy []string) pipeline.Fact {
+	out := pipeline.Fact{Label: f.Label, Rating: f.Rating}
+	for _, g := range groupBy {
+		if v, ok := f.Groups[g]; ok {
+			if out.Groups == nil {
+				out.Groups = map[string]string{}
+			}
+			out.Groups[g] = v
+		}
+	}
+	return out
+}
+
+// matchedPlaces counts where the items passing where stand, per stage,
+// with the dead letters' reasons, as Counts and ForEachDead would for a
+// database holding only them. A store that cannot walk its items
+// (PostgreSQL) gives the done items and the dead letters; its queued
+// items are not counted. fields gathers the input field names seen.
+func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, fields fieldSet) (store.Counts, map[string][]DeadReason, int, error) {
+	var names []string
+	for _, s := range db.Stages() {
+		names = append(names, s.Name)
+	}
+	counts := store.Counts{}
+	byStage := map[string]*store.StageCounts{}
+	for _, n := range names {
+		counts.Stages = append(counts.Stages, store.StageCounts{Stage: n})
+	}
+	for i := range counts.Stages {
+		byStage[counts.Stages[i].Stage] = &counts.Stages[i]
+	}
+	reasons := map[string]map[string]*DeadReason{}
+	dead := func(stage, id string, dl pipeline.DeadLetter) {
+		key := pipeline.ReasonKey(pipeline.DeadLetter{Class: dl.Class, Message: dl.Message})
+		if reasons[stage] == nil {
+			reasons[stage] = map[string]*DeadReason{}
+		}
+		r := reasons[stage][key]
+		if r == nil {
+			r = &DeadReason{Reason: key}
+			reasons[stage][key] = r
+		}
+		r.Count++
+		if len(r.IDs) < 3 {
+			r.IDs = append(r.IDs, id)
+		}
+	}
+	read := 0
+	place := func(it pipeline.Item, status store.Status, stage string, dl *pipeline.DeadLetter) {
+		read++
+		fields.add(it.Fields)
+		label, groups := itemFacts(agg, it)
+		if !match(where, label, groups, it.Fields) {
+			return
+		}
+		counts.Items++
+		for s := range it.Outputs {
+			if sc := byStage[s]; sc != nil {
+				sc.Output++
+			}
+		}
+		sc := byStage[stage]
+		switch {
+		case status == store.Done:
+			counts.Done++
+		case sc == nil:
+		case status == store.Dead:
+			sc.Dead++
+			if dl != nil {
+				dead(stage, it.ID, *dl)
+			}
+		default: // queued, or held by a batch job
+			sc.Queued++
+		}
+	}
+	if w, ok := db.(itemWalker); ok {
+		err := w.ForEachItem(func(is store.ItemState) error {
+			place(is.Item, is.Status, is.Stage, is.Dead)
+			return nil
+		})
+		if err != nil {
+			return store.Counts{}, nil, 0, err
+		}
+	} else {
+		err := db.ForEachDone(func(it pipeline.Item) error {
+			place(it, store.Done, "", nil)
+			return nil
+		})
+		if err != nil {
+			return store.Counts{}, nil, 0, err
+		}
+		for _, s := range names {
+			var ids []string
+			// Locate opens its own transaction: collect the ids first.
+			if err := db.ForEachDead(s, func(e store.DeadEntry) error { ids = append(ids, e.ID); return nil }); err != nil {
+				return store.Counts{}, nil, 0, err
+			}
+			for _, id := range ids {
+				loc, err := db.Locate(id)
+				if err != nil {
+					return store.Counts{}, nil, 0, err
+				}
+				place(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, store.Dead, s, loc.Dead)
+			}
+		}
+	}
+	out := map[string][]DeadReason{}
+	for s, rs := range reasons {
+		for _, r := range rs {
+			out[s] = append(out[s], *r)
+		}
+		slices.SortFunc(out[s], func(a, b DeadReason) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Reason, b.Reason))
+		})
+	}
+	return counts, out, read, nil
+}
+
+// itemFacts is the label and group values a filter sees for an item
+// wherever it stands: the aggregate's fact when the item has what it
+// counts (a classify label), else no label and the month of its date,
+// its other group fields read from its input fields by match.
+func itemFacts(agg *stages.Aggregate, it pipeline.Item) (string, map[string]string) {
+	if f, err := agg.Fact(it); err == nil {
+		return f.Label, f.Groups
+	}
+	date := fieldValue(it.Fields, cmp.Or(agg.DateField, stages.DefaultDateField))
+	if m := stages.MonthOf(strings.TrimSpace(date)); m != stages.Unknown {
+		return "", map[string]string{MonthField: m}
+	}
+	return "", nil
+}
