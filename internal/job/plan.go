@@ -40,6 +40,26 @@ type PlanInput struct {
 	Price func(model string) (in, out float64)
 }
 
+// StageWork is what a run would do at one stage, as the database tells
+// before any call: the items that reach the stage and, at an LLM stage,
+// what becomes of them.
+type StageWork struct {
+	Stage string
+	// Items reach the stage in the run.
+	Items int
+	// Calls are the items known to be sent: their condition lets them in
+	// and no answer to their question is kept.
+	Calls int
+	// Open are the items whose call depends on answers the run has yet
+	// to make (a condition or prompt reading an earlier stage that runs
+	// for them too): each is sent, or not, as its condition decides.
+	Open int
+	// Cached are answered from the answer cache, Skipped left out by the
+	// condition, Refused dead-lettered without a call (a prompt that
+	// cannot be made for them).
+	Cached, Skipped, Refused int
+}
+
 // StagePlan is one stage's estimate.
 type StagePlan struct {
 	Stage string
