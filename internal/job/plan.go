@@ -22,8 +22,10 @@ type History struct {
 // PlanInput is what Estimate works from: the input and what the
 // database has learned.
 type PlanInput struct {
-	// Items is how many items the run would process (new ones).
+	// Items is how many items the run would process (new ones), at
+	// every stage; Work, when set, says per stage instead (by stage name).
 	Items int
+	Work  map[string]StageWork
 	// AvgTextChars is the mean text length of the input, in characters.
 	AvgTextChars float64
 	// PromptChars is each LLM stage's template plus system instruction
@@ -89,15 +91,22 @@ const (
 	planStartLimit         = 8
 )
 
-// Estimate prices a run of j over in.Items items, stage by stage: no call
-// is made. With history, a stage's share of items sent (its when:), its
-// tokens per call and its pace per concurrency slot are the past runs';
-// without, every item is sent, tokens are a quarter of the characters,
-// answers are short and a call takes a second.
+// Estimate prices a run of j over in.Items items (or in.Work), stage by
+// stage: no call is made. A stage's known calls (StageWork.Calls) are
+// priced as they are; of its other items (in.Items, or StageWork.Open),
+// with history the stage's share sent (its when:) is the past runs', and
+// without it every item is sent. Tokens per call and the pace per
+// concurrency slot are the past runs' too; without them tokens are a
+// quarter of the characters, answers are short and a call takes a second.
 func Estimate(j *Job, in PlanInput) []StagePlan {
 	var out []StagePlan
 	for _, s := range j.Stages {
+		open, counted := in.Items, 0
 		p := StagePlan{Stage: s.Name(), Items: in.Items, Basis: "estimated"}
+		if in.Work != nil {
+			w := in.Work[s.Name()]
+			p.Items, open, counted = w.Items, w.Open, w.Calls
+		}
 		l := s.LLM
 		if l == nil {
 			out = append(out, p)
@@ -125,7 +134,7 @@ func Estimate(j *Job, in PlanInput) []StagePlan {
 				perSlot = float64(h.Calls) / h.Seconds / float64(h.Limit)
 			}
 		}
-		p.Calls = int(math.Round(float64(in.Items) * share))
+		p.Calls = counted + int(math.Round(float64(open)*share))
 		p.PromptTokens = int64(promptPer * float64(p.Calls))
 		p.OutputTokens = int64(outPer * float64(p.Calls))
 		if in.Price != nil {
