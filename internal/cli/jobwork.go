@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -75,13 +76,17 @@ type work struct {
 	// keys holds, per LLM stage, the questions the walk already counted
 	// as a call: a second item asking the same one reuses its answer.
 	keys map[string]map[string]bool
+	// texts is each LLM stage's condition, prompt and system instruction,
+	// searched for the stages it reads.
+	texts map[string]string
+	words map[string]*regexp.Regexp
 }
 
 // readJobWork reads what running b's job would do; input is the input
 // the run would ingest (nil: none). It opens the database read-only and
 // calls nothing.
 func readJobWork(ctx context.Context, b *jobStages, req workRequest, input *ingest.Plan) (*jobWork, error) {
-	wk := &work{ctx: ctx, b: b, req: req, w: &jobWork{}, index: map[string]int{}, added: -1, rerun: -1, keys: map[string]map[string]bool{}}
+	wk := &work{ctx: ctx, b: b, req: req, w: &jobWork{}, index: map[string]int{}, added: -1, rerun: -1, keys: map[string]map[string]bool{}, words: map[string]*regexp.Regexp{}}
 	for i, d := range b.defs {
 		wk.index[d.Name] = i
 		wk.w.Stages = append(wk.w.Stages, job.StageWork{Stage: d.Name})
@@ -333,9 +338,12 @@ func (wk *work) ingested(r pipeline.Record, edited map[string]storedItem, unmet 
 }
 
 // enter accounts for one item the run sends from stage start through the
-// last. At start its outputs so far are known, so an LLM stage's
-// condition and answer cache decide exactly whether it calls; at later
-// stages its call depends on outputs the run has yet to produce (Open).
+// last. Its outputs before start are known, and so are those the plan can
+// make without calling: sanitize's (run here: it is local and pure), a
+// condition's skip and an answer the cache keeps. An LLM stage whose
+// condition and prompt read only known outputs decides exactly whether it
+// calls; one that reads an answer the run has yet to make counts the item
+// as Open.
 func (wk *work) enter(start int, it pipeline.Item) {
 	outs := map[string]json.RawMessage{}
 	for _, d := range wk.b.defs[:start] {
@@ -343,48 +351,107 @@ func (wk *work) enter(start int, it pipeline.Item) {
 			outs[d.Name] = o
 		}
 	}
-	it.Outputs, it.Prev = outs, nil
-	if start > 0 {
-		it.Prev = outs[wk.b.defs[start-1].Name]
-	}
+	unknown := map[string]bool{}
 	for i := start; i < len(wk.b.defs); i++ {
-		sw := &wk.w.Stages[i]
+		sw, st := &wk.w.Stages[i], wk.b.stages[i].Stage
 		sw.Items++
-		if _, llm := wk.b.llm[sw.Stage]; !llm {
-			continue
+		it.Outputs, it.Prev = outs, nil
+		if i > 0 {
+			it.Prev = outs[wk.b.defs[i-1].Name]
 		}
-		if i > start {
-			sw.Open++
-			continue
+		switch s := wk.b.job.Stages[i]; {
+		case s.Sanitize != nil:
+			res, err := st.Process(wk.ctx, it)
+			if err != nil {
+				return // dead-lettered here, before any later stage
+			}
+			if len(res.Output) > 0 {
+				outs[sw.Stage] = res.Output
+			}
+		case s.LLM != nil:
+			if wk.readsAny(i, unknown) {
+				sw.Open++
+				unknown[sw.Stage] = true
+				continue
+			}
+			out, known, dead := wk.decide(sw, st, it)
+			switch {
+			case dead:
+				return
+			case known:
+				outs[sw.Stage] = out
+			default:
+				unknown[sw.Stage] = true
+			}
 		}
-		wk.decide(sw, wk.b.stages[i].Stage, it)
 	}
 }
 
+// readsAny says whether LLM stage i may read an output of a stage in
+// names: its condition, prompt or system instruction names the stage, or
+// the stage just before it answers in a schema (whose text field would be
+// the item's text).
+func (wk *work) readsAny(i int, names map[string]bool) bool {
+	if len(names) == 0 {
+		return false
+	}
+	if i > 0 {
+		prev := wk.b.defs[i-1].Name
+		if l := wk.b.llm[prev]; names[prev] && l != nil && l.Output.SchemaFile != "" {
+			return true
+		}
+	}
+	if wk.texts == nil {
+		wk.texts = map[string]string{}
+		for name, l := range wk.b.llm {
+			t := l.When + "\x00" + l.Prompt + "\x00" + l.System
+			for _, f := range []string{l.PromptFile, l.SystemFile} {
+				if f != "" {
+					b, _ := wk.b.job.ReadFile(f)
+					t += "\x00" + string(b)
+				}
+			}
+			wk.texts[name] = t
+		}
+	}
+	text := wk.texts[wk.b.defs[i].Name]
+	for name := range names {
+		re := wk.words[name]
+		if re == nil {
+			re = regexp.MustCompile(`(^|[^\w])` + regexp.QuoteMeta(name) + `($|[^\w])`)
+			wk.words[name] = re
+		}
+		if re.MatchString(text) {
+			return true
+		}
+	}
+	return false
+}
+
 // decide counts what an LLM stage does with an item whose input is
-// known: skipped by its condition, answered from the cache (or by an
-// earlier item of this run asking the same question), refused without a
-// call, or a call.
-func (wk *work) decide(sw *job.StageWork, st pipeline.Stage, it pipeline.Item) {
+// known: skipped by its condition or answered from the cache (its output
+// then known), answered by an earlier item of this run asking the same
+// question, refused without a call (dead), or a call.
+func (wk *work) decide(sw *job.StageWork, st pipeline.Stage, it pipeline.Item) (out json.RawMessage, known, dead bool) {
 	if sk, ok := st.(pipeline.Skipper); ok {
-		if _, skip := sk.Skip(wk.ctx, it); skip {
+		if res, skip := sk.Skip(wk.ctx, it); skip {
 			sw.Skipped++
-			return
+			return res.Output, true, false
 		}
 	}
 	c, ok := st.(pipeline.Cacheable)
 	if !ok {
 		sw.Calls++
-		return
+		return nil, false, false
 	}
 	key, err := c.CacheKey(it)
 	if err != nil {
 		sw.Refused++ // its prompt cannot be made: dead-lettered, no call
-		return
+		return nil, false, true
 	}
 	if wk.req.NoCache {
 		sw.Calls++
-		return
+		return nil, false, false
 	}
 	seen := wk.keys[sw.Stage]
 	if seen == nil {
@@ -392,17 +459,18 @@ func (wk *work) decide(sw *job.StageWork, st pipeline.Stage, it pipeline.Item) {
 		wk.keys[sw.Stage] = seen
 	}
 	if seen[key] {
-		sw.Cached++
-		return
+		sw.Cached++ // the answer this run makes for the first asker
+		return nil, false, false
 	}
 	seen[key] = true
 	if ac, ok := wk.db.(pipeline.AnswerCache); ok {
-		if _, found, err := ac.CachedAnswer(sw.Stage, key); err == nil && found {
+		if res, found, err := ac.CachedAnswer(sw.Stage, key); err == nil && found {
 			sw.Cached++
-			return
+			return res.Output, true, false
 		}
 	}
 	sw.Calls++
+	return nil, false, false
 }
 
 // printRerun writes the re-run as one paragraph a person can decide on.
