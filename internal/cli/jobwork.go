@@ -205,7 +205,7 @@ func (wk *work) settle(stored []store.StageDef) error {
 	return nil
 }
 
-// stored is one item the database holds, where it stands.
+// storedItem is one item the database holds, where it stands.
 type storedItem struct {
 	item pipeline.Item
 	// at is its stage's position in the job; done and dead its status
