@@ -115,7 +115,7 @@ stages:
 		t.Fatalf("changed model: exit %d, want 2 with the diff\n%s", r.code, r.err)
 	}
 	before := sim.Stats().Calls
-	if r = run(t, env, "run", "-f", jobFile, "--quiet", "--rerun-changed"); r.code != 0 {
+	if r = run(t, env, "run", "-f", jobFile, "--quiet", "--rerun-changed", "--yes"); r.code != 0 {
 		t.Fatalf("--rerun-changed: exit %d\n%s", r.code, r.err)
 	}
 	if paid := sim.Stats().Calls - before; paid != int64(classified) {

@@ -282,7 +282,7 @@ func TestJob_AddStage(t *testing.T) {
 		t.Fatalf("changed model: exit %d, want 2 with the diff:\n%s", r.code, r.err)
 	}
 	before = sim.Stats().Calls
-	if r = run(t, simEnv(url), "run", "-f", jobFile, "--quiet", "--rerun-changed"); r.code != 0 {
+	if r = run(t, simEnv(url), "run", "-f", jobFile, "--quiet", "--rerun-changed", "--yes"); r.code != 0 {
 		t.Fatalf("--rerun-changed: exit %d: %s", r.code, r.err)
 	}
 	if paid := sim.Stats().Calls - before; paid != int64(classified) {
@@ -471,7 +471,7 @@ stages:
 	}
 	os.WriteFile(jobFile, []byte(strings.Replace(body, "Extract the bug:", "Name the kind of bug:", 1)), 0o600)
 	before := sim.Stats().Calls
-	r := run(t, simEnv(url), "run", "-f", jobFile, "--quiet", "--rerun-changed")
+	r := run(t, simEnv(url), "run", "-f", jobFile, "--quiet", "--rerun-changed", "--yes")
 	if r.code != 0 || !strings.Contains(r.err, "extract.prompt: Extract the bug: {{.Text}} -> Name the kind of bug: {{.Text}}") {
 		t.Fatalf("--rerun-changed: exit %d\n%s", r.code, r.err)
 	}

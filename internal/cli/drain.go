@@ -249,12 +249,8 @@ func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, 
 		plan.print(req.Out)
 		return true, nil
 	}
-	if plan.Items > o.ConfirmAbove && !o.Yes {
-		plan.print(req.ErrOut)
-		if o.Confirm == nil || !o.Confirm(fmt.Sprintf("re-run %s?", plural(plan.Items, "item"))) {
-			return true, usagef("stopped before re-running %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes",
-				plural(plan.Items, "item"), o.ConfirmAbove)
-		}
+	if err := o.consent().allowRerun(plan.Items, plan.print, req.ErrOut); err != nil {
+		return true, err
 	}
 	n, err := db.Rerun(from)
 	if err != nil {

@@ -1,15 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
@@ -149,9 +151,12 @@ func newPlanCommand() *cli.Command {
 	}
 }
 
-// runPlan estimates the job: the items the input would add (those the
-// database has not seen), and per stage what earlier runs measured, or
-// rough defaults without them.
+// runPlan estimates the job against the database it names: only the
+// work the run would do (what readJobWork reads: new and edited items,
+// the items an added stage or a re-run sends back, those still queued),
+// priced per stage from what earlier runs measured, or rough defaults
+// without them. A changed stage is priced as --rerun-changed would
+// re-run it, and the plan says the run refuses it without that flag.
 func runPlan(ctx context.Context, opts *planOptions) error {
 	if opts.File == "" {
 		// loadJob takes a missing database for one without a job.
@@ -165,6 +170,9 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 	}
 	if j == nil {
 		return usagef("%s records no job: give -f JOB.yaml", opts.DB)
+	}
+	if err := checkDBPath(j.DB, false); err != nil {
+		return err
 	}
 	in := job.PlanInput{PromptChars: map[string]int{}, Learned: map[string]int{}, History: map[string]job.History{}, Price: stages.Price}
 	for _, l := range j.LLMStages() {
@@ -180,43 +188,19 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 		}
 		in.PromptChars[l.Name] = n
 	}
-	var seen map[string]bool
-	if db := openForPlan(j); db != nil {
-		defer db.Close()
-		seen = map[string]bool{}
-		_ = db.ForEachOutput(j.Stages[0].Name(), func(rec pipeline.Record, _ json.RawMessage) error { seen[rec.ID] = true; return nil })
-		_ = db.ForEachDead(j.Stages[0].Name(), func(d pipeline.DeadEntry) error { seen[d.ID] = true; return nil })
-		runs, _ := db.Runs(1000)
-		for _, r := range runs {
-			secs := r.Ended.Sub(r.Started).Seconds()
-			for name, st := range r.Stages {
-				h := in.History[name]
-				h.Done += st.Done
-				h.Attempts += st.Attempts
-				h.Calls += st.Calls
-				h.PromptTokens += st.Usage.PromptTokens
-				h.OutputTokens += st.Usage.CandidateTokens
-				h.Seconds += secs
-				h.Limit = max(h.Limit, st.LimitEnd)
-				in.History[name] = h
-			}
-		}
-		for _, l := range j.LLMStages() {
-			in.Learned[l.Name] = db.LearnedLimit(l.Name)
-		}
+	if db := openForPlan(j.DB); db != nil {
+		readHistory(db, j, &in)
+		db.Close()
 	}
+	var input *ingest.Plan
 	if j.Input.Path != "" {
-		p, err := checkJobInput(ctx, j, opts.Err)
-		if err != nil {
+		if input, err = checkJobInput(ctx, j, opts.Err); err != nil {
 			return err
 		}
 		var chars, n int
 		var sample []pipeline.Record
-		_, err = p.Apply(ctx, ingestBatch, func(recs []pipeline.Record) error {
+		if _, err = input.Apply(ctx, ingestBatch, func(recs []pipeline.Record) error {
 			for _, r := range recs {
-				if seen[r.ID] {
-					continue
-				}
 				n++
 				chars += len([]rune(r.Text))
 				if len(sample) < opts.Count {
@@ -224,23 +208,69 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 				}
 			}
 			return nil
-		})
-		if err == nil && len(sample) > 0 {
-			in.Counted, err = countTokens(ctx, j, sample)
-		}
-		if err != nil {
+		}); err != nil {
 			return err
 		}
-		in.Items = n
-		if len(seen) > 0 {
-			fmt.Fprintf(opts.Out, "%s: %s new (the database has %s already; those are not paid again)\n", j.Input.Path, plural(n, "item"), plural(len(seen), "item"))
+		if len(sample) > 0 {
+			if in.Counted, err = countTokens(ctx, j, sample); err != nil {
+				return err
+			}
 		}
 		if n > 0 {
 			in.AvgTextChars = float64(chars) / float64(n)
 		}
 	}
-	plans := job.Estimate(j, in)
-	w := tabwriter.NewWriter(opts.Out, 2, 0, 2, ' ', tabwriter.AlignRight)
+	// Nothing is called: a key the stages are built with is never sent.
+	b, err := buildJob(ctx, j, cmp.Or(apiKeyFromEnv(), "plan-sends-nothing"))
+	if err != nil {
+		return err
+	}
+	w, err := readJobWork(ctx, b, workRequest{RerunChanged: true}, input)
+	if err != nil {
+		return err
+	}
+	in.Work = map[string]job.StageWork{}
+	for _, s := range w.Stages {
+		in.Work[s.Stage] = s
+	}
+	printWork(opts.Out, j, w)
+	if err := printPlan(opts.Out, job.Estimate(j, in)); err != nil {
+		return err
+	}
+	if len(w.Changed) > 0 {
+		fmt.Fprintf(opts.Out, "`sawtooth run` refuses this job as it stands: stage %s changed and has answers; the figures above are what `run --rerun-changed` would re-run and pay\n", strings.Join(w.Changed, ", "))
+	}
+	fmt.Fprintln(opts.Out, "nothing was called; calls counted from the database's items (their when:, the answers kept) where their input is known, else \"estimated\" (every item sent past a when:, tokens from the text length, 4 characters a token, 1 s a call) or \"learned\" (from the database's past runs)")
+	return nil
+}
+
+// printWork says what the plan prices against the stored job: the diff,
+// added stages, the re-run and the input's new and edited items.
+func printWork(out io.Writer, j *job.Job, w *jobWork) {
+	if !w.Exists {
+		return
+	}
+	if len(w.Diff) > 0 {
+		fmt.Fprintf(out, "the job differs from the one %s was last run with:\n  %s\n", j.DB, joinChanges(w.Diff))
+	}
+	if len(w.Added) > 0 {
+		fmt.Fprintf(out, "stage %s added: only the items that reach it are priced (nothing before it is paid again)\n", strings.Join(w.Added, ", "))
+	}
+	if w.RerunFrom != "" {
+		fmt.Fprintf(out, "stage %s changed: --rerun-changed re-runs %s for %s\n", w.Changed[0], strings.Join(w.RerunStages, ", "), plural(w.Rerun, "item"))
+	}
+	if j.Input.Path != "" {
+		fmt.Fprintf(out, "%s: %s new", j.Input.Path, plural(w.New, "item"))
+		if w.Edited > 0 {
+			fmt.Fprintf(out, ", %d edited", w.Edited)
+		}
+		fmt.Fprintf(out, " (the database has %s already; only the work below is paid)\n", plural(w.Stored, "item"))
+	}
+}
+
+// printPlan writes the plan's table, one row per stage and the total.
+func printPlan(out io.Writer, plans []job.StagePlan) error {
+	w := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "stage\tmodel\titems\tcalls\ttokens in\ttokens out\test. cost\tlimit\ttime\tbasis\t")
 	var cost float64
 	var total time.Duration
@@ -254,25 +284,44 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t$%.4f\t%d\t%s\t%s\t\n", p.Stage, p.Model, p.Items, p.Calls, p.PromptTokens, p.OutputTokens, p.CostUSD, p.Limit, p.Duration, p.Basis)
 	}
 	fmt.Fprintf(w, "total\t\t\t\t\t\t$%.4f\t\t%s\t\t\n", cost, total)
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(opts.Out, "nothing was called; \"estimated\": tokens from the text length (4 characters a token), every item sent past a when:, 1 s a call; \"learned\": from the database's past runs")
-	return nil
+	return w.Flush()
 }
 
-// openForPlan opens the job's database read-only when it exists with
-// the job's stage list, nil otherwise (a new job, or stages added: the
-// plan then has no history for them).
-func openForPlan(j *job.Job) *store.DB {
-	if fi, err := os.Stat(j.DB); err != nil || fi.Size() == 0 {
+// readHistory adds what the database's past runs measured to in.
+func readHistory(db pipeline.Database, j *job.Job, in *job.PlanInput) {
+	runs, _ := db.Runs(1000)
+	for _, r := range runs {
+		secs := r.Ended.Sub(r.Started).Seconds()
+		for name, st := range r.Stages {
+			h := in.History[name]
+			h.Done += st.Done
+			h.Attempts += st.Attempts
+			h.Calls += st.Calls
+			h.PromptTokens += st.Usage.PromptTokens
+			h.OutputTokens += st.Usage.CandidateTokens
+			h.Seconds += secs
+			h.Limit = max(h.Limit, st.LimitEnd)
+			in.History[name] = h
+		}
+	}
+	for _, l := range j.LLMStages() {
+		in.Learned[l.Name] = db.LearnedLimit(l.Name)
+	}
+}
+
+// openForPlan opens the database at path read-only with the stages it
+// holds (a job may add some), nil when there is none.
+func openForPlan(path string) pipeline.Database {
+	if !dbExists(path) {
 		return nil
 	}
-	files, err := j.Files()
+	stored, err := readStoredStages(path, 0)
 	if err != nil {
 		return nil
 	}
-	db, err := store.Open(j.DB, store.Options{Stages: j.StageDefs(files), ReadOnly: true})
+	db, err := openDatabase(path, dbOpen{Stages: stored, ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
+		return store.Open(path, store.Options{Stages: stored, ReadOnly: true})
+	})
 	if err != nil {
 		return nil
 	}
@@ -282,11 +331,7 @@ func openForPlan(j *job.Job) *store.DB {
 // countTokens measures each LLM stage's mean input tokens on sample with
 // the API's countTokens: free, nothing is generated.
 func countTokens(ctx context.Context, j *job.Job, sample []pipeline.Record) (map[string]float64, error) {
-	apiKey := os.Getenv("GEMINI_API_KEY")
-	if apiKey == "" {
-		apiKey = os.Getenv("GOOGLE_API_KEY")
-	}
-	b, err := buildJob(ctx, j, apiKey)
+	b, err := buildJob(ctx, j, apiKeyFromEnv())
 	if err != nil {
 		return nil, err
 	}

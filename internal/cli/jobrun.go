@@ -29,14 +29,14 @@ type jobRequest struct {
 	// (retry and rerun ingest nothing).
 	RetryStage string
 	// RerunFrom, if set, re-runs every item that reached that stage
-	// (rerun --from-stage): with DryRun it only says how many; more than
-	// ConfirmAbove items need Yes or a Confirm.
-	RerunFrom    string
-	DryRun, Yes  bool
-	ConfirmAbove int
-	Confirm      func(question string) bool
-	Quiet, JSON  bool
-	Grace        time.Duration
+	// (rerun --from-stage).
+	RerunFrom string
+	// consent is --dry-run, --yes and --confirm-above: a dry run says what
+	// would run and writes nothing; a re-run (of a changed stage or from
+	// RerunFrom) of more items needs a yes, as a run from flags does.
+	consent
+	Quiet, JSON bool
+	Grace       time.Duration
 	// NoCache asks the API for every item (no answer reuse); Budget and
 	// BudgetTotal cap the run's and the database's spend (0: none).
 	NoCache             bool
@@ -79,6 +79,12 @@ func runJob(ctx context.Context, req jobRequest) error {
 	}
 	if !req.RerunChanged {
 		if err := refuseChangeBeforeGrowth(j.DB, b); err != nil {
+			return err
+		}
+	}
+	if req.DryRun || req.RerunChanged || req.RerunFrom != "" {
+		// Decided before the open, which already writes an added stage.
+		if stop, err := consentToJob(ctx, b, req, plan); stop || err != nil {
 			return err
 		}
 	}
@@ -220,31 +226,33 @@ func settleChanges(db jobDatabase, b *jobStages, req jobRequest) error {
 	return nil
 }
 
-// rerunJobFrom sends every item that reached req.RerunFrom back there.
-// It asks first above --confirm-above items (a re-run pays again), and
-// with --dry-run only says how many items would move (stop).
-func rerunJobFrom(db pipeline.Database, req jobRequest) (stop bool, err error) {
-	counts, err := db.Counts()
+// consentToJob reads what the run would do and applies the rule a run
+// from flags follows: a change nobody asked to re-run is refused, a dry
+// run says what would run and stops, and a re-run of more than
+// --confirm-above items needs a yes. Nothing is written either way.
+func consentToJob(ctx context.Context, b *jobStages, req jobRequest, input *ingest.Plan) (stop bool, err error) {
+	w, err := readJobWork(ctx, b, workRequest{RerunChanged: req.RerunChanged, RerunFrom: req.RerunFrom, NoCache: req.NoCache}, input)
 	if err != nil {
 		return true, err
 	}
-	items, from := counts.Done, false
-	var stages []string
-	for _, s := range counts.Stages {
-		from = from || s.Stage == req.RerunFrom
-		if from {
-			items += s.Queued + s.Dead
-			stages = append(stages, s.Stage)
-		}
+	if w.Refused {
+		return true, changedError(b.job.DB, w.Changed, w.Diff)
 	}
-	what := fmt.Sprintf("re-run %s for %s", strings.Join(stages, ", "), plural(items, "item"))
 	if req.DryRun {
-		fmt.Fprintf(req.Out, "would %s (one call each at every LLM stage among them); nothing was changed\n", what)
+		w.print(req.Out, b.job.DB)
 		return true, nil
 	}
-	if items > req.ConfirmAbove && !req.Yes && (req.Confirm == nil || !req.Confirm(what+"?")) {
-		return true, usagef("stopped before it would %s (more than --confirm-above %d); nothing was changed. To go ahead, run the same command with --yes", what, req.ConfirmAbove)
+	if w.Rerun > 0 {
+		if err := req.allowRerun(w.Rerun, w.printRerun, req.ErrOut); err != nil {
+			return true, err
+		}
 	}
+	return false, nil
+}
+
+// rerunJobFrom sends every item that reached req.RerunFrom back there
+// (consentToJob has had the say on it).
+func rerunJobFrom(db pipeline.Database, req jobRequest) (stop bool, err error) {
 	n, err := db.Rerun(req.RerunFrom)
 	if err != nil {
 		return true, err

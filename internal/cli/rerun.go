@@ -38,7 +38,7 @@ func newRerunCommand(cfg Config) *cli.Command {
 				o := &opts.Pipeline
 				req := jobRequestFor(j, o, opts.Obs, opts.Out, opts.ErrOut, opts.ExitNow)
 				req.RerunFrom = opts.FromStage
-				req.DryRun, req.Yes, req.ConfirmAbove, req.Confirm = o.DryRun, o.Yes, o.ConfirmAbove, o.Confirm
+				req.consent = o.consent()
 				return runJob(c.Context, req)
 			}
 			return runRerun(c.Context, &opts)

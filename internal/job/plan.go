@@ -22,8 +22,10 @@ type History struct {
 // PlanInput is what Estimate works from: the input and what the
 // database has learned.
 type PlanInput struct {
-	// Items is how many items the run would process (new ones).
+	// Items is how many items the run would process (new ones), at
+	// every stage; Work, when set, says per stage instead (by stage name).
 	Items int
+	Work  map[string]StageWork
 	// AvgTextChars is the mean text length of the input, in characters.
 	AvgTextChars float64
 	// PromptChars is each LLM stage's template plus system instruction
@@ -38,6 +40,26 @@ type PlanInput struct {
 	Counted map[string]float64
 	// Price returns a model's USD per million input and output tokens.
 	Price func(model string) (in, out float64)
+}
+
+// StageWork is what a run would do at one stage, as the database tells
+// before any call: the items that reach the stage and, at an LLM stage,
+// what becomes of them.
+type StageWork struct {
+	Stage string
+	// Items reach the stage in the run.
+	Items int
+	// Calls are the items known to be sent: their condition lets them in
+	// and no answer to their question is kept.
+	Calls int
+	// Open are the items whose call depends on answers the run has yet
+	// to make (a condition or prompt reading an earlier stage that runs
+	// for them too): each is sent, or not, as its condition decides.
+	Open int
+	// Cached are answered from the answer cache, Skipped left out by the
+	// condition, Refused dead-lettered without a call (a prompt that
+	// cannot be made for them).
+	Cached, Skipped, Refused int
 }
 
 // StagePlan is one stage's estimate.
@@ -69,15 +91,22 @@ const (
 	planStartLimit         = 8
 )
 
-// Estimate prices a run of j over in.Items items, stage by stage: no call
-// is made. With history, a stage's share of items sent (its when:), its
-// tokens per call and its pace per concurrency slot are the past runs';
-// without, every item is sent, tokens are a quarter of the characters,
-// answers are short and a call takes a second.
+// Estimate prices a run of j over in.Items items (or in.Work), stage by
+// stage: no call is made. A stage's known calls (StageWork.Calls) are
+// priced as they are; of its other items (in.Items, or StageWork.Open),
+// with history the stage's share sent (its when:) is the past runs', and
+// without it every item is sent. Tokens per call and the pace per
+// concurrency slot are the past runs' too; without them tokens are a
+// quarter of the characters, answers are short and a call takes a second.
 func Estimate(j *Job, in PlanInput) []StagePlan {
 	var out []StagePlan
 	for _, s := range j.Stages {
+		open, counted := in.Items, 0
 		p := StagePlan{Stage: s.Name(), Items: in.Items, Basis: "estimated"}
+		if in.Work != nil {
+			w := in.Work[s.Name()]
+			p.Items, open, counted = w.Items, w.Open, w.Calls
+		}
 		l := s.LLM
 		if l == nil {
 			out = append(out, p)
@@ -105,7 +134,7 @@ func Estimate(j *Job, in PlanInput) []StagePlan {
 				perSlot = float64(h.Calls) / h.Seconds / float64(h.Limit)
 			}
 		}
-		p.Calls = int(math.Round(float64(in.Items) * share))
+		p.Calls = counted + int(math.Round(float64(open)*share))
 		p.PromptTokens = int64(promptPer * float64(p.Calls))
 		p.OutputTokens = int64(outPer * float64(p.Calls))
 		if in.Price != nil {

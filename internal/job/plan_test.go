@@ -63,3 +63,42 @@ func TestEstimate(t *testing.T) {
 		})
 	}
 }
+
+// TestEstimate_Work: with the run's work per stage, a stage prices its
+// counted calls as they are and only its open items at its share; a
+// stage the work does not reach prices nothing.
+func TestEstimate_Work(t *testing.T) {
+	j, err := Load(filepath.Join("testdata", "nightly.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	price := func(string) (float64, float64) { return 1, 1 }
+	hist := map[string]History{"extract": {Done: 400, Attempts: 100, Calls: 100, PromptTokens: 10_000, OutputTokens: 10_000}}
+	for _, tc := range []struct {
+		name      string
+		work      map[string]StageWork
+		wantItems map[string]int
+		wantCalls map[string]int
+	}{
+		{"an added stage", map[string]StageWork{"extract": {Items: 300, Calls: 93, Skipped: 207}, "aggregate": {Items: 300}},
+			map[string]int{"sanitize": 0, "classify": 0, "extract": 300, "aggregate": 300}, map[string]int{"classify": 0, "extract": 93}},
+		{"counted and open", map[string]StageWork{"sanitize": {Items: 40}, "classify": {Items: 40, Open: 40}, "extract": {Items: 40, Calls: 2, Open: 20}, "aggregate": {Items: 40}},
+			map[string]int{"sanitize": 40, "classify": 40, "extract": 40, "aggregate": 40}, map[string]int{"classify": 40, "extract": 2 + 5}},
+		{"nothing to do", map[string]StageWork{},
+			map[string]int{"sanitize": 0, "classify": 0, "extract": 0, "aggregate": 0}, map[string]int{"classify": 0, "extract": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, p := range Estimate(j, PlanInput{Items: 1000, Work: tc.work, History: hist, Price: price}) {
+				if p.Items != tc.wantItems[p.Stage] {
+					t.Errorf("%s: %d items, want %d", p.Stage, p.Items, tc.wantItems[p.Stage])
+				}
+				if want, llm := tc.wantCalls[p.Stage]; llm && p.Calls != want {
+					t.Errorf("%s: %d calls, want %d", p.Stage, p.Calls, want)
+				}
+				if p.Calls == 0 && p.CostUSD != 0 {
+					t.Errorf("%s: no call but $%f", p.Stage, p.CostUSD)
+				}
+			}
+		})
+	}
+}
