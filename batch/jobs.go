@@ -245,6 +245,12 @@ func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, n
 		}
 		return nil
 	}
+	return d.apply(ctx, t, rows, stray, now)
+}
+
+// apply commits the results of job t, matched to its items by key, and
+// closes it, returning what is left to the queue.
+func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, stray int, now time.Time) error {
 	items, err := d.db.BatchItems(t.job.Num)
 	if err != nil {
 		return err

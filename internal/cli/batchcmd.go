@@ -3,15 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
@@ -151,12 +154,60 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 	if err != nil {
 		return usage(fmt.Errorf("%w (needed to cancel job %d at the API)", err, job.Num))
 	}
-	n, err := batch.Cancel(ctx, c.Batches, bdb, job.Num, time.Now())
+	stage, err := storedStage(ctx, bdb, job.Stage, opts.APIKey, opts.BaseURL)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.ErrOut, "cancelled job %d (%s): %s back in the %s queue\n", job.Num, orDash(job.Name), plural(n, "item"), job.Stage)
+	res, err := batch.Cancel(ctx, c, bdb, job.Num, batch.CancelConfig{Stage: stage})
+	path, name := shellQuote(opts.DB), orDash(res.Job.Name)
+	switch {
+	case errors.Is(err, batch.ErrSucceeded):
+		return fmt.Errorf("job %d (%s) SUCCEEDED at the API: its answers are paid for, but %s does not record the %s settings needed to read them here; nothing changed: collect them with `sawtooth run --db %s --mode batch`",
+			job.Num, name, opts.DB, job.Stage, path)
+	case errors.Is(err, batch.ErrUnknownJob):
+		return fmt.Errorf("job %d: the API at %s does not know %s; nothing changed: if the job was created at another endpoint, give it with --base-url; if it was deleted there, `sawtooth run --db %s --mode batch` closes it and sends its items again",
+			job.Num, c.ClientConfig().HTTPOptions.BaseURL, name, path)
+	case err != nil:
+		return fmt.Errorf("job %d: %w", job.Num, err)
+	}
+	back := plural(res.Returned, "item")
+	switch {
+	case res.Collected:
+		fmt.Fprintf(opts.ErrOut, "job %d (%s) had already SUCCEEDED at the API, so it was not cancelled: its results were collected: %d answered, %d dead letters, %s with no result back in the %s queue\n",
+			job.Num, name, res.Answered, res.Dead, back, job.Stage)
+	case !res.Created:
+		fmt.Fprintf(opts.ErrOut, "job %d was never created at the API: %s back in the %s queue\n", job.Num, back, job.Stage)
+	case res.Unconfirmed:
+		held := len(res.Job.Items) - res.Job.Answered - res.Job.Dead
+		return fmt.Errorf("asked the API to cancel job %d (%s); it still reports %s, so its %s stay with the job (if it still succeeds, its answers are collected, not paid again): run `sawtooth batch cancel --db %s %d` again in a minute: %w",
+			job.Num, name, strings.TrimPrefix(string(res.State), "JOB_STATE_"), plural(held, "item"), path, job.Num, pipeline.ErrStopped)
+	default:
+		fmt.Fprintf(opts.ErrOut, "cancelled job %d (%s): the API reports it %s with no results; %s back in the %s queue\n",
+			job.Num, name, strings.TrimPrefix(string(res.State), "JOB_STATE_"), back, job.Stage)
+	}
 	return nil
+}
+
+// storedStage is the stage a job's results are decoded with, built from
+// the settings the run recorded in db, as the run built it; nil when they
+// are not recorded (batch.Cancel then refuses a SUCCEEDED job rather
+// than guess).
+func storedStage(ctx context.Context, db *store.DB, stage, apiKey, baseURL string) (batch.Stage, error) {
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return nil, err
+	}
+	var cs classifySettings
+	raw := storedSettings(defs)[stage]
+	if stage != "classify" || len(raw) == 0 || json.Unmarshal(raw, &cs) != nil || cs.Model == "" {
+		return nil, nil
+	}
+	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{APIKey: apiKey, BaseURL: baseURL, Model: cs.Model, Labels: cs.Labels,
+		PromptTemplate: cs.Prompt, MaxOutputTokens: cs.MaxOutputTokens})
+	if err != nil {
+		return nil, fmt.Errorf("the %s settings recorded in %s: %w", stage, db.Path(), err)
+	}
+	return cl, nil
 }
 
 func orDash(s string) string {

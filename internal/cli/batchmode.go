@@ -177,7 +177,7 @@ func heldByOpenJobs(pdb pipeline.Database) error {
 		return nil
 	}
 	path := shellQuote(db.Path())
-	return fmt.Errorf("%s still held by open batch jobs of an earlier run (see `sawtooth batch list --db %s`): run `sawtooth run --db %s --mode auto` to collect their answers, or `sawtooth batch cancel --db %s JOB` to put them back in the queue: %w",
+	return fmt.Errorf("%s still held by open batch jobs of an earlier run (see `sawtooth batch list --db %s`): run `sawtooth run --db %s --mode batch` (or auto) to collect their answers; `sawtooth batch cancel --db %s JOB` stops a job still running and puts its items back once the API confirms, and collects a job that already succeeded: %w",
 		plural(n, "item"), path, path, path, pipeline.ErrStopped)
 }
 

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// stoppedBatchRun runs `run --mode batch` on n items until the simulator
+// has created its job, then stops it as a killed run stops: the job is
+// left open in db, holding the items. It returns the simulator and db.
+func stoppedBatchRun(t *testing.T, n int, bc geminisim.BatchConfig) (*geminisim.Server, string, string) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	bc.Observe = func(e geminisim.BatchEvent) {
+		if e == geminisim.EventCreated {
+			stop()
+		}
+	}
+	sim, url := batchSim(t, bc)
+	dir := t.TempDir()
+	db, input := filepath.Join(dir, "b.db"), filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), n); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "--db", db, "--input", input,
+		"--base-url", url, "--quiet", "--mode", "batch", "--batch-poll", "1h"})
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
+	}
+	return sim, url, db
+}
+
+// classifyPlaces counts classify's queue and the items done.
+func classifyPlaces(t *testing.T, path string) (queued, done int) {
+	t.Helper()
+	db, err := store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Stages {
+		if s.Stage == "classify" {
+			queued = s.Queued
+		}
+	}
+	return queued, c.Done
+}
+
+// TestBatchCancel_SucceededJobIsCollected is the repro of a batch run
+// killed after its job was created, the job succeeding while the run was
+// down, and `batch cancel` run on it: its answers are collected, none of
+// its items goes back to the queue to be paid again.
+func TestBatchCancel_SucceededJobIsCollected(t *testing.T) {
+	sim, url, db := stoppedBatchRun(t, 20, geminisim.BatchConfig{})
+	t.Setenv("GOOGLE_GEMINI_BASE_URL", url)
+	var stdout, stderr syncBuffer
+	if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "had already SUCCEEDED") || !strings.Contains(stderr.String(), "collected") {
+		t.Errorf("cancel said:\n%s", stderr.String())
+	}
+	if queued, _ := classifyPlaces(t, db); queued != 0 {
+		t.Errorf("%d items back in the classify queue, want 0: they were answered by the job", queued)
+	}
+	bs := sim.BatchStats()
+	if bs.Cancels != 0 || bs.Rows == 0 {
+		t.Errorf("simulator %+v: want the job's answers used, no cancel", bs)
+	}
+	// The next run pays nothing for classify.
+	if err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet"}, &stdout, &stderr); err != nil {
+		t.Fatalf("next run: %v\n%s", err, stderr.String())
+	}
+	if st := sim.Stats(); st.Calls != 0 {
+		t.Errorf("the next run made %d online calls for items the job answered", st.Calls)
+	}
+	var list syncBuffer
+	if err := runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &stderr); err != nil || !strings.Contains(list.String(), "SUCCEEDED (closed)") {
+		t.Errorf("batch list: %v\n%s", err, list.String())
+	}
+}
+
+// TestBatchCancel_RunningJob: a job still running is cancelled at the
+// API; its items go back to the queue once the API reports it CANCELLED,
+// and the list shows that state.
+func TestBatchCancel_RunningJob(t *testing.T) {
+	sim, url, db := stoppedBatchRun(t, 8, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}})
+	t.Setenv("GOOGLE_GEMINI_BASE_URL", url)
+	var stdout, stderr syncBuffer
+	if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "CANCELLED") || !strings.Contains(stderr.String(), "back in the classify queue") {
+		t.Errorf("cancel said:\n%s", stderr.String())
+	}
+	if queued, _ := classifyPlaces(t, db); queued != 8 {
+		t.Errorf("classify queue %d, want 8", queued)
+	}
+	if bs := sim.BatchStats(); bs.Cancels != 1 {
+		t.Errorf("simulator %+v: want the job cancelled", bs)
+	}
+	var list syncBuffer
+	if err := runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &stderr); err != nil || !strings.Contains(list.String(), "CANCELLED (closed)") {
+		t.Errorf("batch list: %v\n%s", err, list.String())
+	}
+}
