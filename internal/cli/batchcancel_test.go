@@ -13,14 +13,15 @@ import (
 )
 
 // stoppedBatchRun runs `run --mode batch` on n items until the simulator
-// has created its job, then stops it as a killed run stops: the job is
-// left open in db, holding the items. It returns the simulator and db.
-func stoppedBatchRun(t *testing.T, n int, bc geminisim.BatchConfig) (*geminisim.Server, string, string) {
+// reaches at, then stops it as a killed run stops: the job is left open
+// in db, holding the items (an intent without the API's name when at is
+// EventCreated). It returns the simulator, its URL and db.
+func stoppedBatchRun(t *testing.T, n int, bc geminisim.BatchConfig, at geminisim.BatchEvent) (*geminisim.Server, string, string) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	bc.Observe = func(e geminisim.BatchEvent) {
-		if e == geminisim.EventCreated {
+		if e == at {
 			stop()
 		}
 	}
@@ -32,7 +33,7 @@ func stoppedBatchRun(t *testing.T, n int, bc geminisim.BatchConfig) (*geminisim.
 	}
 	var stdout, stderr syncBuffer
 	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "--db", db, "--input", input,
-		"--base-url", url, "--quiet", "--mode", "batch", "--batch-poll", "1h"})
+		"--base-url", url, "--quiet", "--mode", "batch", "--batch-poll", "10ms"})
 	if !errors.Is(err, pipeline.ErrStopped) {
 		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
 	}
@@ -64,46 +65,66 @@ func classifyPlaces(t *testing.T, path string) (queued, done int) {
 // down, and `batch cancel` run on it: its answers are collected, none of
 // its items goes back to the queue to be paid again.
 func TestBatchCancel_SucceededJobIsCollected(t *testing.T) {
-	sim, url, db := stoppedBatchRun(t, 20, geminisim.BatchConfig{})
-	t.Setenv("GOOGLE_GEMINI_BASE_URL", url)
-	var stdout, stderr syncBuffer
-	if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
-		t.Fatalf("cancel: %v\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "had already SUCCEEDED") || !strings.Contains(stderr.String(), "collected") {
-		t.Errorf("cancel said:\n%s", stderr.String())
-	}
-	if queued, _ := classifyPlaces(t, db); queued != 0 {
-		t.Errorf("%d items back in the classify queue, want 0: they were answered by the job", queued)
-	}
-	bs := sim.BatchStats()
-	if bs.Cancels != 0 || bs.Rows == 0 {
-		t.Errorf("simulator %+v: want the job's answers used, no cancel", bs)
-	}
-	// The next run pays nothing for classify.
-	if err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet"}, &stdout, &stderr); err != nil {
-		t.Fatalf("next run: %v\n%s", err, stderr.String())
-	}
-	if st := sim.Stats(); st.Calls != 0 {
-		t.Errorf("the next run made %d online calls for items the job answered", st.Calls)
-	}
-	var list syncBuffer
-	if err := runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &stderr); err != nil || !strings.Contains(list.String(), "SUCCEEDED (closed)") {
-		t.Errorf("batch list: %v\n%s", err, list.String())
+	for _, tc := range []struct {
+		name string
+		at   geminisim.BatchEvent
+	}{
+		{"recorded job", geminisim.EventResults},
+		{"intent whose create answer was lost", geminisim.EventCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, url, db := stoppedBatchRun(t, 20, geminisim.BatchConfig{}, tc.at)
+			var stdout, stderr syncBuffer
+			if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
+				t.Fatalf("cancel: %v\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "had already SUCCEEDED") || !strings.Contains(stderr.String(), "collected") {
+				t.Errorf("cancel said:\n%s", stderr.String())
+			}
+			if queued, _ := classifyPlaces(t, db); queued != 0 {
+				t.Errorf("%d items back in the classify queue, want 0: they were answered by the job", queued)
+			}
+			bs := sim.BatchStats()
+			if bs.Cancels != 0 || bs.Rows == 0 {
+				t.Errorf("simulator %+v: want the job's answers used, no cancel", bs)
+			}
+			// The next run pays nothing for classify.
+			if err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet"}, &stdout, &stderr); err != nil {
+				t.Fatalf("next run: %v\n%s", err, stderr.String())
+			}
+			if st := sim.Stats(); st.Calls != 0 {
+				t.Errorf("the next run made %d online calls for items the job answered", st.Calls)
+			}
+			var list syncBuffer
+			if err := runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &stderr); err != nil || !strings.Contains(list.String(), "SUCCEEDED (closed)") {
+				t.Errorf("batch list: %v\n%s", err, list.String())
+			}
+		})
 	}
 }
 
 // TestBatchCancel_RunningJob: a job still running is cancelled at the
-// API; its items go back to the queue once the API reports it CANCELLED,
-// and the list shows that state.
+// endpoint it was created at (not $GOOGLE_GEMINI_BASE_URL, not another
+// --base-url that does not know it); its items go back to the queue once
+// the API reports it CANCELLED, and the list shows that state.
 func TestBatchCancel_RunningJob(t *testing.T) {
-	sim, url, db := stoppedBatchRun(t, 8, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}})
-	t.Setenv("GOOGLE_GEMINI_BASE_URL", url)
+	sim, _, db := stoppedBatchRun(t, 8, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}}, geminisim.EventPoll)
+	_, other := batchSim(t, geminisim.BatchConfig{})
+	t.Setenv("GOOGLE_GEMINI_BASE_URL", other)
 	var stdout, stderr syncBuffer
+	err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "--base-url", other, "1"}, &stdout, &stderr)
+	var ue *UsageError
+	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "does not know") || !strings.Contains(err.Error(), "--base-url") {
+		t.Errorf("cancel at an endpoint without the job: %v, want it refused naming --base-url", err)
+	}
+	if queued, _ := classifyPlaces(t, db); queued != 0 {
+		t.Errorf("classify queue %d after a refused cancel, want 0", queued)
+	}
+	stderr = syncBuffer{}
 	if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
 		t.Fatalf("cancel: %v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "CANCELLED") || !strings.Contains(stderr.String(), "back in the classify queue") {
+	if !strings.Contains(stderr.String(), "where the job was created") || !strings.Contains(stderr.String(), "CANCELLED") || !strings.Contains(stderr.String(), "8 items back in the classify queue") {
 		t.Errorf("cancel said:\n%s", stderr.String())
 	}
 	if queued, _ := classifyPlaces(t, db); queued != 8 {

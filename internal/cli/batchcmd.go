@@ -24,7 +24,9 @@ type batchCmdOptions struct {
 	DB   string
 	Job  uint64
 	JSON bool
-	// APIKey and BaseURL reach the API for cancel (from the environment).
+	// APIKey reaches the API for cancel (from the environment). BaseURL
+	// is --base-url: "" means the endpoint recorded with the job, else
+	// $GOOGLE_GEMINI_BASE_URL, else Google's.
 	APIKey, BaseURL string
 	Out, ErrOut     io.Writer
 }
@@ -68,14 +70,18 @@ func newBatchCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "cancel", Usage: "cancel a job at the API and put its unanswered items back in the queue", ArgsUsage: "JOB",
-				Flags: []cli.Flag{dbFlag()}, Before: before("db"),
+				Name:      "cancel",
+				Usage:     "stop a job: asks the API for its state; a job that succeeded has its answers collected, a running one is cancelled and its items go back to the queue once the API confirms",
+				ArgsUsage: "JOB",
+				Flags: []cli.Flag{dbFlag(), &cli.StringFlag{Name: "base-url", Usage: "Gemini-compatible endpoint `URL` to ask",
+					DefaultText: "the endpoint the job was created at, else $GOOGLE_GEMINI_BASE_URL, else Google's", Destination: &opts.BaseURL}},
+				Before: before("db"),
 				Action: func(c *cli.Context) error {
 					setup(c)
 					if err := jobArg(c); err != nil {
 						return err
 					}
-					opts.APIKey, opts.BaseURL = apiKeyFromEnv(), os.Getenv("GOOGLE_GEMINI_BASE_URL")
+					opts.APIKey = apiKeyFromEnv()
 					return runBatchCancel(c.Context, &opts)
 				},
 			},
@@ -150,11 +156,14 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 		fmt.Fprintf(opts.ErrOut, "job %d is already closed (%s): nothing to do\n", job.Num, job.Note)
 		return nil
 	}
-	c, err := batch.NewClient(ctx, opts.APIKey, opts.BaseURL)
+	baseURL, from := jobEndpoint(job, opts.BaseURL)
+	c, err := batch.NewClient(ctx, opts.APIKey, baseURL)
 	if err != nil {
 		return usage(fmt.Errorf("%w (needed to cancel job %d at the API)", err, job.Num))
 	}
-	stage, err := storedStage(ctx, bdb, job.Stage, opts.APIKey, opts.BaseURL)
+	endpoint := c.ClientConfig().HTTPOptions.BaseURL
+	fmt.Fprintf(opts.ErrOut, "job %d: asking %s (%s)\n", job.Num, endpoint, from)
+	stage, err := storedStage(ctx, bdb, job.Stage, opts.APIKey, baseURL)
 	if err != nil {
 		return err
 	}
@@ -166,7 +175,7 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 			job.Num, name, opts.DB, job.Stage, path)
 	case errors.Is(err, batch.ErrUnknownJob):
 		return fmt.Errorf("job %d: the API at %s does not know %s; nothing changed: if the job was created at another endpoint, give it with --base-url; if it was deleted there, `sawtooth run --db %s --mode batch` closes it and sends its items again",
-			job.Num, c.ClientConfig().HTTPOptions.BaseURL, name, path)
+			job.Num, endpoint, name, path)
 	case err != nil:
 		return fmt.Errorf("job %d: %w", job.Num, err)
 	}
@@ -186,6 +195,21 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 			job.Num, name, strings.TrimPrefix(string(res.State), "JOB_STATE_"), back, job.Stage)
 	}
 	return nil
+}
+
+// jobEndpoint is the API root URL to ask about job, and where it came
+// from: --base-url, else the endpoint the job was created at, else ""
+// (batch.NewClient then takes $GOOGLE_GEMINI_BASE_URL, else Google's).
+func jobEndpoint(job store.BatchJob, flag string) (url, from string) {
+	switch {
+	case flag != "":
+		return flag, "--base-url"
+	case job.Endpoint != "":
+		return job.Endpoint, "where the job was created"
+	case os.Getenv("GOOGLE_GEMINI_BASE_URL") != "":
+		return "", "$GOOGLE_GEMINI_BASE_URL; the job's endpoint was not recorded"
+	}
+	return "", "Google's endpoint; the job's endpoint was not recorded, give it with --base-url if it was elsewhere"
 }
 
 // storedStage is the stage a job's results are decoded with, built from

@@ -88,6 +88,10 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 	if err != nil {
 		return nil, nil, usage(err)
 	}
+	// `batch cancel` must find the jobs where they are created.
+	if err := db.SetBatchEndpoint(api.ClientConfig().HTTPOptions.BaseURL); err != nil {
+		return nil, nil, err
+	}
 	// The classify bar (or progress records) and the live status follow
 	// the jobs; one log line per job event (reserved, created, state,
 	// closed) goes above the bar.
