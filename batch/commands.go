@@ -49,8 +49,10 @@ func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
 	for _, j := range jobs {
 		state := strings.TrimPrefix(j.State, "JOB_STATE_")
 		switch {
-		case j.Name == "":
+		case j.Name == "" && j.Open():
 			state = "INTENT"
+		case j.Name == "":
+			state = "NOT CREATED (closed)"
 		case !j.Open():
 			state += " (closed)"
 		}

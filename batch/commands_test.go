@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/genai"
 
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // cancel runs Cancel on job num as `sawtooth batch cancel` does, on the
@@ -160,5 +162,9 @@ func TestCancel_IntentNeverCreated(t *testing.T) {
 	res, err := Cancel(context.Background(), f.api, f.db, job.Num, CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep})
 	if err != nil || res.Created || res.Returned != 4 || res.Job.Open() {
 		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	var out strings.Builder
+	if err := WriteJobs(&out, []store.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
+		t.Errorf("list: %v\n%s", err, out.String())
 	}
 }

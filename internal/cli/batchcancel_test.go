@@ -138,3 +138,66 @@ func TestBatchCancel_RunningJob(t *testing.T) {
 		t.Errorf("batch list: %v\n%s", err, list.String())
 	}
 }
+
+// TestBatchCommands_DuringARun runs `batch list|show|cancel` while `run
+// --mode batch` holds the database and polls its job: list and show read
+// the jobs the run published, cancel refuses naming the run's process,
+// and nothing is cancelled.
+func TestBatchCommands_DuringARun(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	type outcome struct {
+		list, show, notes string
+		listErr, showErr  error
+		cancelErr         error
+	}
+	var during *outcome
+	var db string
+	bc := geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}}
+	bc.Observe = func(e geminisim.BatchEvent) {
+		if e != geminisim.EventPoll || during != nil {
+			return
+		}
+		// The run waits for this poll's answer, holding the database.
+		during = &outcome{}
+		var list, show, notes syncBuffer
+		during.listErr = runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &notes)
+		during.showErr = runApp([]string{"sawtooth", "batch", "show", "--db", db, "1"}, &show, &notes)
+		during.cancelErr = runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &show, &notes)
+		during.list, during.show, during.notes = list.String(), show.String(), notes.String()
+		stop()
+	}
+	sim, url := batchSim(t, bc)
+	dir := t.TempDir()
+	db = filepath.Join(dir, "b.db")
+	input := filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 6); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "--db", db, "--input", input,
+		"--base-url", url, "--quiet", "--mode", "batch", "--batch-poll", "10ms"})
+	if !errors.Is(err, pipeline.ErrStopped) || during == nil {
+		t.Fatalf("run: %v, want it stopped after the commands ran\n%s", err, stderr.String())
+	}
+	if during.listErr != nil || !strings.Contains(during.list, "batches/") || !strings.Contains(during.list, "PENDING") {
+		t.Errorf("batch list during the run: %v\n%s", during.listErr, during.list)
+	}
+	if during.showErr != nil || !strings.Contains(during.show, `"name": "batches/`) {
+		t.Errorf("batch show during the run: %v\n%s", during.showErr, during.show)
+	}
+	if !strings.Contains(during.notes, "held by a running sawtooth (pid") {
+		t.Errorf("list and show did not say the jobs come from the running process:\n%s", during.notes)
+	}
+	if during.cancelErr == nil || !strings.Contains(during.cancelErr.Error(), "driven by the running sawtooth (pid") || !strings.Contains(during.cancelErr.Error(), "nothing changed") {
+		t.Errorf("batch cancel during the run: %v, want it refused naming the process", during.cancelErr)
+	}
+	if bs := sim.BatchStats(); bs.Cancels != 0 {
+		t.Errorf("simulator %+v: the job was cancelled", bs)
+	}
+	// Once the run is gone, the database itself answers.
+	var list syncBuffer
+	if err := runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &stderr); err != nil || !strings.Contains(list.String(), "PENDING") || strings.Contains(list.String(), "closed") {
+		t.Errorf("batch list after the run: %v\n%s", err, list.String())
+	}
+}

@@ -97,17 +97,70 @@ func apiKeyFromEnv() string {
 	return os.Getenv("GOOGLE_API_KEY")
 }
 
-func runBatchList(opts *batchCmdOptions) error {
-	db, err := openReadOnly(opts.DB)
+// batchSnapshot is what a run driving batch jobs publishes beside its
+// database at each job event. bbolt keeps every other process out of a
+// file a writer holds, read-only opens included (the writer's flock is
+// exclusive), so this is how `batch list|show` see the jobs of a live run.
+type batchSnapshot struct {
+	PID     int              `json:"pid"`
+	Updated time.Time        `json:"updated"`
+	Jobs    []store.BatchJob `json:"jobs"`
+}
+
+// batchSnapshotPath is where a run on the database at db publishes its
+// batch jobs.
+func batchSnapshotPath(db string) string { return db + ".batch.json" }
+
+// publishBatchJobs writes db's job records to its snapshot, atomically.
+// A failure only costs `batch list` its view during the run, so it is not
+// reported.
+func publishBatchJobs(db *store.DB) {
+	jobs, err := db.BatchJobs(false)
 	if err != nil {
-		return err
+		return
+	}
+	_ = writeFileAtomic(batchSnapshotPath(db.Path()), func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(batchSnapshot{PID: os.Getpid(), Updated: time.Now().UTC(), Jobs: jobs})
+	})
+}
+
+// liveBatchJobs reads the snapshot of the run driving the database at
+// path's batch jobs now; false when no live run published one (none
+// runs, or it was killed: the database itself is then the answer).
+func liveBatchJobs(path string) (batchSnapshot, bool) {
+	b, err := os.ReadFile(batchSnapshotPath(path))
+	if err != nil {
+		return batchSnapshot{}, false
+	}
+	var s batchSnapshot
+	if json.Unmarshal(b, &s) != nil || !monitor.ProcessAlive(s.PID) {
+		return batchSnapshot{}, false
+	}
+	return s, true
+}
+
+// readBatchJobs is every job of the database at path: from the database,
+// or, while a run holds it, from what the run published (said on errOut).
+func readBatchJobs(path string, errOut io.Writer) ([]store.BatchJob, error) {
+	if live, ok := liveBatchJobs(path); ok {
+		fmt.Fprintf(errOut, "%s is held by a running sawtooth (pid %d): its batch jobs as that run recorded them at %s\n",
+			path, live.PID, live.Updated.Local().Format(time.TimeOnly))
+		return live.Jobs, nil
+	}
+	db, err := openReadOnly(path)
+	if err != nil {
+		return nil, err
 	}
 	defer db.Close()
 	bdb, err := batchStore(db)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	jobs, err := bdb.BatchJobs(false)
+	return bdb.BatchJobs(false)
+}
+
+func runBatchList(opts *batchCmdOptions) error {
+	jobs, err := readBatchJobs(opts.DB, opts.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -122,23 +175,23 @@ func runBatchList(opts *batchCmdOptions) error {
 }
 
 func runBatchShow(opts *batchCmdOptions) error {
-	db, err := openReadOnly(opts.DB)
+	jobs, err := readBatchJobs(opts.DB, opts.ErrOut)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	bdb, err := batchStore(db)
-	if err != nil {
-		return err
+	for _, j := range jobs {
+		if j.Num == opts.Job {
+			return monitor.WriteJSONSafe(opts.Out, j)
+		}
 	}
-	job, err := bdb.BatchJobByNum(opts.Job)
-	if err != nil {
-		return err
-	}
-	return monitor.WriteJSONSafe(opts.Out, job)
+	return fmt.Errorf("batch job %d: %w (see `sawtooth batch list --db %s`)", opts.Job, store.ErrNotFound, shellQuote(opts.DB))
 }
 
 func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
+	if live, ok := liveBatchJobs(opts.DB); ok {
+		return fmt.Errorf("job %d is driven by the running sawtooth (pid %d), which holds %s: it polls the job and collects or closes it itself; to cancel it now, stop that run first (Ctrl-C, or `kill -INT %d`: its jobs stay at the API), then run `sawtooth batch cancel --db %s %d` again; nothing changed",
+			opts.Job, live.PID, opts.DB, live.PID, shellQuote(opts.DB), opts.Job)
+	}
 	db, err := openWritable(opts.DB)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
@@ -104,7 +105,10 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 		prog.Tick(pipeline.Progress{Elapsed: time.Since(start), Stages: []pipeline.StageProgress{{
 			Name: b.classify.Name(), Done: int64(s.Answered), Dead: int64(s.Dead), Usage: s.Usage,
 		}}})
+		publishBatchJobs(db)
 	}
+	publishBatchJobs(db)
+	defer os.Remove(batchSnapshotPath(db.Path()))
 	log := prog.Log()
 	if o.Quiet {
 		log = slog.New(slog.DiscardHandler)
