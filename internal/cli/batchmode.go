@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
@@ -38,6 +39,24 @@ func batchFlags(o *batchOptions) []cli.Flag {
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
+}
+
+// errBatchOnlyFromFlags is the one answer to asking for batch jobs with a
+// job, from its file's `mode: batch` or from --mode and the --batch-*
+// flags beside it, while only runs from flags drive batch jobs.
+func errBatchOnlyFromFlags(what string) error {
+	return usagef("%s: batch jobs are only available for runs from flags (the built-in sanitize, classify, aggregate pipeline), not yet for job files: run this job online (no `mode:` in the job file, no --mode or --batch-* flags), or run from flags into a database of its own: `sawtooth run --db DB --input FILE --mode batch` (or --mode auto)", what)
+}
+
+// asksForBatch reports whether the flags bad, refused beside a job, ask
+// for batch jobs: --mode other than online, or a --batch-* flag.
+func asksForBatch(c *cli.Context, bad []string) bool {
+	for _, f := range bad {
+		if strings.HasPrefix(f, "--batch-") || f == "--mode" && !strings.EqualFold(strings.TrimSpace(c.String("mode")), string(batch.ModeOnline)) {
+			return true
+		}
+	}
+	return false
 }
 
 // check validates the options before anything is opened.
