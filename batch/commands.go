@@ -76,6 +76,11 @@ type CancelConfig struct {
 	// waiting for the API to confirm it ended.
 	Looks int
 	Every time.Duration
+	// LateCreate is how long after an intent was recorded a job the API
+	// lists nowhere may still appear (a create in flight when the run
+	// stopped lands late); before then its items stay with it. Default
+	// DefaultLateCreate.
+	LateCreate time.Duration
 	// Now and Sleep are the clock; nil means the real one.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -88,6 +93,7 @@ type CancelConfig struct {
 const (
 	DefaultCancelLooks = 5
 	DefaultCancelEvery = 2 * time.Second
+	DefaultLateCreate  = 2 * time.Minute
 )
 
 // CancelResult is what Cancel did with one job.
@@ -106,9 +112,12 @@ type CancelResult struct {
 	// Returned counts the items put back in the queue.
 	Returned int
 	// Unconfirmed is set when the API accepted the cancel but still
-	// reported the job live at the last look: its items stay with the
-	// job, which a later Cancel or run collects or closes.
+	// reported the job live at the last look, or (Created false) when an
+	// intent is listed nowhere yet but a late create may still show up
+	// until RetryAt: its items stay with the job, which a later Cancel or
+	// run collects or closes.
 	Unconfirmed bool
+	RetryAt     time.Time
 }
 
 // ErrSucceeded is returned by Cancel for a job that SUCCEEDED at the API
@@ -118,8 +127,8 @@ var ErrSucceeded = errors.New("the job succeeded at the API: its answers are pai
 // Cancel stops job num without paying for its items twice. It asks the API
 // for the job's state first: a SUCCEEDED job has its results collected
 // (cfg.Stage decodes them; without one Cancel refuses with ErrSucceeded);
-// a FAILED, CANCELLED or EXPIRED one, or an intent the API never had,
-// returns its items to the queue; a live one is cancelled and looked at
+// a FAILED, CANCELLED or EXPIRED one, or an intent the API has not listed
+// within cfg.LateCreate, returns its items to the queue; a live one is cancelled and looked at
 // again until the API confirms it ended, and only then are its items
 // returned (or its results collected, if it finished first). A job the API
 // does not know is refused: asking the wrong endpoint must not re-queue
@@ -132,6 +141,9 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, cfg Ca
 	}
 	if cfg.Every <= 0 {
 		cfg.Every = DefaultCancelEvery
+	}
+	if cfg.LateCreate <= 0 {
+		cfg.LateCreate = DefaultLateCreate
 	}
 	job, err := db.BatchJobByNum(num)
 	if err != nil {
@@ -161,6 +173,10 @@ func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *
 		found, err := d.findIntent(ctx, t)
 		if err != nil {
 			return err
+		}
+		if at := t.job.Created.Add(cfg.LateCreate); !found && d.cfg.Now().Before(at) {
+			res.Unconfirmed, res.RetryAt = true, at
+			return nil
 		}
 		if !found {
 			return d.close(t, "cancelled by the user; it was never created at the API", d.cfg.Now())

@@ -159,8 +159,15 @@ func TestCancel_IntentNeverCreated(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	res, err := Cancel(context.Background(), f.api, f.db, job.Num, CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep})
-	if err != nil || res.Created || res.Returned != 4 || res.Job.Open() {
+	cfg := CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep}
+	// A create sent just before the run stopped may still land.
+	res, err := Cancel(context.Background(), f.api, f.db, job.Num, cfg)
+	if err != nil || res.Created || !res.Unconfirmed || res.Returned != 0 || !res.Job.Open() || !res.RetryAt.Equal(job.Created.Add(DefaultLateCreate)) {
+		t.Fatalf("cancel of a young intent: %+v %v: want its items kept until %s", res, err, job.Created.Add(DefaultLateCreate))
+	}
+	f.clock.Sleep(context.Background(), DefaultLateCreate) //nolint:errcheck // a background context
+	res, err = Cancel(context.Background(), f.api, f.db, job.Num, cfg)
+	if err != nil || res.Created || res.Unconfirmed || res.Returned != 4 || res.Job.Open() {
 		t.Fatalf("cancel: %+v %v", res, err)
 	}
 	var out strings.Builder

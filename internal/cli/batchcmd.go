@@ -237,6 +237,9 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 	case res.Collected:
 		fmt.Fprintf(opts.ErrOut, "job %d (%s) had already SUCCEEDED at the API, so it was not cancelled: its results were collected: %d answered, %d dead letters, %s with no result back in the %s queue\n",
 			job.Num, name, res.Answered, res.Dead, back, job.Stage)
+	case !res.Created && res.Unconfirmed:
+		return fmt.Errorf("job %d was recorded %s ago and the API lists no job of its name (%s) yet; a create sent just before its run stopped can show up late, so its %s stay with it: run `sawtooth batch cancel --db %s %d` again after %s: %w",
+			job.Num, time.Since(job.Created).Round(time.Second), job.DisplayName, plural(len(job.Items), "item"), path, job.Num, res.RetryAt.Local().Format(time.TimeOnly), pipeline.ErrStopped)
 	case !res.Created:
 		fmt.Fprintf(opts.ErrOut, "job %d was never created at the API: %s back in the %s queue\n", job.Num, back, job.Stage)
 	case res.Unconfirmed:
