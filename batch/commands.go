@@ -218,7 +218,7 @@ func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *
 		res.Collected = true
 		return d.apply(ctx, t, rows, stray, d.cfg.Now())
 	case endedEmpty(job.State):
-		return d.close(t, fmt.Sprintf("cancelled by the user; the API reported %s with no results", job.State), d.cfg.Now())
+		return d.close(t, fmt.Sprintf("cancelled by the user; the API reported %s with no results", strings.TrimPrefix(string(job.State), "JOB_STATE_")), d.cfg.Now())
 	}
 	res.Unconfirmed = true
 	return nil
