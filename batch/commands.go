@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
+	"log/slog"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -49,8 +49,10 @@ func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
 	for _, j := range jobs {
 		state := strings.TrimPrefix(j.State, "JOB_STATE_")
 		switch {
-		case j.Name == "":
+		case j.Name == "" && j.Open():
 			state = "INTENT"
+		case j.Name == "":
+			state = "NOT CREATED (closed)"
 		case !j.Open():
 			state += " (closed)"
 		}
@@ -64,49 +66,226 @@ func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
 	return tw.Flush()
 }
 
-// Canceller is the part of the API Cancel uses; *genai.Client's Batches
-// field is one.
-type Canceller interface {
-	Cancel(ctx context.Context, name string, config *genai.CancelBatchJobConfig) error
-	All(ctx context.Context) iter.Seq2[*genai.BatchJob, error]
+// CancelConfig configures Cancel. Zero fields take the defaults below.
+type CancelConfig struct {
+	// Stage decodes the results of a job found SUCCEEDED, as a run does;
+	// nil refuses to touch such a job (its answers are paid for).
+	Stage Stage
+	// Looks is how many times the job is looked at after the cancel
+	// (default DefaultCancelLooks), Every apart (DefaultCancelEvery),
+	// waiting for the API to confirm it ended.
+	Looks int
+	Every time.Duration
+	// LateCreate is how long after an intent was recorded a job the API
+	// lists nowhere may still appear (a create in flight when the run
+	// stopped lands late); before then its items stay with it. Default
+	// DefaultLateCreate.
+	LateCreate time.Duration
+	// Now and Sleep are the clock; nil means the real one.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Log receives what the Driver logs while collecting; nil discards.
+	Log *slog.Logger
 }
 
-// Cancel cancels job num at the API if it is live there, and returns the
-// items it still holds to the queue. It returns how many items moved. A job
-// already closed moves nothing. api may be nil for a job never created.
-func Cancel(ctx context.Context, api Canceller, db Store, num uint64, now time.Time) (int, error) {
+// Defaults for CancelConfig's zero fields: the API cancels asynchronously,
+// usually within seconds.
+const (
+	DefaultCancelLooks = 5
+	DefaultCancelEvery = 2 * time.Second
+	DefaultLateCreate  = 2 * time.Minute
+)
+
+// CancelResult is what Cancel did with one job.
+type CancelResult struct {
+	// Job is the job's record afterwards.
+	Job store.BatchJob
+	// State is what the API reported last; "" for a job it never had.
+	State genai.JobState
+	// Created is false for an intent the API never had.
+	Created bool
+	// Collected is set when the job had SUCCEEDED: its results were
+	// committed as a run commits them (Answered outputs, Dead dead
+	// letters) instead of cancelling it.
+	Collected      bool
+	Answered, Dead int
+	// Returned counts the items put back in the queue.
+	Returned int
+	// Unconfirmed is set when the API accepted the cancel but still
+	// reported the job live at the last look, or (Created false) when an
+	// intent is listed nowhere yet but a late create may still show up
+	// until RetryAt: its items stay with the job, which a later Cancel or
+	// run collects or closes.
+	Unconfirmed bool
+	RetryAt     time.Time
+}
+
+// ErrSucceeded is returned by Cancel for a job that SUCCEEDED at the API
+// when no CancelConfig.Stage can decode its results: nothing changed.
+var ErrSucceeded = errors.New("the job succeeded at the API: its answers are paid for")
+
+// Cancel stops job num without paying for its items twice. It asks the API
+// for the job's state first: a SUCCEEDED job has its results collected
+// (cfg.Stage decodes them; without one Cancel refuses with ErrSucceeded);
+// a FAILED, CANCELLED or EXPIRED one, or an intent the API has not listed
+// within cfg.LateCreate, returns its items to the queue; a live one is cancelled and looked at
+// again until the API confirms it ended, and only then are its items
+// returned (or its results collected, if it finished first). A job the API
+// does not know is refused: asking the wrong endpoint must not re-queue
+// what the right one is answering. A job already closed is left as it is.
+// The state the API last reported is recorded with the job. An error
+// means nothing was committed but that state.
+func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, cfg CancelConfig) (CancelResult, error) {
+	if cfg.Looks <= 0 {
+		cfg.Looks = DefaultCancelLooks
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = DefaultCancelEvery
+	}
+	if cfg.LateCreate <= 0 {
+		cfg.LateCreate = DefaultLateCreate
+	}
 	job, err := db.BatchJobByNum(num)
 	if err != nil {
-		return 0, err
+		return CancelResult{}, err
 	}
+	res := CancelResult{Job: job, State: genai.JobState(job.State), Created: job.Name != ""}
 	if !job.Open() {
-		return 0, nil
+		return res, nil
 	}
-	names := []string{job.Name}
-	if job.Name == "" && api != nil {
-		// Only the intent is recorded, but a crash may have come after
-		// the create: cancel whatever carries its display name.
-		names = nil
-		for j, err := range api.All(ctx) {
-			if err != nil {
-				return 0, fmt.Errorf("look for job %d (%s) at the API: %w (nothing changed; run again when the API answers)", num, job.DisplayName, err)
+	if cfg.Stage != nil && cfg.Stage.Name() != job.Stage {
+		return res, fmt.Errorf("batch job %d is at stage %s, not %s", num, job.Stage, cfg.Stage.Name())
+	}
+	d := New(db, cfg.Stage, api, Config{Now: cfg.Now, Sleep: cfg.Sleep, Log: cfg.Log})
+	t := &tracked{job: job}
+	d.jobs[num] = t
+	err = d.cancel(ctx, t, cfg, &res)
+	if rec, rerr := db.BatchJobByNum(num); rerr == nil {
+		res.Job = rec
+	}
+	res.Answered, res.Dead, res.Returned = d.sum.Answered, d.sum.Dead, d.sum.Returned
+	return res, err
+}
+
+// cancel is Cancel's work on job t, filling res.
+func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *CancelResult) error {
+	if t.job.Name == "" {
+		found, err := d.findIntent(ctx, t)
+		if err != nil {
+			return err
+		}
+		if at := t.job.Created.Add(cfg.LateCreate); !found && d.cfg.Now().Before(at) {
+			res.Unconfirmed, res.RetryAt = true, at
+			return nil
+		}
+		if !found {
+			return d.close(t, "cancelled by the user; it was never created at the API", d.cfg.Now())
+		}
+		res.Created = true
+	}
+	job, err := d.look(ctx, t)
+	if err != nil {
+		return err
+	}
+	if live(job.State) {
+		err := d.api.Batches.Cancel(ctx, t.job.Name, nil)
+		var ae genai.APIError
+		// A 400 says it ended meanwhile, as the next look shows.
+		if err != nil && !(errors.As(err, &ae) && ae.Code == http.StatusBadRequest) {
+			return fmt.Errorf("cancel %s at the API: %w (nothing changed; run again when the API answers)", t.job.Name, err)
+		}
+		for i := 0; i < cfg.Looks && live(job.State); i++ {
+			if i > 0 {
+				if err := d.cfg.Sleep(ctx, cfg.Every); err != nil {
+					return err
+				}
 			}
-			if j.DisplayName == job.DisplayName {
-				names = append(names, j.Name)
+			if job, err = d.look(ctx, t); err != nil {
+				return err
 			}
 		}
 	}
-	for _, name := range names {
-		if name == "" || api == nil {
+	res.State = job.State
+	switch {
+	case job.State == genai.JobStateSucceeded:
+		if cfg.Stage == nil {
+			return fmt.Errorf("batch job %d (%s): %w", t.job.Num, t.job.Name, ErrSucceeded)
+		}
+		rows, stray, err := d.results(ctx, job)
+		if err != nil {
+			return fmt.Errorf("read the results of %s: %w (nothing changed; run again when the API answers)", t.job.Name, err)
+		}
+		res.Collected = true
+		return d.apply(ctx, t, rows, stray, d.cfg.Now())
+	case endedEmpty(job.State):
+		return d.close(t, fmt.Sprintf("cancelled by the user; the API reported %s with no results", strings.TrimPrefix(string(job.State), "JOB_STATE_")), d.cfg.Now())
+	}
+	res.Unconfirmed = true
+	return nil
+}
+
+// live reports whether a job in state s may still run and answer.
+func live(s genai.JobState) bool {
+	return s != genai.JobStateSucceeded && !endedEmpty(s)
+}
+
+// ErrUnknownJob is returned by Cancel when the API does not know a job
+// recorded as created there: a wrong endpoint, or a job deleted there.
+var ErrUnknownJob = errors.New("the API does not know the job")
+
+// look reads job t at the API and records its state when it changed.
+func (d *Driver) look(ctx context.Context, t *tracked) (*genai.BatchJob, error) {
+	job, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	var ae genai.APIError
+	switch {
+	case errors.As(err, &ae) && ae.Code == http.StatusNotFound:
+		return nil, fmt.Errorf("%s: %w", t.job.Name, ErrUnknownJob)
+	case err != nil:
+		return nil, fmt.Errorf("read the state of %s at the API: %w (nothing changed; run again when the API answers)", t.job.Name, err)
+	}
+	if string(job.State) != t.job.State {
+		if t.job, err = d.db.UpdateBatch(t.job.Num, string(job.State), t.job.Counts, "", d.cfg.Now()); err != nil {
+			return nil, err
+		}
+	}
+	return job, nil
+}
+
+// findIntent looks for intent t's display name at the API and records the
+// job found, as a run re-attaches it; false when the API has none. Other
+// jobs with the name (created twice before a crash) are cancelled: only
+// the recorded one's results are used.
+func (d *Driver) findIntent(ctx context.Context, t *tracked) (bool, error) {
+	var found []*genai.BatchJob
+	for j, err := range d.api.Batches.All(ctx) {
+		if err != nil {
+			return false, fmt.Errorf("look for job %d (%s) at the API: %w (nothing changed; run again when the API answers)", t.job.Num, t.job.DisplayName, err)
+		}
+		if j.DisplayName == t.job.DisplayName {
+			found = append(found, j)
+		}
+	}
+	if len(found) == 0 {
+		return false, nil
+	}
+	for _, other := range found[1:] {
+		if !live(other.State) {
 			continue
 		}
-		err := api.Cancel(ctx, name, nil)
-		var ae genai.APIError
-		if err != nil && !(errors.As(err, &ae) && (ae.Code == http.StatusNotFound || ae.Code == http.StatusBadRequest)) {
-			return 0, fmt.Errorf("cancel %s at the API: %w (nothing changed; run again when the API answers)", name, err)
+		if err := d.api.Batches.Cancel(ctx, other.Name, nil); err != nil {
+			d.cfg.Log.Warn("batch: cancel of a second job with the same display name failed", "job", t.job.Num, "name", other.Name, "err", err)
 		}
 	}
-	return db.ReturnBatch(num, "cancelled by the user", now)
+	submitted := found[0].CreateTime
+	if submitted.IsZero() {
+		submitted = d.cfg.Now()
+	}
+	rec, err := d.db.SetBatchName(t.job.Num, found[0].Name, string(found[0].State), submitted)
+	if err != nil {
+		return false, err
+	}
+	t.job = rec
+	return true, nil
 }
 
 // Totals is what a database's batch jobs did, for status and reports.

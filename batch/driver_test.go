@@ -458,14 +458,14 @@ func TestCancelAndWriteJobs(t *testing.T) {
 	if !strings.Contains(out.String(), "PENDING") || !strings.Contains(out.String(), "batches/") {
 		t.Errorf("list:\n%s", out.String())
 	}
-	n, err := Cancel(context.Background(), f.api.Batches, f.db, jobs[0].Num, f.clock.Now())
+	n, err := f.cancel(jobs[0].Num)
 	if err != nil || n != 6 {
 		t.Fatalf("cancel: %d %v", n, err)
 	}
 	if bs := f.sim.BatchStats(); bs.Cancels != 1 {
 		t.Errorf("the API job was not cancelled: %+v", bs)
 	}
-	if n, err := Cancel(context.Background(), f.api.Batches, f.db, jobs[0].Num, f.clock.Now()); err != nil || n != 0 {
+	if n, err := f.cancel(jobs[0].Num); err != nil || n != 0 {
 		t.Errorf("cancel twice: %d %v", n, err)
 	}
 	if _, _, queued := f.state(t); queued != 6 {
@@ -483,7 +483,7 @@ func TestCancel_IntentCreatedBeforeACrash(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].Name != "" {
 		t.Fatalf("jobs %+v: want one intent without a name", jobs)
 	}
-	n, err := Cancel(context.Background(), f.api.Batches, f.db, jobs[0].Num, f.clock.Now())
+	n, err := f.cancel(jobs[0].Num)
 	if err != nil || n != 5 {
 		t.Fatalf("cancel: %d %v", n, err)
 	}

@@ -165,10 +165,14 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 			"requests", counts.Requests, "succeeded", counts.Succeeded, "failed", counts.Failed)
 		d.progress()
 	}
-	switch job.State {
-	case genai.JobStateSucceeded:
+	switch {
+	case job.State == genai.JobStateSucceeded:
 		return d.collect(ctx, t, job, now)
-	case genai.JobStateFailed, genai.JobStateCancelled, genai.JobStateExpired:
+	case endedEmpty(job.State) && job.State == genai.JobStateCancelled && now.Sub(t.job.Submitted) >= d.cfg.Deadline:
+		// The cancel sent at the deadline, confirmed at a later look.
+		d.sum.Deadline++
+		return d.close(t, fmt.Sprintf("past the deadline (%s after create): cancelled, the API confirmed it with no results", d.cfg.Deadline), now)
+	case endedEmpty(job.State):
 		d.sum.Failed++
 		note := fmt.Sprintf("the job ended %s with no results", job.State)
 		if t.job.APIError != "" {
@@ -179,21 +183,46 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	if now.Sub(t.job.Submitted) < d.cfg.Deadline {
 		return nil
 	}
-	// Past the deadline: cancel, then look once more, since the job may
-	// have finished in between (its results are still worth having).
+	return d.cancelAtDeadline(ctx, t, job.State, now)
+}
+
+// endedEmpty reports whether a job in state s has ended without results:
+// only then may its items go back to the queue without being paid twice.
+func endedEmpty(s genai.JobState) bool {
+	return s == genai.JobStateFailed || s == genai.JobStateCancelled || s == genai.JobStateExpired
+}
+
+// cancelAtDeadline cancels job t, still in state was past the deadline,
+// and looks once more. The API cancels asynchronously and a job may finish
+// in between, so the items stay with the job until a look shows it ended:
+// SUCCEEDED has its results collected, FAILED, CANCELLED or EXPIRED
+// returns them; anything else (still running, a look that failed) keeps
+// the job polled at the first interval, since re-queueing items a job may
+// still answer pays for them twice.
+func (d *Driver) cancelAtDeadline(ctx context.Context, t *tracked, was genai.JobState, now time.Time) error {
 	if err := d.api.Batches.Cancel(ctx, t.job.Name, nil); err != nil {
 		d.cfg.Log.Warn("batch: cancel at the deadline failed", "job", t.job.Num, "name", t.job.Name, "err", err)
 	}
-	if again, err := d.api.Batches.Get(ctx, t.job.Name, nil); err == nil {
-		if again.State == genai.JobStateSucceeded {
-			return d.collect(ctx, t, again, now)
-		}
+	again, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	if err == nil && string(again.State) != t.job.State {
 		if t.job, err = d.db.UpdateBatch(t.job.Num, string(again.State), t.job.Counts, "", now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
 	}
-	d.sum.Deadline++
-	return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", job.State, d.cfg.Deadline), now)
+	if err == nil && again.State == genai.JobStateSucceeded {
+		return d.collect(ctx, t, again, now)
+	}
+	if err == nil && endedEmpty(again.State) {
+		d.sum.Deadline++
+		return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", was, d.cfg.Deadline), now)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	t.interval, t.nextPoll = d.cfg.Poll, now.Add(d.cfg.Poll)
+	d.cfg.Log.Warn("batch: cancelled at the deadline, not yet confirmed by the API; its items stay with the job until it ends",
+		"job", t.job.Num, "name", t.job.Name, "state", t.job.State, "look_err", err)
+	return nil
 }
 
 // row is one request's result.
@@ -216,6 +245,12 @@ func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, n
 		}
 		return nil
 	}
+	return d.apply(ctx, t, rows, stray, now)
+}
+
+// apply commits the results of job t, matched to its items by key, and
+// closes it, returning what is left to the queue.
+func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, stray int, now time.Time) error {
 	items, err := d.db.BatchItems(t.job.Num)
 	if err != nil {
 		return err

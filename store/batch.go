@@ -2,7 +2,8 @@
 // job records, the items a live job holds, and the commit of its results.
 //
 //	batches   big-endian job number -> BatchJob (JSON)
-//	meta      batch-nonce: random hex naming this database's jobs
+//	meta      batch-nonce: random hex naming this database's jobs;
+//	          batch-endpoint: the API root URL new jobs are created at
 //
 // The life of a job, each step one transaction:
 //
@@ -42,8 +43,9 @@ import (
 )
 
 var (
-	bucketBatches = []byte("batches")
-	keyBatchNonce = []byte("batch-nonce")
+	bucketBatches    = []byte("batches")
+	keyBatchNonce    = []byte("batch-nonce")
+	keyBatchEndpoint = []byte("batch-endpoint")
 )
 
 // BatchJob is one batch job's record.
@@ -59,6 +61,11 @@ type BatchJob struct {
 	// Name is the API's name ("batches/...") once create returned; ""
 	// while only the intent is recorded.
 	Name string `json:"name,omitempty"`
+	// Endpoint is the API root URL the job is created at (the run's
+	// base URL, see SetBatchEndpoint): a job is known only there, so
+	// whoever looks for it or cancels it later must ask that endpoint.
+	// "" in records from before it was kept.
+	Endpoint string `json:"endpoint,omitempty"`
 	// State is the API's last seen state (genai.JobState, e.g.
 	// JOB_STATE_RUNNING); "" before create.
 	State string `json:"state,omitempty"`
@@ -152,11 +159,24 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, 
 			h.Write([]byte{0})
 		}
 		job.Num, job.Stage, job.Created = num, stage, now.UTC()
+		job.Endpoint = string(tx.Bucket(bucketMeta).Get(keyBatchEndpoint))
 		job.DisplayName = fmt.Sprintf("sawtooth-%s-%s-%d-%s", nonce, stage, num, hex.EncodeToString(h.Sum(nil)[:4]))
 		ok = true
 		return putJob(jobs, job)
 	})
 	return job, ok, err
+}
+
+// SetBatchEndpoint records url as the API root URL the jobs reserved
+// from now on are created at (BatchJob.Endpoint). Idempotent.
+func (db *DB) SetBatchEndpoint(url string) error {
+	return db.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if string(meta.Get(keyBatchEndpoint)) == url {
+			return nil
+		}
+		return meta.Put(keyBatchEndpoint, []byte(url))
+	})
 }
 
 // batchNonce returns this database's random job-name prefix, creating it

@@ -194,3 +194,22 @@ func TestDB_ReturnBatch(t *testing.T) {
 		t.Error("unknown job: want ErrNotFound")
 	}
 }
+
+// TestDB_BatchEndpoint: each intent records the endpoint set when it was
+// reserved, so a later command asks the API that has the job.
+func TestDB_BatchEndpoint(t *testing.T) {
+	db := atClassify(t, "a", "b", "c")
+	if j := reserve(t, db, 1); j.Endpoint != "" {
+		t.Errorf("endpoint %q before any was set", j.Endpoint)
+	}
+	for _, url := range []string{"http://127.0.0.1:8080/", "https://generativelanguage.googleapis.com/"} {
+		if err := db.SetBatchEndpoint(url); err != nil {
+			t.Fatal(err)
+		}
+		j := reserve(t, db, 1)
+		got, err := db.BatchJobByNum(j.Num)
+		if err != nil || j.Endpoint != url || got.Endpoint != url {
+			t.Errorf("job %d: endpoint %q, recorded %q (%v), want %q", j.Num, j.Endpoint, got.Endpoint, err, url)
+		}
+	}
+}

@@ -3,15 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/urfave/cli/v2"
 )
@@ -21,7 +24,9 @@ type batchCmdOptions struct {
 	DB   string
 	Job  uint64
 	JSON bool
-	// APIKey and BaseURL reach the API for cancel (from the environment).
+	// APIKey reaches the API for cancel (from the environment). BaseURL
+	// is --base-url: "" means the endpoint recorded with the job, else
+	// $GOOGLE_GEMINI_BASE_URL, else Google's.
 	APIKey, BaseURL string
 	Out, ErrOut     io.Writer
 }
@@ -65,14 +70,18 @@ func newBatchCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "cancel", Usage: "cancel a job at the API and put its unanswered items back in the queue", ArgsUsage: "JOB",
-				Flags: []cli.Flag{dbFlag()}, Before: before("db"),
+				Name:      "cancel",
+				Usage:     "stop a job: asks the API for its state; a job that succeeded has its answers collected, a running one is cancelled and its items go back to the queue once the API confirms",
+				ArgsUsage: "JOB",
+				Flags: []cli.Flag{dbFlag(), &cli.StringFlag{Name: "base-url", Usage: "Gemini-compatible endpoint `URL` to ask",
+					DefaultText: "the endpoint the job was created at, else $GOOGLE_GEMINI_BASE_URL, else Google's", Destination: &opts.BaseURL}},
+				Before: before("db"),
 				Action: func(c *cli.Context) error {
 					setup(c)
 					if err := jobArg(c); err != nil {
 						return err
 					}
-					opts.APIKey, opts.BaseURL = apiKeyFromEnv(), os.Getenv("GOOGLE_GEMINI_BASE_URL")
+					opts.APIKey = apiKeyFromEnv()
 					return runBatchCancel(c.Context, &opts)
 				},
 			},
@@ -88,17 +97,70 @@ func apiKeyFromEnv() string {
 	return os.Getenv("GOOGLE_API_KEY")
 }
 
-func runBatchList(opts *batchCmdOptions) error {
-	db, err := openReadOnly(opts.DB)
+// batchSnapshot is what a run driving batch jobs publishes beside its
+// database at each job event. bbolt keeps every other process out of a
+// file a writer holds, read-only opens included (the writer's flock is
+// exclusive), so this is how `batch list|show` see the jobs of a live run.
+type batchSnapshot struct {
+	PID     int              `json:"pid"`
+	Updated time.Time        `json:"updated"`
+	Jobs    []store.BatchJob `json:"jobs"`
+}
+
+// batchSnapshotPath is where a run on the database at db publishes its
+// batch jobs.
+func batchSnapshotPath(db string) string { return db + ".batch.json" }
+
+// publishBatchJobs writes db's job records to its snapshot, atomically.
+// A failure only costs `batch list` its view during the run, so it is not
+// reported.
+func publishBatchJobs(db *store.DB) {
+	jobs, err := db.BatchJobs(false)
 	if err != nil {
-		return err
+		return
+	}
+	_ = writeFileAtomic(batchSnapshotPath(db.Path()), func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(batchSnapshot{PID: os.Getpid(), Updated: time.Now().UTC(), Jobs: jobs})
+	})
+}
+
+// liveBatchJobs reads the snapshot of the run driving the database at
+// path's batch jobs now; false when no live run published one (none
+// runs, or it was killed: the database itself is then the answer).
+func liveBatchJobs(path string) (batchSnapshot, bool) {
+	b, err := os.ReadFile(batchSnapshotPath(path))
+	if err != nil {
+		return batchSnapshot{}, false
+	}
+	var s batchSnapshot
+	if json.Unmarshal(b, &s) != nil || !monitor.ProcessAlive(s.PID) {
+		return batchSnapshot{}, false
+	}
+	return s, true
+}
+
+// readBatchJobs is every job of the database at path: from the database,
+// or, while a run holds it, from what the run published (said on errOut).
+func readBatchJobs(path string, errOut io.Writer) ([]store.BatchJob, error) {
+	if live, ok := liveBatchJobs(path); ok {
+		fmt.Fprintf(errOut, "%s is held by a running sawtooth (pid %d): its batch jobs as that run recorded them at %s\n",
+			path, live.PID, live.Updated.Local().Format(time.TimeOnly))
+		return live.Jobs, nil
+	}
+	db, err := openReadOnly(path)
+	if err != nil {
+		return nil, err
 	}
 	defer db.Close()
 	bdb, err := batchStore(db)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	jobs, err := bdb.BatchJobs(false)
+	return bdb.BatchJobs(false)
+}
+
+func runBatchList(opts *batchCmdOptions) error {
+	jobs, err := readBatchJobs(opts.DB, opts.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -113,23 +175,23 @@ func runBatchList(opts *batchCmdOptions) error {
 }
 
 func runBatchShow(opts *batchCmdOptions) error {
-	db, err := openReadOnly(opts.DB)
+	jobs, err := readBatchJobs(opts.DB, opts.ErrOut)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	bdb, err := batchStore(db)
-	if err != nil {
-		return err
+	for _, j := range jobs {
+		if j.Num == opts.Job {
+			return monitor.WriteJSONSafe(opts.Out, j)
+		}
 	}
-	job, err := bdb.BatchJobByNum(opts.Job)
-	if err != nil {
-		return err
-	}
-	return monitor.WriteJSONSafe(opts.Out, job)
+	return fmt.Errorf("batch job %d: %w (see `sawtooth batch list --db %s`)", opts.Job, store.ErrNotFound, shellQuote(opts.DB))
 }
 
 func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
+	if live, ok := liveBatchJobs(opts.DB); ok {
+		return fmt.Errorf("job %d is driven by the running sawtooth (pid %d), which holds %s: it polls the job and collects or closes it itself; to cancel it now, stop that run first (Ctrl-C, or `kill -INT %d`: its jobs stay at the API), then run `sawtooth batch cancel --db %s %d` again; nothing changed",
+			opts.Job, live.PID, opts.DB, live.PID, shellQuote(opts.DB), opts.Job)
+	}
 	db, err := openWritable(opts.DB)
 	if err != nil {
 		return err
@@ -147,16 +209,85 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 		fmt.Fprintf(opts.ErrOut, "job %d is already closed (%s): nothing to do\n", job.Num, job.Note)
 		return nil
 	}
-	c, err := batch.NewClient(ctx, opts.APIKey, opts.BaseURL)
+	baseURL, from := jobEndpoint(job, opts.BaseURL)
+	c, err := batch.NewClient(ctx, opts.APIKey, baseURL)
 	if err != nil {
 		return usage(fmt.Errorf("%w (needed to cancel job %d at the API)", err, job.Num))
 	}
-	n, err := batch.Cancel(ctx, c.Batches, bdb, job.Num, time.Now())
+	endpoint := c.ClientConfig().HTTPOptions.BaseURL
+	fmt.Fprintf(opts.ErrOut, "job %d: asking %s (%s)\n", job.Num, endpoint, from)
+	stage, err := storedStage(ctx, bdb, job.Stage, opts.APIKey, baseURL)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.ErrOut, "cancelled job %d (%s): %s back in the %s queue\n", job.Num, orDash(job.Name), plural(n, "item"), job.Stage)
+	res, err := batch.Cancel(ctx, c, bdb, job.Num, batch.CancelConfig{Stage: stage})
+	path, name := shellQuote(opts.DB), orDash(res.Job.Name)
+	switch {
+	case errors.Is(err, batch.ErrSucceeded):
+		return fmt.Errorf("job %d (%s) SUCCEEDED at the API: its answers are paid for, but %s does not record the %s settings needed to read them here; nothing changed: collect them with `sawtooth run --db %s --mode batch`",
+			job.Num, name, opts.DB, job.Stage, path)
+	case errors.Is(err, batch.ErrUnknownJob):
+		return fmt.Errorf("job %d: the API at %s does not know %s; nothing changed: if the job was created at another endpoint, give it with --base-url; if it was deleted there, `sawtooth run --db %s --mode batch` closes it and sends its items again",
+			job.Num, endpoint, name, path)
+	case err != nil:
+		return fmt.Errorf("job %d: %w", job.Num, err)
+	}
+	back := plural(res.Returned, "item")
+	switch {
+	case res.Collected:
+		fmt.Fprintf(opts.ErrOut, "job %d (%s) had already SUCCEEDED at the API, so it was not cancelled: its results were collected: %d answered, %d dead letters, %s with no result back in the %s queue\n",
+			job.Num, name, res.Answered, res.Dead, back, job.Stage)
+	case !res.Created && res.Unconfirmed:
+		return fmt.Errorf("job %d was recorded %s ago and the API lists no job of its name (%s) yet; a create sent just before its run stopped can show up late, so its %s stay with it: run `sawtooth batch cancel --db %s %d` again after %s: %w",
+			job.Num, time.Since(job.Created).Round(time.Second), job.DisplayName, plural(len(job.Items), "item"), path, job.Num, res.RetryAt.Local().Format(time.TimeOnly), pipeline.ErrStopped)
+	case !res.Created:
+		fmt.Fprintf(opts.ErrOut, "job %d was never created at the API: %s back in the %s queue\n", job.Num, back, job.Stage)
+	case res.Unconfirmed:
+		held := len(res.Job.Items) - res.Job.Answered - res.Job.Dead
+		return fmt.Errorf("asked the API to cancel job %d (%s); it still reports %s, so its %s stay with the job (if it still succeeds, its answers are collected, not paid again): run `sawtooth batch cancel --db %s %d` again in a minute: %w",
+			job.Num, name, strings.TrimPrefix(string(res.State), "JOB_STATE_"), plural(held, "item"), path, job.Num, pipeline.ErrStopped)
+	default:
+		fmt.Fprintf(opts.ErrOut, "cancelled job %d (%s): the API reports it %s with no results; %s back in the %s queue\n",
+			job.Num, name, strings.TrimPrefix(string(res.State), "JOB_STATE_"), back, job.Stage)
+	}
 	return nil
+}
+
+// jobEndpoint is the API root URL to ask about job, and where it came
+// from: --base-url, else the endpoint the job was created at, else ""
+// (batch.NewClient then takes $GOOGLE_GEMINI_BASE_URL, else Google's).
+func jobEndpoint(job store.BatchJob, flag string) (url, from string) {
+	switch {
+	case flag != "":
+		return flag, "--base-url"
+	case job.Endpoint != "":
+		return job.Endpoint, "where the job was created"
+	case os.Getenv("GOOGLE_GEMINI_BASE_URL") != "":
+		return "", "$GOOGLE_GEMINI_BASE_URL; the job's endpoint was not recorded"
+	}
+	return "", "Google's endpoint; the job's endpoint was not recorded, give it with --base-url if it was elsewhere"
+}
+
+// storedStage is the stage a job's results are decoded with, built from
+// the settings the run recorded in db, as the run built it; nil when they
+// are not recorded (batch.Cancel then refuses a SUCCEEDED job rather
+// than guess).
+func storedStage(ctx context.Context, db *store.DB, stage, apiKey, baseURL string) (batch.Stage, error) {
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		return nil, err
+	}
+	var cs classifySettings
+	raw := storedSettings(defs)[stage]
+	if stage != "classify" || len(raw) == 0 || json.Unmarshal(raw, &cs) != nil || cs.Model == "" {
+		return nil, nil
+	}
+	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{APIKey: apiKey, BaseURL: baseURL, Model: cs.Model, Labels: cs.Labels,
+		PromptTemplate: cs.Prompt, MaxOutputTokens: cs.MaxOutputTokens})
+	if err != nil {
+		return nil, fmt.Errorf("the %s settings recorded in %s: %w", stage, db.Path(), err)
+	}
+	return cl, nil
 }
 
 func orDash(s string) string {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
@@ -37,6 +39,24 @@ func batchFlags(o *batchOptions) []cli.Flag {
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
+}
+
+// errBatchOnlyFromFlags is the one answer to asking for batch jobs with a
+// job, from its file's `mode: batch` or from --mode and the --batch-*
+// flags beside it, while only runs from flags drive batch jobs.
+func errBatchOnlyFromFlags(what string) error {
+	return usagef("%s: batch jobs are only available for runs from flags (the built-in sanitize, classify, aggregate pipeline), not yet for job files: run this job online (no `mode:` in the job file, no --mode or --batch-* flags), or run from flags into a database of its own: `sawtooth run --db DB --input FILE --mode batch` (or --mode auto)", what)
+}
+
+// asksForBatch reports whether the flags bad, refused beside a job, ask
+// for batch jobs: --mode other than online, or a --batch-* flag.
+func asksForBatch(c *cli.Context, bad []string) bool {
+	for _, f := range bad {
+		if strings.HasPrefix(f, "--batch-") || f == "--mode" && !strings.EqualFold(strings.TrimSpace(c.String("mode")), string(batch.ModeOnline)) {
+			return true
+		}
+	}
+	return false
 }
 
 // check validates the options before anything is opened.
@@ -88,6 +108,10 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 	if err != nil {
 		return nil, nil, usage(err)
 	}
+	// `batch cancel` must find the jobs where they are created.
+	if err := db.SetBatchEndpoint(api.ClientConfig().HTTPOptions.BaseURL); err != nil {
+		return nil, nil, err
+	}
 	// The classify bar (or progress records) and the live status follow
 	// the jobs; one log line per job event (reserved, created, state,
 	// closed) goes above the bar.
@@ -100,7 +124,10 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 		prog.Tick(pipeline.Progress{Elapsed: time.Since(start), Stages: []pipeline.StageProgress{{
 			Name: b.classify.Name(), Done: int64(s.Answered), Dead: int64(s.Dead), Usage: s.Usage,
 		}}})
+		publishBatchJobs(db)
 	}
+	publishBatchJobs(db)
+	defer os.Remove(batchSnapshotPath(db.Path()))
 	log := prog.Log()
 	if o.Quiet {
 		log = slog.New(slog.DiscardHandler)
@@ -177,7 +204,7 @@ func heldByOpenJobs(pdb pipeline.Database) error {
 		return nil
 	}
 	path := shellQuote(db.Path())
-	return fmt.Errorf("%s still held by open batch jobs of an earlier run (see `sawtooth batch list --db %s`): run `sawtooth run --db %s --mode auto` to collect their answers, or `sawtooth batch cancel --db %s JOB` to put them back in the queue: %w",
+	return fmt.Errorf("%s still held by open batch jobs of an earlier run (see `sawtooth batch list --db %s`): run `sawtooth run --db %s --mode batch` (or auto) to collect their answers; `sawtooth batch cancel --db %s JOB` stops a job still running and puts its items back once the API confirms, and collects a job that already succeeded: %w",
 		plural(n, "item"), path, path, path, pipeline.ErrStopped)
 }
 

@@ -103,7 +103,7 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 		case s.LLM != nil:
 			l := s.LLM
 			if l.Mode == job.ModeBatch {
-				return nil, usagef("%s: mode: batch is not available in this build yet: use `mode: online` (or leave it out)", at)
+				return nil, errBatchOnlyFromFlags(at + ": mode: batch")
 			}
 			cfg := stages.LLMConfig{
 				Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
@@ -276,6 +276,9 @@ func checkJobFlags(c *cli.Context) error {
 			}
 			bad = append(bad, "--"+name)
 		}
+	}
+	if asksForBatch(c, bad) {
+		return errBatchOnlyFromFlags(strings.Join(bad, ", "))
 	}
 	if len(bad) > 0 {
 		return usagef("%s: set in the job file instead (a job file holds the stages and the input; the flags are for one-off runs without one)", strings.Join(bad, ", "))

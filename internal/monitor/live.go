@@ -200,3 +200,7 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// ProcessAlive reports whether a process with this pid exists and has not
+// exited (a zombie has).
+func ProcessAlive(pid int) bool { return processAlive(pid) }
