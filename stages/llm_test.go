@@ -223,6 +223,7 @@ func TestWhen(t *testing.T) {
 		{`extract.severity == "high"`, false, ""},
 		{`extract.skipped`, true, ""},
 		{`classify.confidence`, false, "failed on item"},
+		{`fields.stars <= 2`, false, "string <= int (at column 14)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
@@ -232,7 +233,7 @@ func TestWhen(t *testing.T) {
 			}
 			got, err := w.Match(it)
 			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) || pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), "\n") || pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent {
 					t.Errorf("err = %v, want permanent %q", err, tt.err)
 				}
 				return
@@ -244,6 +245,9 @@ func TestWhen(t *testing.T) {
 	}
 	if _, err := CompileWhen(`text == "x"`, []string{"text"}); err == nil {
 		t.Error("a stage named text was accepted")
+	}
+	if _, err := CompileWhen(`fields.rating <=`, nil); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "at column") {
+		t.Errorf("CompileWhen of a cut-off condition: %v, want one line saying where", err)
 	}
 }
 

@@ -2,10 +2,12 @@ package stages
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -39,10 +41,29 @@ func CompileWhen(source string, earlier []string) (*When, error) {
 	}
 	p, err := expr.Compile(source, expr.Env(env), expr.AsBool())
 	if err != nil {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		return nil, fmt.Errorf("when %q: %s (it may read the earlier stages %s, and id, text, fields.NAME)", source, msg, strings.Join(earlier, ", "))
+		may := "id, text, fields.NAME"
+		if len(earlier) > 0 {
+			may = "the earlier stages " + strings.Join(earlier, ", ") + ", and " + may
+		}
+		return nil, fmt.Errorf("when %q: %s (it may read %s)", source, exprMessage(err), may)
 	}
 	return &When{source: source, program: p}, nil
+}
+
+// exprMessage is an expr-lang error on one line: its message and where
+// in the condition it is ("at column 15"), without the multi-line
+// snippet, which a one-line message or a dead letter would show as a
+// literal \n.
+func exprMessage(err error) string {
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	msg := fe.Message
+	if fe.Column > 0 || fe.Snippet != "" {
+		msg += fmt.Sprintf(" (at column %d)", fe.Column+1)
+	}
+	return msg
 }
 
 // String returns the condition as written.
@@ -64,7 +85,7 @@ func (w *When) Match(it pipeline.Item) (bool, error) {
 	}
 	v, err := expr.Run(w.program, env)
 	if err != nil {
-		return false, pipeline.Permanentf("when %q failed on item %s: %v: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), err)
+		return false, pipeline.Permanentf("when %q failed on item %s: %s: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), exprMessage(err))
 	}
 	b, _ := v.(bool) // expr.AsBool made the program return a bool
 	return b, nil
