@@ -121,6 +121,9 @@ type Options struct {
 	// dateOrder reads ambiguous numeric dates; a Plan decides it for the
 	// whole file from its first pass.
 	dateOrder dates.Order
+	// numberColumns are the CSV columns a Plan found holding only
+	// numbers: their values are typed pipeline.FieldNumber.
+	numberColumns []string
 }
 
 // Validate returns an error naming the option that cannot work, or nil.

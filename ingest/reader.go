@@ -42,6 +42,7 @@ type Reader struct {
 	nLines    int // physical data lines, good or bad
 	badLines  int // physical lines of skipped records
 	fields    fieldCheck
+	types     columnTypes
 	// CSV records of more than longRecordLines lines.
 	longRecords sample
 	err         error // sticky: returned by every Next after the first
@@ -157,6 +158,8 @@ func (r *Reader) accept(rec *pipeline.Record, span int) bool {
 		return false
 	}
 	r.fields.count(rec)
+	r.types.add(rec)
+	r.setTypes(rec)
 	return true
 }
 
@@ -263,9 +266,12 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 			continue
 		}
 		var s string
+		var t pipeline.FieldType
 		switch v[0] {
 		case 'n':
 			continue
+		case 't', 'f':
+			s, t = string(v), pipeline.FieldBool
 		case '"':
 			if err := json.Unmarshal(v, &s); err != nil {
 				return rec, fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
@@ -276,13 +282,19 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 				return rec, fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
 			}
 			s = buf.String()
-		default: // numbers by their JSON text, true, false
-			s = string(v)
+		default: // a number by its JSON text, as a prompt shows it
+			s, t = string(v), pipeline.FieldNumber
 		}
 		if rec.Fields == nil {
 			rec.Fields = make(map[string]string, len(obj))
 		}
 		rec.Fields[k] = s
+		if t != "" {
+			if rec.Types == nil {
+				rec.Types = map[string]pipeline.FieldType{}
+			}
+			rec.Types[k] = t
+		}
 	}
 	return rec, ""
 }

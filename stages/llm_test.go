@@ -223,8 +223,14 @@ func TestWhen(t *testing.T) {
 		{`extract.severity == "high"`, false, ""},
 		{`extract.skipped`, true, ""},
 		{`classify.confidence`, false, "failed on item"},
+		{`fields.rating <= 2 && fields.ok && fields.score > 4`, true, ""},
+		{`fields.rating == 2`, true, ""},
+		// A field stored as text (a quoted number, a database from
+		// before types were kept) stays text.
 		{`fields.stars <= 2`, false, "string <= int (at column 14)"},
 	}
+	it.Fields["rating"], it.Fields["ok"], it.Fields["score"] = "2", "true", "4.5"
+	it.Types = map[string]pipeline.FieldType{"rating": pipeline.FieldNumber, "ok": pipeline.FieldBool, "score": pipeline.FieldNumber}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
 			w, err := CompileWhen(tt.src, []string{"classify", "extract"})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
@@ -18,7 +19,10 @@ import (
 // stage's output by the stage's name (classify.label, extract.severity),
 // and id, text and fields (fields.app). A field missing from an output is
 // nil, so `classify.label == "bug"` is false for an item whose classify
-// stage was skipped. Safe for concurrent use.
+// stage was skipped. An input field the record types (a JSON number or
+// bool, a numeric CSV column: pipeline.Record.Types) is a number or a
+// bool, so `fields.rating <= 2` compares numbers; any other field is a
+// string. Safe for concurrent use.
 type When struct {
 	source  string
 	program *vm.Program
@@ -72,11 +76,7 @@ func (w *When) String() string { return w.source }
 // Match evaluates the condition for it. An error (a comparison of
 // mismatched types, say) is permanent: the same item fails the same way.
 func (w *When) Match(it pipeline.Item) (bool, error) {
-	fields := make(map[string]any, len(it.Fields))
-	for k, v := range it.Fields {
-		fields[k] = v
-	}
-	env := map[string]any{"id": it.ID, "text": it.Text, "fields": fields}
+	env := map[string]any{"id": it.ID, "text": it.Text, "fields": TypedFields(it.Record)}
 	for name, raw := range it.Outputs {
 		var out map[string]any
 		if json.Unmarshal(raw, &out) == nil {
@@ -89,4 +89,41 @@ func (w *When) Match(it pipeline.Item) (bool, error) {
 	}
 	b, _ := v.(bool) // expr.AsBool made the program return a bool
 	return b, nil
+}
+
+// TypedFields is r's fields as a condition sees them: a field r.Types
+// marks a number is an int (a whole number that fits) or a float64, one
+// marked bool a bool, and every other field its text. A typed field
+// whose text does not read as its type is nil.
+func TypedFields(r pipeline.Record) map[string]any {
+	fields := make(map[string]any, len(r.Fields))
+	for k, s := range r.Fields {
+		switch r.Types[k] {
+		case pipeline.FieldNumber:
+			fields[k] = parseNumber(s)
+		case pipeline.FieldBool:
+			if b, err := strconv.ParseBool(s); err == nil {
+				fields[k] = b
+			} else {
+				fields[k] = nil
+			}
+		default:
+			fields[k] = s
+		}
+	}
+	return fields
+}
+
+// parseNumber reads a JSON number's text: an int when it is whole and
+// fits (so `fields.n == 3` holds for 3), else a float64; nil when it is
+// not a finite number.
+func parseNumber(s string) any {
+	s = strings.TrimSpace(s)
+	if i, err := strconv.Atoi(s); err == nil {
+		return i
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return f
+	}
+	return nil
 }
