@@ -59,8 +59,14 @@ func TestLLM_ThreeStages(t *testing.T) {
 	classify := newTestLLM(t, LLMConfig{Name: "classify", Endpoint: ep, Labels: []string{"bug", "praise", "other"}})
 	extract := newTestLLM(t, LLMConfig{Name: "extract", Endpoint: ep, Model: "gemini-2.5-pro", Schema: []byte(bugSchema),
 		PromptTemplate: "Labelled {{.Out.classify.label}}: {{.Text}}", When: `classify.label == "bug"`, Earlier: []string{"classify"}})
+	extractFields, err := OutputFields(nil, []byte(bugSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	classifyFields, _ := OutputFields([]string{"bug"}, nil)
 	summary := newTestLLM(t, LLMConfig{Name: "summary", Endpoint: ep, Labels: []string{"short", "long"},
-		PromptTemplate: "{{.Text}} / severity {{.Out.extract.severity}}", Earlier: []string{"classify", "extract"}})
+		PromptTemplate: "{{.Text}} / severity {{.Out.extract.severity}}", Earlier: []string{"classify", "extract"},
+		EarlierOutputs: map[string][]string{"classify": classifyFields, "extract": extractFields}})
 
 	items := map[string]string{
 		"r1": "The app crashes on launch, a bug since the update.",

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -68,6 +70,39 @@ func exprMessage(err error) string {
 		msg += fmt.Sprintf(" (at column %d)", fe.Column+1)
 	}
 	return msg
+}
+
+// WhenRef is one `name.key` a condition reads: an earlier stage's output
+// field (classify.label) or an input field (fields.app).
+type WhenRef struct {
+	Name, Key string
+}
+
+// WhenRefs lists the `name.key` members source reads with a constant key
+// (classify.label, fields["app"]), in order, for checking the names
+// against the stages' outputs and the input's fields before a run.
+func WhenRefs(source string) ([]WhenRef, error) {
+	tree, err := parser.Parse(source)
+	if err != nil {
+		return nil, fmt.Errorf("when %q: %s", source, exprMessage(err))
+	}
+	var v refVisitor
+	ast.Walk(&tree.Node, &v)
+	return v.refs, nil
+}
+
+type refVisitor struct{ refs []WhenRef }
+
+func (v *refVisitor) Visit(n *ast.Node) {
+	m, ok := (*n).(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	id, ok1 := m.Node.(*ast.IdentifierNode)
+	key, ok2 := m.Property.(*ast.StringNode)
+	if ok1 && ok2 {
+		v.refs = append(v.refs, WhenRef{Name: id.Value, Key: key.Value})
+	}
 }
 
 // String returns the condition as written.

@@ -87,6 +87,7 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 	// answers, as the flags' pipeline computes it), so a job equivalent
 	// to a run from flags resumes its database without re-running.
 	b.defs = j.StageDefs(stored.Files)
+	outputs := j.OutputFields()
 	var earlier []string
 	for i, s := range j.Stages {
 		at := fmt.Sprintf("%s: stages[%d] (%s)", j.File, i, s.Name())
@@ -108,7 +109,13 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			cfg := stages.LLMConfig{
 				Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
 				MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: l.Prompt, SystemInstruction: l.System,
-				Endpoint: stages.Endpoint{Backend: j.Backend, APIKey: apiKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
+				Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: apiKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
+				EarlierOutputs: map[string][]string{},
+			}
+			for _, e := range earlier {
+				if f, ok := outputs[e]; ok {
+					cfg.EarlierOutputs[e] = f
+				}
 			}
 			for _, f := range []struct {
 				name string

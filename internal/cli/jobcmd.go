@@ -205,9 +205,17 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 			in.Learned[l.Name] = db.LearnedLimit(l.Name)
 		}
 	}
+	if j.Input.Path == "" {
+		if err := checkJobSample(j, nil); err != nil {
+			return err
+		}
+	}
 	if j.Input.Path != "" {
 		p, err := checkJobInput(ctx, j, opts.Err)
 		if err != nil {
+			return err
+		}
+		if err := checkJobSample(j, p); err != nil {
 			return err
 		}
 		var chars, n int

@@ -56,6 +56,10 @@ type Job struct {
 	Dir string `yaml:"-"`
 	// File is the job file's path, for messages.
 	File string `yaml:"-"`
+
+	// lines maps each key path to its line, for checks after decoding
+	// (CheckSample).
+	lines map[string]int
 }
 
 // Input says where the items come from and which fields are what.
@@ -235,6 +239,7 @@ func Decode(file string, data []byte) (*Job, error) {
 	if err := d.result(); err != nil {
 		return nil, err
 	}
+	j.lines = d.lines
 	return j, nil
 }
 
@@ -267,6 +272,7 @@ func (j *Job) validate(d *decoder) {
 	}
 	names := map[string]int{}
 	var earlier []string
+	outputs := map[string][]string{} // each earlier LLM stage's output fields
 	for i, s := range j.Stages {
 		path := fmt.Sprintf("stages[%d]", i)
 		if s.Kind() == "" {
@@ -281,9 +287,12 @@ func (j *Job) validate(d *decoder) {
 		case s.Sanitize != nil:
 			j.validateSanitize(d, path+".sanitize", s.Sanitize, i)
 		case s.LLM != nil:
-			j.validateLLM(d, path+".llm", s.LLM, earlier)
+			j.validateLLM(d, path+".llm", s.LLM, earlier, outputs)
+			if f := j.outputFields(s.LLM); f != nil {
+				outputs[name] = f
+			}
 		case s.Aggregate != nil:
-			j.validateAggregate(d, path+".aggregate", s.Aggregate, earlier, i)
+			j.validateAggregate(d, path+".aggregate", s.Aggregate, earlier, outputs, i)
 		}
 		earlier = append(earlier, name)
 	}
@@ -303,7 +312,7 @@ func (j *Job) validateSanitize(d *decoder, path string, s *Sanitize, i int) {
 	}
 }
 
-func (j *Job) validateAggregate(d *decoder, path string, a *Aggregate, earlier []string, i int) {
+func (j *Job) validateAggregate(d *decoder, path string, a *Aggregate, earlier []string, outputs map[string][]string, i int) {
 	if i != len(j.Stages)-1 {
 		d.at(path, "aggregate must be the last stage: move it to the end of the list")
 	}
@@ -320,10 +329,12 @@ func (j *Job) validateAggregate(d *decoder, path string, a *Aggregate, earlier [
 	}
 	if !slices.Contains(earlier, stage) {
 		d.at(path+".count", "no earlier stage named %q%s (earlier stages: %s)", stage, didYouMean(stage, earlier), strings.Join(earlier, ", "))
+	} else if msg := checkOutputRef(outputs, stage, field); msg != "" {
+		d.at(path+".count", "%q: %s: every item would count as \"unknown\"", a.Count, msg)
 	}
 }
 
-func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string) {
+func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string, outputs map[string][]string) {
 	switch {
 	case l.Name == "":
 		d.at(path, "missing name: give the stage a name, e.g. `name: classify`")
@@ -370,6 +381,9 @@ func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string) {
 	if l.When != "" {
 		if err := checkWhen(l.When, earlier); err != nil {
 			d.at(path+".when", "%v", err)
+		}
+		for _, msg := range checkWhenNames(l.When, outputs) {
+			d.at(path+".when", "%q reads %s: the condition would never see it", l.When, msg)
 		}
 	}
 	switch l.Mode {

@@ -90,6 +90,8 @@ func TestDecode_Errors(t *testing.T) {
 		{"when not boolean", head + "  - llm: {name: a, output: {label: [x]}}\n  - llm:\n      name: c\n      when: '1 + 2'\n      output: {label: [a]}\n", 7, "stages[1].llm.when", "bool"},
 		{"sanitize not first", head + "  - llm: {name: c, output: {label: [a]}}\n  - sanitize: {}\n", 5, "stages[1].sanitize", "first stage"},
 		{"aggregate count unknown", head + "  - llm: {name: c, output: {label: [a]}}\n  - aggregate: {count: extract.severity}\n", 5, "stages[1].aggregate.count", `no earlier stage named "extract"`},
+		{"aggregate count field unknown", head + "  - llm: {name: extract, output: {schema_file: bug.schema.json}}\n  - aggregate: {count: extract.severty}\n", 5, "stages[1].aggregate.count", `output has no field "severty" (did you mean "severity"?)`},
+		{"when output field unknown", head + "  - llm: {name: classify, output: {label: [a]}}\n  - llm:\n      name: c\n      when: 'classify.lable == \"a\"'\n      output: {label: [a]}\n", 7, "stages[1].llm.when", `no field "lable" (did you mean "label"?)`},
 		{"syntax", "db: r.db\nstages:\n\t- llm: {}\n", 3, "", "not valid YAML"},
 		{"empty", "# nothing\n", 0, "", "empty"},
 		{"no db", "stages:\n  - llm: {name: c, output: {label: [a]}}\n", 1, "db", "missing"},
