@@ -47,11 +47,13 @@ type Result struct {
 // ingested from it.
 type RefusedError struct {
 	Result Result
+	names  Names
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? Nothing was ingested from it: fix the file or the options and run again",
-		e.Result.Path, e.Result.BadLines, e.Result.Lines)
+	n := e.names.withDefaults()
+	return fmt.Sprintf("input %s: %d of %d lines could not be read: is it the right file, %s, %s and %s? Nothing was ingested from it: fix the file or the options and run again",
+		e.Result.Path, e.Result.BadLines, e.Result.Lines, n.Format, n.IDField, n.TextField)
 }
 
 // refused reports whether most lines of a read failed.
@@ -112,7 +114,7 @@ func Check(ctx context.Context, path string, opt Options) (*Plan, error) {
 		res.NumberColumns = rd.types.numberColumns()
 	}
 	if res.refused() {
-		return nil, &RefusedError{Result: res}
+		return nil, &RefusedError{Result: res, names: opt.Names}
 	}
 	opt.dateOrder = order
 	opt.numberColumns = res.NumberColumns

@@ -237,7 +237,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	idField, textField := r.opt.IDField, r.opt.TextField
 	rawID, ok := obj[idField]
 	if !ok {
-		return pipeline.Record{}, fmt.Sprintf("no %q field: pass --id-field if the id lives under another name", idField)
+		return pipeline.Record{}, fmt.Sprintf("no %q field: %s if the id lives under another name", idField, set(r.opt.Names.IDField))
 	}
 	id, reason := jsonID(idField, rawID)
 	if reason == "" {
@@ -251,7 +251,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	rawText, ok := obj[textField]
 	switch {
 	case !ok:
-		return rec, fmt.Sprintf("no %q field: pass --text-field if the text lives under another name", textField)
+		return rec, fmt.Sprintf("no %q field: %s if the text lives under another name", textField, set(r.opt.Names.TextField))
 	case rawText[0] == 'n':
 		return rec, fmt.Sprintf(`%q is null: give it a string ("" for no text)`, textField)
 	case rawText[0] != '"':

@@ -220,6 +220,9 @@ type inputOptions struct {
 	MaxFieldLines int
 	DateFormat    string
 	RatingRange   string
+	// Names is how messages name these settings: the flags, or a job
+	// file's keys.
+	Names ingest.Names
 }
 
 // inputFormats are the values --format takes for an input file.

@@ -230,6 +230,8 @@ func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.P
 	in := inputOptions{Path: j.Input.Path, Format: j.Input.Format, IDField: orStr(j.Input.ID, "id"), TextField: orStr(j.Input.Text, "text"),
 		MaxLine: ingest.DefaultMaxLineBytes, MaxFieldLines: ingest.DefaultMaxFieldLines, RatingRange: ingest.DefaultRatingRange}
 	in.Path = jobInputPath(j)
+	in.Names = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
+		GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating"}
 	o := &pipelineOptions{}
 	for _, s := range j.Stages {
 		if a := s.Aggregate; a != nil {
