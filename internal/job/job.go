@@ -232,15 +232,33 @@ func Decode(file string, data []byte) (*Job, error) {
 		return nil, d.result()
 	}
 	d.decodeRoot(root, j)
-	if len(d.errs) > 0 {
-		return nil, d.result()
-	}
+	// Values are validated even when some keys did not decode, so that a
+	// file's problems come in one round; a value problem at or around a
+	// key that did not decode repeats it, and is left out.
+	bad := slices.Clone(d.errs)
 	j.validate(d)
+	d.errs = slices.DeleteFunc(d.errs, func(e *Error) bool { return !slices.Contains(bad, e) && overlaps(e.Key, bad) })
 	if err := d.result(); err != nil {
 		return nil, err
 	}
 	j.lines = d.lines
 	return j, nil
+}
+
+// overlaps reports whether key is one of errs' keys, inside one, or
+// holds one (stages[0].llm holds stages[0].llm.nmae).
+func overlaps(key string, errs []*Error) bool {
+	for _, e := range errs {
+		if e.Key == "" || key == e.Key || under(key, e.Key) || under(e.Key, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether key is a path inside parent.
+func under(key, parent string) bool {
+	return parent != "" && strings.HasPrefix(key, parent) && len(key) > len(parent) && (key[len(parent)] == '.' || key[len(parent)] == '[')
 }
 
 var stageName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)

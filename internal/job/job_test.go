@@ -125,6 +125,29 @@ func TestDecode_AllProblemsReported(t *testing.T) {
 	}
 }
 
+// TestDecode_KeysAndValuesInOneRound: unknown keys and bad values are
+// reported together, not the values only once the keys are fixed; a
+// value problem that only repeats a key's (a name missing because its
+// key is misspelt) is left out.
+func TestDecode_KeysAndValuesInOneRound(t *testing.T) {
+	p := writeJob(t, "db: r.db\ninput: {path: in.jsonl, txt: body}\nstages:\n"+
+		"  - llm:\n      nmae: c\n      output: {label: [a]}\n"+
+		"  - llm:\n      name: d\n      when: 'fields.rating <= '\n      mode: weird\n      output: {label: [a]}\n")
+	_, err := Load(p)
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("err = %v, want Errors", err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Key)
+	}
+	want := []string{"input.txt", "stages[0].llm.nmae", "stages[1].llm.when", "stages[1].llm.mode"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("problems at %v, want %v:\n%v", got, want, err)
+	}
+}
+
 func TestDecodeFlat(t *testing.T) {
 	valid := []string{"model", "labels", "workers"}
 	tests := []struct {
