@@ -269,8 +269,19 @@ func jobFileFlag(dest *string) cli.Flag {
 // tonight's input file, how it is watched, and whether a changed stage
 // may be re-run.
 var jobRunFlags = map[string]bool{
-	"db": true, "file": true, "input": true, "stage": true, "no-cache": true, "budget": true, "budget-total": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
+	"db": true, "file": true, "input": true, "base-url": true, "stage": true, "no-cache": true, "budget": true, "budget-total": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
 	"log-format": true, "log-level": true, "metrics-addr": true, "config": true,
+}
+
+// applyJobFlags applies to j the run flags that override a job's
+// settings: --base-url (or GOOGLE_GEMINI_BASE_URL) in place of its
+// base_url, as for a run from flags, so a job can be pointed at a
+// simulator or a proxy without editing it. An empty value (a variable
+// set to "") overrides nothing.
+func applyJobFlags(c *cli.Context, j *job.Job) {
+	if u := c.String("base-url"); c.IsSet("base-url") && u != "" {
+		j.BaseURL = u
+	}
 }
 
 // checkJobFlags refuses the stage and input flags with a job: the job

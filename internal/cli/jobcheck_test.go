@@ -87,3 +87,47 @@ func TestRunJob_NamesCheckedBeforeAnyCall(t *testing.T) {
 		})
 	}
 }
+
+// TestRunJob_BaseURLOverrides: --base-url, and GOOGLE_GEMINI_BASE_URL
+// alike, are taken with -f in place of the job's base_url.
+func TestRunJob_BaseURLOverrides(t *testing.T) {
+	sim := geminisim.New(geminisim.Config{Latency: geminisim.Latency{Base: time.Millisecond}})
+	url, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	t.Setenv("GEMINI_API_KEY", geminisim.DefaultAPIKey)
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte(`{"id":"a","text":"It crashes"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		flag bool
+	}{{"flag", true}, {"environment", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := t.TempDir()
+			jobFile := filepath.Join(sub, "job.yaml")
+			// The job's own base_url is a server that is not there.
+			body := "db: job.db\ninput: {path: " + input + "}\nbase_url: http://127.0.0.1:1\nstages:\n  - llm:\n      name: classify\n      max_attempts: 1\n      output: {label: [bug, other]}\n"
+			if err := os.WriteFile(jobFile, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"sawtooth", "run", "-f", jobFile, "--quiet"}
+			if tc.flag {
+				args = append(args, "--base-url", url)
+			} else {
+				t.Setenv("GOOGLE_GEMINI_BASE_URL", url)
+			}
+			before := sim.Stats().Calls
+			if err := runApp(args, io.Discard, io.Discard); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if got := sim.Stats().Calls - before; got != 1 {
+				t.Errorf("calls to --base-url's server = %d, want 1", got)
+			}
+		})
+	}
+}
