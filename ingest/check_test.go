@@ -309,3 +309,50 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// TestCheck_names: a job file's input is refused naming the job file's
+// keys, not flags it cannot take.
+func TestCheck_names(t *testing.T) {
+	job := Names{Format: "input.format", IDField: "input.id", TextField: "input.text"}
+	tests := []struct {
+		name, file, content string
+		names               Names
+		want                []string
+	}{
+		{"JSONL with flags", "in.jsonl", `{"id":"a","body":"x"}` + "\n", Names{},
+			[]string{`no "text" field: pass --text-field if the text lives under another name`, "--format, --id-field and --text-field?"}},
+		{"JSONL in a job", "in.jsonl", `{"id":"a","body":"x"}` + "\n", job,
+			[]string{`no "text" field: set input.text in the job file if the text lives under another name`, "input.format, input.id and input.text?"}},
+		{"CSV header in a job", "in.csv", "key,text\na,x\n", job,
+			[]string{`no "id" column for the id (set input.id in the job file to name it)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeInput(t, tt.file, tt.content)
+			format, _ := DetectFormat(path)
+			_, err := Check(context.Background(), path, Options{Format: format, Names: tt.names})
+			var msgs []string
+			var re *RefusedError
+			if errors.As(err, &re) {
+				for _, p := range re.Result.Problems {
+					msgs = append(msgs, p.Reason)
+				}
+			}
+			if err != nil {
+				msgs = append(msgs, err.Error())
+			}
+			all := strings.Join(msgs, "\n")
+			for _, w := range tt.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("messages:\n%s\nwant %q", all, w)
+				}
+			}
+			if tt.names != (Names{}) && strings.Contains(all, "--") {
+				t.Errorf("messages name a flag:\n%s", all)
+			}
+		})
+	}
+	if _, err := DetectFormatNamed("in.txt", job); err == nil || !strings.Contains(err.Error(), "set input.format in the job file") {
+		t.Errorf("DetectFormatNamed: %v", err)
+	}
+}

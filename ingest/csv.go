@@ -144,10 +144,10 @@ func (r *Reader) readHeader() error {
 	}
 	var missing []string
 	if r.idCol < 0 {
-		missing = append(missing, fmt.Sprintf("no %q column for the id (pass --id-field to name it)", r.opt.IDField))
+		missing = append(missing, fmt.Sprintf("no %q column for the id (%s to name it)", r.opt.IDField, set(r.opt.Names.IDField)))
 	}
 	if r.textCol < 0 {
-		missing = append(missing, fmt.Sprintf("no %q column for the text (pass --text-field to name it)", r.opt.TextField))
+		missing = append(missing, fmt.Sprintf("no %q column for the text (%s to name it)", r.opt.TextField, set(r.opt.Names.TextField)))
 	}
 	if missing != nil {
 		quoted := make([]string, len(r.header))

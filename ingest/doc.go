@@ -55,6 +55,16 @@
 // warning with counts and three examples (Result.Warnings, Reader.Warnings):
 // the report would otherwise show "unknown" without saying why.
 //
+// # Field types
+//
+// A field's value is kept as its text (a JSON number as written, so a
+// prompt shows it as the input did), and its type beside it
+// (pipeline.Record.Types): JSON numbers and true/false are typed; in a
+// CSV file a column is numeric when every value in it is written as a
+// JSON number (no leading zeros: a zip code stays text), which Check
+// decides for the whole file as it does the date order. A condition
+// (`when: fields.rating <= 2`) then compares numbers.
+//
 // Empty text is not a problem here: the sanitize stage dead-letters it, so
 // it stays visible in the dead-letter list next to every other failure.
 //

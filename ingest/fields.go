@@ -33,6 +33,7 @@ type fieldCheck struct {
 	ratingField string
 	min, max    float64
 	optional    []string
+	names       Names
 
 	rows     int
 	absent   map[string]*sample // by field name: rows without a value
@@ -58,7 +59,7 @@ func (s *sample) add(example string) {
 
 func newFieldCheck(opt Options) fieldCheck {
 	fc := fieldCheck{ratingField: opt.RatingField, min: opt.ratingMin, max: opt.ratingMax, dateFormat: opt.DateFormat, order: opt.dateOrder,
-		optional: opt.OptionalFields, absent: map[string]*sample{}}
+		optional: opt.OptionalFields, absent: map[string]*sample{}, names: opt.Names.withDefaults()}
 	for _, g := range opt.GroupBy {
 		if g == monthGroup {
 			fc.dateField = opt.DateField
@@ -154,19 +155,19 @@ func (fc *fieldCheck) warnings() []string {
 			flag, field, s.n, fc.rows, strings.Join(s.examples, ", "), effect))
 	}
 	for _, g := range fc.groupBy {
-		missing("--group-by", g, `those rows count as "unknown"`)
+		missing(fc.names.GroupBy, g, `those rows count as "unknown"`)
 	}
 	if fc.dateField != "" {
-		missing("--date-field", fc.dateField, `their month is "unknown"`)
+		missing(fc.names.DateField, fc.dateField, `their month is "unknown"`)
 	}
-	missing("--rating-field", fc.ratingField, "they have no rating")
+	missing(fc.names.RatingField, fc.ratingField, "they have no rating")
 	if fc.badDates.n*100 > fc.dated*unusableShare {
-		out = append(out, fmt.Sprintf("--date-field %q: %d of %d dates could not be read (e.g. %s): their month is \"unknown\"; pass --date-format with a Go layout (e.g. \"02/01/2006 15:04\") if they share one",
-			fc.dateField, fc.badDates.n, fc.dated, strings.Join(fc.badDates.examples, ", ")))
+		out = append(out, fmt.Sprintf("%s %q: %d of %d dates could not be read (e.g. %s): their month is \"unknown\"; pass --date-format with a Go layout (e.g. \"02/01/2006 15:04\") if they share one",
+			fc.names.DateField, fc.dateField, fc.badDates.n, fc.dated, strings.Join(fc.badDates.examples, ", ")))
 	}
 	if fc.badRates.n*100 > fc.rated*unusableShare {
-		out = append(out, fmt.Sprintf("--rating-field %q: %d of %d ratings are not numbers (e.g. %s): they are left out of the average rating",
-			fc.ratingField, fc.badRates.n, fc.rated, strings.Join(fc.badRates.examples, ", ")))
+		out = append(out, fmt.Sprintf("%s %q: %d of %d ratings are not numbers (e.g. %s): they are left out of the average rating",
+			fc.names.RatingField, fc.ratingField, fc.badRates.n, fc.rated, strings.Join(fc.badRates.examples, ", ")))
 	}
 	return out
 }

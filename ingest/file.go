@@ -32,6 +32,14 @@ type Result struct {
 	// DateOrder, when not "", says how the file's ambiguous day/month dates
 	// were read and why: the order is decided once for the whole file.
 	DateOrder string
+	// Fields is the names of the fields the good records have besides
+	// the id and the text (up to 1000), sorted: what a prompt template
+	// or a condition may read as .Fields.NAME.
+	Fields []string
+	// NumberColumns is the CSV columns whose values are all numbers
+	// (written as JSON numbers are): their fields are typed
+	// pipeline.FieldNumber, so a condition compares them as numbers.
+	NumberColumns []string
 }
 
 // RefusedError is returned by Check for a file most of whose lines cannot
@@ -39,11 +47,13 @@ type Result struct {
 // ingested from it.
 type RefusedError struct {
 	Result Result
+	names  Names
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("input %s: %d of %d lines could not be read: is it the right file, --format, --id-field and --text-field? Nothing was ingested from it: fix the file or the options and run again",
-		e.Result.Path, e.Result.BadLines, e.Result.Lines)
+	n := e.names.withDefaults()
+	return fmt.Sprintf("input %s: %d of %d lines could not be read: is it the right file, %s, %s and %s? Nothing was ingested from it: fix the file or the options and run again",
+		e.Result.Path, e.Result.BadLines, e.Result.Lines, n.Format, n.IDField, n.TextField)
 }
 
 // refused reports whether most lines of a read failed.
@@ -57,6 +67,7 @@ type Plan struct {
 	size   int64
 	mtime  time.Time
 	result Result
+	sample *pipeline.Record
 }
 
 // Check reads the file at path once, writing nothing, and decides whether
@@ -81,25 +92,45 @@ func Check(ctx context.Context, path string, opt Options) (*Plan, error) {
 		return nil, err
 	}
 	records := 0
+	var first *pipeline.Record
 	for {
-		_, err := rd.Next()
+		rec, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", path, err)
 		}
+		if first == nil {
+			first = &rec
+		}
 		records++
 	}
 	order, note := rd.fields.evidence.Decide()
 	res := rd.result(path, records)
 	res.DateOrder = note
+	res.Fields = rd.types.fieldNames()
+	if opt.Format != JSONL {
+		res.NumberColumns = rd.types.numberColumns()
+	}
 	if res.refused() {
-		return nil, &RefusedError{Result: res}
+		return nil, &RefusedError{Result: res, names: opt.Names}
 	}
 	opt.dateOrder = order
-	return &Plan{path: path, opt: opt, size: fi.Size(), mtime: fi.ModTime(), result: res}, nil
+	opt.numberColumns = res.NumberColumns
+	p := &Plan{path: path, opt: opt, size: fi.Size(), mtime: fi.ModTime(), result: res}
+	if first != nil {
+		// Its numeric columns typed, as Apply will read it.
+		(&Reader{opt: opt}).setTypes(first)
+		p.sample = first
+	}
+	return p, nil
 }
+
+// Sample is the file's first good record as Apply reads it, or nil for a
+// file without one: checks run templates and conditions on it before
+// anything is ingested or sent.
+func (p *Plan) Sample() *pipeline.Record { return p.sample }
 
 // Result returns what Check found: the counts, problems and date order
 // that Apply will meet again. Warnings are known only after Apply, once
@@ -163,6 +194,7 @@ func (p *Plan) Apply(ctx context.Context, batch int, apply func([]pipeline.Recor
 	}
 	res := rd.result(p.path, n)
 	res.DateOrder = p.result.DateOrder
+	res.Fields, res.NumberColumns = p.result.Fields, p.result.NumberColumns
 	res.Warnings = rd.Warnings()
 	if res.Lines != p.result.Lines || res.BadLines != p.result.BadLines || res.Records != p.result.Records {
 		return res, changed

@@ -50,7 +50,10 @@ const (
 // DetectFormat tells the format of the file at path from its extension:
 // .jsonl, .ndjson and .json are JSONL, .csv is CSV, .tsv is TSV. Case does
 // not matter. Any other name is an error asking the user for --format.
-func DetectFormat(path string) (Format, error) {
+func DetectFormat(path string) (Format, error) { return DetectFormatNamed(path, Names{}) }
+
+// DetectFormatNamed is DetectFormat whose error says to set n.Format.
+func DetectFormatNamed(path string, n Names) (Format, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".jsonl", ".ndjson", ".json":
 		return JSONL, nil
@@ -59,7 +62,7 @@ func DetectFormat(path string) (Format, error) {
 	case ".tsv":
 		return TSV, nil
 	}
-	return "", fmt.Errorf("cannot tell the format of %s from its extension: pass --format jsonl, csv or tsv", path)
+	return "", fmt.Errorf("cannot tell the format of %s from its extension: %s jsonl, csv or tsv", path, set(n.withDefaults().Format))
 }
 
 // Options configures a Reader. The zero value of each field means its
@@ -117,10 +120,48 @@ type Options struct {
 	// out of averages. Default DefaultRatingRange ("0-10").
 	RatingRange string
 
+	// Names is how the user sets the options above, for messages: the
+	// flags by default; a job file gives its keys.
+	Names Names
+
 	ratingMin, ratingMax float64
 	// dateOrder reads ambiguous numeric dates; a Plan decides it for the
 	// whole file from its first pass.
 	dateOrder dates.Order
+	// numberColumns are the CSV columns a Plan found holding only
+	// numbers: their values are typed pipeline.FieldNumber.
+	numberColumns []string
+}
+
+// Names names the options a Reader's messages point to: "--text-field"
+// on the command line, "input.text" in a job file. "" means the flag.
+type Names struct {
+	Format, IDField, TextField, GroupBy, DateField, RatingField string
+}
+
+// flagNames are the flags, the default Names.
+var flagNames = Names{Format: "--format", IDField: "--id-field", TextField: "--text-field", GroupBy: "--group-by", DateField: "--date-field", RatingField: "--rating-field"}
+
+func (n Names) withDefaults() Names {
+	for _, f := range []struct {
+		v   *string
+		def string
+	}{{&n.Format, flagNames.Format}, {&n.IDField, flagNames.IDField}, {&n.TextField, flagNames.TextField},
+		{&n.GroupBy, flagNames.GroupBy}, {&n.DateField, flagNames.DateField}, {&n.RatingField, flagNames.RatingField}} {
+		if *f.v == "" {
+			*f.v = f.def
+		}
+	}
+	return n
+}
+
+// set is how to set the option named: "pass --text-field", or "set
+// input.text in the job file".
+func set(name string) string {
+	if strings.HasPrefix(name, "-") {
+		return "pass " + name
+	}
+	return "set " + name + " in the job file"
 }
 
 // Validate returns an error naming the option that cannot work, or nil.
@@ -134,12 +175,13 @@ func (o Options) Validate() error {
 // withDefaults returns o with every zero field set to its default, or an
 // error naming the field that cannot work.
 func (o Options) withDefaults() (Options, error) {
+	o.Names = o.Names.withDefaults()
 	switch o.Format {
 	case JSONL, CSV, TSV:
 	case "":
-		return o, fmt.Errorf("no input format given: pass --format jsonl, csv or tsv")
+		return o, fmt.Errorf("no input format given: %s jsonl, csv or tsv", set(o.Names.Format))
 	default:
-		return o, fmt.Errorf("unknown input format %q: pass --format jsonl, csv or tsv", string(o.Format))
+		return o, fmt.Errorf("unknown input format %q: %s jsonl, csv or tsv", string(o.Format), set(o.Names.Format))
 	}
 	if o.IDField == "" {
 		o.IDField = DefaultIDField
@@ -148,7 +190,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.TextField = DefaultTextField
 	}
 	if o.IDField == o.TextField {
-		return o, fmt.Errorf("--id-field and --text-field are both %q: they must name different fields", o.IDField)
+		return o, fmt.Errorf("%s and %s are both %q: they must name different fields", o.Names.IDField, o.Names.TextField, o.IDField)
 	}
 	if o.MaxLineBytes <= 0 {
 		o.MaxLineBytes = DefaultMaxLineBytes

@@ -134,6 +134,12 @@ func TestProblem_String(t *testing.T) {
 	}
 }
 
+// withTypes is r with Types set.
+func withTypes(r pipeline.Record, types map[string]pipeline.FieldType) pipeline.Record {
+	r.Types = types
+	return r
+}
+
 func TestReader_JSONL(t *testing.T) {
 	rec := func(line int, id, text string, kv ...string) pipeline.Record {
 		r := pipeline.Record{ID: id, Text: text, Line: line}
@@ -161,8 +167,9 @@ func TestReader_JSONL(t *testing.T) {
 		{
 			name: "every kind of field",
 			in:   `{"id":"a","text":"hi","app":"x","rating":4,"score":4.50,"big":1e400,"ok":true,"no":false,"gone":null,"tags":["a", "b"],"meta":{"k": {"l": 1}},"empty":""}`,
-			want: []pipeline.Record{rec(1, "a", "hi", "app", "x", "rating", "4", "score", "4.50", "big", "1e400", "ok", "true", "no", "false",
-				"tags", `["a","b"]`, "meta", `{"k":{"l":1}}`, "empty", "")},
+			want: []pipeline.Record{withTypes(rec(1, "a", "hi", "app", "x", "rating", "4", "score", "4.50", "big", "1e400", "ok", "true", "no", "false",
+				"tags", `["a","b"]`, "meta", `{"k":{"l":1}}`, "empty", ""), map[string]pipeline.FieldType{
+				"rating": pipeline.FieldNumber, "score": pipeline.FieldNumber, "big": pipeline.FieldNumber, "ok": pipeline.FieldBool, "no": pipeline.FieldBool})},
 			wantLines: 1,
 		},
 		{

@@ -42,6 +42,7 @@ type Reader struct {
 	nLines    int // physical data lines, good or bad
 	badLines  int // physical lines of skipped records
 	fields    fieldCheck
+	types     columnTypes
 	// CSV records of more than longRecordLines lines.
 	longRecords sample
 	err         error // sticky: returned by every Next after the first
@@ -157,6 +158,8 @@ func (r *Reader) accept(rec *pipeline.Record, span int) bool {
 		return false
 	}
 	r.fields.count(rec)
+	r.types.add(rec)
+	r.setTypes(rec)
 	return true
 }
 
@@ -234,7 +237,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	idField, textField := r.opt.IDField, r.opt.TextField
 	rawID, ok := obj[idField]
 	if !ok {
-		return pipeline.Record{}, fmt.Sprintf("no %q field: pass --id-field if the id lives under another name", idField)
+		return pipeline.Record{}, fmt.Sprintf("no %q field: %s if the id lives under another name", idField, set(r.opt.Names.IDField))
 	}
 	id, reason := jsonID(idField, rawID)
 	if reason == "" {
@@ -248,7 +251,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	rawText, ok := obj[textField]
 	switch {
 	case !ok:
-		return rec, fmt.Sprintf("no %q field: pass --text-field if the text lives under another name", textField)
+		return rec, fmt.Sprintf("no %q field: %s if the text lives under another name", textField, set(r.opt.Names.TextField))
 	case rawText[0] == 'n':
 		return rec, fmt.Sprintf(`%q is null: give it a string ("" for no text)`, textField)
 	case rawText[0] != '"':
@@ -263,9 +266,12 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 			continue
 		}
 		var s string
+		var t pipeline.FieldType
 		switch v[0] {
 		case 'n':
 			continue
+		case 't', 'f':
+			s, t = string(v), pipeline.FieldBool
 		case '"':
 			if err := json.Unmarshal(v, &s); err != nil {
 				return rec, fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
@@ -276,13 +282,19 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 				return rec, fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
 			}
 			s = buf.String()
-		default: // numbers by their JSON text, true, false
-			s = string(v)
+		default: // a number by its JSON text, as a prompt shows it
+			s, t = string(v), pipeline.FieldNumber
 		}
 		if rec.Fields == nil {
 			rec.Fields = make(map[string]string, len(obj))
 		}
 		rec.Fields[k] = s
+		if t != "" {
+			if rec.Types == nil {
+				rec.Types = map[string]pipeline.FieldType{}
+			}
+			rec.Types[k] = t
+		}
 	}
 	return rec, ""
 }

@@ -135,3 +135,44 @@ func TestLoad_refusedFileChangesNothing(t *testing.T) {
 		t.Errorf("after the accepted edits: %d done, want 30", c.Done)
 	}
 }
+
+// TestLoad_typesStored: the database keeps each field's type with the
+// record; a record stored before types were kept (no "types" in its JSON)
+// reads back with text fields, and the same input again leaves it
+// unchanged (types are not part of the content hash), so nothing re-runs.
+func TestLoad_typesStored(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "t.db"), store.Options{Stages: []store.StageDef{{Name: "classify", Fingerprint: "m1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	old := pipeline.Record{ID: "old", Text: "x", Fields: map[string]string{"rating": "2"}}
+	if _, err := db.Ingest([]pipeline.Record{old}); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"id":"old","text":"x","rating":2}`+"\n"+`{"id":"new","text":"y","rating":2}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stats pipeline.IngestStats
+	if _, err := ingest.Load(context.Background(), in, ingest.Options{Format: ingest.JSONL}, 0, func(recs []pipeline.Record) error {
+		st, err := db.Ingest(recs)
+		stats = st
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if stats.New != 1 || stats.Unchanged != 1 {
+		t.Errorf("ingest stats %+v, want 1 new and 1 unchanged", stats)
+	}
+	for id, want := range map[string]map[string]pipeline.FieldType{"new": {"rating": pipeline.FieldNumber}, "old": nil} {
+		loc, err := db.Locate(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(loc.Record.Types, want) || loc.Record.Fields["rating"] != "2" {
+			t.Errorf("%s: stored %+v, want types %v and the text 2", id, loc.Record, want)
+		}
+	}
+}

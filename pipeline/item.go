@@ -19,12 +19,31 @@ type Record struct {
 	ID string `json:"id"`
 	// Text is what the stages process.
 	Text string `json:"text"`
-	// Fields holds every other field of the row, by name.
+	// Fields holds every other field of the row, by name, as its text
+	// (a JSON number as written, so a prompt shows it as the input did).
 	Fields map[string]string `json:"fields,omitempty"`
+	// Types names the fields whose text is a typed value (FieldNumber,
+	// FieldBool), for conditions that compare them; a field not in it is
+	// a string. Records stored before Types existed have none: their
+	// fields stay strings. Not part of ContentHash, so those records still
+	// read as unchanged when the same input comes again.
+	Types map[string]FieldType `json:"types,omitempty"`
 	// Line is the 1-based line (JSONL) or row (CSV) the record came from in
 	// its input file, kept so messages can point back at the source.
 	Line int `json:"line,omitempty"`
 }
+
+// FieldType is the type of a field whose text is not a string.
+type FieldType string
+
+// Field types a Record can record.
+const (
+	// FieldNumber is a JSON number, or a CSV column all of whose values
+	// are numbers.
+	FieldNumber FieldType = "number"
+	// FieldBool is a JSON true or false.
+	FieldBool FieldType = "bool"
+)
 
 // ContentHash covers everything a stage or the aggregate can read of a
 // record: its text and every field (not Line, which only says where the

@@ -50,6 +50,13 @@ type LLMConfig struct {
 	// its output is {"skipped": true, "when": ...}.
 	When    string
 	Earlier []string
+	// EarlierOutputs, when set, lists the fields each earlier LLM
+	// stage's output can have (OutputFields), by stage name: the prompt
+	// template reads a listed field that an item's output lacks (a
+	// skipped stage, an optional property) as "". Any other name the
+	// template reads and the item lacks fails the item: a typo is not
+	// sent.
+	EarlierOutputs map[string][]string
 	// Timeout bounds each request; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// MaxOutputTokens caps each answer; 0 means DefaultMaxOutputTokens
@@ -99,6 +106,7 @@ type LLM struct {
 	promptSource    string
 	system          string
 	when            *When
+	earlierOutputs  map[string][]string
 	maxOutputTokens int32
 	thinkingBudget  *int32
 }
@@ -165,11 +173,12 @@ func NewLLM(ctx context.Context, cfg LLMConfig) (*LLM, error) {
 	}
 	l.system = orDefault(cfg.SystemInstruction, l.system)
 	l.promptSource = orDefault(cfg.PromptTemplate, DefaultPromptTemplate)
-	tmpl, err := template.New(cfg.Name).Option("missingkey=zero").Parse(l.promptSource)
+	tmpl, err := parsePrompt(cfg.Name, l.promptSource)
 	if err != nil {
 		return nil, fmt.Errorf("%s: parse prompt template: %w: fix the template", who, err)
 	}
 	l.prompt = tmpl
+	l.earlierOutputs = cfg.EarlierOutputs
 	if cfg.When != "" {
 		if l.when, err = CompileWhen(cfg.When, cfg.Earlier); err != nil {
 			return nil, fmt.Errorf("%s: %w", who, err)
@@ -258,16 +267,13 @@ func (l *LLM) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, e
 
 // render executes the prompt template for it.
 func (l *LLM) render(it pipeline.Item) (string, error) {
-	data := LLMPromptData{ID: it.ID, Text: classifyInput(it), Fields: it.Fields, Labels: l.labels, Out: map[string]map[string]any{}}
-	for name, raw := range it.Outputs {
-		var out map[string]any
-		if json.Unmarshal(raw, &out) == nil {
-			data.Out[name] = out
-		}
-	}
 	var prompt bytes.Buffer
-	if err := l.prompt.Execute(&prompt, data); err != nil {
-		return "", pipeline.Permanentf("%s: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage %s`", l.name, itemRef(it), err, l.name)
+	if err := l.prompt.Execute(&prompt, promptData(it, l.labels, l.earlierOutputs)); err != nil {
+		hint := ""
+		if k := templateKey(l.name, err); k != nil {
+			hint = fmt.Sprintf(" (the item has no %q: for a field some items lack, write {{index .Fields %q}}; an earlier stage that skipped the item has no fields)", k.Key, k.Key)
+		}
+		return "", pipeline.Permanentf("%s: prompt template failed on item %s: %v%s: fix the template or the item, then `sawtooth retry --stage %s`", l.name, itemRef(it), err, hint, l.name)
 	}
 	if strings.TrimSpace(prompt.String()) == "" {
 		return "", verdict(fmt.Errorf("%s: item %s: the prompt is empty: nothing to send; %s", l.name, itemRef(it), editRowHint))

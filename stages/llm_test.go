@@ -59,8 +59,14 @@ func TestLLM_ThreeStages(t *testing.T) {
 	classify := newTestLLM(t, LLMConfig{Name: "classify", Endpoint: ep, Labels: []string{"bug", "praise", "other"}})
 	extract := newTestLLM(t, LLMConfig{Name: "extract", Endpoint: ep, Model: "gemini-2.5-pro", Schema: []byte(bugSchema),
 		PromptTemplate: "Labelled {{.Out.classify.label}}: {{.Text}}", When: `classify.label == "bug"`, Earlier: []string{"classify"}})
+	extractFields, err := OutputFields(nil, []byte(bugSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	classifyFields, _ := OutputFields([]string{"bug"}, nil)
 	summary := newTestLLM(t, LLMConfig{Name: "summary", Endpoint: ep, Labels: []string{"short", "long"},
-		PromptTemplate: "{{.Text}} / severity {{.Out.extract.severity}}", Earlier: []string{"classify", "extract"}})
+		PromptTemplate: "{{.Text}} / severity {{.Out.extract.severity}}", Earlier: []string{"classify", "extract"},
+		EarlierOutputs: map[string][]string{"classify": classifyFields, "extract": extractFields}})
 
 	items := map[string]string{
 		"r1": "The app crashes on launch, a bug since the update.",
@@ -223,7 +229,14 @@ func TestWhen(t *testing.T) {
 		{`extract.severity == "high"`, false, ""},
 		{`extract.skipped`, true, ""},
 		{`classify.confidence`, false, "failed on item"},
+		{`fields.rating <= 2 && fields.ok && fields.score > 4`, true, ""},
+		{`fields.rating == 2`, true, ""},
+		// A field stored as text (a quoted number, a database from
+		// before types were kept) stays text.
+		{`fields.stars <= 2`, false, "string <= int (at column 14)"},
 	}
+	it.Fields["rating"], it.Fields["ok"], it.Fields["score"] = "2", "true", "4.5"
+	it.Types = map[string]pipeline.FieldType{"rating": pipeline.FieldNumber, "ok": pipeline.FieldBool, "score": pipeline.FieldNumber}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
 			w, err := CompileWhen(tt.src, []string{"classify", "extract"})
@@ -232,7 +245,7 @@ func TestWhen(t *testing.T) {
 			}
 			got, err := w.Match(it)
 			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) || pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), "\n") || pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent {
 					t.Errorf("err = %v, want permanent %q", err, tt.err)
 				}
 				return
@@ -244,6 +257,9 @@ func TestWhen(t *testing.T) {
 	}
 	if _, err := CompileWhen(`text == "x"`, []string{"text"}); err == nil {
 		t.Error("a stage named text was accepted")
+	}
+	if _, err := CompileWhen(`fields.rating <=`, nil); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "at column") {
+		t.Errorf("CompileWhen of a cut-off condition: %v, want one line saying where", err)
 	}
 }
 

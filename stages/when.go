@@ -2,10 +2,15 @@ package stages
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -16,7 +21,10 @@ import (
 // stage's output by the stage's name (classify.label, extract.severity),
 // and id, text and fields (fields.app). A field missing from an output is
 // nil, so `classify.label == "bug"` is false for an item whose classify
-// stage was skipped. Safe for concurrent use.
+// stage was skipped. An input field the record types (a JSON number or
+// bool, a numeric CSV column: pipeline.Record.Types) is a number or a
+// bool, so `fields.rating <= 2` compares numbers; any other field is a
+// string. Safe for concurrent use.
 type When struct {
 	source  string
 	program *vm.Program
@@ -39,10 +47,62 @@ func CompileWhen(source string, earlier []string) (*When, error) {
 	}
 	p, err := expr.Compile(source, expr.Env(env), expr.AsBool())
 	if err != nil {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		return nil, fmt.Errorf("when %q: %s (it may read the earlier stages %s, and id, text, fields.NAME)", source, msg, strings.Join(earlier, ", "))
+		may := "id, text, fields.NAME"
+		if len(earlier) > 0 {
+			may = "the earlier stages " + strings.Join(earlier, ", ") + ", and " + may
+		}
+		return nil, fmt.Errorf("when %q: %s (it may read %s)", source, exprMessage(err), may)
 	}
 	return &When{source: source, program: p}, nil
+}
+
+// exprMessage is an expr-lang error on one line: its message and where
+// in the condition it is ("at column 15"), without the multi-line
+// snippet, which a one-line message or a dead letter would show as a
+// literal \n.
+func exprMessage(err error) string {
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	msg := fe.Message
+	if fe.Column > 0 || fe.Snippet != "" {
+		msg += fmt.Sprintf(" (at column %d)", fe.Column+1)
+	}
+	return msg
+}
+
+// WhenRef is one `name.key` a condition reads: an earlier stage's output
+// field (classify.label) or an input field (fields.app).
+type WhenRef struct {
+	Name, Key string
+}
+
+// WhenRefs lists the `name.key` members source reads with a constant key
+// (classify.label, fields["app"]), in order, for checking the names
+// against the stages' outputs and the input's fields before a run.
+func WhenRefs(source string) ([]WhenRef, error) {
+	tree, err := parser.Parse(source)
+	if err != nil {
+		return nil, fmt.Errorf("when %q: %s", source, exprMessage(err))
+	}
+	var v refVisitor
+	ast.Walk(&tree.Node, &v)
+	return v.refs, nil
+}
+
+type refVisitor struct{ refs []WhenRef }
+
+func (v *refVisitor) Visit(n *ast.Node) {
+	m, ok := (*n).(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	id, ok1 := m.Node.(*ast.IdentifierNode)
+	key, ok2 := m.Property.(*ast.StringNode)
+	if ok1 && ok2 {
+		v.refs = append(v.refs, WhenRef{Name: id.Value, Key: key.Value})
+	}
 }
 
 // String returns the condition as written.
@@ -51,11 +111,7 @@ func (w *When) String() string { return w.source }
 // Match evaluates the condition for it. An error (a comparison of
 // mismatched types, say) is permanent: the same item fails the same way.
 func (w *When) Match(it pipeline.Item) (bool, error) {
-	fields := make(map[string]any, len(it.Fields))
-	for k, v := range it.Fields {
-		fields[k] = v
-	}
-	env := map[string]any{"id": it.ID, "text": it.Text, "fields": fields}
+	env := map[string]any{"id": it.ID, "text": it.Text, "fields": TypedFields(it.Record)}
 	for name, raw := range it.Outputs {
 		var out map[string]any
 		if json.Unmarshal(raw, &out) == nil {
@@ -64,8 +120,45 @@ func (w *When) Match(it pipeline.Item) (bool, error) {
 	}
 	v, err := expr.Run(w.program, env)
 	if err != nil {
-		return false, pipeline.Permanentf("when %q failed on item %s: %v: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), err)
+		return false, pipeline.Permanentf("when %q failed on item %s: %s: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), exprMessage(err))
 	}
 	b, _ := v.(bool) // expr.AsBool made the program return a bool
 	return b, nil
+}
+
+// TypedFields is r's fields as a condition sees them: a field r.Types
+// marks a number is an int (a whole number that fits) or a float64, one
+// marked bool a bool, and every other field its text. A typed field
+// whose text does not read as its type is nil.
+func TypedFields(r pipeline.Record) map[string]any {
+	fields := make(map[string]any, len(r.Fields))
+	for k, s := range r.Fields {
+		switch r.Types[k] {
+		case pipeline.FieldNumber:
+			fields[k] = parseNumber(s)
+		case pipeline.FieldBool:
+			if b, err := strconv.ParseBool(s); err == nil {
+				fields[k] = b
+			} else {
+				fields[k] = nil
+			}
+		default:
+			fields[k] = s
+		}
+	}
+	return fields
+}
+
+// parseNumber reads a JSON number's text: an int when it is whole and
+// fits (so `fields.n == 3` holds for 3), else a float64; nil when it is
+// not a finite number.
+func parseNumber(s string) any {
+	s = strings.TrimSpace(s)
+	if i, err := strconv.Atoi(s); err == nil {
+		return i
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return f
+	}
+	return nil
 }

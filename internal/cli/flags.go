@@ -126,7 +126,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.IntFlag{Name: "max-chars", Category: catSanitize, Value: stages.DefaultMaxChars, Usage: "truncate each text to this many characters", EnvVars: env("max-chars"), Destination: &o.MaxChars},
 		&cli.StringFlag{Name: "emoji", Category: catSanitize, Value: "keep", Usage: "emoji policy: keep|strip|describe", EnvVars: env("emoji"), Destination: &o.Emoji},
 		&cli.StringFlag{Name: "model", Category: catClassify, Value: stages.DefaultModel, Usage: "Gemini model", EnvVars: env("model"), Destination: &o.Model},
-		&cli.StringFlag{Name: "base-url", Category: catClassify, Usage: "Gemini-compatible endpoint `URL`", DefaultText: "Google's", EnvVars: []string{"GOOGLE_GEMINI_BASE_URL"}, Destination: &o.BaseURL},
+		&cli.StringFlag{Name: "base-url", Category: catClassify, Usage: "Gemini-compatible endpoint `URL`; with a job file, used in place of its base_url", DefaultText: "Google's", EnvVars: []string{"GOOGLE_GEMINI_BASE_URL"}, Destination: &o.BaseURL},
 		&cli.StringSliceFlag{Name: "labels", Category: catClassify, Usage: "label set, comma-separated", DefaultText: strings.Join(stages.DefaultLabels, ","), EnvVars: env("labels")},
 		&cli.StringFlag{Name: "prompt-file", Category: catClassify, Usage: "Go text/template `FILE` over the item (.ID .Text .Fields)", DefaultText: "the built-in prompt", EnvVars: env("prompt-file"), Destination: &o.PromptFile},
 		&cli.DurationFlag{Name: "timeout", Category: catClassify, Value: 60 * time.Second, Usage: "per-request timeout", EnvVars: env("timeout"), Destination: &o.Timeout},
@@ -220,6 +220,9 @@ type inputOptions struct {
 	MaxFieldLines int
 	DateFormat    string
 	RatingRange   string
+	// Names is how messages name these settings: the flags, or a job
+	// file's keys.
+	Names ingest.Names
 }
 
 // inputFormats are the values --format takes for an input file.

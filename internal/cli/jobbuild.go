@@ -87,6 +87,7 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 	// answers, as the flags' pipeline computes it), so a job equivalent
 	// to a run from flags resumes its database without re-running.
 	b.defs = j.StageDefs(stored.Files)
+	outputs := j.OutputFields()
 	var earlier []string
 	for i, s := range j.Stages {
 		at := fmt.Sprintf("%s: stages[%d] (%s)", j.File, i, s.Name())
@@ -108,7 +109,13 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			cfg := stages.LLMConfig{
 				Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
 				MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: l.Prompt, SystemInstruction: l.System,
-				Endpoint: stages.Endpoint{Backend: j.Backend, APIKey: apiKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
+				Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: apiKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
+				EarlierOutputs: map[string][]string{},
+			}
+			for _, e := range earlier {
+				if f, ok := outputs[e]; ok {
+					cfg.EarlierOutputs[e] = f
+				}
 			}
 			for _, f := range []struct {
 				name string
@@ -223,6 +230,8 @@ func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.P
 	in := inputOptions{Path: j.Input.Path, Format: j.Input.Format, IDField: orStr(j.Input.ID, "id"), TextField: orStr(j.Input.Text, "text"),
 		MaxLine: ingest.DefaultMaxLineBytes, MaxFieldLines: ingest.DefaultMaxFieldLines, RatingRange: ingest.DefaultRatingRange}
 	in.Path = jobInputPath(j)
+	in.Names = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
+		GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating"}
 	o := &pipelineOptions{}
 	for _, s := range j.Stages {
 		if a := s.Aggregate; a != nil {
@@ -260,8 +269,19 @@ func jobFileFlag(dest *string) cli.Flag {
 // tonight's input file, how it is watched, and whether a changed stage
 // may be re-run.
 var jobRunFlags = map[string]bool{
-	"db": true, "file": true, "input": true, "stage": true, "no-cache": true, "budget": true, "budget-total": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
+	"db": true, "file": true, "input": true, "base-url": true, "stage": true, "no-cache": true, "budget": true, "budget-total": true, "from-stage": true, "dry-run": true, "yes": true, "confirm-above": true, "rerun-changed": true, "json": true, "quiet": true, "grace": true,
 	"log-format": true, "log-level": true, "metrics-addr": true, "config": true,
+}
+
+// applyJobFlags applies to j the run flags that override a job's
+// settings: --base-url (or GOOGLE_GEMINI_BASE_URL) in place of its
+// base_url, as for a run from flags, so a job can be pointed at a
+// simulator or a proxy without editing it. An empty value (a variable
+// set to "") overrides nothing.
+func applyJobFlags(c *cli.Context, j *job.Job) {
+	if u := c.String("base-url"); c.IsSet("base-url") && u != "" {
+		j.BaseURL = u
+	}
 }
 
 // checkJobFlags refuses the stage and input flags with a job: the job

@@ -192,9 +192,17 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 		readHistory(db, j, &in)
 		db.Close()
 	}
+	if j.Input.Path == "" {
+		if err := checkJobSample(j, nil); err != nil {
+			return err
+		}
+	}
 	var input *ingest.Plan
 	if j.Input.Path != "" {
 		if input, err = checkJobInput(ctx, j, opts.Err); err != nil {
+			return err
+		}
+		if err := checkJobSample(j, input); err != nil {
 			return err
 		}
 		var chars, n int

@@ -77,6 +77,9 @@ func runJob(ctx context.Context, req jobRequest) error {
 			return err
 		}
 	}
+	if err := checkJobSample(j, plan); err != nil {
+		return err
+	}
 	if !req.RerunChanged {
 		if err := refuseChangeBeforeGrowth(j.DB, b); err != nil {
 			return err

@@ -69,6 +69,7 @@ func storedJob(c *cli.Context, o *pipelineOptions, flag, stage string) (*job.Job
 	if err := checkJobFlags(c); err != nil {
 		return nil, err
 	}
+	applyJobFlags(c, j)
 	return j, nil
 }
 

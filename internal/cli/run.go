@@ -53,6 +53,7 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 			if j == nil {
 				return runRun(c.Context, &opts)
 			}
+			applyJobFlags(c, j)
 			if opts.JobFile == "" {
 				if err := checkJobFlags(c); err != nil {
 					return err

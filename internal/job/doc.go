@@ -18,7 +18,9 @@
 //
 // Files: decode.go (the strict node walker and its errors), flat.go (the
 // older flag-mirroring --config files, same decoder), job.go (the schema
-// and validation), stages.go (the stage list as the store records it:
+// and validation), check.go (the names templates, conditions and count:
+// read, checked against the stages' outputs and on a sample item before
+// anything is sent), stages.go (the stage list as the store records it:
 // names, fingerprints, configuration), stored.go (what the database keeps
 // and the diff), plan.go (`sawtooth plan`'s estimate), starter.go (the
 // commented file `sawtooth init` writes).

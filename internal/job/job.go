@@ -56,6 +56,10 @@ type Job struct {
 	Dir string `yaml:"-"`
 	// File is the job file's path, for messages.
 	File string `yaml:"-"`
+
+	// lines maps each key path to its line, for checks after decoding
+	// (CheckSample).
+	lines map[string]int
 }
 
 // Input says where the items come from and which fields are what.
@@ -228,14 +232,33 @@ func Decode(file string, data []byte) (*Job, error) {
 		return nil, d.result()
 	}
 	d.decodeRoot(root, j)
-	if len(d.errs) > 0 {
-		return nil, d.result()
-	}
+	// Values are validated even when some keys did not decode, so that a
+	// file's problems come in one round; a value problem at or around a
+	// key that did not decode repeats it, and is left out.
+	bad := slices.Clone(d.errs)
 	j.validate(d)
+	d.errs = slices.DeleteFunc(d.errs, func(e *Error) bool { return !slices.Contains(bad, e) && overlaps(e.Key, bad) })
 	if err := d.result(); err != nil {
 		return nil, err
 	}
+	j.lines = d.lines
 	return j, nil
+}
+
+// overlaps reports whether key is one of errs' keys, inside one, or
+// holds one (stages[0].llm holds stages[0].llm.nmae).
+func overlaps(key string, errs []*Error) bool {
+	for _, e := range errs {
+		if e.Key == "" || key == e.Key || under(key, e.Key) || under(e.Key, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether key is a path inside parent.
+func under(key, parent string) bool {
+	return parent != "" && strings.HasPrefix(key, parent) && len(key) > len(parent) && (key[len(parent)] == '.' || key[len(parent)] == '[')
 }
 
 var stageName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -267,6 +290,7 @@ func (j *Job) validate(d *decoder) {
 	}
 	names := map[string]int{}
 	var earlier []string
+	outputs := map[string][]string{} // each earlier LLM stage's output fields
 	for i, s := range j.Stages {
 		path := fmt.Sprintf("stages[%d]", i)
 		if s.Kind() == "" {
@@ -281,9 +305,12 @@ func (j *Job) validate(d *decoder) {
 		case s.Sanitize != nil:
 			j.validateSanitize(d, path+".sanitize", s.Sanitize, i)
 		case s.LLM != nil:
-			j.validateLLM(d, path+".llm", s.LLM, earlier)
+			j.validateLLM(d, path+".llm", s.LLM, earlier, outputs)
+			if f := j.outputFields(s.LLM); f != nil {
+				outputs[name] = f
+			}
 		case s.Aggregate != nil:
-			j.validateAggregate(d, path+".aggregate", s.Aggregate, earlier, i)
+			j.validateAggregate(d, path+".aggregate", s.Aggregate, earlier, outputs, i)
 		}
 		earlier = append(earlier, name)
 	}
@@ -303,7 +330,7 @@ func (j *Job) validateSanitize(d *decoder, path string, s *Sanitize, i int) {
 	}
 }
 
-func (j *Job) validateAggregate(d *decoder, path string, a *Aggregate, earlier []string, i int) {
+func (j *Job) validateAggregate(d *decoder, path string, a *Aggregate, earlier []string, outputs map[string][]string, i int) {
 	if i != len(j.Stages)-1 {
 		d.at(path, "aggregate must be the last stage: move it to the end of the list")
 	}
@@ -320,10 +347,12 @@ func (j *Job) validateAggregate(d *decoder, path string, a *Aggregate, earlier [
 	}
 	if !slices.Contains(earlier, stage) {
 		d.at(path+".count", "no earlier stage named %q%s (earlier stages: %s)", stage, didYouMean(stage, earlier), strings.Join(earlier, ", "))
+	} else if msg := checkOutputRef(outputs, stage, field); msg != "" {
+		d.at(path+".count", "%q: %s: every item would count as \"unknown\"", a.Count, msg)
 	}
 }
 
-func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string) {
+func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string, outputs map[string][]string) {
 	switch {
 	case l.Name == "":
 		d.at(path, "missing name: give the stage a name, e.g. `name: classify`")
@@ -370,6 +399,9 @@ func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string) {
 	if l.When != "" {
 		if err := checkWhen(l.When, earlier); err != nil {
 			d.at(path+".when", "%v", err)
+		}
+		for _, msg := range checkWhenNames(l.When, outputs) {
+			d.at(path+".when", "%q reads %s: the condition would never see it", l.When, msg)
 		}
 	}
 	switch l.Mode {

@@ -90,6 +90,8 @@ func TestDecode_Errors(t *testing.T) {
 		{"when not boolean", head + "  - llm: {name: a, output: {label: [x]}}\n  - llm:\n      name: c\n      when: '1 + 2'\n      output: {label: [a]}\n", 7, "stages[1].llm.when", "bool"},
 		{"sanitize not first", head + "  - llm: {name: c, output: {label: [a]}}\n  - sanitize: {}\n", 5, "stages[1].sanitize", "first stage"},
 		{"aggregate count unknown", head + "  - llm: {name: c, output: {label: [a]}}\n  - aggregate: {count: extract.severity}\n", 5, "stages[1].aggregate.count", `no earlier stage named "extract"`},
+		{"aggregate count field unknown", head + "  - llm: {name: extract, output: {schema_file: bug.schema.json}}\n  - aggregate: {count: extract.severty}\n", 5, "stages[1].aggregate.count", `output has no field "severty" (did you mean "severity"?)`},
+		{"when output field unknown", head + "  - llm: {name: classify, output: {label: [a]}}\n  - llm:\n      name: c\n      when: 'classify.lable == \"a\"'\n      output: {label: [a]}\n", 7, "stages[1].llm.when", `no field "lable" (did you mean "label"?)`},
 		{"syntax", "db: r.db\nstages:\n\t- llm: {}\n", 3, "", "not valid YAML"},
 		{"empty", "# nothing\n", 0, "", "empty"},
 		{"no db", "stages:\n  - llm: {name: c, output: {label: [a]}}\n", 1, "db", "missing"},
@@ -120,6 +122,29 @@ func TestDecode_AllProblemsReported(t *testing.T) {
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 2 || es[0].Line != 2 || es[1].Line != 6 {
 		t.Fatalf("err = %v, want two problems on lines 2 and 6", err)
+	}
+}
+
+// TestDecode_KeysAndValuesInOneRound: unknown keys and bad values are
+// reported together, not the values only once the keys are fixed; a
+// value problem that only repeats a key's (a name missing because its
+// key is misspelt) is left out.
+func TestDecode_KeysAndValuesInOneRound(t *testing.T) {
+	p := writeJob(t, "db: r.db\ninput: {path: in.jsonl, txt: body}\nstages:\n"+
+		"  - llm:\n      nmae: c\n      output: {label: [a]}\n"+
+		"  - llm:\n      name: d\n      when: 'fields.rating <= '\n      mode: weird\n      output: {label: [a]}\n")
+	_, err := Load(p)
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("err = %v, want Errors", err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Key)
+	}
+	want := []string{"input.txt", "stages[0].llm.nmae", "stages[1].llm.when", "stages[1].llm.mode"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("problems at %v, want %v:\n%v", got, want, err)
 	}
 }
 

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// checkJobSample checks j's prompt templates and conditions on a sample
+// item before anything is ingested or paid (job.CheckSample): the input's
+// first good record when plan is not nil, else an item the job's
+// database holds. Without either there is nothing to check on. A problem
+// is a usage error.
+func checkJobSample(j *job.Job, plan *ingest.Plan) error {
+	var sample *pipeline.Record
+	var fields []string
+	if plan != nil {
+		sample, fields = plan.Sample(), plan.Result().Fields
+	} else {
+		sample = sampleFromDB(j)
+	}
+	if sample == nil {
+		return nil
+	}
+	if err := j.CheckSample(*sample, fields); err != nil {
+		return usage(err)
+	}
+	return nil
+}
+
+var errSampled = errors.New("sampled")
+
+// sampleFromDB is an item the job's database holds (one its first stage
+// answered), or nil.
+func sampleFromDB(j *job.Job) *pipeline.Record {
+	if len(j.Stages) == 0 {
+		return nil
+	}
+	db := openForPlan(j.DB)
+	if db == nil {
+		return nil
+	}
+	defer db.Close()
+	var sample *pipeline.Record
+	_ = db.ForEachOutput(j.Stages[0].Name(), func(rec pipeline.Record, _ json.RawMessage) error {
+		sample = &rec
+		return errSampled
+	})
+	return sample
+}
