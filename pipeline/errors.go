@@ -25,6 +25,8 @@ const (
 	ClassRateLimited Class = "rate-limited"
 	// ClassFatal: fails every item alike (bad key, unknown model, store
 	// failure); the run stops cleanly and no item is dead-lettered for it.
+	// A HaltError is of this class too, but stops the run resumable
+	// (ErrStopped) rather than failed.
 	ClassFatal Class = "fatal"
 	// ClassCanceled: the run is shutting down; the attempt is given back
 	// and the item stays queued.
@@ -190,6 +192,32 @@ func Fatal(err error) error {
 	return &FatalError{Err: err}
 }
 
+// HaltError marks a refusal every call of the run will meet until someone
+// acts outside it: the account ran out of prepayment credits, or its
+// billing is off. Waiting does not clear it, and no item is at fault. The
+// run stops taking work at every stage, the calls in flight finish, no
+// item spends an attempt or is dead-lettered, and Run returns ErrStopped
+// with Err's message: once the cause is fixed, running again resumes.
+type HaltError struct {
+	// Err is the cause; its message says what to do.
+	Err error
+}
+
+// Error is the cause's message.
+func (e *HaltError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *HaltError) Unwrap() error { return e.Err }
+
+// Halt wraps err as a refusal that stops the run, resumable. Halt(nil)
+// is nil.
+func Halt(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &HaltError{Err: err}
+}
+
 // ClassOf returns err's class. It is the one place that decides.
 // A context cancellation is ClassCanceled only when ctx itself is done: a
 // request timeout (context.DeadlineExceeded from a per-call deadline while
@@ -204,11 +232,12 @@ func ClassOf(ctx context.Context, err error) Class {
 		fe *FatalError
 		ue *UnavailableError
 		oe *OverloadedError
+		he *HaltError
 	)
 	switch {
 	case err == nil:
 		return ""
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errors.As(err, &he):
 		return ClassFatal
 	case ctx != nil && ctx.Err() != nil:
 		return ClassCanceled

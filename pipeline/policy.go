@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,10 @@ const (
 	// stop ends the run with a fatal error (action.message); no item is
 	// dead-lettered for it.
 	stop
+	// halt stops every stage taking work (the calls in flight finish,
+	// every item stays queued) and the run as ErrStopped with
+	// action.message.
+	halt
 )
 
 func (k actionKind) String() string {
@@ -42,6 +47,8 @@ func (k actionKind) String() string {
 		return "park"
 	case stop:
 		return "stop"
+	case halt:
+		return "halt"
 	}
 	return fmt.Sprintf("actionKind(%d)", int(k))
 }
@@ -107,6 +114,16 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 	case ClassCanceled:
 		return action{kind: requeue}
 	case ClassFatal:
+		var he *HaltError
+		if errors.As(f.err, &he) {
+			// The cause alone: it is the account's, not the item's
+			// the stage may have named around it.
+			msg := he.Error()
+			if !strings.HasPrefix(msg, name+": ") {
+				msg = name + ": " + msg
+			}
+			return action{kind: halt, message: msg}
+		}
 		return action{kind: stop, message: fmt.Sprintf("%s: %v", name, f.err)}
 	case ClassRateLimited:
 		var rl *RateLimitedError

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "canceled gives the item back", f: failure{class: ClassCanceled, err: context.Canceled}, want: requeue},
 		{name: "fatal stops", f: failure{class: ClassFatal, err: errors.New("API key not valid")}, want: stop, wantMsg: "api: API key not valid"},
+		{name: "a halt stops the run with its own message, not the item's", f: failure{class: ClassFatal, err: fmt.Errorf("item r1: %w", Halt(errors.New("the account cannot pay for calls")))},
+			want: halt, wantMsg: "api: the account cannot pay for calls"},
+		{name: "a halt named for its stage is not named twice", f: failure{class: ClassFatal, err: Halt(errors.New("api: credits depleted: add credits"))},
+			want: halt, wantMsg: "api: credits depleted: add credits"},
 		{name: "daily 429 parks at the first refusal", f: failure{class: ClassRateLimited, err: refused(26*time.Second, true), refusedInARow: 1}, limited: true,
 			want: park, wantMsg: "daily quota exhausted for api; resume after " + nextPacificMidnight(now).Local().Format(time.RFC3339)},
 		{name: "daily 429 parks without a limiter too", f: failure{class: ClassRateLimited, err: refused(0, true), refusedInARow: 1}, want: park, wantMsg: "daily quota exhausted"},
@@ -119,7 +124,7 @@ func TestDecide(t *testing.T) {
 			if a.kind != retryAt && !a.at.IsZero() {
 				t.Errorf("%v with an instant %v", a.kind, a.at)
 			}
-			if !strings.Contains(a.message, tc.wantMsg) {
+			if !strings.Contains(a.message, tc.wantMsg) || (a.kind == halt && a.message != tc.wantMsg) {
 				t.Errorf("message = %q, want it to contain %q", a.message, tc.wantMsg)
 			}
 		})

@@ -223,6 +223,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			r.park(a.message)
 			parkStage()
 			return
+		case halt:
+			r.halt(a.message)
+			return
 		case retryAt:
 			c.away.Add(1)
 			slept := sleep(stageCtx, clock, a.at.Sub(now))

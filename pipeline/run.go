@@ -466,6 +466,14 @@ func (r *Runner) park(msg string) {
 	}
 }
 
+// halt parks every stage at once with msg: the cause refuses every call
+// of the run (see HaltError), so no stage takes more work; the calls in
+// flight finish and their answers are committed.
+func (r *Runner) halt(msg string) {
+	r.park(msg)
+	r.stopClaims()
+}
+
 func (r *Runner) parked() string {
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
