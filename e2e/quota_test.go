@@ -221,3 +221,36 @@ func TestQuota_CreditsDepletedStops(t *testing.T) {
 		}
 	}
 }
+
+// TestQuota_RefusedForeverStops: a quota that never clears and names
+// nothing (a per-day quota behind a proxy: 429s with no QuotaFailure and
+// no RetryInfo) is warned about, then stops the run with exit 3 as quota
+// exhausted after --max-refused, saying how to resume, instead of one
+// call every few seconds all night.
+func TestQuota_RefusedForeverStops(t *testing.T) {
+	const items, perDay = 100, 20
+	dir := t.TempDir()
+	input := writeItems(t, dir, items, 12)
+	sim, url := startSim(t, geminisim.Config{RPD: perDay, QuotaFailure: geminisim.QuotaFailureAbsent, RetryInfo: geminisim.RetryAbsent, Seed: 12})
+	db := filepath.Join(dir, "r.db")
+	code, _, errs := sawtooth(t, simEnv(url), "run", "--db", db, "--input", input, "--start", "4", "--max-refused", "6s")
+	if code != 3 {
+		t.Fatalf("run exit %d, want 3: %s", code, errs)
+	}
+	warn := strings.Index(errs, `msg="every call refused"`)
+	stop := strings.Index(errs, "quota exhausted for classify: every call refused (429) for ")
+	if warn < 0 || stop < warn || !strings.Contains(errs, "then run again to resume") || !strings.Contains(errs, "sawtooth run --db") {
+		t.Fatalf("want a warning, then the stop saying how to resume:\n%s", errs)
+	}
+	st := sim.Stats()
+	t.Logf("%d calls, %d refused", st.Calls, st.Outcomes[geminisim.OutcomeRateLimited])
+	s := status(t, db)
+	if s.Counts.Done > perDay || s.Counts.Items != items {
+		t.Errorf("status %+v", s.Counts)
+	}
+	for _, stage := range s.Counts.Stages {
+		if stage.Stage == "classify" && stage.Queued == 0 {
+			t.Errorf("no item left queued at classify: %+v", s.Counts)
+		}
+	}
+}

@@ -24,7 +24,8 @@
 // the time: Permanent errors dead-letter the item at once; RateLimited
 // errors slow the stage's Limiter and retry the same item without spending
 // an attempt (a per-day quota, a retryDelay over MaxWait, or
-// MaxRateLimited refusals in a row park the stage); Unavailable errors (no
+// MaxRateLimited refusals in a row, or refusals with no success for
+// MaxRefused, warned of halfway, park the stage); Unavailable errors (no
 // connection, including a connect timeout) wait without spending an
 // attempt until the outage outlasts MaxOutage (30 s before the endpoint has
 // answered once), then park the stage; Fatal errors stop the run; Halt

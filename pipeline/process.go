@@ -197,7 +197,14 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			last = now
 		}
 		f.attempts = attempts
-		f.refusedInARow, f.outageSince, f.contacted = c.health.failed(class, now)
+		f.refusedInARow, f.refusedSince, f.outageSince, f.contacted = c.health.failed(class, now)
+		if class == ClassRateLimited && c.health.warnRefused(now, sc.MaxRefused/2) {
+			// Said once per run of refusals, before the park, so a run
+			// that stops for it has said why in time to act.
+			r.log().Warn("every call refused", "stage", name, "for", now.Sub(f.refusedSince).Round(time.Second), "in_a_row", f.refusedInARow,
+				"stops_after", sc.MaxRefused, "last", err.Error(),
+				"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; the run stops as quota exhausted unless one does")
+		}
 		f.overloadHeld, f.overloadedSince = overloadHeld, overloadedSince
 		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded {
 			b := schedules[class]
@@ -257,8 +264,12 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 // starting the outage clock and reading it back.
 type endpointHealth struct {
 	mu sync.Mutex
-	// refusedInARow counts 429s since the last success.
+	// refusedInARow counts 429s since the last success; refusedSince is
+	// when the first of them came, zero when none; refusedWarned: the
+	// warning that they last was logged.
 	refusedInARow int64
+	refusedSince  time.Time
+	refusedWarned bool
 	// outageSince is the first unreachable call since the endpoint last
 	// answered; zero when it is answering.
 	outageSince time.Time
@@ -273,13 +284,14 @@ func (h *endpointHealth) succeeded() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.refusedInARow, h.outageSince, h.contacted, h.worked = 0, time.Time{}, true, true
+	h.refusedSince, h.refusedWarned = time.Time{}, false
 }
 
 // failed records a failed call of class at now and returns the stage's
 // figures for decide. Any answer (a 429, a 5xx, a rejection) ends an
 // outage; only "no connection" starts or extends one; only a success ends
 // a run of refusals.
-func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64, outageSince time.Time, contacted bool) {
+func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64, refusedSince, outageSince time.Time, contacted bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch class {
@@ -292,9 +304,24 @@ func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64
 		h.outageSince, h.contacted = time.Time{}, true
 		if class == ClassRateLimited {
 			h.refusedInARow++
+			if h.refusedSince.IsZero() {
+				h.refusedSince = now
+			}
 		}
 	}
-	return h.refusedInARow, h.outageSince, h.contacted
+	return h.refusedInARow, h.refusedSince, h.outageSince, h.contacted
+}
+
+// warnRefused reports, once per run of refusals, that it has lasted at
+// least after at now (and counts minRefusedToPark).
+func (h *endpointHealth) warnRefused(now time.Time, after time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refusedWarned || h.refusedSince.IsZero() || h.refusedInARow < minRefusedToPark || now.Sub(h.refusedSince) < after {
+		return false
+	}
+	h.refusedWarned = true
+	return true
 }
 
 func (h *endpointHealth) hasWorked() bool {

@@ -30,6 +30,8 @@ const (
 	DefaultMaxRateLimited = 200
 	// DefaultMaxOutage is StageConfig.MaxOutage's default.
 	DefaultMaxOutage = 5 * time.Minute
+	// DefaultMaxRefused is StageConfig.MaxRefused's default.
+	DefaultMaxRefused = 5 * time.Minute
 	// DefaultMaxBacklogAge is Runner.MaxBacklogAge's default: about one
 	// commit interval of answers is what a kill may re-pay.
 	DefaultMaxBacklogAge = 100 * time.Millisecond
@@ -77,6 +79,14 @@ type StageConfig struct {
 	// plus 100 when that is more: every call of a pool in flight can meet
 	// one window spent, and that says nothing of the next.
 	MaxRateLimited int
+	// MaxRefused is how long 429s may go on with no success between them
+	// (and at least minRefusedToPark of them) before the stage parks as
+	// "quota exhausted": a per-minute quota admits calls within a minute
+	// or two at the limiter's lowest rate, so refusals for longer are a
+	// quota for the day, or not a quota at all, and retrying them would
+	// go on all night. Halfway, a warning is logged. Default
+	// DefaultMaxRefused.
+	MaxRefused time.Duration
 	// Price is what the stage's calls cost (the API stage); the zero
 	// Price means they are free. It prices StageStats.CostUSD and
 	// SavedUSD and the calls Budget counts.
@@ -107,6 +117,9 @@ func (sc *StageConfig) setDefaults() {
 	}
 	if sc.MaxOutage <= 0 {
 		sc.MaxOutage = DefaultMaxOutage
+	}
+	if sc.MaxRefused <= 0 {
+		sc.MaxRefused = DefaultMaxRefused
 	}
 }
 
