@@ -124,13 +124,12 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		res, err := r.call(workCtx, sc.Stage, q.Item)
 		c.callTime.Add(int64(clock.Now().Sub(callStart)))
 		c.inFlight.Add(-1)
-		c.calls.Add(1)
 		// Billing happens at the call: an unusable answer (blocked,
-		// cut off, off-schema) is paid for too.
+		// cut off, off-schema) is paid for too, and so is a repair call.
 		c.addUsage(res.Usage)
-		if res.Usage != (Usage{}) {
-			c.paid.Add(1)
-		}
+		calls, billedCalls := countCalls(res)
+		c.calls.Add(calls)
+		c.paid.Add(billedCalls)
 		paid = paid.Add(res.Usage)
 		billed := sc.Price.nanos(res.Usage)
 		spent += billed
@@ -256,6 +255,18 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		return
 	}
+}
+
+// countCalls is the requests a stage's Process sent for res, and how
+// many of them were billed (see Result.Calls).
+func countCalls(res Result) (calls, billed int64) {
+	if res.Calls <= 0 {
+		if res.Usage != (Usage{}) {
+			return 1, 1
+		}
+		return 1, 0
+	}
+	return int64(res.Calls), int64(min(max(res.BilledCalls, 0), res.Calls))
 }
 
 // endpointHealth is what one stage's calls have shown about its endpoint in

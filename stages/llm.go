@@ -307,12 +307,22 @@ func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, e
 	}
 	out, usage2, err := l.ask(ctx, id, prompt, second)
 	usage = usage.Add(usage2)
-	var again *stageError
+	var (
+		again *stageError
+		res   pipeline.Result
+	)
 	if errors.As(err, &again) && again.repair != "" {
-		return pipeline.Result{Usage: usage}, pipeline.Permanent(l.errs.errorf(again,
+		res, err = pipeline.Result{Usage: usage}, pipeline.Permanent(l.errs.errorf(again,
 			"%s: the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens", l.name, bad.problem, again.problem))
+	} else {
+		res, err = l.encode(out, usage, string(bad.repair), err)
 	}
-	return l.encode(out, usage, string(bad.repair), err)
+	// Two requests, each counted in the run's calls (see Classify.classify).
+	res.Calls, res.BilledCalls = 2, 1
+	if usage2 != (pipeline.Usage{}) {
+		res.BilledCalls = 2
+	}
+	return res, err
 }
 
 func (l *LLM) encode(out map[string]any, usage pipeline.Usage, repair string, err error) (pipeline.Result, error) {
