@@ -83,6 +83,23 @@ type ItemVerdict interface {
 	ItemVerdict() bool
 }
 
+// AnswerFault is implemented by errors that are an answer the server sent
+// (HTTP 200) with nothing usable in it: no candidates and no block reason,
+// an empty response, a model that stopped early for no stated cause. The
+// call is retried as transient, but counted in StageStats.BadAnswers, not
+// with the 5xx and timeouts: the server answered. The runner finds it
+// anywhere in the error's chain with errors.As, as ItemVerdict.
+type AnswerFault interface {
+	// AnswerFault reports whether the error is an unusable answer.
+	AnswerFault() bool
+}
+
+// isAnswerFault reports an error marked as an unusable answer.
+func isAnswerFault(err error) bool {
+	var a AnswerFault
+	return errors.As(err, &a) && a.AnswerFault()
+}
+
 // isVerdict reports an error marked as a verdict on its item.
 func isVerdict(err error) bool {
 	var v ItemVerdict

@@ -217,6 +217,10 @@ type StageStats struct {
 	Transient int64 `json:"transient"`
 	// Unavailable is the calls that never reached the endpoint.
 	Unavailable int64 `json:"unavailable,omitempty"`
+	// BadAnswers is the calls answered (HTTP 200) with nothing usable in
+	// them, e.g. no candidates and no block reason (see AnswerFault):
+	// retried as transient, but not 5xx or timeouts.
+	BadAnswers int64 `json:"bad_answers,omitempty"`
 	// Usage is the tokens billed for every call.
 	Usage Usage `json:"usage"`
 	// LeasesLost counts, in a fleet (a Store with Claimer), the entries
@@ -256,6 +260,7 @@ func (r RunSummary) Totals() StageStats {
 		t.RateLimited += s.RateLimited
 		t.Transient += s.Transient
 		t.Unavailable += s.Unavailable
+		t.BadAnswers += s.BadAnswers
 		t.LeasesLost += s.LeasesLost
 		t.Usage = t.Usage.Add(s.Usage)
 		t.CostUSD += s.CostUSD

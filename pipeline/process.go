@@ -175,7 +175,11 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				rl = &RateLimitedError{Err: err}
 			}
 		case ClassTransient, ClassOverloaded:
-			c.transient.Add(1) // a 503 is a 5xx
+			if isAnswerFault(err) {
+				c.badAnswers.Add(1)
+			} else {
+				c.transient.Add(1) // a 503 is a 5xx
+			}
 		case ClassUnavailable:
 			c.unavailable.Add(1)
 		}

@@ -210,12 +210,13 @@ type StageProgress struct {
 	Name string
 	// Done and Dead count committed outcomes.
 	Done, Dead int64
-	// Calls counts every call; RateLimited, Transient and Unavailable
-	// the calls that failed so (see StageStats).
+	// Calls counts every call; RateLimited, Transient, Unavailable and
+	// BadAnswers the calls that failed so (see StageStats).
 	Calls       int64
 	RateLimited int64
 	Transient   int64
 	Unavailable int64
+	BadAnswers  int64
 	// Usage is the tokens billed so far, by Paid calls.
 	Usage Usage
 	Paid  int64
@@ -238,6 +239,7 @@ type stageCounters struct {
 	done, dead, attempts, calls         atomic.Int64
 	callTime                            atomic.Int64 // nanoseconds spent in calls, for their mean (claimSize)
 	rateLimited, transient, unavailable atomic.Int64
+	badAnswers                          atomic.Int64
 	prompt, candidate, total            atomic.Int64
 	inFlight                            atomic.Int64
 	// away: workers holding an item outside the limiter, waiting out a
@@ -567,7 +569,7 @@ func (r *Runner) stageStats(i int) *StageStats {
 	c := r.counters[i]
 	st := &StageStats{
 		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
-		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
+		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(), BadAnswers: c.badAnswers.Load(),
 		Usage: c.usage(), LeasesLost: c.leasesLost.Load(), Paid: c.paid.Load(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
 	}
 	if !r.Stages[i].Price.IsZero() {

@@ -21,7 +21,7 @@ func (r *Runner) progress(start time.Time) Progress {
 		c := r.counters[i]
 		sp := StageProgress{
 			Name: sc.Stage.Name(), Done: c.done.Load(), Dead: c.dead.Load(),
-			Calls: c.calls.Load(), RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
+			Calls: c.calls.Load(), RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(), BadAnswers: c.badAnswers.Load(),
 			Usage: c.usage(), Paid: c.paid.Load(), CostUSD: toUSD(c.spent.Load()), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
 			InFlight: int(c.inFlight.Load()),
 			Outcomes: make(map[Class]int64, len(Classes)),

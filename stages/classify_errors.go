@@ -310,10 +310,16 @@ type stageError struct {
 	// problem says what was wrong with the answer, for the repair call's
 	// instruction.
 	problem string
+	// badAnswer: the server answered with nothing usable (see
+	// pipeline.AnswerFault).
+	badAnswer bool
 }
 
-func (e *stageError) Error() string { return e.msg }
-func (e *stageError) Unwrap() error { return e.err }
+func (e *stageError) Error() string     { return e.msg }
+func (e *stageError) Unwrap() error     { return e.err }
+func (e *stageError) AnswerFault() bool { return e.badAnswer }
+
+var _ pipeline.AnswerFault = (*stageError)(nil)
 
 // errorf builds a stageError whose message is redacted as a whole, which
 // catches the key wherever an argument put it. Arguments that may be long
@@ -321,6 +327,14 @@ func (e *stageError) Unwrap() error { return e.err }
 // c.short, which redacts before it cuts.
 func (c *Classify) errorf(cause error, format string, args ...any) error {
 	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
+}
+
+// unusable is errorf for an answer with nothing usable in it (no
+// candidates, say): retried as transient, counted apart from 5xx.
+func (c *Classify) unusable(format string, args ...any) error {
+	e := c.errorf(nil, format, args...).(*stageError)
+	e.badAnswer = true
+	return e
 }
 
 // repairable is errorf for an answer the stage asks again for, once:

@@ -328,3 +328,43 @@ func TestClassify_BillingRefusalHalts(t *testing.T) {
 		})
 	}
 }
+
+// TestClassify_UnusableAnswerIsNotA5xx: a 200 with nothing usable in it
+// (no candidates and no block reason, an empty object, a model that
+// stopped early for no stated cause) is retried as transient but marked a
+// pipeline.AnswerFault, so the run counts it as a bad answer, not as a
+// 5xx or a timeout; a 500 is not marked.
+func TestClassify_UnusableAnswerIsNotA5xx(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		fault  bool
+	}{
+		{"no candidates, no block reason", 200, `{"candidates":[],"usageMetadata":{"promptTokenCount":11,"totalTokenCount":11}}`, true},
+		{"an empty object", 200, `{}`, true},
+		{"stopped early", 200, answer("", "OTHER"), true},
+		{"a 500", 500, body500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, llm := range []bool{false, true} {
+				srv := newFakeGemini(t, reply(tc.status, tc.body))
+				var err error
+				if llm {
+					ep := Endpoint{Backend: BackendGemini, APIKey: testKey, BaseURL: srv.srv.URL}
+					l := newTestLLM(t, LLMConfig{Name: "classify", Endpoint: ep, Labels: []string{"bug", "other"}})
+					_, err = l.Process(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "r1", Text: "the app crashes"}})
+				} else {
+					_, err = newTestClassify(t, srv.srv.URL).Process(context.Background(), testItem("r1", "the app crashes"))
+				}
+				if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassTransient {
+					t.Errorf("llm %v: class %q, want transient: %v", llm, class, err)
+				}
+				var af pipeline.AnswerFault
+				if got := errors.As(err, &af) && af.AnswerFault(); got != tc.fault {
+					t.Errorf("llm %v: an unusable answer = %v, want %v: %v", llm, got, tc.fault, err)
+				}
+			}
+		})
+	}
+}

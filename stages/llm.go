@@ -356,7 +356,7 @@ func (l *LLM) ask(ctx context.Context, id, prompt string, req request) (map[stri
 		return nil, pipeline.Usage{}, l.rename(l.errs.callError(withHTTPStatus(err, int(status.Load()))))
 	}
 	if resp == nil {
-		return nil, pipeline.Usage{}, l.errs.errorf(nil, "%s: the API returned an empty response", l.name)
+		return nil, pipeline.Usage{}, l.errs.unusable("%s: the API returned an empty response", l.name)
 	}
 	usage := usageOf(resp.UsageMetadata)
 	out, err := l.check(resp, req)
@@ -439,7 +439,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[strin
 		return nil, verdict(e.errorf(nil, "%s: blocked by the model's safety filter (promptFeedback.blockReason=%s): %s", l.name, pf.BlockReason, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return nil, e.errorf(nil, "%s: the model returned no candidates and no block reason", l.name)
+		return nil, e.unusable("%s: the model returned no candidates and no block reason", l.name)
 	}
 	cand := resp.Candidates[0]
 	switch fr := cand.FinishReason; {
@@ -450,7 +450,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[strin
 	case blockedFinish[fr] != "":
 		return nil, verdict(e.errorf(nil, "%s: %s (finishReason=%s): %s", l.name, blockedFinish[fr], fr, blockHint))
 	default:
-		return nil, e.errorf(nil, "%s: the model stopped early (finishReason=%s)", l.name, fr)
+		return nil, e.unusable("%s: the model stopped early (finishReason=%s)", l.name, fr)
 	}
 	var text strings.Builder
 	if cand.Content != nil {
