@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -86,4 +88,57 @@ func TestRunner_BadAnswersAreNot5xx(t *testing.T) {
 	if s := sum.Stages["api"]; s.Done != 10 || s.Calls != 30 || s.BadAnswers != 10 || s.Transient != 10 || sum.Totals().BadAnswers != 10 {
 		t.Errorf("done %d calls %d bad answers %d (total %d) 5xx %d; want 10, 30, 10, 10, 10", s.Done, s.Calls, s.BadAnswers, sum.Totals().BadAnswers, s.Transient)
 	}
+}
+
+// steppingLimiter admits every call; its limit is 16 for the first 8
+// calls, then 2, as a slow start's peak that a 429 cuts within a second.
+type steppingLimiter struct {
+	fakeLimiter
+	acquired atomic.Int64
+}
+
+func (l *steppingLimiter) Acquire(ctx context.Context) (time.Time, error) {
+	l.acquired.Add(1)
+	return l.fakeLimiter.Acquire(ctx)
+}
+
+func (l *steppingLimiter) Limit() int {
+	if l.acquired.Load() <= 8 {
+		return 16
+	}
+	return 2
+}
+
+// TestRunner_InFlightAndLimitAsTheyWere: the summary's figures are what
+// happened, not what a once-a-second sample saw: the most calls in flight
+// at once, counted at each start, and the limit's whole range, though it
+// fell within the first second.
+func TestRunner_InFlightAndLimitAsTheyWere(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const first = 8
+		st := newMemStore([]string{"api"}, 40)
+		var (
+			started atomic.Int64
+			all     = make(chan struct{})
+		)
+		api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			// The first 8 calls are all in flight at once.
+			switch s := started.Add(1); {
+			case s < first:
+				<-all
+			case s == first:
+				close(all)
+			}
+			return ok(ctx, it, n)
+		}}
+		lim := &steppingLimiter{}
+		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{{Stage: api, Workers: first, Limiter: lim, NewBackOff: noWait}}}
+		sum, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := sum.Stages["api"]; s.InFlightMax != first || s.LimitMax != 16 || s.LimitMin != 2 || s.LimitEnd != 2 {
+			t.Errorf("in flight at most %d, limit %d..%d ended at %d; want %d, 2..16 ended at 2", s.InFlightMax, s.LimitMin, s.LimitMax, s.LimitEnd, first)
+		}
+	})
 }

@@ -239,10 +239,16 @@ type StageStats struct {
 	// DeadReasons counts the committed dead letters by ReasonKey.
 	DeadReasons map[string]int `json:"dead_reasons,omitempty"`
 	// LimitMin, LimitMax and LimitEnd are the limiter's concurrency limit:
-	// lowest and highest sampled, and at the end (0 without a limiter).
+	// lowest and highest it stood at when a call started or a sample was
+	// taken, and at the end (0 without a limiter).
 	LimitMin int `json:"limit_min,omitempty"`
 	LimitMax int `json:"limit_max,omitempty"`
 	LimitEnd int `json:"limit_end,omitempty"`
+	// InFlightMax is the most calls of the stage this process had in
+	// flight at once, counted as each call starts (not sampled). Calls a
+	// client gave up on (a timeout) may still be served, so a server can
+	// count more.
+	InFlightMax int `json:"in_flight_max,omitempty"`
 }
 
 // Totals adds up every stage's figures (limit fields stay zero).

@@ -120,7 +120,12 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		c.overload.started(probe, clock.Now())
 		callStart := clock.Now()
-		c.inFlight.Add(1)
+		raiseTo(&c.inFlightMax, c.inFlight.Add(1))
+		if sc.Limiter != nil {
+			// At each start, not only each second's sample: a slow
+			// start's peak can come and go between two samples.
+			r.observeLimit(i, sc.Limiter.Limit())
+		}
 		res, err := r.call(workCtx, sc.Stage, q.Item)
 		c.callTime.Add(int64(clock.Now().Sub(callStart)))
 		c.inFlight.Add(-1)

@@ -248,6 +248,7 @@ type stageCounters struct {
 	away, workers      atomic.Int64
 	leasesLost         atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
 	limitMin, limitMax atomic.Int64
+	inFlightMax        atomic.Int64 // the most calls in flight at once
 	health             endpointHealth
 	overload           *overloadHold  // holds the calls while the server answers overloaded
 	pending            sync.WaitGroup // results sent, not yet committed or dropped
@@ -587,5 +588,6 @@ func (r *Runner) stageStats(i int) *StageStats {
 		r.observeLimit(i, l.Limit())
 		st.LimitMin, st.LimitMax, st.LimitEnd = int(c.limitMin.Load()), int(c.limitMax.Load()), l.Limit()
 	}
+	st.InFlightMax = int(c.inFlightMax.Load())
 	return st
 }

@@ -1,6 +1,9 @@
 package pipeline
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // classIndex places a class in stageCounters.outcomes, in Classes order.
 func classIndex(c Class) int {
@@ -96,12 +99,25 @@ func (r *Runner) sampler(start time.Time, stop <-chan struct{}) {
 	}
 }
 
+// observeLimit folds stage i's limit into its range; concurrent callers
+// never lose a bound.
 func (r *Runner) observeLimit(i, limit int) {
 	c := r.counters[i]
-	if m := c.limitMin.Load(); m < 0 || int64(limit) < m {
-		c.limitMin.Store(int64(limit))
+	for {
+		m := c.limitMin.Load()
+		if (m >= 0 && int64(limit) >= m) || c.limitMin.CompareAndSwap(m, int64(limit)) {
+			break
+		}
 	}
-	if int64(limit) > c.limitMax.Load() {
-		c.limitMax.Store(int64(limit))
+	raiseTo(&c.limitMax, int64(limit))
+}
+
+// raiseTo stores v in a when it is higher than a's value.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
 	}
 }

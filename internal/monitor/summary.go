@@ -59,8 +59,11 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 	tw.Flush()
 	for _, name := range summaryStages(stageOrder, sum) {
 		if s := sum.Stages[name]; s.LimitMax > 0 && s.Calls > 0 {
-			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; concurrency limit ranged %d..%d, ended at %d\n",
-				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.LimitMin, s.LimitMax, s.LimitEnd)
+			// What was in flight, measured, beside the limit the
+			// limiter set: they differ when the limit falls under
+			// calls already in flight.
+			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; at most %d calls in flight at once; concurrency limit ranged %d..%d, ended at %d\n",
+				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.InFlightMax, s.LimitMin, s.LimitMax, s.LimitEnd)
 		}
 	}
 	for _, name := range summaryStages(stageOrder, sum) {
