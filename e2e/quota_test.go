@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,4 +174,83 @@ func readTexts(t testing.TB, path string) map[string]string {
 		m[r.ID] = r.Text
 	}
 	return m
+}
+
+// TestQuota_CreditsDepletedStops: the account's prepayment credits run out
+// part-way (the API's 429 "Your prepayment credits are depleted…", no
+// details). The run stops at once with exit 3 and says what happened and
+// what to do, instead of retrying at the limiter's floor all night; a run
+// once credits are added finishes, no item answered twice.
+func TestQuota_CreditsDepletedStops(t *testing.T) {
+	const items, credits = 200, 40
+	dir := t.TempDir()
+	input := writeItems(t, dir, items, 11)
+	sim, url := startSim(t, geminisim.Config{Credits: credits, Seed: 11})
+	db := filepath.Join(dir, "c.db")
+	code, _, errs := sawtooth(t, simEnv(url), "run", "--db", db, "--input", input, "--quiet", "--start", "8")
+	if code != 3 {
+		t.Fatalf("run exit %d, want 3: %s", code, errs)
+	}
+	for _, want := range []string{"the account cannot pay for calls", "Your prepayment credits are depleted", "add credits or enable billing", "sawtooth run --db"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, errs)
+		}
+	}
+	st := sim.Stats()
+	// The calls in flight when the first refusal came back may be refused
+	// too; none is sent after it.
+	if refused := st.Outcomes[geminisim.OutcomeNoCredits]; refused < 1 || refused > 8+1 {
+		t.Errorf("%d calls refused for credits: want the run to stop at the first (8 in flight at most)", refused)
+	}
+	s := status(t, db)
+	for _, stage := range s.Counts.Stages {
+		// The safety-blocked items are the only dead letters.
+		if blocked := st.Outcomes[geminisim.OutcomeBlockPrompt]; stage.Stage == "classify" && int64(stage.Dead) != blocked {
+			t.Errorf("%d items dead-lettered at classify, %d blocked: some for the account's billing", stage.Dead, blocked)
+		}
+	}
+
+	paid, url2 := startSim(t, geminisim.Config{Seed: 11})
+	if code, _, errs := sawtooth(t, simEnv(url2), "run", "--db", db, "--quiet"); code != 0 {
+		t.Fatalf("resume exit %d: %s", code, errs)
+	}
+	finalPlaces(t, db, items)
+	for h, it := range paid.Stats().Items {
+		if it.OK > 0 && st.Items[h].OK > 0 {
+			t.Errorf("item %s answered before the stop and again after it", h[:8])
+		}
+	}
+}
+
+// TestQuota_RefusedForeverStops: a quota that never clears and names
+// nothing (a per-day quota behind a proxy: 429s with no QuotaFailure and
+// no RetryInfo) is warned about, then stops the run with exit 3 as quota
+// exhausted after --max-refused, saying how to resume, instead of one
+// call every few seconds all night.
+func TestQuota_RefusedForeverStops(t *testing.T) {
+	const items, perDay = 100, 20
+	dir := t.TempDir()
+	input := writeItems(t, dir, items, 12)
+	sim, url := startSim(t, geminisim.Config{RPD: perDay, QuotaFailure: geminisim.QuotaFailureAbsent, RetryInfo: geminisim.RetryAbsent, Seed: 12})
+	db := filepath.Join(dir, "r.db")
+	code, _, errs := sawtooth(t, simEnv(url), "run", "--db", db, "--input", input, "--start", "4", "--max-refused", "6s")
+	if code != 3 {
+		t.Fatalf("run exit %d, want 3: %s", code, errs)
+	}
+	warn := strings.Index(errs, `msg="every call refused"`)
+	stop := strings.Index(errs, "quota exhausted for classify: every call refused (429) for ")
+	if warn < 0 || stop < warn || !strings.Contains(errs, "then run again to resume") || !strings.Contains(errs, "sawtooth run --db") {
+		t.Fatalf("want a warning, then the stop saying how to resume:\n%s", errs)
+	}
+	st := sim.Stats()
+	t.Logf("%d calls, %d refused", st.Calls, st.Outcomes[geminisim.OutcomeRateLimited])
+	s := status(t, db)
+	if s.Counts.Done > perDay || s.Counts.Items != items {
+		t.Errorf("status %+v", s.Counts)
+	}
+	for _, stage := range s.Counts.Stages {
+		if stage.Stage == "classify" && stage.Queued == 0 {
+			t.Errorf("no item left queued at classify: %+v", s.Counts)
+		}
+	}
 }

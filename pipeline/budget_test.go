@@ -182,3 +182,44 @@ func TestRunner_BudgetTotal(t *testing.T) {
 		t.Errorf("lifetime spend $%.6f, billed $%.6f, %d calls for 100 items", got, billed, api.calls.Load())
 	}
 }
+
+// uncappedStage is a pricedStage that states no output cap, as a library
+// user's stage may: a budget must still reserve an answer for it.
+type uncappedStage struct{ pricedStage }
+
+func (*uncappedStage) MaxOutputTokens() int64 { return 0 }
+
+// TestRunner_BudgetReservesOutputWithoutCap: a priced stage that states no
+// output cap is reserved fallback output tokens (1,024) before any answer
+// is seen; a budget that covers the input but not that answer starts no
+// call, instead of paying an answer it cannot afford.
+func TestRunner_BudgetReservesOutputWithoutCap(t *testing.T) {
+	// $1,000 and $2,000 per million tokens: ~100 input tokens are $0.10,
+	// 1,024 output tokens $2.05.
+	price := pipeline.Price{InputPerM: 1000, OutputPerM: 2000}
+	tests := []struct {
+		name      string
+		budget    float64
+		wantCalls bool
+	}{
+		{"a budget under input and 1,024 output tokens starts no call", 1, false},
+		{"a budget over them calls", 3, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newCachingMemStore([]string{"api"}, texts(1))
+			api := &uncappedStage{pricedStage{inFactor: 1, price: price}}
+			api.name = "api"
+			r := &pipeline.Runner{Store: st, Budget: pipeline.Budget{RunUSD: tc.budget},
+				Stages: []pipeline.StageConfig{{Stage: api, Workers: 1, Price: price, NewBackOff: noWait}}}
+			_, err := r.Run(context.Background())
+			calls := api.calls.Load()
+			switch {
+			case tc.wantCalls && (err != nil || calls != 1):
+				t.Fatalf("err = %v, %d calls; want the item answered by one call", err, calls)
+			case !tc.wantCalls && (!errors.Is(err, pipeline.ErrStopped) || calls != 0):
+				t.Fatalf("err = %v, %d calls; want the budget stop before any call", err, calls)
+			}
+		})
+	}
+}

@@ -24,11 +24,14 @@
 // the time: Permanent errors dead-letter the item at once; RateLimited
 // errors slow the stage's Limiter and retry the same item without spending
 // an attempt (a per-day quota, a retryDelay over MaxWait, or
-// MaxRateLimited refusals in a row park the stage); Unavailable errors (no
+// MaxRateLimited refusals in a row, or refusals with no success for
+// MaxRefused, warned of halfway, park the stage); Unavailable errors (no
 // connection, including a connect timeout) wait without spending an
 // attempt until the outage outlasts MaxOutage (30 s before the endpoint has
-// answered once), then park the stage; Fatal errors stop the run;
-// everything else is transient and retried in place with exponential
+// answered once), then park the stage; Fatal errors stop the run; Halt
+// errors (an account out of credits: every call refused until someone
+// acts) stop every stage taking work, and the run ends as ErrStopped,
+// resumable; everything else is transient and retried in place with exponential
 // backoff and jitter until the stage's attempt budget is spent. An API
 // stage whose first 25 calls all fail the same permanent way, none having
 // succeeded, stops the run: that is the request or the account. Verdicts

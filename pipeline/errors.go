@@ -25,6 +25,8 @@ const (
 	ClassRateLimited Class = "rate-limited"
 	// ClassFatal: fails every item alike (bad key, unknown model, store
 	// failure); the run stops cleanly and no item is dead-lettered for it.
+	// A HaltError is of this class too, but stops the run resumable
+	// (ErrStopped) rather than failed.
 	ClassFatal Class = "fatal"
 	// ClassCanceled: the run is shutting down; the attempt is given back
 	// and the item stays queued.
@@ -79,6 +81,23 @@ func Permanent(err error) error {
 type ItemVerdict interface {
 	// ItemVerdict reports whether the error is a verdict on the item.
 	ItemVerdict() bool
+}
+
+// AnswerFault is implemented by errors that are an answer the server sent
+// (HTTP 200) with nothing usable in it: no candidates and no block reason,
+// an empty response, a model that stopped early for no stated cause. The
+// call is retried as transient, but counted in StageStats.BadAnswers, not
+// with the 5xx and timeouts: the server answered. The runner finds it
+// anywhere in the error's chain with errors.As, as ItemVerdict.
+type AnswerFault interface {
+	// AnswerFault reports whether the error is an unusable answer.
+	AnswerFault() bool
+}
+
+// isAnswerFault reports an error marked as an unusable answer.
+func isAnswerFault(err error) bool {
+	var a AnswerFault
+	return errors.As(err, &a) && a.AnswerFault()
 }
 
 // isVerdict reports an error marked as a verdict on its item.
@@ -190,6 +209,32 @@ func Fatal(err error) error {
 	return &FatalError{Err: err}
 }
 
+// HaltError marks a refusal every call of the run will meet until someone
+// acts outside it: the account ran out of prepayment credits, or its
+// billing is off. Waiting does not clear it, and no item is at fault. The
+// run stops taking work at every stage, the calls in flight finish, no
+// item spends an attempt or is dead-lettered, and Run returns ErrStopped
+// with Err's message: once the cause is fixed, running again resumes.
+type HaltError struct {
+	// Err is the cause; its message says what to do.
+	Err error
+}
+
+// Error is the cause's message.
+func (e *HaltError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *HaltError) Unwrap() error { return e.Err }
+
+// Halt wraps err as a refusal that stops the run, resumable. Halt(nil)
+// is nil.
+func Halt(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &HaltError{Err: err}
+}
+
 // ClassOf returns err's class. It is the one place that decides.
 // A context cancellation is ClassCanceled only when ctx itself is done: a
 // request timeout (context.DeadlineExceeded from a per-call deadline while
@@ -204,11 +249,12 @@ func ClassOf(ctx context.Context, err error) Class {
 		fe *FatalError
 		ue *UnavailableError
 		oe *OverloadedError
+		he *HaltError
 	)
 	switch {
 	case err == nil:
 		return ""
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errors.As(err, &he):
 		return ClassFatal
 	case ctx != nil && ctx.Err() != nil:
 		return ClassCanceled

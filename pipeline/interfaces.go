@@ -217,6 +217,10 @@ type StageStats struct {
 	Transient int64 `json:"transient"`
 	// Unavailable is the calls that never reached the endpoint.
 	Unavailable int64 `json:"unavailable,omitempty"`
+	// BadAnswers is the calls answered (HTTP 200) with nothing usable in
+	// them, e.g. no candidates and no block reason (see AnswerFault):
+	// retried as transient, but not 5xx or timeouts.
+	BadAnswers int64 `json:"bad_answers,omitempty"`
 	// Usage is the tokens billed for every call.
 	Usage Usage `json:"usage"`
 	// LeasesLost counts, in a fleet (a Store with Claimer), the entries
@@ -235,10 +239,16 @@ type StageStats struct {
 	// DeadReasons counts the committed dead letters by ReasonKey.
 	DeadReasons map[string]int `json:"dead_reasons,omitempty"`
 	// LimitMin, LimitMax and LimitEnd are the limiter's concurrency limit:
-	// lowest and highest sampled, and at the end (0 without a limiter).
+	// lowest and highest it stood at when a call started or a sample was
+	// taken, and at the end (0 without a limiter).
 	LimitMin int `json:"limit_min,omitempty"`
 	LimitMax int `json:"limit_max,omitempty"`
 	LimitEnd int `json:"limit_end,omitempty"`
+	// InFlightMax is the most calls of the stage this process had in
+	// flight at once, counted as each call starts (not sampled). Calls a
+	// client gave up on (a timeout) may still be served, so a server can
+	// count more.
+	InFlightMax int `json:"in_flight_max,omitempty"`
 }
 
 // Totals adds up every stage's figures (limit fields stay zero).
@@ -256,6 +266,7 @@ func (r RunSummary) Totals() StageStats {
 		t.RateLimited += s.RateLimited
 		t.Transient += s.Transient
 		t.Unavailable += s.Unavailable
+		t.BadAnswers += s.BadAnswers
 		t.LeasesLost += s.LeasesLost
 		t.Usage = t.Usage.Add(s.Usage)
 		t.CostUSD += s.CostUSD

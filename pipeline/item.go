@@ -125,6 +125,12 @@ type Result struct {
 	Output json.RawMessage
 	// Usage is what the call that produced Output was billed.
 	Usage Usage
+	// Calls is how many requests Process sent for this result when it
+	// sent more than one (Classify and LLM ask once more after a cut-off
+	// or off-schema answer), and BilledCalls how many of them were
+	// billed: the runner counts each in StageStats.Calls and Paid. Zero
+	// Calls means the one request, billed when Usage is not zero.
+	Calls, BilledCalls int
 }
 
 // Stage is one step of the pipeline.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,10 @@ const (
 	// stop ends the run with a fatal error (action.message); no item is
 	// dead-lettered for it.
 	stop
+	// halt stops every stage taking work (the calls in flight finish,
+	// every item stays queued) and the run as ErrStopped with
+	// action.message.
+	halt
 )
 
 func (k actionKind) String() string {
@@ -42,6 +47,8 @@ func (k actionKind) String() string {
 		return "park"
 	case stop:
 		return "stop"
+	case halt:
+		return "halt"
 	}
 	return fmt.Sprintf("actionKind(%d)", int(k))
 }
@@ -65,8 +72,9 @@ type failure struct {
 	// this run, this call included when its class spends one.
 	attempts int
 	// refusedInARow is the stage's 429s with no success between them,
-	// this one included.
+	// this one included; refusedSince is when the first of them came.
 	refusedInARow int64
+	refusedSince  time.Time
 	// outageSince is when the stage's current outage began: the first
 	// unreachable call since the endpoint last answered (this call when it
 	// starts one).
@@ -107,6 +115,16 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 	case ClassCanceled:
 		return action{kind: requeue}
 	case ClassFatal:
+		var he *HaltError
+		if errors.As(f.err, &he) {
+			// The cause alone: it is the account's, not the item's
+			// the stage may have named around it.
+			msg := he.Error()
+			if !strings.HasPrefix(msg, name+": ") {
+				msg = name + ": " + msg
+			}
+			return action{kind: halt, message: msg}
+		}
 		return action{kind: stop, message: fmt.Sprintf("%s: %v", name, f.err)}
 	case ClassRateLimited:
 		var rl *RateLimitedError
@@ -125,6 +143,9 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		case f.refusedInARow >= int64(cfg.MaxRateLimited):
 			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success (last: %v); check the project's quota and usage, or lower --ceiling, then run again",
 				name, f.refusedInARow, f.err)}
+		case f.refusedInARow >= minRefusedToPark && !f.refusedSince.IsZero() && now.Sub(f.refusedSince) >= cfg.MaxRefused:
+			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: every call refused (429) for %s since %s, %d in a row with no success (limit %s; last: %v): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume (per-day quotas reset at midnight Pacific, %s)",
+				name, now.Sub(f.refusedSince).Round(time.Second), f.refusedSince.Local().Format(time.TimeOnly), f.refusedInARow, cfg.MaxRefused, f.err, nextPacificMidnight(now).Local().Format(time.RFC3339))}
 		case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
 			// The limiter was told the delay and holds every call of the
 			// stage until it has passed, or it backs off a bare 429
@@ -167,6 +188,11 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		return action{kind: deadLetter, message: f.err.Error()}
 	}
 }
+
+// minRefusedToPark is the fewest 429s in a row that park a stage for
+// lasting MaxRefused: two refusals minutes apart (a machine asleep between
+// them) show nothing about the quota.
+const minRefusedToPark = 5
 
 // holdsRefusals reports whether lim backs off bare 429s itself (see
 // RefusalHolder).

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "canceled gives the item back", f: failure{class: ClassCanceled, err: context.Canceled}, want: requeue},
 		{name: "fatal stops", f: failure{class: ClassFatal, err: errors.New("API key not valid")}, want: stop, wantMsg: "api: API key not valid"},
+		{name: "a halt stops the run with its own message, not the item's", f: failure{class: ClassFatal, err: fmt.Errorf("item r1: %w", Halt(errors.New("the account cannot pay for calls")))},
+			want: halt, wantMsg: "api: the account cannot pay for calls"},
+		{name: "a halt named for its stage is not named twice", f: failure{class: ClassFatal, err: Halt(errors.New("api: credits depleted: add credits"))},
+			want: halt, wantMsg: "api: credits depleted: add credits"},
 		{name: "daily 429 parks at the first refusal", f: failure{class: ClassRateLimited, err: refused(26*time.Second, true), refusedInARow: 1}, limited: true,
 			want: park, wantMsg: "daily quota exhausted for api; resume after " + nextPacificMidnight(now).Local().Format(time.RFC3339)},
 		{name: "daily 429 parks without a limiter too", f: failure{class: ClassRateLimited, err: refused(0, true), refusedInARow: 1}, want: park, wantMsg: "daily quota exhausted"},
@@ -76,6 +81,14 @@ func TestDecide(t *testing.T) {
 			want: retryAt, wantAt: time.Second},
 		{name: "refusals in a row park", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: DefaultMaxRateLimited, step: time.Second}, limited: true,
 			want: park, wantMsg: "quota exhausted for api: 200 refusals in a row with no success"},
+		{name: "refusals for 4m59s wait", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 70, refusedSince: now.Add(-299 * time.Second), step: time.Second}, holding: true,
+			want: retryAt, wantAt: 0},
+		{name: "refusals for 5m park, whatever the delay asked", f: failure{class: ClassRateLimited, err: refused(30*time.Second, false), refusedInARow: 70, refusedSince: now.Add(-5 * time.Minute), step: time.Second}, holding: true,
+			want: park, wantMsg: "quota exhausted for api: every call refused (429) for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + ", 70 in a row with no success (limit 5m0s; last: 429 RESOURCE_EXHAUSTED): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume (per-day quotas reset at midnight Pacific, " + nextPacificMidnight(now).Local().Format(time.RFC3339) + ")"},
+		{name: "refusals for 5m park without a limiter", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 10, refusedSince: now.Add(-6 * time.Minute), step: time.Second},
+			want: park, wantMsg: "every call refused (429) for 6m0s"},
+		{name: "too few refusals minutes apart wait", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: minRefusedToPark - 1, refusedSince: now.Add(-time.Hour), step: time.Second}, holding: true,
+			want: retryAt, wantAt: 0},
 		{name: "outage before first contact: 29s waits", f: failure{class: ClassUnavailable, err: down, outageSince: now.Add(-29 * time.Second), step: 2 * time.Second},
 			want: retryAt, wantAt: 2 * time.Second},
 		{name: "outage before first contact: 30s parks", f: failure{class: ClassUnavailable, err: down, outageSince: now.Add(-30 * time.Second), step: 2 * time.Second},
@@ -119,7 +132,7 @@ func TestDecide(t *testing.T) {
 			if a.kind != retryAt && !a.at.IsZero() {
 				t.Errorf("%v with an instant %v", a.kind, a.at)
 			}
-			if !strings.Contains(a.message, tc.wantMsg) {
+			if !strings.Contains(a.message, tc.wantMsg) || (a.kind == halt && a.message != tc.wantMsg) {
 				t.Errorf("message = %q, want it to contain %q", a.message, tc.wantMsg)
 			}
 		})
@@ -149,26 +162,59 @@ func TestSpendsAttempt(t *testing.T) {
 
 // TestEndpointHealth: any answer ends an outage, so minutes of 429s
 // followed by one refused connection start a fresh outage clock; only a
-// success ends a run of refusals.
+// success ends a run of refusals, and its clock.
 func TestEndpointHealth(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var h endpointHealth
-	if _, since, contacted := h.failed(ClassUnavailable, t0); !since.Equal(t0) || contacted {
+	if _, _, since, contacted := h.failed(ClassUnavailable, t0); !since.Equal(t0) || contacted {
 		t.Fatalf("first unreachable call: since %v contacted %v", since, contacted)
 	}
-	if _, since, _ := h.failed(ClassUnavailable, t0.Add(time.Second)); !since.Equal(t0) {
+	if _, _, since, _ := h.failed(ClassUnavailable, t0.Add(time.Second)); !since.Equal(t0) {
 		t.Fatalf("outage clock moved to %v", since)
 	}
 	for s := 2; s < 600; s++ {
 		h.failed(ClassRateLimited, t0.Add(time.Duration(s)*time.Second))
 	}
-	refusedInARow, since, contacted := h.failed(ClassUnavailable, t0.Add(10*time.Minute))
-	if !since.Equal(t0.Add(10*time.Minute)) || !contacted || refusedInARow != 598 {
-		t.Fatalf("after 10 min of 429s: since %v contacted %v refused %d", since, contacted, refusedInARow)
+	refusedInARow, refusedSince, since, contacted := h.failed(ClassUnavailable, t0.Add(10*time.Minute))
+	if !since.Equal(t0.Add(10*time.Minute)) || !contacted || refusedInARow != 598 || !refusedSince.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("after 10 min of 429s: since %v contacted %v refused %d since %v", since, contacted, refusedInARow, refusedSince)
 	}
 	h.succeeded()
-	if refusedInARow, since, _ := h.failed(ClassCanceled, t0); refusedInARow != 0 || !since.IsZero() {
-		t.Fatalf("after a success: refused %d since %v", refusedInARow, since)
+	if refusedInARow, refusedSince, since, _ := h.failed(ClassCanceled, t0); refusedInARow != 0 || !since.IsZero() || !refusedSince.IsZero() {
+		t.Fatalf("after a success: refused %d since %v, outage since %v", refusedInARow, refusedSince, since)
+	}
+}
+
+// TestEndpointHealth_warnRefused: the warning that refusals last comes
+// once per run of them, after the given time and minRefusedToPark
+// refusals; a success starts the count again.
+func TestEndpointHealth_warnRefused(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var h endpointHealth
+	refuse := func(at time.Duration) { h.failed(ClassRateLimited, t0.Add(at)) }
+	refuse(0)
+	refuse(3 * time.Minute)
+	if h.warnRefused(t0.Add(3*time.Minute), time.Minute) {
+		t.Fatal("warned after 2 refusals")
+	}
+	for i := range minRefusedToPark {
+		refuse(3*time.Minute + time.Duration(i)*time.Second)
+	}
+	if h.warnRefused(t0.Add(30*time.Second), time.Minute) {
+		t.Fatal("warned before the time")
+	}
+	if !h.warnRefused(t0.Add(3*time.Minute), time.Minute) {
+		t.Fatal("no warning after 3 minutes of refusals")
+	}
+	if h.warnRefused(t0.Add(4*time.Minute), time.Minute) {
+		t.Fatal("warned twice for one run of refusals")
+	}
+	h.succeeded()
+	for i := range minRefusedToPark {
+		refuse(5*time.Minute + time.Duration(i)*time.Second)
+	}
+	if !h.warnRefused(t0.Add(7*time.Minute), time.Minute) {
+		t.Fatal("no warning for the next run of refusals")
 	}
 }
 

@@ -120,17 +120,21 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		c.overload.started(probe, clock.Now())
 		callStart := clock.Now()
-		c.inFlight.Add(1)
+		raiseTo(&c.inFlightMax, c.inFlight.Add(1))
+		if sc.Limiter != nil {
+			// At each start, not only each second's sample: a slow
+			// start's peak can come and go between two samples.
+			r.observeLimit(i, sc.Limiter.Limit())
+		}
 		res, err := r.call(workCtx, sc.Stage, q.Item)
 		c.callTime.Add(int64(clock.Now().Sub(callStart)))
 		c.inFlight.Add(-1)
-		c.calls.Add(1)
 		// Billing happens at the call: an unusable answer (blocked,
-		// cut off, off-schema) is paid for too.
+		// cut off, off-schema) is paid for too, and so is a repair call.
 		c.addUsage(res.Usage)
-		if res.Usage != (Usage{}) {
-			c.paid.Add(1)
-		}
+		calls, billedCalls := countCalls(res)
+		c.calls.Add(calls)
+		c.paid.Add(billedCalls)
 		paid = paid.Add(res.Usage)
 		billed := sc.Price.nanos(res.Usage)
 		spent += billed
@@ -176,7 +180,11 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				rl = &RateLimitedError{Err: err}
 			}
 		case ClassTransient, ClassOverloaded:
-			c.transient.Add(1) // a 503 is a 5xx
+			if isAnswerFault(err) {
+				c.badAnswers.Add(1)
+			} else {
+				c.transient.Add(1) // a 503 is a 5xx
+			}
 		case ClassUnavailable:
 			c.unavailable.Add(1)
 		}
@@ -197,7 +205,14 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			last = now
 		}
 		f.attempts = attempts
-		f.refusedInARow, f.outageSince, f.contacted = c.health.failed(class, now)
+		f.refusedInARow, f.refusedSince, f.outageSince, f.contacted = c.health.failed(class, now)
+		if class == ClassRateLimited && c.health.warnRefused(now, sc.MaxRefused/2) {
+			// Said once per run of refusals, before the park, so a run
+			// that stops for it has said why in time to act.
+			r.log().Warn("every call refused", "stage", name, "for", now.Sub(f.refusedSince).Round(time.Second), "in_a_row", f.refusedInARow,
+				"stops_after", sc.MaxRefused, "last", err.Error(),
+				"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; the run stops as quota exhausted unless one does")
+		}
 		f.overloadHeld, f.overloadedSince = overloadHeld, overloadedSince
 		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded {
 			b := schedules[class]
@@ -222,6 +237,9 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		case park:
 			r.park(a.message)
 			parkStage()
+			return
+		case halt:
+			r.halt(a.message)
 			return
 		case retryAt:
 			c.away.Add(1)
@@ -248,14 +266,30 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 	}
 }
 
+// countCalls is the requests a stage's Process sent for res, and how
+// many of them were billed (see Result.Calls).
+func countCalls(res Result) (calls, billed int64) {
+	if res.Calls <= 0 {
+		if res.Usage != (Usage{}) {
+			return 1, 1
+		}
+		return 1, 0
+	}
+	return int64(res.Calls), int64(min(max(res.BilledCalls, 0), res.Calls))
+}
+
 // endpointHealth is what one stage's calls have shown about its endpoint in
 // this run. One mutex makes each update and the figures read from it one
 // step: a success resetting the outage can never fall between a failure
 // starting the outage clock and reading it back.
 type endpointHealth struct {
 	mu sync.Mutex
-	// refusedInARow counts 429s since the last success.
+	// refusedInARow counts 429s since the last success; refusedSince is
+	// when the first of them came, zero when none; refusedWarned: the
+	// warning that they last was logged.
 	refusedInARow int64
+	refusedSince  time.Time
+	refusedWarned bool
 	// outageSince is the first unreachable call since the endpoint last
 	// answered; zero when it is answering.
 	outageSince time.Time
@@ -270,13 +304,14 @@ func (h *endpointHealth) succeeded() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.refusedInARow, h.outageSince, h.contacted, h.worked = 0, time.Time{}, true, true
+	h.refusedSince, h.refusedWarned = time.Time{}, false
 }
 
 // failed records a failed call of class at now and returns the stage's
 // figures for decide. Any answer (a 429, a 5xx, a rejection) ends an
 // outage; only "no connection" starts or extends one; only a success ends
 // a run of refusals.
-func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64, outageSince time.Time, contacted bool) {
+func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64, refusedSince, outageSince time.Time, contacted bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch class {
@@ -289,9 +324,24 @@ func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64
 		h.outageSince, h.contacted = time.Time{}, true
 		if class == ClassRateLimited {
 			h.refusedInARow++
+			if h.refusedSince.IsZero() {
+				h.refusedSince = now
+			}
 		}
 	}
-	return h.refusedInARow, h.outageSince, h.contacted
+	return h.refusedInARow, h.refusedSince, h.outageSince, h.contacted
+}
+
+// warnRefused reports, once per run of refusals, that it has lasted at
+// least after at now (and counts minRefusedToPark).
+func (h *endpointHealth) warnRefused(now time.Time, after time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refusedWarned || h.refusedSince.IsZero() || h.refusedInARow < minRefusedToPark || now.Sub(h.refusedSince) < after {
+		return false
+	}
+	h.refusedWarned = true
+	return true
 }
 
 func (h *endpointHealth) hasWorked() bool {

@@ -30,6 +30,8 @@ const (
 	DefaultMaxRateLimited = 200
 	// DefaultMaxOutage is StageConfig.MaxOutage's default.
 	DefaultMaxOutage = 5 * time.Minute
+	// DefaultMaxRefused is StageConfig.MaxRefused's default.
+	DefaultMaxRefused = 5 * time.Minute
 	// DefaultMaxBacklogAge is Runner.MaxBacklogAge's default: about one
 	// commit interval of answers is what a kill may re-pay.
 	DefaultMaxBacklogAge = 100 * time.Millisecond
@@ -77,6 +79,14 @@ type StageConfig struct {
 	// plus 100 when that is more: every call of a pool in flight can meet
 	// one window spent, and that says nothing of the next.
 	MaxRateLimited int
+	// MaxRefused is how long 429s may go on with no success between them
+	// (and at least minRefusedToPark of them) before the stage parks as
+	// "quota exhausted": a per-minute quota admits calls within a minute
+	// or two at the limiter's lowest rate, so refusals for longer are a
+	// quota for the day, or not a quota at all, and retrying them would
+	// go on all night. Halfway, a warning is logged. Default
+	// DefaultMaxRefused.
+	MaxRefused time.Duration
 	// Price is what the stage's calls cost (the API stage); the zero
 	// Price means they are free. It prices StageStats.CostUSD and
 	// SavedUSD and the calls Budget counts.
@@ -107,6 +117,9 @@ func (sc *StageConfig) setDefaults() {
 	}
 	if sc.MaxOutage <= 0 {
 		sc.MaxOutage = DefaultMaxOutage
+	}
+	if sc.MaxRefused <= 0 {
+		sc.MaxRefused = DefaultMaxRefused
 	}
 }
 
@@ -197,12 +210,13 @@ type StageProgress struct {
 	Name string
 	// Done and Dead count committed outcomes.
 	Done, Dead int64
-	// Calls counts every call; RateLimited, Transient and Unavailable
-	// the calls that failed so (see StageStats).
+	// Calls counts every call; RateLimited, Transient, Unavailable and
+	// BadAnswers the calls that failed so (see StageStats).
 	Calls       int64
 	RateLimited int64
 	Transient   int64
 	Unavailable int64
+	BadAnswers  int64
 	// Usage is the tokens billed so far, by Paid calls.
 	Usage Usage
 	Paid  int64
@@ -225,6 +239,7 @@ type stageCounters struct {
 	done, dead, attempts, calls         atomic.Int64
 	callTime                            atomic.Int64 // nanoseconds spent in calls, for their mean (claimSize)
 	rateLimited, transient, unavailable atomic.Int64
+	badAnswers                          atomic.Int64
 	prompt, candidate, total            atomic.Int64
 	inFlight                            atomic.Int64
 	// away: workers holding an item outside the limiter, waiting out a
@@ -233,6 +248,7 @@ type stageCounters struct {
 	away, workers      atomic.Int64
 	leasesLost         atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
 	limitMin, limitMax atomic.Int64
+	inFlightMax        atomic.Int64 // the most calls in flight at once
 	health             endpointHealth
 	overload           *overloadHold  // holds the calls while the server answers overloaded
 	pending            sync.WaitGroup // results sent, not yet committed or dropped
@@ -466,6 +482,14 @@ func (r *Runner) park(msg string) {
 	}
 }
 
+// halt parks every stage at once with msg: the cause refuses every call
+// of the run (see HaltError), so no stage takes more work; the calls in
+// flight finish and their answers are committed.
+func (r *Runner) halt(msg string) {
+	r.park(msg)
+	r.stopClaims()
+}
+
 func (r *Runner) parked() string {
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
@@ -546,7 +570,7 @@ func (r *Runner) stageStats(i int) *StageStats {
 	c := r.counters[i]
 	st := &StageStats{
 		Done: c.done.Load(), Dead: c.dead.Load(), Attempts: c.attempts.Load(), Calls: c.calls.Load(),
-		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
+		RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(), BadAnswers: c.badAnswers.Load(),
 		Usage: c.usage(), LeasesLost: c.leasesLost.Load(), Paid: c.paid.Load(), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
 	}
 	if !r.Stages[i].Price.IsZero() {
@@ -564,5 +588,6 @@ func (r *Runner) stageStats(i int) *StageStats {
 		r.observeLimit(i, l.Limit())
 		st.LimitMin, st.LimitMax, st.LimitEnd = int(c.limitMin.Load()), int(c.limitMax.Load()), l.Limit()
 	}
+	st.InFlightMax = int(c.inFlightMax.Load())
 	return st
 }

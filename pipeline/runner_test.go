@@ -253,7 +253,7 @@ func TestRunner_RefusalsEndAnOutage(t *testing.T) {
 			return ok(ctx, it, n)
 		}}
 		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{
-			{Stage: api, Workers: 1, MaxRateLimited: 1000, NewBackOff: every(time.Second)},
+			{Stage: api, Workers: 1, MaxRateLimited: 1000, MaxRefused: time.Hour, NewBackOff: every(time.Second)},
 		}}
 		sum, err := r.Run(context.Background())
 		if err != nil || st.tally()["done"] != 1 {

@@ -1,6 +1,9 @@
 package pipeline
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // classIndex places a class in stageCounters.outcomes, in Classes order.
 func classIndex(c Class) int {
@@ -21,7 +24,7 @@ func (r *Runner) progress(start time.Time) Progress {
 		c := r.counters[i]
 		sp := StageProgress{
 			Name: sc.Stage.Name(), Done: c.done.Load(), Dead: c.dead.Load(),
-			Calls: c.calls.Load(), RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(),
+			Calls: c.calls.Load(), RateLimited: c.rateLimited.Load(), Transient: c.transient.Load(), Unavailable: c.unavailable.Load(), BadAnswers: c.badAnswers.Load(),
 			Usage: c.usage(), Paid: c.paid.Load(), CostUSD: toUSD(c.spent.Load()), Cached: c.cached.Load(), SavedUSD: toUSD(c.saved.Load()),
 			InFlight: int(c.inFlight.Load()),
 			Outcomes: make(map[Class]int64, len(Classes)),
@@ -96,12 +99,25 @@ func (r *Runner) sampler(start time.Time, stop <-chan struct{}) {
 	}
 }
 
+// observeLimit folds stage i's limit into its range; concurrent callers
+// never lose a bound.
 func (r *Runner) observeLimit(i, limit int) {
 	c := r.counters[i]
-	if m := c.limitMin.Load(); m < 0 || int64(limit) < m {
-		c.limitMin.Store(int64(limit))
+	for {
+		m := c.limitMin.Load()
+		if (m >= 0 && int64(limit) >= m) || c.limitMin.CompareAndSwap(m, int64(limit)) {
+			break
+		}
 	}
-	if int64(limit) > c.limitMax.Load() {
-		c.limitMax.Store(int64(limit))
+	raiseTo(&c.limitMax, int64(limit))
+}
+
+// raiseTo stores v in a when it is higher than a's value.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
 	}
 }

@@ -327,6 +327,19 @@ func (c *Classify) classify(ctx context.Context, id, prompt string) (pipeline.Re
 	}
 	second := c.repairRequest(first, bad)
 	out, usage2, err := c.ask(ctx, id, prompt, second)
+	res, err := c.repaired(out, usage, usage2, bad, first, second, err)
+	// Two requests, each counted in the run's calls; the first answer
+	// was billed (it was read), the repair's when it says so.
+	res.Calls, res.BilledCalls = 2, 1
+	if usage2 != (pipeline.Usage{}) {
+		res.BilledCalls = 2
+	}
+	return res, err
+}
+
+// repaired is the outcome of the repair call (see classify): out, usage2
+// and err are its answer, usage the first call's.
+func (c *Classify) repaired(out ClassifyOutput, usage, usage2 pipeline.Usage, bad *stageError, first, second request, err error) (pipeline.Result, error) {
 	usage = usage.Add(usage2)
 	var again *stageError
 	switch {

@@ -120,8 +120,13 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 	if reason != "" {
 		what += ", " + reason
 	}
+	refused := ae.Code == http.StatusTooManyRequests || strings.EqualFold(status, "RESOURCE_EXHAUSTED")
 	switch {
-	case ae.Code == http.StatusTooManyRequests || strings.EqualFold(status, "RESOURCE_EXHAUSTED"):
+	case (refused || ae.Code == http.StatusForbidden) && len(quotas) == 0 && isBillingRefusal(ae.Message, reason):
+		// No quota, and waiting clears nothing: retried, one call every
+		// few seconds at the limiter's floor would go on all night.
+		return pipeline.Halt(c.errorf(err, "classify: the account cannot pay for calls (%s: %s): no call will succeed until it can; add credits or enable billing for the API key's project, then run again to resume", what, msg))
+	case refused:
 		if daily {
 			quotas = slices.DeleteFunc(quotas, func(id string) bool { return !isDaily(id) })
 		}
@@ -160,6 +165,24 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 	default:
 		return c.errorf(err, "classify: unexpected answer (%s: %s)", what, msg)
 	}
+}
+
+// billingRefusal matches what the API says when the account, not a quota,
+// refuses a call: prepayment credits depleted, credits exhausted, billing
+// not enabled, a billing account closed or missing. Gemini's quota 429s say
+// "please check your plan and billing details", which must not match: so
+// "billing" alone is not enough, nor "exhausted" without "credit".
+var billingRefusal = regexp.MustCompile(`(?i)` +
+	`prepay|` +
+	`\bcredits?\b[^.]{0,40}?\b(deplet|exhaust|used up|run out|ran out|insufficient|too low|expired|no longer)|` +
+	`\b(deplet\w*|exhaust\w*|used up|run out of|ran out of|insufficient|out of|no( remaining)?)\s+(\w+\s+){0,2}?credits?\b|` +
+	`\bbilling\b[^.]{0,20}?\b(account|disabled|not enabled|not active|inactive|must be enabled|to be enabled|is required|suspended)|` +
+	`\benabl\w*\s+billing\b`)
+
+// isBillingRefusal reports a refusal for the account's billing or credits,
+// from the error's message or ErrorInfo's reason (BILLING_DISABLED).
+func isBillingRefusal(message, reason string) bool {
+	return strings.Contains(strings.ToUpper(reason), "BILLING") || billingRefusal.MatchString(strings.Join(strings.Fields(message), " "))
 }
 
 // detailsOf reads the google.rpc details of an API error: ErrorInfo's
@@ -287,10 +310,16 @@ type stageError struct {
 	// problem says what was wrong with the answer, for the repair call's
 	// instruction.
 	problem string
+	// badAnswer: the server answered with nothing usable (see
+	// pipeline.AnswerFault).
+	badAnswer bool
 }
 
-func (e *stageError) Error() string { return e.msg }
-func (e *stageError) Unwrap() error { return e.err }
+func (e *stageError) Error() string     { return e.msg }
+func (e *stageError) Unwrap() error     { return e.err }
+func (e *stageError) AnswerFault() bool { return e.badAnswer }
+
+var _ pipeline.AnswerFault = (*stageError)(nil)
 
 // errorf builds a stageError whose message is redacted as a whole, which
 // catches the key wherever an argument put it. Arguments that may be long
@@ -298,6 +327,14 @@ func (e *stageError) Unwrap() error { return e.err }
 // c.short, which redacts before it cuts.
 func (c *Classify) errorf(cause error, format string, args ...any) error {
 	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
+}
+
+// unusable is errorf for an answer with nothing usable in it (no
+// candidates, say): retried as transient, counted apart from 5xx.
+func (c *Classify) unusable(format string, args ...any) error {
+	e := c.errorf(nil, format, args...).(*stageError)
+	e.badAnswer = true
+	return e
 }
 
 // repairable is errorf for an answer the stage asks again for, once:

@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -270,6 +271,99 @@ func TestClassify_ErrorBodyWithoutCode(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("message %v, want one with %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+// TestClassify_BillingRefusalHalts: a refusal for the account's credits or
+// billing (a 429 with no QuotaFailure, as Gemini sends when prepayment
+// credits run dry; a 403 BILLING_DISABLED) is a HaltError whose message
+// says what to do, whatever its case and spacing; a quota 429, whose
+// message also speaks of "billing details", stays a rate limit.
+func TestClassify_BillingRefusalHalts(t *testing.T) {
+	const what = "add credits or enable billing for the API key's project, then run again to resume"
+	errBody := func(code int, status, msg string, details ...string) string {
+		d := ""
+		if len(details) > 0 {
+			d = `,"details":[` + strings.Join(details, ",") + `]`
+		}
+		return fmt.Sprintf(`{"error":{"code":%d,"message":%q,"status":%q%s}}`, code, msg, status, d)
+	}
+	billingDisabled := `{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"BILLING_DISABLED","domain":"googleapis.com"}`
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		halt   bool
+		want   pipeline.Class
+	}{
+		{"prepayment credits depleted", 429, errBody(429, "RESOURCE_EXHAUSTED", "Your prepayment credits are depleted. Please go to AI Studio at https://ai.studio/projects to manage your project and billing."), true, pipeline.ClassFatal},
+		{"upper case, line breaks", 429, errBody(429, "RESOURCE_EXHAUSTED", "YOUR PREPAYMENT\n  CREDITS ARE DEPLETED."), true, pipeline.ClassFatal},
+		{"credits exhausted", 429, errBody(429, "RESOURCE_EXHAUSTED", "Your credits have been exhausted."), true, pipeline.ClassFatal},
+		{"exhausted your credits", 429, errBody(429, "RESOURCE_EXHAUSTED", "You have exhausted your free credits."), true, pipeline.ClassFatal},
+		{"billing not enabled", 429, errBody(429, "RESOURCE_EXHAUSTED", "This API method requires billing to be enabled. Please enable billing on project #1234 then retry."), true, pipeline.ClassFatal},
+		{"billing account disabled", 429, errBody(429, "RESOURCE_EXHAUSTED", "The billing account for the owning project is disabled in state absent"), true, pipeline.ClassFatal},
+		{"403 BILLING_DISABLED", 403, errBody(403, "PERMISSION_DENIED", "This API method requires billing to be enabled.", billingDisabled), true, pipeline.ClassFatal},
+		{"quota 429 naming billing details", 429, body429Minute, false, pipeline.ClassRateLimited},
+		{"bare 429", 429, errBody(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."), false, pipeline.ClassRateLimited},
+		{"a quota 429 that names a quota is a quota whatever it says", 429, errBody(429, "RESOURCE_EXHAUSTED", "Your prepayment credits are depleted.",
+			`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel"}]}`), false, pipeline.ClassRateLimited},
+		{"403 without billing", 403, errBody(403, "PERMISSION_DENIED", "Generative Language API has not been used in project 1234 before or it is disabled. Enable it by visiting the console."), false, pipeline.ClassFatal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeGemini(t, reply(tc.status, tc.body))
+			c := newTestClassify(t, srv.srv.URL)
+			_, err := c.Process(context.Background(), testItem("r1", "the app crashes"))
+			if class := pipeline.ClassOf(context.Background(), err); class != tc.want {
+				t.Errorf("class %q, want %q: %v", class, tc.want, err)
+			}
+			var he *pipeline.HaltError
+			if got := errors.As(err, &he); got != tc.halt {
+				t.Fatalf("halts = %v, want %v: %v", got, tc.halt, err)
+			}
+			if tc.halt && (!strings.HasPrefix(he.Error(), "classify: the account cannot pay for calls (") || !strings.HasSuffix(he.Error(), what)) {
+				t.Errorf("message %q, want one that says what happened and ends %q", he, what)
+			}
+		})
+	}
+}
+
+// TestClassify_UnusableAnswerIsNotA5xx: a 200 with nothing usable in it
+// (no candidates and no block reason, an empty object, a model that
+// stopped early for no stated cause) is retried as transient but marked a
+// pipeline.AnswerFault, so the run counts it as a bad answer, not as a
+// 5xx or a timeout; a 500 is not marked.
+func TestClassify_UnusableAnswerIsNotA5xx(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		fault  bool
+	}{
+		{"no candidates, no block reason", 200, `{"candidates":[],"usageMetadata":{"promptTokenCount":11,"totalTokenCount":11}}`, true},
+		{"an empty object", 200, `{}`, true},
+		{"stopped early", 200, answer("", "OTHER"), true},
+		{"a 500", 500, body500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, llm := range []bool{false, true} {
+				srv := newFakeGemini(t, reply(tc.status, tc.body))
+				var err error
+				if llm {
+					ep := Endpoint{Backend: BackendGemini, APIKey: testKey, BaseURL: srv.srv.URL}
+					l := newTestLLM(t, LLMConfig{Name: "classify", Endpoint: ep, Labels: []string{"bug", "other"}})
+					_, err = l.Process(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "r1", Text: "the app crashes"}})
+				} else {
+					_, err = newTestClassify(t, srv.srv.URL).Process(context.Background(), testItem("r1", "the app crashes"))
+				}
+				if class := pipeline.ClassOf(context.Background(), err); class != pipeline.ClassTransient {
+					t.Errorf("llm %v: class %q, want transient: %v", llm, class, err)
+				}
+				var af pipeline.AnswerFault
+				if got := errors.As(err, &af) && af.AnswerFault(); got != tc.fault {
+					t.Errorf("llm %v: an unusable answer = %v, want %v: %v", llm, got, tc.fault, err)
+				}
 			}
 		})
 	}

@@ -78,6 +78,8 @@ func TestClassify_Repair(t *testing.T) {
 		msg     []string       // in the error
 		usage   pipeline.Usage
 		verdict bool // the error is a verdict on the item (VerdictError)
+		// unbilled is the requests sent that were not billed (a 503).
+		unbilled int
 	}{
 		{name: "good at once", replies: fns(good), calls: 1, usage: one},
 		{name: "cut off, then good", replies: fns(cutOff, good), calls: 2, repair: "cut_off", usage: one.Add(one),
@@ -90,7 +92,7 @@ func TestClassify_Repair(t *testing.T) {
 			note: "did not match", msg: []string{`label "crash" is not one of`, "and the same after it was told what was wrong", "edit the row in your input file"}},
 		{name: "cut off, then off the schema", replies: fns(cutOff, offSchema, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
 			note: "cut off", msg: []string{"first cut off at 256 output tokens; after it was told what was wrong, label"}},
-		{name: "cut off, then a 503", replies: fns(cutOff, reply(503, body503), good), calls: 2, class: pipeline.ClassOverloaded, usage: one,
+		{name: "cut off, then a 503", replies: fns(cutOff, reply(503, body503), good), calls: 2, class: pipeline.ClassOverloaded, usage: one, unbilled: 1,
 			note: "cut off", msg: []string{"503 UNAVAILABLE"}},
 		{name: "off the schema, then a safety block", replies: fns(offSchema, reply(200, answer("", "SAFETY")), good), calls: 2,
 			class: pipeline.ClassPermanent, usage: one.Add(one), note: "did not match", msg: []string{"safety filter"}, verdict: true},
@@ -106,6 +108,11 @@ func TestClassify_Repair(t *testing.T) {
 			}
 			if res.Usage != tc.usage {
 				t.Errorf("Usage = %+v, want %+v (every call is billed)", res.Usage, tc.usage)
+			}
+			// The runner counts every request sent, a repair too, and
+			// those billed (Result.Calls, a zero meaning one).
+			if calls := max(res.Calls, 1); calls != tc.calls || (res.Calls > 0 && res.BilledCalls != tc.calls-tc.unbilled) {
+				t.Errorf("Result says %d calls, %d billed; the server saw %d, %d billed", res.Calls, res.BilledCalls, tc.calls, tc.calls-tc.unbilled)
 			}
 			if reqs[0].maxOutputTokens != DefaultMaxOutputTokens || reqs[0].system != DefaultSystemInstruction(DefaultLabels) {
 				t.Errorf("first request: budget %d, system %q", reqs[0].maxOutputTokens, reqs[0].system)

@@ -50,7 +50,7 @@ func (c *Classify) decode(resp *genai.GenerateContentResponse, callErr error, re
 		return ClassifyOutput{}, pipeline.Usage{}, c.callError(callErr)
 	}
 	if resp == nil {
-		return ClassifyOutput{}, pipeline.Usage{}, c.errorf(nil, "classify: the API returned an empty response")
+		return ClassifyOutput{}, pipeline.Usage{}, c.unusable("classify: the API returned an empty response")
 	}
 	usage := usageOf(resp.UsageMetadata)
 	out, err := c.checkResponse(resp, req)
@@ -104,7 +104,7 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return ClassifyOutput{}, c.errorf(nil, "classify: the model returned no candidates and no block reason")
+		return ClassifyOutput{}, c.unusable("classify: the model returned no candidates and no block reason")
 	}
 	cand := resp.Candidates[0]
 	switch fr := cand.FinishReason; {
@@ -115,7 +115,7 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 	case blockedFinish[fr] != "":
 		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:
-		return ClassifyOutput{}, c.errorf(nil, "classify: the model stopped early (finishReason=%s)", fr)
+		return ClassifyOutput{}, c.unusable("classify: the model stopped early (finishReason=%s)", fr)
 	}
 
 	var text strings.Builder

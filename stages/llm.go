@@ -313,12 +313,22 @@ func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, e
 	}
 	out, usage2, err := l.ask(ctx, id, prompt, second)
 	usage = usage.Add(usage2)
-	var again *stageError
+	var (
+		again *stageError
+		res   pipeline.Result
+	)
 	if errors.As(err, &again) && again.repair != "" {
-		return pipeline.Result{Usage: usage}, pipeline.Permanent(l.errs.errorf(again,
+		res, err = pipeline.Result{Usage: usage}, pipeline.Permanent(l.errs.errorf(again,
 			"%s: the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens", l.name, bad.problem, again.problem))
+	} else {
+		res, err = l.encode(out, usage, string(bad.repair), err)
 	}
-	return l.encode(out, usage, string(bad.repair), err)
+	// Two requests, each counted in the run's calls (see Classify.classify).
+	res.Calls, res.BilledCalls = 2, 1
+	if usage2 != (pipeline.Usage{}) {
+		res.BilledCalls = 2
+	}
+	return res, err
 }
 
 func (l *LLM) encode(out map[string]any, usage pipeline.Usage, repair string, err error) (pipeline.Result, error) {
@@ -352,7 +362,7 @@ func (l *LLM) ask(ctx context.Context, id, prompt string, req request) (map[stri
 		return nil, pipeline.Usage{}, l.rename(l.errs.callError(withHTTPStatus(err, int(status.Load()))))
 	}
 	if resp == nil {
-		return nil, pipeline.Usage{}, l.errs.errorf(nil, "%s: the API returned an empty response", l.name)
+		return nil, pipeline.Usage{}, l.errs.unusable("%s: the API returned an empty response", l.name)
 	}
 	usage := usageOf(resp.UsageMetadata)
 	out, err := l.check(resp, req)
@@ -435,7 +445,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[strin
 		return nil, verdict(e.errorf(nil, "%s: blocked by the model's safety filter (promptFeedback.blockReason=%s): %s", l.name, pf.BlockReason, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return nil, e.errorf(nil, "%s: the model returned no candidates and no block reason", l.name)
+		return nil, e.unusable("%s: the model returned no candidates and no block reason", l.name)
 	}
 	cand := resp.Candidates[0]
 	switch fr := cand.FinishReason; {
@@ -446,7 +456,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[strin
 	case blockedFinish[fr] != "":
 		return nil, verdict(e.errorf(nil, "%s: %s (finishReason=%s): %s", l.name, blockedFinish[fr], fr, blockHint))
 	default:
-		return nil, e.errorf(nil, "%s: the model stopped early (finishReason=%s)", l.name, fr)
+		return nil, e.unusable("%s: the model stopped early (finishReason=%s)", l.name, fr)
 	}
 	var text strings.Builder
 	if cand.Content != nil {

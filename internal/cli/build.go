@@ -160,6 +160,7 @@ func (o *pipelineOptions) validate() error {
 		{o.Cooldown < 0, "cooldown", "a duration of 0 or more"},
 		{o.MaxWait <= 0, "max-wait", "a positive duration"},
 		{o.MaxOutage <= 0, "max-outage", "a positive duration"},
+		{o.MaxRefused <= 0, "max-refused", "a positive duration"},
 		{o.TPM < 0, "tpm", "a number of tokens per minute, or 0 for unknown"},
 		{o.RPM < 0, "rpm", "a number of requests per minute, or 0 for unknown"},
 		{o.ConfirmAbove < 0, "confirm-above", "a number of items, 0 or more"},
@@ -211,7 +212,7 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
 		// Workers: as many as the limiter can ever let be in flight
 		// (pipeline.PoolSizer), also when useFleetLimiter replaces it.
-		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, Price: b.price()},
+		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, MaxRefused: o.MaxRefused, Price: b.price()},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
 }

@@ -60,6 +60,7 @@ type pipelineOptions struct {
 	Start, Floor, Ceiling, Fixed int
 	Decrease                     float64
 	Cooldown, MaxWait, MaxOutage time.Duration
+	MaxRefused                   time.Duration
 	TPM, RPM                     int
 	PriceIn, PriceOut            float64
 	// NoCache calls every item, even one whose question was answered.
@@ -145,6 +146,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.DurationFlag{Name: "cooldown", Category: catLimiter, Value: limiter.DefaultCooldown, Usage: "longest pause in growth after a decrease (shortened to 5 round trips once latency is measured)", EnvVars: env("cooldown"), Destination: &o.Cooldown},
 		&cli.DurationFlag{Name: "max-wait", Category: catLimiter, Value: pipeline.DefaultMaxWait, Usage: "a 429 asking to wait longer than this stops the run (exit 3) instead of waiting", EnvVars: env("max-wait"), Destination: &o.MaxWait},
 		&cli.DurationFlag{Name: "max-outage", Category: catLimiter, Value: pipeline.DefaultMaxOutage, Usage: "how long the API may stay unreachable (items wait, spending no attempts) before the run stops with exit 3; 30 s at most before the first success", EnvVars: env("max-outage"), Destination: &o.MaxOutage},
+		&cli.DurationFlag{Name: "max-refused", Category: catLimiter, Value: pipeline.DefaultMaxRefused, Usage: "how long every call may be refused (429, no success) before the run stops with exit 3 as quota exhausted; a warning comes halfway", EnvVars: env("max-refused"), Destination: &o.MaxRefused},
 		&cli.IntFlag{Name: "tpm", Category: catLimiter, Usage: "your tokens-per-minute quota: caps concurrency and paces calls", DefaultText: "unknown", EnvVars: env("tpm"), Destination: &o.TPM},
 		&cli.IntFlag{Name: "rpm", Category: catLimiter, Usage: "your requests-per-minute quota: paces calls", DefaultText: "unknown", EnvVars: env("rpm"), Destination: &o.RPM},
 		&cli.Float64Flag{Name: "price-in", Category: catCost, Value: -1, Usage: "USD per million input tokens", DefaultText: "the model's list price when known", EnvVars: env("price-in"), Destination: &o.PriceIn},

@@ -32,6 +32,7 @@ type simOptions struct {
 	OverloadEvery, OverloadFor time.Duration
 	Tail                       float64
 	LatencyMax, PerInFlight    time.Duration
+	Credits                    int64
 	Batch                      simBatchOptions
 }
 
@@ -68,6 +69,7 @@ func simFlags(o *simOptions, d simOptions) []cli.Flag {
 		&cli.Float64Flag{Category: catSim, Name: "latency-tail", Value: d.Tail, Usage: "simulator: Pareto shape of a heavy latency tail, e.g. 1.2 (0 = none)", Destination: &o.Tail},
 		&cli.DurationFlag{Category: catSim, Name: "latency-max", Value: d.LatencyMax, Usage: "simulator: cap on latency (0 = none)", Destination: &o.LatencyMax},
 		&cli.DurationFlag{Category: catSim, Name: "latency-per-inflight", Value: d.PerInFlight, Usage: "simulator: latency added per other request in flight", Destination: &o.PerInFlight},
+		&cli.Int64Flag{Category: catSim, Name: "sim-credits", Value: d.Credits, Usage: "simulator: calls the account's prepayment credits pay for; later calls get 429 \"Your prepayment credits are depleted\" (0 = never run out)", Destination: &o.Credits},
 	}, simBatchFlags(&o.Batch, d.Batch)...)
 }
 
@@ -95,6 +97,7 @@ func (o *simOptions) config() (geminisim.Config, error) {
 		QuotaFailure:       geminisim.QuotaFailureMode(o.QuotaFailure),
 		ConcurrencyRefusal: geminisim.ConcurrencyRefusal(o.CapAnswer),
 		Overload:           geminisim.Overload{Every: o.OverloadEvery, For: o.OverloadFor},
+		Credits:            o.Credits,
 	}
 	if err := cfg.Validate(); err != nil {
 		return geminisim.Config{}, usagef("simulator: %v", err)

@@ -23,6 +23,7 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			RateLimited int64          `json:"rate_limited"`
 			Transient   int64          `json:"transient"`
 			Unavailable int64          `json:"unavailable"`
+			BadAnswers  int64          `json:"bad_answers"`
 			Dead        int64          `json:"dead"`
 			Usage       pipeline.Usage `json:"usage"`
 			CostUSD     float64        `json:"cost_usd"`
@@ -30,7 +31,7 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			SavedUSD    float64        `json:"saved_usd"`
 		}
 		all := sum.Totals()
-		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Unavailable: all.Unavailable, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD,
+		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Unavailable: all.Unavailable, BadAnswers: all.BadAnswers, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD,
 			Cached: all.Cached, SavedUSD: all.SavedUSD}
 		return writeJSON(w, struct {
 			pipeline.RunSummary
@@ -44,20 +45,25 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tdone\tdead\tattempts\tcalls\t429s\t5xx/timeouts\tunreachable\ttokens in\ttokens out\test. cost\t")
+	// "bad answers": 200s with nothing usable (no candidates), which are
+	// neither 5xx nor timeouts.
+	fmt.Fprintln(tw, "stage\tdone\tdead\tattempts\tcalls\t429s\t5xx/timeouts\tunreachable\tbad answers\ttokens in\ttokens out\test. cost\t")
 	for _, name := range summaryStages(stageOrder, sum) {
 		s := sum.Stages[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", name, s.Done, s.Dead, s.Attempts, s.Calls, s.RateLimited, s.Transient, s.Unavailable,
-			s.Usage.PromptTokens, s.Usage.CandidateTokens, s.CostUSD)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", name, s.Done, s.Dead, s.Attempts, s.Calls, s.RateLimited, s.Transient, s.Unavailable,
+			s.BadAnswers, s.Usage.PromptTokens, s.Usage.CandidateTokens, s.CostUSD)
 	}
 	total := sum.Totals()
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", total.Dead, total.Attempts, total.Calls, total.RateLimited, total.Transient, total.Unavailable,
-		total.Usage.PromptTokens, total.Usage.CandidateTokens, total.CostUSD)
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t$%.4f\t\n", total.Dead, total.Attempts, total.Calls, total.RateLimited, total.Transient, total.Unavailable,
+		total.BadAnswers, total.Usage.PromptTokens, total.Usage.CandidateTokens, total.CostUSD)
 	tw.Flush()
 	for _, name := range summaryStages(stageOrder, sum) {
 		if s := sum.Stages[name]; s.LimitMax > 0 && s.Calls > 0 {
-			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; concurrency limit ranged %d..%d, ended at %d\n",
-				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.LimitMin, s.LimitMax, s.LimitEnd)
+			// What was in flight, measured, beside the limit the
+			// limiter set: they differ when the limit falls under
+			// calls already in flight.
+			fmt.Fprintf(w, "%s: 429 share %.2f%% of %d calls; at most %d calls in flight at once; concurrency limit ranged %d..%d, ended at %d\n",
+				name, 100*float64(s.RateLimited)/float64(s.Calls), s.Calls, s.InFlightMax, s.LimitMin, s.LimitMax, s.LimitEnd)
 		}
 	}
 	for _, name := range summaryStages(stageOrder, sum) {

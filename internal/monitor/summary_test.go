@@ -14,7 +14,7 @@ func TestPrintSummary(t *testing.T) {
 	sum := pipeline.RunSummary{ID: "run-1", Started: start, Ended: start.Add(90 * time.Second), Status: "complete",
 		Stages: map[string]*pipeline.StageStats{
 			"sanitize": {Done: 9, Dead: 1, DeadReasons: map[string]int{"permanent: text is empty": 1}},
-			"classify": {Done: 8, Dead: 1, Attempts: 9, Calls: 10, RateLimited: 1, Transient: 2, Unavailable: 3, LimitMin: 2, LimitMax: 8, LimitEnd: 6,
+			"classify": {Done: 8, Dead: 1, Attempts: 9, Calls: 10, RateLimited: 1, Transient: 2, Unavailable: 3, BadAnswers: 4, LimitMin: 2, LimitMax: 8, LimitEnd: 6, InFlightMax: 7,
 				Paid: 5, Cached: 3, CostUSD: 0.0012, SavedUSD: 0.0007,
 				DeadReasons: map[string]int{"transient: server said \x1b[2Jhi": 1}},
 		}}
@@ -26,8 +26,8 @@ func TestPrintSummary(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"run run-1: complete in 1m30s",
-		"5xx/timeouts  unreachable", // the header, each class in its own column
-		"classify: 429 share 10.00% of 10 calls; concurrency limit ranged 2..8, ended at 6",
+		"5xx/timeouts  unreachable  bad answers", // the header, each class in its own column
+		"classify: 429 share 10.00% of 10 calls; at most 7 calls in flight at once; concurrency limit ranged 2..8, ended at 6",
 		`server said \x1b[2Jhi`,
 		"edit those rows in the input file and run again",
 		"classify: 5 paid calls, 3 cached answers (no call), $0.0012 spent, $0.0007 saved by the cache",
@@ -38,9 +38,9 @@ func TestPrintSummary(t *testing.T) {
 		}
 	}
 	for _, line := range strings.Split(out, "\n") {
-		// stage done dead attempts calls 429s 5xx/timeouts unreachable ...
-		if f := strings.Fields(line); len(f) > 7 && f[0] == "classify" && (f[6] != "2" || f[7] != "3") {
-			t.Errorf("classify row %q: want 2 5xx/timeouts and 3 unreachable", line)
+		// stage done dead attempts calls 429s 5xx/timeouts unreachable bad ...
+		if f := strings.Fields(line); len(f) > 8 && f[0] == "classify" && (f[6] != "2" || f[7] != "3" || f[8] != "4") {
+			t.Errorf("classify row %q: want 2 5xx/timeouts, 3 unreachable and 4 bad answers", line)
 		}
 	}
 	if strings.Contains(out, "\x1b") || strings.Contains(out, " | ") {

@@ -75,6 +75,13 @@ type Config struct {
 	// Overload answers 503 "The model is overloaded" to every call during
 	// bursts (before the quota check: such calls consume no quota).
 	Overload Overload
+	// Credits, if > 0, is how many calls the account's prepayment
+	// credits pay for: once that many were admitted, every
+	// generateContent call is answered 429 RESOURCE_EXHAUSTED "Your
+	// prepayment credits are depleted…" with no details, as the API
+	// answers when an account's credits run out (before the quota check:
+	// such calls consume no quota). 0: the credits never run out.
+	Credits int64
 	// Faults are the injected failure rates.
 	Faults Faults
 	// Seed makes faults, jitter and response ids repeatable: the same seed
@@ -125,6 +132,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.ConcurrencyRefusal != "" && !slices.Contains(ConcurrencyRefusals, cfg.ConcurrencyRefusal) {
 		return fmt.Errorf("concurrency refusal %q: want one of %v", cfg.ConcurrencyRefusal, ConcurrencyRefusals)
+	}
+	if cfg.Credits < 0 {
+		return fmt.Errorf("credits %d: want 0 (never run out) or more", cfg.Credits)
 	}
 	if o := cfg.Overload; o.For < 0 || o.Every < 0 || (o.For > 0 && o.Every <= o.For) {
 		return fmt.Errorf("overload bursts of %s every %s: want 0 < for < every", o.For, o.Every)

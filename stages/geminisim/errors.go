@@ -64,6 +64,13 @@ func writeCapacity(w http.ResponseWriter) {
 	writeError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).")
 }
 
+// writeNoCredits is the API's answer once the account's prepayment
+// credits are spent: a 429 with no details, no quota named, no retry
+// delay, and a message that is the only clue.
+func writeNoCredits(w http.ResponseWriter) {
+	writeError(w, http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", "Your prepayment credits are depleted. Please go to AI Studio at https://ai.studio/projects to manage your project and billing.")
+}
+
 // writeRateLimited writes a quota 429 the way the API does, its details
 // shaped by the RetryInfo and QuotaFailure modes.
 func writeRateLimited(w http.ResponseWriter, model string, vs []violation, delay time.Duration, ri RetryInfoMode, qf QuotaFailureMode) {

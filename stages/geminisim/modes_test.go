@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -234,6 +235,32 @@ func TestServer_OverloadBursts(t *testing.T) {
 	st := s.Stats()
 	if st.Outcomes[OutcomeOverloadBurst] != 2 || st.AdmittedRequests != 2 {
 		t.Errorf("a burst's 503s must not consume quota: %+v", st.Outcomes)
+	}
+}
+
+// TestServer_Credits: the calls the credits pay for are answered; every
+// call after them gets the API's 429 for depleted prepayment credits,
+// with no details and no quota consumed.
+func TestServer_Credits(t *testing.T) {
+	s := New(Config{RPM: 100, Credits: 2})
+	want := []int{200, 200, 429, 429}
+	for i, code := range want {
+		got, body := rawCall(t, s, "", fmt.Sprintf("hello %d", i))
+		if got != code {
+			t.Fatalf("call %d: %d %v, want %d", i+1, got, body, code)
+		}
+		if code == 429 && !strings.Contains(fmt.Sprint(body), "Your prepayment credits are depleted") {
+			t.Errorf("call %d: %v, want the depleted-credits message", i+1, body)
+		}
+		if code == 429 && strings.Contains(fmt.Sprint(body), "details") {
+			t.Errorf("call %d: %v, want no details", i+1, body)
+		}
+	}
+	if st := s.Stats(); st.Outcomes[OutcomeNoCredits] != 2 || st.AdmittedRequests != 2 || st.Outcomes[OutcomeOK] != 2 {
+		t.Errorf("stats %+v, admitted %d", st.Outcomes, st.AdmittedRequests)
+	}
+	if err := (Config{Credits: -1}).Validate(); err == nil {
+		t.Error("Credits -1 validated")
 	}
 }
 

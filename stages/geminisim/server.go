@@ -235,6 +235,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 		writeOverloaded(w)
 		return
 	}
+	if s.cfg.Credits > 0 && s.acct.admitted >= s.cfg.Credits {
+		s.countLocked(OutcomeNoCredits, key, 0, c.promptTokens)
+		s.mu.Unlock()
+		writeNoCredits(w)
+		return
+	}
 	q := s.quota(model)
 	if vs := q.violations(now, c.promptTokens); len(vs) > 0 {
 		// A counted refusal is charged first, so that the delay it is

@@ -16,6 +16,7 @@ const (
 	OutcomeErr503         Outcome = "err503"          // injected 503 UNAVAILABLE
 	OutcomeOverloaded     Outcome = "overloaded"      // 503 because MaxConcurrent was exceeded
 	OutcomeCapacity       Outcome = "capacity"        // bare 429 because MaxConcurrent was exceeded (RefuseBare429)
+	OutcomeNoCredits      Outcome = "no_credits"      // 429 "Your prepayment credits are depleted", no details (Credits spent)
 	OutcomeOverloadBurst  Outcome = "overload_burst"  // 503 during an Overload burst
 	OutcomeHang           Outcome = "hang"            // held until the client gave up or Close
 	OutcomeMalformed      Outcome = "malformed"       // 200 with a truncated JSON body
@@ -29,7 +30,7 @@ const (
 
 // allOutcomes lists every Outcome, so Stats.Outcomes always has every key.
 var allOutcomes = []Outcome{
-	OutcomeOK, OutcomeRateLimited, OutcomeErr500, OutcomeErr503, OutcomeOverloaded, OutcomeCapacity, OutcomeOverloadBurst,
+	OutcomeOK, OutcomeRateLimited, OutcomeErr500, OutcomeErr503, OutcomeOverloaded, OutcomeCapacity, OutcomeNoCredits, OutcomeOverloadBurst,
 	OutcomeHang, OutcomeMalformed, OutcomeBlockPrompt, OutcomeBlockCandidate,
 	OutcomeMaxTokens, OutcomeBadKey, OutcomeNotFound, OutcomeBadRequest,
 }
