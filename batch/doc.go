@@ -39,7 +39,10 @@
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the
 // queue again, up to Config.MaxRounds; in ModeAuto it runs one round and
 // leaves whatever the batch did not answer by the deadline in the queue for
-// the online runner (and its AIMD limiter) to drain.
+// the online runner (and its AIMD limiter) to drain. ModeAuto's deadline is
+// the run's, counted from its start (or its oldest open intent), never
+// renewed per job: past it no job is reserved and every open one is
+// cancelled.
 //
 // # What the genai SDK does (v1.77.0, checked in its source)
 //

@@ -85,7 +85,11 @@ type Config struct {
 	Size int
 	// Deadline is how long a job may stay PENDING or RUNNING after
 	// create (or, for an intent, before create succeeds) before it is
-	// cancelled and its items returned to the queue.
+	// cancelled and its items returned to the queue. In ModeAuto it is
+	// also the whole run's: counted from the start of Run (or from the
+	// oldest open job's intent, when resuming), no job is reserved past
+	// it and every job still open then is cancelled, so what the batch
+	// did not answer goes online in time.
 	Deadline time.Duration
 	// InlineBytes is the largest job sent as inlined requests; bigger
 	// ones go as an uploaded JSONL file.
@@ -202,6 +206,9 @@ type Driver struct {
 	// createAt and createWait pace creates after a 429.
 	createAt   time.Time
 	createWait time.Duration
+	// until is ModeAuto's deadline for the run (see Config.Deadline);
+	// zero in ModeBatch, where each job has its own.
+	until time.Time
 }
 
 // tracked is an open job and its polling pace.
@@ -234,6 +241,19 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 	if err := d.resume(ctx); err != nil {
 		return d.sum, err
 	}
+	if d.cfg.Mode == ModeAuto {
+		// One deadline for the run, never renewed per job: jobs that
+		// came back (a 429 kept them from being created, they expired)
+		// would otherwise go into new jobs with deadlines of their own,
+		// and the online runner would wait for all of them.
+		from := d.cfg.Now()
+		for _, t := range d.jobs {
+			if t.job.Created.Before(from) {
+				from = t.job.Created
+			}
+		}
+		d.until = from.Add(d.cfg.Deadline)
+	}
 	rounds := 1
 	if d.cfg.Mode == ModeBatch {
 		rounds = d.cfg.MaxRounds
@@ -246,6 +266,9 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			created, err := d.createPending(ctx, now)
 			if err != nil {
 				return d.sum, err
+			}
+			if created && filling && !d.until.IsZero() && !now.Before(d.until) {
+				filling = false // what is left goes online
 			}
 			if created && filling {
 				more, err := d.reserve(now)
@@ -260,6 +283,7 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			if err := d.pollDue(ctx, now); err != nil {
 				return d.sum, err
 			}
+			d.pollByDeadline(now)
 			if wait, ok := d.nextWake(now); ok {
 				if err := d.cfg.Sleep(ctx, wait); err != nil {
 					return d.sum, err
@@ -321,7 +345,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		if t.job.Name != "" {
 			continue
 		}
-		if t.unsure && (!now.Before(d.createAt) || now.Sub(t.job.Created) >= d.cfg.Deadline) {
+		if t.unsure && (!now.Before(d.createAt) || d.pastDeadline(t, now)) {
 			// It may exist at the API: find it before creating, or before
 			// giving up on it (a live job of ours must not go unwatched).
 			attached, err := d.attach(ctx, t)
@@ -339,7 +363,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			}
 			t.unsure = false
 		}
-		if now.Sub(t.job.Created) >= d.cfg.Deadline {
+		if d.pastDeadline(t, now) {
 			if err := d.close(t, "not created before the deadline", now); err != nil {
 				return false, err
 			}
@@ -419,14 +443,49 @@ func (d *Driver) order() []uint64 {
 	return nums
 }
 
-// nextWake is how long to sleep until a job is due for a poll or a create
-// may be retried; false when nothing waits.
+// deadline is when job t is given up on: Config.Deadline after its
+// create (after its intent while it has no API name), and in ModeAuto no
+// later than the run's deadline.
+func (d *Driver) deadline(t *tracked) time.Time {
+	from := t.job.Submitted
+	if t.job.Name == "" || from.IsZero() {
+		from = t.job.Created
+	}
+	at := from.Add(d.cfg.Deadline)
+	if !d.until.IsZero() && d.until.Before(at) {
+		at = d.until
+	}
+	return at
+}
+
+// pastDeadline reports whether job t's deadline has come.
+func (d *Driver) pastDeadline(t *tracked, now time.Time) bool {
+	return !now.Before(d.deadline(t))
+}
+
+// pollByDeadline brings a created job's next poll forward to its
+// deadline, so the job is cancelled then and not a poll interval (up to
+// PollMax) later. Only a deadline still ahead: a poll that failed at the
+// deadline waits its interval rather than being retried at once.
+func (d *Driver) pollByDeadline(now time.Time) {
+	for _, t := range d.jobs {
+		if dl := d.deadline(t); t.job.Name != "" && now.Before(dl) && dl.Before(t.nextPoll) {
+			t.nextPoll = dl
+		}
+	}
+}
+
+// nextWake is how long to sleep until a job is due for a poll, a create
+// may be retried or an intent's deadline comes; false when nothing waits.
 func (d *Driver) nextWake(now time.Time) (time.Duration, bool) {
 	var next time.Time
 	for _, t := range d.jobs {
 		at := t.nextPoll
 		if t.job.Name == "" {
 			at = d.createAt
+			if dl := d.deadline(t); now.Before(dl) && dl.Before(at) {
+				at = dl
+			}
 		}
 		if next.IsZero() || at.Before(next) {
 			next = at

@@ -491,3 +491,78 @@ func TestCancel_IntentCreatedBeforeACrash(t *testing.T) {
 		t.Errorf("the job made before the crash is still live at the API: %+v", bs)
 	}
 }
+
+// TestDriver_AutoDeadlineIsTheRuns holds auto mode to one deadline for the
+// whole run: with one live job allowed at the API and jobs that run past
+// it, the run gives up on the batch at the deadline (it does not reserve
+// the returned items into new jobs with deadlines of their own) and leaves
+// every unanswered item in the queue for the online runner.
+func TestDriver_AutoDeadlineIsTheRuns(t *testing.T) {
+	const deadline = 20 * time.Second
+	cases := []struct {
+		name string
+		bc   geminisim.BatchConfig
+		// crashed is how long before the run an earlier run recorded
+		// its first intent and died: the deadline counts from there.
+		crashed time.Duration
+		// wantAnswered by the batch; the rest must be queued.
+		wantAnswered int
+	}{
+		{"every job runs past the deadline", geminisim.BatchConfig{MaxJobs: 1, Running: 10 * time.Minute}, 0, 0},
+		// Jobs at 0s, 9s and 18s (429s in between), answered 5s after
+		// create: the third is cancelled at 20s.
+		{"jobs answer in turn until the deadline", geminisim.BatchConfig{MaxJobs: 1, Running: 5 * time.Second}, 0, 20},
+		{"resumed: the deadline counts from the first intent", geminisim.BatchConfig{MaxJobs: 1, Running: 5 * time.Second}, 15 * time.Second, 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 30, tc.bc)
+			start := f.clock.Now()
+			if tc.crashed > 0 {
+				if _, ok, err := f.db.ReserveBatch("classify", 10, start); err != nil || !ok {
+					t.Fatalf("reserve: %v %v", ok, err)
+				}
+				f.clock.Sleep(context.Background(), tc.crashed) //nolint:errcheck // virtual
+			}
+			d := f.driver(f.db, Config{Mode: ModeAuto, Size: 10, Deadline: deadline, Poll: time.Second, CreateBackoff: 3 * time.Second})
+			// A run that never ends is stopped, in virtual time, well past
+			// the deadline.
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			d.cfg.Sleep = func(ctx context.Context, wait time.Duration) error {
+				if f.clock.Sleep(ctx, wait); f.clock.Now().Sub(start) > 10*deadline {
+					stop()
+				}
+				return ctx.Err()
+			}
+			sum, err := d.Run(ctx)
+			if err != nil {
+				t.Fatalf("run: %v after %s of virtual time (summary %+v)", err, f.clock.Now().Sub(start), sum)
+			}
+			if took := f.clock.Now().Sub(start); took > deadline {
+				t.Errorf("the batch phase took %s of virtual time, want it over by the %s deadline", took, deadline)
+			}
+			if sum.Answered != tc.wantAnswered {
+				t.Errorf("answered %d, want %d (summary %+v)", sum.Answered, tc.wantAnswered, sum)
+			}
+			if done, dead, queued := f.state(t); done != tc.wantAnswered || dead != 0 || queued != 30-tc.wantAnswered {
+				t.Errorf("done %d dead %d queued %d: want what the batch did not answer queued for online", done, dead, queued)
+			}
+			jobs, err := f.db.BatchJobs(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if j.Open() {
+					t.Errorf("job %d still open after the run", j.Num)
+				}
+				if !j.Created.Before(start.Add(deadline)) {
+					t.Errorf("job %d reserved at %s, past the run's deadline", j.Num, j.Created.Sub(start))
+				}
+			}
+			if st := f.sim.BatchStats(); st.States["BATCH_STATE_PENDING"]+st.States["BATCH_STATE_RUNNING"] != 0 {
+				t.Errorf("jobs left live at the API: %v", st.States)
+			}
+		})
+	}
+}

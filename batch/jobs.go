@@ -176,7 +176,7 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 		}
 		return d.close(t, note, now)
 	}
-	if now.Sub(t.job.Submitted) < d.cfg.Deadline {
+	if !d.pastDeadline(t, now) {
 		return nil
 	}
 	// Past the deadline: cancel, then look once more, since the job may
@@ -193,7 +193,7 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 		}
 	}
 	d.sum.Deadline++
-	return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", job.State, d.cfg.Deadline), now)
+	return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", job.State, now.Sub(t.job.Submitted).Round(time.Second)), now)
 }
 
 // row is one request's result.
@@ -210,7 +210,7 @@ func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, n
 		// A broken download says nothing about the items: try again at
 		// the next poll, within the deadline.
 		d.cfg.Log.Warn("batch: reading results failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
-		if now.Sub(t.job.Submitted) >= d.cfg.Deadline {
+		if d.pastDeadline(t, now) {
 			d.sum.Failed++
 			return d.close(t, "results could not be read before the deadline: "+err.Error(), now)
 		}

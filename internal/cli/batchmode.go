@@ -33,7 +33,7 @@ func batchFlags(o *batchOptions) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Category: catBatch, Name: "mode", Value: string(batch.ModeOnline), Usage: "how classify is run: online (one call per item), batch (Gemini batch jobs, half the price, results within the deadline) or auto (batch jobs, then online calls for what they did not answer by --batch-deadline)", Destination: &o.Mode},
 		&cli.IntFlag{Category: catBatch, Name: "batch-size", Value: batch.DefaultSize, Usage: "most requests per batch job (jobs over 19 MB go as an uploaded file)", Destination: &o.Size},
-		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h)", Destination: &o.Deadline},
+		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h); in auto mode the whole batch phase's: no job is created past it and what is left goes online", Destination: &o.Deadline},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
