@@ -257,6 +257,7 @@ type simBatchOptions struct {
 	Shuffle                  bool
 	RowErrors                float64
 	MaxJobs, MaxTokens       int
+	CreateDelay              time.Duration
 }
 
 func simBatchFlags(o *simBatchOptions, d simBatchOptions) []cli.Flag {
@@ -269,6 +270,7 @@ func simBatchFlags(o *simBatchOptions, d simBatchOptions) []cli.Flag {
 		&cli.Float64Flag{Category: catSim, Name: "batch-row-errors", Value: d.RowErrors, Usage: "simulator: rate of batch requests answered with an error status", Destination: &o.RowErrors},
 		&cli.IntFlag{Category: catSim, Name: "batch-max-jobs", Value: d.MaxJobs, Usage: "simulator: 429 on create past this many live batch jobs (0 = unlimited)", Destination: &o.MaxJobs},
 		&cli.IntFlag{Category: catSim, Name: "batch-max-tokens", Value: d.MaxTokens, Usage: "simulator: 429 on create past this many enqueued tokens (0 = unlimited)", Destination: &o.MaxTokens},
+		&cli.DurationFlag{Category: catSim, Name: "batch-create-delay", Value: d.CreateDelay, Usage: "simulator: a created batch job shows in the list only this long after create (a create finished late)", Destination: &o.CreateDelay},
 	}
 }
 
@@ -279,7 +281,7 @@ func (o simBatchOptions) config() (geminisim.BatchConfig, error) {
 	}
 	return geminisim.BatchConfig{
 		Pending: o.Pending, Running: o.Running, Expire: o.Expire, Fates: fates, Shuffle: o.Shuffle,
-		RowErrors: o.RowErrors, MaxJobs: o.MaxJobs, MaxEnqueuedTokens: o.MaxTokens,
+		RowErrors: o.RowErrors, MaxJobs: o.MaxJobs, MaxEnqueuedTokens: o.MaxTokens, CreateDelay: o.CreateDelay,
 	}, nil
 }
 
