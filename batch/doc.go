@@ -33,7 +33,13 @@
 // crash between create and the record must not lead to a second create: on
 // start, an intent without an API name is looked up at the API by its
 // display name (Batches.All) and re-attached when found; only an intent
-// found nowhere is created. A 429 on create waits (Config.CreateBackoff,
+// found nowhere is created. Found nowhere is not proof while a create may
+// still be in flight: the server can finish a create after its client
+// died, or list the job late. So the time a create is sent is recorded
+// before it is sent (store.BatchJob.CreateSent), and an intent whose
+// create's outcome is unknown (its answer lost, the run killed) is looked
+// up again until Config.CreateSettle after that time before it is
+// created. A 429 on create waits (Config.CreateBackoff,
 // doubling to CreateBackoffMax) and retries; it never spins.
 //
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the

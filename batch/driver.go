@@ -49,12 +49,14 @@ const (
 	DefaultPollMax          = 10 * time.Minute
 	DefaultCreateBackoff    = time.Minute
 	DefaultCreateBackoffMax = 30 * time.Minute
+	DefaultCreateSettle     = 2 * time.Minute
 	DefaultMaxRounds        = 3
 )
 
 // Store is what the driver needs from persistence; *store.DB implements it.
 type Store interface {
 	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
+	MarkBatchCreate(num uint64, now time.Time) (store.BatchJob, error)
 	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
 	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
@@ -100,6 +102,12 @@ type Config struct {
 	// CreateBackoff is the first wait after a 429 on create; it doubles
 	// up to CreateBackoffMax.
 	CreateBackoff, CreateBackoffMax time.Duration
+	// CreateSettle is how long after a create whose outcome is unknown
+	// (its answer lost, the process killed while it was in flight) the
+	// job may still appear in the API's list: until then, a display name
+	// not listed is looked up again instead of created (create is not
+	// idempotent). Counted from when the create was sent, as recorded.
+	CreateSettle time.Duration
 	// MaxRounds bounds ModeBatch's rounds (ModeAuto runs one).
 	MaxRounds int
 	// NoCache keeps the answers out of the store's answer cache. By
@@ -141,6 +149,7 @@ func (c *Config) setDefaults() {
 	def(&c.PollMax, DefaultPollMax)
 	def(&c.CreateBackoff, DefaultCreateBackoff)
 	def(&c.CreateBackoffMax, DefaultCreateBackoffMax)
+	def(&c.CreateSettle, DefaultCreateSettle)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -217,9 +226,11 @@ type tracked struct {
 	nextPoll time.Time
 	interval time.Duration
 	// unsure is set when a create failed in a way that does not prove
-	// the API made no job (a 5xx, a timeout, a dropped connection): the
-	// display name is looked up before the next create.
-	unsure bool
+	// the API made no job (a 5xx, a timeout, a dropped connection), and
+	// for an intent without a name found on resume: the display name is
+	// looked up, at nextLook, before the next create.
+	unsure   bool
+	nextLook time.Time
 }
 
 // New returns a Driver of stage's items in db, calling the API with api
@@ -338,14 +349,20 @@ func (d *Driver) reserve(now time.Time) (bool, error) {
 }
 
 // createPending creates the recorded intents, oldest first. It reports
-// whether none is left waiting (false after a 429).
+// whether none is left waiting (false after a 429, or while an intent
+// that may exist at the API waits to be looked up again).
 func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error) {
+	waiting := false
 	for _, num := range d.order() {
 		t := d.jobs[num]
 		if t.job.Name != "" {
 			continue
 		}
-		if t.unsure && (!now.Before(d.createAt) || d.pastDeadline(t, now)) {
+		if t.unsure {
+			if now.Before(t.nextLook) {
+				waiting = true
+				continue
+			}
 			// It may exist at the API: find it before creating, or before
 			// giving up on it (a live job of ours must not go unwatched).
 			attached, err := d.attach(ctx, t)
@@ -357,8 +374,22 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			case err != nil:
 				// Never create while unsure; look again later.
 				d.backOffCreate(now, err.Error(), num)
-				return false, nil
+				d.lookAgain(t, d.createAt, now)
+				waiting = true
+				continue
 			case attached:
+				continue
+			}
+			if settled := t.job.CreateSent.Add(d.cfg.CreateSettle); !t.job.CreateSent.IsZero() && now.Before(settled) {
+				// Not listed yet is not proof: a create sent a moment ago
+				// can still be made (the server finishes it after its
+				// client died) or be listed late. Look again once it would
+				// have shown, even past the deadline: a job of ours must
+				// not run unwatched while its items go elsewhere.
+				t.nextLook = settled
+				d.cfg.Log.Info("batch: job not listed yet after a create of unknown outcome; looking again before creating",
+					"job", num, "display_name", t.job.DisplayName, "at", settled)
+				waiting = true
 				continue
 			}
 			t.unsure = false
@@ -386,13 +417,25 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		case refused, ctx.Err() != nil, errors.Is(err, errStore):
 			return false, err
 		default:
-			// The job may exist: look for it before creating again.
+			// The job may exist, or may yet: look for it before creating
+			// again.
 			t.unsure = true
 			d.backOffCreate(now, err.Error(), num)
+			d.lookAgain(t, d.createAt, now)
 			return false, nil
 		}
 	}
-	return true, nil
+	return !waiting, nil
+}
+
+// lookAgain schedules the next look-up of intent t at the API: at at, or
+// at its deadline when that comes first (it is looked up before it is
+// given up).
+func (d *Driver) lookAgain(t *tracked, at, now time.Time) {
+	if dl := d.deadline(t); now.Before(dl) && dl.Before(at) {
+		at = dl
+	}
+	t.nextLook = at
 }
 
 // backOffCreate delays the next create, doubling the wait.
@@ -479,22 +522,23 @@ func (d *Driver) pollByDeadline(now time.Time) {
 // may be retried or an intent's deadline comes; false when nothing waits.
 func (d *Driver) nextWake(now time.Time) (time.Duration, bool) {
 	var next time.Time
+	found := false
 	for _, t := range d.jobs {
 		at := t.nextPoll
-		if t.job.Name == "" {
+		switch {
+		case t.job.Name == "" && t.unsure:
+			at = t.nextLook
+		case t.job.Name == "":
 			at = d.createAt
 			if dl := d.deadline(t); now.Before(dl) && dl.Before(at) {
 				at = dl
 			}
 		}
-		if next.IsZero() || at.Before(next) {
-			next = at
+		if !found || at.Before(next) {
+			next, found = at, true
 		}
 	}
-	if next.IsZero() {
-		return 0, false
-	}
-	return max(next.Sub(now), 0), true
+	return max(next.Sub(now), 0), found
 }
 
 // close returns a job's unanswered items to the queue and forgets it.

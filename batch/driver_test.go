@@ -145,7 +145,7 @@ func (f *fixture) answeredOnce(t *testing.T) {
 	}
 	for h, it := range st.Items {
 		if it.OK != 1 {
-			t.Errorf("item %s answered %d times (calls %d)", h[:8], it.OK, it.Calls)
+			t.Errorf("item %s answered %d times (calls %d)", h, it.OK, it.Calls)
 		}
 	}
 	for name, n := range f.sim.BatchStats().ByDisplayName {
@@ -562,6 +562,88 @@ func TestDriver_AutoDeadlineIsTheRuns(t *testing.T) {
 			}
 			if st := f.sim.BatchStats(); st.States["BATCH_STATE_PENDING"]+st.States["BATCH_STATE_RUNNING"] != 0 {
 				t.Errorf("jobs left live at the API: %v", st.States)
+			}
+		})
+	}
+}
+
+// dropFirstCreate fails the first create before it reaches the server, as
+// a connection refused or reset before the request was sent.
+type dropFirstCreate struct {
+	base http.RoundTripper
+	once sync.Once
+}
+
+func (d *dropFirstCreate) RoundTrip(r *http.Request) (*http.Response, error) {
+	drop := false
+	if strings.HasSuffix(r.URL.Path, ":batchGenerateContent") {
+		d.once.Do(func() { drop = true })
+	}
+	if drop {
+		return nil, errors.New("connection reset by peer")
+	}
+	return d.base.RoundTrip(r)
+}
+
+// TestDriver_LateCreateIsNotCreatedTwice: after a create whose outcome is
+// unknown, a job the API lists only minutes later (the server finished
+// the create after its client gave up) is re-attached, not created again;
+// a create that never arrived is sent again once it would have shown.
+func TestDriver_LateCreateIsNotCreatedTwice(t *testing.T) {
+	const settle = 5 * time.Minute
+	cases := []struct {
+		name      string
+		transport http.RoundTripper
+		crash     bool // the first run dies between create and its record
+		// wantCreated and wantReattached are the last run's.
+		wantCreated, wantReattached int
+	}{
+		{"the create's answer is lost", &loseCreateAnswer{base: http.DefaultTransport}, false, 0, 1},
+		{"killed before the create was recorded", nil, true, 0, 1},
+		{"the create never reached the server", &dropFirstCreate{base: http.DefaultTransport}, false, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 12, geminisim.BatchConfig{Running: time.Minute, CreateDelay: 3 * time.Minute})
+			start := f.clock.Now()
+			if tc.transport != nil {
+				api, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+					APIKey: geminisim.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
+					HTTPOptions: genai.HTTPOptions{BaseURL: f.api.ClientConfig().HTTPOptions.BaseURL, RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)}},
+					HTTPClient:  &http.Client{Transport: tc.transport},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.api = api
+			}
+			cfg := Config{Size: 12, CreateBackoff: time.Minute, CreateSettle: settle}
+			if tc.crash {
+				crash := &crashAt{Store: f.db, step: "between create and record"}
+				if _, err := f.driver(crash, cfg).Run(context.Background()); !errors.Is(err, errCrash) {
+					t.Fatalf("first run: %v, want the crash", err)
+				}
+				f.open(t)
+			}
+			sum, err := f.driver(f.db, cfg).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Created != tc.wantCreated || sum.Reattached != tc.wantReattached || sum.Answered != 12 {
+				t.Errorf("summary %+v: want %d created, %d re-attached, 12 answered", sum, tc.wantCreated, tc.wantReattached)
+			}
+			if done, _, _ := f.state(t); done != 12 {
+				t.Errorf("done %d, want 12", done)
+			}
+			f.answeredOnce(t)
+			if created := f.sim.BatchStats().Created; created != 1 {
+				t.Errorf("%d jobs at the API, want 1", created)
+			}
+			if tc.wantCreated > 0 {
+				jobs, _ := f.db.BatchJobs(false)
+				if len(jobs) != 1 || jobs[0].Submitted.Sub(start) < settle {
+					t.Errorf("jobs %+v: want the create sent again only once the lost one would have shown (%s)", jobs, settle)
+				}
 			}
 		})
 	}

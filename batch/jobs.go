@@ -71,6 +71,13 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 		src = &genai.BatchJobSource{FileName: f.Name}
 	}
+	// From here the job may exist whatever the answer says: a crash or a
+	// lost answer makes the next look wait until it would have shown.
+	rec, err := d.db.MarkBatchCreate(t.job.Num, d.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
+	t.job = rec
 	job, err := d.api.Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
 	if err != nil {
 		var ae genai.APIError
@@ -79,7 +86,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 		return fmt.Errorf("batch job %d: create at the API: %w", t.job.Num, err)
 	}
-	rec, err := d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
+	rec, err = d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("%w: batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", errStore, t.job.Num, job.Name, err, t.job.DisplayName)
 	}

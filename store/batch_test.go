@@ -227,3 +227,35 @@ func TestDB_ReturnBatch(t *testing.T) {
 		t.Error("unknown job: want ErrNotFound")
 	}
 }
+
+func TestDB_MarkBatchCreate(t *testing.T) {
+	db := atClassify(t, "a", "b")
+	job := reserve(t, db, 1)
+	if !job.CreateSent.IsZero() {
+		t.Fatalf("a new intent has a create sent: %+v", job)
+	}
+	sent := batchNow.Add(time.Minute)
+	got, err := db.MarkBatchCreate(job.Num, sent)
+	if err != nil || !got.CreateSent.Equal(sent) || got.Name != "" {
+		t.Fatalf("mark: %+v %v", got, err)
+	}
+	if again, err := db.BatchJobByNum(job.Num); err != nil || !again.CreateSent.Equal(sent) {
+		t.Errorf("read back: %+v %v", again, err)
+	}
+	if _, err := db.SetBatchName(job.Num, "batches/x1", "JOB_STATE_PENDING", sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MarkBatchCreate(job.Num, sent); err == nil || !strings.Contains(err.Error(), "batches/x1") {
+		t.Errorf("mark a created job: %v, want a refusal naming it", err)
+	}
+	closed := reserve(t, db, 1)
+	if _, err := db.ReturnBatch(closed.Num, "deadline", sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MarkBatchCreate(closed.Num, sent); err == nil {
+		t.Error("mark a closed job: want a refusal")
+	}
+	if _, err := db.MarkBatchCreate(99, sent); err == nil {
+		t.Error("mark an unknown job: want ErrNotFound")
+	}
+}

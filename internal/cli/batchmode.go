@@ -27,6 +27,7 @@ type batchOptions struct {
 	Deadline    time.Duration
 	Poll        time.Duration
 	InlineBytes int
+	Settle      time.Duration
 }
 
 func batchFlags(o *batchOptions) []cli.Flag {
@@ -35,6 +36,7 @@ func batchFlags(o *batchOptions) []cli.Flag {
 		&cli.IntFlag{Category: catBatch, Name: "batch-size", Value: batch.DefaultSize, Usage: "most requests per batch job (jobs over 19 MB go as an uploaded file)", Destination: &o.Size},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h); in auto mode the whole batch phase's: no job is created past it and what is left goes online", Destination: &o.Deadline},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
+		&cli.DurationFlag{Category: catBatch, Name: "batch-create-settle", Value: batch.DefaultCreateSettle, Hidden: true, Usage: "after a create whose answer was lost (or a run killed while it was in flight), how long the job may take to show in the API's list: it is looked for until then before being created again", Destination: &o.Settle},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
 }
@@ -50,6 +52,9 @@ func (o batchOptions) check() (batch.Mode, error) {
 	}
 	if m != batch.ModeOnline && (o.Size <= 0 || o.Deadline <= 0 || o.Poll <= 0) {
 		return "", usagef("--batch-size, --batch-deadline and --batch-poll must be positive")
+	}
+	if m != batch.ModeOnline && o.Settle < 0 {
+		return "", usagef("--batch-create-settle %s: use a positive duration (default %s)", o.Settle, batch.DefaultCreateSettle)
 	}
 	return m, nil
 }
@@ -106,7 +111,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
-		InlineBytes: bo.InlineBytes, NoCache: o.NoCache, Log: log, Progress: tick})
+		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()
