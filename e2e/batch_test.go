@@ -107,7 +107,9 @@ func TestBatch_SIGKILLAtEachStep(t *testing.T) {
 			input := writeItems(t, dir, items, 3)
 			ks := &killSwitch{event: step.event, delay: step.delay}
 			sim, url := startSim(t, geminisim.Config{Seed: 5, Batch: geminisim.BatchConfig{
-				Pending: 200 * time.Millisecond, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
+				// PENDING long enough that a loaded client's first poll
+				// (100 ms after create) still finds the job live.
+				Pending: 2 * time.Second, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
 				CreateDelay: createDelay,
 			}})
 			db := filepath.Join(dir, "b.db")
