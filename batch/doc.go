@@ -43,7 +43,8 @@
 // doubling to CreateBackoffMax) and retries; it never spins.
 //
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the
-// queue again, up to Config.MaxRounds; in ModeAuto it runs one round and
+// queue again, up to Config.MaxRounds (a round sends each item once: what
+// its jobs give back waits for the next round); in ModeAuto it runs one round and
 // leaves whatever the batch did not answer by the deadline in the queue for
 // the online runner (and its AIMD limiter) to drain. ModeAuto's deadline is
 // the run's, counted from its start (or its oldest open intent), never

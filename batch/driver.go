@@ -64,6 +64,7 @@ type Store interface {
 	BatchJobs(openOnly bool) ([]store.BatchJob, error)
 	BatchJobByNum(num uint64) (store.BatchJob, error)
 	BatchItems(num uint64) ([]pipeline.Item, error)
+	Counts() (pipeline.Counts, error)
 }
 
 var _ Store = (*store.DB)(nil)
@@ -271,6 +272,15 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 	}
 	for round := 1; round <= rounds; round++ {
 		returned := d.sum.Returned
+		// A round sends each item once: what its jobs give back goes to
+		// the end of the queue and waits for the next round (or the
+		// online runner). Sent again at once, into new jobs with fresh
+		// deadlines, items of jobs that never finish in time would go
+		// round forever.
+		left, err := d.queued()
+		if err != nil {
+			return d.sum, err
+		}
 		filling := true
 		for filling || len(d.jobs) > 0 {
 			now := d.cfg.Now()
@@ -282,7 +292,7 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				filling = false // what is left goes online
 			}
 			if created && filling {
-				more, err := d.reserve(now)
+				more, err := d.reserve(now, &left)
 				if err != nil {
 					return d.sum, err
 				}
@@ -337,12 +347,32 @@ func (d *Driver) listByDisplayName(ctx context.Context) (map[string][]*genai.Bat
 	return out, nil
 }
 
-// reserve records the next job's intent; false when the queue is empty.
-func (d *Driver) reserve(now time.Time) (bool, error) {
-	job, ok, err := d.db.ReserveBatch(d.stage.Name(), d.cfg.Size, now)
+// queued is how many items wait in the stage's queue.
+func (d *Driver) queued() (int, error) {
+	c, err := d.db.Counts()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", errStore, err)
+	}
+	for _, s := range c.Stages {
+		if s.Stage == d.stage.Name() {
+			return s.Queued, nil
+		}
+	}
+	return 0, nil
+}
+
+// reserve records the next job's intent from the first *left items of
+// the queue (the round's: returned items are behind them); false when
+// none is left.
+func (d *Driver) reserve(now time.Time, left *int) (bool, error) {
+	if *left <= 0 {
+		return false, nil
+	}
+	job, ok, err := d.db.ReserveBatch(d.stage.Name(), min(d.cfg.Size, *left), now)
 	if err != nil || !ok {
 		return false, err
 	}
+	*left -= len(job.Items)
 	d.jobs[job.Num] = &tracked{job: job, interval: d.cfg.Poll}
 	d.cfg.Log.Info("batch: job reserved", "job", job.Num, "items", len(job.Items), "display_name", job.DisplayName)
 	return true, nil

@@ -648,3 +648,41 @@ func TestDriver_LateCreateIsNotCreatedTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestDriver_BatchRoundsEnd: in batch mode, jobs that never finish by the
+// deadline give their items back; a round sends each item once, so the
+// run ends after MaxRounds with every item queued for a later run instead
+// of re-sending them in new jobs forever.
+func TestDriver_BatchRoundsEnd(t *testing.T) {
+	f := newFixture(t, 30, geminisim.BatchConfig{MaxJobs: 1, Running: 10 * time.Minute})
+	start := f.clock.Now()
+	d := f.driver(f.db, Config{Mode: ModeBatch, Size: 10, Deadline: 20 * time.Second, Poll: time.Second, CreateBackoff: 3 * time.Second, MaxRounds: 3})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	d.cfg.Sleep = func(ctx context.Context, wait time.Duration) error {
+		if f.clock.Sleep(ctx, wait); f.clock.Now().Sub(start) > time.Hour {
+			stop()
+		}
+		return ctx.Err()
+	}
+	sum, err := d.Run(ctx)
+	if err != nil {
+		t.Fatalf("run: %v after %s of virtual time (summary %+v)", err, f.clock.Now().Sub(start), sum)
+	}
+	if done, dead, queued := f.state(t); done+dead != 0 || queued != 30 {
+		t.Errorf("done %d dead %d queued %d, want every item queued", done, dead, queued)
+	}
+	jobs, err := f.db.BatchJobs(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three rounds of three jobs of 10: each item in one job per round.
+	if len(jobs) != 9 {
+		t.Errorf("%d jobs reserved, want 9 (3 rounds of 30 items)", len(jobs))
+	}
+	for _, j := range jobs {
+		if j.Open() {
+			t.Errorf("job %d still open", j.Num)
+		}
+	}
+}
