@@ -432,7 +432,10 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			continue
 		}
 		if now.Before(d.createAt) {
-			return false, nil
+			// Creates wait; look-ups and deadlines of the later intents
+			// do not.
+			waiting = true
+			continue
 		}
 		err := d.create(ctx, t, now)
 		var ae genai.APIError
@@ -443,7 +446,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		case refused && ae.Code == http.StatusTooManyRequests:
 			d.sum.RateLimited++
 			d.backOffCreate(now, "429: too many jobs or enqueued tokens", num)
-			return false, nil
+			waiting = true
 		case refused, ctx.Err() != nil, errors.Is(err, errStore):
 			return false, err
 		default:
@@ -452,7 +455,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			t.unsure = true
 			d.backOffCreate(now, err.Error(), num)
 			d.lookAgain(t, d.createAt, now)
-			return false, nil
+			waiting = true
 		}
 	}
 	return !waiting, nil
