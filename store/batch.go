@@ -71,12 +71,12 @@ type BatchJob struct {
 	// (results committed or items returned).
 	Created   time.Time `json:"created"`
 	Submitted time.Time `json:"submitted,omitzero"`
+	Updated   time.Time `json:"updated,omitzero"`
+	Closed    time.Time `json:"closed,omitzero"`
 	// CreateSent is when a create was last sent for the job (zero if
 	// none was): until the name is recorded, the API may have made the
 	// job, or may still make it, whatever the client saw.
 	CreateSent time.Time `json:"create_sent,omitzero"`
-	Updated   time.Time `json:"updated,omitzero"`
-	Closed    time.Time `json:"closed,omitzero"`
 	// Answered and Dead count results committed as outputs and dead
 	// letters; Returned items put back in the queue; Ignored results for
 	// items no longer in the job.
