@@ -33,13 +33,23 @@
 // crash between create and the record must not lead to a second create: on
 // start, an intent without an API name is looked up at the API by its
 // display name (Batches.All) and re-attached when found; only an intent
-// found nowhere is created. A 429 on create waits (Config.CreateBackoff,
+// found nowhere is created. Found nowhere is not proof while a create may
+// still be in flight: the server can finish a create after its client
+// died, or list the job late. So the time a create is sent is recorded
+// before it is sent (store.BatchJob.CreateSent), and an intent whose
+// create's outcome is unknown (its answer lost, the run killed) is looked
+// up again until Config.CreateSettle after that time before it is
+// created. A 429 on create waits (Config.CreateBackoff,
 // doubling to CreateBackoffMax) and retries; it never spins.
 //
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the
-// queue again, up to Config.MaxRounds; in ModeAuto it runs one round and
+// queue again, up to Config.MaxRounds (a round sends each item once: what
+// its jobs give back waits for the next round); in ModeAuto it runs one round and
 // leaves whatever the batch did not answer by the deadline in the queue for
-// the online runner (and its AIMD limiter) to drain.
+// the online runner (and its AIMD limiter) to drain. ModeAuto's deadline is
+// the run's, counted from its start (or its oldest open intent), never
+// renewed per job: past it no job is reserved and every open one is
+// cancelled.
 //
 // # What the genai SDK does (v1.77.0, checked in its source)
 //

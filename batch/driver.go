@@ -49,12 +49,14 @@ const (
 	DefaultPollMax          = 10 * time.Minute
 	DefaultCreateBackoff    = time.Minute
 	DefaultCreateBackoffMax = 30 * time.Minute
+	DefaultCreateSettle     = 2 * time.Minute
 	DefaultMaxRounds        = 3
 )
 
 // Store is what the driver needs from persistence; *store.DB implements it.
 type Store interface {
 	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
+	MarkBatchCreate(num uint64, now time.Time) (store.BatchJob, error)
 	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
 	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
@@ -62,6 +64,7 @@ type Store interface {
 	BatchJobs(openOnly bool) ([]store.BatchJob, error)
 	BatchJobByNum(num uint64) (store.BatchJob, error)
 	BatchItems(num uint64) ([]pipeline.Item, error)
+	Counts() (pipeline.Counts, error)
 }
 
 var _ Store = (*store.DB)(nil)
@@ -85,7 +88,11 @@ type Config struct {
 	Size int
 	// Deadline is how long a job may stay PENDING or RUNNING after
 	// create (or, for an intent, before create succeeds) before it is
-	// cancelled and its items returned to the queue.
+	// cancelled and its items returned to the queue. In ModeAuto it is
+	// also the whole run's: counted from the start of Run (or from the
+	// oldest open job's intent, when resuming), no job is reserved past
+	// it and every job still open then is cancelled, so what the batch
+	// did not answer goes online in time.
 	Deadline time.Duration
 	// InlineBytes is the largest job sent as inlined requests; bigger
 	// ones go as an uploaded JSONL file.
@@ -96,6 +103,12 @@ type Config struct {
 	// CreateBackoff is the first wait after a 429 on create; it doubles
 	// up to CreateBackoffMax.
 	CreateBackoff, CreateBackoffMax time.Duration
+	// CreateSettle is how long after a create whose outcome is unknown
+	// (its answer lost, the process killed while it was in flight) the
+	// job may still appear in the API's list: until then, a display name
+	// not listed is looked up again instead of created (create is not
+	// idempotent). Counted from when the create was sent, as recorded.
+	CreateSettle time.Duration
 	// MaxRounds bounds ModeBatch's rounds (ModeAuto runs one).
 	MaxRounds int
 	// NoCache keeps the answers out of the store's answer cache. By
@@ -137,6 +150,7 @@ func (c *Config) setDefaults() {
 	def(&c.PollMax, DefaultPollMax)
 	def(&c.CreateBackoff, DefaultCreateBackoff)
 	def(&c.CreateBackoffMax, DefaultCreateBackoffMax)
+	def(&c.CreateSettle, DefaultCreateSettle)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -202,6 +216,9 @@ type Driver struct {
 	// createAt and createWait pace creates after a 429.
 	createAt   time.Time
 	createWait time.Duration
+	// until is ModeAuto's deadline for the run (see Config.Deadline);
+	// zero in ModeBatch, where each job has its own.
+	until time.Time
 }
 
 // tracked is an open job and its polling pace.
@@ -210,9 +227,11 @@ type tracked struct {
 	nextPoll time.Time
 	interval time.Duration
 	// unsure is set when a create failed in a way that does not prove
-	// the API made no job (a 5xx, a timeout, a dropped connection): the
-	// display name is looked up before the next create.
-	unsure bool
+	// the API made no job (a 5xx, a timeout, a dropped connection), and
+	// for an intent without a name found on resume: the display name is
+	// looked up, at nextLook, before the next create.
+	unsure   bool
+	nextLook time.Time
 }
 
 // New returns a Driver of stage's items in db, calling the API with api
@@ -234,12 +253,34 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 	if err := d.resume(ctx); err != nil {
 		return d.sum, err
 	}
+	if d.cfg.Mode == ModeAuto {
+		// One deadline for the run, never renewed per job: jobs that
+		// came back (a 429 kept them from being created, they expired)
+		// would otherwise go into new jobs with deadlines of their own,
+		// and the online runner would wait for all of them.
+		from := d.cfg.Now()
+		for _, t := range d.jobs {
+			if t.job.Created.Before(from) {
+				from = t.job.Created
+			}
+		}
+		d.until = from.Add(d.cfg.Deadline)
+	}
 	rounds := 1
 	if d.cfg.Mode == ModeBatch {
 		rounds = d.cfg.MaxRounds
 	}
 	for round := 1; round <= rounds; round++ {
 		returned := d.sum.Returned
+		// A round sends each item once: what its jobs give back goes to
+		// the end of the queue and waits for the next round (or the
+		// online runner). Sent again at once, into new jobs with fresh
+		// deadlines, items of jobs that never finish in time would go
+		// round forever.
+		left, err := d.queued()
+		if err != nil {
+			return d.sum, err
+		}
 		filling := true
 		for filling || len(d.jobs) > 0 {
 			now := d.cfg.Now()
@@ -247,8 +288,11 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			if err != nil {
 				return d.sum, err
 			}
+			if created && filling && !d.until.IsZero() && !now.Before(d.until) {
+				filling = false // what is left goes online
+			}
 			if created && filling {
-				more, err := d.reserve(now)
+				more, err := d.reserve(now, &left)
 				if err != nil {
 					return d.sum, err
 				}
@@ -260,6 +304,7 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			if err := d.pollDue(ctx, now); err != nil {
 				return d.sum, err
 			}
+			d.pollByDeadline(now)
 			if wait, ok := d.nextWake(now); ok {
 				if err := d.cfg.Sleep(ctx, wait); err != nil {
 					return d.sum, err
@@ -302,26 +347,52 @@ func (d *Driver) listByDisplayName(ctx context.Context) (map[string][]*genai.Bat
 	return out, nil
 }
 
-// reserve records the next job's intent; false when the queue is empty.
-func (d *Driver) reserve(now time.Time) (bool, error) {
-	job, ok, err := d.db.ReserveBatch(d.stage.Name(), d.cfg.Size, now)
+// queued is how many items wait in the stage's queue.
+func (d *Driver) queued() (int, error) {
+	c, err := d.db.Counts()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", errStore, err)
+	}
+	for _, s := range c.Stages {
+		if s.Stage == d.stage.Name() {
+			return s.Queued, nil
+		}
+	}
+	return 0, nil
+}
+
+// reserve records the next job's intent from the first *left items of
+// the queue (the round's: returned items are behind them); false when
+// none is left.
+func (d *Driver) reserve(now time.Time, left *int) (bool, error) {
+	if *left <= 0 {
+		return false, nil
+	}
+	job, ok, err := d.db.ReserveBatch(d.stage.Name(), min(d.cfg.Size, *left), now)
 	if err != nil || !ok {
 		return false, err
 	}
+	*left -= len(job.Items)
 	d.jobs[job.Num] = &tracked{job: job, interval: d.cfg.Poll}
 	d.cfg.Log.Info("batch: job reserved", "job", job.Num, "items", len(job.Items), "display_name", job.DisplayName)
 	return true, nil
 }
 
 // createPending creates the recorded intents, oldest first. It reports
-// whether none is left waiting (false after a 429).
+// whether none is left waiting (false after a 429, or while an intent
+// that may exist at the API waits to be looked up again).
 func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error) {
+	waiting := false
 	for _, num := range d.order() {
 		t := d.jobs[num]
 		if t.job.Name != "" {
 			continue
 		}
-		if t.unsure && (!now.Before(d.createAt) || now.Sub(t.job.Created) >= d.cfg.Deadline) {
+		if t.unsure {
+			if now.Before(t.nextLook) {
+				waiting = true
+				continue
+			}
 			// It may exist at the API: find it before creating, or before
 			// giving up on it (a live job of ours must not go unwatched).
 			attached, err := d.attach(ctx, t)
@@ -333,13 +404,27 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			case err != nil:
 				// Never create while unsure; look again later.
 				d.backOffCreate(now, err.Error(), num)
-				return false, nil
+				d.lookAgain(t, d.createAt, now)
+				waiting = true
+				continue
 			case attached:
+				continue
+			}
+			if settled := t.job.CreateSent.Add(d.cfg.CreateSettle); !t.job.CreateSent.IsZero() && now.Before(settled) {
+				// Not listed yet is not proof: a create sent a moment ago
+				// can still be made (the server finishes it after its
+				// client died) or be listed late. Look again once it would
+				// have shown, even past the deadline: a job of ours must
+				// not run unwatched while its items go elsewhere.
+				t.nextLook = settled
+				d.cfg.Log.Info("batch: job not listed yet after a create of unknown outcome; looking again before creating",
+					"job", num, "display_name", t.job.DisplayName, "at", settled)
+				waiting = true
 				continue
 			}
 			t.unsure = false
 		}
-		if now.Sub(t.job.Created) >= d.cfg.Deadline {
+		if d.pastDeadline(t, now) {
 			if err := d.close(t, "not created before the deadline", now); err != nil {
 				return false, err
 			}
@@ -347,7 +432,10 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			continue
 		}
 		if now.Before(d.createAt) {
-			return false, nil
+			// Creates wait; look-ups and deadlines of the later intents
+			// do not.
+			waiting = true
+			continue
 		}
 		err := d.create(ctx, t, now)
 		var ae genai.APIError
@@ -358,25 +446,19 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 		case refused && ae.Code == http.StatusTooManyRequests:
 			d.sum.RateLimited++
 			d.backOffCreate(now, "429: too many jobs or enqueued tokens", num)
-			return false, nil
+			waiting = true
 		case refused, ctx.Err() != nil, errors.Is(err, errStore):
 			return false, err
 		default:
-			// The job may exist: look for it before creating again.
+			// The job may exist, or may yet: look for it before creating
+			// again.
 			t.unsure = true
 			d.backOffCreate(now, err.Error(), num)
-			return false, nil
+			d.lookAgain(t, d.createAt, now)
+			waiting = true
 		}
 	}
-	return true, nil
-}
-
-// backOffCreate delays the next create, doubling the wait.
-func (d *Driver) backOffCreate(now time.Time, why string, num uint64) {
-	d.createWait = min(max(2*d.createWait, d.cfg.CreateBackoff), d.cfg.CreateBackoffMax)
-	d.createAt = now.Add(d.createWait)
-	d.cfg.Log.Info("batch: create failed; waiting", "job", num, "why", why, "wait", d.createWait)
-	d.progress()
+	return !waiting, nil
 }
 
 // attach looks for t's display name at the API and records the job found.
@@ -417,25 +499,6 @@ func (d *Driver) order() []uint64 {
 	}
 	slices.Sort(nums)
 	return nums
-}
-
-// nextWake is how long to sleep until a job is due for a poll or a create
-// may be retried; false when nothing waits.
-func (d *Driver) nextWake(now time.Time) (time.Duration, bool) {
-	var next time.Time
-	for _, t := range d.jobs {
-		at := t.nextPoll
-		if t.job.Name == "" {
-			at = d.createAt
-		}
-		if next.IsZero() || at.Before(next) {
-			next = at
-		}
-	}
-	if next.IsZero() {
-		return 0, false
-	}
-	return max(next.Sub(now), 0), true
 }
 
 // close returns a job's unanswered items to the queue and forgets it.

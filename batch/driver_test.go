@@ -145,7 +145,7 @@ func (f *fixture) answeredOnce(t *testing.T) {
 	}
 	for h, it := range st.Items {
 		if it.OK != 1 {
-			t.Errorf("item %s answered %d times (calls %d)", h[:8], it.OK, it.Calls)
+			t.Errorf("item %s answered %d times (calls %d)", h, it.OK, it.Calls)
 		}
 	}
 	for name, n := range f.sim.BatchStats().ByDisplayName {

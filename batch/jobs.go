@@ -71,6 +71,13 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 		src = &genai.BatchJobSource{FileName: f.Name}
 	}
+	// From here the job may exist whatever the answer says: a crash or a
+	// lost answer makes the next look wait until it would have shown.
+	rec, err := d.db.MarkBatchCreate(t.job.Num, d.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
+	t.job = rec
 	job, err := d.api.Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
 	if err != nil {
 		var ae genai.APIError
@@ -79,7 +86,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 		return fmt.Errorf("batch job %d: create at the API: %w", t.job.Num, err)
 	}
-	rec, err := d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
+	rec, err = d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("%w: batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", errStore, t.job.Num, job.Name, err, t.job.DisplayName)
 	}
@@ -180,7 +187,7 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 		}
 		return d.close(t, note, now)
 	}
-	if now.Sub(t.job.Submitted) < d.cfg.Deadline {
+	if !d.pastDeadline(t, now) {
 		return nil
 	}
 	return d.cancelAtDeadline(ctx, t, job.State, now)
@@ -214,7 +221,7 @@ func (d *Driver) cancelAtDeadline(ctx context.Context, t *tracked, was genai.Job
 	}
 	if err == nil && endedEmpty(again.State) {
 		d.sum.Deadline++
-		return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", was, d.cfg.Deadline), now)
+		return d.close(t, fmt.Sprintf("still %s at the deadline (%s after create): cancelled", was, now.Sub(t.job.Submitted).Round(time.Second)), now)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -239,7 +246,7 @@ func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, n
 		// A broken download says nothing about the items: try again at
 		// the next poll, within the deadline.
 		d.cfg.Log.Warn("batch: reading results failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
-		if now.Sub(t.job.Submitted) >= d.cfg.Deadline {
+		if d.pastDeadline(t, now) {
 			d.sum.Failed++
 			return d.close(t, "results could not be read before the deadline: "+err.Error(), now)
 		}

@@ -51,11 +51,22 @@ func (k *killSwitch) arm(p *os.Process, dead <-chan struct{}) {
 	k.mu.Unlock()
 }
 
+// Batch API timing of these tests: the simulator lists a job createDelay
+// after it accepted the create (as a create finished after its client
+// died), and the client looks for a job whose create's outcome it does
+// not know until settle after it sent that create. settle is far above
+// createDelay: a loaded machine can delay the server's handler, but not
+// by the difference.
+const (
+	createDelay = 3 * time.Second
+	settle      = 15 * time.Second
+)
+
 // batchArgs is a batch run of jobs of 40 requests, sent as files when
 // files is set.
 func batchArgs(db, input string, files bool) []string {
 	args := []string{"run", "--db", db, "--input", input, "--quiet", "--mode", "batch",
-		"--batch-size", "40", "--batch-deadline", "1m", "--batch-poll", "100ms"}
+		"--batch-size", "40", "--batch-deadline", "1m", "--batch-poll", "100ms", "--batch-create-settle", settle.String()}
 	if files {
 		args = append(args, "--batch-inline-bytes", "1000")
 	}
@@ -65,7 +76,9 @@ func batchArgs(db, input string, files bool) []string {
 // TestBatch_SIGKILLAtEachStep kills `sawtooth run --mode batch` at each
 // step of a batch job's life, runs it again, and checks that every item was
 // answered exactly once by the simulator's accounting and that no job was
-// created twice.
+// created twice. The simulator lists a created job only createDelay later,
+// so a resumed run that looks for a job whose create was in flight when
+// the first run died does not find it at once, as on a loaded server.
 func TestBatch_SIGKILLAtEachStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a real process")
@@ -94,7 +107,10 @@ func TestBatch_SIGKILLAtEachStep(t *testing.T) {
 			input := writeItems(t, dir, items, 3)
 			ks := &killSwitch{event: step.event, delay: step.delay}
 			sim, url := startSim(t, geminisim.Config{Seed: 5, Batch: geminisim.BatchConfig{
-				Pending: 200 * time.Millisecond, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
+				// PENDING long enough that a loaded client's first poll
+				// (100 ms after create) still finds the job live.
+				Pending: 2 * time.Second, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
+				CreateDelay: createDelay,
 			}})
 			db := filepath.Join(dir, "b.db")
 

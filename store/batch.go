@@ -12,7 +12,8 @@
 //     becomes InBatch at that stage with Seq the job number, so the online
 //     dispatcher never sees them and no other job takes them. This happens
 //     before the job is created at the API.
-//  2. SetBatchName records the API's name once create returned.
+//  2. MarkBatchCreate records that create is being sent, SetBatchName
+//     the API's name once it returned.
 //  3. UpdateBatch records states and counts as the job is polled.
 //  4. CommitBatch applies results as pipeline.Transitions; a result for an
 //     item no longer in that job (answered online, re-queued, re-ingested)
@@ -22,8 +23,9 @@
 //
 // A crash between any two steps leaves a record that says what to do: an
 // intent without a name means "look for the display name at the API
-// before creating" (create is not idempotent); a named open job means
-// "poll it".
+// before creating" (create is not idempotent), and if a create was sent
+// (CreateSent), "look again until a create still in flight then would
+// have shown"; a named open job means "poll it".
 
 package store
 
@@ -78,6 +80,10 @@ type BatchJob struct {
 	Submitted time.Time `json:"submitted,omitzero"`
 	Updated   time.Time `json:"updated,omitzero"`
 	Closed    time.Time `json:"closed,omitzero"`
+	// CreateSent is when a create was last sent for the job (zero if
+	// none was): until the name is recorded, the API may have made the
+	// job, or may still make it, whatever the client saw.
+	CreateSent time.Time `json:"create_sent,omitzero"`
 	// Answered and Dead count results committed as outputs and dead
 	// letters; Returned items put back in the queue; Ignored results for
 	// items no longer in the job.
@@ -233,6 +239,22 @@ func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (Batch
 			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
 		}
 		j.Name, j.State, j.Submitted, j.Updated = name, state, now.UTC(), now.UTC()
+		return nil
+	})
+}
+
+// MarkBatchCreate records, just before create is sent, that job num may
+// exist at the API from now on. It refuses a job that already has a name
+// (a second create would make a second job).
+func (db *DB) MarkBatchCreate(num uint64, now time.Time) (BatchJob, error) {
+	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
+		if j.Name != "" {
+			return fmt.Errorf("batch job %d is already created as %s: not sending create again", num, j.Name)
+		}
+		if !j.Open() {
+			return fmt.Errorf("batch job %d is closed: not sending create", num)
+		}
+		j.CreateSent = now.UTC()
 		return nil
 	})
 }

@@ -100,6 +100,7 @@ func TestDB_CommitBatch(t *testing.T) {
 		wantIgnored int
 		wantQueued  []string // at aggregate
 		wantDead    int
+		check       func(t *testing.T, db *DB)
 	}{
 		{
 			name:        "answers and a dead letter",
@@ -126,6 +127,35 @@ func TestDB_CommitBatch(t *testing.T) {
 			},
 			results:     []pipeline.Transition{result("a", pipeline.Succeeded)},
 			wantApplied: 0, wantIgnored: 1, wantQueued: []string{"a", "b", "c"},
+		},
+		{
+			// A rerun while job 1 is open puts its items back in the queue,
+			// and job 2 takes them: job 1's late results must not land on
+			// an item job 2 now holds (it would be answered, and paid, by
+			// one job and then claimed by the other).
+			name: "an item a newer job holds after a rerun",
+			before: func(t *testing.T, db *DB, job BatchJob) {
+				if n, err := db.Rerun("classify"); err != nil || n != 3 {
+					t.Fatalf("rerun: %d %v", n, err)
+				}
+				if second := reserve(t, db, 3); second.Num == job.Num || !slices.Contains(second.Items, "a") {
+					t.Fatalf("second job %+v: want a new job holding a", second)
+				}
+			},
+			results:     []pipeline.Transition{result("a", pipeline.Succeeded)},
+			wantApplied: 0, wantIgnored: 1,
+			check: func(t *testing.T, db *DB) {
+				loc, err := db.Locate("a")
+				if err != nil || loc.Status != "in batch" || loc.Stage != "classify" {
+					t.Errorf("locate a: %+v %v: want it still in batch at classify", loc, err)
+				}
+				if items, err := db.BatchItems(2); err != nil || len(items) != 3 {
+					t.Errorf("job 2 holds %d items (%v), want 3", len(items), err)
+				}
+				if items, err := db.BatchItems(1); err != nil || len(items) != 0 {
+					t.Errorf("job 1 still holds %d items (%v), want none", len(items), err)
+				}
+			},
 		},
 		{
 			name: "an item re-ingested with a new text",
@@ -155,6 +185,9 @@ func TestDB_CommitBatch(t *testing.T) {
 			}
 			if q := queuedIDs(t, db, "aggregate"); !slices.Equal(q, tc.wantQueued) {
 				t.Errorf("aggregate queue %v, want %v", q, tc.wantQueued)
+			}
+			if tc.check != nil {
+				tc.check(t, db)
 			}
 		})
 	}
@@ -211,5 +244,37 @@ func TestDB_BatchEndpoint(t *testing.T) {
 		if err != nil || j.Endpoint != url || got.Endpoint != url {
 			t.Errorf("job %d: endpoint %q, recorded %q (%v), want %q", j.Num, j.Endpoint, got.Endpoint, err, url)
 		}
+	}
+}
+
+func TestDB_MarkBatchCreate(t *testing.T) {
+	db := atClassify(t, "a", "b")
+	job := reserve(t, db, 1)
+	if !job.CreateSent.IsZero() {
+		t.Fatalf("a new intent has a create sent: %+v", job)
+	}
+	sent := batchNow.Add(time.Minute)
+	got, err := db.MarkBatchCreate(job.Num, sent)
+	if err != nil || !got.CreateSent.Equal(sent) || got.Name != "" {
+		t.Fatalf("mark: %+v %v", got, err)
+	}
+	if again, err := db.BatchJobByNum(job.Num); err != nil || !again.CreateSent.Equal(sent) {
+		t.Errorf("read back: %+v %v", again, err)
+	}
+	if _, err := db.SetBatchName(job.Num, "batches/x1", "JOB_STATE_PENDING", sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MarkBatchCreate(job.Num, sent); err == nil || !strings.Contains(err.Error(), "batches/x1") {
+		t.Errorf("mark a created job: %v, want a refusal naming it", err)
+	}
+	closed := reserve(t, db, 1)
+	if _, err := db.ReturnBatch(closed.Num, "deadline", sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MarkBatchCreate(closed.Num, sent); err == nil {
+		t.Error("mark a closed job: want a refusal")
+	}
+	if _, err := db.MarkBatchCreate(99, sent); err == nil {
+		t.Error("mark an unknown job: want ErrNotFound")
 	}
 }

@@ -29,14 +29,16 @@ type batchOptions struct {
 	Deadline    time.Duration
 	Poll        time.Duration
 	InlineBytes int
+	Settle      time.Duration
 }
 
 func batchFlags(o *batchOptions) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Category: catBatch, Name: "mode", Value: string(batch.ModeOnline), Usage: "how classify is run: online (one call per item), batch (Gemini batch jobs, half the price, results within the deadline) or auto (batch jobs, then online calls for what they did not answer by --batch-deadline)", Destination: &o.Mode},
 		&cli.IntFlag{Category: catBatch, Name: "batch-size", Value: batch.DefaultSize, Usage: "most requests per batch job (jobs over 19 MB go as an uploaded file)", Destination: &o.Size},
-		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h)", Destination: &o.Deadline},
+		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h); in auto mode the whole batch phase's: no job is created past it and what is left goes online", Destination: &o.Deadline},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
+		&cli.DurationFlag{Category: catBatch, Name: "batch-create-settle", Value: batch.DefaultCreateSettle, Hidden: true, Usage: "after a create whose answer was lost (or a run killed while it was in flight), how long the job may take to show in the API's list: it is looked for until then before being created again", Destination: &o.Settle},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
 }
@@ -70,6 +72,9 @@ func (o batchOptions) check() (batch.Mode, error) {
 	}
 	if m != batch.ModeOnline && (o.Size <= 0 || o.Deadline <= 0 || o.Poll <= 0) {
 		return "", usagef("--batch-size, --batch-deadline and --batch-poll must be positive")
+	}
+	if m != batch.ModeOnline && o.Settle < 0 {
+		return "", usagef("--batch-create-settle %s: use a positive duration (default %s)", o.Settle, batch.DefaultCreateSettle)
 	}
 	return m, nil
 }
@@ -133,7 +138,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
-		InlineBytes: bo.InlineBytes, NoCache: o.NoCache, Log: log, Progress: tick})
+		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()
@@ -284,6 +289,7 @@ type simBatchOptions struct {
 	Shuffle                  bool
 	RowErrors                float64
 	MaxJobs, MaxTokens       int
+	CreateDelay              time.Duration
 }
 
 func simBatchFlags(o *simBatchOptions, d simBatchOptions) []cli.Flag {
@@ -296,6 +302,7 @@ func simBatchFlags(o *simBatchOptions, d simBatchOptions) []cli.Flag {
 		&cli.Float64Flag{Category: catSim, Name: "batch-row-errors", Value: d.RowErrors, Usage: "simulator: rate of batch requests answered with an error status", Destination: &o.RowErrors},
 		&cli.IntFlag{Category: catSim, Name: "batch-max-jobs", Value: d.MaxJobs, Usage: "simulator: 429 on create past this many live batch jobs (0 = unlimited)", Destination: &o.MaxJobs},
 		&cli.IntFlag{Category: catSim, Name: "batch-max-tokens", Value: d.MaxTokens, Usage: "simulator: 429 on create past this many enqueued tokens (0 = unlimited)", Destination: &o.MaxTokens},
+		&cli.DurationFlag{Category: catSim, Name: "batch-create-delay", Value: d.CreateDelay, Usage: "simulator: a created batch job shows in the list only this long after create (a create finished late)", Destination: &o.CreateDelay},
 	}
 }
 
@@ -306,7 +313,7 @@ func (o simBatchOptions) config() (geminisim.BatchConfig, error) {
 	}
 	return geminisim.BatchConfig{
 		Pending: o.Pending, Running: o.Running, Expire: o.Expire, Fates: fates, Shuffle: o.Shuffle,
-		RowErrors: o.RowErrors, MaxJobs: o.MaxJobs, MaxEnqueuedTokens: o.MaxTokens,
+		RowErrors: o.RowErrors, MaxJobs: o.MaxJobs, MaxEnqueuedTokens: o.MaxTokens, CreateDelay: o.CreateDelay,
 	}, nil
 }
 

@@ -65,6 +65,12 @@ type BatchConfig struct {
 	// PageSize is the largest page of GET batches; default
 	// DefaultBatchPageSize.
 	PageSize int
+	// CreateDelay is how long after a create is accepted the job first
+	// shows in GET batches (measured with Config.Now), as a create the
+	// server finishes after its client gave up on it: a client that lists
+	// before then does not see it. Its creator, which got the name, can
+	// get it at once. 0 lists it at once.
+	CreateDelay time.Duration
 	// Observe, if set, is called (without the server's lock, before the
 	// answer is written) at each BatchEvent, so a test can act at an exact
 	// step, such as killing its client between create and the client's
@@ -177,6 +183,7 @@ type batchState struct {
 type simJob struct {
 	id, displayName, model string
 	created                time.Time
+	listed                 time.Time // first shown by the list (BatchConfig.CreateDelay)
 	fate                   Fate
 	rows                   []batchRow
 	fromFile               bool
@@ -373,6 +380,7 @@ func (s *Server) admitJob(j *simJob) (op map[string]any, refusal func(http.Respo
 	b.seq++
 	j.id = s.resourceID('b', b.seq)
 	j.created = now
+	j.listed = now.Add(bc.CreateDelay)
 	j.fate = FateSucceed
 	if n := b.stats.Created; n < len(bc.Fates) {
 		j.fate = bc.Fates[n]
@@ -494,7 +502,7 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	var live []string
 	for _, id := range b.order {
-		if b.jobs[id] != nil {
+		if j := b.jobs[id]; j != nil && !now.Before(j.listed) {
 			live = append(live, id)
 		}
 	}

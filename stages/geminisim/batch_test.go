@@ -375,3 +375,50 @@ func TestBatch_Observe(t *testing.T) {
 		t.Errorf("events %v, want %v", events, want)
 	}
 }
+
+// TestBatch_CreateDelay: a job accepted by create shows in the list only
+// CreateDelay later, as a create the server finishes late; its creator can
+// get it by name at once.
+func TestBatch_CreateDelay(t *testing.T) {
+	clock := newFakeClock()
+	s, url := startServer(t, Config{Now: clock.Now, Batch: BatchConfig{Running: time.Hour, CreateDelay: 30 * time.Second}})
+	c := newClient(t, url, DefaultAPIKey)
+	ctx := context.Background()
+	job, err := createInline(t, c, "late", batchTexts[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() []string {
+		t.Helper()
+		var names []string
+		for j, err := range c.Batches.All(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, j.DisplayName)
+		}
+		return names
+	}
+	for _, step := range []struct {
+		name string
+		at   time.Duration
+		want []string
+	}{
+		{"just created", 0, nil},
+		{"before the delay", 29 * time.Second, nil},
+		{"at the delay", 30 * time.Second, []string{"late"}},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			clock.Set(step.at)
+			if got := listed(); !slices.Equal(got, step.want) {
+				t.Errorf("listed %v, want %v", got, step.want)
+			}
+			if got, err := c.Batches.Get(ctx, job.Name, nil); err != nil || got.DisplayName != "late" {
+				t.Errorf("get by name: %+v %v", got, err)
+			}
+		})
+	}
+	if st := s.BatchStats(); st.Created != 1 || st.ByDisplayName["late"] != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
