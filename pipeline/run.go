@@ -181,6 +181,7 @@ type Runner struct {
 	stopClaims  context.CancelFunc // stops dispatch, not the calls in flight
 	storeMu     sync.Mutex
 	storeLost   *StoreLostError // the store given up on (a fleet worker), nil if not
+	storeGate   storeGate       // holds new calls while the store fails
 }
 
 // Progress is the live state of a run, per stage in pipeline order.
