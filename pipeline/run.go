@@ -119,6 +119,10 @@ type Runner struct {
 	Stages []StageConfig
 	// RunID names the run in the RunLog (when Store implements it).
 	RunID string
+	// Started is when the run began, if before Run (work done under the
+	// same RunID first, such as a batch phase): the run record's start,
+	// so that its duration is the whole run's. Zero: when Run is called.
+	Started time.Time
 	// BatchSize caps the transitions of one group commit. Default 1000.
 	BatchSize int
 	// MaxBacklog caps the results waiting for their commit: no call
@@ -287,7 +291,11 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		return RunSummary{}, Fatal(err)
 	}
 	clock := r.clock()
-	sum := RunSummary{ID: r.RunID, Started: clock.Now(), Status: "running", Stages: map[string]*StageStats{}}
+	began := clock.Now()
+	sum := RunSummary{ID: r.RunID, Started: began, Status: "running", Stages: map[string]*StageStats{}}
+	if !r.Started.IsZero() && r.Started.Before(began) {
+		sum.Started = r.Started
+	}
 	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
 		if err := rl.SaveRun(sum); err != nil {
 			return sum, Fatal(fmt.Errorf("save run record: %w", err))
@@ -334,7 +342,7 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 
 	samplerStop := make(chan struct{})
 	samplerDone := make(chan struct{})
-	go func() { defer close(samplerDone); r.sampler(sum.Started, samplerStop) }()
+	go func() { defer close(samplerDone); r.sampler(began, samplerStop) }()
 
 	var workers sync.WaitGroup
 	upstream := make(chan struct{})
