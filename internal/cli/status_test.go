@@ -75,4 +75,8 @@ func TestStatus_CostIsTheLedger(t *testing.T) {
 	if want := "cost $0.0424"; !strings.Contains(out.String(), want) || strings.Contains(out.String(), "saved no price") {
 		t.Errorf("status text lacks %q, or still calls the killed run's tokens unpriced:\n%s", want, out.String())
 	}
+	// It recorded no sample: how long it lived is unknown, not 0 s.
+	if want := "r1  killed    ?"; !strings.Contains(out.String(), want) {
+		t.Errorf("status text lacks %q:\n%s", want, out.String())
+	}
 }

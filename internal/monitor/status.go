@@ -53,6 +53,20 @@ func (v *StatusView) UseLedger() {
 	}
 }
 
+// runDuration is how long a run took, as its record can tell: a killed
+// run's end is its last sample (it may have lived on after it), so its
+// duration is a lower bound, and unknown without a sample.
+func runDuration(status string, took time.Duration) string {
+	d := took.Round(time.Second).String()
+	if status != store.RunKilled {
+		return d
+	}
+	if took <= 0 {
+		return "?"
+	}
+	return ">=" + d
+}
+
 // NewStatusView sums the usage and cost of runs (newest first) and keeps
 // the last five of them.
 func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pipeline.RunSummary) StatusView {
@@ -118,7 +132,7 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 				// Still running (another worker of a fleet, on PostgreSQL).
 				took = time.Since(r.Started)
 			}
-			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), took.Round(time.Second))
+			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), runDuration(r.Status, took))
 			if r.Message != "" {
 				fmt.Fprintf(w, "  %s", TerminalSafe(r.Message))
 			}
