@@ -35,10 +35,10 @@ const (
 	DefaultMaxBacklogAge = 100 * time.Millisecond
 	// DefaultCommitAttempts is Runner.CommitAttempts' default.
 	DefaultCommitAttempts = 3
-	// DefaultStoreRetry is Runner.StoreRetry's default: a server
-	// restarting or a connection reset is over within a few seconds;
-	// an outage longer than that outlasts what a worker could wait
-	// without its calls' leases ending, so it stops and is run again.
+	// DefaultStoreRetry is Runner.StoreRetry's default: a connection
+	// reset is over within a few seconds; past that the worker stops
+	// claiming and is run again (the answers it holds are still
+	// committed if the database is back before their leases end).
 	DefaultStoreRetry = 5 * time.Second
 )
 
