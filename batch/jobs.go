@@ -278,7 +278,7 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 		// The store's ledger counts what was billed (a lifetime budget
 		// reads it), and keeps the answer for the same question asked
 		// later.
-		tr.CostUSD = cost
+		tr.CostUSD, tr.Usage = cost, res.Usage
 		tr.CacheKey = d.cacheKey(it, tr)
 		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
 			fatal = err

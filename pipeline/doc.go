@@ -80,15 +80,20 @@
 // process holds the file's lock) keeps the cursor walk.
 //
 // When a fleet worker's store fails (the database down or unreachable),
-// claims and commits are retried every second for Runner.StoreRetry
-// (5 s). Past that the worker gives the store up: it claims and renews
-// no more, lets its calls in flight finish (or cancels them at their
-// lease's end), tries their results until their leases end and never
-// after, drops the rest uncommitted (counted as lost leases), and Run
-// returns a StoreLostError, a resumable stop. Its leases end on the
-// database's clock at most the safety margin later, so any worker, this
-// one run again included, takes the items once the database is back; nothing is lost, and what is billed
-// twice is counted.
+// the worker starts no call until a request to it succeeds again, keeps
+// the answers of its calls in flight in memory, and retries claims and
+// commits every second (the commit at once when another request
+// succeeds) for Runner.StoreRetry (5 s). Past that the worker gives the
+// store up: it claims and renews no more, lets its calls in flight finish
+// (or cancels them at renew sent + Lease - 10 s), keeps trying their
+// answers until their leases end as the database has them (the last
+// renewal sent + Lease) and never after, drops the rest uncommitted
+// (counted as lost leases), and Run returns a StoreLostError, a
+// resumable stop. Leases are renewed every Lease/4, so each has at least
+// three quarters of Lease left when the database goes: an answer is paid
+// for twice only if the database stays unreachable longer than that (or
+// its worker dies holding it, or its call outlasts the lease); what is
+// billed twice so is counted. Nothing committed is lost.
 //
 // The Runner takes one Clock for every timestamp and wait (backoff, the
 // grace period after a stop, sampling, the backlog's age), so its tests run

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -68,6 +69,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			continue
 		}
 		failingSince = time.Time{}
+		r.storeGate.answered()
 		book.add(claims, sent)
 		for j, q := range claims {
 			if q.Attempt > int64(r.MaxClaims) {
@@ -103,6 +105,8 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 					return
 				}
 				left = -1 // unknown: poll again
+			} else {
+				r.storeGate.answered()
 			}
 			if left == 0 {
 				return
@@ -132,6 +136,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 // restarting, a connection reset) is retried for StoreRetry; past that
 // the worker gives the store up (loseStore) and the caller stops.
 func (r *Runner) storeFailing(since *time.Time, sent time.Time, what string, err error) bool {
+	r.storeGate.failed()
 	if since.IsZero() {
 		*since = sent
 	}
@@ -144,13 +149,67 @@ func (r *Runner) storeFailing(since *time.Time, sent time.Time, what string, err
 	return false
 }
 
+// storeGate holds a fleet worker's new calls while its store fails: an
+// answer bought then could not be committed, and the longer the store
+// stays away, the likelier its lease ends and another worker pays for
+// the item again. The zero value is a store that answers.
+type storeGate struct {
+	mu sync.Mutex
+	// back is closed when the store answers again; nil while it does.
+	back chan struct{}
+}
+
+// failed records a request to the store that failed.
+func (g *storeGate) failed() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.back == nil {
+		g.back = make(chan struct{})
+	}
+}
+
+// answered records a request to the store that succeeded: held calls go.
+func (g *storeGate) answered() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.back != nil {
+		close(g.back)
+		g.back = nil
+	}
+}
+
+// down returns a channel closed when the store answers again, or nil
+// while it answers (a nil channel never fires in a select).
+func (g *storeGate) down() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.back
+}
+
+// waitStore returns once the store answers (at once while it does), or
+// false when ctx or call ends first (the run stops, the lease is lost).
+func (r *Runner) waitStore(ctx, call context.Context) bool {
+	back := r.storeGate.down()
+	if back == nil {
+		return true
+	}
+	select {
+	case <-back:
+		return true
+	case <-ctx.Done():
+	case <-call.Done():
+	}
+	return false
+}
+
 // StoreLostError is Runner.Run's error when a fleet worker (a Store with
 // Claimer) gave its store up: a claim, count or commit kept failing for
 // StoreRetry. The worker stopped claiming, let its calls in flight run
-// until they finished or their leases ended, committed what it could
-// before each lease ended and dropped the rest: their items return to
-// the queue when their leases end, for any worker. It is a resumable
-// stop: errors.Is(err, ErrStopped) holds.
+// until they finished or their leases ended, kept trying to commit its
+// answers until their leases ended (as the database has them: its last
+// renewal + the lease) and dropped what was still uncommitted then:
+// those items return to the queue, for any worker. It is a resumable stop: errors.Is(err,
+// ErrStopped) holds.
 type StoreLostError struct {
 	// Op is what failed ("claim work of classify", "commit 3 results").
 	Op string
@@ -189,7 +248,7 @@ func (r *Runner) loseStore(e *StoreLostError) {
 	}
 	r.storeMu.Unlock()
 	if first {
-		r.log().Error("giving the store up: no more claims; calls in flight finish or are canceled at their lease end", "op", e.Op, "failing for", e.For.Round(time.Millisecond), "err", e.Err)
+		r.log().Error("giving the store up: no more claims; calls in flight finish or are canceled at their lease end, answers are tried until their lease ends", "op", e.Op, "failing for", e.For.Round(time.Millisecond), "err", e.Err)
 		r.stopClaims()
 	}
 }
@@ -236,12 +295,13 @@ func (r *Runner) unfinished(i int) (int, error) {
 
 // fleetCommitter is the committer of a fleet worker (a Store with
 // Claimer). A commit that fails does not hold the committer in a retry
-// loop: its results are carried and tried again every second with what
-// arrived meanwhile, each until the lease of its entry ends and never
-// after (a result whose lease the book has given up is dropped,
-// uncommitted: the entry may be claimed by another worker by now, and a
-// worker that gave its store up must be done within a lease). Commits
-// failing for StoreRetry in a row give the store up.
+// loop: its answers are carried and tried again every second (at once
+// when the store answers another request) with what arrived meanwhile,
+// each until its lease ends as the database has it (the last renewal
+// sent + Lease), never after: the database may hand the entry to another
+// worker then. An answer whose lease is known lost (a renewal said
+// another worker claimed the entry) is dropped at once. Commits failing
+// for StoreRetry in a row give the store up.
 func (r *Runner) fleetCommitter() {
 	clock := r.clock()
 	var (
@@ -253,9 +313,11 @@ func (r *Runner) fleetCommitter() {
 	for in != nil || len(carried) > 0 {
 		var retry Timer
 		var retryC <-chan time.Time
+		var back <-chan struct{}
 		if len(carried) > 0 && !nextTry.IsZero() {
 			retry = clock.NewTimer(nextTry.Sub(clock.Now()))
 			retryC = retry.C()
+			back = r.storeGate.down()
 		}
 		select {
 		case p, ok := <-in:
@@ -278,6 +340,8 @@ func (r *Runner) fleetCommitter() {
 				}
 			}
 		case <-retryC:
+		case <-back:
+			nextTry = clock.Now()
 		}
 		if retry != nil {
 			retry.Stop()
@@ -294,24 +358,25 @@ func (r *Runner) fleetCommitter() {
 			nextTry = sent.Add(time.Second)
 			continue
 		}
+		r.storeGate.answered()
 		failingSince, nextTry, carried = time.Time{}, time.Time{}, nil
 	}
 }
 
-// dropLost settles, uncommitted, the results in ps whose lease is gone,
+// dropLost settles, uncommitted, the answers in ps whose lease is gone,
 // and returns the others.
 func (r *Runner) dropLost(ps []pending) []pending {
 	kept := ps[:0]
 	var dropped []pending
 	for _, p := range ps {
-		if _, ok := r.books[p.stage].leaseEnd(p.t.Seq); ok {
+		if _, ok := r.books[p.stage].holdEnd(p.t.Seq); ok {
 			kept = append(kept, p)
 		} else {
 			dropped = append(dropped, p)
 		}
 	}
 	if len(dropped) > 0 {
-		r.log().Warn("results dropped uncommitted: their leases ended while the store failed; their items return to the queue", "results", len(dropped))
+		r.log().Warn("answers dropped uncommitted: their leases ended while the store failed; their items return to the queue", "results", len(dropped))
 		r.settle(dropped, false)
 	}
 	return kept
@@ -324,12 +389,14 @@ func (r *Runner) dropLost(ps []pending) []pending {
 // before the earliest lease of ps ends: it is canceled then.
 func (r *Runner) commitFleet(ps []pending) error {
 	deadline := r.clock().Now().Add(r.Lease)
+	for _, p := range ps {
+		if end, ok := r.books[p.stage].holdEnd(p.t.Seq); ok && end.Before(deadline) {
+			deadline = end
+		}
+	}
 	ts := make([]FencedTransition, len(ps))
 	for j, p := range ps {
 		ts[j] = FencedTransition{Transition: p.t, Attempt: p.attempt}
-		if end, ok := r.books[p.stage].leaseEnd(p.t.Seq); ok && end.Before(deadline) {
-			deadline = end
-		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline.Sub(r.clock().Now()))
 	defer cancel()

@@ -104,13 +104,18 @@ func TestFleet_LostLeaseCancelsTheCall(t *testing.T) {
 		st := newClaimStore([]string{"only"}, n, clock.Now)
 		a, b := st.view("a"), st.view("b")
 		var mu sync.Mutex
-		var claimed sync.Once
-		cut := false
+		cut, felt := false, false
 		a.cutOff = func() bool {
 			mu.Lock()
-			defer mu.Unlock()
-			c := cut
-			claimed.Do(func() { cut = true })
+			c, first := cut, cut && !felt
+			cut, felt = true, felt || c
+			mu.Unlock()
+			if first {
+				// The first request that fails comes a second after the
+				// claim, once both calls have started: a worker that
+				// knows its store is away starts none.
+				_ = clock.sleep(context.Background(), time.Second)
+			}
 			return c
 		}
 		var canceledAfter []time.Duration

@@ -29,7 +29,9 @@ type held struct {
 	// starts on the entry.
 	cancel context.CancelFunc
 	// validUntil is renew-sent (or claim-sent) + Lease - margin on the
-	// runner's clock: past it, the lease is treated as gone.
+	// runner's clock: past it, the lease is treated as gone for a call
+	// (another worker may start one); an answer already bought is held
+	// until the lease's end itself (see holdEnd).
 	validUntil time.Time
 	// sent: a transition is on its way to the committer.
 	sent bool
@@ -192,22 +194,23 @@ func (b *leaseBook) lose(seqs []uint64, why string) {
 	}
 }
 
-// leaseEnd returns when the lease of entry seq ends as this process
-// must assume it (renew sent + Lease - margin), and false when the
-// lease is gone: lost, or past that end (then it is marked lost now, and
-// counted, if the expiry watch has not done it yet).
-func (b *leaseBook) leaseEnd(seq uint64) (time.Time, bool) {
+// holdEnd returns when the lease of entry seq ends as the database has
+// it (renew sent + Lease: no margin, since an answer's commit is fenced
+// and a call's start is not at stake), and false when the lease is gone:
+// lost, or past that end (then it is marked lost now, and counted).
+func (b *leaseBook) holdEnd(seq uint64) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.held[seq]
 	if h == nil || h.lost {
 		return time.Time{}, false
 	}
-	if !h.validUntil.After(b.r.clock().Now()) {
-		b.lose([]uint64{seq}, fmt.Sprintf("not renewed for %s", b.r.Lease-b.r.margin()))
+	end := h.validUntil.Add(b.r.margin())
+	if !end.After(b.r.clock().Now()) {
+		b.lose([]uint64{seq}, fmt.Sprintf("not renewed for %s", b.r.Lease))
 		return time.Time{}, false
 	}
-	return h.validUntil, true
+	return end, true
 }
 
 // live returns the claims whose leases are still held.
@@ -237,7 +240,7 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 		<-stop
 		cancel()
 	}()
-	for sleep(ctx, clock, b.r.Lease/4) {
+	for b.beat(ctx, clock) {
 		if b.r.lostStore() != nil {
 			// Given up: the leases must end within a lease, so that
 			// the worker is done by then.
@@ -253,10 +256,12 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 		cancelRenew()
 		if err != nil {
 			if ctx.Err() == nil {
+				b.r.storeGate.failed()
 				b.r.log().Warn("could not renew leases; trying again", "stage", b.name, "entries", len(claims), "err", err)
 			}
 			continue
 		}
+		b.r.storeGate.answered()
 		gone := make(map[uint64]bool, len(lost))
 		for _, s := range lost {
 			gone[s] = true
@@ -270,6 +275,24 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 		}
 		b.lose(lost, "claimed again by another worker")
 		b.mu.Unlock()
+	}
+}
+
+// beat waits for the next heartbeat: a quarter lease, or less when the
+// store answers again after failing, so that leases renewed late (the
+// database came back) are renewed before the calls held meanwhile start
+// and before the database could hand them to another worker. False when
+// ctx ends.
+func (b *leaseBook) beat(ctx context.Context, clock Clock) bool {
+	t := clock.NewTimer(b.r.Lease / 4)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-b.r.storeGate.down():
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -289,7 +312,9 @@ func (b *leaseBook) expiry(stop <-chan struct{}) {
 		b.mu.Lock()
 		var expired []uint64
 		for s, h := range b.held {
-			if h.lost {
+			if h.lost || h.sent {
+				// An answer on its way to the committer has no call to
+				// cancel: its fenced commit decides.
 				continue
 			}
 			if !h.validUntil.After(now) {

@@ -72,6 +72,11 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}()
 	}
 	for tries := 0; ; tries++ {
+		// A fleet worker whose store fails starts no call: its answer
+		// could not be committed until the store is back.
+		if !r.waitStore(stageCtx, workCtx) {
+			return // stopping, or the lease is lost: the item stays queued
+		}
 		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
 			return // stopping: the item stays queued
 		}

@@ -37,10 +37,10 @@ const (
 	DefaultMaxBacklogAge = 100 * time.Millisecond
 	// DefaultCommitAttempts is Runner.CommitAttempts' default.
 	DefaultCommitAttempts = 3
-	// DefaultStoreRetry is Runner.StoreRetry's default: a server
-	// restarting or a connection reset is over within a few seconds;
-	// an outage longer than that outlasts what a worker could wait
-	// without its calls' leases ending, so it stops and is run again.
+	// DefaultStoreRetry is Runner.StoreRetry's default: a connection
+	// reset is over within a few seconds; past that the worker stops
+	// claiming and is run again (the answers it holds are still
+	// committed if the database is back before their leases end).
 	DefaultStoreRetry = 5 * time.Second
 )
 
@@ -132,6 +132,10 @@ type Runner struct {
 	Stages []StageConfig
 	// RunID names the run in the RunLog (when Store implements it).
 	RunID string
+	// Started is when the run began, if before Run (work done under the
+	// same RunID first, such as a batch phase): the run record's start,
+	// so that its duration is the whole run's. Zero: when Run is called.
+	Started time.Time
 	// BatchSize caps the transitions of one group commit. Default 1000.
 	BatchSize int
 	// MaxBacklog caps the results waiting for their commit: no call
@@ -194,6 +198,7 @@ type Runner struct {
 	stopClaims  context.CancelFunc // stops dispatch, not the calls in flight
 	storeMu     sync.Mutex
 	storeLost   *StoreLostError // the store given up on (a fleet worker), nil if not
+	storeGate   storeGate       // holds new calls while the store fails
 }
 
 // Progress is the live state of a run, per stage in pipeline order.
@@ -302,7 +307,11 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		return RunSummary{}, Fatal(err)
 	}
 	clock := r.clock()
-	sum := RunSummary{ID: r.RunID, Started: clock.Now(), Status: "running", Stages: map[string]*StageStats{}}
+	began := clock.Now()
+	sum := RunSummary{ID: r.RunID, Started: began, Status: "running", Stages: map[string]*StageStats{}}
+	if !r.Started.IsZero() && r.Started.Before(began) {
+		sum.Started = r.Started
+	}
 	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
 		if err := rl.SaveRun(sum); err != nil {
 			return sum, Fatal(fmt.Errorf("save run record: %w", err))
@@ -349,7 +358,7 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 
 	samplerStop := make(chan struct{})
 	samplerDone := make(chan struct{})
-	go func() { defer close(samplerDone); r.sampler(sum.Started, samplerStop) }()
+	go func() { defer close(samplerDone); r.sampler(began, samplerStop) }()
 
 	var workers sync.WaitGroup
 	upstream := make(chan struct{})

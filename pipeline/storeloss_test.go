@@ -145,3 +145,78 @@ func TestFleet_StoreBlipIsRiddenOut(t *testing.T) {
 		}
 	})
 }
+
+// TestFleet_AnswersOutliveAStoreOutage: the database goes away at +31 s
+// (a second after a renewal) and comes back at +86 s, with calls of 20 s
+// in flight and a lease of a minute. The worker starts no call once a
+// request to the store has failed, gives it up after StoreRetry (no more claims or renewals),
+// and keeps the answers of its calls in flight until their leases end
+// as the database has them (+90 s), not as a call must assume them
+// (+80 s): it commits them when the database is back. Then a worker
+// started again does the rest, and no item is called twice.
+func TestFleet_AnswersOutliveAStoreOutage(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const (
+			n     = 40
+			lease = time.Minute
+		)
+		st := newClaimStore([]string{"only"}, n, clock.Now)
+		a := st.view("a")
+		away := outage(clock, 31*time.Second, 86*time.Second)
+		// The worker learns the store is away from a request that fails:
+		// a call started at a later instant (the virtual clock moves only
+		// once every goroutine waits) was started knowing it.
+		var mu sync.Mutex
+		var firstFailure time.Time
+		a.cutOff = func() bool {
+			cut := away()
+			mu.Lock()
+			if cut && firstFailure.IsZero() {
+				firstFailure = clock.Now()
+			}
+			mu.Unlock()
+			return cut
+		}
+		calledAway := 0
+		stage := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			mu.Lock()
+			if away() && !firstFailure.IsZero() && clock.Now().After(firstFailure) {
+				calledAway++
+			}
+			mu.Unlock()
+			if err := clock.sleep(ctx, 20*time.Second); err != nil {
+				return pipeline.Result{}, err
+			}
+			return ok(ctx, it, n)
+		}}
+		r := &pipeline.Runner{Store: a, Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: stage, Workers: 4}}}
+		sum, err := r.Run(context.Background())
+		var lost *pipeline.StoreLostError
+		if !errors.As(err, &lost) {
+			t.Fatalf("Run = %v, want a StoreLostError (the outage outlasts StoreRetry)", err)
+		}
+		s := sum.Stages["only"]
+		if s.LeasesLost != 0 || s.Done != s.Calls || s.Done == 0 {
+			t.Errorf("done %d of %d calls, leases lost %d: want every answer committed once the store was back, none lost", s.Done, s.Calls, s.LeasesLost)
+		}
+		if calledAway != 0 {
+			t.Errorf("%d calls started while the store was known to be away", calledAway)
+		}
+		if st.late != 0 {
+			t.Errorf("%d answers sent for commit at or after their lease's end", st.late)
+		}
+
+		b := &pipeline.Runner{Store: st.view("b"), Clock: clock, Lease: lease, Stages: []pipeline.StageConfig{{Stage: stage, Workers: 4}}}
+		if _, err := b.Run(context.Background()); err != nil {
+			t.Fatalf("the worker started again: %v", err)
+		}
+		if got := st.places(t); got["done"] != n || len(got) != 1 {
+			t.Errorf("places = %v, want %d done", got, n)
+		}
+		for id, c := range stage.calls {
+			if c != 1 {
+				t.Errorf("%s called %d times", id, c)
+			}
+		}
+	})
+}

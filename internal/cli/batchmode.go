@@ -102,7 +102,9 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 	}
 	phase := &batchPhase{mode: mode, stage: b.classify.Name()}
 	if ci > 0 {
-		r := &pipeline.Runner{Store: db, Stages: b.stages[:ci], RunID: store.NewRunID(time.Now()), Grace: o.Grace}
+		// No run record of its own: its figures are the command's run's
+		// (addTo), and its commits count towards that run's record.
+		r := &pipeline.Runner{Store: db, Stages: b.stages[:ci], Grace: o.Grace}
 		sum, err := r.Run(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -280,6 +282,7 @@ func (p *batchPhase) addTo(sum *pipeline.RunSummary) {
 	t := stage(p.stage)
 	t.Done += int64(p.batch.Answered)
 	t.Dead += int64(p.batch.Dead)
+	t.Usage = t.Usage.Add(p.batch.Usage)
 }
 
 // simBatchOptions configure the simulator's Batch API.

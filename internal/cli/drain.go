@@ -88,12 +88,34 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	if err := o.useFleetLimiter(ctx, b, db, fleetLog); err != nil {
 		return sum, err
 	}
+	// One run record for the whole command: a batch phase is part of the
+	// run, so the record is saved "running" before it (a run killed in it
+	// reads killed, with what its commits recorded) and its duration is
+	// the command's.
+	start := time.Now()
+	runID := store.NewRunID(start)
+	if mode, _ := req.Batch.check(); mode != batch.ModeOnline {
+		sum = pipeline.RunSummary{ID: runID, Started: start, Status: "running"}
+		if err := db.SaveRun(sum); err != nil {
+			return sum, err
+		}
+	}
 	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
 	if err != nil {
+		if sum.ID != "" {
+			sum.Ended = time.Now()
+			batchPhase.addTo(&sum)
+			if cs := sum.Stages["classify"]; cs != nil {
+				cs.CostUSD += batchPhase.cost()
+			}
+			endRun(&sum, err)
+			if serr := db.SaveRun(sum); serr != nil {
+				err = fmt.Errorf("%w (and its run record: %v)", err, serr)
+			}
+		}
 		return sum, err
 	}
 
-	runID := store.NewRunID(time.Now())
 	rc, err := monitorConfig(db, b, runID, o.Quiet)
 	if err != nil {
 		return sum, err
@@ -105,7 +127,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	sigOut.Set(prog.Writer())
 	r := &pipeline.Runner{
-		Store: db, Stages: runStages, RunID: runID, Grace: o.Grace, Lease: o.Lease,
+		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease,
 		OnTick: prog.Tick, Log: prog.Log(),
 		NoCache: o.NoCache, Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal},
 	}
@@ -121,6 +143,17 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 				runErr = err
 			}
 		}
+	}
+	if runErr == nil {
+		runErr = batchPhase.leftover(db)
+	}
+	if runErr == nil && batchPhase == nil {
+		runErr = heldByOpenJobs(db)
+	}
+	// The record and the summary say how the run ended, as the exit code
+	// does, even when what stopped it came after the runner.
+	endRun(&sum, runErr)
+	if sum.ID != "" {
 		if err := db.SaveRun(sum); err != nil && runErr == nil {
 			runErr = err
 		}
@@ -130,12 +163,6 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	if !o.JSON {
 		printBudget(stdout, db, o, sum)
-	}
-	if runErr == nil {
-		runErr = batchPhase.leftover(db)
-	}
-	if runErr == nil && batchPhase == nil {
-		runErr = heldByOpenJobs(db)
 	}
 	if runErr != nil {
 		var (
@@ -154,6 +181,21 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		}
 	}
 	return sum, runErr
+}
+
+// endRun records in sum how the run ended when err, the command's error,
+// came after the runner reported it complete (items left in batch jobs,
+// a record that could not be saved) or before it ran (a batch phase that
+// stopped): stopped for a resumable stop (exit 3), failed otherwise.
+func endRun(sum *pipeline.RunSummary, err error) {
+	if err == nil || (sum.Status != "complete" && sum.Status != "running") {
+		return
+	}
+	sum.Status = "failed"
+	if errors.Is(err, pipeline.ErrStopped) {
+		sum.Status = "stopped"
+	}
+	sum.Message = err.Error()
 }
 
 // storeLostError is a fleet worker's stop after it gave its database up

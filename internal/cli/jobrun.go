@@ -170,16 +170,19 @@ func runJob(ctx context.Context, req jobRequest) error {
 			}
 		}
 	}
-	if err := db.SaveRun(sum); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := monitor.PrintSummary(req.Out, stageOrder(db), sum, req.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
-		runErr = err
-	}
 	if runErr == nil {
 		// A job runs online: open jobs of an earlier batch run from flags
 		// (a flags database moved to a job file) hold items it never saw.
 		runErr = heldByOpenJobs(db)
+	}
+	endRun(&sum, runErr)
+	if sum.ID != "" {
+		if err := db.SaveRun(sum); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if err := monitor.PrintSummary(req.Out, stageOrder(db), sum, req.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
+		runErr = err
 	}
 	if errors.Is(runErr, pipeline.ErrStopped) {
 		fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))

@@ -104,6 +104,7 @@ func statusView(db pipeline.Database) (monitor.StatusView, error) {
 		if v.Money, err = lg.Ledgers(); err != nil {
 			return monitor.StatusView{}, err
 		}
+		v.UseLedger()
 	}
 	return v, nil
 }

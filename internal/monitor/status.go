@@ -38,6 +38,35 @@ type StatusView struct {
 	Money map[string]pipeline.Ledger `json:"money,omitempty"`
 }
 
+// UseLedger makes v's cost the store's ledger: what every committed
+// result was billed, batch answers and killed runs' included, where the
+// run records hold only what each run that ended priced. It is the one
+// source of money `status`, `report` and --budget-total read. No-op
+// without a ledger (v.Money nil).
+func (v *StatusView) UseLedger() {
+	if v.Money == nil {
+		return
+	}
+	v.CostUSD, v.UnpricedTokens = 0, 0
+	for _, l := range v.Money {
+		v.CostUSD += l.SpentUSD
+	}
+}
+
+// runDuration is how long a run took, as its record can tell: a killed
+// run's end is its last sample (it may have lived on after it), so its
+// duration is a lower bound, and unknown without a sample.
+func runDuration(status string, took time.Duration) string {
+	d := took.Round(time.Second).String()
+	if status != store.RunKilled {
+		return d
+	}
+	if took <= 0 {
+		return "?"
+	}
+	return ">=" + d
+}
+
 // NewStatusView sums the usage and cost of runs (newest first) and keeps
 // the last five of them.
 func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pipeline.RunSummary) StatusView {
@@ -69,7 +98,11 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", TerminalSafe(s.Stage), s.Queued, s.Dead, s.Output)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	if v.Money != nil {
+		fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; cost $%.4f (billed for every committed result)", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	} else {
+		fmt.Fprintf(w, "\ntokens (all runs): %d in, %d out; estimated cost $%.4f", v.Usage.PromptTokens, v.Usage.CandidateTokens, v.CostUSD)
+	}
 	if v.UnpricedTokens > 0 {
 		fmt.Fprintf(w, " without the %d tokens of killed runs, which saved no price", v.UnpricedTokens)
 	}
@@ -99,7 +132,7 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 				// Still running (another worker of a fleet, on PostgreSQL).
 				took = time.Since(r.Started)
 			}
-			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), took.Round(time.Second))
+			fmt.Fprintf(w, "  %s  %-8s  %s", TerminalSafe(r.ID), TerminalSafe(r.Status), runDuration(r.Status, took))
 			if r.Message != "" {
 				fmt.Fprintf(w, "  %s", TerminalSafe(r.Message))
 			}

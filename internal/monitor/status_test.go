@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -33,5 +34,26 @@ func TestStatusView_KilledRunTokensAreShownUnpriced(t *testing.T) {
 	}
 	if want := "1140 in, 114 out; estimated cost $2.5000 without the 44 tokens of killed runs"; !strings.Contains(b.String(), want) {
 		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+}
+
+// A killed run's record ends at its last sample: its duration is a lower
+// bound, and unknown without a sample; other runs' are their own.
+func TestRunDuration(t *testing.T) {
+	cases := []struct {
+		name, status string
+		took         time.Duration
+		want         string
+	}{
+		{"complete", "complete", 8*time.Second + 300*time.Millisecond, "8s"},
+		{"killed with samples", store.RunKilled, 12 * time.Second, ">=12s"},
+		{"killed without a sample", store.RunKilled, 0, "?"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runDuration(tc.status, tc.took); got != tc.want {
+				t.Errorf("runDuration(%q, %s) = %q, want %q", tc.status, tc.took, got, tc.want)
+			}
+		})
 	}
 }

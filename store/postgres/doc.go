@@ -92,7 +92,12 @@
 // of the todo row matches the claim's attempt: if the lease ran out and
 // another worker claimed the entry, the attempt moved on, the old
 // worker's commit matches nothing and is not applied (an expired lease
-// nobody claimed still commits: nobody else has the item). A crashed
+// nobody claimed still commits: nobody else has the item). A database
+// restart keeps every row and visible_at: a worker keeps the answers it
+// could not commit while the server was away and commits them when it
+// answers, before their leases end (at least three quarters of a lease
+// after it went, leases being renewed every quarter), so an outage
+// shorter than that pays for no item twice. A crashed
 // worker's entries become claimable when their leases end; there is no
 // reaper. Holders lists who holds what, for status. Claims, renewals
 // and fenced deletes find their rows through indexes (the picked or

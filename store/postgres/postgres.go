@@ -95,6 +95,10 @@ type DB struct {
 	// tells other processes that run is alive.
 	run     atomic.Pointer[string]
 	runConn *pgxpool.Conn
+	// runStop ends the watch that re-takes the lock (keepRunLock);
+	// runLockEvery is its period, runLockCheck but in tests.
+	runStop      chan struct{}
+	runLockEvery time.Duration
 }
 
 // Open connects to the database named by dsn (a libpq URL or key=value
@@ -131,7 +135,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	}
 	db := &DB{
 		path: Redact(dsn), schema: schema, ident: ident, stages: slices.Clone(opt.Stages),
-		index: map[string]int{}, now: opt.Now, owner: opt.Owner, ctx: context.Background(),
+		index: map[string]int{}, now: opt.Now, owner: opt.Owner, ctx: context.Background(), runLockEvery: runLockCheck,
 	}
 	if db.now == nil {
 		db.now = time.Now

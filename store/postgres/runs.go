@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -25,6 +28,13 @@ const (
 const runLockClass = 0x5a77
 
 func (db *DB) runLockKey(run string) string { return db.schema + ":" + run }
+
+// runLockCheck is how often a handle whose run is "running" checks that
+// the session holding the run's lock is still there. A server restart or
+// a dropped connection ends the session and its lock while the process
+// lives on (a fleet worker rides out a restart): the run would read
+// "killed" to every other process until the lock is taken again.
+const runLockCheck = 2 * time.Second
 
 // SaveRun stores (or replaces) a run record. While the last record saved
 // through this DB is "running", Commit adds usage to that run too, and
@@ -50,6 +60,8 @@ func (db *DB) SaveRun(r pipeline.RunSummary) error {
 			db.runConn = conn
 			id := r.ID
 			db.run.Store(&id)
+			db.runStop = make(chan struct{})
+			go db.keepRunLock(db.runStop, db.runLockEvery)
 		}
 	}
 	if _, err := db.pool.Exec(db.ctx, `INSERT INTO run (run_id, summary) VALUES ($1, $2)
@@ -76,6 +88,10 @@ func (db *DB) releaseRun() {
 // returned to the pool still holding the lock.
 func (db *DB) releaseRunLocked() {
 	run := db.run.Swap(nil)
+	if db.runStop != nil {
+		close(db.runStop)
+		db.runStop = nil
+	}
 	if db.runConn == nil {
 		return
 	}
@@ -87,6 +103,61 @@ func (db *DB) releaseRunLocked() {
 		db.runConn.Release()
 	}
 	db.runConn = nil
+}
+
+// keepRunLock checks the run's lock every period until stop closes,
+// and takes it again when its session is gone.
+func (db *DB) keepRunLock(stop <-chan struct{}, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		// A failure (the server away, the old session not yet gone)
+		// is tried again at the next check.
+		_ = db.checkRunLock()
+	}
+}
+
+// errRunLockHeld: the run's lock is held by another session, most
+// likely this handle's own, ended but not yet gone from the server.
+var errRunLockHeld = errors.New("the run's lock is held by another session")
+
+// checkRunLock makes sure the session holding the running run's lock
+// is alive, and takes the lock on a new session when it is not.
+func (db *DB) checkRunLock() error {
+	db.runMu.Lock()
+	defer db.runMu.Unlock()
+	run := db.run.Load()
+	if run == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(db.ctx, runLockCheck)
+	defer cancel()
+	if db.runConn != nil {
+		if _, err := db.runConn.Exec(ctx, `SELECT 1`); err == nil {
+			return nil
+		}
+		db.runConn.Hijack().Close(ctx)
+		db.runConn = nil
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, runLockClass, db.runLockKey(*run)).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		if err == nil {
+			err = errRunLockHeld
+		}
+		return err
+	}
+	db.runConn = conn
+	return nil
 }
 
 // Runs returns up to n run records, newest first. A record still

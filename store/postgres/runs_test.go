@@ -19,6 +19,8 @@ func TestDB_KilledRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.Close()
+	// The test decides when the handle looks at its lock.
+	worker.runLockEvery = time.Hour
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if err := worker.SaveRun(pipeline.RunSummary{ID: "r1", Started: start, Status: "running"}); err != nil {
 		t.Fatal(err)
@@ -47,5 +49,61 @@ func TestDB_KilledRun(t *testing.T) {
 	r := runs[0]
 	if r.Status != RunKilled || !r.Ended.Equal(start.Add(5*time.Second)) || r.Stages["sanitize"] == nil || r.Stages["sanitize"].Usage != used {
 		t.Fatalf("the killed run reads %+v (stages %+v)", r, r.Stages)
+	}
+}
+
+// TestDB_RunLockOutlivesItsSession: the session holding a live run's
+// lock ends while the process lives on (the server restarted, the
+// connection dropped): the run reads "killed" only until the handle's
+// next check, which takes the lock again on a new session, and then
+// reads "running"; once the run's end is saved the lock is gone.
+func TestDB_RunLockOutlivesItsSession(t *testing.T) {
+	worker, u := openNew(t, Options{})
+	watcher, err := Open(context.Background(), u, Options{Stages: storetest.Stages, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	// The test decides when the handle looks at its lock.
+	worker.runLockEvery = time.Hour
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := worker.SaveRun(pipeline.RunSummary{ID: "r1", Started: start, Status: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		t.Helper()
+		runs, err := watcher.Runs(10)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("Runs = %+v, %v", runs, err)
+		}
+		return runs[0].Status
+	}
+	sql(t, u, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, runLockClass)
+	if got := status(); got != RunKilled {
+		t.Fatalf("with the lock's session gone the run reads %q, want %q (the test did not end the session)", got, RunKilled)
+	}
+	if err := worker.checkRunLock(); err != nil {
+		t.Fatalf("checkRunLock: %v", err)
+	}
+	if got := status(); got != "running" {
+		t.Errorf("after the check the live run reads %q, want running", got)
+	}
+	if err := worker.checkRunLock(); err != nil {
+		t.Fatalf("checkRunLock on a live session: %v", err)
+	}
+	if err := worker.SaveRun(pipeline.RunSummary{ID: "r1", Started: start, Ended: start.Add(time.Minute), Status: "complete"}); err != nil {
+		t.Fatal(err)
+	}
+	var held int
+	if err := watcher.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, runLockClass).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Errorf("%d run locks held after the run saved its end (a lock taken twice on one session outlives one unlock)", held)
+	}
+	if got := status(); got != "complete" {
+		t.Errorf("the ended run reads %q", got)
 	}
 }
