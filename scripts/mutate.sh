@@ -45,8 +45,8 @@ pipeline/policy.go: a canceled call falls through and is dead-lettered
 - return action{kind: requeue}
 + return action{kind: deadLetter, message: f.err.Error()}
 
-pipeline/policy.go: a bare 429 gets no pause when a limiter is present
-- case rl.RetryAfter > 0 && cfg.Limiter != nil:
+pipeline/policy.go: a bare 429 gets no pause from a limiter that does not back it off itself (a fixed pool)
+- case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
 + case cfg.Limiter != nil:
 
 pipeline/policy.go: the transient budget allows one attempt too many
@@ -54,8 +54,8 @@ pipeline/policy.go: the transient budget allows one attempt too many
 + if f.attempts <= cfg.MaxAttempts {
 
 pipeline/policy.go: refusals spend attempts
-- case ClassRateLimited, ClassUnavailable, ClassCanceled, ClassFatal:
-+ case ClassUnavailable, ClassCanceled, ClassFatal:
+- case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
++ case ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
 
 pipeline/commit.go: outcomes counted although the commit failed
 - if committed {
