@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -28,6 +29,10 @@ type Config struct {
 	// --confirm-above without --yes); nil means no one can answer, as
 	// when stdin is not a terminal. NewApp's default asks on the terminal.
 	Confirm func(question string) bool
+	// Now is the clock of a run's progress display (the records every
+	// 5 s of it when stderr is no terminal); nil means time.Now. Tests
+	// step it instead of waiting.
+	Now func() time.Time
 }
 
 // NewApp assembles every command. Errors come back from Run unprinted and

@@ -44,6 +44,7 @@ type drainRequest struct {
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
 	o, obs, stdout, stderr := req.Pipeline, req.Obs, req.Out, req.ErrOut
+	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is
 	// checked or ingested stops cleanly too (exit 3); messages follow the
 	// progress display once it exists.
@@ -81,7 +82,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	o.addLimiter(b, db)
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
-	fleetLog, err := monitor.NewLogger(sigOut, obs.LogFormat, obs.LogLevel)
+	fleetLog, err := obs.Logger(sigOut)
 	if err != nil {
 		return sum, usage(err)
 	}
