@@ -93,9 +93,19 @@ func NewApp(cfg Config) *cli.App {
 
 // catchUsageErrors makes a flag that cannot be parsed a usage error in c
 // and its subcommands (urfave/cli's own handler prints the whole help and
-// returns a plain error).
+// returns a plain error), and so a number out of its flag's range (see
+// checkNumbers), once c's own Before has read --config.
 func catchUsageErrors(c *cli.Command) {
 	c.OnUsageError = onUsageError
+	own := c.Before
+	c.Before = func(ctx *cli.Context) error {
+		if own != nil {
+			if err := own(ctx); err != nil {
+				return err
+			}
+		}
+		return checkNumbers(ctx)
+	}
 	for _, s := range c.Subcommands {
 		catchUsageErrors(s)
 	}
