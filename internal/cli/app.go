@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -116,19 +117,30 @@ var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`
 // onUsageError turns a flag parsing error into a *UsageError that names
 // the flag, suggests the nearest one and says where the flags are listed.
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	name := "sawtooth"
-	var flags []cli.Flag
+	name := commandPath(c)
+	flags := c.App.Flags
 	if c.Command != nil && c.Command.Name != "" {
-		name = "sawtooth " + c.Command.FullName()
 		flags = c.Command.Flags
-	} else {
-		flags = c.App.Flags
 	}
 	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
 		return usagef("unknown flag --%s%s (see %s --help)", m[1], didYouMean(m[1], flagNames(flags), "--%s"), name)
 	}
 	msg := strings.Replace(err.Error(), " for flag -", " for --", 1)
 	return usagef("%s (see %s --help)", msg, name)
+}
+
+// commandPath is the command c runs as typed, "sawtooth job show" say.
+// urfave/cli's FullName leaves the parent out while a subcommand's flags
+// are parsed, which sent users to "sawtooth show --help".
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.Command.Name != "" && ctx.Command.Name != c.App.Name && (len(names) == 0 || names[len(names)-1] != ctx.Command.Name) {
+			names = append(names, ctx.Command.Name)
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(append([]string{"sawtooth"}, names...), " ")
 }
 
 // flagNames is every name and alias of flags.
@@ -225,7 +237,7 @@ func requireFlags(c *cli.Context, names ...string) error {
 				}
 			}
 		}
-		return usagef("missing --%s%s (see sawtooth %s --help)", n, what, c.Command.FullName())
+		return usagef("missing --%s%s (see %s --help)", n, what, commandPath(c))
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func loadConfig(c *cli.Context) error {
 		e := jes[0]
 		hint := ""
 		if strings.HasPrefix(e.Msg, "unknown key") {
-			hint = fmt.Sprintf(" (keys are the flag names of `sawtooth %s`; see its --help)", c.Command.FullName())
+			hint = fmt.Sprintf(" (keys are the flag names of `%s`; see its --help)", commandPath(c))
 		}
 		if msg, ok := strings.CutPrefix(e.Msg, "not valid YAML: "); ok {
 			if i := strings.Index(msg, " (is a"); i >= 0 {
