@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// An input file given as --db gets the same hint (pass it as --input)
+// and exit 2 from run as from status, and is left as it was.
+func TestRun_InputFileAsDB(t *testing.T) {
+	for _, name := range []string{"data.csv", "reviews.jsonl"} {
+		for _, cmd := range [][]string{{"run"}, {"status"}, {"job", "show"}} {
+			t.Run(strings.Join(cmd, " ")+" --db "+name, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), name)
+				body := []byte("id,text\n1,Great app\n")
+				if err := os.WriteFile(path, body, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				err := runApp(append(append([]string{"sawtooth"}, cmd...), "--db", path), io.Discard, io.Discard)
+				var ue *UsageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), "pass it as --input "+path) {
+					t.Fatalf("error %v, want a usage error saying to pass it as --input", err)
+				}
+				if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
+					t.Errorf("the input file was changed: %q", got)
+				}
+			})
+		}
+	}
+}
