@@ -33,3 +33,23 @@ func TestRun_InputFileAsDB(t *testing.T) {
 		}
 	}
 }
+
+// A --db URL of another database than PostgreSQL is named as such (exit
+// 2), never taken for a file path, and its password is not repeated.
+func TestDB_UnsupportedURLScheme(t *testing.T) {
+	for _, cmd := range [][]string{{"run"}, {"status"}, {"dlq", "list"}, {"report"}, {"job", "show"}} {
+		for _, db := range []string{"mysql://u@x/db", "sqlite:///tmp/x.db", "mysql://u:secret@x/db"} {
+			t.Run(strings.Join(cmd, " ")+" "+db, func(t *testing.T) {
+				err := runApp(append(append([]string{"sawtooth"}, cmd...), "--db", db), io.Discard, io.Discard)
+				var ue *UsageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), "unsupported database URL scheme") ||
+					!strings.Contains(err.Error(), "a bbolt file path, or a postgres:// URL") {
+					t.Fatalf("error %v, want a usage error naming the unsupported scheme and what --db takes", err)
+				}
+				if strings.Contains(err.Error(), "secret") {
+					t.Errorf("the error repeats the password: %v", err)
+				}
+			})
+		}
+	}
+}
