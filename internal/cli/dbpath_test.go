@@ -53,3 +53,27 @@ func TestDB_UnsupportedURLScheme(t *testing.T) {
 		}
 	}
 }
+
+// A command given a database that does not exist says so, naming the
+// path, even when its --stage is misspelt too.
+func TestDB_MissingBeforeStage(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"dlq", "list", "--stage", "clasify"},
+		{"dlq", "list", "--stage", "classify"},
+		{"dlq", "requeue", "--stage", "clasify", "--all"},
+		{"export", "--stage", "clasify"},
+		{"retry", "--stage", "clasify"},
+	} {
+		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "missing.db")
+			err := runApp(append(append([]string{"sawtooth"}, cmd...), "--db", db), io.Discard, io.Discard)
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--db "+db+": no such database") || strings.Contains(strings.ReplaceAll(err.Error(), db, ""), "--stage") {
+				t.Fatalf("error %v, want a usage error saying the database %s does not exist, not blaming --stage", err, db)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Errorf("%s was created", db)
+			}
+		})
+	}
+}

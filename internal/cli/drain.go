@@ -181,6 +181,10 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 	if err := req.Obs.Check(); err != nil {
 		return nil, nil, false, usage(err)
 	}
+	// The database first: a --stage is not to blame when there is none.
+	if err := checkDBPath(o.DB, o.MustExist); err != nil {
+		return nil, nil, false, err
+	}
 	if req.RerunFrom != "" {
 		if err := checkStage("from-stage", req.RerunFrom); err != nil {
 			return nil, nil, false, err
@@ -199,9 +203,6 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 		// A batch job is paid whole once created and cannot be stopped
 		// at a budget part-way: only online calls are reserved one by one.
 		return nil, nil, false, usagef("--budget and --budget-total cap online calls one by one; a batch job is billed whole once created: use --mode online with a budget (or no budget with --mode %s)", mode)
-	}
-	if err := checkDBPath(o.DB, o.MustExist); err != nil {
-		return nil, nil, false, err
 	}
 	if in.Path != "" {
 		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {

@@ -70,6 +70,11 @@ func storedStages(path string) ([]store.StageDef, error) {
 // checkStageOf is checkStage against the stages the DB at path holds
 // when it holds a job's own stages.
 func checkStageOf(path, flag, name string) error {
+	// A database that is not there is the mistake to report, not a
+	// stage name it could not be checked against.
+	if err := checkDBPath(path, true); err != nil {
+		return err
+	}
 	stored, err := storedStages(path)
 	if err != nil {
 		return err
