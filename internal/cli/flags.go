@@ -101,10 +101,13 @@ type pipelineOptions struct {
 	set map[string]bool
 }
 
+// dbUsage is the help of a --db naming a pipeline database, either kind.
+const dbUsage = "the pipeline database, a bbolt file or a PostgreSQL one (a fleet's): `FILE|postgres://URL`"
+
 // dbFlag is --db, the pipeline database every command but sim and bench
 // needs (checked by requireFlags, after --config is read).
 func dbFlag() cli.Flag {
-	return &cli.StringFlag{Name: "db", Category: catDB, Usage: "pipeline database `FILE` (bbolt; required)", EnvVars: []string{"SAWTOOTH_DB"}}
+	return &cli.StringFlag{Name: "db", Category: catDB, Usage: dbUsage + " (required)", EnvVars: []string{"SAWTOOTH_DB"}}
 }
 
 // configFlag is --config, read by loadConfig.
