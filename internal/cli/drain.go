@@ -147,7 +147,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		case errors.As(runErr, &lost):
 			return sum, &storeLostError{db: db.Path(), lost: lost}
 		case errors.Is(runErr, pipeline.ErrStopped):
-			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
+			printResumeHint(stderr, db.Path(), o.Budget, o.BudgetTotal, runErr)
 		case errors.As(runErr, &fe) && fe.DeadLettered == 0:
 			// The runner's message says how many were dead-lettered
 			// for the cause when some were.
