@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 	_ "time/tzdata" // per-day quotas reset at midnight Pacific, on any machine
 
 	"github.com/sawtooth-dev/sawtooth/internal/cli"
@@ -57,10 +58,21 @@ func runCLI(args []string, stdout, stderr io.Writer) (code int) {
 	if err == nil {
 		return exitOK
 	}
-	// An error can quote a server's message or an input's text: its
-	// control characters are escaped, its line breaks kept.
-	fmt.Fprintln(stderr, "sawtooth:", monitor.TerminalSafeLines(err.Error()))
+	fmt.Fprintln(stderr, "sawtooth:", errorText(err))
 	return exitCode(err)
+}
+
+// errorText is err's message as printed. It can quote a server's message
+// or an input's text: its control characters are escaped, its line breaks
+// kept, and the tabs that indent a line (pgx lists each address it tried
+// so) become spaces rather than a literal \t.
+func errorText(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		text := strings.TrimLeft(l, "\t")
+		lines[i] = strings.Repeat("    ", len(l)-len(text)) + monitor.TerminalSafe(text)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // exitCode maps the commands' typed errors to exit codes, in one place.

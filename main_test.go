@@ -61,3 +61,32 @@ func TestRunCLI_ErrorIsTerminalSafe(t *testing.T) {
 		t.Errorf("stderr = %q, want the path with its ESC escaped", stderr.String())
 	}
 }
+
+// A PostgreSQL connection error lists each address pgx tried on a line
+// indented by a tab: printed indented, never as a literal \t.
+func TestRunCLI_PostgresErrorReadable(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runCLI([]string{"sawtooth", "status", "--db", "postgres://sawtooth@127.0.0.1:1/reviews?connect_timeout=5"}, &stdout, &stderr)
+	if code != exitFatal {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFatal, stderr.String())
+	}
+	if strings.Contains(stderr.String(), `\t`) || strings.Contains(stderr.String(), "\t") || !strings.Contains(stderr.String(), "\n    127.0.0.1:1") {
+		t.Errorf("stderr = %q, want each address on its own line indented with spaces", stderr.String())
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	tests := []struct{ name, err, want string }{
+		{"one line", "no such database", "no such database"},
+		{"indented lines", "failed to connect:\n\thost a: refused\n\t\thost b: refused", "failed to connect:\n    host a: refused\n        host b: refused"},
+		{"a tab inside a line is escaped", "field\tvalue", `field\tvalue`},
+		{"an escape sequence quoted", "bad id \x1b[2J", `bad id \x1b[2J`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorText(errors.New(tt.err)); got != tt.want {
+				t.Errorf("errorText(%q) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}

@@ -328,28 +328,71 @@ func (r *Runner) estimate(i int, it Item) (reserve Usage, estIn int64) {
 	return r.counters[i].sizes.reservation(estIn, capOut), estIn
 }
 
-// budgetMessage says why the run stopped for its budget, with the figures
-// at the end of the run: spent, items left at stage i and before it, and
-// about what they would cost at this run's rate.
-func (r *Runner) budgetMessage(i int) string {
+// BudgetStop is Run's error when the run stopped at its Budget (it
+// wraps ErrStopped): which cap was reached and the figures a caller needs
+// to say how to resume.
+type BudgetStop struct {
+	// Total says the lifetime cap (Budget.TotalUSD) was reached, not
+	// this run's (Budget.RunUSD).
+	Total bool
+	// SpentUSD is what counts against the cap reached: this run's spend,
+	// or the database's lifetime spend with Total.
+	SpentUSD float64
+	// LeftUSD is about what the items left would cost at this run's
+	// rate; negative when the count of items left is unknown.
+	LeftUSD float64
+	msg     string
+}
+
+func (e *BudgetStop) Error() string { return e.msg + ": " + ErrStopped.Error() }
+
+// Unwrap returns ErrStopped.
+func (e *BudgetStop) Unwrap() error { return ErrStopped }
+
+// parkError is Run's error for a run that parked with msg: a *BudgetStop
+// when the budget parked it.
+func (r *Runner) parkError(msg string) error {
+	i := r.budgetStage.Load()
+	if r.parked() != budgetParked || i < 0 {
+		return fmt.Errorf("%s: %w", msg, ErrStopped)
+	}
 	before, spent, capped := r.purse.figures()
-	name := r.Stages[i].Stage.Name()
-	left := -1
+	stop := &BudgetStop{Total: capped == "total", SpentUSD: toUSD(spent), LeftUSD: -1, msg: msg}
+	if stop.Total {
+		stop.SpentUSD = toUSD(before + spent)
+	}
+	if perItem, left := r.budgetLeft(int(i)); left >= 0 {
+		stop.LeftUSD = perItem * float64(left)
+	}
+	return stop
+}
+
+// budgetLeft is what stage i spent per item it finished in this run (or
+// would spend on one, before any), and how many items are left at it and
+// before it (-1: unknown).
+func (r *Runner) budgetLeft(i int) (perItem float64, left int) {
+	left = -1
 	if qc, ok := r.Store.(QueueCounter); ok {
-		if n, err := qc.QueuedThrough(name); err == nil {
+		if n, err := qc.QueuedThrough(r.Stages[i].Stage.Name()); err == nil {
 			left = n
 		}
 	}
 	c := r.counters[i]
 	// At this run's rate: what the stage spent per item it finished,
 	// cached answers included, so a high hit rate forecasts less.
-	var perItem float64
 	if n := c.done.Load() + c.dead.Load(); n > 0 {
-		perItem = toUSD(c.spent.Load()) / float64(n)
-	} else {
-		res, _ := r.estimate(i, Item{})
-		perItem = r.Stages[i].Price.Cost(res)
+		return toUSD(c.spent.Load()) / float64(n), left
 	}
+	res, _ := r.estimate(i, Item{})
+	return r.Stages[i].Price.Cost(res), left
+}
+
+// budgetMessage says why the run stopped for its budget, with the figures
+// at the end of the run: spent, items left at stage i and before it, and
+// about what they would cost at this run's rate.
+func (r *Runner) budgetMessage(i int) string {
+	before, spent, capped := r.purse.figures()
+	perItem, left := r.budgetLeft(i)
 	items := "items left unknown"
 	if left >= 0 {
 		items = fmt.Sprintf("%s items left, about %s more at this rate", thousands(int64(left)), dollars(perItem*float64(left)))

@@ -412,7 +412,7 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	case r.parked() != "":
 		msg := r.parkMessage()
 		sum.Status, sum.Message = "stopped", msg
-		err = fmt.Errorf("%s: %w", msg, ErrStopped)
+		err = r.parkError(msg)
 	case ctx.Err() != nil:
 		sum.Status, sum.Message = "stopped", "interrupted"
 		err = fmt.Errorf("interrupted: %w", ErrStopped)

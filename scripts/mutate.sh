@@ -3,13 +3,21 @@
 # a time, in a scratch copy of the module, runs both packages' tests and
 # reports which mutations no test noticed ("survived"):
 #   scripts/mutate.sh            # every mutation; exit 1 if one survives
-#   scripts/mutate.sh stale      # only the ones whose name contains "stale"
+#   scripts/mutate.sh outage     # only the ones whose name contains "outage"
+#   scripts/mutate.sh --check    # only that every mutation still applies (seconds)
 # Each mutation is a block of three lines below: "file: what it breaks",
 # "- text" that must occur exactly once in the file, "+ text" to put there.
-# A mutation whose text is gone from the code is reported STALE (fix the
-# list), one that does not compile NO-BUILD; neither counts as killed.
+# A mutation whose text is gone from the code is reported STALE, one that
+# does not compile NO-BUILD: either fails the script (exit 1, with the
+# list), since it checks nothing until the list is fixed, and a green run
+# must mean every mutation was tried and killed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check_only=false
+if [ "${1:-}" = --check ]; then
+  check_only=true
+  shift
+fi
 filter="${1:-}"
 
 mutations=$(cat <<'EOF'
@@ -37,8 +45,8 @@ pipeline/policy.go: a canceled call falls through and is dead-lettered
 - return action{kind: requeue}
 + return action{kind: deadLetter, message: f.err.Error()}
 
-pipeline/policy.go: a bare 429 gets no pause when a limiter is present
-- case rl.RetryAfter > 0 && cfg.Limiter != nil:
+pipeline/policy.go: a bare 429 gets no pause from a limiter that does not back it off itself (a fixed pool)
+- case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
 + case cfg.Limiter != nil:
 
 pipeline/policy.go: the transient budget allows one attempt too many
@@ -46,8 +54,8 @@ pipeline/policy.go: the transient budget allows one attempt too many
 + if f.attempts <= cfg.MaxAttempts {
 
 pipeline/policy.go: refusals spend attempts
-- case ClassRateLimited, ClassUnavailable, ClassCanceled, ClassFatal:
-+ case ClassUnavailable, ClassCanceled, ClassFatal:
+- case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
++ case ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
 
 pipeline/commit.go: outcomes counted although the commit failed
 - if committed {
@@ -113,10 +121,10 @@ EOF
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-tar --exclude=.git -cf - . | tar -xf - -C "$scratch"
+$check_only || tar --exclude=.git -cf - . | tar -xf - -C "$scratch"
 
 printf '| # | mutation | file | result | failing tests |\n|---|---|---|---|---|\n'
-n=0 survived=0
+n=0 survived=0 broken=()
 while IFS= read -r head && IFS= read -r minus && IFS= read -r plus; do
   IFS= read -r _ || true # the blank line between blocks
   file="${head%%: *}" what="${head#*: }"
@@ -124,14 +132,18 @@ while IFS= read -r head && IFS= read -r minus && IFS= read -r plus; do
   if [ -n "$filter" ] && [[ "$what" != *"$filter"* ]]; then continue; fi
   n=$((n + 1))
   result="" killer=""
-  if [ "$(grep -cF -- "$orig" "$file" || true)" != 1 ]; then
+  if [ "$(grep -cF -- "$orig" "$file" 2>/dev/null || true)" != 1 ]; then
     result="STALE"
+    broken+=("STALE $file: $what (\"$orig\" is not in the file exactly once)")
+  elif $check_only; then
+    result="applies"
   else
     ORIG="$orig" REPL="$repl" awk 'BEGIN { o = ENVIRON["ORIG"]; r = ENVIRON["REPL"] }
       { i = index($0, o); if (i > 0) $0 = substr($0, 1, i - 1) r substr($0, i + length(o)); print }' \
       "$file" >"$scratch/$file"
     if ! (cd "$scratch" && go vet ./pipeline/ ./store/ >"$scratch/log" 2>&1); then
       result="NO-BUILD"
+      broken+=("NO-BUILD $file: $what")
     elif (cd "$scratch" && go test -count=1 -timeout 120s ./pipeline/ ./store/ >"$scratch/log" 2>&1); then
       result="SURVIVED"
       survived=$((survived + 1))
@@ -145,5 +157,10 @@ while IFS= read -r head && IFS= read -r minus && IFS= read -r plus; do
   printf '| %d | %s | %s | %s | %s |\n' "$n" "$what" "$file" "$result" "$killer"
 done <<<"$mutations"
 echo
-echo "$n mutations, $survived survived"
+echo "$n mutations, $survived survived, ${#broken[@]} stale or not building"
+if [ "${#broken[@]}" -gt 0 ]; then
+  echo "mutate.sh: these mutations no longer apply to the code: update their text in scripts/mutate.sh" >&2
+  printf '  %s\n' "${broken[@]}" >&2
+  exit 1
+fi
 [ "$survived" = 0 ]

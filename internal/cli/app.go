@@ -5,8 +5,10 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -28,6 +30,10 @@ type Config struct {
 	// --confirm-above without --yes); nil means no one can answer, as
 	// when stdin is not a terminal. NewApp's default asks on the terminal.
 	Confirm func(question string) bool
+	// Now is the clock of a run's progress display (the records every
+	// 5 s of it when stderr is no terminal); nil means time.Now. Tests
+	// step it instead of waiting.
+	Now func() time.Time
 }
 
 // NewApp assembles every command. Errors come back from Run unprinted and
@@ -88,9 +94,19 @@ func NewApp(cfg Config) *cli.App {
 
 // catchUsageErrors makes a flag that cannot be parsed a usage error in c
 // and its subcommands (urfave/cli's own handler prints the whole help and
-// returns a plain error).
+// returns a plain error), and so a number out of its flag's range (see
+// checkNumbers), once c's own Before has read --config.
 func catchUsageErrors(c *cli.Command) {
 	c.OnUsageError = onUsageError
+	own := c.Before
+	c.Before = func(ctx *cli.Context) error {
+		if own != nil {
+			if err := own(ctx); err != nil {
+				return err
+			}
+		}
+		return checkNumbers(ctx)
+	}
 	for _, s := range c.Subcommands {
 		catchUsageErrors(s)
 	}
@@ -101,19 +117,30 @@ var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`
 // onUsageError turns a flag parsing error into a *UsageError that names
 // the flag, suggests the nearest one and says where the flags are listed.
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	name := "sawtooth"
-	var flags []cli.Flag
+	name := commandPath(c)
+	flags := c.App.Flags
 	if c.Command != nil && c.Command.Name != "" {
-		name = "sawtooth " + c.Command.FullName()
 		flags = c.Command.Flags
-	} else {
-		flags = c.App.Flags
 	}
 	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
 		return usagef("unknown flag --%s%s (see %s --help)", m[1], didYouMean(m[1], flagNames(flags), "--%s"), name)
 	}
 	msg := strings.Replace(err.Error(), " for flag -", " for --", 1)
 	return usagef("%s (see %s --help)", msg, name)
+}
+
+// commandPath is the command c runs as typed, "sawtooth job show" say.
+// urfave/cli's FullName leaves the parent out while a subcommand's flags
+// are parsed, which sent users to "sawtooth show --help".
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.Command.Name != "" && ctx.Command.Name != c.App.Name && (len(names) == 0 || names[len(names)-1] != ctx.Command.Name) {
+			names = append(names, ctx.Command.Name)
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(append([]string{"sawtooth"}, names...), " ")
 }
 
 // flagNames is every name and alias of flags.
@@ -210,7 +237,7 @@ func requireFlags(c *cli.Context, names ...string) error {
 				}
 			}
 		}
-		return usagef("missing --%s%s (see sawtooth %s --help)", n, what, c.Command.FullName())
+		return usagef("missing --%s%s (see %s --help)", n, what, commandPath(c))
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -42,3 +45,42 @@ func usd(x float64) string {
 	}
 	return fmt.Sprintf("$%.2f", x)
 }
+
+// printResumeHint says, after a run on path stopped early with err, the
+// command that resumes it with the caps it was given: without them the
+// resumed run would spend with no cap at all. --budget stays as it was
+// (each run has its own); --budget-total too, unless it is the cap that
+// stopped the run: then it is raised to about what the items left cost
+// at this run's rate.
+func printResumeHint(w io.Writer, path string, budget, budgetTotal float64, err error) {
+	cmd := "sawtooth run --db " + shellQuote(path)
+	why := ""
+	if budget > 0 {
+		cmd += " --budget " + flagUSD(budget)
+		why = fmt.Sprintf(" (another run of up to --budget %s)", usd(budget))
+	}
+	var stop *pipeline.BudgetStop
+	switch {
+	case budgetTotal <= 0:
+	case errors.As(err, &stop) && stop.Total && stop.LeftUSD >= 0:
+		// The cap is reached before the spend (the next call's cost is
+		// reserved first): the items left go on top of the larger, and
+		// the hint never repeats the cap that stopped the run.
+		raised := math.Ceil((max(stop.SpentUSD, budgetTotal)+stop.LeftUSD)*100) / 100
+		if raised <= budgetTotal {
+			raised = budgetTotal + 0.01
+		}
+		cmd += " --budget-total " + flagUSD(raised)
+		why = fmt.Sprintf(" (the lifetime cap raised from %s to about what the items left cost at this run's rate; %s spent so far)", usd(budgetTotal), usd(stop.SpentUSD))
+	case errors.As(err, &stop) && stop.Total:
+		cmd += " --budget-total USD"
+		why = fmt.Sprintf(" (with USD above the %s this database has spent)", usd(stop.SpentUSD))
+	default:
+		cmd += " --budget-total " + flagUSD(budgetTotal)
+	}
+	fmt.Fprintf(w, "stopped early; nothing is lost. To resume%s:\n  %s\n", why, cmd)
+}
+
+// flagUSD is a dollar amount as a flag value, to the millionth of a
+// dollar (so a sum prints as 5.01, never 5.010000000000001).
+func flagUSD(x float64) string { return strconv.FormatFloat(math.Round(x*1e6)/1e6, 'f', -1, 64) }

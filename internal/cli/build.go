@@ -139,7 +139,7 @@ func aggregateReads(a *stages.Aggregate) []string {
 }
 
 // validate refuses option values no stage or limiter can work with,
-// naming the flag.
+// naming the flag (checkNumbers has refused the floats and NaNs before).
 func (o *pipelineOptions) validate() error {
 	checks := []struct {
 		bad  bool
@@ -156,16 +156,12 @@ func (o *pipelineOptions) validate() error {
 		{o.Ceiling < 0 || o.Ceiling > 0 && o.Ceiling < o.Floor, "ceiling", fmt.Sprintf("at least --floor (%d), or 0 for the default", o.Floor)},
 		{o.Start < 0, "start", "a number of calls, or 0 for the learned limit"},
 		{o.Fixed < 0, "fixed", "a number of calls, or 0 for adaptive"},
-		{o.Decrease <= 0 || o.Decrease >= 1, "decrease", "a factor between 0 and 1, e.g. 0.5"},
 		{o.Cooldown < 0, "cooldown", "a duration of 0 or more"},
 		{o.MaxWait <= 0, "max-wait", "a positive duration"},
 		{o.MaxOutage <= 0, "max-outage", "a positive duration"},
 		{o.MaxRefused <= 0, "max-refused", "a positive duration"},
 		{o.TPM < 0, "tpm", "a number of tokens per minute, or 0 for unknown"},
 		{o.RPM < 0, "rpm", "a number of requests per minute, or 0 for unknown"},
-		{o.ConfirmAbove < 0, "confirm-above", "a number of items, 0 or more"},
-		{o.Budget < 0, "budget", "a number of US dollars, or 0 for no cap"},
-		{o.BudgetTotal < 0, "budget-total", "a number of US dollars, or 0 for no cap"},
 	}
 	for _, c := range checks {
 		if c.bad {

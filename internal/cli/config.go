@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -51,7 +52,7 @@ func loadConfig(c *cli.Context) error {
 		e := jes[0]
 		hint := ""
 		if strings.HasPrefix(e.Msg, "unknown key") {
-			hint = fmt.Sprintf(" (keys are the flag names of `sawtooth %s`; see its --help)", c.Command.FullName())
+			hint = fmt.Sprintf(" (keys are the flag names of `%s`; see its --help)", commandPath(c))
 		}
 		if msg, ok := strings.CutPrefix(e.Msg, "not valid YAML: "); ok {
 			if i := strings.Index(msg, " (is a"); i >= 0 {
@@ -78,6 +79,11 @@ func loadConfig(c *cli.Context) error {
 			return usagef("%s: %s takes one value, not a list", where, e.Key)
 		}
 		for _, val := range e.Values {
+			if v, err := strconv.ParseFloat(val, 64); err == nil && isNumberFlag(f) {
+				if err := checkNumber(where+": "+e.Key, name, v); err != nil {
+					return err
+				}
+			}
 			if err := c.Set(name, val); err != nil {
 				return usagef("%s: %s: %v", where, e.Key, err)
 			}

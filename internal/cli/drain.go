@@ -44,6 +44,7 @@ type drainRequest struct {
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
 	o, obs, stdout, stderr := req.Pipeline, req.Obs, req.Out, req.ErrOut
+	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is
 	// checked or ingested stops cleanly too (exit 3); messages follow the
 	// progress display once it exists.
@@ -81,7 +82,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	o.addLimiter(b, db)
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
-	fleetLog, err := monitor.NewLogger(sigOut, obs.LogFormat, obs.LogLevel)
+	fleetLog, err := obs.Logger(sigOut)
 	if err != nil {
 		return sum, usage(err)
 	}
@@ -173,7 +174,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		case errors.As(runErr, &lost):
 			return sum, &storeLostError{db: db.Path(), lost: lost}
 		case errors.Is(runErr, pipeline.ErrStopped):
-			fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
+			printResumeHint(stderr, db.Path(), o.Budget, o.BudgetTotal, runErr)
 		case errors.As(runErr, &fe) && fe.DeadLettered == 0:
 			// The runner's message says how many were dead-lettered
 			// for the cause when some were.
@@ -222,6 +223,10 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 	if err := req.Obs.Check(); err != nil {
 		return nil, nil, false, usage(err)
 	}
+	// The database first: a --stage is not to blame when there is none.
+	if err := checkDBPath(o.DB, o.MustExist); err != nil {
+		return nil, nil, false, err
+	}
 	if req.RerunFrom != "" {
 		if err := checkStage("from-stage", req.RerunFrom); err != nil {
 			return nil, nil, false, err
@@ -240,9 +245,6 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 		// A batch job is paid whole once created and cannot be stopped
 		// at a budget part-way: only online calls are reserved one by one.
 		return nil, nil, false, usagef("--budget and --budget-total cap online calls one by one; a batch job is billed whole once created: use --mode online with a budget (or no budget with --mode %s)", mode)
-	}
-	if err := checkDBPath(o.DB, o.MustExist); err != nil {
-		return nil, nil, false, err
 	}
 	if in.Path != "" {
 		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {

@@ -102,10 +102,13 @@ type pipelineOptions struct {
 	set map[string]bool
 }
 
+// dbUsage is the help of a --db naming a pipeline database, either kind.
+const dbUsage = "the pipeline database, a bbolt file or a PostgreSQL one (a fleet's): `FILE|postgres://URL`"
+
 // dbFlag is --db, the pipeline database every command but sim and bench
 // needs (checked by requireFlags, after --config is read).
 func dbFlag() cli.Flag {
-	return &cli.StringFlag{Name: "db", Category: catDB, Usage: "pipeline database `FILE` (bbolt; required)", EnvVars: []string{"SAWTOOTH_DB"}}
+	return &cli.StringFlag{Name: "db", Category: catDB, Usage: dbUsage + " (required)", EnvVars: []string{"SAWTOOTH_DB"}}
 }
 
 // configFlag is --config, read by loadConfig.
@@ -156,7 +159,7 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.BoolFlag{Name: "no-cache", Category: catCost, Usage: "call the API for every item, even one whose exact question (model, prompt, text, settings) this database has answered or a twin in flight is asking", EnvVars: env("no-cache"), Destination: &o.NoCache},
 		&cli.BoolFlag{Name: "rerun-changed", Category: catRerun, Usage: "if a stage's configuration changed since the last run, re-run it and what follows", EnvVars: env("rerun-changed"), Destination: &o.RerunChanged},
 		&cli.BoolFlag{Name: "json", Category: catOutput, Usage: "print the run summary as JSON", EnvVars: env("json"), Destination: &o.JSON},
-		&cli.BoolFlag{Name: "quiet", Category: catOutput, Aliases: []string{"no-progress"}, Usage: "no progress bars or lines on stderr", EnvVars: env("quiet"), Destination: &o.Quiet},
+		&cli.BoolFlag{Name: "quiet", Category: catOutput, Aliases: []string{"no-progress"}, Usage: "for cron and services: stderr gets no progress bars, no periodic progress records and no info records, only warnings, errors (with the resume hint) and the ingest line; the run summary still goes to stdout", EnvVars: env("quiet"), Destination: &o.Quiet},
 	}...)
 }
 
@@ -248,7 +251,7 @@ func inputFlags(in *inputOptions) []cli.Flag {
 // how it reports on itself while it runs.
 func obsFlags(o *monitor.Options) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "log-format", Category: catOutput, Value: "text", Usage: "log records on stderr as text|json (the periodic progress records too, when stderr is not a terminal or with --no-progress)", EnvVars: []string{"SAWTOOTH_LOG_FORMAT"}, Destination: &o.LogFormat},
+		&cli.StringFlag{Name: "log-format", Category: catOutput, Value: "text", Usage: "log records on stderr as text|json (the periodic progress records too, when stderr is not a terminal and --quiet is not given)", EnvVars: []string{"SAWTOOTH_LOG_FORMAT"}, Destination: &o.LogFormat},
 		&cli.StringFlag{Name: "log-level", Category: catOutput, Value: "info", Usage: "least severe log records shown: debug|info|warn|error (warn hides the periodic progress records)", EnvVars: []string{"SAWTOOTH_LOG_LEVEL"}, Destination: &o.LogLevel},
 		&cli.StringFlag{Name: "metrics-addr", Category: catOutput, Usage: "serve Prometheus metrics at http://`ADDR`/metrics while the run lasts, e.g. 127.0.0.1:9090", DefaultText: "off", EnvVars: []string{"SAWTOOTH_METRICS_ADDR"}, Destination: &o.MetricsAddr},
 	}

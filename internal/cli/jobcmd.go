@@ -94,7 +94,7 @@ func newJobCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:   "show",
 			Usage:  "print the stored job as YAML (a job file: run -f with it resumes the same job)",
-			Flags:  []cli.Flag{&cli.StringFlag{Name: "db", Usage: "pipeline database `FILE` (required)", Required: true, Destination: &db}},
+			Flags:  []cli.Flag{&cli.StringFlag{Name: "db", Usage: dbUsage + " (required)", Required: true, Destination: &db}},
 			Action: func(c *cli.Context) error { return runJobShow(db, c.App.Writer) },
 		}},
 	}

@@ -63,10 +63,12 @@ func addedStages(db pipeline.Database) []string {
 // or a PostgreSQL pipeline) without opening it for writing: nil, nil
 // when there is no database or it records no job.
 func readStoredJob(path string) ([]byte, error) {
+	// The path is judged first, as every command does: an input file
+	// given as --db gets the "use --input" hint, not the store's error.
+	if err := checkDBPath(path, false); err != nil {
+		return nil, err
+	}
 	if isPostgres(path) {
-		if err := checkPostgresDSN(path); err != nil {
-			return nil, err
-		}
 		_, job, err := postgres.ReadStored(context.Background(), path, "")
 		if errors.Is(err, postgres.ErrNotFound) {
 			return nil, nil

@@ -185,7 +185,7 @@ func runJob(ctx context.Context, req jobRequest) error {
 		runErr = err
 	}
 	if errors.Is(runErr, pipeline.ErrStopped) {
-		fmt.Fprintf(stderr, "stopped early; nothing is lost. To resume:\n  sawtooth run --db %s\n", shellQuote(db.Path()))
+		printResumeHint(stderr, db.Path(), req.Budget, req.BudgetTotal, runErr)
 	}
 	return runErr
 }

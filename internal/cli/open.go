@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -68,6 +70,11 @@ func storedStages(path string) ([]store.StageDef, error) {
 // checkStageOf is checkStage against the stages the DB at path holds
 // when it holds a job's own stages.
 func checkStageOf(path, flag, name string) error {
+	// A database that is not there is the mistake to report, not a
+	// stage name it could not be checked against.
+	if err := checkDBPath(path, true); err != nil {
+		return err
+	}
 	stored, err := storedStages(path)
 	if err != nil {
 		return err
@@ -99,6 +106,22 @@ func openWritable(path string) (pipeline.Database, error) {
 	})
 }
 
+// urlScheme finds a URL's scheme: a --db like mysql://u@host/db is no
+// file path, whatever directories it would name.
+var urlScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+
+// redactURL is u without the password its user part may hold.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return urlScheme.FindString(u) + "..."
+	}
+	if p.User != nil {
+		p.User = url.User(p.User.Username())
+	}
+	return p.String()
+}
+
 // boltMagic starts every bbolt meta page (after the 16-byte page header).
 const boltMagic = 0xED0CDAED
 
@@ -121,6 +144,9 @@ func checkDBPath(path string, mustExist bool) error {
 func checkDBFlag(flag, path string, mustExist bool) error {
 	if isPostgres(path) {
 		return checkPostgresDSN(path)
+	}
+	if m := urlScheme.FindStringSubmatch(path); m != nil {
+		return usagef("%s %s: unsupported database URL scheme %q: give a bbolt file path, or a postgres:// URL for PostgreSQL", flag, redactURL(path), m[1])
 	}
 	fi, err := os.Stat(path)
 	switch {

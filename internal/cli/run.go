@@ -44,6 +44,7 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 			opts.Pipeline.fromContext(c)
 			opts.Out, opts.ErrOut, opts.ExitNow = c.App.Writer, c.App.ErrWriter, cfg.ExitNow
 			opts.Pipeline.Confirm = cfg.Confirm
+			opts.Obs.Quiet, opts.Obs.Now = opts.Pipeline.Quiet, cfg.Now
 			// A job file, or a database that recorded one, runs as a job;
 			// --input then names tonight's file in place of the job's.
 			j, err := loadJob(opts.JobFile, opts.Pipeline.DB)

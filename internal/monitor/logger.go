@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -21,6 +22,13 @@ type Options struct {
 	LogLevel string
 	// MetricsAddr, when set, is the host:port /metrics is served on.
 	MetricsAddr string
+	// Quiet (--quiet) keeps stderr to what needs reading: no bars, no
+	// periodic progress records and no info records, whatever LogLevel
+	// says; warnings and errors still come.
+	Quiet bool
+	// Now is the clock of the bars and progress records; nil means
+	// time.Now. Tests step it to make records due without waiting.
+	Now func() time.Time
 }
 
 // Check returns an error naming the option that cannot work: a log
@@ -41,12 +49,25 @@ func (o Options) Check() error {
 	return nil
 }
 
+// Logger is NewLogger with o's format and level, at warn or above when
+// o.Quiet.
+func (o Options) Logger(w io.Writer) (*slog.Logger, error) {
+	return newLogger(w, o.LogFormat, o.LogLevel, o.Quiet)
+}
+
 // NewLogger returns the logger of one command: text or JSON records on w
 // at level and above. An error names the option that is wrong.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	return newLogger(w, format, level, false)
+}
+
+func newLogger(w io.Writer, format, level string, quiet bool) (*slog.Logger, error) {
 	var lv slog.Level // zero: info
 	if err := lv.UnmarshalText([]byte(level)); level != "" && err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	if quiet {
+		lv = max(lv, slog.LevelWarn)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(format) {

@@ -17,12 +17,13 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-// Config configures a Progress: the run it watches (RunConfig; Quiet
-// is Start's alone, which turns it into Live), then how it shows it.
+// Config configures a Progress: the run it watches (RunConfig; with
+// Quiet nothing is logged as progress, and Start draws no bars), then
+// how it shows it.
 type Config struct {
 	RunConfig
-	// Live draws bars (for a terminal); otherwise the progress is logged
-	// as an Info record every Every (default 5s).
+	// Live draws bars (for a terminal); otherwise, unless Quiet, the
+	// progress is logged as an Info record every Every (default 5s).
 	Live  bool
 	Every time.Duration
 	// Width is the bars' width; 0 means the terminal's.
@@ -128,7 +129,7 @@ func (p *Progress) Tick(pr pipeline.Progress) {
 	if p.bars != nil {
 		p.updateBars(v)
 	}
-	if !p.cfg.Live && now.Sub(p.lastLog) >= p.cfg.Every {
+	if !p.cfg.Live && !p.cfg.Quiet && now.Sub(p.lastLog) >= p.cfg.Every {
 		p.lastLog = now
 		p.logProgress(v)
 	}

@@ -28,7 +28,8 @@ type RunConfig struct {
 	// StageCost, when set, is Cost for one stage (each LLM stage of a
 	// job has its own model and prices); it wins over Cost.
 	StageCost func(stage string, u pipeline.Usage) float64
-	// Quiet turns the bars off even on a terminal (--no-progress).
+	// Quiet turns the bars off even on a terminal, and the periodic
+	// progress records with them (--quiet; Options.Quiet does the same).
 	Quiet bool
 	// BudgetUSD is the run's spending cap (--budget), 0 for none.
 	BudgetUSD float64
@@ -39,13 +40,18 @@ type RunConfig struct {
 // and, with opts.MetricsAddr, the metrics server. Close the Progress after
 // the run. An error is a bad option (log format or level, metrics
 // address); nothing is left running then.
+//
+// Quiet (either opts' or rc's) leaves stderr only the warnings and errors
+// the run logs: a cron job's log then holds what needs reading.
 func Start(stderr io.Writer, opts Options, rc RunConfig) (*Progress, error) {
 	out := NewSwitchWriter(stderr)
-	log, err := NewLogger(out, opts.LogFormat, opts.LogLevel)
+	opts.Quiet = opts.Quiet || rc.Quiet
+	rc.Quiet = opts.Quiet
+	log, err := opts.Logger(out)
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config{RunConfig: rc, Live: !rc.Quiet && IsTerminal(stderr)}
+	cfg := Config{RunConfig: rc, Live: !rc.Quiet && IsTerminal(stderr), Now: opts.Now}
 	p := NewProgress(out, log, cfg)
 	if opts.MetricsAddr != "" {
 		m, err := startMetrics(opts.MetricsAddr, p, log)
