@@ -138,7 +138,7 @@ func newPlanCommand() *cli.Command {
 		Usage: "estimate a job without calling anything: items, calls, tokens and cost per stage, and the time at the learned limits",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "job `FILE`", Destination: &opts.File},
-			&cli.StringFlag{Name: "db", Usage: "the job's database `FILE` (default: the job's db); without -f, its stored job", Destination: &opts.DB},
+			&cli.StringFlag{Name: "db", Usage: "the job's database, a bbolt file or a PostgreSQL one: `FILE|postgres://URL` (default: the job's db); without -f, its stored job", Destination: &opts.DB},
 			&cli.IntFlag{Name: "count-tokens", Usage: "measure input tokens with the API's countTokens (free, nothing generated) on `N` sample items per LLM stage", Destination: &opts.Count},
 		},
 		Action: func(c *cli.Context) error {

@@ -44,8 +44,8 @@ func TestDBFlag_HelpNamesPostgres(t *testing.T) {
 		for _, c := range cmds {
 			for _, f := range c.Flags {
 				// demo's --db is its own scratch file; bench's the URL it
-				// measures; plan's is another engineer's (issue 27 item 9).
-				if f.Names()[0] != "db" || c.Name == "demo" || c.Name == "bench" || c.Name == "plan" {
+				// measures.
+				if f.Names()[0] != "db" || c.Name == "demo" || c.Name == "bench" {
 					continue
 				}
 				u := f.(*cli.StringFlag).Usage
