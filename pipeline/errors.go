@@ -201,6 +201,12 @@ type ShedError struct {
 	Tier string
 	// RetryAfter is the delay the refusal asked for; zero if none.
 	RetryAfter time.Duration
+	// WaitAtMost, when > 0, caps the wait before the next call: the
+	// stage moves the item to a tier with room by then (auto mode's
+	// deadline). Moved says its next call already goes to such a tier:
+	// it is made at once.
+	WaitAtMost time.Duration
+	Moved      bool
 }
 
 // Error is the cause's message.

@@ -186,6 +186,12 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		after := f.step
 		if errors.As(f.err, &se) {
 			after = max(after, se.RetryAfter)
+			if se.WaitAtMost > 0 {
+				after = min(after, se.WaitAtMost)
+			}
+			if se.Moved {
+				after = 0
+			}
 		}
 		return action{kind: retryAt, at: now.Add(after)}
 	case ClassTransient:

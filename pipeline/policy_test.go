@@ -117,6 +117,10 @@ func TestDecide(t *testing.T) {
 			want: retryAt, wantAt: 2 * time.Second},
 		{name: "a shed asking for longer waits that", f: failure{class: ClassShed, err: Shed(refused(0, false), TierFlex, 7*time.Second), step: time.Second}, limited: true,
 			want: retryAt, wantAt: 7 * time.Second},
+		{name: "a shed waits no longer than the stage says", f: failure{class: ClassShed, err: &ShedError{Err: errors.New("503"), Tier: TierFlex, RetryAfter: 9 * time.Second, WaitAtMost: 3 * time.Second}, step: 5 * time.Second},
+			want: retryAt, wantAt: 3 * time.Second},
+		{name: "a shed item moved to another tier is called at once", f: failure{class: ClassShed, err: &ShedError{Err: errors.New("503"), Tier: TierFlex, Moved: true}, step: 5 * time.Second},
+			want: retryAt, wantAt: 0},
 		{name: "permanent dead-letters at once", f: failure{class: ClassPermanent, err: Permanentf("empty text"), attempts: 1},
 			want: deadLetter, wantMsg: "empty text"},
 	}
