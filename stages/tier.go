@@ -26,7 +26,9 @@ const (
 	// call as standard instead (and bill it so).
 	TierPriority = "priority"
 	// TierAuto asks flex first; an item flex has not answered within
-	// TierConfig.FlexDeadline of its first flex call goes to standard.
+	// TierConfig.FlexDeadline of its first flex call goes to standard at
+	// its next call (a flex call in flight then is let finish, not
+	// abandoned: an item is paid once).
 	TierAuto = "auto"
 )
 
@@ -138,9 +140,11 @@ func (p *tierPolicy) next(id string, standard time.Duration) tierCall {
 	if left <= 0 {
 		return tierCall{timeout: standard, auto: true}
 	}
-	// A flex call still unanswered at the deadline is given up, so the
-	// item is on standard by then.
-	return tierCall{ask: genai.ServiceTierFlex, timeout: min(p.timeout, left), auto: true}
+	// A flex call in flight at the deadline is not given up: an
+	// abandoned call may be billed all the same, and then the item would
+	// be paid twice. The deadline decides the tier of the calls after a
+	// shed or a timeout.
+	return tierCall{ask: genai.ServiceTierFlex, timeout: p.timeout, auto: true}
 }
 
 // served stamps a billed usage with the tier that served it, and forgets
