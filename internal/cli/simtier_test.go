@@ -120,3 +120,32 @@ func TestRun_TierUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRunJob_Tier: a job file's tier: reaches its stage's calls; --tier
+// beside a job file is refused (the job file says it).
+func TestRunJob_Tier(t *testing.T) {
+	sim, url := tierSim(t, geminisim.Config{Seed: 2})
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte(`{"id":"a","text":"Great app!"}`+"\n"+`{"id":"b","text":"It crashes"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jobFile := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: " + input + "}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: classify\n      tier: flex\n      output: {label: [bug, praise, other]}\n"
+	if err := os.WriteFile(jobFile, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	err := runApp([]string{"sawtooth", "run", "-f", jobFile, "--quiet", "--tier", "priority"}, &stdout, &stderr)
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--tier") {
+		t.Errorf("--tier with a job file: %v, want a usage error naming it", err)
+	}
+	if err := runApp([]string{"sawtooth", "run", "-f", jobFile, "--quiet"}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if st := sim.Stats(); st.Tiers[geminisim.TierFlex].Served != 2 || st.Tiers[geminisim.TierStandard].Asked != 0 {
+		t.Errorf("simulator tiers %+v, want both items on flex", st.Tiers)
+	}
+}
