@@ -43,6 +43,13 @@ const (
 	// hold the stage's calls until one probe gets through, and an
 	// overload longer than the stage's MaxOutage parks the stage.
 	ClassOverloaded Class = "overloaded"
+	// ClassShed: a best-effort service tier (flex) refused the call or
+	// did not answer in time: that tier saying "not now", neither the
+	// item's fault nor a quota signal. No attempt is spent, the limiter
+	// hears no refusal, the item is never dead-lettered for it; it is
+	// called again after the error's RetryAfter or a backoff (the stage
+	// decides on which tier).
+	ClassShed Class = "shed"
 	// ClassOK is not an error class: it keys successful calls where calls
 	// are counted by class (StageProgress.Outcomes). ClassOf never returns it.
 	ClassOK Class = "ok"
@@ -50,7 +57,7 @@ const (
 
 // Classes lists every outcome a call can have, in the order reports show
 // them.
-var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassOverloaded, ClassUnavailable, ClassPermanent, ClassFatal, ClassCanceled}
+var Classes = []Class{ClassOK, ClassRateLimited, ClassTransient, ClassOverloaded, ClassUnavailable, ClassPermanent, ClassFatal, ClassCanceled, ClassShed}
 
 // PermanentError marks an error that retrying can never fix.
 type PermanentError struct {
@@ -185,6 +192,37 @@ func Overloaded(err error) error {
 	return &OverloadedError{Err: err}
 }
 
+// ShedError marks a call a best-effort tier refused or left unanswered
+// (see ClassShed).
+type ShedError struct {
+	// Err is the cause.
+	Err error
+	// Tier is the tier that shed the call (TierFlex).
+	Tier string
+	// RetryAfter is the delay the refusal asked for; zero if none.
+	RetryAfter time.Duration
+	// WaitAtMost, when > 0, caps the wait before the next call: the
+	// stage moves the item to a tier with room by then (auto mode's
+	// deadline). Moved says its next call already goes to such a tier:
+	// it is made at once.
+	WaitAtMost time.Duration
+	Moved      bool
+}
+
+// Error is the cause's message.
+func (e *ShedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *ShedError) Unwrap() error { return e.Err }
+
+// Shed wraps err as tier's "not now". Shed(nil, ...) is nil.
+func Shed(err error, tier string, retryAfter time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &ShedError{Err: err, Tier: tier, RetryAfter: retryAfter}
+}
+
 // FatalError marks an error that fails every item alike.
 type FatalError struct {
 	// Err is the cause.
@@ -250,6 +288,7 @@ func ClassOf(ctx context.Context, err error) Class {
 		ue *UnavailableError
 		oe *OverloadedError
 		he *HaltError
+		se *ShedError
 	)
 	switch {
 	case err == nil:
@@ -258,6 +297,9 @@ func ClassOf(ctx context.Context, err error) Class {
 		return ClassFatal
 	case ctx != nil && ctx.Err() != nil:
 		return ClassCanceled
+	case errors.As(err, &se):
+		// Before the classes of its cause: a flex 429 is no quota.
+		return ClassShed
 	case errors.As(err, &pe):
 		return ClassPermanent
 	case errors.As(err, &re):

@@ -236,6 +236,13 @@ type StageStats struct {
 	Cached int64 `json:"cached,omitempty"`
 	// SavedUSD is what the Cached answers would have cost.
 	SavedUSD float64 `json:"saved_usd,omitempty"`
+	// Tiers holds the calls by the service tier that served them (shed
+	// calls by the tier that shed them), when any was not standard; nil
+	// for a run all on standard.
+	Tiers map[string]*TierStats `json:"tiers,omitempty"`
+	// CacheSavedUSD is what implicit caching took off the bill
+	// (Usage.CachedTokens billed at the cached rate, not the input rate).
+	CacheSavedUSD float64 `json:"cache_saved_usd,omitempty"`
 	// DeadReasons counts the committed dead letters by ReasonKey.
 	DeadReasons map[string]int `json:"dead_reasons,omitempty"`
 	// LimitMin, LimitMax and LimitEnd are the limiter's concurrency limit:
@@ -272,6 +279,8 @@ func (r RunSummary) Totals() StageStats {
 		t.CostUSD += s.CostUSD
 		t.Cached += s.Cached
 		t.SavedUSD += s.SavedUSD
+		t.CacheSavedUSD += s.CacheSavedUSD
+		t.Tiers = addTiers(t.Tiers, s.Tiers)
 	}
 	return t
 }

@@ -107,14 +107,40 @@ type Usage struct {
 	CandidateTokens int64 `json:"candidate_tokens,omitempty"`
 	// TotalTokens is the total the API reported.
 	TotalTokens int64 `json:"total_tokens,omitempty"`
+	// CachedTokens is the part of PromptTokens the API served from its
+	// implicit cache (cachedContentTokenCount), billed at the cached rate.
+	CachedTokens int64 `json:"cached_tokens,omitempty"`
+	// Tier is the service tier that served the call (TierStandard,
+	// TierFlex, TierPriority, as the API's x-gemini-service-tier header
+	// says); "" is standard.
+	Tier string `json:"tier,omitempty"`
 }
 
-// Add returns u plus v.
+// Service tiers as Usage.Tier names them.
+const (
+	TierStandard = "standard"
+	TierFlex     = "flex"
+	TierPriority = "priority"
+)
+
+// Add returns u plus v. The sum keeps a tier both share (a zero usage
+// shares any); calls served by different tiers sum to standard, so
+// price mixed calls one by one, not their sum.
 func (u Usage) Add(v Usage) Usage {
+	tier := u.Tier
+	switch {
+	case u == (Usage{}):
+		tier = v.Tier
+	case v == (Usage{}), u.Tier == v.Tier:
+	default:
+		tier = ""
+	}
 	return Usage{
 		PromptTokens:    u.PromptTokens + v.PromptTokens,
 		CandidateTokens: u.CandidateTokens + v.CandidateTokens,
 		TotalTokens:     u.TotalTokens + v.TotalTokens,
+		CachedTokens:    u.CachedTokens + v.CachedTokens,
+		Tier:            tier,
 	}
 }
 

@@ -98,7 +98,7 @@ type failure struct {
 // item's fault; fatal errors are nobody's item.
 func spendsAttempt(c Class) bool {
 	switch c {
-	case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
+	case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal, ClassShed:
 		return false
 	}
 	return true
@@ -179,6 +179,21 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 			return action{kind: retryAt, at: now}
 		}
 		return action{kind: retryAt, at: now.Add(f.step)}
+	case ClassShed:
+		// The tier has no room now: never the item's fault, never a
+		// dead letter; the stage picks the tier of the next call.
+		var se *ShedError
+		after := f.step
+		if errors.As(f.err, &se) {
+			after = max(after, se.RetryAfter)
+			if se.WaitAtMost > 0 {
+				after = min(after, se.WaitAtMost)
+			}
+			if se.Moved {
+				after = 0
+			}
+		}
+		return action{kind: retryAt, at: now.Add(after)}
 	case ClassTransient:
 		if f.attempts < cfg.MaxAttempts {
 			return action{kind: retryAt, at: now.Add(f.step)}

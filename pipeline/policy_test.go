@@ -113,6 +113,14 @@ func TestDecide(t *testing.T) {
 			want: retryAt, wantAt: 0},
 		{name: "overloaded for 5m parks, items queued", f: failure{class: ClassOverloaded, err: overloaded, overloadedSince: now.Add(-5 * time.Minute), overloadHeld: true}, limited: true,
 			want: park, wantMsg: "api: the server has answered only \"overloaded\" for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + " (limit 5m0s; last: 503 UNAVAILABLE"},
+		{name: "a shed waits its step, never dead-lettered past the budget", f: failure{class: ClassShed, err: Shed(errors.New("503 flex"), TierFlex, 0), attempts: DefaultMaxAttempts, step: 2 * time.Second}, limited: true,
+			want: retryAt, wantAt: 2 * time.Second},
+		{name: "a shed asking for longer waits that", f: failure{class: ClassShed, err: Shed(refused(0, false), TierFlex, 7*time.Second), step: time.Second}, limited: true,
+			want: retryAt, wantAt: 7 * time.Second},
+		{name: "a shed waits no longer than the stage says", f: failure{class: ClassShed, err: &ShedError{Err: errors.New("503"), Tier: TierFlex, RetryAfter: 9 * time.Second, WaitAtMost: 3 * time.Second}, step: 5 * time.Second},
+			want: retryAt, wantAt: 3 * time.Second},
+		{name: "a shed item moved to another tier is called at once", f: failure{class: ClassShed, err: &ShedError{Err: errors.New("503"), Tier: TierFlex, Moved: true}, step: 5 * time.Second},
+			want: retryAt, wantAt: 0},
 		{name: "permanent dead-letters at once", f: failure{class: ClassPermanent, err: Permanentf("empty text"), attempts: 1},
 			want: deadLetter, wantMsg: "empty text"},
 	}
@@ -152,7 +160,7 @@ func TestDecide_MaxOutageBelowFirstContactLimit(t *testing.T) {
 func TestSpendsAttempt(t *testing.T) {
 	for c, want := range map[Class]bool{
 		ClassTransient: true, ClassPermanent: true,
-		ClassRateLimited: false, ClassUnavailable: false, ClassOverloaded: false, ClassCanceled: false, ClassFatal: false,
+		ClassRateLimited: false, ClassUnavailable: false, ClassOverloaded: false, ClassCanceled: false, ClassFatal: false, ClassShed: false,
 	} {
 		if got := spendsAttempt(c); got != want {
 			t.Errorf("spendsAttempt(%s) = %v, want %v", c, got, want)

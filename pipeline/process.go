@@ -144,6 +144,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		billed := sc.Price.nanos(res.Usage)
 		spent += billed
 		c.spent.Add(billed)
+		c.tiers.billed(sc.Price, res.Usage, billedCalls, billed)
 		c.sizes.observe(estIn, res.Usage)
 		if booked {
 			r.purse.settle(reserved, billed)
@@ -192,6 +193,11 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			}
 		case ClassUnavailable:
 			c.unavailable.Add(1)
+		case ClassShed:
+			var se *ShedError
+			if errors.As(err, &se) {
+				c.tiers.shed(se.Tier)
+			}
 		}
 		if sc.Limiter != nil {
 			if ql, ok := sc.Limiter.(QuotaLimiter); ok && rl != nil {
@@ -219,7 +225,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 				"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; the run stops as quota exhausted unless one does")
 		}
 		f.overloadHeld, f.overloadedSince = overloadHeld, overloadedSince
-		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded {
+		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded || class == ClassShed {
 			b := schedules[class]
 			if b == nil {
 				if class == ClassOverloaded {

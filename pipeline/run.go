@@ -268,16 +268,19 @@ type stageCounters struct {
 	paid               atomic.Int64 // calls billed
 	flights            flights
 	sizes              sizer
+	tiers              tierCounters // calls and money by service tier, cache savings
+	cachedTokens       atomic.Int64
 }
 
 func (c *stageCounters) addUsage(u Usage) {
 	c.prompt.Add(u.PromptTokens)
 	c.candidate.Add(u.CandidateTokens)
 	c.total.Add(u.TotalTokens)
+	c.cachedTokens.Add(u.CachedTokens)
 }
 
 func (c *stageCounters) usage() Usage {
-	return Usage{PromptTokens: c.prompt.Load(), CandidateTokens: c.candidate.Load(), TotalTokens: c.total.Load()}
+	return Usage{PromptTokens: c.prompt.Load(), CandidateTokens: c.candidate.Load(), TotalTokens: c.total.Load(), CachedTokens: c.cachedTokens.Load()}
 }
 
 func (r *Runner) clock() Clock {
@@ -585,6 +588,7 @@ func (r *Runner) stageStats(i int) *StageStats {
 	if !r.Stages[i].Price.IsZero() {
 		st.CostUSD = toUSD(c.spent.Load())
 	}
+	st.Tiers, st.CacheSavedUSD = c.tiers.stats()
 	c.deadMu.Lock()
 	if len(c.deadReasons) > 0 {
 		st.DeadReasons = map[string]int{}

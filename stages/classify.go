@@ -101,6 +101,9 @@ type ClassifyConfig struct {
 	// model's own default for others (some cannot turn thinking off).
 	// -1 asks for the model's dynamic default.
 	ThinkingBudget *int
+	// Tier is the service tier the calls ask for; the zero value is
+	// standard.
+	Tier TierConfig
 }
 
 // PromptData is what ClassifyConfig.PromptTemplate is executed with.
@@ -157,6 +160,7 @@ type Classify struct {
 	timeout         time.Duration
 	maxOutputTokens int32
 	thinkingBudget  *int32
+	tiers           *tierPolicy // nil: standard
 }
 
 var (
@@ -221,6 +225,9 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 	}
 	c.prompt = tmpl
 	c.system = orDefault(cfg.SystemInstruction, DefaultSystemInstruction(c.labels))
+	if c.tiers, err = newTierPolicy("classify", cfg.Tier); err != nil {
+		return nil, err
+	}
 
 	httpClient := &http.Client{}
 	if cfg.HTTPClient != nil {
@@ -358,8 +365,10 @@ func (c *Classify) repaired(out ClassifyOutput, usage, usage2 pipeline.Usage, ba
 // ask sends one request made as req for item id and decodes its answer.
 func (c *Classify) ask(ctx context.Context, id, prompt string, req request) (ClassifyOutput, pipeline.Usage, error) {
 	var status atomic.Int32
+	req.tier = c.tiers.next(id, c.timeout)
 	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), id, prompt, req)
-	return c.decode(resp, withHTTPStatus(err, int(status.Load())), req)
+	out, usage, err := c.decode(resp, withHTTPStatus(err, int(status.Load())), req)
+	return out, c.tiers.served(id, resp, req.tier, usage, err), c.tiers.refused(ctx, id, req.tier, err)
 }
 
 // itemHeader names the item a call is for. The API ignores it; the Gemini
@@ -473,6 +482,9 @@ func (b *cappedBody) Close() error { return b.rc.Close() }
 // never be shared between goroutines.
 func (c *Classify) requestConfig(req request) *genai.GenerateContentConfig {
 	timeout := c.timeout
+	if req.tier.timeout > 0 {
+		timeout = req.tier.timeout
+	}
 	system := c.system
 	if req.repairNote != "" {
 		system += "\n\n" + req.repairNote
@@ -497,6 +509,7 @@ func (c *Classify) requestConfig(req request) *genai.GenerateContentConfig {
 			PropertyOrdering: []string{"label", "confidence", "reason"},
 		},
 		AutomaticContinuation: genai.Ptr(false),
+		ServiceTier:           req.tier.ask,
 	}
 	if c.thinkingBudget != nil {
 		cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: genai.Ptr(*c.thinkingBudget)}

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -158,6 +159,18 @@ func (k *countingKeys) CacheKey(it pipeline.Item) (string, error) {
 	return k.Classify.CacheKey(it)
 }
 
+// tiered is a list price with the tier factors and a cached input price.
+func tiered(in, out, cached float64) pipeline.Price {
+	return pipeline.Price{InputPerM: in, OutputPerM: out, CachedInputPerM: cached, FlexFactor: FlexPriceFactor, PriorityFactor: PriorityPriceFactor}
+}
+
+// samePrice compares prices up to float rounding (0.30 x 0.1 is not 0.03).
+func samePrice(a, b pipeline.Price) bool {
+	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-12 }
+	return near(a.InputPerM, b.InputPerM) && near(a.OutputPerM, b.OutputPerM) && near(a.CachedInputPerM, b.CachedInputPerM) &&
+		a.FlexFactor == b.FlexFactor && a.PriorityFactor == b.PriorityFactor
+}
+
 func TestStagePrice(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	tests := []struct {
@@ -167,20 +180,22 @@ func TestStagePrice(t *testing.T) {
 		want      pipeline.Price
 		wantErr   bool
 	}{
-		{"list price", PriceConfig{Model: "gemini-2.5-flash"}, true, pipeline.Price{InputPerM: 0.30, OutputPerM: 2.50}, false},
-		{"lite is not flash", PriceConfig{Model: "models/gemini-2.5-flash-lite"}, true, pipeline.Price{InputPerM: 0.10, OutputPerM: 0.40}, false},
-		{"batch at half", PriceConfig{Model: "gemini-2.5-flash", Batch: true}, true, pipeline.Price{InputPerM: 0.15, OutputPerM: 1.25}, false},
-		{"override one side", PriceConfig{Model: "gemini-2.5-flash", OutputPerM: f(3)}, true, pipeline.Price{InputPerM: 0.30, OutputPerM: 3}, false},
-		{"override to free", PriceConfig{Model: "gemini-2.5-flash", InputPerM: f(0), OutputPerM: f(0)}, false, pipeline.Price{}, false},
-		{"override batch", PriceConfig{Model: "my-tuned-model", InputPerM: f(1), OutputPerM: f(4), Batch: true}, true, pipeline.Price{InputPerM: 0.5, OutputPerM: 2}, false},
-		{"unknown model, no budget", PriceConfig{Model: "my-tuned-model"}, false, pipeline.Price{}, false},
+		{"list price", PriceConfig{Model: "gemini-2.5-flash"}, true, tiered(0.30, 2.50, 0.03), false},
+		{"lite is not flash", PriceConfig{Model: "models/gemini-2.5-flash-lite"}, true, tiered(0.10, 0.40, 0.01), false},
+		{"2.0 caches at a quarter", PriceConfig{Model: "gemini-2.0-flash"}, true, tiered(0.10, 0.40, 0.025), false},
+		{"batch at half", PriceConfig{Model: "gemini-2.5-flash", Batch: true}, true, tiered(0.15, 1.25, 0.015), false},
+		{"override one side", PriceConfig{Model: "gemini-2.5-flash", OutputPerM: f(3)}, true, tiered(0.30, 3, 0.03), false},
+		{"an overridden input keeps the cached share", PriceConfig{Model: "gemini-2.5-flash", InputPerM: f(1)}, true, tiered(1, 2.50, 0.1), false},
+		{"override to free", PriceConfig{Model: "gemini-2.5-flash", InputPerM: f(0), OutputPerM: f(0)}, false, tiered(0, 0, 0), false},
+		{"override batch", PriceConfig{Model: "my-tuned-model", InputPerM: f(1), OutputPerM: f(4), Batch: true}, true, tiered(0.5, 2, 0.5), false},
+		{"unknown model, no budget", PriceConfig{Model: "my-tuned-model"}, false, tiered(0, 0, 0), false},
 		{"unknown model under a budget", PriceConfig{Model: "my-tuned-model"}, true, pipeline.Price{}, true},
 		{"negative", PriceConfig{Model: "gemini-2.5-flash", InputPerM: f(-1)}, false, pipeline.Price{}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := StagePrice(tc.cfg, tc.needPrice)
-			if (err != nil) != tc.wantErr || got != tc.want {
+			if (err != nil) != tc.wantErr || !samePrice(got, tc.want) {
 				t.Errorf("StagePrice = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})

@@ -31,6 +31,9 @@ type request struct {
 	// repairNote is appended to the system instruction; "" on the first
 	// call.
 	repairNote string
+	// tier is the call's service tier and timeout (zero: standard, the
+	// stage's timeout).
+	tier tierCall
 }
 
 // firstRequest is the request every item starts with.

@@ -78,6 +78,7 @@ func usageOf(u *genai.GenerateContentResponseUsageMetadata) pipeline.Usage {
 		PromptTokens:    int64(u.PromptTokenCount),
 		CandidateTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
 		TotalTokens:     int64(u.TotalTokenCount),
+		CachedTokens:    int64(u.CachedContentTokenCount),
 	}
 }
 

@@ -64,6 +64,9 @@ type LLMConfig struct {
 	MaxOutputTokens int
 	// ThinkingBudget is as in ClassifyConfig.
 	ThinkingBudget *int
+	// Tier is the service tier the calls ask for; the zero value is
+	// standard.
+	Tier TierConfig
 }
 
 // LLMPromptData is what an LLM stage's prompt template is executed with.
@@ -109,6 +112,7 @@ type LLM struct {
 	earlierOutputs  map[string][]string
 	maxOutputTokens int32
 	thinkingBudget  *int32
+	tiers           *tierPolicy // nil: standard
 }
 
 var (
@@ -178,6 +182,9 @@ func NewLLM(ctx context.Context, cfg LLMConfig) (*LLM, error) {
 		return nil, fmt.Errorf("%s: parse prompt template: %w: fix the template", who, err)
 	}
 	l.prompt = tmpl
+	if l.tiers, err = newTierPolicy(who, cfg.Tier); err != nil {
+		return nil, err
+	}
 	l.earlierOutputs = cfg.EarlierOutputs
 	if cfg.When != "" {
 		if l.when, err = CompileWhen(cfg.When, cfg.Earlier); err != nil {
@@ -357,16 +364,17 @@ func (l *LLM) encode(out map[string]any, usage pipeline.Usage, repair string, er
 // ask sends one request for item id and reads its answer.
 func (l *LLM) ask(ctx context.Context, id, prompt string, req request) (map[string]any, pipeline.Usage, error) {
 	var status atomic.Int32
+	req.tier = l.tiers.next(id, l.errs.timeout)
 	resp, err := l.generate(context.WithValue(ctx, statusKey{}, &status), id, prompt, req)
 	if err != nil {
-		return nil, pipeline.Usage{}, l.rename(l.errs.callError(withHTTPStatus(err, int(status.Load()))))
+		err = l.rename(l.errs.callError(withHTTPStatus(err, int(status.Load()))))
+		return nil, pipeline.Usage{}, l.tiers.refused(ctx, id, req.tier, err)
 	}
 	if resp == nil {
 		return nil, pipeline.Usage{}, l.errs.unusable("%s: the API returned an empty response", l.name)
 	}
-	usage := usageOf(resp.UsageMetadata)
 	out, err := l.check(resp, req)
-	return out, usage, err
+	return out, l.tiers.served(id, resp, req.tier, usageOf(resp.UsageMetadata), err), err
 }
 
 // rename makes a message written for the classify stage name this one.
@@ -418,6 +426,9 @@ func (l *LLM) responseSchema() *genai.Schema {
 // writes into it).
 func (l *LLM) requestConfig(req request) *genai.GenerateContentConfig {
 	timeout := l.errs.timeout
+	if req.tier.timeout > 0 {
+		timeout = req.tier.timeout
+	}
 	system := l.system
 	if req.repairNote != "" {
 		system += "\n\n" + req.repairNote
@@ -430,6 +441,7 @@ func (l *LLM) requestConfig(req request) *genai.GenerateContentConfig {
 		ResponseMIMEType:      "application/json",
 		ResponseSchema:        l.responseSchema(),
 		AutomaticContinuation: genai.Ptr(false),
+		ServiceTier:           req.tier.ask,
 	}
 	if l.thinkingBudget != nil {
 		cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: genai.Ptr(*l.thinkingBudget)}

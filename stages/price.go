@@ -21,18 +21,42 @@ const PriceSource = "https://ai.google.dev/gemini-api/docs/pricing"
 // call online: Google bills batch requests at 50%.
 const BatchPriceFactor = 0.5
 
+// Service tier prices relative to standard, as of PricesAsOf (the flex
+// and priority pages of PriceSource): flex is billed at half price.
+// Priority is "75-100% more" with no single figure published: +80% is
+// our assumption, dated like the list; a bill that differs says which.
+const (
+	FlexPriceFactor     = 0.5
+	PriorityPriceFactor = 1.8
+)
+
 // listPrices are USD per million tokens (input, output, thinking
-// included) for standard online calls, as of PricesAsOf. The first prefix
-// that matches a model wins, so longer names come first.
+// included) for standard online calls, as of PricesAsOf, and the share
+// of the input price implicitly cached input tokens are billed at (a
+// tenth on 2.5 models, a quarter on 2.0). The first prefix that matches a
+// model wins, so longer names come first.
 var listPrices = []struct {
 	prefix  string
 	in, out float64
+	cached  float64
 }{
-	{"gemini-2.5-flash-lite", 0.10, 0.40},
-	{"gemini-2.5-flash", 0.30, 2.50},
-	{"gemini-2.5-pro", 1.25, 10.00},
-	{"gemini-2.0-flash-lite", 0.075, 0.30},
-	{"gemini-2.0-flash", 0.10, 0.40},
+	{"gemini-2.5-flash-lite", 0.10, 0.40, 0.1},
+	{"gemini-2.5-flash", 0.30, 2.50, 0.1},
+	{"gemini-2.5-pro", 1.25, 10.00, 0.1},
+	{"gemini-2.0-flash-lite", 0.075, 0.30, 0.25},
+	{"gemini-2.0-flash", 0.10, 0.40, 0.25},
+}
+
+// cachedShare is the share of the input price that model's implicitly
+// cached input is billed at: 1 (no discount known) for a model not listed.
+func cachedShare(model string) float64 {
+	model = strings.TrimPrefix(model, "models/")
+	for _, p := range listPrices {
+		if strings.HasPrefix(model, p.prefix) {
+			return p.cached
+		}
+	}
+	return 1
 }
 
 // Price returns the list price of model in USD per million input and
@@ -83,10 +107,13 @@ func StagePrice(cfg PriceConfig, needPrice bool) (pipeline.Price, error) {
 	if needPrice && in == 0 && out == 0 {
 		return pipeline.Price{}, fmt.Errorf("no price known for model %s (the table is of %s, from %s): pass --price-in and --price-out in USD per million tokens", cfg.Model, PricesAsOf, PriceSource)
 	}
-	p := pipeline.Price{InputPerM: in, OutputPerM: out}
+	// An overridden input price keeps the model's cached share.
+	p := pipeline.Price{InputPerM: in, OutputPerM: out, CachedInputPerM: in * cachedShare(cfg.Model),
+		FlexFactor: FlexPriceFactor, PriorityFactor: PriorityPriceFactor}
 	if cfg.Batch {
 		p.InputPerM *= BatchPriceFactor
 		p.OutputPerM *= BatchPriceFactor
+		p.CachedInputPerM *= BatchPriceFactor
 	}
 	return p, nil
 }

@@ -31,8 +31,7 @@ type stageSet struct {
 	classify *stages.Classify
 	agg      *stages.Aggregate
 	limiter  pipeline.Limiter
-	priceIn  float64
-	priceOut float64
+	prices   pipeline.Price // classify's
 }
 
 // fingerprint hashes what decides a stage's output.
@@ -77,6 +76,7 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
 		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
+		Tier: stages.TierConfig{Tier: o.Tier, FlexDeadline: o.FlexDeadline},
 	})
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -98,7 +98,7 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	b.priceIn, b.priceOut = price.InputPerM, price.OutputPerM
+	b.prices = price
 	return b, nil
 }
 
@@ -113,7 +113,7 @@ func given(perM float64) *float64 {
 
 // price is what classify's calls cost.
 func (b *stageSet) price() pipeline.Price {
-	return pipeline.Price{InputPerM: b.priceIn, OutputPerM: b.priceOut}
+	return b.prices
 }
 
 // classifyReads is what an edit must touch to re-run classify: the text
@@ -167,6 +167,13 @@ func (o *pipelineOptions) validate() error {
 		if c.bad {
 			return usagef("--%s: want %s", c.flag, c.want)
 		}
+	}
+	if err := stages.CheckTier(o.Tier, o.FlexDeadline); err != nil {
+		flag := "--tier"
+		if o.FlexDeadline != 0 {
+			flag += "/--flex-deadline"
+		}
+		return usagef("%s: %v", flag, err)
 	}
 	return o.checkFleet()
 }
@@ -265,5 +272,5 @@ func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error
 
 // cost is the estimated USD for a usage at the configured prices.
 func (b *stageSet) cost(u pipeline.Usage) float64 {
-	return (float64(u.PromptTokens)*b.priceIn + float64(u.CandidateTokens)*b.priceOut) / 1e6
+	return b.prices.Cost(u)
 }

@@ -111,6 +111,7 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 				MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: l.Prompt, SystemInstruction: l.System,
 				Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: apiKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
 				EarlierOutputs: map[string][]string{},
+				Tier:           stages.TierConfig{Tier: l.Tier, FlexDeadline: l.Deadline()},
 			}
 			for _, e := range earlier {
 				if f, ok := outputs[e]; ok {

@@ -34,6 +34,12 @@ type simOptions struct {
 	LatencyMax, PerInFlight    time.Duration
 	Credits                    int64
 	Batch                      simBatchOptions
+	FlexLatency, FlexJitter    time.Duration
+	FlexCapacity               int
+	FlexShed, PriorityStd      float64
+	FlexShedAnswer             string
+	CacheMin                   int
+	CacheOff                   bool
 }
 
 // simFlags are the simulator's flags, with d's values as defaults.
@@ -70,6 +76,14 @@ func simFlags(o *simOptions, d simOptions) []cli.Flag {
 		&cli.DurationFlag{Category: catSim, Name: "latency-max", Value: d.LatencyMax, Usage: "simulator: cap on latency (0 = none)", Destination: &o.LatencyMax},
 		&cli.DurationFlag{Category: catSim, Name: "latency-per-inflight", Value: d.PerInFlight, Usage: "simulator: latency added per other request in flight", Destination: &o.PerInFlight},
 		&cli.Int64Flag{Category: catSim, Name: "sim-credits", Value: d.Credits, Usage: "simulator: calls the account's prepayment credits pay for; later calls get 429 \"Your prepayment credits are depleted\" (0 = never run out)", Destination: &o.Credits},
+		&cli.DurationFlag{Category: catSim, Name: "sim-flex-latency", Value: d.FlexLatency, Usage: "simulator: base latency of calls served on flex (minutes on the real API; 0 = --latency)", Destination: &o.FlexLatency},
+		&cli.DurationFlag{Category: catSim, Name: "sim-flex-jitter", Value: d.FlexJitter, Usage: "simulator: uniform jitter added to --sim-flex-latency", Destination: &o.FlexJitter},
+		&cli.IntFlag{Category: catSim, Name: "sim-flex-capacity", Value: d.FlexCapacity, Usage: "simulator: flex calls served at once; more are shed (0 = unlimited)", Destination: &o.FlexCapacity},
+		&cli.Float64Flag{Category: catSim, Name: "sim-flex-shed", Value: d.FlexShed, Usage: "simulator: fraction of flex calls shed even under --sim-flex-capacity", Destination: &o.FlexShed},
+		&cli.StringFlag{Category: catSim, Name: "sim-flex-shed-answer", Value: orString(d.FlexShedAnswer, string(geminisim.Shed503)), Usage: "simulator: a shed flex call's answer: 503 (overloaded), 429 (bare) or 429-details (Help and RetryInfo, no quota)", Destination: &o.FlexShedAnswer},
+		&cli.Float64Flag{Category: catSim, Name: "sim-priority-as-standard", Value: d.PriorityStd, Usage: "simulator: fraction of priority calls served (and billed) as standard", Destination: &o.PriorityStd},
+		&cli.IntFlag{Category: catSim, Name: "sim-cache-min-tokens", Value: d.CacheMin, Usage: "simulator: shortest prompt prefix implicitly cached, in tokens (0 = 1024)", Destination: &o.CacheMin},
+		&cli.BoolFlag{Category: catSim, Name: "sim-cache-off", Value: d.CacheOff, Usage: "simulator: no implicit caching (no cachedContentTokenCount)", Destination: &o.CacheOff},
 	}, simBatchFlags(&o.Batch, d.Batch)...)
 }
 
@@ -98,6 +112,13 @@ func (o *simOptions) config() (geminisim.Config, error) {
 		ConcurrencyRefusal: geminisim.ConcurrencyRefusal(o.CapAnswer),
 		Overload:           geminisim.Overload{Every: o.OverloadEvery, For: o.OverloadFor},
 		Credits:            o.Credits,
+		Tiers: geminisim.TierConfig{
+			FlexLatency:  geminisim.Latency{Base: o.FlexLatency, Jitter: o.FlexJitter},
+			FlexCapacity: o.FlexCapacity, FlexShed: o.FlexShed,
+			ShedAnswer:         geminisim.ShedAnswer(o.FlexShedAnswer),
+			PriorityAsStandard: o.PriorityStd,
+		},
+		Cache: geminisim.CacheConfig{Off: o.CacheOff, MinTokens: o.CacheMin},
 	}
 	if err := cfg.Validate(); err != nil {
 		return geminisim.Config{}, usagef("simulator: %v", err)

@@ -10,8 +10,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sawtooth-dev/sawtooth/stages"
 )
 
 // Backends a job can name.
@@ -117,6 +120,21 @@ type LLM struct {
 	MaxAttempts int `yaml:"max_attempts,omitempty"`
 	// MaxOutputTokens caps each answer; 0 means the stage's default.
 	MaxOutputTokens int `yaml:"max_output_tokens,omitempty"`
+	// Tier is the service tier the stage's online calls ask for:
+	// standard (the default), flex (half price, minutes, retried when
+	// shed), priority, or auto (flex, then standard for an item flex has
+	// not answered within FlexDeadline of its first flex call).
+	Tier string `yaml:"tier,omitempty"`
+	// FlexDeadline is auto's deadline as a Go duration ("45m"); "" means
+	// 30m. Only with tier auto.
+	FlexDeadline string `yaml:"flex_deadline,omitempty"`
+}
+
+// Deadline is FlexDeadline parsed; 0 when not given or not a duration
+// (Load has reported that).
+func (l *LLM) Deadline() time.Duration {
+	d, _ := time.ParseDuration(l.FlexDeadline)
+	return d
 }
 
 // Output is an LLM stage's answer shape: exactly one field is set.
@@ -427,6 +445,34 @@ func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string, out
 	if l.MaxOutputTokens < 0 {
 		d.at(path+".max_output_tokens", "%d is negative", l.MaxOutputTokens)
 	}
+	l.checkTier(d, path)
+}
+
+// checkTier reports a tier or flex deadline the stage cannot use.
+func (l *LLM) checkTier(d *decoder, path string) {
+	if l.Tier != "" && !slices.Contains(stages.TierNames, l.Tier) {
+		d.at(path+".tier", "%q is not a tier%s: write standard, flex, priority or auto", l.Tier, didYouMean(l.Tier, stages.TierNames))
+		return
+	}
+	if l.Tier != "" && l.Tier != stages.TierStandard && l.Mode == ModeBatch {
+		d.at(path+".tier", "tier %s is for online calls: batch mode has its own price (remove tier, or mode: batch)", l.Tier)
+	}
+	if l.FlexDeadline == "" {
+		return
+	}
+	switch dl, err := time.ParseDuration(l.FlexDeadline); {
+	case err != nil || dl <= 0:
+		d.at(path+".flex_deadline", "%q is not a positive duration: write e.g. 30m or 2h", l.FlexDeadline)
+	case l.Tier != stages.TierAuto:
+		d.at(path+".flex_deadline", "needs `tier: auto` (flex first, standard after the deadline); tier is %q", orStandard(l.Tier))
+	}
+}
+
+func orStandard(tier string) string {
+	if tier == "" {
+		return stages.TierStandard
+	}
+	return tier
 }
 
 // ReadFile reads a file the job names, relative to the job file's

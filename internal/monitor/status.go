@@ -36,6 +36,11 @@ type StatusView struct {
 	// cached answers (from the store's ledger, every run included, killed
 	// ones too).
 	Money map[string]pipeline.Ledger `json:"money,omitempty"`
+	// Tiers is the runs' calls by service tier, when any was not
+	// standard; CacheSavedUSD what implicit caching saved them (from the
+	// run records: runs that ended).
+	Tiers         map[string]*pipeline.TierStats `json:"tiers,omitempty"`
+	CacheSavedUSD float64                        `json:"cache_saved_usd,omitempty"`
 }
 
 // UseLedger makes v's cost the store's ledger: what every committed
@@ -77,6 +82,19 @@ func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pi
 		t := r.Totals()
 		v.Usage = v.Usage.Add(t.Usage)
 		v.CostUSD += t.CostUSD
+		v.CacheSavedUSD += t.CacheSavedUSD
+		if len(t.Tiers) > 0 {
+			if v.Tiers == nil {
+				v.Tiers = map[string]*pipeline.TierStats{}
+			}
+			for name, s := range t.Tiers {
+				if v.Tiers[name] == nil {
+					v.Tiers[name] = &pipeline.TierStats{}
+				}
+				x := v.Tiers[name]
+				x.Calls, x.Shed, x.CostUSD, x.SavedUSD = x.Calls+s.Calls, x.Shed+s.Shed, x.CostUSD+s.CostUSD, x.SavedUSD+s.SavedUSD
+			}
+		}
 		if r.Status == store.RunKilled {
 			v.UnpricedTokens += t.Usage.PromptTokens + t.Usage.CandidateTokens
 		}
@@ -107,6 +125,7 @@ func PrintStatus(w io.Writer, v StatusView, asJSON bool) error {
 		fmt.Fprintf(w, " without the %d tokens of killed runs, which saved no price", v.UnpricedTokens)
 	}
 	fmt.Fprintln(w)
+	printTiers(w, "all runs", v.Tiers, v.Usage.CachedTokens, v.CacheSavedUSD)
 	for _, name := range slices.Sorted(maps.Keys(v.Money)) {
 		l := v.Money[name]
 		fmt.Fprintf(w, "%s (all runs): %d paid answers, %d cached answers (no call); $%.4f spent, $%.4f saved by the cache\n",

@@ -29,10 +29,14 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			CostUSD     float64        `json:"cost_usd"`
 			Cached      int64          `json:"cached"`
 			SavedUSD    float64        `json:"saved_usd"`
+			// Tiers and CacheSavedUSD appear only when a call was not
+			// standard, or implicit caching saved something.
+			Tiers         map[string]*pipeline.TierStats `json:"tiers,omitempty"`
+			CacheSavedUSD float64                        `json:"cache_saved_usd,omitempty"`
 		}
 		all := sum.Totals()
 		t := stageTotals{Calls: all.Calls, RateLimited: all.RateLimited, Transient: all.Transient, Unavailable: all.Unavailable, BadAnswers: all.BadAnswers, Dead: all.Dead, Usage: all.Usage, CostUSD: all.CostUSD,
-			Cached: all.Cached, SavedUSD: all.SavedUSD}
+			Cached: all.Cached, SavedUSD: all.SavedUSD, Tiers: all.Tiers, CacheSavedUSD: all.CacheSavedUSD}
 		return writeJSON(w, struct {
 			pipeline.RunSummary
 			WallSeconds float64     `json:"wall_seconds"`
@@ -71,6 +75,10 @@ func PrintSummary(w io.Writer, stageOrder []string, sum pipeline.RunSummary, asJ
 			fmt.Fprintf(w, "%s: %d paid calls, %d cached answers (no call), $%.4f spent, $%.4f saved by the cache\n",
 				name, s.Paid, s.Cached, s.CostUSD, s.SavedUSD)
 		}
+	}
+	for _, name := range summaryStages(stageOrder, sum) {
+		s := sum.Stages[name]
+		printTiers(w, name, s.Tiers, s.Usage.CachedTokens, s.CacheSavedUSD)
 	}
 	permanent := false
 	for _, name := range summaryStages(stageOrder, sum) {

@@ -93,6 +93,10 @@ type Config struct {
 	Now func() time.Time
 	// Batch configures the Batch API surface (batch.go).
 	Batch BatchConfig
+	// Tiers configures the service tiers (tier.go).
+	Tiers TierConfig
+	// Cache configures implicit caching (cache.go).
+	Cache CacheConfig
 }
 
 // withDefaults fills in the zero fields.
@@ -111,6 +115,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Cache.MinTokens <= 0 {
+		cfg.Cache.MinTokens = DefaultCacheMinTokens
+	}
+	if cfg.Cache.TTL <= 0 {
+		cfg.Cache.TTL = DefaultCacheTTL
 	}
 	cfg.Models = slices.Clone(cfg.Models)
 	cfg.Schedule = slices.Clone(cfg.Schedule)
@@ -132,6 +142,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.ConcurrencyRefusal != "" && !slices.Contains(ConcurrencyRefusals, cfg.ConcurrencyRefusal) {
 		return fmt.Errorf("concurrency refusal %q: want one of %v", cfg.ConcurrencyRefusal, ConcurrencyRefusals)
+	}
+	if err := cfg.Tiers.validate(); err != nil {
+		return err
 	}
 	if cfg.Credits < 0 {
 		return fmt.Errorf("credits %d: want 0 (never run out) or more", cfg.Credits)

@@ -36,6 +36,7 @@ type Server struct {
 	itemCalls map[[32]byte]int64 // admitted calls per item, numbering faults
 	batches   *batchState        // the Batch and Files APIs (batch.go); guarded by mu
 	acct      accounting
+	prefixes  prefixCache // implicit caching (cache.go)
 	srv       *http.Server
 	closed    bool
 	closing   chan struct{}  // closed by Close: releases hung and sleeping requests
@@ -170,6 +171,8 @@ type call struct {
 	answer       string // the candidate text, already cut for max_tokens
 	answerTokens int
 	latency      time.Duration
+	served       Tier // the tier that serves the call
+	cachedTokens int  // of promptTokens, implicitly cached
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) {
@@ -206,6 +209,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n")
 		return
 	}
+	tier, ok := requestTier(req.ServiceTier)
+	if !ok {
+		s.count(OutcomeBadRequest, "", 0, 0)
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("Invalid value at 'service_tier', %q", req.ServiceTier))
+		return
+	}
 
 	user := req.userText()
 	c := call{
@@ -228,6 +237,23 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}
 
 	s.mu.Lock()
+	s.acct.tier(tier).Asked++
+	if tier == TierFlex {
+		s.acct.flexInFlight++
+		defer func() {
+			s.mu.Lock()
+			s.acct.flexInFlight--
+			s.mu.Unlock()
+		}()
+		shed := call{item: c.item, n: s.acct.itemCalls(key)}
+		if s.shedFlex(&shed, s.acct.flexInFlight) {
+			s.acct.tier(tier).Shed++
+			s.countLocked(OutcomeShed, key, 0, c.promptTokens)
+			s.mu.Unlock()
+			s.writeShed(w)
+			return
+		}
+	}
 	now := s.now()
 	if in, _ := s.cfg.Overload.Active(now.Sub(s.start)); in {
 		s.countLocked(OutcomeOverloadBurst, key, 0, c.promptTokens)
@@ -264,6 +290,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	q.Count(now, c.promptTokens)
 	c.n = s.itemCalls[c.item]
 	s.itemCalls[c.item]++
+	c.served = s.servedTier(&c, tier)
+	c.cachedTokens = s.cached(model, req.promptRunes(), c.promptTokens, now)
 	s.decide(&c, user, answer, req.GenerationConfig, inFlight-1)
 	s.acct.admitted++
 	s.acct.admittedTokens += int64(c.promptTokens)
@@ -286,6 +314,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	if !s.wait(r.Context(), d) {
 		s.abortIfClosing()
 		return
+	}
+	if c.outcome.billed() {
+		s.mu.Lock()
+		s.billServed(&c)
+		s.mu.Unlock()
 	}
 	s.respond(w, &c)
 }
@@ -377,6 +410,9 @@ func rambleCut(gc *genConfig) bool {
 // others other calls in flight.
 func (s *Server) latency(c *call, others int) time.Duration {
 	lat := s.cfg.Latency
+	if fl := s.cfg.Tiers.FlexLatency; c.served == TierFlex && fl != (Latency{}) {
+		lat = fl
+	}
 	d := lat.Base + lat.PerToken*time.Duration(c.promptTokens)
 	if lat.Tail > 0 {
 		u := 1 - s.draw(c, 't') // in (0, 1]

@@ -25,14 +25,15 @@ const (
 	OutcomeMaxTokens      Outcome = "max_tokens"      // 200, truncated JSON text, finishReason MAX_TOKENS
 	OutcomeBadKey         Outcome = "bad_key"         // 400 API_KEY_INVALID
 	OutcomeNotFound       Outcome = "not_found"       // 404 unknown model
-	OutcomeBadRequest     Outcome = "bad_request"     // 400 INVALID_ARGUMENT (bad JSON, no contents)
+	OutcomeBadRequest     Outcome = "bad_request"     // 400 INVALID_ARGUMENT (bad JSON, no contents, unknown serviceTier)
+	OutcomeShed           Outcome = "flex_shed"       // 503 or 429 because flex shed the call (TierConfig)
 )
 
 // allOutcomes lists every Outcome, so Stats.Outcomes always has every key.
 var allOutcomes = []Outcome{
 	OutcomeOK, OutcomeRateLimited, OutcomeErr500, OutcomeErr503, OutcomeOverloaded, OutcomeCapacity, OutcomeNoCredits, OutcomeOverloadBurst,
 	OutcomeHang, OutcomeMalformed, OutcomeBlockPrompt, OutcomeBlockCandidate,
-	OutcomeMaxTokens, OutcomeBadKey, OutcomeNotFound, OutcomeBadRequest,
+	OutcomeMaxTokens, OutcomeBadKey, OutcomeNotFound, OutcomeBadRequest, OutcomeShed,
 }
 
 // billed reports whether the outcome is a 200 answer that usage metadata
@@ -81,6 +82,20 @@ type Stats struct {
 	// was admitted or refused for quota, in order; only the latest 3600
 	// seconds are kept.
 	Timeline []Bucket `json:"timeline"`
+	// Tiers holds the accounting of each service tier; every Tier is
+	// present.
+	Tiers map[Tier]TierStats `json:"tiers"`
+	// FlexInFlight is the flex calls being served now.
+	FlexInFlight int `json:"flex_in_flight"`
+}
+
+// BillNanoUSD is the bill of every tier, in billionths of a dollar.
+func (st Stats) BillNanoUSD() int64 {
+	var n int64
+	for _, t := range st.Tiers {
+		n += t.CostNanoUSD
+	}
+	return n
 }
 
 // ItemStats are the per-item counts of Stats.Items.
@@ -124,10 +139,22 @@ type accounting struct {
 	inFlight, peak                               int
 	items                                        map[string]*ItemStats
 	timeline                                     []Bucket
+	tiers                                        map[Tier]*TierStats
+	flexInFlight                                 int
+}
+
+// tier returns t's accounting, creating it.
+func (a *accounting) tier(t Tier) *TierStats {
+	ts := a.tiers[t]
+	if ts == nil {
+		ts = &TierStats{}
+		a.tiers[t] = ts
+	}
+	return ts
 }
 
 func newAccounting() accounting {
-	return accounting{outcomes: make(map[Outcome]int64), items: make(map[string]*ItemStats)}
+	return accounting{outcomes: make(map[Outcome]int64), items: make(map[string]*ItemStats), tiers: make(map[Tier]*TierStats)}
 }
 
 // bucket returns the timeline bucket for second sec, creating it in order.
@@ -167,6 +194,14 @@ func (a *accounting) snapshot() Stats {
 		PeakInFlight:     a.peak,
 		Items:            make(map[string]ItemStats, len(a.items)),
 		Timeline:         append([]Bucket{}, a.timeline...),
+		Tiers:            make(map[Tier]TierStats, len(Tiers)),
+		FlexInFlight:     a.flexInFlight,
+	}
+	for _, t := range Tiers {
+		st.Tiers[t] = TierStats{}
+		if ts := a.tiers[t]; ts != nil {
+			st.Tiers[t] = *ts
+		}
 	}
 	for _, o := range allOutcomes {
 		st.Outcomes[o] = 0

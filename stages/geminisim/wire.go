@@ -16,6 +16,9 @@ type (
 		Contents          []content  `json:"contents"`
 		SystemInstruction *content   `json:"systemInstruction"`
 		GenerationConfig  *genConfig `json:"generationConfig"`
+		// ServiceTier is genai's GenerateContentConfig.ServiceTier, which
+		// the SDK moves to the top of the request body.
+		ServiceTier string `json:"serviceTier"`
 		// GenerateContentRequest is countTokens' alternative to Contents.
 		GenerateContentRequest *genRequest `json:"generateContentRequest"`
 	}
@@ -146,6 +149,9 @@ func (s *Server) respond(w http.ResponseWriter, c *call) {
 		"responseId":   s.responseID(c),
 	}
 	usage := map[string]any{"promptTokenCount": c.promptTokens}
+	if c.cachedTokens > 0 {
+		usage["cachedContentTokenCount"] = c.cachedTokens
+	}
 	if c.answerTokens > 0 {
 		usage["candidatesTokenCount"] = c.answerTokens
 	}
@@ -173,6 +179,7 @@ func (s *Server) respond(w http.ResponseWriter, c *call) {
 		body = body[:len(body)/2]
 	}
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.Header().Set(TierHeader, string(c.served))
 	w.WriteHeader(http.StatusOK)
 	w.Write(body) //nolint:errcheck // the client may be gone
 }

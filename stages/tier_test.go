@@ -1,0 +1,155 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+)
+
+// stepClock is a clock a test moves by hand.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *stepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func tierClassify(t *testing.T, url string, tc TierConfig) *Classify {
+	return newTestClassify(t, url, func(c *ClassifyConfig) { c.APIKey = geminisim.DefaultAPIKey; c.Tier = tc })
+}
+
+func TestClassify_Tiers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tier      string
+		sim       geminisim.TierConfig
+		wantAsked geminisim.Tier
+		wantTier  string // Usage.Tier
+		wantClass pipeline.Class
+	}{
+		{"standard asks nothing new", "", geminisim.TierConfig{}, geminisim.TierStandard, "", ""},
+		{"flex is billed as flex", TierFlex, geminisim.TierConfig{}, geminisim.TierFlex, pipeline.TierFlex, ""},
+		{"priority", TierPriority, geminisim.TierConfig{}, geminisim.TierPriority, pipeline.TierPriority, ""},
+		{"priority served as standard is standard", TierPriority, geminisim.TierConfig{PriorityAsStandard: 1}, geminisim.TierPriority, "", ""},
+		{"a flex 503 is a shed", TierFlex, geminisim.TierConfig{FlexShed: 1}, geminisim.TierFlex, "", pipeline.ClassShed},
+		{"a bare flex 429 is a shed", TierFlex, geminisim.TierConfig{FlexShed: 1, ShedAnswer: geminisim.Shed429}, geminisim.TierFlex, "", pipeline.ClassShed},
+		{"a flex 429 with details is a shed", TierFlex, geminisim.TierConfig{FlexShed: 1, ShedAnswer: geminisim.Shed429Details}, geminisim.TierFlex, "", pipeline.ClassShed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, url, _ := simServer(t, geminisim.Config{Tiers: tc.sim})
+			c := tierClassify(t, url, TierConfig{Tier: tc.tier})
+			res, err := c.Process(context.Background(), testItem("r1", "the app crashes on start"))
+			if got := pipeline.ClassOf(context.Background(), err); got != tc.wantClass {
+				t.Fatalf("class %q (%v), want %q", got, err, tc.wantClass)
+			}
+			if err == nil && res.Usage.Tier != tc.wantTier {
+				t.Errorf("usage tier %q, want %q", res.Usage.Tier, tc.wantTier)
+			}
+			if st := sim.Stats(); st.Tiers[tc.wantAsked].Asked != 1 {
+				t.Errorf("asked %+v, want one call asking %s", st.Tiers, tc.wantAsked)
+			}
+			var se *pipeline.ShedError
+			if errors.As(err, &se) && (se.Tier != pipeline.TierFlex || se.Moved) {
+				t.Errorf("shed %+v", se)
+			}
+		})
+	}
+}
+
+// TestClassify_AutoMovesToStandard: in auto mode an item flex keeps
+// shedding goes to standard once its deadline since its first flex call
+// has passed; before that its wait is bounded by the time it has left.
+func TestClassify_AutoMovesToStandard(t *testing.T) {
+	clk := &stepClock{t: time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)}
+	sim, url, _ := simServer(t, geminisim.Config{Tiers: geminisim.TierConfig{FlexShed: 1}})
+	c := tierClassify(t, url, TierConfig{Tier: TierAuto, FlexDeadline: time.Minute, Now: clk.Now})
+	it := testItem("r1", "the app crashes on start")
+	_, err := c.Process(context.Background(), it)
+	var se *pipeline.ShedError
+	if !errors.As(err, &se) || se.Moved || se.WaitAtMost != time.Minute {
+		t.Fatalf("first flex call: %v (%+v), want a shed waiting at most 1m", err, se)
+	}
+	clk.Add(40 * time.Second)
+	if _, err = c.Process(context.Background(), it); !errors.As(err, &se) || se.WaitAtMost != 20*time.Second {
+		t.Fatalf("second flex call: %v (%+v), want a shed waiting at most 20s", err, se)
+	}
+	clk.Add(20 * time.Second)
+	res, err := c.Process(context.Background(), it)
+	if err != nil || res.Usage.Tier != "" {
+		t.Fatalf("after the deadline: %v, tier %q; want an answer on standard", err, res.Usage.Tier)
+	}
+	st := sim.Stats()
+	if st.Tiers[geminisim.TierFlex].Asked != 2 || st.Tiers[geminisim.TierStandard].Asked != 1 || st.Tiers[geminisim.TierStandard].Served != 1 {
+		t.Errorf("sim tiers %+v", st.Tiers)
+	}
+	// The answered item's time is forgotten: it would start over.
+	if n := len(c.tiers.since); n != 0 {
+		t.Errorf("%d items still timed", n)
+	}
+}
+
+func TestClassify_FlexTimeoutIsAShed(t *testing.T) {
+	_, url, _ := simServer(t, geminisim.Config{Tiers: geminisim.TierConfig{FlexLatency: geminisim.Latency{Base: time.Hour}}})
+	c := tierClassify(t, url, TierConfig{Tier: TierFlex, FlexTimeout: 20 * time.Millisecond})
+	_, err := c.Process(context.Background(), testItem("r1", "the app crashes on start"))
+	if got := pipeline.ClassOf(context.Background(), err); got != pipeline.ClassShed {
+		t.Errorf("a flex call past its timeout: %s (%v), want shed", got, err)
+	}
+}
+
+func TestLLM_TierAndCachedTokens(t *testing.T) {
+	sim, url, _ := simServer(t, geminisim.Config{})
+	ep := Endpoint{Backend: BackendGemini, APIKey: geminisim.DefaultAPIKey, BaseURL: url}
+	system := strings.Repeat("Label definitions and worked examples shared by every item. ", 100)
+	l := newTestLLM(t, LLMConfig{Name: "label", Endpoint: ep, Labels: []string{"bug", "other"}, SystemInstruction: system, Tier: TierConfig{Tier: TierFlex}})
+	first, err := l.Process(context.Background(), testItem("r1", "the app crashes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.Process(context.Background(), testItem("r2", "nice app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Usage.CachedTokens != 0 || second.Usage.CachedTokens < 1024 || second.Usage.Tier != pipeline.TierFlex {
+		t.Errorf("usage first %+v second %+v: want the second's shared prefix cached, on flex", first.Usage, second.Usage)
+	}
+	// Our price of both calls is the simulator's bill, to the nanodollar
+	// or so.
+	price, err := StagePrice(PriceConfig{Model: l.Model()}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := price.Cost(first.Usage) + price.Cost(second.Usage)
+	if bill := float64(sim.Stats().BillNanoUSD()) / 1e9; bill == 0 || ours-bill > 2e-9 || bill-ours > 2e-9 {
+		t.Errorf("our cost %.9f, simulator's bill %.9f", ours, bill)
+	}
+}
+
+func TestCheckTier(t *testing.T) {
+	for _, tc := range []struct {
+		tier     string
+		deadline time.Duration
+		want     string
+	}{
+		{"", 0, ""}, {TierFlex, 0, ""}, {TierAuto, time.Hour, ""}, {TierAuto, 0, ""},
+		{"cheap", 0, "use one of standard, flex, priority, auto"},
+		{TierFlex, time.Hour, "needs tier auto"},
+		{TierAuto, -time.Second, "positive"},
+	} {
+		err := CheckTier(tc.tier, tc.deadline)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckTier(%q, %s) = %v, want %q", tc.tier, tc.deadline, err, tc.want)
+		}
+	}
+}
