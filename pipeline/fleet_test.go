@@ -284,8 +284,12 @@ func TestFleet_CommitFailureStopsResumably(t *testing.T) {
 		if !errors.Is(err, pipeline.ErrStopped) || errors.As(err, &fe) || !strings.Contains(err.Error(), "could not commit") {
 			t.Fatalf("Run = %v, want a resumable stop saying the commit failed", err)
 		}
-		if sum.Status != "stopped" || sum.Stages["only"].LeasesLost != 4 {
-			t.Errorf("status %q, leases lost %d; want stopped, 4", sum.Status, sum.Stages["only"].LeasesLost)
+		// The worker starts no call once its store failed, so how many of
+		// the 4 were called before the first commit failed depends on the
+		// schedule; each answer bought and not committed is a lease given
+		// up, the others are left queued uncalled.
+		if got := sum.Stages["only"]; sum.Status != "stopped" || got.LeasesLost < 1 || got.LeasesLost != got.Calls {
+			t.Errorf("status %q, leases lost %d of %d calls; want stopped, every uncommitted answer's lease lost", sum.Status, got.LeasesLost, got.Calls)
 		}
 		if bound := pipeline.DefaultStoreRetry + time.Second + lease; clock.Since() > bound {
 			t.Errorf("stopped at +%s, later than StoreRetry + a poll + a lease (%s)", clock.Since(), bound)

@@ -41,6 +41,9 @@ var numberRules = map[string]numberRule{
 	"fault-max-tokens":      {aRate, "a rate from 0 to 1, e.g. 0.01"},
 	"batch-row-errors":      {aRate, "a rate from 0 to 1, e.g. 0.01"},
 	"latency-tail":          {atLeast0, "a Pareto shape, e.g. 1.2, or 0 for none"},
+
+	"sim-flex-shed":            {aRate, "a share of flex calls from 0 to 1, e.g. 0.33"},
+	"sim-priority-as-standard": {aRate, "a share of priority calls from 0 to 1, e.g. 0.1"},
 }
 
 // checkNumber returns the usage error of flag's value v, if any; where
