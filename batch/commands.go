@@ -76,11 +76,11 @@ type CancelConfig struct {
 	// waiting for the API to confirm it ended.
 	Looks int
 	Every time.Duration
-	// LateCreate is how long after an intent was recorded a job the API
+	// CreateSettle is how long after its create was sent a job the API
 	// lists nowhere may still appear (a create in flight when the run
-	// stopped lands late); before then its items stay with it. Default
-	// DefaultLateCreate.
-	LateCreate time.Duration
+	// stopped lands late), as Config.CreateSettle is the driver's: before
+	// then its items stay with it. Default DefaultCreateSettle.
+	CreateSettle time.Duration
 	// Now and Sleep are the clock; nil means the real one.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -93,7 +93,6 @@ type CancelConfig struct {
 const (
 	DefaultCancelLooks = 5
 	DefaultCancelEvery = 2 * time.Second
-	DefaultLateCreate  = 2 * time.Minute
 )
 
 // CancelResult is what Cancel did with one job.
@@ -128,7 +127,8 @@ var ErrSucceeded = errors.New("the job succeeded at the API: its answers are pai
 // for the job's state first: a SUCCEEDED job has its results collected
 // (cfg.Stage decodes them; without one Cancel refuses with ErrSucceeded);
 // a FAILED, CANCELLED or EXPIRED one, or an intent the API has not listed
-// within cfg.LateCreate, returns its items to the queue; a live one is cancelled and looked at
+// once a create sent for it would have shown (cfg.CreateSettle after the
+// send), returns its items to the queue; a live one is cancelled and looked at
 // again until the API confirms it ended, and only then are its items
 // returned (or its results collected, if it finished first). A job the API
 // does not know is refused: asking the wrong endpoint must not re-queue
@@ -142,8 +142,8 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, cfg Ca
 	if cfg.Every <= 0 {
 		cfg.Every = DefaultCancelEvery
 	}
-	if cfg.LateCreate <= 0 {
-		cfg.LateCreate = DefaultLateCreate
+	if cfg.CreateSettle <= 0 {
+		cfg.CreateSettle = DefaultCreateSettle
 	}
 	job, err := db.BatchJobByNum(num)
 	if err != nil {
@@ -174,7 +174,7 @@ func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *
 		if err != nil {
 			return err
 		}
-		if at := t.job.Created.Add(cfg.LateCreate); !found && d.cfg.Now().Before(at) {
+		if at := settledAt(t.job, cfg.CreateSettle); !found && d.cfg.Now().Before(at) {
 			res.Unconfirmed, res.RetryAt = true, at
 			return nil
 		}

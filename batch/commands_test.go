@@ -151,27 +151,82 @@ func TestCancel_UnconfirmedThenSucceeded(t *testing.T) {
 	f.answeredOnce(t)
 }
 
-// TestCancel_IntentNeverCreated: an intent the API has no job for gives
-// its items back without any cancel.
+// legacyRecords reads job records as a sawtooth from before CreateSent
+// was kept wrote them.
+type legacyRecords struct{ *store.DB }
+
+func (l legacyRecords) BatchJobByNum(num uint64) (store.BatchJob, error) {
+	j, err := l.DB.BatchJobByNum(num)
+	j.CreateTracked = false
+	return j, err
+}
+
+func (l legacyRecords) BatchJobs(openOnly bool) ([]store.BatchJob, error) {
+	jobs, err := l.DB.BatchJobs(openOnly)
+	for i := range jobs {
+		jobs[i].CreateTracked = false
+	}
+	return jobs, err
+}
+
+// TestCancel_IntentNeverCreated: an intent the API lists nowhere keeps
+// its items until a create sent for it would have shown, counted from
+// when that create was sent (as the driver counts it), then gives them
+// back without any cancel. A 30-minute 429 backoff between the intent and
+// the create must not make a create 10 s old look settled.
 func TestCancel_IntentNeverCreated(t *testing.T) {
-	f := newFixture(t, 4, geminisim.BatchConfig{})
-	job, ok, err := f.db.ReserveBatch("classify", 10, f.clock.Now())
-	if err != nil || !ok {
-		t.Fatal(ok, err)
+	const settle = 2 * time.Minute
+	cases := []struct {
+		name string
+		// sentAfter is when the create was sent after the intent was
+		// recorded (no create when negative); legacy reads the record as
+		// an older sawtooth wrote it.
+		sentAfter time.Duration
+		legacy    bool
+		// keptFor is how long after the intent its items stay (0: given
+		// back at once).
+		keptFor time.Duration
+	}{
+		{name: "no create was sent: closed at once", sentAfter: -1},
+		{name: "create sent after a 30-minute backoff: kept until it settles", sentAfter: 30 * time.Minute, keptFor: 30*time.Minute + settle},
+		{name: "a record from before the send time was kept: kept from the intent", sentAfter: -1, legacy: true, keptFor: settle},
 	}
-	cfg := CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep}
-	// A create sent just before the run stopped may still land.
-	res, err := Cancel(context.Background(), f.api, f.db, job.Num, cfg)
-	if err != nil || res.Created || !res.Unconfirmed || res.Returned != 0 || !res.Job.Open() || !res.RetryAt.Equal(job.Created.Add(DefaultLateCreate)) {
-		t.Fatalf("cancel of a young intent: %+v %v: want its items kept until %s", res, err, job.Created.Add(DefaultLateCreate))
-	}
-	f.clock.Sleep(context.Background(), DefaultLateCreate) //nolint:errcheck // a background context
-	res, err = Cancel(context.Background(), f.api, f.db, job.Num, cfg)
-	if err != nil || res.Created || res.Unconfirmed || res.Returned != 4 || res.Job.Open() {
-		t.Fatalf("cancel: %+v %v", res, err)
-	}
-	var out strings.Builder
-	if err := WriteJobs(&out, []store.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
-		t.Errorf("list: %v\n%s", err, out.String())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 4, geminisim.BatchConfig{})
+			job, ok, err := f.db.ReserveBatch("classify", 10, f.clock.Now())
+			if err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			if tc.sentAfter >= 0 {
+				f.clock.Sleep(context.Background(), tc.sentAfter) //nolint:errcheck // a background context
+				if _, err := f.db.MarkBatchCreate(job.Num, f.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The create's answer was lost; the user cancels 10 s later.
+			f.clock.Sleep(context.Background(), 10*time.Second) //nolint:errcheck // a background context
+			var db Store = f.db
+			if tc.legacy {
+				db = legacyRecords{f.db}
+			}
+			cfg := CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep, CreateSettle: settle}
+			res, err := Cancel(context.Background(), f.api, db, job.Num, cfg)
+			if tc.keptFor > 0 {
+				at := job.Created.Add(tc.keptFor)
+				if err != nil || res.Created || !res.Unconfirmed || res.Returned != 0 || !res.Job.Open() || !res.RetryAt.Equal(at) {
+					t.Fatalf("cancel: %+v %v: want its items kept until %s", res, err, at)
+				}
+				f.clock.Sleep(context.Background(), job.Created.Add(tc.keptFor).Sub(f.clock.Now())) //nolint:errcheck // a background context
+				res, err = Cancel(context.Background(), f.api, db, job.Num, cfg)
+			}
+			if err != nil || res.Created || res.Unconfirmed || res.Returned != 4 || res.Job.Open() {
+				t.Fatalf("cancel: %+v %v: want the 4 items back", res, err)
+			}
+			var out strings.Builder
+			if err := WriteJobs(&out, []store.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
+				t.Errorf("list: %v\n%s", err, out.String())
+			}
+		})
 	}
 }

@@ -410,7 +410,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			case attached:
 				continue
 			}
-			if settled := t.job.CreateSent.Add(d.cfg.CreateSettle); !t.job.CreateSent.IsZero() && now.Before(settled) {
+			if settled := settledAt(t.job, d.cfg.CreateSettle); now.Before(settled) {
 				// Not listed yet is not proof: a create sent a moment ago
 				// can still be made (the server finishes it after its
 				// client died) or be listed late. Look again once it would

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -206,5 +207,37 @@ func TestDriver_BatchRoundsEnd(t *testing.T) {
 		if j.Open() {
 			t.Errorf("job %d still open", j.Num)
 		}
+	}
+}
+
+// TestDriver_LegacyIntentWaitsBeforeCreating: an intent recorded by a
+// sawtooth that did not keep the send time may have been created at any
+// time since: the driver looks for it until the settle time after the
+// intent before creating; one whose record proves no create was sent is
+// created at once.
+func TestDriver_LegacyIntentWaitsBeforeCreating(t *testing.T) {
+	const settle = 5 * time.Minute
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			f := newFixture(t, 6, geminisim.BatchConfig{Running: time.Minute})
+			job, ok, err := f.db.ReserveBatch("classify", 6, f.clock.Now())
+			if err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			var db Store = f.db
+			want := job.Created
+			if legacy {
+				db, want = legacyRecords{f.db}, job.Created.Add(settle)
+			}
+			sum, err := f.driver(db, Config{Size: 6, CreateSettle: settle}).Run(context.Background())
+			if err != nil || sum.Created != 1 || sum.Answered != 6 {
+				t.Fatalf("run: %+v %v", sum, err)
+			}
+			rec, err := f.db.BatchJobByNum(job.Num)
+			if err != nil || !rec.CreateSent.Equal(want) {
+				t.Errorf("create sent at %s (%v), want %s", rec.CreateSent, err, want)
+			}
+			f.answeredOnce(t)
+		})
 	}
 }
