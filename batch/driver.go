@@ -219,6 +219,9 @@ type Driver struct {
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
 	// zero in ModeBatch, where each job has its own.
 	until time.Time
+	// unread are the SUCCEEDED jobs whose results could not be read by
+	// ModeAuto's deadline: left open, holding their items, the run stops.
+	unread []string
 }
 
 // tracked is an open job and its polling pace.
@@ -226,6 +229,8 @@ type tracked struct {
 	job      store.BatchJob
 	nextPoll time.Time
 	interval time.Duration
+	// readFails counts failed reads of a SUCCEEDED job's results.
+	readFails int
 	// unsure is set when a create failed in a way that does not prove
 	// the API made no job (a 5xx, a timeout, a dropped connection), and
 	// for an intent without a name found on resume: the display name is
@@ -315,7 +320,18 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			break
 		}
 	}
+	if len(d.unread) > 0 {
+		return d.sum, fmt.Errorf("the results of %s that SUCCEEDED at the API could not be read by the run's deadline (%s): their answers are paid for, so their items stay with them and are not sent online; run the same command again to collect them: %w",
+			plural(len(d.unread), "batch job"), strings.Join(d.unread, "; "), pipeline.ErrStopped)
+	}
 	return d.sum, nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // resume picks up the stage's open jobs; intents never recorded as

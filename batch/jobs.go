@@ -232,6 +232,11 @@ func (d *Driver) cancelAtDeadline(ctx context.Context, t *tracked, was genai.Job
 	return nil
 }
 
+// unreadTries is how many times auto mode reads a SUCCEEDED job's
+// results past the run's deadline before it leaves the job for a later
+// run.
+const unreadTries = 3
+
 // row is one request's result.
 type row struct {
 	resp *genai.GenerateContentResponse
@@ -242,17 +247,25 @@ type row struct {
 // commits them and returns what is left to the queue.
 func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, now time.Time) error {
 	rows, stray, err := d.results(ctx, job)
-	if err != nil {
-		// A broken download says nothing about the items: try again at
-		// the next poll, within the deadline.
-		d.cfg.Log.Warn("batch: reading results failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
-		if d.pastDeadline(t, now) {
-			d.sum.Failed++
-			return d.close(t, "results could not be read before the deadline: "+err.Error(), now)
-		}
-		return nil
+	if err == nil {
+		return d.apply(ctx, t, rows, stray, now)
 	}
-	return d.apply(ctx, t, rows, stray, now)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The answers are paid for: the job is never closed for a broken
+	// download (that would re-queue its items and pay them again). It is
+	// read again at its next poll, the interval growing. Only auto mode's
+	// run deadline ends the wait: the job stays open holding its items,
+	// and the run stops so a later one collects them.
+	t.readFails++
+	d.cfg.Log.Warn("batch: reading the results of a SUCCEEDED job failed; its items stay with it, trying again later",
+		"job", t.job.Num, "name", t.job.Name, "tries", t.readFails, "err", err)
+	if !d.until.IsZero() && !now.Before(d.until) && t.readFails >= unreadTries {
+		delete(d.jobs, t.job.Num)
+		d.unread = append(d.unread, fmt.Sprintf("job %d (%s): %v", t.job.Num, t.job.Name, err))
+	}
+	return nil
 }
 
 // apply commits the results of job t, matched to its items by key, and
@@ -385,7 +398,7 @@ func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[str
 		}
 		return rows, stray, nil
 	}
-	data, err := d.api.Files.Download(ctx, genai.NewDownloadURIFromFile(&genai.File{DownloadURI: job.Dest.FileName}), nil)
+	data, err := download(ctx, d.api, job.Dest.FileName)
 	if err != nil {
 		return nil, 0, fmt.Errorf("download %s: %w", job.Dest.FileName, err)
 	}
@@ -401,12 +414,14 @@ func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[str
 			Response *genai.GenerateContentResponse `json:"response"`
 			Error    *genai.JobError                `json:"error"`
 		}
-		// Files.Download does not check the HTTP status: an error body
-		// arrives here as the file, and has no key.
-		if err := json.Unmarshal(line, &l); err != nil || (l.Response == nil && l.Error == nil) {
+		// Every line we sent carried a key, so a line without one is not
+		// a result: an error body (`{"error":{...}}`) or a broken file.
+		// Counted as a stray row, it would close the job with every item
+		// returned, paid for twice.
+		if err := json.Unmarshal(line, &l); err != nil || l.Key == "" || (l.Response == nil && l.Error == nil) {
 			return nil, 0, fmt.Errorf("%s line %d is not a keyed result (%.80s)", job.Dest.FileName, n, line)
 		}
-		if _, dup := rows[l.Key]; l.Key == "" || dup {
+		if _, dup := rows[l.Key]; dup {
 			stray++
 			continue
 		}
