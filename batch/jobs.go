@@ -175,10 +175,11 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	switch {
 	case job.State == genai.JobStateSucceeded:
 		return d.collect(ctx, t, job, now)
-	case endedEmpty(job.State) && job.State == genai.JobStateCancelled && now.Sub(t.job.Submitted) >= d.cfg.Deadline:
-		// The cancel sent at the deadline, confirmed at a later look.
+	case job.State == genai.JobStateCancelled && d.pastDeadline(t, now):
+		// The cancel sent at the deadline (the job's, or auto mode's
+		// run's), confirmed at a later look.
 		d.sum.Deadline++
-		return d.close(t, fmt.Sprintf("past the deadline (%s after create): cancelled, the API confirmed it with no results", d.cfg.Deadline), now)
+		return d.close(t, fmt.Sprintf("past the deadline (%s after create): cancelled, the API confirmed it with no results", now.Sub(t.job.Submitted).Round(time.Second)), now)
 	case endedEmpty(job.State):
 		d.sum.Failed++
 		note := fmt.Sprintf("the job ended %s with no results", job.State)
