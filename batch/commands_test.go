@@ -230,3 +230,40 @@ func TestCancel_IntentNeverCreated(t *testing.T) {
 		})
 	}
 }
+
+// TestDriver_ResumeAtAnotherEndpoint: a run resumed with another base URL
+// polls each open job where it was created: the job created at the first
+// endpoint answers every item there, none is closed for a 404 at the new
+// one and sent again.
+func TestDriver_ResumeAtAnotherEndpoint(t *testing.T) {
+	f := newFixture(t, 6, geminisim.BatchConfig{Running: time.Minute})
+	if err := f.db.SetBatchEndpoint(f.api.ClientConfig().HTTPOptions.BaseURL); err != nil {
+		t.Fatal(err)
+	}
+	f.createAndStop(t)
+	other := geminisim.New(geminisim.Config{Now: f.clock.Now, Seed: 7})
+	url, err := other.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	api, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: geminisim.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: url, RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.api = api
+	sum, err := f.driver(f.db, Config{Size: 6}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Returned != 0 || sum.Failed != 0 || sum.Succeeded != 1 || sum.Answered != 6 {
+		t.Errorf("summary %+v: want the 6 answers of the job at its own endpoint, none returned", sum)
+	}
+	if bs := other.BatchStats(); bs.Created != 0 {
+		t.Errorf("%d jobs created at the new endpoint, want 0", bs.Created)
+	}
+	f.answeredOnce(t)
+}

@@ -61,7 +61,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	src := &genai.BatchJobSource{InlinedRequests: reqs}
 	if lines.Len() > d.cfg.InlineBytes {
-		f, err := d.api.Files.Upload(ctx, bytes.NewReader(lines.Bytes()), &genai.UploadFileConfig{
+		f, err := d.apiFor(t).Files.Upload(ctx, bytes.NewReader(lines.Bytes()), &genai.UploadFileConfig{
 			DisplayName: t.job.DisplayName + "-input", MIMEType: "application/jsonl",
 		})
 		if err != nil {
@@ -78,7 +78,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		return fmt.Errorf("%w: %w", errStore, err)
 	}
 	t.job = rec
-	job, err := d.api.Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
+	job, err := d.apiFor(t).Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
 	if err != nil {
 		var ae genai.APIError
 		if errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests {
@@ -141,10 +141,11 @@ func (d *Driver) pollDue(ctx context.Context, now time.Time) error {
 func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	t.nextPoll = now.Add(t.interval)
 	t.interval = min(2*t.interval, d.cfg.PollMax)
-	job, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	job, err := d.apiFor(t).Batches.Get(ctx, t.job.Name, nil)
 	var ae genai.APIError
 	switch {
 	case errors.As(err, &ae) && ae.Code == http.StatusNotFound:
+		// Asked where it was created (apiFor): the job is gone there.
 		d.sum.Failed++
 		return d.close(t, "the API no longer knows the job (deleted?)", now)
 	case errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden):
@@ -160,7 +161,7 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	// counts only while they say something the results will not.
 	counts, apiErr := t.job.Counts, ""
 	if job.State != genai.JobStateSucceeded {
-		if c, e, err := d.apiStats(ctx, t.job.Name); err == nil {
+		if c, e, err := d.apiStats(ctx, d.apiFor(t), t.job.Name); err == nil {
 			counts, apiErr = c, e
 		}
 	}
@@ -208,10 +209,10 @@ func endedEmpty(s genai.JobState) bool {
 // the job polled at the first interval, since re-queueing items a job may
 // still answer pays for them twice.
 func (d *Driver) cancelAtDeadline(ctx context.Context, t *tracked, was genai.JobState, now time.Time) error {
-	if err := d.api.Batches.Cancel(ctx, t.job.Name, nil); err != nil {
+	if err := d.apiFor(t).Batches.Cancel(ctx, t.job.Name, nil); err != nil {
 		d.cfg.Log.Warn("batch: cancel at the deadline failed", "job", t.job.Num, "name", t.job.Name, "err", err)
 	}
-	again, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	again, err := d.apiFor(t).Batches.Get(ctx, t.job.Name, nil)
 	if err == nil && string(again.State) != t.job.State {
 		if t.job, err = d.db.UpdateBatch(t.job.Num, string(again.State), t.job.Counts, "", now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
@@ -247,7 +248,7 @@ type row struct {
 // collect reads a succeeded job's results, matches them to items by key,
 // commits them and returns what is left to the queue.
 func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, now time.Time) error {
-	rows, stray, err := d.results(ctx, job)
+	rows, stray, err := d.results(ctx, d.apiFor(t), job)
 	if err == nil {
 		return d.apply(ctx, t, rows, stray, now)
 	}
@@ -383,7 +384,7 @@ func (d *Driver) commit(t *tracked, ts []pipeline.Transition) error {
 
 // results reads a succeeded job's results by key; stray counts results
 // without a usable key (they cannot be matched, so they are not used).
-func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[string]row, stray int, err error) {
+func (d *Driver) results(ctx context.Context, api *genai.Client, job *genai.BatchJob) (rows map[string]row, stray int, err error) {
 	rows = map[string]row{}
 	if job.Dest == nil {
 		return nil, 0, errors.New("the job has no output")
@@ -399,7 +400,7 @@ func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[str
 		}
 		return rows, stray, nil
 	}
-	data, err := download(ctx, d.api, job.Dest.FileName)
+	data, err := download(ctx, api, job.Dest.FileName)
 	if err != nil {
 		return nil, 0, fmt.Errorf("download %s: %w", job.Dest.FileName, err)
 	}

@@ -19,8 +19,8 @@ import (
 // GET of batches/{id}: the genai SDK drops metadata.batchStats and the
 // operation's error on the Gemini API backend. The counts are int64s sent
 // as strings.
-func (d *Driver) apiStats(ctx context.Context, name string) (store.BatchCounts, string, error) {
-	resp, err := plainGet(ctx, d.api, name)
+func (d *Driver) apiStats(ctx context.Context, api *genai.Client, name string) (store.BatchCounts, string, error) {
+	resp, err := plainGet(ctx, api, name)
 	if err != nil {
 		return store.BatchCounts{}, "", err
 	}
