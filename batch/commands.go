@@ -76,11 +76,11 @@ type CancelConfig struct {
 	// waiting for the API to confirm it ended.
 	Looks int
 	Every time.Duration
-	// LateCreate is how long after an intent was recorded a job the API
+	// CreateSettle is how long after its create was sent a job the API
 	// lists nowhere may still appear (a create in flight when the run
-	// stopped lands late); before then its items stay with it. Default
-	// DefaultLateCreate.
-	LateCreate time.Duration
+	// stopped lands late), as Config.CreateSettle is the driver's: before
+	// then its items stay with it. Default DefaultCreateSettle.
+	CreateSettle time.Duration
 	// Now and Sleep are the clock; nil means the real one.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -93,7 +93,6 @@ type CancelConfig struct {
 const (
 	DefaultCancelLooks = 5
 	DefaultCancelEvery = 2 * time.Second
-	DefaultLateCreate  = 2 * time.Minute
 )
 
 // CancelResult is what Cancel did with one job.
@@ -128,7 +127,8 @@ var ErrSucceeded = errors.New("the job succeeded at the API: its answers are pai
 // for the job's state first: a SUCCEEDED job has its results collected
 // (cfg.Stage decodes them; without one Cancel refuses with ErrSucceeded);
 // a FAILED, CANCELLED or EXPIRED one, or an intent the API has not listed
-// within cfg.LateCreate, returns its items to the queue; a live one is cancelled and looked at
+// once a create sent for it would have shown (cfg.CreateSettle after the
+// send), returns its items to the queue; a live one is cancelled and looked at
 // again until the API confirms it ended, and only then are its items
 // returned (or its results collected, if it finished first). A job the API
 // does not know is refused: asking the wrong endpoint must not re-queue
@@ -142,8 +142,8 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, cfg Ca
 	if cfg.Every <= 0 {
 		cfg.Every = DefaultCancelEvery
 	}
-	if cfg.LateCreate <= 0 {
-		cfg.LateCreate = DefaultLateCreate
+	if cfg.CreateSettle <= 0 {
+		cfg.CreateSettle = DefaultCreateSettle
 	}
 	job, err := db.BatchJobByNum(num)
 	if err != nil {
@@ -157,6 +157,8 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, cfg Ca
 		return res, fmt.Errorf("batch job %d is at stage %s, not %s", num, job.Stage, cfg.Stage.Name())
 	}
 	d := New(db, cfg.Stage, api, Config{Now: cfg.Now, Sleep: cfg.Sleep, Log: cfg.Log})
+	// The caller chose the endpoint to ask (--base-url, else the job's).
+	d.clients[endpointKey(job.Endpoint)] = api
 	t := &tracked{job: job}
 	d.jobs[num] = t
 	err = d.cancel(ctx, t, cfg, &res)
@@ -174,7 +176,7 @@ func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *
 		if err != nil {
 			return err
 		}
-		if at := t.job.Created.Add(cfg.LateCreate); !found && d.cfg.Now().Before(at) {
+		if at := settledAt(t.job, cfg.CreateSettle); !found && d.cfg.Now().Before(at) {
 			res.Unconfirmed, res.RetryAt = true, at
 			return nil
 		}
@@ -188,7 +190,7 @@ func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *
 		return err
 	}
 	if live(job.State) {
-		err := d.api.Batches.Cancel(ctx, t.job.Name, nil)
+		err := d.apiFor(t).Batches.Cancel(ctx, t.job.Name, nil)
 		var ae genai.APIError
 		// A 400 says it ended meanwhile, as the next look shows.
 		if err != nil && !(errors.As(err, &ae) && ae.Code == http.StatusBadRequest) {
@@ -211,7 +213,7 @@ func (d *Driver) cancel(ctx context.Context, t *tracked, cfg CancelConfig, res *
 		if cfg.Stage == nil {
 			return fmt.Errorf("batch job %d (%s): %w", t.job.Num, t.job.Name, ErrSucceeded)
 		}
-		rows, stray, err := d.results(ctx, job)
+		rows, stray, err := d.results(ctx, d.apiFor(t), job)
 		if err != nil {
 			return fmt.Errorf("read the results of %s: %w (nothing changed; run again when the API answers)", t.job.Name, err)
 		}
@@ -235,7 +237,7 @@ var ErrUnknownJob = errors.New("the API does not know the job")
 
 // look reads job t at the API and records its state when it changed.
 func (d *Driver) look(ctx context.Context, t *tracked) (*genai.BatchJob, error) {
-	job, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	job, err := d.apiFor(t).Batches.Get(ctx, t.job.Name, nil)
 	var ae genai.APIError
 	switch {
 	case errors.As(err, &ae) && ae.Code == http.StatusNotFound:
@@ -257,7 +259,7 @@ func (d *Driver) look(ctx context.Context, t *tracked) (*genai.BatchJob, error) 
 // the recorded one's results are used.
 func (d *Driver) findIntent(ctx context.Context, t *tracked) (bool, error) {
 	var found []*genai.BatchJob
-	for j, err := range d.api.Batches.All(ctx) {
+	for j, err := range d.apiFor(t).Batches.All(ctx) {
 		if err != nil {
 			return false, fmt.Errorf("look for job %d (%s) at the API: %w (nothing changed; run again when the API answers)", t.job.Num, t.job.DisplayName, err)
 		}
@@ -272,7 +274,7 @@ func (d *Driver) findIntent(ctx context.Context, t *tracked) (bool, error) {
 		if !live(other.State) {
 			continue
 		}
-		if err := d.api.Batches.Cancel(ctx, other.Name, nil); err != nil {
+		if err := d.apiFor(t).Batches.Cancel(ctx, other.Name, nil); err != nil {
 			d.cfg.Log.Warn("batch: cancel of a second job with the same display name failed", "job", t.job.Num, "name", other.Name, "err", err)
 		}
 	}

@@ -151,27 +151,119 @@ func TestCancel_UnconfirmedThenSucceeded(t *testing.T) {
 	f.answeredOnce(t)
 }
 
-// TestCancel_IntentNeverCreated: an intent the API has no job for gives
-// its items back without any cancel.
+// legacyRecords reads job records as a sawtooth from before CreateSent
+// was kept wrote them.
+type legacyRecords struct{ *store.DB }
+
+func (l legacyRecords) BatchJobByNum(num uint64) (store.BatchJob, error) {
+	j, err := l.DB.BatchJobByNum(num)
+	j.CreateTracked = false
+	return j, err
+}
+
+func (l legacyRecords) BatchJobs(openOnly bool) ([]store.BatchJob, error) {
+	jobs, err := l.DB.BatchJobs(openOnly)
+	for i := range jobs {
+		jobs[i].CreateTracked = false
+	}
+	return jobs, err
+}
+
+// TestCancel_IntentNeverCreated: an intent the API lists nowhere keeps
+// its items until a create sent for it would have shown, counted from
+// when that create was sent (as the driver counts it), then gives them
+// back without any cancel. A 30-minute 429 backoff between the intent and
+// the create must not make a create 10 s old look settled.
 func TestCancel_IntentNeverCreated(t *testing.T) {
-	f := newFixture(t, 4, geminisim.BatchConfig{})
-	job, ok, err := f.db.ReserveBatch("classify", 10, f.clock.Now())
-	if err != nil || !ok {
-		t.Fatal(ok, err)
+	const settle = 2 * time.Minute
+	cases := []struct {
+		name string
+		// sentAfter is when the create was sent after the intent was
+		// recorded (no create when negative); legacy reads the record as
+		// an older sawtooth wrote it.
+		sentAfter time.Duration
+		legacy    bool
+		// keptFor is how long after the intent its items stay (0: given
+		// back at once).
+		keptFor time.Duration
+	}{
+		{name: "no create was sent: closed at once", sentAfter: -1},
+		{name: "create sent after a 30-minute backoff: kept until it settles", sentAfter: 30 * time.Minute, keptFor: 30*time.Minute + settle},
+		{name: "a record from before the send time was kept: kept from the intent", sentAfter: -1, legacy: true, keptFor: settle},
 	}
-	cfg := CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep}
-	// A create sent just before the run stopped may still land.
-	res, err := Cancel(context.Background(), f.api, f.db, job.Num, cfg)
-	if err != nil || res.Created || !res.Unconfirmed || res.Returned != 0 || !res.Job.Open() || !res.RetryAt.Equal(job.Created.Add(DefaultLateCreate)) {
-		t.Fatalf("cancel of a young intent: %+v %v: want its items kept until %s", res, err, job.Created.Add(DefaultLateCreate))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 4, geminisim.BatchConfig{})
+			job, ok, err := f.db.ReserveBatch("classify", 10, f.clock.Now())
+			if err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			if tc.sentAfter >= 0 {
+				f.clock.Sleep(context.Background(), tc.sentAfter) //nolint:errcheck // a background context
+				if _, err := f.db.MarkBatchCreate(job.Num, f.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The create's answer was lost; the user cancels 10 s later.
+			f.clock.Sleep(context.Background(), 10*time.Second) //nolint:errcheck // a background context
+			var db Store = f.db
+			if tc.legacy {
+				db = legacyRecords{f.db}
+			}
+			cfg := CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep, CreateSettle: settle}
+			res, err := Cancel(context.Background(), f.api, db, job.Num, cfg)
+			if tc.keptFor > 0 {
+				at := job.Created.Add(tc.keptFor)
+				if err != nil || res.Created || !res.Unconfirmed || res.Returned != 0 || !res.Job.Open() || !res.RetryAt.Equal(at) {
+					t.Fatalf("cancel: %+v %v: want its items kept until %s", res, err, at)
+				}
+				f.clock.Sleep(context.Background(), job.Created.Add(tc.keptFor).Sub(f.clock.Now())) //nolint:errcheck // a background context
+				res, err = Cancel(context.Background(), f.api, db, job.Num, cfg)
+			}
+			if err != nil || res.Created || res.Unconfirmed || res.Returned != 4 || res.Job.Open() {
+				t.Fatalf("cancel: %+v %v: want the 4 items back", res, err)
+			}
+			var out strings.Builder
+			if err := WriteJobs(&out, []store.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
+				t.Errorf("list: %v\n%s", err, out.String())
+			}
+		})
 	}
-	f.clock.Sleep(context.Background(), DefaultLateCreate) //nolint:errcheck // a background context
-	res, err = Cancel(context.Background(), f.api, f.db, job.Num, cfg)
-	if err != nil || res.Created || res.Unconfirmed || res.Returned != 4 || res.Job.Open() {
-		t.Fatalf("cancel: %+v %v", res, err)
+}
+
+// TestDriver_ResumeAtAnotherEndpoint: a run resumed with another base URL
+// polls each open job where it was created: the job created at the first
+// endpoint answers every item there, none is closed for a 404 at the new
+// one and sent again.
+func TestDriver_ResumeAtAnotherEndpoint(t *testing.T) {
+	f := newFixture(t, 6, geminisim.BatchConfig{Running: time.Minute})
+	if err := f.db.SetBatchEndpoint(f.api.ClientConfig().HTTPOptions.BaseURL); err != nil {
+		t.Fatal(err)
 	}
-	var out strings.Builder
-	if err := WriteJobs(&out, []store.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
-		t.Errorf("list: %v\n%s", err, out.String())
+	f.createAndStop(t)
+	other := geminisim.New(geminisim.Config{Now: f.clock.Now, Seed: 7})
+	url, err := other.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { other.Close() })
+	api, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: geminisim.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: url, RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.api = api
+	sum, err := f.driver(f.db, Config{Size: 6}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Returned != 0 || sum.Failed != 0 || sum.Succeeded != 1 || sum.Answered != 6 {
+		t.Errorf("summary %+v: want the 6 answers of the job at its own endpoint, none returned", sum)
+	}
+	if bs := other.BatchStats(); bs.Created != 0 {
+		t.Errorf("%d jobs created at the new endpoint, want 0", bs.Created)
+	}
+	f.answeredOnce(t)
 }

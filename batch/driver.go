@@ -219,6 +219,12 @@ type Driver struct {
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
 	// zero in ModeBatch, where each job has its own.
 	until time.Time
+	// clients are the clients for endpoints other than the run's that
+	// open jobs were created at, by endpointKey (see dial).
+	clients map[string]*genai.Client
+	// unread are the SUCCEEDED jobs whose results could not be read by
+	// ModeAuto's deadline: left open, holding their items, the run stops.
+	unread []string
 }
 
 // tracked is an open job and its polling pace.
@@ -226,6 +232,8 @@ type tracked struct {
 	job      store.BatchJob
 	nextPoll time.Time
 	interval time.Duration
+	// readFails counts failed reads of a SUCCEEDED job's results.
+	readFails int
 	// unsure is set when a create failed in a way that does not prove
 	// the API made no job (a 5xx, a timeout, a dropped connection), and
 	// for an intent without a name found on resume: the display name is
@@ -238,7 +246,7 @@ type tracked struct {
 // (a Gemini API backend client; its retries should be off).
 func New(db Store, stage Stage, api *genai.Client, cfg Config) *Driver {
 	cfg.setDefaults()
-	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}}
+	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}, clients: map[string]*genai.Client{}}
 }
 
 // Run drives jobs until every job it knows of is closed and, in ModeBatch,
@@ -315,7 +323,18 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			break
 		}
 	}
+	if len(d.unread) > 0 {
+		return d.sum, fmt.Errorf("the results of %s that SUCCEEDED at the API could not be read by the run's deadline (%s): their answers are paid for, so their items stay with them and are not sent online; run the same command again to collect them: %w",
+			plural(len(d.unread), "batch job"), strings.Join(d.unread, "; "), pipeline.ErrStopped)
+	}
 	return d.sum, nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // resume picks up the stage's open jobs; intents never recorded as
@@ -330,15 +349,50 @@ func (d *Driver) resume(ctx context.Context) error {
 		if j.Stage != d.stage.Name() {
 			continue
 		}
+		if err := d.dial(ctx, j.Endpoint); err != nil {
+			return err
+		}
 		d.jobs[j.Num] = &tracked{job: j, interval: d.cfg.Poll, unsure: j.Name == ""}
 	}
 	return nil
 }
 
+// endpointKey is an API root URL as endpoints are compared.
+func endpointKey(url string) string { return strings.TrimRight(url, "/") }
+
+// dial makes a client for endpoint, where a job was created, when it is
+// not the run's: a job is known only at the endpoint that created it, so
+// a run resumed with another --base-url must still ask there (asked at
+// the new one, every job would read 404 and be closed while the old one
+// answers them). Idempotent.
+func (d *Driver) dial(ctx context.Context, endpoint string) error {
+	key := endpointKey(endpoint)
+	if _, ok := d.clients[key]; ok || key == "" || key == endpointKey(d.api.ClientConfig().HTTPOptions.BaseURL) {
+		return nil
+	}
+	cc := d.api.ClientConfig()
+	c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: cc.APIKey, Backend: cc.Backend, HTTPClient: cc.HTTPClient,
+		HTTPOptions: genai.HTTPOptions{BaseURL: endpoint, APIVersion: cc.HTTPOptions.APIVersion, RetryOptions: cc.HTTPOptions.RetryOptions}})
+	if err != nil {
+		return fmt.Errorf("a client for %s, where open batch jobs were created: %w", endpoint, err)
+	}
+	d.clients[key] = c
+	d.cfg.Log.Info("batch: open jobs were created at another endpoint than this run's; asking them there", "endpoint", endpoint, "run", cc.HTTPOptions.BaseURL)
+	return nil
+}
+
+// apiFor is the client for job t: the endpoint's it was created at.
+func (d *Driver) apiFor(t *tracked) *genai.Client {
+	if c, ok := d.clients[endpointKey(t.job.Endpoint)]; ok {
+		return c
+	}
+	return d.api
+}
+
 // listByDisplayName reads every job the API lists.
-func (d *Driver) listByDisplayName(ctx context.Context) (map[string][]*genai.BatchJob, error) {
+func (d *Driver) listByDisplayName(ctx context.Context, api *genai.Client) (map[string][]*genai.BatchJob, error) {
 	out := map[string][]*genai.BatchJob{}
-	for j, err := range d.api.Batches.All(ctx) {
+	for j, err := range api.Batches.All(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("list batch jobs to re-attach one created before a crash: %w (sawtooth will not create a job it cannot rule out having created; run again when the API answers)", err)
 		}
@@ -410,7 +464,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 			case attached:
 				continue
 			}
-			if settled := t.job.CreateSent.Add(d.cfg.CreateSettle); !t.job.CreateSent.IsZero() && now.Before(settled) {
+			if settled := settledAt(t.job, d.cfg.CreateSettle); now.Before(settled) {
 				// Not listed yet is not proof: a create sent a moment ago
 				// can still be made (the server finishes it after its
 				// client died) or be listed late. Look again once it would
@@ -463,7 +517,7 @@ func (d *Driver) createPending(ctx context.Context, now time.Time) (bool, error)
 
 // attach looks for t's display name at the API and records the job found.
 func (d *Driver) attach(ctx context.Context, t *tracked) (bool, error) {
-	byName, err := d.listByDisplayName(ctx)
+	byName, err := d.listByDisplayName(ctx, d.apiFor(t))
 	if err != nil {
 		return false, err
 	}

@@ -61,7 +61,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	src := &genai.BatchJobSource{InlinedRequests: reqs}
 	if lines.Len() > d.cfg.InlineBytes {
-		f, err := d.api.Files.Upload(ctx, bytes.NewReader(lines.Bytes()), &genai.UploadFileConfig{
+		f, err := d.apiFor(t).Files.Upload(ctx, bytes.NewReader(lines.Bytes()), &genai.UploadFileConfig{
 			DisplayName: t.job.DisplayName + "-input", MIMEType: "application/jsonl",
 		})
 		if err != nil {
@@ -78,7 +78,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		return fmt.Errorf("%w: %w", errStore, err)
 	}
 	t.job = rec
-	job, err := d.api.Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
+	job, err := d.apiFor(t).Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
 	if err != nil {
 		var ae genai.APIError
 		if errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests {
@@ -141,10 +141,11 @@ func (d *Driver) pollDue(ctx context.Context, now time.Time) error {
 func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	t.nextPoll = now.Add(t.interval)
 	t.interval = min(2*t.interval, d.cfg.PollMax)
-	job, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	job, err := d.apiFor(t).Batches.Get(ctx, t.job.Name, nil)
 	var ae genai.APIError
 	switch {
 	case errors.As(err, &ae) && ae.Code == http.StatusNotFound:
+		// Asked where it was created (apiFor): the job is gone there.
 		d.sum.Failed++
 		return d.close(t, "the API no longer knows the job (deleted?)", now)
 	case errors.As(err, &ae) && (ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden):
@@ -160,7 +161,7 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	// counts only while they say something the results will not.
 	counts, apiErr := t.job.Counts, ""
 	if job.State != genai.JobStateSucceeded {
-		if c, e, err := d.apiStats(ctx, t.job.Name); err == nil {
+		if c, e, err := d.apiStats(ctx, d.apiFor(t), t.job.Name); err == nil {
 			counts, apiErr = c, e
 		}
 	}
@@ -175,10 +176,11 @@ func (d *Driver) poll(ctx context.Context, t *tracked, now time.Time) error {
 	switch {
 	case job.State == genai.JobStateSucceeded:
 		return d.collect(ctx, t, job, now)
-	case endedEmpty(job.State) && job.State == genai.JobStateCancelled && now.Sub(t.job.Submitted) >= d.cfg.Deadline:
-		// The cancel sent at the deadline, confirmed at a later look.
+	case job.State == genai.JobStateCancelled && d.pastDeadline(t, now):
+		// The cancel sent at the deadline (the job's, or auto mode's
+		// run's), confirmed at a later look.
 		d.sum.Deadline++
-		return d.close(t, fmt.Sprintf("past the deadline (%s after create): cancelled, the API confirmed it with no results", d.cfg.Deadline), now)
+		return d.close(t, fmt.Sprintf("past the deadline (%s after create): cancelled, the API confirmed it with no results", now.Sub(t.job.Submitted).Round(time.Second)), now)
 	case endedEmpty(job.State):
 		d.sum.Failed++
 		note := fmt.Sprintf("the job ended %s with no results", job.State)
@@ -207,10 +209,10 @@ func endedEmpty(s genai.JobState) bool {
 // the job polled at the first interval, since re-queueing items a job may
 // still answer pays for them twice.
 func (d *Driver) cancelAtDeadline(ctx context.Context, t *tracked, was genai.JobState, now time.Time) error {
-	if err := d.api.Batches.Cancel(ctx, t.job.Name, nil); err != nil {
+	if err := d.apiFor(t).Batches.Cancel(ctx, t.job.Name, nil); err != nil {
 		d.cfg.Log.Warn("batch: cancel at the deadline failed", "job", t.job.Num, "name", t.job.Name, "err", err)
 	}
-	again, err := d.api.Batches.Get(ctx, t.job.Name, nil)
+	again, err := d.apiFor(t).Batches.Get(ctx, t.job.Name, nil)
 	if err == nil && string(again.State) != t.job.State {
 		if t.job, err = d.db.UpdateBatch(t.job.Num, string(again.State), t.job.Counts, "", now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
@@ -232,6 +234,11 @@ func (d *Driver) cancelAtDeadline(ctx context.Context, t *tracked, was genai.Job
 	return nil
 }
 
+// unreadTries is how many times auto mode reads a SUCCEEDED job's
+// results past the run's deadline before it leaves the job for a later
+// run.
+const unreadTries = 3
+
 // row is one request's result.
 type row struct {
 	resp *genai.GenerateContentResponse
@@ -241,18 +248,26 @@ type row struct {
 // collect reads a succeeded job's results, matches them to items by key,
 // commits them and returns what is left to the queue.
 func (d *Driver) collect(ctx context.Context, t *tracked, job *genai.BatchJob, now time.Time) error {
-	rows, stray, err := d.results(ctx, job)
-	if err != nil {
-		// A broken download says nothing about the items: try again at
-		// the next poll, within the deadline.
-		d.cfg.Log.Warn("batch: reading results failed; trying again later", "job", t.job.Num, "name", t.job.Name, "err", err)
-		if d.pastDeadline(t, now) {
-			d.sum.Failed++
-			return d.close(t, "results could not be read before the deadline: "+err.Error(), now)
-		}
-		return nil
+	rows, stray, err := d.results(ctx, d.apiFor(t), job)
+	if err == nil {
+		return d.apply(ctx, t, rows, stray, now)
 	}
-	return d.apply(ctx, t, rows, stray, now)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The answers are paid for: the job is never closed for a broken
+	// download (that would re-queue its items and pay them again). It is
+	// read again at its next poll, the interval growing. Only auto mode's
+	// run deadline ends the wait: the job stays open holding its items,
+	// and the run stops so a later one collects them.
+	t.readFails++
+	d.cfg.Log.Warn("batch: reading the results of a SUCCEEDED job failed; its items stay with it, trying again later",
+		"job", t.job.Num, "name", t.job.Name, "tries", t.readFails, "err", err)
+	if !d.until.IsZero() && !now.Before(d.until) && t.readFails >= unreadTries {
+		delete(d.jobs, t.job.Num)
+		d.unread = append(d.unread, fmt.Sprintf("job %d (%s): %v", t.job.Num, t.job.Name, err))
+	}
+	return nil
 }
 
 // apply commits the results of job t, matched to its items by key, and
@@ -369,7 +384,7 @@ func (d *Driver) commit(t *tracked, ts []pipeline.Transition) error {
 
 // results reads a succeeded job's results by key; stray counts results
 // without a usable key (they cannot be matched, so they are not used).
-func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[string]row, stray int, err error) {
+func (d *Driver) results(ctx context.Context, api *genai.Client, job *genai.BatchJob) (rows map[string]row, stray int, err error) {
 	rows = map[string]row{}
 	if job.Dest == nil {
 		return nil, 0, errors.New("the job has no output")
@@ -385,7 +400,7 @@ func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[str
 		}
 		return rows, stray, nil
 	}
-	data, err := d.api.Files.Download(ctx, genai.NewDownloadURIFromFile(&genai.File{DownloadURI: job.Dest.FileName}), nil)
+	data, err := download(ctx, api, job.Dest.FileName)
 	if err != nil {
 		return nil, 0, fmt.Errorf("download %s: %w", job.Dest.FileName, err)
 	}
@@ -401,12 +416,14 @@ func (d *Driver) results(ctx context.Context, job *genai.BatchJob) (rows map[str
 			Response *genai.GenerateContentResponse `json:"response"`
 			Error    *genai.JobError                `json:"error"`
 		}
-		// Files.Download does not check the HTTP status: an error body
-		// arrives here as the file, and has no key.
-		if err := json.Unmarshal(line, &l); err != nil || (l.Response == nil && l.Error == nil) {
+		// Every line we sent carried a key, so a line without one is not
+		// a result: an error body (`{"error":{...}}`) or a broken file.
+		// Counted as a stray row, it would close the job with every item
+		// returned, paid for twice.
+		if err := json.Unmarshal(line, &l); err != nil || l.Key == "" || (l.Response == nil && l.Error == nil) {
 			return nil, 0, fmt.Errorf("%s line %d is not a keyed result (%.80s)", job.Dest.FileName, n, line)
 		}
-		if _, dup := rows[l.Key]; l.Key == "" || dup {
+		if _, dup := rows[l.Key]; dup {
 			stray++
 			continue
 		}

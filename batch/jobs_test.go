@@ -2,6 +2,8 @@ package batch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -120,6 +123,131 @@ func TestDriver_DeadlineCancelKeepsAJobThatMayStillAnswer(t *testing.T) {
 			}
 			if tc.cancel != nil && tc.cancel.cancels == 0 {
 				t.Error("no cancel was sent at the deadline")
+			}
+			f.answeredOnce(t)
+		})
+	}
+}
+
+// failDownload fails the first n downloads of a results file: with a 503
+// and the API's JSON error body, or (reset) with a dropped connection.
+type failDownload struct {
+	base  http.RoundTripper
+	reset bool
+	mu    sync.Mutex
+	n     int
+	// failed counts the downloads failed.
+	failed int
+}
+
+func (f *failDownload) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	fail := strings.HasSuffix(r.URL.Path, ":download") && f.failed < f.n
+	if fail {
+		f.failed++
+	}
+	f.mu.Unlock()
+	switch {
+	case fail && f.reset:
+		return nil, errors.New("connection reset by peer")
+	case fail:
+		return answer(r, http.StatusServiceUnavailable, `{"error":{"code":503,"message":"The service is currently unavailable.","status":"UNAVAILABLE"}}`), nil
+	}
+	return f.base.RoundTrip(r)
+}
+
+// TestDriver_UnreadResultsAreNeverReturned: a SUCCEEDED file job whose
+// first download fails (a 503 with its JSON error body, a dropped
+// connection) keeps its items and is read again at a later poll, which
+// answers every item; none goes back to the queue, in batch mode and in
+// auto mode past the run's deadline alike.
+func TestDriver_UnreadResultsAreNeverReturned(t *testing.T) {
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, reset := range []bool{false, true} {
+		for _, mode := range []Mode{ModeBatch, ModeAuto} {
+			t.Run(fmt.Sprintf("%s reset=%v", mode, reset), func(t *testing.T) {
+				var f *fixture
+				bc := geminisim.BatchConfig{Running: time.Minute}
+				if mode == ModeAuto {
+					// The job is found SUCCEEDED by the look after the
+					// cancel at the run's deadline.
+					bc.Running = time.Hour
+					bc.Observe = func(e geminisim.BatchEvent) {
+						if e == geminisim.EventPoll && f.clock.Now().Sub(start) >= 30*time.Minute {
+							f.clock.mu.Lock()
+							f.clock.t = start.Add(2 * time.Hour)
+							f.clock.mu.Unlock()
+						}
+					}
+				}
+				f = newFixture(t, 12, bc)
+				fd := &failDownload{base: http.DefaultTransport, reset: reset, n: 1}
+				f.through(t, fd)
+				sum, err := f.driver(f.db, Config{Mode: mode, Size: 12, InlineBytes: 1000, Deadline: 30 * time.Minute}).Run(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fd.failed != 1 || sum.Returned != 0 || sum.Answered != 12 || sum.Succeeded != 1 || sum.Failed != 0 {
+					t.Errorf("summary %+v after %d failed downloads: want every item answered by the job, none returned", sum, fd.failed)
+				}
+				if done, _, queued := f.state(t); done != 12 || queued != 0 {
+					t.Errorf("done %d, queued %d: want 12 and 0", done, queued)
+				}
+				f.answeredOnce(t)
+			})
+		}
+	}
+}
+
+// TestDriver_UnreadAtTheAutoDeadlineStops: in auto mode, results that
+// cannot be read by the run's deadline leave the job open holding its
+// items and stop the run (ErrStopped); the next run collects them.
+func TestDriver_UnreadAtTheAutoDeadlineStops(t *testing.T) {
+	f := newFixture(t, 12, geminisim.BatchConfig{Running: time.Minute})
+	good := f.api
+	f.through(t, &failDownload{base: http.DefaultTransport, n: 1 << 30})
+	cfg := Config{Mode: ModeAuto, Size: 12, InlineBytes: 1000, Deadline: 30 * time.Minute}
+	sum, err := f.driver(f.db, cfg).Run(context.Background())
+	if !errors.Is(err, pipeline.ErrStopped) || !strings.Contains(err.Error(), "run the same command again") {
+		t.Fatalf("run: %v, want it stopped saying to run again", err)
+	}
+	if sum.Returned != 0 || sum.Answered != 0 {
+		t.Errorf("summary %+v: want nothing returned", sum)
+	}
+	jobs, _ := f.db.BatchJobs(true)
+	if len(jobs) != 1 || len(jobs[0].Items) != 12 || jobs[0].State != string(genai.JobStateSucceeded) {
+		t.Fatalf("open jobs %+v: want the SUCCEEDED job holding its 12 items", jobs)
+	}
+	f.api = good
+	if sum, err = f.driver(f.db, cfg).Run(context.Background()); err != nil || sum.Answered != 12 || sum.Returned != 0 {
+		t.Fatalf("next run: %+v %v: want the 12 answers collected", sum, err)
+	}
+	f.answeredOnce(t)
+}
+
+// TestCancel_UnreadResultsAreNeverReturned: batch cancel of a SUCCEEDED
+// file job whose download fails changes nothing; the next cancel collects
+// every answer.
+func TestCancel_UnreadResultsAreNeverReturned(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reset=%v", reset), func(t *testing.T) {
+			f := newFixture(t, 12, geminisim.BatchConfig{Running: time.Minute})
+			ctx, stop := context.WithCancel(context.Background())
+			d := f.driver(f.db, Config{Size: 12, InlineBytes: 1000})
+			d.cfg.Sleep = func(context.Context, time.Duration) error { stop(); return context.Canceled }
+			if _, err := d.Run(ctx); !errors.Is(err, context.Canceled) {
+				t.Fatalf("run: %v", err)
+			}
+			f.clock.Sleep(context.Background(), time.Hour) //nolint:errcheck // a background context
+			f.through(t, &failDownload{base: http.DefaultTransport, reset: reset, n: 1})
+			cfg := CancelConfig{Stage: f.cls, Now: f.clock.Now, Sleep: f.clock.Sleep}
+			res, err := Cancel(context.Background(), f.api, f.db, 1, cfg)
+			if err == nil || res.Returned != 0 || !res.Job.Open() {
+				t.Fatalf("cancel with the download failing: %+v %v: want an error and nothing changed", res, err)
+			}
+			res, err = Cancel(context.Background(), f.api, f.db, 1, cfg)
+			if err != nil || !res.Collected || res.Answered != 12 || res.Returned != 0 || res.Job.Open() {
+				t.Fatalf("cancel again: %+v %v: want the 12 answers collected", res, err)
 			}
 			f.answeredOnce(t)
 		})

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,38 +10,21 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/genai"
+
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // apiStats reads a job's request counts and job-level error with a plain
 // GET of batches/{id}: the genai SDK drops metadata.batchStats and the
-// operation's error on the Gemini API backend. It goes through the SDK
-// client's own HTTP client, base URL and key. The counts are int64s sent
+// operation's error on the Gemini API backend. The counts are int64s sent
 // as strings.
-func (d *Driver) apiStats(ctx context.Context, name string) (store.BatchCounts, string, error) {
-	cc := d.api.ClientConfig()
-	base := strings.TrimRight(cc.HTTPOptions.BaseURL, "/")
-	version := cc.HTTPOptions.APIVersion
-	if version == "" {
-		version = "v1beta"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/"+version+"/"+name, nil)
-	if err != nil {
-		return store.BatchCounts{}, "", err
-	}
-	req.Header.Set("X-Goog-Api-Key", cc.APIKey)
-	client := cc.HTTPClient
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+func (d *Driver) apiStats(ctx context.Context, api *genai.Client, name string) (store.BatchCounts, string, error) {
+	resp, err := plainGet(ctx, api, name)
 	if err != nil {
 		return store.BatchCounts{}, "", err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return store.BatchCounts{}, "", fmt.Errorf("GET %s: HTTP %d", name, resp.StatusCode)
-	}
 	var op struct {
 		Metadata struct {
 			BatchStats struct {
@@ -68,4 +52,47 @@ func (d *Driver) apiStats(ctx context.Context, name string) (store.BatchCounts, 
 		msg = fmt.Sprintf("%s (code %d)", op.Error.Message, op.Error.Code)
 	}
 	return c, msg, nil
+}
+
+// plainGet GETs path (under the API version) through api's own HTTP
+// client, base URL and key, and fails on any status but 2xx, naming it
+// and the start of the body.
+func plainGet(ctx context.Context, api *genai.Client, path string) (*http.Response, error) {
+	cc := api.ClientConfig()
+	base := strings.TrimRight(cc.HTTPOptions.BaseURL, "/")
+	version := cc.HTTPOptions.APIVersion
+	if version == "" {
+		version = "v1beta"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/"+version+"/"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Goog-Api-Key", cc.APIKey)
+	client := cc.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return nil, fmt.Errorf("GET %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return resp, nil
+}
+
+// download reads a results file whole. The SDK's Files.Download hands
+// back any body whatever the status, so a 503's error body would read as
+// the file.
+func download(ctx context.Context, api *genai.Client, fileName string) ([]byte, error) {
+	resp, err := plainGet(ctx, api, "files/"+strings.TrimPrefix(fileName, "files/")+":download?alt=media")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }

@@ -4,7 +4,29 @@
 
 package batch
 
-import "time"
+import (
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/store"
+)
+
+// settledAt is when an intent's job, if the API has not listed it, can
+// no longer show up: settle after its create was last sent (a create the
+// server finishes late, or lists late). Zero for an intent no create was
+// sent for. A record from before the send time was kept may have been
+// sent at any time since it was recorded: settle after that, to be safe.
+// The driver (before creating again) and Cancel (before giving the items
+// back) both wait for it: one rule, or a cancel re-queues what a late
+// create is about to run.
+func settledAt(j store.BatchJob, settle time.Duration) time.Time {
+	switch {
+	case !j.CreateSent.IsZero():
+		return j.CreateSent.Add(settle)
+	case j.CreateTracked:
+		return time.Time{}
+	}
+	return j.Created.Add(settle)
+}
 
 // backOffCreate delays the next create, doubling the wait.
 func (d *Driver) backOffCreate(now time.Time, why string, num uint64) {

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -206,5 +207,90 @@ func TestDriver_BatchRoundsEnd(t *testing.T) {
 		if j.Open() {
 			t.Errorf("job %d still open", j.Num)
 		}
+	}
+}
+
+// TestDriver_LegacyIntentWaitsBeforeCreating: an intent recorded by a
+// sawtooth that did not keep the send time may have been created at any
+// time since: the driver looks for it until the settle time after the
+// intent before creating; one whose record proves no create was sent is
+// created at once.
+func TestDriver_LegacyIntentWaitsBeforeCreating(t *testing.T) {
+	const settle = 5 * time.Minute
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			f := newFixture(t, 6, geminisim.BatchConfig{Running: time.Minute})
+			job, ok, err := f.db.ReserveBatch("classify", 6, f.clock.Now())
+			if err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			var db Store = f.db
+			want := job.Created
+			if legacy {
+				db, want = legacyRecords{f.db}, job.Created.Add(settle)
+			}
+			sum, err := f.driver(db, Config{Size: 6, CreateSettle: settle}).Run(context.Background())
+			if err != nil || sum.Created != 1 || sum.Answered != 6 {
+				t.Fatalf("run: %+v %v", sum, err)
+			}
+			rec, err := f.db.BatchJobByNum(job.Num)
+			if err != nil || !rec.CreateSent.Equal(want) {
+				t.Errorf("create sent at %s (%v), want %s", rec.CreateSent, err, want)
+			}
+			f.answeredOnce(t)
+		})
+	}
+}
+
+// heldCancel answers a cancel 200 at once and passes it on to the server
+// only before the second look after it: the API applies it late.
+type heldCancel struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	held  *http.Request
+	looks int
+}
+
+func (h *heldCancel) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if strings.HasSuffix(r.URL.Path, ":cancel") {
+		h.held, h.looks = r.Clone(r.Context()), 0
+		return answer(r, http.StatusOK, `{}`), nil
+	}
+	if h.held != nil && r.Method == http.MethodGet {
+		if h.looks++; h.looks == 2 {
+			resp, err := h.base.RoundTrip(h.held.WithContext(r.Context()))
+			if err != nil {
+				return nil, err
+			}
+			resp.Body.Close()
+			h.held = nil
+		}
+	}
+	return h.base.RoundTrip(r)
+}
+
+// TestDriver_AutoDeadlineCancelConfirmedLater: in auto mode a job created
+// late (its intent from a run 20 minutes earlier) is cancelled at the
+// run's deadline, before its own; the API confirms the cancel at a later
+// look: it counts as past the deadline, not as a job that failed.
+func TestDriver_AutoDeadlineCancelConfirmedLater(t *testing.T) {
+	f := newFixture(t, 6, geminisim.BatchConfig{Running: time.Hour})
+	if _, ok, err := f.db.ReserveBatch("classify", 6, f.clock.Now()); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	f.clock.Sleep(context.Background(), 20*time.Minute) //nolint:errcheck // a background context
+	f.through(t, &heldCancel{base: http.DefaultTransport})
+	sum, err := f.driver(f.db, Config{Mode: ModeAuto, Size: 6, Deadline: 30 * time.Minute}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Deadline != 1 || sum.Failed != 0 || sum.Returned != 6 {
+		t.Errorf("summary %+v: want the job counted past the deadline, its 6 items returned", sum)
+	}
+	jobs, _ := f.db.BatchJobs(false)
+	if len(jobs) != 1 || !strings.Contains(jobs[0].Note, "past the deadline") {
+		t.Errorf("jobs %+v: want the note to say past the deadline", jobs)
 	}
 }

@@ -84,6 +84,10 @@ type BatchJob struct {
 	// none was): until the name is recorded, the API may have made the
 	// job, or may still make it, whatever the client saw.
 	CreateSent time.Time `json:"create_sent,omitzero"`
+	// CreateTracked is set on records written since CreateSent is kept:
+	// only then does a zero CreateSent prove no create was sent. An older
+	// intent without it may have been created at the API.
+	CreateTracked bool `json:"create_tracked,omitempty"`
 	// Answered and Dead count results committed as outputs and dead
 	// letters; Returned items put back in the queue; Ignored results for
 	// items no longer in the job.
@@ -164,7 +168,7 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, 
 			h.Write(id)
 			h.Write([]byte{0})
 		}
-		job.Num, job.Stage, job.Created = num, stage, now.UTC()
+		job.Num, job.Stage, job.Created, job.CreateTracked = num, stage, now.UTC(), true
 		job.Endpoint = string(tx.Bucket(bucketMeta).Get(keyBatchEndpoint))
 		job.DisplayName = fmt.Sprintf("sawtooth-%s-%s-%d-%s", nonce, stage, num, hex.EncodeToString(h.Sum(nil)[:4]))
 		ok = true

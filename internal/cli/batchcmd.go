@@ -28,7 +28,10 @@ type batchCmdOptions struct {
 	// is --base-url: "" means the endpoint recorded with the job, else
 	// $GOOGLE_GEMINI_BASE_URL, else Google's.
 	APIKey, BaseURL string
-	Out, ErrOut     io.Writer
+	// Settle is --batch-create-settle, as run takes it: how long after a
+	// create was sent its job may still show up at the API.
+	Settle      time.Duration
+	Out, ErrOut io.Writer
 }
 
 func newBatchCommand() *cli.Command {
@@ -74,12 +77,16 @@ func newBatchCommand() *cli.Command {
 				Usage:     "stop a job: asks the API for its state; a job that succeeded has its answers collected, a running one is cancelled and its items go back to the queue once the API confirms",
 				ArgsUsage: "JOB",
 				Flags: []cli.Flag{dbFlag(), &cli.StringFlag{Name: "base-url", Usage: "Gemini-compatible endpoint `URL` to ask",
-					DefaultText: "the endpoint the job was created at, else $GOOGLE_GEMINI_BASE_URL, else Google's", Destination: &opts.BaseURL}},
+					DefaultText: "the endpoint the job was created at, else $GOOGLE_GEMINI_BASE_URL, else Google's", Destination: &opts.BaseURL},
+					&cli.DurationFlag{Name: "batch-create-settle", Value: batch.DefaultCreateSettle, Hidden: true, Usage: "as run's: how long after a create was sent its job may take to show in the API's list; until then a job not listed keeps its items", Destination: &opts.Settle}},
 				Before: before("db"),
 				Action: func(c *cli.Context) error {
 					setup(c)
 					if err := jobArg(c); err != nil {
 						return err
+					}
+					if opts.Settle < 0 {
+						return usagef("--batch-create-settle %s: use a positive duration (default %s)", opts.Settle, batch.DefaultCreateSettle)
 					}
 					opts.APIKey = apiKeyFromEnv()
 					return runBatchCancel(c.Context, &opts)
@@ -220,7 +227,7 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := batch.Cancel(ctx, c, bdb, job.Num, batch.CancelConfig{Stage: stage})
+	res, err := batch.Cancel(ctx, c, bdb, job.Num, batch.CancelConfig{Stage: stage, CreateSettle: opts.Settle})
 	path, name := shellQuote(opts.DB), orDash(res.Job.Name)
 	switch {
 	case errors.Is(err, batch.ErrSucceeded):
@@ -238,8 +245,12 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 		fmt.Fprintf(opts.ErrOut, "job %d (%s) had already SUCCEEDED at the API, so it was not cancelled: its results were collected: %d answered, %d dead letters, %s with no result back in the %s queue\n",
 			job.Num, name, res.Answered, res.Dead, back, job.Stage)
 	case !res.Created && res.Unconfirmed:
-		return fmt.Errorf("job %d was recorded %s ago and the API lists no job of its name (%s) yet; a create sent just before its run stopped can show up late, so its %s stay with it: run `sawtooth batch cancel --db %s %d` again after %s: %w",
-			job.Num, time.Since(job.Created).Round(time.Second), job.DisplayName, plural(len(job.Items), "item"), path, job.Num, res.RetryAt.Local().Format(time.TimeOnly), pipeline.ErrStopped)
+		sent := fmt.Sprintf("its create was sent %s ago", time.Since(res.Job.CreateSent).Round(time.Second))
+		if res.Job.CreateSent.IsZero() {
+			sent = fmt.Sprintf("it was recorded %s ago by a sawtooth that did not record when its create was sent", time.Since(res.Job.Created).Round(time.Second))
+		}
+		return fmt.Errorf("the API lists no job named %s (job %d) yet, but %s and a create the server finishes late shows up only later, so its %s stay with it: run `sawtooth batch cancel --db %s %d` again after %s: %w",
+			job.DisplayName, job.Num, sent, plural(len(job.Items), "item"), path, job.Num, res.RetryAt.Local().Format(time.TimeOnly), pipeline.ErrStopped)
 	case !res.Created:
 		fmt.Fprintf(opts.ErrOut, "job %d was never created at the API: %s back in the %s queue\n", job.Num, back, job.Stage)
 	case res.Unconfirmed:
