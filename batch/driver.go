@@ -60,6 +60,7 @@ type Store interface {
 	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
 	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
+	CachedAnswer(stage, key string) (pipeline.Result, bool, error)
 	ReturnBatch(num uint64, note string, now time.Time) (int, error)
 	BatchJobs(openOnly bool) ([]store.BatchJob, error)
 	BatchJobByNum(num uint64) (store.BatchJob, error)
@@ -190,6 +191,10 @@ type Summary struct {
 	// letters; Returned items put back in the queue; Ignored results for
 	// items no longer in their job.
 	Answered int `json:"answered"`
+	// Cached counts the answered items that needed no request of their
+	// own: their question was in the answer cache, or asked by another
+	// item.
+	Cached   int `json:"cached"`
 	Dead     int `json:"dead"`
 	Returned int `json:"returned"`
 	Ignored  int `json:"ignored"`
@@ -216,6 +221,9 @@ type Driver struct {
 	// createAt and createWait pace creates after a 429.
 	createAt   time.Time
 	createWait time.Duration
+	// askedBy is the open job whose requests ask each cache key (see
+	// asking).
+	askedBy map[string]uint64
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
 	// zero in ModeBatch, where each job has its own.
 	until time.Time
@@ -238,7 +246,7 @@ type tracked struct {
 // (a Gemini API backend client; its retries should be off).
 func New(db Store, stage Stage, api *genai.Client, cfg Config) *Driver {
 	cfg.setDefaults()
-	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}}
+	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}, askedBy: map[string]uint64{}}
 }
 
 // Run drives jobs until every job it knows of is closed and, in ModeBatch,
@@ -331,6 +339,9 @@ func (d *Driver) resume(ctx context.Context) error {
 			continue
 		}
 		d.jobs[j.Num] = &tracked{job: j, interval: d.cfg.Poll, unsure: j.Name == ""}
+	}
+	if err := d.relearnAsked(); err != nil {
+		return fmt.Errorf("%w: %w", errStore, err)
 	}
 	return nil
 }
@@ -509,6 +520,7 @@ func (d *Driver) close(t *tracked, note string, now time.Time) error {
 	}
 	d.sum.Returned += n
 	delete(d.jobs, t.job.Num)
+	d.answered(t.job.Num)
 	d.cfg.Log.Info("batch: job closed", "job", t.job.Num, "name", t.job.Name, "returned", n, "note", note)
 	d.progress()
 	return nil
@@ -524,10 +536,15 @@ func (d *Driver) progress() {
 // their price at the batch rate.
 func (d *Driver) addUsage(u pipeline.Usage) (costUSD float64) {
 	d.sum.Usage = d.sum.Usage.Add(u)
-	in, out := stages.BatchPrice(d.stage.Model())
 	oin, oout := stages.Price(d.stage.Model())
-	costUSD = (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
+	costUSD = d.batchCost(u)
 	d.sum.CostUSD += costUSD
 	d.sum.OnlineCostUSD += (float64(u.PromptTokens)*oin + float64(u.CandidateTokens)*oout) / 1e6
 	return costUSD
+}
+
+// batchCost is u priced at the batch rate.
+func (d *Driver) batchCost(u pipeline.Usage) float64 {
+	in, out := stages.BatchPrice(d.stage.Model())
+	return (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
 }

@@ -145,8 +145,8 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 	tick(sum)
 	prog.Close()
 	phase.batch = sum
-	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered, %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",
-		sum.Created, sum.Reattached, sum.Succeeded, sum.Failed, sum.Deadline, sum.Answered, sum.Dead, sum.Returned, sum.Ignored,
+	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered (%d without a request: the answer cache, or the same question asked by another item), %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",
+		sum.Created, sum.Reattached, sum.Succeeded, sum.Failed, sum.Deadline, sum.Answered, sum.Cached, sum.Dead, sum.Returned, sum.Ignored,
 		sum.CostUSD, sum.OnlineCostUSD, sum.OnlineCostUSD-sum.CostUSD)
 	if err != nil {
 		if ctx.Err() != nil {
