@@ -56,11 +56,13 @@ const (
 // Store is what the driver needs from persistence; *store.DB implements it.
 type Store interface {
 	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
-	MarkBatchCreate(num uint64, now time.Time) (store.BatchJob, error)
+	MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (store.BatchJob, error)
 	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
 	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
 	CachedAnswer(stage, key string) (pipeline.Result, bool, error)
+	Ledgers() (map[string]pipeline.Ledger, error)
+	Queued(stage string, after uint64, max int) ([]pipeline.Queued, error)
 	ReturnBatch(num uint64, note string, now time.Time) (int, error)
 	BatchJobs(openOnly bool) ([]store.BatchJob, error)
 	BatchJobByNum(num uint64) (store.BatchJob, error)
@@ -117,6 +119,10 @@ type Config struct {
 	// stage is a pipeline.Cacheable), as an online answer is, so a later
 	// online call asking the same question is not paid again.
 	NoCache bool
+	// Budget caps what the jobs cost at the batch price (see budget.go):
+	// RunUSD this run's batch answers, TotalUSD the database's lifetime
+	// spend. The zero Budget is no cap.
+	Budget pipeline.Budget
 	// Now and Sleep are the clock; nil means the real one. Sleep returns
 	// ctx's error when ctx ends first.
 	Now   func() time.Time
@@ -224,6 +230,11 @@ type Driver struct {
 	// askedBy is the open job whose requests ask each cache key (see
 	// asking).
 	askedBy map[string]uint64
+	// purse holds the spend against Config.Budget; blocked is set while
+	// the next job does not fit, perItem the estimate per item then.
+	purse   purse
+	blocked bool
+	perItem int64
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
 	// zero in ModeBatch, where each job has its own.
 	until time.Time
@@ -259,6 +270,9 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 		return d.sum, nil
 	}
 	if err := d.resume(ctx); err != nil {
+		return d.sum, err
+	}
+	if err := d.startPurse(); err != nil {
 		return d.sum, err
 	}
 	if d.cfg.Mode == ModeAuto {
@@ -307,7 +321,9 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				if more {
 					continue
 				}
-				filling = false
+				// Over budget, jobs in flight may still leave room when
+				// they settle below their reservations: try again then.
+				filling = d.blocked && len(d.jobs) > 0
 			}
 			if err := d.pollDue(ctx, now); err != nil {
 				return d.sum, err
@@ -319,9 +335,12 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				}
 			}
 		}
-		if d.sum.Returned == returned {
+		if d.sum.Returned == returned || d.blocked {
 			break
 		}
+	}
+	if d.blocked {
+		return d.sum, d.budgetStop()
 	}
 	return d.sum, nil
 }
@@ -379,7 +398,15 @@ func (d *Driver) reserve(now time.Time, left *int) (bool, error) {
 	if *left <= 0 {
 		return false, nil
 	}
-	job, ok, err := d.db.ReserveBatch(d.stage.Name(), min(d.cfg.Size, *left), now)
+	n, perItem, err := d.fitting(min(d.cfg.Size, *left))
+	if err != nil {
+		return false, err
+	}
+	if d.blocked = n == 0; d.blocked {
+		d.perItem = perItem
+		return false, nil
+	}
+	job, ok, err := d.db.ReserveBatch(d.stage.Name(), n, now)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -521,6 +548,7 @@ func (d *Driver) close(t *tracked, note string, now time.Time) error {
 	d.sum.Returned += n
 	delete(d.jobs, t.job.Num)
 	d.answered(t.job.Num)
+	d.release(t.job.Num)
 	d.cfg.Log.Info("batch: job closed", "job", t.job.Num, "name", t.job.Name, "returned", n, "note", note)
 	d.progress()
 	return nil

@@ -33,6 +33,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	// create. keys: the questions this job's requests ask.
 	var refused []pipeline.Transition
 	var keys []string
+	var est int64 // the requests' estimated cost, nanodollars
 	asked := map[string]bool{}
 	for _, it := range items {
 		key := d.key(it)
@@ -62,6 +63,9 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		lines.Write(line)
 		lines.WriteByte('\n')
 		reqs = append(reqs, r)
+		if d.purse.on() {
+			est += d.estimate(it)
+		}
 		if key != "" {
 			asked[key] = true
 			keys = append(keys, key)
@@ -74,6 +78,16 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	if len(reqs) == 0 {
 		if err := d.close(t, "nothing to send: every item was answered from the cache, refused before a call or asked by another job", now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		return nil
+	}
+	if !d.book(t, est) {
+		// Paid whole once created: a job that may cross the budget is
+		// not made (a resumed intent under a lower cap, or a cost that
+		// grew since its items were reserved).
+		d.blocked, d.perItem = true, est/int64(len(reqs))
+		if err := d.close(t, fmt.Sprintf("not created: its estimated cost $%.4f does not fit the budget", toUSD(est)), now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
 		return nil
@@ -93,7 +107,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	// From here the job may exist whatever the answer says: a crash or a
 	// lost answer makes the next look wait until it would have shown.
 	d.asking(t.job.Num, keys)
-	rec, err := d.db.MarkBatchCreate(t.job.Num, d.cfg.Now())
+	rec, err := d.db.MarkBatchCreate(t.job.Num, toUSD(est), d.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("%w: %w", errStore, err)
 	}
@@ -290,6 +304,7 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	// by another item) share its answer; the answers by key.
 	var waiting []pipeline.Item
 	got := map[string]pipeline.Result{}
+	var billed float64 // what the job's rows cost
 	for _, it := range items {
 		held[it.ID] = true
 		key := d.key(it)
@@ -300,6 +315,8 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 		}
 		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
 		cost := d.addUsage(res.Usage)
+		billed += cost
+		d.observe(it, res.Usage)
 		tr, ok := d.transition(ctx, it, res, err, now)
 		// The store's ledger counts what was billed (a lifetime budget
 		// reads it), and keeps the answer for the same question asked
@@ -314,9 +331,15 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
 			fatal = err
 		}
-		if ok {
+		switch {
+		case ok:
 			ts = append(ts, tr)
 			answered++
+		case res.Usage != (pipeline.Usage{}):
+			// Billed though it goes back to the queue (an answer cut
+			// off or off the schema): the ledger still counts it.
+			tr.Outcome = pipeline.Billed
+			ts = append(ts, tr)
 		}
 	}
 	for _, it := range waiting {
@@ -343,6 +366,7 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	if err := d.commit(t, ts); err != nil {
 		return err
 	}
+	d.settle(t.job.Num, billed)
 	note := fmt.Sprintf("succeeded: %d of %d results used", answered, len(rows))
 	if answered == 0 && len(rows) > 0 {
 		// Whatever the state says, nothing came of it.
