@@ -4,8 +4,22 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
+
+// budgetStop words a batch run's stop at its budget as the runner words
+// an online one's: the cap, what was spent, what is left and about what
+// it would cost, and the flag to raise (exit 3: a higher cap resumes).
+func budgetStop(e *batch.BudgetError, o *pipelineOptions) error {
+	items := fmt.Sprintf("%s left, up to %s more at the batch price", plural(e.Left, "item"), usd(e.PerItemUSD*float64(e.Left)))
+	if e.Total {
+		return fmt.Errorf("total budget %s reached (%s spent in this database, %s in this run, %s; no batch job is created that could cross it): raise --budget-total to continue: %w",
+			usd(e.CapUSD), usd(e.BeforeUSD+e.SpentUSD), usd(e.SpentUSD), items, pipeline.ErrStopped)
+	}
+	return fmt.Errorf("budget %s reached (%s spent, %s; no batch job is created that could cross it): raise --budget to continue: %w",
+		usd(e.CapUSD), usd(e.SpentUSD), items, pipeline.ErrStopped)
+}
 
 // printBudget says, after a run's summary, how much of each cap the run
 // left: --budget against this run's spend, --budget-total against the
