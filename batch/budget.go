@@ -35,9 +35,12 @@ type BudgetError struct {
 	// billed, and BeforeUSD the lifetime spend before this run (Total).
 	CapUSD, SpentUSD, BeforeUSD float64
 	// Left is the items still queued at the stage; PerItemUSD what each
-	// is estimated to cost, at the batch price.
-	Left       int
-	PerItemUSD float64
+	// is expected to cost at this run's rate (the reservation before any
+	// answer); ReservedUSD what a request is reserved (its output at the
+	// request's cap), which is why a budget admits fewer items per job
+	// than it pays for.
+	Left                    int
+	PerItemUSD, ReservedUSD float64
 }
 
 func (e *BudgetError) Error() string {
@@ -156,7 +159,8 @@ func (d *Driver) observe(it pipeline.Item, u pipeline.Usage) {
 // may take within the budget (all of them with no budget): the longest
 // run of them whose requests' estimated cost fits, items the cache
 // answers or whose question another request asks costing nothing.
-// perItem is the estimate per item of the max, for the stop's message.
+// perItem is the estimate per item of those looked at, for the stop's
+// message.
 func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
 	if !d.purse.on() {
 		return max, 0, nil
@@ -165,11 +169,12 @@ func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", errStore, err)
 	}
-	var est, all int64
+	var est, all, seen int64
 	asked := map[string]bool{}
 	for i, q := range next {
 		c := d.estimate(q.Item)
 		all += c
+		seen++
 		key := d.key(q.Item)
 		if _, hit := d.cached(key); !hit && !(key != "" && (asked[key] || d.askedElsewhere(key, 0))) {
 			asked[key] = key != ""
@@ -180,8 +185,8 @@ func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
 		}
 		n = i + 1
 	}
-	if len(next) > 0 {
-		perItem = all / int64(len(next))
+	if seen > 0 {
+		perItem = all / seen
 	}
 	return n, perItem, nil
 }
@@ -216,7 +221,12 @@ func (d *Driver) budgetStop() error {
 		return err
 	}
 	p := &d.purse
-	e := &BudgetError{CapUSD: d.cfg.Budget.RunUSD, SpentUSD: toUSD(p.spent), Left: left, PerItemUSD: toUSD(d.perItem)}
+	e := &BudgetError{CapUSD: d.cfg.Budget.RunUSD, SpentUSD: toUSD(p.spent), Left: left, PerItemUSD: toUSD(d.perItem), ReservedUSD: toUSD(d.perItem)}
+	if n := d.sum.Answered + d.sum.Dead; n > 0 {
+		// At this run's rate, answers from the cache included, as the
+		// runner forecasts.
+		e.PerItemUSD = toUSD(p.spent) / float64(n)
+	}
 	// The run's cap is named when it is the one the next item crosses.
 	if d.cfg.Budget.TotalUSD > 0 && (d.cfg.Budget.RunUSD <= 0 || p.spent+d.perItem <= int64(math.Floor(d.cfg.Budget.RunUSD*1e9))) {
 		e.Total, e.CapUSD, e.BeforeUSD = true, d.cfg.Budget.TotalUSD, toUSD(p.before)

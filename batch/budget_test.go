@@ -42,14 +42,14 @@ func perItem(t *testing.T, f *fixture) float64 {
 	return toUSD(d.estimate(items[0].Item))
 }
 
-// TestDriver_BudgetStopsCreatingJobs: with a budget for 4 items'
-// reservations (a request is reserved its output cap, about 7 times what
-// the simulator's answers cost), jobs are created while their estimated
-// cost fits (more than 4 items get answered: what a settled job leaves
-// is used), none past it; the simulator's bill
-// stays within the budget; the run stops as a BudgetError (ErrStopped)
-// with the items left queued; a run with a higher budget finishes them,
-// each answered once.
+// TestDriver_BudgetStopsCreatingJobs: with a budget for 12 items'
+// reservations in jobs of 10 (a request is reserved its output cap, about
+// 7 times what the simulator's answers cost), jobs are created while
+// their estimated cost fits, waiting for those in flight to settle and
+// leave room (so more than 12 items are answered), then one last job
+// with what fits, none past it; the simulator's bill stays within the
+// budget; the run stops as a BudgetError (ErrStopped) with the items left
+// queued; a run with a higher budget finishes them, each answered once.
 func TestDriver_BudgetStopsCreatingJobs(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -63,7 +63,7 @@ func TestDriver_BudgetStopsCreatingJobs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 60
 			f := newFixture(t, n, geminisim.BatchConfig{Shuffle: true, Pending: time.Minute})
-			budget := 4 * perItem(t, f)
+			budget := 12 * perItem(t, f)
 			sum, err := f.driver(f.db, Config{Size: 10, Budget: tc.budget(budget)}).Run(context.Background())
 			var be *BudgetError
 			if !errors.As(err, &be) || !errors.Is(err, pipeline.ErrStopped) || be.Total != tc.total {
@@ -74,8 +74,8 @@ func TestDriver_BudgetStopsCreatingJobs(t *testing.T) {
 				t.Errorf("the simulator billed $%.6f, the run counted $%.6f: want both within the budget $%.6f", bill, sum.CostUSD, budget)
 			}
 			done, _, queued := f.state(t)
-			if done <= 4 || queued == 0 || done+queued != n || be.Left != queued {
-				t.Errorf("done %d, queued %d, stop %+v: want more than 4 answered within the budget, the rest queued and named", done, queued, be)
+			if done <= 12 || queued == 0 || done+queued != n || be.Left != queued {
+				t.Errorf("done %d, queued %d, stop %+v: want more than 12 answered within the budget, the rest queued and named", done, queued, be)
 			}
 			if ledgers, _ := f.db.Ledgers(); ledgers["classify"].SpentUSD > budget {
 				t.Errorf("the ledger spent $%.6f, over the budget $%.6f", ledgers["classify"].SpentUSD, budget)

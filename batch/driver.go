@@ -209,6 +209,9 @@ type Summary struct {
 	Usage         pipeline.Usage `json:"usage"`
 	CostUSD       float64        `json:"cost_usd"`
 	OnlineCostUSD float64        `json:"online_cost_usd"`
+	// CacheSavedUSD is what the Cached answers would have cost at the
+	// batch rate.
+	CacheSavedUSD float64 `json:"cache_saved_usd"`
 }
 
 // errStore marks a store failure: the run stops (nothing is lost; the
@@ -235,6 +238,8 @@ type Driver struct {
 	purse   purse
 	blocked bool
 	perItem int64
+	// lastJob is set once a job was cut short by the budget.
+	lastJob bool
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
 	// zero in ModeBatch, where each job has its own.
 	until time.Time
@@ -398,14 +403,21 @@ func (d *Driver) reserve(now time.Time, left *int) (bool, error) {
 	if *left <= 0 {
 		return false, nil
 	}
-	n, perItem, err := d.fitting(min(d.cfg.Size, *left))
+	want := min(d.cfg.Size, *left)
+	n, perItem, err := d.fitting(want)
 	if err != nil {
 		return false, err
 	}
-	if d.blocked = n == 0; d.blocked {
+	// A job cut short by the budget is the run's last: it waits for the
+	// jobs in flight (they may leave room for a whole one), and none
+	// follows it. Cut again and again as each settles below its
+	// reservation, jobs would shrink by a few items each, one job's
+	// latency (minutes to hours) apiece.
+	if d.blocked = n < want && (n == 0 || len(d.jobs) > 0 || d.lastJob); d.blocked {
 		d.perItem = perItem
 		return false, nil
 	}
+	d.lastJob = d.lastJob || n < want
 	job, ok, err := d.db.ReserveBatch(d.stage.Name(), n, now)
 	if err != nil || !ok {
 		return false, err

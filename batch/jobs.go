@@ -410,6 +410,7 @@ func (d *Driver) commit(t *tracked, ts []pipeline.Transition) error {
 	for _, tr := range ts {
 		if tr.Cached {
 			d.sum.Cached++
+			d.sum.CacheSavedUSD += tr.SavedUSD
 		}
 	}
 	if _, err := d.db.CommitBatch(t.job.Num, ts); err != nil {

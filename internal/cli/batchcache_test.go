@@ -84,9 +84,9 @@ func TestRun_BatchAnswersCachedAndBilled(t *testing.T) {
 // before the cap (exit 3, the budget's message, the ledger and the
 // simulator's batch tokens within it) and a higher budget resumes and
 // finishes; with --mode auto what the jobs could not take goes online
-// only within what is left of the same budget: none when the jobs took
-// it (an online call is reserved at twice the batch price), some when a
-// stuck job was cancelled at the deadline and gave its reservation back.
+// only within what is left of the same budget (the ledger, batch and
+// online together, within it), also when a stuck job was cancelled at
+// the deadline and gave its reservation back.
 func TestRun_BatchBudget(t *testing.T) {
 	cases := []struct {
 		name, mode string
@@ -95,7 +95,7 @@ func TestRun_BatchBudget(t *testing.T) {
 		wantOnline bool
 	}{
 		{"batch", "batch", 0.0015, geminisim.BatchConfig{Shuffle: true}, false},
-		{"auto, the jobs take the budget", "auto", 0.0015, geminisim.BatchConfig{Shuffle: true}, false},
+		{"auto, the rest online", "auto", 0.0015, geminisim.BatchConfig{Shuffle: true}, true},
 		{"auto, a stuck job", "auto", 0.004, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}}, true},
 	}
 	for _, tc := range cases {

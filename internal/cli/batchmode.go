@@ -318,6 +318,8 @@ func (p *batchPhase) addTo(sum *pipeline.RunSummary) {
 	t := stage(p.stage)
 	t.Done += int64(p.batch.Answered)
 	t.Dead += int64(p.batch.Dead)
+	t.Cached += int64(p.batch.Cached)
+	t.SavedUSD += p.batch.CacheSavedUSD
 	t.Usage = t.Usage.Add(p.batch.Usage)
 }
 
