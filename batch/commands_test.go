@@ -200,7 +200,7 @@ func TestCancel_IntentNeverCreated(t *testing.T) {
 			}
 			if tc.sentAfter >= 0 {
 				f.clock.Sleep(context.Background(), tc.sentAfter) //nolint:errcheck // a background context
-				if _, err := f.db.MarkBatchCreate(job.Num, f.clock.Now()); err != nil {
+				if _, err := f.db.MarkBatchCreate(job.Num, 0, f.clock.Now()); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -42,6 +42,26 @@
 // created. A 429 on create waits (Config.CreateBackoff,
 // doubling to CreateBackoffMax) and retries; it never spins.
 //
+// # The answer cache and the budget
+//
+// A job asks only what the store's answer cache cannot answer, under the
+// key the online path uses (pipeline.CacheKeyOf): at create, an item
+// whose question is cached is committed from the cache without a
+// request, and an item whose question another request asks (in the same
+// job, or in a job in flight) is held without one; when the results are
+// applied it shares that answer (or finds it in the cache, or goes back
+// to the queue). Every answer bought fills the cache.
+//
+// With Config.Budget, a job's requests are reserved, at the batch price,
+// what the runner reserves for an online call (the input estimated from
+// the request, scaled by what was billed; the output at the request's
+// cap) before it is created, and the reservation is recorded with the
+// create (store.BatchJob.ReservedUSD), so a run resumed after a kill
+// counts what its open jobs may cost. Results settle it at what they were
+// billed, committed to the ledger with them. A job whose reservation does
+// not fit is not created: the driver waits for the jobs in flight, then
+// creates one last job with what fits, and stops with a BudgetError.
+//
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the
 // queue again, up to Config.MaxRounds (a round sends each item once: what
 // its jobs give back waits for the next round); in ModeAuto it runs one round and

@@ -56,10 +56,13 @@ const (
 // Store is what the driver needs from persistence; *store.DB implements it.
 type Store interface {
 	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
-	MarkBatchCreate(num uint64, now time.Time) (store.BatchJob, error)
+	MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (store.BatchJob, error)
 	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
 	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
+	CachedAnswer(stage, key string) (pipeline.Result, bool, error)
+	Ledgers() (map[string]pipeline.Ledger, error)
+	Queued(stage string, after uint64, max int) ([]pipeline.Queued, error)
 	ReturnBatch(num uint64, note string, now time.Time) (int, error)
 	BatchJobs(openOnly bool) ([]store.BatchJob, error)
 	BatchJobByNum(num uint64) (store.BatchJob, error)
@@ -116,6 +119,10 @@ type Config struct {
 	// stage is a pipeline.Cacheable), as an online answer is, so a later
 	// online call asking the same question is not paid again.
 	NoCache bool
+	// Budget caps what the jobs cost at the batch price (see budget.go):
+	// RunUSD this run's batch answers, TotalUSD the database's lifetime
+	// spend. The zero Budget is no cap.
+	Budget pipeline.Budget
 	// Now and Sleep are the clock; nil means the real one. Sleep returns
 	// ctx's error when ctx ends first.
 	Now   func() time.Time
@@ -190,6 +197,10 @@ type Summary struct {
 	// letters; Returned items put back in the queue; Ignored results for
 	// items no longer in their job.
 	Answered int `json:"answered"`
+	// Cached counts the answered items that needed no request of their
+	// own: their question was in the answer cache, or asked by another
+	// item.
+	Cached   int `json:"cached"`
 	Dead     int `json:"dead"`
 	Returned int `json:"returned"`
 	Ignored  int `json:"ignored"`
@@ -198,6 +209,9 @@ type Summary struct {
 	Usage         pipeline.Usage `json:"usage"`
 	CostUSD       float64        `json:"cost_usd"`
 	OnlineCostUSD float64        `json:"online_cost_usd"`
+	// CacheSavedUSD is what the Cached answers would have cost at the
+	// batch rate.
+	CacheSavedUSD float64 `json:"cache_saved_usd"`
 }
 
 // errStore marks a store failure: the run stops (nothing is lost; the
@@ -216,6 +230,16 @@ type Driver struct {
 	// createAt and createWait pace creates after a 429.
 	createAt   time.Time
 	createWait time.Duration
+	// askedBy is the open job whose requests ask each cache key (see
+	// asking).
+	askedBy map[string]uint64
+	// purse holds the spend against Config.Budget; blocked is set while
+	// the next job does not fit, perItem the estimate per item then.
+	purse   purse
+	blocked bool
+	perItem int64
+	// lastJob is set once a job was cut short by the budget.
+	lastJob bool
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
 	// zero in ModeBatch, where each job has its own.
 	until time.Time
@@ -246,7 +270,7 @@ type tracked struct {
 // (a Gemini API backend client; its retries should be off).
 func New(db Store, stage Stage, api *genai.Client, cfg Config) *Driver {
 	cfg.setDefaults()
-	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}, clients: map[string]*genai.Client{}}
+	return &Driver{cfg: cfg, db: db, stage: stage, api: api, jobs: map[uint64]*tracked{}, clients: map[string]*genai.Client{}, askedBy: map[string]uint64{}}
 }
 
 // Run drives jobs until every job it knows of is closed and, in ModeBatch,
@@ -259,6 +283,9 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 		return d.sum, nil
 	}
 	if err := d.resume(ctx); err != nil {
+		return d.sum, err
+	}
+	if err := d.startPurse(); err != nil {
 		return d.sum, err
 	}
 	if d.cfg.Mode == ModeAuto {
@@ -307,7 +334,9 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				if more {
 					continue
 				}
-				filling = false
+				// Over budget, jobs in flight may still leave room when
+				// they settle below their reservations: try again then.
+				filling = d.blocked && len(d.jobs) > 0
 			}
 			if err := d.pollDue(ctx, now); err != nil {
 				return d.sum, err
@@ -319,13 +348,16 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				}
 			}
 		}
-		if d.sum.Returned == returned {
+		if d.sum.Returned == returned || d.blocked {
 			break
 		}
 	}
 	if len(d.unread) > 0 {
 		return d.sum, fmt.Errorf("the results of %s that SUCCEEDED at the API could not be read by the run's deadline (%s): their answers are paid for, so their items stay with them and are not sent online; run the same command again to collect them: %w",
 			plural(len(d.unread), "batch job"), strings.Join(d.unread, "; "), pipeline.ErrStopped)
+	}
+	if d.blocked {
+		return d.sum, d.budgetStop()
 	}
 	return d.sum, nil
 }
@@ -354,51 +386,10 @@ func (d *Driver) resume(ctx context.Context) error {
 		}
 		d.jobs[j.Num] = &tracked{job: j, interval: d.cfg.Poll, unsure: j.Name == ""}
 	}
+	if err := d.relearnAsked(); err != nil {
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
 	return nil
-}
-
-// endpointKey is an API root URL as endpoints are compared.
-func endpointKey(url string) string { return strings.TrimRight(url, "/") }
-
-// dial makes a client for endpoint, where a job was created, when it is
-// not the run's: a job is known only at the endpoint that created it, so
-// a run resumed with another --base-url must still ask there (asked at
-// the new one, every job would read 404 and be closed while the old one
-// answers them). Idempotent.
-func (d *Driver) dial(ctx context.Context, endpoint string) error {
-	key := endpointKey(endpoint)
-	if _, ok := d.clients[key]; ok || key == "" || key == endpointKey(d.api.ClientConfig().HTTPOptions.BaseURL) {
-		return nil
-	}
-	cc := d.api.ClientConfig()
-	c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: cc.APIKey, Backend: cc.Backend, HTTPClient: cc.HTTPClient,
-		HTTPOptions: genai.HTTPOptions{BaseURL: endpoint, APIVersion: cc.HTTPOptions.APIVersion, RetryOptions: cc.HTTPOptions.RetryOptions}})
-	if err != nil {
-		return fmt.Errorf("a client for %s, where open batch jobs were created: %w", endpoint, err)
-	}
-	d.clients[key] = c
-	d.cfg.Log.Info("batch: open jobs were created at another endpoint than this run's; asking them there", "endpoint", endpoint, "run", cc.HTTPOptions.BaseURL)
-	return nil
-}
-
-// apiFor is the client for job t: the endpoint's it was created at.
-func (d *Driver) apiFor(t *tracked) *genai.Client {
-	if c, ok := d.clients[endpointKey(t.job.Endpoint)]; ok {
-		return c
-	}
-	return d.api
-}
-
-// listByDisplayName reads every job the API lists.
-func (d *Driver) listByDisplayName(ctx context.Context, api *genai.Client) (map[string][]*genai.BatchJob, error) {
-	out := map[string][]*genai.BatchJob{}
-	for j, err := range api.Batches.All(ctx) {
-		if err != nil {
-			return nil, fmt.Errorf("list batch jobs to re-attach one created before a crash: %w (sawtooth will not create a job it cannot rule out having created; run again when the API answers)", err)
-		}
-		out[j.DisplayName] = append(out[j.DisplayName], j)
-	}
-	return out, nil
 }
 
 // queued is how many items wait in the stage's queue.
@@ -422,7 +413,22 @@ func (d *Driver) reserve(now time.Time, left *int) (bool, error) {
 	if *left <= 0 {
 		return false, nil
 	}
-	job, ok, err := d.db.ReserveBatch(d.stage.Name(), min(d.cfg.Size, *left), now)
+	want := min(d.cfg.Size, *left)
+	n, perItem, err := d.fitting(want)
+	if err != nil {
+		return false, err
+	}
+	// A job cut short by the budget is the run's last: it waits for the
+	// jobs in flight (they may leave room for a whole one), and none
+	// follows it. Cut again and again as each settles below its
+	// reservation, jobs would shrink by a few items each, one job's
+	// latency (minutes to hours) apiece.
+	if d.blocked = n < want && (n == 0 || len(d.jobs) > 0 || d.lastJob); d.blocked {
+		d.perItem = perItem
+		return false, nil
+	}
+	d.lastJob = d.lastJob || n < want
+	job, ok, err := d.db.ReserveBatch(d.stage.Name(), n, now)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -563,6 +569,8 @@ func (d *Driver) close(t *tracked, note string, now time.Time) error {
 	}
 	d.sum.Returned += n
 	delete(d.jobs, t.job.Num)
+	d.answered(t.job.Num)
+	d.release(t.job.Num)
 	d.cfg.Log.Info("batch: job closed", "job", t.job.Num, "name", t.job.Name, "returned", n, "note", note)
 	d.progress()
 	return nil
@@ -578,10 +586,15 @@ func (d *Driver) progress() {
 // their price at the batch rate.
 func (d *Driver) addUsage(u pipeline.Usage) (costUSD float64) {
 	d.sum.Usage = d.sum.Usage.Add(u)
-	in, out := stages.BatchPrice(d.stage.Model())
 	oin, oout := stages.Price(d.stage.Model())
-	costUSD = (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
+	costUSD = d.batchCost(u)
 	d.sum.CostUSD += costUSD
 	d.sum.OnlineCostUSD += (float64(u.PromptTokens)*oin + float64(u.CandidateTokens)*oout) / 1e6
 	return costUSD
+}
+
+// batchCost is u priced at the batch rate.
+func (d *Driver) batchCost(u pipeline.Usage) float64 {
+	in, out := stages.BatchPrice(d.stage.Model())
+	return (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
 }

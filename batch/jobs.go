@@ -28,8 +28,24 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	var reqs []*genai.InlinedRequest
 	var lines bytes.Buffer
+	// refused: items the online path would refuse without a call, and
+	// items whose question the cache answers; both are committed before
+	// create. keys: the questions this job's requests ask.
 	var refused []pipeline.Transition
+	var keys []string
+	var est int64 // the requests' estimated cost, nanodollars
+	asked := map[string]bool{}
 	for _, it := range items {
+		key := d.key(it)
+		if res, ok := d.cached(key); ok {
+			refused = append(refused, d.reused(it, key, res))
+			continue
+		}
+		if key != "" && (asked[key] || d.askedElsewhere(key, t.job.Num)) {
+			// Held without a request: the answer to the request that asks
+			// it is shared when the results are applied.
+			continue
+		}
 		r, err := d.stage.BatchRequest(it)
 		if err != nil {
 			tr, ok := d.transition(ctx, it, pipeline.Result{}, err, now)
@@ -47,6 +63,13 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		lines.Write(line)
 		lines.WriteByte('\n')
 		reqs = append(reqs, r)
+		if d.purse.on() {
+			est += d.estimate(it)
+		}
+		if key != "" {
+			asked[key] = true
+			keys = append(keys, key)
+		}
 	}
 	if len(refused) > 0 {
 		if err := d.commit(t, refused); err != nil {
@@ -54,7 +77,17 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 	}
 	if len(reqs) == 0 {
-		if err := d.close(t, "nothing to send: every item was refused before a call", now); err != nil {
+		if err := d.close(t, "nothing to send: every item was answered from the cache, refused before a call or asked by another job", now); err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		return nil
+	}
+	if !d.book(t, est) {
+		// Paid whole once created: a job that may cross the budget is
+		// not made (a resumed intent under a lower cap, or a cost that
+		// grew since its items were reserved).
+		d.blocked, d.perItem = true, est/int64(len(reqs))
+		if err := d.close(t, fmt.Sprintf("not created: its estimated cost $%.4f does not fit the budget", toUSD(est)), now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
 		return nil
@@ -73,7 +106,8 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	// From here the job may exist whatever the answer says: a crash or a
 	// lost answer makes the next look wait until it would have shown.
-	rec, err := d.db.MarkBatchCreate(t.job.Num, d.cfg.Now())
+	d.asking(t.job.Num, keys)
+	rec, err := d.db.MarkBatchCreate(t.job.Num, toUSD(est), d.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("%w: %w", errStore, err)
 	}
@@ -281,27 +315,59 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	var fatal error
 	answered := 0
 	held := map[string]bool{}
+	// Items sent without a request of their own (their question asked
+	// by another item) share its answer; the answers by key.
+	var waiting []pipeline.Item
+	got := map[string]pipeline.Result{}
+	var billed float64 // what the job's rows cost
 	for _, it := range items {
 		held[it.ID] = true
+		key := d.key(it)
 		r, ok := rows[it.ID]
 		if !ok {
-			continue // no result for it: returned below
+			waiting = append(waiting, it)
+			continue
 		}
 		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
 		cost := d.addUsage(res.Usage)
+		billed += cost
+		d.observe(it, res.Usage)
 		tr, ok := d.transition(ctx, it, res, err, now)
 		// The store's ledger counts what was billed (a lifetime budget
 		// reads it), and keeps the answer for the same question asked
 		// later.
 		tr.CostUSD, tr.Usage = cost, res.Usage
-		tr.CacheKey = d.cacheKey(it, tr)
+		if tr.Outcome == pipeline.Succeeded {
+			tr.CacheKey = key
+			if key != "" {
+				got[key] = res
+			}
+		}
 		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
 			fatal = err
 		}
-		if ok {
+		switch {
+		case ok:
 			ts = append(ts, tr)
 			answered++
+		case res.Usage != (pipeline.Usage{}):
+			// Billed though it goes back to the queue (an answer cut
+			// off or off the schema): the ledger still counts it.
+			tr.Outcome = pipeline.Billed
+			ts = append(ts, tr)
 		}
+	}
+	for _, it := range waiting {
+		key := d.key(it)
+		res, ok := got[key]
+		if !ok && key != "" {
+			// Asked by another job, which may have answered by now.
+			res, ok = d.cached(key)
+		}
+		if ok {
+			ts = append(ts, d.reused(it, key, res))
+		}
+		// Otherwise no result for it: returned below.
 	}
 	// Results for items the job no longer holds (answered online after a
 	// deadline, re-queued, re-ingested) go to the store to be counted as
@@ -315,6 +381,7 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	if err := d.commit(t, ts); err != nil {
 		return err
 	}
+	d.settle(t.job.Num, billed)
 	note := fmt.Sprintf("succeeded: %d of %d results used", answered, len(rows))
 	if answered == 0 && len(rows) > 0 {
 		// Whatever the state says, nothing came of it.
@@ -349,26 +416,18 @@ func (d *Driver) transition(ctx context.Context, it pipeline.Item, res pipeline.
 	return tr, false
 }
 
-// cacheKey is the key an answer is kept under in the store's answer
-// cache: "" for a dead letter, with the cache off, or for a stage that is
-// not a pipeline.Cacheable.
-func (d *Driver) cacheKey(it pipeline.Item, tr pipeline.Transition) string {
-	if tr.Outcome != pipeline.Succeeded || d.cfg.NoCache {
-		return ""
-	}
-	s, ok := d.stage.(pipeline.Stage)
-	if !ok {
-		return ""
-	}
-	return pipeline.CacheKeyOf(s, it)
-}
-
 // commit applies ts to job t and counts what happened.
 func (d *Driver) commit(t *tracked, ts []pipeline.Transition) error {
 	if len(ts) == 0 {
 		return nil
 	}
 	before := t.job
+	for _, tr := range ts {
+		if tr.Cached {
+			d.sum.Cached++
+			d.sum.CacheSavedUSD += tr.SavedUSD
+		}
+	}
 	if _, err := d.db.CommitBatch(t.job.Num, ts); err != nil {
 		return fmt.Errorf("batch job %d: commit results: %w", t.job.Num, err)
 	}

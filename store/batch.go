@@ -88,6 +88,10 @@ type BatchJob struct {
 	// only then does a zero CreateSent prove no create was sent. An older
 	// intent without it may have been created at the API.
 	CreateTracked bool `json:"create_tracked,omitempty"`
+	// ReservedUSD is the job's estimated cost reserved against a budget
+	// when its create was sent (0 with no budget): while the job is open
+	// a resumed run counts it as spent, since the job may be billed.
+	ReservedUSD float64 `json:"reserved_usd,omitempty"`
 	// Answered and Dead count results committed as outputs and dead
 	// letters; Returned items put back in the queue; Ignored results for
 	// items no longer in the job.
@@ -99,7 +103,9 @@ type BatchJob struct {
 	Counts BatchCounts `json:"counts"`
 	// APIError is the job-level error the API gave, if any.
 	APIError string `json:"api_error,omitempty"`
-	// Usage is what the committed answers were billed (batch tokens).
+	// Usage is what the committed results were billed (batch tokens),
+	// the requests answered with something the online path would ask
+	// again (billed, the item back in the queue) included.
 	Usage pipeline.Usage `json:"usage"`
 	// Note says why the job was closed the way it was.
 	Note string `json:"note,omitempty"`
@@ -248,9 +254,10 @@ func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (Batch
 }
 
 // MarkBatchCreate records, just before create is sent, that job num may
-// exist at the API from now on. It refuses a job that already has a name
-// (a second create would make a second job).
-func (db *DB) MarkBatchCreate(num uint64, now time.Time) (BatchJob, error) {
+// exist at the API from now on, and what it reserved against a budget
+// (BatchJob.ReservedUSD). It refuses a job that already has a name (a
+// second create would make a second job).
+func (db *DB) MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (BatchJob, error) {
 	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
 		if j.Name != "" {
 			return fmt.Errorf("batch job %d is already created as %s: not sending create again", num, j.Name)
@@ -258,7 +265,7 @@ func (db *DB) MarkBatchCreate(num uint64, now time.Time) (BatchJob, error) {
 		if !j.Open() {
 			return fmt.Errorf("batch job %d is closed: not sending create", num)
 		}
-		j.CreateSent = now.UTC()
+		j.CreateSent, j.ReservedUSD = now.UTC(), reservedUSD
 		return nil
 	})
 }
@@ -281,7 +288,9 @@ func (db *DB) UpdateBatch(num uint64, state string, counts BatchCounts, apiErr s
 // counted as ignored. A held item is put back in its queue and the
 // transition applied to it in the same transaction, so a batch result goes
 // through exactly the code an online result does (outputs, the next
-// stage's queue, dead letters, the tally). It returns how many applied.
+// stage's queue, dead letters, the tally). A Billed transition records
+// only what its item's request was billed, in the ledger and the job's
+// usage; the item stays in the job. It returns how many applied.
 func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, err error) {
 	_, err = db.updateJob(num, func(w *writer, j *BatchJob) error {
 		applied = 0
@@ -291,6 +300,16 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 			s, ok := w.state(id)
 			if t.Stage != j.Stage || !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
 				j.Ignored++
+				continue
+			}
+			if t.Outcome == pipeline.Billed {
+				if err := w.addUsage(t.Stage, t.Usage); err != nil {
+					return err
+				}
+				if err := w.record(&t); err != nil {
+					return err
+				}
+				j.Usage = j.Usage.Add(t.Usage)
 				continue
 			}
 			if err := w.enqueue(id, si, s.Hash); err != nil {

@@ -158,6 +158,26 @@ func TestDB_CommitBatch(t *testing.T) {
 			},
 		},
 		{
+			// A request answered with something the online path asks
+			// again (cut off, off the schema) was billed: the ledger
+			// counts it, and its item stays in the job to be returned.
+			name: "a billed answer that goes back to the queue",
+			results: []pipeline.Transition{{Stage: "classify", ID: "a", Outcome: pipeline.Billed,
+				Usage: pipeline.Usage{PromptTokens: 100, CandidateTokens: 20}, CostUSD: 0.5}},
+			wantApplied: 0,
+			check: func(t *testing.T, db *DB) {
+				if l, err := db.Ledgers(); err != nil || l["classify"].SpentUSD != 0.5 || l["classify"].Paid != 0 {
+					t.Errorf("ledger %+v %v: want $0.5 spent, nothing paid for", l, err)
+				}
+				if j, err := db.BatchJobByNum(1); err != nil || j.Usage.PromptTokens != 100 || j.Answered != 0 {
+					t.Errorf("job %+v %v: want its usage counted, nothing answered", j, err)
+				}
+				if n, err := db.ReturnBatch(1, "done", batchNow); err != nil || n != 3 {
+					t.Errorf("returned %d %v, want all 3: the billed one is still held", n, err)
+				}
+			},
+		},
+		{
 			name: "an item re-ingested with a new text",
 			before: func(t *testing.T, db *DB, job BatchJob) {
 				if _, err := db.Ingest([]pipeline.Record{{ID: "a", Text: "edited"}}); err != nil {
@@ -254,27 +274,27 @@ func TestDB_MarkBatchCreate(t *testing.T) {
 		t.Fatalf("a new intent has a create sent: %+v", job)
 	}
 	sent := batchNow.Add(time.Minute)
-	got, err := db.MarkBatchCreate(job.Num, sent)
-	if err != nil || !got.CreateSent.Equal(sent) || got.Name != "" {
+	got, err := db.MarkBatchCreate(job.Num, 0.25, sent)
+	if err != nil || !got.CreateSent.Equal(sent) || got.Name != "" || got.ReservedUSD != 0.25 {
 		t.Fatalf("mark: %+v %v", got, err)
 	}
-	if again, err := db.BatchJobByNum(job.Num); err != nil || !again.CreateSent.Equal(sent) {
+	if again, err := db.BatchJobByNum(job.Num); err != nil || !again.CreateSent.Equal(sent) || again.ReservedUSD != 0.25 {
 		t.Errorf("read back: %+v %v", again, err)
 	}
 	if _, err := db.SetBatchName(job.Num, "batches/x1", "JOB_STATE_PENDING", sent); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.MarkBatchCreate(job.Num, sent); err == nil || !strings.Contains(err.Error(), "batches/x1") {
+	if _, err := db.MarkBatchCreate(job.Num, 0, sent); err == nil || !strings.Contains(err.Error(), "batches/x1") {
 		t.Errorf("mark a created job: %v, want a refusal naming it", err)
 	}
 	closed := reserve(t, db, 1)
 	if _, err := db.ReturnBatch(closed.Num, "deadline", sent); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.MarkBatchCreate(closed.Num, sent); err == nil {
+	if _, err := db.MarkBatchCreate(closed.Num, 0, sent); err == nil {
 		t.Error("mark a closed job: want a refusal")
 	}
-	if _, err := db.MarkBatchCreate(99, sent); err == nil {
+	if _, err := db.MarkBatchCreate(99, 0, sent); err == nil {
 		t.Error("mark an unknown job: want ErrNotFound")
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -140,21 +141,39 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipe
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
-		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick})
+		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick,
+		Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal}})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()
 	phase.batch = sum
-	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered, %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",
-		sum.Created, sum.Reattached, sum.Succeeded, sum.Failed, sum.Deadline, sum.Answered, sum.Dead, sum.Returned, sum.Ignored,
+	fmt.Fprintf(stderr, "batch: %d jobs created, %d re-attached; %d succeeded, %d failed, %d past the deadline; %d answered (%d without a request: the answer cache, or the same question asked by another item), %d dead, %d back in the queue, %d late results ignored; cost $%.4f (online: $%.4f, saved $%.4f)\n",
+		sum.Created, sum.Reattached, sum.Succeeded, sum.Failed, sum.Deadline, sum.Answered, sum.Cached, sum.Dead, sum.Returned, sum.Ignored,
 		sum.CostUSD, sum.OnlineCostUSD, sum.OnlineCostUSD-sum.CostUSD)
+	var be *batch.BudgetError
+	if errors.As(err, &be) {
+		// The stages after classify still run; the stop is the run's
+		// error once they did (see leftover).
+		phase.stop, err = budgetStop(be, o), nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, phase, fmt.Errorf("batch jobs stay at the API and are picked up by the next run: %w", pipeline.ErrStopped)
 		}
 		return nil, phase, err
 	}
-	if mode == batch.ModeAuto {
+	if mode == batch.ModeAuto && (phase.stop == nil || o.Budget <= 0 || o.Budget > phase.cost()) {
+		// What the batch did not answer goes online, within what is left
+		// of the budget (the runner's own reservations, at the online
+		// price).
+		if phase.stop != nil {
+			fmt.Fprintf(stderr, "batch: the next job did not fit the budget\n")
+			phase.stop = nil
+		}
+		if o.Budget > 0 {
+			fmt.Fprintf(stderr, "batch: %s of --budget %s spent by batch jobs; online calls may spend the %s left\n",
+				usd(phase.cost()), usd(o.Budget), usd(phase.onlineBudget(o).RunUSD))
+		}
 		return b.stages, phase, nil
 	}
 	rest := append([]pipeline.StageConfig{}, b.stages[:ci]...)
@@ -168,12 +187,29 @@ type batchPhase struct {
 	stage  string
 	before *pipeline.RunSummary
 	batch  batch.Summary
+	// stop is the budget's stop of the batch jobs, when it ends the run.
+	stop error
+}
+
+// onlineBudget is the budget of the online runner after the phase: the
+// run's cap less what the batch jobs spent (the lifetime cap reads the
+// ledger, which holds it already).
+func (p *batchPhase) onlineBudget(o *pipelineOptions) pipeline.Budget {
+	b := pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal}
+	if p != nil && b.RunUSD > 0 {
+		// Never 0, which is no cap: a spent budget admits no call.
+		b.RunUSD = max(b.RunUSD-p.cost(), 1e-9)
+	}
+	return b
 }
 
 // leftover is the error of a batch-mode run that left items in the
 // queue (their jobs failed, expired or passed the deadline every round):
 // the run stopped early and a later one resumes.
 func (p *batchPhase) leftover(db pipeline.Database) error {
+	if p != nil && p.stop != nil {
+		return p.stop
+	}
 	if p == nil || p.mode != batch.ModeBatch {
 		return nil
 	}
@@ -282,6 +318,8 @@ func (p *batchPhase) addTo(sum *pipeline.RunSummary) {
 	t := stage(p.stage)
 	t.Done += int64(p.batch.Answered)
 	t.Dead += int64(p.batch.Dead)
+	t.Cached += int64(p.batch.Cached)
+	t.SavedUSD += p.batch.CacheSavedUSD
 	t.Usage = t.Usage.Add(p.batch.Usage)
 }
 

@@ -7,8 +7,22 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
+
+// budgetStop words a batch run's stop at its budget as the runner words
+// an online one's: the cap, what was spent, what is left and about what
+// it would cost, and the flag to raise (exit 3: a higher cap resumes).
+func budgetStop(e *batch.BudgetError, o *pipelineOptions) error {
+	items := fmt.Sprintf("%s left, about %s more at this rate; a batch job is created only if its requests, each reserved %s for its longest answer, fit", plural(e.Left, "item"), usd(e.PerItemUSD*float64(e.Left)), usd(e.ReservedUSD))
+	if e.Total {
+		return fmt.Errorf("total budget %s reached (%s spent in this database, %s in this run, %s): raise --budget-total to continue: %w",
+			usd(e.CapUSD), usd(e.BeforeUSD+e.SpentUSD), usd(e.SpentUSD), items, pipeline.ErrStopped)
+	}
+	return fmt.Errorf("budget %s reached (%s spent, %s): raise --budget to continue: %w",
+		usd(e.CapUSD), usd(e.SpentUSD), items, pipeline.ErrStopped)
+}
 
 // printBudget says, after a run's summary, how much of each cap the run
 // left: --budget against this run's spend, --budget-total against the

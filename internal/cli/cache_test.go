@@ -14,8 +14,7 @@ import (
 // TestRun_CacheFlags: a second run with new ids asking the same questions
 // answers them from the cache; --no-cache asks again; a re-run reuses the
 // answers unless --no-cache, and after a prompt change asks each distinct
-// question once; a budget without a price, or with batch jobs, is a usage
-// error.
+// question once; a budget without a price is a usage error.
 func TestRun_CacheFlags(t *testing.T) {
 	url := startTestSim(t)
 	dir := t.TempDir()
@@ -80,9 +79,5 @@ func TestRun_CacheFlags(t *testing.T) {
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--price-in") {
 		t.Errorf("--budget with an unpriced model: %v, want a usage error naming --price-in", err)
-	}
-	err = runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet", "--mode", "batch", "--budget", "1"}, io.Discard, io.Discard)
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--mode online") {
-		t.Errorf("--budget with batch jobs: %v, want a usage error pointing to --mode online", err)
 	}
 }

@@ -130,7 +130,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	r := &pipeline.Runner{
 		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease,
 		OnTick: prog.Tick, Log: prog.Log(),
-		NoCache: o.NoCache, Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal},
+		NoCache: o.NoCache, Budget: batchPhase.onlineBudget(o),
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
@@ -237,14 +237,8 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 			return nil, nil, false, err
 		}
 	}
-	mode, err := req.Batch.check()
-	if err != nil {
+	if _, err := req.Batch.check(); err != nil {
 		return nil, nil, false, err
-	}
-	if mode != batch.ModeOnline && (o.Budget > 0 || o.BudgetTotal > 0) {
-		// A batch job is paid whole once created and cannot be stopped
-		// at a budget part-way: only online calls are reserved one by one.
-		return nil, nil, false, usagef("--budget and --budget-total cap online calls one by one; a batch job is billed whole once created: use --mode online with a budget (or no budget with --mode %s)", mode)
 	}
 	if in.Path != "" {
 		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
