@@ -191,6 +191,7 @@ type Runner struct {
 	fatalErr    error
 	parkMu      sync.Mutex
 	parkMsg     string
+	halted      bool               // parkMsg is a halt's
 	abort       context.CancelFunc // cancels dispatch and work
 	purse       purse
 	budgetStage atomic.Int32       // the stage a budget stop parked, -1 none
@@ -481,7 +482,8 @@ func (r *Runner) fatal() error {
 	return r.fatalErr
 }
 
-// park records why a stage stopped taking work; the first reason wins.
+// park records why a stage stopped taking work; the first reason wins,
+// unless a halt comes (see halt).
 func (r *Runner) park(msg string) {
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
@@ -493,9 +495,17 @@ func (r *Runner) park(msg string) {
 
 // halt parks every stage at once with msg: the cause refuses every call
 // of the run (see HaltError), so no stage takes more work; the calls in
-// flight finish and their answers are committed.
+// flight finish and their answers are committed. Its message replaces a
+// park's that came first: the account that cannot pay is what the user
+// must act on before any run goes on. The first halt wins over later ones.
 func (r *Runner) halt(msg string) {
-	r.park(msg)
+	r.parkMu.Lock()
+	if !r.halted {
+		r.halted = true
+		r.parkMsg = msg
+		r.log().Warn("stage parked", "reason", msg, "halt", true)
+	}
+	r.parkMu.Unlock()
 	r.stopClaims()
 }
 
