@@ -77,15 +77,18 @@ type StageConfig struct {
 	// MaxRateLimited is how many 429s in a row, with no success between
 	// them, park the stage as "quota exhausted". Default 200, or the pool
 	// plus 100 when that is more: every call of a pool in flight can meet
-	// one window spent, and that says nothing of the next.
+	// one window spent, and that says nothing of the next. Not applied
+	// when MaxRefused is negative.
 	MaxRateLimited int
 	// MaxRefused is how long 429s may go on with no success between them
 	// (and at least minRefusedToPark of them) before the stage parks as
 	// "quota exhausted": a per-minute quota admits calls within a minute
 	// or two at the limiter's lowest rate, so refusals for longer are a
 	// quota for the day, or not a quota at all, and retrying them would
-	// go on all night. Halfway, a warning is logged. Default
-	// DefaultMaxRefused.
+	// go on all night. Halfway, a warning is logged. Zero means
+	// DefaultMaxRefused; negative means refusals never park the stage,
+	// neither for how long nor for how many in a row (MaxRateLimited):
+	// the run waits for the quota, warned of at half DefaultMaxRefused.
 	MaxRefused time.Duration
 	// Price is what the stage's calls cost (the API stage); the zero
 	// Price means they are free. It prices StageStats.CostUSD and
@@ -118,7 +121,7 @@ func (sc *StageConfig) setDefaults() {
 	if sc.MaxOutage <= 0 {
 		sc.MaxOutage = DefaultMaxOutage
 	}
-	if sc.MaxRefused <= 0 {
+	if sc.MaxRefused == 0 {
 		sc.MaxRefused = DefaultMaxRefused
 	}
 }
