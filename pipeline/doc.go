@@ -99,8 +99,8 @@
 // grace period after a stop, sampling, the backlog's age), so its tests run
 // in virtual time.
 //
-// Files: run.go (Run, configuration, counters), dispatch.go (reading the
-// queues), claim.go, fleet.go and lease.go (claims, leases, heartbeat), process.go (one item's calls, carrying out decide's action),
+// Files: run.go (Run, configuration, counters), park.go (how a run stops
+// early: fail, park, halt), dispatch.go (reading the queues), claim.go, fleet.go and lease.go (claims, leases, heartbeat), process.go (one item's calls, carrying out decide's action),
 // policy.go (decide), commit.go (the committer and the backlog bound),
 // sample.go (progress and the series), cache.go (the answer cache and
 // the flights per key), budget.go (prices, the budget and estimates),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,5 +90,68 @@ func TestRunner_HaltStopsTheRunResumable(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// parkSignal is a slog handler that closes parked at the runner's first
+// "stage parked" record: the park is recorded by then.
+type parkSignal struct {
+	once   sync.Once
+	parked chan struct{}
+}
+
+func (h *parkSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h *parkSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "stage parked" {
+		h.once.Do(func() { close(h.parked) })
+	}
+	return nil
+}
+func (h *parkSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *parkSignal) WithGroup(string) slog.Handler      { return h }
+
+// TestRunner_HaltMessageWinsOverAnEarlierPark: a stage parked (its daily
+// quota) before another stage learns the account cannot pay: the run
+// stops with the halt's message, what the user must act on, not the
+// park's that came first.
+func TestRunner_HaltMessageWinsOverAnEarlierPark(t *testing.T) {
+	const billing = "down: the account cannot pay for calls: add credits or enable billing, then run again"
+	st := newMemStore([]string{"up", "down"}, 8)
+	sig := &parkSignal{parked: make(chan struct{})}
+	downStarted := make(chan struct{})
+	var upCalls atomic.Int64
+	var downOnce sync.Once
+	up := &funcStage{name: "up", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+		if upCalls.Add(1) != 1 {
+			return ok(ctx, it, n)
+		}
+		// Park only once an item is in flight at down, so its halt
+		// comes after the park.
+		select {
+		case <-downStarted:
+		case <-ctx.Done():
+			return pipeline.Result{}, ctx.Err()
+		}
+		return pipeline.Result{}, pipeline.RateLimited(errors.New("per-day quota exceeded"), 0, true)
+	}}
+	down := &funcStage{name: "down", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+		downOnce.Do(func() { close(downStarted) })
+		select {
+		case <-sig.parked:
+		case <-ctx.Done():
+			return pipeline.Result{}, ctx.Err()
+		}
+		return pipeline.Result{}, pipeline.Halt(errors.New("the account cannot pay for calls: add credits or enable billing, then run again"))
+	}}
+	r := &pipeline.Runner{Store: st, Log: slog.New(sig), Stages: []pipeline.StageConfig{
+		{Stage: up, Workers: 2, NewBackOff: noWait},
+		{Stage: down, Workers: 1, NewBackOff: noWait},
+	}}
+	sum, err := r.Run(context.Background())
+	if !errors.Is(err, pipeline.ErrStopped) || !strings.HasPrefix(err.Error(), billing) {
+		t.Fatalf("err = %v, want ErrStopped with the halt's message %q", err, billing)
+	}
+	if sum.Status != "stopped" || !strings.HasPrefix(sum.Message, billing) {
+		t.Errorf("summary %q: %q, want stopped with the halt's message", sum.Status, sum.Message)
 	}
 }

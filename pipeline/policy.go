@@ -140,11 +140,11 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		case rl.RetryAfter > cfg.MaxWait:
 			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s (the server asks to wait %s, more than --max-wait %s); resume after %s",
 				name, rl.RetryAfter.Round(time.Second), cfg.MaxWait, now.Add(rl.RetryAfter).Local().Format(time.RFC3339))}
-		case f.refusedInARow >= int64(cfg.MaxRateLimited):
+		case cfg.MaxRefused > 0 && f.refusedInARow >= int64(cfg.MaxRateLimited):
 			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success (last: %v); check the project's quota and usage, or lower --ceiling, then run again",
 				name, f.refusedInARow, f.err)}
-		case f.refusedInARow >= minRefusedToPark && !f.refusedSince.IsZero() && now.Sub(f.refusedSince) >= cfg.MaxRefused:
-			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: every call refused (429) for %s since %s, %d in a row with no success (limit %s; last: %v): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume (per-day quotas reset at midnight Pacific, %s)",
+		case cfg.MaxRefused > 0 && f.refusedInARow >= minRefusedToPark && !f.refusedSince.IsZero() && now.Sub(f.refusedSince) >= cfg.MaxRefused:
+			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: every call refused (429) for %s since %s, %d in a row with no success (limit %s; last: %v): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume, nothing is lost (to wait longer, give a longer --max-refused, or 0 to never stop for refusals; per-day quotas reset at midnight Pacific, %s)",
 				name, now.Sub(f.refusedSince).Round(time.Second), f.refusedSince.Local().Format(time.TimeOnly), f.refusedInARow, cfg.MaxRefused, f.err, nextPacificMidnight(now).Local().Format(time.RFC3339))}
 		case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
 			// The limiter was told the delay and holds every call of the

@@ -52,9 +52,11 @@ func TestDecide(t *testing.T) {
 		f       failure
 		limited bool
 		holding bool // the limiter backs off bare 429s itself
-		want    actionKind
-		wantAt  time.Duration // retryAt: after now
-		wantMsg string        // a part of the message (park, deadLetter, stop)
+		// maxRefused replaces the default StageConfig.MaxRefused when not 0.
+		maxRefused time.Duration
+		want       actionKind
+		wantAt     time.Duration // retryAt: after now
+		wantMsg    string        // a part of the message (park, deadLetter, stop)
 	}{
 		{name: "canceled gives the item back", f: failure{class: ClassCanceled, err: context.Canceled}, want: requeue},
 		{name: "fatal stops", f: failure{class: ClassFatal, err: errors.New("API key not valid")}, want: stop, wantMsg: "api: API key not valid"},
@@ -84,7 +86,9 @@ func TestDecide(t *testing.T) {
 		{name: "refusals for 4m59s wait", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 70, refusedSince: now.Add(-299 * time.Second), step: time.Second}, holding: true,
 			want: retryAt, wantAt: 0},
 		{name: "refusals for 5m park, whatever the delay asked", f: failure{class: ClassRateLimited, err: refused(30*time.Second, false), refusedInARow: 70, refusedSince: now.Add(-5 * time.Minute), step: time.Second}, holding: true,
-			want: park, wantMsg: "quota exhausted for api: every call refused (429) for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + ", 70 in a row with no success (limit 5m0s; last: 429 RESOURCE_EXHAUSTED): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume (per-day quotas reset at midnight Pacific, " + nextPacificMidnight(now).Local().Format(time.RFC3339) + ")"},
+			want: park, wantMsg: "quota exhausted for api: every call refused (429) for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + ", 70 in a row with no success (limit 5m0s; last: 429 RESOURCE_EXHAUSTED): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume, nothing is lost (to wait longer, give a longer --max-refused, or 0 to never stop for refusals; per-day quotas reset at midnight Pacific, " + nextPacificMidnight(now).Local().Format(time.RFC3339) + ")"},
+		{name: "refusals for an hour wait when MaxRefused is never", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 900, refusedSince: now.Add(-time.Hour), step: time.Second}, holding: true, maxRefused: -1,
+			want: retryAt, wantAt: 0},
 		{name: "refusals for 5m park without a limiter", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 10, refusedSince: now.Add(-6 * time.Minute), step: time.Second},
 			want: park, wantMsg: "every call refused (429) for 6m0s"},
 		{name: "too few refusals minutes apart wait", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: minRefusedToPark - 1, refusedSince: now.Add(-time.Hour), step: time.Second}, holding: true,
@@ -127,6 +131,9 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := cfg(tc.limited)
+			if tc.maxRefused != 0 {
+				sc.MaxRefused = tc.maxRefused
+			}
 			if tc.holding {
 				sc.Limiter = holdingLimiter{}
 			}

@@ -217,12 +217,16 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		}
 		f.attempts = attempts
 		f.refusedInARow, f.refusedSince, f.outageSince, f.contacted = c.health.failed(class, now)
-		if class == ClassRateLimited && c.health.warnRefused(now, sc.MaxRefused/2) {
+		if class == ClassRateLimited && c.health.warnRefused(now, refusedWarnAfter(sc.MaxRefused)) {
 			// Said once per run of refusals, before the park, so a run
 			// that stops for it has said why in time to act.
+			stops, hint := any(sc.MaxRefused), "the run stops as quota exhausted unless one does"
+			if sc.MaxRefused < 0 {
+				stops, hint = "never", "the run goes on waiting for the quota"
+			}
 			r.log().Warn("every call refused", "stage", name, "for", now.Sub(f.refusedSince).Round(time.Second), "in_a_row", f.refusedInARow,
-				"stops_after", sc.MaxRefused, "last", err.Error(),
-				"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; the run stops as quota exhausted unless one does")
+				"stops_after", stops, "last", err.Error(),
+				"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; "+hint)
 		}
 		f.overloadHeld, f.overloadedSince = overloadHeld, overloadedSince
 		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded || class == ClassShed {
@@ -478,4 +482,14 @@ func next(b backoff.BackOff) time.Duration {
 		return 30 * time.Second
 	}
 	return d
+}
+
+// refusedWarnAfter is how long refusals go on before the warning: half
+// the bound, or of the default bound when refusals never stop the stage,
+// so that a run riding them out does not do so silently.
+func refusedWarnAfter(maxRefused time.Duration) time.Duration {
+	if maxRefused < 0 {
+		return DefaultMaxRefused / 2
+	}
+	return maxRefused / 2
 }

@@ -77,15 +77,18 @@ type StageConfig struct {
 	// MaxRateLimited is how many 429s in a row, with no success between
 	// them, park the stage as "quota exhausted". Default 200, or the pool
 	// plus 100 when that is more: every call of a pool in flight can meet
-	// one window spent, and that says nothing of the next.
+	// one window spent, and that says nothing of the next. Not applied
+	// when MaxRefused is negative.
 	MaxRateLimited int
 	// MaxRefused is how long 429s may go on with no success between them
 	// (and at least minRefusedToPark of them) before the stage parks as
 	// "quota exhausted": a per-minute quota admits calls within a minute
 	// or two at the limiter's lowest rate, so refusals for longer are a
 	// quota for the day, or not a quota at all, and retrying them would
-	// go on all night. Halfway, a warning is logged. Default
-	// DefaultMaxRefused.
+	// go on all night. Halfway, a warning is logged. Zero means
+	// DefaultMaxRefused; negative means refusals never park the stage,
+	// neither for how long nor for how many in a row (MaxRateLimited):
+	// the run waits for the quota, warned of at half DefaultMaxRefused.
 	MaxRefused time.Duration
 	// Price is what the stage's calls cost (the API stage); the zero
 	// Price means they are free. It prices StageStats.CostUSD and
@@ -118,7 +121,7 @@ func (sc *StageConfig) setDefaults() {
 	if sc.MaxOutage <= 0 {
 		sc.MaxOutage = DefaultMaxOutage
 	}
-	if sc.MaxRefused <= 0 {
+	if sc.MaxRefused == 0 {
 		sc.MaxRefused = DefaultMaxRefused
 	}
 }
@@ -191,6 +194,7 @@ type Runner struct {
 	fatalErr    error
 	parkMu      sync.Mutex
 	parkMsg     string
+	halted      bool               // parkMsg is a halt's
 	abort       context.CancelFunc // cancels dispatch and work
 	purse       purse
 	budgetStage atomic.Int32       // the stage a budget stop parked, -1 none
@@ -461,51 +465,6 @@ func (r *Runner) setDefaults() {
 	for i := range r.Stages {
 		r.Stages[i].setDefaults()
 	}
-}
-
-// fail stops the run with err (made a *FatalError); the first one wins.
-func (r *Runner) fail(err error) {
-	r.fatalMu.Lock()
-	if r.fatalErr == nil {
-		var fe *FatalError
-		if !errors.As(err, &fe) {
-			err = Fatal(err)
-		}
-		r.fatalErr = err
-		r.log().Error("fatal error: stopping the run", "err", err)
-	}
-	r.fatalMu.Unlock()
-	r.abort()
-}
-
-func (r *Runner) fatal() error {
-	r.fatalMu.Lock()
-	defer r.fatalMu.Unlock()
-	return r.fatalErr
-}
-
-// park records why a stage stopped taking work; the first reason wins.
-func (r *Runner) park(msg string) {
-	r.parkMu.Lock()
-	defer r.parkMu.Unlock()
-	if r.parkMsg == "" {
-		r.parkMsg = msg
-		r.log().Warn("stage parked", "reason", msg)
-	}
-}
-
-// halt parks every stage at once with msg: the cause refuses every call
-// of the run (see HaltError), so no stage takes more work; the calls in
-// flight finish and their answers are committed.
-func (r *Runner) halt(msg string) {
-	r.park(msg)
-	r.stopClaims()
-}
-
-func (r *Runner) parked() string {
-	r.parkMu.Lock()
-	defer r.parkMu.Unlock()
-	return r.parkMsg
 }
 
 // startStage launches stage i's dispatcher, workers and finisher. The

@@ -105,6 +105,74 @@ func (v *refVisitor) Visit(n *ast.Node) {
 	}
 }
 
+// WhenFieldCompare is a comparison in a condition with an input field
+// itself as one operand (fields.rating <= 2, "1" == fields.rating).
+type WhenFieldCompare struct {
+	// Key is the field; Op the operator (==, !=, <, <=, >, >=).
+	Key, Op string
+	// Literal is the other operand's kind when it is a literal:
+	// "string", "number" or "bool"; "" when it is anything else.
+	// Text is a string literal's value.
+	Literal, Text string
+}
+
+// WhenFieldCompares lists the comparisons source makes with an input
+// field itself, for checking them against the fields' types before a
+// run: a field wrapped in a conversion (int(fields.x)) is not listed.
+func WhenFieldCompares(source string) ([]WhenFieldCompare, error) {
+	tree, err := parser.Parse(source)
+	if err != nil {
+		return nil, fmt.Errorf("when %q: %s", source, exprMessage(err))
+	}
+	var v compareVisitor
+	ast.Walk(&tree.Node, &v)
+	return v.out, nil
+}
+
+type compareVisitor struct{ out []WhenFieldCompare }
+
+func (v *compareVisitor) Visit(n *ast.Node) {
+	b, ok := (*n).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	switch b.Operator {
+	case "==", "!=", "<", "<=", ">", ">=":
+	default:
+		return
+	}
+	for _, sides := range [][2]ast.Node{{b.Left, b.Right}, {b.Right, b.Left}} {
+		key, ok := inputField(sides[0])
+		if !ok {
+			continue
+		}
+		c := WhenFieldCompare{Key: key, Op: b.Operator}
+		switch o := sides[1].(type) {
+		case *ast.StringNode:
+			c.Literal, c.Text = "string", o.Value
+		case *ast.IntegerNode, *ast.FloatNode:
+			c.Literal = "number"
+		case *ast.BoolNode:
+			c.Literal = "bool"
+		}
+		v.out = append(v.out, c)
+	}
+}
+
+// inputField is the key of fields.KEY (or fields["KEY"]).
+func inputField(n ast.Node) (string, bool) {
+	m, ok := n.(*ast.MemberNode)
+	if !ok {
+		return "", false
+	}
+	id, ok1 := m.Node.(*ast.IdentifierNode)
+	key, ok2 := m.Property.(*ast.StringNode)
+	if !ok1 || !ok2 || id.Value != "fields" {
+		return "", false
+	}
+	return key.Value, true
+}
+
 // String returns the condition as written.
 func (w *When) String() string { return w.source }
 

@@ -132,8 +132,10 @@ func publishBatchJobs(db *store.DB) {
 }
 
 // liveBatchJobs reads the snapshot of the run driving the database at
-// path's batch jobs now; false when no live run published one (none
-// runs, or it was killed: the database itself is then the answer).
+// path's batch jobs now; false when no live run published one. Only ask
+// it once opening the database failed with store.ErrInUse: a SIGKILLed
+// run leaves its snapshot behind, and the pid in it may since belong to
+// any other process, so a live pid alone proves nothing.
 func liveBatchJobs(path string) (batchSnapshot, bool) {
 	b, err := os.ReadFile(batchSnapshotPath(path))
 	if err != nil {
@@ -146,19 +148,32 @@ func liveBatchJobs(path string) (batchSnapshot, bool) {
 	return s, true
 }
 
+// dropLeftoverSnapshot removes the snapshot of a run that died without
+// removing it. Call it only while holding the database at path open: a
+// run publishes only while it holds the file's exclusive lock, so no
+// snapshot can be live then.
+func dropLeftoverSnapshot(path string) {
+	if !isPostgres(path) {
+		_ = os.Remove(batchSnapshotPath(path))
+	}
+}
+
 // readBatchJobs is every job of the database at path: from the database,
 // or, while a run holds it, from what the run published (said on errOut).
 func readBatchJobs(path string, errOut io.Writer) ([]store.BatchJob, error) {
-	if live, ok := liveBatchJobs(path); ok {
-		fmt.Fprintf(errOut, "%s is held by a running sawtooth (pid %d): its batch jobs as that run recorded them at %s\n",
-			path, live.PID, live.Updated.Local().Format(time.TimeOnly))
-		return live.Jobs, nil
-	}
 	db, err := openReadOnly(path)
+	if errors.Is(err, store.ErrInUse) {
+		if live, ok := liveBatchJobs(path); ok {
+			fmt.Fprintf(errOut, "%s is held by a running sawtooth (pid %d): its batch jobs as that run recorded them at %s\n",
+				path, live.PID, live.Updated.Local().Format(time.TimeOnly))
+			return live.Jobs, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
+	dropLeftoverSnapshot(path)
 	bdb, err := batchStore(db)
 	if err != nil {
 		return nil, err
@@ -195,15 +210,18 @@ func runBatchShow(opts *batchCmdOptions) error {
 }
 
 func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
-	if live, ok := liveBatchJobs(opts.DB); ok {
-		return fmt.Errorf("job %d is driven by the running sawtooth (pid %d), which holds %s: it polls the job and collects or closes it itself; to cancel it now, stop that run first (Ctrl-C, or `kill -INT %d`: its jobs stay at the API), then run `sawtooth batch cancel --db %s %d` again; nothing changed",
-			opts.Job, live.PID, opts.DB, live.PID, shellQuote(opts.DB), opts.Job)
-	}
 	db, err := openWritable(opts.DB)
+	if errors.Is(err, store.ErrInUse) {
+		if live, ok := liveBatchJobs(opts.DB); ok {
+			return fmt.Errorf("job %d is driven by the running sawtooth (pid %d), which holds %s: it polls the job and collects or closes it itself; to cancel it now, stop that run first (Ctrl-C, or `kill -INT %d`: its jobs stay at the API), then run `sawtooth batch cancel --db %s %d` again; nothing changed",
+				opts.Job, live.PID, opts.DB, live.PID, shellQuote(opts.DB), opts.Job)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	dropLeftoverSnapshot(opts.DB)
 	bdb, err := batchStore(db)
 	if err != nil {
 		return err

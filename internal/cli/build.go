@@ -159,7 +159,7 @@ func (o *pipelineOptions) validate() error {
 		{o.Cooldown < 0, "cooldown", "a duration of 0 or more"},
 		{o.MaxWait <= 0, "max-wait", "a positive duration"},
 		{o.MaxOutage <= 0, "max-outage", "a positive duration"},
-		{o.MaxRefused <= 0, "max-refused", "a positive duration"},
+		{o.MaxRefused < 0, "max-refused", "a duration, or 0 to never stop for refusals"},
 		{o.TPM < 0, "tpm", "a number of tokens per minute, or 0 for unknown"},
 		{o.RPM < 0, "rpm", "a number of requests per minute, or 0 for unknown"},
 	}
@@ -215,7 +215,9 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
 		// Workers: as many as the limiter can ever let be in flight
 		// (pipeline.PoolSizer), also when useFleetLimiter replaces it.
-		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, MaxRefused: o.MaxRefused, Price: b.price()},
+		// --max-refused 0 (never stop for refusals) is the pipeline's
+		// negative MaxRefused.
+		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, MaxRefused: cmp.Or(o.MaxRefused, -1), Price: b.price()},
 		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
 	}
 }

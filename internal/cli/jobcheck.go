@@ -12,20 +12,27 @@ import (
 // checkJobSample checks j's prompt templates and conditions on a sample
 // item before anything is ingested or paid (job.CheckSample): the input's
 // first good record when plan is not nil, else an item the job's
-// database holds. Without either there is nothing to check on. A problem
-// is a usage error.
+// database holds. Without either there is nothing to check on. An input
+// joining a database that holds items is also checked against one of
+// them (job.CheckSampleStored): items stored before sawtooth kept input
+// types have every field as text. A problem is a usage error.
 func checkJobSample(j *job.Job, plan *ingest.Plan) error {
-	var sample *pipeline.Record
+	var sample, stored *pipeline.Record
 	var fields []string
 	if plan != nil {
 		sample, fields = plan.Sample(), plan.Result().Fields
+		stored = sampleFromDB(j)
 	} else {
 		sample = sampleFromDB(j)
 	}
 	if sample == nil {
 		return nil
 	}
-	if err := j.CheckSample(*sample, fields); err != nil {
+	err := j.CheckSample(*sample, fields)
+	if stored != nil {
+		err = j.CheckSampleStored(*sample, fields, *stored)
+	}
+	if err != nil {
 		return usage(err)
 	}
 	return nil

@@ -46,6 +46,7 @@ func TestRunJob_NamesCheckedBeforeAnyCall(t *testing.T) {
 		{"template typo", "Classify {{.Feilds.app}}", "fields.rating <= 2", "extract.severity", `stages[0].llm.prompt: the template reads {{.Feilds.app}}: there is no "Feilds" (did you mean "Fields"?)`},
 		{"count typo", "{{.Text}}", "fields.rating <= 2", "extract.severty", `stages[2].aggregate.count: "extract.severty": stage extract's output has no field "severty" (did you mean "severity"?)`},
 		{"when field typo", "{{.Text}}", "fields.ratin <= 2", "extract.severity", `stages[1].llm.when: "fields.ratin <= 2" reads fields.ratin: no input record has a field "ratin" (did you mean "rating"?)`},
+		{"a number compared with text", "{{.Text}}", `fields.rating == "1"`, "extract.severity", `stages[1].llm.when: "fields.rating == \"1\"" compares fields.rating with the text "1", but the input gives rating as a number`},
 		{"numbers compare", "{{.Fields.app}}: {{.Text}}", "fields.rating <= 2", "extract.severity", ""},
 	}
 	for _, tt := range tests {
@@ -85,6 +86,63 @@ func TestRunJob_NamesCheckedBeforeAnyCall(t *testing.T) {
 				t.Errorf("%d calls made, want 3", calls)
 			}
 		})
+	}
+}
+
+// TestRunJob_FieldTypedSinceStored: a database holds items whose rating
+// is text (as every field of items ingested before sawtooth kept input
+// types; here a JSON string); an input giving rating as a JSON number
+// would make `fields.rating == 4` compare text in the old items and
+// numbers in the new. `plan -f` and `run -f` refuse it (exit 2, naming
+// the key and a conversion) before ingesting or calling anything.
+func TestRunJob_FieldTypedSinceStored(t *testing.T) {
+	sim := geminisim.New(geminisim.Config{Latency: geminisim.Latency{Base: time.Millisecond}})
+	url, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	t.Setenv("GEMINI_API_KEY", geminisim.DefaultAPIKey)
+	dir := t.TempDir()
+	input, jobFile := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: in.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: classify\n      output: {label: [bug, other]}\n" +
+		"  - llm:\n      name: followup\n      when: 'fields.rating == 4'\n      output: {label: [yes, no]}\n"
+	if err := os.WriteFile(jobFile, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(input, []byte(`{"id":"a","text":"It crashes","rating":"4"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := runApp([]string{"sawtooth", "run", "-f", jobFile, "--quiet"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	if err := os.WriteFile(input, []byte(`{"id":"b","text":"Lovely","rating":4}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "job.db")
+	before, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := sim.Stats().Calls
+	want := `stages[1].llm.when: "fields.rating == 4" compares fields.rating, but the database holds items ingested before sawtooth kept input types, in which rating is text ("4" in item a), while the input gives it as a number ("4" in item b)`
+	for _, cmd := range []string{"plan", "run"} {
+		args := []string{"sawtooth", cmd, "-f", jobFile}
+		if cmd == "run" {
+			args = append(args, "--quiet")
+		}
+		err := runApp(args, io.Discard, io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "write float(fields.rating)") {
+			t.Fatalf("%s: %v\nwant a usage error containing %q", cmd, err, want)
+		}
+	}
+	if after, err := os.ReadFile(db); err != nil || string(after) != string(before) {
+		t.Errorf("the refused commands changed the database (%v)", err)
+	}
+	if n := sim.Stats().Calls - calls; n != 0 {
+		t.Errorf("%d calls made, want none", n)
 	}
 }
 

@@ -79,8 +79,26 @@ func checkWhenNames(src string, outputs map[string][]string) []string {
 // fails on the sample (comparing a text field with a number) are Errors
 // naming the stage's key, with the nearest valid name. fields is every
 // field name the input's records have (sample's are added); a template
-// may read any of them. Nothing is sent.
+// may read any of them. A when: that compares a field the sample types
+// (a number or true/false) with a text literal is an Error too: it
+// would be false on every such item, with no error to show why. Nothing
+// is sent.
 func (j *Job) CheckSample(sample pipeline.Record, fields []string) error {
+	return j.checkSample(sample, fields, nil)
+}
+
+// CheckSampleStored is CheckSample for an input about to join a database
+// that already holds stored (one of its records): a when: comparing a
+// field itself (fields.rating <= 2) is also an Error when sample types
+// the field but stored, ingested before sawtooth kept types, has it as
+// text that reads as that type. The condition would compare text in the
+// old items and numbers in the new ones: "1" and 1 are not equal, and
+// "string <= int" dead-letters the old ones.
+func (j *Job) CheckSampleStored(sample pipeline.Record, fields []string, stored pipeline.Record) error {
+	return j.checkSample(sample, fields, &stored)
+}
+
+func (j *Job) checkSample(sample pipeline.Record, fields []string, stored *pipeline.Record) error {
 	d := newDecoder(j.File)
 	d.lines = j.lines
 	if d.lines == nil {
@@ -109,7 +127,10 @@ func (j *Job) CheckSample(sample pipeline.Record, fields []string) error {
 		case s.Sanitize != nil:
 			outputs["sanitize"], _ = json.Marshal(map[string]string{"text": sample.Text})
 		case s.LLM != nil:
-			j.checkLLMSample(d, path+".llm", s.LLM, sample, filled, known, outputs, earlierFields, earlier)
+			// A type mismatch found here is the one message for its
+			// condition: evaluating it would only add "int <= string".
+			typed := checkWhenTypes(d, path+".llm.when", s.LLM.When, sample, stored)
+			j.checkLLMSample(d, path+".llm", s.LLM, sample, filled, known, outputs, earlierFields, earlier, typed)
 			if f := j.outputFields(s.LLM); f != nil {
 				earlierFields[s.LLM.Name] = f
 				var schema []byte
@@ -126,7 +147,7 @@ func (j *Job) CheckSample(sample pipeline.Record, fields []string) error {
 }
 
 func (j *Job) checkLLMSample(d *decoder, path string, l *LLM, sample, filled pipeline.Record, known []string,
-	outputs map[string]json.RawMessage, earlierFields map[string][]string, earlier []string) {
+	outputs map[string]json.RawMessage, earlierFields map[string][]string, earlier []string, whenReported bool) {
 	src, key := l.Prompt, path+".prompt"
 	if l.PromptFile != "" {
 		b, err := j.ReadFile(l.PromptFile)
@@ -144,7 +165,7 @@ func (j *Job) checkLLMSample(d *decoder, path string, l *LLM, sample, filled pip
 			d.at(key, "%v", err)
 		}
 	}
-	if l.When == "" {
+	if l.When == "" || whenReported {
 		return
 	}
 	refs, err := stages.WhenRefs(l.When)
@@ -174,6 +195,65 @@ func (j *Job) checkLLMSample(d *decoder, path string, l *LLM, sample, filled pip
 		}
 		d.at(path+".when", "%s: fix the condition before anything is sent", msg)
 	}
+}
+
+// checkWhenTypes checks the comparisons src makes with an input field
+// itself against the field's type in sample, and in stored when there
+// is one (see CheckSampleStored). It reports whether it found one.
+func checkWhenTypes(d *decoder, key, src string, sample pipeline.Record, stored *pipeline.Record) bool {
+	if src == "" {
+		return false
+	}
+	cmps, err := stages.WhenFieldCompares(src)
+	if err != nil {
+		return false // validate reported it
+	}
+	for _, c := range cmps {
+		t := sample.Types[c.Key]
+		if t != pipeline.FieldNumber && t != pipeline.FieldBool {
+			continue
+		}
+		f := "fields." + c.Key
+		if c.Literal == "string" {
+			like := "2"
+			if t == pipeline.FieldBool {
+				like = "true"
+			}
+			if looksLike(c.Text, t) {
+				like = c.Text
+			}
+			d.at(key, "%q compares %s with the text %q, but the input gives %s as a %s (%q in item %s): input fields keep their JSON types, so it would be false (or fail) on every such item; compare with a %s (%s %s %s), or with string(%s) to compare text; nothing was sent",
+				src, f, c.Text, c.Key, t, sample.Fields[c.Key], sample.ID, t, f, c.Op, like, f)
+			return true
+		}
+		if stored == nil {
+			continue
+		}
+		if v, ok := stored.Fields[c.Key]; ok && stored.Types[c.Key] == "" && looksLike(v, t) {
+			conv := "float(" + f + ")"
+			if t == pipeline.FieldBool {
+				conv = "string(" + f + ") == \"true\""
+			}
+			d.at(key, "%q compares %s, but the database holds items ingested before sawtooth kept input types, in which %s is text (%q in item %s), while the input gives it as a %s (%q in item %s): the condition would compare text in the old items and %ss in the new ones; write %s, which reads both alike; nothing was sent",
+				src, f, c.Key, v, stored.ID, t, sample.Fields[c.Key], sample.ID, t, conv)
+			return true
+		}
+	}
+	return false
+}
+
+// looksLike reports whether v's text reads as a value of type t as
+// ingest types it: a JSON number, or true/false.
+func looksLike(v string, t pipeline.FieldType) bool {
+	switch t {
+	case pipeline.FieldNumber:
+		// A JSON number, not a JSON string holding one.
+		var n json.Number
+		return v != "" && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Unmarshal([]byte(v), &n) == nil
+	case pipeline.FieldBool:
+		return v == "true" || v == "false"
+	}
+	return false
 }
 
 // typesOf lists a record's fields with their types, for messages.

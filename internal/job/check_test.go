@@ -56,3 +56,60 @@ func TestJob_CheckSample(t *testing.T) {
 		})
 	}
 }
+
+// TestJob_CheckSample_FieldTypes: a when: that compares a typed input
+// field (a JSON number or bool) with a text literal is refused on the
+// sample, as is one that compares a field the input now types while the
+// database holds items stored with it as text; a conversion that reads
+// both alike passes.
+func TestJob_CheckSample_FieldTypes(t *testing.T) {
+	sample := pipeline.Record{ID: "new1", Text: "t", Fields: map[string]string{"app": "maps", "rating": "1", "paid": "true"},
+		Types: map[string]pipeline.FieldType{"rating": pipeline.FieldNumber, "paid": pipeline.FieldBool}}
+	old := pipeline.Record{ID: "old1", Text: "t", Fields: map[string]string{"app": "maps", "rating": "4", "paid": "false"}}
+	typedOld := old
+	typedOld.Types = map[string]pipeline.FieldType{"rating": pipeline.FieldNumber, "paid": pipeline.FieldBool}
+	fields := []string{"app", "paid", "rating"}
+	tests := []struct {
+		name   string
+		when   string
+		stored *pipeline.Record
+		msg    string // "" for no problem
+	}{
+		{"a number compared with text", `fields.rating == "1"`, nil, `compares fields.rating with the text "1", but the input gives rating as a number ("1" in item new1)`},
+		{"text on the left, with a number's hint", `"1" != fields.rating`, nil, `compare with a number (fields.rating != 1)`},
+		{"a bool compared with text", `fields.paid == "yes"`, nil, `compare with a bool (fields.paid == true)`},
+		{"a number compared with a number", `fields.rating <= 2`, nil, ""},
+		{"a conversion to text", `string(fields.rating) == "1"`, nil, ""},
+		{"a text field compared with text", `fields.app == "maps"`, nil, ""},
+		{"old items hold the number as text", `fields.rating <= 2`, &old, `the database holds items ingested before sawtooth kept input types, in which rating is text ("4" in item old1), while the input gives it as a number ("1" in item new1)`},
+		{"old items hold the bool as text, compared", `fields.paid == true`, &old, `write string(fields.paid) == "true"`},
+		{"a conversion reads old and new alike", `float(fields.rating) <= 2`, &old, ""},
+		{"stored items typed too", `fields.rating <= 2`, &typedOld, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, err := Load(writeJob(t, head+"  - llm:\n      name: c\n      when: '"+tt.when+"'\n      output: {label: [a]}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.stored == nil {
+				err = j.CheckSample(sample, fields)
+			} else {
+				err = j.CheckSampleStored(sample, fields, *tt.stored)
+			}
+			if tt.msg == "" {
+				if err != nil {
+					t.Fatalf("check: %v", err)
+				}
+				return
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) != 1 {
+				t.Fatalf("err = %v, want one problem", err)
+			}
+			if e := es[0]; e.Line != 6 || e.Key != "stages[0].llm.when" || !strings.Contains(e.Msg, tt.msg) {
+				t.Errorf("got line %d key %q: %s\nwant line 6 key stages[0].llm.when containing %q", e.Line, e.Key, e.Msg, tt.msg)
+			}
+		})
+	}
+}
