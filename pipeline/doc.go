@@ -103,7 +103,8 @@
 // early: fail, park, halt), dispatch.go (reading the queues), claim.go, fleet.go and lease.go (claims, leases, heartbeat), process.go (one item's calls, carrying out decide's action),
 // policy.go (decide), commit.go (the committer and the backlog bound),
 // sample.go (progress and the series), cache.go (the answer cache and
-// the flights per key), budget.go (prices, the budget and estimates),
+// the flights per key), price.go (what a call costs, by tier and cached
+// input), budget.go (the budget and estimates),
 // overload.go (the overload hold), clock.go, errors.go (the classes),
 // interfaces.go and item.go (the domain types), tally.go (the aggregate).
 //
@@ -119,13 +120,13 @@
 // report.Load read the file as the sawtooth command does. Example_customStage
 // puts a language detector between classify and aggregate.
 //
-// The package is about 4,900 lines of non-test code, over our ~500-line
-// guide, because it holds both the domain (item.go, database.go,
-// interfaces.go, errors.go, tally.go) and the engine that drives it
+// The package is over our ~500-line guide because it holds both the
+// domain (item.go, database.go, interfaces.go, errors.go, tally.go,
+// price.go) and the engine that drives it
 // (run.go, dispatch.go, process.go, policy.go, commit.go, sample.go,
 // claim.go, clock.go, and the concerns the engine owns: budget.go,
 // cache.go, overload.go, fleet.go, lease.go); each file has one job and
-// none is over ~560 lines (run.go, the Runner's fields and Run; budget.go,
+// none is over ~600 lines (run.go, the Runner's fields and Run; budget.go,
 // the purse and the fleet's spend). Splitting the engine out would export
 // its internals to one caller.
 package pipeline
