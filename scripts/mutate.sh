@@ -30,7 +30,7 @@ pipeline/policy.go: a retryDelay over --max-wait does not park
 + case false && rl.RetryAfter > cfg.MaxWait:
 
 pipeline/policy.go: the 200-refusals-in-a-row park is gone
-- case f.refusedInARow >= int64(cfg.MaxRateLimited):
+- case cfg.MaxRefused > 0 && f.refusedInARow >= int64(cfg.MaxRateLimited):
 + case false:
 
 pipeline/policy.go: the 30 s first-contact outage limit is dropped
@@ -54,8 +54,8 @@ pipeline/policy.go: the transient budget allows one attempt too many
 + if f.attempts <= cfg.MaxAttempts {
 
 pipeline/policy.go: refusals spend attempts
-- case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
-+ case ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal:
+- case ClassRateLimited, ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal, ClassShed:
++ case ClassUnavailable, ClassOverloaded, ClassCanceled, ClassFatal, ClassShed:
 
 pipeline/commit.go: outcomes counted although the commit failed
 - if committed {
