@@ -257,9 +257,7 @@ func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, gra
 func (q *SharedQuota) Refresh(ctx context.Context, key string) (int, error) {
 	var epoch int64
 	var cool time.Time
-	// A row that never had a cooldown holds '-infinity', which time.Time
-	// cannot hold: any instant before every grant reads the same.
-	err := q.db.pool.QueryRow(ctx, `SELECT epoch, greatest(cooldown_until, 'epoch') FROM quota WHERE key = $1`, key).Scan(&epoch, &cool)
+	err := q.db.pool.QueryRow(ctx, `SELECT epoch, cooldown_until FROM quota WHERE key = $1`, key).Scan(&epoch, &cool)
 	if err != nil {
 		return 0, fmt.Errorf("read quota %s in %s: %w", key, q.db.path, err)
 	}

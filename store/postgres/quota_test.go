@@ -368,19 +368,3 @@ func TestSharedQuota_OneSlowStartForTheFleet(t *testing.T) {
 		t.Fatalf("10 slots booked a second ahead at 10 a second are %s ahead at 20 a second, want about 500ms", ahead)
 	}
 }
-
-// TestSharedQuota_RefreshBeforeAnyEvent: a fresh quota row has had no
-// cooldown ('-infinity' in the table); reading it must not fail, or every
-// worker of a new fleet starts by warning that the shared quota is
-// unreachable and paces alone.
-func TestSharedQuota_RefreshBeforeAnyEvent(t *testing.T) {
-	_, u := openNew(t, Options{})
-	q := clients(t, u, 1)[0]
-	ctx := context.Background()
-	if err := q.SetRate(ctx, "k", 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := q.Refresh(ctx, "k"); err != nil || n != 0 {
-		t.Fatalf("Refresh on a fresh row: %d new events, %v; want 0, nil", n, err)
-	}
-}
