@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -177,16 +178,26 @@ func (p *tierPolicy) refused(ctx context.Context, id string, tc tierCall, err er
 		ol *pipeline.OverloadedError
 		he *pipeline.HaltError
 	)
-	var retryAfter time.Duration
+	var (
+		ae         genai.APIError
+		retryAfter time.Duration
+	)
+	isAPI := errors.As(err, &ae)
 	switch {
 	case errors.As(err, &he):
 		return err
 	case errors.As(err, &rl):
-		if rl.Daily {
+		if _, _, _, quotas := detailsOf(ae.Details); rl.Daily || (isAPI && len(quotas) > 0) {
+			// A 429 naming a quota is the project's quota, which flex
+			// calls count against too: the limiter must learn it, and a
+			// refusal that never clears must stop the run.
 			return err
 		}
 		retryAfter = rl.RetryAfter
 	case errors.As(err, &ol), errors.Is(err, context.DeadlineExceeded):
+	case isAPI && (ae.Code == http.StatusGatewayTimeout || ae.Code == http.StatusRequestTimeout || strings.EqualFold(strings.TrimSpace(ae.Status), "DEADLINE_EXCEEDED")):
+		// The server's own deadline (genai sends X-Server-Timeout with a
+		// flex call): no answer in time, as the client's timeout is.
 	default:
 		return err
 	}

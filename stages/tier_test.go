@@ -3,6 +3,9 @@ package stages
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -151,5 +154,45 @@ func TestCheckTier(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CheckTier(%q, %s) = %v, want %q", tc.tier, tc.deadline, err, tc.want)
 		}
+	}
+}
+
+// TestClassify_FlexRefusalsByBody: which error answers to a flex call are
+// the tier shedding load (wait and ask again, no attempt spent, never a
+// dead letter) and which are not: a 429 naming the project's per-minute
+// quota is the quota (the limiter must learn it and --max-refused must
+// see it), and the server's own deadline (504 DEADLINE_EXCEEDED, genai
+// sends X-Server-Timeout) is a shed like the client's timeout.
+func TestClassify_FlexRefusalsByBody(t *testing.T) {
+	const quota429 = `{"error":{"code":429,"message":"You exceeded your current quota","status":"RESOURCE_EXHAUSTED","details":[
+ {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel","quotaValue":"1000"}]},
+ {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"20s"}]}}`
+	for _, tc := range []struct {
+		name   string
+		code   int
+		body   string
+		tier   string
+		want   pipeline.Class
+		status string
+	}{
+		{"bare 429 on flex", 429, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`, TierFlex, pipeline.ClassShed, ""},
+		{"429 naming a per-minute quota on flex", 429, quota429, TierFlex, pipeline.ClassRateLimited, ""},
+		{"504 on flex", 504, `{"error":{"code":504,"message":"Deadline expired before operation could complete.","status":"DEADLINE_EXCEEDED"}}`, TierFlex, pipeline.ClassShed, ""},
+		{"408 on flex", 408, `{"error":{"code":408,"message":"Request timed out.","status":"DEADLINE_EXCEEDED"}}`, TierFlex, pipeline.ClassShed, ""},
+		{"504 on standard", 504, `{"error":{"code":504,"message":"Deadline expired before operation could complete.","status":"DEADLINE_EXCEEDED"}}`, TierStandard, pipeline.ClassTransient, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.code)
+				io.WriteString(w, tc.body) //nolint:errcheck // the client reads what it gets
+			}))
+			t.Cleanup(srv.Close)
+			c := tierClassify(t, srv.URL, TierConfig{Tier: tc.tier})
+			_, err := c.Process(context.Background(), testItem("r1", "the app crashes on start"))
+			if got := pipeline.ClassOf(context.Background(), err); got != tc.want {
+				t.Errorf("%s: class %s (%v), want %s", tc.name, got, err, tc.want)
+			}
+		})
 	}
 }
