@@ -141,8 +141,14 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			}
 			b.llm[l.Name] = l
 			b.defs[i].Fingerprint = st.Fingerprint()
-			in, out := stages.Price(st.Model())
-			b.prices[l.Name] = pipeline.Price{InputPerM: in, OutputPerM: out}
+			// The list price with its cached-input rate and tier factors,
+			// as a run from flags prices it: a flex call at half, a
+			// priority one above, cached input at its own rate.
+			price, err := stages.StagePrice(stages.PriceConfig{Model: st.Model()}, false)
+			if err != nil {
+				return nil, usagef("%s: %v", at, err)
+			}
+			b.prices[l.Name] = price
 			// Workers: as many as the limiter addLimiters gives it can
 			// ever let be in flight (pipeline.PoolSizer).
 			sc = pipeline.StageConfig{Stage: st, MaxAttempts: l.MaxAttempts, Price: b.prices[l.Name]}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // parseSim parses args as the simulator's flags over their defaults.
@@ -145,7 +147,28 @@ func TestRunJob_Tier(t *testing.T) {
 	if err := runApp([]string{"sawtooth", "run", "-f", jobFile, "--quiet"}, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	if st := sim.Stats(); st.Tiers[geminisim.TierFlex].Served != 2 || st.Tiers[geminisim.TierStandard].Asked != 0 {
+	st := sim.Stats()
+	if st.Tiers[geminisim.TierFlex].Served != 2 || st.Tiers[geminisim.TierStandard].Asked != 0 {
 		t.Errorf("simulator tiers %+v, want both items on flex", st.Tiers)
+	}
+	// The ledger (what budgets and status read) holds the flex price the
+	// simulator billed, not the standard one.
+	path := filepath.Join(dir, "job.db")
+	defs, err := store.ReadDefinition(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(path, store.Options{Stages: defs, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ledgers, err := db.Ledgers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent, bill := ledgers["classify"].SpentUSD, float64(st.BillNanoUSD())/1e9
+	if bill == 0 || math.Abs(spent-bill) > 1e-8 {
+		t.Errorf("ledger spent $%.9f, simulator billed $%.9f", spent, bill)
 	}
 }
