@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,35 +84,25 @@ func TestQuota_AIMDUnderRetryInfo(t *testing.T) {
 // against a fixed-window quota whose 429s carry no RetryInfo (a proxy's, or
 // Vertex's): the counter resets at each boundary, so a full window refuses
 // every call until then. Every item must end done or dead-lettered for its
-// own content, and the calls must stay at most 1.02 per item.
+// own content, and the client must keep to the window: a pool that ignores
+// it is refused several times as often.
+//
+// The calls-per-item target itself (at most 1.02) is asserted in virtual
+// time, where it does not depend on this machine's load
+// (limiter.TestLaw_matrixShapes, shape fixed-noretry). In real time, paced
+// starts that a loaded machine delays cross into the next window, which
+// refuses them: measured at 1,800 items, 1.006-1.014 on a quiet machine,
+// 1.021-1.030 beside a CPU hog. The bound here is what no load explains.
 func TestQuota_FixedWindowNoRetryInfo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives the real binary for a few seconds")
 	}
 	// 150 calls a 1 s window, as the matrix's fixed-noretry shape (200)
-	// but a little tighter, for about twelve windows: the law's one look
-	// above the budget per window is then well under the target.
-	//
-	// Calls per item depend on the client's timing, and a loaded machine
-	// can starve it: paced starts that come late cross into the next
-	// window, which then refuses the calls it has no room for. Measured
-	// at 1,800 items: 1.006-1.014 on a quiet machine; 1.011-1.025 beside
-	// three -race test runs (load 5-6). So the target must hold in one of
-	// up to three runs, and every run must lose nothing.
-	const items, tries = 1800, 3
-	best := math.Inf(1)
-	for try := 1; try <= tries; try++ {
-		perItem, limited, toClassify := fixedWindowRun(t, items)
-		best = min(best, perItem)
-		if perItem <= 1.02 {
-			break
-		}
-		t.Logf("run %d: %.3f calls per item (%d refused calls for %d items), over 1.02", try, perItem, limited, toClassify)
-	}
-	// The target: a client that ignores the window entirely (a
-	// fixed 64-way pool) refuses several times as many.
-	if best > 1.02 {
-		t.Errorf("%.3f calls per item at best of %d runs, want at most 1.02", best, tries)
+	// but a little tighter, for about twelve windows.
+	const items = 1800
+	perItem, limited, toClassify := fixedWindowRun(t, items)
+	if perItem > 1.06 {
+		t.Errorf("%.3f calls per item (%d refused calls for %d items), want at most 1.06", perItem, limited, toClassify)
 	}
 }
 
