@@ -123,16 +123,32 @@ const (
 	TierPriority = "priority"
 )
 
+// tierRank orders tiers by price: flex, standard ("" too), priority.
+func tierRank(tier string) int {
+	switch tier {
+	case TierFlex:
+		return 0
+	case TierPriority:
+		return 2
+	}
+	return 1
+}
+
 // Add returns u plus v. The sum keeps a tier both share (a zero usage
-// shares any); calls served by different tiers sum to standard, so
-// price mixed calls one by one, not their sum.
+// shares any); calls served by different tiers (a repair served at another
+// tier than the first call) sum at the dearer one, so the sum is never
+// priced below what was billed and a budget settled on it holds. Price
+// mixed calls one by one where the exact cost matters.
 func (u Usage) Add(v Usage) Usage {
 	tier := u.Tier
 	switch {
 	case u == (Usage{}):
 		tier = v.Tier
 	case v == (Usage{}), u.Tier == v.Tier:
-	default:
+	case tierRank(v.Tier) > tierRank(u.Tier):
+		tier = v.Tier
+	}
+	if tier == TierStandard {
 		tier = ""
 	}
 	return Usage{

@@ -57,6 +57,7 @@ func TestPrice_CostTiersAndCache(t *testing.T) {
 func TestUsage_AddTier(t *testing.T) {
 	flex := pipeline.Usage{PromptTokens: 10, Tier: pipeline.TierFlex}
 	std := pipeline.Usage{PromptTokens: 5, Tier: pipeline.TierStandard}
+	prio := pipeline.Usage{PromptTokens: 7, Tier: pipeline.TierPriority}
 	for _, tc := range []struct {
 		name string
 		a, b pipeline.Usage
@@ -65,7 +66,14 @@ func TestUsage_AddTier(t *testing.T) {
 		{"zero plus flex", pipeline.Usage{}, flex, pipeline.TierFlex},
 		{"flex plus zero", flex, pipeline.Usage{}, pipeline.TierFlex},
 		{"flex plus flex", flex, flex, pipeline.TierFlex},
-		{"mixed is standard", flex, std, ""},
+		{"flex and standard sum at standard", flex, std, ""},
+		{"standard and flex sum at standard", std, flex, ""},
+		// A priority call's price is kept whatever it is summed with: a
+		// sum priced below its bill would let a budget be overspent.
+		{"standard and priority sum at priority", std, prio, pipeline.TierPriority},
+		{"priority and standard sum at priority", prio, std, pipeline.TierPriority},
+		{"flex and priority sum at priority", flex, prio, pipeline.TierPriority},
+		{"unnamed and priority sum at priority", pipeline.Usage{PromptTokens: 1}, prio, pipeline.TierPriority},
 	} {
 		if got := tc.a.Add(tc.b); got.Tier != tc.want || got.PromptTokens != tc.a.PromptTokens+tc.b.PromptTokens {
 			t.Errorf("%s: %+v", tc.name, got)
