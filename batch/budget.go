@@ -8,7 +8,8 @@
 // The reservation is recorded with the create (store.BatchJob.ReservedUSD,
 // in the transaction that says the job may exist), so a run resumed after
 // a kill counts what its open jobs may still cost; what they cost is
-// committed to the ledger with their answers.
+// committed to the ledger with their answers. A job created with no
+// budget recorded none, and is held at its items' estimate instead.
 
 package batch
 
@@ -94,7 +95,8 @@ func (p *purse) fits(num uint64, est int64) bool {
 
 // startPurse readies the purse: the lifetime spend so far counts against
 // Budget.TotalUSD, and the jobs that may exist at the API (created, or a
-// create sent) hold what they reserved.
+// create sent) hold what they reserved, or the estimate of the items they
+// hold when they reserved nothing.
 func (d *Driver) startPurse() error {
 	d.purse = purse{budget: d.cfg.Budget, reserved: map[uint64]int64{}}
 	if !d.purse.on() {
@@ -110,9 +112,23 @@ func (d *Driver) startPurse() error {
 		}
 	}
 	for num, t := range d.jobs {
-		if t.job.Name != "" || !t.job.CreateSent.IsZero() {
-			d.purse.reserved[num] = toNanos(t.job.ReservedUSD)
+		if t.job.Name == "" && t.job.CreateSent.IsZero() {
+			continue
 		}
+		est := toNanos(t.job.ReservedUSD)
+		if est == 0 {
+			// Created by a run without a budget (or by a version before
+			// budgets): it recorded no reservation, but its answers will
+			// be billed all the same.
+			items, err := d.db.BatchItems(num)
+			if err != nil {
+				return fmt.Errorf("%w: batch job %d: read its items to reserve their cost: %w", errStore, num, err)
+			}
+			for _, it := range items {
+				est += d.estimate(it)
+			}
+		}
+		d.purse.reserved[num] = est
 	}
 	return nil
 }

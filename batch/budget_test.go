@@ -178,3 +178,53 @@ func mustJobs(t *testing.T, f *fixture) []store.BatchJob {
 	}
 	return jobs
 }
+
+// TestDriver_BudgetHoldsAJobOpenedWithoutOne: a job created by a run with
+// no budget recorded no reservation; a later run with a budget reserves
+// its items' estimate before creating more, so the simulator's bill stays
+// within the budget. The budget is exactly what that job's answers cost
+// (measured on a twin fixture): any job created before its results came
+// back would cross it.
+func TestDriver_BudgetHoldsAJobOpenedWithoutOne(t *testing.T) {
+	const old, n = 30, 50
+	twin := newFixture(t, old, geminisim.BatchConfig{Pending: time.Minute})
+	if _, err := twin.driver(twin.db, Config{Size: old}).Run(context.Background()); err != nil {
+		t.Fatalf("twin run: %v", err)
+	}
+	budget := simBill(twin)
+	f := newFixture(t, old, geminisim.BatchConfig{Pending: time.Minute})
+	if r := perItem(t, f); budget < 2*r {
+		t.Fatalf("the old job's answers cost $%.6f, under two requests' reservation $%.6f: a later job could not fit anyway", budget, 2*r)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	first := f.driver(f.db, Config{Size: old})
+	first.cfg.Sleep = func(context.Context, time.Duration) error { stop(); return context.Canceled }
+	if _, err := first.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	if jobs := mustJobs(t, f); len(jobs) != 1 || jobs[0].Name == "" || jobs[0].ReservedUSD != 0 || len(jobs[0].Items) != old {
+		t.Fatalf("jobs %+v: want one created job of %d items with nothing reserved", jobs, old)
+	}
+	// Items ingested since, for the run with a budget to create jobs of.
+	var recs []pipeline.Record
+	for i := old; i < n; i++ {
+		recs = append(recs, pipeline.Record{ID: fmt.Sprintf("r%03d", i), Text: fmt.Sprintf("review %d: %s", i, reviewTexts[i%len(reviewTexts)])})
+	}
+	if _, err := f.db.Ingest(recs); err != nil {
+		t.Fatal(err)
+	}
+	f.open(t)
+	// Jobs of one item: a whole job fits beside a job that reserved
+	// nothing (a job cut short by the budget waits for those in flight).
+	_, err := f.driver(f.db, Config{Size: 1, Budget: pipeline.Budget{RunUSD: budget}}).Run(context.Background())
+	var be *BudgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("run with a budget: %v, want its stop", err)
+	}
+	if bill := simBill(f); bill > budget+1e-9 {
+		t.Errorf("the simulator billed $%.6f, over the budget $%.6f (%d jobs created)", bill, budget, f.sim.BatchStats().Created)
+	}
+	if done, _, queued := f.state(t); done != old || queued != n-old || be.Left != n-old {
+		t.Errorf("done %d, queued %d, stop %+v: want the old job's %d answered and the %d new items left queued", done, queued, be, old, n-old)
+	}
+}

@@ -57,7 +57,8 @@
 // the request, scaled by what was billed; the output at the request's
 // cap) before it is created, and the reservation is recorded with the
 // create (store.BatchJob.ReservedUSD), so a run resumed after a kill
-// counts what its open jobs may cost. Results settle it at what they were
+// counts what its open jobs may cost (a job left open by a run without a
+// budget reserved nothing: it holds its items' estimate). Results settle it at what they were
 // billed, committed to the ledger with them. A job whose reservation does
 // not fit is not created: the driver waits for the jobs in flight, then
 // creates one last job with what fits, and stops with a BudgetError.

@@ -292,7 +292,8 @@ func (s *sizer) reservation(estIn, capOut int64) Usage {
 const fallbackOut = 1024
 
 // estimate is the tokens (input, output) to reserve for it at stage i,
-// with the estimated input alone for calibration.
+// at the dearest tier that may serve it, with the estimated input alone
+// for calibration.
 func (r *Runner) estimate(i int, it Item) (reserve Usage, estIn int64) {
 	sc := &r.Stages[i]
 	var capOut int64
@@ -301,7 +302,9 @@ func (r *Runner) estimate(i int, it Item) (reserve Usage, estIn int64) {
 	} else {
 		estIn = int64(utf8.RuneCountInString(it.Text)+3) / 4
 	}
-	return r.counters[i].sizes.reservation(estIn, capOut), estIn
+	reserve = r.counters[i].sizes.reservation(estIn, capOut)
+	reserve.Tier = reserveTier(sc.Stage)
+	return reserve, estIn
 }
 
 // BudgetStop is Run's error when the run stopped at its Budget (it

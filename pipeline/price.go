@@ -54,6 +54,23 @@ func (p Price) TierFactor(tier string) float64 {
 	return f
 }
 
+// TierAsker is an optional Stage interface naming the service tier its
+// calls ask for (TierStandard, TierFlex, TierPriority, or "auto": flex
+// first, standard after a deadline).
+type TierAsker interface {
+	AskedTier() string
+}
+
+// reserveTier is the tier a budget reserves stage's calls at: the
+// dearest that may serve them. Only a priority ask can be billed above
+// standard; flex and auto may fall back to standard, never above it.
+func reserveTier(stage Stage) string {
+	if a, ok := stage.(TierAsker); ok && a.AskedTier() == TierPriority {
+		return TierPriority
+	}
+	return TierStandard
+}
+
 // nanos is u priced in billionths of a dollar: sums of them are exact.
 func (p Price) nanos(u Usage) int64 { return toNanos(p.Cost(u)) }
 

@@ -18,6 +18,7 @@ import (
 var (
 	_ pipeline.Cacheable = (*Classify)(nil)
 	_ pipeline.Estimator = (*Classify)(nil)
+	_ pipeline.TierAsker = (*Classify)(nil)
 )
 
 // cacheKeyVersion changes when the key's recipe changes, so answers
@@ -102,3 +103,12 @@ func estimateTokens(system, prompt string) int64 {
 // MaxOutputTokens is the output budget of the first request: the most
 // one answer can be billed before any has shown its real size.
 func (c *Classify) MaxOutputTokens() int64 { return int64(c.maxOutputTokens) }
+
+// AskedTier is the service tier the calls ask for: a budget reserves a
+// priority call at the priority price.
+func (c *Classify) AskedTier() string {
+	if c.tiers == nil {
+		return TierStandard
+	}
+	return c.tiers.tier
+}

@@ -52,7 +52,10 @@ func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-var _ pipeline.Estimator = (*LLM)(nil)
+var (
+	_ pipeline.Estimator = (*LLM)(nil)
+	_ pipeline.TierAsker = (*LLM)(nil)
+)
 
 // EstimateInput is the input tokens the first request for it will be
 // billed, estimated as Classify.EstimateInput does: a quarter of the runes
@@ -72,3 +75,12 @@ func (l *LLM) EstimateInput(it pipeline.Item) int64 {
 // max_output_tokens): the most one answer can be billed before any has
 // shown its real size.
 func (l *LLM) MaxOutputTokens() int64 { return int64(l.maxOutputTokens) }
+
+// AskedTier is the service tier the calls ask for: a budget reserves a
+// priority call at the priority price.
+func (l *LLM) AskedTier() string {
+	if l.tiers == nil {
+		return TierStandard
+	}
+	return l.tiers.tier
+}
