@@ -174,7 +174,8 @@ func readMetaKey(path string, key []byte, timeout time.Duration) ([]byte, error)
 	}
 	defer bdb.Close()
 	var out []byte
-	err = bdb.View(func(tx *bolt.Tx) error {
+	// Through view, as every read: a damaged page panics inside bbolt.
+	err = (&DB{bolt: bdb, path: path}).view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", path, ErrNotSawtooth)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -133,5 +135,72 @@ func TestDiskError(t *testing.T) {
 	}
 	if diskError("x.db", nil) != nil {
 		t.Error("diskError(nil) != nil")
+	}
+}
+
+// TestReadDefinition_DamagedPages: the commands that read a database's
+// stages before opening it (status, export, dlq) read them through the
+// same protection as every read: a damaged page under the root is
+// ErrCorrupt, not a bbolt panic with a stack trace. Every page but the
+// meta pages, the root's and the free list's is overwritten, so the
+// file opens and the first look into a bucket reads junk (bbolt's
+// layout: a 16-byte page header ending in the overflow count, then in a
+// meta page magic, version, page size and flags, the root bucket's page
+// id, its sequence, the free list's page id, the page count, the txid).
+func TestReadDefinition_DamagedPages(t *testing.T) {
+	path, _ := filledDB(t, 2000)
+	// A meta bucket too big to live inline in the root's page, as a long
+	// stored job makes it: its own pages are then read, and damaged.
+	bdb, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put([]byte("padding"), bytes.Repeat([]byte("x"), 8192))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bdb.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
+	bdb.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pageSize = 4096
+	meta := func(i int) (root, freelist, txid uint64) {
+		p := data[i*pageSize:]
+		return binary.LittleEndian.Uint64(p[32:]), binary.LittleEndian.Uint64(p[48:]), binary.LittleEndian.Uint64(p[64:])
+	}
+	root, freelist, txid := meta(0)
+	if r, fl, tx := meta(1); tx > txid {
+		root, freelist = r, fl
+	}
+	keep := map[uint64]bool{0: true, 1: true}
+	for _, id := range []uint64{root, freelist} {
+		if int(id+1)*pageSize > len(data) {
+			t.Fatalf("page %d past the end of a %d-byte file: not bbolt's layout", id, len(data))
+		}
+		overflow := binary.LittleEndian.Uint32(data[int(id)*pageSize+12:])
+		for p := id; p <= id+uint64(overflow); p++ {
+			keep[p] = true
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0xa5}, pageSize)
+	for p := uint64(2); int64(p+1)*pageSize <= used; p++ {
+		if !keep[p] {
+			if _, err := f.WriteAt(junk, int64(p)*pageSize); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.Close()
+	_, err = ReadDefinition(path, 0)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("ReadDefinition on damaged pages: %v, want ErrCorrupt", err)
 	}
 }
