@@ -127,14 +127,12 @@
 // or its first reopening, and sending by it), limit.go (the limit on
 // calls in flight the rate carries, and the rate's bounds), queue.go
 // (AIMD: the lock, the waiter queue and the clock around the law),
-// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is about 595
-// lines and one concern, the law's state and how each event moves it (the
+// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is one concern, the law's state and how each event moves it (the
 // climb back to a safe rate after the quota fell, in stairs, is a state
 // of that same machine); its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is about 2,700 lines
-// of non-test code, over the usual 500, for one job: the law is two thirds
-// of it, and splitting it would scatter one state machine across
+// already live in reading.go. The package is over the usual 500 lines
+// for one job: the law is most of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer
 // hook, so tests step a fake clock through exact instants and never
 // sleep. NewFixed gives a non-adaptive pool of n slots with the same
