@@ -125,8 +125,7 @@
 // price.go) and the engine that drives it
 // (run.go, dispatch.go, process.go, policy.go, commit.go, sample.go,
 // claim.go, clock.go, and the concerns the engine owns: budget.go,
-// cache.go, overload.go, fleet.go, lease.go); each file has one job and
-// none is over ~600 lines (run.go, the Runner's fields and Run; budget.go,
-// the purse and the fleet's spend). Splitting the engine out would export
+// cache.go, overload.go, fleet.go, lease.go); each file has one job.
+// Splitting the engine out would export
 // its internals to one caller.
 package pipeline

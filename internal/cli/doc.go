@@ -17,8 +17,8 @@
 // init, job show and plan.
 //
 // The package is larger than our ~500-line guide because it holds every
-// command (a dozen of them, each with its options and flags); no file in
-// it is over ~400 lines, and each has one job.
+// command (a dozen of them, each with its options and flags); each file
+// has one job.
 //
 // Every command checks all its arguments before it opens the database for
 // writing or creates a file, so a command that fails on them changes

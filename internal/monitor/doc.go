@@ -13,5 +13,5 @@
 // It is larger than our ~500-line guide because it holds the five
 // displays of a run named above; each is its own file (progress.go for
 // the bars and progress records, live.go for the status file, metrics.go,
-// watch.go, summary.go and status.go), none over ~400 lines.
+// watch.go, summary.go and status.go).
 package monitor
