@@ -107,6 +107,19 @@ func TestLaw_randomFamilies(t *testing.T) {
 	fmt.Fprintf(&b, "goodput   p10 %.3f  median %.3f  worst %.3f\n", pick(func(r result) float64 { return r.goodput }, 0.1), pick(func(r result) float64 { return r.goodput }, 0.5), pick(func(r result) float64 { return r.goodput }, 0))
 	fmt.Fprintf(&b, "429 share median %.2f%%  p90 %.2f%%  worst %.2f%%\n", 100*pick(func(r result) float64 { return r.share }, 0.5), 100*pick(func(r result) float64 { return r.share }, 0.9), 100*pick(func(r result) float64 { return r.share }, 1))
 	fmt.Fprintf(&b, "calls/item median %.3f  worst %.3f\n", pick(func(r result) float64 { return r.perCall }, 0.5), pick(func(r result) float64 { return r.perCall }, 1))
+	byFamily := map[string][]float64{}
+	for _, r := range rs {
+		family := strings.Fields(r.name)[1]
+		byFamily[family] = append(byFamily[family], r.goodput)
+	}
+	for _, family := range []string{"sliding", "fixed", "bucket", "cap"} {
+		g := byFamily[family]
+		if len(g) == 0 {
+			continue
+		}
+		slices.Sort(g)
+		fmt.Fprintf(&b, "  %-8s %3d shapes: goodput p10 %.3f  median %.3f  worst %.3f\n", family, len(g), g[len(g)/10], g[len(g)/2], g[0])
+	}
 	slices.SortFunc(rs, func(a, b result) int { return int(math.Copysign(1, a.goodput-b.goodput)) })
 	for _, r := range rs[:min(len(rs), 8)] {
 		fmt.Fprintf(&b, "  worst: %.3f goodput, %.2f%% 429s, %.3f calls/item  %s\n", r.goodput, 100*r.share, r.perCall, r.name)
