@@ -122,7 +122,9 @@ func TestBatch_BudgetTotalAcrossSIGKILL(t *testing.T) {
 	cmd.Env = append(os.Environ(), simEnv(url)...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
+	ks.expect()
 	if err := cmd.Start(); err != nil {
+		ks.arm(nil, nil)
 		t.Fatal(err)
 	}
 	dead := make(chan struct{})

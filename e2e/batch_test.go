@@ -24,12 +24,23 @@ type killSwitch struct {
 	proc  *os.Process
 	dead  <-chan struct{} // closed once proc was reaped
 	fired bool
+	// expecting: a process is being started (expect) and not yet armed:
+	// its event waits for arm, since a loaded test goroutine can hand the
+	// process over after the child already reached the event.
+	expecting bool
+	armed     *sync.Cond
 }
 
 func (k *killSwitch) observe(e geminisim.BatchEvent) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.proc == nil || k.fired || e != k.event {
+	if e != k.event {
+		return
+	}
+	for k.expecting && k.proc == nil {
+		k.armed.Wait()
+	}
+	if k.proc == nil || k.fired {
 		return
 	}
 	k.fired = true
@@ -45,9 +56,23 @@ func (k *killSwitch) observe(e geminisim.BatchEvent) {
 	<-k.dead
 }
 
+// expect is called before the process to kill is started: its event,
+// should the child reach it first, waits for arm.
+func (k *killSwitch) expect() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.armed == nil {
+		k.armed = sync.NewCond(&k.mu)
+	}
+	k.expecting = true
+}
+
 func (k *killSwitch) arm(p *os.Process, dead <-chan struct{}) {
 	k.mu.Lock()
-	k.proc, k.dead, k.fired = p, dead, false
+	k.proc, k.dead, k.fired, k.expecting = p, dead, false, false
+	if k.armed != nil {
+		k.armed.Broadcast()
+	}
 	k.mu.Unlock()
 }
 
@@ -118,7 +143,9 @@ func TestBatch_SIGKILLAtEachStep(t *testing.T) {
 			cmd.Env = append(os.Environ(), simEnv(url)...)
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
+			ks.expect()
 			if err := cmd.Start(); err != nil {
+				ks.arm(nil, nil)
 				t.Fatal(err)
 			}
 			dead := make(chan struct{})
