@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -13,271 +12,402 @@ import (
 
 // process runs one item at stage i to a committed outcome, or gives it back
 // (it stays queued) when the run stops, the stage parks or a fatal error
-// occurs. What each failed call leads to is decide's answer; process only
-// makes the call, keeps the books and carries the action out.
+// occurs. Each attempt is the same few steps: wait for the store and the
+// backlog (ready), take a slot (the overload hold, the budget, the
+// limiter), make the call and keep the books (call), then either commit
+// the answer (succeed) or let decide say what the failure leads to and
+// carry it out (failed, act).
 func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.CancelFunc, i int, q Queued) {
-	sc := &r.Stages[i]
-	c := r.counters[i]
-	clock := r.clock()
-	name := sc.Stage.Name()
-	var (
-		attempts    int
-		first, last time.Time
-		paid        Usage // every call's usage for this item, carried by its transition
-		// One schedule per kind of wait, so a refusal does not stretch
-		// the backoff of the next transient retry, nor an outage that of
-		// the next refusal.
-		schedules = map[Class]backoff.BackOff{}
-	)
-	defer func() { c.attempts.Add(int64(attempts)) }()
-	if sk, ok := sc.Stage.(Skipper); ok {
-		if res, skip := sk.Skip(workCtx, q.Item); skip {
-			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res})
-			return
-		}
+	it := &itemRun{
+		r: r, i: i, sc: &r.Stages[i], c: r.counters[i], clock: r.clock(), q: q,
+		stageCtx: stageCtx, workCtx: workCtx, parkStage: parkStage,
+		size: -1, schedules: map[Class]backoff.BackOff{},
 	}
-	// An item whose answer is cached, or being bought by an identical
-	// item, makes no call; otherwise it owns its key until it finishes.
-	key := r.cacheKey(i, q.Item)
-	var (
-		own      *flight
-		answer   Result
-		answered bool
-		spent    int64       // nanodollars billed for this item's calls
-		size     = int64(-1) // the call's size for a WeightedLimiter; -1 until computed
-	)
-	// An item given back keeps what its calls were billed on the books.
-	finished := false
-	defer func() {
-		if !finished && paid != (Usage{}) {
-			r.sendBilled(i, q, paid, spent)
-		}
-	}()
-	if key != "" {
-		res, hit, f := r.reuse(stageCtx, i, key)
-		switch {
-		case hit:
-			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded,
-				Result: Result{Output: res.Output}, CacheKey: key, Cached: true, SavedUSD: sc.Price.Cost(res.Usage)})
-			return
-		case f == nil:
-			return // stopping: the item stays queued
-		}
-		own = f
-		defer func() {
-			c.flights.land(key, own, answer, answered)
-			if own.fleet && !answered {
-				r.landFleetFlight(i, key)
-			}
-		}()
+	it.name = it.sc.Stage.Name()
+	defer it.settle()
+	if it.skip() || !it.takeKey() {
+		return
 	}
 	for tries := 0; ; tries++ {
-		// A fleet worker whose store fails starts no call: its answer
-		// could not be committed until the store is back.
-		if !r.waitStore(stageCtx, workCtx) {
+		if !it.ready(tries) {
 			return // stopping, or the lease is lost: the item stays queued
 		}
-		if stageCtx.Err() != nil || !r.backlog.admit(stageCtx, clock, r.MaxBacklog, r.MaxBacklogAge) {
-			return // stopping: the item stays queued
+		s, ok, again := it.take()
+		if again {
+			continue // the hold closed while waiting for a slot: wait at it
 		}
-		if tries > 0 && own != nil && own.fleet {
-			// Retries can outlast the flight's lease: renew it.
-			r.renewFleetFlight(i, key)
-		}
-		// Waiting out an overload holds no limiter slot and books no
-		// money.
-		c.away.Add(1)
-		passed, probe, open, ok := c.overload.pass(stageCtx, clock)
-		c.away.Add(-1)
 		if !ok {
-			return // stopping: the item stays queued
-		}
-		booked, reserved, estIn, ok := r.book(stageCtx, i, q.Item, parkStage)
-		if !ok {
-			c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
 			return // out of budget, or stopping: the item stays queued
 		}
-		var started time.Time
-		if sc.Limiter != nil {
-			// A call still waiting for its slot when the hold closes
-			// goes back to the hold rather than into the overload.
-			acquireCtx, release := whileOpen(stageCtx, open)
-			var err error
-			if wl, ok := sc.Limiter.(WeightedLimiter); ok {
-				if size < 0 {
-					size = callSize(sc.Stage, q.Item)
-				}
-				started, err = wl.AcquireWeighted(acquireCtx, size)
-			} else {
-				started, err = sc.Limiter.Acquire(acquireCtx)
-			}
-			release()
-			if err != nil {
-				c.overload.answered(passed, probe, time.Time{}, ClassCanceled, clock.Now())
-				if booked {
-					r.purse.settle(reserved, 0)
-				}
-				if stageCtx.Err() == nil {
-					continue // the hold closed: wait at it
-				}
-				return
-			}
-		}
-		c.overload.started(probe, clock.Now())
-		callStart := clock.Now()
-		raiseTo(&c.inFlightMax, c.inFlight.Add(1))
-		if sc.Limiter != nil {
-			// At each start, not only each second's sample: a slow
-			// start's peak can come and go between two samples.
-			r.observeLimit(i, sc.Limiter.Limit())
-		}
-		res, err := r.call(workCtx, sc.Stage, q.Item)
-		c.callTime.Add(int64(clock.Now().Sub(callStart)))
-		c.inFlight.Add(-1)
-		// Billing happens at the call: an unusable answer (blocked,
-		// cut off, off-schema) is paid for too, and so is a repair call.
-		c.addUsage(res.Usage)
-		calls, billedCalls := countCalls(res)
-		c.calls.Add(calls)
-		c.paid.Add(billedCalls)
-		paid = paid.Add(res.Usage)
-		billed := sc.Price.nanos(res.Usage)
-		spent += billed
-		c.spent.Add(billed)
-		c.tiers.billed(sc.Price, res.Usage, billedCalls, billed)
-		c.sizes.observe(estIn, res.Usage)
-		if booked {
-			r.purse.settle(reserved, billed)
-		} else {
-			r.purse.bill(billed)
-		}
-		class := ClassOf(workCtx, err)
-		c.outcomes[classIndex(class)].Add(1)
-		now := clock.Now()
-		overloadHeld, overloadedSince := c.overload.answered(passed, probe, callStart, class, now)
-		if class == "" {
-			c.health.succeeded()
-			if sc.Limiter != nil {
-				// TPM quotas count input tokens.
-				sc.Limiter.Succeeded(started, res.Usage.PromptTokens)
-			}
-			attempts++
-			finished = true
-			t := Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: Succeeded, Result: res, Usage: paid, CostUSD: toUSD(spent)}
-			if own == nil {
-				r.send(i, t)
-				return
-			}
-			t.CacheKey = key
-			answer, answered = res, true
-			// Items arriving until the store holds the answer find it
-			// in flights.
-			// The commit of t ends the fleet flight too (AnswerFlights).
-			r.sendThen(i, t, func() { c.flights.forget(key, own) })
+		o := it.call(s)
+		if o.class == "" {
+			it.succeed(s, o)
 			return
 		}
+		if !it.act(decide(it.failed(s, o), it.sc, o.at), o) {
+			return
+		}
+	}
+}
 
-		f := failure{class: class, err: err}
-		var rl *RateLimitedError
-		switch class {
-		case ClassRateLimited:
-			c.rateLimited.Add(1)
-			if !errors.As(err, &rl) {
-				rl = &RateLimitedError{Err: err}
-			}
-		case ClassTransient, ClassOverloaded:
-			if isAnswerFault(err) {
-				c.badAnswers.Add(1)
-			} else {
-				c.transient.Add(1) // a 503 is a 5xx
-			}
-		case ClassUnavailable:
-			c.unavailable.Add(1)
-		case ClassShed:
-			var se *ShedError
-			if errors.As(err, &se) {
-				c.tiers.shed(se.Tier)
-			}
-		}
-		if sc.Limiter != nil {
-			if ql, ok := sc.Limiter.(QuotaLimiter); ok && rl != nil {
-				ql.RateLimitedQuota(started, rl.RetryAfter, rl.RequestsPerMinute, rl.TokensPerMinute)
-			} else if rl != nil {
-				sc.Limiter.RateLimited(started, rl.RetryAfter)
-			} else {
-				sc.Limiter.Failed(started)
-			}
-		}
-		if spendsAttempt(class) {
-			attempts++
-			if first.IsZero() {
-				first = now
-			}
-			last = now
-		}
-		f.attempts = attempts
-		f.refusedInARow, f.refusedSince, f.outageSince, f.contacted = c.health.failed(class, now)
-		if class == ClassRateLimited && c.health.warnRefused(now, refusedWarnAfter(sc.MaxRefused)) {
-			// Said once per run of refusals, before the park, so a run
-			// that stops for it has said why in time to act.
-			stops, hint := any(sc.MaxRefused), "the run stops as quota exhausted unless one does"
-			if sc.MaxRefused < 0 {
-				stops, hint = "never", "the run goes on waiting for the quota"
-			}
-			r.log().Warn("every call refused", "stage", name, "for", now.Sub(f.refusedSince).Round(time.Second), "in_a_row", f.refusedInARow,
-				"stops_after", stops, "last", err.Error(),
-				"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; "+hint)
-		}
-		f.overloadHeld, f.overloadedSince = overloadHeld, overloadedSince
-		if class == ClassRateLimited || class == ClassTransient || class == ClassUnavailable || class == ClassOverloaded || class == ClassShed {
-			b := schedules[class]
-			if b == nil {
-				if class == ClassOverloaded {
-					b = newOverloadBackOff(sc)
-				} else {
-					b = newBackOff(sc)
-				}
-				schedules[class] = b
-			}
-			f.step = next(b)
-		}
+// itemRun is one item's passage through one stage in this run: the books
+// process keeps between its steps. Only the worker running the item
+// touches it.
+type itemRun struct {
+	r                 *Runner
+	i                 int
+	sc                *StageConfig
+	c                 *stageCounters
+	clock             Clock
+	name              string
+	q                 Queued
+	stageCtx, workCtx context.Context
+	parkStage         context.CancelFunc
 
-		a := decide(f, sc, now)
-		switch a.kind {
-		case requeue:
-			return
-		case stop:
-			r.fail(fmt.Errorf("%s: %w", name, err))
-			return
-		case park:
-			r.park(a.message)
-			parkStage()
-			return
-		case halt:
-			r.halt(a.message)
-			return
-		case retryAt:
-			c.away.Add(1)
-			slept := sleep(stageCtx, clock, a.at.Sub(now))
-			c.away.Add(-1)
-			if !slept {
-				return
-			}
-			continue
+	attempts    int
+	first, last time.Time
+	paid        Usage // every call's usage for this item, carried by its transition
+	spent       int64 // nanodollars billed for this item's calls
+	size        int64 // the call's size for a WeightedLimiter; -1 until computed
+	// One schedule per kind of wait, so a refusal does not stretch the
+	// backoff of the next transient retry, nor an outage that of the next
+	// refusal.
+	schedules map[Class]backoff.BackOff
+
+	key      string  // the answer cache key; "" when the stage caches nothing
+	own      *flight // the flight the item owns for key, nil when none
+	answer   Result  // the answer, for the items waiting on own
+	answered bool
+	// finished: a transition carrying what was paid was sent.
+	finished bool
+}
+
+// slot is what one attempt holds while its call runs.
+type slot struct {
+	passed   time.Time       // when it passed the overload hold
+	probe    bool            // it is the hold's probe
+	open     context.Context // canceled when the hold next closes
+	booked   bool            // it reserved money from the budget...
+	reserved int64           // ...this many nanodollars
+	estIn    int64           // the estimated input tokens, for calibration
+	started  time.Time       // the limiter's start, for its feedback
+}
+
+// outcome is one call's result and what the stage's books made of it.
+type outcome struct {
+	res   Result
+	err   error
+	class Class
+	at    time.Time
+	// The overload hold's verdict on the call (see failure).
+	overloadHeld    bool
+	overloadedSince time.Time
+}
+
+// settle runs when the item leaves process, however it leaves: the flight
+// it owns lands (the items waiting on it take the answer or try on their
+// own), an item given back keeps what its calls were billed on the books,
+// and the stage counts its attempts.
+func (it *itemRun) settle() {
+	if it.own != nil {
+		it.c.flights.land(it.key, it.own, it.answer, it.answered)
+		if it.own.fleet && !it.answered {
+			it.r.landFleetFlight(it.i, it.key)
 		}
-		finished = true
-		dl := DeadLetter{Class: class, Message: a.message, Attempts: attempts, First: first, Last: last}
-		r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: dl, Usage: paid, CostUSD: toUSD(spent)})
-		if class == ClassPermanent && sc.Limiter != nil {
-			// A verdict on the item's content, or any answer that was
-			// billed, shows the request and the account work.
-			if isVerdict(err) || res.Usage != (Usage{}) {
-				c.health.succeeded()
-			} else {
-				r.checkSamePermanent(i, dl)
-			}
+	}
+	if !it.finished && it.paid != (Usage{}) {
+		it.r.sendBilled(it.i, it.q, it.paid, it.spent)
+	}
+	it.c.attempts.Add(int64(it.attempts))
+}
+
+// skip commits the item without a call when the stage says it needs none.
+func (it *itemRun) skip() bool {
+	sk, ok := it.sc.Stage.(Skipper)
+	if !ok {
+		return false
+	}
+	res, skip := sk.Skip(it.workCtx, it.q.Item)
+	if skip {
+		it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded, Result: res})
+	}
+	return skip
+}
+
+// takeKey finds the item's answer in the cache, or in flight for an
+// identical item, and commits it; otherwise the item owns its key until
+// it leaves. It reports whether the item must be called for.
+func (it *itemRun) takeKey() bool {
+	it.key = it.r.cacheKey(it.i, it.q.Item)
+	if it.key == "" {
+		return true
+	}
+	res, hit, f := it.r.reuse(it.stageCtx, it.i, it.key)
+	switch {
+	case hit:
+		it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded,
+			Result: Result{Output: res.Output}, CacheKey: it.key, Cached: true, SavedUSD: it.sc.Price.Cost(res.Usage)})
+		return false
+	case f == nil:
+		return false // stopping: the item stays queued
+	}
+	it.own = f
+	return true
+}
+
+// ready waits until an attempt may start: the store answers (a fleet
+// worker's answer could not be committed otherwise) and the backlog of
+// uncommitted answers has room. It reports false when the item must be
+// given back.
+func (it *itemRun) ready(tries int) bool {
+	if !it.r.waitStore(it.stageCtx, it.workCtx) {
+		return false
+	}
+	if it.stageCtx.Err() != nil || !it.r.backlog.admit(it.stageCtx, it.clock, it.r.MaxBacklog, it.r.MaxBacklogAge) {
+		return false
+	}
+	if tries > 0 && it.own != nil && it.own.fleet {
+		// Retries can outlast the flight's lease: renew it.
+		it.r.renewFleetFlight(it.i, it.key)
+	}
+	return true
+}
+
+// take passes the overload hold, reserves the call's money and acquires
+// the limiter. ok is false when the item must be given back; again when
+// the hold closed while the call waited for its slot, which sends it back
+// to wait at the hold rather than into the overload.
+func (it *itemRun) take() (s slot, ok, again bool) {
+	c := it.c
+	// Waiting out an overload holds no limiter slot and books no money.
+	c.away.Add(1)
+	var passed bool
+	s.passed, s.probe, s.open, passed = c.overload.pass(it.stageCtx, it.clock)
+	c.away.Add(-1)
+	if !passed {
+		return s, false, false
+	}
+	s.booked, s.reserved, s.estIn, ok = it.r.book(it.stageCtx, it.i, it.q.Item, it.parkStage)
+	if !ok {
+		c.overload.answered(s.passed, s.probe, time.Time{}, ClassCanceled, it.clock.Now())
+		return s, false, false
+	}
+	if it.sc.Limiter == nil {
+		return s, true, false
+	}
+	acquireCtx, release := whileOpen(it.stageCtx, s.open)
+	var err error
+	if wl, ok := it.sc.Limiter.(WeightedLimiter); ok {
+		if it.size < 0 {
+			it.size = callSize(it.sc.Stage, it.q.Item)
 		}
+		s.started, err = wl.AcquireWeighted(acquireCtx, it.size)
+	} else {
+		s.started, err = it.sc.Limiter.Acquire(acquireCtx)
+	}
+	release()
+	if err == nil {
+		return s, true, false
+	}
+	c.overload.answered(s.passed, s.probe, time.Time{}, ClassCanceled, it.clock.Now())
+	if s.booked {
+		it.r.purse.settle(s.reserved, 0)
+	}
+	return s, false, it.stageCtx.Err() == nil
+}
+
+// call makes the stage's call in slot s and keeps the books: billing
+// happens at the call, since an unusable answer (blocked, cut off,
+// off-schema) is paid for too, and so is a repair call.
+func (it *itemRun) call(s slot) outcome {
+	c, sc, clock := it.c, it.sc, it.clock
+	c.overload.started(s.probe, clock.Now())
+	callStart := clock.Now()
+	raiseTo(&c.inFlightMax, c.inFlight.Add(1))
+	if sc.Limiter != nil {
+		// At each start, not only each second's sample: a slow start's
+		// peak can come and go between two samples.
+		it.r.observeLimit(it.i, sc.Limiter.Limit())
+	}
+	res, err := it.r.call(it.workCtx, sc.Stage, it.q.Item)
+	c.callTime.Add(int64(clock.Now().Sub(callStart)))
+	c.inFlight.Add(-1)
+	c.addUsage(res.Usage)
+	calls, billedCalls := countCalls(res)
+	c.calls.Add(calls)
+	c.paid.Add(billedCalls)
+	it.paid = it.paid.Add(res.Usage)
+	billed := sc.Price.nanos(res.Usage)
+	it.spent += billed
+	c.spent.Add(billed)
+	c.tiers.billed(sc.Price, res.Usage, billedCalls, billed)
+	c.sizes.observe(s.estIn, res.Usage)
+	if s.booked {
+		it.r.purse.settle(s.reserved, billed)
+	} else {
+		it.r.purse.bill(billed)
+	}
+	o := outcome{res: res, err: err, class: ClassOf(it.workCtx, err), at: clock.Now()}
+	c.outcomes[classIndex(o.class)].Add(1)
+	o.overloadHeld, o.overloadedSince = c.overload.answered(s.passed, s.probe, callStart, o.class, o.at)
+	return o
+}
+
+// succeed commits the answer, and hands it to the items waiting on the
+// flight the item owns.
+func (it *itemRun) succeed(s slot, o outcome) {
+	it.c.health.succeeded()
+	if it.sc.Limiter != nil {
+		// TPM quotas count input tokens.
+		it.sc.Limiter.Succeeded(s.started, o.res.Usage.PromptTokens)
+	}
+	it.attempts++
+	it.finished = true
+	t := Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded, Result: o.res, Usage: it.paid, CostUSD: toUSD(it.spent)}
+	if it.own == nil {
+		it.r.send(it.i, t)
 		return
+	}
+	t.CacheKey = it.key
+	it.answer, it.answered = o.res, true
+	// Items arriving until the store holds the answer find it in flights.
+	// The commit of t ends the fleet flight too (AnswerFlights).
+	own, key, c := it.own, it.key, it.c
+	it.r.sendThen(it.i, t, func() { c.flights.forget(key, own) })
+}
+
+// failed counts a failed call, tells the limiter what it says about the
+// quota, and gathers what decide needs.
+func (it *itemRun) failed(s slot, o outcome) failure {
+	c, class, err := it.c, o.class, o.err
+	var rl *RateLimitedError
+	switch class {
+	case ClassRateLimited:
+		c.rateLimited.Add(1)
+		if !errors.As(err, &rl) {
+			rl = &RateLimitedError{Err: err}
+		}
+	case ClassTransient, ClassOverloaded:
+		if isAnswerFault(err) {
+			c.badAnswers.Add(1)
+		} else {
+			c.transient.Add(1) // a 503 is a 5xx
+		}
+	case ClassUnavailable:
+		c.unavailable.Add(1)
+	case ClassShed:
+		var se *ShedError
+		if errors.As(err, &se) {
+			c.tiers.shed(se.Tier)
+		}
+	}
+	it.tellLimiter(s.started, rl)
+	if spendsAttempt(class) {
+		it.attempts++
+		if it.first.IsZero() {
+			it.first = o.at
+		}
+		it.last = o.at
+	}
+	f := failure{class: class, err: err, attempts: it.attempts}
+	f.refusedInARow, f.refusedSince, f.outageSince, f.contacted = c.health.failed(class, o.at)
+	if class == ClassRateLimited && c.health.warnRefused(o.at, refusedWarnAfter(it.sc.MaxRefused)) {
+		it.warnRefused(f, o)
+	}
+	f.overloadHeld, f.overloadedSince = o.overloadHeld, o.overloadedSince
+	if b := it.schedule(class); b != nil {
+		f.step = next(b)
+	}
+	return f
+}
+
+// tellLimiter gives the limiter a failed call's feedback: a 429 (with the
+// budget it names, to a limiter that reads it), or a failure that says
+// nothing about the quota.
+func (it *itemRun) tellLimiter(started time.Time, rl *RateLimitedError) {
+	lim := it.sc.Limiter
+	switch ql, ok := lim.(QuotaLimiter); {
+	case lim == nil:
+	case ok && rl != nil:
+		ql.RateLimitedQuota(started, rl.RetryAfter, rl.RequestsPerMinute, rl.TokensPerMinute)
+	case rl != nil:
+		lim.RateLimited(started, rl.RetryAfter)
+	default:
+		lim.Failed(started)
+	}
+}
+
+// warnRefused says, once per run of refusals and before the park, that
+// every call has been refused for a while, so a run that stops for it has
+// said why in time to act.
+func (it *itemRun) warnRefused(f failure, o outcome) {
+	stops, hint := any(it.sc.MaxRefused), "the run stops as quota exhausted unless one does"
+	if it.sc.MaxRefused < 0 {
+		stops, hint = "never", "the run goes on waiting for the quota"
+	}
+	it.r.log().Warn("every call refused", "stage", it.name, "for", o.at.Sub(f.refusedSince).Round(time.Second), "in_a_row", f.refusedInARow,
+		"stops_after", stops, "last", o.err.Error(),
+		"hint", "no call has succeeded since "+f.refusedSince.Local().Format(time.TimeOnly)+"; "+hint)
+}
+
+// schedule is the item's backoff schedule for waits after failures of
+// class, nil for a class that is never waited out.
+func (it *itemRun) schedule(class Class) backoff.BackOff {
+	switch class {
+	case ClassRateLimited, ClassTransient, ClassUnavailable, ClassOverloaded, ClassShed:
+	default:
+		return nil
+	}
+	b := it.schedules[class]
+	if b == nil {
+		if class == ClassOverloaded {
+			b = newOverloadBackOff(it.sc)
+		} else {
+			b = newBackOff(it.sc)
+		}
+		it.schedules[class] = b
+	}
+	return b
+}
+
+// act carries out decide's answer to failed call o. It reports whether
+// the item tries again.
+func (it *itemRun) act(a action, o outcome) bool {
+	switch a.kind {
+	case requeue:
+	case stop:
+		it.r.fail(fmt.Errorf("%s: %w", it.name, o.err))
+	case park:
+		it.r.park(a.message)
+		it.parkStage()
+	case halt:
+		it.r.halt(a.message)
+	case retryAt:
+		it.c.away.Add(1)
+		slept := sleep(it.stageCtx, it.clock, a.at.Sub(o.at))
+		it.c.away.Add(-1)
+		return slept
+	default: // deadLetter
+		it.toDeadLetters(a, o)
+	}
+	return false
+}
+
+// toDeadLetters commits the item to the stage's dead letters. A verdict on
+// the item's content, or any answer that was billed, shows the request
+// and the account work; a permanent failure that shows neither may be the
+// request's fault rather than the item's (checkSamePermanent).
+func (it *itemRun) toDeadLetters(a action, o outcome) {
+	it.finished = true
+	dl := DeadLetter{Class: o.class, Message: a.message, Attempts: it.attempts, First: it.first, Last: it.last}
+	it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: DeadLettered, Dead: dl, Usage: it.paid, CostUSD: toUSD(it.spent)})
+	if o.class != ClassPermanent || it.sc.Limiter == nil {
+		return
+	}
+	if isVerdict(o.err) || o.res.Usage != (Usage{}) {
+		it.c.health.succeeded()
+	} else {
+		it.r.checkSamePermanent(it.i, dl)
 	}
 }
 
@@ -291,126 +421,6 @@ func countCalls(res Result) (calls, billed int64) {
 		return 1, 0
 	}
 	return int64(res.Calls), int64(min(max(res.BilledCalls, 0), res.Calls))
-}
-
-// endpointHealth is what one stage's calls have shown about its endpoint in
-// this run. One mutex makes each update and the figures read from it one
-// step: a success resetting the outage can never fall between a failure
-// starting the outage clock and reading it back.
-type endpointHealth struct {
-	mu sync.Mutex
-	// refusedInARow counts 429s since the last success; refusedSince is
-	// when the first of them came, zero when none; refusedWarned: the
-	// warning that they last was logged.
-	refusedInARow int64
-	refusedSince  time.Time
-	refusedWarned bool
-	// outageSince is the first unreachable call since the endpoint last
-	// answered; zero when it is answering.
-	outageSince time.Time
-	// contacted: the endpoint has answered at least once.
-	contacted bool
-	// worked: a call succeeded, or an answer showed the request works.
-	worked bool
-}
-
-// succeeded records a call that the endpoint answered usefully.
-func (h *endpointHealth) succeeded() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.refusedInARow, h.outageSince, h.contacted, h.worked = 0, time.Time{}, true, true
-	h.refusedSince, h.refusedWarned = time.Time{}, false
-}
-
-// failed records a failed call of class at now and returns the stage's
-// figures for decide. Any answer (a 429, a 5xx, a rejection) ends an
-// outage; only "no connection" starts or extends one; only a success ends
-// a run of refusals.
-func (h *endpointHealth) failed(class Class, now time.Time) (refusedInARow int64, refusedSince, outageSince time.Time, contacted bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch class {
-	case ClassUnavailable:
-		if h.outageSince.IsZero() {
-			h.outageSince = now
-		}
-	case ClassCanceled, ClassFatal:
-	default:
-		h.outageSince, h.contacted = time.Time{}, true
-		if class == ClassRateLimited {
-			h.refusedInARow++
-			if h.refusedSince.IsZero() {
-				h.refusedSince = now
-			}
-		}
-	}
-	return h.refusedInARow, h.refusedSince, h.outageSince, h.contacted
-}
-
-// warnRefused reports, once per run of refusals, that it has lasted at
-// least after at now (and counts minRefusedToPark).
-func (h *endpointHealth) warnRefused(now time.Time, after time.Duration) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.refusedWarned || h.refusedSince.IsZero() || h.refusedInARow < minRefusedToPark || now.Sub(h.refusedSince) < after {
-		return false
-	}
-	h.refusedWarned = true
-	return true
-}
-
-func (h *endpointHealth) hasWorked() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.worked
-}
-
-// samePermanentLimit is how many permanent failures with one and the same
-// cause, before any success, make an API stage's run fatal.
-const samePermanentLimit = 25
-
-// sameFailureStop is the fatal error of the "first calls all failed the
-// same way" stop. deadLettered starts as the dead letters sent; Run sets
-// it to those committed, once every worker and the committer are done.
-type sameFailureStop struct {
-	stage        int
-	name, key    string
-	message      string
-	deadLettered int
-}
-
-func (e *sameFailureStop) Error() string {
-	items := fmt.Sprintf("%d items were", e.deadLettered)
-	if e.deadLettered == 1 {
-		items = "1 item was"
-	}
-	return fmt.Sprintf("%s: the first %d calls all failed the same way and none succeeded (%s): that is the request or the account, not the items; %s dead-lettered for it: fix the cause, then `sawtooth retry --stage %s` re-queues them",
-		e.name, samePermanentLimit, e.message, items, e.name)
-}
-
-// checkSamePermanent stops the run when an API stage's calls have all
-// failed permanently for the same reason and none has succeeded: that is
-// a request or account problem (a 400 on our own request, say), and
-// going on would dead-letter the whole night's input one item at a time.
-// Verdicts on items (safety blocks, billed answers) never get here.
-func (r *Runner) checkSamePermanent(i int, dl DeadLetter) {
-	c := r.counters[i]
-	if c.health.hasWorked() {
-		return
-	}
-	key := ReasonKey(dl)
-	c.deadMu.Lock()
-	if key == c.samePermKey {
-		c.samePermN++
-	} else {
-		c.samePermKey, c.samePermN = key, 1
-	}
-	n := c.samePermN
-	c.deadMu.Unlock()
-	if n == samePermanentLimit {
-		name := r.Stages[i].Stage.Name()
-		r.fail(&FatalError{Err: &sameFailureStop{stage: i, name: name, key: key, message: dl.Message, deadLettered: n}, DeadLettered: n})
-	}
 }
 
 // callSize is the size of a call of stage s for it, known before the call

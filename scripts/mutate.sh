@@ -73,15 +73,15 @@ pipeline/commit.go: no backlog bound: calls start whatever waits for its commit
 - full := n >= maxCount || (n > 0 && clock.Now().Sub(b.arrived[0]) >= maxAge)
 + full := n >= maxCount
 
-pipeline/process.go: the outage clock is read back apart from its update (the old race)
+pipeline/health.go: the outage clock is read back apart from its update (the old race)
 - h.outageSince = now
 + h.outageSince = now; h.mu.Unlock(); for range 100 { _ = now.String() }; h.mu.Lock()
 
-pipeline/process.go: a 429 does not end an outage
+pipeline/health.go: a 429 does not end an outage
 - h.outageSince, h.contacted = time.Time{}, true
 + h.contacted = true
 
-pipeline/process.go: a success does not end a run of refusals
+pipeline/health.go: a success does not end a run of refusals
 - h.refusedInARow, h.outageSince, h.contacted, h.worked = 0, time.Time{}, true, true
 + h.outageSince, h.contacted, h.worked = time.Time{}, true, true
 
@@ -90,12 +90,12 @@ pipeline/process.go: unavailable calls counted as transient
 + c.transient.Add(1)
 
 pipeline/process.go: a verdict counts toward the same-failure stop
-- if isVerdict(err) || res.Usage != (Usage{}) {
+- if isVerdict(o.err) || o.res.Usage != (Usage{}) {
 + if false {
 
 pipeline/process.go: only the last call's usage travels with the outcome
-- paid = paid.Add(res.Usage)
-+ paid = res.Usage
+- it.paid = it.paid.Add(res.Usage)
++ it.paid = res.Usage
 
 pipeline/run.go: the same-failure stop does not count what it dead-lettered
 - same.deadLettered = c.deadReasons[same.key]
