@@ -1,5 +1,6 @@
 // Command sawtooth drains big batches of LLM work through a resumable,
-// multi-stage pipeline kept in one bbolt file. See README.md.
+// multi-stage pipeline kept in one bbolt file, or in one PostgreSQL
+// database that several workers drain together. See README.md.
 //
 // This file only assembles the app (internal/cli) and maps its typed
 // errors to exit codes, in one place.

@@ -307,40 +307,60 @@ func (r *Runner) estimate(i int, it Item) (reserve Usage, estIn int64) {
 	return reserve, estIn
 }
 
-// BudgetStop is Run's error when the run stopped at its Budget (it
-// wraps ErrStopped): which cap was reached and the figures a caller needs
-// to say how to resume.
+// BudgetStop is why a run stopped at its Budget (the Reason of Run's
+// *ParkedError): which cap was reached and the figures a caller needs to
+// say how to resume.
 type BudgetStop struct {
 	// Total says the lifetime cap (Budget.TotalUSD) was reached, not
 	// this run's (Budget.RunUSD).
 	Total bool
+	// LimitUSD is the cap reached.
+	LimitUSD float64
 	// SpentUSD is what counts against the cap reached: this run's spend,
-	// or the database's lifetime spend with Total.
-	SpentUSD float64
-	// LeftUSD is about what the items left would cost at this run's
-	// rate; negative when the count of items left is unknown.
-	LeftUSD float64
-	msg     string
+	// or the database's lifetime spend with Total; RunSpentUSD is this
+	// run's.
+	SpentUSD, RunSpentUSD float64
+	// ItemsLeft is the items left at the stage that reached the cap and
+	// before it, -1 when unknown; LeftUSD is about what they would cost
+	// at this run's rate, -1 when unknown.
+	ItemsLeft int
+	LeftUSD   float64
 }
 
-func (e *BudgetStop) Error() string { return e.msg + ": " + ErrStopped.Error() }
+// Error words the stop and its remedy in the domain's terms.
+func (e *BudgetStop) Error() string { return e.Text(e.Remedy()) }
 
-// Unwrap returns ErrStopped.
-func (e *BudgetStop) Unwrap() error { return ErrStopped }
-
-// parkError is Run's error for a run that parked with msg: a *BudgetStop
-// when the budget parked it.
-func (r *Runner) parkError(msg string) error {
-	i := r.budgetStage.Load()
-	if r.parked() != budgetParked || i < 0 {
-		return fmt.Errorf("%s: %w", msg, ErrStopped)
+// Remedy is what to change to go on, in the domain's terms.
+func (e *BudgetStop) Remedy() string {
+	if e.Total {
+		return "raise the total budget"
 	}
+	return "raise the run's budget"
+}
+
+// Text is the stop's message with remedy as the thing to change.
+func (e *BudgetStop) Text(remedy string) string {
+	items := "items left unknown"
+	if e.ItemsLeft >= 0 {
+		items = fmt.Sprintf("%s items left, about %s more at this rate", thousands(int64(e.ItemsLeft)), dollars(max(e.LeftUSD, 0)))
+	}
+	if e.Total {
+		return fmt.Sprintf("total budget %s reached (%s spent in this database, %s in this run, %s): %s to continue",
+			dollars(e.LimitUSD), dollars(e.SpentUSD), dollars(e.RunSpentUSD), items, remedy)
+	}
+	return fmt.Sprintf("budget %s reached (%s spent, %s): %s to continue", dollars(e.LimitUSD), dollars(e.SpentUSD), items, remedy)
+}
+
+// budgetStop is the *BudgetStop of a run stage i parked at its budget,
+// with the figures at the end of the run.
+func (r *Runner) budgetStop(i int) *BudgetStop {
 	before, spent, capped := r.purse.figures()
-	stop := &BudgetStop{Total: capped == "total", SpentUSD: toUSD(spent), LeftUSD: -1, msg: msg}
-	if stop.Total {
-		stop.SpentUSD = toUSD(before + spent)
+	perItem, left := r.budgetLeft(i)
+	stop := &BudgetStop{LimitUSD: r.Budget.RunUSD, SpentUSD: toUSD(spent), RunSpentUSD: toUSD(spent), ItemsLeft: left, LeftUSD: -1}
+	if capped == "total" {
+		stop.Total, stop.LimitUSD, stop.SpentUSD = true, r.Budget.TotalUSD, toUSD(before+spent)
 	}
-	if perItem, left := r.budgetLeft(int(i)); left >= 0 {
+	if left >= 0 {
 		stop.LeftUSD = perItem * float64(left)
 	}
 	return stop
@@ -364,24 +384,6 @@ func (r *Runner) budgetLeft(i int) (perItem float64, left int) {
 	}
 	res, _ := r.estimate(i, Item{})
 	return r.Stages[i].Price.Cost(res), left
-}
-
-// budgetMessage says why the run stopped for its budget, with the figures
-// at the end of the run: spent, items left at stage i and before it, and
-// about what they would cost at this run's rate.
-func (r *Runner) budgetMessage(i int) string {
-	before, spent, capped := r.purse.figures()
-	perItem, left := r.budgetLeft(i)
-	items := "items left unknown"
-	if left >= 0 {
-		items = fmt.Sprintf("%s items left, about %s more at this rate", thousands(int64(left)), dollars(perItem*float64(left)))
-	}
-	if capped == "total" {
-		return fmt.Sprintf("total budget %s reached (%s spent in this database, %s in this run, %s): raise --budget-total to continue",
-			dollars(r.Budget.TotalUSD), dollars(toUSD(before+spent)), dollars(toUSD(spent)), items)
-	}
-	return fmt.Sprintf("budget %s reached (%s spent, %s): raise --budget to continue",
-		dollars(r.Budget.RunUSD), dollars(toUSD(spent)), items)
 }
 
 // dollars formats USD to the cent, or to the tenth of a cent under a
@@ -448,7 +450,7 @@ func (r *Runner) book(ctx context.Context, i int, it Item, parkStage context.Can
 		}
 		if wait == nil {
 			r.budgetStage.CompareAndSwap(-1, int32(i))
-			r.park(budgetParked)
+			r.park(errBudgetParked)
 			parkStage()
 			return false, 0, 0, false
 		}
@@ -460,19 +462,17 @@ func (r *Runner) book(ctx context.Context, i int, it Item, parkStage context.Can
 	}
 }
 
-// budgetParked is the park reason of a budget stop; Run replaces it by
-// budgetMessage once every call in flight has settled.
-const budgetParked = "budget reached"
+// errBudgetParked is the park reason of a budget stop; parkReason
+// replaces it by the *BudgetStop once every call in flight has settled.
+var errBudgetParked = errors.New("budget reached")
 
-// parkMessage is why the run parked, "" if it did not.
-func (r *Runner) parkMessage() string {
-	msg := r.parked()
-	if msg == budgetParked {
-		if i := r.budgetStage.Load(); i >= 0 {
-			return r.budgetMessage(int(i))
-		}
+// parkReason is why the run parked, nil if it did not.
+func (r *Runner) parkReason() error {
+	why := r.parked()
+	if i := r.budgetStage.Load(); why == errBudgetParked && i >= 0 {
+		return r.budgetStop(int(i))
 	}
-	return msg
+	return why
 }
 
 // startPurse readies the run's purse: the lifetime spend so far from the
@@ -485,7 +485,7 @@ func (r *Runner) startPurse() error {
 	}
 	l, ok := r.Store.(Ledgers)
 	if !ok {
-		return errors.New("--budget-total needs a store that keeps the lifetime spend")
+		return errors.New("a total budget needs a store that keeps the lifetime spend")
 	}
 	ledgers, err := l.Ledgers()
 	if err != nil {

@@ -56,7 +56,7 @@ func texts(n int) []string {
 	return out
 }
 
-var budgetMessage = regexp.MustCompile(`^budget \$5\.00 reached \(\$(\d+\.\d\d) spent, ([\d,]+) items left, about \$(\d+\.\d\d) more at this rate\): raise --budget to continue: run stopped early`)
+var budgetMessage = regexp.MustCompile(`^budget \$5\.00 reached \(\$(\d+\.\d\d) spent, ([\d,]+) items left, about \$(\d+\.\d\d) more at this rate\): raise the run's budget to continue: run stopped early`)
 
 // TestRunner_BudgetParks: the run stops starting calls when the next one
 // would cross the budget, within one call's reservation of it (its input
@@ -167,7 +167,7 @@ func TestRunner_BudgetTotal(t *testing.T) {
 	}
 	calls := api.calls.Load()
 	_, err := run(3)
-	want := regexp.MustCompile(`^total budget \$3\.00 reached \(\$2\.\d\d spent in this database, \$0\.00 in this run, [\d,]+ items left, about \$\d+\.\d\d more at this rate\): raise --budget-total to continue`)
+	want := regexp.MustCompile(`^total budget \$3\.00 reached \(\$2\.\d\d spent in this database, \$0\.00 in this run, [\d,]+ items left, about \$\d+\.\d\d more at this rate\): raise the total budget to continue`)
 	if !errors.Is(err, pipeline.ErrStopped) || !want.MatchString(err.Error()) || api.calls.Load() != calls {
 		t.Fatalf("second run at the same cap: err %v, %d more calls; want no call and %s", err, api.calls.Load()-calls, want)
 	}

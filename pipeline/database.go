@@ -8,9 +8,9 @@ import (
 
 // Database is everything sawtooth does with a pipeline's persistence: the
 // runner's Store and RunLog, and what the commands do (ingest, inspect,
-// re-queue, re-run, prune, verify). The bbolt store implements it; a
-// PostgreSQL store will too, and both pass the same contract suite
-// (store/storetest). Implementations must be safe for concurrent use.
+// re-queue, re-run, prune, verify). The bbolt store (store) and the
+// PostgreSQL store (store/postgres) implement it and pass the same
+// contract suite (store/storetest). Implementations must be safe for concurrent use.
 //
 // Every method that changes items is one transaction (Rerun may use
 // several, each complete) and idempotent: applying it twice leaves what

@@ -92,7 +92,7 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			wait = endPoll
 			continue
 		}
-		if upstreamDone && r.parked() != "" {
+		if upstreamDone && r.parked() != nil {
 			// This process stopped taking work upstream (a parked
 			// stage): it finishes what it has, not other workers' work.
 			return

@@ -5,7 +5,7 @@ import "errors"
 // How a run stops early: fail ends it with a fatal error at once; park
 // stops one stage taking work and halt every stage, their calls in flight
 // finishing. Run reads what they recorded to word its outcome (see
-// parkMessage and parkError).
+// parkReason and ParkedError).
 
 // fail stops the run with err (made a *FatalError); the first one wins.
 func (r *Runner) fail(err error) {
@@ -30,33 +30,34 @@ func (r *Runner) fatal() error {
 
 // park records why a stage stopped taking work; the first reason wins,
 // unless a halt comes (see halt).
-func (r *Runner) park(msg string) {
+func (r *Runner) park(reason error) {
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
-	if r.parkMsg == "" {
-		r.parkMsg = msg
-		r.log().Warn("stage parked", "reason", msg)
+	if r.parkWhy == nil {
+		r.parkWhy = reason
+		r.log().Warn("stage parked", "reason", reason.Error())
 	}
 }
 
-// halt parks every stage at once with msg: the cause refuses every call
+// halt parks every stage at once for reason: the cause refuses every call
 // of the run (see HaltError), so no stage takes more work; the calls in
 // flight finish and their answers are committed. Its message replaces a
 // park's that came first: the account that cannot pay is what the user
 // must act on before any run goes on. The first halt wins over later ones.
-func (r *Runner) halt(msg string) {
+func (r *Runner) halt(reason error) {
 	r.parkMu.Lock()
 	if !r.halted {
 		r.halted = true
-		r.parkMsg = msg
-		r.log().Warn("stage parked", "reason", msg, "halt", true)
+		r.parkWhy = reason
+		r.log().Warn("stage parked", "reason", reason.Error(), "halt", true)
 	}
 	r.parkMu.Unlock()
 	r.stopClaims()
 }
 
-func (r *Runner) parked() string {
+// parked is why a stage parked or the run halted, nil if none did.
+func (r *Runner) parked() error {
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
-	return r.parkMsg
+	return r.parkWhy
 }

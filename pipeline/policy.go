@@ -58,9 +58,11 @@ type action struct {
 	kind actionKind
 	// at is when to call again (retryAt).
 	at time.Time
-	// message is the dead letter's message (deadLetter) or the reason the
-	// user reads (park, stop).
+	// message is the dead letter's message (deadLetter) or the error the
+	// run fails with (stop).
 	message string
+	// reason is why the stage parks, or the run halts (park, halt).
+	reason error
 }
 
 // failure is one failed call as decide sees it: the call's class and error
@@ -123,7 +125,7 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 			if !strings.HasPrefix(msg, name+": ") {
 				msg = name + ": " + msg
 			}
-			return action{kind: halt, message: msg}
+			return action{kind: halt, reason: errors.New(msg)}
 		}
 		return action{kind: stop, message: fmt.Sprintf("%s: %v", name, f.err)}
 	case ClassRateLimited:
@@ -135,17 +137,14 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		case rl.Daily:
 			// A per-day quota resets at midnight Pacific whatever
 			// retryDelay says: one refusal is enough.
-			return action{kind: park, message: fmt.Sprintf("daily quota exhausted for %s; resume after %s (%v)",
-				name, nextPacificMidnight(now).Local().Format(time.RFC3339), f.err)}
+			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: DailyQuota, ResumeAt: nextPacificMidnight(now), Last: f.err}}
 		case rl.RetryAfter > cfg.MaxWait:
-			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s (the server asks to wait %s, more than --max-wait %s); resume after %s",
-				name, rl.RetryAfter.Round(time.Second), cfg.MaxWait, now.Add(rl.RetryAfter).Local().Format(time.RFC3339))}
+			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: WaitTooLong, Wait: rl.RetryAfter, MaxWait: cfg.MaxWait, ResumeAt: now.Add(rl.RetryAfter), Last: f.err}}
 		case cfg.MaxRefused > 0 && f.refusedInARow >= int64(cfg.MaxRateLimited):
-			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: %d refusals in a row with no success (last: %v); check the project's quota and usage, or lower --ceiling, then run again",
-				name, f.refusedInARow, f.err)}
+			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: RefusedInARow, InARow: f.refusedInARow, Since: f.refusedSince, For: now.Sub(f.refusedSince), Last: f.err}}
 		case cfg.MaxRefused > 0 && f.refusedInARow >= minRefusedToPark && !f.refusedSince.IsZero() && now.Sub(f.refusedSince) >= cfg.MaxRefused:
-			return action{kind: park, message: fmt.Sprintf("quota exhausted for %s: every call refused (429) for %s since %s, %d in a row with no success (limit %s; last: %v): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume, nothing is lost (to wait longer, give a longer --max-refused, or 0 to never stop for refusals; per-day quotas reset at midnight Pacific, %s)",
-				name, now.Sub(f.refusedSince).Round(time.Second), f.refusedSince.Local().Format(time.TimeOnly), f.refusedInARow, cfg.MaxRefused, f.err, nextPacificMidnight(now).Local().Format(time.RFC3339))}
+			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: RefusedTooLong, InARow: f.refusedInARow, Since: f.refusedSince,
+				For: now.Sub(f.refusedSince), MaxRefused: cfg.MaxRefused, ResumeAt: nextPacificMidnight(now), Last: f.err}}
 		case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
 			// The limiter was told the delay and holds every call of the
 			// stage until it has passed, or it backs off a bare 429
@@ -157,13 +156,12 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 			return action{kind: retryAt, at: now.Add(max(rl.RetryAfter, f.step))}
 		}
 	case ClassUnavailable:
-		limit, before := cfg.MaxOutage, ""
+		limit, before := cfg.MaxOutage, false
 		if !f.contacted && firstContactOutage < limit {
-			limit, before = firstContactOutage, ", before any answer in this run"
+			limit, before = firstContactOutage, true
 		}
 		if down := now.Sub(f.outageSince); down >= limit {
-			return action{kind: park, message: fmt.Sprintf("%s cannot reach its endpoint: unreachable for %s since %s (limit %s%s; last: %v): check the network and --base-url, then run again to resume",
-				name, down.Round(time.Second), f.outageSince.Local().Format(time.TimeOnly), limit, before, f.err)}
+			return action{kind: park, reason: &OutageStop{Stage: name, Since: f.outageSince, For: down, Limit: limit, BeforeAnswer: before, Last: f.err}}
 		}
 		return action{kind: retryAt, at: now.Add(f.step)}
 	case ClassOverloaded:
@@ -172,8 +170,7 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 		// passes; only an overload that outlasts MaxOutage stops the
 		// stage, its items still queued.
 		if down := now.Sub(f.overloadedSince); !f.overloadedSince.IsZero() && down >= cfg.MaxOutage {
-			return action{kind: park, message: fmt.Sprintf("%s: the server has answered only \"overloaded\" for %s since %s (limit %s; last: %v): it is short of capacity; run again later to resume",
-				name, down.Round(time.Second), f.overloadedSince.Local().Format(time.TimeOnly), cfg.MaxOutage, f.err)}
+			return action{kind: park, reason: &OutageStop{Stage: name, Overloaded: true, Since: f.overloadedSince, For: down, Limit: cfg.MaxOutage, Last: f.err}}
 		}
 		if f.overloadHeld {
 			return action{kind: retryAt, at: now}

@@ -68,7 +68,7 @@ func TestDecide(t *testing.T) {
 			want: park, wantMsg: "daily quota exhausted for api; resume after " + nextPacificMidnight(now).Local().Format(time.RFC3339)},
 		{name: "daily 429 parks without a limiter too", f: failure{class: ClassRateLimited, err: refused(0, true), refusedInARow: 1}, want: park, wantMsg: "daily quota exhausted"},
 		{name: "retryDelay beyond max-wait parks", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait+time.Second, false), refusedInARow: 1}, limited: true,
-			want: park, wantMsg: "the server asks to wait 2m1s, more than --max-wait 2m0s); resume after " + now.Add(DefaultMaxWait+time.Second).Local().Format(time.RFC3339)},
+			want: park, wantMsg: "the server asks to wait 2m1s, more than the 2m0s the stage waits); resume after " + now.Add(DefaultMaxWait+time.Second).Local().Format(time.RFC3339) + ", or raise the longest wait allowed"},
 		{name: "retryDelay of exactly max-wait waits (limiter holds the calls)", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait, false), refusedInARow: 1, step: time.Second}, limited: true,
 			want: retryAt, wantAt: 0},
 		{name: "retryDelay of exactly max-wait waits it without a limiter", f: failure{class: ClassRateLimited, err: refused(DefaultMaxWait, false), refusedInARow: 1, step: time.Second},
@@ -86,7 +86,7 @@ func TestDecide(t *testing.T) {
 		{name: "refusals for 4m59s wait", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 70, refusedSince: now.Add(-299 * time.Second), step: time.Second}, holding: true,
 			want: retryAt, wantAt: 0},
 		{name: "refusals for 5m park, whatever the delay asked", f: failure{class: ClassRateLimited, err: refused(30*time.Second, false), refusedInARow: 70, refusedSince: now.Add(-5 * time.Minute), step: time.Second}, holding: true,
-			want: park, wantMsg: "quota exhausted for api: every call refused (429) for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + ", 70 in a row with no success (limit 5m0s; last: 429 RESOURCE_EXHAUSTED): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume, nothing is lost (to wait longer, give a longer --max-refused, or 0 to never stop for refusals; per-day quotas reset at midnight Pacific, " + nextPacificMidnight(now).Local().Format(time.RFC3339) + ")"},
+			want: park, wantMsg: "quota exhausted for api: every call refused (429) for 5m0s since " + now.Add(-5*time.Minute).Local().Format(time.TimeOnly) + ", 70 in a row with no success (limit 5m0s; last: 429 RESOURCE_EXHAUSTED): no per-minute quota refuses that long; check the project's quota, usage and billing, then run again to resume, nothing is lost (to wait longer, raise the limit on refusals, or set none to never stop for them; per-day quotas reset at midnight Pacific, " + nextPacificMidnight(now).Local().Format(time.RFC3339) + ")"},
 		{name: "refusals for an hour wait when MaxRefused is never", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 900, refusedSince: now.Add(-time.Hour), step: time.Second}, holding: true, maxRefused: -1,
 			want: retryAt, wantAt: 0},
 		{name: "refusals for 5m park without a limiter", f: failure{class: ClassRateLimited, err: refused(0, false), refusedInARow: 10, refusedSince: now.Add(-6 * time.Minute), step: time.Second},
@@ -139,7 +139,7 @@ func TestDecide(t *testing.T) {
 			}
 			a := decide(tc.f, sc, now)
 			if a.kind != tc.want {
-				t.Fatalf("decide = %v (%q), want %v", a.kind, a.message, tc.want)
+				t.Fatalf("decide = %v (%q), want %v", a.kind, a.text(), tc.want)
 			}
 			if a.kind == retryAt && a.at.Sub(now) != tc.wantAt {
 				t.Errorf("retry after %s, want %s", a.at.Sub(now), tc.wantAt)
@@ -147,8 +147,8 @@ func TestDecide(t *testing.T) {
 			if a.kind != retryAt && !a.at.IsZero() {
 				t.Errorf("%v with an instant %v", a.kind, a.at)
 			}
-			if !strings.Contains(a.message, tc.wantMsg) || (a.kind == halt && a.message != tc.wantMsg) {
-				t.Errorf("message = %q, want it to contain %q", a.message, tc.wantMsg)
+			if text := a.text(); !strings.Contains(text, tc.wantMsg) || (a.kind == halt && text != tc.wantMsg) {
+				t.Errorf("message = %q, want it to contain %q", text, tc.wantMsg)
 			}
 		})
 	}
@@ -159,8 +159,8 @@ func TestDecide_MaxOutageBelowFirstContactLimit(t *testing.T) {
 	sc := &StageConfig{Stage: namedStage("api"), MaxOutage: 10 * time.Second}
 	sc.setDefaults()
 	f := failure{class: ClassUnavailable, err: Unavailable(errors.New("refused")), outageSince: now.Add(-10 * time.Second)}
-	if a := decide(f, sc, now); a.kind != park || !strings.Contains(a.message, "limit 10s;") {
-		t.Fatalf("decide = %v %q, want a park at the configured 10s", a.kind, a.message)
+	if a := decide(f, sc, now); a.kind != park || !strings.Contains(a.text(), "limit 10s;") {
+		t.Fatalf("decide = %v %q, want a park at the configured 10s", a.kind, a.text())
 	}
 }
 
@@ -271,4 +271,12 @@ func TestStageConfig_workersFromLimiter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// text is what a reads to the user: its reason's message, or its own.
+func (a action) text() string {
+	if a.reason != nil {
+		return a.reason.Error()
+	}
+	return a.message
 }

@@ -378,10 +378,10 @@ func (it *itemRun) act(a action, o outcome) bool {
 	case stop:
 		it.r.fail(fmt.Errorf("%s: %w", it.name, o.err))
 	case park:
-		it.r.park(a.message)
+		it.r.park(a.reason)
 		it.parkStage()
 	case halt:
-		it.r.halt(a.message)
+		it.r.halt(a.reason)
 	case retryAt:
 		it.c.away.Add(1)
 		slept := sleep(it.stageCtx, it.clock, a.at.Sub(o.at))

@@ -193,8 +193,8 @@ type Runner struct {
 	fatalMu     sync.Mutex
 	fatalErr    error
 	parkMu      sync.Mutex
-	parkMsg     string
-	halted      bool               // parkMsg is a halt's
+	parkWhy     error
+	halted      bool               // parkWhy is a halt's
 	abort       context.CancelFunc // cancels dispatch and work
 	purse       purse
 	budgetStage atomic.Int32       // the stage a budget stop parked, -1 none
@@ -416,10 +416,10 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		}
 		sum.Status, sum.Message = "stopped", lost.Error()
 		err = &lost
-	case r.parked() != "":
-		msg := r.parkMessage()
-		sum.Status, sum.Message = "stopped", msg
-		err = r.parkError(msg)
+	case r.parked() != nil:
+		reason := r.parkReason()
+		sum.Status, sum.Message = "stopped", reason.Error()
+		err = &ParkedError{Reason: reason}
 	case ctx.Err() != nil:
 		sum.Status, sum.Message = "stopped", "interrupted"
 		err = fmt.Errorf("interrupted: %w", ErrStopped)

@@ -199,7 +199,7 @@ func TestRunner_Parks(t *testing.T) {
 		{"daily 429 parks after one refusal", refused(26*time.Second, true), 0, 1, 0,
 			"daily quota exhausted for api; resume after "},
 		{"retryDelay beyond --max-wait parks after one refusal", refused(3*time.Minute, false), 0, 1, 0,
-			"quota exhausted for api (the server asks to wait 3m0s, more than --max-wait 2m0s); resume after " + epoch.Add(3*time.Minute).Local().Format(time.RFC3339)},
+			"quota exhausted for api (the server asks to wait 3m0s, more than the 2m0s the stage waits); resume after " + epoch.Add(3*time.Minute).Local().Format(time.RFC3339)},
 		// One call a second (the backoff step): the call at +30 s parks.
 		{"unreachable before any answer parks at 30 s", unreachable, 30 * time.Second, 31, 0,
 			"api cannot reach its endpoint: unreachable for 30s since " + epoch.Local().Format(time.TimeOnly) + " (limit 30s, before any answer in this run"},

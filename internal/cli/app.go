@@ -95,7 +95,9 @@ func NewApp(cfg Config) *cli.App {
 // catchUsageErrors makes a flag that cannot be parsed a usage error in c
 // and its subcommands (urfave/cli's own handler prints the whole help and
 // returns a plain error), and so a number out of its flag's range (see
-// checkNumbers), once c's own Before has read --config.
+// checkNumbers), once c's own Before has read --config; and it words the
+// pipeline's stops its action returns with the flags that change them
+// (wordStops).
 func catchUsageErrors(c *cli.Command) {
 	c.OnUsageError = onUsageError
 	own := c.Before
@@ -106,6 +108,9 @@ func catchUsageErrors(c *cli.Command) {
 			}
 		}
 		return checkNumbers(ctx)
+	}
+	if act := c.Action; act != nil {
+		c.Action = func(ctx *cli.Context) error { return wordStops(act(ctx)) }
 	}
 	for _, s := range c.Subcommands {
 		catchUsageErrors(s)

@@ -1,6 +1,6 @@
 // Package storetest is the contract every pipeline.Database passes: the
-// bbolt store today, the PostgreSQL store and any in-memory fake
-// tomorrow. Run drives a fresh database through every transition
+// bbolt store (store), the PostgreSQL store (store/postgres) and any
+// in-memory fake. Run drives a fresh database through every transition
 // (ingest, success, dead letter, re-queue, re-run, edit, prune) and checks
 // after each step the invariants the runner and the commands rely on:
 // each item is in exactly one place, re-applying anything is a no-op,
