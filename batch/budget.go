@@ -5,7 +5,7 @@
 // be stopped part-way, so one whose reservation does not fit is not
 // created: its items stay queued.
 //
-// The reservation is recorded with the create (store.BatchJob.ReservedUSD,
+// The reservation is recorded with the create (pipeline.BatchJob.ReservedUSD,
 // in the transaction that says the job may exist), so a run resumed after
 // a kill counts what its open jobs may still cost; what they cost is
 // committed to the ledger with their answers. A job created with no

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // NewClient returns a Gemini API client for batch jobs: the SDK's retries
@@ -43,7 +42,7 @@ func NewClient(ctx context.Context, apiKey, baseURL string) (*genai.Client, erro
 
 // WriteJobs writes one line per job: number, stage, state, API name, items,
 // what came of them, age and note.
-func WriteJobs(w io.Writer, jobs []store.BatchJob, now time.Time) error {
+func WriteJobs(w io.Writer, jobs []pipeline.BatchJob, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTAGE\tSTATE\tNAME\tITEMS\tANSWERED\tDEAD\tRETURNED\tIGNORED\tAGE\tNOTE")
 	for _, j := range jobs {
@@ -98,7 +97,7 @@ const (
 // CancelResult is what Cancel did with one job.
 type CancelResult struct {
 	// Job is the job's record afterwards.
-	Job store.BatchJob
+	Job pipeline.BatchJob
 	// State is what the API reported last; "" for a job it never had.
 	State genai.JobState
 	// Created is false for an intent the API never had.
@@ -312,7 +311,7 @@ type Totals struct {
 }
 
 // Total adds up jobs, priced for model.
-func Total(jobs []store.BatchJob, model string) Totals {
+func Total(jobs []pipeline.BatchJob, model string) Totals {
 	var t Totals
 	for _, j := range jobs {
 		t.Jobs++

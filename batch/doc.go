@@ -36,7 +36,7 @@
 // found nowhere is created. Found nowhere is not proof while a create may
 // still be in flight: the server can finish a create after its client
 // died, or list the job late. So the time a create is sent is recorded
-// before it is sent (store.BatchJob.CreateSent), and an intent whose
+// before it is sent (pipeline.BatchJob.CreateSent), and an intent whose
 // create's outcome is unknown (its answer lost, the run killed) is looked
 // up again until Config.CreateSettle after that time before it is
 // created. A 429 on create waits (Config.CreateBackoff,
@@ -56,7 +56,7 @@
 // what the runner reserves for an online call (the input estimated from
 // the request, scaled by what was billed; the output at the request's
 // cap) before it is created, and the reservation is recorded with the
-// create (store.BatchJob.ReservedUSD), so a run resumed after a kill
+// create (pipeline.BatchJob.ReservedUSD), so a run resumed after a kill
 // counts what its open jobs may cost (a job left open by a run without a
 // budget reserved nothing: it holds its items' estimate). Results settle it at what they were
 // billed, committed to the ledger with them. A job whose reservation does

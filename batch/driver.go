@@ -14,7 +14,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // Mode is how an API stage is run.
@@ -53,24 +52,23 @@ const (
 	DefaultMaxRounds        = 3
 )
 
-// Store is what the driver needs from persistence; *store.DB implements it.
+// Store is what the driver needs from persistence: a store's batch jobs
+// (the bbolt store implements it; its tests hold it to it).
 type Store interface {
-	ReserveBatch(stage string, max int, now time.Time) (store.BatchJob, bool, error)
-	MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (store.BatchJob, error)
-	SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error)
-	UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error)
+	ReserveBatch(stage string, max int, now time.Time) (pipeline.BatchJob, bool, error)
+	MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (pipeline.BatchJob, error)
+	SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error)
+	UpdateBatch(num uint64, state string, counts pipeline.BatchCounts, apiErr string, now time.Time) (pipeline.BatchJob, error)
 	CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
 	CachedAnswer(stage, key string) (pipeline.Result, bool, error)
 	Ledgers() (map[string]pipeline.Ledger, error)
 	Queued(stage string, after uint64, max int) ([]pipeline.Queued, error)
 	ReturnBatch(num uint64, note string, now time.Time) (int, error)
-	BatchJobs(openOnly bool) ([]store.BatchJob, error)
-	BatchJobByNum(num uint64) (store.BatchJob, error)
+	BatchJobs(openOnly bool) ([]pipeline.BatchJob, error)
+	BatchJobByNum(num uint64) (pipeline.BatchJob, error)
 	BatchItems(num uint64) ([]pipeline.Item, error)
 	Counts() (pipeline.Counts, error)
 }
-
-var _ Store = (*store.DB)(nil)
 
 // Stage is an API stage that can be asked in batches; *stages.Classify is
 // one.
@@ -253,7 +251,7 @@ type Driver struct {
 
 // tracked is an open job and its polling pace.
 type tracked struct {
-	job      store.BatchJob
+	job      pipeline.BatchJob
 	nextPoll time.Time
 	interval time.Duration
 	// readFails counts failed reads of a SUCCEEDED job's results.

@@ -21,6 +21,9 @@ import (
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
+// The bbolt store is a Store.
+var _ Store = (*store.DB)(nil)
+
 // TestMain fails the package if a test leaves a goroutine behind (the
 // genai SDK's dependencies start one opencensus worker for the process).
 func TestMain(m *testing.M) {

@@ -12,17 +12,17 @@ import (
 
 	"google.golang.org/genai"
 
-	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // apiStats reads a job's request counts and job-level error with a plain
 // GET of batches/{id}: the genai SDK drops metadata.batchStats and the
 // operation's error on the Gemini API backend. The counts are int64s sent
 // as strings.
-func (d *Driver) apiStats(ctx context.Context, api *genai.Client, name string) (store.BatchCounts, string, error) {
+func (d *Driver) apiStats(ctx context.Context, api *genai.Client, name string) (pipeline.BatchCounts, string, error) {
 	resp, err := plainGet(ctx, api, name)
 	if err != nil {
-		return store.BatchCounts{}, "", err
+		return pipeline.BatchCounts{}, "", err
 	}
 	defer resp.Body.Close()
 	var op struct {
@@ -42,11 +42,11 @@ func (d *Driver) apiStats(ctx context.Context, api *genai.Client, name string) (
 	// The answer of a finished inlined job holds every response: the
 	// counts are at the start, but the whole object must be read.
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&op); err != nil {
-		return store.BatchCounts{}, "", fmt.Errorf("GET %s: %w", name, err)
+		return pipeline.BatchCounts{}, "", fmt.Errorf("GET %s: %w", name, err)
 	}
 	n := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
 	bs := op.Metadata.BatchStats
-	c := store.BatchCounts{Requests: n(bs.RequestCount), Succeeded: n(bs.SuccessfulRequestCount), Failed: n(bs.FailedRequestCount), Pending: n(bs.PendingRequestCount)}
+	c := pipeline.BatchCounts{Requests: n(bs.RequestCount), Succeeded: n(bs.SuccessfulRequestCount), Failed: n(bs.FailedRequestCount), Pending: n(bs.PendingRequestCount)}
 	msg := ""
 	if op.Error != nil {
 		msg = fmt.Sprintf("%s (code %d)", op.Error.Message, op.Error.Code)

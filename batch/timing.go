@@ -7,7 +7,7 @@ package batch
 import (
 	"time"
 
-	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // settledAt is when an intent's job, if the API has not listed it, can
@@ -18,7 +18,7 @@ import (
 // The driver (before creating again) and Cancel (before giving the items
 // back) both wait for it: one rule, or a cancel re-queues what a late
 // create is about to run.
-func settledAt(j store.BatchJob, settle time.Duration) time.Time {
+func settledAt(j pipeline.BatchJob, settle time.Duration) time.Time {
 	switch {
 	case !j.CreateSent.IsZero():
 		return j.CreateSent.Add(settle)

@@ -9,14 +9,13 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // loadBatch sums the database's batch jobs, priced for the model the
 // classify stage recorded; nil when there are none.
 func loadBatch(pdb pipeline.Database) (*batch.Totals, error) {
 	db, ok := pdb.(interface {
-		BatchJobs(openOnly bool) ([]store.BatchJob, error)
+		BatchJobs(openOnly bool) ([]pipeline.BatchJob, error)
 		StoredDefinition() ([]pipeline.StageDef, error)
 	})
 	if !ok {

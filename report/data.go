@@ -7,7 +7,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // Data is everything a report shows, read once from the database. Its
@@ -19,7 +18,7 @@ type Data struct {
 	Generated time.Time `json:"generated,omitzero"`
 	// Stages are the pipeline's stage names in order.
 	Stages  []string                `json:"stages,omitempty"`
-	Counts  store.Counts            `json:"counts"`
+	Counts  pipeline.Counts         `json:"counts"`
 	Tally   pipeline.Tally          `json:"aggregate"`
 	Dead    map[string][]DeadReason `json:"dead_letters"`
 	LastRun *pipeline.RunSummary    `json:"last_run,omitempty"`

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // Export formats.
@@ -390,16 +389,16 @@ var ErrUnknownColumn = errors.New("choose columns from that list (--columns)")
 // "queued at STAGE", "in batch at STAGE" or "dead at STAGE"; a done item
 // that a stage's condition left out is "skipped at STAGE" (stages joined
 // with ", "), and any other such item has "(skipped at STAGE)" appended.
-func ItemStatus(it store.ItemState, stages []string) string {
+func ItemStatus(it pipeline.ItemState, stages []string) string {
 	var status string
 	switch it.Status {
-	case store.Done:
+	case pipeline.StatusDone:
 		status = "done"
-	case store.Queued:
+	case pipeline.StatusQueued:
 		status = "queued at " + it.Stage
-	case store.InBatch:
+	case pipeline.StatusInBatch:
 		status = "in batch at " + it.Stage
-	case store.Dead:
+	case pipeline.StatusDead:
 		status = "dead at " + it.Stage
 	default:
 		status = it.Status.String() + " at " + it.Stage
@@ -413,7 +412,7 @@ func ItemStatus(it store.ItemState, stages []string) string {
 	switch {
 	case len(skipped) == 0:
 		return status
-	case it.Status == store.Done:
+	case it.Status == pipeline.StatusDone:
 		return "skipped at " + strings.Join(skipped, ", ")
 	default:
 		return status + " (skipped at " + strings.Join(skipped, ", ") + ")"
@@ -468,7 +467,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 		return WriteFlat(w, doneThenDead(db, names), FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells})
 	}
 	src := func(fn func(FlatItem) error) error {
-		return all.ForEachItem(func(is store.ItemState) error {
+		return all.ForEachItem(func(is pipeline.ItemState) error {
 			it := FlatItem{Record: is.Record, Status: ItemStatus(is, names), Outputs: is.Outputs}
 			if is.Dead != nil {
 				it.DeadReason = fmt.Sprintf("%s: %s", is.Dead.Class, is.Dead.Message)
@@ -481,7 +480,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 
 // itemWalker is a store that can walk every item's state (bbolt).
 type itemWalker interface {
-	ForEachItem(fn func(store.ItemState) error) error
+	ForEachItem(fn func(pipeline.ItemState) error) error
 }
 
 // doneThenDead lists the done items, then the dead letters stage by stage,
@@ -498,7 +497,7 @@ func doneThenDead(db pipeline.Database, names []string) FlatSource {
 			var ids []string
 			// Locate opens its own transaction: collect this stage's
 			// dead ids first (dead letters are few) rather than nest.
-			err := db.ForEachDead(s, func(e store.DeadEntry) error {
+			err := db.ForEachDead(s, func(e pipeline.DeadEntry) error {
 				ids = append(ids, e.ID)
 				return nil
 			})

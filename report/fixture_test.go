@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
-	"go.uber.org/goleak"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind. The

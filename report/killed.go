@@ -10,7 +10,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // KilledRunCost is how the cost of one stage of a killed run was found.
@@ -62,7 +61,7 @@ func priceKilledRuns(runs []pipeline.RunSummary, defs []pipeline.StageDef) []Kil
 	var out []KilledRunCost
 	for i := range runs {
 		r := &runs[i]
-		if r.Status != store.RunKilled {
+		if r.Status != pipeline.RunKilled {
 			continue
 		}
 		for _, name := range sortedKeys(r.Stages) {

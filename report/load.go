@@ -10,7 +10,6 @@ import (
 	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // Filter keeps the items whose field equals a value (--where field=value).
@@ -109,7 +108,7 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	}
 	for _, s := range d.Stages {
 		byReason := map[string]*DeadReason{}
-		err := db.ForEachDead(s, func(e store.DeadEntry) error {
+		err := db.ForEachDead(s, func(e pipeline.DeadEntry) error {
 			key := pipeline.ReasonKey(pipeline.DeadLetter{Class: e.Dead.Class, Message: e.Dead.Message})
 			r := byReason[key]
 			if r == nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // PeriodStamp is the fingerprint of one month's figures and what the
@@ -119,7 +118,7 @@ func periodStamps(c *Cube, dims []string, w Window, where []string) []PeriodStam
 // reportFingerprints is a store that keeps the fingerprint of the last
 // report of each period (bbolt).
 type reportFingerprints interface {
-	ReportFingerprint(period string) (store.ReportStamp, bool, error)
+	ReportFingerprint(period string) (pipeline.ReportStamp, bool, error)
 }
 
 func compareStamps(db pipeline.Database, stamps []PeriodStamp) error {
@@ -157,13 +156,13 @@ func (d *Data) ChangeNotes() []string {
 
 // Stamps is what a caller records after rendering d: each period's
 // fingerprint, stamped with d.Generated.
-func (d *Data) Stamps() map[string]store.ReportStamp {
+func (d *Data) Stamps() map[string]pipeline.ReportStamp {
 	if len(d.Periods) == 0 {
 		return nil
 	}
-	out := make(map[string]store.ReportStamp, len(d.Periods))
+	out := make(map[string]pipeline.ReportStamp, len(d.Periods))
 	for _, s := range d.Periods {
-		out[s.Period] = store.ReportStamp{Fingerprint: s.Fingerprint, At: d.Generated.UTC()}
+		out[s.Period] = pipeline.ReportStamp{Fingerprint: s.Fingerprint, At: d.Generated.UTC()}
 	}
 	return out
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // UnknownFieldError is a --where field that is neither "label", a group
@@ -98,15 +97,15 @@ func tallyFact(f pipeline.Fact, groupBy []string) pipeline.Fact {
 // database holding only them. A store that cannot walk its items
 // (PostgreSQL) gives the done items and the dead letters; its queued
 // items are not counted. fields gathers the input field names seen.
-func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, fields fieldSet) (store.Counts, map[string][]DeadReason, int, error) {
+func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, fields fieldSet) (pipeline.Counts, map[string][]DeadReason, int, error) {
 	var names []string
 	for _, s := range db.Stages() {
 		names = append(names, s.Name)
 	}
-	counts := store.Counts{}
-	byStage := map[string]*store.StageCounts{}
+	counts := pipeline.Counts{}
+	byStage := map[string]*pipeline.StageCounts{}
 	for _, n := range names {
-		counts.Stages = append(counts.Stages, store.StageCounts{Stage: n})
+		counts.Stages = append(counts.Stages, pipeline.StageCounts{Stage: n})
 	}
 	for i := range counts.Stages {
 		byStage[counts.Stages[i].Stage] = &counts.Stages[i]
@@ -128,7 +127,7 @@ func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, 
 		}
 	}
 	read := 0
-	place := func(it pipeline.Item, status store.Status, stage string, dl *pipeline.DeadLetter) {
+	place := func(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter) {
 		read++
 		fields.add(it.Fields)
 		label, groups := itemFacts(agg, it)
@@ -143,10 +142,10 @@ func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, 
 		}
 		sc := byStage[stage]
 		switch {
-		case status == store.Done:
+		case status == pipeline.StatusDone:
 			counts.Done++
 		case sc == nil:
-		case status == store.Dead:
+		case status == pipeline.StatusDead:
 			sc.Dead++
 			if dl != nil {
 				dead(stage, it.ID, *dl)
@@ -156,33 +155,33 @@ func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, 
 		}
 	}
 	if w, ok := db.(itemWalker); ok {
-		err := w.ForEachItem(func(is store.ItemState) error {
+		err := w.ForEachItem(func(is pipeline.ItemState) error {
 			place(is.Item, is.Status, is.Stage, is.Dead)
 			return nil
 		})
 		if err != nil {
-			return store.Counts{}, nil, 0, err
+			return pipeline.Counts{}, nil, 0, err
 		}
 	} else {
 		err := db.ForEachDone(func(it pipeline.Item) error {
-			place(it, store.Done, "", nil)
+			place(it, pipeline.StatusDone, "", nil)
 			return nil
 		})
 		if err != nil {
-			return store.Counts{}, nil, 0, err
+			return pipeline.Counts{}, nil, 0, err
 		}
 		for _, s := range names {
 			var ids []string
 			// Locate opens its own transaction: collect the ids first.
-			if err := db.ForEachDead(s, func(e store.DeadEntry) error { ids = append(ids, e.ID); return nil }); err != nil {
-				return store.Counts{}, nil, 0, err
+			if err := db.ForEachDead(s, func(e pipeline.DeadEntry) error { ids = append(ids, e.ID); return nil }); err != nil {
+				return pipeline.Counts{}, nil, 0, err
 			}
 			for _, id := range ids {
 				loc, err := db.Locate(id)
 				if err != nil {
-					return store.Counts{}, nil, 0, err
+					return pipeline.Counts{}, nil, 0, err
 				}
-				place(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, store.Dead, s, loc.Dead)
+				place(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, pipeline.StatusDead, s, loc.Dead)
 			}
 		}
 	}

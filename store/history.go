@@ -119,9 +119,8 @@ func (db *DB) Usage() (map[string]pipeline.Usage, error) {
 // Run statuses the store itself writes or reads.
 const (
 	runRunning = "running"
-	// RunKilled is the status of a run whose process died (SIGKILL, a
-	// crash, power loss) before it saved its end.
-	RunKilled = "killed"
+	// RunKilled is pipeline.RunKilled.
+	RunKilled = pipeline.RunKilled
 )
 
 // killedRun rewrites a run record left "running" by a process that is

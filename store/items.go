@@ -12,19 +12,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// ItemState is one item as ForEachItem reads it.
-type ItemState struct {
-	// Item holds the record and the outputs of every stage that has one.
-	pipeline.Item
-	// Stage is the stage the item is at: where it waits or died, or the
-	// last stage when Done.
-	Stage string
-	// Status is Queued, Dead, Done or InBatch.
-	Status Status
-	// Dead is the item's current dead letter when Status is Dead.
-	Dead *pipeline.DeadLetter
-}
-
 // ForEachItem calls fn with every item in id order, in one read
 // transaction: memory holds one item at a time whatever the item count.
 // The bytes handed to fn are copies, but fn must not use this DB's

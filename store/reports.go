@@ -18,14 +18,6 @@ import (
 // first save: files without it have no report recorded.
 var bucketReports = []byte("reports")
 
-// ReportStamp is what the store keeps of the last report of a period.
-type ReportStamp struct {
-	// Fingerprint is a hash of the period's figures as that report showed them.
-	Fingerprint string `json:"fingerprint"`
-	// At is when that report was generated.
-	At time.Time `json:"at"`
-}
-
 // ReportFingerprint returns the stamp of the last report generated for
 // period; ok is false when none was recorded. Works on a read-only DB.
 func (db *DB) ReportFingerprint(period string) (stamp ReportStamp, ok bool, err error) {

@@ -2,40 +2,7 @@ package store
 
 import (
 	"encoding/binary"
-	"fmt"
 )
-
-// Status is where an item is within its current stage.
-type Status uint8
-
-const (
-	// Queued: in todo/<stage>; the runner moves it out by committing a
-	// success or a dead letter.
-	Queued Status = 1
-	// Dead: in dead/<stage>; only a re-queue (dlq requeue, retry) moves it.
-	Dead Status = 2
-	// Done: passed every stage; only a re-run or an edited text moves it.
-	Done Status = 3
-	// InBatch: held by an open batch job (Seq is the job's number, see
-	// batch.go); CommitBatch or ReturnBatch moves it out.
-	InBatch Status = 4
-)
-
-// String is the status as status and dlq print it: queued, dead, done,
-// in batch.
-func (s Status) String() string {
-	switch s {
-	case Queued:
-		return "queued"
-	case Dead:
-		return "dead"
-	case Done:
-		return "done"
-	case InBatch:
-		return "in batch"
-	}
-	return fmt.Sprintf("status(%d)", uint8(s))
-}
 
 // state is the state bucket's value: a fixed binary record so the hot
 // path does no JSON work.

@@ -43,8 +43,8 @@ var (
 	ErrNewerSchema = errors.New("database was written by a newer sawtooth")
 	// ErrDefinition is returned by Open when the stage list differs from the file's.
 	ErrDefinition = errors.New("pipeline definition differs from the database's")
-	// ErrNotFound is returned for an unknown item or dead letter.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound is pipeline.ErrNotFound: an unknown item or dead letter.
+	ErrNotFound = pipeline.ErrNotFound
 )
 
 var (

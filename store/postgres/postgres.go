@@ -41,8 +41,9 @@ var (
 	ErrNewerSchema = errors.New("database was written by a newer sawtooth")
 	// ErrDefinition is returned by Open when the stage list differs from the stored one.
 	ErrDefinition = errors.New("pipeline definition differs from the database's")
-	// ErrNotFound is returned for a missing pipeline, item or dead letter.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound is pipeline.ErrNotFound: a missing pipeline, item or
+	// dead letter.
+	ErrNotFound = pipeline.ErrNotFound
 )
 
 // Options configure Open. They mirror store.Options where that makes

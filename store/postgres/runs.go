@@ -15,9 +15,9 @@ import (
 // Run statuses the store itself writes or reads.
 const (
 	runRunning = "running"
-	// RunKilled is the status of a run whose process died (SIGKILL, a
-	// crash, a lost connection) before it saved its end.
-	RunKilled = "killed"
+	// RunKilled is pipeline.RunKilled (here: a crash, a SIGKILL or a
+	// lost connection).
+	RunKilled = pipeline.RunKilled
 )
 
 // runLockClass is the first key of the session advisory lock a process
