@@ -1,0 +1,165 @@
+package stages
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/classify_golden.json from what the stage does now")
+
+// classifyGolden is what one classify case did on the wire and in the
+// store: every request body and item header sent, the answer-cache key,
+// the stored output (or the error), and the batch request.
+type classifyGolden struct {
+	Bodies       []json.RawMessage `json:"bodies"`
+	ItemHeaders  []string          `json:"item_headers"`
+	CacheKey     string            `json:"cache_key"`
+	Output       json.RawMessage   `json:"output,omitempty"`
+	Usage        pipeline.Usage    `json:"usage"`
+	Calls        int               `json:"calls"`
+	Err          string            `json:"err,omitempty"`
+	Class        string            `json:"class"`
+	BatchRequest json.RawMessage   `json:"batch_request"`
+	BatchOutput  json.RawMessage   `json:"batch_output,omitempty"`
+}
+
+// TestClassify_Golden holds classify to what it sent, keyed and stored
+// before it became a preset of the LLM stage (testdata/classify_golden.json
+// was written by the separate Classify implementation): a database
+// written then must resume without paying again, so the request (prompt,
+// schema, generation config), the answer-cache key and the stored output
+// must not change by a byte.
+func TestClassify_Golden(t *testing.T) {
+	good := answer(`{"label":"bug","confidence":0.93,"reason":" It crashes at login. "}`, "STOP")
+	cases := []struct {
+		name    string
+		mods    []func(*ClassifyConfig)
+		item    pipeline.Item
+		replies []func(http.ResponseWriter, *http.Request, []byte)
+		batch   string // the batch job's answer; "" means good
+	}{
+		{name: "defaults", item: testItem("r1", "The app crashes when I log in"), replies: fns(reply(200, good))},
+		{
+			name: "custom",
+			mods: []func(*ClassifyConfig){func(c *ClassifyConfig) {
+				c.Labels = []string{"billing", "crash", "other"}
+				c.PromptTemplate = "App {{.Fields.app}} ({{.ID}}, {{len .Labels}} labels): {{.Text}} [{{.Fields.missing}}]"
+				c.SystemInstruction = "Pick one label."
+				c.Model = "gemini-2.0-flash"
+				c.ThinkingBudget = genai.Ptr(-1)
+				c.MaxOutputTokens = 100
+			}},
+			item:    pipeline.Item{Record: pipeline.Record{ID: "r/2 é", Text: "Charged twice", Fields: map[string]string{"app": "cart"}}},
+			replies: fns(reply(200, answer(`{"label":" Crash ","confidence":1,"reason":"x"}`, "STOP"))),
+			batch:   answer(`{"label":"billing","confidence":0.5,"reason":"Charged twice."}`, "STOP"),
+		},
+		{
+			name:    "cut_off_repaired",
+			item:    testItem("r3", "Long review"),
+			replies: fns(reply(200, answer(`{"label":"bug","confi`, "MAX_TOKENS")), reply(200, good)),
+		},
+		{
+			name:    "off_schema_twice",
+			item:    testItem("r4", "No idea"),
+			replies: fns(reply(200, answer(`{"label":"bug","reason":"r"}`, "STOP"))),
+		},
+		{
+			name:    "off_label_then_cut_off",
+			item:    testItem("r5", "Hmm"),
+			replies: fns(reply(200, answer(`{"label":"nope","confidence":0.5,"reason":"r"}`, "STOP")), reply(200, answer(`{"la`, "MAX_TOKENS"))),
+		},
+		{
+			name: "blocked",
+			item: testItem("r6", "bad words"),
+			replies: fns(reply(200, `{"promptFeedback":{"blockReason":"SAFETY","blockReasonMessage":"unsafe"},`+
+				`"usageMetadata":{"promptTokenCount":7,"totalTokenCount":7}}`)),
+		},
+		{name: "model_not_found", item: testItem("r7", "x"), replies: fns(reply(404, body404))},
+		{name: "rate_limited", item: testItem("r8", "x"), replies: fns(reply(429, body429Minute))},
+	}
+	path := filepath.Join("testdata", "classify_golden.json")
+	want := map[string]classifyGolden{}
+	if !*updateGolden {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]classifyGolden{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu sync.Mutex
+				g  classifyGolden
+			)
+			srv := newFakeGemini(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+				mu.Lock()
+				n := len(g.Bodies)
+				g.Bodies = append(g.Bodies, json.RawMessage(body))
+				g.ItemHeaders = append(g.ItemHeaders, r.Header.Get(itemHeader))
+				mu.Unlock()
+				tc.replies[min(n, len(tc.replies)-1)](w, r, body)
+			})
+			c := newTestClassify(t, srv.srv.URL, tc.mods...)
+			key, err := c.CacheKey(tc.item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Process(context.Background(), tc.item)
+			g.CacheKey, g.Output, g.Usage, g.Calls = key, json.RawMessage(res.Output), res.Usage, res.Calls
+			g.Class = string(pipeline.ClassOf(context.Background(), err))
+			if err != nil {
+				g.Err = strings.ReplaceAll(err.Error(), srv.srv.URL, "BASE_URL")
+			}
+			br, err := c.BatchRequest(tc.item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.BatchRequest, err = json.Marshal(br); err != nil {
+				t.Fatal(err)
+			}
+			var resp genai.GenerateContentResponse
+			if err := json.Unmarshal([]byte(cmp.Or(tc.batch, good)), &resp); err != nil {
+				t.Fatal(err)
+			}
+			bres, err := c.DecodeBatch(tc.item, &resp, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.BatchOutput = bres.Output
+			got[tc.name] = g
+			if *updateGolden {
+				return
+			}
+			a, _ := json.MarshalIndent(g, "", "  ")
+			b, _ := json.MarshalIndent(want[tc.name], "", "  ")
+			if string(a) != string(b) {
+				t.Errorf("classify no longer does what it did:\n got %s\nwant %s", a, b)
+			}
+		})
+	}
+	if *updateGolden {
+		b, err := json.MarshalIndent(got, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
