@@ -31,7 +31,7 @@ type classifyGolden struct {
 	Calls        int               `json:"calls"`
 	Err          string            `json:"err,omitempty"`
 	Class        string            `json:"class"`
-	BatchRequest json.RawMessage   `json:"batch_request"`
+	BatchRequest json.RawMessage   `json:"batch_request,omitempty"`
 	BatchOutput  json.RawMessage   `json:"batch_output,omitempty"`
 }
 
@@ -89,43 +89,17 @@ func TestClassify_Golden(t *testing.T) {
 		{name: "model_not_found", item: testItem("r7", "x"), replies: fns(reply(404, body404))},
 		{name: "rate_limited", item: testItem("r8", "x"), replies: fns(reply(429, body429Minute))},
 	}
-	path := filepath.Join("testdata", "classify_golden.json")
-	want := map[string]classifyGolden{}
-	if !*updateGolden {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := map[string]classifyGolden{}
-	for _, tc := range cases {
+	runGolden(t, "classify_golden.json", len(cases), func(t *testing.T, i int, record func(string, classifyGolden)) {
+		tc := cases[i]
 		t.Run(tc.name, func(t *testing.T) {
-			var (
-				mu sync.Mutex
-				g  classifyGolden
-			)
-			srv := newFakeGemini(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-				mu.Lock()
-				n := len(g.Bodies)
-				g.Bodies = append(g.Bodies, json.RawMessage(body))
-				g.ItemHeaders = append(g.ItemHeaders, r.Header.Get(itemHeader))
-				mu.Unlock()
-				tc.replies[min(n, len(tc.replies)-1)](w, r, body)
-			})
+			g, srv := goldenServer(t, tc.replies)
 			c := newTestClassify(t, srv.srv.URL, tc.mods...)
 			key, err := c.CacheKey(tc.item)
 			if err != nil {
 				t.Fatal(err)
 			}
 			res, err := c.Process(context.Background(), tc.item)
-			g.CacheKey, g.Output, g.Usage, g.Calls = key, json.RawMessage(res.Output), res.Usage, res.Calls
-			g.Class = string(pipeline.ClassOf(context.Background(), err))
-			if err != nil {
-				g.Err = strings.ReplaceAll(err.Error(), srv.srv.URL, "BASE_URL")
-			}
+			g.record(key, res, err, srv.srv.URL)
 			br, err := c.BatchRequest(tc.item)
 			if err != nil {
 				t.Fatal(err)
@@ -142,14 +116,72 @@ func TestClassify_Golden(t *testing.T) {
 				t.Fatal(err)
 			}
 			g.BatchOutput = bres.Output
-			got[tc.name] = g
+			record(tc.name, g.classifyGolden)
+		})
+	})
+}
+
+// goldenCall records what a fake Gemini server was sent.
+type goldenCall struct {
+	mu sync.Mutex
+	classifyGolden
+}
+
+// goldenServer answers the n-th request with replies[n] (the last once
+// they run out) and records every body and item header.
+func goldenServer(t *testing.T, replies []func(http.ResponseWriter, *http.Request, []byte)) (*goldenCall, *fakeGemini) {
+	t.Helper()
+	g := &goldenCall{}
+	srv := newFakeGemini(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		g.mu.Lock()
+		n := len(g.Bodies)
+		g.Bodies = append(g.Bodies, json.RawMessage(body))
+		g.ItemHeaders = append(g.ItemHeaders, r.Header.Get(itemHeader))
+		g.mu.Unlock()
+		replies[min(n, len(replies)-1)](w, r, body)
+	})
+	return g, srv
+}
+
+// record keeps what Process returned; the server's URL, which changes
+// from run to run, reads BASE_URL in messages.
+func (g *goldenCall) record(key string, res pipeline.Result, err error, baseURL string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.CacheKey, g.Output, g.Usage, g.Calls = key, json.RawMessage(res.Output), res.Usage, res.Calls
+	g.Class = string(pipeline.ClassOf(context.Background(), err))
+	if err != nil {
+		g.Err = strings.ReplaceAll(err.Error(), baseURL, "BASE_URL")
+	}
+}
+
+// runGolden runs n cases (each calls record once with what it saw) and
+// compares each with testdata/file, or rewrites the file under
+// -update-golden.
+func runGolden(t *testing.T, file string, n int, run func(t *testing.T, i int, record func(name string, g classifyGolden))) {
+	t.Helper()
+	path := filepath.Join("testdata", file)
+	want := map[string]classifyGolden{}
+	if !*updateGolden {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]classifyGolden{}
+	for i := range n {
+		run(t, i, func(name string, g classifyGolden) {
+			got[name] = g
 			if *updateGolden {
 				return
 			}
 			a, _ := json.MarshalIndent(g, "", "  ")
-			b, _ := json.MarshalIndent(want[tc.name], "", "  ")
+			b, _ := json.MarshalIndent(want[name], "", "  ")
 			if string(a) != string(b) {
-				t.Errorf("classify no longer does what it did:\n got %s\nwant %s", a, b)
+				t.Errorf("%s: the stage no longer does what it did:\n got %s\nwant %s", name, a, b)
 			}
 		})
 	}
@@ -162,4 +194,52 @@ func TestClassify_Golden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestLLM_Golden holds job-file LLM stages to what they sent, keyed and
+// stored before classify became a preset of them (testdata/llm_golden.json):
+// a label stage and a schema stage, answered, repaired and refused.
+func TestLLM_Golden(t *testing.T) {
+	labelled := answer(`{"label":"Bug","confidence":0.75,"reason":" crash "}`, "STOP")
+	summary := answer(`{"summary":"Crashes at login.","severity":3}`, "STOP")
+	schema := []byte(`{"type":"object","properties":{"summary":{"type":"string"},"severity":{"type":"integer","minimum":1,"maximum":5}},"required":["summary","severity"]}`)
+	earlier := map[string]json.RawMessage{"triage": json.RawMessage(`{"label":"bug","confidence":0.9}`)}
+	item := pipeline.Item{Record: pipeline.Record{ID: "i/1", Text: "The app crashes", Fields: map[string]string{"app": "notes"}}, Outputs: earlier}
+	cases := []struct {
+		name    string
+		cfg     LLMConfig
+		item    pipeline.Item
+		replies []func(http.ResponseWriter, *http.Request, []byte)
+	}{
+		{name: "labels", cfg: LLMConfig{Name: "triage", Labels: []string{"bug", "other"}},
+			item: testItem("r1", "It crashes"), replies: fns(reply(200, labelled))},
+		{name: "schema", cfg: LLMConfig{Name: "summary", Schema: schema, Model: "gemini-2.0-flash",
+			PromptTemplate: "{{.Fields.app}} ({{.Out.triage.label}}): {{.Text}}", When: `triage.label == "bug"`, Earlier: []string{"triage"}},
+			item: item, replies: fns(reply(200, summary))},
+		{name: "schema_repaired", cfg: LLMConfig{Name: "summary", Schema: schema},
+			item: item, replies: fns(reply(200, answer(`{"summary":"x","severity":9}`, "STOP")), reply(200, summary))},
+		{name: "schema_cut_off_twice", cfg: LLMConfig{Name: "summary", Schema: schema, MaxOutputTokens: 8},
+			item: item, replies: fns(reply(200, answer(`{"sum`, "MAX_TOKENS")))},
+		{name: "labels_not_found", cfg: LLMConfig{Name: "triage", Labels: []string{"bug", "other"}},
+			item: item, replies: fns(reply(404, body404))},
+		{name: "labels_overloaded", cfg: LLMConfig{Name: "triage", Labels: []string{"bug", "other"}},
+			item: item, replies: fns(reply(503, body503))},
+		{name: "labels_blocked", cfg: LLMConfig{Name: "triage", Labels: []string{"bug", "other"}},
+			item: item, replies: fns(reply(200, `{"promptFeedback":{"blockReason":"SAFETY"}}`))},
+	}
+	runGolden(t, "llm_golden.json", len(cases), func(t *testing.T, i int, record func(string, classifyGolden)) {
+		tc := cases[i]
+		t.Run(tc.name, func(t *testing.T) {
+			g, srv := goldenServer(t, tc.replies)
+			tc.cfg.Endpoint = Endpoint{Backend: BackendGemini, APIKey: testKey, BaseURL: srv.srv.URL}
+			l := newTestLLM(t, tc.cfg)
+			key, err := l.CacheKey(tc.item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := l.Process(context.Background(), tc.item)
+			g.record(key, res, err, srv.srv.URL)
+			record(tc.name, g.classifyGolden)
+		})
+	})
 }
