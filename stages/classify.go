@@ -150,8 +150,7 @@ type ClassifyOutput struct {
 // NewClassify.
 type Classify struct {
 	client          *genai.Client
-	apiKey          string // kept only to scrub it from messages
-	baseURL         string // as resolved by the SDK, for messages
+	errs            *geminiErrors
 	model           string
 	labels          []string
 	prompt          *template.Template
@@ -174,7 +173,6 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 		return nil, errors.New("classify: no Gemini API key: set GEMINI_API_KEY (create one at https://aistudio.google.com/apikey)")
 	}
 	c := &Classify{
-		apiKey:          cfg.APIKey,
 		model:           orDefault(cfg.Model, DefaultModel),
 		timeout:         cfg.Timeout,
 		maxOutputTokens: int32(cfg.MaxOutputTokens),
@@ -255,7 +253,7 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 		return nil, fmt.Errorf("classify: create Gemini client: %s", redact(err.Error(), cfg.APIKey))
 	}
 	c.client = client
-	c.baseURL = strings.TrimRight(client.ClientConfig().HTTPOptions.BaseURL, "/")
+	c.errs = newGeminiErrors("classify", client, Endpoint{Backend: BackendGemini, APIKey: cfg.APIKey}, c.model, c.timeout)
 	return c, nil
 }
 

@@ -65,7 +65,7 @@ func (c *Classify) repairRequest(first request, bad *stageError) request {
 // answer, so it goes to the dead letters with what a person can change.
 func (c *Classify) repairFailed(first, second request, bad, again *stageError) error {
 	if bad.repair == repairCutOff && again.repair == repairCutOff {
-		return c.errorf(again, "classify: the answer was cut off at %d output tokens, and again at %d when asked once more (finishReason=MAX_TOKENS): "+
+		return c.errs.errorf(again, "the answer was cut off at %d output tokens, and again at %d when asked once more (finishReason=MAX_TOKENS): "+
 			"asking again gives the same answer; raise --max-output-tokens or lower the thinking budget, then `sawtooth retry --stage classify`",
 			first.maxOutputTokens, second.maxOutputTokens)
 	}
@@ -73,7 +73,7 @@ func (c *Classify) repairFailed(first, second request, bad, again *stageError) e
 	if bad.problem == again.problem {
 		what = bad.problem + ", and the same after it was told what was wrong"
 	}
-	return c.errorf(again, "classify: model output did not match the schema (%s): "+
+	return c.errs.errorf(again, "model output did not match the schema (%s): "+
 		"asking again gives the same answer; check that the labels and the prompt template fit texts like this one, or edit the row in your input file and run again",
 		what)
 }

@@ -47,10 +47,10 @@ func (c *Classify) Decode(resp *genai.GenerateContentResponse, callErr error) (p
 // kind for a cut-off or off-schema answer, transient by itself).
 func (c *Classify) decode(resp *genai.GenerateContentResponse, callErr error, req request) (ClassifyOutput, pipeline.Usage, error) {
 	if callErr != nil {
-		return ClassifyOutput{}, pipeline.Usage{}, c.callError(callErr)
+		return ClassifyOutput{}, pipeline.Usage{}, c.errs.callError(callErr)
 	}
 	if resp == nil {
-		return ClassifyOutput{}, pipeline.Usage{}, c.unusable("classify: the API returned an empty response")
+		return ClassifyOutput{}, pipeline.Usage{}, c.errs.unusable("the API returned an empty response")
 	}
 	usage := usageOf(resp.UsageMetadata)
 	out, err := c.checkResponse(resp, req)
@@ -100,23 +100,23 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
 		detail := ""
 		if pf.BlockReasonMessage != "" {
-			detail = ": " + c.short(pf.BlockReasonMessage, 200)
+			detail = ": " + c.errs.short(pf.BlockReasonMessage, 200)
 		}
-		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, blockHint))
+		return ClassifyOutput{}, verdict(c.errs.errorf(nil, "blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return ClassifyOutput{}, c.unusable("classify: the model returned no candidates and no block reason")
+		return ClassifyOutput{}, c.errs.unusable("the model returned no candidates and no block reason")
 	}
 	cand := resp.Candidates[0]
 	switch fr := cand.FinishReason; {
 	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
 	case fr == genai.FinishReasonMaxTokens:
-		return ClassifyOutput{}, c.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
-			"classify: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget", req.maxOutputTokens)
+		return ClassifyOutput{}, c.errs.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
+			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget", req.maxOutputTokens)
 	case blockedFinish[fr] != "":
-		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
+		return ClassifyOutput{}, verdict(c.errs.errorf(nil, "%s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:
-		return ClassifyOutput{}, c.unusable("classify: the model stopped early (finishReason=%s)", fr)
+		return ClassifyOutput{}, c.errs.unusable("the model stopped early (finishReason=%s)", fr)
 	}
 
 	var text strings.Builder
@@ -134,11 +134,11 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 	}
 	schemaErr := func(format string, args ...any) error {
 		detail := fmt.Sprintf(format, args...)
-		return c.repairable(repairOffSchema, detail, "classify: model output did not match the schema: %s", detail)
+		return c.errs.repairable(repairOffSchema, detail, "model output did not match the schema: %s", detail)
 	}
 	raw := strings.TrimSpace(text.String())
 	if err := json.Unmarshal([]byte(raw), &ans); err != nil {
-		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, c.short(raw, 120))
+		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, c.errs.short(raw, 120))
 	}
 	var missing []string
 	if ans.Label == nil {
@@ -151,11 +151,11 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 		missing = append(missing, "reason")
 	}
 	if len(missing) > 0 {
-		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), c.short(raw, 120))
+		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), c.errs.short(raw, 120))
 	}
 	label, ok := c.canonicalLabel(*ans.Label)
 	if !ok {
-		return ClassifyOutput{}, schemaErr("label %q is not one of %s", c.short(*ans.Label, 60), strings.Join(c.labels, ", "))
+		return ClassifyOutput{}, schemaErr("label %q is not one of %s", c.errs.short(*ans.Label, 60), strings.Join(c.labels, ", "))
 	}
 	if conf := *ans.Confidence; !(conf >= 0 && conf <= 1) {
 		return ClassifyOutput{}, schemaErr("confidence %v is outside 0..1", conf)

@@ -100,7 +100,7 @@ type LLM struct {
 	name            string
 	endpoint        Endpoint
 	client          *genai.Client
-	errs            *Classify // classifies call errors and writes their messages
+	errs            *geminiErrors
 	model           string
 	labels          []string
 	schema          *genai.Schema
@@ -194,8 +194,7 @@ func NewLLM(ctx context.Context, cfg LLMConfig) (*LLM, error) {
 	if l.client, err = newClient(ctx, who, cfg.Endpoint); err != nil {
 		return nil, err
 	}
-	baseURL := strings.TrimRight(l.client.ClientConfig().HTTPOptions.BaseURL, "/")
-	l.errs = &Classify{apiKey: cfg.Endpoint.APIKey, baseURL: baseURL, model: l.model, timeout: timeout}
+	l.errs = newGeminiErrors(l.name, l.client, cfg.Endpoint, l.model, timeout)
 	return l, nil
 }
 
@@ -299,7 +298,7 @@ func (l *LLM) CountTokens(ctx context.Context, it pipeline.Item) (int64, error) 
 	}
 	resp, err := l.client.Models.CountTokens(ctx, l.model, genai.Text(l.system+"\n\n"+prompt), nil)
 	if err != nil {
-		return 0, l.rename(l.errs.callError(err))
+		return 0, l.errs.callError(err)
 	}
 	return int64(resp.TotalTokens), nil
 }
@@ -326,7 +325,7 @@ func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, e
 	)
 	if errors.As(err, &again) && again.repair != "" {
 		res, err = pipeline.Result{Usage: usage}, pipeline.Permanent(l.errs.errorf(again,
-			"%s: the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens", l.name, bad.problem, again.problem))
+			"the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens", bad.problem, again.problem))
 	} else {
 		res, err = l.encode(out, usage, string(bad.repair), err)
 	}
@@ -367,28 +366,14 @@ func (l *LLM) ask(ctx context.Context, id, prompt string, req request) (map[stri
 	req.tier = l.tiers.next(id, l.errs.timeout)
 	resp, err := l.generate(context.WithValue(ctx, statusKey{}, &status), id, prompt, req)
 	if err != nil {
-		err = l.rename(l.errs.callError(withHTTPStatus(err, int(status.Load()))))
+		err = l.errs.callError(withHTTPStatus(err, int(status.Load())))
 		return nil, pipeline.Usage{}, l.tiers.refused(ctx, id, req.tier, err)
 	}
 	if resp == nil {
-		return nil, pipeline.Usage{}, l.errs.unusable("%s: the API returned an empty response", l.name)
+		return nil, pipeline.Usage{}, l.errs.unusable("the API returned an empty response")
 	}
 	out, err := l.check(resp, req)
 	return out, l.tiers.served(id, resp, req.tier, usageOf(resp.UsageMetadata), err), err
-}
-
-// rename makes a message written for the classify stage name this one.
-func (l *LLM) rename(err error) error {
-	var se *stageError
-	if errors.As(err, &se) {
-		if rest, ok := strings.CutPrefix(se.msg, "classify: "); ok {
-			se.msg = l.name + ": " + rest
-		}
-		if l.endpoint.ResolvedBackend() == BackendVertex {
-			se.msg = strings.ReplaceAll(se.msg, "set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)", "check the Vertex AI credentials (gcloud auth application-default login)")
-		}
-	}
-	return err
 }
 
 // generate sends one request for item id, named "<stage>/<id>" in the
@@ -454,21 +439,21 @@ func (l *LLM) requestConfig(req request) *genai.GenerateContentConfig {
 func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[string]any, error) {
 	e := l.errs
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
-		return nil, verdict(e.errorf(nil, "%s: blocked by the model's safety filter (promptFeedback.blockReason=%s): %s", l.name, pf.BlockReason, blockHint))
+		return nil, verdict(e.errorf(nil, "blocked by the model's safety filter (promptFeedback.blockReason=%s): %s", pf.BlockReason, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return nil, e.unusable("%s: the model returned no candidates and no block reason", l.name)
+		return nil, e.unusable("the model returned no candidates and no block reason")
 	}
 	cand := resp.Candidates[0]
 	switch fr := cand.FinishReason; {
 	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
 	case fr == genai.FinishReasonMaxTokens:
 		return nil, e.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
-			"%s: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): raise max_output_tokens", l.name, req.maxOutputTokens)
+			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): raise max_output_tokens", req.maxOutputTokens)
 	case blockedFinish[fr] != "":
-		return nil, verdict(e.errorf(nil, "%s: %s (finishReason=%s): %s", l.name, blockedFinish[fr], fr, blockHint))
+		return nil, verdict(e.errorf(nil, "%s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:
-		return nil, e.unusable("%s: the model stopped early (finishReason=%s)", l.name, fr)
+		return nil, e.unusable("the model stopped early (finishReason=%s)", fr)
 	}
 	var text strings.Builder
 	if cand.Content != nil {
@@ -484,7 +469,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[strin
 	var out map[string]any
 	if err := dec.Decode(&out); err != nil || out == nil {
 		detail := fmt.Sprintf("not a JSON object: %q", e.short(raw, 120))
-		return nil, e.repairable(repairOffSchema, detail, "%s: model output did not match the schema: %s", l.name, detail)
+		return nil, e.repairable(repairOffSchema, detail, "model output did not match the schema: %s", detail)
 	}
 	if l.labels != nil {
 		label, _ := out["label"].(string)
@@ -495,7 +480,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (map[strin
 		}
 	}
 	if p := matchSchema(l.responseSchema(), out, "answer"); p != "" {
-		return nil, e.repairable(repairOffSchema, p, "%s: model output did not match the schema: %s", l.name, e.short(p, 200))
+		return nil, e.repairable(repairOffSchema, p, "model output did not match the schema: %s", e.short(p, 200))
 	}
 	return out, nil
 }
