@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/genai"
 
@@ -242,4 +244,32 @@ func TestLLM_Golden(t *testing.T) {
 			record(tc.name, g.classifyGolden)
 		})
 	})
+}
+
+// TestClassify_IsAnLLMStage: the classify preset is the LLM stage, built
+// from the labels, not a second implementation: a label stage a job file
+// describes with the same question has its fingerprint and request, and
+// differs only in what the preset keeps (its cache key recipe and header).
+func TestClassify_IsAnLLMStage(t *testing.T) {
+	c := newTestClassify(t, "http://127.0.0.1:1")
+	var l *LLM = c.LLM
+	if l.Name() != "classify" || !slices.Equal(l.Labels(), DefaultLabels) || l.MaxOutputTokens() != DefaultMaxOutputTokens {
+		t.Errorf("preset = %s %v %d", l.Name(), l.Labels(), l.MaxOutputTokens())
+	}
+	job := newTestLLM(t, LLMConfig{Name: "classify", Labels: DefaultLabels, Timeout: 5 * time.Second,
+		Endpoint: Endpoint{Backend: BackendGemini, APIKey: testKey, BaseURL: "http://127.0.0.1:1"}})
+	if c.Fingerprint() != job.Fingerprint() {
+		t.Errorf("fingerprint %s, job-file label stage %s", c.Fingerprint(), job.Fingerprint())
+	}
+	it := testItem("r1", "It crashes")
+	a, _ := json.Marshal(c.requestConfig(c.firstRequest()))
+	b, _ := json.Marshal(job.requestConfig(job.firstRequest()))
+	if string(a) != string(b) {
+		t.Errorf("request config\n%s\njob-file label stage\n%s", a, b)
+	}
+	ck, _ := c.CacheKey(it)
+	jk, _ := job.CacheKey(it)
+	if ck == jk {
+		t.Error("the preset keys as a job-file stage: answers cached by databases written before it was a preset would be asked again")
+	}
 }
