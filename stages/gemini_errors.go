@@ -330,7 +330,7 @@ type stageError struct {
 	msg string
 	err error
 	// repair is why the answer earns one more call (see
-	// Classify.Process); "" for every other error.
+	// LLM.answer); "" for every other error.
 	repair repairKind
 	// problem says what was wrong with the answer, for the repair call's
 	// instruction.
