@@ -11,7 +11,7 @@
 //     the items leave the queue (they are "in batch job N": the online
 //     dispatcher never sees them and no other job takes them);
 //  2. create: the requests are built exactly as the online call
-//     (stages.Classify.BatchRequest), each carrying its item id as its key
+//     (stages.LLM.BatchRequest), each carrying its item id as its key
 //     (metadata "key" inlined, "key" of a JSONL line in a file), sent
 //     inlined while the job is under Config.InlineBytes (the API's limit is
 //     20 MB) and as a JSONL file through the Files upload otherwise, and

@@ -70,8 +70,10 @@ type Store interface {
 	Counts() (pipeline.Counts, error)
 }
 
-// Stage is an API stage that can be asked in batches; *stages.Classify is
-// one.
+// Stage is an API stage that can be asked in batches; every LLM stage
+// (*stages.LLM, *stages.Classify) is one. A stage that is also a
+// pipeline.Skipper has the items it leaves out committed without a
+// request, as the online path does.
 type Stage interface {
 	Name() string
 	Model() string
@@ -79,7 +81,10 @@ type Stage interface {
 	DecodeBatch(it pipeline.Item, resp *genai.GenerateContentResponse, rowErr *genai.JobError) (pipeline.Result, error)
 }
 
-var _ Stage = (*stages.Classify)(nil)
+var (
+	_ Stage = (*stages.Classify)(nil)
+	_ Stage = (*stages.LLM)(nil)
+)
 
 // Config configures a Driver. Zero fields take the defaults above.
 type Config struct {

@@ -28,14 +28,21 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	}
 	var reqs []*genai.InlinedRequest
 	var lines bytes.Buffer
-	// refused: items the online path would refuse without a call, and
-	// items whose question the cache answers; both are committed before
-	// create. keys: the questions this job's requests ask.
+	// refused: items the online path would refuse or leave out (a
+	// stage's condition) without a call, and items whose question the
+	// cache answers; all are committed before create. keys: the
+	// questions this job's requests ask.
 	var refused []pipeline.Transition
 	var keys []string
 	var est int64 // the requests' estimated cost, nanodollars
 	asked := map[string]bool{}
 	for _, it := range items {
+		if sk, ok := d.stage.(pipeline.Skipper); ok {
+			if res, skip := sk.Skip(ctx, it); skip {
+				refused = append(refused, pipeline.Transition{Stage: d.stage.Name(), ID: it.ID, Outcome: pipeline.Succeeded, Result: res})
+				continue
+			}
+		}
 		key := d.key(it)
 		if res, ok := d.cached(key); ok {
 			refused = append(refused, d.reused(it, key, res))

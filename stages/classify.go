@@ -1,24 +1,16 @@
 package stages
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"text/template"
 	"time"
-
-	"google.golang.org/genai"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -140,32 +132,20 @@ type ClassifyOutput struct {
 	Repair string `json:"repair,omitempty"`
 }
 
-// Classify is the stage that labels each item with a Gemini model.
-//
-// Each Process call sends one generateContent request, and one repair
-// request only after a cut-off or off-schema answer (see Process): the
-// SDK's retries and automatic continuation are off, because the pipeline
-// owns retries and pays for every request. Process is safe for concurrent
-// use; every call builds its own request configuration. Construct with
+// Classify is the classify preset of the LLM stage: the stage named
+// "classify" that labels each item's sanitized text from a closed label
+// set, answering {label, confidence, reason} (a ClassifyOutput). It is an
+// *LLM, with everything an LLM stage does (Process, the answer cache,
+// BatchRequest and DecodeBatch, tiers). What the preset keeps of the days
+// it was a stage of its own (the sanitized text as input, PromptData, its
+// answer checks, output, repair notes, item header and cache key) keeps a
+// database written then resuming without paying again. Construct with
 // NewClassify.
 type Classify struct {
-	client          *genai.Client
-	apiKey          string // kept only to scrub it from messages
-	baseURL         string // as resolved by the SDK, for messages
-	model           string
-	labels          []string
-	prompt          *template.Template
-	promptSource    string
-	system          string
-	timeout         time.Duration
-	maxOutputTokens int32
-	thinkingBudget  *int32
-	tiers           *tierPolicy // nil: standard
+	*LLM
 }
 
-var (
-	_ pipeline.Stage = (*Classify)(nil)
-)
+var _ pipeline.Stage = (*Classify)(nil)
 
 // NewClassify checks cfg, fills in defaults and builds the Gemini client.
 // It sends no request.
@@ -173,90 +153,20 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, errors.New("classify: no Gemini API key: set GEMINI_API_KEY (create one at https://aistudio.google.com/apikey)")
 	}
-	c := &Classify{
-		apiKey:          cfg.APIKey,
-		model:           orDefault(cfg.Model, DefaultModel),
-		timeout:         cfg.Timeout,
-		maxOutputTokens: int32(cfg.MaxOutputTokens),
-	}
-	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
-	}
-	if c.timeout < 0 {
-		return nil, fmt.Errorf("classify: timeout is %s: use a positive duration, or 0 for %s", cfg.Timeout, DefaultTimeout)
-	}
-	switch {
-	case cfg.MaxOutputTokens == 0:
-		c.maxOutputTokens = DefaultMaxOutputTokens
-	case cfg.MaxOutputTokens < 0 || cfg.MaxOutputTokens > math.MaxInt32:
-		return nil, fmt.Errorf("classify: max output tokens is %d: use a positive number, or 0 for %d", cfg.MaxOutputTokens, DefaultMaxOutputTokens)
-	}
-	switch {
-	case cfg.ThinkingBudget != nil:
-		if *cfg.ThinkingBudget < -1 || *cfg.ThinkingBudget > math.MaxInt32 {
-			return nil, fmt.Errorf("classify: thinking budget is %d: use -1 (dynamic), 0 (off) or a number of tokens", *cfg.ThinkingBudget)
-		}
-		c.thinkingBudget = genai.Ptr(int32(*cfg.ThinkingBudget))
-	case strings.HasPrefix(strings.TrimPrefix(c.model, "models/"), "gemini-2.5-flash"):
-		c.thinkingBudget = genai.Ptr[int32](0)
-	}
-
 	labels := cfg.Labels
 	if len(labels) == 0 {
 		labels = DefaultLabels
 	}
-	seen := make(map[string]bool, len(labels))
-	for _, l := range labels {
-		key := strings.ToLower(strings.TrimSpace(l))
-		if key == "" || key != strings.ToLower(l) {
-			return nil, fmt.Errorf("classify: label %q is blank or has surrounding spaces: fix the label list", l)
-		}
-		if seen[key] {
-			return nil, fmt.Errorf("classify: label %q appears twice: labels must be distinct", l)
-		}
-		seen[key] = true
-	}
-	c.labels = slices.Clone(labels)
-
-	c.promptSource = orDefault(cfg.PromptTemplate, DefaultPromptTemplate)
-	tmpl, err := template.New("prompt").Option("missingkey=zero").Parse(c.promptSource)
+	// Always the Gemini API, whatever $GOOGLE_GENAI_USE_VERTEXAI says: the
+	// flags that build this stage speak of an API key only.
+	ep := Endpoint{Backend: BackendGemini, APIKey: cfg.APIKey, BaseURL: cfg.BaseURL, HTTPClient: cfg.HTTPClient}
+	l, err := newLLM(ctx, LLMConfig{Name: "classify", Endpoint: ep, Model: cfg.Model, Labels: labels,
+		PromptTemplate: cfg.PromptTemplate, SystemInstruction: cfg.SystemInstruction, Timeout: cfg.Timeout,
+		MaxOutputTokens: cfg.MaxOutputTokens, ThinkingBudget: cfg.ThinkingBudget, Tier: cfg.Tier}, "classify", true)
 	if err != nil {
-		return nil, fmt.Errorf("classify: parse prompt template: %w: fix the template", err)
-	}
-	c.prompt = tmpl
-	c.system = orDefault(cfg.SystemInstruction, DefaultSystemInstruction(c.labels))
-	if c.tiers, err = newTierPolicy("classify", cfg.Tier); err != nil {
 		return nil, err
 	}
-
-	httpClient := &http.Client{}
-	if cfg.HTTPClient != nil {
-		*httpClient = *cfg.HTTPClient
-	}
-	if httpClient.Transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// The default keeps 2 idle connections per host; at 64 requests
-		// in flight that means a new TLS handshake for most requests.
-		t.MaxIdleConnsPerHost = 256
-		httpClient.Transport = t
-	}
-	httpClient.Transport = callTransport{base: httpClient.Transport, maxBody: MaxResponseBytes}
-	client, err := genai.NewClient(ctx, &genai.ClientConfig{
-		APIKey:  cfg.APIKey,
-		Backend: genai.BackendGeminiAPI,
-		HTTPOptions: genai.HTTPOptions{
-			BaseURL:      cfg.BaseURL,
-			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
-		},
-		HTTPClient: httpClient,
-	})
-	if err != nil {
-		// The SDK's messages can dump the whole config, key included.
-		return nil, fmt.Errorf("classify: create Gemini client: %s", redact(err.Error(), cfg.APIKey))
-	}
-	c.client = client
-	c.baseURL = strings.TrimRight(client.ClientConfig().HTTPOptions.BaseURL, "/")
-	return c, nil
+	return &Classify{LLM: l}, nil
 }
 
 func orDefault(s, def string) string {
@@ -266,255 +176,28 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// Name returns "classify".
-func (c *Classify) Name() string { return "classify" }
-
-// Model returns the model name requests are sent to.
-func (c *Classify) Model() string { return c.model }
-
-// Labels returns a copy of the label set.
-func (c *Classify) Labels() []string { return slices.Clone(c.labels) }
-
-// Fingerprint identifies everything that changes what the stage answers:
-// model, labels, prompt template, system instruction, output and thinking
-// budgets. Not the key, URL or timeout. A store can compare it to decide
-// whether earlier outputs are still valid.
-func (c *Classify) Fingerprint() string {
-	h := sha256.New()
-	budget := "default"
-	if c.thinkingBudget != nil {
-		budget = strconv.Itoa(int(*c.thinkingBudget))
-	}
-	for _, part := range []string{c.model, strings.Join(c.labels, "\x1f"), c.promptSource, c.system,
-		strconv.Itoa(int(c.maxOutputTokens)), budget} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
+// parseClassifyPrompt parses the classify preset's prompt template: a
+// field an item lacks reads "" ({{.Fields.app}}), as it always has.
+func parseClassifyPrompt(_, source string) (*template.Template, error) {
+	return template.New("prompt").Option("missingkey=zero").Parse(source)
 }
 
-// Process classifies one item's sanitized text.
-//
-// The text is the sanitize stage's output ("text" of Outputs["sanitize"],
-// else of Prev), else the record's raw text. Errors carry a pipeline class
-// (see Decode). When the server answered, Result.Usage reports what the
-// calls were billed even if the answer was unusable.
-//
-// Process sends one request, and a second only when the first answer was
-// cut off (MAX_TOKENS) or did not match the schema: at temperature 0 the
-// same request gets the same answer, so instead of leaving the runner to
-// pay for it --max-attempts times, Process asks once more itself with
-// twice the output budget and an instruction naming what was wrong (see
-// repairRequest). If that answer is unusable the same way, the item is
-// dead-lettered: the error is pipeline.Permanent. The Result's Usage is
-// the sum of both calls, and a repaired output says so in its Repair field.
-func (c *Classify) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, error) {
-	prompt, err := c.promptFor(it)
-	if err != nil {
-		return pipeline.Result{}, err
+// renderClassify is the prompt the classify preset sends for it: its
+// template executed with a PromptData, or the classified error that keeps
+// it from being sent.
+func (l *LLM) renderClassify(it pipeline.Item) (string, error) {
+	text := classifyInput(it)
+	if strings.TrimSpace(text) == "" {
+		return "", verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
 	}
-	res, err := c.classify(ctx, it.ID, prompt)
-	if err != nil {
-		return res, fmt.Errorf("item %s: %w", itemRef(it), err)
+	var prompt bytes.Buffer
+	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: l.labels}
+	if err := l.prompt.Execute(&prompt, data); err != nil {
+		// Permanent, not fatal: a template can fail on one item's fields
+		// only (a missing key, a short text), and that must not stop the run.
+		return "", pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
 	}
-	return res, nil
-}
-
-// classify asks for prompt's label, repairing a cut-off or off-schema
-// answer once (see Process).
-func (c *Classify) classify(ctx context.Context, id, prompt string) (pipeline.Result, error) {
-	first := c.firstRequest()
-	out, usage, err := c.ask(ctx, id, prompt, first)
-	if err == nil {
-		return c.encode(out, usage)
-	}
-	var bad *stageError
-	if !errors.As(err, &bad) || bad.repair == "" {
-		return pipeline.Result{Usage: usage}, err
-	}
-	second := c.repairRequest(first, bad)
-	out, usage2, err := c.ask(ctx, id, prompt, second)
-	res, err := c.repaired(out, usage, usage2, bad, first, second, err)
-	// Two requests, each counted in the run's calls; the first answer
-	// was billed (it was read), the repair's when it says so.
-	res.Calls, res.BilledCalls = 2, 1
-	if usage2 != (pipeline.Usage{}) {
-		res.BilledCalls = 2
-	}
-	return res, err
-}
-
-// repaired is the outcome of the repair call (see classify): out, usage2
-// and err are its answer, usage the first call's.
-func (c *Classify) repaired(out ClassifyOutput, usage, usage2 pipeline.Usage, bad *stageError, first, second request, err error) (pipeline.Result, error) {
-	usage = usage.Add(usage2)
-	var again *stageError
-	switch {
-	case err == nil:
-		out.Repair = string(bad.repair)
-		return c.encode(out, usage)
-	case errors.As(err, &again) && again.repair != "":
-		return pipeline.Result{Usage: usage}, pipeline.Permanent(c.repairFailed(first, second, bad, again))
-	default:
-		// The repair call failed some other way (a 503, a quota, a
-		// block): its class decides; a retry starts over.
-		return pipeline.Result{Usage: usage}, err
-	}
-}
-
-// ask sends one request made as req for item id and decodes its answer.
-func (c *Classify) ask(ctx context.Context, id, prompt string, req request) (ClassifyOutput, pipeline.Usage, error) {
-	var status atomic.Int32
-	req.tier = c.tiers.next(id, c.timeout)
-	resp, err := c.generate(context.WithValue(ctx, statusKey{}, &status), id, prompt, req)
-	out, usage, err := c.decode(resp, withHTTPStatus(err, int(status.Load())), req)
-	return out, c.tiers.served(id, resp, req.tier, usage, err), c.tiers.refused(ctx, id, req.tier, err)
-}
-
-// itemHeader names the item a call is for. The API ignores it; the Gemini
-// simulator keys its per-item accounting by it (geminisim.ItemHeader), so
-// two items with the same text are not counted as one item paid twice.
-// The id is query-escaped: a header value cannot hold every byte an id can.
-const itemHeader = "X-Sawtooth-Item"
-
-// generate sends one request for item id. A malformed 200 body can make
-// the SDK panic (its response converter asserts types unchecked), which
-// would take the whole run down with it: it becomes a transient error
-// instead.
-func (c *Classify) generate(ctx context.Context, id, prompt string, req request) (resp *genai.GenerateContentResponse, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			resp, err = nil, fmt.Errorf("%w: %v", errSDKPanic, p)
-		}
-	}()
-	cfg := c.requestConfig(req)
-	cfg.HTTPOptions.Headers.Set(itemHeader, url.QueryEscape(id))
-	return c.client.Models.GenerateContent(ctx, c.model, genai.Text(prompt), cfg)
-}
-
-// statusKey is the context key of the *atomic.Int32 where callTransport
-// leaves the HTTP status of a call's response.
-type statusKey struct{}
-
-// callTransport wraps the client's transport for two things the SDK does
-// not do. It remembers each response's HTTP status for the call that asked
-// (see statusKey): the SDK builds an APIError from the body alone. And it
-// caps each response body at maxBody bytes: the SDK reads bodies whole
-// into memory, so a hostile or broken server sending 100 MB would cost
-// 100 MB (or more) per call in flight.
-type callTransport struct {
-	base    http.RoundTripper
-	maxBody int64
-}
-
-func (t callTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if resp == nil {
-		return resp, err
-	}
-	if p, ok := req.Context().Value(statusKey{}).(*atomic.Int32); ok {
-		p.Store(int32(resp.StatusCode))
-	}
-	if resp.Body != nil {
-		limit := t.maxBody
-		if resp.StatusCode >= 300 {
-			// The SDK copies an error body into its message several
-			// times over: a smaller cap keeps that small too.
-			limit = min(limit, MaxErrorBodyBytes)
-		}
-		left := limit
-		if resp.ContentLength > limit {
-			left = 0 // refuse at the first read, without reading the cap's worth
-		}
-		resp.Body = &cappedBody{rc: resp.Body, left: left, max: limit}
-	}
-	return resp, err
-}
-
-// MaxResponseBytes caps one response body. A label, a confidence and a
-// reason take a few hundred bytes and Gemini's error bodies a few
-// kilobytes; anything near the cap is not an answer to this request.
-const MaxResponseBytes = 8 << 20
-
-// MaxErrorBodyBytes caps the body of a response with a status of 300 or
-// more: Gemini's error bodies, details included, take a few kilobytes.
-const MaxErrorBodyBytes = 1 << 20
-
-// bodyTooLargeError is what reading a body past the cap returns. Closing
-// the body unread drops the connection rather than draining the rest.
-type bodyTooLargeError struct{ max int64 }
-
-func (e *bodyTooLargeError) Error() string {
-	return fmt.Sprintf("response body larger than %d MiB", e.max>>20)
-}
-
-// cappedBody reads at most left more bytes of rc, then fails with a
-// *bodyTooLargeError if rc has more.
-type cappedBody struct {
-	rc   io.ReadCloser
-	left int64
-	max  int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// At the cap: one more byte means the body is too large; none
-		// means it was exactly the cap.
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			return 0, &bodyTooLargeError{max: b.max}
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *cappedBody) Close() error { return b.rc.Close() }
-
-// requestConfig builds a fresh configuration for one call: GenerateContent
-// writes into it (headers, the system instruction's role), so it must
-// never be shared between goroutines.
-func (c *Classify) requestConfig(req request) *genai.GenerateContentConfig {
-	timeout := c.timeout
-	if req.tier.timeout > 0 {
-		timeout = req.tier.timeout
-	}
-	system := c.system
-	if req.repairNote != "" {
-		system += "\n\n" + req.repairNote
-	}
-	cfg := &genai.GenerateContentConfig{
-		HTTPOptions: &genai.HTTPOptions{Headers: http.Header{}, Timeout: &timeout},
-		SystemInstruction: &genai.Content{
-			Role:  genai.RoleUser,
-			Parts: []*genai.Part{{Text: system}},
-		},
-		Temperature:      genai.Ptr[float32](0),
-		MaxOutputTokens:  req.maxOutputTokens,
-		ResponseMIMEType: "application/json",
-		ResponseSchema: &genai.Schema{
-			Type: genai.TypeObject,
-			Properties: map[string]*genai.Schema{
-				"label":      {Type: genai.TypeString, Enum: slices.Clone(c.labels)},
-				"confidence": {Type: genai.TypeNumber, Minimum: genai.Ptr(0.0), Maximum: genai.Ptr(1.0)},
-				"reason":     {Type: genai.TypeString},
-			},
-			Required:         []string{"label", "confidence", "reason"},
-			PropertyOrdering: []string{"label", "confidence", "reason"},
-		},
-		AutomaticContinuation: genai.Ptr(false),
-		ServiceTier:           req.tier.ask,
-	}
-	if c.thinkingBudget != nil {
-		cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: genai.Ptr(*c.thinkingBudget)}
-	}
-	return cfg
+	return prompt.String(), nil
 }
 
 // classifyInput picks the text to classify: the sanitized text when the
@@ -529,4 +212,73 @@ func classifyInput(it pipeline.Item) string {
 		}
 	}
 	return it.Text
+}
+
+// readClassify reads the classify preset's answer raw: a JSON object with
+// a label from the set (matched ignoring case and surrounding space), a
+// confidence in [0, 1] and a reason.
+func (l *LLM) readClassify(raw, modelVersion string) (ClassifyOutput, error) {
+	var ans struct {
+		Label      *string  `json:"label"`
+		Confidence *float64 `json:"confidence"`
+		Reason     *string  `json:"reason"`
+	}
+	schemaErr := func(format string, args ...any) error {
+		detail := fmt.Sprintf(format, args...)
+		return l.errs.repairable(repairOffSchema, detail, "model output did not match the schema: %s", detail)
+	}
+	if err := json.Unmarshal([]byte(raw), &ans); err != nil {
+		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, l.errs.short(raw, 120))
+	}
+	var missing []string
+	if ans.Label == nil {
+		missing = append(missing, "label")
+	}
+	if ans.Confidence == nil {
+		missing = append(missing, "confidence")
+	}
+	if ans.Reason == nil {
+		missing = append(missing, "reason")
+	}
+	if len(missing) > 0 {
+		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), l.errs.short(raw, 120))
+	}
+	label, ok := l.canonicalLabel(*ans.Label)
+	if !ok {
+		return ClassifyOutput{}, schemaErr("label %q is not one of %s", l.errs.short(*ans.Label, 60), strings.Join(l.labels, ", "))
+	}
+	if conf := *ans.Confidence; !(conf >= 0 && conf <= 1) {
+		return ClassifyOutput{}, schemaErr("confidence %v is outside 0..1", conf)
+	}
+	return ClassifyOutput{Label: label, Confidence: *ans.Confidence, Reason: strings.TrimSpace(*ans.Reason),
+		Model: l.model, ModelVersion: modelVersion}, nil
+}
+
+// classifyRepairNote is the classify preset's note to the repair call: what
+// was wrong, and the answer's shape in words.
+func (l *LLM) classifyRepairNote(bad *stageError) string {
+	if bad.repair == repairCutOff {
+		return fmt.Sprintf("Your previous answer to this review was %s before the JSON object was complete. "+
+			"Answer with the JSON object only, and keep \"reason\" to one short sentence.", bad.problem)
+	}
+	return fmt.Sprintf("Your previous answer to this review did not match the required format (%s). "+
+		"Answer with only a JSON object: \"label\" (exactly one of: %s), \"confidence\" (a number from 0 to 1) "+
+		"and \"reason\" (one short sentence).", bad.problem, strings.Join(l.labels, ", "))
+}
+
+// classifyRepairFailed is the classify preset's dead letter after a second
+// unusable answer (see repairFailed).
+func (l *LLM) classifyRepairFailed(first, second request, bad, again *stageError) error {
+	if bad.repair == repairCutOff && again.repair == repairCutOff {
+		return l.errs.errorf(again, "the answer was cut off at %d output tokens, and again at %d when asked once more (finishReason=MAX_TOKENS): "+
+			"asking again gives the same answer; raise --max-output-tokens or lower the thinking budget, then `sawtooth retry --stage classify`",
+			first.maxOutputTokens, second.maxOutputTokens)
+	}
+	what := fmt.Sprintf("first %s; after it was told what was wrong, %s", bad.problem, again.problem)
+	if bad.problem == again.problem {
+		what = bad.problem + ", and the same after it was told what was wrong"
+	}
+	return l.errs.errorf(again, "model output did not match the schema (%s): "+
+		"asking again gives the same answer; check that the labels and the prompt template fit texts like this one, or edit the row in your input file and run again",
+		what)
 }

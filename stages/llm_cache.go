@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/genai"
 
@@ -13,23 +14,33 @@ import (
 
 var _ pipeline.Cacheable = (*LLM)(nil)
 
-// CacheKey names everything that determines the stage's answer for it,
-// as Classify.CacheKey does: the model, the stage's fingerprint (its
-// condition included) and the first request as it is sent (system
-// instruction, rendered prompt with the earlier outputs it reads,
-// response schema, generation config). Two items, or two runs, asking the
-// same question share one paid answer: a stage re-run because an earlier
-// one changed pays nothing for the items whose prompt it did not change.
-// An item Process would refuse (a template error, an empty prompt) has no
+// cacheKeyVersion changes when the key's recipe changes, so answers
+// cached under an older recipe are never mistaken for this one's.
+const cacheKeyVersion = "classify-key/1"
+
+// CacheKey names everything that determines the stage's answer for it:
+// the stage, the model, the stage's fingerprint (its condition included)
+// and the first request exactly as it is sent (system instruction,
+// rendered prompt with the earlier outputs it reads, response schema,
+// generation config: temperature 0, output and thinking budgets), not how
+// it is sent (headers, timeout). Two items, or two runs, asking the same
+// question share one paid answer: a stage re-run because an earlier one
+// changed pays nothing for the items whose prompt it did not change. The
+// item's id is part of the key only if the prompt template uses it. An
+// item Process would refuse (a template error, an empty prompt) has no
 // key. A skipped item never gets here (see Skip).
+//
+// The classify preset keys as the classify stage did before it was a
+// preset (no stage, another prefix), so the answers a database cached
+// then are found again.
 func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 	prompt, err := l.render(it)
 	if err != nil {
 		return "", err
 	}
-	cfg := l.requestConfig(request{maxOutputTokens: l.maxOutputTokens})
+	cfg := l.requestConfig(l.firstRequest())
 	req := struct {
-		Stage             string                `json:"stage"`
+		Stage             string                `json:"stage,omitempty"`
 		Model             string                `json:"model"`
 		Fingerprint       string                `json:"fingerprint"`
 		Contents          []*genai.Content      `json:"contents"`
@@ -44,11 +55,15 @@ func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 		SystemInstruction: cfg.SystemInstruction, Temperature: cfg.Temperature, MaxOutputTokens: cfg.MaxOutputTokens,
 		ResponseMIMEType: cfg.ResponseMIMEType, ResponseSchema: cfg.ResponseSchema, ThinkingConfig: cfg.ThinkingConfig,
 	}
+	prefix := cacheKeyVersion + "\x00llm\x00"
+	if l.classify {
+		req.Stage, prefix = "", cacheKeyVersion+"\x00"
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return "", fmt.Errorf("%s: cache key of item %s: %w", l.name, itemRef(it), err)
 	}
-	sum := sha256.Sum256(append([]byte(cacheKeyVersion+"\x00llm\x00"), body...))
+	sum := sha256.Sum256(append([]byte(prefix), body...))
 	return hex.EncodeToString(sum[:]), nil
 }
 
@@ -58,11 +73,13 @@ var (
 )
 
 // EstimateInput is the input tokens the first request for it will be
-// billed, estimated as Classify.EstimateInput does: a quarter of the runes
-// of the system instruction and the rendered prompt (with the earlier
-// outputs it reads). Without it the runner would reserve for the item's
-// text alone, short of the template and the instruction, and the first
-// calls of a run could cross a budget.
+// billed, estimated as a quarter of the runes of the system instruction
+// and the rendered prompt, with the earlier outputs it reads (Gemini's
+// tokenizers average about four characters per token on English text;
+// the runner scales the estimate by what calls were actually billed).
+// Without it the runner would reserve for the item's text alone, short of
+// the template and the instruction, and the first calls of a run could
+// cross a budget.
 func (l *LLM) EstimateInput(it pipeline.Item) int64 {
 	prompt, err := l.render(it)
 	if err != nil {
@@ -83,4 +100,11 @@ func (l *LLM) AskedTier() string {
 		return TierStandard
 	}
 	return l.tiers.tier
+}
+
+// estimateTokens is a request's input tokens estimated from its system
+// instruction and prompt: a quarter of their runes, rounded up, at least 1.
+func estimateTokens(system, prompt string) int64 {
+	runes := utf8.RuneCountInString(system) + utf8.RuneCountInString(prompt)
+	return int64(max(1, (runes+3)/4))
 }

@@ -3,9 +3,11 @@ package stages
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/genai"
 )
@@ -62,6 +64,8 @@ func newClient(ctx context.Context, who string, e Endpoint) (*genai.Client, erro
 	}
 	if httpClient.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
+		// The default keeps 2 idle connections per host; at 64 requests
+		// in flight that means a new TLS handshake for most requests.
 		t.MaxIdleConnsPerHost = 256
 		httpClient.Transport = t
 	}
@@ -103,3 +107,88 @@ func newClient(ctx context.Context, who string, e Endpoint) (*genai.Client, erro
 	}
 	return client, nil
 }
+
+// statusKey is the context key of the *atomic.Int32 where callTransport
+// leaves the HTTP status of a call's response.
+type statusKey struct{}
+
+// callTransport wraps the client's transport for two things the SDK does
+// not do. It remembers each response's HTTP status for the call that asked
+// (see statusKey): the SDK builds an APIError from the body alone. And it
+// caps each response body at maxBody bytes: the SDK reads bodies whole
+// into memory, so a hostile or broken server sending 100 MB would cost
+// 100 MB (or more) per call in flight.
+type callTransport struct {
+	base    http.RoundTripper
+	maxBody int64
+}
+
+func (t callTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if resp == nil {
+		return resp, err
+	}
+	if p, ok := req.Context().Value(statusKey{}).(*atomic.Int32); ok {
+		p.Store(int32(resp.StatusCode))
+	}
+	if resp.Body != nil {
+		limit := t.maxBody
+		if resp.StatusCode >= 300 {
+			// The SDK copies an error body into its message several
+			// times over: a smaller cap keeps that small too.
+			limit = min(limit, MaxErrorBodyBytes)
+		}
+		left := limit
+		if resp.ContentLength > limit {
+			left = 0 // refuse at the first read, without reading the cap's worth
+		}
+		resp.Body = &cappedBody{rc: resp.Body, left: left, max: limit}
+	}
+	return resp, err
+}
+
+// MaxResponseBytes caps one response body. A label, a confidence and a
+// reason take a few hundred bytes and Gemini's error bodies a few
+// kilobytes; anything near the cap is not an answer to this request.
+const MaxResponseBytes = 8 << 20
+
+// MaxErrorBodyBytes caps the body of a response with a status of 300 or
+// more: Gemini's error bodies, details included, take a few kilobytes.
+const MaxErrorBodyBytes = 1 << 20
+
+// bodyTooLargeError is what reading a body past the cap returns. Closing
+// the body unread drops the connection rather than draining the rest.
+type bodyTooLargeError struct{ max int64 }
+
+func (e *bodyTooLargeError) Error() string {
+	return fmt.Sprintf("response body larger than %d MiB", e.max>>20)
+}
+
+// cappedBody reads at most left more bytes of rc, then fails with a
+// *bodyTooLargeError if rc has more.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+	max  int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the cap: one more byte means the body is too large; none
+		// means it was exactly the cap.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, &bodyTooLargeError{max: b.max}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }

@@ -167,6 +167,10 @@ func TestNewLLM_Refuses(t *testing.T) {
 		{"bad when", LLMConfig{Name: "x", Endpoint: ep, Labels: []string{"a"}, When: "nope.x == 1"}, "unknown name nope"},
 		{"no key", LLMConfig{Name: "x", Labels: []string{"a"}, Endpoint: Endpoint{Backend: BackendGemini}}, "GEMINI_API_KEY"},
 		{"vertex without project", LLMConfig{Name: "x", Labels: []string{"a"}, Endpoint: Endpoint{Backend: BackendVertex, BaseURL: "http://x"}}, "project and a location"},
+		{"duplicate label", LLMConfig{Name: "x", Endpoint: ep, Labels: []string{"a", "A"}}, `llm stage "x": label "A" appears twice: labels must be distinct`},
+		{"spaced label", LLMConfig{Name: "x", Endpoint: ep, Labels: []string{" a"}}, `llm stage "x": label " a" is blank or has surrounding spaces`},
+		{"negative timeout", LLMConfig{Name: "x", Endpoint: ep, Labels: []string{"a"}, Timeout: -1}, "timeout is -1ns: use a positive duration, or 0 for 1m0s"},
+		{"negative budget", LLMConfig{Name: "x", Endpoint: ep, Schema: []byte(`{"type":"object"}`), MaxOutputTokens: -1}, "max output tokens is -1: use a positive number, or 0 for 1024"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

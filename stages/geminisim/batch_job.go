@@ -75,7 +75,7 @@ func (s *Server) answerJob(j *simJob) {
 		labels, props := row.req.schema()
 		c.n = s.itemCalls[c.item]
 		s.itemCalls[c.item]++
-		s.decide(&c, user, answerJSON(user, labels, props), row.req.GenerationConfig, 0)
+		s.decide(&c, user, answerFor(row.req.GenerationConfig, user, labels, props), row.req.GenerationConfig, 0)
 		errCode, errMsg := 0, ""
 		switch {
 		case j.fate == FateRowsFail || s.draw(&c, 'b') < s.cfg.Batch.RowErrors || c.outcome == OutcomeErr500:

@@ -1,6 +1,6 @@
-// This file turns a generateContent response into the stage's output:
+// This file turns a generateContent response into an LLM stage's output:
 // blocks and finish reasons, then the structured answer checked against the
-// schema and the label set.
+// schema (and the label set).
 
 package stages
 
@@ -33,37 +33,53 @@ import (
 // A caller's canceled context comes back as a plain error wrapping it;
 // the runner sees its own context is done. No message contains the API key
 // or any part of it: messages are redacted before they are cut.
-func (c *Classify) Decode(resp *genai.GenerateContentResponse, callErr error) (pipeline.Result, error) {
-	out, usage, err := c.decode(resp, callErr, c.firstRequest())
-	res := pipeline.Result{Usage: usage}
-	if err != nil {
-		return res, err
-	}
-	return c.encode(out, usage)
+func (l *LLM) Decode(resp *genai.GenerateContentResponse, callErr error) (pipeline.Result, error) {
+	out, usage, err := l.decode(resp, callErr, l.firstRequest())
+	return l.encode(out, usage, "", err)
 }
 
 // decode is Decode for a call made as req: it returns the answer and what
 // the call was billed, or a classified error (a *stageError with a repair
 // kind for a cut-off or off-schema answer, transient by itself).
-func (c *Classify) decode(resp *genai.GenerateContentResponse, callErr error, req request) (ClassifyOutput, pipeline.Usage, error) {
+func (l *LLM) decode(resp *genai.GenerateContentResponse, callErr error, req request) (any, pipeline.Usage, error) {
 	if callErr != nil {
-		return ClassifyOutput{}, pipeline.Usage{}, c.callError(callErr)
+		return nil, pipeline.Usage{}, l.errs.callError(callErr)
 	}
 	if resp == nil {
-		return ClassifyOutput{}, pipeline.Usage{}, c.unusable("classify: the API returned an empty response")
+		return nil, pipeline.Usage{}, l.errs.unusable("the API returned an empty response")
 	}
-	usage := usageOf(resp.UsageMetadata)
-	out, err := c.checkResponse(resp, req)
-	return out, usage, err
+	out, err := l.check(resp, req)
+	return out, usageOf(resp.UsageMetadata), err
 }
 
-// encode stores out, billed usage, as the stage's output.
-func (c *Classify) encode(out ClassifyOutput, usage pipeline.Usage) (pipeline.Result, error) {
+// encode stores out, billed usage, as the stage's output; repair is why a
+// second call was needed ("" when the first answer was used). A label
+// answer records its model and usage beside the label.
+func (l *LLM) encode(out any, usage pipeline.Usage, repair repairKind, err error) (pipeline.Result, error) {
 	res := pipeline.Result{Usage: usage}
-	out.Usage = usage
+	if err != nil {
+		return res, err
+	}
+	switch o := out.(type) {
+	case ClassifyOutput:
+		o.Usage, o.Repair = usage, string(repair)
+		out = o
+	case map[string]any:
+		if l.labels == nil {
+			break
+		}
+		num, _ := o["confidence"].(json.Number) // a number: check matched the schema
+		conf, _ := num.Float64()
+		reason, _ := o["reason"].(string)
+		lo := map[string]any{"label": o["label"], "confidence": conf, "reason": strings.TrimSpace(reason), "model": l.model, "usage": usage}
+		if repair != "" {
+			lo["repair"] = repair
+		}
+		out = lo
+	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return res, fmt.Errorf("classify: encode output: %w", err)
+		return res, fmt.Errorf("%s: encode output: %w", l.name, err)
 	}
 	res.Output = b
 	return res, nil
@@ -95,30 +111,36 @@ var blockedFinish = map[genai.FinishReason]string{
 	genai.FinishReasonImageRecitation:        "the answer was stopped for reciting an image",
 }
 
-// checkResponse reads the answer to a call made as req.
-func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req request) (ClassifyOutput, error) {
+// check reads the answer to a call made as req: blocks and finish reasons,
+// then the JSON object (a ClassifyOutput for the classify preset, else the
+// object as decoded, numbers as json.Number).
+func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (any, error) {
+	e := l.errs
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
 		detail := ""
 		if pf.BlockReasonMessage != "" {
-			detail = ": " + c.short(pf.BlockReasonMessage, 200)
+			detail = ": " + e.short(pf.BlockReasonMessage, 200)
 		}
-		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, blockHint))
+		return nil, verdict(e.errorf(nil, "blocked by the model's safety filter (promptFeedback.blockReason=%s%s): %s", pf.BlockReason, detail, blockHint))
 	}
 	if len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
-		return ClassifyOutput{}, c.unusable("classify: the model returned no candidates and no block reason")
+		return nil, e.unusable("the model returned no candidates and no block reason")
 	}
 	cand := resp.Candidates[0]
 	switch fr := cand.FinishReason; {
 	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
 	case fr == genai.FinishReasonMaxTokens:
-		return ClassifyOutput{}, c.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
-			"classify: the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget", req.maxOutputTokens)
+		hint := "raise max_output_tokens"
+		if l.classify {
+			hint = "if this persists, raise --max-output-tokens or lower the thinking budget"
+		}
+		return nil, e.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
+			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): %s", req.maxOutputTokens, hint)
 	case blockedFinish[fr] != "":
-		return ClassifyOutput{}, verdict(c.errorf(nil, "classify: %s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
+		return nil, verdict(e.errorf(nil, "%s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:
-		return ClassifyOutput{}, c.unusable("classify: the model stopped early (finishReason=%s)", fr)
+		return nil, e.unusable("the model stopped early (finishReason=%s)", fr)
 	}
-
 	var text strings.Builder
 	if cand.Content != nil {
 		for _, p := range cand.Content.Parts {
@@ -127,54 +149,42 @@ func (c *Classify) checkResponse(resp *genai.GenerateContentResponse, req reques
 			}
 		}
 	}
-	var ans struct {
-		Label      *string  `json:"label"`
-		Confidence *float64 `json:"confidence"`
-		Reason     *string  `json:"reason"`
-	}
-	schemaErr := func(format string, args ...any) error {
-		detail := fmt.Sprintf(format, args...)
-		return c.repairable(repairOffSchema, detail, "classify: model output did not match the schema: %s", detail)
-	}
 	raw := strings.TrimSpace(text.String())
-	if err := json.Unmarshal([]byte(raw), &ans); err != nil {
-		return ClassifyOutput{}, schemaErr("not a JSON object (%v): %q", err, c.short(raw, 120))
+	if l.classify {
+		return l.readClassify(raw, resp.ModelVersion)
 	}
-	var missing []string
-	if ans.Label == nil {
-		missing = append(missing, "label")
-	}
-	if ans.Confidence == nil {
-		missing = append(missing, "confidence")
-	}
-	if ans.Reason == nil {
-		missing = append(missing, "reason")
-	}
-	if len(missing) > 0 {
-		return ClassifyOutput{}, schemaErr("missing %s in %q", strings.Join(missing, ", "), c.short(raw, 120))
-	}
-	label, ok := c.canonicalLabel(*ans.Label)
-	if !ok {
-		return ClassifyOutput{}, schemaErr("label %q is not one of %s", c.short(*ans.Label, 60), strings.Join(c.labels, ", "))
-	}
-	if conf := *ans.Confidence; !(conf >= 0 && conf <= 1) {
-		return ClassifyOutput{}, schemaErr("confidence %v is outside 0..1", conf)
-	}
-	return ClassifyOutput{
-		Label:        label,
-		Confidence:   *ans.Confidence,
-		Reason:       strings.TrimSpace(*ans.Reason),
-		Model:        c.model,
-		ModelVersion: resp.ModelVersion,
-	}, nil
+	return l.readObject(raw)
 }
 
-// canonicalLabel matches l against the label set, ignoring case and
+// readObject reads raw as the JSON object the response schema asks for; a
+// label is matched to the label set ignoring case and surrounding space.
+func (l *LLM) readObject(raw string) (map[string]any, error) {
+	e := l.errs
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var out map[string]any
+	if err := dec.Decode(&out); err != nil || out == nil {
+		detail := fmt.Sprintf("not a JSON object: %q", e.short(raw, 120))
+		return nil, e.repairable(repairOffSchema, detail, "model output did not match the schema: %s", detail)
+	}
+	if l.labels != nil {
+		label, _ := out["label"].(string)
+		if want, ok := l.canonicalLabel(label); ok {
+			out["label"] = want
+		}
+	}
+	if p := matchSchema(l.responseSchema(), out, "answer"); p != "" {
+		return nil, e.repairable(repairOffSchema, p, "model output did not match the schema: %s", e.short(p, 200))
+	}
+	return out, nil
+}
+
+// canonicalLabel matches s against the label set, ignoring case and
 // surrounding space.
-func (c *Classify) canonicalLabel(l string) (string, bool) {
-	l = strings.TrimSpace(l)
-	for _, want := range c.labels {
-		if strings.EqualFold(l, want) {
+func (l *LLM) canonicalLabel(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	for _, want := range l.labels {
+		if strings.EqualFold(s, want) {
 			return want, true
 		}
 	}

@@ -1,15 +1,13 @@
 // This file gives the batch mode the online path's request and answer
 // checks: a batch request is the request Process sends first, and a batch
-// answer is judged by Decode, so a label means the same whichever way it
+// answer is judged by Decode, so an answer means the same whichever way it
 // was asked.
 
 package stages
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"google.golang.org/genai"
 
@@ -19,36 +17,21 @@ import (
 // BatchRequest returns the request Process would send first for it, as a
 // batch job's inlined request: the same model, contents, system
 // instruction, schema and budgets. The caller sets Metadata (the item's
-// key). An item Process would refuse without a call (empty text, a prompt
-// template failing on it) gets the same classified error.
-func (c *Classify) BatchRequest(it pipeline.Item) (*genai.InlinedRequest, error) {
-	prompt, err := c.promptFor(it)
+// key), and commits without a request an item the stage's condition
+// leaves out (see Skip). An item Process would refuse without a call (an
+// empty text or prompt, a prompt template failing on it) gets the same
+// classified error.
+func (l *LLM) BatchRequest(it pipeline.Item) (*genai.InlinedRequest, error) {
+	prompt, err := l.render(it)
 	if err != nil {
 		return nil, err
 	}
-	cfg := c.requestConfig(c.firstRequest())
+	cfg := l.requestConfig(l.firstRequest())
 	// Per-call HTTP options and the SDK's continuation loop mean nothing
 	// inside a batch job; a nil Headers map is what makes the SDK write.
 	cfg.HTTPOptions = nil
 	cfg.AutomaticContinuation = nil
-	return &genai.InlinedRequest{Model: c.model, Contents: genai.Text(prompt), Config: cfg}, nil
-}
-
-// promptFor is the prompt Process sends for it, or the classified error
-// that keeps it from being sent.
-func (c *Classify) promptFor(it pipeline.Item) (string, error) {
-	text := classifyInput(it)
-	if strings.TrimSpace(text) == "" {
-		return "", verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
-	}
-	var prompt bytes.Buffer
-	data := PromptData{ID: it.ID, Text: text, Fields: it.Fields, Labels: c.labels}
-	if err := c.prompt.Execute(&prompt, data); err != nil {
-		// Permanent, not fatal: a template can fail on one item's fields
-		// only (a missing key, a short text), and that must not stop the run.
-		return "", pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
-	}
-	return prompt.String(), nil
+	return &genai.InlinedRequest{Model: l.model, Contents: genai.Text(prompt), Config: cfg}, nil
 }
 
 // DecodeBatch judges one batch answer for it exactly as Decode judges an
@@ -59,7 +42,7 @@ func (c *Classify) promptFor(it pipeline.Item) (string, error) {
 // the same class. An answer the online path would repair with a second
 // call (cut off, off the schema) is transient here: the batch mode has no
 // second call, and the online path repairs it.
-func (c *Classify) DecodeBatch(it pipeline.Item, resp *genai.GenerateContentResponse, rowErr *genai.JobError) (pipeline.Result, error) {
+func (l *LLM) DecodeBatch(it pipeline.Item, resp *genai.GenerateContentResponse, rowErr *genai.JobError) (pipeline.Result, error) {
 	var callErr error
 	if rowErr != nil {
 		code := 0
@@ -71,7 +54,7 @@ func (c *Classify) DecodeBatch(it pipeline.Item, resp *genai.GenerateContentResp
 	} else if resp == nil {
 		callErr = genai.APIError{Code: http.StatusInternalServerError, Status: "INTERNAL", Message: "the batch job returned neither a response nor an error for this request"}
 	}
-	res, err := c.Decode(resp, callErr)
+	res, err := l.Decode(resp, callErr)
 	if err != nil {
 		return res, fmt.Errorf("item %s (batch): %w", itemRef(it), err)
 	}

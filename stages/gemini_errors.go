@@ -24,6 +24,31 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
+// geminiErrors maps what one LLM stage's calls report to pipeline error
+// classes and writes the messages its user reads, each naming the stage.
+// It is read-only once built, so safe for concurrent use.
+type geminiErrors struct {
+	stage   string        // the stage's name, which starts every message
+	apiKey  string        // kept only to scrub it from messages
+	baseURL string        // as resolved by the SDK
+	model   string        // the model requests are sent to
+	timeout time.Duration // the stage's request timeout
+	// badKey says what to do about a rejected key: Vertex AI has none.
+	badKey string
+}
+
+// newGeminiErrors is the error mapping of a stage named stage calling
+// model at client's base URL.
+func newGeminiErrors(stage string, client *genai.Client, e Endpoint, model string, timeout time.Duration) *geminiErrors {
+	g := &geminiErrors{stage: stage, apiKey: e.APIKey, model: model, timeout: timeout,
+		baseURL: strings.TrimRight(client.ClientConfig().HTTPOptions.BaseURL, "/"),
+		badKey:  "set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)"}
+	if e.ResolvedBackend() == BackendVertex {
+		g.badKey = "check the Vertex AI credentials (gcloud auth application-default login)"
+	}
+	return g
+}
+
 var errSDKPanic = errors.New("the genai SDK could not decode the response body")
 
 // withHTTPStatus gives the response's HTTP status to an APIError whose
@@ -48,23 +73,23 @@ func withHTTPStatus(err error, status int) error {
 // callError classes an error GenerateContent returned: an API error
 // response, a timeout, an over-size or undecodable body, or a transport
 // failure.
-func (c *Classify) callError(err error) error {
+func (e *geminiErrors) callError(err error) error {
 	var ae genai.APIError
 	if errors.As(err, &ae) {
-		return c.apiError(err, ae)
+		return e.apiError(err, ae)
 	}
 	var tooLarge *bodyTooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
 		// Transient: a proxy's error page or a broken server, not this
 		// item; the runner retries within its budget.
-		return c.errorf(err, "classify: the answer from %s is larger than %d MiB, which no Gemini answer is: it was not read (a wrong --base-url, or a proxy or server fault)", c.baseURL, tooLarge.max>>20)
+		return e.errorf(err, "the answer from %s is larger than %d MiB, which no Gemini answer is: it was not read (a wrong --base-url, or a proxy or server fault)", e.baseURL, tooLarge.max>>20)
 	case errors.Is(err, context.Canceled):
-		return c.errorf(err, "classify: request canceled")
+		return e.errorf(err, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
-		return c.errorf(err, "classify: no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", c.baseURL, c.timeout)
+		return e.errorf(err, "no complete answer from %s within %s: the API is slow or overloaded (if this persists, raise the request timeout)", e.baseURL, e.timeout)
 	case errors.Is(err, errSDKPanic):
-		return c.errorf(err, "classify: the API's answer could not be decoded (%s)", c.short(err.Error(), 200))
+		return e.errorf(err, "the API's answer could not be decoded (%s)", e.short(err.Error(), 200))
 	case isJSONError(err):
 		// The SDK's message is its own prefix, the JSON error and then the
 		// whole body: keep the error and the body's start.
@@ -72,7 +97,7 @@ func (c *Classify) callError(err error) error {
 		if i := strings.LastIndex(msg, ": "); i >= 0 {
 			msg = msg[i+2:]
 		}
-		return c.errorf(err, "classify: the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", c.baseURL, msg, c.short(body, 60))
+		return e.errorf(err, "the answer from %s is not valid JSON (%s; it starts %q): the body was cut off or malformed", e.baseURL, msg, e.short(body, 60))
 	default:
 		// A transport failure: the SDK wraps the *url.Error that already
 		// names the method and URL; its cause is what the user needs
@@ -82,7 +107,7 @@ func (c *Classify) callError(err error) error {
 		if errors.As(err, &ue) && ue.Err != nil {
 			cause = ue.Err.Error()
 		}
-		wrapped := c.errorf(err, "classify: calling %s: %s", c.baseURL, c.short(cause, 300))
+		wrapped := e.errorf(err, "calling %s: %s", e.baseURL, e.short(cause, 300))
 		// No connection at all (refused, no route, DNS): the request never
 		// reached the API, so it says nothing about this item.
 		var oe *net.OpError
@@ -105,7 +130,7 @@ func isJSONError(err error) bool {
 
 // apiError classes an error response by its HTTP code, status and
 // google.rpc details.
-func (c *Classify) apiError(err error, ae genai.APIError) error {
+func (e *geminiErrors) apiError(err error, ae genai.APIError) error {
 	status := strings.TrimSpace(ae.Status)
 	what := strconv.Itoa(ae.Code)
 	switch {
@@ -115,7 +140,7 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 	default:
 		what += " " + status
 	}
-	msg := c.short(ae.Message, 300)
+	msg := e.short(ae.Message, 300)
 	reason, delay, daily, quotas := detailsOf(ae.Details)
 	if reason != "" {
 		what += ", " + reason
@@ -125,7 +150,7 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 	case (refused || ae.Code == http.StatusForbidden) && len(quotas) == 0 && isBillingRefusal(ae.Message, reason):
 		// No quota, and waiting clears nothing: retried, one call every
 		// few seconds at the limiter's floor would go on all night.
-		return pipeline.Halt(c.errorf(err, "classify: the account cannot pay for calls (%s: %s): no call will succeed until it can; add credits or enable billing for the API key's project, then run again to resume", what, msg))
+		return pipeline.Halt(e.errorf(err, "the account cannot pay for calls (%s: %s): no call will succeed until it can; add credits or enable billing for the API key's project, then run again to resume", what, msg))
 	case refused:
 		if daily {
 			quotas = slices.DeleteFunc(quotas, func(id string) bool { return !isDaily(id) })
@@ -135,7 +160,7 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 			q = " on " + strings.Join(quotas, ", ")
 		}
 		if daily {
-			return pipeline.RateLimited(c.errorf(err, "classify: the daily quota is exhausted (%s%s): nothing will succeed until it resets at midnight Pacific time; run again then to continue where this run stopped", what, q), delay, true)
+			return pipeline.RateLimited(e.errorf(err, "the daily quota is exhausted (%s%s): nothing will succeed until it resets at midnight Pacific time; run again then to continue where this run stopped", what, q), delay, true)
 		}
 		after := ""
 		if delay > 0 {
@@ -143,27 +168,27 @@ func (c *Classify) apiError(err error, ae genai.APIError) error {
 		}
 		rpm, tpm := perMinuteBudgets(ae.Details)
 		return &pipeline.RateLimitedError{
-			Err:        c.errorf(err, "classify: rate limited (%s%s%s): %s", what, q, after, msg),
+			Err:        e.errorf(err, "rate limited (%s%s%s): %s", what, q, after, msg),
 			RetryAfter: delay, RequestsPerMinute: rpm, TokensPerMinute: tpm,
 		}
 	case ae.Code == http.StatusUnauthorized || reason == "API_KEY_INVALID" || strings.Contains(ae.Message, "API key not valid"):
-		return pipeline.Fatal(c.errorf(err, "classify: the API key was rejected (%s): set GEMINI_API_KEY to a valid key (https://aistudio.google.com/apikey)", what))
+		return pipeline.Fatal(e.errorf(err, "the API key was rejected (%s): %s", what, e.badKey))
 	case ae.Code == http.StatusForbidden:
-		return pipeline.Fatal(c.errorf(err, "classify: permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, c.model))
+		return pipeline.Fatal(e.errorf(err, "permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, e.model))
 	case ae.Code == http.StatusNotFound:
-		return pipeline.Fatal(c.errorf(err, "classify: model %q not found at %s (%s): check --model (e.g. %s)", c.model, c.baseURL, what, DefaultModel))
+		return pipeline.Fatal(e.errorf(err, "model %q not found at %s (%s): check --model (e.g. %s)", e.model, e.baseURL, what, DefaultModel))
 	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
-		return pipeline.Fatal(c.errorf(err, "classify: the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
+		return pipeline.Fatal(e.errorf(err, "the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
 	case ae.Code == http.StatusServiceUnavailable || strings.EqualFold(status, "UNAVAILABLE"):
 		// "The model is overloaded": capacity, not quota and not the
 		// item; the runner waits it out without spending an attempt.
-		return pipeline.Overloaded(c.errorf(err, "classify: server overloaded (%s: %s)", what, msg))
+		return pipeline.Overloaded(e.errorf(err, "server overloaded (%s: %s)", what, msg))
 	case ae.Code == http.StatusRequestTimeout || ae.Code == 499 || ae.Code >= 500:
-		return c.errorf(err, "classify: server error (%s: %s)", what, msg)
+		return e.errorf(err, "server error (%s: %s)", what, msg)
 	case ae.Code >= 400:
-		return pipeline.Permanent(c.errorf(err, "classify: the API rejected this item's request (%s: %s): fix the prompt template, or edit the row in your input file and run again (the edited text re-enters by itself)", what, msg))
+		return pipeline.Permanent(e.errorf(err, "the API rejected this item's request (%s: %s): fix the prompt template, or edit the row in your input file and run again (the edited text re-enters by itself)", what, msg))
 	default:
-		return c.errorf(err, "classify: unexpected answer (%s: %s)", what, msg)
+		return e.errorf(err, "unexpected answer (%s: %s)", what, msg)
 	}
 }
 
@@ -305,7 +330,7 @@ type stageError struct {
 	msg string
 	err error
 	// repair is why the answer earns one more call (see
-	// Classify.Process); "" for every other error.
+	// LLM.answer); "" for every other error.
 	repair repairKind
 	// problem says what was wrong with the answer, for the repair call's
 	// instruction.
@@ -321,33 +346,33 @@ func (e *stageError) AnswerFault() bool { return e.badAnswer }
 
 var _ pipeline.AnswerFault = (*stageError)(nil)
 
-// errorf builds a stageError whose message is redacted as a whole, which
-// catches the key wherever an argument put it. Arguments that may be long
-// (server messages, bodies, model output) must already be cut with
-// c.short, which redacts before it cuts.
-func (c *Classify) errorf(cause error, format string, args ...any) error {
-	return &stageError{msg: redact(fmt.Sprintf(format, args...), c.apiKey), err: cause}
+// errorf builds a stageError whose message names the stage and is
+// redacted as a whole, which catches the key wherever an argument put it.
+// Arguments that may be long (server messages, bodies, model output) must
+// already be cut with e.short, which redacts before it cuts.
+func (e *geminiErrors) errorf(cause error, format string, args ...any) error {
+	return &stageError{msg: redact(e.stage+": "+fmt.Sprintf(format, args...), e.apiKey), err: cause}
 }
 
 // unusable is errorf for an answer with nothing usable in it (no
 // candidates, say): retried as transient, counted apart from 5xx.
-func (c *Classify) unusable(format string, args ...any) error {
-	e := c.errorf(nil, format, args...).(*stageError)
-	e.badAnswer = true
-	return e
+func (e *geminiErrors) unusable(format string, args ...any) error {
+	se := e.errorf(nil, format, args...).(*stageError)
+	se.badAnswer = true
+	return se
 }
 
 // repairable is errorf for an answer the stage asks again for, once:
 // problem tells the model what was wrong.
-func (c *Classify) repairable(kind repairKind, problem, format string, args ...any) error {
-	e := c.errorf(nil, format, args...).(*stageError)
-	e.repair, e.problem = kind, c.short(problem, 200)
-	return e
+func (e *geminiErrors) repairable(kind repairKind, problem, format string, args ...any) error {
+	se := e.errorf(nil, format, args...).(*stageError)
+	se.repair, se.problem = kind, e.short(problem, 200)
+	return se
 }
 
-// short is clip(s, n, c.apiKey): s on one line, key-free, at most n bytes
+// short is clip(s, n, e.apiKey): s on one line, key-free, at most n bytes
 // plus "...".
-func (c *Classify) short(s string, n int) string { return clip(s, n, c.apiKey) }
+func (e *geminiErrors) short(s string, n int) string { return clip(s, n, e.apiKey) }
 
 // redactMark replaces every secret redact finds.
 const redactMark = "[REDACTED]"

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"google.golang.org/genai"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -366,5 +369,54 @@ func TestClassify_UnusableAnswerIsNotA5xx(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGeminiErrors_NameTheStage: every message names the stage the mapping
+// was built for, whatever the stage is called, and a rejected key says
+// what to do on the stage's own backend.
+func TestGeminiErrors_NameTheStage(t *testing.T) {
+	calls := []struct {
+		name  string
+		err   error
+		class pipeline.Class
+		want  string
+	}{
+		{"key", genai.APIError{Code: 401, Status: "UNAUTHENTICATED"}, pipeline.ClassFatal, "the API key was rejected (401 UNAUTHENTICATED): "},
+		{"model", genai.APIError{Code: 404, Status: "NOT_FOUND"}, pipeline.ClassFatal, `model "gemini-2.0-flash" not found at http://127.0.0.1:1 (404 NOT_FOUND)`},
+		{"quota", genai.APIError{Code: 429, Status: "RESOURCE_EXHAUSTED", Message: "slow down"}, pipeline.ClassRateLimited, "rate limited (429 RESOURCE_EXHAUSTED): slow down"},
+		{"overloaded", genai.APIError{Code: 503, Status: "UNAVAILABLE", Message: "busy"}, pipeline.ClassOverloaded, "server overloaded (503 UNAVAILABLE: busy)"},
+		{"timeout", fmt.Errorf("post: %w", context.DeadlineExceeded), pipeline.ClassTransient, "no complete answer from http://127.0.0.1:1 within 7s"},
+	}
+	for _, backend := range []string{BackendGemini, BackendVertex} {
+		for _, stage := range []string{"classify", "summary"} {
+			ep := Endpoint{Backend: backend, APIKey: testKey, BaseURL: "http://127.0.0.1:1", Project: "p", Location: "l"}
+			client, err := newClient(context.Background(), stage, ep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newGeminiErrors(stage, client, ep, "gemini-2.0-flash", 7*time.Second)
+			for _, c := range calls {
+				t.Run(backend+"/"+stage+"/"+c.name, func(t *testing.T) {
+					err := e.callError(c.err)
+					if got := pipeline.ClassOf(context.Background(), err); got != c.class {
+						t.Errorf("class = %s, want %s", got, c.class)
+					}
+					if want := stage + ": " + c.want; !strings.HasPrefix(err.Error(), want) {
+						t.Errorf("message = %q, want it to start %q", err, want)
+					}
+					if c.name != "key" {
+						return
+					}
+					hint := "set GEMINI_API_KEY"
+					if backend == BackendVertex {
+						hint = "check the Vertex AI credentials"
+					}
+					if !strings.Contains(err.Error(), hint) {
+						t.Errorf("message = %q, want it to say %q", err, hint)
+					}
+				})
+			}
+		}
 	}
 }
