@@ -132,7 +132,8 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 			r.observeLimit(i, sc.Limiter.Limit())
 		}
 		res, err := r.call(workCtx, sc.Stage, q.Item)
-		c.callTime.Add(int64(clock.Now().Sub(callStart)))
+		took := clock.Now().Sub(callStart)
+		c.callTime.Add(int64(took))
 		c.inFlight.Add(-1)
 		// Billing happens at the call: an unusable answer (blocked,
 		// cut off, off-schema) is paid for too, and so is a repair call.
@@ -144,7 +145,7 @@ func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.Ca
 		billed := sc.Price.nanos(res.Usage)
 		spent += billed
 		c.spent.Add(billed)
-		c.tiers.billed(sc.Price, res.Usage, billedCalls, billed)
+		c.tiers.billed(sc.Price, res.Usage, billedCalls, billed, took)
 		c.sizes.observe(estIn, res.Usage)
 		if booked {
 			r.purse.settle(reserved, billed)
