@@ -42,6 +42,14 @@ var TierNames = []string{TierStandard, TierFlex, TierPriority, TierAuto}
 // 1-15 minutes, well past a standard call's timeout.
 const DefaultFlexTimeout = 15 * time.Minute
 
+// FlexCeiling is the most calls in flight a flex (or auto) stage's
+// limiter allows when none is configured: a flex call takes minutes, so
+// the default ceiling (hundreds) would admit a few calls a second. At
+// 5,000 in flight a 5-minute call still admits under 17 a second, and
+// the client holds them in tens of kilobytes each (see
+// BenchmarkFlexInFlight).
+const FlexCeiling = 5000
+
 // DefaultFlexDeadline is auto mode's deadline when none is given.
 const DefaultFlexDeadline = 30 * time.Minute
 
