@@ -76,7 +76,7 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
 		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
-		Tier: stages.TierConfig{Tier: o.Tier, FlexDeadline: o.FlexDeadline},
+		Tier: stages.TierConfig{Tier: o.Tier, FlexDeadline: o.FlexDeadline, FlexTimeout: o.flexTimeout},
 	})
 	if err != nil {
 		return nil, usagef("%v", err)

@@ -50,6 +50,9 @@ type pipelineOptions struct {
 	MaxOutputTokens int
 	Tier            string
 	FlexDeadline    time.Duration
+	// flexTimeout bounds one flex call (no flag; the demo shortens it to
+	// its time-scaled minutes); 0 means stages.DefaultFlexTimeout.
+	flexTimeout time.Duration
 
 	GroupBy     []string
 	DateField   string
