@@ -149,14 +149,18 @@ type ClassifyOutput struct {
 // use; every call builds its own request configuration. Construct with
 // NewClassify.
 type Classify struct {
-	client          *genai.Client
-	apiKey          string // kept only to scrub it from messages
-	baseURL         string // as resolved by the SDK, for messages
-	model           string
-	labels          []string
-	prompt          *template.Template
-	promptSource    string
-	system          string
+	client       *genai.Client
+	apiKey       string // kept only to scrub it from messages
+	baseURL      string // as resolved by the SDK, for messages
+	model        string
+	labels       []string
+	prompt       *template.Template
+	promptSource string
+	system       string
+	// schema is every request's response schema, built once: thousands
+	// of flex calls in flight would otherwise each hold a copy. The SDK
+	// only reads it.
+	schema          *genai.Schema
 	timeout         time.Duration
 	maxOutputTokens int32
 	thinkingBudget  *int32
@@ -217,6 +221,16 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 		seen[key] = true
 	}
 	c.labels = slices.Clone(labels)
+	c.schema = &genai.Schema{
+		Type: genai.TypeObject,
+		Properties: map[string]*genai.Schema{
+			"label":      {Type: genai.TypeString, Enum: c.labels},
+			"confidence": {Type: genai.TypeNumber, Minimum: genai.Ptr(0.0), Maximum: genai.Ptr(1.0)},
+			"reason":     {Type: genai.TypeString},
+		},
+		Required:         []string{"label", "confidence", "reason"},
+		PropertyOrdering: []string{"label", "confidence", "reason"},
+	}
 
 	c.promptSource = orDefault(cfg.PromptTemplate, DefaultPromptTemplate)
 	tmpl, err := template.New("prompt").Option("missingkey=zero").Parse(c.promptSource)
@@ -495,19 +509,10 @@ func (c *Classify) requestConfig(req request) *genai.GenerateContentConfig {
 			Role:  genai.RoleUser,
 			Parts: []*genai.Part{{Text: system}},
 		},
-		Temperature:      genai.Ptr[float32](0),
-		MaxOutputTokens:  req.maxOutputTokens,
-		ResponseMIMEType: "application/json",
-		ResponseSchema: &genai.Schema{
-			Type: genai.TypeObject,
-			Properties: map[string]*genai.Schema{
-				"label":      {Type: genai.TypeString, Enum: slices.Clone(c.labels)},
-				"confidence": {Type: genai.TypeNumber, Minimum: genai.Ptr(0.0), Maximum: genai.Ptr(1.0)},
-				"reason":     {Type: genai.TypeString},
-			},
-			Required:         []string{"label", "confidence", "reason"},
-			PropertyOrdering: []string{"label", "confidence", "reason"},
-		},
+		Temperature:           genai.Ptr[float32](0),
+		MaxOutputTokens:       req.maxOutputTokens,
+		ResponseMIMEType:      "application/json",
+		ResponseSchema:        c.schema,
 		AutomaticContinuation: genai.Ptr(false),
 		ServiceTier:           req.tier.ask,
 	}
