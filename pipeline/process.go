@@ -230,7 +230,8 @@ func (it *itemRun) call(s slot) outcome {
 		it.r.observeLimit(it.i, sc.Limiter.Limit())
 	}
 	res, err := it.r.call(it.workCtx, sc.Stage, it.q.Item)
-	c.callTime.Add(int64(clock.Now().Sub(callStart)))
+	took := clock.Now().Sub(callStart)
+	c.callTime.Add(int64(took))
 	c.inFlight.Add(-1)
 	c.addUsage(res.Usage)
 	calls, billedCalls := countCalls(res)
@@ -240,7 +241,7 @@ func (it *itemRun) call(s slot) outcome {
 	billed := sc.Price.nanos(res.Usage)
 	it.spent += billed
 	c.spent.Add(billed)
-	c.tiers.billed(sc.Price, res.Usage, billedCalls, billed)
+	c.tiers.billed(sc.Price, res.Usage, billedCalls, billed, took)
 	c.sizes.observe(s.estIn, res.Usage)
 	if s.booked {
 		it.r.purse.settle(s.reserved, billed)

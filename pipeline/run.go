@@ -235,6 +235,8 @@ type StageProgress struct {
 	// what they would have cost.
 	Cached   int64
 	SavedUSD float64
+	// Tiers is the calls by service tier, as StageStats.Tiers.
+	Tiers map[string]*TierStats
 	// Limit is the limiter's concurrency limit (0 without one).
 	Limit int
 	// InFlight is the calls in flight.

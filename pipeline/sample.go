@@ -32,6 +32,7 @@ func (r *Runner) progress(start time.Time) Progress {
 		for j, k := range Classes {
 			sp.Outcomes[k] = c.outcomes[j].Load()
 		}
+		sp.Tiers, _ = c.tiers.stats()
 		if sc.Limiter != nil {
 			sp.Limit = sc.Limiter.Limit()
 		}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // TierStats is one service tier's share of a stage's calls in a run.
@@ -17,6 +18,34 @@ type TierStats struct {
 	// SavedUSD is what the same calls would have cost more on the
 	// standard tier (negative for priority).
 	SavedUSD float64 `json:"saved_usd,omitempty"`
+	// P50Seconds and P95Seconds are the median and 95th percentile of
+	// the latency of the calls the tier served (from the first byte sent
+	// to the answer read, repairs included), read from Latency.
+	P50Seconds float64 `json:"p50_seconds,omitempty"`
+	P95Seconds float64 `json:"p95_seconds,omitempty"`
+	// Latency is those calls' latencies, kept so that runs add up.
+	Latency *Latencies `json:"latency,omitempty"`
+}
+
+// Add adds o's figures to t's, latencies and their percentiles
+// included.
+func (t *TierStats) Add(o *TierStats) {
+	t.Calls += o.Calls
+	t.Shed += o.Shed
+	t.CostUSD += o.CostUSD
+	t.SavedUSD += o.SavedUSD
+	if o.Latency != nil && o.Latency.Count > 0 {
+		if t.Latency == nil {
+			t.Latency = &Latencies{}
+		}
+		t.Latency.Add(o.Latency)
+	}
+	t.setPercentiles()
+}
+
+func (t *TierStats) setPercentiles() {
+	t.P50Seconds = t.Latency.Quantile(0.50).Seconds()
+	t.P95Seconds = t.Latency.Quantile(0.95).Seconds()
 }
 
 // tierCounters keeps a stage's calls by the tier that served them, and
@@ -30,6 +59,7 @@ type tierCounters struct {
 
 type tierCount struct {
 	calls, shed, spent, standard int64 // standard: the same calls' nanodollars on standard
+	latency                      Latencies
 }
 
 func (t *tierCounters) get(tier string) *tierCount {
@@ -48,8 +78,8 @@ func (t *tierCounters) get(tier string) *tierCount {
 }
 
 // billed counts calls billed calls of u, served by u.Tier, billed nanos
-// at p.
-func (t *tierCounters) billed(p Price, u Usage, calls, nanos int64) {
+// at p, which took took from the first call's start to the last's answer.
+func (t *tierCounters) billed(p Price, u Usage, calls, nanos int64, took time.Duration) {
 	if calls == 0 && u == (Usage{}) {
 		return
 	}
@@ -66,6 +96,9 @@ func (t *tierCounters) billed(p Price, u Usage, calls, nanos int64) {
 	defer t.mu.Unlock()
 	c := t.get(u.Tier)
 	c.calls += calls
+	if calls > 0 {
+		c.latency.Observe(took)
+	}
 	c.spent += nanos
 	c.standard += standard
 	t.cacheSaved += cacheSaved
@@ -90,7 +123,13 @@ func (t *tierCounters) stats() (tiers map[string]*TierStats, cacheSavedUSD float
 	tiers = make(map[string]*TierStats, len(t.tiers))
 	for _, name := range slices.Sorted(maps.Keys(t.tiers)) {
 		c := t.tiers[name]
-		tiers[name] = &TierStats{Calls: c.calls, Shed: c.shed, CostUSD: toUSD(c.spent), SavedUSD: toUSD(c.standard - c.spent)}
+		ts := &TierStats{Calls: c.calls, Shed: c.shed, CostUSD: toUSD(c.spent), SavedUSD: toUSD(c.standard - c.spent)}
+		if c.latency.Count > 0 {
+			ts.Latency = &Latencies{}
+			ts.Latency.Add(&c.latency)
+			ts.setPercentiles()
+		}
+		tiers[name] = ts
 	}
 	return tiers, cacheSavedUSD
 }
@@ -106,10 +145,7 @@ func addTiers(a, b map[string]*TierStats) map[string]*TierStats {
 			t = &TierStats{}
 			a[name] = t
 		}
-		t.Calls += s.Calls
-		t.Shed += s.Shed
-		t.CostUSD += s.CostUSD
-		t.SavedUSD += s.SavedUSD
+		t.Add(s)
 	}
 	return a
 }

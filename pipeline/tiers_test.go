@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -135,4 +136,39 @@ func TestRunner_FlexShedIsNotAQuota(t *testing.T) {
 	if want := 500 * 0.9 / 1e6 * (0.5*(items-2) + 2); !near(s.CacheSavedUSD, want) || s.Usage.CachedTokens != 500*items {
 		t.Errorf("cache saved %v (want %v), cached tokens %d", s.CacheSavedUSD, want, s.Usage.CachedTokens)
 	}
+}
+
+// TestRunner_TierLatency: the runner times each billed call on its
+// clock and files it under the tier that served it: flex's minutes and
+// standard's seconds give each tier its own percentiles.
+func TestRunner_TierLatency(t *testing.T) {
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		const items = 100
+		api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			var i int
+			fmt.Sscanf(it.ID, "i%d", &i)
+			tier, took := pipeline.TierFlex, time.Duration(i+1)*6*time.Second
+			if i%10 == 0 {
+				tier, took = pipeline.TierStandard, 2*time.Second
+			}
+			if err := clock.sleep(ctx, took); err != nil {
+				return pipeline.Result{}, err
+			}
+			return pipeline.Result{Output: json.RawMessage(`{}`), Usage: pipeline.Usage{PromptTokens: 100, Tier: tier}}, nil
+		}}
+		st := newMemStore([]string{"api"}, items)
+		price := pipeline.Price{InputPerM: 1, FlexFactor: 0.5}
+		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{{Stage: api, Workers: 50, NewBackOff: noWait, Price: price}}}
+		sum, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		flex, std := sum.Stages["api"].Tiers[pipeline.TierFlex], sum.Stages["api"].Tiers[pipeline.TierStandard]
+		near := func(got, want float64) bool { return math.Abs(got-want)/want < 0.011 }
+		// Flex took 12s..600s but every tenth item: its p50 is the 45th
+		// of 90 (i=49: 300s), its p95 the 86th (i=95: 576s).
+		if flex == nil || std == nil || !near(flex.P50Seconds, 300) || !near(flex.P95Seconds, 576) || !near(std.P50Seconds, 2) || !near(std.P95Seconds, 2) {
+			t.Errorf("flex %+v standard %+v", flex, std)
+		}
+	})
 }

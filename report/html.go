@@ -89,6 +89,10 @@ type runView struct {
 	Calls, Share, Limit, Cost          string
 	Stages                             []stageRow
 	Total                              stageRow
+	// Tiers is the calls by service tier (none all on standard);
+	// CacheLines what implicit caching saved.
+	Tiers      []tierRow
+	CacheLines []string
 }
 
 type chartView struct {
@@ -227,6 +231,13 @@ func newRunView(r pipeline.RunSummary, d *Data) runView {
 		rv.StatusClass = "info"
 	}
 	rv.Total = stageRow{Name: "total", StageStats: r.Totals(), Cost: d.runCostText(r)}
+	rv.Tiers = tierRows(&r, order)
+	for _, l := range cacheLines(&r, order) {
+		rv.CacheLines = append(rv.CacheLines, termText(l))
+	}
+	for i := range rv.Tiers {
+		rv.Tiers[i].Stage, rv.Tiers[i].Tier = termText(rv.Tiers[i].Stage), termText(rv.Tiers[i].Tier)
+	}
 	if rv.API = apiStage(&r); rv.API != "" {
 		s := r.Stages[rv.API]
 		rv.Calls = num(s.Calls)

@@ -142,6 +142,13 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		}
 		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "unreachable", "tokens in", "tokens out", "est. cost"},
 			[]bool{false, true, true, true, true, true, true, true, true, true, true}, rows)
+		if tiers := tierRows(r, d.stageOrder()); len(tiers) > 0 {
+			t.heading("Service tiers, last run")
+			t.table(tierTable(tiers, t.s))
+		}
+		for _, l := range cacheLines(r, d.stageOrder()) {
+			t.printf("%s%s\n", t.bullet(), t.s(l))
+		}
 	}
 	if d.Batch != nil {
 		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))

@@ -108,11 +108,15 @@ type LLM struct {
 	// text and words its prompt, answer checks, repair notes and cache
 	// key as the classify stage did before it was a preset, so what a
 	// database holds from then resumes unchanged.
-	classify        bool
-	model           string
-	labels          []string
-	schema          *genai.Schema
-	schemaSource    []byte
+	classify     bool
+	model        string
+	labels       []string
+	schema       *genai.Schema
+	schemaSource []byte
+	// labelSchema is a label stage's response schema, built once:
+	// thousands of flex calls in flight would otherwise each hold a
+	// copy. The SDK only reads it.
+	labelSchema     *genai.Schema
 	prompt          *template.Template
 	promptSource    string
 	system          string
@@ -205,6 +209,7 @@ func (l *LLM) setOutput(who string, cfg LLMConfig) error {
 			seen[key] = true
 		}
 		l.labels = slices.Clone(cfg.Labels)
+		l.labelSchema = labelSchema(l.labels)
 		l.system = DefaultSystemInstruction(l.labels)
 		l.maxOutputTokens = DefaultMaxOutputTokens
 	case len(cfg.Schema) > 0:

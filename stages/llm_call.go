@@ -149,10 +149,16 @@ func (l *LLM) responseSchema() *genai.Schema {
 	if l.schema != nil {
 		return l.schema
 	}
+	return l.labelSchema
+}
+
+// labelSchema is a label stage's response schema: {label, confidence,
+// reason} with label one of labels.
+func labelSchema(labels []string) *genai.Schema {
 	return &genai.Schema{
 		Type: genai.TypeObject,
 		Properties: map[string]*genai.Schema{
-			"label":      {Type: genai.TypeString, Enum: slices.Clone(l.labels)},
+			"label":      {Type: genai.TypeString, Enum: slices.Clone(labels)},
 			"confidence": {Type: genai.TypeNumber, Minimum: genai.Ptr(0.0), Maximum: genai.Ptr(1.0)},
 			"reason":     {Type: genai.TypeString},
 		},

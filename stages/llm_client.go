@@ -64,9 +64,12 @@ func newClient(ctx context.Context, who string, e Endpoint) (*genai.Client, erro
 	}
 	if httpClient.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		// The default keeps 2 idle connections per host; at 64 requests
-		// in flight that means a new TLS handshake for most requests.
+		// Idle connections kept for the next calls, per host; no other
+		// cap (the default transport's 100 in all would cut it). No
+		// MaxConnsPerHost and no header timeout: a flex call holds its
+		// connection for minutes, bounded by its context (TierConfig).
 		t.MaxIdleConnsPerHost = 256
+		t.MaxIdleConns = 0
 		httpClient.Transport = t
 	}
 	httpClient.Transport = callTransport{base: httpClient.Transport, maxBody: MaxResponseBytes}

@@ -21,7 +21,9 @@ const (
 	// no serviceTier, as before tiers existed.
 	TierStandard = "standard"
 	// TierFlex is half price, best-effort, minutes: a refused call waits
-	// and asks flex again, for as long as it takes.
+	// and asks flex again, for as long as it takes. With a FlexDeadline
+	// it is TierAuto with that deadline: flex first, standard for what
+	// flex has not answered by then.
 	TierFlex = "flex"
 	// TierPriority is a premium for low latency; the API may serve a
 	// call as standard instead (and bill it so).
@@ -40,6 +42,14 @@ var TierNames = []string{TierStandard, TierFlex, TierPriority, TierAuto}
 // 1-15 minutes, well past a standard call's timeout.
 const DefaultFlexTimeout = 15 * time.Minute
 
+// FlexCeiling is the most calls in flight a flex (or auto) stage's
+// limiter allows when none is configured: a flex call takes minutes, so
+// the default ceiling (hundreds) would admit a few calls a second. At
+// 5,000 in flight a 5-minute call admits under 17 a second, and the
+// client holds each in about 60 KB of heap and stack, three goroutines
+// (e2e's BenchmarkFlexInFlight).
+const FlexCeiling = 5000
+
 // DefaultFlexDeadline is auto mode's deadline when none is given.
 const DefaultFlexDeadline = 30 * time.Minute
 
@@ -48,10 +58,11 @@ const DefaultFlexDeadline = 30 * time.Minute
 type TierConfig struct {
 	// Tier is one of TierNames; "" is TierStandard.
 	Tier string
-	// FlexDeadline, with TierAuto, is how long an item stays on flex,
-	// measured from its first flex call in this process (a resumed run
-	// starts each item's time again); 0 means DefaultFlexDeadline. It
-	// must be 0 with any other tier.
+	// FlexDeadline, with TierAuto or TierFlex, is how long an item stays
+	// on flex, measured from its first flex call in this process (a
+	// resumed run starts each item's time again). 0 means
+	// DefaultFlexDeadline with TierAuto, and no deadline with TierFlex
+	// (flex only). It must be 0 with any other tier.
 	FlexDeadline time.Duration
 	// FlexTimeout bounds one flex call; 0 means DefaultFlexTimeout.
 	FlexTimeout time.Duration
@@ -68,8 +79,8 @@ func CheckTier(tier string, deadline time.Duration) error {
 	if deadline < 0 {
 		return fmt.Errorf("flex deadline %s: use a positive duration", deadline)
 	}
-	if deadline > 0 && tier != TierAuto {
-		return fmt.Errorf("a flex deadline of %s needs tier auto (flex first, standard after the deadline), not %q", deadline, orDefault(tier, TierStandard))
+	if deadline > 0 && tier != TierAuto && tier != TierFlex {
+		return fmt.Errorf("a flex deadline of %s needs tier flex or auto (flex first, standard after the deadline), not %q", deadline, orDefault(tier, TierStandard))
 	}
 	return nil
 }
@@ -95,6 +106,10 @@ func newTierPolicy(who string, cfg TierConfig) (*tierPolicy, error) {
 	}
 	p := &tierPolicy{tier: orDefault(cfg.Tier, TierStandard), deadline: cfg.FlexDeadline, timeout: cfg.FlexTimeout, now: cfg.Now,
 		since: make(map[string]time.Time)}
+	if p.tier == TierFlex && p.deadline > 0 {
+		// Flex with a deadline is auto: one behaviour, one code path.
+		p.tier = TierAuto
+	}
 	if p.deadline == 0 {
 		p.deadline = DefaultFlexDeadline
 	}

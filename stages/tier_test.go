@@ -70,35 +70,60 @@ func TestClassify_Tiers(t *testing.T) {
 	}
 }
 
-// TestClassify_AutoMovesToStandard: in auto mode an item flex keeps
-// shedding goes to standard once its deadline since its first flex call
-// has passed; before that its wait is bounded by the time it has left.
+// TestClassify_AutoMovesToStandard: in auto mode, and on flex with a
+// deadline, an item flex keeps shedding goes to standard once its
+// deadline since its first flex call has passed; before that its wait is
+// bounded by the time it has left.
 func TestClassify_AutoMovesToStandard(t *testing.T) {
+	for _, tier := range []string{TierAuto, TierFlex} {
+		t.Run(tier, func(t *testing.T) {
+			clk := &stepClock{t: time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)}
+			sim, url, _ := simServer(t, geminisim.Config{Tiers: geminisim.TierConfig{FlexShed: 1}})
+			c := tierClassify(t, url, TierConfig{Tier: tier, FlexDeadline: time.Minute, Now: clk.Now})
+			it := testItem("r1", "the app crashes on start")
+			_, err := c.Process(context.Background(), it)
+			var se *pipeline.ShedError
+			if !errors.As(err, &se) || se.Moved || se.WaitAtMost != time.Minute {
+				t.Fatalf("first flex call: %v (%+v), want a shed waiting at most 1m", err, se)
+			}
+			clk.Add(40 * time.Second)
+			if _, err = c.Process(context.Background(), it); !errors.As(err, &se) || se.WaitAtMost != 20*time.Second {
+				t.Fatalf("second flex call: %v (%+v), want a shed waiting at most 20s", err, se)
+			}
+			clk.Add(20 * time.Second)
+			res, err := c.Process(context.Background(), it)
+			if err != nil || res.Usage.Tier != "" {
+				t.Fatalf("after the deadline: %v, tier %q; want an answer on standard", err, res.Usage.Tier)
+			}
+			st := sim.Stats()
+			if st.Tiers[geminisim.TierFlex].Asked != 2 || st.Tiers[geminisim.TierStandard].Asked != 1 || st.Tiers[geminisim.TierStandard].Served != 1 {
+				t.Errorf("sim tiers %+v", st.Tiers)
+			}
+			// The answered item's time is forgotten: it would start over.
+			if n := len(c.tiers.since); n != 0 {
+				t.Errorf("%d items still timed", n)
+			}
+		})
+	}
+}
+
+// TestClassify_FlexWithoutDeadlineStays: flex alone never moves an item
+// to standard, however long flex sheds it.
+func TestClassify_FlexWithoutDeadlineStays(t *testing.T) {
 	clk := &stepClock{t: time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)}
 	sim, url, _ := simServer(t, geminisim.Config{Tiers: geminisim.TierConfig{FlexShed: 1}})
-	c := tierClassify(t, url, TierConfig{Tier: TierAuto, FlexDeadline: time.Minute, Now: clk.Now})
+	c := tierClassify(t, url, TierConfig{Tier: TierFlex, Now: clk.Now})
 	it := testItem("r1", "the app crashes on start")
-	_, err := c.Process(context.Background(), it)
-	var se *pipeline.ShedError
-	if !errors.As(err, &se) || se.Moved || se.WaitAtMost != time.Minute {
-		t.Fatalf("first flex call: %v (%+v), want a shed waiting at most 1m", err, se)
+	for i := 0; i < 3; i++ {
+		_, err := c.Process(context.Background(), it)
+		var se *pipeline.ShedError
+		if !errors.As(err, &se) || se.Moved || se.WaitAtMost != 0 {
+			t.Fatalf("call %d: %v (%+v), want a flex shed with no deadline", i, err, se)
+		}
+		clk.Add(24 * time.Hour)
 	}
-	clk.Add(40 * time.Second)
-	if _, err = c.Process(context.Background(), it); !errors.As(err, &se) || se.WaitAtMost != 20*time.Second {
-		t.Fatalf("second flex call: %v (%+v), want a shed waiting at most 20s", err, se)
-	}
-	clk.Add(20 * time.Second)
-	res, err := c.Process(context.Background(), it)
-	if err != nil || res.Usage.Tier != "" {
-		t.Fatalf("after the deadline: %v, tier %q; want an answer on standard", err, res.Usage.Tier)
-	}
-	st := sim.Stats()
-	if st.Tiers[geminisim.TierFlex].Asked != 2 || st.Tiers[geminisim.TierStandard].Asked != 1 || st.Tiers[geminisim.TierStandard].Served != 1 {
-		t.Errorf("sim tiers %+v", st.Tiers)
-	}
-	// The answered item's time is forgotten: it would start over.
-	if n := len(c.tiers.since); n != 0 {
-		t.Errorf("%d items still timed", n)
+	if st := sim.Stats(); st.Tiers[geminisim.TierStandard].Asked != 0 || st.Tiers[geminisim.TierFlex].Asked != 3 {
+		t.Errorf("sim tiers %+v, want flex only", st.Tiers)
 	}
 }
 
@@ -147,7 +172,9 @@ func TestCheckTier(t *testing.T) {
 	}{
 		{"", 0, ""}, {TierFlex, 0, ""}, {TierAuto, time.Hour, ""}, {TierAuto, 0, ""},
 		{"cheap", 0, "use one of standard, flex, priority, auto"},
-		{TierFlex, time.Hour, "needs tier auto"},
+		{TierFlex, time.Hour, ""},
+		{TierStandard, time.Hour, "needs tier flex or auto"},
+		{TierPriority, time.Hour, "needs tier flex or auto"},
 		{TierAuto, -time.Second, "positive"},
 	} {
 		err := CheckTier(tc.tier, tc.deadline)

@@ -76,7 +76,7 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
 		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
-		Tier: stages.TierConfig{Tier: o.Tier, FlexDeadline: o.FlexDeadline},
+		Tier: stages.TierConfig{Tier: o.Tier, FlexDeadline: o.FlexDeadline, FlexTimeout: o.flexTimeout},
 	})
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -207,7 +207,7 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 			start, startRate = learnedState(db, b.classify.Name())
 		}
 		b.limiter = limiter.New(limiter.Config{
-			Start: start, StartRate: startRate, Floor: o.Floor, Ceiling: limiterCeiling(o.Ceiling, db), DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
+			Start: start, StartRate: startRate, Floor: o.Floor, Ceiling: limiterCeiling(o.Ceiling, db, o.Tier), DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
 			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
 		})
 	}
@@ -223,14 +223,20 @@ func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
 }
 
 // limiterCeiling is the ceiling an adaptive limiter of the API stage
-// gets: the one given; else, on PostgreSQL, a fleet worker's, as each
-// worker's pool claims items and holds their leases whether its quota is
-// shared or not; else 0, the limiter's own default.
-func limiterCeiling(given int, db pipeline.Database) int {
-	if _, fleet := db.(*postgres.DB); fleet && given == 0 {
+// asking tier gets: the one given; else, on PostgreSQL, a fleet worker's,
+// as each worker's pool claims items and holds their leases whether its
+// quota is shared or not; else, on flex (or auto), stages.FlexCeiling;
+// else 0, the limiter's own default.
+func limiterCeiling(given int, db pipeline.Database, tier string) int {
+	switch _, fleet := db.(*postgres.DB); {
+	case given != 0:
+		return given
+	case fleet:
 		return postgres.DefaultFleetCeiling
+	case tier == stages.TierFlex || tier == stages.TierAuto:
+		return stages.FlexCeiling
 	}
-	return given
+	return 0
 }
 
 // learnedStore is what learnedState and saveLearnedState need of a

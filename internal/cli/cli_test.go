@@ -316,22 +316,28 @@ func TestValidate_ceiling(t *testing.T) {
 
 // On PostgreSQL an API stage's limiter left without a ceiling gets a
 // fleet worker's, its own quota or not: its pool claims and leases items.
+// On flex, whose calls take minutes, it gets room for thousands in flight.
 func TestLimiterCeiling(t *testing.T) {
 	var bolt *store.DB
 	tests := []struct {
 		name  string
 		given int
 		db    pipeline.Database
+		tier  string
 		want  int
 	}{
-		{"bbolt, left out: the limiter's default", 0, bolt, 0},
-		{"bbolt, given", 100, bolt, 100},
-		{"PostgreSQL, left out: a fleet worker's", 0, (*postgres.DB)(nil), postgres.DefaultFleetCeiling},
-		{"PostgreSQL, given", 100, (*postgres.DB)(nil), 100},
+		{"bbolt, left out: the limiter's default", 0, bolt, "", 0},
+		{"bbolt, given", 100, bolt, "", 100},
+		{"PostgreSQL, left out: a fleet worker's", 0, (*postgres.DB)(nil), "", postgres.DefaultFleetCeiling},
+		{"PostgreSQL, given", 100, (*postgres.DB)(nil), "", 100},
+		{"flex, left out: thousands", 0, bolt, stages.TierFlex, stages.FlexCeiling},
+		{"auto, left out: thousands", 0, bolt, stages.TierAuto, stages.FlexCeiling},
+		{"priority, left out: the limiter's default", 0, bolt, stages.TierPriority, 0},
+		{"flex, given", 100, bolt, stages.TierFlex, 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := limiterCeiling(tt.given, tt.db); got != tt.want {
+			if got := limiterCeiling(tt.given, tt.db, tt.tier); got != tt.want {
 				t.Errorf("limiterCeiling(%d) = %d, want %d", tt.given, got, tt.want)
 			}
 		})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/bench"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/urfave/cli/v2"
 )
@@ -27,7 +29,15 @@ var demoSim = simOptions{
 	// With --mode batch or auto: the first job succeeds after 15 s, the
 	// second is stuck until the demo's 30 s deadline cancels it.
 	Batch: simBatchOptions{Pending: 5 * time.Second, Running: 10 * time.Second, Fates: "succeed,stuck", Shuffle: true},
+	// With --tier flex or auto: flex answers in 1-15 s (the real tier's
+	// minutes, on the demo's second-for-a-minute scale) and sheds a fifth
+	// of its calls.
+	FlexLatency: time.Second, FlexJitter: 14 * time.Second, FlexShed: 0.2,
 }
+
+// demoFlex are the demo's flex settings on its time scale: auto's
+// deadline (30 minutes on the real API) and one flex call's timeout.
+var demoFlex = struct{ Deadline, Timeout time.Duration }{Deadline: 30 * time.Second, Timeout: 30 * time.Second}
 
 // demoBatch are the demo's batch settings unless given: a deadline of
 // seconds instead of hours, and polls to match.
@@ -70,6 +80,9 @@ func newDemoCommand(cfg Config) *cli.Command {
 		Action: func(c *cli.Context) error {
 			opts.Pipeline.fromContext(c)
 			opts.TimeoutSet = c.IsSet("timeout")
+			if opts.Pipeline.Tier == stages.TierAuto && !c.IsSet("flex-deadline") {
+				opts.Pipeline.FlexDeadline = demoFlex.Deadline
+			}
 			if !c.IsSet("batch-deadline") {
 				opts.Batch.Deadline = demoBatch.Deadline
 			}
@@ -117,6 +130,7 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 	o.BaseURL, o.APIKey = url, cfg.APIKey
 	if !opts.TimeoutSet {
 		o.Timeout = 5 * time.Second // the simulator's hangs would otherwise hold an item for a minute
+		o.flexTimeout = demoFlex.Timeout
 	}
 	fmt.Fprintf(stderr, "demo: %d reviews, simulator at %s: %d requests per %s window (a fixed 64-way pool overruns it), schedule %s, faults on\n",
 		n, url, so.RPM, so.Window, so.Schedule)
@@ -150,7 +164,53 @@ func runDemo(ctx context.Context, opts *demoOptions) error {
 		fmt.Fprintf(w, "wall time %s against the quota's minimum %s for %d admitted calls (%.0f%% of the physical limit)\n",
 			wall.Round(100*time.Millisecond), minimum.Round(100*time.Millisecond), st.AdmittedRequests, 100*minimum.Seconds()/wall.Seconds())
 	}
+	if runErr == nil && (o.Tier == stages.TierFlex || o.Tier == stages.TierAuto) {
+		return demoStandard(ctx, opts, cfg, dir, input, sum, wall)
+	}
 	return runErr
+}
+
+// demoStandard drains the same reviews again on the standard tier, into
+// a database of its own against a simulator of its own (same quota and
+// faults), and prints its cost beside the tier run's.
+func demoStandard(ctx context.Context, opts *demoOptions, cfg geminisim.Config, dir, input string, tierRun pipeline.RunSummary, tierWall time.Duration) error {
+	o := opts.Pipeline // a copy: the tier run's options stay as they were
+	o.Tier, o.FlexDeadline, o.Quiet = stages.TierStandard, 0, true
+	o.DB = filepath.Join(dir, "standard.db")
+	os.Remove(o.DB) // a demo run again with the same --db compares afresh
+	sim := geminisim.New(cfg)
+	url, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("demo: start simulator: %w", err)
+	}
+	defer sim.Close()
+	o.BaseURL = url
+	fmt.Fprintf(opts.ErrOut, "demo: now the same reviews on the standard tier, to compare the prices (database %s)\n", o.DB)
+	start := time.Now()
+	std, err := drain(ctx, drainRequest{Pipeline: &o, Input: inputOptions{Path: input, IDField: "id", TextField: "text"}, Obs: opts.Obs,
+		Out: io.Discard, ErrOut: io.Discard, ExitNow: opts.ExitNow})
+	if err != nil {
+		return fmt.Errorf("demo: the standard run for comparison: %w", err)
+	}
+	printDemoPrices(opts.Out, opts.Pipeline.Tier, tierRun, tierWall, std, time.Since(start))
+	return nil
+}
+
+// printDemoPrices prints the tier run's cost beside the standard run's.
+func printDemoPrices(w io.Writer, tier string, tierRun pipeline.RunSummary, tierWall time.Duration, std pipeline.RunSummary, stdWall time.Duration) {
+	t, s := tierRun.Totals(), std.Totals()
+	fmt.Fprintf(w, "\nprice of the same reviews: standard $%.4f (%d calls, %s); %s $%.4f (%d calls, %s)",
+		s.CostUSD, s.Paid, stdWall.Round(100*time.Millisecond), tier, t.CostUSD, t.Paid, tierWall.Round(100*time.Millisecond))
+	if s.CostUSD > 0 {
+		fmt.Fprintf(w, ": %.0f%% of standard, $%.4f saved", 100*t.CostUSD/s.CostUSD, s.CostUSD-t.CostUSD)
+	}
+	fmt.Fprintln(w)
+	for _, name := range []string{stages.TierFlex, stages.TierStandard} {
+		if ts := t.Tiers[name]; ts != nil && ts.Calls > 0 {
+			fmt.Fprintf(w, "  %s run, on %s: %d calls, $%.4f, latency p50 %s p95 %s\n", tier, name, ts.Calls, ts.CostUSD,
+				monitor.Latency(ts.P50Seconds), monitor.Latency(ts.P95Seconds))
+		}
+	}
 }
 
 // writeFirstLines writes the first n lines of data to path and returns how

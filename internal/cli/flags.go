@@ -50,6 +50,9 @@ type pipelineOptions struct {
 	MaxOutputTokens int
 	Tier            string
 	FlexDeadline    time.Duration
+	// flexTimeout bounds one flex call (no flag; the demo shortens it to
+	// its time-scaled minutes); 0 means stages.DefaultFlexTimeout.
+	flexTimeout time.Duration
 
 	GroupBy     []string
 	DateField   string
@@ -137,8 +140,8 @@ func pipelineFlags(o *pipelineOptions) []cli.Flag {
 		&cli.StringFlag{Name: "prompt-file", Category: catClassify, Usage: "Go text/template `FILE` over the item (.ID .Text .Fields)", DefaultText: "the built-in prompt", EnvVars: env("prompt-file"), Destination: &o.PromptFile},
 		&cli.DurationFlag{Name: "timeout", Category: catClassify, Value: 60 * time.Second, Usage: "per-request timeout", EnvVars: env("timeout"), Destination: &o.Timeout},
 		&cli.IntFlag{Name: "max-output-tokens", Category: catClassify, Value: 256, Usage: "max output tokens per answer", EnvVars: env("max-output-tokens"), Destination: &o.MaxOutputTokens},
-		&cli.StringFlag{Name: "tier", Category: catClassify, Value: stages.TierStandard, Usage: "service tier: standard, flex (half price, minutes; shed calls wait and ask again), priority, or auto (flex, then standard for items flex has not answered by --flex-deadline)", EnvVars: env("tier"), Destination: &o.Tier},
-		&cli.DurationFlag{Name: "flex-deadline", Category: catClassify, Usage: "with --tier auto: how long an item may stay on flex, from its first flex call, before it goes to standard", DefaultText: stages.DefaultFlexDeadline.String(), EnvVars: env("flex-deadline"), Destination: &o.FlexDeadline},
+		&cli.StringFlag{Name: "tier", Category: catClassify, Value: stages.TierStandard, Usage: "service tier: standard, flex (half price, minutes; shed calls wait and ask again), priority, or auto (flex, then standard for items flex has not answered by --flex-deadline; flex with --flex-deadline is the same)", EnvVars: env("tier"), Destination: &o.Tier},
+		&cli.DurationFlag{Name: "flex-deadline", Category: catClassify, Usage: "with --tier auto or flex: how long an item may stay on flex, from its first flex call, before it goes to standard (--tier flex without it stays on flex)", DefaultText: stages.DefaultFlexDeadline.String() + " with auto", EnvVars: env("flex-deadline"), Destination: &o.FlexDeadline},
 		&cli.StringSliceFlag{Name: "group-by", Category: catAgg, Value: cli.NewStringSlice("app", "month"), Usage: "fields to count by, comma-separated (month derives from --date-field)", EnvVars: env("group-by")},
 		&cli.StringFlag{Name: "date-field", Category: catAgg, Value: "date", Usage: "field holding the item's date", EnvVars: env("date-field"), Destination: &o.DateField},
 		&cli.StringFlag{Name: "rating-field", Category: catAgg, Value: "rating", Usage: "numeric field averaged per label", EnvVars: env("rating-field"), Destination: &o.RatingField},

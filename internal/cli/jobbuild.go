@@ -195,7 +195,7 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 		if start == 0 {
 			start, startRate = learnedState(db, l.Name)
 		}
-		var lim pipeline.Limiter = limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: limiterCeiling(l.Limiter.Ceiling, db)})
+		var lim pipeline.Limiter = limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: limiterCeiling(l.Limiter.Ceiling, db, l.Tier)})
 		if m, ok := sc.Stage.(interface{ Model() string }); ok && fleet {
 			fl, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
 				Key: "gemini/" + m.Model(), Start: start, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling, Log: log,

@@ -242,9 +242,11 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 		in.Work[s.Stage] = s
 	}
 	printWork(opts.Out, j, w)
-	if err := printPlan(opts.Out, job.Estimate(j, in)); err != nil {
+	plans := job.Estimate(j, in)
+	if err := printPlan(opts.Out, plans); err != nil {
 		return err
 	}
+	printCachePlan(opts.Out, b.stages, plans)
 	if len(w.Changed) > 0 {
 		fmt.Fprintf(opts.Out, "`sawtooth run` refuses this job as it stands: stage %s changed and has answers; the figures above are what `run --rerun-changed` would re-run and pay\n", strings.Join(w.Changed, ", "))
 	}

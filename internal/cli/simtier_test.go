@@ -108,7 +108,9 @@ func TestRun_TierUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tier", "cheap"}, `--tier: tier "cheap": use one of standard, flex, priority, auto`},
-		{[]string{"--tier", "flex", "--flex-deadline", "10m"}, "--tier/--flex-deadline: a flex deadline of 10m0s needs tier auto"},
+		{[]string{"--tier", "standard", "--flex-deadline", "10m"}, "--tier/--flex-deadline: a flex deadline of 10m0s needs tier flex or auto"},
+		{[]string{"--tier", "priority", "--flex-deadline", "10m"}, "--tier/--flex-deadline: a flex deadline of 10m0s needs tier flex or auto"},
+		{[]string{"--tier", "flex", "--flex-deadline", "-1m"}, "--tier/--flex-deadline: flex deadline -1m0s: use a positive duration"},
 	} {
 		db := filepath.Join(dir, strings.Join(tc.args, "")+".db")
 		var stdout, stderr syncBuffer

@@ -125,8 +125,9 @@ type LLM struct {
 	// shed), priority, or auto (flex, then standard for an item flex has
 	// not answered within FlexDeadline of its first flex call).
 	Tier string `yaml:"tier,omitempty"`
-	// FlexDeadline is auto's deadline as a Go duration ("45m"); "" means
-	// 30m. Only with tier auto.
+	// FlexDeadline is how long an item stays on flex before it goes to
+	// standard, as a Go duration ("45m"); "" means 30m with tier auto and
+	// flex only with tier flex. Only with tier auto or flex.
 	FlexDeadline string `yaml:"flex_deadline,omitempty"`
 }
 
@@ -463,8 +464,8 @@ func (l *LLM) checkTier(d *decoder, path string) {
 	switch dl, err := time.ParseDuration(l.FlexDeadline); {
 	case err != nil || dl <= 0:
 		d.at(path+".flex_deadline", "%q is not a positive duration: write e.g. 30m or 2h", l.FlexDeadline)
-	case l.Tier != stages.TierAuto:
-		d.at(path+".flex_deadline", "needs `tier: auto` (flex first, standard after the deadline); tier is %q", orStandard(l.Tier))
+	case l.Tier != stages.TierAuto && l.Tier != stages.TierFlex:
+		d.at(path+".flex_deadline", "needs `tier: flex` or `tier: auto` (flex first, standard after the deadline); tier is %q", orStandard(l.Tier))
 	}
 }
 

@@ -70,6 +70,11 @@ type LiveStage struct {
 	// would have cost.
 	Cached   int64   `json:"cached,omitempty"`
 	SavedUSD float64 `json:"saved_usd,omitempty"`
+	// TokensCached is the input tokens billed at the implicit-cache rate.
+	TokensCached int64 `json:"tokens_cached,omitempty"`
+	// Tiers is the calls by service tier, as in the summary, when any
+	// was not standard.
+	Tiers map[string]*pipeline.TierStats `json:"tiers,omitempty"`
 }
 
 // Finished is how many items left the stage (done or dead letter).
@@ -164,6 +169,9 @@ func ShowLiveStatus(w io.Writer, path string, live *LiveStatus, asJSON bool) err
 		fmt.Fprintf(w, "%s: concurrency limit %d, %d in flight; %s calls: %s ok, %s 429s (%.1f%%), %s 5xx/timeouts, %s unreachable, %s permanent failures\n",
 			TerminalSafe(a.Name), a.Limit, a.InFlight, fmtCount(a.Calls), fmtCount(a.OK), fmtCount(a.RateLimited), a.Share429(), fmtCount(a.Transient), fmtCount(a.Unavailable), fmtCount(a.Permanent))
 		fmt.Fprintf(w, "tokens so far: %s in, %s out; estimated cost $%.4f\n", fmtCount(a.TokensIn), fmtCount(a.TokensOut), cost)
+	}
+	for _, s := range live.Stages {
+		printTiers(w, TerminalSafe(s.Name), s.Tiers, 0, 0)
 	}
 	if live.MetricsURL != "" {
 		fmt.Fprintf(w, "metrics: %s\n", TerminalSafe(live.MetricsURL))

@@ -39,7 +39,7 @@ var (
 		"Calls in flight at a stage.",
 		[]string{"stage"}, nil)
 	metricTokens = prometheus.NewDesc("sawtooth_tokens_total",
-		"Tokens billed in this run, by direction: input (prompt) or output (candidates).",
+		"Tokens billed in this run, by direction: input (prompt), output (candidates), or cached_input (the part of input billed at the implicit-cache rate).",
 		[]string{"stage", "direction"}, nil)
 	metricCost = prometheus.NewDesc("sawtooth_cost_usd_total",
 		"Estimated cost in US dollars of this run's calls at the configured prices.",
@@ -50,6 +50,21 @@ var (
 	metricSaved = prometheus.NewDesc("sawtooth_saved_usd_total",
 		"US dollars the cached answers of this run would have cost at the configured prices.",
 		[]string{"stage"}, nil)
+	metricTierCalls = prometheus.NewDesc("sawtooth_tier_calls_total",
+		"Billed calls in this run by the service tier that served them (x-gemini-service-tier).",
+		[]string{"stage", "tier"}, nil)
+	metricTierShed = prometheus.NewDesc("sawtooth_tier_shed_total",
+		"Calls in this run a service tier refused or left unanswered (flex sheds), retried without spending an attempt.",
+		[]string{"stage", "tier"}, nil)
+	metricTierCost = prometheus.NewDesc("sawtooth_tier_cost_usd_total",
+		"US dollars this run's calls were billed, by the service tier that served them, at its rate.",
+		[]string{"stage", "tier"}, nil)
+	metricTierSaved = prometheus.NewDesc("sawtooth_tier_saved_usd_total",
+		"US dollars a service tier's calls in this run cost less than on standard (negative for priority).",
+		[]string{"stage", "tier"}, nil)
+	metricTierLatency = prometheus.NewDesc("sawtooth_tier_latency_seconds",
+		"Latency of this run's billed calls by the service tier that served them (quantiles within about 1%).",
+		[]string{"stage", "tier"}, nil)
 	metricBudgetLeft = prometheus.NewDesc("sawtooth_budget_left_usd",
 		"US dollars left of the run's --budget (absent without one).",
 		nil, nil)
@@ -69,7 +84,8 @@ var _ prometheus.Collector = progressCollector{}
 
 func (c progressCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{metricItems, metricQueued, metricExpected, metricCalls, metricLimit,
-		metricInFlight, metricTokens, metricCost, metricCached, metricSaved, metricBudgetLeft, metricRate, metricElapsed} {
+		metricInFlight, metricTokens, metricCost, metricCached, metricSaved, metricBudgetLeft, metricRate, metricElapsed,
+		metricTierCalls, metricTierShed, metricTierCost, metricTierSaved, metricTierLatency} {
 		ch <- d
 	}
 }
@@ -112,6 +128,26 @@ func (c progressCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(metricCost, s.CostUSD, s.Name)
 		counter(metricCached, float64(s.Cached), s.Name)
 		counter(metricSaved, s.SavedUSD, s.Name)
+		if s.TokensCached > 0 {
+			counter(metricTokens, float64(s.TokensCached), s.Name, "cached_input")
+		}
+		collectTiers(ch, s.Name, s.Tiers)
+	}
+}
+
+// collectTiers exports a stage's figures by service tier.
+func collectTiers(ch chan<- prometheus.Metric, stage string, tiers map[string]*pipeline.TierStats) {
+	for name, t := range tiers {
+		for _, m := range []struct {
+			d *prometheus.Desc
+			x float64
+		}{{metricTierCalls, float64(t.Calls)}, {metricTierShed, float64(t.Shed)}, {metricTierCost, t.CostUSD}, {metricTierSaved, t.SavedUSD}} {
+			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, m.x, stage, name)
+		}
+		if l := t.Latency; l != nil && l.Count > 0 {
+			ch <- prometheus.MustNewConstSummary(metricTierLatency, uint64(l.Count), l.Sum.Seconds(),
+				map[float64]float64{0.5: t.P50Seconds, 0.95: t.P95Seconds, 0.99: l.Quantile(0.99).Seconds()}, stage, name)
+		}
 	}
 }
 

@@ -170,7 +170,12 @@ func (p *Progress) buildView(pr pipeline.Progress, now time.Time) *LiveStatus {
 		if lim := p.limiter(i); lim != nil && s.Limit == 0 {
 			s.Limit = lim.Limit()
 		}
+		s.TokensCached, s.Tiers = sp.Usage.CachedTokens, sp.Tiers
 		switch {
+		case sp.CostUSD > 0:
+			// What the calls were billed, each at the tier that served
+			// it: a usage summed over tiers prices at one rate.
+			s.CostUSD = sp.CostUSD
 		case p.cfg.StageCost != nil:
 			s.CostUSD = p.cfg.StageCost(name, sp.Usage)
 		case p.cfg.Cost != nil:

@@ -91,8 +91,7 @@ func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pi
 				if v.Tiers[name] == nil {
 					v.Tiers[name] = &pipeline.TierStats{}
 				}
-				x := v.Tiers[name]
-				x.Calls, x.Shed, x.CostUSD, x.SavedUSD = x.Calls+s.Calls, x.Shed+s.Shed, x.CostUSD+s.CostUSD, x.SavedUSD+s.SavedUSD
+				v.Tiers[name].Add(s)
 			}
 		}
 		if r.Status == store.RunKilled {

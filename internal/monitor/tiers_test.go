@@ -57,8 +57,14 @@ func TestPrintSummary_Tiers(t *testing.T) {
 
 func TestNewStatusView_Tiers(t *testing.T) {
 	run := func(flexCalls int64) pipeline.RunSummary {
+		// Each run's flex calls took flexCalls minutes: the runs' p50
+		// is the 4th of 3,3,3,4,4,4,4 minutes (3m58s within the histogram's 1%).
+		lat := &pipeline.Latencies{}
+		for range flexCalls {
+			lat.Observe(time.Duration(flexCalls) * time.Minute)
+		}
 		return pipeline.RunSummary{Status: "complete", Stages: map[string]*pipeline.StageStats{"classify": {
-			Tiers: map[string]*pipeline.TierStats{pipeline.TierFlex: {Calls: flexCalls, Shed: 1, CostUSD: 0.5, SavedUSD: 0.5}}, CacheSavedUSD: 0.25,
+			Tiers: map[string]*pipeline.TierStats{pipeline.TierFlex: {Calls: flexCalls, Shed: 1, CostUSD: 0.5, SavedUSD: 0.5, Latency: lat}}, CacheSavedUSD: 0.25,
 			Usage: pipeline.Usage{CachedTokens: 100}}}}
 	}
 	v := NewStatusView("db", store.Counts{}, 0, []pipeline.RunSummary{run(3), run(4)})
@@ -69,7 +75,7 @@ func TestNewStatusView_Tiers(t *testing.T) {
 	if err := PrintStatus(&b, v, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"all runs: flex tier: 7 calls, 2 shed, $1.0000 ($1.0000 less than on standard)", "all runs: 200 input tokens implicitly cached, $0.5000 saved"} {
+	for _, w := range []string{"all runs: flex tier: 7 calls, 2 shed, latency p50 3m58s p95 3m58s, $1.0000 ($1.0000 less than on standard)", "all runs: 200 input tokens implicitly cached, $0.5000 saved"} {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("status lacks %q:\n%s", w, b.String())
 		}
