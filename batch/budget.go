@@ -14,6 +14,7 @@
 package batch
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"unicode/utf8"
@@ -174,7 +175,8 @@ func (d *Driver) observe(it pipeline.Item, u pipeline.Usage) {
 // fitting is how many of the next max items of the queue the next job
 // may take within the budget (all of them with no budget): the longest
 // run of them whose requests' estimated cost fits, items the cache
-// answers or whose question another request asks costing nothing.
+// answers, whose question another request asks or that the stage's
+// condition leaves out costing nothing.
 // perItem is the estimate per item of those looked at, for the stop's
 // message.
 func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
@@ -188,6 +190,13 @@ func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
 	var est, all, seen int64
 	asked := map[string]bool{}
 	for i, q := range next {
+		if sk, ok := d.stage.(pipeline.Skipper); ok {
+			if _, skip := sk.Skip(context.Background(), q.Item); skip {
+				// Committed without a request at create, as online.
+				n = i + 1
+				continue
+			}
+		}
 		c := d.estimate(q.Item)
 		all += c
 		seen++

@@ -84,7 +84,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 	}
 	if len(reqs) == 0 {
-		if err := d.close(t, "nothing to send: every item was answered from the cache, refused before a call or asked by another job", now); err != nil {
+		if err := d.close(t, "nothing to send: every item was answered from the cache, left out by the stage's condition, refused before a call or asked by another job", now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
 		return nil

@@ -18,10 +18,17 @@ import (
 // batch job's inlined request: the same model, contents, system
 // instruction, schema and budgets. The caller sets Metadata (the item's
 // key), and commits without a request an item the stage's condition
-// leaves out (see Skip). An item Process would refuse without a call (an
-// empty text or prompt, a prompt template failing on it) gets the same
-// classified error.
+// leaves out (see Skip). An item Process would refuse without a call (a
+// condition that fails on it, an empty text or prompt, a prompt template
+// failing on it) gets the same classified error.
 func (l *LLM) BatchRequest(it pipeline.Item) (*genai.InlinedRequest, error) {
+	if l.when != nil {
+		// A condition that cannot be read on the item fails it without
+		// a call, as Process does; never a paid request instead.
+		if _, err := l.when.Match(it); err != nil {
+			return nil, fmt.Errorf("%s: %w", l.name, err)
+		}
+	}
 	prompt, err := l.render(it)
 	if err != nil {
 		return nil, err
