@@ -85,6 +85,8 @@ type DB struct {
 	changed []string
 	now     func() time.Time
 	owner   string
+	// session is the worker session claims record (session.go); 0: none.
+	session atomic.Int64
 	ctx     context.Context
 	// shard spreads this process's folds over the aggregate rows' shards.
 	shard atomic.Uint32
