@@ -194,15 +194,17 @@ func (b *leaseBook) lose(seqs []uint64, why string) {
 	}
 }
 
-// loseUnsent marks every lease whose answer is not on its way to the
-// committer as gone (the worker's session ended: other workers may claim
-// the entries now). An answer already sent is left to its fenced commit.
-func (b *leaseBook) loseUnsent(why string) {
+// loseUnsent marks as gone every lease whose answer is not on its way to
+// the committer (calls canceled), or with started false only those whose
+// call has not started: the worker's session ended or may have, so other
+// workers may claim the entries now. An answer already sent is left to
+// its fenced commit.
+func (b *leaseBook) loseUnsent(started bool, why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var seqs []uint64
 	for s, h := range b.held {
-		if !h.sent {
+		if !h.sent && (started || h.cancel == nil) {
 			seqs = append(seqs, s)
 		}
 	}

@@ -41,10 +41,14 @@ type Sessions interface {
 }
 
 // session is a fleet worker's heartbeat: it keeps the store's session
-// alive, and when it cannot (a beat refused, or none answered for a
-// heartbeat less a margin on the runner's clock), it takes every claim
-// not yet answered as lost, canceling the calls, since other workers may
-// claim those entries now; then it begins a new session.
+// alive, and when it cannot, other workers may claim its entries now, so
+// it begins a new session and drops what the old one held. A beat
+// refused (the store took the worker for dead) loses every claim not yet
+// answered and cancels its calls. Beats unanswered for a heartbeat less
+// a margin on the runner's clock lose the claims whose calls have not
+// started; calls in flight go on, their answers fenced at commit as
+// before: the store may be down for every worker (a restart counts as a
+// beat), and a call canceled then may be paid again for nothing.
 type session struct {
 	r *Runner
 	s Sessions
@@ -137,9 +141,9 @@ func (s *session) beat(ctx context.Context) {
 	case ctx.Err() != nil:
 		return
 	case errors.Is(err, ErrSessionGone):
-		s.drop("the store took this worker for dead (its session was not beaten for " + s.r.Heartbeat.String() + ")")
+		s.drop(true, "the store took this worker for dead (its session was not beaten for "+s.r.Heartbeat.String()+")")
 	case !clock.Now().Before(until):
-		s.drop(fmt.Sprintf("its session could not be beaten for %s (last error: %v)", s.r.Heartbeat-s.r.heartbeatMargin(), err))
+		s.drop(false, fmt.Sprintf("its session could not be beaten for %s (last error: %v)", s.r.Heartbeat-s.r.heartbeatMargin(), err))
 	default:
 		s.r.storeGate.failed()
 		s.r.log().Warn("could not beat the worker session; trying again", "err", err)
@@ -151,11 +155,12 @@ func (s *session) beat(ctx context.Context) {
 	s.beat(ctx) // begins the next session
 }
 
-// drop takes every claim of this process not yet answered as lost.
-func (s *session) drop(why string) {
+// drop takes the claims of this process not yet answered as lost (with
+// started false, only those whose call has not started).
+func (s *session) drop(started bool, why string) {
 	for _, b := range s.r.books {
 		if b != nil {
-			b.loseUnsent(why)
+			b.loseUnsent(started, why)
 		}
 	}
 }

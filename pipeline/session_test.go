@@ -44,48 +44,46 @@ func (s *sessionView) EndSession(context.Context) error {
 	return nil
 }
 
-// TestFleet_SessionLossCancelsUnansweredCalls: a worker whose session
-// the store took for dead (a beat refused), or that could not beat it
-// for the heartbeat less a quarter (beats failing since the last one
-// answered), takes the claims it has not answered as lost at once,
-// whatever their lease: it cancels their calls, counts them, and begins
-// a new session. The item is done once, by the call that finished; the
+// TestFleet_SessionLoss: a worker whose session the store took for dead
+// (a beat refused) takes its claims not yet answered as lost at once,
+// whatever their lease, cancels their calls and counts them; one that
+// could not beat for the heartbeat less a quarter (the store away, maybe
+// for every worker) lets its call in flight finish, to a fenced commit.
+// Either way it begins a new session, the item is done once, and the
 // session is ended with the run.
-func TestFleet_SessionLossCancelsUnansweredCalls(t *testing.T) {
-	const lease, heartbeat = time.Minute, 10 * time.Second
+func TestFleet_SessionLoss(t *testing.T) {
+	const lease, heartbeat, call = time.Minute, 10 * time.Second, 30 * time.Second
 	tests := []struct {
 		name string
 		beat func(since time.Duration) error
-		// canceledAt is when the first call is canceled: the first beat
-		// refused, or the last answered beat + heartbeat * 3/4.
+		// canceledAt is when the first call is canceled, 0 if it is not.
 		canceledAt time.Duration
+		lost       int64
 	}{
 		{"the store took the session for dead", func(since time.Duration) error {
 			if since >= 5*time.Second && since < 6*time.Second {
 				return pipeline.ErrSessionGone
 			}
 			return nil
-		}, 5 * time.Second},
+		}, 5 * time.Second, 1},
 		{"beats unanswered", func(since time.Duration) error {
 			if since >= 5*time.Second && since < 20*time.Second {
 				return errCutOff
 			}
 			return nil
-		}, 2500*time.Millisecond + heartbeat*3/4},
+		}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
 				st := newClaimStore([]string{"only"}, 1, clock.Now)
-				var mu sync.Mutex
 				var canceledAt []time.Duration
 				stage := &funcStage{name: "only", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
 					if n == 1 {
-						<-ctx.Done()
-						mu.Lock()
-						canceledAt = append(canceledAt, clock.Since())
-						mu.Unlock()
-						return pipeline.Result{}, ctx.Err()
+						if err := clock.sleep(ctx, call); err != nil {
+							canceledAt = append(canceledAt, clock.Since())
+							return pipeline.Result{}, err
+						}
 					}
 					return ok(ctx, it, n)
 				}}
@@ -96,12 +94,18 @@ func TestFleet_SessionLossCancelsUnansweredCalls(t *testing.T) {
 				if err != nil {
 					t.Fatalf("run: %v", err)
 				}
-				if len(canceledAt) != 1 || canceledAt[0] != tt.canceledAt {
-					t.Errorf("the first call was canceled at %v, want once at +%s", canceledAt, tt.canceledAt)
+				calls := int64(1)
+				if tt.canceledAt > 0 {
+					calls = 2
+					if len(canceledAt) != 1 || canceledAt[0] != tt.canceledAt {
+						t.Errorf("the first call was canceled at %v, want once at +%s", canceledAt, tt.canceledAt)
+					}
+				} else if len(canceledAt) != 0 {
+					t.Errorf("the call in flight was canceled at %v", canceledAt)
 				}
 				s := sum.Stages["only"]
-				if s.LeasesLost != 1 || s.Done != 1 || stage.calls["i0000"] != 2 {
-					t.Errorf("leases lost %d, done %d, calls %d; want 1, 1, 2", s.LeasesLost, s.Done, stage.calls["i0000"])
+				if s.LeasesLost != tt.lost || s.Done != 1 || int64(stage.calls["i0000"]) != calls {
+					t.Errorf("leases lost %d, done %d, calls %d; want %d, 1, %d", s.LeasesLost, s.Done, stage.calls["i0000"], tt.lost, calls)
 				}
 				if got := st.places(t); got["done"] != 1 {
 					t.Errorf("places = %v", got)

@@ -86,8 +86,11 @@ type DB struct {
 	now     func() time.Time
 	owner   string
 	// session is the worker session claims record (session.go); 0: none.
-	session atomic.Int64
-	ctx     context.Context
+	// sessions are those this handle began, for EndSession.
+	session   atomic.Int64
+	sessionMu sync.Mutex
+	sessions  []int64
+	ctx       context.Context
 	// shard spreads this process's folds over the aggregate rows' shards.
 	shard atomic.Uint32
 

@@ -46,6 +46,9 @@ func (db *DB) BeginSession(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("begin a worker session in %s: %w", db.path, err)
 	}
+	db.sessionMu.Lock()
+	db.sessions = append(db.sessions, id)
+	db.sessionMu.Unlock()
 	db.session.Store(id)
 	return nil
 }
@@ -72,16 +75,20 @@ func (db *DB) Beat(ctx context.Context) error {
 	return nil
 }
 
-// EndSession deletes this handle's session: what it still holds is
-// claimable at once. Without a session it does nothing.
+// EndSession deletes the sessions this handle began, the dead ones
+// with the current: what they still hold is claimable at once. Without
+// a session it does nothing.
 func (db *DB) EndSession(ctx context.Context) error {
-	id := db.session.Swap(0)
-	if id == 0 {
+	db.sessionMu.Lock()
+	defer db.sessionMu.Unlock()
+	db.session.Store(0)
+	if len(db.sessions) == 0 {
 		return nil
 	}
-	if _, err := db.pool.Exec(ctx, `DELETE FROM worker_session WHERE id = $1`, id); err != nil {
-		return fmt.Errorf("end worker session %d in %s: %w", id, db.path, err)
+	if _, err := db.pool.Exec(ctx, `DELETE FROM worker_session WHERE id = ANY($1)`, db.sessions); err != nil {
+		return fmt.Errorf("end the worker sessions %v in %s: %w", db.sessions, db.path, err)
 	}
+	db.sessions = nil
 	return nil
 }
 

@@ -94,8 +94,8 @@ func TestSession_DeadWorkersClaimsReturnBeforeTheirLease(t *testing.T) {
 	storetest.Invariants(t, a)
 }
 
-// TestSession_EndedAndMissingSessions: a clean shutdown's claims are
-// claimable at once; a handle without a session claims for its lease
+// TestSession_EndedAndMissingSessions: a clean shutdown deletes every
+// session its handle began, and their claims are claimable at once; a handle without a session claims for its lease
 // alone, as before sessions.
 func TestSession_EndedAndMissingSessions(t *testing.T) {
 	a, u := openNew(t, Options{Owner: "a"})
@@ -104,11 +104,16 @@ func TestSession_EndedAndMissingSessions(t *testing.T) {
 	claim(t, a, "sanitize", 2) // no session: the lease holds
 	beginSession(t, b)
 	killSessions(t, u)
+	beginSession(t, b) // the dead one is b's too
 	if cs := claim(t, b, "sanitize", 10); len(cs) != 2 {
 		t.Fatalf("claimed %d beside claims made without a session, want 2", len(cs))
 	}
 	if err := b.EndSession(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	var left int
+	if err := a.pool.QueryRow(context.Background(), `SELECT count(*) FROM worker_session`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d sessions left after b ended its own, dead and live (%v)", left, err)
 	}
 	if err := b.EndSession(context.Background()); err != nil {
 		t.Fatalf("a second EndSession: %v", err)
