@@ -99,7 +99,9 @@ func openFleetDB(t *testing.T, url string) *postgres.DB {
 // TestFleet_Chaos: four worker processes of the real binary drain one
 // PostgreSQL pipeline against the simulator while a random worker is
 // SIGKILLed and restarted every 1.5-3 s and one is SIGSTOPped past its
-// lease. At the end every item is done or dead exactly once, the stored
+// heartbeat. Their leases last an hour, so the items (and answer
+// flights) of the dead and the paused come back through the heartbeat
+// alone: the run ends only if they do. At the end every item is done or dead exactly once, the stored
 // aggregate equals its recomputation (the store contract's invariants),
 // `sawtooth verify` agrees, and the answers billed beyond one per item
 // are no more than the calls whose lease was lost: those the live
@@ -112,7 +114,7 @@ func TestFleet_Chaos(t *testing.T) {
 	start := time.Now()
 	url := startPostgres(t)
 	items := pick(3000, 20000)
-	const workers, ceiling, lease = 4, 16, 4 * time.Second
+	const workers, ceiling, lease, heartbeat = 4, 16, time.Hour, 3 * time.Second
 	dir := t.TempDir()
 	input := writeItems(t, dir, items, 3)
 	sim, simURL := startSim(t, geminisim.Config{
@@ -122,7 +124,7 @@ func TestFleet_Chaos(t *testing.T) {
 		Seed:    11,
 	})
 	env := simEnv(simURL)
-	args := []string{"run", "--db", url, "--quiet", "--timeout", "20s", "--start", "8", "--ceiling", fmt.Sprint(ceiling), "--lease", lease.String()}
+	args := []string{"run", "--db", url, "--quiet", "--timeout", "20s", "--start", "8", "--ceiling", fmt.Sprint(ceiling), "--lease", lease.String(), "--heartbeat", heartbeat.String()}
 
 	var mu sync.Mutex
 	var all []*worker // every process started, for the exit codes
@@ -198,10 +200,10 @@ func TestFleet_Chaos(t *testing.T) {
 			switch {
 			case i == stopped || i == paused || fleet[i].exited():
 			case stops == 0 && kills >= 2:
-				// Paused past its lease: its items go to the others, and
-				// its late results must be fenced off.
+				// Paused past its heartbeat: its items go to the others,
+				// and its late results must be fenced off.
 				fleet[i].cmd.Process.Signal(syscall.SIGSTOP)
-				stopped, paused, resume, stops = i, i, now.Add(lease+2*time.Second), 1
+				stopped, paused, resume, stops = i, i, now.Add(heartbeat+2*time.Second), 1
 			default:
 				fleet[i].cmd.Process.Kill()
 				<-fleet[i].done
@@ -243,6 +245,18 @@ func TestFleet_Chaos(t *testing.T) {
 	if hs, err := db.Holders(context.Background()); err != nil || len(hs) != 0 {
 		t.Errorf("leases left after the run: %+v %v", hs, err)
 	}
+	// Every worker that exited cleanly ended its sessions; the killed
+	// ones' are left, dead or dying.
+	host, _ := os.Hostname()
+	for _, w := range all {
+		if w.err == nil {
+			owner := fmt.Sprintf("%s:%d", host, w.cmd.Process.Pid)
+			if n := pgCount(t, url, fmt.Sprintf(`SELECT count(*) FROM sawtooth.worker_session WHERE owner = '%s'`, owner)); n != 0 {
+				t.Errorf("worker %s exited cleanly but left %d sessions", owner, n)
+			}
+		}
+	}
+	sessions := pgCount(t, url, `SELECT count(*) FROM sawtooth.worker_session`)
 
 	// Billing: answers beyond one per item are calls whose lease was
 	// lost, counted by the workers that lived to report them, or calls in
@@ -262,10 +276,10 @@ func TestFleet_Chaos(t *testing.T) {
 		t.Errorf("%d answers billed beyond one per item; at most %d expected (%d leases lost + %d kills x %d calls in flight)", extra, bound, lost, kills, ceiling)
 	}
 	if stops > 0 && lost == 0 {
-		t.Errorf("a worker was paused past its lease but no lease was counted lost")
+		t.Errorf("a worker was paused past its heartbeat but no lease was counted lost")
 	}
-	t.Logf("FIGURES | fleet chaos | %d items, %d workers, %d SIGKILLs, %d SIGSTOP past the %s lease, %d resumable stops restarted, %d processes | %d items paid twice (%d extra answers), %d leases lost counted | %s",
-		items, workers, kills, stops, lease, resumed, len(all), paidTwiceItems, extra, lost, time.Since(start).Round(time.Second))
+	t.Logf("FIGURES | fleet chaos | %d items, %d workers, %d SIGKILLs, %d SIGSTOP past the %s heartbeat (lease %s), %d resumable stops restarted, %d processes, %d dead sessions left | %d items paid twice (%d extra answers), %d leases lost counted | %s",
+		items, workers, kills, stops, heartbeat, lease, resumed, len(all), sessions, paidTwiceItems, extra, lost, time.Since(start).Round(time.Second))
 }
 
 // resumable reports whether a worker ended with exit code 3: stopped

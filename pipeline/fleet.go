@@ -25,7 +25,7 @@ type counter interface {
 // whose stage still has entries in other hands: they are usually
 // committed within milliseconds, so it looks again after endPoll, then
 // after twice as long each time, up to Poll (an entry held by a worker
-// that died comes back only when its lease ends).
+// that died comes back when its session or lease ends).
 const endPoll = 10 * time.Millisecond
 
 // dispatchClaims is dispatch for a Store that implements Claimer: it

@@ -194,6 +194,23 @@ func (b *leaseBook) lose(seqs []uint64, why string) {
 	}
 }
 
+// loseUnsent marks as gone every lease whose answer is not on its way to
+// the committer (calls canceled), or with started false only those whose
+// call has not started: the worker's session ended or may have, so other
+// workers may claim the entries now. An answer already sent is left to
+// its fenced commit.
+func (b *leaseBook) loseUnsent(started bool, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var seqs []uint64
+	for s, h := range b.held {
+		if !h.sent && (started || h.cancel == nil) {
+			seqs = append(seqs, s)
+		}
+	}
+	b.lose(seqs, why)
+}
+
 // holdEnd returns when the lease of entry seq ends as the database has
 // it (renew sent + Lease: no margin, since an answer's commit is fenced
 // and a call's start is not at stake), and false when the lease is gone:

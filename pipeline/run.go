@@ -186,6 +186,12 @@ type Runner struct {
 	// before the worker gives the store up and stops, resumable (see
 	// StoreLostError). Default DefaultStoreRetry.
 	StoreRetry time.Duration
+	// Heartbeat applies when Store implements Claimer and Sessions: the
+	// worker's session is beaten every Heartbeat/4, and once it has not
+	// been for Heartbeat (a dead worker), its claims are claimable by
+	// others whatever their lease (see Sessions). Default
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
 
 	counters    []*stageCounters
 	commitCh    chan pending
@@ -360,6 +366,8 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 			r.books[i] = newLeaseBook(r, i, cl)
 		}
 	}
+	endSession := r.beginSession()
+	defer endSession()
 	r.commitCh = make(chan pending, r.MaxBacklog)
 	r.backlog.init()
 	committerDone := make(chan struct{})
@@ -463,6 +471,9 @@ func (r *Runner) setDefaults() {
 	}
 	if r.StoreRetry <= 0 {
 		r.StoreRetry = DefaultStoreRetry
+	}
+	if r.Heartbeat <= 0 {
+		r.Heartbeat = DefaultHeartbeat
 	}
 	for i := range r.Stages {
 		r.Stages[i].setDefaults()

@@ -128,7 +128,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	sigOut.Set(prog.Writer())
 	r := &pipeline.Runner{
-		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease,
+		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat,
 		OnTick: prog.Tick, Log: prog.Log(),
 		NoCache: o.NoCache, Budget: batchPhase.onlineBudget(o),
 	}

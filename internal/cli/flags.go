@@ -74,10 +74,11 @@ type pipelineOptions struct {
 	// database's lifetime (0: no cap).
 	Budget, BudgetTotal float64
 
-	// Lease, Quota and QuotaKey apply to a PostgreSQL --db (a fleet).
-	Lease    time.Duration
-	Quota    string
-	QuotaKey string
+	// Lease, Heartbeat, Quota and QuotaKey apply to a PostgreSQL --db (a fleet).
+	Lease     time.Duration
+	Heartbeat time.Duration
+	Quota     string
+	QuotaKey  string
 
 	RerunChanged bool
 	MustExist    bool // retry, rerun: never create the DB

@@ -25,6 +25,7 @@ const (
 func fleetFlags(o *pipelineOptions) []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "lease", Category: catDB, Value: pipeline.DefaultLease, Usage: "PostgreSQL: how long a worker's claim on an item lasts without a heartbeat (renewed every lease/4; a dead worker's items return after it)", EnvVars: envOf("lease"), Destination: &o.Lease},
+		&cli.DurationFlag{Name: "heartbeat", Category: catDB, Value: pipeline.DefaultHeartbeat, Usage: "PostgreSQL: how long a worker may go without beating its session (every heartbeat/4) before the others take it for dead and claim its items, whatever their lease", EnvVars: envOf("heartbeat"), Destination: &o.Heartbeat},
 		&cli.StringFlag{Name: "quota", Category: catDB, Value: quotaShared, Usage: "PostgreSQL: shared (one limit for every worker: one decrease per 429 event for the fleet, --rpm paces the fleet) or independent (each worker its own limiter, for comparison)", EnvVars: envOf("quota"), Destination: &o.Quota},
 		&cli.StringFlag{Name: "quota-key", Category: catDB, Usage: "PostgreSQL: the shared quota's name: workers using one API project and model share one key", DefaultText: "gemini/MODEL", EnvVars: envOf("quota-key"), Destination: &o.QuotaKey},
 	}
@@ -34,6 +35,12 @@ func fleetFlags(o *pipelineOptions) []cli.Flag {
 func (o *pipelineOptions) checkFleet() error {
 	if o.Lease < time.Second {
 		return usagef("--lease %s: want at least 1s, and well above a call's latency (default %s)", o.Lease, pipeline.DefaultLease)
+	}
+	if o.Heartbeat < time.Second || o.Heartbeat > 10*time.Minute {
+		return usagef("--heartbeat %s: want 1s to 10m (default %s): a dead worker's items return this long after its death", o.Heartbeat, pipeline.DefaultHeartbeat)
+	}
+	if o.set["heartbeat"] && o.Heartbeat >= o.Lease {
+		return usagef("--heartbeat %s: want it shorter than --lease %s, or a dead worker is noticed no sooner than its lease ends", o.Heartbeat, o.Lease)
 	}
 	if o.Quota != quotaShared && o.Quota != quotaIndependent {
 		return usagef("--quota %q: want %s or %s", o.Quota, quotaShared, quotaIndependent)

@@ -264,17 +264,20 @@ var _ pipeline.AnswerFlights = (*DB)(nil)
 
 // TakeFlight makes this worker (Options.Owner) the fleet's buyer of
 // (stage, key) until lease from now on the database clock, unless
-// another worker's flight of it has not ended (pipeline.AnswerFlights).
+// another worker's flight of it has not ended (pipeline.AnswerFlights):
+// a flight ends at its lease's end, or with the session of its worker
+// (a dead worker's flight is taken over as its claims are).
 // Flights live in an unlogged table: a server crash forgets them, and
 // the worst that follows is one key bought twice.
 func (db *DB) TakeFlight(ctx context.Context, stage, key string, lease time.Duration) (bool, error) {
 	if lease <= 0 {
 		return false, fmt.Errorf("take the answer flight %s at %s: %w (got %v)", key, stage, errLease, lease)
 	}
-	rows, _ := db.pool.Query(ctx, `INSERT INTO answer_flight AS f (stage, key, owner, until) VALUES ($1, $2, $3, `+leaseSQL(4)+`)
-		ON CONFLICT (stage, key) DO UPDATE SET owner = EXCLUDED.owner, until = EXCLUDED.until
-		WHERE f.until <= now() OR f.owner = EXCLUDED.owner
-		RETURNING true`, stage, key, db.owner, lease.Microseconds())
+	rows, _ := db.pool.Query(ctx, `INSERT INTO answer_flight AS f (stage, key, owner, until, session) VALUES ($1, $2, $3, `+leaseSQL(4)+`, $5)
+		ON CONFLICT (stage, key) DO UPDATE SET owner = EXCLUDED.owner, until = EXCLUDED.until, session = EXCLUDED.session
+		WHERE f.until <= now() OR f.owner = EXCLUDED.owner OR (f.session IS NOT NULL AND NOT EXISTS (
+			SELECT FROM worker_session s WHERE s.id = f.session AND `+aliveSQL+`))
+		RETURNING true`, stage, key, db.owner, lease.Microseconds(), db.sessionArg())
 	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
 	if err != nil {
 		return false, fmt.Errorf("take the answer flight %s at %s in %s: %w", key, stage, db.path, err)

@@ -19,14 +19,14 @@ var errLease = errors.New("lease must be positive")
 // database's clock: worker clocks never decide who holds an entry.
 func leaseSQL(n int) string { return fmt.Sprintf("now() + $%d * interval '1 microsecond'", n) }
 
-// claimSQL leases up to $2 entries of stage $1 to owner $3 for $4
-// microseconds and returns them with their records and earlier outputs.
+// claimSQL leases up to $2 entries of stage $1 to owner $3 and session
+// $5 (NULL: none) for $4 microseconds and returns them with their records and earlier outputs.
 // The picked sequences are one array the update looks up in the key's
 // index: as a join, the planner hashes the whole queue for any claim
 // larger than a few rows.
-var claimSQL = `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, visible_at = ` + leaseSQL(4) + `
-		WHERE t.seq = ANY(ARRAY(SELECT seq FROM todo WHERE stage = $1 AND visible_at <= now()
-			ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED))
+var claimSQL = `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, session = $5, visible_at = ` + leaseSQL(4) + `
+		WHERE t.seq = ANY(ARRAY(SELECT q.seq FROM todo q WHERE q.stage = $1 AND ` + claimableSQL + `
+			ORDER BY q.seq LIMIT $2 FOR UPDATE OF q SKIP LOCKED))
 		RETURNING t.seq, t.item_id, t.attempt)
 	SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) ` + outputsSQL + `
 	ORDER BY x.seq`
@@ -47,7 +47,7 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	if max <= 0 {
 		return nil, nil
 	}
-	rows, _ := db.pool.Query(ctx, claimSQL, si, max, db.owner, lease.Microseconds())
+	rows, _ := db.pool.Query(ctx, claimSQL, si, max, db.owner, lease.Microseconds(), db.sessionArg())
 	var out []pipeline.Claim
 	var seq, attempt int64
 	var record []byte
@@ -203,17 +203,19 @@ type Holder struct {
 	// Owner is the worker's Options.Owner (host:pid by default).
 	Owner string `json:"owner"`
 	Stage string `json:"stage"`
-	// Held counts the entries under a live lease; LeaseEnd is the latest
+	// Held counts the entries under a live claim (lease not ended,
+	// session, if any, alive); LeaseEnd is the latest
 	// of their lease ends on the database clock (a worker that renews
 	// keeps it about one lease ahead of now).
 	Held     int       `json:"held"`
 	LeaseEnd time.Time `json:"lease_end"`
 }
 
-// Holders lists, per worker and stage, the entries under a live lease.
+// Holders lists, per worker and stage, the entries under a live claim:
+// a dead worker's are not, even while their leases last.
 func (db *DB) Holders(ctx context.Context) ([]Holder, error) {
-	rows, _ := db.pool.Query(ctx, `SELECT owner, stage, count(*), max(visible_at) FROM todo
-		WHERE owner IS NOT NULL AND visible_at > now() GROUP BY owner, stage ORDER BY owner, stage`)
+	rows, _ := db.pool.Query(ctx, `SELECT q.owner, q.stage, count(*), max(q.visible_at) FROM todo q
+		WHERE q.owner IS NOT NULL AND NOT `+claimableSQL+` GROUP BY q.owner, q.stage ORDER BY q.owner, q.stage`)
 	var out []Holder
 	var h Holder
 	var si int16

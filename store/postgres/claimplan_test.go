@@ -58,8 +58,8 @@ func TestDB_QueuePlansWalkTheIndexes(t *testing.T) {
 		stmt string
 		args []any
 	}{
-		{"claim at the first stage", claimSQL, []any{0, 256, "a", testLease.Microseconds()}},
-		{"claim at the second stage", claimSQL, []any{1, 256, "a", testLease.Microseconds()}},
+		{"claim at the first stage", claimSQL, []any{0, 256, "a", testLease.Microseconds(), int64(1)}},
+		{"claim at the second stage", claimSQL, []any{1, 256, "a", testLease.Microseconds(), int64(1)}},
 		{"renew", `WITH l AS (` + leasedSQL + `) UPDATE todo t SET visible_at = ` + leaseSQL(4) + ` FROM l WHERE t.seq = l.seq RETURNING t.seq`,
 			[]any{0, seqs, attempts, testLease.Microseconds()}},
 		{"fenced delete of a commit", deleteClaimedSQL, []any{seqs, stages, ids, attempts}},

@@ -33,6 +33,7 @@
 //	answer       (stage, cache key) -> output, usage billed (schema step 2)
 //	ledger       (stage, shard) -> spent, saved (nanodollars), paid, cached (schema step 2)
 //	answer_flight (unlogged) (stage, cache key) -> the worker buying the answer, until when (schema step 2)
+//	worker_session id -> owner, timeout, last beat: each fleet worker's heartbeat (schema step 5)
 //
 // Where an item is is derived, not stored: queued at the stage of its
 // todo row, dead at the stage of its dead row, done when it has neither.
@@ -97,9 +98,21 @@
 // could not commit while the server was away and commits them when it
 // answers, before their leases end (at least three quarters of a lease
 // after it went, leases being renewed every quarter), so an outage
-// shorter than that pays for no item twice. A crashed
-// worker's entries become claimable when their leases end; there is no
-// reaper. Holders lists who holds what, for status. Claims, renewals
+// shorter than that pays for no item twice.
+//
+// A lease must outlast the longest call (a flex call takes minutes), so
+// a crashed worker is noticed by a heartbeat instead (session.go): each
+// runner registers a worker_session row, beats it every timeout/4
+// (pipeline.DefaultHeartbeat: 10 s), and its claims and answer flights
+// record the session. An entry whose session has not beaten within its
+// timeout on the database clock, or was deleted (clean shutdown), is
+// claimable like one whose lease ended; a dead session never beats
+// again, so its worker, if only paused or cut off, drops what it holds
+// and begins a new one, and its late answers are fenced off by the
+// attempt as before. A server restart counts as a beat (pg_postmaster_start_time),
+// so workers are not taken for dead for an outage of the database. Rows claimed
+// without a session (a schema-4 sawtooth, a handle that began none) hold
+// for their lease. There is no reaper. Holders lists who holds what, for status. Claims, renewals
 // and fenced deletes find their rows through indexes (the picked or
 // given sequences as one seq = ANY array), and ingest and restore
 // analyze the queue table when it has no statistics yet: without them
@@ -148,5 +161,5 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, cache.go, quota.go, fleetlaw.go and fleetlimit.go.
+// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go and fleetlimit.go.
 package postgres

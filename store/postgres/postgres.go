@@ -86,7 +86,12 @@ type DB struct {
 	changed []string
 	now     func() time.Time
 	owner   string
-	ctx     context.Context
+	// session is the worker session claims record (session.go); 0: none.
+	// sessions are those this handle began, for EndSession.
+	session   atomic.Int64
+	sessionMu sync.Mutex
+	sessions  []int64
+	ctx       context.Context
 	// shard spreads this process's folds over the aggregate rows' shards.
 	shard atomic.Uint32
 

@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -130,6 +130,19 @@ ALTER TABLE quota
 	ADD COLUMN stage_sent float8 NOT NULL DEFAULT 0,      -- the calls sent by then
 	ADD COLUMN prev_at timestamptz,                       -- the same of the stage before
 	ADD COLUMN prev_sent float8 NOT NULL DEFAULT 0;
+`,
+	// 5: worker sessions, beaten by a heartbeat shorter than the lease
+	// (see session.go). Claims record their session; rows claimed
+	// before keep NULL and hold for their lease.
+	`
+CREATE TABLE worker_session (
+	id bigserial PRIMARY KEY,
+	owner text NOT NULL,
+	timeout_us bigint NOT NULL CHECK (timeout_us > 0),
+	beat_at timestamptz NOT NULL DEFAULT now()
+) WITH (fillfactor = 50);
+ALTER TABLE todo ADD COLUMN session bigint;
+ALTER TABLE answer_flight ADD COLUMN session bigint;
 `,
 }
 
