@@ -86,7 +86,7 @@ func (o batchOptions) check() (batch.Mode, error) {
 // every stage in auto mode (classify takes what the jobs did not answer),
 // every stage but classify in batch mode (what the jobs did not answer
 // stays queued for the next run). Online mode returns b.stages untouched.
-func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
+func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
 	mode, err := bo.check()
 	if err != nil || mode == batch.ModeOnline {
 		return b.stages, nil, err
@@ -262,13 +262,13 @@ func (p *batchPhase) cost() float64 {
 
 // batchMonitor watches the batch phase as a run of the classify stage
 // alone, its tokens priced at the batch rate.
-func batchMonitor(db *store.DB, b *stageSet, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
+func batchMonitor(db *store.DB, b *jobStages, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return nil, err
 	}
 	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.classify.Name()},
-		Cost: func(u pipeline.Usage) float64 { return b.cost(u) * stages.BatchPriceFactor }}
+		Cost: func(u pipeline.Usage) float64 { return b.classifyCost(u) * stages.BatchPriceFactor }}
 	for _, s := range counts.Stages {
 		if s.Stage == b.classify.Name() {
 			rc.Queued, rc.Before = []int64{int64(s.Queued)}, []int64{int64(s.Output + s.Dead)}

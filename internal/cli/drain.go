@@ -51,7 +51,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	sigOut := monitor.NewSwitchWriter(stderr)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
-	b, input, exists, err := checkAndBuild(ctx, req)
+	b, input, exists, err := checkAndBuild(ctx, &req)
 	if err != nil {
 		return sum, err
 	}
@@ -79,14 +79,16 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		}
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
-	o.addLimiter(b, db)
+	if err := saveFlagsJob(db, b, stderr); err != nil {
+		return sum, err
+	}
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
 	fleetLog, err := obs.Logger(sigOut)
 	if err != nil {
 		return sum, usage(err)
 	}
-	if err := o.useFleetLimiter(ctx, b, db, fleetLog); err != nil {
+	if err := b.addLimiters(ctx, db, fleetLog); err != nil {
 		return sum, err
 	}
 	// One run record for the whole command: a batch phase is part of the
@@ -137,13 +139,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	batchPhase.addTo(&sum)
 	if cs := sum.Stages["classify"]; cs != nil {
 		cs.CostUSD += batchPhase.cost() // the runner priced its own calls
-		// A limit learned in a quota storm or a failed run (the floor) is
-		// no guide for tomorrow: keep the last good one then.
-		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
-			if err := saveLearnedState(db, b.classify.Name(), b.limiter); err != nil && runErr == nil {
-				runErr = err
-			}
-		}
+	}
+	if err := b.saveLearned(db, sum); err != nil && runErr == nil {
+		runErr = err
 	}
 	if runErr == nil {
 		runErr = batchPhase.leftover(db)
@@ -218,7 +216,7 @@ func (e *storeLostError) Unwrap() error { return e.lost }
 // writing or created yet) and reads the input once to accept it (input,
 // applied after the DB is open), keeps the recorded settings when asked,
 // and builds the stages. exists says the DB file holds something.
-func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *ingest.Plan, exists bool, err error) {
+func checkAndBuild(ctx context.Context, req *drainRequest) (b *jobStages, input *ingest.Plan, exists bool, err error) {
 	o, in := req.Pipeline, &req.Input
 	if err := req.Obs.Check(); err != nil {
 		return nil, nil, false, usage(err)
@@ -240,34 +238,51 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 	if _, err := req.Batch.check(); err != nil {
 		return nil, nil, false, err
 	}
-	if in.Path != "" {
-		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
-			return nil, nil, false, err
-		}
-	}
 	if isPostgres(o.DB) {
 		exists = postgresPipelineExists(o.DB)
 	} else if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
 		exists = true
 	}
 	if exists && o.KeepStored {
-		defs, err := readDefinition(o.DB)
-		if err != nil {
+		if err := keepRecorded(o, req); err != nil {
 			return nil, nil, false, err
 		}
-		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
-			fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+	}
+	if in.Path != "" {
+		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
+			return nil, nil, false, err
 		}
 	}
-	b, err = o.buildStages(ctx)
+	b, err = o.buildStages(ctx, req.Input, req.Batch)
 	return b, input, exists, err
+}
+
+// keepRecorded fills the settings whose flags were not given from what
+// the database recorded: the stage definitions' settings, and the job a
+// run from flags stored (the limiter, tier, mode, input fields...), and
+// says which it kept.
+func keepRecorded(o *pipelineOptions, req *drainRequest) error {
+	defs, err := readDefinition(o.DB)
+	if err != nil {
+		return err
+	}
+	kept := o.keepStored(storedSettings(defs))
+	if st, err := loadStored(o.DB); err == nil && st != nil && st.Flags {
+		if j, err := storedJobOf(o.DB, st); err == nil {
+			kept = append(kept, o.keepStoredJob(j, &req.Input, &req.Batch)...)
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+	}
+	return nil
 }
 
 // reconcile settles a configuration change and an asked-for re-run before
 // anything is ingested: it refuses an unasked change, prints the plan of
 // a dry run (stop), stops a re-run above --confirm-above that nobody
 // confirmed, or re-queues the items and records the new definition.
-func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, err error) {
+func reconcile(db pipeline.Database, b *jobStages, req drainRequest) (stop bool, err error) {
 	o := req.Pipeline
 	from, why, err := rerunStart(db, b, req)
 	if err != nil {
@@ -279,7 +294,7 @@ func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, 
 		}
 		return o.DryRun, nil
 	}
-	plan, err := planRerun(db, from, b.cost)
+	plan, err := planRerun(db, from, b.classifyCost)
 	if err != nil {
 		return true, err
 	}
@@ -306,7 +321,7 @@ func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, 
 // asked for it with --rerun-changed or rerun), or at req.RerunFrom if that
 // is earlier. A change nobody asked to re-run is refused, with what
 // changed; a change to a stage that produced nothing is adopted.
-func rerunStart(db pipeline.Database, b *stageSet, req drainRequest) (from, why string, err error) {
+func rerunStart(db pipeline.Database, b *jobStages, req drainRequest) (from, why string, err error) {
 	o := req.Pipeline
 	if changed := db.ChangedStages(); len(changed) > 0 {
 		produced, err := producedFrom(db, changed[0])
@@ -342,7 +357,7 @@ func rerunStart(db pipeline.Database, b *stageSet, req drainRequest) (from, why 
 // configChanged is the refusal of a configuration change at stage: what
 // changed, as a diff when the DB recorded the settings, and the commands
 // that decide.
-func configChanged(db pipeline.Database, b *stageSet, stage string) error {
+func configChanged(db pipeline.Database, b *jobStages, stage string) error {
 	var diff []string
 	if old, err := db.StoredDefinition(); err == nil {
 		stored := storedSettings(old)
@@ -407,8 +422,8 @@ func producedFrom(db pipeline.Database, stage string) (bool, error) {
 // monitorConfig is what the monitor needs to know of a run, read from
 // the DB and the stages: per stage its name, how many items wait there
 // now, and its limiter.
-func monitorConfig(db pipeline.Database, b *stageSet, runID string, quiet bool) (monitor.RunConfig, error) {
-	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: quiet, Cost: b.cost}
+func monitorConfig(db pipeline.Database, b *jobStages, runID string, quiet bool) (monitor.RunConfig, error) {
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: quiet, StageCost: b.cost}
 	if isPostgres(db.Path()) {
 		rc.DBPath = "" // no file beside it for the live status: status reads the database
 	}

@@ -55,9 +55,14 @@ func runJob(ctx context.Context, req jobRequest) error {
 	sigOut := monitor.NewSwitchWriter(stderr)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
-	b, err := buildJob(ctx, j, req.APIKey)
+	b, err := buildJob(ctx, j, buildOptions{APIKey: req.APIKey})
 	if err != nil {
 		return err
+	}
+	for _, l := range b.llm {
+		if l.Mode == job.ModeBatch || l.Mode == job.ModeAuto {
+			return errBatchOnlyFromFlags(fmt.Sprintf("%s: stage %s: mode: %s", j.File, l.Name, l.Mode))
+		}
 	}
 	if req.Budget > 0 || req.BudgetTotal > 0 {
 		if err := b.checkPriced(); err != nil {
