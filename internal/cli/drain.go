@@ -11,6 +11,7 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -18,9 +19,18 @@ import (
 
 // drainRequest is what run, retry, rerun and demo ask of drain.
 type drainRequest struct {
+	// Pipeline holds the run's settings; without Job, its stage flags
+	// define the job too (compiled by buildStages).
 	Pipeline *pipelineOptions
-	Input    inputOptions
-	Obs      monitor.Options
+	// Job, if set, is the job to run: a job file's, or the one the
+	// database recorded. Input and Batch are then unused: the job says
+	// where its items come from and how its stages run.
+	Job *job.Job
+	// Resume says Job is the one the database recorded, run with no
+	// --input: a stored input file that is gone is skipped, not an error.
+	Resume bool
+	Input  inputOptions
+	Obs    monitor.Options
 	// RerunFrom, if set, re-runs every item from that stage (rerun).
 	RerunFrom string
 	// RetryStage, if set, re-queues that stage's dead letters (retry).
@@ -34,8 +44,9 @@ type drainRequest struct {
 	Batch batchOptions
 }
 
-// drain is run, retry, rerun and demo: check every argument, open,
-// reconcile the configuration, ingest, re-queue, drain, summarise.
+// drain is run, retry, rerun and demo, from flags or from a job: check
+// every argument, build the stages (one builder), open, settle a changed
+// job, ingest, re-queue, record the job, drain, summarise.
 //
 // Everything the command line names (flags, stage names, the input file
 // and its format, the prompt file, the --db path) is checked before the
@@ -51,26 +62,28 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	sigOut := monitor.NewSwitchWriter(stderr)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
-	b, input, exists, err := checkAndBuild(ctx, &req)
-	if err != nil {
-		return sum, err
+	open := openFlags
+	if req.Job != nil {
+		open = openJob
 	}
-	if o.DryRun && !exists {
-		fmt.Fprintf(stdout, "no database at %s yet: nothing would be re-run\n", o.DB)
-		return sum, nil
-	}
-	db, err := o.openDB(b)
-	if err != nil {
-		return sum, err
+	b, input, db, err := open(ctx, &req)
+	if err != nil || db == nil {
+		return sum, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
-	if stop, err := reconcile(db, b, req); stop || err != nil {
-		return sum, err
-	}
 	if input != nil {
 		if err := ingestFile(ctx, db, input, stderr); err != nil {
 			return sum, err
 		}
+	}
+	if req.Job != nil && req.RerunFrom != "" {
+		// A job's rerun --from-stage is settled here, after the ingest
+		// (the flags' reconcile re-queued it before).
+		n, err := db.Rerun(req.RerunFrom)
+		if err != nil {
+			return sum, err
+		}
+		fmt.Fprintf(stderr, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
 	}
 	if req.RetryStage != "" {
 		n, err := db.Requeue(req.RetryStage, nil)
@@ -79,7 +92,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		}
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
-	if err := saveFlagsJob(db, b, stderr); err != nil {
+	if err := saveJob(db, b, stderr); err != nil {
 		return sum, err
 	}
 	// The fleet limiter's warnings (the shared quota unreachable) follow
@@ -211,6 +224,30 @@ func (e *storeLostError) Error() string {
 }
 
 func (e *storeLostError) Unwrap() error { return e.lost }
+
+// openFlags checks the flags, builds the job they compile to and opens
+// its database, settling a changed configuration (reconcile). db is nil
+// when nothing is to run: a dry run, or a re-run nobody confirmed.
+func openFlags(ctx context.Context, req *drainRequest) (*jobStages, *ingest.Plan, pipeline.Database, error) {
+	o := req.Pipeline
+	b, input, exists, err := checkAndBuild(ctx, req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.DryRun && !exists {
+		fmt.Fprintf(req.Out, "no database at %s yet: nothing would be re-run\n", o.DB)
+		return nil, nil, nil, nil
+	}
+	db, err := o.openDB(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if stop, err := reconcile(db, b, *req); stop || err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return b, input, db, nil
+}
 
 // checkAndBuild checks every argument of req (nothing is opened for
 // writing or created yet) and reads the input once to accept it (input,

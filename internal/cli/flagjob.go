@@ -259,19 +259,20 @@ func orDuration(s string, def time.Duration) time.Duration {
 	return job.Duration(s)
 }
 
-// saveFlagsJob records in db the job the flags compiled to, so that `job
-// show` prints it, `run -f` accepts what it prints and `run --db` with no
-// flags resumes it. A job that differs from the one stored by an earlier
-// run from flags (settings that change no stage's answers: a change that
-// does was refused or re-run before this) is said, key by key; tonight's
+// saveJob records in db the job the run ran, whatever defined it, so
+// that `job show` prints it, `run -f` accepts what it prints and `run
+// --db` with no flags resumes it. A job compiled from flags that differs
+// from the one an earlier run from flags stored (settings that change no
+// stage's answers: a change that does was refused or re-run before this)
+// is said, key by key, as settleChanges says a job file's; tonight's
 // input file is not a change.
-func saveFlagsJob(db pipeline.Database, b *jobStages, stderr io.Writer) error {
+func saveJob(db pipeline.Database, b *jobStages, stderr io.Writer) error {
 	jdb, ok := db.(jobDatabase)
 	if !ok {
 		return nil
 	}
 	st := b.stored.WithDir(b.job.Dir)
-	if raw, err := jdb.Job(); err == nil && raw != nil {
+	if raw, err := jdb.Job(); err == nil && raw != nil && st.Flags {
 		if old, err := job.UnmarshalStored(raw); err == nil && old.Flags {
 			diff, _ := job.Diff(old, st)
 			diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Stage == "" && c.Key == "input.path" })
