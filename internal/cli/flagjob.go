@@ -89,138 +89,13 @@ func absPath(p string) string {
 	return p
 }
 
-// keptKey is a flag whose value a later run from flags keeps from the
-// job the database stored when the flag is not given: how each is read
-// back from that job. The settings that decide answers (model, labels,
-// prompt, max-output-tokens, the sanitize and aggregate settings) are
-// kept from the stage definitions instead (keepStored), which databases
-// run from flags have always recorded.
-var keptKeys = []struct {
-	flag  string
-	apply func(o *pipelineOptions, in *inputOptions, bo *batchOptions, j *job.Job, l *job.LLM)
-}{
-	{"base-url", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		o.BaseURL = j.BaseURL
-	}},
-	{"workers", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		o.Workers = orInt(j.Workers, o.Workers)
-	}},
-	{"tier", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Tier = orStr(l.Tier, o.Tier)
-	}},
-	{"flex-deadline", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.FlexDeadline = job.Duration(l.FlexDeadline)
-	}},
-	{"timeout", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Timeout = orDuration(l.Timeout, o.Timeout)
-	}},
-	{"max-attempts", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.MaxAttempts = orInt(l.MaxAttempts, o.MaxAttempts)
-	}},
-	{"start", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Start = l.Limiter.Start
-	}},
-	{"floor", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Floor = orInt(l.Limiter.Floor, o.Floor)
-	}},
-	{"ceiling", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Ceiling = l.Limiter.Ceiling
-	}},
-	{"fixed", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Fixed = l.Limiter.Fixed
-	}},
-	{"decrease", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.Limiter.Decrease > 0 {
-			o.Decrease = l.Limiter.Decrease
-		}
-	}},
-	{"cooldown", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.Cooldown = orDuration(l.Limiter.Cooldown, o.Cooldown)
-	}},
-	{"max-wait", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.MaxWait = orDuration(l.MaxWait, o.MaxWait)
-	}},
-	{"max-outage", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.MaxOutage = orDuration(l.MaxOutage, o.MaxOutage)
-	}},
-	{"max-refused", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.MaxRefused != "" {
-			o.MaxRefused = job.Duration(l.MaxRefused)
-		}
-	}},
-	{"tpm", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.TPM = l.Limiter.TPM
-	}},
-	{"rpm", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		o.RPM = l.Limiter.RPM
-	}},
-	{"price-in", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.Price != nil && l.Price.Input != nil {
-			o.PriceIn = *l.Price.Input
-		}
-	}},
-	{"price-out", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.Price != nil && l.Price.Output != nil {
-			o.PriceOut = *l.Price.Output
-		}
-	}},
-	{"mode", func(_ *pipelineOptions, _ *inputOptions, bo *batchOptions, _ *job.Job, l *job.LLM) {
-		bo.Mode = orStr(l.Mode, bo.Mode)
-	}},
-	{"batch-size", func(_ *pipelineOptions, _ *inputOptions, bo *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.Batch != nil {
-			bo.Size = orInt(l.Batch.Size, bo.Size)
-		}
-	}},
-	{"batch-deadline", func(_ *pipelineOptions, _ *inputOptions, bo *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.Batch != nil {
-			bo.Deadline = orDuration(l.Batch.Deadline, bo.Deadline)
-		}
-	}},
-	{"batch-poll", func(_ *pipelineOptions, _ *inputOptions, bo *batchOptions, _ *job.Job, l *job.LLM) {
-		if l.Batch != nil {
-			bo.Poll = orDuration(l.Batch.Poll, bo.Poll)
-		}
-	}},
-	{"lease", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		if j.Fleet != nil {
-			o.Lease = orDuration(j.Fleet.Lease, o.Lease)
-		}
-	}},
-	{"quota", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		if j.Fleet != nil {
-			o.Quota = orStr(j.Fleet.Quota, o.Quota)
-		}
-	}},
-	{"quota-key", func(o *pipelineOptions, _ *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		if j.Fleet != nil {
-			o.QuotaKey = j.Fleet.QuotaKey
-		}
-	}},
-	{"id-field", func(_ *pipelineOptions, in *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		in.IDField = orStr(j.Input.ID, in.IDField)
-	}},
-	{"text-field", func(_ *pipelineOptions, in *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		in.TextField = orStr(j.Input.Text, in.TextField)
-	}},
-	{"date-format", func(_ *pipelineOptions, in *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		in.DateFormat = j.Input.DateFormat
-	}},
-	{"rating-range", func(_ *pipelineOptions, in *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		in.RatingRange = orStr(j.Input.RatingRange, in.RatingRange)
-	}},
-	{"max-line-bytes", func(_ *pipelineOptions, in *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		in.MaxLine = orInt(j.Input.MaxLineBytes, in.MaxLine)
-	}},
-	{"max-field-lines", func(_ *pipelineOptions, in *inputOptions, _ *batchOptions, j *job.Job, _ *job.LLM) {
-		in.MaxFieldLines = orInt(j.Input.MaxFieldLines, in.MaxFieldLines)
-	}},
-}
-
-// keepStoredJob fills every setting of keptKeys whose flag was not given
-// from j, the job a run from flags stored, and returns the flags it
-// changed: `run --db F` resumes with the settings that started it. in
-// and bo may be nil (retry and rerun ingest nothing and run online).
+// keepStoredJob fills every setting whose flag was not given from j, the
+// job a run from flags stored, and returns the flags it changed: `run
+// --db F` resumes with the settings that started it. The settings that
+// decide answers (model, labels, prompt, max-output-tokens, the sanitize
+// and aggregate settings) are kept from the stage definitions instead
+// (keepStored), which databases run from flags have always recorded. bo
+// may be nil: retry and rerun run online, whatever the job says.
 func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) []string {
 	var l *job.LLM
 	for _, s := range j.Stages {
@@ -231,21 +106,64 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 	if l == nil {
 		return nil
 	}
-	if in == nil {
-		in = &inputOptions{}
-	}
-	if bo == nil || bo.Mode == "" {
-		bo = &batchOptions{} // retry, rerun: online, whatever the job says
-	}
 	var kept []string
-	for _, k := range keptKeys {
-		if o.set[k.flag] {
-			continue
+	// stored says the job holds a value: a zero or "" is the default,
+	// which the flag already has.
+	keep := func(flag string, stored, differs bool, apply func()) {
+		if !o.set[flag] && stored && differs {
+			apply()
+			kept = append(kept, flag)
 		}
-		before := fmt.Sprint(*o, *in, *bo)
-		k.apply(o, in, bo, j, l)
-		if fmt.Sprint(*o, *in, *bo) != before {
-			kept = append(kept, k.flag)
+	}
+	str := func(flag string, dst *string, v string) { keep(flag, v != "", v != *dst, func() { *dst = v }) }
+	num := func(flag string, dst *int, v int) { keep(flag, v != 0, v != *dst, func() { *dst = v }) }
+	dur := func(flag string, dst *time.Duration, v string) {
+		keep(flag, v != "", job.Duration(v) != *dst, func() { *dst = job.Duration(v) })
+	}
+	price := func(flag string, dst *float64, v *float64) {
+		keep(flag, v != nil, v != nil && *v != *dst, func() { *dst = *v })
+	}
+	str("base-url", &o.BaseURL, j.BaseURL)
+	num("workers", &o.Workers, j.Workers)
+	str("tier", &o.Tier, l.Tier)
+	dur("flex-deadline", &o.FlexDeadline, l.FlexDeadline)
+	dur("timeout", &o.Timeout, l.Timeout)
+	num("max-attempts", &o.MaxAttempts, l.MaxAttempts)
+	dur("max-wait", &o.MaxWait, l.MaxWait)
+	dur("max-outage", &o.MaxOutage, l.MaxOutage)
+	dur("max-refused", &o.MaxRefused, l.MaxRefused)
+	lc := l.Limiter
+	num("start", &o.Start, lc.Start)
+	num("floor", &o.Floor, lc.Floor)
+	num("ceiling", &o.Ceiling, lc.Ceiling)
+	num("fixed", &o.Fixed, lc.Fixed)
+	keep("decrease", lc.Decrease != 0, lc.Decrease != o.Decrease, func() { o.Decrease = lc.Decrease })
+	dur("cooldown", &o.Cooldown, lc.Cooldown)
+	num("tpm", &o.TPM, lc.TPM)
+	num("rpm", &o.RPM, lc.RPM)
+	if p := l.Price; p != nil {
+		price("price-in", &o.PriceIn, p.Input)
+		price("price-out", &o.PriceOut, p.Output)
+	}
+	if f := j.Fleet; f != nil {
+		dur("lease", &o.Lease, f.Lease)
+		str("quota", &o.Quota, f.Quota)
+		str("quota-key", &o.QuotaKey, f.QuotaKey)
+	}
+	if in != nil {
+		str("id-field", &in.IDField, j.Input.ID)
+		str("text-field", &in.TextField, j.Input.Text)
+		str("date-format", &in.DateFormat, j.Input.DateFormat)
+		str("rating-range", &in.RatingRange, j.Input.RatingRange)
+		num("max-line-bytes", &in.MaxLine, j.Input.MaxLineBytes)
+		num("max-field-lines", &in.MaxFieldLines, j.Input.MaxFieldLines)
+	}
+	if bo != nil && bo.Mode != "" {
+		str("mode", &bo.Mode, l.Mode)
+		if b := l.Batch; b != nil {
+			num("batch-size", &bo.Size, b.Size)
+			dur("batch-deadline", &bo.Deadline, b.Deadline)
+			dur("batch-poll", &bo.Poll, b.Poll)
 		}
 	}
 	return kept

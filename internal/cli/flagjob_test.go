@@ -12,8 +12,9 @@ import (
 )
 
 // compileArgs parses args with run's stage, input and batch flags and
-// compiles them into their job.
-func compileArgs(t *testing.T, args ...string) *job.Job {
+// compiles them into their job; keep, if set, first keeps what it holds
+// for the flags args do not give.
+func compileArgs(t *testing.T, keep *job.Job, args ...string) *job.Job {
 	t.Helper()
 	var (
 		o  pipelineOptions
@@ -26,6 +27,9 @@ func compileArgs(t *testing.T, args ...string) *job.Job {
 		Flags: append(append(append([]cli.Flag{dbFlag()}, inputFlags(&in)...), pipelineFlags(&o)...), batchFlags(&bo)...),
 		Action: func(c *cli.Context) error {
 			o.fromContext(c)
+			if keep != nil {
+				o.keepStoredJob(keep, &in, &bo)
+			}
 			var err error
 			j, err = o.compile(in, bo)
 			return err
@@ -94,7 +98,7 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 		{[]string{"--quota-key", "gemini/shared"}, func(j *job.Job) any { return j.Fleet.QuotaKey }, "gemini/shared"},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
-			j := compileArgs(t, tc.args...)
+			j := compileArgs(t, nil, tc.args...)
 			if got := tc.got(j); got != tc.want {
 				t.Errorf("%v: got %#v, want %#v", tc.args, got, tc.want)
 			}
@@ -114,9 +118,26 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 			if diff, err := job.Diff(st, mustSnapshot(t, back)); err != nil || len(diff) > 0 {
 				t.Errorf("decoded back, the job differs: %v %v", diff, err)
 			}
+			// A later run that does not give the flag keeps the stored
+			// value (the settings that decide answers are kept from the
+			// stage definitions, tonight's input file is not kept).
+			if byDefs[tc.args[0]] {
+				return
+			}
+			if got := tc.got(compileArgs(t, j)); got != tc.want {
+				t.Errorf("a later run without %s: got %#v, want the stored %#v", tc.args[0], got, tc.want)
+			}
+			if got := tc.got(compileArgs(t, j, "--mode", "online")); tc.args[0] == "--mode" && got != "online" {
+				t.Errorf("a later run with --mode online: got %#v", got)
+			}
 		})
 	}
 }
+
+// byDefs are the flags a later run keeps through the stage definitions
+// (keepStored) or not at all (the input file and its format).
+var byDefs = map[string]bool{"--input": true, "--format": true, "--max-chars": true, "--emoji": true, "--model": true, "--labels": true,
+	"--prompt-file": true, "--max-output-tokens": true, "--group-by": true, "--date-field": true, "--rating-field": true}
 
 func mustSnapshot(t *testing.T, j *job.Job) job.Stored {
 	t.Helper()
