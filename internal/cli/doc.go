@@ -14,9 +14,12 @@
 // names its keys (openJob in jobrun.go: the stored job's diff, jobwork.go
 // for what a dry run or a re-run would do). Every run stores its job, so
 // `job show` prints it, `run -f` accepts what it prints and `run --db`
-// resumes it; a later run from flags keeps the stored setting of each
-// flag it does not give, and a flag that changes a stage's answers is
-// refused with the diff unless --rerun-changed.
+// resumes it. A later run naming no flag that defines the pipeline (only
+// the run's own: --input, --base-url, --budget, --quiet...) resumes with
+// every setting the database recorded; one naming any is defined by its
+// flags, the defaults for the rest, as a run from flags always was: a
+// change to a stage's answers is refused with the diff (nothing changed)
+// unless --rerun-changed, any other change is adopted, listed and stored.
 //
 // Around them: config.go reads the strict --config file (flag values,
 // which compile into the job like any flag), open.go checks a --db path

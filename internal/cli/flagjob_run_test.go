@@ -68,10 +68,12 @@ func TestRun_flagsStoreTheirJob(t *testing.T) {
 	}
 }
 
-// A later run from flags on the same database: a flag not given keeps
-// the stored job's setting (no refusal for the labels the first run
-// chose), a flag that changes no answer is adopted and said, and one
-// that changes answers is refused naming it, changing nothing.
+// A later run on the same database: one naming no flag that defines the
+// pipeline resumes with the stored settings (no refusal for the labels
+// the first run chose); one naming flags is defined by them: a change
+// that changes no answer is adopted and said, one that changes answers
+// (a flag given, or one left at its default) is refused naming it,
+// changing nothing.
 func TestRun_laterFlagsAgainstTheStoredJob(t *testing.T) {
 	sim, url := jobSim(t)
 	dir := t.TempDir()
@@ -97,16 +99,18 @@ func TestRun_laterFlagsAgainstTheStoredJob(t *testing.T) {
 	if !strings.Contains(errs, "keeping the settings") || !strings.Contains(errs, "--labels") || !strings.Contains(errs, "--fixed") {
 		t.Errorf("the run did not say it kept the stored labels and limiter:\n%s", errs)
 	}
-	if errs, err = run("--fixed", "3"); err != nil {
+	if errs, err = run("--labels", "bug,praise,other", "--fixed", "3"); err != nil {
 		t.Fatalf("--fixed 3: %v\n%s", err, errs)
 	}
 	if !strings.Contains(errs, "classify.limiter.fixed: 2 -> 3") {
 		t.Errorf("a changed limiter was not said:\n%s", errs)
 	}
 	before := readBytes(t, db)
-	errs, err = run("--labels", "bug,other")
-	if err == nil || !strings.Contains(errs+err.Error(), `labels: "bug,praise,other" -> "bug,other"`) {
-		t.Errorf("changed labels: err %v, want a refusal naming them\n%s", err, errs)
+	for _, args := range [][]string{{"--labels", "bug,other"}, {"--fixed", "3"}} {
+		errs, err = run(args...)
+		if err == nil || !strings.Contains(errs+err.Error(), `labels: "bug,praise,other" -> "bug`) {
+			t.Errorf("%v: err %v, want a refusal naming the labels\n%s", args, err, errs)
+		}
 	}
 	if string(readBytes(t, db)) != string(before) {
 		t.Errorf("the refused run changed the database")

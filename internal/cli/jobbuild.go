@@ -413,6 +413,18 @@ func applyJobFlags(c *cli.Context, j *job.Job) {
 	}
 }
 
+// definesPipeline reports whether the run names a flag that defines the
+// pipeline (any but jobRunFlags, the run's own), from the command line,
+// a SAWTOOTH_* variable or --config.
+func definesPipeline(c *cli.Context) bool {
+	for _, f := range c.Command.Flags {
+		if name := f.Names()[0]; c.IsSet(name) && !jobRunFlags[name] {
+			return true
+		}
+	}
+	return false
+}
+
 // checkJobFlags refuses the stage and input flags with a job: the job
 // file says those, and two sources for one setting is a trap.
 func checkJobFlags(c *cli.Context) error {

@@ -52,6 +52,10 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 				return err
 			}
 			if j == nil {
+				// A run naming no flag that defines the pipeline resumes
+				// with the settings the database recorded; one naming any
+				// is defined by its flags, the defaults for the rest.
+				opts.Pipeline.KeepStored = !definesPipeline(c)
 				return runRun(c.Context, &opts)
 			}
 			applyJobFlags(c, j)
@@ -74,9 +78,6 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 
 // runRun ingests the input, if any, and drains every stage.
 func runRun(ctx context.Context, opts *runOptions) error {
-	// A database resumes with the settings that started it: a flag given
-	// wins, one not given keeps what the database recorded.
-	opts.Pipeline.KeepStored = true
 	_, err := drain(ctx, drainRequest{Pipeline: &opts.Pipeline, Input: opts.Input, Obs: opts.Obs, Batch: opts.Batch,
 		Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
 	return err
