@@ -35,6 +35,13 @@ func TestRun_flagsStoreTheirJob(t *testing.T) {
 		}
 	}
 
+	// plan prices the stored job, the same database, no difference.
+	out.Reset()
+	errs.Reset()
+	if err := runApp([]string{"sawtooth", "plan", "--db", db}, &out, &errs); err != nil || strings.Contains(out.String()+errs.String(), "differs") {
+		t.Errorf("plan --db after a run from flags: %v\n%s%s", err, out.String(), errs.String())
+	}
+
 	// Ten more items in tonight's file; the shown job, run from
 	// elsewhere, ingests them and calls only those.
 	if _, err := writeFirstLines(input, testReviews(t), 20); err != nil {

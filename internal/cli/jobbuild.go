@@ -91,7 +91,10 @@ func storedJobOf(db string, st *job.Stored) (*job.Job, error) {
 	// The stored job names its files relative to the job file's
 	// directory, which the stored YAML does not carry: it was recorded
 	// with the job, so use it.
-	j.Dir, j.DB = st.Dir, db
+	j.Dir = st.Dir
+	if j.DB != absPath(db) {
+		j.DB = db // a job compiled from flags wrote the same file absolute
+	}
 	return j, nil
 }
 

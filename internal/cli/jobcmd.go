@@ -168,6 +168,17 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
+	if j == nil && opts.File == "" {
+		// loadJob leaves a job compiled from flags to the flags' run;
+		// plan prices it as any other.
+		if st, err := loadStored(opts.DB); err != nil {
+			return err
+		} else if st != nil {
+			if j, err = storedJobOf(opts.DB, st); err != nil {
+				return err
+			}
+		}
+	}
 	if j == nil {
 		return usagef("%s records no job: give -f JOB.yaml", opts.DB)
 	}

@@ -71,6 +71,9 @@ func UnmarshalStored(b []byte) (Stored, error) {
 // comments.
 func (s Stored) Show() string {
 	var b strings.Builder
+	if s.Flags {
+		b.WriteString("# the job a run's flags defined, every setting written out\n")
+	}
 	b.WriteString("# the job as it was last run; `sawtooth run -f FILE` with this file resumes it\n")
 	b.WriteString(s.YAML)
 	if len(s.Files) > 0 {
