@@ -131,3 +131,24 @@ func TestRun_laterFlagsAgainstTheStoredJob(t *testing.T) {
 		t.Errorf("%d items called, want 9", n)
 	}
 }
+
+// A job file's input keys that mirror the input flags are honoured as
+// the flags are: rating_range skips a rating outside it.
+func TestRunJob_InputKeys(t *testing.T) {
+	sim, url := jobSim(t)
+	dir := t.TempDir()
+	items := `{"id":"a","text":"Great app","rating":4,"app":"x","date":"2026-01-02"}` + "\n" +
+		`{"id":"b","text":"Crashes","rating":9,"app":"x","date":"2026-01-02"}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "items.jsonl"), []byte(items), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := writeJob(t, dir, "db: job.db\ninput: {path: items.jsonl, rating_range: 1-5}\nbase_url: URL\nstages:\n"+
+		"  - llm: {name: classify, output: {label: [bug, praise]}}\n  - aggregate: {}\n", url)
+	var out, errs strings.Builder
+	if err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet"}, &out, &errs); err != nil {
+		t.Fatalf("run: %v\n%s", err, errs.String())
+	}
+	if n := len(sim.Stats().Items); n != 1 || !strings.Contains(errs.String(), "1 lines skipped") && !strings.Contains(errs.String(), "1 line skipped") {
+		t.Errorf("%d items called, want 1 (b's rating 9 is outside 1-5)\n%s", n, errs.String())
+	}
+}

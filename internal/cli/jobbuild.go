@@ -359,8 +359,10 @@ func (b *jobStages) cost(stage string, u pipeline.Usage) float64 { return b.pric
 // checkJobInput checks the job's input file (relative to the job file)
 // with the aggregate's fields, as --input is checked.
 func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.Plan, error) {
-	in := inputOptions{Path: j.Input.Path, Format: j.Input.Format, IDField: orStr(j.Input.ID, "id"), TextField: orStr(j.Input.Text, "text"),
-		MaxLine: ingest.DefaultMaxLineBytes, MaxFieldLines: ingest.DefaultMaxFieldLines, RatingRange: ingest.DefaultRatingRange}
+	ji := j.Input
+	in := inputOptions{Path: ji.Path, Format: ji.Format, IDField: orStr(ji.ID, "id"), TextField: orStr(ji.Text, "text"),
+		MaxLine: orInt(ji.MaxLineBytes, ingest.DefaultMaxLineBytes), MaxFieldLines: orInt(ji.MaxFieldLines, ingest.DefaultMaxFieldLines),
+		DateFormat: ji.DateFormat, RatingRange: orStr(ji.RatingRange, ingest.DefaultRatingRange)}
 	in.Path = jobInputPath(j)
 	in.Names = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
 		GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating"}
