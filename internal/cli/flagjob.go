@@ -12,8 +12,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
+	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
 
@@ -67,7 +71,48 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 		{LLM: l},
 		{Aggregate: &job.Aggregate{GroupBy: o.GroupBy, Date: o.DateField, Rating: o.RatingField}},
 	}
+	dropDefaults(j, l)
 	return j, nil
+}
+
+// dropDefaults leaves out of the compiled job the run settings a flag
+// left at a default the job's own is equal to, so `job show` prints what
+// the run chose. What decides answers (model, labels, prompt, the
+// sanitize and aggregate settings) stays written out, and so does the
+// limiter's decrease (the fleet's limiter has its own default).
+func dropDefaults(j *job.Job, l *job.LLM) {
+	in := &j.Input
+	in.ID, in.Text = unless(in.ID, "id"), unless(in.Text, "text")
+	in.MaxLineBytes, in.MaxFieldLines = unless(in.MaxLineBytes, ingest.DefaultMaxLineBytes), unless(in.MaxFieldLines, ingest.DefaultMaxFieldLines)
+	in.RatingRange = unless(in.RatingRange, ingest.DefaultRatingRange)
+	j.Workers = unless(j.Workers, pipeline.DefaultWorkers)
+	f := j.Fleet
+	f.Lease, f.Quota = unless(f.Lease, durationKey(pipeline.DefaultLease)), unless(f.Quota, quotaShared)
+	if *f == (job.Fleet{}) {
+		j.Fleet = nil
+	}
+	l.Tier, l.MaxAttempts = unless(l.Tier, stages.TierStandard), unless(l.MaxAttempts, pipeline.DefaultMaxAttempts)
+	l.Timeout = unless(l.Timeout, durationKey(stages.DefaultTimeout))
+	l.MaxWait, l.MaxOutage = unless(l.MaxWait, durationKey(pipeline.DefaultMaxWait)), unless(l.MaxOutage, durationKey(pipeline.DefaultMaxOutage))
+	l.MaxRefused = unless(l.MaxRefused, pipeline.DefaultMaxRefused.String())
+	l.Limiter.Floor, l.Limiter.Cooldown = unless(l.Limiter.Floor, limiter.DefaultFloor), unless(l.Limiter.Cooldown, durationKey(limiter.DefaultCooldown))
+	l.Mode = unless(l.Mode, string(batch.ModeOnline))
+	if b := l.Batch; b != nil {
+		b.Size = unless(b.Size, batch.DefaultSize)
+		b.Deadline, b.Poll = unless(b.Deadline, durationKey(batch.DefaultDeadline)), unless(b.Poll, durationKey(batch.DefaultPoll))
+		if *b == (job.Batch{}) {
+			l.Batch = nil
+		}
+	}
+}
+
+// unless is v, or the zero value (the job's default) when v is def.
+func unless[T comparable](v, def T) T {
+	var zero T
+	if v == def {
+		return zero
+	}
+	return v
 }
 
 // durationKey is d as a job's duration key: "" for 0 (the default).

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/internal/job"
@@ -60,7 +61,7 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 		{[]string{"--max-line-bytes", "99"}, func(j *job.Job) any { return j.Input.MaxLineBytes }, 99},
 		{[]string{"--max-field-lines", "7"}, func(j *job.Job) any { return j.Input.MaxFieldLines }, 7},
 		{[]string{"--date-format", "02/01/2006"}, func(j *job.Job) any { return j.Input.DateFormat }, "02/01/2006"},
-		{[]string{"--rating-range", "0-10"}, func(j *job.Job) any { return j.Input.RatingRange }, "0-10"},
+		{[]string{"--rating-range", "1-5"}, func(j *job.Job) any { return j.Input.RatingRange }, "1-5"},
 		{[]string{"--base-url", "http://127.0.0.1:1"}, func(j *job.Job) any { return j.BaseURL }, "http://127.0.0.1:1"},
 		{[]string{"--max-chars", "100"}, func(j *job.Job) any { return j.Stages[0].Sanitize.MaxChars }, 100},
 		{[]string{"--emoji", "strip"}, func(j *job.Job) any { return j.Stages[0].Sanitize.Emoji }, "strip"},
@@ -82,7 +83,7 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 		{[]string{"--fixed", "6"}, func(j *job.Job) any { return llm(j).Limiter.Fixed }, 6},
 		{[]string{"--decrease", "0.5"}, func(j *job.Job) any { return llm(j).Limiter.Decrease }, 0.5},
 		{[]string{"--cooldown", "3s"}, func(j *job.Job) any { return llm(j).Limiter.Cooldown }, "3s"},
-		{[]string{"--max-wait", "2m"}, func(j *job.Job) any { return llm(j).MaxWait }, "2m0s"},
+		{[]string{"--max-wait", "3m"}, func(j *job.Job) any { return llm(j).MaxWait }, "3m0s"},
 		{[]string{"--max-outage", "4m"}, func(j *job.Job) any { return llm(j).MaxOutage }, "4m0s"},
 		{[]string{"--max-refused", "0"}, func(j *job.Job) any { return llm(j).MaxRefused }, "0s"},
 		{[]string{"--tpm", "1000"}, func(j *job.Job) any { return llm(j).Limiter.TPM }, 1000},
@@ -127,8 +128,8 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 			if got := tc.got(compileArgs(t, j)); got != tc.want {
 				t.Errorf("a later run without %s: got %#v, want the stored %#v", tc.args[0], got, tc.want)
 			}
-			if got := tc.got(compileArgs(t, j, "--mode", "online")); tc.args[0] == "--mode" && got != "online" {
-				t.Errorf("a later run with --mode online: got %#v", got)
+			if got := tc.got(compileArgs(t, j, "--mode", "online")); tc.args[0] == "--mode" && got != "" {
+				t.Errorf("a later run with --mode online: got %#v, want the default (online)", got)
 			}
 		})
 	}
@@ -138,6 +139,23 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 // (keepStored) or not at all (the input file and its format).
 var byDefs = map[string]bool{"--input": true, "--format": true, "--max-chars": true, "--emoji": true, "--model": true, "--labels": true,
 	"--prompt-file": true, "--max-output-tokens": true, "--group-by": true, "--date-field": true, "--rating-field": true}
+
+// TestCompile_defaultsLeftOut: a flag left at its default writes nothing
+// where the job's default is the same, so job show prints what the run
+// chose; the settings that decide answers are written out.
+func TestCompile_defaultsLeftOut(t *testing.T) {
+	st := mustSnapshot(t, compileArgs(t, nil))
+	for _, absent := range []string{"workers:", "fleet:", "tier:", "timeout:", "max_wait:", "mode:", "batch:", "max_attempts:", "rating_range:"} {
+		if strings.Contains(st.YAML, absent) {
+			t.Errorf("the default job writes %s:\n%s", absent, st.YAML)
+		}
+	}
+	for _, present := range []string{"preset: classify", "model: gemini", "max_output_tokens: 256", "max_chars:", "emoji: keep", "group_by:"} {
+		if !strings.Contains(st.YAML, present) {
+			t.Errorf("the default job lacks %s:\n%s", present, st.YAML)
+		}
+	}
+}
 
 func mustSnapshot(t *testing.T, j *job.Job) job.Stored {
 	t.Helper()
