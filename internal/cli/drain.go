@@ -54,7 +54,7 @@ type drainRequest struct {
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
-	o, obs, stdout, stderr := req.Pipeline, req.Obs, req.Out, req.ErrOut
+	o, obs, stderr := req.Pipeline, req.Obs, req.ErrOut
 	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is
 	// checked or ingested stops cleanly too (exit 3); messages follow the
@@ -71,28 +71,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		return sum, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
-	if input != nil {
-		if err := ingestFile(ctx, db, input, stderr); err != nil {
-			return sum, err
-		}
-	}
-	if req.Job != nil && req.RerunFrom != "" {
-		// A job's rerun --from-stage is settled here, after the ingest
-		// (the flags' reconcile re-queued it before).
-		n, err := db.Rerun(req.RerunFrom)
-		if err != nil {
-			return sum, err
-		}
-		fmt.Fprintf(stderr, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
-	}
-	if req.RetryStage != "" {
-		n, err := db.Requeue(req.RetryStage, nil)
-		if err != nil {
-			return sum, err
-		}
-		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
-	}
-	if err := saveJob(db, b, stderr); err != nil {
+	if err := prepare(ctx, db, b, input, &req); err != nil {
 		return sum, err
 	}
 	// The fleet limiter's warnings (the shared quota unreachable) follow
@@ -149,17 +128,53 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
-	batchPhase.addTo(&sum)
+	return finish(db, b, &req, sum, runErr, batchPhase)
+}
+
+// prepare does what the run does before it drains: ingest the input,
+// re-queue what rerun --from-stage or retry asks, and record the job.
+func prepare(ctx context.Context, db pipeline.Database, b *jobStages, input *ingest.Plan, req *drainRequest) error {
+	stderr := req.ErrOut
+	if input != nil {
+		if err := ingestFile(ctx, db, input, stderr); err != nil {
+			return err
+		}
+	}
+	if req.Job != nil && req.RerunFrom != "" {
+		// A job's rerun --from-stage is settled here, after the ingest
+		// (the flags' reconcile re-queued it before).
+		n, err := db.Rerun(req.RerunFrom)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
+	}
+	if req.RetryStage != "" {
+		n, err := db.Requeue(req.RetryStage, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
+	}
+	return saveJob(db, b, stderr)
+}
+
+// finish settles a drained run: the batch phase's figures, the learned
+// limits, items left in batch jobs, the run record, the summary and the
+// budget, and the error worded for the user.
+func finish(db pipeline.Database, b *jobStages, req *drainRequest, sum pipeline.RunSummary, runErr error, phase *batchPhase) (pipeline.RunSummary, error) {
+	o, stdout, stderr := req.Pipeline, req.Out, req.ErrOut
+	phase.addTo(&sum)
 	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD += batchPhase.cost() // the runner priced its own calls
+		cs.CostUSD += phase.cost() // the runner priced its own calls
 	}
 	if err := b.saveLearned(db, sum); err != nil && runErr == nil {
 		runErr = err
 	}
 	if runErr == nil {
-		runErr = batchPhase.leftover(db)
+		runErr = phase.leftover(db)
 	}
-	if runErr == nil && batchPhase == nil {
+	if runErr == nil && phase == nil {
 		runErr = heldByOpenJobs(db)
 	}
 	// The record and the summary say how the run ended, as the exit code

@@ -205,27 +205,9 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 		b.classify, st, stage, model = cl, cl, cl, cl.Model()
 		b.defs[i].Reads = classifyReads(prompt)
 	} else {
-		cfg := stages.LLMConfig{
-			Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
-			MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: prompt, SystemInstruction: system,
-			Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: bo.APIKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
-			EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier,
-		}
-		outputs := j.OutputFields()
-		for _, e := range earlier {
-			if f, ok := outputs[e]; ok {
-				cfg.EarlierOutputs[e] = f
-			}
-		}
-		if l.Output.SchemaFile != "" {
-			var err error
-			if cfg.Schema, err = j.ReadFile(l.Output.SchemaFile); err != nil {
-				return pipeline.StageConfig{}, usagef("%s: %v", at, err)
-			}
-		}
-		ls, err := stages.NewLLM(ctx, cfg)
+		ls, err := b.newLLM(ctx, at, l, prompt, system, earlier, tier, bo)
 		if err != nil {
-			return pipeline.StageConfig{}, usagef("%s: %v", j.File, err)
+			return pipeline.StageConfig{}, err
 		}
 		st, stage, model = ls, ls, ls.Model()
 	}
@@ -252,6 +234,35 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 	}
 	return pipeline.StageConfig{Stage: stage, MaxAttempts: l.MaxAttempts, Price: price,
 		MaxWait: job.Duration(l.MaxWait), MaxOutage: job.Duration(l.MaxOutage), MaxRefused: maxRefused}, nil
+}
+
+// newLLM builds a general LLM stage (any but the classify preset); at
+// names it in messages.
+func (b *jobStages) newLLM(ctx context.Context, at string, l *job.LLM, prompt, system string, earlier []string, tier stages.TierConfig, bo buildOptions) (*stages.LLM, error) {
+	j := b.job
+	cfg := stages.LLMConfig{
+		Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
+		MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: prompt, SystemInstruction: system,
+		Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: bo.APIKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
+		EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier,
+	}
+	outputs := j.OutputFields()
+	for _, e := range earlier {
+		if f, ok := outputs[e]; ok {
+			cfg.EarlierOutputs[e] = f
+		}
+	}
+	if l.Output.SchemaFile != "" {
+		var err error
+		if cfg.Schema, err = j.ReadFile(l.Output.SchemaFile); err != nil {
+			return nil, usagef("%s: %v", at, err)
+		}
+	}
+	ls, err := stages.NewLLM(ctx, cfg)
+	if err != nil {
+		return nil, usagef("%s: %v", j.File, err)
+	}
+	return ls, nil
 }
 
 func orInt(v, def int) int {
