@@ -480,9 +480,9 @@ stages:
 	}
 }
 
-// TestJob_FromFlagsDatabase: a database run from flags resumes under the
-// equivalent job file without re-running or paying anything, and records
-// the job from then on.
+// TestJob_FromFlagsDatabase: a database run from flags records the job
+// the flags compiled to (job show prints it), and resumes under an
+// equivalent job file without re-running or paying anything.
 func TestJob_FromFlagsDatabase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
@@ -494,8 +494,8 @@ func TestJob_FromFlagsDatabase(t *testing.T) {
 	if r := run(t, simEnv(url), "run", "--db", db, "--input", input, "--quiet"); r.code != 0 {
 		t.Fatalf("flags run: exit %d: %s", r.code, r.err)
 	}
-	if r := run(t, nil, "job", "show", "--db", db); r.code != 2 || !strings.Contains(r.err, "run from flags") {
-		t.Errorf("job show on a flags database: exit %d: %s", r.code, r.err)
+	if r := run(t, nil, "job", "show", "--db", db); r.code != 0 || !strings.Contains(r.out, "preset: classify") {
+		t.Errorf("job show on a flags database: exit %d: %s%s", r.code, r.out, r.err)
 	}
 	jobFile := filepath.Join(dir, "job.yaml")
 	os.WriteFile(jobFile, []byte(`db: flags.db
@@ -515,5 +515,63 @@ stages:
 	}
 	if r = run(t, nil, "job", "show", "--db", db); r.code != 0 || !strings.Contains(r.out, "name: classify") {
 		t.Errorf("job show after the job ran: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+// TestJob_FlagsRunShownAndRunAgain: on either store, a run from flags
+// records its job; `job show` prints it; the printed YAML, run with -f
+// from another directory, ingests tonight's file and calls only its new
+// items; no item is called twice.
+func TestJob_FlagsRunShownAndRunAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	for _, store := range []string{"bbolt", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			all := writeItems(t, dir, 90, 17)
+			data, err := os.ReadFile(all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.SplitAfter(string(data), "\n")
+			first := filepath.Join(dir, "first.jsonl")
+			if err := os.WriteFile(first, []byte(strings.Join(lines[:60], "")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db := filepath.Join(dir, "flags.db")
+			if store == "postgres" {
+				db = startPostgres(t)
+			}
+			sim, url := startSim(t, geminisim.Config{})
+			env := simEnv(url)
+			if r := run(t, env, "run", "--db", db, "--input", first, "--quiet", "--labels", "bug,praise,other", "--max-attempts", "3"); r.code != 0 {
+				t.Fatalf("flags run: exit %d: %s", r.code, r.err)
+			}
+			firstCalls := sim.Stats().Calls
+			r := run(t, nil, "job", "show", "--db", db)
+			if r.code != 0 || !strings.Contains(r.out, "preset: classify") || !strings.Contains(r.out, "max_attempts: 3") {
+				t.Fatalf("job show: exit %d\n%s%s", r.code, r.out, r.err)
+			}
+			other := t.TempDir()
+			jobFile := filepath.Join(other, "shown.yaml")
+			if err := os.WriteFile(jobFile, []byte(r.out), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if r := run(t, env, "run", "-f", jobFile, "--input", all, "--quiet"); r.code != 0 || strings.Contains(r.err, "classify.") || strings.Contains(r.err, "sanitize.") {
+				t.Fatalf("run -f with the shown job: exit %d\n%s", r.code, r.err)
+			}
+			// Items whose question was asked before are answered from the
+			// cache: the simulator sees each question at most once.
+			st := sim.Stats()
+			if st.Calls != int64(len(st.Items)) || st.Calls <= firstCalls {
+				t.Errorf("%d calls for %d questions (%d in the first run): want one call per question, some for the new items", st.Calls, len(st.Items), firstCalls)
+			}
+			for id, it := range st.Items {
+				if it.Calls != 1 {
+					t.Errorf("item %s called %d times, want once", id, it.Calls)
+				}
+			}
+		})
 	}
 }

@@ -44,11 +44,30 @@ func batchFlags(o *batchOptions) []cli.Flag {
 	}
 }
 
-// errBatchOnlyFromFlags is the one answer to asking for batch jobs with a
-// job, from its file's `mode: batch` or from --mode and the --batch-*
-// flags beside it, while only runs from flags drive batch jobs.
+// errBatchOnlyFromFlags is the one answer to asking for batch jobs where
+// none can run: a job's stage that is not the classify preset, or --mode
+// and the --batch-* flags beside a job (its file says how it runs).
 func errBatchOnlyFromFlags(what string) error {
-	return usagef("%s: batch jobs are only available for runs from flags (the built-in sanitize, classify, aggregate pipeline), not yet for job files: run this job online (no `mode:` in the job file, no --mode or --batch-* flags), or run from flags into a database of its own: `sawtooth run --db DB --input FILE --mode batch` (or --mode auto)", what)
+	return usagef("%s: batch jobs are only available for the built-in classify stage (`preset: classify` in a job file, or a run from flags), not yet for other LLM stages: run this stage online (no `mode:`), give it `preset: classify` when it is a label stage named classify, or set `mode:` in the job file rather than --mode or --batch-* flags", what)
+}
+
+// batchOptions are how the job's classify preset runs (online, batch or
+// auto, and its batch jobs' size, deadline and poll), the defaults for
+// what the job leaves out; online when the job has no preset stage.
+func (b *jobStages) batchOptions() batchOptions {
+	bo := batchOptions{Mode: string(batch.ModeOnline), Size: batch.DefaultSize, Deadline: batch.DefaultDeadline, Poll: batch.DefaultPoll,
+		InlineBytes: batch.DefaultInlineBytes, Settle: batch.DefaultCreateSettle}
+	l := b.llm["classify"]
+	if b.classify == nil || l == nil {
+		return bo
+	}
+	bo.Mode = orStr(l.Mode, bo.Mode)
+	if l.Batch != nil {
+		bo.Size = orInt(l.Batch.Size, bo.Size)
+		bo.Deadline = orDuration(l.Batch.Deadline, bo.Deadline)
+		bo.Poll = orDuration(l.Batch.Poll, bo.Poll)
+	}
+	return bo
 }
 
 // asksForBatch reports whether the flags bad, refused beside a job, ask
@@ -86,7 +105,7 @@ func (o batchOptions) check() (batch.Mode, error) {
 // every stage in auto mode (classify takes what the jobs did not answer),
 // every stage but classify in batch mode (what the jobs did not answer
 // stays queued for the next run). Online mode returns b.stages untouched.
-func drainBatch(ctx context.Context, pdb pipeline.Database, b *stageSet, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
+func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
 	mode, err := bo.check()
 	if err != nil || mode == batch.ModeOnline {
 		return b.stages, nil, err
@@ -262,13 +281,13 @@ func (p *batchPhase) cost() float64 {
 
 // batchMonitor watches the batch phase as a run of the classify stage
 // alone, its tokens priced at the batch rate.
-func batchMonitor(db *store.DB, b *stageSet, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
+func batchMonitor(db *store.DB, b *jobStages, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return nil, err
 	}
 	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.classify.Name()},
-		Cost: func(u pipeline.Usage) float64 { return b.cost(u) * stages.BatchPriceFactor }}
+		Cost: func(u pipeline.Usage) float64 { return b.classifyCost(u) * stages.BatchPriceFactor }}
 	for _, s := range counts.Stages {
 		if s.Stage == b.classify.Name() {
 			rc.Queued, rc.Before = []int64{int64(s.Queued)}, []int64{int64(s.Output + s.Dead)}

@@ -10,29 +10,13 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"strings"
 
-	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
-
-// stageSet is the pipeline one command drains: the three stages, their
-// stored definition (names and fingerprints), the engine's stage configs
-// and the classify limiter (both set by addLimiter, once the DB is open),
-// and the prices the cost is estimated at.
-type stageSet struct {
-	defs     []store.StageDef
-	stages   []pipeline.StageConfig
-	sanitize *stages.Sanitize
-	classify *stages.Classify
-	agg      *stages.Aggregate
-	limiter  pipeline.Limiter
-	prices   pipeline.Price // classify's
-}
 
 // fingerprint hashes what decides a stage's output.
 func fingerprint(parts ...any) string {
@@ -52,11 +36,13 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// buildStages builds the three stages and the pipeline definition (stage
-// names and the fingerprint of what decides each stage's output).
-func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
-	emoji, err := stages.ParseEmojiPolicy(o.Emoji)
-	if err != nil {
+// buildStages checks the flags, compiles them into their job (in is the
+// input, bo the batch options) and builds it with the one builder. The
+// stage definitions keep the settings under their flag names, as
+// databases run from flags have always recorded them (keepStored and
+// the refusal of a changed stage read them).
+func (o *pipelineOptions) buildStages(ctx context.Context, in inputOptions, bo batchOptions) (*jobStages, error) {
+	if _, err := stages.ParseEmojiPolicy(o.Emoji); err != nil {
 		return nil, usagef("--emoji: %v", err)
 	}
 	if o.APIKey == "" {
@@ -65,40 +51,19 @@ func (o *pipelineOptions) buildStages(ctx context.Context) (*stageSet, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if o.PromptFile != "" && !o.promptKept {
-		b, err := os.ReadFile(o.PromptFile)
-		if err != nil {
-			return nil, usagef("--prompt-file %s: %v", o.PromptFile, unwrapPath(err))
-		}
-		o.prompt = string(b)
-	}
-	prompt := o.prompt
-	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
-		APIKey: o.APIKey, BaseURL: o.BaseURL, Model: o.Model, Labels: o.Labels,
-		PromptTemplate: prompt, Timeout: o.Timeout, MaxOutputTokens: o.MaxOutputTokens,
-		Tier: stages.TierConfig{Tier: o.Tier, FlexDeadline: o.FlexDeadline, FlexTimeout: o.flexTimeout},
-	})
+	j, err := o.compile(in, bo)
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, err
 	}
-	b := &stageSet{
-		sanitize: &stages.Sanitize{MaxChars: o.MaxChars, Emoji: emoji},
-		classify: cl,
-		agg:      &stages.Aggregate{GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField},
-	}
-	b.defs = []store.StageDef{
-		{Name: b.sanitize.Name(), Fingerprint: fingerprint(o.MaxChars, emoji), Reads: []string{pipeline.TextField},
-			Config: mustJSON(sanitizeSettings{MaxChars: o.MaxChars, Emoji: o.Emoji})},
-		{Name: cl.Name(), Fingerprint: cl.Fingerprint(), Reads: classifyReads(prompt),
-			Config: mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: prompt, MaxOutputTokens: o.MaxOutputTokens})},
-		{Name: b.agg.Name(), Fingerprint: fingerprint(strings.Join(o.GroupBy, ","), o.DateField, o.RatingField), Config: mustJSON(b.agg), Reads: aggregateReads(b.agg)},
-	}
-	price, err := stages.StagePrice(stages.PriceConfig{Model: o.Model, InputPerM: given(o.PriceIn), OutputPerM: given(o.PriceOut)},
-		o.Budget > 0 || o.BudgetTotal > 0)
+	b, err := buildJob(ctx, j, buildOptions{APIKey: o.APIKey, NeedPrice: o.Budget > 0 || o.BudgetTotal > 0, FlexTimeout: o.flexTimeout})
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, err
 	}
-	b.prices = price
+	b.stored.Flags = true
+	agg := b.stages[2].Stage.(*stages.Aggregate)
+	b.defs[0].Config = mustJSON(sanitizeSettings{MaxChars: o.MaxChars, Emoji: o.Emoji})
+	b.defs[1].Config = mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: o.prompt, MaxOutputTokens: o.MaxOutputTokens})
+	b.defs[2].Config, b.defs[2].Reads = mustJSON(agg), aggregateReads(agg)
 	return b, nil
 }
 
@@ -109,11 +74,6 @@ func given(perM float64) *float64 {
 		return nil
 	}
 	return &perM
-}
-
-// price is what classify's calls cost.
-func (b *stageSet) price() pipeline.Price {
-	return b.prices
 }
 
 // classifyReads is what an edit must touch to re-run classify: the text
@@ -189,37 +149,10 @@ func unwrapPath(err error) error {
 
 // openDB opens the pipeline DB with this definition: for writing, or
 // read-only for a dry run.
-func (o *pipelineOptions) openDB(b *stageSet) (pipeline.Database, error) {
+func (o *pipelineOptions) openDB(b *jobStages) (pipeline.Database, error) {
 	return openDatabase(o.DB, dbOpen{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun}, func() (*store.DB, error) {
 		return store.Open(o.DB, store.Options{Stages: b.defs, MustExist: o.MustExist, ReadOnly: o.DryRun})
 	})
-}
-
-// addLimiter builds the classify limiter (starting from the limit the last
-// run learned, unless --start says otherwise) and the engine's stage
-// configs.
-func (o *pipelineOptions) addLimiter(b *stageSet, db pipeline.Database) {
-	if o.Fixed > 0 {
-		b.limiter = limiter.New(limiter.Config{Fixed: true, Start: o.Fixed, Floor: o.Fixed, Ceiling: o.Fixed, RPM: o.RPM, TPM: int64(o.TPM), PaceTPM: o.TPM > 0})
-	} else {
-		start, startRate := o.Start, 0.0
-		if start <= 0 {
-			start, startRate = learnedState(db, b.classify.Name())
-		}
-		b.limiter = limiter.New(limiter.Config{
-			Start: start, StartRate: startRate, Floor: o.Floor, Ceiling: limiterCeiling(o.Ceiling, db, o.Tier), DecreaseFactor: o.Decrease, Cooldown: o.Cooldown,
-			TPM: int64(o.TPM), PaceTPM: o.TPM > 0, RPM: o.RPM,
-		})
-	}
-	b.stages = []pipeline.StageConfig{
-		{Stage: b.sanitize, Workers: o.Workers, MaxAttempts: 1},
-		// Workers: as many as the limiter can ever let be in flight
-		// (pipeline.PoolSizer), also when useFleetLimiter replaces it.
-		// --max-refused 0 (never stop for refusals) is the pipeline's
-		// negative MaxRefused.
-		{Stage: b.classify, Limiter: b.limiter, MaxAttempts: o.MaxAttempts, MaxWait: o.MaxWait, MaxOutage: o.MaxOutage, MaxRefused: cmp.Or(o.MaxRefused, -1), Price: b.price()},
-		{Stage: b.agg, Workers: o.Workers, MaxAttempts: 1},
-	}
 }
 
 // limiterCeiling is the ceiling an adaptive limiter of the API stage
@@ -278,7 +211,7 @@ func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error
 	return db.SetLearnedLimit(rateKey(stage), perMinute)
 }
 
-// cost is the estimated USD for a usage at the configured prices.
-func (b *stageSet) cost(u pipeline.Usage) float64 {
-	return b.prices.Cost(u)
+// classifyCost prices a usage of the classify stage.
+func (b *jobStages) classifyCost(u pipeline.Usage) float64 {
+	return b.prices["classify"].Cost(u)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -18,9 +19,18 @@ import (
 
 // drainRequest is what run, retry, rerun and demo ask of drain.
 type drainRequest struct {
+	// Pipeline holds the run's settings; without Job, its stage flags
+	// define the job too (compiled by buildStages).
 	Pipeline *pipelineOptions
-	Input    inputOptions
-	Obs      monitor.Options
+	// Job, if set, is the job to run: a job file's, or the one the
+	// database recorded. Input and Batch are then unused: the job says
+	// where its items come from and how its stages run.
+	Job *job.Job
+	// Resume says Job is the one the database recorded, run with no
+	// --input: a stored input file that is gone is skipped, not an error.
+	Resume bool
+	Input  inputOptions
+	Obs    monitor.Options
 	// RerunFrom, if set, re-runs every item from that stage (rerun).
 	RerunFrom string
 	// RetryStage, if set, re-queues that stage's dead letters (retry).
@@ -34,8 +44,9 @@ type drainRequest struct {
 	Batch batchOptions
 }
 
-// drain is run, retry, rerun and demo: check every argument, open,
-// reconcile the configuration, ingest, re-queue, drain, summarise.
+// drain is run, retry, rerun and demo, from flags or from a job: check
+// every argument, build the stages (one builder), open, settle a changed
+// job, ingest, re-queue, record the job, drain, summarise.
 //
 // Everything the command line names (flags, stage names, the input file
 // and its format, the prompt file, the --db path) is checked before the
@@ -43,7 +54,7 @@ type drainRequest struct {
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
-	o, obs, stdout, stderr := req.Pipeline, req.Obs, req.Out, req.ErrOut
+	o, obs, stderr := req.Pipeline, req.Obs, req.ErrOut
 	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is
 	// checked or ingested stops cleanly too (exit 3); messages follow the
@@ -51,42 +62,25 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	sigOut := monitor.NewSwitchWriter(stderr)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
-	b, input, exists, err := checkAndBuild(ctx, req)
-	if err != nil {
-		return sum, err
+	open := openFlags
+	if req.Job != nil {
+		open = openJob
 	}
-	if o.DryRun && !exists {
-		fmt.Fprintf(stdout, "no database at %s yet: nothing would be re-run\n", o.DB)
-		return sum, nil
-	}
-	db, err := o.openDB(b)
-	if err != nil {
-		return sum, err
+	b, input, db, err := open(ctx, &req)
+	if err != nil || db == nil {
+		return sum, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
-	if stop, err := reconcile(db, b, req); stop || err != nil {
+	if err := prepare(ctx, db, b, input, &req); err != nil {
 		return sum, err
 	}
-	if input != nil {
-		if err := ingestFile(ctx, db, input, stderr); err != nil {
-			return sum, err
-		}
-	}
-	if req.RetryStage != "" {
-		n, err := db.Requeue(req.RetryStage, nil)
-		if err != nil {
-			return sum, err
-		}
-		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
-	}
-	o.addLimiter(b, db)
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
 	fleetLog, err := obs.Logger(sigOut)
 	if err != nil {
 		return sum, usage(err)
 	}
-	if err := o.useFleetLimiter(ctx, b, db, fleetLog); err != nil {
+	if err := b.addLimiters(ctx, db, fleetLog); err != nil {
 		return sum, err
 	}
 	// One run record for the whole command: a batch phase is part of the
@@ -134,21 +128,53 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	sum, runErr := r.Run(ctx)
 	prog.Close()
-	batchPhase.addTo(&sum)
-	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD += batchPhase.cost() // the runner priced its own calls
-		// A limit learned in a quota storm or a failed run (the floor) is
-		// no guide for tomorrow: keep the last good one then.
-		if o.Fixed == 0 && (sum.Status == "complete" || sum.Message == "interrupted") {
-			if err := saveLearnedState(db, b.classify.Name(), b.limiter); err != nil && runErr == nil {
-				runErr = err
-			}
+	return finish(db, b, &req, sum, runErr, batchPhase)
+}
+
+// prepare does what the run does before it drains: ingest the input,
+// re-queue what rerun --from-stage or retry asks, and record the job.
+func prepare(ctx context.Context, db pipeline.Database, b *jobStages, input *ingest.Plan, req *drainRequest) error {
+	stderr := req.ErrOut
+	if input != nil {
+		if err := ingestFile(ctx, db, input, stderr); err != nil {
+			return err
 		}
 	}
-	if runErr == nil {
-		runErr = batchPhase.leftover(db)
+	if req.Job != nil && req.RerunFrom != "" {
+		// A job's rerun --from-stage is settled here, after the ingest
+		// (the flags' reconcile re-queued it before).
+		n, err := db.Rerun(req.RerunFrom)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
 	}
-	if runErr == nil && batchPhase == nil {
+	if req.RetryStage != "" {
+		n, err := db.Requeue(req.RetryStage, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
+	}
+	return saveJob(db, b, stderr)
+}
+
+// finish settles a drained run: the batch phase's figures, the learned
+// limits, items left in batch jobs, the run record, the summary and the
+// budget, and the error worded for the user.
+func finish(db pipeline.Database, b *jobStages, req *drainRequest, sum pipeline.RunSummary, runErr error, phase *batchPhase) (pipeline.RunSummary, error) {
+	o, stdout, stderr := req.Pipeline, req.Out, req.ErrOut
+	phase.addTo(&sum)
+	if cs := sum.Stages["classify"]; cs != nil {
+		cs.CostUSD += phase.cost() // the runner priced its own calls
+	}
+	if err := b.saveLearned(db, sum); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr == nil {
+		runErr = phase.leftover(db)
+	}
+	if runErr == nil && phase == nil {
 		runErr = heldByOpenJobs(db)
 	}
 	// The record and the summary say how the run ended, as the exit code
@@ -214,11 +240,35 @@ func (e *storeLostError) Error() string {
 
 func (e *storeLostError) Unwrap() error { return e.lost }
 
+// openFlags checks the flags, builds the job they compile to and opens
+// its database, settling a changed configuration (reconcile). db is nil
+// when nothing is to run: a dry run, or a re-run nobody confirmed.
+func openFlags(ctx context.Context, req *drainRequest) (*jobStages, *ingest.Plan, pipeline.Database, error) {
+	o := req.Pipeline
+	b, input, exists, err := checkAndBuild(ctx, req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.DryRun && !exists {
+		fmt.Fprintf(req.Out, "no database at %s yet: nothing would be re-run\n", o.DB)
+		return nil, nil, nil, nil
+	}
+	db, err := o.openDB(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if stop, err := reconcile(db, b, *req); stop || err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return b, input, db, nil
+}
+
 // checkAndBuild checks every argument of req (nothing is opened for
 // writing or created yet) and reads the input once to accept it (input,
 // applied after the DB is open), keeps the recorded settings when asked,
 // and builds the stages. exists says the DB file holds something.
-func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *ingest.Plan, exists bool, err error) {
+func checkAndBuild(ctx context.Context, req *drainRequest) (b *jobStages, input *ingest.Plan, exists bool, err error) {
 	o, in := req.Pipeline, &req.Input
 	if err := req.Obs.Check(); err != nil {
 		return nil, nil, false, usage(err)
@@ -240,34 +290,51 @@ func checkAndBuild(ctx context.Context, req drainRequest) (b *stageSet, input *i
 	if _, err := req.Batch.check(); err != nil {
 		return nil, nil, false, err
 	}
-	if in.Path != "" {
-		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
-			return nil, nil, false, err
-		}
-	}
 	if isPostgres(o.DB) {
 		exists = postgresPipelineExists(o.DB)
 	} else if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
 		exists = true
 	}
 	if exists && o.KeepStored {
-		defs, err := readDefinition(o.DB)
-		if err != nil {
+		if err := keepRecorded(o, req); err != nil {
 			return nil, nil, false, err
 		}
-		if kept := o.keepStored(storedSettings(defs)); len(kept) > 0 {
-			fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+	}
+	if in.Path != "" {
+		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
+			return nil, nil, false, err
 		}
 	}
-	b, err = o.buildStages(ctx)
+	b, err = o.buildStages(ctx, req.Input, req.Batch)
 	return b, input, exists, err
+}
+
+// keepRecorded fills the settings whose flags were not given from what
+// the database recorded: the stage definitions' settings, and the job a
+// run from flags stored (the limiter, tier, mode, input fields...), and
+// says which it kept.
+func keepRecorded(o *pipelineOptions, req *drainRequest) error {
+	defs, err := readDefinition(o.DB)
+	if err != nil {
+		return err
+	}
+	kept := o.keepStored(storedSettings(defs))
+	if st, err := loadStored(o.DB); err == nil && st != nil && st.Flags {
+		if j, err := storedJobOf(o.DB, st); err == nil {
+			kept = append(kept, o.keepStoredJob(j, &req.Input, &req.Batch)...)
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+	}
+	return nil
 }
 
 // reconcile settles a configuration change and an asked-for re-run before
 // anything is ingested: it refuses an unasked change, prints the plan of
 // a dry run (stop), stops a re-run above --confirm-above that nobody
 // confirmed, or re-queues the items and records the new definition.
-func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, err error) {
+func reconcile(db pipeline.Database, b *jobStages, req drainRequest) (stop bool, err error) {
 	o := req.Pipeline
 	from, why, err := rerunStart(db, b, req)
 	if err != nil {
@@ -279,7 +346,7 @@ func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, 
 		}
 		return o.DryRun, nil
 	}
-	plan, err := planRerun(db, from, b.cost)
+	plan, err := planRerun(db, from, b.classifyCost)
 	if err != nil {
 		return true, err
 	}
@@ -306,7 +373,7 @@ func reconcile(db pipeline.Database, b *stageSet, req drainRequest) (stop bool, 
 // asked for it with --rerun-changed or rerun), or at req.RerunFrom if that
 // is earlier. A change nobody asked to re-run is refused, with what
 // changed; a change to a stage that produced nothing is adopted.
-func rerunStart(db pipeline.Database, b *stageSet, req drainRequest) (from, why string, err error) {
+func rerunStart(db pipeline.Database, b *jobStages, req drainRequest) (from, why string, err error) {
 	o := req.Pipeline
 	if changed := db.ChangedStages(); len(changed) > 0 {
 		produced, err := producedFrom(db, changed[0])
@@ -342,7 +409,7 @@ func rerunStart(db pipeline.Database, b *stageSet, req drainRequest) (from, why 
 // configChanged is the refusal of a configuration change at stage: what
 // changed, as a diff when the DB recorded the settings, and the commands
 // that decide.
-func configChanged(db pipeline.Database, b *stageSet, stage string) error {
+func configChanged(db pipeline.Database, b *jobStages, stage string) error {
 	var diff []string
 	if old, err := db.StoredDefinition(); err == nil {
 		stored := storedSettings(old)
@@ -407,8 +474,8 @@ func producedFrom(db pipeline.Database, stage string) (bool, error) {
 // monitorConfig is what the monitor needs to know of a run, read from
 // the DB and the stages: per stage its name, how many items wait there
 // now, and its limiter.
-func monitorConfig(db pipeline.Database, b *stageSet, runID string, quiet bool) (monitor.RunConfig, error) {
-	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: quiet, Cost: b.cost}
+func monitorConfig(db pipeline.Database, b *jobStages, runID string, quiet bool) (monitor.RunConfig, error) {
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: quiet, StageCost: b.cost}
 	if isPostgres(db.Path()) {
 		rc.DBPath = "" // no file beside it for the live status: status reads the database
 	}

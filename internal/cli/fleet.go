@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -44,36 +43,6 @@ func (o *pipelineOptions) checkFleet() error {
 	}
 	if o.Quota != quotaShared && o.Quota != quotaIndependent {
 		return usagef("--quota %q: want %s or %s", o.Quota, quotaShared, quotaIndependent)
-	}
-	return nil
-}
-
-// useFleetLimiter gives classify the fleet's shared limiter when the
-// pipeline is in PostgreSQL and --quota is shared (the default).
-func (o *pipelineOptions) useFleetLimiter(ctx context.Context, b *stageSet, db pipeline.Database, log *slog.Logger) error {
-	pg, ok := db.(*postgres.DB)
-	if !ok || o.Quota != quotaShared || o.Fixed > 0 {
-		return nil
-	}
-	key := o.QuotaKey
-	if key == "" {
-		key = "gemini/" + o.Model
-	}
-	start := o.Start
-	if start <= 0 {
-		start = db.LearnedLimit(b.classify.Name())
-	}
-	l, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
-		Key: key, Start: start, Floor: o.Floor, Ceiling: o.Ceiling, DecreaseFactor: o.Decrease, RPM: o.RPM, Log: log,
-	})
-	if err != nil {
-		return err
-	}
-	b.limiter = l
-	for i := range b.stages {
-		if b.stages[i].Limiter != nil {
-			b.stages[i].Limiter = l
-		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
@@ -23,9 +24,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// jobStages is a job's pipeline: its stored definition, the engine's
-// stage configs (limiters added once the DB is open) and each LLM
-// stage's prices.
+// jobStages is a job's pipeline, whatever defined it (a job file, the
+// job a database stored, or the flags compiled by compile): its stored
+// definition, the engine's stage configs (limiters added once the DB is
+// open) and each LLM stage's prices.
 type jobStages struct {
 	job    *job.Job
 	stored job.Stored
@@ -35,6 +37,9 @@ type jobStages struct {
 	llm      map[string]*job.LLM
 	limiters map[string]pipeline.Limiter
 	prices   map[string]pipeline.Price
+	// classify is the classify preset's stage (nil: the job has none),
+	// the one stage batch jobs can drive.
+	classify *stages.Classify
 }
 
 // loadJob reads the job to run: the file -f names, else the job the
@@ -56,6 +61,16 @@ func loadJob(file, db string) (*job.Job, error) {
 	if db == "" {
 		return nil, nil
 	}
+	st, err := loadStored(db)
+	if err != nil || st == nil || st.Flags {
+		return nil, err // a job compiled from flags resumes through the flags: see runOptions
+	}
+	return storedJobOf(db, st)
+}
+
+// loadStored reads the job the database at db recorded; nil when it
+// records none.
+func loadStored(db string) (*job.Stored, error) {
 	raw, err := readStoredJob(db)
 	if err != nil || raw == nil {
 		return nil, err
@@ -64,6 +79,11 @@ func loadJob(file, db string) (*job.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: the stored job is damaged (%v): run with -f JOB.yaml", db, err)
 	}
+	return &st, nil
+}
+
+// storedJobOf decodes st, the job db recorded, to run it in db.
+func storedJobOf(db string, st *job.Stored) (*job.Job, error) {
 	j, err := st.Job(db)
 	if err != nil {
 		return nil, err
@@ -71,91 +91,58 @@ func loadJob(file, db string) (*job.Job, error) {
 	// The stored job names its files relative to the job file's
 	// directory, which the stored YAML does not carry: it was recorded
 	// with the job, so use it.
-	j.Dir, j.DB = st.Dir, db
+	j.Dir = st.Dir
+	if j.DB != absPath(db) {
+		j.DB = db // a job compiled from flags wrote the same file absolute
+	}
 	return j, nil
 }
 
+// buildOptions are what building a job's stages needs beyond the job.
+type buildOptions struct {
+	APIKey string
+	// NeedPrice refuses a model the price table does not know (a budget
+	// is asked for); a job file's run says so itself (checkPriced).
+	NeedPrice bool
+	// FlexTimeout bounds one flex call (0: the stage's default; the demo
+	// shortens it).
+	FlexTimeout time.Duration
+}
+
 // buildJob constructs every stage of j; it sends no request and writes
-// nothing.
-func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error) {
+// nothing. It is the one builder: a job file, a stored job and the job
+// the flags compile to all go through it.
+func buildJob(ctx context.Context, j *job.Job, bo buildOptions) (*jobStages, error) {
 	stored, err := j.Snapshot()
 	if err != nil {
 		return nil, usage(err)
 	}
 	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]pipeline.Limiter{}, prices: map[string]pipeline.Price{}}
 	// Each stage's fingerprint is the stage's own (what decides its
-	// answers, as the flags' pipeline computes it), so a job equivalent
-	// to a run from flags resumes its database without re-running.
+	// answers), so a job file equivalent to a run from flags resumes its
+	// database without re-running.
 	b.defs = j.StageDefs(stored.Files)
-	outputs := j.OutputFields()
+	workers := orInt(j.Workers, pipeline.DefaultWorkers)
 	var earlier []string
 	for i, s := range j.Stages {
-		at := fmt.Sprintf("%s: stages[%d] (%s)", j.File, i, s.Name())
 		var sc pipeline.StageConfig
 		switch {
 		case s.Sanitize != nil:
 			emoji, err := stages.ParseEmojiPolicy(s.Sanitize.Emoji)
 			if err != nil {
-				return nil, usagef("%s: %v", at, err)
+				return nil, usagef("%s: %v", b.at(i), err)
 			}
 			maxChars := orInt(s.Sanitize.MaxChars, stages.DefaultMaxChars)
-			sc = pipeline.StageConfig{Stage: &stages.Sanitize{MaxChars: maxChars, Emoji: emoji}, Workers: pipeline.DefaultWorkers, MaxAttempts: 1}
-			b.defs[i].Fingerprint = fingerprint(maxChars, emoji) // as the flags' sanitize
+			sc = pipeline.StageConfig{Stage: &stages.Sanitize{MaxChars: maxChars, Emoji: emoji}, Workers: workers, MaxAttempts: 1}
+			b.defs[i].Fingerprint = fingerprint(maxChars, emoji)
 		case s.LLM != nil:
-			l := s.LLM
-			if l.Mode == job.ModeBatch {
-				return nil, errBatchOnlyFromFlags(at + ": mode: batch")
+			if sc, err = b.buildLLM(ctx, i, s.LLM, earlier, bo); err != nil {
+				return nil, err
 			}
-			cfg := stages.LLMConfig{
-				Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
-				MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: l.Prompt, SystemInstruction: l.System,
-				Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: apiKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
-				EarlierOutputs: map[string][]string{},
-				Tier:           stages.TierConfig{Tier: l.Tier, FlexDeadline: l.Deadline()},
-			}
-			for _, e := range earlier {
-				if f, ok := outputs[e]; ok {
-					cfg.EarlierOutputs[e] = f
-				}
-			}
-			for _, f := range []struct {
-				name string
-				into *string
-			}{{l.PromptFile, &cfg.PromptTemplate}, {l.SystemFile, &cfg.SystemInstruction}} {
-				if f.name != "" {
-					data, err := j.ReadFile(f.name)
-					if err != nil {
-						return nil, usagef("%s: %v", at, err)
-					}
-					*f.into = string(data)
-				}
-			}
-			if l.Output.SchemaFile != "" {
-				if cfg.Schema, err = j.ReadFile(l.Output.SchemaFile); err != nil {
-					return nil, usagef("%s: %v", at, err)
-				}
-			}
-			st, err := stages.NewLLM(ctx, cfg)
-			if err != nil {
-				return nil, usagef("%s: %v", j.File, err)
-			}
-			b.llm[l.Name] = l
-			b.defs[i].Fingerprint = st.Fingerprint()
-			// The list price with its cached-input rate and tier factors,
-			// as a run from flags prices it: a flex call at half, a
-			// priority one above, cached input at its own rate.
-			price, err := stages.StagePrice(stages.PriceConfig{Model: st.Model()}, false)
-			if err != nil {
-				return nil, usagef("%s: %v", at, err)
-			}
-			b.prices[l.Name] = price
-			// Workers: as many as the limiter addLimiters gives it can
-			// ever let be in flight (pipeline.PoolSizer).
-			sc = pipeline.StageConfig{Stage: st, MaxAttempts: l.MaxAttempts, Price: b.prices[l.Name]}
 		case s.Aggregate != nil:
 			a := s.Aggregate
 			agg := &stages.Aggregate{GroupBy: a.GroupBy, DateField: a.Date, RatingField: a.Rating, Count: a.Count}
-			sc = pipeline.StageConfig{Stage: agg, Workers: pipeline.DefaultWorkers, MaxAttempts: 1}
+			sc = pipeline.StageConfig{Stage: agg, Workers: workers, MaxAttempts: 1}
 			groupBy := a.GroupBy
 			if groupBy == nil {
 				groupBy = stages.DefaultGroupBy
@@ -164,12 +151,118 @@ func buildJob(ctx context.Context, j *job.Job, apiKey string) (*jobStages, error
 			if a.Count != "" && a.Count != "classify.label" {
 				parts = append(parts, a.Count)
 			}
-			b.defs[i].Fingerprint = fingerprint(parts...) // as the flags' aggregate when it counts classify.label
+			b.defs[i].Fingerprint = fingerprint(parts...)
 		}
 		b.stages = append(b.stages, sc)
 		earlier = append(earlier, s.Name())
 	}
 	return b, nil
+}
+
+// at names stage i in messages: the job file's key, or (a job compiled
+// from flags, which has no file) nothing.
+func (b *jobStages) at(i int) string {
+	if b.job.File == "" {
+		return b.job.Stages[i].Name()
+	}
+	return fmt.Sprintf("%s: stages[%d] (%s)", b.job.File, i, b.job.Stages[i].Name())
+}
+
+// buildLLM builds LLM stage i: the classify preset as the built-in
+// classify stage, any other as a general LLM stage.
+func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []string, bo buildOptions) (pipeline.StageConfig, error) {
+	j, at := b.job, b.at(i)
+	if (l.Mode == job.ModeBatch || l.Mode == job.ModeAuto) && l.Preset != job.PresetClassify {
+		return pipeline.StageConfig{}, errBatchOnlyFromFlags(at + ": mode: " + l.Mode)
+	}
+	prompt, system := l.Prompt, l.System
+	for _, f := range []struct {
+		name string
+		into *string
+	}{{l.PromptFile, &prompt}, {l.SystemFile, &system}} {
+		if f.name != "" {
+			data, err := j.ReadFile(f.name)
+			if err != nil {
+				return pipeline.StageConfig{}, usagef("%s: %v", at, err)
+			}
+			*f.into = string(data)
+		}
+	}
+	tier := stages.TierConfig{Tier: l.Tier, FlexDeadline: l.Deadline(), FlexTimeout: bo.FlexTimeout}
+	var (
+		st    interface{ Fingerprint() string }
+		stage pipeline.Stage
+		model string
+	)
+	if l.Preset == job.PresetClassify {
+		cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
+			APIKey: bo.APIKey, BaseURL: j.BaseURL, Model: l.Model, Labels: l.Output.Label, PromptTemplate: prompt,
+			Timeout: job.Duration(l.Timeout), MaxOutputTokens: l.MaxOutputTokens, Tier: tier,
+		})
+		if err != nil {
+			return pipeline.StageConfig{}, usagef("%v", err)
+		}
+		b.classify, st, stage, model = cl, cl, cl, cl.Model()
+		b.defs[i].Reads = classifyReads(prompt)
+	} else {
+		ls, err := b.newLLM(ctx, at, l, prompt, system, earlier, tier, bo)
+		if err != nil {
+			return pipeline.StageConfig{}, err
+		}
+		st, stage, model = ls, ls, ls.Model()
+	}
+	b.llm[l.Name] = l
+	b.defs[i].Fingerprint = st.Fingerprint()
+	// The list price (or the job's) with its cached-input rate and tier
+	// factors: a flex call at half, a priority one above, cached input at
+	// its own rate.
+	var over job.Price
+	if l.Price != nil {
+		over = *l.Price
+	}
+	price, err := stages.StagePrice(stages.PriceConfig{Model: model, InputPerM: over.Input, OutputPerM: over.Output}, bo.NeedPrice)
+	if err != nil {
+		return pipeline.StageConfig{}, usagef("%v", err)
+	}
+	b.prices[l.Name] = price
+	// Workers: as many as the limiter addLimiters gives it can ever let
+	// be in flight (pipeline.PoolSizer). A max_refused of 0 (never stop
+	// for refusals) is the pipeline's negative MaxRefused.
+	maxRefused := job.Duration(l.MaxRefused)
+	if l.MaxRefused != "" && maxRefused == 0 {
+		maxRefused = -1
+	}
+	return pipeline.StageConfig{Stage: stage, MaxAttempts: l.MaxAttempts, Price: price,
+		MaxWait: job.Duration(l.MaxWait), MaxOutage: job.Duration(l.MaxOutage), MaxRefused: maxRefused}, nil
+}
+
+// newLLM builds a general LLM stage (any but the classify preset); at
+// names it in messages.
+func (b *jobStages) newLLM(ctx context.Context, at string, l *job.LLM, prompt, system string, earlier []string, tier stages.TierConfig, bo buildOptions) (*stages.LLM, error) {
+	j := b.job
+	cfg := stages.LLMConfig{
+		Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
+		MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: prompt, SystemInstruction: system,
+		Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: bo.APIKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
+		EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier,
+	}
+	outputs := j.OutputFields()
+	for _, e := range earlier {
+		if f, ok := outputs[e]; ok {
+			cfg.EarlierOutputs[e] = f
+		}
+	}
+	if l.Output.SchemaFile != "" {
+		var err error
+		if cfg.Schema, err = j.ReadFile(l.Output.SchemaFile); err != nil {
+			return nil, usagef("%s: %v", at, err)
+		}
+	}
+	ls, err := stages.NewLLM(ctx, cfg)
+	if err != nil {
+		return nil, usagef("%s: %v", j.File, err)
+	}
+	return ls, nil
 }
 
 func orInt(v, def int) int {
@@ -180,25 +273,42 @@ func orInt(v, def int) int {
 }
 
 // addLimiters gives each LLM stage its own limiter, starting from the
-// limit that stage learned in earlier runs (Gemini quotas are per model).
-// In a PostgreSQL pipeline it is the fleet's limiter of the stage's
-// model (quota key gemini/MODEL), shared with every worker, as a flag
-// run's classify is.
+// limit that stage learned in earlier runs (Gemini quotas are per model),
+// unless its limiter is fixed or names a start. In a PostgreSQL pipeline
+// whose quota is shared (the default) it is the fleet's limiter of the
+// stage's quota key (gemini/MODEL unless the job names one), shared with
+// every worker.
 func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *slog.Logger) error {
 	pg, fleet := db.(*postgres.DB)
+	if f := b.job.Fleet; f != nil && f.Quota == quotaIndependent {
+		fleet = false
+	}
 	for i, sc := range b.stages {
 		l := b.llm[sc.Stage.Name()]
 		if l == nil {
 			continue
 		}
-		start, startRate := l.Limiter.Start, 0.0
-		if start == 0 {
+		lc := l.Limiter
+		if lc.Fixed > 0 {
+			lim := limiter.New(limiter.Config{Fixed: true, Start: lc.Fixed, Floor: lc.Fixed, Ceiling: lc.Fixed, RPM: lc.RPM, TPM: int64(lc.TPM), PaceTPM: lc.TPM > 0})
+			b.limiters[l.Name], b.stages[i].Limiter = lim, lim
+			continue
+		}
+		start, startRate := lc.Start, 0.0
+		if start <= 0 {
 			start, startRate = learnedState(db, l.Name)
 		}
-		var lim pipeline.Limiter = limiter.New(limiter.Config{Start: start, StartRate: startRate, Floor: l.Limiter.Floor, Ceiling: limiterCeiling(l.Limiter.Ceiling, db, l.Tier)})
+		var lim pipeline.Limiter = limiter.New(limiter.Config{
+			Start: start, StartRate: startRate, Floor: lc.Floor, Ceiling: limiterCeiling(lc.Ceiling, db, l.Tier), DecreaseFactor: lc.Decrease,
+			Cooldown: job.Duration(lc.Cooldown), TPM: int64(lc.TPM), PaceTPM: lc.TPM > 0, RPM: lc.RPM,
+		})
 		if m, ok := sc.Stage.(interface{ Model() string }); ok && fleet {
+			key := "gemini/" + m.Model()
+			if f := b.job.Fleet; f != nil && f.QuotaKey != "" {
+				key = f.QuotaKey
+			}
 			fl, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
-				Key: "gemini/" + m.Model(), Start: start, Floor: l.Limiter.Floor, Ceiling: l.Limiter.Ceiling, Log: log,
+				Key: key, Start: start, Floor: lc.Floor, Ceiling: lc.Ceiling, DecreaseFactor: lc.Decrease, RPM: lc.RPM, Log: log,
 			})
 			if err != nil {
 				return err
@@ -209,6 +319,32 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 		b.stages[i].Limiter = lim
 	}
 	return nil
+}
+
+// saveLearned keeps what each adaptive limiter learned for the next run
+// to start from. A limit learned in a quota storm or a failed run (the
+// floor) is no guide for tomorrow: the last good one is kept then.
+func (b *jobStages) saveLearned(db pipeline.Database, sum pipeline.RunSummary) error {
+	if sum.Status != "complete" && sum.Message != "interrupted" {
+		return nil
+	}
+	for name, lim := range b.limiters {
+		if sum.Stages[name] == nil || b.llm[name].Limiter.Fixed > 0 {
+			continue
+		}
+		if err := saveLearnedState(db, name, lim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lease is how long a fleet worker's claim lasts (0: the default).
+func (b *jobStages) lease() time.Duration {
+	if b.job.Fleet == nil {
+		return 0
+	}
+	return job.Duration(b.job.Fleet.Lease)
 }
 
 // checkPriced refuses a budget the run could not keep: an LLM stage whose
@@ -234,8 +370,10 @@ func (b *jobStages) cost(stage string, u pipeline.Usage) float64 { return b.pric
 // checkJobInput checks the job's input file (relative to the job file)
 // with the aggregate's fields, as --input is checked.
 func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.Plan, error) {
-	in := inputOptions{Path: j.Input.Path, Format: j.Input.Format, IDField: orStr(j.Input.ID, "id"), TextField: orStr(j.Input.Text, "text"),
-		MaxLine: ingest.DefaultMaxLineBytes, MaxFieldLines: ingest.DefaultMaxFieldLines, RatingRange: ingest.DefaultRatingRange}
+	ji := j.Input
+	in := inputOptions{Path: ji.Path, Format: ji.Format, IDField: orStr(ji.ID, "id"), TextField: orStr(ji.Text, "text"),
+		MaxLine: orInt(ji.MaxLineBytes, ingest.DefaultMaxLineBytes), MaxFieldLines: orInt(ji.MaxFieldLines, ingest.DefaultMaxFieldLines),
+		DateFormat: ji.DateFormat, RatingRange: orStr(ji.RatingRange, ingest.DefaultRatingRange)}
 	in.Path = jobInputPath(j)
 	in.Names = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
 		GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating"}
@@ -289,6 +427,18 @@ func applyJobFlags(c *cli.Context, j *job.Job) {
 	if u := c.String("base-url"); c.IsSet("base-url") && u != "" {
 		j.BaseURL = u
 	}
+}
+
+// definesPipeline reports whether the run names a flag that defines the
+// pipeline (any but jobRunFlags, the run's own), from the command line,
+// a SAWTOOTH_* variable or --config.
+func definesPipeline(c *cli.Context) bool {
+	for _, f := range c.Command.Flags {
+		if name := f.Names()[0]; c.IsSet(name) && !jobRunFlags[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // checkJobFlags refuses the stage and input flags with a job: the job

@@ -110,7 +110,7 @@ func runJobShow(path string, out io.Writer) error {
 		return err
 	}
 	if raw == nil {
-		return usagef("%s records no job: it was run from flags (see `sawtooth status --db %s`); `sawtooth run -f JOB.yaml --db %s` records one", path, shellQuote(path), shellQuote(path))
+		return usagef("%s records no job: an older sawtooth ran it from flags; any run on it records its job (`sawtooth run --db %s` resumes it with the settings it recorded), or `sawtooth run -f JOB.yaml --db %s`", path, shellQuote(path), shellQuote(path))
 	}
 	st, err := job.UnmarshalStored(raw)
 	if err != nil {
@@ -167,6 +167,17 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 	j, err := loadJob(opts.File, opts.DB)
 	if err != nil {
 		return err
+	}
+	if j == nil && opts.File == "" {
+		// loadJob leaves a job compiled from flags to the flags' run;
+		// plan prices it as any other.
+		if st, err := loadStored(opts.DB); err != nil {
+			return err
+		} else if st != nil {
+			if j, err = storedJobOf(opts.DB, st); err != nil {
+				return err
+			}
+		}
 	}
 	if j == nil {
 		return usagef("%s records no job: give -f JOB.yaml", opts.DB)
@@ -229,7 +240,7 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 		}
 	}
 	// Nothing is called: a key the stages are built with is never sent.
-	b, err := buildJob(ctx, j, cmp.Or(apiKeyFromEnv(), "plan-sends-nothing"))
+	b, err := buildJob(ctx, j, buildOptions{APIKey: cmp.Or(apiKeyFromEnv(), "plan-sends-nothing")})
 	if err != nil {
 		return err
 	}
@@ -341,7 +352,7 @@ func openForPlan(path string) pipeline.Database {
 // countTokens measures each LLM stage's mean input tokens on sample with
 // the API's countTokens: free, nothing is generated.
 func countTokens(ctx context.Context, j *job.Job, sample []pipeline.Record) (map[string]float64, error) {
-	b, err := buildJob(ctx, j, apiKeyFromEnv())
+	b, err := buildJob(ctx, j, buildOptions{APIKey: apiKeyFromEnv()})
 	if err != nil {
 		return nil, err
 	}

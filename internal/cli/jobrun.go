@@ -2,70 +2,46 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
-	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
-// jobRequest is what `run -f` (or a resume of a stored job) asks.
-type jobRequest struct {
-	Job          *job.Job
-	APIKey       string
-	RerunChanged bool
-	// Resume says the job is the one the database recorded, run with no
-	// --input: a stored input file that is gone is skipped, not an error.
-	Resume bool
-	// RetryStage, if set, re-queues that stage's dead letters first
-	// (retry and rerun ingest nothing).
-	RetryStage string
-	// RerunFrom, if set, re-runs every item that reached that stage
-	// (rerun --from-stage).
-	RerunFrom string
-	// consent is --dry-run, --yes and --confirm-above: a dry run says what
-	// would run and writes nothing; a re-run (of a changed stage or from
-	// RerunFrom) of more items needs a yes, as a run from flags does.
-	consent
-	Quiet, JSON bool
-	Grace       time.Duration
-	// NoCache asks the API for every item (no answer reuse); Budget and
-	// BudgetTotal cap the run's and the database's spend (0: none).
-	NoCache             bool
-	Budget, BudgetTotal float64
-	Obs                 monitor.Options
-	Out, ErrOut         io.Writer
-	ExitNow             func(error)
-}
-
-// runJob runs a job: build every stage, open the DB (a stage added to
-// the stored list runs for the items already past it), settle a changed
-// job (refused with its diff, or re-run with --rerun-changed), ingest,
-// record the job, drain, summarise.
-func runJob(ctx context.Context, req jobRequest) error {
-	j, stderr := req.Job, req.ErrOut
-	sigOut := monitor.NewSwitchWriter(stderr)
-	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
-	defer stop()
-	b, err := buildJob(ctx, j, req.APIKey)
-	if err != nil {
-		return err
+// openJob is drain's start for a job (a file, or the one the database
+// recorded): build every stage, check the input and the sample, settle a
+// changed job before the open when that decides (a dry run, a re-run to
+// confirm), open the DB (a stage added to the stored list runs for the
+// items already past it) and settle the rest. db is nil when nothing is
+// to run: a dry run, or a re-run nobody confirmed.
+func openJob(ctx context.Context, req *drainRequest) (*jobStages, *ingest.Plan, pipeline.Database, error) {
+	j, o, stderr := req.Job, req.Pipeline, req.ErrOut
+	if err := req.Obs.Check(); err != nil {
+		return nil, nil, nil, usage(err)
 	}
-	if req.Budget > 0 || req.BudgetTotal > 0 {
+	b, err := buildJob(ctx, j, buildOptions{APIKey: o.APIKey})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.Budget > 0 || o.BudgetTotal > 0 {
 		if err := b.checkPriced(); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
+	// The run's settings the job holds: where it runs, the endpoint the
+	// batch jobs go to, the fleet's lease, how its classify preset runs.
+	o.DB, o.BaseURL = j.DB, j.BaseURL
+	if l := b.lease(); l > 0 {
+		o.Lease = l
+	}
+	req.Batch = b.batchOptions()
 	if err := checkDBPath(j.DB, false); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	var plan *ingest.Plan
 	if j.Input.Path != "" && req.RetryStage == "" && req.RerunFrom == "" {
@@ -74,120 +50,35 @@ func runJob(ctx context.Context, req jobRequest) error {
 			// what the database holds.
 			fmt.Fprintf(stderr, "the job's input %s is not there: resuming what %s holds (give --input FILE for new items)\n", jobInputPath(j), j.DB)
 		} else if plan, err = checkJobInput(ctx, j, stderr); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
 	if err := checkJobSample(j, plan); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	if !req.RerunChanged {
+	if !o.RerunChanged {
 		if err := refuseChangeBeforeGrowth(j.DB, b); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
-	if req.DryRun || req.RerunChanged || req.RerunFrom != "" {
+	if o.DryRun || o.RerunChanged || req.RerunFrom != "" {
 		// Decided before the open, which already writes an added stage.
 		if stop, err := consentToJob(ctx, b, req, plan); stop || err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
 	db, err := openJobDatabase(j.DB, b.defs)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer db.Close()
 	if added := addedStages(db); len(added) > 0 {
 		fmt.Fprintf(stderr, "stage %s added to the job: the items already past it go through it (and the stages after it) once; nothing before it is paid again\n", strings.Join(added, ", "))
 	}
 	if err := settleChanges(db, b, req); err != nil {
-		return err
+		db.Close()
+		return nil, nil, nil, err
 	}
-	if plan != nil {
-		if err := ingestFile(ctx, db, plan, stderr); err != nil {
-			return err
-		}
-	}
-	if req.RerunFrom != "" {
-		if stop, err := rerunJobFrom(db, req); stop || err != nil {
-			return err
-		}
-	}
-	if req.RetryStage != "" {
-		n, err := db.Requeue(req.RetryStage, nil)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
-	}
-	if err := db.SaveJob(b.stored.WithDir(j.Dir).Marshal()); err != nil {
-		return err
-	}
-	// The fleet limiters' warnings follow the progress display, in the
-	// run's log format, as the runner's do.
-	fleetLog, err := monitor.NewLogger(sigOut, req.Obs.LogFormat, req.Obs.LogLevel)
-	if err != nil {
-		return usage(err)
-	}
-	if err := b.addLimiters(ctx, db, fleetLog); err != nil {
-		return err
-	}
-
-	runID := store.NewRunID(time.Now())
-	rc := monitor.RunConfig{DBPath: db.Path(), RunID: runID, Quiet: req.Quiet, StageCost: b.cost, BudgetUSD: req.Budget}
-	if isPostgres(j.DB) {
-		rc.DBPath = "" // no file beside it for the live status: status reads the database
-	}
-	counts, err := db.Counts()
-	if err != nil {
-		return err
-	}
-	for _, s := range counts.Stages {
-		rc.Stages = append(rc.Stages, s.Stage)
-		rc.Queued = append(rc.Queued, int64(s.Queued))
-		rc.Before = append(rc.Before, int64(s.Output+s.Dead))
-		var lim pipeline.Limiter
-		if l := b.limiters[s.Stage]; l != nil {
-			lim = l
-		}
-		rc.Limiters = append(rc.Limiters, lim)
-	}
-	prog, err := monitor.Start(stderr, req.Obs, rc)
-	if err != nil {
-		return usage(err)
-	}
-	sigOut.Set(prog.Writer())
-	r := &pipeline.Runner{Store: db, Stages: b.stages, RunID: runID, Grace: req.Grace, OnTick: prog.Tick, Log: prog.Log(),
-		NoCache: req.NoCache, Budget: pipeline.Budget{RunUSD: req.Budget, TotalUSD: req.BudgetTotal}}
-	sum, runErr := r.Run(ctx)
-	prog.Close()
-	for name, lim := range b.limiters {
-		if st := sum.Stages[name]; st != nil {
-			// The runner priced the calls (StageConfig.Price).
-			if sum.Status == "complete" || sum.Message == "interrupted" {
-				if err := saveLearnedState(db, name, lim); err != nil && runErr == nil {
-					runErr = err
-				}
-			}
-		}
-	}
-	if runErr == nil {
-		// A job runs online: open jobs of an earlier batch run from flags
-		// (a flags database moved to a job file) hold items it never saw.
-		runErr = heldByOpenJobs(db)
-	}
-	endRun(&sum, runErr)
-	if sum.ID != "" {
-		if err := db.SaveRun(sum); err != nil && runErr == nil {
-			runErr = err
-		}
-	}
-	if err := monitor.PrintSummary(req.Out, stageOrder(db), sum, req.JSON, nextCommands(db.Path(), sum)); err != nil && runErr == nil {
-		runErr = err
-	}
-	if errors.Is(runErr, pipeline.ErrStopped) {
-		printResumeHint(stderr, db.Path(), req.Budget, req.BudgetTotal, runErr)
-	}
-	return runErr
+	return b, plan, db, nil
 }
 
 // settleChanges compares the job with the one the DB recorded. A stage
@@ -195,7 +86,7 @@ func runJob(ctx context.Context, req jobRequest) error {
 // a file's contents) is refused with the diff, unless --rerun-changed:
 // then that stage and every stage after it run again. Changes that do not
 // change answers (input, limiter, mode) are shown and adopted.
-func settleChanges(db jobDatabase, b *jobStages, req jobRequest) error {
+func settleChanges(db jobDatabase, b *jobStages, req *drainRequest) error {
 	var diff []job.Change
 	if raw, err := db.Job(); err == nil && raw != nil {
 		if old, err := job.UnmarshalStored(raw); err == nil {
@@ -218,7 +109,7 @@ func settleChanges(db jobDatabase, b *jobStages, req jobRequest) error {
 	if !produced {
 		return db.AcceptDefinition()
 	}
-	if !req.RerunChanged {
+	if !req.Pipeline.RerunChanged {
 		return changedError(db.Path(), changed, diff)
 	}
 	n, err := db.Rerun(changed[0])
@@ -236,34 +127,24 @@ func settleChanges(db jobDatabase, b *jobStages, req jobRequest) error {
 // from flags follows: a change nobody asked to re-run is refused, a dry
 // run says what would run and stops, and a re-run of more than
 // --confirm-above items needs a yes. Nothing is written either way.
-func consentToJob(ctx context.Context, b *jobStages, req jobRequest, input *ingest.Plan) (stop bool, err error) {
-	w, err := readJobWork(ctx, b, workRequest{RerunChanged: req.RerunChanged, RerunFrom: req.RerunFrom, NoCache: req.NoCache}, input)
+func consentToJob(ctx context.Context, b *jobStages, req *drainRequest, input *ingest.Plan) (stop bool, err error) {
+	o := req.Pipeline
+	w, err := readJobWork(ctx, b, workRequest{RerunChanged: o.RerunChanged, RerunFrom: req.RerunFrom, NoCache: o.NoCache}, input)
 	if err != nil {
 		return true, err
 	}
 	if w.Refused {
 		return true, changedError(b.job.DB, w.Changed, w.Diff)
 	}
-	if req.DryRun {
+	if o.DryRun {
 		w.print(req.Out, b.job.DB)
 		return true, nil
 	}
 	if w.Rerun > 0 {
-		if err := req.allowRerun(w.Rerun, w.printRerun, req.ErrOut); err != nil {
+		if err := o.consent().allowRerun(w.Rerun, w.printRerun, req.ErrOut); err != nil {
 			return true, err
 		}
 	}
-	return false, nil
-}
-
-// rerunJobFrom sends every item that reached req.RerunFrom back there
-// (consentToJob has had the say on it).
-func rerunJobFrom(db pipeline.Database, req jobRequest) (stop bool, err error) {
-	n, err := db.Rerun(req.RerunFrom)
-	if err != nil {
-		return true, err
-	}
-	fmt.Fprintf(req.ErrOut, "rerun --from-stage %s: re-queued %s\n", req.RerunFrom, plural(n, "item"))
 	return false, nil
 }
 

@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/limiter"
-	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -81,16 +82,21 @@ func TestRun_nextRunStartsAtLearnedRate(t *testing.T) {
 		t.Fatalf("learned limit %d, rate %v per second: want both saved (the quota pushed back)", limit, rate)
 	}
 
-	cl, err := stages.NewClassify(context.Background(), stages.ClassifyConfig{APIKey: geminisim.DefaultAPIKey, BaseURL: url})
-	if err != nil {
-		t.Fatal(err)
+	build := func(start int) pipeline.Limiter {
+		t.Helper()
+		j := &job.Job{Stages: []job.Stage{{LLM: &job.LLM{Name: "classify", Preset: job.PresetClassify, Output: job.Output{Label: []string{"a", "b"}}, Limiter: job.Limiter{Start: start}}}}}
+		b, err := buildJob(context.Background(), j, buildOptions{APIKey: geminisim.DefaultAPIKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.addLimiters(context.Background(), d, nil); err != nil {
+			t.Fatal(err)
+		}
+		return b.limiters["classify"]
 	}
-	b := &stageSet{classify: cl}
-	o := &pipelineOptions{}
-	o.addLimiter(b, d)
-	lim, ok := b.limiter.(*limiter.AIMD)
+	lim, ok := build(0).(*limiter.AIMD)
 	if !ok {
-		t.Fatalf("classify's limiter is a %T, want a *limiter.AIMD", b.limiter)
+		t.Fatalf("classify's limiter is a %T, want a *limiter.AIMD", build(0))
 	}
 	// Before any call: a limiter that paces from its first start reads
 	// its rate at once; one that would pace only after a round trip
@@ -102,9 +108,7 @@ func TestRun_nextRunStartsAtLearnedRate(t *testing.T) {
 		t.Errorf("the next run's limit %d, want the learned %d", got, limit)
 	}
 
-	o.Start = 5
-	o.addLimiter(b, d)
-	if lim, ok := b.limiter.(*limiter.AIMD); !ok || lim.Rate() != 0 || lim.Limit() != 5 {
-		t.Errorf("with --start 5: limiter %T, limit %d; want no learned rate and the limit 5", b.limiter, b.limiter.Limit())
+	if l := build(5); l.(*limiter.AIMD).Rate() != 0 || l.Limit() != 5 {
+		t.Errorf("with --start 5: limit %d; want no learned rate and the limit 5", l.Limit())
 	}
 }

@@ -35,11 +35,9 @@ func newRerunCommand(cfg Config) *cli.Command {
 				if err != nil {
 					return err
 				}
-				o := &opts.Pipeline
-				req := jobRequestFor(j, o, opts.Obs, opts.Out, opts.ErrOut, opts.ExitNow)
-				req.RerunFrom = opts.FromStage
-				req.consent = o.consent()
-				return runJob(c.Context, req)
+				_, err := drain(c.Context, drainRequest{Pipeline: &opts.Pipeline, Job: j, RerunFrom: opts.FromStage,
+					Obs: opts.Obs, Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+				return err
 			}
 			return runRerun(c.Context, &opts)
 		},

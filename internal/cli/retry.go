@@ -36,9 +36,9 @@ func newRetryCommand(cfg Config) *cli.Command {
 				if err != nil {
 					return err
 				}
-				req := jobRequestFor(j, &opts.Pipeline, opts.Obs, opts.Out, opts.ErrOut, opts.ExitNow)
-				req.RetryStage = opts.Stage
-				return runJob(c.Context, req)
+				_, err := drain(c.Context, drainRequest{Pipeline: &opts.Pipeline, Job: j, RetryStage: opts.Stage,
+					Obs: opts.Obs, Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+				return err
 			}
 			return runRetry(c.Context, &opts)
 		},
@@ -71,12 +71,4 @@ func storedJob(c *cli.Context, o *pipelineOptions, flag, stage string) (*job.Job
 	}
 	applyJobFlags(c, j)
 	return j, nil
-}
-
-// jobRequestFor is the request retry and rerun make of a stored job: the
-// settings they share with a job run.
-func jobRequestFor(j *job.Job, o *pipelineOptions, obs monitor.Options, out, errOut io.Writer, exitNow func(error)) jobRequest {
-	return jobRequest{Job: j, APIKey: o.APIKey, Quiet: o.Quiet, JSON: o.JSON, Grace: o.Grace, Obs: obs,
-		NoCache: o.NoCache, Budget: o.Budget, BudgetTotal: o.BudgetTotal,
-		Out: out, ErrOut: errOut, ExitNow: exitNow}
 }

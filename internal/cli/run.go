@@ -52,6 +52,10 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 				return err
 			}
 			if j == nil {
+				// A run naming no flag that defines the pipeline resumes
+				// with the settings the database recorded; one naming any
+				// is defined by its flags, the defaults for the rest.
+				opts.Pipeline.KeepStored = !definesPipeline(c)
 				return runRun(c.Context, &opts)
 			}
 			applyJobFlags(c, j)
@@ -65,11 +69,9 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 					return usagef("--input %s: %v", opts.Input.Path, err)
 				}
 			}
-			return runJob(c.Context, jobRequest{Job: j, APIKey: opts.Pipeline.APIKey, RerunChanged: opts.Pipeline.RerunChanged,
-				Resume: opts.JobFile == "" && opts.Input.Path == "", consent: opts.Pipeline.consent(),
-				Quiet: opts.Pipeline.Quiet, JSON: opts.Pipeline.JSON, Grace: opts.Pipeline.Grace, Obs: opts.Obs,
-				NoCache: opts.Pipeline.NoCache, Budget: opts.Pipeline.Budget, BudgetTotal: opts.Pipeline.BudgetTotal,
-				Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+			_, err = drain(c.Context, drainRequest{Pipeline: &opts.Pipeline, Job: j, Resume: opts.JobFile == "" && opts.Input.Path == "",
+				Obs: opts.Obs, Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
+			return err
 		},
 	}
 }

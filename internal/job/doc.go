@@ -10,6 +10,10 @@
 // when one is close. Every problem is reported, not only the first. The
 // same decoder reads the older flag-mirroring --config files (DecodeFlat).
 //
+// A run from flags compiles into a Job too (the CLI's compile): the
+// built-in pipeline, its LLM stage the classify preset, with every
+// setting the flags give, stored like a job file's.
+//
 // A stage's configuration is data: Stage.Def gives the pipeline.StageDef
 // the store keeps (name, fingerprint, the stage's canonical JSON with the
 // content hashes of its prompt and schema files), so a stored job can be
@@ -18,7 +22,8 @@
 //
 // Files: decode.go (the strict node walker and its errors), flat.go (the
 // older flag-mirroring --config files, same decoder), job.go (the schema
-// and validation), check.go (the names templates, conditions and count:
+// and validation), engine.go (the keys that tune how a job runs: workers,
+// fleet, timeouts, stops, prices, batch jobs, the classify preset), check.go (the names templates, conditions and count:
 // read, checked against the stages' outputs and on a sample item before
 // anything is sent), stages.go (the stage list as the store records it:
 // names, fingerprints, configuration), stored.go (what the database keeps

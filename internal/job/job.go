@@ -32,6 +32,9 @@ const (
 	ModeOnline = "online"
 	// ModeBatch sends items through the Batch API (half price).
 	ModeBatch = "batch"
+	// ModeAuto sends items through the Batch API first, then online
+	// calls for what the batch jobs did not answer by their deadline.
+	ModeAuto = "auto"
 )
 
 // DefaultModel is an LLM stage's model when it names none.
@@ -53,6 +56,11 @@ type Job struct {
 	BaseURL string `yaml:"base_url,omitempty"`
 	// Stages is the pipeline, in order.
 	Stages []Stage `yaml:"stages"`
+	// Workers is the worker count of each local (non-API) stage; 0 means
+	// pipeline.DefaultWorkers.
+	Workers int `yaml:"workers,omitempty" json:",omitempty"`
+	// Fleet tunes a run on a PostgreSQL database shared by many workers.
+	Fleet *Fleet `yaml:"fleet,omitempty" json:",omitempty"`
 
 	// Dir is the directory relative file paths (prompt_file,
 	// schema_file, input.path) are read from: the job file's.
@@ -74,6 +82,15 @@ type Input struct {
 	// ID and Text name the id and text fields; "" means "id" and "text".
 	ID   string `yaml:"id,omitempty"`
 	Text string `yaml:"text,omitempty"`
+	// MaxLineBytes and MaxFieldLines bound a line and a quoted CSV
+	// field; 0 means ingest's defaults.
+	MaxLineBytes  int `yaml:"max_line_bytes,omitempty" json:",omitempty"`
+	MaxFieldLines int `yaml:"max_field_lines,omitempty" json:",omitempty"`
+	// DateFormat is the Go layout of the date field when it is none of
+	// the common ones; RatingRange is the rating field's MIN-MAX. ""
+	// means ingest's defaults.
+	DateFormat  string `yaml:"date_format,omitempty" json:",omitempty"`
+	RatingRange string `yaml:"rating_range,omitempty" json:",omitempty"`
 }
 
 // Stage is one entry of the stage list: exactly one of its fields is set.
@@ -96,6 +113,11 @@ type LLM struct {
 	// Name is the stage's name (its queue, outputs and dead letters), and
 	// how later stages refer to its output.
 	Name string `yaml:"name"`
+	// Preset, when "classify", makes this the built-in classify stage:
+	// the built-in prompt (unless prompt or prompt_file replaces it) and
+	// system instruction over the label set, the one stage that runs
+	// mode batch or auto. A run from flags compiles to it.
+	Preset string `yaml:"preset,omitempty" json:",omitempty"`
 	// Model is the model asked; "" means DefaultModel.
 	Model string `yaml:"model,omitempty"`
 	// Prompt and PromptFile give the prompt template (one of them, or
@@ -114,8 +136,22 @@ type LLM struct {
 	When string `yaml:"when,omitempty"`
 	// Limiter bounds the stage's concurrency.
 	Limiter Limiter `yaml:"limiter,omitempty"`
-	// Mode is online (the default) or batch.
+	// Mode is online (the default), batch or auto.
 	Mode string `yaml:"mode,omitempty"`
+	// Batch tunes batch and auto modes.
+	Batch *Batch `yaml:"batch,omitempty" json:",omitempty"`
+	// Timeout bounds each request, as a Go duration; "" means the
+	// stage's default.
+	Timeout string `yaml:"timeout,omitempty" json:",omitempty"`
+	// MaxWait, MaxOutage and MaxRefused are the stage's stops, as Go
+	// durations ("" means the engine's defaults): the longest 429
+	// retryDelay waited for, how long the API may stay unreachable, and
+	// how long every call may be refused ("0s": never stop for refusals).
+	MaxWait    string `yaml:"max_wait,omitempty" json:",omitempty"`
+	MaxOutage  string `yaml:"max_outage,omitempty" json:",omitempty"`
+	MaxRefused string `yaml:"max_refused,omitempty" json:",omitempty"`
+	// Price overrides the model's list price.
+	Price *Price `yaml:"price,omitempty" json:",omitempty"`
 	// MaxAttempts is the transient-error budget per item; 0 means 5.
 	MaxAttempts int `yaml:"max_attempts,omitempty"`
 	// MaxOutputTokens caps each answer; 0 means the stage's default.
@@ -152,6 +188,17 @@ type Limiter struct {
 	Start   int `yaml:"start,omitempty"`
 	Floor   int `yaml:"floor,omitempty"`
 	Ceiling int `yaml:"ceiling,omitempty"`
+	// Fixed, when above 0, is a fixed pool of calls in flight, no
+	// adaptation (for comparisons).
+	Fixed int `yaml:"fixed,omitempty" json:",omitempty"`
+	// Decrease is the multiplicative decrease on a 429, in (0, 1);
+	// Cooldown the longest pause in growth after one (a Go duration).
+	Decrease float64 `yaml:"decrease,omitempty" json:",omitempty"`
+	Cooldown string  `yaml:"cooldown,omitempty" json:",omitempty"`
+	// TPM and RPM are the quota, when known: tokens and requests per
+	// minute the limiter paces to.
+	TPM int `yaml:"tpm,omitempty" json:",omitempty"`
+	RPM int `yaml:"rpm,omitempty" json:",omitempty"`
 }
 
 // Aggregate configures the aggregate stage.
@@ -303,6 +350,7 @@ func (j *Job) validate(d *decoder) {
 	default:
 		d.at("backend", "%q is not a backend%s: write gemini or vertex", j.Backend, didYouMean(j.Backend, []string{BackendGemini, BackendVertex}))
 	}
+	j.checkEngine(d)
 	if len(j.Stages) == 0 {
 		d.at("stages", "no stages: list at least one LLM stage")
 		return
@@ -424,10 +472,12 @@ func (j *Job) validateLLM(d *decoder, path string, l *LLM, earlier []string, out
 		}
 	}
 	switch l.Mode {
-	case "", ModeOnline, ModeBatch:
+	case "", ModeOnline, ModeBatch, ModeAuto:
 	default:
-		d.at(path+".mode", "%q is not a mode%s: write online or batch", l.Mode, didYouMean(l.Mode, []string{ModeOnline, ModeBatch}))
+		d.at(path+".mode", "%q is not a mode%s: write online, batch or auto", l.Mode, didYouMean(l.Mode, []string{ModeOnline, ModeBatch, ModeAuto}))
 	}
+	l.checkRun(d, path)
+	j.checkPreset(d, path, l)
 	lim := l.Limiter
 	for _, f := range []struct {
 		key string

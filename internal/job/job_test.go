@@ -80,7 +80,7 @@ func TestDecode_Errors(t *testing.T) {
 		{"unknown stage kind", head + "  - classify: {}\n", 4, "stages[0].classify", `unknown stage kind`},
 		{"two kinds in one entry", head + "  - sanitize: {}\n    llm: {name: c}\n", 4, "stages[0]", "want one stage"},
 		{"bad value backend", "db: r.db\nbackend: vertx\nstages:\n  - llm: {name: c, output: {label: [a]}}\n", 2, "backend", `did you mean "vertex"`},
-		{"bad value mode", head + "  - llm:\n      name: c\n      output: {label: [a]}\n      mode: batched\n", 7, "stages[0].llm.mode", "write online or batch"},
+		{"bad value mode", head + "  - llm:\n      name: c\n      output: {label: [a]}\n      mode: batched\n", 7, "stages[0].llm.mode", "write online, batch or auto"},
 		{"bad stage name", head + "  - llm:\n      name: Classify Reviews\n      output: {label: [a]}\n", 5, "stages[0].llm.name", "lowercase"},
 		{"duplicate stage name", head + "  - llm: {name: c, output: {label: [a]}}\n  - llm: {name: c, output: {label: [a]}}\n", 5, "stages[1].llm", "already used"},
 		{"missing output", head + "  - llm:\n      name: c\n", 4, "stages[0].llm.output", "missing"},

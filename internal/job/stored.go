@@ -24,6 +24,10 @@ type Stored struct {
 	// Dir is the job file's directory (absolute): a resume without the
 	// job file reads the files the job names from there.
 	Dir string `json:"dir,omitempty"`
+	// Flags says a run's flags defined the job (the CLI compiled them),
+	// not a job file: a later run from flags on the database compares
+	// its own flags with it, and one with no stage flags resumes it.
+	Flags bool `json:"flags,omitempty"`
 }
 
 // WithDir is s with Dir set to dir made absolute.
@@ -67,6 +71,9 @@ func UnmarshalStored(b []byte) (Stored, error) {
 // comments.
 func (s Stored) Show() string {
 	var b strings.Builder
+	if s.Flags {
+		b.WriteString("# the job a run's flags defined, every setting written out\n")
+	}
 	b.WriteString("# the job as it was last run; `sawtooth run -f FILE` with this file resumes it\n")
 	b.WriteString(s.YAML)
 	if len(s.Files) > 0 {

@@ -1,0 +1,248 @@
+// This file compiles a run's flags into the job they define: the same
+// job.Job a job file decodes into, so one builder and one drain serve
+// both, and the database stores what started it either way.
+
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
+	"github.com/sawtooth-dev/sawtooth/limiter"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
+)
+
+// compile is the job the flags define: the built-in pipeline (sanitize,
+// the classify preset, aggregate) with every setting the flags give, the
+// input in (when in.Path is set) and the batch options bo. The classify
+// prompt is its text (read from --prompt-file, or kept from the
+// database), so the stored job asks what this run asked even after the
+// file changes. Paths are absolute, so the job runs from any directory.
+func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, error) {
+	if o.PromptFile != "" && !o.promptKept {
+		b, err := os.ReadFile(o.PromptFile)
+		if err != nil {
+			return nil, usagef("--prompt-file %s: %v", o.PromptFile, unwrapPath(err))
+		}
+		o.prompt = string(b)
+	}
+	j := &job.Job{
+		DB:      o.DB,
+		BaseURL: o.BaseURL,
+		Workers: o.Workers,
+		Fleet:   &job.Fleet{Lease: durationKey(o.Lease), Quota: o.Quota, QuotaKey: o.QuotaKey},
+		Input: job.Input{Path: absPath(in.Path), Format: in.Format, ID: in.IDField, Text: in.TextField,
+			MaxLineBytes: in.MaxLine, MaxFieldLines: in.MaxFieldLines, DateFormat: in.DateFormat, RatingRange: in.RatingRange},
+	}
+	if isPostgres(o.DB) {
+		j.DB = postgres.Redact(o.DB) // the stored job is printed: no password in it
+	} else {
+		j.DB = absPath(o.DB)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		j.Dir = wd
+	}
+	l := &job.LLM{
+		Name: "classify", Preset: job.PresetClassify, Model: o.Model, Prompt: o.prompt,
+		Output: job.Output{Label: o.Labels}, MaxOutputTokens: o.MaxOutputTokens, MaxAttempts: o.MaxAttempts,
+		Tier: o.Tier, FlexDeadline: durationKey(o.FlexDeadline), Timeout: durationKey(o.Timeout),
+		MaxWait: durationKey(o.MaxWait), MaxOutage: durationKey(o.MaxOutage), MaxRefused: o.MaxRefused.String(),
+		Limiter: job.Limiter{Start: o.Start, Floor: o.Floor, Ceiling: o.Ceiling, Fixed: o.Fixed, Decrease: o.Decrease,
+			Cooldown: durationKey(o.Cooldown), TPM: o.TPM, RPM: o.RPM},
+		Mode: bo.Mode,
+	}
+	if bo.Mode != "" {
+		l.Batch = &job.Batch{Size: bo.Size, Deadline: durationKey(bo.Deadline), Poll: durationKey(bo.Poll)}
+	}
+	if in, out := given(o.PriceIn), given(o.PriceOut); in != nil || out != nil {
+		l.Price = &job.Price{Input: in, Output: out}
+	}
+	j.Stages = []job.Stage{
+		{Sanitize: &job.Sanitize{MaxChars: o.MaxChars, Emoji: o.Emoji}},
+		{LLM: l},
+		{Aggregate: &job.Aggregate{GroupBy: o.GroupBy, Date: o.DateField, Rating: o.RatingField}},
+	}
+	dropDefaults(j, l)
+	return j, nil
+}
+
+// dropDefaults leaves out of the compiled job the run settings a flag
+// left at a default the job's own is equal to, so `job show` prints what
+// the run chose. What decides answers (model, labels, prompt, the
+// sanitize and aggregate settings) stays written out, and so does the
+// limiter's decrease (the fleet's limiter has its own default).
+func dropDefaults(j *job.Job, l *job.LLM) {
+	in := &j.Input
+	in.ID, in.Text = unless(in.ID, "id"), unless(in.Text, "text")
+	in.MaxLineBytes, in.MaxFieldLines = unless(in.MaxLineBytes, ingest.DefaultMaxLineBytes), unless(in.MaxFieldLines, ingest.DefaultMaxFieldLines)
+	in.RatingRange = unless(in.RatingRange, ingest.DefaultRatingRange)
+	j.Workers = unless(j.Workers, pipeline.DefaultWorkers)
+	f := j.Fleet
+	f.Lease, f.Quota = unless(f.Lease, durationKey(pipeline.DefaultLease)), unless(f.Quota, quotaShared)
+	if *f == (job.Fleet{}) {
+		j.Fleet = nil
+	}
+	l.Tier, l.MaxAttempts = unless(l.Tier, stages.TierStandard), unless(l.MaxAttempts, pipeline.DefaultMaxAttempts)
+	l.Timeout = unless(l.Timeout, durationKey(stages.DefaultTimeout))
+	l.MaxWait, l.MaxOutage = unless(l.MaxWait, durationKey(pipeline.DefaultMaxWait)), unless(l.MaxOutage, durationKey(pipeline.DefaultMaxOutage))
+	l.MaxRefused = unless(l.MaxRefused, pipeline.DefaultMaxRefused.String())
+	l.Limiter.Floor, l.Limiter.Cooldown = unless(l.Limiter.Floor, limiter.DefaultFloor), unless(l.Limiter.Cooldown, durationKey(limiter.DefaultCooldown))
+	l.Mode = unless(l.Mode, string(batch.ModeOnline))
+	if b := l.Batch; b != nil {
+		b.Size = unless(b.Size, batch.DefaultSize)
+		b.Deadline, b.Poll = unless(b.Deadline, durationKey(batch.DefaultDeadline)), unless(b.Poll, durationKey(batch.DefaultPoll))
+		if *b == (job.Batch{}) {
+			l.Batch = nil
+		}
+	}
+}
+
+// unless is v, or the zero value (the job's default) when v is def.
+func unless[T comparable](v, def T) T {
+	var zero T
+	if v == def {
+		return zero
+	}
+	return v
+}
+
+// durationKey is d as a job's duration key: "" for 0 (the default).
+func durationKey(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// absPath is p made absolute ("" stays "").
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// keepStoredJob fills every setting whose flag was not given from j, the
+// job a run from flags stored, and returns the flags it changed: `run
+// --db F` resumes with the settings that started it. The settings that
+// decide answers (model, labels, prompt, max-output-tokens, the sanitize
+// and aggregate settings) are kept from the stage definitions instead
+// (keepStored), which databases run from flags have always recorded. bo
+// may be nil: retry and rerun run online, whatever the job says.
+func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) []string {
+	var l *job.LLM
+	for _, s := range j.Stages {
+		if s.LLM != nil && s.LLM.Preset == job.PresetClassify {
+			l = s.LLM
+		}
+	}
+	if l == nil {
+		return nil
+	}
+	var kept []string
+	// stored says the job holds a value: a zero or "" is the default,
+	// which the flag already has.
+	keep := func(flag string, stored, differs bool, apply func()) {
+		if !o.set[flag] && stored && differs {
+			apply()
+			kept = append(kept, flag)
+		}
+	}
+	str := func(flag string, dst *string, v string) { keep(flag, v != "", v != *dst, func() { *dst = v }) }
+	num := func(flag string, dst *int, v int) { keep(flag, v != 0, v != *dst, func() { *dst = v }) }
+	dur := func(flag string, dst *time.Duration, v string) {
+		keep(flag, v != "", job.Duration(v) != *dst, func() { *dst = job.Duration(v) })
+	}
+	price := func(flag string, dst *float64, v *float64) {
+		keep(flag, v != nil, v != nil && *v != *dst, func() { *dst = *v })
+	}
+	str("base-url", &o.BaseURL, j.BaseURL)
+	num("workers", &o.Workers, j.Workers)
+	str("tier", &o.Tier, l.Tier)
+	dur("flex-deadline", &o.FlexDeadline, l.FlexDeadline)
+	dur("timeout", &o.Timeout, l.Timeout)
+	num("max-attempts", &o.MaxAttempts, l.MaxAttempts)
+	dur("max-wait", &o.MaxWait, l.MaxWait)
+	dur("max-outage", &o.MaxOutage, l.MaxOutage)
+	dur("max-refused", &o.MaxRefused, l.MaxRefused)
+	lc := l.Limiter
+	num("start", &o.Start, lc.Start)
+	num("floor", &o.Floor, lc.Floor)
+	num("ceiling", &o.Ceiling, lc.Ceiling)
+	num("fixed", &o.Fixed, lc.Fixed)
+	keep("decrease", lc.Decrease != 0, lc.Decrease != o.Decrease, func() { o.Decrease = lc.Decrease })
+	dur("cooldown", &o.Cooldown, lc.Cooldown)
+	num("tpm", &o.TPM, lc.TPM)
+	num("rpm", &o.RPM, lc.RPM)
+	if p := l.Price; p != nil {
+		price("price-in", &o.PriceIn, p.Input)
+		price("price-out", &o.PriceOut, p.Output)
+	}
+	if f := j.Fleet; f != nil {
+		dur("lease", &o.Lease, f.Lease)
+		str("quota", &o.Quota, f.Quota)
+		str("quota-key", &o.QuotaKey, f.QuotaKey)
+	}
+	if in != nil {
+		str("id-field", &in.IDField, j.Input.ID)
+		str("text-field", &in.TextField, j.Input.Text)
+		str("date-format", &in.DateFormat, j.Input.DateFormat)
+		str("rating-range", &in.RatingRange, j.Input.RatingRange)
+		num("max-line-bytes", &in.MaxLine, j.Input.MaxLineBytes)
+		num("max-field-lines", &in.MaxFieldLines, j.Input.MaxFieldLines)
+	}
+	if bo != nil && bo.Mode != "" {
+		str("mode", &bo.Mode, l.Mode)
+		if b := l.Batch; b != nil {
+			num("batch-size", &bo.Size, b.Size)
+			dur("batch-deadline", &bo.Deadline, b.Deadline)
+			dur("batch-poll", &bo.Poll, b.Poll)
+		}
+	}
+	return kept
+}
+
+// orDuration is s parsed, or def when s is "".
+func orDuration(s string, def time.Duration) time.Duration {
+	if s == "" {
+		return def
+	}
+	return job.Duration(s)
+}
+
+// saveJob records in db the job the run ran, whatever defined it, so
+// that `job show` prints it, `run -f` accepts what it prints and `run
+// --db` with no flags resumes it. A job compiled from flags that differs
+// from the one an earlier run from flags stored (settings that change no
+// stage's answers: a change that does was refused or re-run before this)
+// is said, key by key, as settleChanges says a job file's; tonight's
+// input file is not a change.
+func saveJob(db pipeline.Database, b *jobStages, stderr io.Writer) error {
+	jdb, ok := db.(jobDatabase)
+	if !ok {
+		return nil
+	}
+	st := b.stored.WithDir(b.job.Dir)
+	if raw, err := jdb.Job(); err == nil && raw != nil && st.Flags {
+		if old, err := job.UnmarshalStored(raw); err == nil && old.Flags {
+			diff, _ := job.Diff(old, st)
+			diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Stage == "" && c.Key == "input.path" })
+			if len(diff) > 0 {
+				fmt.Fprintf(stderr, "the run's settings changed since the last run:\n  %s\n", joinChanges(diff))
+			}
+		}
+	}
+	return jdb.SaveJob(st.Marshal())
+}
