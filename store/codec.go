@@ -1,0 +1,526 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The record format (format 2). Every value of items, out/<stage> and
+// answers/<stage> starts with a tag byte saying how the rest is written:
+//
+//	tagPacked  packed JSON (below): the JSON the caller gave, byte for byte
+//	tagRaw     the JSON as given, for the rare value that does not come back
+//	           byte for byte from packing (whitespace, unusual escapes)
+//	tagAnswer  out/<stage> only: the output is the answer cached under the
+//	           32-byte key that follows (answers are never deleted)
+//	tagCached  answers/<stage> only: uvarint length, the usage as a record,
+//	           then the output as a record
+//
+// A value of format 1 (written before the format key) is plain JSON, so it
+// starts with '{' or another JSON byte and never with a tag: readers take
+// both, and the migration rewrites the old ones.
+//
+// Packed JSON keeps the JSON's order and number literals; object keys and
+// short strings that repeat (labels, model names, field names, dates) are
+// a uvarint into the dict bucket; a string equal to the item's id or text
+// is one byte.
+const (
+	tagPacked byte = 0x01
+	tagRaw    byte = 0x02
+	tagAnswer byte = 0x03
+	tagCached byte = 0x04
+)
+
+// Packed value kinds.
+const (
+	pNull byte = iota
+	pFalse
+	pTrue
+	pUint   // uvarint: a non-negative integer written plainly
+	pNumber // uvarint length, the literal
+	pString // uvarint length, the bytes
+	pDict   // uvarint dict id
+	pID     // the item's id
+	pText   // the item's text
+	pArray  // uvarint count, values
+	pObject // uvarint count, then key (a string value) and value pairs
+)
+
+// Dict limits: only short strings are worth an entry, and the dict is
+// loaded whole, so it is capped.
+const (
+	dictMaxLen     = 32
+	dictMaxEntries = 1 << 16
+)
+
+var bucketDict = []byte("dict")
+
+// dictIDKey and dictStrKey are the dict bucket's two directions.
+func dictIDKey(id uint64) []byte { return append([]byte{'i'}, u64(id)...) }
+func dictStrKey(s string) []byte { return append([]byte{'s'}, s...) }
+
+// dict caches the committed dict entries. A write transaction finds and
+// adds entries through the bucket and publishes them here only once it
+// has committed (OnCommit), so a rolled-back id never reaches the cache.
+type dict struct {
+	mu    sync.RWMutex
+	byID  map[uint64]string
+	byStr map[string]uint64
+}
+
+func newDict() *dict { return &dict{byID: map[uint64]string{}, byStr: map[string]uint64{}} }
+
+func (d *dict) add(id uint64, s string) {
+	d.mu.Lock()
+	d.byID[id], d.byStr[s] = s, id
+	d.mu.Unlock()
+}
+
+func (d *dict) str(id uint64) (string, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	s, ok := d.byID[id]
+	return s, ok
+}
+
+func (d *dict) id(s string) (uint64, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	id, ok := d.byStr[s]
+	return id, ok
+}
+
+// lookup is the string of dict id in tx.
+func (d *dict) lookup(tx *bolt.Tx, id uint64) (string, error) {
+	if s, ok := d.str(id); ok {
+		return s, nil
+	}
+	b := tx.Bucket(bucketDict)
+	var v []byte
+	if b != nil {
+		v = b.Get(dictIDKey(id))
+	}
+	if v == nil {
+		return "", fmt.Errorf("dict entry %d is missing", id)
+	}
+	s := string(v)
+	if !tx.Writable() {
+		d.add(id, s) // committed: a read transaction sees nothing else
+	}
+	return s, nil
+}
+
+// intern is s's dict id, adding it in tx (writable) when there is room;
+// ok is false when s stays inline.
+func (d *dict) intern(tx *bolt.Tx, s string) (uint64, bool, error) {
+	if len(s) > dictMaxLen || s == "" {
+		return 0, false, nil
+	}
+	if id, ok := d.id(s); ok {
+		return id, true, nil
+	}
+	if !tx.Writable() {
+		return 0, false, nil
+	}
+	b, err := tx.CreateBucketIfNotExists(bucketDict)
+	if err != nil {
+		return 0, false, err
+	}
+	if v := b.Get(dictStrKey(s)); v != nil {
+		id, n := binary.Uvarint(v)
+		if n <= 0 {
+			return 0, false, fmt.Errorf("dict entry %q is damaged", s)
+		}
+		return id, true, nil
+	}
+	if b.Sequence() >= dictMaxEntries {
+		return 0, false, nil
+	}
+	id, err := b.NextSequence()
+	if err != nil {
+		return 0, false, err
+	}
+	if err := b.Put(dictIDKey(id), []byte(s)); err != nil {
+		return 0, false, err
+	}
+	if err := b.Put(dictStrKey(s), binary.AppendUvarint(nil, id)); err != nil {
+		return 0, false, err
+	}
+	tx.OnCommit(func() { d.add(id, s) })
+	return id, true, nil
+}
+
+// load fills the cache from the file.
+func (d *dict) load(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketDict)
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	prefix := []byte{'i'}
+	for k, v := c.Seek(prefix); k != nil && k[0] == 'i'; k, v = c.Next() {
+		if len(k) != 9 {
+			return fmt.Errorf("dict: damaged key %q", k)
+		}
+		d.add(binary.BigEndian.Uint64(k[1:]), string(v))
+	}
+	return nil
+}
+
+// packCtx is what a record may refer to instead of repeating it: the
+// item's id, and its text (read only when a long string may equal it).
+type packCtx struct {
+	id   string
+	text func() string
+}
+
+// encodeRecord is the stored form of the JSON value raw.
+func (db *DB) encodeRecord(tx *bolt.Tx, raw []byte, ctx packCtx) ([]byte, error) {
+	out := []byte{tagPacked}
+	out, err := db.pack(tx, out, raw, ctx)
+	if err == nil {
+		// Keep it only if it reads back byte for byte.
+		back, derr := db.decodeRecord(tx, out, ctx)
+		if derr == nil && bytes.Equal(back, raw) {
+			return out, nil
+		}
+	}
+	return append([]byte{tagRaw}, raw...), nil
+}
+
+// decodeRecord is the JSON of a stored record (format 1 or 2). The
+// result never aliases v.
+func (db *DB) decodeRecord(tx *bolt.Tx, v []byte, ctx packCtx) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, errors.New("empty record")
+	}
+	switch v[0] {
+	case tagPacked:
+		u := unpacker{db: db, tx: tx, in: v[1:], ctx: ctx}
+		if err := u.value(0); err != nil {
+			return nil, err
+		}
+		if len(u.in) != 0 {
+			return nil, errors.New("trailing bytes after the record")
+		}
+		return u.out, nil
+	case tagRaw:
+		return bytes.Clone(v[1:]), nil
+	case tagAnswer, tagCached:
+		return nil, fmt.Errorf("record tag %d where a value is expected", v[0])
+	}
+	return bytes.Clone(v), nil // format 1: plain JSON
+}
+
+// pack appends the packed form of the JSON value raw to out. It reads
+// JSON as encoding/json writes it (compact); anything else is an error,
+// and the caller keeps such a value as it is.
+func (db *DB) pack(tx *bolt.Tx, out, raw []byte, ctx packCtx) ([]byte, error) {
+	p := packer{db: db, tx: tx, in: raw, out: out, ctx: ctx}
+	if err := p.value(0); err != nil {
+		return nil, err
+	}
+	if len(p.in) != 0 {
+		return nil, errors.New("more than one JSON value")
+	}
+	return p.out, nil
+}
+
+// maxDepth bounds nesting so a hostile value cannot exhaust the stack.
+const maxDepth = 200
+
+var errNotCompact = errors.New("not compact JSON")
+
+type packer struct {
+	db  *DB
+	tx  *bolt.Tx
+	in  []byte
+	out []byte
+	ctx packCtx
+}
+
+func (p *packer) value(depth int) error {
+	if depth > maxDepth || len(p.in) == 0 {
+		return errNotCompact
+	}
+	switch c := p.in[0]; {
+	case c == '"':
+		s, err := p.string()
+		if err != nil {
+			return err
+		}
+		return p.str(s)
+	case c == '{' || c == '[':
+		return p.container(depth)
+	case c == 'n':
+		return p.word("null", pNull)
+	case c == 't':
+		return p.word("true", pTrue)
+	case c == 'f':
+		return p.word("false", pFalse)
+	case c == '-' || c >= '0' && c <= '9':
+		i := 0
+		for i < len(p.in) && strings.IndexByte("0123456789+-.eE", p.in[i]) >= 0 {
+			i++
+		}
+		lit := string(p.in[:i])
+		p.in = p.in[i:]
+		if n, err := strconv.ParseUint(lit, 10, 64); err == nil && strconv.FormatUint(n, 10) == lit {
+			p.out = binary.AppendUvarint(append(p.out, pUint), n)
+		} else {
+			p.out = appendBytes(append(p.out, pNumber), lit)
+		}
+		return nil
+	}
+	return errNotCompact
+}
+
+func (p *packer) word(w string, kind byte) error {
+	if !bytes.HasPrefix(p.in, []byte(w)) {
+		return errNotCompact
+	}
+	p.in = p.in[len(w):]
+	p.out = append(p.out, kind)
+	return nil
+}
+
+// string reads a JSON string.
+func (p *packer) string() (string, error) {
+	escaped := false
+	for i := 1; i < len(p.in); i++ {
+		switch p.in[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			lit := p.in[:i+1]
+			p.in = p.in[i+1:]
+			if !escaped {
+				return string(lit[1:i]), nil
+			}
+			var s string
+			err := json.Unmarshal(lit, &s)
+			return s, err
+		}
+	}
+	return "", errNotCompact
+}
+
+func (p *packer) container(depth int) error {
+	open := p.in[0]
+	kind, end := pArray, byte(']')
+	if open == '{' {
+		kind, end = pObject, '}'
+	}
+	p.in = p.in[1:]
+	// The count comes first: pack the members aside.
+	inner := packer{db: p.db, tx: p.tx, in: p.in, ctx: p.ctx}
+	n := uint64(0)
+	for len(inner.in) > 0 && inner.in[0] != end {
+		if n > 0 {
+			if inner.in[0] != ',' {
+				return errNotCompact
+			}
+			inner.in = inner.in[1:]
+		}
+		if kind == pObject {
+			if len(inner.in) == 0 || inner.in[0] != '"' {
+				return errNotCompact
+			}
+			k, err := inner.string()
+			if err != nil {
+				return err
+			}
+			if err := inner.str(k); err != nil {
+				return err
+			}
+			if len(inner.in) == 0 || inner.in[0] != ':' {
+				return errNotCompact
+			}
+			inner.in = inner.in[1:]
+		}
+		if err := inner.value(depth + 1); err != nil {
+			return err
+		}
+		n++
+	}
+	if len(inner.in) == 0 {
+		return errNotCompact
+	}
+	p.in = inner.in[1:]
+	p.out = binary.AppendUvarint(append(p.out, kind), n)
+	p.out = append(p.out, inner.out...)
+	return nil
+}
+
+func (p *packer) str(s string) error {
+	switch {
+	case s == "":
+	case s == p.ctx.id:
+		p.out = append(p.out, pID)
+		return nil
+	case len(s) > dictMaxLen && p.ctx.text != nil && s == p.ctx.text():
+		p.out = append(p.out, pText)
+		return nil
+	}
+	id, ok, err := p.db.dict.intern(p.tx, s)
+	if err != nil {
+		return err
+	}
+	if ok {
+		p.out = binary.AppendUvarint(append(p.out, pDict), id)
+		return nil
+	}
+	p.out = appendBytes(append(p.out, pString), s)
+	return nil
+}
+
+func appendBytes(out []byte, s string) []byte {
+	return append(binary.AppendUvarint(out, uint64(len(s))), s...)
+}
+
+type unpacker struct {
+	db  *DB
+	tx  *bolt.Tx
+	in  []byte
+	out []byte
+	ctx packCtx
+}
+
+var errShort = errors.New("record is cut short")
+
+func (u *unpacker) uvarint() (uint64, error) {
+	n, k := binary.Uvarint(u.in)
+	if k <= 0 {
+		return 0, errShort
+	}
+	u.in = u.in[k:]
+	return n, nil
+}
+
+func (u *unpacker) bytes() ([]byte, error) {
+	n, err := u.uvarint()
+	if err != nil || uint64(len(u.in)) < n {
+		return nil, errShort
+	}
+	b := u.in[:n]
+	u.in = u.in[n:]
+	return b, nil
+}
+
+func (u *unpacker) value(depth int) error {
+	if len(u.in) == 0 {
+		return errShort
+	}
+	if depth > maxDepth {
+		return errors.New("nested too deep")
+	}
+	kind := u.in[0]
+	u.in = u.in[1:]
+	switch kind {
+	case pNull:
+		u.out = append(u.out, "null"...)
+	case pFalse:
+		u.out = append(u.out, "false"...)
+	case pTrue:
+		u.out = append(u.out, "true"...)
+	case pUint:
+		n, err := u.uvarint()
+		if err != nil {
+			return err
+		}
+		u.out = strconv.AppendUint(u.out, n, 10)
+	case pNumber:
+		b, err := u.bytes()
+		if err != nil {
+			return err
+		}
+		u.out = append(u.out, b...)
+	case pString, pDict, pID, pText:
+		return u.strOf(kind)
+	case pArray, pObject:
+		return u.container(kind, depth)
+	default:
+		return fmt.Errorf("unknown value kind %d", kind)
+	}
+	return nil
+}
+
+func (u *unpacker) container(kind byte, depth int) error {
+	n, err := u.uvarint()
+	if err != nil {
+		return err
+	}
+	open, sep, end := byte('['), byte(','), byte(']')
+	if kind == pObject {
+		open, end = '{', '}'
+	}
+	u.out = append(u.out, open)
+	for i := uint64(0); i < n; i++ {
+		if i > 0 {
+			u.out = append(u.out, sep)
+		}
+		if kind == pObject {
+			if err := u.str(); err != nil {
+				return err
+			}
+			u.out = append(u.out, ':')
+		}
+		if err := u.value(depth + 1); err != nil {
+			return err
+		}
+	}
+	u.out = append(u.out, end)
+	return nil
+}
+
+// str reads a string value (any of its kinds) and writes it quoted as
+// encoding/json would.
+func (u *unpacker) str() error {
+	if len(u.in) == 0 {
+		return errShort
+	}
+	kind := u.in[0]
+	u.in = u.in[1:]
+	return u.strOf(kind)
+}
+
+func (u *unpacker) strOf(kind byte) error {
+	var s string
+	switch kind {
+	case pString:
+		b, err := u.bytes()
+		if err != nil {
+			return err
+		}
+		s = string(b)
+	case pDict:
+		id, err := u.uvarint()
+		if err != nil {
+			return err
+		}
+		if s, err = u.db.dict.lookup(u.tx, id); err != nil {
+			return err
+		}
+	case pID:
+		s = u.ctx.id
+	case pText:
+		if u.ctx.text == nil {
+			return errors.New("refers to the item's text, which it has none of")
+		}
+		s = u.ctx.text()
+	default:
+		return fmt.Errorf("value kind %d where a string is expected", kind)
+	}
+	q, _ := json.Marshal(s) // a string always marshals
+	u.out = append(u.out, q...)
+	return nil
+}
