@@ -63,6 +63,11 @@ const (
 
 var bucketDict = []byte("dict")
 
+// minTextRef is the shortest string compared with the item's text: a
+// short text must not fill the dict, and reading the text costs a
+// record decode.
+const minTextRef = 8
+
 // dictIDKey and dictStrKey are the dict bucket's two directions.
 func dictIDKey(id uint64) []byte { return append([]byte{'i'}, u64(id)...) }
 func dictStrKey(s string) []byte { return append([]byte{'s'}, s...) }
@@ -367,7 +372,7 @@ func (p *packer) str(s string) error {
 	case s == p.ctx.id:
 		p.out = append(p.out, pID)
 		return nil
-	case len(s) > dictMaxLen && p.ctx.text != nil && s == p.ctx.text():
+	case len(s) >= minTextRef && p.ctx.text != nil && s == p.ctx.text():
 		p.out = append(p.out, pText)
 		return nil
 	}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// compactTxMax bounds one transaction of the copy, so its memory does not
+// grow with the file.
+const compactTxMax = 32 << 20
+
+// compactHook, when set (tests only), runs after the copy is written and
+// synced and before it replaces the original.
+var compactHook func()
+
+// CompactStats is what Compact did.
+type CompactStats struct {
+	// Before and After are the file's sizes in bytes.
+	Before, After int64
+	// Migrated is true when the file was in an older record format.
+	Migrated bool
+}
+
+// Compact rewrites the database at path into a fresh file with bbolt's
+// Compact (every page full, no free pages) in the current record format,
+// then puts it in place of the original: the copy is written beside the
+// original as path + ".compact", synced, and renamed over it, the
+// directory synced. The original is locked throughout, and until the
+// rename it is untouched (apart from the format migration a writable
+// open does, itself one transaction), so a crash or a kill at any point
+// leaves a usable database; a leftover ".compact" file is removed by the
+// next Compact. lockTimeout is as Options.LockTimeout.
+func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
+	var st CompactStats
+	stages, format, err := storedDefinition(path, lockTimeout)
+	if err != nil {
+		return st, err
+	}
+	st.Migrated = format < FormatVersion
+	db, err := Open(path, Options{Stages: stages, LockTimeout: lockTimeout, MustExist: true})
+	if err != nil {
+		return st, err
+	}
+	defer db.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return st, err
+	}
+	st.Before = fi.Size()
+	tmp := path + ".compact"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return st, fmt.Errorf("compact %s: remove the leftover %s: %w", path, tmp, err)
+	}
+	if err := db.compactInto(tmp, fi.Mode().Perm()); err != nil {
+		os.Remove(tmp)
+		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
+	}
+	if compactHook != nil {
+		compactHook()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync() // the rename reaches the disk
+		d.Close()
+	}
+	if fi, err := os.Stat(path); err == nil {
+		st.After = fi.Size()
+	}
+	return st, nil
+}
+
+// compactInto writes a compacted copy of db to tmp and syncs it.
+func (db *DB) compactInto(tmp string, mode os.FileMode) error {
+	dst, err := bolt.Open(tmp, mode, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return err
+	}
+	if err := bolt.Compact(dst, db.bolt, compactTxMax); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Sync(); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// storedDefinition reads the stage list and record format a file holds,
+// through a read-only open.
+func storedDefinition(path string, lockTimeout time.Duration) ([]StageDef, int, error) {
+	if err := checkPath(path, true); err != nil {
+		return nil, 0, err
+	}
+	if err := checkFile(path); err != nil {
+		return nil, 0, err
+	}
+	if lockTimeout <= 0 {
+		lockTimeout = DefaultLockTimeout
+	}
+	bdb, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if errors.Is(err, ErrCorrupt) {
+		return nil, 0, err
+	}
+	if err != nil {
+		return nil, 0, openError(path, err)
+	}
+	defer bdb.Close()
+	var (
+		def    definition
+		format int
+	)
+	err = bdb.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return fmt.Errorf("open %s: %w", path, ErrNotSawtooth)
+		}
+		var err error
+		if format, err = fileFormat(meta); err != nil {
+			return fmt.Errorf("open %s: %v: %w", path, err, ErrNotSawtooth)
+		}
+		if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil || len(def.Stages) == 0 {
+			return fmt.Errorf("open %s: bad pipeline definition: %w", path, ErrNotSawtooth)
+		}
+		return nil
+	})
+	return def.Stages, format, err
+}
