@@ -31,7 +31,7 @@ import (
 // Packed JSON keeps the JSON's order and number literals; object keys and
 // short strings that repeat (labels, model names, field names, dates) are
 // a uvarint into the dict bucket; a string equal to the item's id or text
-// is one byte.
+// is one byte, one that begins the text (a text cut short) a length.
 const (
 	tagPacked byte = 0x01
 	tagRaw    byte = 0x02
@@ -52,6 +52,7 @@ const (
 	pText   // the item's text
 	pArray  // uvarint count, values
 	pObject // uvarint count, then key (a string value) and value pairs
+	pPrefix // uvarint length: that many bytes of the item's text (a cut text)
 )
 
 // Dict limits: only short strings are worth an entry, and the dict is
@@ -372,8 +373,12 @@ func (p *packer) str(s string) error {
 	case s == p.ctx.id:
 		p.out = append(p.out, pID)
 		return nil
-	case len(s) >= minTextRef && p.ctx.text != nil && s == p.ctx.text():
-		p.out = append(p.out, pText)
+	case len(s) >= minTextRef && p.ctx.text != nil && strings.HasPrefix(p.ctx.text(), s):
+		if len(s) == len(p.ctx.text()) {
+			p.out = append(p.out, pText)
+		} else {
+			p.out = binary.AppendUvarint(append(p.out, pPrefix), uint64(len(s)))
+		}
 		return nil
 	}
 	id, ok, err := p.db.dict.intern(p.tx, s)
@@ -449,7 +454,7 @@ func (u *unpacker) value(depth int) error {
 			return err
 		}
 		u.out = append(u.out, b...)
-	case pString, pDict, pID, pText:
+	case pString, pDict, pID, pText, pPrefix:
 		return u.strOf(kind)
 	case pArray, pObject:
 		return u.container(kind, depth)
@@ -522,6 +527,15 @@ func (u *unpacker) strOf(kind byte) error {
 			return errors.New("refers to the item's text, which it has none of")
 		}
 		s = u.ctx.text()
+	case pPrefix:
+		n, err := u.uvarint()
+		if err != nil {
+			return err
+		}
+		if u.ctx.text == nil || uint64(len(u.ctx.text())) < n {
+			return errors.New("refers to more of the item's text than it has")
+		}
+		s = u.ctx.text()[:n]
 	default:
 		return fmt.Errorf("value kind %d where a string is expected", kind)
 	}

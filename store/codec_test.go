@@ -23,6 +23,7 @@ func TestDB_encodeRecord(t *testing.T) {
 		{name: "classify output", in: `{"label":"praise","confidence":0.65,"reason":"mentions \"amazing\", which suggests praise","model":"gemini-2.5-flash","usage":{"prompt_tokens":137,"total_tokens":165}}`},
 		{name: "sanitize output that changed nothing", in: `{"text":"` + long + `","chars":105,"truncated":false,"original_chars":105,"changes":[]}`},
 		{name: "the item's id", in: `{"id":"r1","x":["r1","r2"]}`},
+		{name: "the item's text cut short", in: `{"text":"` + long[:40] + `","chars":40,"truncated":true}`},
 		{name: "numbers", in: `[0,1,-1,1.5,1e9,18446744073709551615,18446744073709551616,-0,0.0]`},
 		{name: "null true false", in: `[null,true,false,{},[],""]`},
 		{name: "escapes", in: `{"s":"a\u003cb\u0026c\n\t\"\\é😀"}`},
@@ -168,5 +169,29 @@ func TestAnswerKey(t *testing.T) {
 	}
 	if n := len(answerKey(strings.Repeat("0f", 32))); n != 32 {
 		t.Errorf("a hex SHA-256 key takes %d bytes, want 32", n)
+	}
+}
+
+// TestDB_Ingest_editKeepsOutputs: an output kept across an edit of the
+// text (no stage that passed reads it) still reads as it was written,
+// though it was packed against the old text.
+func TestDB_Ingest_editKeepsOutputs(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "p.db"), Options{Stages: []StageDef{{Name: "tag", Reads: []string{"app"}}, {Name: "classify"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	old := "the original text of the item"
+	if _, err := db.Ingest([]pipeline.Record{{ID: "a", Text: old, Fields: map[string]string{"app": "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := json.RawMessage(`{"echo":"` + old + `","cut":"` + old[:12] + `"}`)
+	advance(t, db, "tag", func(string) json.RawMessage { return out })
+	if _, err := db.Ingest([]pipeline.Record{{ID: "a", Text: "an edited text", Fields: map[string]string{"app": "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := db.Locate("a")
+	if err != nil || string(loc.Output["tag"]) != string(out) {
+		t.Errorf("out/tag after the edit = %s, %v; want %s", loc.Output["tag"], err, out)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // compactTxMax bounds one transaction of the copy, so its memory does not
 // grow with the file.
-const compactTxMax = 32 << 20
+const compactTxMax = 4 << 20
 
 // compactHook, when set (tests only), runs after the copy is written and
 // synced and before it replaces the original.

@@ -57,22 +57,28 @@ type (
 	DeadEntry   = pipeline.DeadEntry
 )
 
-// Counts walks the state bucket once; it costs O(items).
+// Counts walks the state bucket once; it costs O(items). An item has the
+// outputs of the stages it passed (Check holds the file to it), so the
+// outputs are counted from the states too, without reading the outputs'
+// pages.
 func (db *DB) Counts() (Counts, error) {
 	c := Counts{Stages: make([]StageCounts, len(db.stages))}
 	for i, s := range db.stages {
 		c.Stages[i].Stage = s.Name
 	}
+	passed := make([]int, len(db.stages)+1) // items past stage i-1 and at i
 	err := db.view(func(tx *bolt.Tx) error {
-		for i, s := range db.stages {
-			c.Stages[i].Output = tx.Bucket(outBucket(s.Name)).Stats().KeyN
-		}
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				return fmt.Errorf("item %q: corrupt state record", k)
 			}
 			c.Items++
+			if s.Status == Done {
+				passed[len(db.stages)]++
+			} else {
+				passed[s.Stage]++
+			}
 			switch s.Status {
 			case Queued:
 				c.Stages[s.Stage].Queued++
@@ -84,6 +90,11 @@ func (db *DB) Counts() (Counts, error) {
 			return nil
 		})
 	})
+	// Stage i's outputs: every item at a later stage, or done.
+	for i := len(db.stages) - 1; i >= 0; i-- {
+		c.Stages[i].Output = passed[i+1]
+		passed[i] += passed[i+1]
+	}
 	return c, err
 }
 

@@ -124,6 +124,33 @@ func (db *DB) outputs(tx *bolt.Tx, id []byte, text string, n int) (map[string]js
 	return m, nil
 }
 
+// retext rewrites the outputs item id keeps when its text changes from
+// old to text, since a packed output may refer to the text.
+func (w *writer) retext(id []byte, old, text string) error {
+	if old == text {
+		return nil
+	}
+	for _, s := range w.db.stages {
+		b := w.bucket(outBucket(s.Name))
+		v := b.Get(id)
+		if len(v) == 0 || v[0] != tagPacked {
+			continue
+		}
+		raw, err := w.db.decodeRecord(w.tx, v, packCtx{id: string(id), text: func() string { return old }})
+		if err != nil {
+			return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, s.Name, err)
+		}
+		nv, err := w.db.encodeRecord(w.tx, raw, packCtx{id: string(id), text: func() string { return text }})
+		if err != nil {
+			return err
+		}
+		if err := b.Put(id, nv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // encodeAnswer is the stored form of a cached answer.
 func (db *DB) encodeAnswer(tx *bolt.Tx, res pipeline.Result) ([]byte, error) {
 	u, err := json.Marshal(res.Usage)

@@ -66,6 +66,9 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 						st.Updated++
 					}
 					cur.Hash = hash
+					if err := w.retext(id, old.Text, r.Text); err != nil {
+						return err
+					}
 					if err := w.items.Put(id, rec); err != nil {
 						return fmt.Errorf("store item %q: %w", r.ID, err)
 					}
@@ -75,6 +78,9 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 					continue
 				}
 				if err := w.removeFrom(id, cur, from, reasonEdited); err != nil {
+					return err
+				}
+				if err := w.retext(id, old.Text, r.Text); err != nil {
 					return err
 				}
 				st.Changed++
