@@ -78,21 +78,39 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 	return st, nil
 }
 
-// compactInto writes a compacted copy of db to tmp and syncs it.
+// compactInto writes a compacted copy of db to tmp and syncs it. bbolt
+// grows a file in steps of up to 16 MB ahead of its pages; the copy is
+// cut back to its last page, or a small database would come out larger.
 func (db *DB) compactInto(tmp string, mode os.FileMode) error {
 	dst, err := bolt.Open(tmp, mode, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return err
 	}
-	if err := bolt.Compact(dst, db.bolt, compactTxMax); err != nil {
-		dst.Close()
+	var size int64
+	err = bolt.Compact(dst, db.bolt, compactTxMax)
+	if err == nil {
+		err = dst.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
-	if err := dst.Sync(); err != nil {
-		dst.Close()
+	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
 		return err
 	}
-	return dst.Close()
+	if fi, serr := f.Stat(); serr == nil && fi.Size() > size {
+		err = f.Truncate(size)
+	}
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // storedDefinition reads the stage list and record format a file holds,
@@ -134,4 +152,20 @@ func storedDefinition(path string, lockTimeout time.Duration) ([]StageDef, int, 
 		return nil
 	})
 	return def.Stages, format, err
+}
+
+// Space is the bytes of pages each top-level bucket holds (branch and
+// leaf pages, whatever their fill), by bucket name, and the file's size
+// under "file": where a database's bytes go.
+func (db *DB) Space() (map[string]int64, error) {
+	out := map[string]int64{}
+	err := db.view(func(tx *bolt.Tx) error {
+		out["file"] = tx.Size()
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			s := b.Stats()
+			out[string(name)] = int64(s.BranchAlloc + s.LeafAlloc)
+			return nil
+		})
+	})
+	return out, err
 }
