@@ -28,26 +28,38 @@ type CompactStats struct {
 }
 
 // Compact rewrites the database at path into a fresh file with bbolt's
-// Compact (every page full, no free pages) in the current record format,
-// then puts it in place of the original: the copy is written beside the
-// original as path + ".compact", synced, and renamed over it, the
-// directory synced. The original is locked throughout, and until the
-// rename it is untouched (apart from the format migration a writable
-// open does, itself one transaction), so a crash or a kill at any point
-// leaves a usable database; a leftover ".compact" file is removed by the
-// next Compact. lockTimeout is as Options.LockTimeout.
+// Compact (every page full, no free pages), upgrading a file of an older
+// record format on the way (upgradeInto), then puts it in place of the
+// original: the copy is written beside it as path + ".compact", synced,
+// and renamed over it, the directory synced. The original is locked
+// throughout and never written, so a crash or a kill at any point leaves
+// a usable database; a leftover ".compact" file is removed by the next
+// Compact. Memory stays bounded: the copy commits every compactTxMax
+// bytes. lockTimeout is as Options.LockTimeout.
 func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 	var st CompactStats
-	stages, format, err := storedDefinition(path, lockTimeout)
+	if err := checkPath(path, true); err != nil {
+		return st, err
+	}
+	if err := checkFile(path); err != nil {
+		return st, err
+	}
+	if lockTimeout <= 0 {
+		lockTimeout = DefaultLockTimeout
+	}
+	src, err := openBolt(path, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, ErrCorrupt) {
+		return st, err
+	}
+	if err != nil {
+		return st, openError(path, err)
+	}
+	defer src.Close()
+	stages, format, err := storedDefinition(src, path)
 	if err != nil {
 		return st, err
 	}
 	st.Migrated = format < FormatVersion
-	db, err := Open(path, Options{Stages: stages, LockTimeout: lockTimeout, MustExist: true})
-	if err != nil {
-		return st, err
-	}
-	defer db.Close()
 	fi, err := os.Stat(path)
 	if err != nil {
 		return st, err
@@ -57,7 +69,7 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return st, fmt.Errorf("compact %s: remove the leftover %s: %w", path, tmp, err)
 	}
-	if err := db.compactInto(tmp, fi.Mode().Perm()); err != nil {
+	if err := compactInto(tmp, fi.Mode().Perm(), src, stages, st.Migrated); err != nil {
 		os.Remove(tmp)
 		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
 	}
@@ -81,13 +93,17 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 // compactInto writes a compacted copy of db to tmp and syncs it. bbolt
 // grows a file in steps of up to 16 MB ahead of its pages; the copy is
 // cut back to its last page, or a small database would come out larger.
-func (db *DB) compactInto(tmp string, mode os.FileMode) error {
+func compactInto(tmp string, mode os.FileMode, src *bolt.DB, stages []StageDef, upgrade bool) error {
 	dst, err := bolt.Open(tmp, mode, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return err
 	}
 	var size int64
-	err = bolt.Compact(dst, db.bolt, compactTxMax)
+	if upgrade {
+		err = upgradeInto(dst, src, stages)
+	} else {
+		err = bolt.Compact(dst, src, compactTxMax)
+	}
 	if err == nil {
 		err = dst.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
 	}
@@ -113,31 +129,13 @@ func (db *DB) compactInto(tmp string, mode os.FileMode) error {
 	return err
 }
 
-// storedDefinition reads the stage list and record format a file holds,
-// through a read-only open.
-func storedDefinition(path string, lockTimeout time.Duration) ([]StageDef, int, error) {
-	if err := checkPath(path, true); err != nil {
-		return nil, 0, err
-	}
-	if err := checkFile(path); err != nil {
-		return nil, 0, err
-	}
-	if lockTimeout <= 0 {
-		lockTimeout = DefaultLockTimeout
-	}
-	bdb, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
-	if errors.Is(err, ErrCorrupt) {
-		return nil, 0, err
-	}
-	if err != nil {
-		return nil, 0, openError(path, err)
-	}
-	defer bdb.Close()
+// storedDefinition reads the stage list and record format a file holds.
+func storedDefinition(bdb *bolt.DB, path string) ([]StageDef, int, error) {
 	var (
 		def    definition
 		format int
 	)
-	err = bdb.View(func(tx *bolt.Tx) error {
+	err := bdb.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return fmt.Errorf("open %s: %w", path, ErrNotSawtooth)
@@ -145,6 +143,9 @@ func storedDefinition(path string, lockTimeout time.Duration) ([]StageDef, int, 
 		var err error
 		if format, err = fileFormat(meta); err != nil {
 			return fmt.Errorf("open %s: %v: %w", path, err, ErrNotSawtooth)
+		}
+		if format > FormatVersion {
+			return fmt.Errorf("open %s: record format %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", path, format, FormatVersion, ErrNewerSchema)
 		}
 		if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil || len(def.Stages) == 0 {
 			return fmt.Errorf("open %s: bad pipeline definition: %w", path, ErrNotSawtooth)

@@ -242,13 +242,16 @@ func TestOpen_migratesFormat1(t *testing.T) {
 }
 
 // TestOpen_migrationKilled kills a real process (this test binary) with
-// SIGKILL inside the migration's transaction, after every record is
-// rewritten and before the commit: the file must still be the intact
-// format 1 file, and the next open migrates it.
+// SIGKILL in the middle of the upgrade a writable open does, after the
+// upgraded copy is written and before it replaces the file: the file
+// must still be the intact format 1 file, and the next open upgrades it.
 func TestOpen_migrationKilled(t *testing.T) {
 	path := copyFixture(t)
 	want := readFormat1(t, path)
 	killInHook(t, "^TestHelperMigrate$", path)
+	if _, err := os.Stat(path + ".compact"); err != nil {
+		t.Fatalf("the kill came before the upgraded copy was written: %v", err)
+	}
 	if got := readFormat1(t, path); len(got.items) != len(want.items) {
 		t.Fatalf("after the kill the file holds %d items, want %d", len(got.items), len(want.items))
 	}
@@ -313,6 +316,6 @@ func TestHelperMigrate(t *testing.T) {
 	if path == "" {
 		t.Skip("a helper process of TestOpen_migrationKilled")
 	}
-	migrateHook = blockInHook
+	compactHook = blockInHook
 	_, _ = Open(path, Options{Stages: testStages})
 }

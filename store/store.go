@@ -45,6 +45,9 @@ var (
 	ErrDefinition = errors.New("pipeline definition differs from the database's")
 	// ErrNotFound is returned for an unknown item or dead letter.
 	ErrNotFound = errors.New("not found")
+
+	// errUpgrade is init's word that the file needs upgradeInto.
+	errUpgrade = errors.New("older record format")
 )
 
 var (
@@ -145,6 +148,15 @@ func Open(path string, opt Options) (*DB, error) {
 	}
 	if err := db.init(opt.ReadOnly); err != nil {
 		bdb.Close()
+		if errors.Is(err, errUpgrade) {
+			// A writable open upgrades a file of an older record format
+			// first, as `sawtooth compact` does: into a copy that replaces
+			// it, so a kill leaves the original.
+			if _, err := Compact(path, opt.LockTimeout); err != nil {
+				return nil, fmt.Errorf("open %s: upgrade it from record format %d to %d: %w", path, db.format, FormatVersion, err)
+			}
+			return Open(path, opt)
+		}
 		return nil, err
 	}
 	if !opt.ReadOnly {
@@ -299,10 +311,7 @@ func (db *DB) init(readOnly bool) error {
 			return err
 		}
 		if db.format < FormatVersion {
-			if err := db.migrate(); err != nil {
-				return fmt.Errorf("open %s: upgrade the file from record format %d to %d: %w (nothing was changed; `sawtooth compact --db %s` or `sawtooth copy` upgrade it too)", db.path, db.format, FormatVersion, err, db.path)
-			}
-			db.format = FormatVersion
+			return errUpgrade
 		}
 		if len(db.added) > 0 {
 			return db.insertStages(stored, db.added)
