@@ -29,6 +29,15 @@
 //	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
 //	                report of that period showed, see reports.go
 //
+// Records are written in format 2 (codec.go): packed JSON with a tag
+// byte, short repeated strings coded through dict, an output that is the
+// item's text (or a cut of it) one byte, an output equal to its cached
+// answer a reference to it, so the text and each answer are stored once.
+// A file of format 1 (sawtooth before the format key) is read as it is by
+// read-only opens and upgraded by a writable open or Compact into a copy
+// that replaces it (format.go); Compact also rewrites a file without free
+// pages (compact.go).
+//
 // Every transition of an item (ingest, a stage's success or dead letter,
 // re-queue, re-run, prune) is one transaction, and each transition checks
 // the item's state first, so applying the same transition twice is a
