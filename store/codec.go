@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -54,132 +54,6 @@ const (
 	pObject // uvarint count, then key (a string value) and value pairs
 	pPrefix // uvarint length: that many bytes of the item's text (a cut text)
 )
-
-// Dict limits: only short strings are worth an entry, and the dict is
-// loaded whole, so it is capped.
-const (
-	dictMaxLen     = 32
-	dictMaxEntries = 1 << 16
-)
-
-var bucketDict = []byte("dict")
-
-// minTextRef is the shortest string compared with the item's text: a
-// short text must not fill the dict, and reading the text costs a
-// record decode.
-const minTextRef = 8
-
-// dictIDKey and dictStrKey are the dict bucket's two directions.
-func dictIDKey(id uint64) []byte { return append([]byte{'i'}, u64(id)...) }
-func dictStrKey(s string) []byte { return append([]byte{'s'}, s...) }
-
-// dict caches the committed dict entries. A write transaction finds and
-// adds entries through the bucket and publishes them here only once it
-// has committed (OnCommit), so a rolled-back id never reaches the cache.
-type dict struct {
-	mu    sync.RWMutex
-	byID  map[uint64]string
-	byStr map[string]uint64
-}
-
-func newDict() *dict { return &dict{byID: map[uint64]string{}, byStr: map[string]uint64{}} }
-
-func (d *dict) add(id uint64, s string) {
-	d.mu.Lock()
-	d.byID[id], d.byStr[s] = s, id
-	d.mu.Unlock()
-}
-
-func (d *dict) str(id uint64) (string, bool) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	s, ok := d.byID[id]
-	return s, ok
-}
-
-func (d *dict) id(s string) (uint64, bool) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	id, ok := d.byStr[s]
-	return id, ok
-}
-
-// lookup is the string of dict id in tx.
-func (d *dict) lookup(tx *bolt.Tx, id uint64) (string, error) {
-	if s, ok := d.str(id); ok {
-		return s, nil
-	}
-	b := tx.Bucket(bucketDict)
-	var v []byte
-	if b != nil {
-		v = b.Get(dictIDKey(id))
-	}
-	if v == nil {
-		return "", fmt.Errorf("dict entry %d is missing", id)
-	}
-	s := string(v)
-	if !tx.Writable() {
-		d.add(id, s) // committed: a read transaction sees nothing else
-	}
-	return s, nil
-}
-
-// intern is s's dict id, adding it in tx (writable) when there is room;
-// ok is false when s stays inline.
-func (d *dict) intern(tx *bolt.Tx, s string) (uint64, bool, error) {
-	if len(s) > dictMaxLen || s == "" {
-		return 0, false, nil
-	}
-	if id, ok := d.id(s); ok {
-		return id, true, nil
-	}
-	if !tx.Writable() {
-		return 0, false, nil
-	}
-	b, err := tx.CreateBucketIfNotExists(bucketDict)
-	if err != nil {
-		return 0, false, err
-	}
-	if v := b.Get(dictStrKey(s)); v != nil {
-		id, n := binary.Uvarint(v)
-		if n <= 0 {
-			return 0, false, fmt.Errorf("dict entry %q is damaged", s)
-		}
-		return id, true, nil
-	}
-	if b.Sequence() >= dictMaxEntries {
-		return 0, false, nil
-	}
-	id, err := b.NextSequence()
-	if err != nil {
-		return 0, false, err
-	}
-	if err := b.Put(dictIDKey(id), []byte(s)); err != nil {
-		return 0, false, err
-	}
-	if err := b.Put(dictStrKey(s), binary.AppendUvarint(nil, id)); err != nil {
-		return 0, false, err
-	}
-	tx.OnCommit(func() { d.add(id, s) })
-	return id, true, nil
-}
-
-// load fills the cache from the file.
-func (d *dict) load(tx *bolt.Tx) error {
-	b := tx.Bucket(bucketDict)
-	if b == nil {
-		return nil
-	}
-	c := b.Cursor()
-	prefix := []byte{'i'}
-	for k, v := c.Seek(prefix); k != nil && k[0] == 'i'; k, v = c.Next() {
-		if len(k) != 9 {
-			return fmt.Errorf("dict: damaged key %q", k)
-		}
-		d.add(binary.BigEndian.Uint64(k[1:]), string(v))
-	}
-	return nil
-}
 
 // packCtx is what a record may refer to instead of repeating it: the
 // item's id, and its text (read only when a long string may equal it).
@@ -539,7 +413,62 @@ func (u *unpacker) strOf(kind byte) error {
 	default:
 		return fmt.Errorf("value kind %d where a string is expected", kind)
 	}
-	q, _ := json.Marshal(s) // a string always marshals
-	u.out = append(u.out, q...)
+	u.out = appendQuoted(u.out, s)
 	return nil
+}
+
+// appendQuoted appends s as a JSON string the way encoding/json writes
+// it (HTML characters, U+2028 and U+2029 escaped, invalid UTF-8 as
+// U+FFFD). It is part of the format: a record packs only if it reads
+// back byte for byte through it, so it must never change.
+func appendQuoted(out []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			out = append(out, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				out = append(out, '\\', b)
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
+			case '\n':
+				out = append(out, '\\', 'n')
+			case '\r':
+				out = append(out, '\\', 'r')
+			case '\t':
+				out = append(out, '\\', 't')
+			default:
+				out = append(out, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = append(out, s[start:i]...)
+			out = append(out, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			out = append(out, s[start:i]...)
+			out = append(out, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	out = append(out, s[start:]...)
+	return append(out, '"')
 }

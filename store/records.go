@@ -65,7 +65,7 @@ func (db *DB) encodeOutput(tx *bolt.Tx, stage string, id []byte, out json.RawMes
 		k := answerKey(cacheKey)
 		if b := tx.Bucket(answersBucket(stage)); b != nil {
 			if v := b.Get(k); v != nil {
-				if res, err := db.decodeAnswer(tx, v); err == nil && bytes.Equal(res.Output, out) {
+				if o, err := db.answerOutput(tx, v); err == nil && bytes.Equal(o, out) {
 					return append([]byte{tagAnswer}, k...), nil
 				}
 			}
@@ -101,8 +101,7 @@ func (db *DB) decodeOutput(tx *bolt.Tx, stage string, id, v []byte, text func() 
 		if a == nil {
 			return nil, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
 		}
-		res, err := db.decodeAnswer(tx, a)
-		return res.Output, err
+		return db.answerOutput(tx, a)
 	}
 	return db.decodeRecord(tx, v, packCtx{id: string(id), text: text})
 }
@@ -179,11 +178,10 @@ func (db *DB) decodeAnswer(tx *bolt.Tx, v []byte) (pipeline.Result, error) {
 		}
 		return pipeline.Result{Output: a.Output, Usage: a.Usage}, nil
 	}
-	n, k := binary.Uvarint(v[1:])
-	if k <= 0 || uint64(len(v)-1-k) < n {
-		return res, errShort
+	ue, oe, err := splitAnswer(v)
+	if err != nil {
+		return res, err
 	}
-	ue, oe := v[1+k:1+k+int(n)], v[1+k+int(n):]
 	u, err := db.decodeRecord(tx, ue, packCtx{})
 	if err != nil {
 		return res, err
@@ -193,6 +191,29 @@ func (db *DB) decodeAnswer(tx *bolt.Tx, v []byte) (pipeline.Result, error) {
 	}
 	res.Output, err = db.decodeRecord(tx, oe, packCtx{})
 	return res, err
+}
+
+// answerOutput is the output of a stored answer, its usage left unread:
+// what an output that refers to the answer reads.
+func (db *DB) answerOutput(tx *bolt.Tx, v []byte) (json.RawMessage, error) {
+	if len(v) == 0 || v[0] != tagCached {
+		res, err := db.decodeAnswer(tx, v)
+		return res.Output, err
+	}
+	_, oe, err := splitAnswer(v)
+	if err != nil {
+		return nil, err
+	}
+	return db.decodeRecord(tx, oe, packCtx{})
+}
+
+// splitAnswer is a format 2 answer's usage and output records.
+func splitAnswer(v []byte) (usage, output []byte, err error) {
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || uint64(len(v)-1-k) < n {
+		return nil, nil, errShort
+	}
+	return v[1+k : 1+k+int(n)], v[1+k+int(n):], nil
 }
 
 // answerKey is the stored form of a cache key: 32 bytes for the usual
