@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -210,4 +211,26 @@ func TestAppendQuoted(t *testing.T) {
 			t.Errorf("appendQuoted(%q) = %s, want %s", s, got, want)
 		}
 	}
+}
+
+// TestDB_decodeRecord_damaged: a record cut short or with a byte
+// changed reads as an error or as some JSON, never a panic.
+func TestDB_decodeRecord_damaged(t *testing.T) {
+	db := openTest(t)
+	in := `{"label":"praise","n":[1,2.5,null,true],"s":"a long enough string to stay inline, past the dict"}`
+	_ = db.bolt.Update(func(tx *bolt.Tx) error {
+		enc, err := db.encodeRecord(tx, []byte(in), packCtx{})
+		if err != nil || enc[0] != tagPacked {
+			t.Fatalf("encode: %v %q", err, enc)
+		}
+		for i := 1; i < len(enc); i++ {
+			if _, err := db.decodeRecord(tx, enc[:i], packCtx{}); err == nil {
+				t.Errorf("a record cut to %d of %d bytes read without error", i, len(enc))
+			}
+			bad := bytes.Clone(enc)
+			bad[i] ^= 0xff
+			_, _ = db.decodeRecord(tx, bad, packCtx{}) // must not panic
+		}
+		return nil
+	})
 }
