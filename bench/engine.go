@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,6 +117,16 @@ type EngineResult struct {
 	LeasesLost int64 `json:"leases_lost"`
 	// Load is the 1-minute load average before and after the run.
 	Load string `json:"load"`
+	// Space is, for bbolt, the file's bytes after the drain ("file"),
+	// after `sawtooth compact` ("compacted") and the bytes of pages of
+	// each bucket before compacting; InputBytes is the items as JSON
+	// Lines, what the file is measured against.
+	Space      map[string]int64 `json:"space,omitempty"`
+	InputBytes int64            `json:"input_bytes,omitempty"`
+	// PeakRSS is the process's peak resident set in bytes when the run
+	// ended (getrusage): for one bbolt run, what the drain needed, the
+	// file's mapped pages included.
+	PeakRSS int64 `json:"peak_rss,omitempty"`
 }
 
 // Worker modes.
@@ -178,12 +190,13 @@ func runBoltEngine(ctx context.Context, cfg EngineConfig) (EngineResult, error) 
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "engine.db"), store.Options{Stages: stageDefs})
+	path := filepath.Join(dir, "engine.db")
+	db, err := store.Open(path, store.Options{Stages: stageDefs})
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
-	if err := ingestEngineItems(db, cfg.Items); err != nil {
+	if res.InputBytes, err = ingestEngineItems(db, cfg.Items); err != nil {
 		return res, err
 	}
 	load := loadAverage()
@@ -196,7 +209,27 @@ func runBoltEngine(ctx context.Context, cfg EngineConfig) (EngineResult, error) 
 		return res, err
 	}
 	res.ItemsPerSec = float64(cfg.Items) / res.Seconds
-	return res, verifyEngine(db, cfg.Items)
+	res.PeakRSS = peakRSS()
+	if err := verifyEngine(db, cfg.Items); err != nil {
+		return res, err
+	}
+	if res.Space, err = db.Space(); err != nil {
+		return res, err
+	}
+	db.Close()
+	st, err := store.Compact(path, 0)
+	res.Space["compacted"] = st.After
+	return res, err
+}
+
+// peakRSS is the process's peak resident set in bytes, 0 where getrusage
+// does not say.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // kilobytes on Linux
 }
 
 // runPostgresEngine ingests the items into a fresh schema, then drains
@@ -219,7 +252,7 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 		return res, err
 	}
 	defer admin.Close()
-	if err := ingestEngineItems(admin, cfg.Items); err != nil {
+	if _, err := ingestEngineItems(admin, cfg.Items); err != nil {
 		return res, err
 	}
 	handles := make([]*postgres.DB, workers)
@@ -263,25 +296,43 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 
 // ingestEngineItems ingests n generated reviews, 1000 per transaction,
 // skipping the few whose text is empty once sanitized (they would be
-// dead-lettered), so that every item of a correct run ends done.
-func ingestEngineItems(db pipeline.Database, n int) error {
+// dead-lettered), so that every item of a correct run ends done. It
+// returns the bytes the items take as JSON Lines.
+func ingestEngineItems(db pipeline.Database, n int) (int64, error) {
 	g := reviewgen.New(DefaultItemSeed)
 	batch := make([]pipeline.Record, 0, 1000)
+	var size int64
 	for i := 1; i <= n; {
 		rv := g.Next()
 		if _, err := stages.Clean(rv.Text, stages.SanitizeOptions{}); err != nil {
 			continue
 		}
-		batch = append(batch, record(rv, i))
+		r := record(rv, i)
+		batch = append(batch, r)
+		size += jsonlBytes(r)
 		if len(batch) == cap(batch) || i == n {
 			if _, err := db.Ingest(batch); err != nil {
-				return fmt.Errorf("ingest: %w", err)
+				return size, fmt.Errorf("ingest: %w", err)
 			}
 			batch = batch[:0]
 		}
 		i++
 	}
-	return nil
+	return size, nil
+}
+
+// jsonlBytes is r's size as a line of an input file: id, text and each
+// field at the top level, the rating a number.
+func jsonlBytes(r pipeline.Record) int64 {
+	line := map[string]any{"id": r.ID, "text": r.Text}
+	for k, v := range r.Fields {
+		line[k] = v
+	}
+	if n, err := strconv.Atoi(r.Fields["rating"]); err == nil {
+		line["rating"] = n
+	}
+	b, _ := json.Marshal(line)
+	return int64(len(b)) + 1
 }
 
 // verifyEngine checks a drained database: n items, all done, none queued

@@ -48,3 +48,26 @@ func TestRunEngine(t *testing.T) {
 		t.Errorf("bbolt reported not durable: %+v", b)
 	}
 }
+
+// TestRunEngine_boltSpace: a bbolt run says where its bytes went: the
+// file after the drain and after compact, each bucket's pages, the
+// input's size and the peak RSS.
+func TestRunEngine_boltSpace(t *testing.T) {
+	results, err := RunEngine(context.Background(), EngineConfig{Items: 200, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 {
+		t.Fatalf("%d results, want 1 (bbolt)", len(results))
+	}
+	r := results[0]
+	file, compacted := r.Space["file"], r.Space["compacted"]
+	if file <= 0 || compacted <= 0 || compacted > file || r.InputBytes <= 0 || r.PeakRSS <= 0 {
+		t.Errorf("space %v, input %d bytes, peak RSS %d: want all measured, compacted <= file", r.Space, r.InputBytes, r.PeakRSS)
+	}
+	for _, b := range []string{"items", "state", "out/sanitize", "out/classify", "out/aggregate"} {
+		if r.Space[b] <= 0 || r.Space[b] > file {
+			t.Errorf("bucket %s: %d bytes of a %d-byte file", b, r.Space[b], file)
+		}
+	}
+}

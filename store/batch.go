@@ -342,23 +342,20 @@ func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
 	si := db.index[job.Stage]
 	var out []pipeline.Item
 	err = db.view(func(tx *bolt.Tx) error {
-		states, items := tx.Bucket(bucketState), tx.Bucket(bucketItems)
+		states := tx.Bucket(bucketState)
 		for _, id := range job.Items {
 			s, ok := decodeState(states.Get([]byte(id)))
 			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != num {
 				continue
 			}
 			var it pipeline.Item
-			if err := json.Unmarshal(items.Get([]byte(id)), &it.Record); err != nil {
-				return fmt.Errorf("batch job %d: item %q: bad record: %w", num, id, err)
+			var err error
+			if it.Record, _, err = db.record(tx, []byte(id)); err != nil {
+				return fmt.Errorf("batch job %d: %w", num, err)
 			}
 			if si > 0 {
-				it.Outputs = make(map[string]json.RawMessage, si)
-				for i := 0; i < si; i++ {
-					name := db.stages[i].Name
-					if o := tx.Bucket(outBucket(name)).Get([]byte(id)); o != nil {
-						it.Outputs[name] = bytes.Clone(o)
-					}
+				if it.Outputs, err = db.outputs(tx, []byte(id), it.Record.Text, si); err != nil {
+					return fmt.Errorf("batch job %d: %w", num, err)
 				}
 				it.Prev = it.Outputs[db.stages[si-1].Name]
 			}

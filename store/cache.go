@@ -25,7 +25,7 @@ var bucketLedger = []byte("ledger")
 
 func answersBucket(stage string) []byte { return []byte("answers/" + stage) }
 
-// cachedAnswer is one stored answer.
+// cachedAnswer is one stored answer in format 1 (see decodeAnswer).
 type cachedAnswer struct {
 	Output json.RawMessage `json:"output"`
 	Usage  pipeline.Usage  `json:"usage"`
@@ -43,15 +43,19 @@ func (db *DB) CachedAnswer(stage, key string) (pipeline.Result, bool, error) {
 		if b == nil {
 			return nil
 		}
-		v := b.Get([]byte(key))
+		k := answerKey(key)
+		if db.format < FormatVersion {
+			k = []byte(key) // a format 1 file, read-only
+		}
+		v := b.Get(k)
 		if v == nil {
 			return nil
 		}
-		var a cachedAnswer
-		if err := json.Unmarshal(v, &a); err != nil {
+		var err error
+		if res, err = db.decodeAnswer(tx, v); err != nil {
 			return fmt.Errorf("cached answer %s at %s is damaged (%v): run with --no-cache, or `sawtooth verify`", key, stage, err)
 		}
-		res, found = pipeline.Result{Output: a.Output, Usage: a.Usage}, true
+		found = true
 		return nil
 	})
 	return res, found, err
@@ -137,22 +141,10 @@ func (w *writer) applies(t *pipeline.Transition) bool {
 	return ok && s.Status == Queued && s.Stage == si && s.Seq == t.Seq
 }
 
-// record keeps an applied transition's answer under its cache key and
-// adds its money to the stage's ledger, in the transition's transaction.
+// record adds an applied transition's money to the stage's ledger, in
+// the transition's transaction (apply keeps its answer under its cache
+// key).
 func (w *writer) record(t *pipeline.Transition) error {
-	if t.Outcome == pipeline.Succeeded && t.CacheKey != "" && !t.Cached {
-		b, err := w.tx.CreateBucketIfNotExists(answersBucket(t.Stage))
-		if err != nil {
-			return err
-		}
-		v, err := json.Marshal(cachedAnswer{Output: t.Result.Output, Usage: t.Result.Usage})
-		if err != nil {
-			return err
-		}
-		if err := b.Put([]byte(t.CacheKey), v); err != nil {
-			return fmt.Errorf("cache the answer of %q at %s: %w", t.ID, t.Stage, err)
-		}
-	}
 	if t.CostUSD == 0 && !t.Cached && t.Usage == (pipeline.Usage{}) {
 		return nil
 	}
@@ -180,11 +172,11 @@ func (db *DB) ForEachAnswer(stage string, fn func(key string, res pipeline.Resul
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			var a cachedAnswer
-			if err := json.Unmarshal(v, &a); err != nil {
-				return fmt.Errorf("cached answer %s at %s is damaged (%v): run `sawtooth verify`", k, stage, err)
+			res, err := db.decodeAnswer(tx, v)
+			if err != nil {
+				return fmt.Errorf("cached answer %s at %s is damaged (%v): run `sawtooth verify`", answerKeyString(k), stage, err)
 			}
-			return fn(string(k), pipeline.Result{Output: a.Output, Usage: a.Usage})
+			return fn(answerKeyString(k), res)
 		})
 	})
 }
@@ -196,19 +188,9 @@ func (db *DB) RestoreAnswers(stage string, answers map[string]pipeline.Result) e
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	return db.update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(answersBucket(stage))
-		if err != nil {
-			return err
-		}
+		w := db.writer(tx)
 		for key, res := range answers {
-			if b.Get([]byte(key)) != nil {
-				continue
-			}
-			v, err := json.Marshal(cachedAnswer{Output: res.Output, Usage: res.Usage})
-			if err != nil {
-				return err
-			}
-			if err := b.Put([]byte(key), v); err != nil {
+			if err := w.putAnswer(stage, key, res); err != nil {
 				return fmt.Errorf("cache answer %s at %s: %w", key, stage, err)
 			}
 		}

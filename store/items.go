@@ -4,7 +4,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -19,28 +18,18 @@ import (
 // writable handle that needs to remap).
 func (db *DB) ForEachItem(fn func(ItemState) error) error {
 	return db.view(func(tx *bolt.Tx) error {
-		items := tx.Bucket(bucketItems)
-		outs := make([]*bolt.Bucket, len(db.stages))
-		for i, st := range db.stages {
-			outs[i] = tx.Bucket(outBucket(st.Name))
-		}
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)
 			}
 			is := ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
-			if err := json.Unmarshal(items.Get(k), &is.Record); err != nil {
-				return fmt.Errorf("item %q: bad record: %w (run `sawtooth verify`)", k, err)
+			var err error
+			if is.Record, _, err = db.record(tx, k); err != nil {
+				return err
 			}
-			is.Outputs = make(map[string]json.RawMessage, len(db.stages))
-			for i, st := range db.stages {
-				if outs[i] == nil {
-					continue
-				}
-				if o := outs[i].Get(k); o != nil {
-					is.Outputs[st.Name] = bytes.Clone(o)
-				}
+			if is.Outputs, err = db.outputs(tx, k, is.Record.Text, len(db.stages)); err != nil {
+				return err
 			}
 			if s.Status == Dead {
 				if raw := tx.Bucket(deadBucket(is.Stage)).Get(k); raw != nil {

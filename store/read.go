@@ -25,23 +25,19 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 	var out []pipeline.Queued
 	err := db.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(todoBucket(stage)).Cursor()
-		items := tx.Bucket(bucketItems)
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < max; k, v = c.Next() {
 			q := pipeline.Queued{Seq: binary.BigEndian.Uint64(k)}
-			raw := items.Get(v)
-			if raw == nil {
+			rec, ok, err := db.record(tx, v)
+			if err != nil {
+				return fmt.Errorf("queue %s: %w", stage, err)
+			}
+			if !ok {
 				return fmt.Errorf("queue %s: item %q has no record: run `sawtooth verify`", stage, v)
 			}
-			if err := json.Unmarshal(raw, &q.Item.Record); err != nil {
-				return fmt.Errorf("queue %s: item %q: bad record: %w", stage, v, err)
-			}
+			q.Item.Record = rec
 			if si > 0 {
-				q.Item.Outputs = make(map[string]json.RawMessage, si)
-				for i := 0; i < si; i++ {
-					name := db.stages[i].Name
-					if o := tx.Bucket(outBucket(name)).Get(v); o != nil {
-						q.Item.Outputs[name] = bytes.Clone(o)
-					}
+				if q.Item.Outputs, err = db.outputs(tx, v, rec.Text, si); err != nil {
+					return err
 				}
 				q.Item.Prev = q.Item.Outputs[db.stages[si-1].Name]
 			}
@@ -61,22 +57,28 @@ type (
 	DeadEntry   = pipeline.DeadEntry
 )
 
-// Counts walks the state bucket once; it costs O(items).
+// Counts walks the state bucket once; it costs O(items). An item has the
+// outputs of the stages it passed (Check holds the file to it), so the
+// outputs are counted from the states too, without reading the outputs'
+// pages.
 func (db *DB) Counts() (Counts, error) {
 	c := Counts{Stages: make([]StageCounts, len(db.stages))}
 	for i, s := range db.stages {
 		c.Stages[i].Stage = s.Name
 	}
+	passed := make([]int, len(db.stages)+1) // items past stage i-1 and at i
 	err := db.view(func(tx *bolt.Tx) error {
-		for i, s := range db.stages {
-			c.Stages[i].Output = tx.Bucket(outBucket(s.Name)).Stats().KeyN
-		}
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				return fmt.Errorf("item %q: corrupt state record", k)
 			}
 			c.Items++
+			if s.Status == Done {
+				passed[len(db.stages)]++
+			} else {
+				passed[s.Stage]++
+			}
 			switch s.Status {
 			case Queued:
 				c.Stages[s.Stage].Queued++
@@ -88,6 +90,11 @@ func (db *DB) Counts() (Counts, error) {
 			return nil
 		})
 	})
+	// Stage i's outputs: every item at a later stage, or done.
+	for i := len(db.stages) - 1; i >= 0; i-- {
+		c.Stages[i].Output = passed[i+1]
+		passed[i] += passed[i+1]
+	}
 	return c, err
 }
 
@@ -104,14 +111,12 @@ func (db *DB) Locate(id string) (Location, error) {
 			return fmt.Errorf("item %q: corrupt state record", id)
 		}
 		loc.Stage, loc.Status = db.stages[s.Stage].Name, s.Status.String()
-		if err := json.Unmarshal(tx.Bucket(bucketItems).Get([]byte(id)), &loc.Record); err != nil {
-			return fmt.Errorf("item %q: bad record: %w", id, err)
+		var err error
+		if loc.Record, _, err = db.record(tx, []byte(id)); err != nil {
+			return err
 		}
-		loc.Output = map[string]json.RawMessage{}
-		for _, st := range db.stages {
-			if o := tx.Bucket(outBucket(st.Name)).Get([]byte(id)); o != nil {
-				loc.Output[st.Name] = bytes.Clone(o)
-			}
+		if loc.Output, err = db.outputs(tx, []byte(id), loc.Record.Text, len(db.stages)); err != nil {
+			return err
 		}
 		if s.Status == Dead {
 			var dl pipeline.DeadLetter
@@ -119,7 +124,6 @@ func (db *DB) Locate(id string) (Location, error) {
 				loc.Dead = &dl
 			}
 		}
-		var err error
 		loc.History, err = readHistory(tx, []byte(id))
 		return err
 	})
@@ -132,14 +136,12 @@ func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	return db.view(func(tx *bolt.Tx) error {
-		items := tx.Bucket(bucketItems)
 		return tx.Bucket(deadBucket(stage)).ForEach(func(k, v []byte) error {
 			e := DeadEntry{ID: string(k)}
 			if err := json.Unmarshal(v, &e.Dead); err != nil {
 				return fmt.Errorf("dead/%s %q: %w", stage, k, err)
 			}
-			var r pipeline.Record
-			if json.Unmarshal(items.Get(k), &r) == nil {
+			if r, _, err := db.record(tx, k); err == nil {
 				e.Text = r.Text
 			}
 			return fn(e)
@@ -153,13 +155,16 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	return db.view(func(tx *bolt.Tx) error {
-		items := tx.Bucket(bucketItems)
 		return tx.Bucket(outBucket(stage)).ForEach(func(k, v []byte) error {
-			var r pipeline.Record
-			if err := json.Unmarshal(items.Get(k), &r); err != nil {
-				return fmt.Errorf("item %q: bad record: %w", k, err)
+			r, _, err := db.record(tx, k)
+			if err != nil {
+				return err
 			}
-			return fn(r, v)
+			out, err := db.decodeOutput(tx, stage, k, v, func() string { return r.Text })
+			if err != nil {
+				return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", k, stage, err)
+			}
+			return fn(r, out)
 		})
 	})
 }
@@ -167,21 +172,18 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 // ForEachDone calls fn with every done item, its record and all outputs.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 	return db.view(func(tx *bolt.Tx) error {
-		items := tx.Bucket(bucketItems)
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Status != Done {
 				return nil
 			}
 			var it pipeline.Item
-			if err := json.Unmarshal(items.Get(k), &it.Record); err != nil {
-				return fmt.Errorf("item %q: bad record: %w", k, err)
+			var err error
+			if it.Record, _, err = db.record(tx, k); err != nil {
+				return err
 			}
-			it.Outputs = map[string]json.RawMessage{}
-			for _, st := range db.stages {
-				if o := tx.Bucket(outBucket(st.Name)).Get(k); o != nil {
-					it.Outputs[st.Name] = bytes.Clone(o)
-				}
+			if it.Outputs, err = db.outputs(tx, k, it.Record.Text, len(db.stages)); err != nil {
+				return err
 			}
 			return fn(it)
 		})
@@ -261,7 +263,15 @@ func (db *DB) Check() ([]string, error) {
 			case Dead:
 			case Done:
 				var f pipeline.Fact
-				if raw := tx.Bucket(outBucket(last)).Get(k); raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
+				rec, _, err := db.record(tx, k)
+				if err != nil {
+					add("item %q: %v", k, err)
+				}
+				raw, err := db.output(tx, last, k, func() string { return rec.Text })
+				if err != nil {
+					add("%v", err)
+				}
+				if raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
 					recomputed.Fold(string(k), f, +1)
 				}
 			case InBatch:
@@ -286,9 +296,14 @@ func (db *DB) Check() ([]string, error) {
 				return err
 			}
 			for _, b := range []string{"dead/", "out/"} {
-				err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, _ []byte) error {
+				err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, v []byte) error {
 					if states.Get(k) == nil {
 						add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
+					}
+					if b == "out/" && len(v) > 0 && v[0] == tagAnswer {
+						if a := tx.Bucket(answersBucket(st.Name)); a == nil || a.Get(v[1:]) == nil {
+							add("out/%s: item %q refers to cached answer %x, which is missing", st.Name, k, v[1:])
+						}
 					}
 					return nil
 				})

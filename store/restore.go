@@ -32,7 +32,7 @@ func (w *writer) restore(loc pipeline.Location) error {
 	if _, exists := w.state(id); exists {
 		return fmt.Errorf("already in %s", w.db.path)
 	}
-	rec, err := json.Marshal(loc.Record)
+	rec, err := w.db.encodeItem(w.tx, loc.Record)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,11 @@ func (w *writer) restore(loc pipeline.Location) error {
 		if _, ok := w.db.index[stage]; !ok {
 			return fmt.Errorf("output of unknown stage %q", stage)
 		}
-		if err := w.bucket(outBucket(stage)).Put(id, out); err != nil {
+		v, err := w.db.encodeOutput(w.tx, stage, id, out, func() string { return loc.Record.Text }, "")
+		if err != nil {
+			return err
+		}
+		if err := w.bucket(outBucket(stage)).Put(id, v); err != nil {
 			return err
 		}
 	}

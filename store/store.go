@@ -45,6 +45,9 @@ var (
 	ErrDefinition = errors.New("pipeline definition differs from the database's")
 	// ErrNotFound is pipeline.ErrNotFound: an unknown item or dead letter.
 	ErrNotFound = pipeline.ErrNotFound
+
+	// errUpgrade is init's word that the file needs upgradeInto.
+	errUpgrade = errors.New("older record format")
 )
 
 var (
@@ -103,6 +106,10 @@ type DB struct {
 	// run is the run record last saved as running by this handle: Commit
 	// adds usage to it, so a killed run's record holds what it paid for.
 	run atomic.Pointer[string]
+	// dict caches the dict bucket (see codec.go).
+	dict *dict
+	// format is the file's record format (format.go).
+	format int
 }
 
 // Open opens or creates the pipeline database at path (mode 0600).
@@ -132,7 +139,7 @@ func Open(path string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	db := &DB{bolt: bdb, path: path, stages: opt.Stages, index: map[string]int{}, now: opt.Now}
+	db := &DB{bolt: bdb, path: path, stages: opt.Stages, index: map[string]int{}, now: opt.Now, dict: newDict()}
 	if db.now == nil {
 		db.now = time.Now
 	}
@@ -141,6 +148,15 @@ func Open(path string, opt Options) (*DB, error) {
 	}
 	if err := db.init(opt.ReadOnly); err != nil {
 		bdb.Close()
+		if errors.Is(err, errUpgrade) {
+			// A writable open upgrades a file of an older record format
+			// first, as `sawtooth compact` does: into a copy that replaces
+			// it, so a kill leaves the original.
+			if _, err := Compact(path, opt.LockTimeout); err != nil {
+				return nil, fmt.Errorf("open %s: upgrade it from record format %d to %d: %w", path, db.format, FormatVersion, err)
+			}
+			return Open(path, opt)
+		}
 		return nil, err
 	}
 	if !opt.ReadOnly {
@@ -254,6 +270,17 @@ func (db *DB) init(readOnly bool) error {
 		if v > SchemaVersion {
 			return fmt.Errorf("open %s: schema version %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, v, SchemaVersion, ErrNewerSchema)
 		}
+		format, err := fileFormat(meta)
+		if err != nil {
+			return fmt.Errorf("open %s: %v: %w", db.path, err, ErrNotSawtooth)
+		}
+		if format > FormatVersion {
+			return fmt.Errorf("open %s: record format %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, format, FormatVersion, ErrNewerSchema)
+		}
+		db.format = format
+		if err := db.dict.load(tx); err != nil {
+			return fmt.Errorf("open %s: %v: %w (run `sawtooth verify`)", db.path, err, ErrCorrupt)
+		}
 		var def definition
 		if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil {
 			return fmt.Errorf("open %s: bad pipeline definition: %w", db.path, ErrNotSawtooth)
@@ -283,6 +310,9 @@ func (db *DB) init(readOnly bool) error {
 		if err := db.addBuckets(); err != nil {
 			return err
 		}
+		if db.format < FormatVersion {
+			return errUpgrade
+		}
 		if len(db.added) > 0 {
 			return db.insertStages(stored, db.added)
 		}
@@ -291,6 +321,7 @@ func (db *DB) init(readOnly bool) error {
 	if readOnly {
 		return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", db.path, ErrNotSawtooth)
 	}
+	db.format = FormatVersion
 	return db.update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -299,6 +330,7 @@ func (db *DB) init(readOnly bool) error {
 		def, _ := json.Marshal(definition{Stages: db.stages})
 		for k, v := range map[string][]byte{
 			string(keySchema):  []byte(strconv.Itoa(SchemaVersion)),
+			string(keyFormat):  []byte(strconv.Itoa(FormatVersion)),
 			string(keyDef):     def,
 			string(keyCreated): []byte(time.Now().UTC().Format(time.RFC3339)),
 		} {
@@ -306,7 +338,7 @@ func (db *DB) init(readOnly bool) error {
 				return err
 			}
 		}
-		names := [][]byte{bucketItems, bucketState, bucketAgg, bucketRuns, bucketHistory, bucketUsage}
+		names := [][]byte{bucketItems, bucketState, bucketAgg, bucketRuns, bucketHistory, bucketUsage, bucketDict}
 		for _, s := range db.stages {
 			names = append(names, todoBucket(s.Name), outBucket(s.Name), deadBucket(s.Name))
 		}

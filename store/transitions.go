@@ -46,15 +46,15 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 				st.Unchanged++
 				continue
 			}
-			rec, err := json.Marshal(r)
+			rec, err := db.encodeItem(tx, r)
 			if err != nil {
-				return fmt.Errorf("encode item %q: %w", r.ID, err)
+				return err
 			}
 			from := 0
 			if exists {
-				var old pipeline.Record
-				if err := json.Unmarshal(w.items.Get(id), &old); err != nil {
-					return fmt.Errorf("item %q: stored record is damaged (%v): run `sawtooth verify`", r.ID, err)
+				old, _, err := db.record(tx, id)
+				if err != nil {
+					return err
 				}
 				changed := pipeline.ChangedFields(old, r)
 				from = db.reentry(changed)
@@ -66,6 +66,9 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 						st.Updated++
 					}
 					cur.Hash = hash
+					if err := w.retext(id, old.Text, r.Text); err != nil {
+						return err
+					}
 					if err := w.items.Put(id, rec); err != nil {
 						return fmt.Errorf("store item %q: %w", r.ID, err)
 					}
@@ -75,6 +78,9 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 					continue
 				}
 				if err := w.removeFrom(id, cur, from, reasonEdited); err != nil {
+					return err
+				}
+				if err := w.retext(id, old.Text, r.Text); err != nil {
 					return err
 				}
 				st.Changed++
@@ -390,7 +396,16 @@ func (w *writer) apply(t *pipeline.Transition) error {
 	}
 	switch t.Outcome {
 	case pipeline.Succeeded:
-		if err := w.bucket(outBucket(t.Stage)).Put(id, t.Result.Output); err != nil {
+		if t.CacheKey != "" && !t.Cached {
+			if err := w.putAnswer(t.Stage, t.CacheKey, t.Result); err != nil {
+				return fmt.Errorf("cache the answer of %q at %s: %w", t.ID, t.Stage, err)
+			}
+		}
+		v, err := w.db.encodeOutput(w.tx, t.Stage, id, t.Result.Output, w.db.textOf(w.tx, id), t.CacheKey)
+		if err != nil {
+			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
+		}
+		if err := w.bucket(outBucket(t.Stage)).Put(id, v); err != nil {
 			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
 		}
 		if si+1 < len(w.db.stages) {
@@ -506,9 +521,9 @@ func (w *writer) fold(id []byte, sign int) error {
 // foldAt is fold of the output of stage last (the last stage of an
 // earlier stage list, when stages are added after it).
 func (w *writer) foldAt(id []byte, last string, sign int) error {
-	raw := w.tx.Bucket(outBucket(last)).Get(id)
-	if raw == nil {
-		return nil
+	raw, err := w.db.output(w.tx, last, id, w.db.textOf(w.tx, id))
+	if err != nil || raw == nil {
+		return err
 	}
 	var f pipeline.Fact
 	if err := json.Unmarshal(raw, &f); err != nil || f.Label == "" {

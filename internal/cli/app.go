@@ -62,6 +62,7 @@ func NewApp(cfg Config) *cli.App {
 		newExportCommand(),
 		newReportCommand(),
 		newVerifyCommand(),
+		newCompactCommand(),
 		newPruneCommand(cfg),
 		newMigrateCommand(),
 		newCopyCommand(),

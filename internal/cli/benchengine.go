@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"text/tabwriter"
 
@@ -94,4 +95,27 @@ func printEngineTable(w io.Writer, results []bench.EngineResult) {
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
+	for _, r := range results {
+		if r.Space != nil && r.InputBytes > 0 {
+			fmt.Fprintln(w, boltSpace(r))
+		}
+	}
+}
+
+// boltSpace says where a bbolt run's bytes went, against its input.
+func boltSpace(r bench.EngineResult) string {
+	in := float64(r.InputBytes)
+	s := fmt.Sprintf("bbolt file: %s (%.1fx the %s of JSONL input), %s (%.1fx) after compact; peak RSS %s; pages:",
+		mb(r.Space["file"]), float64(r.Space["file"])/in, mb(r.InputBytes), mb(r.Space["compacted"]), float64(r.Space["compacted"])/in, mb(r.PeakRSS))
+	names := make([]string, 0, len(r.Space))
+	for k, v := range r.Space {
+		if k != "file" && k != "compacted" && v >= 1<<20 {
+			names = append(names, k)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return r.Space[names[i]] > r.Space[names[j]] })
+	for _, k := range names {
+		s += fmt.Sprintf(" %s %s", k, mb(r.Space[k]))
+	}
+	return s
 }

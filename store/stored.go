@@ -1,0 +1,264 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+// This file reads and writes the three record kinds of format 2 (see
+// codec.go): items, stage outputs and cached answers.
+
+// encodeItem is the stored form of r.
+func (db *DB) encodeItem(tx *bolt.Tx, r pipeline.Record) ([]byte, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode item %q: %w", r.ID, err)
+	}
+	return db.encodeRecord(tx, raw, packCtx{id: r.ID})
+}
+
+// record reads the stored record of id; ok is false when there is none.
+func (db *DB) record(tx *bolt.Tx, id []byte) (r pipeline.Record, ok bool, err error) {
+	v := tx.Bucket(bucketItems).Get(id)
+	if v == nil {
+		return r, false, nil
+	}
+	raw, err := db.decodeRecord(tx, v, packCtx{id: string(id)})
+	if err == nil {
+		err = json.Unmarshal(raw, &r)
+	}
+	if err != nil {
+		return r, true, fmt.Errorf("item %q: bad record: %w (run `sawtooth verify`)", id, err)
+	}
+	return r, true, nil
+}
+
+// textOf returns the stored text of item id, read on first call ("" when
+// it has none): what a packed output may refer to.
+func (db *DB) textOf(tx *bolt.Tx, id []byte) func() string {
+	var (
+		text string
+		read bool
+	)
+	return func() string {
+		if !read {
+			read = true
+			if r, _, err := db.record(tx, id); err == nil {
+				text = r.Text
+			}
+		}
+		return text
+	}
+}
+
+// encodeOutput is the stored form of stage's output for item id: a
+// reference to the cached answer when the output is that answer byte
+// for byte, else the packed output.
+func (db *DB) encodeOutput(tx *bolt.Tx, stage string, id []byte, out json.RawMessage, text func() string, cacheKey string) ([]byte, error) {
+	if cacheKey != "" {
+		k := answerKey(cacheKey)
+		if b := tx.Bucket(answersBucket(stage)); b != nil {
+			if v := b.Get(k); v != nil {
+				if o, err := db.answerOutput(tx, v); err == nil && bytes.Equal(o, out) {
+					return append([]byte{tagAnswer}, k...), nil
+				}
+			}
+		}
+	}
+	return db.encodeRecord(tx, out, packCtx{id: string(id), text: text})
+}
+
+// output reads the stored output of id at stage, nil when there is none.
+// text is the item's text, which a packed output may refer to.
+func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (json.RawMessage, error) {
+	b := tx.Bucket(outBucket(stage))
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get(id)
+	if v == nil {
+		return nil, nil
+	}
+	out, err := db.decodeOutput(tx, stage, id, v, text)
+	if err != nil {
+		return nil, fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, stage, err)
+	}
+	return out, nil
+}
+
+func (db *DB) decodeOutput(tx *bolt.Tx, stage string, id, v []byte, text func() string) (json.RawMessage, error) {
+	if len(v) > 0 && v[0] == tagAnswer {
+		var a []byte
+		if b := tx.Bucket(answersBucket(stage)); b != nil {
+			a = b.Get(v[1:])
+		}
+		if a == nil {
+			return nil, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
+		}
+		return db.answerOutput(tx, a)
+	}
+	return db.decodeRecord(tx, v, packCtx{id: string(id), text: text})
+}
+
+// outputs reads the outputs of stages [0, n) of id.
+func (db *DB) outputs(tx *bolt.Tx, id []byte, text string, n int) (map[string]json.RawMessage, error) {
+	m := make(map[string]json.RawMessage, n)
+	textFn := func() string { return text }
+	for i := 0; i < n; i++ {
+		name := db.stages[i].Name
+		o, err := db.output(tx, name, id, textFn)
+		if err != nil {
+			return nil, err
+		}
+		if o != nil {
+			m[name] = o
+		}
+	}
+	return m, nil
+}
+
+// retext rewrites the outputs item id keeps when its text changes from
+// old to text, since a packed output may refer to the text.
+func (w *writer) retext(id []byte, old, text string) error {
+	if old == text {
+		return nil
+	}
+	for _, s := range w.db.stages {
+		b := w.bucket(outBucket(s.Name))
+		v := b.Get(id)
+		if len(v) == 0 || v[0] != tagPacked {
+			continue
+		}
+		raw, err := w.db.decodeRecord(w.tx, v, packCtx{id: string(id), text: func() string { return old }})
+		if err != nil {
+			return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, s.Name, err)
+		}
+		nv, err := w.db.encodeRecord(w.tx, raw, packCtx{id: string(id), text: func() string { return text }})
+		if err != nil {
+			return err
+		}
+		if err := b.Put(id, nv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeAnswer is the stored form of a cached answer.
+func (db *DB) encodeAnswer(tx *bolt.Tx, res pipeline.Result) ([]byte, error) {
+	u, err := json.Marshal(res.Usage)
+	if err != nil {
+		return nil, err
+	}
+	ue, err := db.encodeRecord(tx, u, packCtx{})
+	if err != nil {
+		return nil, err
+	}
+	oe, err := db.encodeRecord(tx, res.Output, packCtx{})
+	if err != nil {
+		return nil, err
+	}
+	v := binary.AppendUvarint([]byte{tagCached}, uint64(len(ue)))
+	return append(append(v, ue...), oe...), nil
+}
+
+// decodeAnswer reads a cached answer (format 1 JSON or format 2).
+func (db *DB) decodeAnswer(tx *bolt.Tx, v []byte) (pipeline.Result, error) {
+	var res pipeline.Result
+	if len(v) == 0 || v[0] != tagCached {
+		var a cachedAnswer
+		if err := json.Unmarshal(v, &a); err != nil {
+			return res, err
+		}
+		return pipeline.Result{Output: a.Output, Usage: a.Usage}, nil
+	}
+	ue, oe, err := splitAnswer(v)
+	if err != nil {
+		return res, err
+	}
+	u, err := db.decodeRecord(tx, ue, packCtx{})
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(u, &res.Usage); err != nil {
+		return res, err
+	}
+	res.Output, err = db.decodeRecord(tx, oe, packCtx{})
+	return res, err
+}
+
+// answerOutput is the output of a stored answer, its usage left unread:
+// what an output that refers to the answer reads.
+func (db *DB) answerOutput(tx *bolt.Tx, v []byte) (json.RawMessage, error) {
+	if len(v) == 0 || v[0] != tagCached {
+		res, err := db.decodeAnswer(tx, v)
+		return res.Output, err
+	}
+	_, oe, err := splitAnswer(v)
+	if err != nil {
+		return nil, err
+	}
+	return db.decodeRecord(tx, oe, packCtx{})
+}
+
+// splitAnswer is a format 2 answer's usage and output records.
+func splitAnswer(v []byte) (usage, output []byte, err error) {
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || uint64(len(v)-1-k) < n {
+		return nil, nil, errShort
+	}
+	return v[1+k : 1+k+int(n)], v[1+k+int(n):], nil
+}
+
+// answerKey is the stored form of a cache key: 32 bytes for the usual
+// hex SHA-256 key, the key itself otherwise. A non-hex key of exactly 32
+// bytes gets a 0 byte appended so it cannot read back as a hex one.
+func answerKey(key string) []byte {
+	if len(key) == 64 {
+		if b, err := hex.DecodeString(key); err == nil && hex.EncodeToString(b) == key {
+			return b
+		}
+	}
+	if len(key) == 32 {
+		return append([]byte(key), 0)
+	}
+	return []byte(key)
+}
+
+// answerKeyString is the cache key a stored key stands for.
+func answerKeyString(k []byte) string {
+	switch {
+	case len(k) == 32:
+		return hex.EncodeToString(k)
+	case len(k) == 33 && k[32] == 0:
+		return string(k[:32])
+	}
+	return string(k)
+}
+
+// putAnswer caches res under key at stage unless the key holds an
+// answer already: the first answer stays, as on PostgreSQL, because
+// outputs may refer to it. Keys are hashes, so writes land anywhere in
+// the bucket: bbolt's default half-full split packs such pages best
+// (measured at 100,000 items: 11 MB against 19 MB at fillPercent).
+func (w *writer) putAnswer(stage, key string, res pipeline.Result) error {
+	b, err := w.tx.CreateBucketIfNotExists(answersBucket(stage))
+	if err != nil {
+		return err
+	}
+	k := answerKey(key)
+	if b.Get(k) != nil {
+		return nil
+	}
+	v, err := w.db.encodeAnswer(w.tx, res)
+	if err != nil {
+		return err
+	}
+	return b.Put(k, v)
+}
