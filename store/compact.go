@@ -47,6 +47,11 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 	if lockTimeout <= 0 {
 		lockTimeout = DefaultLockTimeout
 	}
+	// The copy replaces the file itself, never a symlink to it: the link
+	// is the user's layout, and the file behind it what others open.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	src, err := openBolt(path, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType})
 	if errors.Is(err, ErrCorrupt) {
 		return st, err

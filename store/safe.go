@@ -39,6 +39,30 @@ func (db *DB) update(fn func(*bolt.Tx) error) (err error) {
 // beyond any recover; commits pay a little for that, measured at 100,000
 // items as within run-to-run noise.
 func openBolt(path string, opt *bolt.Options) (bdb *bolt.DB, err error) {
+	// bbolt opens the file, then waits for its lock: a compact or an
+	// upgrade holding the lock meanwhile renames its copy over path, and
+	// the lock then granted is the replaced file's, whose writes nobody
+	// would ever read. Open again until the file locked is path's.
+	for try := 0; ; try++ {
+		before, statErr := os.Stat(path)
+		bdb, err = openBoltOnce(path, opt)
+		if lockedHook != nil && err == nil {
+			lockedHook(path)
+		}
+		if err != nil || statErr != nil || try == 3 {
+			return bdb, err
+		}
+		if after, err := os.Stat(path); err == nil && os.SameFile(before, after) {
+			return bdb, nil
+		}
+		bdb.Close()
+	}
+}
+
+// lockedHook, when set (tests only), runs once bbolt holds a file's lock.
+var lockedHook func(path string)
+
+func openBoltOnce(path string, opt *bolt.Options) (bdb *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
