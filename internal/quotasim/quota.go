@@ -2,6 +2,7 @@ package quotasim
 
 import (
 	"math"
+	"sort"
 	"time"
 )
 
@@ -72,52 +73,79 @@ type SlidingLog struct {
 	Window  time.Duration
 	Drift   Drift
 	Charged bool
-	log     []entry // counted within the last window, oldest first
-	sum     int
+	// log holds what was counted, oldest first, from head on; each entry
+	// keeps the running total of every cost counted up to and including
+	// it, so the sum in the window and the instant enough of it expires
+	// are a subtraction and a binary search.
+	log  []entry
+	head int
 }
 
 type entry struct {
-	at   time.Time
-	cost int
+	at    time.Time
+	total int
 }
 
 func (s *SlidingLog) trim(t time.Time) {
-	i := 0
-	for i < len(s.log) && !s.log[i].at.Add(s.Window).After(t) {
-		s.sum -= s.log[i].cost
-		i++
+	for s.head < len(s.log) && !s.log[s.head].at.Add(s.Window).After(t) {
+		s.head++
 	}
-	s.log = s.log[i:]
+	if s.head > 1024 && s.head > len(s.log)/2 {
+		s.log = append(s.log[:0], s.log[s.head:]...)
+		s.head = 0
+	}
 }
 
-// room is when a call of cost would fit, from t: t itself when it fits.
+// before is the running total before the window's oldest entry.
+func (s *SlidingLog) before() int {
+	if s.head == 0 {
+		return 0
+	}
+	return s.log[s.head-1].total
+}
+
+func (s *SlidingLog) sum() int {
+	if s.head == len(s.log) {
+		return 0
+	}
+	return s.log[len(s.log)-1].total - s.before()
+}
+
+func (s *SlidingLog) add(t time.Time, cost int) {
+	total := cost
+	if len(s.log) > 0 {
+		total += s.log[len(s.log)-1].total
+	}
+	s.log = append(s.log, entry{t, total})
+}
+
+// room is when a call of cost would fit, from t (trimmed): t itself when
+// it fits.
 func (s *SlidingLog) room(t time.Time, cost int) time.Time {
 	lim := s.Limit * s.Drift.pctAt(t) / 100
-	if lim <= 0 {
+	free := s.sum() + cost - lim
+	if free <= 0 {
+		return t
+	}
+	if lim <= 0 || cost > lim {
 		return t.Add(s.Window)
 	}
-	free := s.sum + cost - lim
-	for _, e := range s.log {
-		if free -= e.cost; free <= 0 {
-			return e.at.Add(s.Window)
-		}
-	}
-	return t.Add(s.Window)
+	base := s.before()
+	live := s.log[s.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].total-base >= free })
+	return live[i].at.Add(s.Window)
 }
 
 // Admit implements Quota.
 func (s *SlidingLog) Admit(t time.Time, cost int) (bool, time.Duration) {
 	s.trim(t)
-	lim := s.Limit * s.Drift.pctAt(t) / 100
-	if s.sum+cost > lim {
+	if s.sum()+cost > s.Limit*s.Drift.pctAt(t)/100 {
 		if s.Charged {
-			s.log = append(s.log, entry{t, cost})
-			s.sum += cost
+			s.add(t, cost)
 		}
 		return false, s.room(t, cost).Sub(t)
 	}
-	s.log = append(s.log, entry{t, cost})
-	s.sum += cost
+	s.add(t, cost)
 	return true, 0
 }
 
@@ -125,10 +153,11 @@ func (s *SlidingLog) Admit(t time.Time, cost int) (bool, time.Duration) {
 func (s *SlidingLog) Next(t time.Time, cost int) time.Time {
 	for range 1 << 20 {
 		s.trim(t)
-		if s.sum+cost <= s.Limit*s.Drift.pctAt(t)/100 {
+		n := s.room(t, cost)
+		if !n.After(t) {
 			return t
 		}
-		t = s.room(t, cost)
+		t = n
 	}
 	return t
 }

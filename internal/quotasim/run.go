@@ -82,7 +82,21 @@ type server struct {
 	sh               Shape
 	requests, tokens Quota
 	rng              *rand.Rand
-	active           []time.Time // end times of calls in progress
+	active           endTimes // of the calls in progress, soonest first
+}
+
+// endTimes is a min-heap of instants.
+type endTimes []time.Time
+
+func (h endTimes) Len() int           { return len(h) }
+func (h endTimes) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h endTimes) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endTimes) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *endTimes) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 func newServer(sh Shape) *server {
@@ -97,7 +111,9 @@ func newServer(sh Shape) *server {
 }
 
 func (s *server) trim(t time.Time) {
-	s.active = slices.DeleteFunc(s.active, func(end time.Time) bool { return !end.After(t) })
+	for len(s.active) > 0 && !s.active[0].After(t) {
+		heap.Pop(&s.active)
+	}
 }
 
 // call decides a call of tokens arriving at t: admitted taking took, or
@@ -120,7 +136,7 @@ func (s *server) call(t time.Time, tokens int) (took, retryAfter time.Duration, 
 		}
 	}
 	took = s.sh.Latency(s.rng)
-	s.active = append(s.active, t.Add(took))
+	heap.Push(&s.active, t.Add(took))
 	return took, 0, true, false
 }
 
@@ -141,7 +157,7 @@ func Perfect(sh Shape) time.Duration {
 		for {
 			s.trim(t)
 			if sh.Cap > 0 && len(s.active) >= sh.Cap {
-				t = slices.MinFunc(s.active, time.Time.Compare)
+				t = s.active[0]
 				continue
 			}
 			n := t
