@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -81,7 +80,6 @@ func (sh Shape) prompts() []int {
 type server struct {
 	sh               Shape
 	requests, tokens Quota
-	rng              *rand.Rand
 	active           endTimes // of the calls in progress, soonest first
 }
 
@@ -100,7 +98,7 @@ func (h *endTimes) Pop() any {
 }
 
 func newServer(sh Shape) *server {
-	s := &server{sh: sh, rng: rand.New(rand.NewPCG(sh.Seed, 7))}
+	s := &server{sh: sh}
 	if sh.Requests != nil {
 		s.requests = sh.Requests()
 	}
@@ -116,10 +114,12 @@ func (s *server) trim(t time.Time) {
 	}
 }
 
-// call decides a call of tokens arriving at t: admitted taking took, or
-// refused with the retry delay its 429 carries and whether it names the
-// quota's budgets.
-func (s *server) call(t time.Time, tokens int) (took, retryAfter time.Duration, ok, named bool) {
+// call decides a call for item (of tokens) arriving at t: admitted
+// taking took, or refused with the retry delay its 429 carries and
+// whether it names the quota's budgets. An item's answer takes the same
+// time whoever sends it and whenever, so that the perfect client and a
+// law differ by when they send, not by the latencies they drew.
+func (s *server) call(t time.Time, item, tokens int) (took, retryAfter time.Duration, ok, named bool) {
 	s.trim(t)
 	if s.sh.Cap > 0 && len(s.active) >= s.sh.Cap {
 		return s.sh.Refusal, 0, false, false
@@ -135,7 +135,7 @@ func (s *server) call(t time.Time, tokens int) (took, retryAfter time.Duration, 
 			return s.sh.Refusal, s.sh.Retry.delay(wait), false, named
 		}
 	}
-	took = s.sh.Latency(s.rng)
+	took = s.sh.Latency(rand.New(rand.NewPCG(s.sh.Seed, uint64(item))))
 	heap.Push(&s.active, t.Add(took))
 	return took, 0, true, false
 }
@@ -153,7 +153,7 @@ func (sh Shape) namedAt(t time.Time) (rpm, tpm int64) {
 func Perfect(sh Shape) time.Duration {
 	s := newServer(sh)
 	t, end := Epoch, Epoch
-	for _, tokens := range sh.prompts() {
+	for item, tokens := range sh.prompts() {
 		for {
 			s.trim(t)
 			if sh.Cap > 0 && len(s.active) >= sh.Cap {
@@ -175,7 +175,7 @@ func Perfect(sh Shape) time.Duration {
 			}
 			t = n
 		}
-		took, _, ok, _ := s.call(t, tokens)
+		took, _, ok, _ := s.call(t, item, tokens)
 		if !ok {
 			panic(fmt.Sprintf("quotasim: the perfect client was refused on %s", sh.Name))
 		}
@@ -246,7 +246,7 @@ const maxCallsPerItem = 20
 // outcome is a call's answer reaching the client.
 type outcome struct {
 	at, started time.Time
-	tokens      int
+	item        int
 	ok          bool
 	retryAfter  time.Duration
 	named       bool
@@ -277,23 +277,27 @@ func Run(sh Shape, law Law) Result {
 	var (
 		t        = Epoch
 		events   outcomes
-		waiting  = slices.Clone(prompts[:min(max(law.MostInFlight(), 1), sh.Items)])
-		assigned = len(waiting)
+		waiting  []int // the items workers hold, not in flight, first in line first
+		assigned = min(max(law.MostInFlight(), 1), sh.Items)
 		inFlight int
 		r        = Result{Shape: sh, Perfect: Perfect(sh)}
 	)
+	for i := range assigned {
+		waiting = append(waiting, i)
+	}
 	for r.Done < sh.Items {
 		var wake time.Time
 		for len(waiting) > 0 {
-			size := PromptSize(waiting[0])
+			item := waiting[0]
+			size := PromptSize(prompts[item])
 			ok, at := law.Ready(t, inFlight, size)
 			if !ok {
 				wake = at
 				break
 			}
 			started := law.Start(t, inFlight, size)
-			took, retryAfter, admitted, named := s.call(t, waiting[0])
-			heap.Push(&events, outcome{at: t.Add(took), started: started, tokens: waiting[0], ok: admitted, retryAfter: retryAfter, named: named})
+			took, retryAfter, admitted, named := s.call(t, item, prompts[item])
+			heap.Push(&events, outcome{at: t.Add(took), started: started, item: item, ok: admitted, retryAfter: retryAfter, named: named})
 			waiting = waiting[1:]
 			inFlight++
 			r.Calls++
@@ -313,10 +317,10 @@ func Run(sh Shape, law Law) Result {
 		for len(events) > 0 && !events[0].at.After(t) {
 			e := heap.Pop(&events).(outcome)
 			if e.ok {
-				law.Succeeded(t, e.started, int64(e.tokens), inFlight)
+				law.Succeeded(t, e.started, int64(prompts[e.item]), inFlight)
 				r.Done++
 				if assigned < sh.Items {
-					waiting = append(waiting, prompts[assigned])
+					waiting = append(waiting, assigned)
 					assigned++
 				}
 			} else {
@@ -326,7 +330,7 @@ func Run(sh Shape, law Law) Result {
 					rpm, tpm = sh.namedAt(e.started)
 				}
 				law.RateLimited(t, e.started, e.retryAfter, rpm, tpm, inFlight)
-				waiting = append(waiting, e.tokens)
+				waiting = append(waiting, e.item)
 			}
 			inFlight--
 		}
