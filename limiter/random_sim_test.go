@@ -34,3 +34,62 @@ func TestLaw_randomFamilies(t *testing.T) {
 	quotasim.WriteTable(&b, rs, 10)
 	t.Logf("%d random shapes, seed %d\n%s", n, seed, b.String())
 }
+
+// randomBar is what the law reaches on the random families drawn from
+// barSeed, held as a regression bar: the targets (median 0.95,
+// p10 0.90 of the perfect client, at most 1% of calls refused on every
+// shape, 1.01 calls per item) are not reached by today's law, and a bar
+// set at them could only fail. Any change that loses ground fails it; a
+// change that gains raises it.
+type randomBar struct {
+	shapes                 int
+	p10, median            float64 // goodput at least
+	worst429, callsPerItem float64 // at most
+}
+
+// barSeed draws the bar's shapes. It is not a seed to report figures on:
+// measure with TestLaw_randomFamilies and a fresh seed.
+const barSeed = 9000
+
+// The bar over 200 shapes, and over the first 20 under the race detector (or -short).
+var (
+	randomBarFull = randomBar{shapes: 200, p10: 0.23, median: 0.66, worst429: 0.27, callsPerItem: 1.35}
+	randomBarRace = randomBar{shapes: 20, p10: 0.30, median: 0.53, worst429: 0.02, callsPerItem: 1.02}
+)
+
+// TestLaw_randomFamiliesBar drives the default law through random quota
+// shapes in virtual time and asserts the bar: p10 and median goodput
+// against the perfect client, the worst 429 share and calls per item, no
+// item lost (every run finishes), and no shape beating the perfect client
+// by more than the latency of the order items happen to go in (a harness
+// that lets a law beat it is broken).
+func TestLaw_randomFamiliesBar(t *testing.T) {
+	bar := randomBarFull
+	if raceEnabled || testing.Short() {
+		bar = randomBarRace
+	}
+	var rs []quotasim.Result
+	for _, sh := range quotasim.Draw(bar.shapes, barSeed) {
+		r := quotasim.Run(sh, NewVirtual(Config{}))
+		if r.Stalled != "" || r.Done != sh.Items {
+			t.Errorf("%s: %d of %d items done (%s)", sh.Name, r.Done, sh.Items, r.Stalled)
+		}
+		if r.Goodput() > 1.1 {
+			t.Errorf("%s: goodput %.3f beats the perfect client", sh.Name, r.Goodput())
+		}
+		rs = append(rs, r)
+	}
+	s := quotasim.Summarize(rs)
+	if s.P10 < bar.p10 || s.Median < bar.median {
+		t.Errorf("goodput p10 %.3f, median %.3f; want at least %.2f and %.2f", s.P10, s.Median, bar.p10, bar.median)
+	}
+	if s.Worst429 > bar.worst429 {
+		t.Errorf("%.2f%% of calls refused on %s; want at most %.1f%%", 100*s.Worst429, s.Worst429At, 100*bar.worst429)
+	}
+	if s.WorstCallsPerItem > bar.callsPerItem {
+		t.Errorf("%.3f calls per item on the worst shape; want at most %.2f", s.WorstCallsPerItem, bar.callsPerItem)
+	}
+	var b strings.Builder
+	quotasim.WriteTable(&b, rs, 3)
+	t.Logf("%d random shapes, seed %d\n%s", bar.shapes, barSeed, b.String())
+}
