@@ -29,6 +29,13 @@
 // (perfect time over wall time) is exact for each shape, where Capacity
 // integrates a request rate and fits only a sliding log.
 //
+// RunRandom (`sawtooth bench --matrix --random N --seed S`) measures the
+// law itself rather than the whole engine: it draws N quota shapes from
+// internal/quotasim's random families and drives limiter.Virtual through
+// each in virtual time against quotasim's perfect client, in seconds.
+// Shape i of seed S has seed S+i, so any line of the table replays with
+// --random 1 --seed (its seed).
+//
 // RunEngine (`sawtooth bench --engine`) measures the engine itself: it
 // drains generated reviews through sanitize, InstantClassify (a stand-in
 // for classify that makes no call) and aggregate with pipeline.Runner, on

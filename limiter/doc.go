@@ -140,4 +140,17 @@
 //
 // A run can start from what the last one learned: Limit and Rate, passed
 // back as Config.Start and Config.StartRate.
+//
+// Virtual (virtual.go) is the same law with no lock, no queue and no
+// clock, for internal/quotasim: it drives any law through quota shapes in
+// virtual time against a perfect client (one that knows the quota and
+// sends each item the instant it would be admitted, with no bound of its
+// own on calls in flight). quotasim draws shapes from random families
+// (sliding logs, fixed windows, token buckets, server caps, input-token
+// budgets, real per-minute windows; named or not, retry delays exact,
+// coarse or absent, refusals charged or not, drift), which the law was
+// never tuned on: TestLaw_randomFamiliesBar holds it to what it reaches
+// there, TestLaw_randomFamilies (opt-in) measures it on a fresh seed,
+// and `sawtooth bench --matrix --random N --seed S` prints the same
+// table.
 package limiter

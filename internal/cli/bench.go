@@ -41,6 +41,10 @@ type benchOptions struct {
 	Runs       int
 	Shapes     string
 	PlotDir    string
+	// Random, with Matrix, draws that many shapes from the random quota
+	// families and runs the law on them in virtual time; Sim.Seed
+	// (--seed) draws them.
+	Random int
 	// Engine measures the engine itself (an instant stand-in for
 	// classify) on PostgreSQL (DB, with each of Workers) and bbolt
 	// (WithBolt, or without DB).
@@ -76,6 +80,7 @@ func newBenchCommand() *cli.Command {
 		&cli.BoolFlag{Category: catBench, Name: "unnamed", Usage: "with --matrix: every shape's 429s name no budget (QuotaFailure without quotaValue, as proxies and some servers send it), so the controller finds each quota by its refusals alone", Destination: &o.Unnamed},
 		&cli.IntFlag{Category: catBench, Name: "runs", Value: 1, Usage: "with --matrix: runs per cell; the table shows medians", Destination: &o.Runs},
 		&cli.StringFlag{Category: catBench, Name: "shapes", Usage: "with --matrix: comma-separated shapes to run (default all)", Destination: &o.Shapes},
+		&cli.IntFlag{Category: catBench, Name: "random", Usage: "with --matrix: instead of the fixed shapes, draw `N` quota shapes from random families (sliding, fixed, bucket, cap, TPM, per-minute; --seed S draws them, shape i has seed S+i) and run the default law on each in virtual time (seconds, not minutes): p10, median and worst goodput against a perfect client, 429 share, calls per item, the worst shapes with their seeds", Destination: &o.Random},
 		&cli.StringFlag{Category: catBench, Name: "plot-dir", Usage: "with --matrix: write one SVG per shape to `DIR`", Destination: &o.PlotDir},
 		&cli.BoolFlag{Category: catEngineBench, Name: "engine", Usage: "measure the engine itself: drain --items through sanitize, an instant stand-in for classify (no HTTP) and aggregate, on PostgreSQL (--db) and bbolt", Destination: &o.Engine},
 		&cli.StringFlag{Category: catEngineBench, Name: "db", Usage: "with --engine: the PostgreSQL `URL` to measure (each run works in its own new schema and drops it; the password from PGPASSWORD or ~/.pgpass); without it only bbolt is measured, in a temporary file", Destination: &o.DB},
@@ -120,7 +125,7 @@ throwaway durable server on a Unix socket, from a source checkout:
 				}
 			}
 			if !o.Matrix {
-				for _, f := range []string{"long", "unnamed", "runs", "shapes", "plot-dir"} {
+				for _, f := range []string{"long", "unnamed", "runs", "shapes", "plot-dir", "random"} {
 					if c.IsSet(f) {
 						return usagef("--%s is for the quota matrix: add --matrix (without it, bench runs the strategies on one simulator the simulator flags set)", f)
 					}
@@ -153,6 +158,13 @@ func runBench(ctx context.Context, o *benchOptions) error {
 	strategies, err := bench.Lookup(splitList([]string{o.Strategies}))
 	if err != nil {
 		return usagef("--strategies: %v", err)
+	}
+	if o.Matrix && o.Random != 0 {
+		if o.Random < 0 {
+			return usagef("--random must be positive: the number of quota shapes to draw")
+		}
+		bench.RunRandom(bench.RandomOptions{Shapes: o.Random, Seed: uint64(o.Sim.Seed), Worst: 10}, o.Out)
+		return nil
 	}
 	if o.Matrix {
 		if o.Runs <= 0 {

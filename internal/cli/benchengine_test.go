@@ -53,7 +53,7 @@ func TestBenchEngine_usage(t *testing.T) {
 // --matrix is refused naming it, before any strategy runs (it would
 // otherwise be ignored, and the run would not be what was asked).
 func TestBench_matrixFlagsWithoutMatrix(t *testing.T) {
-	for _, args := range [][]string{{"--unnamed"}, {"--long"}, {"--runs", "3"}, {"--shapes", "fixed-exact"}, {"--plot-dir", t.TempDir()}} {
+	for _, args := range [][]string{{"--unnamed"}, {"--long"}, {"--runs", "3"}, {"--shapes", "fixed-exact"}, {"--plot-dir", t.TempDir()}, {"--random", "3"}} {
 		t.Run(args[0], func(t *testing.T) {
 			var out strings.Builder
 			err := runApp(append([]string{"sawtooth", "bench", "--items", "10"}, args...), &out, io.Discard)
@@ -65,5 +65,25 @@ func TestBench_matrixFlagsWithoutMatrix(t *testing.T) {
 				t.Errorf("printed %q before refusing", out.String())
 			}
 		})
+	}
+}
+
+// TestBench_matrixRandom: --matrix --random N --seed S prints the random
+// families' table for N shapes drawn from S, each worst shape with its
+// seed; a negative N is a usage error.
+func TestBench_matrixRandom(t *testing.T) {
+	var out strings.Builder
+	if err := runApp([]string{"sawtooth", "bench", "--matrix", "--random", "3", "--seed", "40"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"3 random quota shapes, seed 40", "\nall ", "seed 40\n", "seed 41\n", "seed 42\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	err := runApp([]string{"sawtooth", "bench", "--matrix", "--random", "-2"}, io.Discard, io.Discard)
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--random must be positive") {
+		t.Errorf("--random -2: err = %v, want a usage error", err)
 	}
 }
