@@ -1,7 +1,5 @@
 package pipeline
 
-import "math"
-
 // Price is what one stage's calls cost, in USD per million tokens. The
 // zero Price means the stage's calls cost nothing (sanitize, aggregate):
 // no budget applies to them.
@@ -73,6 +71,3 @@ func reserveTier(stage Stage) string {
 
 // nanos is u priced in billionths of a dollar: sums of them are exact.
 func (p Price) nanos(u Usage) int64 { return toNanos(p.Cost(u)) }
-
-func toNanos(usd float64) int64 { return int64(math.Round(usd * 1e9)) }
-func toUSD(n int64) float64     { return float64(n) / 1e9 }

@@ -71,7 +71,7 @@ func (db *DB) Ledgers() (map[string]pipeline.Ledger, error) {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			out[string(k)] = decodeLedger(v).ledger()
+			out[string(k)] = decodeLedger(v).Ledger()
 			return nil
 		})
 	})
@@ -97,37 +97,21 @@ func (db *DB) QueuedThrough(stage string) (int, error) {
 	return n, err
 }
 
-// ledgerEntry is a ledger value: exact integer sums.
-type ledgerEntry struct {
-	spent, saved int64 // nanodollars
-	paid, cached int64
-}
-
-func decodeLedger(v []byte) ledgerEntry {
+// decodeLedger reads a ledger value: four big-endian int64s.
+func decodeLedger(v []byte) pipeline.LedgerSum {
 	if len(v) != 32 {
-		return ledgerEntry{}
+		return pipeline.LedgerSum{}
 	}
 	get := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
-	return ledgerEntry{spent: get(0), saved: get(1), paid: get(2), cached: get(3)}
+	return pipeline.LedgerSum{Spent: pipeline.NanoUSD(get(0)), Saved: pipeline.NanoUSD(get(1)), Paid: get(2), Cached: get(3)}
 }
 
-func (e ledgerEntry) encode() []byte {
+func encodeLedger(e pipeline.LedgerSum) []byte {
 	v := make([]byte, 32)
-	for i, n := range []int64{e.spent, e.saved, e.paid, e.cached} {
+	for i, n := range []int64{int64(e.Spent), int64(e.Saved), e.Paid, e.Cached} {
 		binary.BigEndian.PutUint64(v[i*8:], uint64(n))
 	}
 	return v
-}
-
-func (e ledgerEntry) ledger() pipeline.Ledger {
-	return pipeline.Ledger{SpentUSD: float64(e.spent) / 1e9, SavedUSD: float64(e.saved) / 1e9, Paid: e.paid, Cached: e.cached}
-}
-
-func nanos(usd float64) int64 {
-	if usd >= 0 {
-		return int64(usd*1e9 + 0.5)
-	}
-	return int64(usd*1e9 - 0.5)
 }
 
 // applies reports whether t will be applied (its item is queued at its
@@ -153,14 +137,8 @@ func (w *writer) record(t *pipeline.Transition) error {
 		return err
 	}
 	e := decodeLedger(b.Get([]byte(t.Stage)))
-	e.spent += nanos(t.CostUSD)
-	if t.Cached {
-		e.cached++
-		e.saved += nanos(t.SavedUSD)
-	} else if t.Outcome == pipeline.Succeeded && t.Usage != (pipeline.Usage{}) {
-		e.paid++
-	}
-	return b.Put([]byte(t.Stage), e.encode())
+	e.AddTransition(t)
+	return b.Put([]byte(t.Stage), encodeLedger(e))
 }
 
 // ForEachAnswer calls fn with every answer cached at stage, in key
@@ -207,11 +185,8 @@ func (db *DB) AddLedgers(ls map[string]pipeline.Ledger) error {
 		}
 		for stage, l := range ls {
 			e := decodeLedger(b.Get([]byte(stage)))
-			e.spent += nanos(l.SpentUSD)
-			e.saved += nanos(l.SavedUSD)
-			e.paid += l.Paid
-			e.cached += l.Cached
-			if err := b.Put([]byte(stage), e.encode()); err != nil {
+			e.AddLedger(l)
+			if err := b.Put([]byte(stage), encodeLedger(e)); err != nil {
 				return err
 			}
 		}

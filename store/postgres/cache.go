@@ -55,9 +55,9 @@ func (db *DB) Ledgers() (map[string]pipeline.Ledger, error) {
 		FROM ledger GROUP BY stage`)
 	out := map[string]pipeline.Ledger{}
 	var stage string
-	var e ledgerEntry
-	_, err := pgx.ForEachRow(rows, []any{&stage, &e.spent, &e.saved, &e.paid, &e.cached}, func() error {
-		out[stage] = e.ledger()
+	var e pipeline.LedgerSum
+	_, err := pgx.ForEachRow(rows, []any{&stage, &e.Spent, &e.Saved, &e.Paid, &e.Cached}, func() error {
+		out[stage] = e.Ledger()
 		return nil
 	})
 	if err != nil {
@@ -80,27 +80,10 @@ func (db *DB) QueuedThrough(stage string) (int, error) {
 	return n, nil
 }
 
-// ledgerEntry is one stage's ledger change, or sum: exact integers.
-type ledgerEntry struct {
-	spent, saved int64 // nanodollars
-	paid, cached int64
-}
-
-func (e ledgerEntry) ledger() pipeline.Ledger {
-	return pipeline.Ledger{SpentUSD: float64(e.spent) / 1e9, SavedUSD: float64(e.saved) / 1e9, Paid: e.paid, Cached: e.cached}
-}
-
-func nanos(usd float64) int64 {
-	if usd >= 0 {
-		return int64(usd*1e9 + 0.5)
-	}
-	return int64(usd*1e9 - 0.5)
-}
-
 // moneyDelta is what applied transitions add to the answer cache and the
 // ledger, queued with the rest of their commit.
 type moneyDelta struct {
-	ledger                  map[string]ledgerEntry
+	ledger                  map[string]pipeline.LedgerSum
 	ansStages, ansKeys      []string
 	ansOut                  [][]byte
 	ansPrompt, ansCandidate []int64
@@ -119,16 +102,10 @@ func (d *moneyDelta) add(t *pipeline.Transition) {
 		return
 	}
 	if d.ledger == nil {
-		d.ledger = map[string]ledgerEntry{}
+		d.ledger = map[string]pipeline.LedgerSum{}
 	}
 	e := d.ledger[t.Stage]
-	e.spent += nanos(t.CostUSD)
-	if t.Cached {
-		e.cached++
-		e.saved += nanos(t.SavedUSD)
-	} else if t.Outcome == pipeline.Succeeded && t.Usage != (pipeline.Usage{}) {
-		e.paid++
-	}
+	e.AddTransition(t)
 	d.ledger[t.Stage] = e
 }
 
@@ -136,13 +113,10 @@ func (d *moneyDelta) add(t *pipeline.Transition) {
 func (d *moneyDelta) addLedgers(ls map[string]pipeline.Ledger) {
 	for stage, l := range ls {
 		if d.ledger == nil {
-			d.ledger = map[string]ledgerEntry{}
+			d.ledger = map[string]pipeline.LedgerSum{}
 		}
 		e := d.ledger[stage]
-		e.spent += nanos(l.SpentUSD)
-		e.saved += nanos(l.SavedUSD)
-		e.paid += l.Paid
-		e.cached += l.Cached
+		e.AddLedger(l)
 		d.ledger[stage] = e
 	}
 }
@@ -166,7 +140,7 @@ func (d *moneyDelta) queue(b *pgx.Batch, shard int16) {
 	for _, s := range slices.Sorted(maps.Keys(d.ledger)) {
 		e := d.ledger[s]
 		stages = append(stages, s)
-		spent, saved, paid, cached = append(spent, e.spent), append(saved, e.saved), append(paid, e.paid), append(cached, e.cached)
+		spent, saved, paid, cached = append(spent, int64(e.Spent)), append(saved, int64(e.Saved)), append(paid, e.Paid), append(cached, e.Cached)
 	}
 	b.Queue(`INSERT INTO ledger (stage, shard, spent, saved, paid, cached)
 		SELECT s, $2, a, b, c, d FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(s, a, b, c, d)

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
 
@@ -364,8 +363,10 @@ func compareCache(a, b pipeline.Database) error {
 
 // sameLedger compares ledgers to the nanodollar, as both stores keep them.
 func sameLedger(x, y pipeline.Ledger) bool {
-	nano := func(usd float64) int64 { return int64(math.Round(usd * 1e9)) }
-	return nano(x.SpentUSD) == nano(y.SpentUSD) && nano(x.SavedUSD) == nano(y.SavedUSD) && x.Paid == y.Paid && x.Cached == y.Cached
+	var a, b pipeline.LedgerSum
+	a.AddLedger(x)
+	b.AddLedger(y)
+	return a == b
 }
 
 func countAnswers(c cacheStore, stage string) (int, error) {
