@@ -4,8 +4,8 @@
 // # The model
 //
 // A Driver groups the items queued at its stage into jobs of Config.Size
-// requests. Each job goes through the store's job records (see the store
-// package's batch.go), one transaction per step:
+// requests. Each job goes through the store's job records (see the bbolt
+// and PostgreSQL stores' batch.go), one transaction per step:
 //
 //  1. intent: the job's number, display name and item ids are recorded and
 //     the items leave the queue (they are "in batch job N": the online
@@ -107,5 +107,7 @@
 //     an error body comes back as if it were the file. The driver therefore
 //     refuses a responses file with a line that is not a keyed result.
 //
-// A Driver is not safe for concurrent use; run one per stage and database.
+// A Driver is not safe for concurrent use; run one per stage and process.
+// On a store that workers share (a Leaser) each runs its own Driver: a
+// job is driven by the one worker holding its lease (see lease.go).
 package batch

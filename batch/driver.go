@@ -117,6 +117,11 @@ type Config struct {
 	CreateSettle time.Duration
 	// MaxRounds bounds ModeBatch's rounds (ModeAuto runs one).
 	MaxRounds int
+	// Lease is how long this worker holds a job without renewing it, on
+	// a Store shared by workers (a Leaser): the driver renews every
+	// Lease/3, and once a worker's lease ended (it died, or stalled that
+	// long) another takes its jobs over. Ignored otherwise.
+	Lease time.Duration
 	// NoCache keeps the answers out of the store's answer cache. By
 	// default an answer is kept under the stage's cache key (when the
 	// stage is a pipeline.Cacheable), as an online answer is, so a later
@@ -161,6 +166,7 @@ func (c *Config) setDefaults() {
 	def(&c.CreateBackoff, DefaultCreateBackoff)
 	def(&c.CreateBackoffMax, DefaultCreateBackoffMax)
 	def(&c.CreateSettle, DefaultCreateSettle)
+	def(&c.Lease, DefaultLease)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -249,6 +255,11 @@ type Driver struct {
 	// clients are the clients for endpoints other than the run's that
 	// open jobs were created at, by endpointKey (see dial).
 	clients map[string]*genai.Client
+	// holdAt is when the leases on the jobs are renewed next, and others
+	// how many open jobs of the stage other workers held then (a Leaser
+	// store only: see hold).
+	holdAt time.Time
+	others int
 	// unread are the SUCCEEDED jobs whose results could not be read by
 	// ModeAuto's deadline: left open, holding their items, the run stops.
 	unread []string
@@ -320,9 +331,18 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			return d.sum, err
 		}
 		filling := true
-		for filling || len(d.jobs) > 0 {
+		// Jobs other workers drive are waited for: they may die, and then
+		// their jobs are this worker's to finish.
+		for filling || len(d.jobs) > 0 || d.others > 0 {
 			now := d.cfg.Now()
+			if err := d.hold(ctx, now, false); err != nil {
+				return d.sum, err
+			}
 			created, err := d.createPending(ctx, now)
+			if heldElsewhere(err) {
+				d.holdAt = time.Time{} // lost a job: hold again, leave it
+				continue
+			}
 			if err != nil {
 				return d.sum, err
 			}
@@ -341,7 +361,10 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				// they settle below their reservations: try again then.
 				filling = d.blocked && len(d.jobs) > 0
 			}
-			if err := d.pollDue(ctx, now); err != nil {
+			if err := d.pollDue(ctx, now); heldElsewhere(err) {
+				d.holdAt = time.Time{}
+				continue
+			} else if err != nil {
 				return d.sum, err
 			}
 			d.pollByDeadline(now)
@@ -376,6 +399,10 @@ func plural(n int, what string) string {
 // created are looked up at the API by display name before anything is
 // created (create is not idempotent).
 func (d *Driver) resume(ctx context.Context) error {
+	if _, shared := d.db.(Leaser); shared {
+		// Only the jobs this worker holds: the others' drivers are alive.
+		return d.hold(ctx, d.cfg.Now(), true)
+	}
 	open, err := d.db.BatchJobs(true)
 	if err != nil {
 		return err
@@ -384,10 +411,9 @@ func (d *Driver) resume(ctx context.Context) error {
 		if j.Stage != d.stage.Name() {
 			continue
 		}
-		if err := d.dial(ctx, j.Endpoint); err != nil {
+		if err := d.track(ctx, j); err != nil {
 			return err
 		}
-		d.jobs[j.Num] = &tracked{job: j, interval: d.cfg.Poll, unsure: j.Name == ""}
 	}
 	if err := d.relearnAsked(); err != nil {
 		return fmt.Errorf("%w: %w", errStore, err)

@@ -98,5 +98,12 @@ func (d *Driver) nextWake(now time.Time) (time.Duration, bool) {
 			next, found = at, true
 		}
 	}
+	if _, shared := d.db.(Leaser); shared && (len(d.jobs) > 0 || d.others > 0) {
+		// Wake to renew the leases, and to see whether the other
+		// workers' jobs closed or came free.
+		if !found || d.holdAt.Before(next) {
+			next, found = d.holdAt, true
+		}
+	}
 	return max(next.Sub(now), 0), found
 }

@@ -143,3 +143,8 @@ const RunKilled = "killed"
 
 // ErrNotFound is a store's error for an unknown item or dead letter.
 var ErrNotFound = errors.New("not found")
+
+// ErrBatchHeld is a shared store's error for a change to a batch job
+// that another worker drives (it holds the job's lease): the caller
+// leaves the job to that worker.
+var ErrBatchHeld = errors.New("batch job is held by another worker")

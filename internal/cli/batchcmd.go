@@ -109,9 +109,9 @@ func apiKeyFromEnv() string {
 // file a writer holds, read-only opens included (the writer's flock is
 // exclusive), so this is how `batch list|show` see the jobs of a live run.
 type batchSnapshot struct {
-	PID     int              `json:"pid"`
-	Updated time.Time        `json:"updated"`
-	Jobs    []store.BatchJob `json:"jobs"`
+	PID     int                 `json:"pid"`
+	Updated time.Time           `json:"updated"`
+	Jobs    []pipeline.BatchJob `json:"jobs"`
 }
 
 // batchSnapshotPath is where a run on the database at db publishes its
@@ -121,7 +121,10 @@ func batchSnapshotPath(db string) string { return db + ".batch.json" }
 // publishBatchJobs writes db's job records to its snapshot, atomically.
 // A failure only costs `batch list` its view during the run, so it is not
 // reported.
-func publishBatchJobs(db *store.DB) {
+func publishBatchJobs(db batchJobReader) {
+	if !snapshotted(db.Path()) {
+		return
+	}
 	jobs, err := db.BatchJobs(false)
 	if err != nil {
 		return
@@ -148,19 +151,24 @@ func liveBatchJobs(path string) (batchSnapshot, bool) {
 	return s, true
 }
 
+// snapshotted reports whether a run on the database at path publishes
+// its batch jobs: a bbolt file's run does, holding it exclusively; a
+// PostgreSQL database is read by many processes at once.
+func snapshotted(path string) bool { return !isPostgres(path) }
+
 // dropLeftoverSnapshot removes the snapshot of a run that died without
 // removing it. Call it only while holding the database at path open: a
 // run publishes only while it holds the file's exclusive lock, so no
 // snapshot can be live then.
 func dropLeftoverSnapshot(path string) {
-	if !isPostgres(path) {
+	if snapshotted(path) {
 		_ = os.Remove(batchSnapshotPath(path))
 	}
 }
 
 // readBatchJobs is every job of the database at path: from the database,
 // or, while a run holds it, from what the run published (said on errOut).
-func readBatchJobs(path string, errOut io.Writer) ([]store.BatchJob, error) {
+func readBatchJobs(path string, errOut io.Writer) ([]pipeline.BatchJob, error) {
 	db, err := openReadOnly(path)
 	if errors.Is(err, store.ErrInUse) {
 		if live, ok := liveBatchJobs(path); ok {
@@ -206,7 +214,7 @@ func runBatchShow(opts *batchCmdOptions) error {
 			return monitor.WriteJSONSafe(opts.Out, j)
 		}
 	}
-	return fmt.Errorf("batch job %d: %w (see `sawtooth batch list --db %s`)", opts.Job, store.ErrNotFound, shellQuote(opts.DB))
+	return fmt.Errorf("batch job %d: %w (see `sawtooth batch list --db %s`)", opts.Job, pipeline.ErrNotFound, shellQuote(opts.DB))
 }
 
 func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
@@ -285,7 +293,7 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 // jobEndpoint is the API root URL to ask about job, and where it came
 // from: --base-url, else the endpoint the job was created at, else ""
 // (batch.NewClient then takes $GOOGLE_GEMINI_BASE_URL, else Google's).
-func jobEndpoint(job store.BatchJob, flag string) (url, from string) {
+func jobEndpoint(job pipeline.BatchJob, flag string) (url, from string) {
 	switch {
 	case flag != "":
 		return flag, "--base-url"
@@ -301,7 +309,7 @@ func jobEndpoint(job store.BatchJob, flag string) (url, from string) {
 // the settings the run recorded in db, as the run built it; nil when they
 // are not recorded (batch.Cancel then refuses a SUCCEEDED job rather
 // than guess).
-func storedStage(ctx context.Context, db *store.DB, stage, apiKey, baseURL string) (batch.Stage, error) {
+func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
 	defs, err := db.StoredDefinition()
 	if err != nil {
 		return nil, err
@@ -333,7 +341,7 @@ type batchStatus struct {
 }
 
 // readBatchStatus sums the DB's jobs; nil when it has none.
-func readBatchStatus(db *store.DB) (*batchStatus, error) {
+func readBatchStatus(db batchJobReader) (*batchStatus, error) {
 	jobs, err := db.BatchJobs(false)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
@@ -350,7 +358,7 @@ func readBatchStatus(db *store.DB) (*batchStatus, error) {
 
 // printStatusWithBatch is monitor.PrintStatus plus the batch jobs.
 func printStatusWithBatch(w io.Writer, pdb pipeline.Database, v monitor.StatusView, asJSON bool) error {
-	db, ok := pdb.(*store.DB)
+	db, ok := pdb.(batchJobReader)
 	if !ok {
 		return monitor.PrintStatus(w, v, asJSON)
 	}
@@ -375,11 +383,28 @@ func printStatusWithBatch(w io.Writer, pdb pipeline.Database, v monitor.StatusVi
 	return nil
 }
 
-// batchStore is the bbolt store behind db: batch jobs are kept in bbolt
-// only for now.
-func batchStore(db pipeline.Database) (*store.DB, error) {
-	if b, ok := db.(*store.DB); ok {
+// batchJobReader is a database whose batch jobs status and `batch list`
+// read.
+type batchJobReader interface {
+	BatchJobs(openOnly bool) ([]pipeline.BatchJob, error)
+	StoredDefinition() ([]pipeline.StageDef, error)
+	Path() string
+}
+
+// batchDB is a database that keeps batch jobs (the bbolt and the
+// PostgreSQL store): what a batch phase and `batch cancel` need.
+type batchDB interface {
+	pipeline.Database
+	batch.Store
+	// SetBatchEndpoint records the API root URL the jobs reserved from
+	// now on are created at.
+	SetBatchEndpoint(url string) error
+}
+
+// batchStore is db as a keeper of batch jobs.
+func batchStore(db pipeline.Database) (batchDB, error) {
+	if b, ok := db.(batchDB); ok {
 		return b, nil
 	}
-	return nil, usagef("--db %s: Batch API jobs are kept in a bbolt database only, not yet in PostgreSQL: run the fleet online (--mode online), or copy the pipeline to a file with `sawtooth copy`", db.Path())
+	return nil, usagef("--db %s: this database does not keep Batch API jobs: run online (--mode online)", db.Path())
 }

@@ -124,7 +124,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 	if ci > 0 {
 		// No run record of its own: its figures are the command's run's
 		// (addTo), and its commits count towards that run's record.
-		r := &pipeline.Runner{Store: db, Stages: b.stages[:ci], Grace: o.Grace}
+		r := &pipeline.Runner{Store: db, Stages: b.stages[:ci], Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat}
 		sum, err := r.Run(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -154,13 +154,15 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 		publishBatchJobs(db)
 	}
 	publishBatchJobs(db)
-	defer os.Remove(batchSnapshotPath(db.Path()))
+	if snapshotted(db.Path()) {
+		defer os.Remove(batchSnapshotPath(db.Path()))
+	}
 	log := prog.Log()
 	if o.Quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
-		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick,
+		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick, Lease: o.Lease,
 		Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal}})
 	sum, err := d.Run(ctx)
 	tick(sum)
@@ -250,9 +252,11 @@ func (p *batchPhase) leftover(db pipeline.Database) error {
 // the run never saw those items, so it is not complete, and only a batch
 // or auto run polls the jobs and commits their answers.
 func heldByOpenJobs(pdb pipeline.Database) error {
-	db, ok := pdb.(*store.DB)
+	db, ok := pdb.(interface {
+		InBatchCount() (map[string]int, error)
+	})
 	if !ok {
-		return nil // batch jobs live in the bbolt store only
+		return nil // a store without batch jobs
 	}
 	held, err := db.InBatchCount()
 	if err != nil {
@@ -265,7 +269,7 @@ func heldByOpenJobs(pdb pipeline.Database) error {
 	if n == 0 {
 		return nil
 	}
-	path := shellQuote(db.Path())
+	path := shellQuote(pdb.Path())
 	return fmt.Errorf("%s still held by open batch jobs of an earlier run (see `sawtooth batch list --db %s`): run `sawtooth run --db %s --mode batch` (or auto) to collect their answers; `sawtooth batch cancel --db %s JOB` stops a job still running and puts its items back once the API confirms, and collects a job that already succeeded: %w",
 		plural(n, "item"), path, path, path, pipeline.ErrStopped)
 }
@@ -281,7 +285,7 @@ func (p *batchPhase) cost() float64 {
 
 // batchMonitor watches the batch phase as a run of the classify stage
 // alone, its tokens priced at the batch rate.
-func batchMonitor(db *store.DB, b *jobStages, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
+func batchMonitor(db pipeline.Database, b *jobStages, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ func (db *DB) Check() ([]string, error) {
 			format string
 		}{
 			{`SELECT item_id, '' FROM todo JOIN dead USING (item_id)`, "item %q is both queued and dead%s"},
+			{`SELECT t.item_id, t.batch::text FROM todo t LEFT JOIN batch_job j ON j.num = t.batch
+				WHERE t.batch IS NOT NULL AND (j.num IS NULL OR j.closed)`,
+				"item %q: in batch job %s, which is not recorded or is closed"},
 			{`SELECT item_id, 'todo' FROM todo t WHERE NOT EXISTS (SELECT 1 FROM item i WHERE i.item_id = t.item_id)
 				UNION ALL SELECT item_id, 'dead' FROM dead t WHERE NOT EXISTS (SELECT 1 FROM item i WHERE i.item_id = t.item_id)
 				UNION ALL SELECT item_id, 'output' FROM output t WHERE NOT EXISTS (SELECT 1 FROM item i WHERE i.item_id = t.item_id)

@@ -25,7 +25,7 @@ func leaseSQL(n int) string { return fmt.Sprintf("now() + $%d * interval '1 micr
 // index: as a join, the planner hashes the whole queue for any claim
 // larger than a few rows.
 var claimSQL = `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3, session = $5, visible_at = ` + leaseSQL(4) + `
-		WHERE t.seq = ANY(ARRAY(SELECT q.seq FROM todo q WHERE q.stage = $1 AND ` + claimableSQL + `
+		WHERE t.seq = ANY(ARRAY(SELECT q.seq FROM todo q WHERE q.stage = $1 AND q.batch IS NULL AND ` + claimableSQL + `
 			ORDER BY q.seq LIMIT $2 FOR UPDATE OF q SKIP LOCKED))
 		RETURNING t.seq, t.item_id, t.attempt)
 	SELECT x.seq, x.attempt, i.record, o.stages, o.datas FROM u x JOIN item i USING (item_id) ` + outputsSQL + `

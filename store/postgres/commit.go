@@ -142,7 +142,7 @@ func (db *DB) commit(ctx context.Context, ts []pipeline.Transition, fences []int
 const deleteClaimedSQL = `DELETE FROM todo t USING (
 		SELECT q.seq FROM todo q JOIN unnest($1::bigint[], $2::smallint[], $3::text[], $4::bigint[]) AS k(seq, stage, item_id, attempt)
 			ON q.seq = k.seq AND q.stage = k.stage AND q.item_id = k.item_id AND (k.attempt < 0 OR q.attempt = k.attempt)
-		WHERE q.seq = ANY($1::bigint[])
+		WHERE q.seq = ANY($1::bigint[]) AND q.batch IS NULL
 		ORDER BY q.seq FOR UPDATE OF q) l
 	WHERE t.seq = l.seq RETURNING t.seq`
 
@@ -155,7 +155,7 @@ const lockBilledSQL = `SELECT k.n FROM todo q JOIN (
 		UNION ALL
 		SELECT seq, stage, item_id, attempt, 0 FROM unnest($5::bigint[], $6::smallint[], $7::text[], $8::bigint[]) AS m(seq, stage, item_id, attempt)) k
 	ON q.seq = k.seq AND q.stage = k.stage AND q.item_id = k.item_id AND (k.attempt < 0 OR q.attempt = k.attempt)
-	ORDER BY q.seq FOR UPDATE OF q`
+	WHERE q.batch IS NULL ORDER BY q.seq FOR UPDATE OF q`
 
 // commitOnce runs one commit transaction in two round trips: BEGIN, the
 // item locks and the queue deletes pipelined in one, every insert and

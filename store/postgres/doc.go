@@ -34,9 +34,11 @@
 //	ledger       (stage, shard) -> spent, saved (nanodollars), paid, cached (schema step 2)
 //	answer_flight (unlogged) (stage, cache key) -> the worker buying the answer, until when (schema step 2)
 //	worker_session id -> owner, timeout, last beat: each fleet worker's heartbeat (schema step 5)
+//	batch_job    num -> stage, closed, owner, lease_until, record (JSON): Batch API jobs (batch.go; schema step 6)
 //
 // Where an item is is derived, not stored: queued at the stage of its
-// todo row, dead at the stage of its dead row, done when it has neither.
+// todo row, in a batch job when that row names one (todo.batch), dead at
+// the stage of its dead row, done when it has neither.
 // A transition therefore writes only what it must (delete the todo row,
 // insert the output, insert the next todo row, add to the tally), and
 // keys make the double places impossible (todo.item_id is unique,

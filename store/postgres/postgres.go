@@ -94,6 +94,9 @@ type DB struct {
 	ctx       context.Context
 	// shard spreads this process's folds over the aggregate rows' shards.
 	shard atomic.Uint32
+	// batchLease is the lease, in microseconds, of the batch jobs this
+	// handle reserves or takes (the last HoldBatches'; see batch.go).
+	batchLease atomic.Int64
 
 	runMu sync.Mutex
 	// run is the run record last saved as running by this handle: Commit

@@ -47,7 +47,7 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 	}
 	rows, _ := db.pool.Query(db.ctx, `SELECT x.seq, i.record, o.stages, o.datas
 		FROM todo x JOIN item i USING (item_id) `+outputsSQL+`
-		WHERE x.stage = $1 AND x.seq > $2 ORDER BY x.seq LIMIT $3`, si, int64(after), max)
+		WHERE x.stage = $1 AND x.seq > $2 AND x.batch IS NULL ORDER BY x.seq LIMIT $3`, si, int64(after), max)
 	return db.collectQueued(rows, si, stage)
 }
 
@@ -87,14 +87,15 @@ func (db *DB) Counts() (pipeline.Counts, error) {
 			return err
 		}
 		for _, q := range []struct {
-			table string
-			field func(*pipeline.StageCounts) *int
+			table, where string
+			field        func(*pipeline.StageCounts) *int
 		}{
-			{"todo", func(s *pipeline.StageCounts) *int { return &s.Queued }},
-			{"dead", func(s *pipeline.StageCounts) *int { return &s.Dead }},
-			{"output", func(s *pipeline.StageCounts) *int { return &s.Output }},
+			// Items a batch job holds are not queued (InBatchCount).
+			{"todo", "WHERE batch IS NULL", func(s *pipeline.StageCounts) *int { return &s.Queued }},
+			{"dead", "", func(s *pipeline.StageCounts) *int { return &s.Dead }},
+			{"output", "", func(s *pipeline.StageCounts) *int { return &s.Output }},
 		} {
-			rows, _ := tx.Query(db.ctx, `SELECT stage, count(*) FROM `+q.table+` GROUP BY stage`)
+			rows, _ := tx.Query(db.ctx, `SELECT stage, count(*) FROM `+q.table+` `+q.where+` GROUP BY stage`)
 			var si int16
 			var n int
 			_, err := pgx.ForEachRow(rows, []any{&si, &n}, func() error {
@@ -122,9 +123,10 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
 		var record, letter []byte
 		var tStage, dStage *int16
-		err := tx.QueryRow(db.ctx, `SELECT i.record, t.stage, d.stage, d.letter
+		var batch *int64
+		err := tx.QueryRow(db.ctx, `SELECT i.record, t.stage, t.batch, d.stage, d.letter
 			FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) WHERE i.item_id = $1`, id).
-			Scan(&record, &tStage, &dStage, &letter)
+			Scan(&record, &tStage, &batch, &dStage, &letter)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("item %q: %w", id, ErrNotFound)
 		}
@@ -133,6 +135,8 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 		}
 		si := len(db.stages) - 1
 		switch {
+		case tStage != nil && batch != nil:
+			si, loc.Status = int(*tStage), pipeline.StatusInBatch.String()
 		case tStage != nil:
 			si, loc.Status = int(*tStage), "queued"
 		case dStage != nil:

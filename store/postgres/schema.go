@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -143,6 +143,22 @@ CREATE TABLE worker_session (
 ) WITH (fillfactor = 50);
 ALTER TABLE todo ADD COLUMN session bigint;
 ALTER TABLE answer_flight ADD COLUMN session bigint;
+`,
+	// 6: batch jobs (see batch.go). A queue row a job holds names it in
+	// batch: no claim and no other job takes it.
+	`
+CREATE SEQUENCE batch_job_seq;
+CREATE TABLE batch_job (
+	num bigint PRIMARY KEY,
+	stage text NOT NULL,
+	closed boolean NOT NULL DEFAULT false,
+	owner text,                                           -- the worker driving the job
+	lease_until timestamptz NOT NULL DEFAULT '-infinity', -- its lease, on the database clock
+	record bytea NOT NULL                                 -- pipeline.BatchJob as JSON
+);
+CREATE INDEX batch_job_open ON batch_job (stage, num) WHERE NOT closed;
+ALTER TABLE todo ADD COLUMN batch bigint;
+CREATE INDEX todo_batch ON todo (batch) WHERE batch IS NOT NULL;
 `,
 }
 

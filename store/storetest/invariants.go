@@ -74,8 +74,9 @@ func Invariants(t testing.TB, db pipeline.Database) {
 	if err != nil {
 		t.Fatalf("ForEachDone: %v", err)
 	}
-	if counts.Done != done || counts.Items != queuedN+deadN+done || counts.Items != len(place) {
-		t.Errorf("Counts = %+v; found %d queued, %d dead, %d done, %d distinct items", counts, queuedN, deadN, done, len(place))
+	held := heldItems(t, db, put)
+	if counts.Done != done || counts.Items != queuedN+deadN+done+held || counts.Items != len(place) {
+		t.Errorf("Counts = %+v; found %d queued, %d dead, %d done, %d in batch jobs, %d distinct items", counts, queuedN, deadN, done, held, len(place))
 	}
 	for id, where := range place {
 		loc, err := db.Locate(id)
