@@ -161,7 +161,7 @@ func (o *pipelineOptions) openDB(b *jobStages) (pipeline.Database, error) {
 // quota is shared or not; else, on flex (or auto), stages.FlexCeiling;
 // else 0, the limiter's own default.
 func limiterCeiling(given int, db pipeline.Database, tier string) int {
-	switch _, fleet := db.(*postgres.DB); {
+	switch _, fleet := db.(pipeline.Claimer); {
 	case given != 0:
 		return given
 	case fleet:

@@ -81,7 +81,9 @@ func postgresStatus(w io.Writer, dsn string, asJSON bool) error {
 		return err
 	}
 	var hs []postgres.Holder
-	if pg, ok := db.(*postgres.DB); ok {
+	if pg, ok := db.(interface {
+		Holders(context.Context) ([]postgres.Holder, error)
+	}); ok {
 		if hs, err = pg.Holders(context.Background()); err != nil {
 			return err
 		}

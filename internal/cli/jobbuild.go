@@ -272,6 +272,11 @@ func orInt(v, def int) int {
 	return v
 }
 
+// fleetQuota is a store whose workers share one quota (PostgreSQL).
+type fleetQuota interface {
+	FleetLimiter(ctx context.Context, cfg postgres.FleetLimitConfig) (*postgres.FleetLimiter, error)
+}
+
 // addLimiters gives each LLM stage its own limiter, starting from the
 // limit that stage learned in earlier runs (Gemini quotas are per model),
 // unless its limiter is fixed or names a start. In a PostgreSQL pipeline
@@ -279,7 +284,7 @@ func orInt(v, def int) int {
 // stage's quota key (gemini/MODEL unless the job names one), shared with
 // every worker.
 func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *slog.Logger) error {
-	pg, fleet := db.(*postgres.DB)
+	fq, fleet := db.(fleetQuota)
 	if f := b.job.Fleet; f != nil && f.Quota == quotaIndependent {
 		fleet = false
 	}
@@ -307,7 +312,7 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 			if f := b.job.Fleet; f != nil && f.QuotaKey != "" {
 				key = f.QuotaKey
 			}
-			fl, err := postgres.NewFleetLimiter(ctx, postgres.NewSharedQuota(pg), postgres.FleetLimitConfig{
+			fl, err := fq.FleetLimiter(ctx, postgres.FleetLimitConfig{
 				Key: key, Start: start, Floor: lc.Floor, Ceiling: lc.Ceiling, DecreaseFactor: lc.Decrease, RPM: lc.RPM, Log: log,
 			})
 			if err != nil {

@@ -127,6 +127,13 @@ var (
 // paced to: a little under it, as the lone limiter does (97%).
 const namedQuotaShare = 0.97
 
+// FleetLimiter is the limiter of the quota cfg.Key names, shared with
+// every worker of the fleet through db: the store's fleet-quota
+// capability, as the CLI asks for it.
+func (db *DB) FleetLimiter(ctx context.Context, cfg FleetLimitConfig) (*FleetLimiter, error) {
+	return NewFleetLimiter(ctx, NewSharedQuota(db), cfg)
+}
+
 // NewFleetLimiter returns a worker's limiter sharing q's quota cfg.Key.
 // With cfg.RPM set, it sets the key's fleet-wide pace (every worker of a
 // fleet should be started with the same RPM).
