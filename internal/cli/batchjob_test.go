@@ -11,54 +11,49 @@ import (
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
-// TestRunJob_BatchOneAnswer: asking for batch jobs with a job file, by
-// its `mode: batch` or by --mode batch|auto or a --batch-* flag beside
-// it, gets one answer on every path (batch runs only for the classify
-// preset, and how to ask for it), never a message pointing to the other
-// path.
-func TestRunJob_BatchOneAnswer(t *testing.T) {
+// TestRunJob_BatchFlagsBesideAJob: --mode batch|auto or a --batch-* flag
+// beside a job file is refused with one answer (the job's file says how
+// each stage runs), and the refused run creates nothing.
+func TestRunJob_BatchFlagsBesideAJob(t *testing.T) {
 	url := startTestSim(t)
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.jsonl")
 	if err := os.WriteFile(input, []byte(`{"id":"a","text":"Great app!"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	job := func(t *testing.T, mode string) string {
+	job := func(t *testing.T, stages string) string {
 		t.Helper()
 		f := filepath.Join(t.TempDir(), "job.yaml")
-		body := "db: job.db\ninput: {path: " + input + "}\nbase_url: " + url + "\nstages:\n" +
-			"  - llm:\n      name: classify\n      output: {label: [bug, praise, other]}\n" + mode
+		body := "db: job.db\ninput: {path: " + input + "}\nbase_url: " + url + "\nstages:\n" + stages
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
+	label := func(name, mode string) string {
+		return "  - llm:\n      name: " + name + "\n      output: {label: [bug, praise, other]}\n" + mode
+	}
 	for _, tc := range []struct {
-		name, mode string
-		flags      []string
-		want       string
+		name, stages string
+		flags        []string
+		want         []string
 	}{
-		{"mode: batch in the job file", "      mode: batch\n", nil, "stages[0] (classify): mode: batch"},
-		{"--mode batch with -f", "", []string{"--mode", "batch"}, "--mode"},
-		{"--mode auto with -f", "", []string{"--mode", "auto"}, "--mode"},
-		{"--batch-deadline with -f", "", []string{"--batch-deadline", "1h"}, "--batch-deadline"},
+		{"--mode batch with -f", label("classify", ""), []string{"--mode", "batch"}, []string{"--mode", "`mode: batch`"}},
+		{"--mode auto with -f", label("classify", ""), []string{"--mode", "auto"}, []string{"--mode", "`mode: batch`"}},
+		{"--batch-deadline with -f", label("classify", ""), []string{"--batch-deadline", "1h"}, []string{"--batch-deadline", "`batch:` block"}},
+		{"two stages in batch mode", label("triage", "      mode: batch\n") + label("tone", "      mode: auto\n"), nil,
+			[]string{"stages[1] (tone): mode: auto", "stages[0] (triage) already runs through batch jobs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := job(t, tc.mode)
+			f := job(t, tc.stages)
 			err := runApp(append([]string{"sawtooth", "run", "-f", f, "--quiet"}, tc.flags...), io.Discard, io.Discard)
 			var ue *UsageError
 			if !errors.As(err, &ue) {
 				t.Fatalf("run: %v, want a usage error", err)
 			}
-			msg := err.Error()
-			for _, want := range []string{tc.want, "only available for the built-in classify stage", "preset: classify", "`mode:` in the job file"} {
-				if !strings.Contains(msg, want) {
-					t.Errorf("message lacks %q:\n%s", want, msg)
-				}
-			}
-			for _, bad := range []string{"set in the job file instead", "not available in this build"} {
-				if strings.Contains(msg, bad) {
-					t.Errorf("message says %q, pointing to the other path:\n%s", bad, msg)
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("message lacks %q:\n%s", want, err)
 				}
 			}
 			if _, err := os.Stat(filepath.Join(filepath.Dir(f), "job.db")); err == nil {
@@ -67,9 +62,59 @@ func TestRunJob_BatchOneAnswer(t *testing.T) {
 		})
 	}
 	// --mode online beside a job file is not a request for batch jobs.
-	err := runApp([]string{"sawtooth", "run", "-f", job(t, ""), "--quiet", "--mode", "online"}, io.Discard, io.Discard)
+	err := runApp([]string{"sawtooth", "run", "-f", job(t, label("classify", "")), "--quiet", "--mode", "online"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "set in the job file instead") {
 		t.Errorf("--mode online with -f: %v", err)
+	}
+}
+
+// TestRunJob_AnyLLMStageBatch: a job-file LLM stage other than the
+// classify preset (its own name and schema, after another LLM stage)
+// runs mode: batch through batch jobs: every item of it answered by a job,
+// the stage before it online, and the stages after it run.
+func TestRunJob_AnyLLMStageBatch(t *testing.T) {
+	sim, url := batchSim(t, geminisim.BatchConfig{Shuffle: true})
+	dir := t.TempDir()
+	input := filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 20); err != nil {
+		t.Fatal(err)
+	}
+	schema := filepath.Join(dir, "summary.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"summary":{"type":"string"}},"required":["summary"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n  - sanitize: {}\n" +
+		"  - llm:\n      name: triage\n      output: {label: [bug, praise, other]}\n" +
+		"  - llm:\n      name: summary\n      prompt: \"Summarize this review in a few words: {{.Text}}\"\n" +
+		"      output: {schema_file: summary.json}\n" +
+		"      mode: batch\n      batch: {deadline: 30s, poll: 20ms}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs syncBuffer
+	if err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet"}, &out, &errs); err != nil {
+		t.Fatalf("run -f with a summary stage in mode: batch: %v\n%s", err, errs.String())
+	}
+	if n := sim.Stats().Calls; n != 20 {
+		t.Errorf("%d online calls, want 20: triage online, summary by batch jobs only", n)
+	}
+	if st := sim.BatchStats(); st.Created == 0 {
+		t.Errorf("no batch job created: %+v", st)
+	}
+	d, err := openReadOnly(filepath.Join(dir, "job.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	counts, err := d.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range counts.Stages {
+		if s.Queued != 0 || s.Dead != 0 {
+			t.Errorf("stage %s: %d queued, %d dead; want every item through", s.Stage, s.Queued, s.Dead)
+		}
 	}
 }
 

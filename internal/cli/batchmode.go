@@ -44,23 +44,16 @@ func batchFlags(o *batchOptions) []cli.Flag {
 	}
 }
 
-// errBatchOnlyFromFlags is the one answer to asking for batch jobs where
-// none can run: a job's stage that is not the classify preset, or --mode
-// and the --batch-* flags beside a job (its file says how it runs).
-func errBatchOnlyFromFlags(what string) error {
-	return usagef("%s: batch jobs are only available for the built-in classify stage (`preset: classify` in a job file, or a run from flags), not yet for other LLM stages: run this stage online (no `mode:`), give it `preset: classify` when it is a label stage named classify, or set `mode:` in the job file rather than --mode or --batch-* flags", what)
-}
-
-// batchOptions are how the job's classify preset runs (online, batch or
-// auto, and its batch jobs' size, deadline and poll), the defaults for
-// what the job leaves out; online when the job has no preset stage.
+// batchOptions are how the job's batched stage runs (batch or auto, and
+// its batch jobs' size, deadline and poll), the defaults for what the job
+// leaves out; online when no stage asks for batch jobs.
 func (b *jobStages) batchOptions() batchOptions {
 	bo := batchOptions{Mode: string(batch.ModeOnline), Size: batch.DefaultSize, Deadline: batch.DefaultDeadline, Poll: batch.DefaultPoll,
 		InlineBytes: batch.DefaultInlineBytes, Settle: batch.DefaultCreateSettle}
-	l := b.llm["classify"]
-	if b.classify == nil || l == nil {
+	if b.batched == nil {
 		return bo
 	}
+	l := b.llm[b.batched.Name()]
 	bo.Mode = orStr(l.Mode, bo.Mode)
 	if l.Batch != nil {
 		bo.Size = orInt(l.Batch.Size, bo.Size)
@@ -100,10 +93,10 @@ func (o batchOptions) check() (batch.Mode, error) {
 }
 
 // drainBatch runs the batch phase of a batch or auto run: the stages
-// before classify online (local work, no API), then classify's queue
+// before the batched one (classify, from flags) online, then its queue
 // through batch jobs. It returns the stages the online runner drains next:
-// every stage in auto mode (classify takes what the jobs did not answer),
-// every stage but classify in batch mode (what the jobs did not answer
+// every stage in auto mode (the batched stage takes what the jobs did not
+// answer), every stage but the batched one in batch mode (what the jobs did not answer
 // stays queued for the next run). Online mode returns b.stages untouched.
 func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pipelineOptions, bo batchOptions, obs monitor.Options, stderr io.Writer) ([]pipeline.StageConfig, *batchPhase, error) {
 	mode, err := bo.check()
@@ -116,11 +109,11 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 	}
 	ci := -1
 	for i, sc := range b.stages {
-		if sc.Stage.Name() == b.classify.Name() {
+		if sc.Stage.Name() == b.batched.Name() {
 			ci = i
 		}
 	}
-	phase := &batchPhase{mode: mode, stage: b.classify.Name()}
+	phase := &batchPhase{mode: mode, stage: b.batched.Name()}
 	if ci > 0 {
 		// No run record of its own: its figures are the command's run's
 		// (addTo), and its commits count towards that run's record.
@@ -139,7 +132,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 	if err := db.SetBatchEndpoint(api.ClientConfig().HTTPOptions.BaseURL); err != nil {
 		return nil, nil, err
 	}
-	// The classify bar (or progress records) and the live status follow
+	// The batched stage's bar (or progress records) and the live status follow
 	// the jobs; one log line per job event (reserved, created, state,
 	// closed) goes above the bar.
 	prog, err := batchMonitor(db, b, o, obs, stderr)
@@ -149,7 +142,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 	start := time.Now()
 	tick := func(s batch.Summary) {
 		prog.Tick(pipeline.Progress{Elapsed: time.Since(start), Stages: []pipeline.StageProgress{{
-			Name: b.classify.Name(), Done: int64(s.Answered), Dead: int64(s.Dead), Usage: s.Usage,
+			Name: b.batched.Name(), Done: int64(s.Answered), Dead: int64(s.Dead), Usage: s.Usage,
 		}}})
 		publishBatchJobs(db)
 	}
@@ -161,7 +154,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 	if o.Quiet {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := batch.New(db, b.classify, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
+	d := batch.New(db, b.batched, api, batch.Config{Mode: mode, Size: bo.Size, Deadline: bo.Deadline, Poll: bo.Poll,
 		InlineBytes: bo.InlineBytes, CreateSettle: bo.Settle, NoCache: o.NoCache, Log: log, Progress: tick, Lease: o.Lease,
 		Budget: pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal}})
 	sum, err := d.Run(ctx)
@@ -173,7 +166,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 		sum.CostUSD, sum.OnlineCostUSD, sum.OnlineCostUSD-sum.CostUSD)
 	var be *batch.BudgetError
 	if errors.As(err, &be) {
-		// The stages after classify still run; the stop is the run's
+		// The stages after the batched one still run; the stop is the run's
 		// error once they did (see leftover).
 		phase.stop, err = budgetStop(be, o), nil
 	}
@@ -202,7 +195,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 }
 
 // batchPhase is what a batch or auto run did before the online runner:
-// the stages before classify, and the batch jobs.
+// the stages before the batched one, and the batch jobs.
 type batchPhase struct {
 	mode   batch.Mode
 	stage  string
@@ -283,17 +276,17 @@ func (p *batchPhase) cost() float64 {
 	return p.batch.CostUSD
 }
 
-// batchMonitor watches the batch phase as a run of the classify stage
+// batchMonitor watches the batch phase as a run of the batched stage
 // alone, its tokens priced at the batch rate.
 func batchMonitor(db pipeline.Database, b *jobStages, o *pipelineOptions, obs monitor.Options, stderr io.Writer) (*monitor.Progress, error) {
 	counts, err := db.Counts()
 	if err != nil {
 		return nil, err
 	}
-	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.classify.Name()},
-		Cost: func(u pipeline.Usage) float64 { return b.classifyCost(u) * stages.BatchPriceFactor }}
+	rc := monitor.RunConfig{DBPath: db.Path(), RunID: store.NewRunID(time.Now()), Quiet: o.Quiet, Stages: []string{b.batched.Name()},
+		Cost: func(u pipeline.Usage) float64 { return b.prices[b.batched.Name()].Cost(u) * stages.BatchPriceFactor }}
 	for _, s := range counts.Stages {
-		if s.Stage == b.classify.Name() {
+		if s.Stage == b.batched.Name() {
 			rc.Queued, rc.Before = []int64{int64(s.Queued)}, []int64{int64(s.Output + s.Dead)}
 		}
 	}

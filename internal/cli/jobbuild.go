@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/limiter"
@@ -37,9 +38,12 @@ type jobStages struct {
 	llm      map[string]*job.LLM
 	limiters map[string]pipeline.Limiter
 	prices   map[string]pipeline.Price
-	// classify is the classify preset's stage (nil: the job has none),
-	// the one stage batch jobs can drive.
+	// classify is the classify preset's stage (nil: the job has none).
 	classify *stages.Classify
+	// batched is the LLM stage whose mode is batch or auto, which batch
+	// jobs drive (nil: none); batchedAt says where the job defines it.
+	batched   batch.Stage
+	batchedAt string
 }
 
 // loadJob reads the job to run: the file -f names, else the job the
@@ -172,8 +176,11 @@ func (b *jobStages) at(i int) string {
 // classify stage, any other as a general LLM stage.
 func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []string, bo buildOptions) (pipeline.StageConfig, error) {
 	j, at := b.job, b.at(i)
-	if (l.Mode == job.ModeBatch || l.Mode == job.ModeAuto) && l.Preset != job.PresetClassify {
-		return pipeline.StageConfig{}, errBatchOnlyFromFlags(at + ": mode: " + l.Mode)
+	batched := l.Mode == job.ModeBatch || l.Mode == job.ModeAuto
+	if batched && b.batched != nil {
+		// One batch phase per run: the stages before it run online, then
+		// its jobs, then the rest.
+		return pipeline.StageConfig{}, usagef("%s: mode: %s: %s already runs through batch jobs, and a job may run one LLM stage so: set the other's mode to online", at, l.Mode, b.batchedAt)
 	}
 	prompt, system := l.Prompt, l.System
 	for _, f := range []struct {
@@ -213,6 +220,13 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 	}
 	b.llm[l.Name] = l
 	b.defs[i].Fingerprint = st.Fingerprint()
+	if batched {
+		bs, ok := stage.(batch.Stage)
+		if !ok {
+			return pipeline.StageConfig{}, usagef("%s: mode: %s: this stage cannot be asked through batch jobs", at, l.Mode)
+		}
+		b.batched, b.batchedAt = bs, at
+	}
 	// The list price (or the job's) with its cached-input rate and tier
 	// factors: a flex call at half, a priority one above, cached input at
 	// its own rate.
@@ -460,7 +474,7 @@ func checkJobFlags(c *cli.Context) error {
 		}
 	}
 	if asksForBatch(c, bad) {
-		return errBatchOnlyFromFlags(strings.Join(bad, ", "))
+		return usagef("%s: a job says how each LLM stage runs in its file (`mode: batch` or `mode: auto`, with a `batch:` block), not with flags beside it", strings.Join(bad, ", "))
 	}
 	if len(bad) > 0 {
 		return usagef("%s: set in the job file instead (a job file holds the stages and the input; the flags are for one-off runs without one)", strings.Join(bad, ", "))
