@@ -43,6 +43,9 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 		Input: job.Input{Path: absPath(in.Path), Format: in.Format, ID: in.IDField, Text: in.TextField,
 			MaxLineBytes: in.MaxLine, MaxFieldLines: in.MaxFieldLines, DateFormat: in.DateFormat, RatingRange: in.RatingRange},
 	}
+	if in.Path == "" && o.storedInput.Path != "" {
+		j.Input.Path, j.Input.Format = o.storedInput.Path, o.storedInput.Format
+	}
 	if isPostgres(o.DB) {
 		j.DB = postgres.Redact(o.DB) // the stored job is printed: no password in it
 	} else {
@@ -62,6 +65,12 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 	}
 	if bo.Mode != "" {
 		l.Batch = &job.Batch{Size: bo.Size, Deadline: durationKey(bo.Deadline), Poll: durationKey(bo.Poll)}
+	} else if o.storedMode != "" {
+		// retry and rerun run online, but store the mode later runs use
+		l.Mode = o.storedMode
+		if b := o.storedBatch; b != nil {
+			l.Batch = &job.Batch{Size: b.Size, Deadline: b.Deadline, Poll: b.Poll}
+		}
 	}
 	if in, out := given(o.PriceIn), given(o.PriceOut); in != nil || out != nil {
 		l.Price = &job.Price{Input: in, Output: out}
@@ -140,7 +149,8 @@ func absPath(p string) string {
 // decide answers (model, labels, prompt, max-output-tokens, the sanitize
 // and aggregate settings) are kept from the stage definitions instead
 // (keepStored), which databases run from flags have always recorded. bo
-// may be nil: retry and rerun run online, whatever the job says.
+// with no mode is retry's and rerun's: they run online whatever the job
+// says, and keep its mode and batch settings only for the job they store.
 func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) []string {
 	var l *job.LLM
 	for _, s := range j.Stages {
@@ -196,6 +206,9 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 		str("quota-key", &o.QuotaKey, f.QuotaKey)
 	}
 	if in != nil {
+		if in.Path == "" {
+			o.storedInput = job.Input{Path: j.Input.Path, Format: j.Input.Format}
+		}
 		str("id-field", &in.IDField, j.Input.ID)
 		str("text-field", &in.TextField, j.Input.Text)
 		str("date-format", &in.DateFormat, j.Input.DateFormat)
@@ -203,13 +216,16 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 		num("max-line-bytes", &in.MaxLine, j.Input.MaxLineBytes)
 		num("max-field-lines", &in.MaxFieldLines, j.Input.MaxFieldLines)
 	}
-	if bo != nil && bo.Mode != "" {
+	switch {
+	case bo != nil && bo.Mode != "":
 		str("mode", &bo.Mode, l.Mode)
 		if b := l.Batch; b != nil {
 			num("batch-size", &bo.Size, b.Size)
 			dur("batch-deadline", &bo.Deadline, b.Deadline)
 			dur("batch-poll", &bo.Poll, b.Poll)
 		}
+	case bo != nil:
+		o.storedMode, o.storedBatch = l.Mode, l.Batch
 	}
 	return kept
 }
