@@ -71,6 +71,7 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		return sum, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
+	b.noteNewModels(db, stderr)
 	if err := prepare(ctx, db, b, input, &req); err != nil {
 		return sum, err
 	}
@@ -319,13 +320,23 @@ func keepRecorded(o *pipelineOptions, req *drainRequest) error {
 		return err
 	}
 	kept := o.keepStored(storedSettings(defs))
+	var dropped []string
+	oldModel := ""
 	if st, err := loadStored(o.DB); err == nil && st != nil && st.Flags {
 		if j, err := storedJobOf(o.DB, st); err == nil {
-			kept = append(kept, o.keepStoredJob(j, &req.Input, &req.Batch)...)
+			k, d := o.keepStoredJob(j, &req.Input, &req.Batch)
+			kept, dropped = append(kept, k...), d
+			if l := classifyOf(j); l != nil {
+				oldModel = l.Model
+			}
 		}
 	}
 	if len(kept) > 0 {
 		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(req.ErrOut, "--model %s: not keeping --%s, recorded for %s: %s's list price and the default quota apply (give the flags to set them for %s)\n",
+			o.Model, strings.Join(dropped, ", --"), oldModel, o.Model, o.Model)
 	}
 	return nil
 }

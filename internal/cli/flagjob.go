@@ -151,21 +151,26 @@ func absPath(p string) string {
 // (keepStored), which databases run from flags have always recorded. bo
 // with no mode is retry's and rerun's: they run online whatever the job
 // says, and keep its mode and batch settings only for the job they store.
-func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) []string {
-	var l *job.LLM
-	for _, s := range j.Stages {
-		if s.LLM != nil && s.LLM.Preset == job.PresetClassify {
-			l = s.LLM
-		}
-	}
+//
+// A --model other than the stored one drops, and returns in dropped, the
+// stored settings that were the old model's: its custom price (the plan
+// and the budget would price the new model at it), its quota (tpm, rpm)
+// and its shared-quota row (quota-key). The new model's list price and
+// the defaults apply to those instead.
+func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) (kept, dropped []string) {
+	l := classifyOf(j)
 	if l == nil {
-		return nil
+		return nil, nil
 	}
-	var kept []string
+	newModel := o.set["model"] && l.Model != "" && o.Model != l.Model
 	// stored says the job holds a value: a zero or "" is the default,
 	// which the flag already has.
 	keep := func(flag string, stored, differs bool, apply func()) {
-		if !o.set[flag] && stored && differs {
+		switch {
+		case o.set[flag] || !stored || !differs:
+		case newModel && modelBound[flag]:
+			dropped = append(dropped, flag)
+		default:
 			apply()
 			kept = append(kept, flag)
 		}
@@ -227,8 +232,22 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 	case bo != nil:
 		o.storedMode, o.storedBatch = l.Mode, l.Batch
 	}
-	return kept
+	return kept, dropped
 }
+
+// classifyOf is j's classify preset stage, nil when it has none.
+func classifyOf(j *job.Job) *job.LLM {
+	for _, s := range j.Stages {
+		if s.LLM != nil && s.LLM.Preset == job.PresetClassify {
+			return s.LLM
+		}
+	}
+	return nil
+}
+
+// modelBound are the flags whose stored values were set for the stored
+// model, not kept for another one.
+var modelBound = map[string]bool{"price-in": true, "price-out": true, "tpm": true, "rpm": true, "quota-key": true}
 
 // orDuration is s parsed, or def when s is "".
 func orDuration(s string, def time.Duration) time.Duration {
@@ -260,5 +279,8 @@ func saveJob(db pipeline.Database, b *jobStages, stderr io.Writer) error {
 			}
 		}
 	}
-	return jdb.SaveJob(st.Marshal())
+	if err := jdb.SaveJob(st.Marshal()); err != nil {
+		return err
+	}
+	return b.clearLearned(db)
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -68,5 +70,87 @@ func TestRetryRerun_KeepStoredMode(t *testing.T) {
 				t.Errorf("%s said the settings changed:\n%s", tc.name, errs.String())
 			}
 		})
+	}
+}
+
+// A --model other than the stored one keeps none of the settings the
+// stored job gave for the old model: a custom price (the consent plan and
+// --budget would price the new model at it), its quota and its
+// shared-quota row. The same model keeps them, and flags given apply.
+func TestKeepStoredJob_newModelDropsModelBoundSettings(t *testing.T) {
+	first := compileArgs(t, nil, "--model", "gemini-2.5-flash-lite", "--price-in", "0", "--price-out", "0",
+		"--tpm", "4000000", "--rpm", "4000", "--quota-key", "gemini/flash-lite", "--workers", "3")
+	bound := func(j *job.Job) string {
+		l := j.Stages[1].LLM
+		var got []string
+		if l.Price != nil {
+			got = append(got, "price")
+		}
+		if l.Limiter.TPM != 0 {
+			got = append(got, fmt.Sprint("tpm ", l.Limiter.TPM))
+		}
+		if l.Limiter.RPM != 0 {
+			got = append(got, fmt.Sprint("rpm ", l.Limiter.RPM))
+		}
+		if j.Fleet != nil && j.Fleet.QuotaKey != "" {
+			got = append(got, "quota-key "+j.Fleet.QuotaKey)
+		}
+		return strings.Join(got, ", ")
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"another model", []string{"--model", "gemini-2.5-pro"}, ""},
+		{"the same model", []string{"--model", "gemini-2.5-flash-lite"}, "price, tpm 4000000, rpm 4000, quota-key gemini/flash-lite"},
+		{"no --model", nil, "price, tpm 4000000, rpm 4000, quota-key gemini/flash-lite"},
+		{"another model, its own quota", []string{"--model", "gemini-2.5-pro", "--tpm", "2000000"}, "tpm 2000000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := compileArgs(t, first, tc.args...)
+			if got := bound(j); got != tc.want {
+				t.Errorf("model-bound settings kept = %q, want %q", got, tc.want)
+			}
+			if j.Workers != 3 {
+				t.Errorf("workers = %d, want the stored 3 (not bound to the model)", j.Workers)
+			}
+		})
+	}
+}
+
+// rerun --from-stage classify --model B says which of model A's stored
+// settings it leaves, stores a job without them, and starts B's limiter
+// afresh rather than from the limit learned for A.
+func TestRerun_newModelSaysWhatItDrops(t *testing.T) {
+	_, url := batchSim(t, geminisim.BatchConfig{})
+	dir := t.TempDir()
+	db, input := filepath.Join(dir, "run.db"), filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 5); err != nil {
+		t.Fatal(err)
+	}
+	var out, first syncBuffer
+	if err := runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--quiet",
+		"--model", "gemini-2.5-flash-lite", "--price-in", "0", "--price-out", "0", "--tpm", "4000000"}, &out, &first); err != nil {
+		t.Fatalf("run: %v\n%s", err, first.String())
+	}
+	var errs syncBuffer
+	if err := runApp([]string{"sawtooth", "rerun", "--db", db, "--from-stage", "classify", "--base-url", url, "--quiet", "--yes",
+		"--model", "gemini-2.5-pro"}, &out, &errs); err != nil {
+		t.Fatalf("rerun: %v\n%s", err, errs.String())
+	}
+	for _, want := range []string{
+		"--model gemini-2.5-pro: not keeping --tpm, --price-in, --price-out, recorded for gemini-2.5-flash-lite",
+		"classify: model gemini-2.5-pro, not gemini-2.5-flash-lite: its limiter starts afresh",
+	} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("rerun did not say %q:\n%s", want, errs.String())
+		}
+	}
+	shown := shownJob(t, db)
+	for _, bad := range []string{"price", "tpm", "flash-lite"} {
+		if strings.Contains(shown, bad) {
+			t.Errorf("the stored job still holds %q:\n%s", bad, shown)
+		}
 	}
 }
