@@ -63,6 +63,9 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 			Cooldown: durationKey(o.Cooldown), TPM: o.TPM, RPM: o.RPM},
 		Mode: bo.Mode,
 	}
+	if m, err := batch.ParseMode(bo.Mode); err == nil {
+		l.Mode = string(m) // as the job file writes it: --mode Batch is batch
+	}
 	if bo.Mode != "" {
 		l.Batch = &job.Batch{Size: bo.Size, Deadline: durationKey(bo.Deadline), Poll: durationKey(bo.Poll)}
 	} else if o.storedMode != "" {
@@ -71,6 +74,12 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 		if b := o.storedBatch; b != nil {
 			l.Batch = &job.Batch{Size: b.Size, Deadline: b.Deadline, Poll: b.Poll}
 		}
+	}
+	if err := job.CheckTierMode(l.Tier, l.Mode); err != nil {
+		if bo.Mode != "" {
+			return nil, usagef("--tier %s with --mode %s: %v: leave --tier out, or use --mode auto (batch jobs, then online calls at the tier)", l.Tier, l.Mode, err)
+		}
+		return nil, usagef("--tier %s: %v, and the job %s stored runs classify in batch mode: leave --tier out (this command's own calls are online), or change the mode with run --mode", l.Tier, err, o.DB)
 	}
 	if in, out := given(o.PriceIn), given(o.PriceOut); in != nil || out != nil {
 		l.Price = &job.Price{Input: in, Output: out}

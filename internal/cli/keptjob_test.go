@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,5 +155,90 @@ func TestRerun_newModelSaysWhatItDrops(t *testing.T) {
 		if strings.Contains(shown, bad) {
 			t.Errorf("the stored job still holds %q:\n%s", bad, shown)
 		}
+	}
+}
+
+// Every combination of flags a run accepts stores a job the job file's
+// decoder takes (plan --db, job show | run -f read it back).
+func TestCompile_acceptedFlagsStoreAJobThatDecodes(t *testing.T) {
+	for _, args := range [][]string{
+		{"--tier", "flex", "--mode", "auto"},
+		{"--tier", "auto", "--flex-deadline", "1h", "--mode", "auto"},
+		{"--tier", "priority"},
+		{"--mode", "BATCH"},
+		{"--mode", " Auto "},
+		{"--decrease", "0.9"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			st := mustSnapshot(t, compileArgs(t, nil, args...))
+			if _, err := job.Decode("flags.yaml", []byte(st.YAML)); err != nil {
+				t.Errorf("flags %v compile to a job the decoder refuses:\n%v\n%s", args, err, st.YAML)
+			}
+		})
+	}
+}
+
+// Flags whose job could not be read back are a usage error naming them,
+// before anything is created or stored: a tier with batch mode (batch
+// jobs carry none), and a decrease outside (0, 1).
+func TestRun_refusesFlagsNoJobCanHold(t *testing.T) {
+	_, url := batchSim(t, geminisim.BatchConfig{})
+	input := filepath.Join(t.TempDir(), "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tier", "flex", "--mode", "batch"}, "--tier flex with --mode batch"},
+		{[]string{"--tier", "priority", "--mode", "Batch"}, "--tier priority with --mode batch"},
+		{[]string{"--tier", "auto", "--flex-deadline", "1h", "--mode", "batch"}, "--tier auto with --mode batch"},
+		{[]string{"--decrease", "1"}, "--decrease 1"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "run.db")
+			var out, errs syncBuffer
+			err := runApp(append([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--quiet"}, tc.args...), &out, &errs)
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want a usage error saying %q", err, tc.want)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the refused run left %s: %v", db, err)
+			}
+		})
+	}
+}
+
+// A retry given a tier on a database whose stored job runs classify in
+// batch mode is refused: the job it would store could not be read back.
+func TestRetry_tierOnBatchJobRefused(t *testing.T) {
+	db, url := batchRunDB(t)
+	before := shownJob(t, db)
+	var out, errs syncBuffer
+	err := runApp([]string{"sawtooth", "retry", "--db", db, "--stage", "classify", "--base-url", url, "--quiet", "--tier", "flex"}, &out, &errs)
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--tier flex") || !strings.Contains(err.Error(), "batch mode") {
+		t.Fatalf("got %v, want a usage error naming --tier and the stored batch mode", err)
+	}
+	if after := shownJob(t, db); after != before {
+		t.Errorf("the refused retry changed the stored job:\n%s", after)
+	}
+}
+
+// The decoder's rules back every flag's own check: a compiled job the
+// decoder refuses is a usage error naming the key.
+func TestCheckStorable(t *testing.T) {
+	good := mustSnapshot(t, compileArgs(t, nil, "--tier", "flex"))
+	if err := checkStorable("x.db", good); err != nil {
+		t.Fatalf("a job from accepted flags: %v", err)
+	}
+	j := compileArgs(t, nil)
+	j.Stages[1].LLM.Limiter.Decrease = 1 // past --decrease's own check
+	err := checkStorable("x.db", mustSnapshot(t, j))
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "limiter.decrease") {
+		t.Errorf("got %v, want a usage error naming limiter.decrease", err)
 	}
 }
