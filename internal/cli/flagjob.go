@@ -266,30 +266,42 @@ func orDuration(s string, def time.Duration) time.Duration {
 	return job.Duration(s)
 }
 
-// saveJob records in db the job the run ran, whatever defined it, so
+// storeJob records in db the job the run runs, whatever defined it, so
 // that `job show` prints it, `run -f` accepts what it prints and `run
-// --db` with no flags resumes it. A job compiled from flags that differs
-// from the one an earlier run from flags stored (settings that change no
-// stage's answers: a change that does was refused or re-run before this)
-// is said, key by key, as settleChanges says a job file's; tonight's
-// input file is not a change.
-func saveJob(db pipeline.Database, b *jobStages, stderr io.Writer) error {
+// --db` with no flags resumes it; and forgets the limits learned for the
+// stages' old models (see noteNewModels).
+func storeJob(db pipeline.Database, b *jobStages) error {
 	jdb, ok := db.(jobDatabase)
 	if !ok {
 		return nil
 	}
-	st := b.stored.WithDir(b.job.Dir)
-	if raw, err := jdb.Job(); err == nil && raw != nil && st.Flags {
-		if old, err := job.UnmarshalStored(raw); err == nil && old.Flags {
-			diff, _ := job.Diff(old, st)
-			diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Stage == "" && c.Key == "input.path" })
-			if len(diff) > 0 {
-				fmt.Fprintf(stderr, "the run's settings changed since the last run:\n  %s\n", joinChanges(diff))
-			}
-		}
-	}
-	if err := jdb.SaveJob(st.Marshal()); err != nil {
+	if err := jdb.SaveJob(b.stored.WithDir(b.job.Dir).Marshal()); err != nil {
 		return err
 	}
 	return b.clearLearned(db)
+}
+
+// sayJobChanges says, key by key as settleChanges says a job file's, how
+// a job compiled from flags differs from the one an earlier run from
+// flags stored (settings that change no stage's answers: a change that
+// does was refused or re-run before this); tonight's input file is not a
+// change.
+func sayJobChanges(db pipeline.Database, b *jobStages, stderr io.Writer) {
+	jdb, ok := db.(jobDatabase)
+	if !ok || !b.stored.Flags {
+		return
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return
+	}
+	old, err := job.UnmarshalStored(raw)
+	if err != nil || !old.Flags {
+		return
+	}
+	diff, _ := job.Diff(old, b.stored.WithDir(b.job.Dir))
+	diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Stage == "" && c.Key == "input.path" })
+	if len(diff) > 0 {
+		fmt.Fprintf(stderr, "the run's settings changed since the last run:\n  %s\n", joinChanges(diff))
+	}
 }

@@ -1,16 +1,23 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/urfave/cli/v2"
 )
 
 // batchRunDB is a database a `--mode batch` run from flags filled, and
@@ -222,6 +229,7 @@ func TestRetry_tierOnBatchJobRefused(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--tier flex") || !strings.Contains(err.Error(), "batch mode") {
 		t.Fatalf("got %v, want a usage error naming --tier and the stored batch mode", err)
 	}
+	t.Log(shownJob(t, db))
 	if after := shownJob(t, db); after != before {
 		t.Errorf("the refused retry changed the stored job:\n%s", after)
 	}
@@ -240,5 +248,101 @@ func TestCheckStorable(t *testing.T) {
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "limiter.decrease") {
 		t.Errorf("got %v, want a usage error naming limiter.decrease", err)
+	}
+}
+
+// A run refused once its database is open (here: --mode batch on a
+// database that cannot keep batch jobs) has ingested nothing and stored
+// no job: begin makes every check that can refuse the run before it
+// changes anything, and drain stores the job only after begin.
+func TestBegin_refusesBeforeChangingAnything(t *testing.T) {
+	_, url := batchSim(t, geminisim.BatchConfig{})
+	dir := t.TempDir()
+	path, input := filepath.Join(dir, "run.db"), filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs syncBuffer
+	if err := runApp([]string{"sawtooth", "run", "--db", path, "--input", input, "--base-url", url, "--quiet"}, &out, &errs); err != nil {
+		t.Fatalf("run: %v\n%s", err, errs.String())
+	}
+	if _, err := writeFirstLines(input, testReviews(t), 6); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		o   pipelineOptions
+		in  inputOptions
+		bo  batchOptions
+		err error
+	)
+	app := &cli.App{Name: "t", Writer: io.Discard, ErrWriter: io.Discard, Commands: []*cli.Command{{
+		Name:  "run",
+		Flags: append(append(append([]cli.Flag{dbFlag()}, inputFlags(&in)...), pipelineFlags(&o)...), batchFlags(&bo)...),
+		Action: func(c *cli.Context) error {
+			o.fromContext(c)
+			return nil
+		},
+	}}}
+	if err := app.Run([]string{"t", "run", "--db", path, "--input", input, "--base-url", url, "--mode", "batch"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := o.buildStages(ctx, in, bo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := checkInput(ctx, &o, &in, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(path, store.Options{Stages: b.defs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	jobBefore, _ := db.Job()
+	countsBefore, _ := db.Counts()
+	noBatch := struct{ jobDatabase }{db} // a database with no batch-job capability
+	req := &drainRequest{Pipeline: &o, Input: in, Batch: bo, ErrOut: io.Discard}
+	_, err = begin(ctx, noBatch, b, plan, req, slog.New(slog.DiscardHandler))
+	var ue *UsageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("begin = %v, want the usage error of a batch run the database cannot hold", err)
+	}
+	if jobAfter, _ := db.Job(); string(jobAfter) != string(jobBefore) {
+		t.Errorf("the refused run stored its job:\n%s", jobAfter)
+	}
+	if countsAfter, _ := db.Counts(); fmt.Sprint(countsAfter) != fmt.Sprint(countsBefore) {
+		t.Errorf("the refused run ingested: counts %v, were %v", countsAfter, countsBefore)
+	}
+}
+
+// A database that cannot keep batch jobs refuses a batch or auto run
+// before it ingests or stores anything (drain calls batchReady first).
+func TestBatchReady(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "x.db"), store.Options{Stages: namedStages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	plain := struct{ pipeline.Database }{db} // no batch-job capability
+	for _, tc := range []struct {
+		name string
+		db   pipeline.Database
+		mode batch.Mode
+		bad  bool
+	}{
+		{"online, any database", plain, batch.ModeOnline, false},
+		{"batch, a batch store", db, batch.ModeBatch, false},
+		{"batch, no batch jobs", plain, batch.ModeBatch, true},
+		{"auto, no batch jobs", plain, batch.ModeAuto, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := batchReady(tc.db, tc.mode)
+			var ue *UsageError
+			if tc.bad != errors.As(err, &ue) {
+				t.Errorf("batchReady = %v, want a usage error: %v", err, tc.bad)
+			}
+		})
 	}
 }
