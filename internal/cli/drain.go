@@ -372,7 +372,13 @@ func keepRecorded(o *pipelineOptions, req *drainRequest) error {
 		}
 	}
 	if len(kept) > 0 {
-		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+		// retry and rerun keep each setting whose flag is not given; run
+		// keeps them only when given none (see runOptions).
+		how := "give the flag to change one"
+		if req.RerunFrom == "" && req.RetryStage == "" {
+			how = "a run given any setting's flag keeps none of them: it takes the flags given and the defaults for the rest"
+		}
+		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (%s)\n", o.DB, strings.Join(kept, ", --"), how)
 	}
 	if len(dropped) > 0 {
 		fmt.Fprintf(req.ErrOut, "--model %s: not keeping --%s, recorded for %s: %s's list price and the default quota apply (give the flags to set them for %s)\n",

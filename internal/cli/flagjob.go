@@ -201,8 +201,9 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 	dur("max-wait", &o.MaxWait, l.MaxWait)
 	dur("max-outage", &o.MaxOutage, l.MaxOutage)
 	dur("max-refused", &o.MaxRefused, l.MaxRefused)
+	// --start is not kept: it is one run's hint, and a kept one would
+	// stop every later run from starting at the limit it learned.
 	lc := l.Limiter
-	num("start", &o.Start, lc.Start)
 	num("floor", &o.Floor, lc.Floor)
 	num("ceiling", &o.Ceiling, lc.Ceiling)
 	num("fixed", &o.Fixed, lc.Fixed)

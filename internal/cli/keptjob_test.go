@@ -346,3 +346,46 @@ func TestBatchReady(t *testing.T) {
 		})
 	}
 }
+
+// --start is one run's hint: a later run keeping the stored settings
+// starts at the limit it learned, not at a stored --start.
+func TestKeepStoredJob_startNotKept(t *testing.T) {
+	first := compileArgs(t, nil, "--start", "50", "--floor", "2")
+	j := compileArgs(t, first)
+	if lc := j.Stages[1].LLM.Limiter; lc.Start != 0 || lc.Floor != 2 {
+		t.Errorf("kept limiter %+v, want no start and the stored floor 2", lc)
+	}
+}
+
+// The notice of kept settings says what changing one takes: for retry
+// and rerun, the flag; a run given any setting's flag keeps none.
+func TestKeptSettingsNotice(t *testing.T) {
+	_, url := batchSim(t, geminisim.BatchConfig{})
+	dir := t.TempDir()
+	db, input := filepath.Join(dir, "run.db"), filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs syncBuffer
+	if err := runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--quiet", "--workers", "3"}, &out, &errs); err != nil {
+		t.Fatalf("run: %v\n%s", err, errs.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "(a run given any setting's flag keeps none of them: it takes the flags given and the defaults for the rest)"},
+		{[]string{"retry", "--stage", "classify"}, "(give the flag to change one)"},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			var errs syncBuffer
+			args := append(append([]string{"sawtooth"}, tc.args...), "--db", db, "--base-url", url, "--quiet")
+			if err := runApp(args, &out, &errs); err != nil {
+				t.Fatalf("%v: %v\n%s", tc.args, err, errs.String())
+			}
+			if !strings.Contains(errs.String(), "recorded for --workers "+tc.want) {
+				t.Errorf("%v said:\n%s\nwant the kept --workers and %q", tc.args, errs.String(), tc.want)
+			}
+		})
+	}
+}
