@@ -363,7 +363,7 @@ func (b *jobStages) noteNewModels(db pipeline.Database, stderr io.Writer) {
 }
 
 // clearLearned forgets the limits learned for the stages' old models.
-func (b *jobStages) clearLearned(db pipeline.Database) error {
+func (b *jobStages) clearLearned(db learnedStore) error {
 	for name := range b.newModel {
 		for _, key := range []string{name, rateKey(name)} {
 			if err := db.SetLearnedLimit(key, 0); err != nil {

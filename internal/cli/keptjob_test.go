@@ -389,3 +389,17 @@ func TestKeptSettingsNotice(t *testing.T) {
 		})
 	}
 }
+
+// Storing a job whose stage has another model forgets the limit and rate
+// learned for the old one (a run of the new model that ends early must
+// not hand them on), and only that stage's.
+func TestJobStages_clearLearned(t *testing.T) {
+	db := memLearned{"classify": 12, "classify.rate_per_min": 600, "other": 3, "other.rate_per_min": 60}
+	b := &jobStages{newModel: map[string]string{"classify": "gemini-2.5-flash-lite"}}
+	if err := b.clearLearned(db); err != nil {
+		t.Fatal(err)
+	}
+	if want := (memLearned{"classify": 0, "classify.rate_per_min": 0, "other": 3, "other.rate_per_min": 60}); fmt.Sprint(db) != fmt.Sprint(want) {
+		t.Errorf("learned after = %v, want %v", db, want)
+	}
+}
