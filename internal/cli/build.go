@@ -12,6 +12,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -59,12 +60,26 @@ func (o *pipelineOptions) buildStages(ctx context.Context, in inputOptions, bo b
 	if err != nil {
 		return nil, err
 	}
+	if err := checkStorable(o.DB, b.stored); err != nil {
+		return nil, err
+	}
 	b.stored.Flags = true
 	agg := b.stages[2].Stage.(*stages.Aggregate)
 	b.defs[0].Config = mustJSON(sanitizeSettings{MaxChars: o.MaxChars, Emoji: o.Emoji})
 	b.defs[1].Config = mustJSON(classifySettings{Model: o.Model, Labels: o.Labels, PromptFile: o.PromptFile, Prompt: o.prompt, MaxOutputTokens: o.MaxOutputTokens})
 	b.defs[2].Config, b.defs[2].Reads = mustJSON(agg), aggregateReads(agg)
 	return b, nil
+}
+
+// checkStorable refuses the job the flags compiled to (st) when the job
+// file's decoder would refuse it: what a run stores must read back (plan
+// --db, job show | run -f), so the job file's rules hold for the flags
+// too, even where no flag's own check says so.
+func checkStorable(db string, st job.Stored) error {
+	if _, err := job.Decode(db+" (the job the flags define)", []byte(st.YAML)); err != nil {
+		return usagef("%v\nthe flags define a job a job file could not hold: change the flags these keys come from", err)
+	}
+	return nil
 }
 
 // given is a --price-in/--price-out value, nil when the flag was left at

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -71,25 +72,28 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		return sum, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
-	if err := prepare(ctx, db, b, input, &req); err != nil {
-		return sum, err
-	}
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
 	fleetLog, err := obs.Logger(sigOut)
 	if err != nil {
 		return sum, usage(err)
 	}
-	if err := b.addLimiters(ctx, db, fleetLog); err != nil {
+	mode, err := begin(ctx, db, b, input, &req, fleetLog)
+	if err != nil {
 		return sum, err
 	}
 	// One run record for the whole command: a batch phase is part of the
 	// run, so the record is saved "running" before it (a run killed in it
 	// reads killed, with what its commits recorded) and its duration is
-	// the command's.
+	// the command's. The job is stored once nothing is left to refuse the
+	// run, before its first call: a refused command changes nothing a
+	// later `run --db` reads.
 	start := time.Now()
 	runID := store.NewRunID(start)
-	if mode, _ := req.Batch.check(); mode != batch.ModeOnline {
+	if mode != batch.ModeOnline {
+		if err := storeJob(db, b); err != nil {
+			return sum, err
+		}
 		sum = pipeline.RunSummary{ID: runID, Started: start, Status: "running"}
 		if err := db.SaveRun(sum); err != nil {
 			return sum, err
@@ -121,6 +125,12 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		return sum, usage(err)
 	}
 	sigOut.Set(prog.Writer())
+	if mode == batch.ModeOnline {
+		if err := storeJob(db, b); err != nil {
+			prog.Close()
+			return sum, err
+		}
+	}
 	r := &pipeline.Runner{
 		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat,
 		OnTick: prog.Tick, Log: prog.Log(),
@@ -131,8 +141,38 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	return finish(db, b, &req, sum, runErr, batchPhase)
 }
 
+// begin readies an open run: every check that can refuse it first (its
+// limiters, a batch mode the database cannot keep jobs for), then
+// prepare. It returns how classify runs; fleetLog is the fleet
+// limiter's log.
+func begin(ctx context.Context, db pipeline.Database, b *jobStages, input *ingest.Plan, req *drainRequest, fleetLog *slog.Logger) (batch.Mode, error) {
+	b.noteNewModels(db, req.ErrOut)
+	if err := b.addLimiters(ctx, db, fleetLog); err != nil {
+		return "", err
+	}
+	mode, err := req.Batch.check()
+	if err != nil {
+		return "", err
+	}
+	if err := batchReady(db, mode); err != nil {
+		return "", err
+	}
+	return mode, prepare(ctx, db, b, input, req)
+}
+
+// batchReady refuses a batch or auto run on a database that cannot keep
+// batch jobs, before the run ingests or stores anything.
+func batchReady(db pipeline.Database, mode batch.Mode) error {
+	if mode == batch.ModeOnline {
+		return nil
+	}
+	_, err := batchStore(db)
+	return err
+}
+
 // prepare does what the run does before it drains: ingest the input,
-// re-queue what rerun --from-stage or retry asks, and record the job.
+// re-queue what rerun --from-stage or retry asks, and say how the job
+// differs from the one stored (storeJob stores it once the run starts).
 func prepare(ctx context.Context, db pipeline.Database, b *jobStages, input *ingest.Plan, req *drainRequest) error {
 	stderr := req.ErrOut
 	if input != nil {
@@ -156,7 +196,8 @@ func prepare(ctx context.Context, db pipeline.Database, b *jobStages, input *ing
 		}
 		fmt.Fprintf(stderr, "re-queued %s at %s\n", plural(n, "dead letter"), req.RetryStage)
 	}
-	return saveJob(db, b, stderr)
+	sayJobChanges(db, b, stderr)
+	return nil
 }
 
 // finish settles a drained run: the batch phase's figures, the learned
@@ -319,13 +360,29 @@ func keepRecorded(o *pipelineOptions, req *drainRequest) error {
 		return err
 	}
 	kept := o.keepStored(storedSettings(defs))
+	var dropped []string
+	oldModel := ""
 	if st, err := loadStored(o.DB); err == nil && st != nil && st.Flags {
 		if j, err := storedJobOf(o.DB, st); err == nil {
-			kept = append(kept, o.keepStoredJob(j, &req.Input, &req.Batch)...)
+			k, d := o.keepStoredJob(j, &req.Input, &req.Batch)
+			kept, dropped = append(kept, k...), d
+			if l := classifyOf(j); l != nil {
+				oldModel = l.Model
+			}
 		}
 	}
 	if len(kept) > 0 {
-		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (give the flag to change one)\n", o.DB, strings.Join(kept, ", --"))
+		// retry and rerun keep each setting whose flag is not given; run
+		// keeps them only when given none (see runOptions).
+		how := "give the flag to change one"
+		if req.RerunFrom == "" && req.RetryStage == "" {
+			how = "a run given any setting's flag keeps none of them: it takes the flags given and the defaults for the rest"
+		}
+		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (%s)\n", o.DB, strings.Join(kept, ", --"), how)
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(req.ErrOut, "--model %s: not keeping --%s, recorded for %s: %s's list price and the default quota apply (give the flags to set them for %s)\n",
+			o.Model, strings.Join(dropped, ", --"), oldModel, o.Model, o.Model)
 	}
 	return nil
 }

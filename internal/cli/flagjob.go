@@ -43,6 +43,9 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 		Input: job.Input{Path: absPath(in.Path), Format: in.Format, ID: in.IDField, Text: in.TextField,
 			MaxLineBytes: in.MaxLine, MaxFieldLines: in.MaxFieldLines, DateFormat: in.DateFormat, RatingRange: in.RatingRange},
 	}
+	if in.Path == "" && o.storedInput.Path != "" {
+		j.Input.Path, j.Input.Format = o.storedInput.Path, o.storedInput.Format
+	}
 	if isPostgres(o.DB) {
 		j.DB = postgres.Redact(o.DB) // the stored job is printed: no password in it
 	} else {
@@ -60,8 +63,23 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 			Cooldown: durationKey(o.Cooldown), TPM: o.TPM, RPM: o.RPM},
 		Mode: bo.Mode,
 	}
+	if m, err := batch.ParseMode(bo.Mode); err == nil {
+		l.Mode = string(m) // as the job file writes it: --mode Batch is batch
+	}
 	if bo.Mode != "" {
 		l.Batch = &job.Batch{Size: bo.Size, Deadline: durationKey(bo.Deadline), Poll: durationKey(bo.Poll)}
+	} else if o.storedMode != "" {
+		// retry and rerun run online, but store the mode later runs use
+		l.Mode = o.storedMode
+		if b := o.storedBatch; b != nil {
+			l.Batch = &job.Batch{Size: b.Size, Deadline: b.Deadline, Poll: b.Poll}
+		}
+	}
+	if err := job.CheckTierMode(l.Tier, l.Mode); err != nil {
+		if bo.Mode != "" {
+			return nil, usagef("--tier %s with --mode %s: %v: leave --tier out, or use --mode auto (batch jobs, then online calls at the tier)", l.Tier, l.Mode, err)
+		}
+		return nil, usagef("--tier %s: %v, and the job %s stored runs classify in batch mode: leave --tier out (this command's own calls are online), or change the mode with run --mode", l.Tier, err, o.DB)
 	}
 	if in, out := given(o.PriceIn), given(o.PriceOut); in != nil || out != nil {
 		l.Price = &job.Price{Input: in, Output: out}
@@ -140,22 +158,28 @@ func absPath(p string) string {
 // decide answers (model, labels, prompt, max-output-tokens, the sanitize
 // and aggregate settings) are kept from the stage definitions instead
 // (keepStored), which databases run from flags have always recorded. bo
-// may be nil: retry and rerun run online, whatever the job says.
-func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) []string {
-	var l *job.LLM
-	for _, s := range j.Stages {
-		if s.LLM != nil && s.LLM.Preset == job.PresetClassify {
-			l = s.LLM
-		}
-	}
+// with no mode is retry's and rerun's: they run online whatever the job
+// says, and keep its mode and batch settings only for the job they store.
+//
+// A --model other than the stored one drops, and returns in dropped, the
+// stored settings that were the old model's: its custom price (the plan
+// and the budget would price the new model at it), its quota (tpm, rpm)
+// and its shared-quota row (quota-key). The new model's list price and
+// the defaults apply to those instead.
+func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchOptions) (kept, dropped []string) {
+	l := classifyOf(j)
 	if l == nil {
-		return nil
+		return nil, nil
 	}
-	var kept []string
+	newModel := o.set["model"] && l.Model != "" && o.Model != l.Model
 	// stored says the job holds a value: a zero or "" is the default,
 	// which the flag already has.
 	keep := func(flag string, stored, differs bool, apply func()) {
-		if !o.set[flag] && stored && differs {
+		switch {
+		case o.set[flag] || !stored || !differs:
+		case newModel && modelBound[flag]:
+			dropped = append(dropped, flag)
+		default:
 			apply()
 			kept = append(kept, flag)
 		}
@@ -177,8 +201,9 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 	dur("max-wait", &o.MaxWait, l.MaxWait)
 	dur("max-outage", &o.MaxOutage, l.MaxOutage)
 	dur("max-refused", &o.MaxRefused, l.MaxRefused)
+	// --start is not kept: it is one run's hint, and a kept one would
+	// stop every later run from starting at the limit it learned.
 	lc := l.Limiter
-	num("start", &o.Start, lc.Start)
 	num("floor", &o.Floor, lc.Floor)
 	num("ceiling", &o.Ceiling, lc.Ceiling)
 	num("fixed", &o.Fixed, lc.Fixed)
@@ -196,6 +221,9 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 		str("quota-key", &o.QuotaKey, f.QuotaKey)
 	}
 	if in != nil {
+		if in.Path == "" {
+			o.storedInput = job.Input{Path: j.Input.Path, Format: j.Input.Format}
+		}
 		str("id-field", &in.IDField, j.Input.ID)
 		str("text-field", &in.TextField, j.Input.Text)
 		str("date-format", &in.DateFormat, j.Input.DateFormat)
@@ -203,16 +231,33 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 		num("max-line-bytes", &in.MaxLine, j.Input.MaxLineBytes)
 		num("max-field-lines", &in.MaxFieldLines, j.Input.MaxFieldLines)
 	}
-	if bo != nil && bo.Mode != "" {
+	switch {
+	case bo != nil && bo.Mode != "":
 		str("mode", &bo.Mode, l.Mode)
 		if b := l.Batch; b != nil {
 			num("batch-size", &bo.Size, b.Size)
 			dur("batch-deadline", &bo.Deadline, b.Deadline)
 			dur("batch-poll", &bo.Poll, b.Poll)
 		}
+	case bo != nil:
+		o.storedMode, o.storedBatch = l.Mode, l.Batch
 	}
-	return kept
+	return kept, dropped
 }
+
+// classifyOf is j's classify preset stage, nil when it has none.
+func classifyOf(j *job.Job) *job.LLM {
+	for _, s := range j.Stages {
+		if s.LLM != nil && s.LLM.Preset == job.PresetClassify {
+			return s.LLM
+		}
+	}
+	return nil
+}
+
+// modelBound are the flags whose stored values were set for the stored
+// model, not kept for another one.
+var modelBound = map[string]bool{"price-in": true, "price-out": true, "tpm": true, "rpm": true, "quota-key": true}
 
 // orDuration is s parsed, or def when s is "".
 func orDuration(s string, def time.Duration) time.Duration {
@@ -222,27 +267,42 @@ func orDuration(s string, def time.Duration) time.Duration {
 	return job.Duration(s)
 }
 
-// saveJob records in db the job the run ran, whatever defined it, so
+// storeJob records in db the job the run runs, whatever defined it, so
 // that `job show` prints it, `run -f` accepts what it prints and `run
-// --db` with no flags resumes it. A job compiled from flags that differs
-// from the one an earlier run from flags stored (settings that change no
-// stage's answers: a change that does was refused or re-run before this)
-// is said, key by key, as settleChanges says a job file's; tonight's
-// input file is not a change.
-func saveJob(db pipeline.Database, b *jobStages, stderr io.Writer) error {
+// --db` with no flags resumes it; and forgets the limits learned for the
+// stages' old models (see noteNewModels).
+func storeJob(db pipeline.Database, b *jobStages) error {
 	jdb, ok := db.(jobDatabase)
 	if !ok {
 		return nil
 	}
-	st := b.stored.WithDir(b.job.Dir)
-	if raw, err := jdb.Job(); err == nil && raw != nil && st.Flags {
-		if old, err := job.UnmarshalStored(raw); err == nil && old.Flags {
-			diff, _ := job.Diff(old, st)
-			diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Stage == "" && c.Key == "input.path" })
-			if len(diff) > 0 {
-				fmt.Fprintf(stderr, "the run's settings changed since the last run:\n  %s\n", joinChanges(diff))
-			}
-		}
+	if err := jdb.SaveJob(b.stored.WithDir(b.job.Dir).Marshal()); err != nil {
+		return err
 	}
-	return jdb.SaveJob(st.Marshal())
+	return b.clearLearned(db)
+}
+
+// sayJobChanges says, key by key as settleChanges says a job file's, how
+// a job compiled from flags differs from the one an earlier run from
+// flags stored (settings that change no stage's answers: a change that
+// does was refused or re-run before this); tonight's input file is not a
+// change.
+func sayJobChanges(db pipeline.Database, b *jobStages, stderr io.Writer) {
+	jdb, ok := db.(jobDatabase)
+	if !ok || !b.stored.Flags {
+		return
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return
+	}
+	old, err := job.UnmarshalStored(raw)
+	if err != nil || !old.Flags {
+		return
+	}
+	diff, _ := job.Diff(old, b.stored.WithDir(b.job.Dir))
+	diff = slices.DeleteFunc(diff, func(c job.Change) bool { return c.Stage == "" && c.Key == "input.path" })
+	if len(diff) > 0 {
+		fmt.Fprintf(stderr, "the run's settings changed since the last run:\n  %s\n", joinChanges(diff))
+	}
 }

@@ -136,9 +136,10 @@ func TestCompile_eachFlagLandsInTheJob(t *testing.T) {
 }
 
 // byDefs are the flags a later run keeps through the stage definitions
-// (keepStored) or not at all (the input file and its format).
+// (keepStored) or not at all (the input file and its format, and
+// --start, one run's hint: TestKeepStoredJob_startNotKept).
 var byDefs = map[string]bool{"--input": true, "--format": true, "--max-chars": true, "--emoji": true, "--model": true, "--labels": true,
-	"--prompt-file": true, "--max-output-tokens": true, "--group-by": true, "--date-field": true, "--rating-field": true}
+	"--prompt-file": true, "--max-output-tokens": true, "--group-by": true, "--date-field": true, "--rating-field": true, "--start": true}
 
 // TestCompile_defaultsLeftOut: a flag left at its default writes nothing
 // where the job's default is the same, so job show prints what the run

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -89,6 +90,15 @@ type pipelineOptions struct {
 	// from the DB (promptKept) when --prompt-file was not given.
 	prompt     string
 	promptKept bool
+	// storedMode and storedBatch are how the stored job runs classify
+	// (mode and batch settings), kept by retry and rerun: they run
+	// online themselves, but the job they store keeps them for the
+	// runs after. storedInput is the input file it names, kept by a
+	// run given no --input: the job it stores still says where its
+	// items came from.
+	storedMode  string
+	storedBatch *job.Batch
+	storedInput job.Input
 
 	// DryRun prints the re-run plan and changes nothing; Yes allows a
 	// re-run of more than ConfirmAbove items.

@@ -44,6 +44,10 @@ type jobStages struct {
 	// jobs drive (nil: none); batchedAt says where the job defines it.
 	batched   batch.Stage
 	batchedAt string
+	// newModel names the LLM stages whose model differs from the stored
+	// job's (see noteNewModels): the limit they learned was another
+	// model's.
+	newModel map[string]string
 }
 
 // loadJob reads the job to run: the file -f names, else the job the
@@ -314,7 +318,7 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 			continue
 		}
 		start, startRate := lc.Start, 0.0
-		if start <= 0 {
+		if _, other := b.newModel[l.Name]; start <= 0 && !other {
 			start, startRate = learnedState(db, l.Name)
 		}
 		var lim pipeline.Limiter = limiter.New(limiter.Config{
@@ -336,6 +340,55 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 		}
 		b.limiters[l.Name] = lim
 		b.stages[i].Limiter = lim
+	}
+	return nil
+}
+
+// noteNewModels finds the LLM stages whose model differs from the job db
+// stored, so that their limiters do not start from the limit learned for
+// the old model, and says so where one was learned. The learned state is
+// cleared when the job is saved (clearLearned), so that a run of the new
+// model that ends early does not hand the old limit on either.
+func (b *jobStages) noteNewModels(db pipeline.Database, stderr io.Writer) {
+	jdb, ok := db.(jobDatabase)
+	if !ok {
+		return
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return
+	}
+	st, err := job.UnmarshalStored(raw)
+	if err != nil {
+		return
+	}
+	old, err := st.Job(db.Path())
+	if err != nil {
+		return
+	}
+	for _, ol := range old.LLMStages() {
+		nl := b.llm[ol.Name]
+		if nl == nil || nl.Model == ol.Model || ol.Model == "" {
+			continue
+		}
+		if b.newModel == nil {
+			b.newModel = map[string]string{}
+		}
+		b.newModel[ol.Name] = ol.Model
+		if limit, _ := learnedState(db, ol.Name); limit > 0 && nl.Limiter.Start <= 0 {
+			fmt.Fprintf(stderr, "%s: model %s, not %s: its limiter starts afresh, not from the limit of %d learned for %s\n", ol.Name, nl.Model, ol.Model, limit, ol.Model)
+		}
+	}
+}
+
+// clearLearned forgets the limits learned for the stages' old models.
+func (b *jobStages) clearLearned(db learnedStore) error {
+	for name := range b.newModel {
+		for _, key := range []string{name, rateKey(name)} {
+			if err := db.SetLearnedLimit(key, 0); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

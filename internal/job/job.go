@@ -505,8 +505,8 @@ func (l *LLM) checkTier(d *decoder, path string) {
 		d.at(path+".tier", "%q is not a tier%s: write standard, flex, priority or auto", l.Tier, didYouMean(l.Tier, stages.TierNames))
 		return
 	}
-	if l.Tier != "" && l.Tier != stages.TierStandard && l.Mode == ModeBatch {
-		d.at(path+".tier", "tier %s is for online calls: batch mode has its own price (remove tier, or mode: batch)", l.Tier)
+	if err := CheckTierMode(l.Tier, l.Mode); err != nil {
+		d.at(path+".tier", "%v: remove tier, or mode: batch", err)
 	}
 	if l.FlexDeadline == "" {
 		return
@@ -517,6 +517,17 @@ func (l *LLM) checkTier(d *decoder, path string) {
 	case l.Tier != stages.TierAuto && l.Tier != stages.TierFlex:
 		d.at(path+".flex_deadline", "needs `tier: flex` or `tier: auto` (flex first, standard after the deadline); tier is %q", orStandard(l.Tier))
 	}
+}
+
+// CheckTierMode reports a tier a stage cannot ask for in mode: batch
+// jobs carry no service tier (the Batch API has its own price), and no
+// online call is left to a batch-mode stage. Auto mode's online calls use
+// the tier. It is the one rule for a job file and for a run's flags.
+func CheckTierMode(tier, mode string) error {
+	if tier != "" && tier != stages.TierStandard && mode == ModeBatch {
+		return fmt.Errorf("tier %s is for online calls: batch mode has its own price", tier)
+	}
+	return nil
 }
 
 func orStandard(tier string) string {
