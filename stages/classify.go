@@ -162,7 +162,7 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 	ep := Endpoint{Backend: BackendGemini, APIKey: cfg.APIKey, BaseURL: cfg.BaseURL, HTTPClient: cfg.HTTPClient}
 	l, err := newLLM(ctx, LLMConfig{Name: "classify", Endpoint: ep, Model: cfg.Model, Labels: labels,
 		PromptTemplate: cfg.PromptTemplate, SystemInstruction: cfg.SystemInstruction, Timeout: cfg.Timeout,
-		MaxOutputTokens: cfg.MaxOutputTokens, ThinkingBudget: cfg.ThinkingBudget, Tier: cfg.Tier}, "classify", true)
+		MaxOutputTokens: cfg.MaxOutputTokens, ThinkingBudget: cfg.ThinkingBudget, Tier: cfg.Tier}, "classify", classifyPreset)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +176,24 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// classifyPreset is the classify stage's preset: what it sent, read,
+// stored and said when it was a stage of its own. Its item header is the
+// id alone and its cache key names no stage (it was the only LLM stage),
+// so a database written then finds its answers again.
+var classifyPreset = &preset{
+	parse:  parseClassifyPrompt,
+	render: (*LLM).renderClassify,
+	read: func(l *LLM, raw, modelVersion string) (any, error) {
+		return l.readClassify(raw, modelVersion)
+	},
+	record:       recordClassify,
+	cutOffHint:   "if this persists, raise --max-output-tokens or lower the thinking budget",
+	repairNote:   (*LLM).classifyRepairNote,
+	repairFailed: (*LLM).classifyRepairFailed,
+	itemName:     func(_, id string) string { return id },
+	cacheScope:   func(string) (string, string) { return "", cacheKeyVersion + "\x00" },
+}
+
 // parseClassifyPrompt parses the classify preset's prompt template: a
 // field an item lacks reads "" ({{.Fields.app}}), as it always has.
 func parseClassifyPrompt(_, source string) (*template.Template, error) {
@@ -186,7 +204,7 @@ func parseClassifyPrompt(_, source string) (*template.Template, error) {
 // template executed with a PromptData, or the classified error that keeps
 // it from being sent.
 func (l *LLM) renderClassify(it pipeline.Item) (string, error) {
-	text := classifyInput(it)
+	text := itemText(it)
 	if strings.TrimSpace(text) == "" {
 		return "", verdict(fmt.Errorf("item %s: text is empty: nothing to classify; %s", itemRef(it), editRowHint))
 	}
@@ -198,20 +216,6 @@ func (l *LLM) renderClassify(it pipeline.Item) (string, error) {
 		return "", pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
 	}
 	return prompt.String(), nil
-}
-
-// classifyInput picks the text to classify: the sanitized text when the
-// sanitize stage ran, else the raw record text.
-func classifyInput(it pipeline.Item) string {
-	for _, raw := range []json.RawMessage{it.Outputs["sanitize"], it.Prev} {
-		var out struct {
-			Text *string `json:"text"`
-		}
-		if len(raw) > 0 && json.Unmarshal(raw, &out) == nil && out.Text != nil {
-			return *out.Text
-		}
-	}
-	return it.Text
 }
 
 // readClassify reads the classify preset's answer raw: a JSON object with
@@ -252,6 +256,16 @@ func (l *LLM) readClassify(raw, modelVersion string) (ClassifyOutput, error) {
 	}
 	return ClassifyOutput{Label: label, Confidence: *ans.Confidence, Reason: strings.TrimSpace(*ans.Reason),
 		Model: l.model, ModelVersion: modelVersion}, nil
+}
+
+// recordClassify is the stored output for a ClassifyOutput: with what its
+// calls were billed and why a second was needed.
+func recordClassify(_ *LLM, out any, usage pipeline.Usage, repair repairKind) any {
+	if o, ok := out.(ClassifyOutput); ok {
+		o.Usage, o.Repair = usage, string(repair)
+		return o
+	}
+	return out
 }
 
 // classifyRepairNote is the classify preset's note to the repair call: what

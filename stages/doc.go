@@ -17,11 +17,14 @@
 // call and no limiter slot, and its output records the skip. It calls the
 // Gemini API or Vertex AI (Endpoint) with google.golang.org/genai (the
 // SDK's own retries and automatic continuation are off: the pipeline owns
-// retries) and asks for JSON constrained by the response schema. Classify
-// is its classify preset: the stage a run from flags builds, labelling the
-// sanitized text, whose request, cache key and stored output are those
-// the classify stage had before it was a preset, so older databases
-// resume without paying again.
+// retries) and asks for JSON constrained by the response schema. What a
+// kind of LLM stage does its own way (prompt, reading and storing the
+// answer, repair notes, dead letters, item header, cache key) is its
+// preset, a value the stage holds: job-file stages use one, and Classify
+// is the stage with the classify preset, the stage a run from flags
+// builds, labelling the sanitized text, whose request, cache key and
+// stored output are those the classify stage had before it was a preset,
+// so older databases resume without paying again.
 //
 // Every way a call can fail is mapped to a pipeline error class in one
 // place, geminiErrors, whose messages name the stage: quota refusals are
@@ -46,12 +49,12 @@
 // tells apart by their ItemVerdict method. Their advice is to edit the row
 // in the input file, since the same text earns the same verdict again.
 //
-// Files: llm.go (configuration, Process), llm_call.go (the request and
+// Files: llm.go (configuration, the preset, Process), llm_call.go (the request and
 // the repair call), llm_response.go (reading and checking the answer),
 // gemini_errors.go (error classes and messages), llm_batch.go (the Batch
 // API's requests and answers), llm_cache.go (cache key, estimates),
 // llm_client.go (endpoint, transport), llm_schema.go, when.go; classify.go
-// is the classify preset.
+// is the classify preset, all of it.
 //
 // Aggregate turns a classified item into a pipeline.Fact (label, group
 // values such as app and month, rating) that the store folds into the

@@ -90,7 +90,7 @@ type Skipped struct {
 
 // LLM is a named LLM stage: its own model, prompt, output shape (a label
 // set or any JSON schema) and condition. It is the one stage that calls a
-// model: Classify is its classify preset.
+// model: Classify is it with the classify preset.
 //
 // Each Process call sends one generateContent request, and one repair
 // request only after a cut-off or off-schema answer (see answer): the
@@ -104,11 +104,9 @@ type LLM struct {
 	name   string
 	client *genai.Client
 	errs   *geminiErrors // classes call errors and words them
-	// classify marks the classify preset (see NewClassify): it reads its
-	// text and words its prompt, answer checks, repair notes and cache
-	// key as the classify stage did before it was a preset, so what a
-	// database holds from then resumes unchanged.
-	classify     bool
+	// preset renders, reads and words what the stage's kind does its
+	// own way: jobPreset, or classifyPreset for NewClassify.
+	preset       *preset
 	model        string
 	labels       []string
 	schema       *genai.Schema
@@ -132,19 +130,65 @@ var (
 	_ pipeline.Skipper = (*LLM)(nil)
 )
 
+// preset is what a kind of LLM stage does its own way; the calls, checks,
+// budgets, tiers, batch requests and cache around it are the same for
+// every kind. A job file's stages use jobPreset; NewClassify uses
+// classifyPreset (classify.go), which keeps the words, output and keys
+// classify had as a stage of its own, so a database written then resumes
+// without paying again.
+type preset struct {
+	// parse parses the prompt template of the stage named name.
+	parse func(name, source string) (*template.Template, error)
+	// render is the prompt sent for it, or the classified error that
+	// keeps it from being sent.
+	render func(l *LLM, it pipeline.Item) (string, error)
+	// read reads an answer's text: the output, or a repairable error.
+	read func(l *LLM, raw, modelVersion string) (any, error)
+	// record is the output to store for read's out: what its calls were
+	// billed and why a second call was needed ("" when none was).
+	record func(l *LLM, out any, usage pipeline.Usage, repair repairKind) any
+	// cutOffHint ends the error of an answer cut off at its budget.
+	cutOffHint string
+	// repairNote tells the repair call what was wrong with the answer.
+	repairNote func(l *LLM, bad *stageError) string
+	// repairFailed is the dead letter after a second unusable answer.
+	repairFailed func(l *LLM, first, second request, bad, again *stageError) error
+	// itemName is what the item header calls the stage's calls for id.
+	itemName func(stage, id string) string
+	// cacheScope is the stage name the cache key holds and the prefix
+	// hashed before it.
+	cacheScope func(stage string) (keyStage, prefix string)
+}
+
+// jobPreset is the preset of a job file's LLM stages: any label set or
+// schema, the stage's name in its item header and cache key (two stages
+// asking the same question are two answers), its words naming job-file
+// settings.
+var jobPreset = &preset{
+	parse:        parsePrompt,
+	render:       (*LLM).renderPrompt,
+	read:         func(l *LLM, raw, _ string) (any, error) { return l.readObject(raw) },
+	record:       (*LLM).recordObject,
+	cutOffHint:   "raise max_output_tokens",
+	repairNote:   (*LLM).schemaRepairNote,
+	repairFailed: (*LLM).schemaRepairFailed,
+	itemName:     func(stage, id string) string { return stage + "/" + id },
+	cacheScope:   func(stage string) (string, string) { return stage, cacheKeyVersion + "\x00llm\x00" },
+}
+
 // NewLLM checks cfg, compiles its template, schema and condition, and
 // builds the client. It sends no request.
 func NewLLM(ctx context.Context, cfg LLMConfig) (*LLM, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("llm stage: no name")
 	}
-	return newLLM(ctx, cfg, "llm stage "+strconv.Quote(cfg.Name), false)
+	return newLLM(ctx, cfg, "llm stage "+strconv.Quote(cfg.Name), jobPreset)
 }
 
-// newLLM builds the stage cfg describes, who naming it in errors;
-// classify makes it the classify preset.
-func newLLM(ctx context.Context, cfg LLMConfig, who string, classify bool) (*LLM, error) {
-	l := &LLM{name: cfg.Name, classify: classify, model: orDefault(cfg.Model, DefaultModel)}
+// newLLM builds the stage cfg describes with preset p, who naming it in
+// errors.
+func newLLM(ctx context.Context, cfg LLMConfig, who string, p *preset) (*LLM, error) {
+	l := &LLM{name: cfg.Name, preset: p, model: orDefault(cfg.Model, DefaultModel)}
 	timeout := cfg.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -168,12 +212,8 @@ func newLLM(ctx context.Context, cfg LLMConfig, who string, classify bool) (*LLM
 	}
 	l.system = orDefault(cfg.SystemInstruction, l.system)
 	l.promptSource = orDefault(cfg.PromptTemplate, DefaultPromptTemplate)
-	parse := parsePrompt
-	if classify {
-		parse = parseClassifyPrompt
-	}
 	var err error
-	if l.prompt, err = parse(cfg.Name, l.promptSource); err != nil {
+	if l.prompt, err = p.parse(cfg.Name, l.promptSource); err != nil {
 		return nil, fmt.Errorf("%s: parse prompt template: %w: fix the template", who, err)
 	}
 	if l.tiers, err = newTierPolicy(who, cfg.Tier); err != nil {
@@ -310,12 +350,12 @@ func (l *LLM) Process(ctx context.Context, it pipeline.Item) (pipeline.Result, e
 	return res, nil
 }
 
-// render executes the prompt template for it: the prompt Process sends,
-// or the classified error that keeps it from being sent.
-func (l *LLM) render(it pipeline.Item) (string, error) {
-	if l.classify {
-		return l.renderClassify(it)
-	}
+// render is the prompt Process sends for it, or the classified error that
+// keeps it from being sent.
+func (l *LLM) render(it pipeline.Item) (string, error) { return l.preset.render(l, it) }
+
+// renderPrompt executes a job-file stage's prompt template for it.
+func (l *LLM) renderPrompt(it pipeline.Item) (string, error) {
 	var prompt bytes.Buffer
 	if err := l.prompt.Execute(&prompt, promptData(it, l.labels, l.earlierOutputs)); err != nil {
 		hint := ""

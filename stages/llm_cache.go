@@ -28,17 +28,15 @@ const cacheKeyVersion = "classify-key/1"
 // changed pays nothing for the items whose prompt it did not change. The
 // item's id is part of the key only if the prompt template uses it. An
 // item Process would refuse (a template error, an empty prompt) has no
-// key. A skipped item never gets here (see Skip).
-//
-// The classify preset keys as the classify stage did before it was a
-// preset (no stage, another prefix), so the answers a database cached
-// then are found again.
+// key. A skipped item never gets here (see Skip). The preset says how the
+// key names the stage.
 func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 	prompt, err := l.render(it)
 	if err != nil {
 		return "", err
 	}
 	cfg := l.requestConfig(l.firstRequest())
+	stage, prefix := l.preset.cacheScope(l.name)
 	req := struct {
 		Stage             string                `json:"stage,omitempty"`
 		Model             string                `json:"model"`
@@ -51,13 +49,9 @@ func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 		ResponseSchema    *genai.Schema         `json:"responseSchema"`
 		ThinkingConfig    *genai.ThinkingConfig `json:"thinkingConfig"`
 	}{
-		Stage: l.name, Model: l.model, Fingerprint: l.Fingerprint(), Contents: genai.Text(prompt),
+		Stage: stage, Model: l.model, Fingerprint: l.Fingerprint(), Contents: genai.Text(prompt),
 		SystemInstruction: cfg.SystemInstruction, Temperature: cfg.Temperature, MaxOutputTokens: cfg.MaxOutputTokens,
 		ResponseMIMEType: cfg.ResponseMIMEType, ResponseSchema: cfg.ResponseSchema, ThinkingConfig: cfg.ThinkingConfig,
-	}
-	prefix := cacheKeyVersion + "\x00llm\x00"
-	if l.classify {
-		req.Stage, prefix = "", cacheKeyVersion+"\x00"
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -83,7 +77,7 @@ var (
 func (l *LLM) EstimateInput(it pipeline.Item) int64 {
 	prompt, err := l.render(it)
 	if err != nil {
-		prompt = classifyInput(it)
+		prompt = itemText(it)
 	}
 	return estimateTokens(l.system, prompt)
 }

@@ -91,20 +91,23 @@ func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, e
 // need more) and an instruction saying what was wrong. The contents stay
 // the same, so the request still reads as this item's.
 func (l *LLM) repairRequest(first request, bad *stageError) request {
-	note := fmt.Sprintf("Your previous answer was unusable (%s). Answer with only the JSON object the schema asks for, complete and short.", bad.problem)
-	if l.classify {
-		note = l.classifyRepairNote(bad)
-	}
-	return request{maxOutputTokens: int32(min(2*int64(first.maxOutputTokens), math.MaxInt32)), repairNote: note}
+	return request{maxOutputTokens: int32(min(2*int64(first.maxOutputTokens), math.MaxInt32)), repairNote: l.preset.repairNote(l, bad)}
+}
+
+// schemaRepairNote is a job-file stage's note to the repair call.
+func (l *LLM) schemaRepairNote(bad *stageError) string {
+	return fmt.Sprintf("Your previous answer was unusable (%s). Answer with only the JSON object the schema asks for, complete and short.", bad.problem)
 }
 
 // repairFailed explains an item whose answer was unusable on the first
 // call and again on the repair call: asking again would pay for the same
 // answer, so it goes to the dead letters with what a person can change.
 func (l *LLM) repairFailed(first, second request, bad, again *stageError) error {
-	if l.classify {
-		return l.classifyRepairFailed(first, second, bad, again)
-	}
+	return l.preset.repairFailed(l, first, second, bad, again)
+}
+
+// schemaRepairFailed is a job-file stage's dead letter (see repairFailed).
+func (l *LLM) schemaRepairFailed(_, _ request, bad, again *stageError) error {
 	return l.errs.errorf(again, "the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens", bad.problem, again.problem)
 }
 
@@ -123,9 +126,9 @@ func (l *LLM) ask(ctx context.Context, id, prompt string, req request) (any, pip
 // The id is query-escaped: a header value cannot hold every byte an id can.
 const itemHeader = "X-Sawtooth-Item"
 
-// generate sends one request for item id, named "<stage>/<id>" in the
-// item header (the classify preset: the id alone), so each stage's call
-// for an item is its own item to the simulator's accounting. A malformed
+// generate sends one request for item id, named in the item header as
+// the preset says ("<stage>/<id>"), so each stage's call for an item is
+// its own item to the simulator's accounting. A malformed
 // 200 body can make the SDK panic (its response converter asserts types
 // unchecked), which would take the whole run down with it: it becomes a
 // transient error instead.
@@ -136,10 +139,7 @@ func (l *LLM) generate(ctx context.Context, id, prompt string, req request) (res
 		}
 	}()
 	cfg := l.requestConfig(req)
-	if !l.classify {
-		id = l.name + "/" + id
-	}
-	cfg.HTTPOptions.Headers.Set(itemHeader, url.QueryEscape(id))
+	cfg.HTTPOptions.Headers.Set(itemHeader, url.QueryEscape(l.preset.itemName(l.name, id)))
 	return l.client.Models.GenerateContent(ctx, l.model, genai.Text(prompt), cfg)
 }
 

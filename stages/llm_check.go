@@ -22,11 +22,25 @@ func parsePrompt(name, source string) (*template.Template, error) {
 	return template.New(name).Option("missingkey=error").Parse(source)
 }
 
+// itemText is the text an LLM stage reads for it: the sanitized text when
+// the sanitize stage ran, else the record's text.
+func itemText(it pipeline.Item) string {
+	for _, raw := range []json.RawMessage{it.Outputs["sanitize"], it.Prev} {
+		var out struct {
+			Text *string `json:"text"`
+		}
+		if len(raw) > 0 && json.Unmarshal(raw, &out) == nil && out.Text != nil {
+			return *out.Text
+		}
+	}
+	return it.Text
+}
+
 // promptData is what the template of a stage with labels sees for it:
 // each field of earlier (stage -> the fields its output can have) that
 // the item's output lacks reads "".
 func promptData(it pipeline.Item, labels []string, earlier map[string][]string) LLMPromptData {
-	data := LLMPromptData{ID: it.ID, Text: classifyInput(it), Fields: it.Fields, Labels: labels, Out: map[string]map[string]any{}}
+	data := LLMPromptData{ID: it.ID, Text: itemText(it), Fields: it.Fields, Labels: labels, Out: map[string]map[string]any{}}
 	if data.Fields == nil {
 		data.Fields = map[string]string{}
 	}

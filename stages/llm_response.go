@@ -60,29 +60,30 @@ func (l *LLM) encode(out any, usage pipeline.Usage, repair repairKind, err error
 	if err != nil {
 		return res, err
 	}
-	switch o := out.(type) {
-	case ClassifyOutput:
-		o.Usage, o.Repair = usage, string(repair)
-		out = o
-	case map[string]any:
-		if l.labels == nil {
-			break
-		}
-		num, _ := o["confidence"].(json.Number) // a number: check matched the schema
-		conf, _ := num.Float64()
-		reason, _ := o["reason"].(string)
-		lo := map[string]any{"label": o["label"], "confidence": conf, "reason": strings.TrimSpace(reason), "model": l.model, "usage": usage}
-		if repair != "" {
-			lo["repair"] = repair
-		}
-		out = lo
-	}
-	b, err := json.Marshal(out)
+	b, err := json.Marshal(l.preset.record(l, out, usage, repair))
 	if err != nil {
 		return res, fmt.Errorf("%s: encode output: %w", l.name, err)
 	}
 	res.Output = b
 	return res, nil
+}
+
+// recordObject is a job-file stage's output for out: a schema's object as
+// answered; a label answer as {label, confidence, reason} with its model
+// and usage, and why a second call was needed.
+func (l *LLM) recordObject(out any, usage pipeline.Usage, repair repairKind) any {
+	o, ok := out.(map[string]any)
+	if !ok || l.labels == nil {
+		return out
+	}
+	num, _ := o["confidence"].(json.Number) // a number: check matched the schema
+	conf, _ := num.Float64()
+	reason, _ := o["reason"].(string)
+	lo := map[string]any{"label": o["label"], "confidence": conf, "reason": strings.TrimSpace(reason), "model": l.model, "usage": usage}
+	if repair != "" {
+		lo["repair"] = repair
+	}
+	return lo
 }
 
 func usageOf(u *genai.GenerateContentResponseUsageMetadata) pipeline.Usage {
@@ -112,8 +113,7 @@ var blockedFinish = map[genai.FinishReason]string{
 }
 
 // check reads the answer to a call made as req: blocks and finish reasons,
-// then the JSON object (a ClassifyOutput for the classify preset, else the
-// object as decoded, numbers as json.Number).
+// then the JSON object as the preset reads it.
 func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (any, error) {
 	e := l.errs
 	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
@@ -130,12 +130,8 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (any, erro
 	switch fr := cand.FinishReason; {
 	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
 	case fr == genai.FinishReasonMaxTokens:
-		hint := "raise max_output_tokens"
-		if l.classify {
-			hint = "if this persists, raise --max-output-tokens or lower the thinking budget"
-		}
 		return nil, e.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
-			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): %s", req.maxOutputTokens, hint)
+			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): %s", req.maxOutputTokens, l.preset.cutOffHint)
 	case blockedFinish[fr] != "":
 		return nil, verdict(e.errorf(nil, "%s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:
@@ -149,15 +145,12 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (any, erro
 			}
 		}
 	}
-	raw := strings.TrimSpace(text.String())
-	if l.classify {
-		return l.readClassify(raw, resp.ModelVersion)
-	}
-	return l.readObject(raw)
+	return l.preset.read(l, strings.TrimSpace(text.String()), resp.ModelVersion)
 }
 
-// readObject reads raw as the JSON object the response schema asks for; a
-// label is matched to the label set ignoring case and surrounding space.
+// readObject reads raw as the JSON object the response schema asks for
+// (numbers as json.Number); a label is matched to the label set ignoring
+// case and surrounding space.
 func (l *LLM) readObject(raw string) (map[string]any, error) {
 	e := l.errs
 	dec := json.NewDecoder(strings.NewReader(raw))
