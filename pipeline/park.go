@@ -1,6 +1,10 @@
 package pipeline
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // How a run stops early: fail ends it with a fatal error at once; park
 // stops one stage taking work and halt every stage, their calls in flight
@@ -60,4 +64,40 @@ func (r *Runner) parked() error {
 	r.parkMu.Lock()
 	defer r.parkMu.Unlock()
 	return r.parkWhy
+}
+
+// outcome is how the run ended, for its record and its caller: failed
+// (the fatal error), stopped (the store given up, a park, an interrupt)
+// or complete.
+func (r *Runner) outcome(ctx context.Context) (status, message string, err error) {
+	switch fatal := r.fatal(); {
+	case fatal != nil:
+		var same *sameFailureStop
+		if errors.As(fatal, &same) {
+			// Say exactly how many items went to the dead letters for
+			// the cause: calls that failed the same way before the
+			// stop reached them are dead-lettered too.
+			c := r.counters[same.stage]
+			c.deadMu.Lock()
+			same.deadLettered = c.deadReasons[same.key]
+			c.deadMu.Unlock()
+			var fe *FatalError
+			if errors.As(fatal, &fe) {
+				fe.DeadLettered = same.deadLettered
+			}
+		}
+		return "failed", fatal.Error(), fatal
+	case r.lostStore() != nil:
+		lost := *r.lostStore()
+		for _, c := range r.counters {
+			lost.LeasesLost += c.leasesLost.Load()
+		}
+		return "stopped", lost.Error(), &lost
+	case r.parked() != nil:
+		reason := r.parkReason()
+		return "stopped", reason.Error(), &ParkedError{Reason: reason}
+	case ctx.Err() != nil:
+		return "stopped", "interrupted", fmt.Errorf("interrupted: %w", ErrStopped)
+	}
+	return "complete", "", nil
 }

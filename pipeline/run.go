@@ -323,14 +323,9 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	}
 	clock := r.clock()
 	began := clock.Now()
-	sum := RunSummary{ID: r.RunID, Started: began, Status: "running", Stages: map[string]*StageStats{}}
-	if !r.Started.IsZero() && r.Started.Before(began) {
-		sum.Started = r.Started
-	}
-	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
-		if err := rl.SaveRun(sum); err != nil {
-			return sum, Fatal(fmt.Errorf("save run record: %w", err))
-		}
+	sum, err := r.openRun(began)
+	if err != nil {
+		return sum, err
 	}
 
 	// dispatchCtx: stop taking new work. workCtx: cancel in-flight calls.
@@ -353,6 +348,42 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 		}
 	}()
 
+	r.initCounters()
+	endSession := r.beginSession()
+	defer endSession()
+	r.drainStages(dispatchCtx, workCtx, began)
+
+	sum.Ended = clock.Now()
+	for i, sc := range r.Stages {
+		sum.Stages[sc.Stage.Name()] = r.stageStats(i)
+	}
+	sum.Status, sum.Message, err = r.outcome(ctx)
+	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
+		if serr := rl.SaveRun(sum); serr != nil && err == nil {
+			err = Fatal(fmt.Errorf("save run record: %w", serr))
+		}
+	}
+	return sum, err
+}
+
+// openRun starts the run's summary at began (or at Started, when the
+// command began earlier) and records it as running.
+func (r *Runner) openRun(began time.Time) (RunSummary, error) {
+	sum := RunSummary{ID: r.RunID, Started: began, Status: "running", Stages: map[string]*StageStats{}}
+	if !r.Started.IsZero() && r.Started.Before(began) {
+		sum.Started = r.Started
+	}
+	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
+		if err := rl.SaveRun(sum); err != nil {
+			return sum, Fatal(fmt.Errorf("save run record: %w", err))
+		}
+	}
+	return sum, nil
+}
+
+// initCounters readies each stage's books, and a fleet worker's lease
+// books.
+func (r *Runner) initCounters() {
 	r.counters = make([]*stageCounters, len(r.Stages))
 	for i := range r.Stages {
 		sc := &r.Stages[i]
@@ -366,8 +397,12 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 			r.books[i] = newLeaseBook(r, i, cl)
 		}
 	}
-	endSession := r.beginSession()
-	defer endSession()
+}
+
+// drainStages runs every stage, each fed by the one before it, with the
+// committer and the sampler, and returns once all of them are done and
+// every answer sent is committed.
+func (r *Runner) drainStages(dispatchCtx, workCtx context.Context, began time.Time) {
 	r.commitCh = make(chan pending, r.MaxBacklog)
 	r.backlog.init()
 	committerDone := make(chan struct{})
@@ -395,53 +430,6 @@ func (r *Runner) Run(ctx context.Context) (RunSummary, error) {
 	}
 	close(samplerStop)
 	<-samplerDone
-
-	sum.Ended = clock.Now()
-	for i, sc := range r.Stages {
-		sum.Stages[sc.Stage.Name()] = r.stageStats(i)
-	}
-	var err error
-	switch fatal := r.fatal(); {
-	case fatal != nil:
-		var same *sameFailureStop
-		if errors.As(fatal, &same) {
-			// Say exactly how many items went to the dead letters for
-			// the cause: calls that failed the same way before the
-			// stop reached them are dead-lettered too.
-			c := r.counters[same.stage]
-			c.deadMu.Lock()
-			same.deadLettered = c.deadReasons[same.key]
-			c.deadMu.Unlock()
-			var fe *FatalError
-			if errors.As(fatal, &fe) {
-				fe.DeadLettered = same.deadLettered
-			}
-		}
-		sum.Status, sum.Message = "failed", fatal.Error()
-		err = fatal
-	case r.lostStore() != nil:
-		lost := *r.lostStore()
-		for _, c := range r.counters {
-			lost.LeasesLost += c.leasesLost.Load()
-		}
-		sum.Status, sum.Message = "stopped", lost.Error()
-		err = &lost
-	case r.parked() != nil:
-		reason := r.parkReason()
-		sum.Status, sum.Message = "stopped", reason.Error()
-		err = &ParkedError{Reason: reason}
-	case ctx.Err() != nil:
-		sum.Status, sum.Message = "stopped", "interrupted"
-		err = fmt.Errorf("interrupted: %w", ErrStopped)
-	default:
-		sum.Status = "complete"
-	}
-	if rl, ok := r.Store.(RunLog); ok && r.RunID != "" {
-		if serr := rl.SaveRun(sum); serr != nil && err == nil {
-			err = Fatal(fmt.Errorf("save run record: %w", serr))
-		}
-	}
-	return sum, err
 }
 
 func (r *Runner) setDefaults() {
