@@ -97,7 +97,7 @@ pipeline/process.go: only the last call's usage travels with the outcome
 - it.paid = it.paid.Add(res.Usage)
 + it.paid = res.Usage
 
-pipeline/run.go: the same-failure stop does not count what it dead-lettered
+pipeline/park.go: the same-failure stop does not count what it dead-lettered
 - same.deadLettered = c.deadReasons[same.key]
 + same.deadLettered = 0
 
