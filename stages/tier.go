@@ -95,7 +95,17 @@ type tierPolicy struct {
 
 	mu    sync.Mutex
 	since map[string]time.Time // auto: item -> its first flex call
+	// sweepAt is the size of since at which entries no call will need
+	// are dropped (see remember).
+	sweepAt int
 }
+
+// forgetAfter is how long past its deadline an auto item's first flex
+// call is remembered when no answer came to forget it: an item that
+// left the run unanswered (a dead letter, a run that stopped) would
+// otherwise stay for the life of the process. One still retrying on
+// standard after that long starts a new flex deadline, at worst.
+const forgetAfter = time.Hour
 
 func newTierPolicy(who string, cfg TierConfig) (*tierPolicy, error) {
 	if err := CheckTier(cfg.Tier, cfg.FlexDeadline); err != nil {
@@ -149,7 +159,7 @@ func (p *tierPolicy) next(id string, standard time.Duration) tierCall {
 	first, ok := p.since[id]
 	if !ok {
 		first = now
-		p.since[id] = now
+		p.remember(id, now)
 	}
 	p.mu.Unlock()
 	left := p.deadline - now.Sub(first)
@@ -163,9 +173,26 @@ func (p *tierPolicy) next(id string, standard time.Duration) tierCall {
 	return tierCall{ask: genai.ServiceTierFlex, timeout: p.timeout, auto: true}
 }
 
+// remember records id's first flex call at now, and when since has grown
+// to sweepAt drops the entries older than the deadline and forgetAfter,
+// so that the map stays as large as the items in play, amortized. p.mu
+// is held.
+func (p *tierPolicy) remember(id string, now time.Time) {
+	p.since[id] = now
+	if len(p.since) < p.sweepAt {
+		return
+	}
+	for k, first := range p.since {
+		if now.Sub(first) > p.deadline+forgetAfter {
+			delete(p.since, k)
+		}
+	}
+	p.sweepAt = max(1024, 2*len(p.since))
+}
+
 // served stamps a billed usage with the tier that served it, and forgets
 // item id's flex time once the tier answered (a usable answer or not,
-// err being the reading of it).
+// err being the reading of it) or the item failed for good.
 func (p *tierPolicy) served(id string, resp *genai.GenerateContentResponse, tc tierCall, u pipeline.Usage, err error) pipeline.Usage {
 	if u != (pipeline.Usage{}) {
 		// Standard stays unnamed: outputs read as before tiers.
@@ -173,7 +200,7 @@ func (p *tierPolicy) served(id string, resp *genai.GenerateContentResponse, tc t
 			u.Tier = ""
 		}
 	}
-	if p != nil && p.tier == TierAuto && (err == nil || u != (pipeline.Usage{})) {
+	if p != nil && p.tier == TierAuto && (err == nil || u != (pipeline.Usage{}) || pipeline.ClassOf(context.Background(), err) == pipeline.ClassPermanent) {
 		p.mu.Lock()
 		delete(p.since, id)
 		p.mu.Unlock()

@@ -171,18 +171,19 @@ func (o *pipelineOptions) openDB(b *jobStages) (pipeline.Database, error) {
 }
 
 // limiterCeiling is the ceiling an adaptive limiter of the API stage
-// asking tier gets: the one given; else, on PostgreSQL, a fleet worker's,
-// as each worker's pool claims items and holds their leases whether its
-// quota is shared or not; else, on flex (or auto), stages.FlexCeiling;
-// else 0, the limiter's own default.
+// asking tier gets: the one given; else, on flex (or auto),
+// stages.FlexCeiling, as minutes-long calls need thousands in flight
+// for a modest rate, on a fleet worker too; else, on PostgreSQL, a fleet
+// worker's, as each worker's pool claims items and holds their leases
+// whether its quota is shared or not; else 0, the limiter's own default.
 func limiterCeiling(given int, db pipeline.Database, tier string) int {
 	switch _, fleet := db.(pipeline.Claimer); {
 	case given != 0:
 		return given
-	case fleet:
-		return postgres.DefaultFleetCeiling
 	case tier == stages.TierFlex || tier == stages.TierAuto:
 		return stages.FlexCeiling
+	case fleet:
+		return postgres.DefaultFleetCeiling
 	}
 	return 0
 }

@@ -316,7 +316,8 @@ func TestValidate_ceiling(t *testing.T) {
 
 // On PostgreSQL an API stage's limiter left without a ceiling gets a
 // fleet worker's, its own quota or not: its pool claims and leases items.
-// On flex, whose calls take minutes, it gets room for thousands in flight.
+// On flex, whose calls take minutes, it gets room for thousands in flight,
+// on PostgreSQL too.
 func TestLimiterCeiling(t *testing.T) {
 	var bolt *store.DB
 	tests := []struct {
@@ -334,6 +335,8 @@ func TestLimiterCeiling(t *testing.T) {
 		{"auto, left out: thousands", 0, bolt, stages.TierAuto, stages.FlexCeiling},
 		{"priority, left out: the limiter's default", 0, bolt, stages.TierPriority, 0},
 		{"flex, given", 100, bolt, stages.TierFlex, 100},
+		{"flex on PostgreSQL, left out: thousands, not a fleet worker's", 0, (*postgres.DB)(nil), stages.TierFlex, stages.FlexCeiling},
+		{"auto on PostgreSQL, left out: thousands", 0, (*postgres.DB)(nil), stages.TierAuto, stages.FlexCeiling},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -331,7 +331,7 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 				key = f.QuotaKey
 			}
 			fl, err := fq.FleetLimiter(ctx, postgres.FleetLimitConfig{
-				Key: key, Start: start, Floor: lc.Floor, Ceiling: lc.Ceiling, DecreaseFactor: lc.Decrease, RPM: lc.RPM, Log: log,
+				Key: key, Start: start, Floor: lc.Floor, Ceiling: limiterCeiling(lc.Ceiling, db, l.Tier), DecreaseFactor: lc.Decrease, RPM: lc.RPM, Log: log,
 			})
 			if err != nil {
 				return err

@@ -59,8 +59,8 @@ var (
 	metricTierCost = prometheus.NewDesc("sawtooth_tier_cost_usd_total",
 		"US dollars this run's calls were billed, by the service tier that served them, at its rate.",
 		[]string{"stage", "tier"}, nil)
-	metricTierSaved = prometheus.NewDesc("sawtooth_tier_saved_usd_total",
-		"US dollars a service tier's calls in this run cost less than on standard (negative for priority).",
+	metricTierSaved = prometheus.NewDesc("sawtooth_tier_saved_usd",
+		"US dollars a service tier's calls in this run cost less than on standard; a gauge, as it is negative for priority, which costs more.",
 		[]string{"stage", "tier"}, nil)
 	metricTierLatency = prometheus.NewDesc("sawtooth_tier_latency_seconds",
 		"Latency of this run's billed calls by the service tier that served them (quantiles within about 1%).",
@@ -141,9 +141,10 @@ func collectTiers(ch chan<- prometheus.Metric, stage string, tiers map[string]*p
 		for _, m := range []struct {
 			d *prometheus.Desc
 			x float64
-		}{{metricTierCalls, float64(t.Calls)}, {metricTierShed, float64(t.Shed)}, {metricTierCost, t.CostUSD}, {metricTierSaved, t.SavedUSD}} {
+		}{{metricTierCalls, float64(t.Calls)}, {metricTierShed, float64(t.Shed)}, {metricTierCost, t.CostUSD}} {
 			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, m.x, stage, name)
 		}
+		ch <- prometheus.MustNewConstMetric(metricTierSaved, prometheus.GaugeValue, t.SavedUSD, stage, name)
 		if l := t.Latency; l != nil && l.Count > 0 {
 			ch <- prometheus.MustNewConstSummary(metricTierLatency, uint64(l.Count), l.Sum.Seconds(),
 				map[float64]float64{0.5: t.P50Seconds, 0.95: t.P95Seconds, 0.99: l.Quantile(0.99).Seconds()}, stage, name)

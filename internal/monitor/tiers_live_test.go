@@ -82,7 +82,7 @@ func TestProgress_BilledCostAndTierMetrics(t *testing.T) {
 	if v := find("sawtooth_tier_cost_usd_total", "standard").GetCounter().GetValue(); v != 0.10 {
 		t.Errorf("standard cost %v", v)
 	}
-	if v := find("sawtooth_tier_saved_usd_total", "flex").GetCounter().GetValue(); v != 0.45 {
+	if v := find("sawtooth_tier_saved_usd", "flex").GetGauge().GetValue(); v != 0.45 {
 		t.Errorf("flex saved %v", v)
 	}
 	sum := find("sawtooth_tier_latency_seconds", "flex").GetSummary()
