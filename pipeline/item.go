@@ -173,6 +173,11 @@ type Result struct {
 	// billed: the runner counts each in StageStats.Calls and Paid. Zero
 	// Calls means the one request, billed when Usage is not zero.
 	Calls, BilledCalls int
+	// PerCall is each request's usage when Process sent more than one
+	// (Usage is their sum): each is priced at the tier that served it,
+	// as a repair call may be served by another tier than the first.
+	// Nil means Usage is priced as one call.
+	PerCall []Usage
 }
 
 // Stage is one step of the pipeline.

@@ -71,3 +71,12 @@ func reserveTier(stage Stage) string {
 
 // nanos is u priced in billionths of a dollar: sums of them are exact.
 func (p Price) nanos(u Usage) int64 { return toNanos(p.Cost(u)) }
+
+// calls is what res's requests were billed, one by one: each at the tier
+// that served it.
+func (p Price) calls(res Result) []Usage {
+	if len(res.PerCall) > 0 {
+		return res.PerCall
+	}
+	return []Usage{res.Usage}
+}

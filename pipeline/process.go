@@ -238,10 +238,26 @@ func (it *itemRun) call(s slot) outcome {
 	c.calls.Add(calls)
 	c.paid.Add(billedCalls)
 	it.paid = it.paid.Add(res.Usage)
-	billed := sc.Price.nanos(res.Usage)
+	var billed int64
+	for k, u := range sc.Price.calls(res) {
+		n := sc.Price.nanos(u)
+		billed += n
+		calls, timed := billedCalls, took
+		if len(res.PerCall) > 0 {
+			// Each call under the tier that served it; the item's time
+			// once, with its first.
+			calls = 0
+			if u != (Usage{}) {
+				calls = 1
+			}
+			if k > 0 {
+				timed = -1
+			}
+		}
+		c.tiers.billed(sc.Price, u, calls, n, timed)
+	}
 	it.spent += billed
 	c.spent.Add(billed)
-	c.tiers.billed(sc.Price, res.Usage, billedCalls, billed, took)
 	c.sizes.observe(s.estIn, res.Usage)
 	if s.booked {
 		it.r.purse.settle(s.reserved, billed)

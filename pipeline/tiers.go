@@ -78,7 +78,9 @@ func (t *tierCounters) get(tier string) *tierCount {
 }
 
 // billed counts calls billed calls of u, served by u.Tier, billed nanos
-// at p, which took took from the first call's start to the last's answer.
+// at p, which took took from the first call's start to the last's answer:
+// observed once per item, so negative for a second call of the same item
+// (see Result.PerCall).
 func (t *tierCounters) billed(p Price, u Usage, calls, nanos int64, took time.Duration) {
 	if calls == 0 && u == (Usage{}) {
 		return
@@ -96,7 +98,7 @@ func (t *tierCounters) billed(p Price, u Usage, calls, nanos int64, took time.Du
 	defer t.mu.Unlock()
 	c := t.get(u.Tier)
 	c.calls += calls
-	if calls > 0 {
+	if calls > 0 && took >= 0 {
 		c.latency.Observe(took)
 	}
 	c.spent += nanos

@@ -172,3 +172,30 @@ func TestRunner_TierLatency(t *testing.T) {
 		}
 	})
 }
+
+// TestRunner_PerCallTiers: an item answered after a repair whose two calls
+// were served by different tiers (priority, then standard) is billed call
+// by call, each at its tier, and each call counted under its tier.
+func TestRunner_PerCallTiers(t *testing.T) {
+	prio := pipeline.Usage{PromptTokens: 1_000_000, Tier: pipeline.TierPriority}
+	std := pipeline.Usage{PromptTokens: 1_000_000}
+	api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+		return pipeline.Result{Output: json.RawMessage(`{}`), Usage: prio.Add(std), Calls: 2, BilledCalls: 2,
+			PerCall: []pipeline.Usage{prio, std}}, nil
+	}}
+	st := newMemStore([]string{"api"}, 3)
+	price := pipeline.Price{InputPerM: 1, PriorityFactor: 1.8}
+	r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{{Stage: api, Workers: 1, NewBackOff: noWait, Price: price}}}
+	sum, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sum.Stages["api"]
+	if want := 3 * (1.8 + 1.0); math.Abs(s.CostUSD-want) > 1e-9 {
+		t.Errorf("cost $%.4f, want $%.4f: each call at the tier that served it", s.CostUSD, want)
+	}
+	p, sd := s.Tiers[pipeline.TierPriority], s.Tiers[pipeline.TierStandard]
+	if p == nil || sd == nil || p.Calls != 3 || sd.Calls != 3 || math.Abs(p.CostUSD-5.4) > 1e-9 || math.Abs(sd.CostUSD-3) > 1e-9 {
+		t.Errorf("priority %+v, standard %+v; want 3 calls each, $5.40 and $3.00", p, sd)
+	}
+}

@@ -65,6 +65,7 @@ func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, e
 	}
 	second := l.repairRequest(first, bad)
 	out, usage2, err := l.ask(ctx, id, prompt, second)
+	perCall := []pipeline.Usage{usage, usage2}
 	usage = usage.Add(usage2)
 	var (
 		again *stageError
@@ -83,6 +84,9 @@ func (l *LLM) answer(ctx context.Context, id, prompt string) (pipeline.Result, e
 	if usage2 != (pipeline.Usage{}) {
 		res.BilledCalls = 2
 	}
+	// Each priced at the tier that served it: a repair may be served by
+	// another tier than the first call.
+	res.PerCall = perCall
 	return res, err
 }
 
