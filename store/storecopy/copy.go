@@ -58,6 +58,9 @@ func Copy(src, dst pipeline.Database, progress func(items int)) (Stats, error) {
 	if a, b := names(src.Stages()), names(dst.Stages()); !slices.Equal(a, b) {
 		return st, fmt.Errorf("copy: %s has the stages %v, %s has %v", src.Path(), a, dst.Path(), b)
 	}
+	if err := noOpenBatchJobs(src); err != nil {
+		return st, err
+	}
 	if c, err := dst.Counts(); err != nil {
 		return st, err
 	} else if c.Items > 0 {
@@ -383,4 +386,26 @@ func nonZero(u map[string]pipeline.Usage) map[string]pipeline.Usage {
 		}
 	}
 	return out
+}
+
+// noOpenBatchJobs refuses a source whose open batch jobs hold items:
+// neither the jobs nor the items they hold would reach the copy (a job is
+// known only where it was created), and its results would land nowhere.
+func noOpenBatchJobs(src pipeline.Database) error {
+	b, ok := src.(interface{ InBatchCount() (map[string]int, error) })
+	if !ok {
+		return nil
+	}
+	held, err := b.InBatchCount()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, c := range held {
+		n += c
+	}
+	if n > 0 {
+		return fmt.Errorf("copy from %s: open batch jobs hold %d items; let the jobs finish (`sawtooth run --db %s --mode batch` collects them) or cancel them (`sawtooth batch cancel --db %s N`), then copy", src.Path(), n, src.Path(), src.Path())
+	}
+	return nil
 }
