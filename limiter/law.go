@@ -79,6 +79,9 @@ type law struct {
 	// events said the quota opens again, latest first (see resetAt).
 	resets   [2]time.Time
 	gateFrom time.Time // when the gate last closed anew
+	// gated: the spans exact retry delays held the starts over, latest
+	// first, kept as long as past overload holds (see gatedWithin).
+	gated []heldSpan
 	// reopenedAt: the start of the last probe that the quota admitted
 	// after a backoff (see reopened).
 	reopenedAt time.Time

@@ -237,8 +237,11 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 	if w.firstStart.After(from) {
 		from = w.firstStart
 	}
-	// Time the overload hold kept the calls back offered the quota none.
-	span := t.Sub(from) - w.heldWithin(from, t)
+	// Time the overload hold kept the calls back offered the quota none;
+	// nor did time an exact retry delay held them: the quota was spent by
+	// calls before it, and a rate read over it would read a per-minute
+	// window's half-minute delay as a quota of a call a second.
+	span := t.Sub(from) - w.heldWithin(from, t) - w.gatedWithin(from, t)
 	n := w.admittedFrom(from, refusedAt)
 	if span < lag/2 || n < cycleMinSuccesses {
 		return 0, false

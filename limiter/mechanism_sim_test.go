@@ -1,0 +1,50 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/internal/quotasim"
+)
+
+// TestLaw_mechanisms drives the default law through quota shapes that
+// each once sent it into a crawl or a spiral, in virtual time, and holds
+// it to a floor of goodput against the perfect client and a ceiling of
+// 429s. Each case names the mechanism it guards.
+func TestLaw_mechanisms(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		shape   quotasim.Shape
+		floor   float64 // goodput at least
+		most429 float64 // share of calls refused at most
+	}{
+		{
+			// Slow start spends a per-minute window half a minute
+			// in; its 429 says, exactly, that the window opens half a
+			// minute later. What the window admitted over that half
+			// minute, while the retry delay held every call back, is
+			// not its rate: read so, the law fell from 80 calls a
+			// second to 0.7 and crawled for hours.
+			name: "per-minute window, named, exact delay held the calls",
+			shape: quotasim.Shape{
+				Family: "minute", Seed: 1, Items: 19968,
+				Requests: func() quotasim.Quota { return &quotasim.SlidingLog{Limit: 4992, Window: time.Minute} },
+				Latency:  quotasim.Uniform(time.Second, 3*time.Second),
+				Retry:    quotasim.Exact, Refusal: 37 * time.Millisecond, NamedRPM: 4992,
+			},
+			floor: 0.6, most429: 0.02,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.shape.Name = tc.name
+			r := quotasim.Run(tc.shape, NewVirtual(Config{}))
+			if r.Stalled != "" || r.Done != tc.shape.Items {
+				t.Fatalf("%d of %d items done (%s)", r.Done, tc.shape.Items, r.Stalled)
+			}
+			if r.Goodput() < tc.floor || r.Share() > tc.most429 {
+				t.Errorf("goodput %.3f at %.2f%% 429s (%v against the perfect client's %v); want at least %.2f at most %.1f%%",
+					r.Goodput(), 100*r.Share(), r.Wall.Round(time.Second), r.Perfect.Round(time.Second), tc.floor, 100*tc.most429)
+			}
+		})
+	}
+}
