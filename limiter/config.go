@@ -113,6 +113,10 @@ const (
 	backoffMaxRoundTrips = 64
 	// sentRing bounds the starts kept to measure the sent rate.
 	sentRing = 4096
+	// capLookback: the round trips before a refusal over which a call
+	// admitted beside as many calls rules out a cap (see
+	// law.admittedBeside).
+	capLookback = 4
 	// maxWindow bounds the quota window a retry delay is read as: a
 	// per-minute quota's, with room.
 	maxWindow = 2 * time.Minute

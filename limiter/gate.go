@@ -25,7 +25,7 @@ func (w *law) gateAfter(t, started time.Time, retryAfter time.Duration, newEvent
 	// as soon as a call ends), the quota is spent: wait a backoff,
 	// then probe. So too when a call started after a decrease is
 	// refused with no success in between.
-	capped := w.eventRate > 0 && w.capped(others, w.windowBinds())
+	capped := w.eventRate > 0 && w.capped(started, others, w.windowBinds())
 	// While a learned rate is paced, the first such 429 of an event
 	// only lowers it: the rate spaces the calls out, and a gate for
 	// everyone would idle a quota that is only just overrun. A 429

@@ -467,7 +467,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	// flight (see capped). At the cap, hold the calls in flight just
 	// under it and leave the rate alone; else the rate is what to lower.
 	first := w.eventRate == 0
-	atCap := !first && w.capped(others, byWindow)
+	atCap := !first && w.capped(started, others, byWindow)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}
 	if first {
 		w.firstFromSlowStart = wasSlowStart

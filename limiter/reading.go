@@ -184,24 +184,48 @@ func (w *law) namedRate() float64 {
 	return r
 }
 
-// capped reports whether a 429 of a call started beside others calls in
-// flight met a cap on calls in progress rather than a rate: the cap binds
-// and the call started at it, or others is well above what the rate
-// carries on average, or the last two events refused at the same level,
-// or slow start's refusal did (slow start fills whatever binds, and a
-// paced rate seldom meets it again at the very same level). byWindow:
-// the call was sent by the known window, which starts calls up to
-// catchUpSpeed times as fast as the rate (see catchup.go).
-func (w *law) capped(others int, byWindow bool) bool {
+// capped reports whether a 429 of a call started at started beside
+// others calls in flight met a cap on calls in progress rather than a
+// rate: the cap binds and the call started at it, or others is well
+// above what the rate carries on average, or the last two events refused
+// at the same level, or slow start's refusal did (slow start fills
+// whatever binds, and a paced rate seldom meets it again at the very
+// same level). byWindow: the call was sent by the known window, which
+// starts calls up to catchUpSpeed times as fast as the rate (see
+// catchup.go). Never when a call started shortly before was admitted
+// with as many calls beside it (see admittedBeside).
+func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	carried := w.rate * w.latency().Seconds()
 	if byWindow {
 		carried *= catchUpSpeed // sending by the window, calls start up to that fast
 	}
 	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
-	return capBinds && others+1 >= w.limit ||
+	met := capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
 		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
 		float64(others) >= carried && others == w.firstOthers
+	return met && !w.admittedBeside(started, others)
+}
+
+// admittedBeside reports whether a call started within capLookback round
+// trips before started was admitted with at least others calls in flight
+// beside it. A cap on calls in progress refuses every call that finds it
+// full, so a refusal beside fewer calls than one admitted just before
+// met something else: a token bucket of a small burst refuses two calls
+// started in the same instant whatever else is in flight, and read as a
+// cap of two or three calls it held the law to a crawl.
+func (w *law) admittedBeside(started time.Time, others int) bool {
+	from := started.Add(-capLookback * w.latency())
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(from) {
+			return false
+		}
+		if c.outcome == admitted && c.others >= others && !c.at.After(started) {
+			return true
+		}
+	}
+	return false
 }
 
 // answerLag is how long a rate is held before it counts as safe: a quota
