@@ -117,6 +117,9 @@ const (
 	// admitted beside as many calls rules out a cap (see
 	// law.admittedBeside).
 	capLookback = 4
+	// sentSpanCalls: the sent rate is read over the time the paced
+	// rate takes to send this many calls at least (see law.sentSpan).
+	sentSpanCalls = 4
 	// maxWindow bounds the quota window a retry delay is read as: a
 	// per-minute quota's, with room.
 	maxWindow = 2 * time.Minute

@@ -34,6 +34,23 @@ func TestLaw_mechanisms(t *testing.T) {
 			},
 			floor: 0.6, most429: 0.02,
 		},
+		{
+			// A token bucket of a one-call burst refuses the second of
+			// two calls started together, which took the law down to a
+			// call a second on a quota of seventy. There, with calls of
+			// over a second, the calls sent within one round trip swing
+			// between one and two: read over it, the sent rate was
+			// below the paced rate half the time, and the rate was
+			// never proven held and never grew.
+			name: "token bucket of a one-call burst, 1-1.6 s calls, bare 429s",
+			shape: quotasim.Shape{
+				Family: "bucket", Seed: 2, Items: 8000,
+				Requests: func() quotasim.Quota { return &quotasim.TokenBucket{PerSecond: 70, Burst: 1} },
+				Latency:  quotasim.Uniform(time.Second, 1600*time.Millisecond),
+				Retry:    quotasim.Absent, Refusal: 17 * time.Millisecond,
+			},
+			floor: 0.15, most429: 0.02,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.shape.Name = tc.name

@@ -309,7 +309,7 @@ func uncertain(retryAfter time.Duration) bool {
 // hold kept the calls back left out (see heldWithin): a call the hold
 // kept back was not the law's to send.
 func (w *law) sentRate(t time.Time) float64 {
-	span := w.latency()
+	span := w.sentSpan()
 	free := max(span-w.heldWithin(t.Add(-span), t), span/4)
 	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
@@ -327,6 +327,19 @@ func (w *law) sentRate(t time.Time) float64 {
 		r = max(r, w.rate)
 	}
 	return max(r, w.minRate())
+}
+
+// sentSpan is the span the sent rate is read over: a round trip, or
+// the time the paced rate takes to send sentSpanCalls when longer. At a
+// call or two per round trip, the starts within one swing between one
+// and two, and a law paced at 0.9 calls a round trip was read as sending
+// below it half the time: its rate was never proven and never grew.
+func (w *law) sentSpan() time.Duration {
+	span := w.latency()
+	if w.rate > 0 {
+		span = max(span, time.Duration(sentSpanCalls/w.rate*float64(time.Second)))
+	}
+	return span
 }
 
 // latency is the smoothed round trip, at least a microsecond.
