@@ -145,6 +145,11 @@ type law struct {
 	windowRPM          int64
 	refusedProbe       time.Time
 	firstFromSlowStart bool
+	// evenPace: two congestion events in a row refused only calls
+	// started together with one it did not refuse (see spacing): the
+	// quota's burst is smaller than the pacing tolerance, and starts
+	// keep to the schedule. spacedEvent: the last event did so.
+	evenPace, spacedEvent bool
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -192,7 +197,11 @@ func (w *law) hold(t time.Time) time.Time {
 		h = p
 	}
 	if w.rate > 0 {
-		if p := w.tat.Add(w.headStep() - w.interval()*paceBurst); p.After(h) {
+		burst := float64(paceBurst)
+		if w.evenPace {
+			burst = 0
+		}
+		if p := w.tat.Add(w.headStep() - time.Duration(float64(w.interval())*burst)); p.After(h) {
 			h = p
 		}
 		if p := w.requestHold(); p.After(h) {
@@ -422,6 +431,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		newEvent = true
 	}
 	others := w.othersAt(started, inFlight-1)
+	w.spacing(started, others, newEvent)
 	gateMoved = w.gateAfter(t, started, retryAfter, newEvent, others)
 	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
 	if newEvent && !uncertain(retryAfter) {
@@ -571,6 +581,26 @@ func (w *law) onFailed(started time.Time) {
 	}
 	if started.Equal(w.probe) {
 		w.probe = time.Time{}
+	}
+}
+
+// spacing folds in a 429 of the call started at started beside others
+// calls in flight, newEvent if it begins a congestion event. A token
+// bucket of a one-call burst refuses the second of two calls started
+// together and admits the next a moment later, whatever the rate: a
+// law that lets its starts run paceBurst ahead of the schedule meets
+// such 429s event after event, and, read as a rate, they took it down
+// to a crawl. When two events in a row refused only such calls (not a
+// cap on calls in progress, which refuses calls started together too),
+// the law paces with no burst from then on.
+func (w *law) spacing(started time.Time, others int, newEvent bool) {
+	beside := w.rate > 0 && w.refusedBeside(started) && !w.capped(started, others, w.windowBinds())
+	switch {
+	case newEvent:
+		w.evenPace = w.evenPace || w.spacedEvent && beside
+		w.spacedEvent = beside
+	case !beside:
+		w.spacedEvent = false
 	}
 }
 

@@ -37,11 +37,12 @@ func TestLaw_mechanisms(t *testing.T) {
 		{
 			// A token bucket of a one-call burst refuses the second of
 			// two calls started together, which took the law down to a
-			// call a second on a quota of seventy. There, with calls of
-			// over a second, the calls sent within one round trip swing
-			// between one and two: read over it, the sent rate was
-			// below the paced rate half the time, and the rate was
-			// never proven held and never grew.
+			// call a second on a quota of seventy. Pacing let two or
+			// three go at once after any pause, so it met such 429s
+			// event after event. And with calls of over a second, the
+			// calls sent within one round trip swing between one and
+			// two: read over it, the sent rate was below the paced
+			// rate half the time, and the rate never grew.
 			name: "token bucket of a one-call burst, 1-1.6 s calls, bare 429s",
 			shape: quotasim.Shape{
 				Family: "bucket", Seed: 2, Items: 8000,
@@ -49,7 +50,7 @@ func TestLaw_mechanisms(t *testing.T) {
 				Latency:  quotasim.Uniform(time.Second, 1600*time.Millisecond),
 				Retry:    quotasim.Absent, Refusal: 17 * time.Millisecond,
 			},
-			floor: 0.15, most429: 0.02,
+			floor: 0.5, most429: 0.01,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

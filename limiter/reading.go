@@ -67,6 +67,31 @@ func (w *law) admittedFrom(from, answered time.Time) float64 {
 	return n
 }
 
+// refusedBeside reports whether the call started at started, just
+// refused, started within a quarter of the paced interval after a call
+// the quota did not refuse (admitted, or still in flight: a refusal
+// comes back within its own round trip): it refused a burst of two, not
+// a rate. A token bucket of a one-call burst does so every time pacing
+// lets two calls go together (see paceBurst).
+func (w *law) refusedBeside(started time.Time) bool {
+	from := started.Add(-w.interval() / 4)
+	self := false
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		switch {
+		case c.at.After(started):
+			continue
+		case c.at.Before(from):
+			return false
+		case !self && c.at.Equal(started) && c.outcome == refusedCall:
+			self = true // the refused call itself
+		case c.outcome != refusedCall && c.outcome != failedCall:
+			return true
+		}
+	}
+	return false
+}
+
 // othersAt returns the calls that were in flight beside the call started
 // at started, or fallback if it is no longer in the ring.
 func (w *law) othersAt(started time.Time, fallback int) int {
