@@ -120,6 +120,9 @@ const (
 	// sentSpanCalls: the sent rate is read over the time the paced
 	// rate takes to send this many calls at least (see law.sentSpan).
 	sentSpanCalls = 4
+	// lowestRate is the slowest the law paces, in calls per second (see
+	// law.rateFloor): a call a minute.
+	lowestRate = 1.0 / 60
 	// maxWindow bounds the quota window a retry delay is read as: a
 	// per-minute quota's, with room.
 	maxWindow = 2 * time.Minute

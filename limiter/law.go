@@ -558,7 +558,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
 		}
 	}
-	w.rate = max(w.rate, w.minRate())
+	w.rate = max(w.rate, w.rateFloor())
 	w.eventRate = w.rate
 	resume := w.gate
 	if t.After(resume) {

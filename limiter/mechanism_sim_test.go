@@ -52,6 +52,22 @@ func TestLaw_mechanisms(t *testing.T) {
 			},
 			floor: 0.5, most429: 0.01,
 		},
+		{
+			// A budget of a call and a half a second, named, with
+			// calls of a fifth of a second: the law held its rate to
+			// a call per round trip, five a second, and lived on
+			// 429s, each charged against the window.
+			name: "per-minute window of 86, named, charged, 150-300 ms calls, bare 429s",
+			shape: quotasim.Shape{
+				Family: "minute", Seed: 3, Items: 3000,
+				Requests: func() quotasim.Quota {
+					return &quotasim.SlidingLog{Limit: 86, Window: time.Minute, Charged: true}
+				},
+				Latency: quotasim.Uniform(150*time.Millisecond, 300*time.Millisecond),
+				Retry:   quotasim.Absent, Refusal: 23 * time.Millisecond, NamedRPM: 86,
+			},
+			floor: 0.85, most429: 0.07,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.shape.Name = tc.name
