@@ -113,6 +113,16 @@ const (
 	backoffMaxRoundTrips = 64
 	// sentRing bounds the starts kept to measure the sent rate.
 	sentRing = 4096
+	// capLookback: the round trips before a refusal over which a call
+	// admitted beside as many calls rules out a cap (see
+	// law.admittedBeside).
+	capLookback = 4
+	// sentSpanCalls: the sent rate is read over the time the paced
+	// rate takes to send this many calls at least (see law.sentSpan).
+	sentSpanCalls = 4
+	// lowestRate is the slowest the law paces, in calls per second (see
+	// law.rateFloor): a call a minute.
+	lowestRate = 1.0 / 60
 	// maxWindow bounds the quota window a retry delay is read as: a
 	// per-minute quota's, with room.
 	maxWindow = 2 * time.Minute

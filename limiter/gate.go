@@ -18,13 +18,14 @@ import (
 // were in flight beside it. It reports whether the gate moved later.
 func (w *law) gateAfter(t, started time.Time, retryAfter time.Duration, newEvent bool, others int) (gateMoved bool) {
 	if !uncertain(retryAfter) {
+		w.holdGated(t, t.Add(retryAfter))
 		return w.closeGate(t.Add(retryAfter))
 	}
 	// Unless a cap on calls in progress refused it (it frees a slot
 	// as soon as a call ends), the quota is spent: wait a backoff,
 	// then probe. So too when a call started after a decrease is
 	// refused with no success in between.
-	capped := w.eventRate > 0 && w.capped(others, w.windowBinds())
+	capped := w.eventRate > 0 && w.capped(started, others, w.windowBinds())
 	// While a learned rate is paced, the first such 429 of an event
 	// only lowers it: the rate spaces the calls out, and a gate for
 	// everyone would idle a quota that is only just overrun. A 429
@@ -83,4 +84,41 @@ func (w *law) closeGate(until time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// holdGated records that an exact retry delay, given at t, holds the
+// starts until until: the span it holds them over, or the current one
+// lengthened (see gatedWithin).
+func (w *law) holdGated(t, until time.Time) {
+	if len(w.gated) > 0 && w.gated[0].to.After(t) {
+		w.gated[0].to = later(w.gated[0].to, until) // held on: the same span
+		return
+	}
+	keep := w.gated[:0]
+	horizon := t.Add(-w.keptHolds())
+	for _, h := range w.gated {
+		if h.to.After(horizon) && len(keep) < maxHolds-1 {
+			keep = append(keep, h)
+		}
+	}
+	w.gated = append([]heldSpan{{t, until}}, keep...)
+}
+
+// gatedWithin is how long exact retry delays held the starts within
+// [from, to]: the law held the calls back itself, as the quota was spent
+// by calls before, so what it admitted then says nothing of its rate
+// (see admittedRate).
+func (w *law) gatedWithin(from, to time.Time) time.Duration {
+	d := time.Duration(0)
+	for _, h := range w.gated {
+		if !h.to.After(from) {
+			break
+		}
+		a, b := later(h.from, from), h.to
+		if b.After(to) {
+			b = to
+		}
+		d += max(b.Sub(a), 0)
+	}
+	return d
 }

@@ -125,7 +125,7 @@ func (w *law) sendingAtRate(t time.Time) (judged, atRate bool) {
 		// about full.
 		return true, w.windowStarts(t) >= 0.9*w.rate*w.knownWindow.Seconds()
 	}
-	span := w.latency()
+	span := w.sentSpan()
 	free := span - w.heldWithin(t.Add(-span), t)
 	if free < span/2 {
 		return false, false

@@ -79,6 +79,9 @@ type law struct {
 	// events said the quota opens again, latest first (see resetAt).
 	resets   [2]time.Time
 	gateFrom time.Time // when the gate last closed anew
+	// gated: the spans exact retry delays held the starts over, latest
+	// first, kept as long as past overload holds (see gatedWithin).
+	gated []heldSpan
 	// reopenedAt: the start of the last probe that the quota admitted
 	// after a backoff (see reopened).
 	reopenedAt time.Time
@@ -142,6 +145,11 @@ type law struct {
 	windowRPM          int64
 	refusedProbe       time.Time
 	firstFromSlowStart bool
+	// evenPace: two congestion events in a row refused only calls
+	// started together with one it did not refuse (see spacing): the
+	// quota's burst is smaller than the pacing tolerance, and starts
+	// keep to the schedule. spacedEvent: the last event did so.
+	evenPace, spacedEvent bool
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -189,7 +197,11 @@ func (w *law) hold(t time.Time) time.Time {
 		h = p
 	}
 	if w.rate > 0 {
-		if p := w.tat.Add(w.headStep() - w.interval()*paceBurst); p.After(h) {
+		burst := float64(paceBurst)
+		if w.evenPace {
+			burst = 0
+		}
+		if p := w.tat.Add(w.headStep() - time.Duration(float64(w.interval())*burst)); p.After(h) {
 			h = p
 		}
 		if p := w.requestHold(); p.After(h) {
@@ -419,6 +431,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		newEvent = true
 	}
 	others := w.othersAt(started, inFlight-1)
+	w.spacing(started, others, newEvent)
 	gateMoved = w.gateAfter(t, started, retryAfter, newEvent, others)
 	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
 	if newEvent && !uncertain(retryAfter) {
@@ -464,7 +477,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	// flight (see capped). At the cap, hold the calls in flight just
 	// under it and leave the rate alone; else the rate is what to lower.
 	first := w.eventRate == 0
-	atCap := !first && w.capped(others, byWindow)
+	atCap := !first && w.capped(started, others, byWindow)
 	w.lastOthers = [2]int{others, w.lastOthers[0]}
 	if first {
 		w.firstFromSlowStart = wasSlowStart
@@ -545,7 +558,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
 		}
 	}
-	w.rate = max(w.rate, w.minRate())
+	w.rate = max(w.rate, w.rateFloor())
 	w.eventRate = w.rate
 	resume := w.gate
 	if t.After(resume) {
@@ -568,6 +581,26 @@ func (w *law) onFailed(started time.Time) {
 	}
 	if started.Equal(w.probe) {
 		w.probe = time.Time{}
+	}
+}
+
+// spacing folds in a 429 of the call started at started beside others
+// calls in flight, newEvent if it begins a congestion event. A token
+// bucket of a one-call burst refuses the second of two calls started
+// together and admits the next a moment later, whatever the rate: a
+// law that lets its starts run paceBurst ahead of the schedule meets
+// such 429s event after event, and, read as a rate, they took it down
+// to a crawl. When two events in a row refused only such calls (not a
+// cap on calls in progress, which refuses calls started together too),
+// the law paces with no burst from then on.
+func (w *law) spacing(started time.Time, others int, newEvent bool) {
+	beside := w.rate > 0 && w.refusedBeside(started) && !w.capped(started, others, w.windowBinds())
+	switch {
+	case newEvent:
+		w.evenPace = w.evenPace || w.spacedEvent && beside
+		w.spacedEvent = beside
+	case !beside:
+		w.spacedEvent = false
 	}
 }
 

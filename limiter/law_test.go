@@ -398,24 +398,37 @@ func TestLaw_capped(t *testing.T) {
 		last     [2]int // the calls in flight at the last two events
 		first    int    // at slow start's refusal; -1 for none
 		others   int
+		// admitted: the calls in flight beside a call admitted a round
+		// trip before the refused one; -1 for none.
+		admitted int
 		want     bool
 	}{
 		// rate 100/s × rtt carries 10 calls in flight on average.
-		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, -1, 12, true},
-		{"same level, below the average", 0, 15, [2]int{9, 9}, -1, 9, false},
-		{"varying levels", 0, 15, [2]int{10, 11}, -1, 11, false},
-		{"well above the average", 0, 20, [2]int{0, 0}, -1, 16, true},
-		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, -1, 13, false},
-		{"at the cap that binds", 12, 12, [2]int{0, 0}, -1, 11, true},
-		{"below the cap", 12, 12, [2]int{0, 0}, -1, 9, false},
-		{"slow start's level again, above the average", 0, 20, [2]int{11, 0}, 11, 11, true},
-		{"slow start's level again, below the average", 0, 20, [2]int{9, 0}, 9, 9, false},
+		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, -1, 12, -1, true},
+		{"same level, below the average", 0, 15, [2]int{9, 9}, -1, 9, -1, false},
+		{"varying levels", 0, 15, [2]int{10, 11}, -1, 11, -1, false},
+		{"well above the average", 0, 20, [2]int{0, 0}, -1, 16, -1, true},
+		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, -1, 13, -1, false},
+		{"at the cap that binds", 12, 12, [2]int{0, 0}, -1, 11, -1, true},
+		{"below the cap", 12, 12, [2]int{0, 0}, -1, 9, -1, false},
+		{"slow start's level again, above the average", 0, 20, [2]int{11, 0}, 11, 11, -1, true},
+		{"slow start's level again, below the average", 0, 20, [2]int{9, 0}, 9, 9, -1, false},
+		{"well above the average, below a level admitted", 0, 20, [2]int{0, 0}, -1, 16, 17, false},
+		{"at the cap that binds, a level admitted", 12, 12, [2]int{0, 0}, -1, 11, 11, false},
+		{"well above the average, above the level admitted", 0, 20, [2]int{0, 0}, -1, 16, 15, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, _ := pacedLaw(t, 100)
+			w, at := pacedLaw(t, 100)
 			w.capLevel, w.limit, w.lastOthers, w.firstOthers = tt.capLevel, tt.limit, tt.last, tt.first
-			if got := w.capped(tt.others, false); got != tt.want {
+			if tt.admitted >= 0 {
+				s := w.start(at, tt.admitted)
+				at = at.Add(rtt)
+				w.onSuccess(at, s, 100, tt.admitted+1)
+				w.capLevel, w.limit = tt.capLevel, tt.limit
+			}
+			refused := w.start(at, tt.others)
+			if got := w.capped(refused, tt.others, false); got != tt.want {
 				t.Errorf("capped(%d) = %v, want %v", tt.others, got, tt.want)
 			}
 		})

@@ -20,10 +20,25 @@ func (w *law) maxRate() float64 {
 	if w.cfg.TPM > 0 && w.hasTokens {
 		r = min(r, float64(w.cfg.TPM)/60/w.callTokens())
 	}
+	r = max(r, w.minRate())
 	if named := w.namedRate(); named > 0 {
-		r = min(r, named*namedShare)
+		r = max(min(r, named*namedShare), lowestRate)
 	}
-	return max(r, w.minRate())
+	return r
+}
+
+// rateFloor is the lowest rate the law paces after a congestion event:
+// Floor calls per round trip (minRate) while it has only its own sending
+// to go by, lowestRate once a 429 has named the quota's budget. A
+// per-minute budget of a few dozen calls admits less than a call per
+// round trip of quick calls: held to one, the law overran it several
+// times over and lived on 429s (a third of the calls refused where each
+// refusal is charged against the quota).
+func (w *law) rateFloor() float64 {
+	if w.namedRate() > 0 {
+		return lowestRate
+	}
+	return w.minRate()
 }
 
 // fitLimit sets the limit on calls in flight to carry the paced rate, or

@@ -53,8 +53,8 @@ const barSeed = 9000
 
 // The bar over 200 shapes, and over the first 20 under the race detector (or -short).
 var (
-	randomBarFull = randomBar{shapes: 200, p10: 0.23, median: 0.66, worst429: 0.27, callsPerItem: 1.35}
-	randomBarRace = randomBar{shapes: 20, p10: 0.30, median: 0.53, worst429: 0.02, callsPerItem: 1.02}
+	randomBarFull = randomBar{shapes: 200, p10: 0.30, median: 0.72, worst429: 0.26, callsPerItem: 1.35}
+	randomBarRace = randomBar{shapes: 20, p10: 0.40, median: 0.77, worst429: 0.02, callsPerItem: 1.02}
 )
 
 // TestLaw_randomFamiliesBar drives the default law through random quota

@@ -67,6 +67,31 @@ func (w *law) admittedFrom(from, answered time.Time) float64 {
 	return n
 }
 
+// refusedBeside reports whether the call started at started, just
+// refused, started within a quarter of the paced interval after a call
+// the quota did not refuse (admitted, or still in flight: a refusal
+// comes back within its own round trip): it refused a burst of two, not
+// a rate. A token bucket of a one-call burst does so every time pacing
+// lets two calls go together (see paceBurst).
+func (w *law) refusedBeside(started time.Time) bool {
+	from := started.Add(-w.interval() / 4)
+	self := false
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		switch {
+		case c.at.After(started):
+			continue
+		case c.at.Before(from):
+			return false
+		case !self && c.at.Equal(started) && c.outcome == refusedCall:
+			self = true // the refused call itself
+		case c.outcome != refusedCall && c.outcome != failedCall:
+			return true
+		}
+	}
+	return false
+}
+
 // othersAt returns the calls that were in flight beside the call started
 // at started, or fallback if it is no longer in the ring.
 func (w *law) othersAt(started time.Time, fallback int) int {
@@ -184,24 +209,48 @@ func (w *law) namedRate() float64 {
 	return r
 }
 
-// capped reports whether a 429 of a call started beside others calls in
-// flight met a cap on calls in progress rather than a rate: the cap binds
-// and the call started at it, or others is well above what the rate
-// carries on average, or the last two events refused at the same level,
-// or slow start's refusal did (slow start fills whatever binds, and a
-// paced rate seldom meets it again at the very same level). byWindow:
-// the call was sent by the known window, which starts calls up to
-// catchUpSpeed times as fast as the rate (see catchup.go).
-func (w *law) capped(others int, byWindow bool) bool {
+// capped reports whether a 429 of a call started at started beside
+// others calls in flight met a cap on calls in progress rather than a
+// rate: the cap binds and the call started at it, or others is well
+// above what the rate carries on average, or the last two events refused
+// at the same level, or slow start's refusal did (slow start fills
+// whatever binds, and a paced rate seldom meets it again at the very
+// same level). byWindow: the call was sent by the known window, which
+// starts calls up to catchUpSpeed times as fast as the rate (see
+// catchup.go). Never when a call started shortly before was admitted
+// with as many calls beside it (see admittedBeside).
+func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	carried := w.rate * w.latency().Seconds()
 	if byWindow {
 		carried *= catchUpSpeed // sending by the window, calls start up to that fast
 	}
 	capBinds := w.capLevel > 0 && w.limit <= int(w.capLevel)
-	return capBinds && others+1 >= w.limit ||
+	met := capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
 		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
 		float64(others) >= carried && others == w.firstOthers
+	return met && !w.admittedBeside(started, others)
+}
+
+// admittedBeside reports whether a call started within capLookback round
+// trips before started was admitted with at least others calls in flight
+// beside it. A cap on calls in progress refuses every call that finds it
+// full, so a refusal beside fewer calls than one admitted just before
+// met something else: a token bucket of a small burst refuses two calls
+// started in the same instant whatever else is in flight, and read as a
+// cap of two or three calls it held the law to a crawl.
+func (w *law) admittedBeside(started time.Time, others int) bool {
+	from := started.Add(-capLookback * w.latency())
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(from) {
+			return false
+		}
+		if c.outcome == admitted && c.others >= others && !c.at.After(started) {
+			return true
+		}
+	}
+	return false
 }
 
 // answerLag is how long a rate is held before it counts as safe: a quota
@@ -237,8 +286,11 @@ func (w *law) admittedRate(t, refusedAt, gate time.Time, retryAfter time.Duratio
 	if w.firstStart.After(from) {
 		from = w.firstStart
 	}
-	// Time the overload hold kept the calls back offered the quota none.
-	span := t.Sub(from) - w.heldWithin(from, t)
+	// Time the overload hold kept the calls back offered the quota none;
+	// nor did time an exact retry delay held them: the quota was spent by
+	// calls before it, and a rate read over it would read a per-minute
+	// window's half-minute delay as a quota of a call a second.
+	span := t.Sub(from) - w.heldWithin(from, t) - w.gatedWithin(from, t)
 	n := w.admittedFrom(from, refusedAt)
 	if span < lag/2 || n < cycleMinSuccesses {
 		return 0, false
@@ -282,7 +334,7 @@ func uncertain(retryAfter time.Duration) bool {
 // hold kept the calls back left out (see heldWithin): a call the hold
 // kept back was not the law's to send.
 func (w *law) sentRate(t time.Time) float64 {
-	span := w.latency()
+	span := w.sentSpan()
 	free := max(span-w.heldWithin(t.Add(-span), t), span/4)
 	n := 0.0
 	for i := 1; i <= min(w.nSent, sentRing); i++ {
@@ -300,6 +352,19 @@ func (w *law) sentRate(t time.Time) float64 {
 		r = max(r, w.rate)
 	}
 	return max(r, w.minRate())
+}
+
+// sentSpan is the span the sent rate is read over: a round trip, or
+// the time the paced rate takes to send sentSpanCalls when longer. At a
+// call or two per round trip, the starts within one swing between one
+// and two, and a law paced at 0.9 calls a round trip was read as sending
+// below it half the time: its rate was never proven and never grew.
+func (w *law) sentSpan() time.Duration {
+	span := w.latency()
+	if w.rate > 0 {
+		span = max(span, time.Duration(sentSpanCalls/w.rate*float64(time.Second)))
+	}
+	return span
 }
 
 // latency is the smoothed round trip, at least a microsecond.

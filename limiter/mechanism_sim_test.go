@@ -1,0 +1,84 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/internal/quotasim"
+)
+
+// TestLaw_mechanisms drives the default law through quota shapes that
+// each once sent it into a crawl or a spiral, in virtual time, and holds
+// it to a floor of goodput against the perfect client and a ceiling of
+// 429s. Each case names the mechanism it guards.
+func TestLaw_mechanisms(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		shape   quotasim.Shape
+		floor   float64 // goodput at least
+		most429 float64 // share of calls refused at most
+	}{
+		{
+			// Slow start spends a per-minute window half a minute
+			// in; its 429 says, exactly, that the window opens half a
+			// minute later. What the window admitted over that half
+			// minute, while the retry delay held every call back, is
+			// not its rate: read so, the law fell from 80 calls a
+			// second to 0.7 and crawled for hours.
+			name: "per-minute window, named, exact delay held the calls",
+			shape: quotasim.Shape{
+				Family: "minute", Seed: 1, Items: 19968,
+				Requests: func() quotasim.Quota { return &quotasim.SlidingLog{Limit: 4992, Window: time.Minute} },
+				Latency:  quotasim.Uniform(time.Second, 3*time.Second),
+				Retry:    quotasim.Exact, Refusal: 37 * time.Millisecond, NamedRPM: 4992,
+			},
+			floor: 0.6, most429: 0.02,
+		},
+		{
+			// A token bucket of a one-call burst refuses the second of
+			// two calls started together, which took the law down to a
+			// call a second on a quota of seventy. Pacing let two or
+			// three go at once after any pause, so it met such 429s
+			// event after event. And with calls of over a second, the
+			// calls sent within one round trip swing between one and
+			// two: read over it, the sent rate was below the paced
+			// rate half the time, and the rate never grew.
+			name: "token bucket of a one-call burst, 1-1.6 s calls, bare 429s",
+			shape: quotasim.Shape{
+				Family: "bucket", Seed: 2, Items: 8000,
+				Requests: func() quotasim.Quota { return &quotasim.TokenBucket{PerSecond: 70, Burst: 1} },
+				Latency:  quotasim.Uniform(time.Second, 1600*time.Millisecond),
+				Retry:    quotasim.Absent, Refusal: 17 * time.Millisecond,
+			},
+			floor: 0.5, most429: 0.01,
+		},
+		{
+			// A budget of a call and a half a second, named, with
+			// calls of a fifth of a second: the law held its rate to
+			// a call per round trip, five a second, and lived on
+			// 429s, each charged against the window.
+			name: "per-minute window of 86, named, charged, 150-300 ms calls, bare 429s",
+			shape: quotasim.Shape{
+				Family: "minute", Seed: 3, Items: 3000,
+				Requests: func() quotasim.Quota {
+					return &quotasim.SlidingLog{Limit: 86, Window: time.Minute, Charged: true}
+				},
+				Latency: quotasim.Uniform(150*time.Millisecond, 300*time.Millisecond),
+				Retry:   quotasim.Absent, Refusal: 23 * time.Millisecond, NamedRPM: 86,
+			},
+			floor: 0.85, most429: 0.07,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.shape.Name = tc.name
+			r := quotasim.Run(tc.shape, NewVirtual(Config{}))
+			if r.Stalled != "" || r.Done != tc.shape.Items {
+				t.Fatalf("%d of %d items done (%s)", r.Done, tc.shape.Items, r.Stalled)
+			}
+			if r.Goodput() < tc.floor || r.Share() > tc.most429 {
+				t.Errorf("goodput %.3f at %.2f%% 429s (%v against the perfect client's %v); want at least %.2f at most %.1f%%",
+					r.Goodput(), 100*r.Share(), r.Wall.Round(time.Second), r.Perfect.Round(time.Second), tc.floor, 100*tc.most429)
+			}
+		})
+	}
+}
