@@ -392,7 +392,9 @@ func nonZero(u map[string]pipeline.Usage) map[string]pipeline.Usage {
 // neither the jobs nor the items they hold would reach the copy (a job is
 // known only where it was created), and its results would land nowhere.
 func noOpenBatchJobs(src pipeline.Database) error {
-	b, ok := src.(interface{ InBatchCount() (map[string]int, error) })
+	b, ok := src.(interface {
+		InBatchCount() (map[string]int, error)
+	})
 	if !ok {
 		return nil
 	}
