@@ -12,9 +12,13 @@ var _ pipeline.Sessions = (*DB)(nil)
 
 // aliveSQL holds for a worker_session row s whose worker beat it within
 // its timeout, on the database's clock. A server restart counts as a
-// beat: the workers could not beat while it was away, and they are given
-// a whole timeout after it to beat again before their claims go to others.
-const aliveSQL = `greatest(s.beat_at, pg_postmaster_start_time()) > now() - s.timeout_us * interval '1 microsecond'`
+// beat for the sessions alive when it went down: their workers could not
+// beat while it was away, and they are given a whole timeout after it to
+// beat again before their claims go to others. A session dead before
+// the restart stays dead: its claims may be another worker's by now.
+const aliveSQL = `(s.beat_at > now() - s.timeout_us * interval '1 microsecond' OR
+	(s.beat_at > pg_postmaster_start_time() - s.timeout_us * interval '1 microsecond' AND
+	 pg_postmaster_start_time() > now() - s.timeout_us * interval '1 microsecond'))`
 
 // claimableSQL holds for a queue row q that no live claim holds: never
 // claimed, lease ended, or claimed by a session that is dead (not beaten

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
@@ -178,4 +179,46 @@ func TestSession_MigratesASchemaFromBeforeSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Invariants(t, db)
+}
+
+// TestSession_RestartGraceOnlyForTheLiving: a server restart counts as a
+// beat only for the sessions alive when it went down. A session already
+// dead before it (its claims maybe taken by another worker) never beats
+// again, and its claims stay claimable, whatever the server's age. With a
+// one-hour timeout the test server, started minutes ago, is within the
+// grace a restart gives, so no restart is needed to see it.
+func TestSession_RestartGraceOnlyForTheLiving(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	b := worker(t, u, "b")
+	ctx := context.Background()
+	var age float64
+	if err := a.pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - pg_postmaster_start_time())`).Scan(&age); err != nil {
+		t.Fatal(err)
+	}
+	if age > 50*60 {
+		t.Skipf("the test server is %.0f s old: the restart's grace of an hour is over", age)
+	}
+	if err := a.BeginSession(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ingestN(t, a, 2)
+	claim(t, a, "sanitize", 2)
+	// Dead for an hour before the server started.
+	sql(t, u, `UPDATE worker_session SET beat_at = pg_postmaster_start_time() - interval '2 hours'`)
+	if got := claim(t, b, "sanitize", 10); len(got) != 2 {
+		t.Errorf("b claimed %d of a dead worker's 2 claims", len(got))
+	}
+	if err := a.Beat(ctx); !errors.Is(err, pipeline.ErrSessionGone) {
+		t.Errorf("a session dead before the restart beat again: %v", err)
+	}
+	// Alive when the server went down (beaten 10 min before it started):
+	// it keeps the restart's grace.
+	c := worker(t, u, "c")
+	if err := c.BeginSession(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	sql(t, u, `UPDATE worker_session SET beat_at = pg_postmaster_start_time() - interval '10 minutes' WHERE owner = 'c'`)
+	if err := c.Beat(ctx); err != nil {
+		t.Errorf("a session alive at the restart lost its grace: %v", err)
+	}
 }
