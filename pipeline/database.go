@@ -108,6 +108,15 @@ type StageDef struct {
 	Reads []string `json:"reads,omitempty"`
 }
 
+// StageNames is the names of defs, in order.
+func StageNames(defs []StageDef) []string {
+	out := make([]string, len(defs))
+	for i, d := range defs {
+		out[i] = d.Name
+	}
+	return out
+}
+
 // ReadsAny reports whether the stage reads any of the named fields.
 func (d StageDef) ReadsAny(fields []string) bool {
 	if d.Reads == nil {

@@ -372,13 +372,7 @@ func (db *DB) addBuckets() error {
 	})
 }
 
-func stageNames(defs []StageDef) string {
-	names := make([]string, len(defs))
-	for i, d := range defs {
-		names[i] = d.Name
-	}
-	return strings.Join(names, ",")
-}
+func stageNames(defs []StageDef) string { return strings.Join(pipeline.StageNames(defs), ",") }
 
 // StoredDefinition is the pipeline definition recorded in the file by the
 // last run (or AcceptDefinition).

@@ -266,13 +266,7 @@ func (db *DB) snapshot(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
-func stageNames(defs []pipeline.StageDef) string {
-	names := make([]string, len(defs))
-	for i, d := range defs {
-		names[i] = d.Name
-	}
-	return strings.Join(names, ",")
-}
+func stageNames(defs []pipeline.StageDef) string { return strings.Join(pipeline.StageNames(defs), ",") }
 
 func (db *DB) stageIndex(stage string) (int, error) {
 	si, ok := db.index[stage]

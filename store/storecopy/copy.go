@@ -55,7 +55,7 @@ func Copy(src, dst pipeline.Database, progress func(items int)) (Stats, error) {
 	if !ok {
 		return st, fmt.Errorf("copy to %s: this store cannot be restored into", dst.Path())
 	}
-	if a, b := names(src.Stages()), names(dst.Stages()); !slices.Equal(a, b) {
+	if a, b := pipeline.StageNames(src.Stages()), pipeline.StageNames(dst.Stages()); !slices.Equal(a, b) {
 		return st, fmt.Errorf("copy: %s has the stages %v, %s has %v", src.Path(), a, dst.Path(), b)
 	}
 	if err := noOpenBatchJobs(src); err != nil {
@@ -208,14 +208,6 @@ func copyCache(src, dst pipeline.Database) (int, error) {
 		return n, err
 	}
 	return n, nil
-}
-
-func names(defs []pipeline.StageDef) []string {
-	out := make([]string, len(defs))
-	for i, d := range defs {
-		out[i] = d.Name
-	}
-	return out
 }
 
 // itemIDs lists every item of db: the queued ones stage by stage in

@@ -95,7 +95,7 @@ func Invariants(t testing.TB, db pipeline.Database) {
 			t.Errorf("Locate(%q): status %s with dead letter %v", id, loc.Status, loc.Dead)
 		}
 		for i, s := range Stages {
-			want := loc.Status == "done" || i < slices.Index(names(Stages), loc.Stage)
+			want := loc.Status == "done" || i < slices.Index(pipeline.StageNames(Stages), loc.Stage)
 			if (loc.Output[s.Name] != nil) != want {
 				t.Errorf("item %q (%s): output of %s present %v, want %v", id, where, s.Name, !want, want)
 			}

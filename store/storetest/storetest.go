@@ -65,19 +65,11 @@ func Run(t *testing.T, open Open) {
 				return
 			}
 			db := open(t)
-			if got := names(db.Stages()); !slices.Equal(got, names(Stages)) {
-				t.Fatalf("open returned a database with stages %v, want storetest.Stages %v", got, names(Stages))
+			if got := pipeline.StageNames(db.Stages()); !slices.Equal(got, pipeline.StageNames(Stages)) {
+				t.Fatalf("open returned a database with stages %v, want storetest.Stages %v", got, pipeline.StageNames(Stages))
 			}
 			tc.fn(t, db)
 			Invariants(t, db)
 		})
 	}
-}
-
-func names(defs []pipeline.StageDef) []string {
-	out := make([]string, len(defs))
-	for i, d := range defs {
-		out[i] = d.Name
-	}
-	return out
 }

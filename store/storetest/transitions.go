@@ -11,7 +11,7 @@ import (
 
 func testDefinition(t *testing.T, db pipeline.Database) {
 	def, err := db.StoredDefinition()
-	if err != nil || !slices.Equal(names(def), names(Stages)) {
+	if err != nil || !slices.Equal(pipeline.StageNames(def), pipeline.StageNames(Stages)) {
 		t.Fatalf("StoredDefinition = %v, %v", def, err)
 	}
 	if c := db.ChangedStages(); len(c) != 0 {
