@@ -115,7 +115,9 @@
 //
 // The files: config.go (Config and the tuning constants), law.go (the
 // control law, pure: state plus an event at an explicit time gives the
-// new state, no lock, no timer, no clock), reading.go (what the law reads
+// new state, no lock, no timer, no clock), climb.go (how the rate climbs
+// while nothing is refused: the bisection, the stairs, the climb back
+// after a fall), reading.go (what the law reads
 // from the quota's answers: the starts and their outcomes, the admitted
 // rate, the window, a named budget, the smoothed latency), hold.go (the
 // runner's overload holds as the law sees them), tokens.go (pacing in
@@ -127,9 +129,7 @@
 // or its first reopening, and sending by it), limit.go (the limit on
 // calls in flight the rate carries, and the rate's bounds), queue.go
 // (AIMD: the lock, the waiter queue and the clock around the law),
-// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is one concern, the law's state and how each event moves it (the
-// climb back to a safe rate after the quota fell, in stairs, is a state
-// of that same machine); its longest method, onRateLimited, is the one
+// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is one concern, the law's state and how each event moves it; its longest method, onRateLimited, is the one
 // place a refusal changes that state, and the readings it relies on
 // already live in reading.go. The package is over the usual 500 lines
 // for one job: the law is most of it, and splitting it would scatter one state machine across

@@ -1,0 +1,122 @@
+package limiter
+
+import "time"
+
+// How the law's rate climbs while nothing is refused: the bisection
+// between the rate proven safe and the rate last refused, the stairs
+// above when no refusal bounds it, and the climb back to the rate a
+// quota that fell had admitted. The events that move the state live in
+// law.go; this is the one step they schedule.
+
+// grow moves the rate on once it has been held for the quota's answer
+// lag (see answerLag) with no 429 while pacing held the calls back: that
+// rate is safe, and the next is halfway to the rate last refused, or a
+// stair above when none is known. A bisection finds the quota's rate in a
+// few lags, and a stair now and then finds a quota that grew.
+func (w *law) grow(t time.Time) {
+	if judged, atRate := w.sendingAtRate(t); !atRate {
+		if judged {
+			w.probeFrom = t // not sending at the rate proves nothing about it
+		}
+		return
+	}
+	lag := w.answerLag()
+	if !w.bounded {
+		// Only slow start's burst was refused, which says little about
+		// the quota's rate: climb as fast as its round trips answer.
+		lag = max(firstClimbRoundTrips*w.latency(), w.window)
+	} else if w.stairs >= 2 || w.stairs >= 1 && (w.window > 0 || w.rate < w.peak) {
+		// Stairs held: the quota grew; climb on in half lags (no less
+		// than its window, when a retry delay showed one, else after
+		// two stairs, when it grew for sure).
+		lag = max(lag/2, w.window)
+	}
+	if t.Sub(w.probeFrom) < lag {
+		return
+	}
+	base := w.rate // held too briefly to be proven: the first 429 reads the quota
+	if w.bounded {
+		w.safe = max(w.safe, w.rate)
+		base = w.safe
+	}
+	w.held++
+	// Below the rate the quota admitted before it fell, look again after
+	// one lag while no look has been refused; after two when one has but
+	// looks are cheap (bare 429s: a light gate, one call refused).
+	belowPeak := w.peak > w.rate && w.held > min(w.calm, 1) && (w.calm == 0 || w.bareEvent)
+	if w.refused > 0 && (w.held > reprobeLags<<w.calm || belowPeak) {
+		w.refused = 0 // long at the safe rate: look for more again
+	}
+	hold := namedHoldLags << w.calm
+	switch {
+	case w.namedMoved && w.peak > w.rate:
+		// A live quota below the rate it admitted before it fell:
+		// look above the budget named every lag, as it often comes
+		// back (a look refused costs a 429 that names it again).
+		hold = 0
+	case w.namedMoved:
+		hold = namedMovedHoldLags << w.calm
+	}
+	namedLook := false
+	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold {
+		// Long at the budget a 429 named, with no 429: the quota may
+		// have grown past it since (a quota named while it was down,
+		// a tier raised). Look above it from the first stair; a 429
+		// there names it again, and the next look waits twice as long.
+		w.namedRPM, w.namedTPM = 0, 0
+		w.stairs = 0
+		namedLook = true
+	}
+	switch {
+	case w.refused == 0:
+		// Stairs up, each twice the last while none is refused: a
+		// quota that grew far is found in a few lags, one that did not
+		// is overshot by a few percent.
+		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		if w.peak > base && !namedLook {
+			// Below the rate the quota admitted before it fell: climb
+			// back to it in larger stairs; straight to it once a stair
+			// held in a run whose 429s named different budgets (a live
+			// quota, which comes back as it went).
+			w.rate = min(base*(1+(probeStair-1)*float64(int(1)<<min(w.stairs+peakStairs, 4))), w.peak)
+			if w.namedMoved && w.stairs > 0 {
+				w.rate = w.peak
+			}
+		}
+		w.stairs++
+		w.increases++
+	case w.refused-w.safe > bisectShare*w.refused:
+		w.rate = (w.safe + w.refused) / 2
+		w.increases++
+	default:
+		w.rate = w.safe
+	}
+	w.rate = min(w.rate, w.maxRate())
+	if w.peak > 0 && w.rate >= w.peak {
+		// Back at the rate the quota admitted before it fell. A quota
+		// that came back as it went is bounded where it was: look above
+		// it from the rate refused then, not in the stairs of the climb
+		// back, which would look far above it.
+		w.peak = 0
+		if w.peakBound > w.rate {
+			w.refused, w.stairs, w.held = w.peakBound, 0, 0
+		}
+		w.peakBound = 0
+	}
+	w.probeFrom = t
+}
+
+// fellFrom records that the quota fell below safe, the rate it had
+// admitted, which the law will climb back to (peak), and the rate
+// refused above it then (0 if none), which bounds the quota once it is
+// back (see grow). A fall below a peak not yet reached again keeps that
+// peak and its bound.
+func (w *law) fellFrom(safe, refused float64) {
+	if safe >= w.peak {
+		w.peakBound = 0
+		if refused > safe {
+			w.peakBound = refused
+		}
+	}
+	w.peak = max(w.peak, safe)
+}
