@@ -71,22 +71,8 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 		failingSince = time.Time{}
 		r.storeGate.answered()
 		book.add(claims, sent)
-		for j, q := range claims {
-			if q.Attempt > int64(r.MaxClaims) {
-				book.sent(q.Seq)
-				now := clock.Now()
-				r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: DeadLetter{
-					Class: ClassPermanent, Attempts: int(q.Attempt), First: now, Last: now,
-					Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them); inspect it with `sawtooth dlq show`, then `sawtooth retry --stage %s`", q.Attempt, name),
-				}})
-				continue
-			}
-			select {
-			case work <- q.Queued:
-			case <-ctx.Done():
-				book.giveBack(claims[j:])
-				return
-			}
+		if !r.handOut(ctx, i, claims, work, book) {
+			return
 		}
 		if len(claims) > 0 {
 			wait = endPoll
@@ -97,20 +83,8 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 			// stage): it finishes what it has, not other workers' work.
 			return
 		}
-		if upstreamDone {
-			asked := clock.Now()
-			left, err := r.unfinished(i)
-			if err != nil {
-				if !r.storeFailing(&failingSince, asked, "count the queues up to "+name, err) {
-					return
-				}
-				left = -1 // unknown: poll again
-			} else {
-				r.storeGate.answered()
-			}
-			if left == 0 {
-				return
-			}
+		if upstreamDone && !r.workLeft(i, &failingSince) {
+			return
 		}
 		poll := r.Poll
 		if upstreamDone {
@@ -128,6 +102,45 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 		}
 		t.Stop()
 	}
+}
+
+// handOut gives the claimed items to the stage's workers, dead-lettering
+// those claimed more than MaxClaims times, and reports false when ctx
+// ended first (what was not handed out is given back).
+func (r *Runner) handOut(ctx context.Context, i int, claims []Claim, work chan<- Queued, book *leaseBook) bool {
+	name := r.Stages[i].Stage.Name()
+	for j, q := range claims {
+		if q.Attempt > int64(r.MaxClaims) {
+			book.sent(q.Seq)
+			now := r.clock().Now()
+			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: DeadLetter{
+				Class: ClassPermanent, Attempts: int(q.Attempt), First: now, Last: now,
+				Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them); inspect it with `sawtooth dlq show`, then `sawtooth retry --stage %s`", q.Attempt, name),
+			}})
+			continue
+		}
+		select {
+		case work <- q.Queued:
+		case <-ctx.Done():
+			book.giveBack(claims[j:])
+			return false
+		}
+	}
+	return true
+}
+
+// workLeft reports whether stage i or a stage before it still has work
+// once nothing is left upstream in this process: false when every queue
+// up to it is empty, or when the store has failed for too long to ask.
+// A store that cannot answer now counts as work left: poll again.
+func (r *Runner) workLeft(i int, failingSince *time.Time) bool {
+	asked := r.clock().Now()
+	left, err := r.unfinished(i)
+	if err != nil {
+		return r.storeFailing(failingSince, asked, "count the queues up to "+r.Stages[i].Stage.Name(), err)
+	}
+	r.storeGate.answered()
+	return left != 0
 }
 
 // storeFailing records a failed request to the store, sent at sent, in
