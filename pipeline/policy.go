@@ -117,80 +117,15 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 	case ClassCanceled:
 		return action{kind: requeue}
 	case ClassFatal:
-		var he *HaltError
-		if errors.As(f.err, &he) {
-			// The cause alone: it is the account's, not the item's
-			// the stage may have named around it.
-			msg := he.Error()
-			if !strings.HasPrefix(msg, name+": ") {
-				msg = name + ": " + msg
-			}
-			return action{kind: halt, reason: errors.New(msg)}
-		}
-		return action{kind: stop, message: fmt.Sprintf("%s: %v", name, f.err)}
+		return decideFatal(f, name)
 	case ClassRateLimited:
-		var rl *RateLimitedError
-		if !errors.As(f.err, &rl) {
-			rl = &RateLimitedError{Err: f.err}
-		}
-		switch {
-		case rl.Daily:
-			// A per-day quota resets at midnight Pacific whatever
-			// retryDelay says: one refusal is enough.
-			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: DailyQuota, ResumeAt: nextPacificMidnight(now), Last: f.err}}
-		case rl.RetryAfter > cfg.MaxWait:
-			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: WaitTooLong, Wait: rl.RetryAfter, MaxWait: cfg.MaxWait, ResumeAt: now.Add(rl.RetryAfter), Last: f.err}}
-		case cfg.MaxRefused > 0 && f.refusedInARow >= int64(cfg.MaxRateLimited):
-			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: RefusedInARow, InARow: f.refusedInARow, Since: f.refusedSince, For: now.Sub(f.refusedSince), Last: f.err}}
-		case cfg.MaxRefused > 0 && f.refusedInARow >= minRefusedToPark && !f.refusedSince.IsZero() && now.Sub(f.refusedSince) >= cfg.MaxRefused:
-			return action{kind: park, reason: &QuotaStop{Stage: name, Cause: RefusedTooLong, InARow: f.refusedInARow, Since: f.refusedSince,
-				For: now.Sub(f.refusedSince), MaxRefused: cfg.MaxRefused, ResumeAt: nextPacificMidnight(now), Last: f.err}}
-		case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
-			// The limiter was told the delay and holds every call of the
-			// stage until it has passed, or it backs off a bare 429
-			// itself, for the whole stage.
-			return action{kind: retryAt, at: now}
-		default:
-			// A bare 429 says nothing about when: back off with jitter,
-			// so the workers do not hammer the quota.
-			return action{kind: retryAt, at: now.Add(max(rl.RetryAfter, f.step))}
-		}
+		return decideRateLimited(f, cfg, name, now)
 	case ClassUnavailable:
-		limit, before := cfg.MaxOutage, false
-		if !f.contacted && firstContactOutage < limit {
-			limit, before = firstContactOutage, true
-		}
-		if down := now.Sub(f.outageSince); down >= limit {
-			return action{kind: park, reason: &OutageStop{Stage: name, Since: f.outageSince, For: down, Limit: limit, BeforeAnswer: before, Last: f.err}}
-		}
-		return action{kind: retryAt, at: now.Add(f.step)}
+		return decideUnavailable(f, cfg, name, now)
 	case ClassOverloaded:
-		// A 503 is the server short of capacity: not the item's fault
-		// (it is never dead-lettered for it) and not the quota. It
-		// passes; only an overload that outlasts MaxOutage stops the
-		// stage, its items still queued.
-		if down := now.Sub(f.overloadedSince); !f.overloadedSince.IsZero() && down >= cfg.MaxOutage {
-			return action{kind: park, reason: &OutageStop{Stage: name, Overloaded: true, Since: f.overloadedSince, For: down, Limit: cfg.MaxOutage, Last: f.err}}
-		}
-		if f.overloadHeld {
-			return action{kind: retryAt, at: now}
-		}
-		return action{kind: retryAt, at: now.Add(f.step)}
+		return decideOverloaded(f, cfg, name, now)
 	case ClassShed:
-		// The tier has no room now: never the item's fault, never a
-		// dead letter; the stage picks the tier of the next call.
-		var se *ShedError
-		after := f.step
-		if errors.As(f.err, &se) {
-			after = max(after, se.RetryAfter)
-			if se.WaitAtMost > 0 {
-				after = min(after, se.WaitAtMost)
-			}
-			if se.Moved {
-				after = 0
-			}
-		}
-		return action{kind: retryAt, at: now.Add(after)}
+		return decideShed(f, now)
 	case ClassTransient:
 		if f.attempts < cfg.MaxAttempts {
 			return action{kind: retryAt, at: now.Add(f.step)}
@@ -199,6 +134,98 @@ func decide(f failure, cfg *StageConfig, now time.Time) action {
 	default: // ClassPermanent
 		return action{kind: deadLetter, message: f.err.Error()}
 	}
+}
+
+// decideFatal stops the run: a HaltError (the account's, not the item's)
+// halts it with its cause; anything else stops it.
+func decideFatal(f failure, name string) action {
+	var he *HaltError
+	if errors.As(f.err, &he) {
+		// The cause alone: it is the account's, not the item's
+		// the stage may have named around it.
+		msg := he.Error()
+		if !strings.HasPrefix(msg, name+": ") {
+			msg = name + ": " + msg
+		}
+		return action{kind: halt, reason: errors.New(msg)}
+	}
+	return action{kind: stop, message: fmt.Sprintf("%s: %v", name, f.err)}
+}
+
+// decideRateLimited parks the stage on a per-day quota, a delay longer
+// than MaxWait or refusals past MaxRefused; otherwise the call is tried
+// again, held by the limiter or after a backoff.
+func decideRateLimited(f failure, cfg *StageConfig, name string, now time.Time) action {
+	var rl *RateLimitedError
+	if !errors.As(f.err, &rl) {
+		rl = &RateLimitedError{Err: f.err}
+	}
+	switch {
+	case rl.Daily:
+		// A per-day quota resets at midnight Pacific whatever
+		// retryDelay says: one refusal is enough.
+		return action{kind: park, reason: &QuotaStop{Stage: name, Cause: DailyQuota, ResumeAt: nextPacificMidnight(now), Last: f.err}}
+	case rl.RetryAfter > cfg.MaxWait:
+		return action{kind: park, reason: &QuotaStop{Stage: name, Cause: WaitTooLong, Wait: rl.RetryAfter, MaxWait: cfg.MaxWait, ResumeAt: now.Add(rl.RetryAfter), Last: f.err}}
+	case cfg.MaxRefused > 0 && f.refusedInARow >= int64(cfg.MaxRateLimited):
+		return action{kind: park, reason: &QuotaStop{Stage: name, Cause: RefusedInARow, InARow: f.refusedInARow, Since: f.refusedSince, For: now.Sub(f.refusedSince), Last: f.err}}
+	case cfg.MaxRefused > 0 && f.refusedInARow >= minRefusedToPark && !f.refusedSince.IsZero() && now.Sub(f.refusedSince) >= cfg.MaxRefused:
+		return action{kind: park, reason: &QuotaStop{Stage: name, Cause: RefusedTooLong, InARow: f.refusedInARow, Since: f.refusedSince,
+			For: now.Sub(f.refusedSince), MaxRefused: cfg.MaxRefused, ResumeAt: nextPacificMidnight(now), Last: f.err}}
+	case rl.RetryAfter > 0 && cfg.Limiter != nil, holdsRefusals(cfg.Limiter):
+		// The limiter was told the delay and holds every call of the
+		// stage until it has passed, or it backs off a bare 429
+		// itself, for the whole stage.
+		return action{kind: retryAt, at: now}
+	default:
+		// A bare 429 says nothing about when: back off with jitter,
+		// so the workers do not hammer the quota.
+		return action{kind: retryAt, at: now.Add(max(rl.RetryAfter, f.step))}
+	}
+}
+
+// decideUnavailable parks the stage once the server has been unreachable
+// for MaxOutage (less before it ever answered); otherwise it backs off.
+func decideUnavailable(f failure, cfg *StageConfig, name string, now time.Time) action {
+	limit, before := cfg.MaxOutage, false
+	if !f.contacted && firstContactOutage < limit {
+		limit, before = firstContactOutage, true
+	}
+	if down := now.Sub(f.outageSince); down >= limit {
+		return action{kind: park, reason: &OutageStop{Stage: name, Since: f.outageSince, For: down, Limit: limit, BeforeAnswer: before, Last: f.err}}
+	}
+	return action{kind: retryAt, at: now.Add(f.step)}
+}
+
+// decideOverloaded handles a 503: the server short of capacity, not the
+// item's fault (it is never dead-lettered for it) and not the quota. It
+// passes; only an overload that outlasts MaxOutage stops the stage, its
+// items still queued.
+func decideOverloaded(f failure, cfg *StageConfig, name string, now time.Time) action {
+	if down := now.Sub(f.overloadedSince); !f.overloadedSince.IsZero() && down >= cfg.MaxOutage {
+		return action{kind: park, reason: &OutageStop{Stage: name, Overloaded: true, Since: f.overloadedSince, For: down, Limit: cfg.MaxOutage, Last: f.err}}
+	}
+	if f.overloadHeld {
+		return action{kind: retryAt, at: now}
+	}
+	return action{kind: retryAt, at: now.Add(f.step)}
+}
+
+// decideShed waits for the tier to have room: a shed is never the item's
+// fault, never a dead letter; the stage picks the tier of the next call.
+func decideShed(f failure, now time.Time) action {
+	var se *ShedError
+	after := f.step
+	if errors.As(f.err, &se) {
+		after = max(after, se.RetryAfter)
+		if se.WaitAtMost > 0 {
+			after = min(after, se.WaitAtMost)
+		}
+		if se.Moved {
+			after = 0
+		}
+	}
+	return action{kind: retryAt, at: now.Add(after)}
 }
 
 // minRefusedToPark is the fewest 429s in a row that park a stage for
