@@ -10,17 +10,16 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // StatusView is what `status` shows of a database no run holds: counts
 // per stage, the usage and cost of every run, the learned limit and the
 // last runs. Its JSON form is `status --json`.
 type StatusView struct {
-	DB      string         `json:"db"`
-	Counts  store.Counts   `json:"counts"`
-	Usage   pipeline.Usage `json:"usage"`
-	CostUSD float64        `json:"cost_usd"`
+	DB      string          `json:"db"`
+	Counts  pipeline.Counts `json:"counts"`
+	Usage   pipeline.Usage  `json:"usage"`
+	CostUSD float64         `json:"cost_usd"`
 	// UnpricedTokens is the part of Usage billed by killed runs: their
 	// committed results recorded the tokens, but no price was saved with
 	// them, so CostUSD leaves them out.
@@ -63,7 +62,7 @@ func (v *StatusView) UseLedger() {
 // duration is a lower bound, and unknown without a sample.
 func runDuration(status string, took time.Duration) string {
 	d := took.Round(time.Second).String()
-	if status != store.RunKilled {
+	if status != pipeline.RunKilled {
 		return d
 	}
 	if took <= 0 {
@@ -74,7 +73,7 @@ func runDuration(status string, took time.Duration) string {
 
 // NewStatusView sums the usage and cost of runs (newest first) and keeps
 // the last five of them.
-func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pipeline.RunSummary) StatusView {
+func NewStatusView(path string, counts pipeline.Counts, learnedLimit int, runs []pipeline.RunSummary) StatusView {
 	v := StatusView{DB: path, Counts: counts, Limit: learnedLimit}
 	for _, r := range runs {
 		// Every stage: a job may have several LLM stages (the others
@@ -94,7 +93,7 @@ func NewStatusView(path string, counts store.Counts, learnedLimit int, runs []pi
 				v.Tiers[name].Add(s)
 			}
 		}
-		if r.Status == store.RunKilled {
+		if r.Status == pipeline.RunKilled {
 			v.UnpricedTokens += t.Usage.PromptTokens + t.Usage.CandidateTokens
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // A killed run's tokens count in the status, and its missing price is
@@ -18,10 +17,10 @@ func TestStatusView_KilledRunTokensAreShownUnpriced(t *testing.T) {
 	}
 	runs := []pipeline.RunSummary{
 		{ID: "r3", Status: "complete", Stages: classify(100, 10, 0.5)},
-		{ID: "r2", Status: store.RunKilled, Stages: classify(40, 4, 0)},
+		{ID: "r2", Status: pipeline.RunKilled, Stages: classify(40, 4, 0)},
 		{ID: "r1", Status: "complete", Stages: classify(1000, 100, 2)},
 	}
-	v := NewStatusView("s.db", store.Counts{}, 0, runs)
+	v := NewStatusView("s.db", pipeline.Counts{}, 0, runs)
 	if want := (pipeline.Usage{PromptTokens: 1140, CandidateTokens: 114}); v.Usage != want {
 		t.Errorf("Usage = %+v, want %+v", v.Usage, want)
 	}
@@ -46,8 +45,8 @@ func TestRunDuration(t *testing.T) {
 		want         string
 	}{
 		{"complete", "complete", 8*time.Second + 300*time.Millisecond, "8s"},
-		{"killed with samples", store.RunKilled, 12 * time.Second, ">=12s"},
-		{"killed without a sample", store.RunKilled, 0, "?"},
+		{"killed with samples", pipeline.RunKilled, 12 * time.Second, ">=12s"},
+		{"killed without a sample", pipeline.RunKilled, 0, "?"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

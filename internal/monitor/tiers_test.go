@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 func TestPrintSummary_Tiers(t *testing.T) {
@@ -67,7 +66,7 @@ func TestNewStatusView_Tiers(t *testing.T) {
 			Tiers: map[string]*pipeline.TierStats{pipeline.TierFlex: {Calls: flexCalls, Shed: 1, CostUSD: 0.5, SavedUSD: 0.5, Latency: lat}}, CacheSavedUSD: 0.25,
 			Usage: pipeline.Usage{CachedTokens: 100}}}}
 	}
-	v := NewStatusView("db", store.Counts{}, 0, []pipeline.RunSummary{run(3), run(4)})
+	v := NewStatusView("db", pipeline.Counts{}, 0, []pipeline.RunSummary{run(3), run(4)})
 	if f := v.Tiers[pipeline.TierFlex]; f == nil || f.Calls != 7 || f.Shed != 2 || f.CostUSD != 1 || v.CacheSavedUSD != 0.5 {
 		t.Fatalf("view tiers %+v cache %v", v.Tiers, v.CacheSavedUSD)
 	}
