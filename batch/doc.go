@@ -65,7 +65,8 @@
 //
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the
 // queue again, up to Config.MaxRounds (a round sends each item once: what
-// its jobs give back waits for the next round); in ModeAuto it runs one round and
+// its jobs give back waits for the next round; with other workers, what
+// their jobs gave back while it waited for them too); in ModeAuto it runs one round and
 // leaves whatever the batch did not answer by the deadline in the queue for
 // the online runner (and its AIMD limiter) to drain. ModeAuto's deadline is
 // the run's, counted from its start (or its oldest open intent), never

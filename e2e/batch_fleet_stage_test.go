@@ -324,7 +324,7 @@ func fleetStageKill(t *testing.T, db, mode string, k *stepKill) {
 	if k.event == geminisim.EventCreated && reattached == 0 {
 		t.Errorf("no worker re-attached the job created before the kill:\n%s\n%s", survivor.stderr.String(), restarted.stderr.String())
 	}
-	checkFleetStage(t, sim, db, items)
+	checkFleetStage(t, sim, db, items, items)
 }
 
 // waitKill waits until k killed one of the workers and returns it; the
@@ -361,9 +361,9 @@ func waitKill(t *testing.T, k *stepKill, ws ...*worker) *worker {
 
 // checkFleetStage checks the end of a fleet run of summaryJob's pipeline
 // of items: each item done once with its summary, answered exactly once
-// by the simulator and through a batch job, every job created once and
-// closed, no dead letter.
-func checkFleetStage(t *testing.T, sim *geminisim.Server, db string, items int) {
+// by the simulator, viaBatch of them through a batch job (the others
+// online), every job created once and closed, no dead letter.
+func checkFleetStage(t *testing.T, sim *geminisim.Server, db string, items, viaBatch int) {
 	t.Helper()
 	if s := finalPlaces(t, db, items); s.Counts.Done != items {
 		t.Errorf("%d items done, want all %d", s.Counts.Done, items)
@@ -395,8 +395,8 @@ func checkFleetStage(t *testing.T, sim *geminisim.Server, db string, items int) 
 		t.Errorf("the simulator answered %d items once (%d items in all), want each of %d once", once, len(answered), items)
 	}
 	bs := sim.BatchStats()
-	if bs.Rows != items {
-		t.Errorf("batch jobs answered %d requests, want %d: one per item, none online", bs.Rows, items)
+	if bs.Rows != viaBatch {
+		t.Errorf("batch jobs answered %d requests, want %d", bs.Rows, viaBatch)
 	}
 	for name, n := range bs.ByDisplayName {
 		if n != 1 {
@@ -419,5 +419,61 @@ func checkFleetStage(t *testing.T, sim *geminisim.Server, db string, items int) 
 	}
 	if named != bs.Created {
 		t.Errorf("batch list names %d jobs, the simulator created %d", named, bs.Created)
+	}
+}
+
+// TestFleet_BatchStageFailedJob: the first batch job created fails at the
+// API while two workers drain the summarize stage. In mode batch its
+// items go into a new job, whichever worker sends it, and both workers
+// end with every item answered: the one that waited for the failed job
+// no longer stops with them "still queued" while the other sends them.
+// In mode auto they go online. Each item is answered once either way.
+func TestFleet_BatchStageFailedJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and runs real processes")
+	}
+	srv, _ := startPostgresServer(t)
+	const items, size = 60, 20
+	for _, tc := range []struct {
+		mode           string
+		jobs, viaBatch int
+	}{{"batch", items/size + 1, items}, {"auto", items / size, items - size}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			db, err := srv.NewDB("failedjob")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			input := writeCleanItems(t, dir, items)
+			sim, simURL := startSim(t, geminisim.Config{Seed: 7, Batch: geminisim.BatchConfig{
+				Pending: time.Second, Running: 200 * time.Millisecond, Fates: []geminisim.Fate{geminisim.FateFail},
+			}})
+			p := startKeyProxy(t, simURL)
+			first := p.start(t, "worker-1", "run", "-f", summaryJob(t, dir, db, input, tc.mode, size), "--quiet")
+			select {
+			case <-p.first:
+			case <-first.done:
+				t.Fatalf("the first worker ended before any batch job: %v\n%s", first.err, first.stderr.String())
+			}
+			second := p.start(t, "worker-2", "run", "--db", db, "--quiet")
+			go func() {
+				select {
+				case <-second.done:
+					p.open()
+				case <-p.opened:
+				}
+			}()
+			for _, w := range []*worker{first, second} {
+				<-w.done
+				if w.err != nil {
+					t.Errorf("a worker: %v\n%s", w.err, w.stderr.String())
+				}
+			}
+			if st := sim.BatchStats(); st.Created != tc.jobs {
+				t.Errorf("%d jobs created, want %d", st.Created, tc.jobs)
+			}
+			checkFleetStage(t, sim, db, items, tc.viaBatch)
+		})
 	}
 }
