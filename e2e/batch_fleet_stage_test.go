@@ -197,8 +197,9 @@ func writeCleanItems(t *testing.T, dir string, n int) string {
 
 // summaryJob writes a job whose one LLM stage, summarize, answers with a
 // schema of its own (not the classify preset's labels) through batch
-// jobs in mode, on the PostgreSQL database db.
-func summaryJob(t *testing.T, dir, db, input, mode string, size int) string {
+// jobs in mode, of size items and with deadline, on the PostgreSQL
+// database db.
+func summaryJob(t *testing.T, dir, db, input, mode string, size int, deadline string) string {
 	t.Helper()
 	schema := `{"type": "object", "properties": {"summary": {"type": "string"},
   "sentiment": {"type": "string", "enum": ["positive", "negative", "mixed"]},
@@ -216,8 +217,8 @@ stages:
       prompt: 'Summarise this review in one sentence: {{.Text}}'
       output: {schema_file: summary.schema.json}
       mode: %s
-      batch: {size: %d, deadline: 2m, poll: 100ms}
-`, strconv.Quote(db), strconv.Quote(input), mode, size)
+      batch: {size: %d, deadline: %s, poll: 100ms}
+`, strconv.Quote(db), strconv.Quote(input), mode, size, deadline)
 	path := filepath.Join(dir, "job.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -260,15 +261,24 @@ func TestFleet_BatchStageSIGKILLAtEachStep(t *testing.T) {
 					t.Fatal(err)
 				}
 				k := &stepKill{event: step.event, delay: step.delay, fired: make(chan struct{})}
-				fleetStageKill(t, db, mode, k)
+				fleetStageKill(t, db, fleetCase{mode: mode, deadline: "2m", viaBatch: 60}, k)
 			})
 		}
 	}
 }
 
-// fleetStageKill runs the fleet of TestFleet_BatchStageSIGKILLAtEachStep
-// on db with k and checks the outcome.
-func fleetStageKill(t *testing.T, db, mode string, k *stepKill) {
+// fleetCase is a fleet run of 60 items in jobs of 20: the batched stage's
+// mode and deadline, the fates of the first jobs created, and how many
+// items the jobs should answer (the others online).
+type fleetCase struct {
+	mode, deadline string
+	fates          []geminisim.Fate
+	viaBatch       int
+}
+
+// fleetStageKill runs a fleet of two workers on db, kills the worker at
+// k's step, starts another, checks the outcome and returns the simulator.
+func fleetStageKill(t *testing.T, db string, fc fleetCase, k *stepKill) *geminisim.Server {
 	const items, size = 60, 20
 	dir := t.TempDir()
 	input := writeCleanItems(t, dir, items)
@@ -278,10 +288,11 @@ func fleetStageKill(t *testing.T, db, mode string, k *stepKill) {
 		// create: before a dead worker's lease (4s, renewed every third
 		// of it) lets another take its job over and look for it.
 		Pending: time.Second, Running: 200 * time.Millisecond, Shuffle: true, CreateDelay: time.Second, Observe: k.observe,
+		Fates: fc.fates,
 	}})
 	p := startKeyProxy(t, simURL)
 	k.proxy = p
-	jobFile := summaryJob(t, dir, db, input, mode, size)
+	jobFile := summaryJob(t, dir, db, input, fc.mode, size, fc.deadline)
 
 	first := p.start(t, "worker-1", "run", "-f", jobFile, "--quiet")
 	select {
@@ -324,7 +335,8 @@ func fleetStageKill(t *testing.T, db, mode string, k *stepKill) {
 	if k.event == geminisim.EventCreated && reattached == 0 {
 		t.Errorf("no worker re-attached the job created before the kill:\n%s\n%s", survivor.stderr.String(), restarted.stderr.String())
 	}
-	checkFleetStage(t, sim, db, items, items)
+	checkFleetStage(t, sim, db, items, fc.viaBatch)
+	return sim
 }
 
 // waitKill waits until k killed one of the workers and returns it; the
@@ -450,7 +462,7 @@ func TestFleet_BatchStageFailedJob(t *testing.T) {
 				Pending: time.Second, Running: 200 * time.Millisecond, Fates: []geminisim.Fate{geminisim.FateFail},
 			}})
 			p := startKeyProxy(t, simURL)
-			first := p.start(t, "worker-1", "run", "-f", summaryJob(t, dir, db, input, tc.mode, size), "--quiet")
+			first := p.start(t, "worker-1", "run", "-f", summaryJob(t, dir, db, input, tc.mode, size, "2m"), "--quiet")
 			select {
 			case <-p.first:
 			case <-first.done:
@@ -475,5 +487,24 @@ func TestFleet_BatchStageFailedJob(t *testing.T) {
 			}
 			checkFleetStage(t, sim, db, items, tc.viaBatch)
 		})
+	}
+}
+
+// TestFleet_BatchStageAutoDeadline: in mode auto, none of the jobs ever
+// leaves PENDING, and the worker that first polls one is SIGKILLed. Past
+// the batch deadline the other worker and a worker started in the dead
+// one's place cancel every job, the dead worker's too once its lease
+// ended, and answer all the items online: each once, none through a job.
+func TestFleet_BatchStageAutoDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and kills real processes")
+	}
+	stuck := []geminisim.Fate{geminisim.FateStuck, geminisim.FateStuck, geminisim.FateStuck}
+	k := &stepKill{event: geminisim.EventPoll, fired: make(chan struct{})}
+	// The deadline leaves a loaded machine time to start both workers
+	// and create the jobs before it passes.
+	sim := fleetStageKill(t, startPostgres(t), fleetCase{mode: "auto", deadline: "12s", fates: stuck}, k)
+	if st := sim.BatchStats(); st.Cancels != st.Created || st.Created == 0 {
+		t.Errorf("%d of %d jobs cancelled, want every one: a job left at the API could still run and be billed", st.Cancels, st.Created)
 	}
 }
