@@ -59,7 +59,9 @@
 // create (pipeline.BatchJob.ReservedUSD), so a run resumed after a kill
 // counts what its open jobs may cost (a job left open by a run without a
 // budget reserved nothing: it holds its items' estimate). Results settle it at what they were
-// billed, committed to the ledger with them. A job whose reservation does
+// billed, committed to the ledger with them, once: a job whose results
+// were committed before its run died, not yet closed, is applied again
+// without billing its rows again. A job whose reservation does
 // not fit is not created: the driver waits for the jobs in flight, then
 // creates one last job with what fits, and stops with a BudgetError.
 //
