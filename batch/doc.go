@@ -59,13 +59,16 @@
 // create (pipeline.BatchJob.ReservedUSD), so a run resumed after a kill
 // counts what its open jobs may cost (a job left open by a run without a
 // budget reserved nothing: it holds its items' estimate). Results settle it at what they were
-// billed, committed to the ledger with them. A job whose reservation does
+// billed, committed to the ledger with them, once: a job whose results
+// were committed before its run died, not yet closed, is applied again
+// without billing its rows again. A job whose reservation does
 // not fit is not created: the driver waits for the jobs in flight, then
 // creates one last job with what fits, and stops with a BudgetError.
 //
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the
 // queue again, up to Config.MaxRounds (a round sends each item once: what
-// its jobs give back waits for the next round); in ModeAuto it runs one round and
+// its jobs give back waits for the next round; with other workers, what
+// their jobs gave back while it waited for them too); in ModeAuto it runs one round and
 // leaves whatever the batch did not answer by the deadline in the queue for
 // the online runner (and its AIMD limiter) to drain. ModeAuto's deadline is
 // the run's, counted from its start (or its oldest open intent), never

@@ -200,7 +200,12 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 				}
 			}
 		}
-		if d.sum.Returned == returned || d.blocked {
+		if d.blocked {
+			break
+		}
+		if again, err := d.anotherRound(returned); err != nil {
+			return d.sum, err
+		} else if !again {
 			break
 		}
 	}
@@ -212,6 +217,23 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 		return d.sum, d.budgetStop()
 	}
 	return d.sum, nil
+}
+
+// anotherRound reports whether the round that ended gave items back to
+// the queue, to be sent in the next round's jobs. In a store shared with
+// other workers, their jobs give items back too (a job of theirs failed
+// or expired while this driver waited for it) and their drivers may have
+// ended meanwhile: what the stage's queue holds after the round is the
+// next round's, whoever's job gave it back.
+func (d *Driver) anotherRound(returned int) (bool, error) {
+	if d.sum.Returned != returned {
+		return true, nil
+	}
+	if _, shared := d.db.(Leaser); !shared {
+		return false, nil
+	}
+	n, err := d.queued()
+	return n > 0, err
 }
 
 func plural(n int, what string) string {

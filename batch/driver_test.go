@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -67,8 +68,16 @@ type fixture struct {
 
 func newFixture(t *testing.T, n int, bc geminisim.BatchConfig) *fixture {
 	t.Helper()
+	return newFixtureSim(t, n, geminisim.Config{Batch: bc, Seed: 7})
+}
+
+// newFixtureSim is newFixture with a simulator of cfg (its clock the
+// fixture's).
+func newFixtureSim(t *testing.T, n int, cfg geminisim.Config) *fixture {
+	t.Helper()
 	f := &fixture{clock: &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}, n: n}
-	f.sim = geminisim.New(geminisim.Config{Now: f.clock.Now, Batch: bc, Seed: 7})
+	cfg.Now = f.clock.Now
+	f.sim = geminisim.New(cfg)
 	url, err := f.sim.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -374,6 +383,57 @@ func (c *crashAt) CommitBatch(num uint64, ts []pipeline.Transition) (int, error)
 		return 0, err
 	}
 	return c.Store.CommitBatch(num, ts)
+}
+
+func (c *crashAt) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
+	if err := c.fail("between commit and close"); err != nil {
+		return 0, err
+	}
+	return c.Store.ReturnBatch(num, note, now)
+}
+
+// TestDriver_CrashBetweenCommitAndCloseBillsOnce: a job whose results were
+// committed, some of them answers cut off at MAX_TOKENS (billed, their
+// items back in the queue), is read and applied again after a crash
+// before it was closed. What the cut-off answers were billed is in the
+// ledger once, as in a run that did not crash.
+func TestDriver_CrashBetweenCommitAndCloseBillsOnce(t *testing.T) {
+	const n = 30
+	cfg := geminisim.Config{Seed: 7, Faults: geminisim.Faults{MaxTokens: 0.3},
+		Batch: geminisim.BatchConfig{Pending: time.Minute, Running: time.Minute}}
+	spent := func(f *fixture) (float64, int64) {
+		t.Helper()
+		l, err := f.db.Ledgers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l["classify"].SpentUSD, l["classify"].Paid
+	}
+	calm := newFixtureSim(t, n, cfg)
+	if _, err := calm.driver(calm.db, Config{Mode: ModeBatch, Size: n}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantUSD, wantPaid := spent(calm)
+
+	f := newFixtureSim(t, n, cfg)
+	crash := &crashAt{Store: f.db, step: "between commit and close"}
+	if _, err := f.driver(crash, Config{Mode: ModeBatch, Size: n}).Run(context.Background()); !errors.Is(err, errCrash) {
+		t.Fatalf("first run: %v, want the crash", err)
+	}
+	f.open(t)
+	if _, err := f.driver(f.db, Config{Mode: ModeBatch, Size: n}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.sim.BatchStats(); st.BilledTokens != calm.sim.BatchStats().BilledTokens || st.Rows == n {
+		t.Fatalf("the simulator billed %d tokens in %d rows, the run without a crash %d: want the same, with cut-off answers sent again",
+			st.BilledTokens, st.Rows, calm.sim.BatchStats().BilledTokens)
+	}
+	if gotUSD, gotPaid := spent(f); math.Abs(gotUSD-wantUSD) > 1e-12 || gotPaid != wantPaid {
+		t.Errorf("the ledger holds $%.9f for %d paid results, want $%.9f for %d as without the crash", gotUSD, gotPaid, wantUSD, wantPaid)
+	}
+	if done, dead, queued := f.state(t); done != n || dead+queued != 0 {
+		t.Errorf("done %d dead %d queued %d", done, dead, queued)
+	}
 }
 
 func TestDriver_ResumeAfterCrash(t *testing.T) {

@@ -327,6 +327,11 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	var waiting []pipeline.Item
 	got := map[string]pipeline.Result{}
 	var billed float64 // what the job's rows cost
+	// A commit of these results landed before (its driver died before it
+	// closed the job): it used every answer it could, and what the rows
+	// still held were billed is in the ledger and the job's usage already.
+	// They go back to the queue without being billed again.
+	again := t.job.Answered+t.job.Dead > 0 || t.job.Usage != (pipeline.Usage{})
 	for _, it := range items {
 		held[it.ID] = true
 		key := d.key(it)
@@ -336,6 +341,9 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 			continue
 		}
 		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
+		if again {
+			res.Usage = pipeline.Usage{}
+		}
 		cost := d.addUsage(res.Usage)
 		billed += cost
 		d.observe(it, res.Usage)

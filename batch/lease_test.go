@@ -23,6 +23,9 @@ type sharedStore struct {
 	theirs  map[uint64]time.Time // job -> the other worker's lease end
 	refused []string             // changes tried on the other worker's jobs
 	takenAt map[uint64]time.Time
+	// giveBack: the other worker closes its job at this time, its items
+	// back in the queue, as when the job failed at the API.
+	giveBack map[uint64]time.Time
 }
 
 var _ Leaser = (*sharedStore)(nil)
@@ -38,6 +41,14 @@ func (s *sharedStore) HoldBatches(stage string, lease time.Duration) ([]pipeline
 	var held []pipeline.BatchJob
 	others := 0
 	for _, j := range open {
+		if at, ok := s.giveBack[j.Num]; ok && !now.Before(at) {
+			if _, err := s.DB.ReturnBatch(j.Num, "failed at the API", now); err != nil {
+				return nil, 0, err
+			}
+			delete(s.theirs, j.Num)
+			delete(s.giveBack, j.Num)
+			continue
+		}
 		if end, ok := s.theirs[j.Num]; ok && now.Before(end) {
 			others++
 			continue
@@ -108,6 +119,38 @@ func TestDriver_WaitsForAndTakesOverAnotherWorkersJob(t *testing.T) {
 	}
 	if sum.Created != 3 || sum.Succeeded != 3 || sum.Answered != 45 {
 		t.Errorf("summary %+v: want its 2 jobs and the one taken over created and collected", sum)
+	}
+	if done, _, queued := f.state(t); done != 45 || queued != 0 {
+		t.Errorf("done %d, queued %d: want all 45 done", done, queued)
+	}
+	f.answeredOnce(t)
+}
+
+// TestDriver_SendsWhatAnotherWorkersJobGaveBack: in mode batch, the items
+// of another worker's job that failed come back to the queue while this
+// driver waits for that job; they go into this driver's next round (the
+// other worker may be gone), and the run ends with every item answered,
+// not with them left queued as if no round were left.
+func TestDriver_SendsWhatAnotherWorkersJobGaveBack(t *testing.T) {
+	f := newFixture(t, 45, geminisim.BatchConfig{Pending: time.Minute, Running: time.Minute})
+	s := &sharedStore{DB: f.db, clock: f.clock, theirs: map[uint64]time.Time{}, takenAt: map[uint64]time.Time{},
+		giveBack: map[uint64]time.Time{}}
+	theirs, ok, err := f.db.ReserveBatch("classify", 20, f.clock.Now())
+	if err != nil || !ok {
+		t.Fatalf("the other worker's reservation: %v %v", ok, err)
+	}
+	s.theirs[theirs.Num] = f.clock.Now().Add(time.Hour)
+	s.giveBack[theirs.Num] = f.clock.Now().Add(10 * time.Minute)
+
+	sum, err := f.driver(s, Config{Mode: ModeBatch, Size: 20, Lease: time.Minute}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.refused) > 0 || len(s.takenAt) > 0 {
+		t.Errorf("the driver touched the other worker's job: refused %v, taken %v", s.refused, s.takenAt)
+	}
+	if sum.Answered != 45 || sum.Created != 3 {
+		t.Errorf("summary %+v: want its 2 jobs and one of the 20 items given back, 45 answered", sum)
 	}
 	if done, _, queued := f.state(t); done != 45 || queued != 0 {
 		t.Errorf("done %d, queued %d: want all 45 done", done, queued)
