@@ -254,12 +254,19 @@ func (l *FleetLimiter) book(ctx context.Context) (epoch int64, waited bool, err 
 			continue
 		}
 		if g.Wait > 0 {
-			n, err := l.q.Refresh(ctx, l.cfg.Key)
+			n, cooled, err := l.q.Refresh(ctx, l.cfg.Key)
 			if err != nil {
 				if ctx.Err() != nil {
 					return -1, waited, ctx.Err()
 				}
 				l.dbFailed(err)
+				return g.Epoch, waited, nil
+			}
+			if !cooled {
+				// No 429 has cooled the fleet yet: no slot can be
+				// stale, the call goes. (Going on to the stale check
+				// and its rebooking made a fleet that met no 429 run
+				// 1.7-6x slower when this read was first fixed.)
 				return g.Epoch, waited, nil
 			}
 			l.decrease(n, g.Paced)

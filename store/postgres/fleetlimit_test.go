@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,5 +208,27 @@ func TestFleetLimiter_NamedQuotaPacesTheFleet(t *testing.T) {
 		if d := waits[i] - waits[i-1]; d < every-every/4 || d > every+every/4 {
 			t.Errorf("b's calls %d and %d are %s apart, want %s (97%% of 60 a minute)", i-1, i, d, every)
 		}
+	}
+}
+
+// TestFleetLimiter_FreshQuotaIsNotUnreachable: a quota row no 429 has
+// cooled yet holds '-infinity' as its cooldown; a paced call reads it
+// before it goes, and that read must not fail: it once made every
+// worker of a new fleet warn that the shared quota was unreachable.
+func TestFleetLimiter_FreshQuotaIsNotUnreachable(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	clock := &instantClock{}
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", RPM: 1, Start: 8, Clock: clock, BookAhead: time.Hour, Log: log})
+	for range 2 {
+		for _, l := range ls {
+			acquire(t, l, 1)
+		}
+	}
+	if len(clock.waits) == 0 {
+		t.Fatal("no call waited for its slot: the test reads nothing")
+	}
+	if strings.Contains(logged.String(), "unreachable") {
+		t.Fatalf("a fresh quota row was read as unreachable:\n%s", logged.String())
 	}
 }

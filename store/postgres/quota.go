@@ -253,15 +253,22 @@ func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, gra
 // Refresh reads key's epoch and cooldown as the fleet has them now, so
 // that Stale sees a 429 another process heard of since this one last
 // reserved: a call that waited for its slot looks before it goes out.
-// It returns how many congestion events are new to this process.
-func (q *SharedQuota) Refresh(ctx context.Context, key string) (int, error) {
+// It returns how many congestion events are new to this process, and
+// whether the fleet has had a cooldown at all (false: the row holds
+// none yet, nothing is read into this process).
+func (q *SharedQuota) Refresh(ctx context.Context, key string) (n int, cooled bool, err error) {
 	var epoch int64
 	var cool time.Time
-	err := q.db.pool.QueryRow(ctx, `SELECT epoch, cooldown_until FROM quota WHERE key = $1`, key).Scan(&epoch, &cool)
+	// A row that never had a cooldown holds '-infinity', which time.Time
+	// cannot hold: ask for it as a flag instead.
+	err = q.db.pool.QueryRow(ctx, `SELECT epoch, cooldown_until = '-infinity', greatest(cooldown_until, 'epoch') FROM quota WHERE key = $1`, key).Scan(&epoch, &cooled, &cool)
 	if err != nil {
-		return 0, fmt.Errorf("read quota %s in %s: %w", key, q.db.path, err)
+		return 0, false, fmt.Errorf("read quota %s in %s: %w", key, q.db.path, err)
 	}
-	return q.observe(key, epoch, cool), nil
+	if cooled = !cooled; !cooled {
+		return 0, false, nil
+	}
+	return q.observe(key, epoch, cool), true, nil
 }
 
 // step applies the law's step from row to next, unless another process
