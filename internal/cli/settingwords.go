@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"errors"
+
+	"github.com/sawtooth-dev/sawtooth/stages"
+)
+
+// The stages word their settings as the command line or the job file
+// that set them calls them: a dead letter's message is stored when it is
+// written, so they are told the words (stages.Names); an error returned
+// before any call (stages.NoPriceError) is worded here.
+
+// flagStageNames are the flags that set classify's settings.
+var flagStageNames = stages.Names{Model: "--model", MaxOutputTokens: "--max-output-tokens"}
+
+// jobStageNames are a job file's keys for an LLM stage's settings.
+var jobStageNames = stages.Names{Model: "model in the job file", MaxOutputTokens: "max_output_tokens in the job file"}
+
+// stageNames is how the user set the stages bo builds.
+func (bo buildOptions) stageNames() stages.Names {
+	if bo.FromFlags {
+		return flagStageNames
+	}
+	return jobStageNames
+}
+
+// wordPrice words a stage's missing price with what sets it (at names
+// the stage in a job file); any other error is returned as it is.
+func (bo buildOptions) wordPrice(err error, at string) error {
+	var np *stages.NoPriceError
+	if !errors.As(err, &np) {
+		return err
+	}
+	if bo.FromFlags {
+		return errors.New(np.Text("pass --price-in and --price-out"))
+	}
+	return errors.New(at + ": " + np.Text("set price.input_per_m and price.output_per_m"))
+}

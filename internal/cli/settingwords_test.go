@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/stages"
+)
+
+// TestRun_ModelNotFoundNamesTheSetting: a model the API does not serve
+// stops the run with a message naming what chose it: --model on the
+// command line, the stage's model key from a job file.
+func TestRun_ModelNotFoundNamesTheSetting(t *testing.T) {
+	url := startTestSim(t)
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte(`{"id":"a","text":"Great app!"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jobFile := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: " + input + "}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      model: my-tuned-model\n      output: {label: [bug, praise, other]}\n"
+	if err := os.WriteFile(jobFile, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		want, not string
+	}{
+		{"flags", []string{"run", "--db", filepath.Join(dir, "flags.db"), "--input", input, "--base-url", url, "--model", "my-tuned-model"},
+			`model "my-tuned-model" not found`, "check --model (e.g. "},
+		{"job file", []string{"run", "-f", jobFile},
+			`model "my-tuned-model" not found`, "check model in the job file (e.g. "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := runApp(append([]string{"sawtooth"}, append(tc.args, "--quiet")...), io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.not) {
+				t.Errorf("run: %v; want %q and %q", err, tc.want, tc.not)
+			}
+		})
+	}
+}
+
+// TestBuildOptions_WordPrice: a model with no price is worded with the
+// flags that give one on the command line, the job file's keys (and the
+// stage) otherwise; another error passes unchanged.
+func TestBuildOptions_WordPrice(t *testing.T) {
+	np := &stages.NoPriceError{Model: "my-tuned-model"}
+	if got := (buildOptions{FromFlags: true}).wordPrice(np, "triage").Error(); !strings.Contains(got, "my-tuned-model") || !strings.Contains(got, "pass --price-in and --price-out in USD per million") {
+		t.Errorf("from flags: %q", got)
+	}
+	if got := (buildOptions{}).wordPrice(np, "job.yaml: stages[1] (triage)").Error(); !strings.HasPrefix(got, "job.yaml: stages[1] (triage): ") || !strings.Contains(got, "set price.input_per_m and price.output_per_m in USD") || strings.Contains(got, "--") {
+		t.Errorf("from a job file: %q", got)
+	}
+	other := errors.New("price of m is -1 per million tokens")
+	if got := (buildOptions{FromFlags: true}).wordPrice(other, "triage"); got != other {
+		t.Errorf("another error became %v", got)
+	}
+}
