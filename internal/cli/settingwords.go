@@ -2,8 +2,10 @@ package cli
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // The stages word their settings as the command line or the job file
@@ -36,4 +38,14 @@ func (bo buildOptions) wordPrice(err error, at string) error {
 		return errors.New(np.Text("pass --price-in and --price-out"))
 	}
 	return errors.New(at + ": " + np.Text("set price.input_per_m and price.output_per_m"))
+}
+
+// wordStoreError words what the store asks of a path that holds no usable
+// database (store.AnotherDB) with the flag that gave the path.
+func wordStoreError(err error, flag string) error {
+	msg := err.Error()
+	if !strings.Contains(msg, store.AnotherDB) {
+		return err
+	}
+	return &wordedError{err: err, msg: strings.Replace(msg, store.AnotherDB, "choose another "+flag, 1)}
 }

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // TestRun_ModelNotFoundNamesTheSetting: a model the API does not serve
@@ -60,5 +63,43 @@ func TestBuildOptions_WordPrice(t *testing.T) {
 	other := errors.New("price of m is -1 per million tokens")
 	if got := (buildOptions{FromFlags: true}).wordPrice(other, "triage"); got != other {
 		t.Errorf("another error became %v", got)
+	}
+}
+
+// TestOpen_StoreRemedyNamesTheFlag: a file that holds no sawtooth
+// database is refused by the store in its own words; the command line
+// names the flag that gave the path (--db; copy's --to).
+func TestOpen_StoreRemedyNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.db")
+	bdb, err := bolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("someone-elses")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		open func() error
+		want string
+	}{
+		{"--db", func() error { _, err := openReadOnly(other); return err }, "it holds other data; choose another --db"},
+		{"--to", func() error {
+			_, err := openDatabase(other, dbOpen{Stages: namedStages(), Flag: "--to"}, func() (*store.DB, error) {
+				return store.Open(other, store.Options{Stages: namedStages()})
+			})
+			return err
+		}, "it holds other data; choose another --to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.open()
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, store.ErrNotSawtooth) {
+				t.Errorf("open: %v; want %q, still ErrNotSawtooth", err, tc.want)
+			}
+		})
 	}
 }
