@@ -180,7 +180,7 @@ func (r *Reader) nextJSONL() (pipeline.Record, error) {
 			return pipeline.Record{}, r.readErr(err)
 		}
 		if l.tooLong {
-			r.skip(l.no, 1, "", longLineReason(l.size, r.opt.MaxLineBytes))
+			r.skip(l.no, 1, "", longLineReason(l.size, r.opt))
 			continue
 		}
 		b := bytes.Trim(l.data, " \t\r\n")
@@ -237,7 +237,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	idField, textField := r.opt.IDField, r.opt.TextField
 	rawID, ok := obj[idField]
 	if !ok {
-		return pipeline.Record{}, fmt.Sprintf("no %q field: %s if the id lives under another name", idField, set(r.opt.Names.IDField))
+		return pipeline.Record{}, fmt.Sprintf("no %q field: %s if the id lives under another name", idField, r.opt.Names.set(r.opt.Names.IDField))
 	}
 	id, reason := jsonID(idField, rawID)
 	if reason == "" {
@@ -251,7 +251,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	rawText, ok := obj[textField]
 	switch {
 	case !ok:
-		return rec, fmt.Sprintf("no %q field: %s if the text lives under another name", textField, set(r.opt.Names.TextField))
+		return rec, fmt.Sprintf("no %q field: %s if the text lives under another name", textField, r.opt.Names.set(r.opt.Names.TextField))
 	case rawText[0] == 'n':
 		return rec, fmt.Sprintf(`%q is null: give it a string ("" for no text)`, textField)
 	case rawText[0] != '"':
@@ -379,8 +379,8 @@ func jsonKind(b []byte) string {
 	return "a number"
 }
 
-func longLineReason(size int64, max int) string {
-	return fmt.Sprintf("line is %d bytes, over the %d-byte limit: skipped without reading it into memory; split the record or raise --max-line-bytes", size, max)
+func longLineReason(size int64, opt Options) string {
+	return fmt.Sprintf("line is %d bytes, over the %d-byte limit: skipped without reading it into memory; split the record or raise %s", size, opt.MaxLineBytes, opt.Names.MaxLineBytes)
 }
 
 // Warnings returns what the records read so far say about the fields the

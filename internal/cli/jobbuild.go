@@ -450,8 +450,7 @@ func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.P
 		MaxLine: orInt(ji.MaxLineBytes, ingest.DefaultMaxLineBytes), MaxFieldLines: orInt(ji.MaxFieldLines, ingest.DefaultMaxFieldLines),
 		DateFormat: ji.DateFormat, RatingRange: orStr(ji.RatingRange, ingest.DefaultRatingRange)}
 	in.Path = jobInputPath(j)
-	in.Names = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
-		GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating"}
+	in.Names = jobInputNames
 	o := &pipelineOptions{}
 	for _, s := range j.Stages {
 		if a := s.Aggregate; a != nil {

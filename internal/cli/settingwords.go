@@ -4,14 +4,26 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
-// The stages word their settings as the command line or the job file
+// The stages and ingest word their settings as the command line or the job file
 // that set them calls them: a dead letter's message is stored when it is
-// written, so they are told the words (stages.Names); an error returned
+// written, so they are told the words (stages.Names, ingest.Names); an error returned
 // before any call (stages.NoPriceError) is worded here.
+
+// flagInputNames are the flags that set how the input is read: a run
+// from flags has none of its own (inputOptions.Names is zero).
+var flagInputNames = ingest.Names{Format: "--format", IDField: "--id-field", TextField: "--text-field",
+	GroupBy: "--group-by", DateField: "--date-field", RatingField: "--rating-field", DateFormat: "--date-format",
+	RatingRange: "--rating-range", MaxLineBytes: "--max-line-bytes", MaxFieldLines: "--max-field-lines", Set: "pass %s"}
+
+// jobInputNames are a job file's keys for the same.
+var jobInputNames = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
+	GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating", DateFormat: "input.date_format",
+	RatingRange: "input.rating_range", MaxLineBytes: "input.max_line_bytes", MaxFieldLines: "input.max_field_lines", Set: "set %s in the job file"}
 
 // flagStageNames are the flags that set classify's settings.
 var flagStageNames = stages.Names{Model: "--model", MaxOutputTokens: "--max-output-tokens"}

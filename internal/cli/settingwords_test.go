@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
@@ -101,5 +102,27 @@ func TestOpen_StoreRemedyNamesTheFlag(t *testing.T) {
 				t.Errorf("open: %v; want %q, still ErrNotSawtooth", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckInput_NamesTheSetting: an input refused for a line over the
+// limit says what to raise as the user set it: --max-line-bytes from
+// flags, the job file's key from a job.
+func TestCheckInput_NamesTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte(`{"id":"a","text":"`+strings.Repeat("x", 200)+`"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var flagsOut syncBuffer
+	_, err := checkInput(t.Context(), &pipelineOptions{}, &inputOptions{Path: input, IDField: "id", TextField: "text", MaxLine: 64}, &flagsOut)
+	if err == nil || !strings.Contains(flagsOut.String(), "raise --max-line-bytes") {
+		t.Errorf("from flags: %v\n%s\nwant it to name --max-line-bytes", err, flagsOut.String())
+	}
+	j := &job.Job{Dir: dir, Input: job.Input{Path: input, MaxLineBytes: 64}}
+	var jobOut syncBuffer
+	_, err = checkJobInput(t.Context(), j, &jobOut)
+	if err == nil || !strings.Contains(jobOut.String(), "raise input.max_line_bytes") || strings.Contains(jobOut.String()+err.Error(), "--") {
+		t.Errorf("from a job: %v\n%s\nwant it to name input.max_line_bytes and no flag", err, jobOut.String())
 	}
 }
