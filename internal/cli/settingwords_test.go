@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -95,11 +96,14 @@ func TestOpen_StoreRemedyNamesTheFlag(t *testing.T) {
 			})
 			return err
 		}, "it holds other data; choose another --to"},
+		{"a PostgreSQL schema", func() error {
+			return wordStoreError(fmt.Errorf("open postgres://h/db: it holds stages a, this run has b: %w (choose another database or schema)", store.ErrDefinition), "--db")
+		}, "(choose another --db or schema)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.open()
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, store.ErrNotSawtooth) {
-				t.Errorf("open: %v; want %q, still ErrNotSawtooth", err, tc.want)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || (!errors.Is(err, store.ErrNotSawtooth) && !errors.Is(err, store.ErrDefinition)) {
+				t.Errorf("open: %v; want %q, the error it wraps kept", err, tc.want)
 			}
 		})
 	}
