@@ -35,10 +35,23 @@ func NewClient(ctx context.Context, apiKey, baseURL string) (*genai.Client, erro
 		HTTPClient: &http.Client{Timeout: 10 * time.Minute},
 	})
 	if err != nil {
-		return nil, errors.New("batch: create Gemini client: check --base-url and GEMINI_API_KEY")
+		return nil, &ClientError{Err: err}
 	}
 	return c, nil
 }
+
+// ClientError is a Gemini client NewClient could not create: the
+// endpoint's address or the API key is wrong.
+type ClientError struct{ Err error }
+
+func (e *ClientError) Error() string { return e.Text("check the endpoint's address and the API key") }
+
+// Text is the error's message with remedy as what to check.
+func (e *ClientError) Text(remedy string) string {
+	return fmt.Sprintf("batch: create Gemini client (%v): %s", e.Err, remedy)
+}
+
+func (e *ClientError) Unwrap() error { return e.Err }
 
 // WriteJobs writes one line per job: number, stage, state, API name, items,
 // what came of them, age and note.

@@ -66,7 +66,7 @@ func TestLoad_strayQuotes(t *testing.T) {
 			name:     "one unclosed quote in 3,000 lines",
 			in:       csvRows(3000, map[int]string{2: `r2,"stray quote,a`}),
 			records:  2998,
-			problems: []prob{{2, "still open after 51 lines, over the --max-field-lines limit of 50"}},
+			problems: []prob{{2, "still open after 51 lines, over the limit on lines per field of 50"}},
 			lines:    2999, bad: 1,
 		},
 		{
@@ -188,7 +188,7 @@ func TestCheck_errors(t *testing.T) {
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		if err := (Options{Format: CSV, RatingRange: "ten"}).Validate(); err == nil || !strings.Contains(err.Error(), "--rating-range") {
+		if err := (Options{Format: CSV, RatingRange: "ten"}).Validate(); err == nil || !strings.Contains(err.Error(), "the rating range") {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -310,27 +310,35 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
-// TestCheck_names: a job file's input is refused naming the job file's
-// keys, not flags it cannot take.
+// TestCheck_names: an input is refused naming the options as the front
+// end that set them calls them (a job file's keys, flags), in plain words
+// when it says nothing.
 func TestCheck_names(t *testing.T) {
-	job := Names{Format: "input.format", IDField: "input.id", TextField: "input.text"}
+	job := Names{Format: "input.format", IDField: "input.id", TextField: "input.text", MaxLineBytes: "input.max_line_bytes",
+		RatingRange: "input.rating_range", Set: "set %s in the job file"}
+	flags := Names{Format: "--format", IDField: "--id-field", TextField: "--text-field", Set: "pass %s"}
 	tests := []struct {
 		name, file, content string
 		names               Names
+		maxLine             int
 		want                []string
 	}{
-		{"JSONL with flags", "in.jsonl", `{"id":"a","body":"x"}` + "\n", Names{},
+		{"JSONL, no names", "in.jsonl", `{"id":"a","body":"x"}` + "\n", Names{}, 0,
+			[]string{`no "text" field: set the text field if the text lives under another name`, "the input format, the id field and the text field?"}},
+		{"JSONL from flags", "in.jsonl", `{"id":"a","body":"x"}` + "\n", flags, 0,
 			[]string{`no "text" field: pass --text-field if the text lives under another name`, "--format, --id-field and --text-field?"}},
-		{"JSONL in a job", "in.jsonl", `{"id":"a","body":"x"}` + "\n", job,
+		{"JSONL in a job", "in.jsonl", `{"id":"a","body":"x"}` + "\n", job, 0,
 			[]string{`no "text" field: set input.text in the job file if the text lives under another name`, "input.format, input.id and input.text?"}},
-		{"CSV header in a job", "in.csv", "key,text\na,x\n", job,
+		{"CSV header in a job", "in.csv", "key,text\na,x\n", job, 0,
 			[]string{`no "id" column for the id (set input.id in the job file to name it)`}},
+		{"a long line in a job", "in.jsonl", `{"id":"a","text":"` + strings.Repeat("x", 80) + `"}` + "\n", job, 64,
+			[]string{"split the record or raise input.max_line_bytes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeInput(t, tt.file, tt.content)
 			format, _ := DetectFormat(path)
-			_, err := Check(context.Background(), path, Options{Format: format, Names: tt.names})
+			_, err := Check(context.Background(), path, Options{Format: format, Names: tt.names, MaxLineBytes: tt.maxLine})
 			var msgs []string
 			var re *RefusedError
 			if errors.As(err, &re) {
@@ -347,12 +355,15 @@ func TestCheck_names(t *testing.T) {
 					t.Errorf("messages:\n%s\nwant %q", all, w)
 				}
 			}
-			if tt.names != (Names{}) && strings.Contains(all, "--") {
+			if tt.names != flags && strings.Contains(all, "--") {
 				t.Errorf("messages name a flag:\n%s", all)
 			}
 		})
 	}
 	if _, err := DetectFormatNamed("in.txt", job); err == nil || !strings.Contains(err.Error(), "set input.format in the job file") {
 		t.Errorf("DetectFormatNamed: %v", err)
+	}
+	if err := (Options{Format: CSV, RatingRange: "ten", Names: job}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "input.rating_range: ") {
+		t.Errorf("Validate: %v, want it to name input.rating_range", err)
 	}
 }

@@ -31,7 +31,7 @@ func (r *Reader) nextCSV() (pipeline.Record, error) {
 		}
 		switch {
 		case cr.tooLong:
-			r.skip(cr.start, 1, "", longLineReason(cr.size, r.opt.MaxLineBytes))
+			r.skip(cr.start, 1, "", longLineReason(cr.size, r.opt))
 			continue
 		case cr.open:
 			r.skip(cr.start, 1, "", cr.openReason(r.opt))
@@ -110,7 +110,7 @@ func (r *Reader) readHeader() error {
 	}
 	switch {
 	case cr.tooLong:
-		return fmt.Errorf("line %d: %s; the first line must be the CSV header", cr.start, longLineReason(cr.size, r.opt.MaxLineBytes))
+		return fmt.Errorf("line %d: %s; the first line must be the CSV header", cr.start, longLineReason(cr.size, r.opt))
 	case cr.open:
 		return fmt.Errorf("line %d: cannot read the CSV header (a quoted field opened on it is never closed): the first line must name the columns", cr.start)
 	}
@@ -144,10 +144,10 @@ func (r *Reader) readHeader() error {
 	}
 	var missing []string
 	if r.idCol < 0 {
-		missing = append(missing, fmt.Sprintf("no %q column for the id (%s to name it)", r.opt.IDField, set(r.opt.Names.IDField)))
+		missing = append(missing, fmt.Sprintf("no %q column for the id (%s to name it)", r.opt.IDField, r.opt.Names.set(r.opt.Names.IDField)))
 	}
 	if r.textCol < 0 {
-		missing = append(missing, fmt.Sprintf("no %q column for the text (%s to name it)", r.opt.TextField, set(r.opt.Names.TextField)))
+		missing = append(missing, fmt.Sprintf("no %q column for the text (%s to name it)", r.opt.TextField, r.opt.Names.set(r.opt.Names.TextField)))
 	}
 	if missing != nil {
 		quoted := make([]string, len(r.header))
@@ -259,11 +259,11 @@ func (c csvRecord) openReason(opt Options) string {
 		}
 		return fmt.Sprintf("a quoted field opened on this line is never closed (the input ends %s)%s", later, tail)
 	case c.end-c.start+1 > opt.MaxFieldLines:
-		return fmt.Sprintf("a quoted field opened on this line is still open after %d lines, over the --max-field-lines limit of %d%s, or raise --max-field-lines if the field really spans that many lines",
-			c.end-c.start+1, opt.MaxFieldLines, tail)
+		return fmt.Sprintf("a quoted field opened on this line is still open after %d lines, over %s of %d%s, or raise %s if the field really spans that many lines",
+			c.end-c.start+1, opt.Names.MaxFieldLines, opt.MaxFieldLines, tail, opt.Names.MaxFieldLines)
 	}
-	return fmt.Sprintf("a quoted field opened on this line is still open after %d bytes, over the %d-byte limit%s, or raise --max-line-bytes if the field really is that long",
-		c.size, opt.MaxLineBytes, tail)
+	return fmt.Sprintf("a quoted field opened on this line is still open after %d bytes, over the %d-byte limit%s, or raise %s if the field really is that long",
+		c.size, opt.MaxLineBytes, tail, opt.Names.MaxLineBytes)
 }
 
 // heldLine is a line of the record being assembled: its number and where

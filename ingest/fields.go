@@ -87,14 +87,14 @@ func (fc *fieldCheck) check(rec *pipeline.Record) string {
 	case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
 		return fmt.Sprintf("rating %q = %.40q is not a finite number: fix it, or empty the field", key, v)
 	case f < fc.min || f > fc.max:
-		return fmt.Sprintf("rating %q = %.40q is outside the range %s: fix it, or pass --rating-range if your ratings use another scale", key, v, formatRange(fc.min, fc.max))
+		return fmt.Sprintf("rating %q = %.40q is outside the range %s: fix it, or %s if your ratings use another scale", key, v, formatRange(fc.min, fc.max), fc.names.set(fc.names.RatingRange))
 	}
 	return ""
 }
 
 // count records what rec holds of the fields in use, and rewrites its date
 // as 2006-01-02 (or RFC 3339) when it is written in a layout whose reading
-// depends on this file: a day/month order, a month name or --date-format.
+// depends on this file: a day/month order, a month name or Options.DateFormat.
 func (fc *fieldCheck) count(rec *pipeline.Record) {
 	fc.rows++
 	for _, g := range fc.groupBy {
@@ -162,8 +162,8 @@ func (fc *fieldCheck) warnings() []string {
 	}
 	missing(fc.names.RatingField, fc.ratingField, "they have no rating")
 	if fc.badDates.n*100 > fc.dated*unusableShare {
-		out = append(out, fmt.Sprintf("%s %q: %d of %d dates could not be read (e.g. %s): their month is \"unknown\"; pass --date-format with a Go layout (e.g. \"02/01/2006 15:04\") if they share one",
-			fc.names.DateField, fc.dateField, fc.badDates.n, fc.dated, strings.Join(fc.badDates.examples, ", ")))
+		out = append(out, fmt.Sprintf("%s %q: %d of %d dates could not be read (e.g. %s): their month is \"unknown\"; %s with a Go layout (e.g. \"02/01/2006 15:04\") if they share one",
+			fc.names.DateField, fc.dateField, fc.badDates.n, fc.dated, strings.Join(fc.badDates.examples, ", "), fc.names.set(fc.names.DateFormat)))
 	}
 	if fc.badRates.n*100 > fc.rated*unusableShare {
 		out = append(out, fmt.Sprintf("%s %q: %d of %d ratings are not numbers (e.g. %s): they are left out of the average rating",

@@ -30,7 +30,7 @@ func TestLoad_ratings(t *testing.T) {
 			ratings: []string{"1e308", "1e999", "NaN", "+Inf", "-1", "10.5", "1e17", "3"},
 			keep:    []string{"r9"},
 			problems: []prob{
-				{2, `rating "rating" = "1e308" is outside the range 0-10: fix it, or pass --rating-range`},
+				{2, `rating "rating" = "1e308" is outside the range 0-10: fix it, or set the rating range`},
 				{3, `rating "rating" = "1e999" is not a finite number`},
 				{4, `"NaN" is not a finite number`},
 				{5, `"+Inf" is not a finite number`},
@@ -50,7 +50,7 @@ func TestLoad_ratings(t *testing.T) {
 			name:    "text ratings are kept, and warned about past 5%",
 			ratings: []string{"five", "4", "3", "2"},
 			keep:    []string{"r2", "r3", "r4", "r5"},
-			warn:    []string{`--rating-field "rating": 1 of 4 ratings are not numbers (e.g. line 2: "five")`},
+			warn:    []string{`the rating field "rating": 1 of 4 ratings are not numbers (e.g. line 2: "five")`},
 		},
 	}
 	for _, tt := range tests {
@@ -75,7 +75,7 @@ func TestLoad_ratings(t *testing.T) {
 
 func TestOptions_ratingRange(t *testing.T) {
 	for _, rng := range []string{"ten", "5-1", "-Inf-10", "0-NaN", "0-"} {
-		if err := (Options{Format: CSV, RatingRange: rng}).Validate(); err == nil || !strings.Contains(err.Error(), "--rating-range") {
+		if err := (Options{Format: CSV, RatingRange: rng}).Validate(); err == nil || !strings.Contains(err.Error(), "the rating range") {
 			t.Errorf("range %q: err = %v, want an unusable range", rng, err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestLoad_dates(t *testing.T) {
 			name: "unreadable dates past 5%",
 			rows: []string{"a,yesterday", "a,soon", "a,2026-11-03", "a,never", "a,later"},
 			want: []string{"yesterday", "soon", "2026-11-03", "never", "later"},
-			warn: []string{`--date-field "date": 4 of 5 dates could not be read (e.g. line 2: "yesterday", line 3: "soon", line 5: "never"): their month is "unknown"; pass --date-format`},
+			warn: []string{`the date field "date": 4 of 5 dates could not be read (e.g. line 2: "yesterday", line 3: "soon", line 5: "never"): their month is "unknown"; set a date layout`},
 		},
 		{
 			name: "fields missing from most rows",
@@ -148,9 +148,9 @@ func TestLoad_dates(t *testing.T) {
 			opt:  Options{GroupBy: []string{"app", "country", "month"}},
 			want: []string{"", "", "2026-11-03", ""},
 			warn: []string{
-				`--group-by "app": no value in 3 of 4 rows (e.g. line 2, line 3, line 5): those rows count as "unknown"`,
-				`--group-by "country": no value in 4 of 4 rows (e.g. line 2, line 3, line 4)`,
-				`--date-field "date": no value in 3 of 4 rows`,
+				`the group-by field "app": no value in 3 of 4 rows (e.g. line 2, line 3, line 5): those rows count as "unknown"`,
+				`the group-by field "country": no value in 4 of 4 rows (e.g. line 2, line 3, line 4)`,
+				`the date field "date": no value in 3 of 4 rows`,
 			},
 		},
 		{
@@ -158,7 +158,7 @@ func TestLoad_dates(t *testing.T) {
 			rows: []string{",", ",", "a,", ","},
 			opt:  Options{GroupBy: []string{"app", "month"}, OptionalFields: []string{"app", "date"}},
 			want: []string{"", "", "", ""},
-			warn: []string{`--group-by "app": no value in 3 of 4 rows`},
+			warn: []string{`the group-by field "app": no value in 3 of 4 rows`},
 		},
 		{
 			name: "no date check without the month group",

@@ -49,7 +49,7 @@ const (
 
 // DetectFormat tells the format of the file at path from its extension:
 // .jsonl, .ndjson and .json are JSONL, .csv is CSV, .tsv is TSV. Case does
-// not matter. Any other name is an error asking the user for --format.
+// not matter. Any other name is an error asking the user for the format (Names.Format).
 func DetectFormat(path string) (Format, error) { return DetectFormatNamed(path, Names{}) }
 
 // DetectFormatNamed is DetectFormat whose error says to set n.Format.
@@ -62,7 +62,8 @@ func DetectFormatNamed(path string, n Names) (Format, error) {
 	case ".tsv":
 		return TSV, nil
 	}
-	return "", fmt.Errorf("cannot tell the format of %s from its extension: %s jsonl, csv or tsv", path, set(n.withDefaults().Format))
+	n = n.withDefaults()
+	return "", fmt.Errorf("cannot tell the format of %s from its extension: %s jsonl, csv or tsv", path, n.set(n.Format))
 }
 
 // Options configures a Reader. The zero value of each field means its
@@ -121,7 +122,7 @@ type Options struct {
 	RatingRange string
 
 	// Names is how the user sets the options above, for messages: the
-	// flags by default; a job file gives its keys.
+	// flags, or a job file's keys; plain words by default.
 	Names Names
 
 	ratingMin, ratingMax float64
@@ -133,21 +134,30 @@ type Options struct {
 	numberColumns []string
 }
 
-// Names names the options a Reader's messages point to: "--text-field"
-// on the command line, "input.text" in a job file. "" means the flag.
+// Names names the options a Reader's messages point to, as the user sets
+// them: "--text-field" on the command line, "input.text" in a job file.
+// Set says how to set one ("pass %s", "set %s in the job file"). Only the
+// front end knows them; "" names an option in plain words.
 type Names struct {
 	Format, IDField, TextField, GroupBy, DateField, RatingField string
+	DateFormat, RatingRange, MaxLineBytes, MaxFieldLines        string
+	Set                                                         string
 }
 
-// flagNames are the flags, the default Names.
-var flagNames = Names{Format: "--format", IDField: "--id-field", TextField: "--text-field", GroupBy: "--group-by", DateField: "--date-field", RatingField: "--rating-field"}
+// plainNames are the options in plain words, the default Names.
+var plainNames = Names{Format: "the input format", IDField: "the id field", TextField: "the text field",
+	GroupBy: "the group-by field", DateField: "the date field", RatingField: "the rating field",
+	DateFormat: "a date layout", RatingRange: "the rating range", MaxLineBytes: "the line limit",
+	MaxFieldLines: "the limit on lines per field", Set: "set %s"}
 
 func (n Names) withDefaults() Names {
 	for _, f := range []struct {
 		v   *string
 		def string
-	}{{&n.Format, flagNames.Format}, {&n.IDField, flagNames.IDField}, {&n.TextField, flagNames.TextField},
-		{&n.GroupBy, flagNames.GroupBy}, {&n.DateField, flagNames.DateField}, {&n.RatingField, flagNames.RatingField}} {
+	}{{&n.Format, plainNames.Format}, {&n.IDField, plainNames.IDField}, {&n.TextField, plainNames.TextField},
+		{&n.GroupBy, plainNames.GroupBy}, {&n.DateField, plainNames.DateField}, {&n.RatingField, plainNames.RatingField},
+		{&n.DateFormat, plainNames.DateFormat}, {&n.RatingRange, plainNames.RatingRange},
+		{&n.MaxLineBytes, plainNames.MaxLineBytes}, {&n.MaxFieldLines, plainNames.MaxFieldLines}, {&n.Set, plainNames.Set}} {
 		if *f.v == "" {
 			*f.v = f.def
 		}
@@ -157,12 +167,7 @@ func (n Names) withDefaults() Names {
 
 // set is how to set the option named: "pass --text-field", or "set
 // input.text in the job file".
-func set(name string) string {
-	if strings.HasPrefix(name, "-") {
-		return "pass " + name
-	}
-	return "set " + name + " in the job file"
-}
+func (n Names) set(name string) string { return fmt.Sprintf(n.Set, name) }
 
 // Validate returns an error naming the option that cannot work, or nil.
 // NewReader and Check validate too; Validate lets a caller tell a usage
@@ -179,9 +184,9 @@ func (o Options) withDefaults() (Options, error) {
 	switch o.Format {
 	case JSONL, CSV, TSV:
 	case "":
-		return o, fmt.Errorf("no input format given: %s jsonl, csv or tsv", set(o.Names.Format))
+		return o, fmt.Errorf("no input format given: %s jsonl, csv or tsv", o.Names.set(o.Names.Format))
 	default:
-		return o, fmt.Errorf("unknown input format %q: %s jsonl, csv or tsv", string(o.Format), set(o.Names.Format))
+		return o, fmt.Errorf("unknown input format %q: %s jsonl, csv or tsv", string(o.Format), o.Names.set(o.Names.Format))
 	}
 	if o.IDField == "" {
 		o.IDField = DefaultIDField
@@ -212,7 +217,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	var err error
 	if o.ratingMin, o.ratingMax, err = ParseRatingRange(o.RatingRange); err != nil {
-		return o, fmt.Errorf("--rating-range: %w", err)
+		return o, fmt.Errorf("%s: %w", o.Names.RatingRange, err)
 	}
 	if o.Format == JSONL {
 		return o, nil

@@ -91,8 +91,8 @@ func TestDetectFormat(t *testing.T) {
 		t.Run(tt.path, func(t *testing.T) {
 			got, err := DetectFormat(tt.path)
 			if tt.want == "" {
-				if err == nil || !strings.Contains(err.Error(), "--format") {
-					t.Fatalf("DetectFormat(%q) = %q, %v; want an error mentioning --format", tt.path, got, err)
+				if err == nil || !strings.Contains(err.Error(), "the input format") {
+					t.Fatalf("DetectFormat(%q) = %q, %v; want an error mentioning the input format", tt.path, got, err)
 				}
 				return
 			}
@@ -109,7 +109,7 @@ func TestNewReader_options(t *testing.T) {
 		opt  Options
 		want string
 	}{
-		{"no format", Options{}, "--format"},
+		{"no format", Options{}, "the input format"},
 		{"unknown format", Options{Format: "xml"}, `unknown input format "xml"`},
 		{"same id and text field", Options{Format: JSONL, IDField: "x", TextField: "x"}, "must name different fields"},
 		{"text field named id", Options{Format: CSV, TextField: "id"}, "must name different fields"},
@@ -244,7 +244,7 @@ func TestReader_JSONL(t *testing.T) {
 			}, "\n"),
 			want: []pipeline.Record{rec(4, strings.Repeat("i", MaxIDBytes), "longest id"), rec(11, "ok", "good")},
 			problems: []prob{
-				{1, `no "id" field: pass --id-field if the id lives under another name`},
+				{1, `no "id" field: set the id field if the id lives under another name`},
 				{2, `"id" is empty or blank`},
 				{3, `"id" is empty or blank`},
 				{5, `"id" is 1025 bytes long, over the 1024-byte limit`},
@@ -269,7 +269,7 @@ func TestReader_JSONL(t *testing.T) {
 			}, "\n"),
 			want: []pipeline.Record{rec(5, "e", ""), rec(6, "f", "  "), rec(7, "g", "caf\uFFFD")},
 			problems: []prob{
-				{1, `no "text" field: pass --text-field if the text lives under another name`},
+				{1, `no "text" field: set the text field if the text lives under another name`},
 				{2, `"text" is null`},
 				{3, `"text" is a number: it must be a string`},
 				{4, `"text" is an object`},
@@ -282,7 +282,7 @@ func TestReader_JSONL(t *testing.T) {
 			opt:  Options{IDField: "review_id", TextField: "body"},
 			want: []pipeline.Record{rec(1, "r1", "x", "id", "kept as a field", "text", "so is this")},
 			problems: []prob{
-				{2, `no "review_id" field: pass --id-field`},
+				{2, `no "review_id" field: set the id field`},
 			},
 			wantLines: 2,
 		},
@@ -380,7 +380,7 @@ func TestReader_JSONL(t *testing.T) {
 				rec(3, "c", strings.Repeat("x", 64-len(`{"id":"c","text":""}`))),
 			},
 			problems: []prob{
-				{2, "line is 65 bytes, over the 64-byte limit: skipped without reading it into memory; split the record or raise --max-line-bytes"},
+				{2, "line is 65 bytes, over the 64-byte limit: skipped without reading it into memory; split the record or raise the line limit"},
 				{4, "line is 10000 bytes, over the 64-byte limit"},
 				{5, "invalid JSON"},
 			},
@@ -560,7 +560,7 @@ func TestReader_CSV(t *testing.T) {
 			in:        "id,text\nr1,\"open\nr2,a\nr3,b\nr4,c\n",
 			opt:       Options{MaxFieldLines: 2},
 			want:      []pipeline.Record{rec(3, "r2", "a"), rec(4, "r3", "b"), rec(5, "r4", "c")},
-			problems:  []prob{{2, "still open after 3 lines, over the --max-field-lines limit of 2"}},
+			problems:  []prob{{2, "still open after 3 lines, over the limit on lines per field of 2"}},
 			wantLines: 4,
 		},
 		{
@@ -626,13 +626,13 @@ func TestReader_errors(t *testing.T) {
 			name: "CSV header without the id column",
 			in:   strings.NewReader("review,text,app\nr1,x,y\n"),
 			opt:  Options{Format: CSV},
-			want: []string{`no "id" column for the id (pass --id-field to name it)`, `its columns are "review", "text", "app"`},
+			want: []string{`no "id" column for the id (set the id field to name it)`, `its columns are "review", "text", "app"`},
 		},
 		{
 			name: "CSV header without either column",
 			in:   strings.NewReader("a,b\n1,2\n"),
 			opt:  Options{Format: CSV, IDField: "key", TextField: "body"},
-			want: []string{`no "key" column`, "--id-field", `no "body" column`, "--text-field", `"a", "b"`},
+			want: []string{`no "key" column`, "the id field", `no "body" column`, "the text field", `"a", "b"`},
 		},
 		{
 			name: "CSV header naming a column twice",
@@ -848,7 +848,7 @@ func TestReader_badFiles(t *testing.T) {
 				{7, `"id" is empty or blank`},
 				{8, `"id" is 1025 bytes long`},
 				{9, `"id" is the number 1.5, not an integer`},
-				{10, `no "id" field: pass --id-field`},
+				{10, `no "id" field: set the id field`},
 				{12, `"id" is an object`},
 			},
 		},
@@ -856,7 +856,7 @@ func TestReader_badFiles(t *testing.T) {
 			file:    "empty-text.jsonl",
 			wantIDs: []string{"e1", "e2", "e6"},
 			problems: []prob{
-				{3, `no "text" field: pass --text-field if the text lives under another name`},
+				{3, `no "text" field: set the text field if the text lives under another name`},
 				{4, `"text" is null`},
 				{5, `"text" is a number`},
 				{7, `no "text" field`},

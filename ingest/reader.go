@@ -180,7 +180,7 @@ func (r *Reader) nextJSONL() (pipeline.Record, error) {
 			return pipeline.Record{}, r.readErr(err)
 		}
 		if l.tooLong {
-			r.skip(l.no, 1, "", longLineReason(l.size, r.opt.MaxLineBytes))
+			r.skip(l.no, 1, "", longLineReason(l.size, r.opt))
 			continue
 		}
 		b := bytes.Trim(l.data, " \t\r\n")
@@ -206,38 +206,14 @@ func (r *Reader) nextJSONL() (pipeline.Record, error) {
 // (with the id when it got that far). first says whether this is the
 // first data line of the input.
 func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return pipeline.Record{}, fmt.Sprintf("NUL byte (0x00) at byte %d: the file may be binary or UTF-16; fix or remove the line", i+1)
-	}
-	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
-		return pipeline.Record{}, "line starts with a byte order mark (EF BB BF), as when files are joined with cat: remove it"
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-		var se *json.SyntaxError
-		if !errors.As(err, &se) {
-			reason := fmt.Sprintf("not a JSON object (found %s): each line must hold one {...} object", jsonKind(b))
-			if first && b[0] == '[' {
-				reason += "; to turn a JSON array into JSON Lines run: jq -c '.[]' in.json > out.jsonl"
-			}
-			return pipeline.Record{}, reason
-		}
-		reason := fmt.Sprintf("invalid JSON (%s at byte %d): fix or remove the line", se.Error(), se.Offset)
-		switch {
-		case strings.Contains(se.Error(), "max depth"):
-			reason = fmt.Sprintf("invalid JSON (nested more than 10000 levels deep at byte %d): flatten the value or remove the line", se.Offset)
-		case first && b[0] == '[':
-			reason += "; a .json input must hold one object per line (JSON Lines), not a JSON array: convert it with jq -c '.[]' in.json > out.jsonl"
-		case bytes.IndexByte(b, '\r') >= 0:
-			reason += `; the line holds a carriage return (\r) not followed by \n: if the file has old Mac (CR-only) line endings, convert them to \n`
-		}
+	obj, reason := jsonObject(b, first)
+	if reason != "" {
 		return pipeline.Record{}, reason
 	}
-
 	idField, textField := r.opt.IDField, r.opt.TextField
 	rawID, ok := obj[idField]
 	if !ok {
-		return pipeline.Record{}, fmt.Sprintf("no %q field: %s if the id lives under another name", idField, set(r.opt.Names.IDField))
+		return pipeline.Record{}, fmt.Sprintf("no %q field: %s if the id lives under another name", idField, r.opt.Names.set(r.opt.Names.IDField))
 	}
 	id, reason := jsonID(idField, rawID)
 	if reason == "" {
@@ -251,7 +227,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	rawText, ok := obj[textField]
 	switch {
 	case !ok:
-		return rec, fmt.Sprintf("no %q field: %s if the text lives under another name", textField, set(r.opt.Names.TextField))
+		return rec, fmt.Sprintf("no %q field: %s if the text lives under another name", textField, r.opt.Names.set(r.opt.Names.TextField))
 	case rawText[0] == 'n':
 		return rec, fmt.Sprintf(`%q is null: give it a string ("" for no text)`, textField)
 	case rawText[0] != '"':
@@ -260,7 +236,48 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	if err := json.Unmarshal(rawText, &rec.Text); err != nil {
 		return rec, fmt.Sprintf("%q cannot be read (%v): fix or remove the line", textField, err)
 	}
+	return rec, jsonFields(&rec, obj, idField, textField)
+}
 
+// jsonObject reads a line as one JSON object, or says why it is not one
+// and how to fix the file.
+func jsonObject(b []byte, first bool) (map[string]json.RawMessage, string) {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return nil, fmt.Sprintf("NUL byte (0x00) at byte %d: the file may be binary or UTF-16; fix or remove the line", i+1)
+	}
+	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+		return nil, "line starts with a byte order mark (EF BB BF), as when files are joined with cat: remove it"
+	}
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal(b, &obj)
+	if err == nil && obj != nil {
+		return obj, ""
+	}
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		reason := fmt.Sprintf("not a JSON object (found %s): each line must hold one {...} object", jsonKind(b))
+		if first && b[0] == '[' {
+			reason += "; to turn a JSON array into JSON Lines run: jq -c '.[]' in.json > out.jsonl"
+		}
+		return nil, reason
+	}
+	reason := fmt.Sprintf("invalid JSON (%s at byte %d): fix or remove the line", se.Error(), se.Offset)
+	switch {
+	case strings.Contains(se.Error(), "max depth"):
+		reason = fmt.Sprintf("invalid JSON (nested more than 10000 levels deep at byte %d): flatten the value or remove the line", se.Offset)
+	case first && b[0] == '[':
+		reason += "; a .json input must hold one object per line (JSON Lines), not a JSON array: convert it with jq -c '.[]' in.json > out.jsonl"
+	case bytes.IndexByte(b, '\r') >= 0:
+		reason += `; the line holds a carriage return (\r) not followed by \n: if the file has old Mac (CR-only) line endings, convert them to \n`
+	}
+	return nil, reason
+}
+
+// jsonFields gives rec every field of obj but the id and the text: a
+// string as it is, an object or list as compact JSON, a number or a
+// boolean by its JSON text and typed so; null is left out. It returns
+// why a field cannot be read, or "".
+func jsonFields(rec *pipeline.Record, obj map[string]json.RawMessage, idField, textField string) string {
 	for k, v := range obj {
 		if k == idField || k == textField {
 			continue
@@ -274,12 +291,12 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 			s, t = string(v), pipeline.FieldBool
 		case '"':
 			if err := json.Unmarshal(v, &s); err != nil {
-				return rec, fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
+				return fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
 			}
 		case '{', '[':
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, v); err != nil {
-				return rec, fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
+				return fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
 			}
 			s = buf.String()
 		default: // a number by its JSON text, as a prompt shows it
@@ -296,7 +313,7 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 			rec.Types[k] = t
 		}
 	}
-	return rec, ""
+	return ""
 }
 
 // jsonID returns the id held by the raw JSON value of the id field: a
@@ -379,8 +396,8 @@ func jsonKind(b []byte) string {
 	return "a number"
 }
 
-func longLineReason(size int64, max int) string {
-	return fmt.Sprintf("line is %d bytes, over the %d-byte limit: skipped without reading it into memory; split the record or raise --max-line-bytes", size, max)
+func longLineReason(size int64, opt Options) string {
+	return fmt.Sprintf("line is %d bytes, over the %d-byte limit: skipped without reading it into memory; split the record or raise %s", size, opt.MaxLineBytes, opt.Names.MaxLineBytes)
 }
 
 // Warnings returns what the records read so far say about the fields the

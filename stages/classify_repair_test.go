@@ -87,7 +87,7 @@ func TestClassify_Repair(t *testing.T) {
 		{name: "off the schema, then good", replies: fns(offSchema, good), calls: 2, repair: "off_schema", usage: one.Add(one),
 			note: `did not match the required format (label "crash" is not one of bug, feature_request, pricing, ux, praise, other)`},
 		{name: "cut off twice", replies: fns(cutOff, cutOff, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
-			note: "cut off", msg: []string{"cut off at 256 output tokens, and again at 512", "raise --max-output-tokens"}},
+			note: "cut off", msg: []string{"cut off at 256 output tokens, and again at 512", "raise the stage's max output tokens"}},
 		{name: "off the schema twice", replies: fns(offSchema, offSchema, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
 			note: "did not match", msg: []string{`label "crash" is not one of`, "and the same after it was told what was wrong", "edit the row in your input file"}},
 		{name: "cut off, then off the schema", replies: fns(cutOff, offSchema, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),

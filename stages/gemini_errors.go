@@ -35,6 +35,8 @@ type geminiErrors struct {
 	timeout time.Duration // the stage's request timeout
 	// badKey says what to do about a rejected key: Vertex AI has none.
 	badKey string
+	// modelName is how the user chooses the model (Names.Model).
+	modelName string
 }
 
 // newGeminiErrors is the error mapping of a stage named stage calling
@@ -83,7 +85,7 @@ func (e *geminiErrors) callError(err error) error {
 	case errors.As(err, &tooLarge):
 		// Transient: a proxy's error page or a broken server, not this
 		// item; the runner retries within its budget.
-		return e.errorf(err, "the answer from %s is larger than %d MiB, which no Gemini answer is: it was not read (a wrong --base-url, or a proxy or server fault)", e.baseURL, tooLarge.max>>20)
+		return e.errorf(err, "the answer from %s is larger than %d MiB, which no Gemini answer is: it was not read (a wrong base URL, or a proxy or server fault)", e.baseURL, tooLarge.max>>20)
 	case errors.Is(err, context.Canceled):
 		return e.errorf(err, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -176,7 +178,7 @@ func (e *geminiErrors) apiError(err error, ae genai.APIError) error {
 	case ae.Code == http.StatusForbidden:
 		return pipeline.Fatal(e.errorf(err, "permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, e.model))
 	case ae.Code == http.StatusNotFound:
-		return pipeline.Fatal(e.errorf(err, "model %q not found at %s (%s): check --model (e.g. %s)", e.model, e.baseURL, what, DefaultModel))
+		return pipeline.Fatal(e.errorf(err, "model %q not found at %s (%s): check %s (e.g. %s)", e.model, e.baseURL, what, e.modelName, DefaultModel))
 	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
 		return pipeline.Fatal(e.errorf(err, "the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
 	case ae.Code == http.StatusServiceUnavailable || strings.EqualFold(status, "UNAVAILABLE"):

@@ -58,62 +58,94 @@ func ParseResponseSchema(doc []byte) (*genai.Schema, error) {
 	return s, nil
 }
 
+// convertSchema converts the JSON schema v found at at: its keywords
+// checked, then its type, scalar constraints, enum, properties, items and
+// anyOf, each a step of its own.
 func convertSchema(v any, at string) (*genai.Schema, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("%s: want a schema object, got %s", at, jsonKind(v))
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
+	n := schemaNode{m: m, at: at}
+	if err := n.checkKeys(); err != nil {
+		return nil, err
+	}
+	s := &genai.Schema{}
+	for _, step := range []func(*genai.Schema) error{n.setType, n.setScalars, n.setEnum, n.setProperties, n.setItems, n.setAnyOf} {
+		if err := step(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// schemaNode is one schema object being converted, and where it is.
+type schemaNode struct {
+	m  map[string]any
+	at string
+}
+
+// checkKeys refuses a keyword responseSchema cannot express, the first
+// in sorted order.
+func (n schemaNode) checkKeys() error {
+	keys := make([]string, 0, len(n.m))
+	for k := range n.m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !schemaKeys[k] {
-			return nil, fmt.Errorf("%s/%s: Gemini's responseSchema cannot express %q: remove it or rewrite the schema without it (supported: type, properties, required, items, enum, anyOf, format, nullable, minimum, maximum, minItems, maxItems, minLength, maxLength, pattern)", at, k, k)
+			return fmt.Errorf("%s/%s: Gemini's responseSchema cannot express %q: remove it or rewrite the schema without it (supported: type, properties, required, items, enum, anyOf, format, nullable, minimum, maximum, minItems, maxItems, minLength, maxLength, pattern)", n.at, k, k)
 		}
 	}
-	s := &genai.Schema{}
-	str := func(k string) (string, error) {
-		if m[k] == nil {
-			return "", nil
-		}
-		x, ok := m[k].(string)
-		if !ok {
-			return "", fmt.Errorf("%s/%s: want a string", at, k)
-		}
-		return x, nil
+	return nil
+}
+
+func (n schemaNode) str(k string) (string, error) {
+	if n.m[k] == nil {
+		return "", nil
 	}
-	num := func(k string) (*float64, error) {
-		if m[k] == nil {
-			return nil, nil
-		}
-		n, ok := m[k].(json.Number)
-		if !ok {
-			return nil, fmt.Errorf("%s/%s: want a number", at, k)
-		}
-		f, err := n.Float64()
-		return &f, err
+	x, ok := n.m[k].(string)
+	if !ok {
+		return "", fmt.Errorf("%s/%s: want a string", n.at, k)
 	}
-	count := func(k string) (*int64, error) {
-		f, err := num(k)
-		if f == nil || err != nil {
-			return nil, err
-		}
-		if *f < 0 || *f != math.Trunc(*f) {
-			return nil, fmt.Errorf("%s/%s: want a whole number of 0 or more", at, k)
-		}
-		return genai.Ptr(int64(*f)), nil
+	return x, nil
+}
+
+func (n schemaNode) num(k string) (*float64, error) {
+	if n.m[k] == nil {
+		return nil, nil
 	}
-	var err error
-	switch t := m["type"].(type) {
+	x, ok := n.m[k].(json.Number)
+	if !ok {
+		return nil, fmt.Errorf("%s/%s: want a number", n.at, k)
+	}
+	f, err := x.Float64()
+	return &f, err
+}
+
+func (n schemaNode) count(k string) (*int64, error) {
+	f, err := n.num(k)
+	if f == nil || err != nil {
+		return nil, err
+	}
+	if *f < 0 || *f != math.Trunc(*f) {
+		return nil, fmt.Errorf("%s/%s: want a whole number of 0 or more", n.at, k)
+	}
+	return genai.Ptr(int64(*f)), nil
+}
+
+// setType reads "type": one type, or [T, "null"]; none only beside anyOf.
+func (n schemaNode) setType(s *genai.Schema) error {
+	var ok bool
+	switch t := n.m["type"].(type) {
 	case nil:
-		if m["anyOf"] == nil {
-			return nil, fmt.Errorf("%s: no \"type\": give every schema a type (responseSchema needs one)", at)
+		if n.m["anyOf"] == nil {
+			return fmt.Errorf("%s: no \"type\": give every schema a type (responseSchema needs one)", n.at)
 		}
 	case string:
 		if s.Type, ok = schemaTypes[t]; !ok {
-			return nil, fmt.Errorf("%s/type: %q is not a type responseSchema knows (string, number, integer, boolean, array, object)", at, t)
+			return fmt.Errorf("%s/type: %q is not a type responseSchema knows (string, number, integer, boolean, array, object)", n.at, t)
 		}
 	case []any:
 		var types []string
@@ -125,107 +157,138 @@ func convertSchema(v any, at string) (*genai.Schema, error) {
 			}
 		}
 		if len(types) != 1 || len(t) != 2 || schemaTypes[types[0]] == "" {
-			return nil, fmt.Errorf("%s/type: responseSchema takes one type, or [T, \"null\"]: use anyOf for a union", at)
+			return fmt.Errorf("%s/type: responseSchema takes one type, or [T, \"null\"]: use anyOf for a union", n.at)
 		}
 		s.Type, s.Nullable = schemaTypes[types[0]], genai.Ptr(true)
 	default:
-		return nil, fmt.Errorf("%s/type: want a string", at)
+		return fmt.Errorf("%s/type: want a string", n.at)
 	}
-	if s.Description, err = str("description"); err != nil {
-		return nil, err
-	}
-	if s.Title, err = str("title"); err != nil {
-		return nil, err
-	}
-	if s.Format, err = str("format"); err != nil {
-		return nil, err
-	}
-	if s.Pattern, err = str("pattern"); err != nil {
-		return nil, err
+	return nil
+}
+
+// setScalars reads the string, number and count keywords.
+func (n schemaNode) setScalars(s *genai.Schema) error {
+	var err error
+	for _, f := range []struct {
+		k string
+		p *string
+	}{{"description", &s.Description}, {"title", &s.Title}, {"format", &s.Format}, {"pattern", &s.Pattern}} {
+		if *f.p, err = n.str(f.k); err != nil {
+			return err
+		}
 	}
 	if s.Pattern != "" {
 		if _, err := regexp.Compile(s.Pattern); err != nil {
-			return nil, fmt.Errorf("%s/pattern: %v", at, err)
+			return fmt.Errorf("%s/pattern: %v", n.at, err)
 		}
 	}
-	if n, ok := m["nullable"].(bool); ok {
-		s.Nullable = genai.Ptr(n)
+	if b, ok := n.m["nullable"].(bool); ok {
+		s.Nullable = genai.Ptr(b)
 	}
-	if s.Minimum, err = num("minimum"); err != nil {
-		return nil, err
+	if s.Minimum, err = n.num("minimum"); err != nil {
+		return err
 	}
-	if s.Maximum, err = num("maximum"); err != nil {
-		return nil, err
+	if s.Maximum, err = n.num("maximum"); err != nil {
+		return err
 	}
 	for k, p := range map[string]**int64{"minItems": &s.MinItems, "maxItems": &s.MaxItems, "minLength": &s.MinLength,
 		"maxLength": &s.MaxLength, "minProperties": &s.MinProperties, "maxProperties": &s.MaxProperties} {
-		if *p, err = count(k); err != nil {
-			return nil, err
+		if *p, err = n.count(k); err != nil {
+			return err
 		}
 	}
-	if e, ok := m["enum"]; ok {
-		list, ok := e.([]any)
-		if !ok || len(list) == 0 {
-			return nil, fmt.Errorf("%s/enum: want a non-empty list", at)
-		}
-		for _, x := range list {
-			xs, ok := x.(string)
-			if !ok {
-				return nil, fmt.Errorf("%s/enum: responseSchema takes only string values in an enum, got %s", at, jsonKind(x))
-			}
-			s.Enum = append(s.Enum, xs)
-		}
+	return nil
+}
+
+// setEnum reads "enum": strings only.
+func (n schemaNode) setEnum(s *genai.Schema) error {
+	e, ok := n.m["enum"]
+	if !ok {
+		return nil
 	}
-	if p, ok := m["properties"]; ok {
+	list, ok := e.([]any)
+	if !ok || len(list) == 0 {
+		return fmt.Errorf("%s/enum: want a non-empty list", n.at)
+	}
+	for _, x := range list {
+		xs, ok := x.(string)
+		if !ok {
+			return fmt.Errorf("%s/enum: responseSchema takes only string values in an enum, got %s", n.at, jsonKind(x))
+		}
+		s.Enum = append(s.Enum, xs)
+	}
+	return nil
+}
+
+// setProperties reads "properties", in a stable order, and "required",
+// which must name them.
+func (n schemaNode) setProperties(s *genai.Schema) error {
+	if p, ok := n.m["properties"]; ok {
 		props, ok := p.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("%s/properties: want an object", at)
+			return fmt.Errorf("%s/properties: want an object", n.at)
 		}
 		s.Properties = map[string]*genai.Schema{}
 		for name, ps := range props {
-			if s.Properties[name], err = convertSchema(ps, at+"/properties/"+name); err != nil {
-				return nil, err
+			var err error
+			if s.Properties[name], err = convertSchema(ps, n.at+"/properties/"+name); err != nil {
+				return err
 			}
 			s.PropertyOrdering = append(s.PropertyOrdering, name)
 		}
 		// A stable order: the answer's keys come in it.
 		sort.Strings(s.PropertyOrdering)
 	}
-	if r, ok := m["required"]; ok {
-		list, ok := r.([]any)
-		if !ok {
-			return nil, fmt.Errorf("%s/required: want a list of property names", at)
-		}
-		for _, x := range list {
-			xs, ok := x.(string)
-			if !ok || s.Properties[xs] == nil {
-				return nil, fmt.Errorf("%s/required: %v is not one of the properties", at, x)
-			}
-			s.Required = append(s.Required, xs)
-		}
+	r, ok := n.m["required"]
+	if !ok {
+		return nil
 	}
-	if it, ok := m["items"]; ok {
-		if s.Items, err = convertSchema(it, at+"/items"); err != nil {
-			return nil, err
+	list, ok := r.([]any)
+	if !ok {
+		return fmt.Errorf("%s/required: want a list of property names", n.at)
+	}
+	for _, x := range list {
+		xs, ok := x.(string)
+		if !ok || s.Properties[xs] == nil {
+			return fmt.Errorf("%s/required: %v is not one of the properties", n.at, x)
+		}
+		s.Required = append(s.Required, xs)
+	}
+	return nil
+}
+
+// setItems reads "items", which an array needs.
+func (n schemaNode) setItems(s *genai.Schema) error {
+	if it, ok := n.m["items"]; ok {
+		var err error
+		if s.Items, err = convertSchema(it, n.at+"/items"); err != nil {
+			return err
 		}
 	}
 	if s.Type == genai.TypeArray && s.Items == nil {
-		return nil, fmt.Errorf("%s: an array needs \"items\"", at)
+		return fmt.Errorf("%s: an array needs \"items\"", n.at)
 	}
-	if a, ok := m["anyOf"]; ok {
-		list, ok := a.([]any)
-		if !ok || len(list) == 0 {
-			return nil, fmt.Errorf("%s/anyOf: want a non-empty list of schemas", at)
-		}
-		for i, x := range list {
-			sub, err := convertSchema(x, fmt.Sprintf("%s/anyOf/%d", at, i))
-			if err != nil {
-				return nil, err
-			}
-			s.AnyOf = append(s.AnyOf, sub)
-		}
+	return nil
+}
+
+// setAnyOf reads "anyOf": a non-empty list of schemas.
+func (n schemaNode) setAnyOf(s *genai.Schema) error {
+	a, ok := n.m["anyOf"]
+	if !ok {
+		return nil
 	}
-	return s, nil
+	list, ok := a.([]any)
+	if !ok || len(list) == 0 {
+		return fmt.Errorf("%s/anyOf: want a non-empty list of schemas", n.at)
+	}
+	for i, x := range list {
+		sub, err := convertSchema(x, fmt.Sprintf("%s/anyOf/%d", n.at, i))
+		if err != nil {
+			return err
+		}
+		s.AnyOf = append(s.AnyOf, sub)
+	}
+	return nil
 }
 
 func jsonKind(v any) string {

@@ -37,7 +37,8 @@ func TestNewLLM_JobPreset(t *testing.T) {
 
 // TestPreset_CutOffHint: a cut-off answer the batch mode reads (it has no
 // repair call) tells the user what to raise in the words of what built
-// the stage: flags for classify, job-file settings for the others.
+// the stage (Names: a flag, a job file's key), in plain words when it
+// gave none, and the preset's own sentence around them.
 func TestPreset_CutOffHint(t *testing.T) {
 	ep := Endpoint{Backend: BackendGemini, APIKey: testKey, BaseURL: "http://127.0.0.1:1"}
 	cut := &genai.GenerateContentResponse{Candidates: []*genai.Candidate{{FinishReason: genai.FinishReasonMaxTokens}}}
@@ -46,10 +47,12 @@ func TestPreset_CutOffHint(t *testing.T) {
 		l    *LLM
 		want string
 	}{
-		{"classify", newTestClassify(t, ep.BaseURL).LLM,
+		{"classify from flags", newTestClassify(t, ep.BaseURL, func(c *ClassifyConfig) { c.Names = Names{MaxOutputTokens: "--max-output-tokens"} }).LLM,
 			"classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget"},
-		{"job", newTestLLM(t, LLMConfig{Name: "triage", Labels: []string{"bug"}, Endpoint: ep}),
-			"triage: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): raise max_output_tokens"},
+		{"classify, no names", newTestClassify(t, ep.BaseURL).LLM,
+			"classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise the stage's max output tokens or lower the thinking budget"},
+		{"job", newTestLLM(t, LLMConfig{Name: "triage", Labels: []string{"bug"}, Endpoint: ep, Names: Names{MaxOutputTokens: "max_output_tokens in the job file"}}),
+			"triage: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): raise max_output_tokens in the job file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.l.DecodeBatch(testItem("r1", "x"), cut, nil)

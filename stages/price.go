@@ -13,8 +13,8 @@ const PricesAsOf = "2026-12-01"
 
 // PriceSource is where listPrices come from: Google's published paid-tier
 // prices for standard (online) calls, text input, prompts up to 200k
-// tokens. Prices change: pass --price-in and --price-out when they have
-// (a job file has no price keys yet: its budget needs a listed model).
+// tokens. Prices change: give a stage its own price (PriceConfig) when
+// they have.
 const PriceSource = "https://ai.google.dev/gemini-api/docs/pricing"
 
 // BatchPriceFactor is what a Batch API call costs relative to the same
@@ -61,7 +61,7 @@ func cachedShare(model string) float64 {
 
 // Price returns the list price of model in USD per million input and
 // output tokens for online calls, or zeros when the model is unknown
-// (pass --price-in and --price-out then).
+// (give the stage its price then: PriceConfig).
 func Price(model string) (in, out float64) {
 	model = strings.TrimPrefix(model, "models/")
 	for _, p := range listPrices {
@@ -82,6 +82,18 @@ type PriceConfig struct {
 	// Batch prices the calls at the Batch API's rate (BatchPriceFactor
 	// of the online price, overrides included).
 	Batch bool
+}
+
+// NoPriceError is a model the price table does not know, for a stage
+// whose calls must be priced (a budget is kept) and that was given no
+// price of its own.
+type NoPriceError struct{ Model string }
+
+func (e *NoPriceError) Error() string { return e.Text("give the stage its price") }
+
+// Text is the error's message with remedy as how to give the price.
+func (e *NoPriceError) Text(remedy string) string {
+	return fmt.Sprintf("no price known for model %s (the table is of %s, from %s): %s in USD per million input and output tokens", e.Model, PricesAsOf, PriceSource, remedy)
 }
 
 // StagePrice is the price the runner charges a stage's calls at: the
@@ -105,7 +117,7 @@ func StagePrice(cfg PriceConfig, needPrice bool) (pipeline.Price, error) {
 		*o.side = *o.v
 	}
 	if needPrice && in == 0 && out == 0 {
-		return pipeline.Price{}, fmt.Errorf("no price known for model %s (the table is of %s, from %s): pass --price-in and --price-out in USD per million tokens", cfg.Model, PricesAsOf, PriceSource)
+		return pipeline.Price{}, &NoPriceError{Model: cfg.Model}
 	}
 	// An overridden input price keeps the model's cached share.
 	p := pipeline.Price{InputPerM: in, OutputPerM: out, CachedInputPerM: in * cachedShare(cfg.Model),

@@ -66,7 +66,7 @@ func openBoltOnce(path string, opt *bolt.Options) (bdb *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			bdb, err = nil, fmt.Errorf("open %s: the database is damaged (%v): %w (restore it from a backup, or choose another --db)", path, p, ErrCorrupt)
+			bdb, err = nil, fmt.Errorf("open %s: the database is damaged (%v): %w (restore it from a backup, or %s)", path, p, ErrCorrupt, AnotherDB)
 		}
 	}()
 	return bolt.Open(path, 0o600, opt)
@@ -74,7 +74,7 @@ func openBoltOnce(path string, opt *bolt.Options) (bdb *bolt.DB, err error) {
 
 func (db *DB) recoverCorrupt(err *error) {
 	if p := recover(); p != nil {
-		*err = fmt.Errorf("database %s is damaged (%v): %w (restore it from a backup, or choose another --db)", db.path, p, ErrCorrupt)
+		*err = fmt.Errorf("database %s is damaged (%v): %w (restore it from a backup, or %s)", db.path, p, ErrCorrupt, AnotherDB)
 	}
 }
 
@@ -180,7 +180,7 @@ func checkFile(path string) error {
 		return nil
 	}
 	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("open %s: the database is damaged: %s: %w (restore it from a backup, or choose another --db)", path, fmt.Sprintf(format, args...), ErrCorrupt)
+		return fmt.Errorf("open %s: the database is damaged: %s: %w (restore it from a backup, or %s)", path, fmt.Sprintf(format, args...), ErrCorrupt, AnotherDB)
 	}
 	var best metaInfo
 	found, anyMagic := false, false
@@ -207,7 +207,7 @@ func checkFile(path string) error {
 	}
 	switch {
 	case !anyMagic:
-		return fmt.Errorf("open %s: %w: it is not a bbolt database (no bbolt meta page; a sawtooth database is one): check --db, or choose another path", path, ErrNotDatabase)
+		return fmt.Errorf("open %s: %w: it is not a bbolt database (no bbolt meta page; a sawtooth database is one): check the path, or %s", path, ErrNotDatabase, AnotherDB)
 	case !found || best.pageSize < 512 || best.pageSize > 1<<20:
 		return corrupt("both meta pages fail their checks")
 	}

@@ -191,16 +191,21 @@ func writePid(path string) {
 	}
 }
 
+// AnotherDB ends Open's errors for a path that holds no usable
+// database: what to do, in the store's words. A front end that knows how
+// the path was given words it as its own setting.
+const AnotherDB = "choose another database"
+
 // checkPath refuses a path that is not a regular file before bbolt sees
 // it: bbolt would silently lay a new database over an empty file, hang on
 // a FIFO, and fail obscurely on a directory or a dangling symlink. Only a
 // path that does not exist gets a new database, and not when mustExist.
 func checkPath(path string, mustExist bool) error {
-	const choose = "choose another --db"
+	const choose = AnotherDB
 	lfi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if mustExist {
-			return fmt.Errorf("no database at %s: %w (check --db, or create it with `sawtooth run --db %s --input FILE`)", path, ErrNotFound, path)
+			return fmt.Errorf("no database at %s: %w (check the path, or create the database first)", path, ErrNotFound)
 		}
 		return nil
 	}
@@ -234,12 +239,12 @@ func openError(path string, err error) error {
 		return fmt.Errorf("database %s is in use by another sawtooth process%s: wait for it to finish or stop it first: %w", path, pid, ErrInUse)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
 		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
-		return fmt.Errorf("open %s: %v: %w (restore it from a backup, or choose another --db)", path, err, ErrCorrupt)
+		return fmt.Errorf("open %s: %v: %w (restore it from a backup, or %s)", path, err, ErrCorrupt, AnotherDB)
 	default:
 		// bbolt reports some garbage files as generic errors (e.g. a file
 		// too small to hold its meta pages).
 		if fi, serr := os.Stat(path); serr == nil && fi.Mode().IsRegular() && !errors.Is(err, os.ErrPermission) && fi.Size() > 0 && fi.Size() < 4096*2 {
-			return fmt.Errorf("open %s: %v: %w (restore it from a backup, or choose another --db)", path, err, ErrCorrupt)
+			return fmt.Errorf("open %s: %v: %w (restore it from a backup, or %s)", path, err, ErrCorrupt, AnotherDB)
 		}
 		return fmt.Errorf("open %s: %w", path, err)
 	}
@@ -258,7 +263,7 @@ func (db *DB) init(readOnly bool) error {
 			empty := true
 			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
 			if !empty {
-				return fmt.Errorf("open %s: %w (it holds other data; choose another --db)", db.path, ErrNotSawtooth)
+				return fmt.Errorf("open %s: %w (it holds other data; %s)", db.path, ErrNotSawtooth, AnotherDB)
 			}
 			fresh = true
 			return nil
@@ -288,8 +293,8 @@ func (db *DB) init(readOnly bool) error {
 		if !slices.EqualFunc(def.Stages, db.stages, func(a, b StageDef) bool { return a.Name == b.Name }) {
 			added, ok := insertedStages(def.Stages, db.stages)
 			if !ok || readOnly {
-				return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (stages may be added, not removed or reordered; use another --db)",
-					db.path, stageNames(def.Stages), stageNames(db.stages), ErrDefinition)
+				return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (stages may be added, not removed or reordered; %s)",
+					db.path, stageNames(def.Stages), stageNames(db.stages), ErrDefinition, AnotherDB)
 			}
 			stored, db.added = def.Stages, added
 		}

@@ -56,7 +56,7 @@ func (o *pipelineOptions) buildStages(ctx context.Context, in inputOptions, bo b
 	if err != nil {
 		return nil, err
 	}
-	b, err := buildJob(ctx, j, buildOptions{APIKey: o.APIKey, NeedPrice: o.Budget > 0 || o.BudgetTotal > 0, FlexTimeout: o.flexTimeout})
+	b, err := buildJob(ctx, j, buildOptions{APIKey: o.APIKey, NeedPrice: o.Budget > 0 || o.BudgetTotal > 0, FlexTimeout: o.flexTimeout, FromFlags: true})
 	if err != nil {
 		return nil, err
 	}

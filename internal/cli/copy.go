@@ -54,7 +54,7 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dst, err := openDatabase(to, dbOpen{Stages: defs}, func() (*store.DB, error) {
+	dst, err := openDatabase(to, dbOpen{Stages: defs, Flag: "--to"}, func() (*store.DB, error) {
 		return store.Open(to, store.Options{Stages: defs})
 	})
 	if err != nil {

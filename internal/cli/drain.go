@@ -91,28 +91,13 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	start := time.Now()
 	runID := store.NewRunID(start)
 	if mode != batch.ModeOnline {
-		if err := storeJob(db, b); err != nil {
-			return sum, err
-		}
-		sum = pipeline.RunSummary{ID: runID, Started: start, Status: "running"}
-		if err := db.SaveRun(sum); err != nil {
+		if sum, err = startBatchRun(db, b, runID, start); err != nil {
 			return sum, err
 		}
 	}
 	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
 	if err != nil {
-		if sum.ID != "" {
-			sum.Ended = time.Now()
-			batchPhase.addTo(&sum)
-			if cs := sum.Stages["classify"]; cs != nil {
-				cs.CostUSD += batchPhase.cost()
-			}
-			endRun(&sum, err)
-			if serr := db.SaveRun(sum); serr != nil {
-				err = fmt.Errorf("%w (and its run record: %v)", err, serr)
-			}
-		}
-		return sum, err
+		return sum, endFailedBatch(db, &sum, batchPhase, err)
 	}
 
 	rc, err := monitorConfig(db, b, runID, o.Quiet)
@@ -139,6 +124,35 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	sum, runErr := r.Run(ctx)
 	prog.Close()
 	return finish(db, b, &req, sum, runErr, batchPhase)
+}
+
+// startBatchRun stores the job and a run record saved "running" before
+// a batch phase, so that a run killed in it reads killed.
+func startBatchRun(db pipeline.Database, b *jobStages, runID string, start time.Time) (pipeline.RunSummary, error) {
+	if err := storeJob(db, b); err != nil {
+		return pipeline.RunSummary{}, err
+	}
+	sum := pipeline.RunSummary{ID: runID, Started: start, Status: "running"}
+	return sum, db.SaveRun(sum)
+}
+
+// endFailedBatch ends the run record of a run whose batch phase failed
+// with err (none when the run saved none), with what the phase spent, and
+// returns err.
+func endFailedBatch(db pipeline.Database, sum *pipeline.RunSummary, phase *batchPhase, err error) error {
+	if sum.ID == "" {
+		return err
+	}
+	sum.Ended = time.Now()
+	phase.addTo(sum)
+	if cs := sum.Stages["classify"]; cs != nil {
+		cs.CostUSD += phase.cost()
+	}
+	endRun(sum, err)
+	if serr := db.SaveRun(*sum); serr != nil {
+		err = fmt.Errorf("%w (and its run record: %v)", err, serr)
+	}
+	return err
 }
 
 // begin readies an open run: every check that can refuse it first (its

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func checkInput(ctx context.Context, o *pipelineOptions, in *inputOptions, stder
 	}
 	format := ingest.Format(strings.ToLower(in.Format))
 	if format == "" {
-		if format, err = ingest.DetectFormatNamed(in.Path, in.Names); err != nil {
+		if format, err = ingest.DetectFormatNamed(in.Path, cmp.Or(in.Names, flagInputNames)); err != nil {
 			return nil, usage(err)
 		}
 	} else if !slices.Contains(inputFormats, string(format)) {
@@ -43,7 +44,7 @@ func checkInput(ctx context.Context, o *pipelineOptions, in *inputOptions, stder
 	}
 	opt := ingest.Options{
 		Format: format, IDField: in.IDField, TextField: in.TextField, MaxLineBytes: in.MaxLine, MaxFieldLines: in.MaxFieldLines,
-		GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField, DateFormat: in.DateFormat, RatingRange: in.RatingRange, Names: in.Names,
+		GroupBy: o.GroupBy, DateField: o.DateField, RatingField: o.RatingField, DateFormat: in.DateFormat, RatingRange: in.RatingRange, Names: cmp.Or(in.Names, flagInputNames),
 		// A file need not have the default fields; one it lacks only in
 		// most rows, or a field the user named, gets a warning.
 		OptionalFields: append(slices.Clone(stages.DefaultGroupBy), stages.DefaultDateField, stages.DefaultRatingField),

@@ -115,6 +115,9 @@ type buildOptions struct {
 	// FlexTimeout bounds one flex call (0: the stage's default; the demo
 	// shortens it).
 	FlexTimeout time.Duration
+	// FromFlags says the flags compiled the job: messages name flags,
+	// not a job file's keys.
+	FromFlags bool
 }
 
 // buildJob constructs every stage of j; it sends no request and writes
@@ -208,7 +211,7 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 	if l.Preset == job.PresetClassify {
 		cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 			APIKey: bo.APIKey, BaseURL: j.BaseURL, Model: l.Model, Labels: l.Output.Label, PromptTemplate: prompt,
-			Timeout: job.Duration(l.Timeout), MaxOutputTokens: l.MaxOutputTokens, Tier: tier,
+			Timeout: job.Duration(l.Timeout), MaxOutputTokens: l.MaxOutputTokens, Tier: tier, Names: bo.stageNames(),
 		})
 		if err != nil {
 			return pipeline.StageConfig{}, usagef("%v", err)
@@ -240,7 +243,7 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 	}
 	price, err := stages.StagePrice(stages.PriceConfig{Model: model, InputPerM: over.Input, OutputPerM: over.Output}, bo.NeedPrice)
 	if err != nil {
-		return pipeline.StageConfig{}, usagef("%v", err)
+		return pipeline.StageConfig{}, usage(bo.wordPrice(err, at))
 	}
 	b.prices[l.Name] = price
 	// Workers: as many as the limiter addLimiters gives it can ever let
@@ -262,7 +265,7 @@ func (b *jobStages) newLLM(ctx context.Context, at string, l *job.LLM, prompt, s
 		Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
 		MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: prompt, SystemInstruction: system,
 		Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: bo.APIKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
-		EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier,
+		EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier, Names: bo.stageNames(),
 	}
 	outputs := j.OutputFields()
 	for _, e := range earlier {
@@ -429,7 +432,7 @@ func (b *jobStages) checkPriced() error {
 			continue
 		}
 		if name, model := st.Name(), st.Model(); b.prices[name].IsZero() {
-			return usagef("%s: stage %s: model %s is not in the price table (%s, as of %s), so a budget cannot be kept: run it without --budget/--budget-total, or on a listed model",
+			return usagef("%s: stage %s: model %s is not in the price table (%s, as of %s), so a budget cannot be kept: give it price.input_per_m and price.output_per_m, run it on a listed model, or without --budget/--budget-total",
 				b.job.File, name, model, stages.PriceSource, stages.PricesAsOf)
 		}
 	}
@@ -447,8 +450,7 @@ func checkJobInput(ctx context.Context, j *job.Job, stderr io.Writer) (*ingest.P
 		MaxLine: orInt(ji.MaxLineBytes, ingest.DefaultMaxLineBytes), MaxFieldLines: orInt(ji.MaxFieldLines, ingest.DefaultMaxFieldLines),
 		DateFormat: ji.DateFormat, RatingRange: orStr(ji.RatingRange, ingest.DefaultRatingRange)}
 	in.Path = jobInputPath(j)
-	in.Names = ingest.Names{Format: "input.format", IDField: "input.id", TextField: "input.text",
-		GroupBy: "aggregate.group_by", DateField: "aggregate.date", RatingField: "aggregate.rating"}
+	in.Names = jobInputNames
 	o := &pipelineOptions{}
 	for _, s := range j.Stages {
 		if a := s.Aggregate; a != nil {

@@ -158,86 +158,18 @@ func newPlanCommand() *cli.Command {
 // without them. A changed stage is priced as --rerun-changed would
 // re-run it, and the plan says the run refuses it without that flag.
 func runPlan(ctx context.Context, opts *planOptions) error {
-	if opts.File == "" {
-		// loadJob takes a missing database for one without a job.
-		if err := checkDBPath(opts.DB, true); err != nil {
-			return err
-		}
-	}
-	j, err := loadJob(opts.File, opts.DB)
+	j, err := planJob(opts)
 	if err != nil {
 		return err
 	}
-	if j == nil && opts.File == "" {
-		// loadJob leaves a job compiled from flags to the flags' run;
-		// plan prices it as any other.
-		if st, err := loadStored(opts.DB); err != nil {
-			return err
-		} else if st != nil {
-			if j, err = storedJobOf(opts.DB, st); err != nil {
-				return err
-			}
-		}
-	}
-	if j == nil {
-		return usagef("%s records no job: give -f JOB.yaml", opts.DB)
-	}
-	if err := checkDBPath(j.DB, false); err != nil {
-		return err
-	}
-	in := job.PlanInput{PromptChars: map[string]int{}, Learned: map[string]int{}, History: map[string]job.History{}, Price: stages.Price}
-	for _, l := range j.LLMStages() {
-		n := len(l.Prompt) + len(l.System)
-		for _, f := range []string{l.PromptFile, l.SystemFile} {
-			if f != "" {
-				b, _ := j.ReadFile(f)
-				n += len(b)
-			}
-		}
-		if n == 0 {
-			n = len(stages.DefaultSystemInstruction(l.Output.Label))
-		}
-		in.PromptChars[l.Name] = n
-	}
+	in := job.PlanInput{PromptChars: promptChars(j), Learned: map[string]int{}, History: map[string]job.History{}, Price: stages.Price}
 	if db := openForPlan(j.DB); db != nil {
 		readHistory(db, j, &in)
 		db.Close()
 	}
-	if j.Input.Path == "" {
-		if err := checkJobSample(j, nil); err != nil {
-			return err
-		}
-	}
-	var input *ingest.Plan
-	if j.Input.Path != "" {
-		if input, err = checkJobInput(ctx, j, opts.Err); err != nil {
-			return err
-		}
-		if err := checkJobSample(j, input); err != nil {
-			return err
-		}
-		var chars, n int
-		var sample []pipeline.Record
-		if _, err = input.Apply(ctx, ingestBatch, func(recs []pipeline.Record) error {
-			for _, r := range recs {
-				n++
-				chars += len([]rune(r.Text))
-				if len(sample) < opts.Count {
-					sample = append(sample, r)
-				}
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		if len(sample) > 0 {
-			if in.Counted, err = countTokens(ctx, j, sample); err != nil {
-				return err
-			}
-		}
-		if n > 0 {
-			in.AvgTextChars = float64(chars) / float64(n)
-		}
+	input, err := measureInput(ctx, j, opts, &in)
+	if err != nil {
+		return err
 	}
 	// Nothing is called: a key the stages are built with is never sent.
 	b, err := buildJob(ctx, j, buildOptions{APIKey: cmp.Or(apiKeyFromEnv(), "plan-sends-nothing")})
@@ -263,6 +195,99 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 	}
 	fmt.Fprintln(opts.Out, "nothing was called; calls counted from the database's items (their when:, the answers kept) where their input is known, else \"estimated\" (every item sent past a when:, tokens from the text length, 4 characters a token, 1 s a call) or \"learned\" (from the database's past runs)")
 	return nil
+}
+
+// planJob is the job plan prices: the file -f names, else the one the
+// database records, whatever compiled it.
+func planJob(opts *planOptions) (*job.Job, error) {
+	if opts.File == "" {
+		// loadJob takes a missing database for one without a job.
+		if err := checkDBPath(opts.DB, true); err != nil {
+			return nil, err
+		}
+	}
+	j, err := loadJob(opts.File, opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	if j == nil && opts.File == "" {
+		// loadJob leaves a job compiled from flags to the flags' run;
+		// plan prices it as any other.
+		if st, err := loadStored(opts.DB); err != nil {
+			return nil, err
+		} else if st != nil {
+			if j, err = storedJobOf(opts.DB, st); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if j == nil {
+		return nil, usagef("%s records no job: give -f JOB.yaml", opts.DB)
+	}
+	if err := checkDBPath(j.DB, false); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// promptChars is the length of each LLM stage's prompt and system
+// instruction as written (its default system instruction when it gives
+// neither).
+func promptChars(j *job.Job) map[string]int {
+	chars := map[string]int{}
+	for _, l := range j.LLMStages() {
+		n := len(l.Prompt) + len(l.System)
+		for _, f := range []string{l.PromptFile, l.SystemFile} {
+			if f != "" {
+				b, _ := j.ReadFile(f)
+				n += len(b)
+			}
+		}
+		if n == 0 {
+			n = len(stages.DefaultSystemInstruction(l.Output.Label))
+		}
+		chars[l.Name] = n
+	}
+	return chars
+}
+
+// measureInput checks the job's input and sample and measures the input
+// into in: its average text length and the tokens of its first
+// opts.Count items. The input's plan is nil when the job names none.
+func measureInput(ctx context.Context, j *job.Job, opts *planOptions, in *job.PlanInput) (*ingest.Plan, error) {
+	if j.Input.Path == "" {
+		return nil, checkJobSample(j, nil)
+	}
+	input, err := checkJobInput(ctx, j, opts.Err)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJobSample(j, input); err != nil {
+		return nil, err
+	}
+	var chars, n int
+	var sample []pipeline.Record
+	if _, err = input.Apply(ctx, ingestBatch, func(recs []pipeline.Record) error {
+		for _, r := range recs {
+			n++
+			chars += len([]rune(r.Text))
+			if len(sample) < opts.Count {
+				sample = append(sample, r)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if len(sample) > 0 {
+		if in.Counted, err = countTokens(ctx, j, sample); err != nil {
+			return nil, err
+		}
+	}
+	if n > 0 {
+		in.AvgTextChars = float64(chars) / float64(n)
+	}
+	return input, nil
 }
 
 // printWork says what the plan prices against the stored job: the diff,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/url"
@@ -59,6 +60,8 @@ type dbOpen struct {
 	Stages    []store.StageDef
 	ReadOnly  bool
 	MustExist bool
+	// Flag gave the path, for messages: "" is --db.
+	Flag string
 }
 
 // openDatabase opens --db: a PostgreSQL pipeline for a postgres URL or
@@ -67,7 +70,7 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 	if !isPostgres(target) {
 		db, err := bolt()
 		if err != nil {
-			return nil, err
+			return nil, wordStoreError(err, cmp.Or(o.Flag, "--db"))
 		}
 		return db, nil
 	}
@@ -80,7 +83,7 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 			postgres.Redact(target), shellQuote(postgres.Redact(target)), shellQuote(postgres.Redact(target)))
 	}
 	if err != nil {
-		return nil, err
+		return nil, wordStoreError(err, cmp.Or(o.Flag, "--db"))
 	}
 	return db, nil
 }

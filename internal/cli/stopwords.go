@@ -4,13 +4,15 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// The pipeline's stops (pipeline.QuotaStop, OutageStop, BudgetStop) carry
-// their facts and say what to change in the domain's terms ("the longest
-// wait allowed"); on the command line what to change is a flag, named
-// here and nowhere below.
+// The pipeline's stops (pipeline.QuotaStop, OutageStop, BudgetStop), and
+// a batch client that cannot be made (batch.ClientError), carry their
+// facts and say what to change in the domain's terms ("the longest wait
+// allowed"); on the command line what to change is a flag, named here and
+// nowhere below.
 
 // quotaRemedies is the flag that changes each QuotaStop's bound.
 var quotaRemedies = map[pipeline.QuotaCause]string{
@@ -28,6 +30,7 @@ func wordStops(err error) error {
 		qs     *pipeline.QuotaStop
 		os     *pipeline.OutageStop
 		bs     *pipeline.BudgetStop
+		ce     *batch.ClientError
 		reason error
 		text   string
 	)
@@ -49,6 +52,8 @@ func wordStops(err error) error {
 			remedy = "raise --budget-total"
 		}
 		reason, text = bs, bs.Text(remedy)
+	case errors.As(err, &ce):
+		reason, text = ce, ce.Text("check --base-url and GEMINI_API_KEY")
 	default:
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/batch"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -50,6 +51,15 @@ func TestWordStops(t *testing.T) {
 				t.Errorf("worded error lost what it wraps: %v", got)
 			}
 		})
+	}
+	// A batch client that cannot be made names the flag and the variable.
+	ce := &batch.ClientError{Err: errors.New("invalid base URL")}
+	if strings.Contains(ce.Error(), "--") {
+		t.Errorf("the batch package's words %q name a flag", ce)
+	}
+	got := wordStops(fmt.Errorf("open batch: %w", ce))
+	if want := "open batch: batch: create Gemini client (invalid base URL): check --base-url and GEMINI_API_KEY"; got.Error() != want || !errors.As(got, new(*batch.ClientError)) {
+		t.Errorf("worded = %q, want %q, still a ClientError", got, want)
 	}
 	overloaded := &pipeline.OutageStop{Stage: "classify", Overloaded: true, Since: since, For: time.Minute, Limit: time.Minute, Last: last}
 	plain := errors.New("input.jsonl line 3: no id")

@@ -175,47 +175,16 @@ type call struct {
 	cachedTokens int  // of promptTokens, implicitly cached
 }
 
+// generate serves one generateContent call: the request read, then
+// refused for capacity, shed, an overload burst, credits or the quota, or
+// admitted, decided and answered after its latency.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) {
-	s.mu.Lock()
-	s.acct.calls++
-	s.acct.inFlight++
-	inFlight := s.acct.inFlight
-	s.acct.peak = max(s.acct.peak, inFlight)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.acct.inFlight--
-		s.mu.Unlock()
-	}()
-
-	if !s.keyOK(r) {
-		s.count(OutcomeBadKey, "", 0, 0)
-		writeBadKey(w)
-		return
-	}
-	if !s.models[model] {
-		s.count(OutcomeNotFound, "", 0, 0)
-		writeNotFound(w, model, "generateContent")
-		return
-	}
-	var req genRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
-		s.count(OutcomeBadRequest, "", 0, 0)
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received. "+err.Error())
-		return
-	}
-	if len(req.Contents) == 0 {
-		s.count(OutcomeBadRequest, "", 0, 0)
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n")
-		return
-	}
-	tier, ok := requestTier(req.ServiceTier)
+	inFlight := s.enter()
+	defer s.leave()
+	req, tier, ok := s.readRequest(w, r, model)
 	if !ok {
-		s.count(OutcomeBadRequest, "", 0, 0)
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("Invalid value at 'service_tier', %q", req.ServiceTier))
 		return
 	}
-
 	user := req.userText()
 	c := call{
 		model:        model,
@@ -224,15 +193,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	key := itemKey(r, user, &c.item)
 	labels, props := req.schema()
 	answer := answerFor(req.GenerationConfig, user, labels, props)
-
-	if s.cfg.MaxConcurrent > 0 && inFlight > s.cfg.MaxConcurrent {
-		if s.cfg.ConcurrencyRefusal == RefuseBare429 {
-			s.count(OutcomeCapacity, key, 0, c.promptTokens)
-			writeCapacity(w)
-			return
-		}
-		s.count(OutcomeOverloaded, key, 0, c.promptTokens)
-		writeOverloaded(w)
+	if s.refuseOverCap(w, key, c.promptTokens, inFlight) {
 		return
 	}
 
@@ -240,59 +201,144 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	s.acct.tier(tier).Asked++
 	if tier == TierFlex {
 		s.acct.flexInFlight++
-		defer func() {
-			s.mu.Lock()
-			s.acct.flexInFlight--
-			s.mu.Unlock()
-		}()
+		defer s.leaveFlex()
+	}
+	now := s.now()
+	if refuse := s.refusalLocked(&c, key, tier, now); refuse != nil {
+		s.mu.Unlock()
+		refuse(w)
+		return
+	}
+	s.admitLocked(&c, key, tier, &req, user, answer, inFlight, now)
+	s.mu.Unlock()
+	s.serve(w, r, &c)
+}
+
+// enter counts a call in flight and returns how many are, itself
+// included; leave ends it.
+func (s *Server) enter() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acct.calls++
+	s.acct.inFlight++
+	s.acct.peak = max(s.acct.peak, s.acct.inFlight)
+	return s.acct.inFlight
+}
+
+func (s *Server) leave() {
+	s.mu.Lock()
+	s.acct.inFlight--
+	s.mu.Unlock()
+}
+
+func (s *Server) leaveFlex() {
+	s.mu.Lock()
+	s.acct.flexInFlight--
+	s.mu.Unlock()
+}
+
+// readRequest checks the key and the model and reads the body and its
+// tier; on a refusal it has answered the call and returns false.
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, model string) (genRequest, Tier, bool) {
+	var req genRequest
+	if !s.keyOK(r) {
+		s.count(OutcomeBadKey, "", 0, 0)
+		writeBadKey(w)
+		return req, "", false
+	}
+	if !s.models[model] {
+		s.count(OutcomeNotFound, "", 0, 0)
+		writeNotFound(w, model, "generateContent")
+		return req, "", false
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
+		s.count(OutcomeBadRequest, "", 0, 0)
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received. "+err.Error())
+		return req, "", false
+	}
+	if len(req.Contents) == 0 {
+		s.count(OutcomeBadRequest, "", 0, 0)
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n")
+		return req, "", false
+	}
+	tier, ok := requestTier(req.ServiceTier)
+	if !ok {
+		s.count(OutcomeBadRequest, "", 0, 0)
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("Invalid value at 'service_tier', %q", req.ServiceTier))
+		return req, "", false
+	}
+	return req, tier, true
+}
+
+// refuseOverCap answers a call over the concurrency cap, if it is.
+func (s *Server) refuseOverCap(w http.ResponseWriter, key string, promptTokens, inFlight int) bool {
+	if s.cfg.MaxConcurrent <= 0 || inFlight <= s.cfg.MaxConcurrent {
+		return false
+	}
+	if s.cfg.ConcurrencyRefusal == RefuseBare429 {
+		s.count(OutcomeCapacity, key, 0, promptTokens)
+		writeCapacity(w)
+		return true
+	}
+	s.count(OutcomeOverloaded, key, 0, promptTokens)
+	writeOverloaded(w)
+	return true
+}
+
+// refusalLocked decides whether the call is refused (a flex call shed,
+// an overload burst, no credits, the quota) and counts it; it returns
+// what writes the refusal once s.mu is released, nil to admit the call.
+// s.mu is held.
+func (s *Server) refusalLocked(c *call, key string, tier Tier, now time.Time) func(http.ResponseWriter) {
+	if tier == TierFlex {
 		shed := call{item: c.item, n: s.acct.itemCalls(key)}
 		if s.shedFlex(&shed, s.acct.flexInFlight) {
 			s.acct.tier(tier).Shed++
 			s.countLocked(OutcomeShed, key, 0, c.promptTokens)
-			s.mu.Unlock()
-			s.writeShed(w)
-			return
+			return s.writeShed
 		}
 	}
-	now := s.now()
 	if in, _ := s.cfg.Overload.Active(now.Sub(s.start)); in {
 		s.countLocked(OutcomeOverloadBurst, key, 0, c.promptTokens)
-		s.mu.Unlock()
-		writeOverloaded(w)
-		return
+		return writeOverloaded
 	}
 	if s.cfg.Credits > 0 && s.acct.admitted >= s.cfg.Credits {
 		s.countLocked(OutcomeNoCredits, key, 0, c.promptTokens)
-		s.mu.Unlock()
-		writeNoCredits(w)
-		return
+		return writeNoCredits
 	}
-	q := s.quota(model)
-	if vs := q.violations(now, c.promptTokens); len(vs) > 0 {
-		// A counted refusal is charged first, so that the delay it is
-		// told includes its own charge.
-		if s.cfg.CountRefused {
-			q.Count(now, c.promptTokens)
-		}
-		delay, ok := q.Wait(now, c.promptTokens)
-		if !ok {
-			delay = s.cfg.Window
-		}
-		if s.cfg.RetryInfo == RetryCoarse {
-			delay = s.coarsen(delay, &c, s.acct.itemCalls(key))
-		}
-		s.countLocked(OutcomeRateLimited, key, 0, c.promptTokens)
-		s.acct.bucket(s.second(now)).RateLimited++
-		s.mu.Unlock()
-		writeRateLimited(w, model, s.asNamed(vs), delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
-		return
+	q := s.quota(c.model)
+	vs := q.violations(now, c.promptTokens)
+	if len(vs) == 0 {
+		return nil
 	}
-	q.Count(now, c.promptTokens)
+	// A counted refusal is charged first, so that the delay it is told
+	// includes its own charge.
+	if s.cfg.CountRefused {
+		q.Count(now, c.promptTokens)
+	}
+	delay, ok := q.Wait(now, c.promptTokens)
+	if !ok {
+		delay = s.cfg.Window
+	}
+	if s.cfg.RetryInfo == RetryCoarse {
+		delay = s.coarsen(delay, c, s.acct.itemCalls(key))
+	}
+	s.countLocked(OutcomeRateLimited, key, 0, c.promptTokens)
+	s.acct.bucket(s.second(now)).RateLimited++
+	return func(w http.ResponseWriter) {
+		writeRateLimited(w, c.model, s.asNamed(vs), delay, s.cfg.RetryInfo, s.cfg.QuotaFailure)
+	}
+}
+
+// admitLocked charges an admitted call to its quota, decides its outcome
+// and counts it. s.mu is held.
+func (s *Server) admitLocked(c *call, key string, tier Tier, req *genRequest, user, answer string, inFlight int, now time.Time) {
+	s.quota(c.model).Count(now, c.promptTokens)
 	c.n = s.itemCalls[c.item]
 	s.itemCalls[c.item]++
-	c.served = s.servedTier(&c, tier)
-	c.cachedTokens = s.cached(model, req.promptRunes(), c.promptTokens, now)
-	s.decide(&c, user, answer, req.GenerationConfig, inFlight-1)
+	c.served = s.servedTier(c, tier)
+	c.cachedTokens = s.cached(c.model, req.promptRunes(), c.promptTokens, now)
+	s.decide(c, user, answer, req.GenerationConfig, inFlight-1)
 	s.acct.admitted++
 	s.acct.admittedTokens += int64(c.promptTokens)
 	b := s.acct.bucket(s.second(now))
@@ -305,8 +351,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 		billed = c.promptTokens + c.answerTokens
 	}
 	s.countLocked(c.outcome, key, billed, c.promptTokens)
-	s.mu.Unlock()
+}
 
+// serve answers an admitted call after its latency (never, for a hang),
+// billing it at the tier that served it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	d := c.latency
 	if c.outcome == OutcomeHang {
 		d = -1
@@ -317,10 +366,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}
 	if c.outcome.billed() {
 		s.mu.Lock()
-		s.billServed(&c)
+		s.billServed(c)
 		s.mu.Unlock()
 	}
-	s.respond(w, &c)
+	s.respond(w, c)
 }
 
 // decide picks the outcome, answer and latency of an admitted call. It is a

@@ -210,7 +210,7 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 			}
 		}
 		if version == 0 && (opt.ReadOnly || opt.MustExist) {
-			return fmt.Errorf("no sawtooth pipeline in schema %s of %s: %w (check --db, or create it with `sawtooth run --db URL --input FILE`)", db.schema, db.path, ErrNotFound)
+			return fmt.Errorf("no sawtooth pipeline in schema %s of %s: %w (check the URL, or create the pipeline first)", db.schema, db.path, ErrNotFound)
 		}
 		if version < SchemaVersion && opt.ReadOnly {
 			return fmt.Errorf("open %s: schema version %d is older than this sawtooth's %d: upgrade it with `sawtooth migrate --db %s` (a run also does)", db.path, version, SchemaVersion, db.path)
@@ -259,7 +259,7 @@ func (db *DB) checkDefinition(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("open %s: %w", db.path, err)
 	}
 	if !slices.EqualFunc(stored, db.stages, func(a, b pipeline.StageDef) bool { return a.Name == b.Name }) {
-		return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (use another --db or schema)",
+		return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (choose another database or schema)",
 			db.path, stageNames(stored), stageNames(db.stages), ErrDefinition)
 	}
 	for i, s := range stored {
