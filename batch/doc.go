@@ -60,9 +60,10 @@
 // counts what its open jobs may cost (a job left open by a run without a
 // budget reserved nothing: it holds its items' estimate). Results settle it at what they were
 // billed, committed to the ledger with them, once: a job whose results
-// were committed before its run died, not yet closed, is applied again
-// without billing its rows again. A job whose reservation does
-// not fit is not created: the driver waits for the jobs in flight, then
+// were committed before its run died (pipeline.BatchJob.ResultsCommitted;
+// what create commits without a request does not count), not yet closed,
+// is applied again without billing its rows again. A job whose
+// reservation does not fit is not created: the driver waits for the jobs in flight, then
 // creates one last job with what fits, and stops with a BudgetError.
 //
 // Modes: in ModeBatch the driver runs rounds, sending what came back to the

@@ -330,8 +330,10 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	// A commit of these results landed before (its driver died before it
 	// closed the job): it used every answer it could, and what the rows
 	// still held were billed is in the ledger and the job's usage already.
-	// They go back to the queue without being billed again.
-	again := t.job.Answered+t.job.Dead > 0 || t.job.Usage != (pipeline.Usage{})
+	// They go back to the queue without being billed again. Answered,
+	// Dead and Usage cannot tell: create commits what it answers without
+	// a request (the cache, a condition, a refusal) before the job exists.
+	again := t.job.ResultsCommitted
 	for _, it := range items {
 		held[it.ID] = true
 		key := d.key(it)

@@ -112,6 +112,14 @@ type BatchJob struct {
 	// the requests answered with something the online path would ask
 	// again (billed, the item back in the queue) included.
 	Usage Usage `json:"usage"`
+	// ResultsCommitted is set by the first commit of the job's results:
+	// a CommitBatch once the API named the job. The items committed
+	// before its create (answered from the cache, left out by a
+	// condition, refused before a call) count in Answered and Dead but
+	// do not set it. A job applied again with it set (its driver died
+	// between that commit and closing the job) has its answers billed
+	// already. False in records from before it was kept.
+	ResultsCommitted bool `json:"results_committed,omitempty"`
 	// Note says why the job was closed the way it was.
 	Note string `json:"note,omitempty"`
 }

@@ -217,10 +217,13 @@ func (db *DB) UpdateBatch(num uint64, state string, counts BatchCounts, apiErr s
 // through exactly the code an online result does (outputs, the next
 // stage's queue, dead letters, the tally). A Billed transition records
 // only what its item's request was billed, in the ledger and the job's
-// usage; the item stays in the job. It returns how many applied.
+// usage; the item stays in the job. A commit to a job the API named
+// is its results' (create-time commits precede the name): it sets
+// ResultsCommitted. It returns how many applied.
 func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, err error) {
 	_, err = db.updateJob(num, func(w *writer, j *BatchJob) error {
 		applied = 0
+		j.ResultsCommitted = j.ResultsCommitted || j.Name != ""
 		si := w.db.index[j.Stage]
 		for _, t := range ts {
 			id := []byte(t.ID)

@@ -16,12 +16,14 @@ import (
 // as ignored. An applied transition goes through the online commit's
 // statements (outputs, the next stage's queue, dead letters, the tally,
 // the answer cache and the ledger). A Billed transition records only what
-// its item's request was billed; the item stays in the job. It returns
-// how many applied.
+// its item's request was billed; the item stays in the job. A commit to
+// a job the API named is its results' (create-time commits precede the
+// name): it sets ResultsCommitted. It returns how many applied.
 func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, err error) {
 	ctx := db.ctx
 	_, err = db.updateJob(num, false, func(tx pgx.Tx, j *pipeline.BatchJob) error {
 		applied = 0
+		j.ResultsCommitted = j.ResultsCommitted || j.Name != ""
 		si, err := db.stageIndex(j.Stage)
 		if err != nil {
 			return fmt.Errorf("batch job %d: %w", num, err)

@@ -51,6 +51,7 @@ func RunBatch(t *testing.T, open Open) {
 		{"Commit", nil},
 		{"Return", testReturnBatch},
 		{"MarkCreate", testMarkBatchCreate},
+		{"ResultsCommitted", testBatchResultsCommitted},
 		{"Endpoint", testBatchEndpoint},
 	}
 	for _, tc := range tests {
@@ -406,4 +407,47 @@ func heldItems(t testing.TB, db pipeline.Database, put func(id, where string)) i
 		n += len(items)
 	}
 	return n
+}
+
+// testBatchResultsCommitted: what create commits without a request (a
+// dead letter, an answer from the cache, one a condition skips) counts
+// in the job's answers and dead letters but does not mark its results
+// committed; the first commit once the API named the job does, and the
+// mark stays through later commits and the close.
+func testBatchResultsCommitted(t *testing.T, db BatchStore) {
+	atClassify(t, db, "a", "b", "c", "d")
+	job := reserveBatch(t, db, 4)
+	if job.ResultsCommitted {
+		t.Fatalf("a new job %+v: nothing committed yet", job)
+	}
+	ts := []pipeline.Transition{batchResult("a", pipeline.DeadLettered), batchResult("b", pipeline.Succeeded)}
+	if _, err := db.CommitBatch(job.Num, ts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.MarkBatchCreate(job.Num, 0, batchNow); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.BatchJobByNum(job.Num)
+	if err != nil || got.ResultsCommitted || got.Answered != 1 || got.Dead != 1 {
+		t.Fatalf("after the create-time commit: %+v %v, want 1 answer and 1 dead letter, results not committed", got, err)
+	}
+	if _, err := db.SetBatchName(job.Num, "batches/r1", "JOB_STATE_PENDING", batchNow); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.BatchJobByNum(job.Num); got.ResultsCommitted {
+		t.Errorf("named, nothing committed since: %+v", got)
+	}
+	billed := pipeline.Transition{Stage: "classify", ID: "c", Outcome: pipeline.Billed, Usage: pipeline.Usage{TotalTokens: 7}}
+	if _, err := db.CommitBatch(job.Num, []pipeline.Transition{billed, batchResult("d", pipeline.Succeeded)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.BatchJobByNum(job.Num); !got.ResultsCommitted || got.Answered != 2 {
+		t.Errorf("after the results commit: %+v, want results committed and 2 answers", got)
+	}
+	if _, err := db.ReturnBatch(job.Num, "succeeded", batchNow); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.BatchJobByNum(job.Num); !got.ResultsCommitted || got.Open() {
+		t.Errorf("closed: %+v, want the mark kept", got)
+	}
 }
