@@ -236,7 +236,10 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	if err := json.Unmarshal(rawText, &rec.Text); err != nil {
 		return rec, fmt.Sprintf("%q cannot be read (%v): fix or remove the line", textField, err)
 	}
-	return rec, jsonFields(&rec, obj, idField, textField)
+	// The fields are read into rec before rec is returned: in one return
+	// statement the order of the two would be the compiler's choice.
+	reason = jsonFields(&rec, obj, idField, textField)
+	return rec, reason
 }
 
 // jsonObject reads a line as one JSON object, or says why it is not one

@@ -45,7 +45,7 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	} else if err := checkPostgresDSN(to); err != nil {
 		return err
 	}
-	src, err := openReadOnly(from)
+	src, err := openReadOnlyFrom(from, "--from")
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,8 @@ var (
 // (AddedStages), or a PostgreSQL pipeline, whose list is fixed once
 // created.
 func openJobDatabase(path string, defs []store.StageDef) (jobDatabase, error) {
-	db, err := openDatabase(path, dbOpen{Stages: defs}, func() (*store.DB, error) {
+	// The path is the job file's db or --db's, which overrides it.
+	db, err := openDatabase(path, dbOpen{Stages: defs, Flag: "db in the job file (or --db)"}, func() (*store.DB, error) {
 		return store.Open(path, store.Options{Stages: defs})
 	})
 	switch {

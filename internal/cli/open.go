@@ -35,6 +35,12 @@ func namedStages() []store.StageDef {
 // openReadOnly opens the DB for a command that only reads. Stage
 // fingerprints do not matter here, only the names.
 func openReadOnly(path string) (pipeline.Database, error) {
+	return openReadOnlyFrom(path, "--db")
+}
+
+// openReadOnlyFrom is openReadOnly for a path another flag gave (copy's
+// --from), which its messages name.
+func openReadOnlyFrom(path, flag string) (pipeline.Database, error) {
 	if err := checkDBPath(path, true); err != nil {
 		return nil, err
 	}
@@ -42,7 +48,7 @@ func openReadOnly(path string) (pipeline.Database, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openDatabase(path, dbOpen{Stages: stages, ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
+	return openDatabase(path, dbOpen{Stages: stages, ReadOnly: true, MustExist: true, Flag: flag}, func() (*store.DB, error) {
 		return store.Open(path, store.Options{Stages: stages, ReadOnly: true, LockTimeout: 500 * time.Millisecond})
 	})
 }

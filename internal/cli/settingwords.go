@@ -47,9 +47,9 @@ func (bo buildOptions) wordPrice(err error, at string) error {
 		return err
 	}
 	if bo.FromFlags {
-		return errors.New(np.Text("pass --price-in and --price-out"))
+		return &wordedError{err: err, msg: np.Text("pass --price-in and --price-out")}
 	}
-	return errors.New(at + ": " + np.Text("set price.input_per_m and price.output_per_m"))
+	return &wordedError{err: err, msg: at + ": " + np.Text("set price.input_per_m and price.output_per_m")}
 }
 
 // wordStoreError words what the store asks of a path that holds no usable

@@ -90,6 +90,8 @@ func TestOpen_StoreRemedyNamesTheFlag(t *testing.T) {
 		want string
 	}{
 		{"--db", func() error { _, err := openReadOnly(other); return err }, "it holds other data; choose another --db"},
+		{"--from", func() error { _, err := openReadOnlyFrom(other, "--from"); return err }, "it holds other data; choose another --from"},
+		{"a job's db", func() error { _, err := openJobDatabase(other, namedStages()); return err }, "it holds other data; choose another db in the job file (or --db)"},
 		{"--to", func() error {
 			_, err := openDatabase(other, dbOpen{Stages: namedStages(), Flag: "--to"}, func() (*store.DB, error) {
 				return store.Open(other, store.Options{Stages: namedStages()})
