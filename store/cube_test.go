@@ -373,3 +373,52 @@ func TestCubeCell_Fold(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDB_CommitAggregate is the commits that fold 10,000 items into
+// the tally, with the cube kept and without it (a database whose cube
+// was never built folds none), in items per second.
+//
+//	go test ./store -run '^$' -bench CommitAggregate
+func BenchmarkDB_CommitAggregate(b *testing.B) {
+	const items, batch = 10_000, 1000
+	for _, cube := range []bool{true, false} {
+		b.Run(fmt.Sprintf("cube=%v", cube), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				db, err := Open(filepath.Join(b.TempDir(), "b.db"), Options{Stages: testStages, NoSync: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.Ingest(cubeRecs(items, "")); err != nil {
+					b.Fatal(err)
+				}
+				advance(b, db, "sanitize", func(string) json.RawMessage { return json.RawMessage(`{"text":"clean"}`) })
+				advance(b, db, "classify", func(id string) json.RawMessage { return cubeAnswer(id, 0) })
+				if !cube {
+					if err := db.bolt.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketAgg).Delete(cubeState) }); err != nil {
+						b.Fatal(err)
+					}
+				}
+				qs, err := db.Queued("aggregate", 0, items)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ts []pipeline.Transition
+				for _, q := range qs {
+					ts = append(ts, pipeline.Transition{Stage: "aggregate", ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.Succeeded,
+						Result: pipeline.Result{Output: cubeFact(b, db, q.Item.ID)}})
+				}
+				b.StartTimer()
+				for lo := 0; lo < len(ts); lo += batch {
+					if err := db.Commit(ts[lo:min(lo+batch, len(ts))]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				db.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(items)*float64(b.N)/b.Elapsed().Seconds(), "items/s")
+		})
+	}
+}
