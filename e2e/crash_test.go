@@ -200,6 +200,7 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 	if a, b := aggregate(t, db), aggregate(t, cleanDB); a != b {
 		t.Errorf("aggregate differs from the clean run:\n%s\n%s", a, b)
 	}
+	checkStoredCube(t, db)
 
 	if inFlightKills == 0 {
 		t.Errorf("none of the %d kills landed while calls were in flight: the resume of a call in flight was not tested", killed)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // Defaults of a Cube's quotes.
@@ -74,6 +76,11 @@ type LabelStats struct {
 	RatingCount int64   `json:"rating_count"`
 	// Quotes are the most confident items, most confident first, ties by id.
 	Quotes []Quote `json:"quotes,omitempty"`
+
+	// exact sums the ratings as the stored cube does; Sort sets RatingSum
+	// from it, so a streamed cube and a stored one agree to the last bit
+	// whatever order the items came in.
+	exact pipeline.RatingSum
 }
 
 // Quote is one review quoted in a report.
@@ -141,6 +148,9 @@ func (c *Cube) Add(r Review) {
 	if r.Rating != nil {
 		ls.RatingSum += *r.Rating
 		ls.RatingCount++
+		if scaled, ok := pipeline.ScaledRating(*r.Rating); ok {
+			ls.exact = ls.exact.Add(scaled, 1)
+		}
 	}
 	q := Quote{ID: r.ID, Confidence: r.Confidence, Rating: r.Rating, Where: key}
 	ls.Quotes = keepBest(ls.Quotes, q, cmp.Or(c.Quotes, DefaultQuotes))
@@ -152,9 +162,17 @@ func (c *Cube) Add(r Review) {
 	}
 }
 
-// Sort puts the cells in key order, so output never depends on the order
-// items were read in.
+// Sort puts the cells in key order and sets each rating sum from its
+// exact sum, so output never depends on the order items were read in.
 func (c *Cube) Sort() {
+	for _, cell := range c.Cells {
+		for _, ls := range cell.Labels {
+			// A cube read from JSON has no exact sums: keep its floats.
+			if ls.exact.Count > 0 && ls.exact.Count == ls.RatingCount {
+				ls.RatingSum = ls.exact.Sum()
+			}
+		}
+	}
 	slices.SortFunc(c.Cells, func(a, b *CubeCell) int { return slices.Compare(a.Key, b.Key) })
 }
 

@@ -4,10 +4,13 @@
 // concurrency limit, calls per second, 429s, cost, dead letters).
 //
 // Load reads the database once: the counts, the stored aggregate, dead
-// letters, runs and samples, and a Cube of the done items streamed once
-// (label counts, rating sums and the most confident quotes by every
-// combination of group values and month; its memory grows with those
-// combinations, never with the items). A Pivot (`report --by app,month`)
+// letters, runs and samples, and a Cube of the done items (label counts,
+// rating sums and the most confident quotes by every combination of
+// group values and month; its memory grows with those combinations,
+// never with the items). The Cube comes from the per-period aggregate a
+// store keeps in the commit that folds each item (pipeline.CubeReader)
+// when that answers exactly, and is otherwise streamed from every done
+// item, with the same result byte for byte (cube_stored.go). A Pivot (`report --by app,month`)
 // is a sum of cube cells over a month Window, with each row compared with
 // its previous period, so any group fields in any order and any period
 // come from the same pass.

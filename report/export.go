@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
@@ -99,9 +100,18 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	if o.RawCells {
 		text = func(s string) string { return s }
 	}
+	// Rows go out in 64 KiB writes, not one write (a system call on a
+	// terminal or pipe) per row.
+	bw := bufio.NewWriterSize(w, 64<<10)
 	var cw *csv.Writer
-	if o.Format != FormatJSONL {
-		cw = csv.NewWriter(w)
+	var keys [][]byte // the JSON object keys, marshalled once
+	if o.Format == FormatJSONL {
+		for _, c := range cols {
+			k, _ := json.Marshal(c)
+			keys = append(keys, k)
+		}
+	} else {
+		cw = csv.NewWriter(bw)
 		if o.Format == FormatTSV {
 			cw.Comma = '\t'
 		}
@@ -128,16 +138,18 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 			}
 			return cw.Write(rec)
 		}
-		return writeJSONLine(w, cols, row)
+		return writeJSONLine(bw, cols, keys, row)
 	})
 	if err != nil {
 		return err
 	}
 	if cw != nil {
 		cw.Flush()
-		return cw.Error()
+		if err := cw.Error(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return bw.Flush()
 }
 
 // flatColumns reads src once for the column names: the fixed ones, the
@@ -154,15 +166,11 @@ func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[
 			if o.Stage != "" && stage != o.Stage {
 				continue
 			}
-			fields, err := decodeOutput(it.Record.ID, stage, raw)
-			if err != nil {
-				return err
-			}
 			if outputs[stage] == nil {
 				outputs[stage] = map[string]bool{}
 			}
-			for k := range fields {
-				outputs[stage][k] = true
+			if err := outputKeys(it.Record.ID, stage, raw, outputs[stage]); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -339,12 +347,13 @@ func cleanNumbers(v any) any {
 	return v
 }
 
-// writeJSONLine writes row as one JSON object, keys in cols order.
-func writeJSONLine(w io.Writer, cols []string, row map[string]any) error {
+// writeJSONLine writes row as one JSON object, keys in cols order
+// (keys[i] is cols[i] marshalled).
+func writeJSONLine(w io.Writer, cols []string, keys [][]byte, row map[string]any) error {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	first := true
-	for _, c := range cols {
+	for i, c := range cols {
 		v, ok := row[c]
 		if !ok || v == nil {
 			continue
@@ -353,7 +362,7 @@ func writeJSONLine(w io.Writer, cols []string, row map[string]any) error {
 			b.WriteByte(',')
 		}
 		first = false
-		k, _ := json.Marshal(c)
+		k := keys[i]
 		val, err := json.Marshal(cleanNumbers(v))
 		if err != nil {
 			return fmt.Errorf("export: item %v, column %s: %w", row["id"], c, err)

@@ -166,8 +166,17 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 		}
 	}
 	var pass donePass
-	if d.Cube, pass, err = loadCube(db, agg, dims, o.Where, groupBy); err != nil {
-		return nil, err
+	if len(o.Where) == 0 {
+		if d.Cube, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
+			return nil, err
+		}
+	}
+	if d.Cube == nil {
+		// The store's cube cannot answer (see storedCube): one pass
+		// over every done item.
+		if d.Cube, pass, err = loadCube(db, agg, dims, o.Where, groupBy); err != nil {
+			return nil, err
+		}
 	}
 	if len(o.Where) > 0 {
 		counts, dead, read, err := matchedPlaces(db, agg, o.Where, pass.fields)
@@ -214,12 +223,27 @@ func storedAggregate(db pipeline.Database) (*stages.Aggregate, error) {
 	return agg, nil
 }
 
-// LoadCube streams the done items once and folds each into a cube keyed
-// by dims: its label and confidence from the classify output, and its
-// group values and rating as agg computes them (so "month" comes from
-// agg's date field). Items failing a filter are left out. An item whose
-// classify output cannot be read is an error naming it.
+// LoadCube returns the cube keyed by dims of the done items: its label
+// and confidence from the classify output, and its group values and
+// rating as agg computes them (so "month" comes from agg's date field).
+// Items failing a filter are left out. It reads the store's cube when
+// that answers exactly (no filter, dims the aggregate's group fields),
+// else streams the done items once; an item whose classify output cannot
+// be read is then an error naming it.
 func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter) (*Cube, error) {
+	if len(where) == 0 {
+		t, err := db.Tally()
+		if err != nil {
+			return nil, err
+		}
+		counts, err := db.Counts()
+		if err != nil {
+			return nil, err
+		}
+		if c, err := storedCube(db, dims, t, counts.Done); c != nil || err != nil {
+			return c, err
+		}
+	}
 	c, _, err := loadCube(db, agg, dims, where, nil)
 	return c, err
 }

@@ -21,6 +21,12 @@ import (
 // the aggregate stage folds the facts into the stored tally.
 func fixtureDB(t *testing.T) *store.DB {
 	t.Helper()
+	return fixtureDBOf(t, fixtureReviews())
+}
+
+// fixtureDBOf is fixtureDB of the given reviews.
+func fixtureDBOf(t *testing.T, reviews []fixtureReview) *store.DB {
+	t.Helper()
 	names := []string{"sanitize", "classify", "aggregate"}
 	defs := make([]store.StageDef, len(names))
 	for i, n := range names {
@@ -31,18 +37,28 @@ func fixtureDB(t *testing.T) *store.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	reviews := fixtureReviews()
-	answers := map[string]fixtureReview{}
 	recs := []pipeline.Record{{ID: "zz-dead", Text: "blocked", Fields: map[string]string{"app": "TaskFlow", "date": "2026-11-03"}}}
 	for _, r := range reviews {
 		recs = append(recs, r.record())
-		answers[r.ID] = r
 	}
 	if _, err := db.Ingest(recs); err != nil {
 		t.Fatal(err)
 	}
+	drain(t, db, reviews)
+	return db
+}
+
+// drain takes every queued item of db through the three stages as
+// fixtureDB does, classify answering from reviews (an id not among them
+// is dead-lettered).
+func drain(t *testing.T, db *store.DB, reviews []fixtureReview) {
+	t.Helper()
+	answers := map[string]fixtureReview{}
+	for _, r := range reviews {
+		answers[r.ID] = r
+	}
 	agg := &stages.Aggregate{}
-	for _, stage := range names {
+	for _, stage := range []string{"sanitize", "classify", "aggregate"} {
 		qs, err := db.Queued(stage, 0, 10_000)
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +89,6 @@ func fixtureDB(t *testing.T) *store.DB {
 			t.Fatal(err)
 		}
 	}
-	return db
 }
 
 // TestLoad_PivotFromStore: the pivot Load computes from the store's done

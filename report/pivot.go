@@ -184,9 +184,11 @@ func (a *acc) add(c *CubeCell) {
 func (a *acc) rating() *float64 {
 	var sum float64
 	var n int64
-	for _, s := range a.labels {
-		sum += s.RatingSum
-		n += s.RatingCount
+	// In label order: a float sum in map order could differ in its last
+	// bits from one report to the next.
+	for _, l := range sortedKeys(a.labels) {
+		sum += a.labels[l].RatingSum
+		n += a.labels[l].RatingCount
 	}
 	if n == 0 {
 		return nil

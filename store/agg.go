@@ -79,6 +79,9 @@ func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
 	if err := addCount(b, aggItems, d); err != nil {
 		return err
 	}
+	if err := foldCube(b, id, f, d); err != nil {
+		return err
+	}
 	if err := addCount(b, aggKey(aggLabel, f.Label), d); err != nil {
 		return err
 	}

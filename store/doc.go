@@ -19,7 +19,8 @@
 //	                item left (re-queue, re-run, edit); never deleted except by Prune
 //	agg             the tally of the last stage's facts, one counter per key:
 //	                n, l\0<label>, g\0<field>\0<value>\0<label>, R\0<label> (exact rating
-//	                sum, see pipeline.RatingSum), e\0<label>
+//	                sum, see pipeline.RatingSum), e\0<label>; and the report's cube, kept in
+//	                the same commits: C, c\0<fields, values, label> (cube.go)
 //	usage           t\0<stage>, r\0<run>\0<stage> -> tokens billed by committed transitions
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
