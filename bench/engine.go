@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -306,7 +307,7 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 	start := time.Now()
 	for w, h := range handles {
 		wg.Go(func() {
-			r := &pipeline.Runner{Store: countingDB{h, counts}, Stages: EngineStages(&InstantClassify{})}
+			r := &pipeline.Runner{Store: countingDB{h, counts}, Stages: EngineStages(&InstantClassify{}), Log: workerLog(cfg.Log, w+1)}
 			sums[w], errs[w] = r.Run(ctx)
 		})
 	}
@@ -333,6 +334,13 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 		return res, err
 	}
 	return res, postgresSpace(ctx, cfg.DB, schema, &res)
+}
+
+// workerLog passes a worker's warnings (a heartbeat that failed, leases
+// lost and why) to the bench's log, naming the worker: without them a
+// run that lost leases would not say why.
+func workerLog(w io.Writer, n int) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})).With("worker", n)
 }
 
 // ingestEngineItems ingests n generated reviews, 1000 per transaction,
