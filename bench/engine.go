@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -127,6 +128,33 @@ type EngineResult struct {
 	// ended (getrusage): for one bbolt run, what the drain needed, the
 	// file's mapped pages included.
 	PeakRSS int64 `json:"peak_rss,omitempty"`
+	// Claims counts the workers' claim statements that leased entries
+	// (PostgreSQL), EmptyClaims those that found none, Claimed the
+	// entries leased; Commits the fenced commit transactions and
+	// Committed the transitions they carried. The rates are over
+	// Seconds.
+	Claims        int64   `json:"claims,omitempty"`
+	EmptyClaims   int64   `json:"empty_claims,omitempty"`
+	Claimed       int64   `json:"claimed,omitempty"`
+	ClaimsPerSec  float64 `json:"claims_per_s,omitempty"`
+	Commits       int64   `json:"commits,omitempty"`
+	Committed     int64   `json:"committed,omitempty"`
+	CommitsPerSec float64 `json:"commits_per_s,omitempty"`
+	// DatabaseBytes is pg_database_size after the drain and a VACUUM of
+	// the bench's schema (everything the database holds); SchemaBytes
+	// the bench schema's tables, indexes and TOAST included, and Tables
+	// each of them.
+	DatabaseBytes int64            `json:"database_bytes,omitempty"`
+	SchemaBytes   int64            `json:"schema_bytes,omitempty"`
+	Tables        map[string]int64 `json:"tables,omitempty"`
+	// ReportSeconds is the time to load the report with a pivot by app
+	// and month (`report --by app,month` without rendering);
+	// ExportRows and ExportSeconds are `export --all` as JSON Lines to
+	// nowhere, streamed.
+	ReportSeconds    float64 `json:"report_s"`
+	ExportRows       int64   `json:"export_rows"`
+	ExportSeconds    float64 `json:"export_s"`
+	ExportRowsPerSec float64 `json:"export_rows_per_s"`
 }
 
 // Worker modes.
@@ -213,6 +241,9 @@ func runBoltEngine(ctx context.Context, cfg EngineConfig) (EngineResult, error) 
 	if err := verifyEngine(db, cfg.Items); err != nil {
 		return res, err
 	}
+	if err := measureReads(db, &res); err != nil {
+		return res, err
+	}
 	if res.Space, err = db.Space(); err != nil {
 		return res, err
 	}
@@ -252,9 +283,10 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 		return res, err
 	}
 	defer admin.Close()
-	if _, err := ingestEngineItems(admin, cfg.Items); err != nil {
+	if res.InputBytes, err = ingestEngineItems(admin, cfg.Items); err != nil {
 		return res, err
 	}
+	counts := &claimCounts{}
 	handles := make([]*postgres.DB, workers)
 	defer func() {
 		for _, h := range handles {
@@ -275,7 +307,7 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 	start := time.Now()
 	for w, h := range handles {
 		wg.Go(func() {
-			r := &pipeline.Runner{Store: h, Stages: EngineStages(&InstantClassify{})}
+			r := &pipeline.Runner{Store: countingDB{h, counts}, Stages: EngineStages(&InstantClassify{}), Log: workerLog(cfg.Log, w+1)}
 			sums[w], errs[w] = r.Run(ctx)
 		})
 	}
@@ -291,7 +323,24 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 		}
 	}
 	res.ItemsPerSec = float64(cfg.Items) / res.Seconds
-	return res, verifyEngine(admin, cfg.Items)
+	counts.record(&res)
+	if err := verifyEngine(admin, cfg.Items); err != nil {
+		return res, err
+	}
+	if err := measureReads(admin, &res); err != nil {
+		return res, err
+	}
+	if err := vacuumSchema(ctx, cfg.DB, schema); err != nil {
+		return res, err
+	}
+	return res, postgresSpace(ctx, cfg.DB, schema, &res)
+}
+
+// workerLog passes a worker's warnings (a heartbeat that failed, leases
+// lost and why) to the bench's log, naming the worker: without them a
+// run that lost leases would not say why.
+func workerLog(w io.Writer, n int) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})).With("worker", n)
 }
 
 // ingestEngineItems ingests n generated reviews, 1000 per transaction,

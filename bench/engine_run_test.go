@@ -38,6 +38,12 @@ func TestRunEngine(t *testing.T) {
 			if r.LeasesLost != 0 {
 				t.Errorf("%d leases lost in a run nothing disturbed", r.LeasesLost)
 			}
+			checkReads(t, r)
+			if r.Store == "postgresql" {
+				checkPostgresCounts(t, r)
+			} else if r.Claims != 0 || r.Commits != 0 || r.Tables != nil {
+				t.Errorf("bbolt run with claims, commits or tables counted: %+v", r)
+			}
 		})
 	}
 	// pgtest's server runs with fsync off: the bench must say so.
@@ -69,5 +75,45 @@ func TestRunEngine_boltSpace(t *testing.T) {
 		if r.Space[b] <= 0 || r.Space[b] > file {
 			t.Errorf("bucket %s: %d bytes of a %d-byte file", b, r.Space[b], file)
 		}
+	}
+}
+
+// checkReads: the report and the export were timed on the drained
+// database, and the export wrote a row per item.
+func checkReads(t *testing.T, r EngineResult) {
+	t.Helper()
+	if r.ReportSeconds <= 0 || r.ExportSeconds <= 0 || r.ExportRowsPerSec <= 0 {
+		t.Errorf("report %.3fs, export %.3fs (%.0f rows/s): want both timed", r.ReportSeconds, r.ExportSeconds, r.ExportRowsPerSec)
+	}
+	if r.ExportRows != int64(r.Items) {
+		t.Errorf("export wrote %d rows, want one per item (%d)", r.ExportRows, r.Items)
+	}
+}
+
+// checkPostgresCounts: a PostgreSQL run counted its workers' claims and
+// commits (every item is claimed and committed at each of the three
+// stages at least once) and measured its database and the main tables.
+func checkPostgresCounts(t *testing.T, r EngineResult) {
+	t.Helper()
+	transitions := int64(3 * r.Items)
+	if r.Claims <= 0 || r.Claimed < transitions || r.Claimed > r.Claims*int64(256) {
+		t.Errorf("%d claims leased %d entries: want at least %d entries, at most 256 a claim", r.Claims, r.Claimed, transitions)
+	}
+	if r.Commits <= 0 || r.Committed < transitions {
+		t.Errorf("%d commits carried %d transitions: want at least %d", r.Commits, r.Committed, transitions)
+	}
+	if r.ClaimsPerSec <= 0 || r.CommitsPerSec <= 0 {
+		t.Errorf("claims %.1f/s, commits %.1f/s: want both measured", r.ClaimsPerSec, r.CommitsPerSec)
+	}
+	for _, table := range []string{"item", "todo", "output"} {
+		if r.Tables[table] <= 0 {
+			t.Errorf("table %s: %d bytes, want measured (tables: %v)", table, r.Tables[table], r.Tables)
+		}
+	}
+	if r.SchemaBytes <= 0 || r.DatabaseBytes < r.SchemaBytes || r.InputBytes <= 0 {
+		t.Errorf("database %d bytes, schema %d, input %d: want the schema measured inside the database", r.DatabaseBytes, r.SchemaBytes, r.InputBytes)
+	}
+	if got := r.LargestTables(0); len(got) != len(r.Tables) || r.Tables[got[0]] < r.Tables[got[len(got)-1]] {
+		t.Errorf("LargestTables(0) = %v: want every table, largest first (%v)", got, r.Tables)
 	}
 }

@@ -76,7 +76,7 @@ type engineReport struct {
 // printEngineTable prints one row per run, then what a worker was.
 func printEngineTable(w io.Writer, results []bench.EngineResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "store\tworkers\titems\tseconds\titems/s\tdurable commits\tleases lost\tload")
+	fmt.Fprintln(tw, "store\tworkers\titems\tseconds\titems/s\tclaims/s\tcommits/s\treport s\texport rows/s\tdurable commits\tleases lost\tload")
 	modes := map[string]bool{}
 	var notes []string
 	for _, r := range results {
@@ -84,8 +84,13 @@ func printEngineTable(w io.Writer, results []bench.EngineResult) {
 		if r.Durable {
 			durable = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s (%s)\t%d\t%s\n",
-			r.Store, r.Workers, r.Items, r.Seconds, r.ItemsPerSec, durable, r.Durability, r.LeasesLost, r.Load)
+		claims, commits := "-", "-" // bbolt claims nothing, and its commits are not counted
+		if r.Claims > 0 {
+			claims, commits = fmt.Sprintf("%.1f", r.ClaimsPerSec), fmt.Sprintf("%.1f", r.CommitsPerSec)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t%.2f\t%.0f\t%s (%s)\t%d\t%s\n",
+			r.Store, r.Workers, r.Items, r.Seconds, r.ItemsPerSec, claims, commits, r.ReportSeconds, r.ExportRowsPerSec,
+			durable, r.Durability, r.LeasesLost, r.Load)
 		if !modes[r.Store] {
 			modes[r.Store] = true
 			notes = append(notes, fmt.Sprintf("%s workers: %s", r.Store, r.Mode))
@@ -96,10 +101,43 @@ func printEngineTable(w io.Writer, results []bench.EngineResult) {
 		fmt.Fprintln(w, n)
 	}
 	for _, r := range results {
-		if r.Space != nil && r.InputBytes > 0 {
+		switch {
+		case r.Space != nil && r.InputBytes > 0:
 			fmt.Fprintln(w, boltSpace(r))
+		case r.Tables != nil:
+			fmt.Fprintln(w, postgresSpace(r))
 		}
 	}
+}
+
+// postgresSpace says what a PostgreSQL run claimed and committed and
+// where its bytes went, against its input.
+func postgresSpace(r bench.EngineResult) string {
+	s := fmt.Sprintf("postgresql, %s: %d claims of %.0f entries on average (%d found nothing), %d commits of %.0f transitions;",
+		workerCount(r.Workers), r.Claims, perOne(r.Claimed, r.Claims), r.EmptyClaims, r.Commits, perOne(r.Committed, r.Commits))
+	s += fmt.Sprintf(" database %s (pg_database_size), bench schema %s", mb(r.DatabaseBytes), mb(r.SchemaBytes))
+	if r.InputBytes > 0 {
+		s += fmt.Sprintf(" (%.1fx the %s of JSONL input)", float64(r.SchemaBytes)/float64(r.InputBytes), mb(r.InputBytes))
+	}
+	s += "; tables with indexes:"
+	for _, t := range r.LargestTables(1e6) { // 1 MB and more, as mb prints them
+		s += fmt.Sprintf(" %s %s", t, mb(r.Tables[t]))
+	}
+	return s
+}
+
+func perOne(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
+}
+
+func workerCount(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
 }
 
 // boltSpace says where a bbolt run's bytes went, against its input.

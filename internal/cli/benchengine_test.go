@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/bench"
 )
 
 // TestBenchEngine_usage: `bench --engine` refuses what it cannot measure
@@ -85,5 +87,39 @@ func TestBench_matrixRandom(t *testing.T) {
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--random must be positive") {
 		t.Errorf("--random -2: err = %v, want a usage error", err)
+	}
+}
+
+// TestPrintEngineTable: the engine table gives each run's claims and
+// commits per second (none for bbolt), report time and export rows per
+// second, then, per PostgreSQL run, its claims, commits and sizes: the
+// database, the bench schema against the input, and its large tables
+// largest first.
+func TestPrintEngineTable(t *testing.T) {
+	results := []bench.EngineResult{
+		{Store: "postgresql", Workers: 4, Items: 1000, Seconds: 2, ItemsPerSec: 500, Claims: 20, Claimed: 3000, EmptyClaims: 7,
+			ClaimsPerSec: 10, Commits: 10, Committed: 3000, CommitsPerSec: 5, ReportSeconds: 0.25, ExportRowsPerSec: 40000,
+			InputBytes: 1e6, DatabaseBytes: 10e6, SchemaBytes: 3e6,
+			Tables: map[string]int64{"item": 1e6, "output": 2e6, "meta": 8192}},
+		{Store: "bbolt", Workers: 1, Items: 1000, Seconds: 1, ItemsPerSec: 1000, ReportSeconds: 0.5, ExportRowsPerSec: 80000},
+	}
+	var out strings.Builder
+	printEngineTable(&out, results)
+	lines := strings.Split(out.String(), "\n")
+	for _, want := range []string{"claims/s", "commits/s", "report s", "export rows/s"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("header %q lacks %q", lines[0], want)
+		}
+	}
+	if f := strings.Fields(lines[1]); len(f) < 9 || f[5] != "10.0" || f[6] != "5.0" || f[7] != "0.25" || f[8] != "40000" {
+		t.Errorf("postgresql row %q: want claims/s 10.0, commits/s 5.0, report 0.25 s, export 40000 rows/s", lines[1])
+	}
+	if f := strings.Fields(lines[2]); len(f) < 9 || f[5] != "-" || f[6] != "-" || f[7] != "0.50" || f[8] != "80000" {
+		t.Errorf("bbolt row %q: want no claims or commits, report 0.50 s, export 80000 rows/s", lines[2])
+	}
+	want := "postgresql, 4 workers: 20 claims of 150 entries on average (7 found nothing), 10 commits of 300 transitions; " +
+		"database 10.0 MB (pg_database_size), bench schema 3.0 MB (3.0x the 1.0 MB of JSONL input); tables with indexes: output 2.0 MB item 1.0 MB\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks\n%s\ngot\n%s", want, out.String())
 	}
 }

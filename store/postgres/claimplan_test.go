@@ -109,3 +109,63 @@ func TestDB_CountQueued(t *testing.T) {
 		t.Errorf("CountQueued of an unknown stage: %v, want an error naming it", err)
 	}
 }
+
+// TestDB_ClaimsStayOnTheirPage: a claim's new row version finds room on
+// its page (a HOT update: no index entry added), in a new pipeline and in
+// one migrated from schema 6, whose queue pages were filled to 80% and
+// where most claims wrote their rows to other pages and every index.
+func TestDB_ClaimsStayOnTheirPage(t *testing.T) {
+	for _, migrated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("migrated=%v", migrated), func(t *testing.T) {
+			db, u := openNew(t, Options{Owner: "a"})
+			if migrated {
+				db.Close()
+				sql(t, u, `ALTER TABLE todo SET (fillfactor = 80); UPDATE meta SET value = '6' WHERE key = 'schema'`)
+			}
+			// A long owner name (a host:pid) makes each claimed version
+			// longer than the row it replaces.
+			db = worker(t, u, "worker-17.eu-west-1.compute.internal:4194304")
+			if got := queueQuery(t, u, `SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = 'todo'::regclass`); !strings.Contains(got[0], "fillfactor=30") {
+				t.Fatalf("queue table options %q: want fillfactor=30", got[0])
+			}
+			const n = 2000
+			ingestN(t, db, n)
+			const pages = `SELECT seq || ':' || (ctid::text::point)[0] FROM todo ORDER BY seq`
+			before := queueQuery(t, u, pages)
+			if len(claim(t, db, "sanitize", n)) != n {
+				t.Fatalf("claimed fewer than %d", n)
+			}
+			after := queueQuery(t, u, pages)
+			moved := 0
+			for i := range before {
+				if before[i] != after[i] {
+					moved++
+				}
+			}
+			if len(after) != n || moved > 0 {
+				t.Errorf("%d of %d claimed rows left their page (%d rows after): their claims added an entry to every index of the queue", moved, n, len(after))
+			}
+		})
+	}
+}
+
+// queueQuery runs query in the pipeline at url and returns its one
+// text column.
+func queueQuery(t *testing.T, url, query string) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET search_path = "+DefaultSchema); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := conn.Query(ctx, query)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}

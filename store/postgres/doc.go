@@ -121,8 +121,9 @@
 // the planner takes a stage for a few dozen rows and sorts all of it
 // for each claim. A fleet worker waiting for the end of its stage counts
 // the queues alone (CountQueued). The lease columns
-// are unindexed, so claims and renewals can be
-// HOT updates. No transaction is ever held across a call, and sessions
+// are unindexed and the queue's pages are filled to 30%, so claims and
+// renewals are HOT updates: the new row version stays on its page and
+// no index changes. No transaction is ever held across a call, and sessions
 // idle in a transaction are ended after DefaultIdleInTransaction: a
 // long transaction would pin the queue's dead rows.
 //
