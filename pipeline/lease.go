@@ -279,20 +279,36 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 			continue
 		}
 		b.r.storeGate.answered()
-		gone := make(map[uint64]bool, len(lost))
-		for _, s := range lost {
-			gone[s] = true
-		}
-		until := sentAt.Add(b.r.Lease - b.r.margin())
-		b.mu.Lock()
-		for _, c := range claims {
-			if h := b.held[c.Seq]; h != nil && !gone[c.Seq] && h.claim.Attempt == c.Attempt {
-				h.validUntil = until
-			}
-		}
-		b.lose(lost, "claimed again by another worker")
-		b.mu.Unlock()
+		b.renewed(claims, lost, sentAt.Add(b.r.Lease-b.r.margin()))
 	}
+}
+
+// renewed applies a renewal's answer: the leases of claims it did not
+// report lost are valid until until. An entry reported lost whose answer
+// is already on its way to the committer is left to that commit: the
+// store reports it lost also when the commit itself removed it since the
+// renewal read it, and a commit fenced off by another worker's claim
+// counts the loss then. (Counting it here too overstated the leases
+// lost of every long fleet run by thousands at a million items.)
+func (b *leaseBook) renewed(claims []Claim, lost []uint64, until time.Time) {
+	gone := make(map[uint64]bool, len(lost))
+	for _, s := range lost {
+		gone[s] = true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range claims {
+		if h := b.held[c.Seq]; h != nil && !gone[c.Seq] && h.claim.Attempt == c.Attempt {
+			h.validUntil = until
+		}
+	}
+	var taken []uint64
+	for _, s := range lost {
+		if h := b.held[s]; h != nil && !h.sent {
+			taken = append(taken, s)
+		}
+	}
+	b.lose(taken, "claimed again by another worker")
 }
 
 // beat waits for the next heartbeat: a quarter lease, or less when the
