@@ -366,17 +366,21 @@ func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
 	return out, err
 }
 
-// InBatchCount returns how many items each stage's open jobs hold.
+// InBatchCount returns how many items each stage's open jobs hold, from
+// the kept counts (see Counts).
 func (db *DB) InBatchCount() (map[string]int, error) {
-	out := map[string]int{}
+	var kc itemCounts
 	err := db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
-			if s, ok := decodeState(v); ok && s.Status == InBatch && s.Stage < len(db.stages) {
-				out[db.stages[s.Stage].Name]++
-			}
-			return nil
-		})
+		var err error
+		kc, err = db.current(tx)
+		return err
 	})
+	out := map[string]int{}
+	for i, s := range kc.stages {
+		if s.held != 0 {
+			out[db.stages[i].Name] = int(s.held)
+		}
+	}
 	return out, err
 }
 

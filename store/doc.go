@@ -6,7 +6,8 @@
 //
 //	meta            schema, format (the record format, see format.go), definition (stage names,
 //	                fingerprints, fields read), created, limit/<stage>, job (the job as last run,
-//	                opaque to the store)
+//	                opaque to the store), counts (how many items are queued, dead or in a
+//	                batch at each stage and done, kept in each transition: counts.go)
 //	dict            i<id> -> string, s<string> -> id: short strings packed records refer to
 //	items           id -> original record (packed, see codec.go), rewritten only when the id's
 //	                content changes: the only copy of the text

@@ -108,7 +108,12 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 			recorded[newIndex[i]] = s
 		}
 		def, _ := json.Marshal(definition{Stages: recorded})
-		return tx.Bucket(bucketMeta).Put(keyDef, def)
+		if err := tx.Bucket(bucketMeta).Put(keyDef, def); err != nil {
+			return err
+		}
+		// The kept counts were for the old stage list, so writers left
+		// them alone: count the renumbered states.
+		return db.storeRecount(tx)
 	})
 }
 

@@ -57,45 +57,36 @@ type (
 	DeadEntry   = pipeline.DeadEntry
 )
 
-// Counts walks the state bucket once; it costs O(items). An item has the
-// outputs of the stages it passed (Check holds the file to it), so the
-// outputs are counted from the states too, without reading the outputs'
-// pages.
+// Counts reads the kept counts (counts.go): O(stages). A file opened
+// read-only that has none yet (written before they were kept) is counted
+// from its state bucket, O(items), until a writable open keeps them. An
+// item has the outputs of the stages it passed (Check holds the file to
+// it), so the outputs follow from where the items stand.
 func (db *DB) Counts() (Counts, error) {
-	c := Counts{Stages: make([]StageCounts, len(db.stages))}
-	for i, s := range db.stages {
-		c.Stages[i].Stage = s.Name
-	}
-	passed := make([]int, len(db.stages)+1) // items past stage i-1 and at i
+	var kc itemCounts
 	err := db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
-			s, ok := decodeState(v)
-			if !ok || s.Stage >= len(db.stages) {
-				return fmt.Errorf("item %q: corrupt state record", k)
-			}
-			c.Items++
-			if s.Status == Done {
-				passed[len(db.stages)]++
-			} else {
-				passed[s.Stage]++
-			}
-			switch s.Status {
-			case Queued:
-				c.Stages[s.Stage].Queued++
-			case Dead:
-				c.Stages[s.Stage].Dead++
-			case Done:
-				c.Done++
-			}
-			return nil
-		})
+		var err error
+		kc, err = db.current(tx)
+		return err
 	})
-	// Stage i's outputs: every item at a later stage, or done.
-	for i := len(db.stages) - 1; i >= 0; i-- {
-		c.Stages[i].Output = passed[i+1]
-		passed[i] += passed[i+1]
+	if err != nil {
+		return Counts{}, err
 	}
-	return c, err
+	return db.countsOf(kc), nil
+}
+
+// countsOf is c as the pipeline reports it.
+func (db *DB) countsOf(kc itemCounts) Counts {
+	c := Counts{Stages: make([]StageCounts, len(db.stages)), Done: int(kc.done), Items: int(kc.done)}
+	passed := int(kc.done) // items past the stage being counted
+	for i := len(db.stages) - 1; i >= 0; i-- {
+		s := kc.stages[i]
+		c.Stages[i] = StageCounts{Stage: db.stages[i].Name, Queued: int(s.queued), Dead: int(s.dead), Output: passed}
+		at := int(s.queued + s.dead + s.held)
+		c.Items += at
+		passed += at
+	}
+	return c
 }
 
 // Locate answers "where is item id", with its dead-letter history.
@@ -212,6 +203,7 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 //     sequence, an item has the outputs of exactly the stages it passed,
 //     and no queue entry, dead letter, output or history entry belongs to
 //     an id without a state;
+//   - that the kept counts (counts.go) equal a recount of the states;
 //   - that the stored tally equals the one recomputed by folding the last
 //     stage's stored output of every done item.
 //
@@ -234,12 +226,14 @@ func (db *DB) Check() ([]string, error) {
 		}
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
+		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
 		err := states.ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				add("item %q: corrupt state", k)
 				return nil
 			}
+			recounted.add(s, +1)
 			if items.Get(k) == nil {
 				add("item %q: state without record", k)
 			}
@@ -327,6 +321,7 @@ func (db *DB) Check() ([]string, error) {
 				return err
 			}
 		}
+		db.checkCounts(tx, recounted, add)
 		stored, err := readTally(tx)
 		if err != nil {
 			add("aggregate: %v", err)

@@ -164,6 +164,10 @@ func Open(path string, opt Options) (*DB, error) {
 			bdb.Close()
 			return nil, err
 		}
+		if err := db.ensureCounts(); err != nil {
+			bdb.Close()
+			return nil, fmt.Errorf("open %s: count the items: %w", path, err)
+		}
 		writePid(lockInfoPath(path))
 	}
 	return db, nil

@@ -275,7 +275,12 @@ func (w *writer) state(id []byte) (state, bool) {
 	return decodeState(v)
 }
 
+// putState sets the item's state, moving it in the kept counts: every
+// state change goes through here or deleteState.
 func (w *writer) putState(id []byte, s state) error {
+	if err := w.changeCount(id, &s); err != nil {
+		return err
+	}
 	return w.stateB.Put(id, s.encode())
 }
 
@@ -493,7 +498,7 @@ func (db *DB) Prune(keep func(id string) bool, dryRun bool) (int, error) {
 			if err := w.items.Delete(id); err != nil {
 				return err
 			}
-			if err := w.stateB.Delete(id); err != nil {
+			if err := w.deleteState(id); err != nil {
 				return err
 			}
 		}
