@@ -94,7 +94,7 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, 
 			if err := todo.Delete(u64(s.Seq)); err != nil {
 				return err
 			}
-			if err := w.putState(id, state{Stage: si, Status: InBatch, Seq: num, Hash: s.Hash}); err != nil {
+			if err := w.putState(id, state{Stage: si, Status: InBatch, Seq: num, Hash: s.Hash, Shared: s.Shared}); err != nil {
 				return err
 			}
 			job.Items = append(job.Items, string(id))
@@ -239,7 +239,7 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 				j.Usage = j.Usage.Add(t.Usage)
 				continue
 			}
-			if err := w.enqueue(id, si, s.Hash); err != nil {
+			if err := w.enqueue(id, si, s.Hash, s.Shared); err != nil {
 				return err
 			}
 			back, _ := w.state(id)
@@ -278,7 +278,7 @@ func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
 			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
 				continue
 			}
-			if err := w.enqueue([]byte(id), si, s.Hash); err != nil {
+			if err := w.enqueue([]byte(id), si, s.Hash, s.Shared); err != nil {
 				return err
 			}
 			n++

@@ -140,23 +140,64 @@ func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
 	})
 }
 
-// ForEachOutput calls fn for every item with an output at stage, in id order.
+// ForEachOutput calls fn for every item with an output at stage, in id
+// order: the entries of out/<stage> merged with the items whose state
+// says their output is the stage's shared record (shared.go).
 func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.RawMessage) error) error {
-	if _, ok := db.index[stage]; !ok {
+	si, ok := db.index[stage]
+	if !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	return db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(outBucket(stage)).ForEach(func(k, v []byte) error {
+		emit := func(k, v []byte) error {
 			r, _, err := db.record(tx, k)
 			if err != nil {
 				return err
 			}
-			out, err := db.decodeOutput(tx, stage, k, v, func() string { return r.Text })
+			text := func() string { return r.Text }
+			var out json.RawMessage
+			if v != nil {
+				out, err = db.decodeOutput(tx, stage, k, v, text)
+			} else {
+				out, err = db.sharedOutput(tx, si, k, text)
+			}
 			if err != nil {
 				return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", k, stage, err)
 			}
 			return fn(r, out)
-		})
+		}
+		outs := tx.Bucket(outBucket(stage)).Cursor()
+		ok, ov := outs.First()
+		if !db.mayShare(tx, si) {
+			for ; ok != nil; ok, ov = outs.Next() {
+				if err := emit(ok, ov); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		states := tx.Bucket(bucketState).Cursor()
+		sk, sv := states.First()
+		for ok != nil || sk != nil {
+			if sk != nil {
+				if s, _ := decodeState(sv); s.Shared&sharedBit(si) == 0 {
+					sk, sv = states.Next()
+					continue
+				}
+			}
+			if sk == nil || (ok != nil && bytes.Compare(ok, sk) < 0) {
+				if err := emit(ok, ov); err != nil {
+					return err
+				}
+				ok, ov = outs.Next()
+				continue
+			}
+			if err := emit(sk, nil); err != nil {
+				return err
+			}
+			sk, sv = states.Next()
+		}
+		return nil
 	})
 }
 
@@ -243,10 +284,17 @@ func (db *DB) Check() ([]string, error) {
 				if inDead != (s.Status == Dead && i == s.Stage) {
 					add("item %q: dead/%s presence %v disagrees with state %s at %s", k, st.Name, inDead, s.Status, name)
 				}
-				hasOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
+				inOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
+				isShared := s.Shared&sharedBit(i) != 0
+				hasOut := inOut || isShared
 				wantOut := i < s.Stage || s.Status == Done
-				if hasOut != wantOut {
+				switch {
+				case hasOut != wantOut:
 					add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
+				case inOut && isShared:
+					add("item %q: has both an entry in out/%s and the shared output", k, st.Name)
+				case isShared && tx.Bucket(bucketMeta).Get(sharedKey(st.Name)) == nil:
+					add("item %q: its output at %s is the shared one, which is missing", k, st.Name)
 				}
 			}
 			switch s.Status {
