@@ -94,7 +94,7 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, 
 			if err := todo.Delete(u64(s.Seq)); err != nil {
 				return err
 			}
-			if err := w.putState(id, state{Stage: si, Status: InBatch, Seq: num, Hash: s.Hash}); err != nil {
+			if err := w.putState(id, state{Stage: si, Status: InBatch, Seq: num, Hash: s.Hash, Shared: s.Shared}); err != nil {
 				return err
 			}
 			job.Items = append(job.Items, string(id))
@@ -242,7 +242,7 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 				j.Usage = j.Usage.Add(t.Usage)
 				continue
 			}
-			if err := w.enqueue(id, si, s.Hash); err != nil {
+			if err := w.enqueue(id, si, s.Hash, s.Shared); err != nil {
 				return err
 			}
 			back, _ := w.state(id)
@@ -281,7 +281,7 @@ func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
 			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
 				continue
 			}
-			if err := w.enqueue([]byte(id), si, s.Hash); err != nil {
+			if err := w.enqueue([]byte(id), si, s.Hash, s.Shared); err != nil {
 				return err
 			}
 			n++
@@ -369,17 +369,21 @@ func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
 	return out, err
 }
 
-// InBatchCount returns how many items each stage's open jobs hold.
+// InBatchCount returns how many items each stage's open jobs hold, from
+// the kept counts (see Counts).
 func (db *DB) InBatchCount() (map[string]int, error) {
-	out := map[string]int{}
+	var kc itemCounts
 	err := db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
-			if s, ok := decodeState(v); ok && s.Status == InBatch && s.Stage < len(db.stages) {
-				out[db.stages[s.Stage].Name]++
-			}
-			return nil
-		})
+		var err error
+		kc, err = db.current(tx)
+		return err
 	})
+	out := map[string]int{}
+	for i, s := range kc.stages {
+		if s.held != 0 {
+			out[db.stages[i].Name] = int(s.held)
+		}
+	}
 	return out, err
 }
 

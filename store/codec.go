@@ -31,7 +31,10 @@ import (
 // Packed JSON keeps the JSON's order and number literals; object keys and
 // short strings that repeat (labels, model names, field names, dates) are
 // a uvarint into the dict bucket; a string equal to the item's id or text
-// is one byte, one that begins the text (a text cut short) a length.
+// is one byte, one that begins the text (a text cut short) a length, an
+// integer equal to the text's length in runes one byte. A record that
+// says nothing but the item's text through those (what sanitizing a
+// clean text gives) is the same bytes for every item: see shared.go.
 const (
 	tagPacked byte = 0x01
 	tagRaw    byte = 0x02
@@ -53,6 +56,7 @@ const (
 	pArray  // uvarint count, values
 	pObject // uvarint count, then key (a string value) and value pairs
 	pPrefix // uvarint length: that many bytes of the item's text (a cut text)
+	pRunes  // the item's text's length in runes, an integer (format 3)
 )
 
 // packCtx is what a record may refer to instead of repeating it: the
@@ -154,6 +158,10 @@ func (p *packer) value(depth int) error {
 		lit := string(p.in[:i])
 		p.in = p.in[i:]
 		if n, err := strconv.ParseUint(lit, 10, 64); err == nil && strconv.FormatUint(n, 10) == lit {
+			if p.ctx.text != nil && n == uint64(utf8.RuneCountInString(p.ctx.text())) {
+				p.out = append(p.out, pRunes)
+				return nil
+			}
 			p.out = binary.AppendUvarint(append(p.out, pUint), n)
 		} else {
 			p.out = appendBytes(append(p.out, pNumber), lit)
@@ -322,6 +330,11 @@ func (u *unpacker) value(depth int) error {
 			return err
 		}
 		u.out = strconv.AppendUint(u.out, n, 10)
+	case pRunes:
+		if u.ctx.text == nil {
+			return errors.New("refers to the item's text, which it has none of")
+		}
+		u.out = strconv.AppendInt(u.out, int64(utf8.RuneCountInString(u.ctx.text())), 10)
 	case pNumber:
 		b, err := u.bytes()
 		if err != nil {
@@ -471,4 +484,51 @@ func appendQuoted(out []byte, s string) []byte {
 	}
 	out = append(out, s[start:]...)
 	return append(out, '"')
+}
+
+// textOnly reports whether the packed record v (tagPacked) is made only
+// of the item's text, its length, constants and dict strings, and
+// refers to the text: it then reads as the right output for any item
+// whose output packs to the same bytes.
+func textOnly(v []byte) bool {
+	if len(v) < 2 || v[0] != tagPacked {
+		return false
+	}
+	in, text := v[1:], false
+	var walk func(depth int) bool
+	walk = func(depth int) bool {
+		if len(in) == 0 || depth > maxDepth {
+			return false
+		}
+		kind := in[0]
+		in = in[1:]
+		switch kind {
+		case pNull, pFalse, pTrue, pRunes:
+			return true
+		case pText:
+			text = true
+			return true
+		case pDict:
+			_, k := binary.Uvarint(in)
+			in = in[max(k, 0):]
+			return k > 0
+		case pArray, pObject:
+			n, k := binary.Uvarint(in)
+			if k <= 0 {
+				return false
+			}
+			in = in[k:]
+			for i := uint64(0); i < n; i++ {
+				if kind == pObject && !walk(depth+1) {
+					return false
+				}
+				if !walk(depth + 1) {
+					return false
+				}
+			}
+			return true
+		}
+		return false // a string, number, id or cut text of this item's own
+	}
+	return walk(0) && len(in) == 0 && text
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -74,7 +75,7 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return st, fmt.Errorf("compact %s: remove the leftover %s: %w", path, tmp, err)
 	}
-	if err := compactInto(tmp, fi.Mode().Perm(), src, stages, st.Migrated); err != nil {
+	if err := compactInto(tmp, fi.Mode().Perm(), src, stages, format); err != nil {
 		os.Remove(tmp)
 		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
 	}
@@ -98,16 +99,22 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 // compactInto writes a compacted copy of db to tmp and syncs it. bbolt
 // grows a file in steps of up to 16 MB ahead of its pages; the copy is
 // cut back to its last page, or a small database would come out larger.
-func compactInto(tmp string, mode os.FileMode, src *bolt.DB, stages []StageDef, upgrade bool) error {
+func compactInto(tmp string, mode os.FileMode, src *bolt.DB, stages []StageDef, format int) error {
 	dst, err := bolt.Open(tmp, mode, &bolt.Options{NoSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return err
 	}
 	var size int64
-	if upgrade {
+	if format < sharedFormat-1 {
 		err = upgradeInto(dst, src, stages)
 	} else {
 		err = bolt.Compact(dst, src, compactTxMax)
+		if err == nil && format < FormatVersion {
+			// Format 2 records are format 3 records (sharedFormat).
+			err = dst.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
+			})
+		}
 	}
 	if err == nil {
 		err = dst.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })

@@ -6,14 +6,18 @@
 //
 //	meta            schema, format (the record format, see format.go), definition (stage names,
 //	                fingerprints, fields read), created, limit/<stage>, job (the job as last run,
-//	                opaque to the store)
+//	                opaque to the store), counts (how many items are queued, dead or in a
+//	                batch at each stage and done, kept in each transition: counts.go)
 //	dict            i<id> -> string, s<string> -> id: short strings packed records refer to
 //	items           id -> original record (packed, see codec.go), rewritten only when the id's
 //	                content changes: the only copy of the text
 //	state           id -> where the item is: stage index, status, queue seq, content hash (binary)
 //	todo/<stage>    big-endian sequence -> id: the stage's queue in arrival order
 //	out/<stage>     id -> the stage's output, packed (a string equal to the item's text is one
-//	                byte), or a reference to the cached answer it equals
+//	                byte), or a reference to the cached answer it equals; an output that is
+//	                nothing but the item's text (a clean text sanitized) has no entry: a bit of
+//	                the item's state refers to the stage's shared record, meta shared/<stage>
+//	                (shared.go)
 //	dead/<stage>    id -> pipeline.DeadLetter (JSON): the item's current dead letter
 //	history         len(id), id, sequence -> pipeline.PastDeadLetter (JSON): dead letters an
 //	                item left (re-queue, re-run, edit); never deleted except by Prune
@@ -30,14 +34,15 @@
 //	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
 //	                report of that period showed, see reports.go
 //
-// Records are written in format 2 (codec.go): packed JSON with a tag
+// Records are written in format 3 (codec.go): packed JSON with a tag
 // byte, short repeated strings coded through dict, an output that is the
 // item's text (or a cut of it) one byte, an output equal to its cached
 // answer a reference to it, so the text and each answer are stored once.
 // A file of format 1 (sawtooth before the format key) is read as it is by
 // read-only opens and upgraded by a writable open or Compact into a copy
-// that replaces it (format.go); Compact also rewrites a file without free
-// pages (compact.go).
+// that replaces it (format.go); a file of format 2 only has its format
+// key raised, its records being format 3 records. Compact also rewrites a
+// file without free pages (compact.go).
 //
 // Every transition of an item (ingest, a stage's success or dead letter,
 // re-queue, re-run, prune) is one transaction, and each transition checks

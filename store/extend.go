@@ -68,6 +68,7 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", k)
 			}
 			s.Stage = newIndex[s.Stage]
+			s.Shared = remapShared(s.Shared, newIndex)
 			moves = append(moves, move{id: slices.Clone(k), s: s})
 			return nil
 		})
@@ -75,6 +76,12 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 			return err
 		}
 		for _, m := range moves {
+			// Renumbered first, so that what follows reads the item's
+			// outputs (shared ones by their bits) under the new list. The
+			// kept counts are recounted at the end.
+			if err := w.stateB.Put(m.id, m.s.encode()); err != nil {
+				return err
+			}
 			switch {
 			case m.s.Status == Done:
 				// Its fact came from the old last stage: fold that one out.
@@ -91,12 +98,9 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 					return err
 				}
 			default:
-				if err := w.putState(m.id, m.s); err != nil {
-					return err
-				}
-				continue
+				continue // renumbered above
 			}
-			if err := w.enqueue(m.id, first, m.s.Hash); err != nil {
+			if err := w.enqueue(m.id, first, m.s.Hash, m.s.Shared); err != nil {
 				return err
 			}
 		}
@@ -108,7 +112,12 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 			recorded[newIndex[i]] = s
 		}
 		def, _ := json.Marshal(definition{Stages: recorded})
-		return tx.Bucket(bucketMeta).Put(keyDef, def)
+		if err := tx.Bucket(bucketMeta).Put(keyDef, def); err != nil {
+			return err
+		}
+		// The kept counts were for the old stage list, so writers left
+		// them alone: count the renumbered states.
+		return db.storeRecount(tx)
 	})
 }
 

@@ -14,10 +14,17 @@ import (
 
 // FormatVersion is the record format this package writes (codec.go):
 // packed records, 16-byte hashes in state, 32-byte answer keys, each
-// answer stored once. A file without the format key is format 1 (plain
+// answer stored once, text-only outputs shared (shared.go). A file without the format key is format 1 (plain
 // JSON records, hex keys): read-only opens read it as it is, and a
 // writable open or Compact upgrades it (upgradeInto).
-const FormatVersion = 2
+const FormatVersion = 3
+
+// sharedFormat is the first format whose files keep text-only outputs
+// as shared records (shared.go, the pRunes kind, version 3 states). A
+// format 2 file is a valid format 3 file: a writable open only raises its
+// format key, so that an older sawtooth refuses it instead of misreading
+// the new records.
+const sharedFormat = 3
 
 var keyFormat = []byte("format")
 

@@ -57,45 +57,36 @@ type (
 	DeadEntry   = pipeline.DeadEntry
 )
 
-// Counts walks the state bucket once; it costs O(items). An item has the
-// outputs of the stages it passed (Check holds the file to it), so the
-// outputs are counted from the states too, without reading the outputs'
-// pages.
+// Counts reads the kept counts (counts.go): O(stages). A file opened
+// read-only that has none yet (written before they were kept) is counted
+// from its state bucket, O(items), until a writable open keeps them. An
+// item has the outputs of the stages it passed (Check holds the file to
+// it), so the outputs follow from where the items stand.
 func (db *DB) Counts() (Counts, error) {
-	c := Counts{Stages: make([]StageCounts, len(db.stages))}
-	for i, s := range db.stages {
-		c.Stages[i].Stage = s.Name
-	}
-	passed := make([]int, len(db.stages)+1) // items past stage i-1 and at i
+	var kc itemCounts
 	err := db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
-			s, ok := decodeState(v)
-			if !ok || s.Stage >= len(db.stages) {
-				return fmt.Errorf("item %q: corrupt state record", k)
-			}
-			c.Items++
-			if s.Status == Done {
-				passed[len(db.stages)]++
-			} else {
-				passed[s.Stage]++
-			}
-			switch s.Status {
-			case Queued:
-				c.Stages[s.Stage].Queued++
-			case Dead:
-				c.Stages[s.Stage].Dead++
-			case Done:
-				c.Done++
-			}
-			return nil
-		})
+		var err error
+		kc, err = db.current(tx)
+		return err
 	})
-	// Stage i's outputs: every item at a later stage, or done.
-	for i := len(db.stages) - 1; i >= 0; i-- {
-		c.Stages[i].Output = passed[i+1]
-		passed[i] += passed[i+1]
+	if err != nil {
+		return Counts{}, err
 	}
-	return c, err
+	return db.countsOf(kc), nil
+}
+
+// countsOf is c as the pipeline reports it.
+func (db *DB) countsOf(kc itemCounts) Counts {
+	c := Counts{Stages: make([]StageCounts, len(db.stages)), Done: int(kc.done), Items: int(kc.done)}
+	passed := int(kc.done) // items past the stage being counted
+	for i := len(db.stages) - 1; i >= 0; i-- {
+		s := kc.stages[i]
+		c.Stages[i] = StageCounts{Stage: db.stages[i].Name, Queued: int(s.queued), Dead: int(s.dead), Output: passed}
+		at := int(s.queued + s.dead + s.held)
+		c.Items += at
+		passed += at
+	}
+	return c
 }
 
 // Locate answers "where is item id", with its dead-letter history.
@@ -149,23 +140,64 @@ func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
 	})
 }
 
-// ForEachOutput calls fn for every item with an output at stage, in id order.
+// ForEachOutput calls fn for every item with an output at stage, in id
+// order: the entries of out/<stage> merged with the items whose state
+// says their output is the stage's shared record (shared.go).
 func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.RawMessage) error) error {
-	if _, ok := db.index[stage]; !ok {
+	si, ok := db.index[stage]
+	if !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	return db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(outBucket(stage)).ForEach(func(k, v []byte) error {
+		emit := func(k, v []byte) error {
 			r, _, err := db.record(tx, k)
 			if err != nil {
 				return err
 			}
-			out, err := db.decodeOutput(tx, stage, k, v, func() string { return r.Text })
+			text := func() string { return r.Text }
+			var out json.RawMessage
+			if v != nil {
+				out, err = db.decodeOutput(tx, stage, k, v, text)
+			} else {
+				out, err = db.sharedOutput(tx, si, k, text)
+			}
 			if err != nil {
 				return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", k, stage, err)
 			}
 			return fn(r, out)
-		})
+		}
+		outs := tx.Bucket(outBucket(stage)).Cursor()
+		ok, ov := outs.First()
+		if !db.mayShare(tx, si) {
+			for ; ok != nil; ok, ov = outs.Next() {
+				if err := emit(ok, ov); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		states := tx.Bucket(bucketState).Cursor()
+		sk, sv := states.First()
+		for ok != nil || sk != nil {
+			if sk != nil {
+				if s, _ := decodeState(sv); s.Shared&sharedBit(si) == 0 {
+					sk, sv = states.Next()
+					continue
+				}
+			}
+			if sk == nil || (ok != nil && bytes.Compare(ok, sk) < 0) {
+				if err := emit(ok, ov); err != nil {
+					return err
+				}
+				ok, ov = outs.Next()
+				continue
+			}
+			if err := emit(sk, nil); err != nil {
+				return err
+			}
+			sk, sv = states.Next()
+		}
+		return nil
 	})
 }
 
@@ -212,6 +244,7 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 //     sequence, an item has the outputs of exactly the stages it passed,
 //     and no queue entry, dead letter, output or history entry belongs to
 //     an id without a state;
+//   - that the kept counts (counts.go) equal a recount of the states;
 //   - that the stored tally equals the one recomputed by folding the last
 //     stage's stored output of every done item.
 //
@@ -234,12 +267,14 @@ func (db *DB) Check() ([]string, error) {
 		}
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
+		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
 		err := states.ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				add("item %q: corrupt state", k)
 				return nil
 			}
+			recounted.add(s, +1)
 			if items.Get(k) == nil {
 				add("item %q: state without record", k)
 			}
@@ -249,10 +284,17 @@ func (db *DB) Check() ([]string, error) {
 				if inDead != (s.Status == Dead && i == s.Stage) {
 					add("item %q: dead/%s presence %v disagrees with state %s at %s", k, st.Name, inDead, s.Status, name)
 				}
-				hasOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
+				inOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
+				isShared := s.Shared&sharedBit(i) != 0
+				hasOut := inOut || isShared
 				wantOut := i < s.Stage || s.Status == Done
-				if hasOut != wantOut {
+				switch {
+				case hasOut != wantOut:
 					add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
+				case inOut && isShared:
+					add("item %q: has both an entry in out/%s and the shared output", k, st.Name)
+				case isShared && tx.Bucket(bucketMeta).Get(sharedKey(st.Name)) == nil:
+					add("item %q: its output at %s is the shared one, which is missing", k, st.Name)
 				}
 			}
 			switch s.Status {
@@ -327,6 +369,7 @@ func (db *DB) Check() ([]string, error) {
 				return err
 			}
 		}
+		db.checkCounts(tx, recounted, add)
 		stored, err := readTally(tx)
 		if err != nil {
 			add("aggregate: %v", err)

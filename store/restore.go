@@ -39,16 +39,23 @@ func (w *writer) restore(loc pipeline.Location) error {
 	if err := w.items.Put(id, rec); err != nil {
 		return err
 	}
+	hash := loc.Record.ContentHash()
+	var shared uint8
 	for stage, out := range loc.Output {
-		if _, ok := w.db.index[stage]; !ok {
+		osi, ok := w.db.index[stage]
+		if !ok {
 			return fmt.Errorf("output of unknown stage %q", stage)
 		}
 		v, err := w.db.encodeOutput(w.tx, stage, id, out, func() string { return loc.Record.Text }, "")
 		if err != nil {
 			return err
 		}
-		if err := w.bucket(outBucket(stage)).Put(id, v); err != nil {
+		sh, err := w.putOutput(osi, state{Hash: hash}, id, v)
+		if err != nil {
 			return err
+		}
+		if sh {
+			shared |= sharedBit(osi)
 		}
 	}
 	hist := w.bucket(bucketHistory)
@@ -65,18 +72,17 @@ func (w *writer) restore(loc pipeline.Location) error {
 			return err
 		}
 	}
-	hash := loc.Record.ContentHash()
 	si, ok := w.db.index[loc.Stage]
 	switch {
 	case loc.Status == "done":
-		if err := w.putState(id, state{Stage: len(w.db.stages) - 1, Status: Done, Hash: hash}); err != nil {
+		if err := w.putState(id, state{Stage: len(w.db.stages) - 1, Status: Done, Hash: hash, Shared: shared}); err != nil {
 			return err
 		}
 		return w.fold(id, +1)
 	case !ok:
 		return fmt.Errorf("%s at unknown stage %q", loc.Status, loc.Stage)
 	case loc.Status == "queued":
-		return w.enqueue(id, si, hash)
+		return w.enqueue(id, si, hash, shared)
 	case loc.Status == "dead" && loc.Dead != nil:
 		dl, err := json.Marshal(loc.Dead)
 		if err != nil {
@@ -85,7 +91,7 @@ func (w *writer) restore(loc pipeline.Location) error {
 		if err := w.bucket(deadBucket(loc.Stage)).Put(id, dl); err != nil {
 			return err
 		}
-		return w.putState(id, state{Stage: si, Status: Dead, Hash: hash})
+		return w.putState(id, state{Stage: si, Status: Dead, Hash: hash, Shared: shared & below(si)})
 	}
 	return fmt.Errorf("unknown place %q (a dead item needs its dead letter)", loc.Status)
 }

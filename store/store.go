@@ -168,6 +168,10 @@ func Open(path string, opt Options) (*DB, error) {
 			bdb.Close()
 			return nil, fmt.Errorf("open %s: build the report cube: %w", path, err)
 		}
+		if err := db.ensureCounts(); err != nil {
+			bdb.Close()
+			return nil, fmt.Errorf("open %s: count the items: %w", path, err)
+		}
 		writePid(lockInfoPath(path))
 	}
 	return db, nil
@@ -319,8 +323,13 @@ func (db *DB) init(readOnly bool) error {
 		if err := db.addBuckets(); err != nil {
 			return err
 		}
-		if db.format < FormatVersion {
+		if db.format < sharedFormat-1 {
 			return errUpgrade
+		}
+		if db.format < FormatVersion {
+			if err := db.raiseFormat(); err != nil {
+				return err
+			}
 		}
 		if len(db.added) > 0 {
 			return db.insertStages(stored, db.added)
@@ -358,6 +367,18 @@ func (db *DB) init(readOnly bool) error {
 		}
 		return nil
 	})
+}
+
+// raiseFormat marks a format 2 file as format 3 in place: its records
+// are all valid format 3 records (see sharedFormat).
+func (db *DB) raiseFormat() error {
+	err := db.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
+	})
+	if err == nil {
+		db.format = FormatVersion
+	}
+	return err
 }
 
 // addBuckets creates, in a file written by an older sawtooth, the buckets

@@ -74,8 +74,10 @@ func (db *DB) encodeOutput(tx *bolt.Tx, stage string, id []byte, out json.RawMes
 	return db.encodeRecord(tx, out, packCtx{id: string(id), text: text})
 }
 
-// output reads the stored output of id at stage, nil when there is none.
-// text is the item's text, which a packed output may refer to.
+// output reads the stored output of id at stage (its entry in
+// out/<stage>, or the stage's shared record when its state says so), nil
+// when there is none. text is the item's text, which a packed output may
+// refer to.
 func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (json.RawMessage, error) {
 	b := tx.Bucket(outBucket(stage))
 	if b == nil {
@@ -83,7 +85,11 @@ func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (
 	}
 	v := b.Get(id)
 	if v == nil {
-		return nil, nil
+		si, ok := db.index[stage]
+		if !ok {
+			return nil, nil
+		}
+		return db.sharedOutput(tx, si, id, text)
 	}
 	out, err := db.decodeOutput(tx, stage, id, v, text)
 	if err != nil {

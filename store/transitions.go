@@ -50,7 +50,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 			if err != nil {
 				return err
 			}
-			from := 0
+			from, shared := 0, uint8(0)
 			if exists {
 				old, _, err := db.record(tx, id)
 				if err != nil {
@@ -69,6 +69,9 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 					if err := w.retext(id, old.Text, r.Text); err != nil {
 						return err
 					}
+					if cur, err = w.unshare(id, cur, old.Text, r.Text); err != nil {
+						return err
+					}
 					if err := w.items.Put(id, rec); err != nil {
 						return fmt.Errorf("store item %q: %w", r.ID, err)
 					}
@@ -83,6 +86,11 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 				if err := w.retext(id, old.Text, r.Text); err != nil {
 					return err
 				}
+				cur.Shared &= below(from)
+				if cur, err = w.unshare(id, cur, old.Text, r.Text); err != nil {
+					return err
+				}
+				shared = cur.Shared
 				st.Changed++
 			} else {
 				st.New++
@@ -90,7 +98,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 			if err := w.items.Put(id, rec); err != nil {
 				return fmt.Errorf("store item %q: %w", r.ID, err)
 			}
-			if err := w.enqueue(id, from, hash); err != nil {
+			if err := w.enqueue(id, from, hash, shared); err != nil {
 				return err
 			}
 		}
@@ -228,7 +236,7 @@ func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
 			if err := w.removeFrom(id, s, si, reasonRerun); err != nil {
 				return err
 			}
-			if err := w.enqueue(id, si, s.Hash); err != nil {
+			if err := w.enqueue(id, si, s.Hash, s.Shared&below(si)); err != nil {
 				return err
 			}
 			n++
@@ -275,13 +283,20 @@ func (w *writer) state(id []byte) (state, bool) {
 	return decodeState(v)
 }
 
+// putState sets the item's state, moving it in the kept counts: every
+// state change goes through here or deleteState.
 func (w *writer) putState(id []byte, s state) error {
+	if err := w.changeCount(id, &s); err != nil {
+		return err
+	}
 	return w.stateB.Put(id, s.encode())
 }
 
 func (w *writer) stageName(i int) string { return w.db.stages[i].Name }
 
-func (w *writer) enqueue(id []byte, si int, hash string) error {
+// enqueue queues the item at stage si. shared is its state's Shared
+// bits: those of the outputs it keeps, of stages before si.
+func (w *writer) enqueue(id []byte, si int, hash string, shared uint8) error {
 	todo := w.bucket(todoBucket(w.stageName(si)))
 	seq, err := todo.NextSequence()
 	if err != nil {
@@ -290,7 +305,7 @@ func (w *writer) enqueue(id []byte, si int, hash string) error {
 	if err := todo.Put(u64(seq), id); err != nil {
 		return err
 	}
-	return w.putState(id, state{Stage: si, Status: Queued, Seq: seq, Hash: hash})
+	return w.putState(id, state{Stage: si, Status: Queued, Seq: seq, Hash: hash, Shared: shared & below(si)})
 }
 
 // Why a dead letter left its item, as PastDeadLetter.Reason says.
@@ -375,7 +390,7 @@ func (w *writer) requeue(id []byte, si int) error {
 	if err := w.retireDead(id, si, reasonRequeue); err != nil {
 		return err
 	}
-	return w.enqueue(id, si, s.Hash)
+	return w.enqueue(id, si, s.Hash, s.Shared)
 }
 
 func (w *writer) apply(t *pipeline.Transition) error {
@@ -405,13 +420,17 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		if err != nil {
 			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
 		}
-		if err := w.bucket(outBucket(t.Stage)).Put(id, v); err != nil {
-			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
+		shared, err := w.putOutput(si, s, id, v)
+		if err != nil {
+			return err
+		}
+		if shared {
+			s.Shared |= sharedBit(si)
 		}
 		if si+1 < len(w.db.stages) {
-			return w.enqueue(id, si+1, s.Hash)
+			return w.enqueue(id, si+1, s.Hash, s.Shared)
 		}
-		if err := w.putState(id, state{Stage: si, Status: Done, Hash: s.Hash}); err != nil {
+		if err := w.putState(id, state{Stage: si, Status: Done, Hash: s.Hash, Shared: s.Shared}); err != nil {
 			return err
 		}
 		return w.fold(id, +1)
@@ -423,7 +442,7 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		if err := w.bucket(deadBucket(t.Stage)).Put(id, dl); err != nil {
 			return err
 		}
-		return w.putState(id, state{Stage: si, Status: Dead, Hash: s.Hash})
+		return w.putState(id, state{Stage: si, Status: Dead, Hash: s.Hash, Shared: s.Shared})
 	default:
 		return fmt.Errorf("commit %q at %s: unknown outcome %d", t.ID, t.Stage, t.Outcome)
 	}
@@ -493,7 +512,7 @@ func (db *DB) Prune(keep func(id string) bool, dryRun bool) (int, error) {
 			if err := w.items.Delete(id); err != nil {
 				return err
 			}
-			if err := w.stateB.Delete(id); err != nil {
+			if err := w.deleteState(id); err != nil {
 				return err
 			}
 		}
