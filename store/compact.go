@@ -86,10 +86,7 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 		os.Remove(tmp)
 		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync() // the rename reaches the disk
-		d.Close()
-	}
+	_ = syncDir(filepath.Dir(path)) // the rename reaches the disk
 	if fi, err := os.Stat(path); err == nil {
 		st.After = fi.Size()
 	}
@@ -181,4 +178,15 @@ func (db *DB) Space() (map[string]int64, error) {
 		})
 	})
 	return out, err
+}
+
+// syncDir flushes dir's entries, so that a file renamed or linked into
+// it is there after a power loss.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

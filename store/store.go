@@ -114,6 +114,46 @@ type DB struct {
 
 // Open opens or creates the pipeline database at path (mode 0600).
 func Open(path string, opt Options) (*DB, error) {
+	if err := createWhole(path, opt); err != nil {
+		return nil, err
+	}
+	return open(path, opt)
+}
+
+// createWhole builds a new database beside path and links it into place
+// complete, when path does not exist and opt may create it: built in
+// place, a process killed between bbolt's creating the file and its
+// first commit left an empty or half-written file that every later run
+// refused (a database is only created where nothing is). A kill now
+// leaves at most the build's own file, path+".new-PID", and nothing at
+// path.
+func createWhole(path string, opt Options) error {
+	if opt.ReadOnly || opt.MustExist || len(opt.Stages) == 0 {
+		return nil
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil // there is something to open, or open says why not
+	}
+	tmp := fmt.Sprintf("%s.new-%d", path, os.Getpid())
+	os.Remove(tmp) // a build this pid left (a pid is reused only after a reboot, or much later)
+	defer os.Remove(tmp)
+	db, err := open(tmp, opt)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	// Link, not rename: a database another process created meanwhile
+	// stays, and this one is dropped.
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// open is Open without the creation step.
+func open(path string, opt Options) (*DB, error) {
 	if len(opt.Stages) == 0 {
 		return nil, errors.New("open store: no stages")
 	}
@@ -155,7 +195,7 @@ func Open(path string, opt Options) (*DB, error) {
 			if _, err := Compact(path, opt.LockTimeout); err != nil {
 				return nil, fmt.Errorf("open %s: upgrade it from record format %d to %d: %w", path, db.format, FormatVersion, err)
 			}
-			return Open(path, opt)
+			return open(path, opt)
 		}
 		return nil, err
 	}
