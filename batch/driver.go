@@ -157,9 +157,13 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 			return d.sum, err
 		}
 		filling := true
+		// busy: the round had a job, this worker's or another's, that
+		// could give items back.
+		busy := false
 		// Jobs other workers drive are waited for: they may die, and then
 		// their jobs are this worker's to finish.
 		for filling || len(d.jobs) > 0 || d.others > 0 {
+			busy = busy || len(d.jobs) > 0 || d.others > 0
 			now := d.cfg.Now()
 			if err := d.hold(ctx, now, false); err != nil {
 				return d.sum, err
@@ -203,7 +207,7 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 		if d.blocked {
 			break
 		}
-		if again, err := d.anotherRound(returned); err != nil {
+		if again, err := d.anotherRound(returned, busy); err != nil {
 			return d.sum, err
 		} else if !again {
 			break
@@ -224,12 +228,14 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 // other workers, their jobs give items back too (a job of theirs failed
 // or expired while this driver waited for it) and their drivers may have
 // ended meanwhile: what the stage's queue holds after the round is the
-// next round's, whoever's job gave it back.
-func (d *Driver) anotherRound(returned int) (bool, error) {
+// next round's, whoever's job gave it back. A round that had no job at
+// all (what is queued could not be reserved: other workers hold it
+// online) ends the rounds: another would find the same.
+func (d *Driver) anotherRound(returned int, busy bool) (bool, error) {
 	if d.sum.Returned != returned {
 		return true, nil
 	}
-	if _, shared := d.db.(Leaser); !shared {
+	if _, shared := d.db.(Leaser); !shared || !busy {
 		return false, nil
 	}
 	n, err := d.queued()

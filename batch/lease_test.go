@@ -157,3 +157,32 @@ func TestDriver_SendsWhatAnotherWorkersJobGaveBack(t *testing.T) {
 	}
 	f.answeredOnce(t)
 }
+
+// onlineHeldStore is sharedStore whose queued items are all held by
+// other workers online: the queue counts them, ReserveBatch finds none.
+type onlineHeldStore struct {
+	*sharedStore
+	reserves int
+}
+
+func (s *onlineHeldStore) ReserveBatch(string, int, time.Time) (pipeline.BatchJob, bool, error) {
+	s.reserves++
+	return pipeline.BatchJob{}, false, nil
+}
+
+// TestDriver_EndsWhenNothingQueuedCanBeReserved: in a fleet where
+// online workers hold every queued item, a batch driver's round finds
+// nothing to reserve and no job to wait for: it ends there, instead of
+// spending every round at once on the same empty answer.
+func TestDriver_EndsWhenNothingQueuedCanBeReserved(t *testing.T) {
+	f := newFixture(t, 10, geminisim.BatchConfig{})
+	s := &onlineHeldStore{sharedStore: &sharedStore{DB: f.db, clock: f.clock, theirs: map[uint64]time.Time{}, takenAt: map[uint64]time.Time{},
+		giveBack: map[uint64]time.Time{}}}
+	sum, err := f.driver(s, Config{Mode: ModeBatch, Size: 5, Lease: time.Minute, MaxRounds: 50}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.reserves > 1 || sum.Created != 0 {
+		t.Errorf("%d reservations tried, %d jobs created: want one try, no job", s.reserves, sum.Created)
+	}
+}
