@@ -91,6 +91,11 @@ func (db *DB) sharedOutput(tx *bolt.Tx, si int, id []byte, text func() string) (
 // changes to text: the output stays what the stage gave. It returns s
 // without those bits; the caller stores it.
 func (w *writer) unshare(id []byte, s state, old, text string) (state, error) {
+	if old == text {
+		// A shared output reads as the text, which stays: an edit of
+		// the other fields keeps it shared.
+		return s, nil
+	}
 	for si := 0; si < len(w.db.stages) && s.Shared != 0; si++ {
 		if s.Shared&sharedBit(si) == 0 {
 			continue

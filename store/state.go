@@ -52,8 +52,9 @@ func (s state) encode() []byte {
 }
 
 // canShare reports whether s's encoding keeps Shared: a hash this
-// version writes.
-func (s state) canShare() bool { return len(s.encode()) >= stateLen }
+// version writes (the first encoding, kept for any other hash, is the
+// longest and has no Shared byte).
+func (s state) canShare() bool { return len(s.encode()) != stateLenV1 }
 
 func (s state) put(b []byte) {
 	b[1] = byte(s.Stage)
