@@ -274,19 +274,18 @@ func (db *DB) ensureCube() error {
 	}); err != nil || valid {
 		return err
 	}
-	return db.update(func(tx *bolt.Tx) error {
+	var recountErr error
+	err := db.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAgg)
 		if b == nil {
 			return nil
 		}
-		cur := b.Cursor()
-		for k, _ := cur.Seek(cubePrefix); k != nil && bytes.HasPrefix(k, cubePrefix); k, _ = cur.Seek(cubePrefix) {
-			if err := cur.Delete(); err != nil {
-				return err
-			}
+		if err := dropCubeKeys(b); err != nil {
+			return err
 		}
 		cells, err := db.recountCube(tx)
 		if err != nil {
+			recountErr = err
 			return err
 		}
 		for _, k := range slices.Sorted(maps.Keys(cells)) {
@@ -296,6 +295,35 @@ func (db *DB) ensureCube() error {
 		}
 		return b.Put(cubeState, []byte{cubeValid})
 	})
+	if err == nil || recountErr == nil {
+		return err
+	}
+	// An item that cannot be read (a damaged output) must not keep the
+	// commands that repair it (prune, rerun, run) from opening: the cube
+	// is only derived. It is left unbuilt, so folds skip it and reports
+	// stream the items, naming the damage as they did before the cube;
+	// `sawtooth verify` names it too, and the next writable open after
+	// the repair builds the cube.
+	return db.update(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketAgg); b != nil {
+			return dropCubeKeys(b)
+		}
+		return nil
+	})
+}
+
+// dropCubeKeys deletes every cube key, its state included: a cube never built.
+func dropCubeKeys(b *bolt.Bucket) error {
+	if err := b.Delete(cubeState); err != nil {
+		return err
+	}
+	cur := b.Cursor()
+	for k, _ := cur.Seek(cubePrefix); k != nil && bytes.HasPrefix(k, cubePrefix); k, _ = cur.Seek(cubePrefix) {
+		if err := cur.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cubeComplete says whether the cube is built and no cell is short of
