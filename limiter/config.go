@@ -6,7 +6,7 @@ import "time"
 const (
 	DefaultStart           = 8               // calls in flight before any feedback
 	DefaultFloor           = 1               // lowest limit, calls in flight
-	DefaultCeiling         = 512             // highest limit, calls in flight (see Config.Ceiling)
+	DefaultCeiling         = 5000            // highest limit, calls in flight (see Config.Ceiling)
 	DefaultIncrease        = 1               // calls added per success in slow start
 	DefaultDecreaseFactor  = 0.5             // the most one congestion event takes off
 	DefaultCooldown        = 4 * time.Second // no cap growth this long after an event
@@ -111,8 +111,10 @@ const (
 	backoffGrowth = 1.5
 	// backoffMaxRoundTrips caps the wait after uncertain 429s.
 	backoffMaxRoundTrips = 64
-	// sentRing bounds the starts kept to measure the sent rate.
-	sentRing = 4096
+	// sentRing bounds the starts kept to measure the sent rate and the
+	// admitted one: several times DefaultCeiling, so that a window's
+	// starts and every call still in flight are there to be read.
+	sentRing = 16384
 	// capLookback: the round trips before a refusal over which a call
 	// admitted beside as many calls rules out a cap (see
 	// law.admittedBeside).
@@ -166,7 +168,8 @@ type Config struct {
 	// carries the paced rate at the measured round trip (Little's law),
 	// so the ceiling binds only when that needs more calls in flight: a
 	// thinking model answering in 10 s on a quota of 2,000 a minute
-	// needs about 330.
+	// needs about 330, a quota of 600 a second with calls of 2-3 s
+	// 1,500. The default is there for a server that never refuses.
 	Ceiling int
 	// Increase is added to the limit per success in slow start (see AIMD).
 	// Values below 1 mean DefaultIncrease.

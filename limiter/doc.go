@@ -12,8 +12,9 @@
 // run of quick answers does not hold back calls the rate admits). Slow start
 // doubles the calls in flight each round trip until the first 429: up to
 // 64, where most quotas refuse, and, once 64 have been admitted for two
-// round trips and 4 s with none refused, on up to Config.Ceiling (512 by
-// default: a thinking model on a paid tier needs hundreds in flight).
+// round trips and 4 s with none refused, on up to Config.Ceiling (5,000 by
+// default: a thinking model on a paid tier needs hundreds in flight, a
+// quota of hundreds a second with calls of seconds thousands).
 // When slow start spent a window's quota, the calls after it reopens
 // follow the pace at which the window frees their slots (replay.go). From then on, a rate held for eight round trips (or the
 // quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the

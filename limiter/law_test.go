@@ -93,7 +93,7 @@ func TestLaw_slowStart(t *testing.T) {
 		{"held at the brake for brakeHold", Config{}, 56 + 130, true, time.Millisecond, slowStartBrake},
 		{"past the brake, doubling while filled", Config{}, 56 + 128 + 100, true, brakeHold / 100, slowStartBrake + 100},
 		{"past the brake, not while the calls leave room", Config{}, 56 + 1000, false, brakeHold / 100, slowStartBrake},
-		{"past the brake, up to the ceiling", Config{}, 56 + 128 + 2000, true, brakeHold / 100, DefaultCeiling},
+		{"past the brake, up to the ceiling", Config{}, 56 + 128 + DefaultCeiling, true, brakeHold / 100, DefaultCeiling},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

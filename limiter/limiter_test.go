@@ -357,7 +357,7 @@ func TestAIMD_TPMCeiling(t *testing.T) {
 		{"6s at 500 tokens", 0, 6 * time.Second, 500, 12},
 		{"7s at 600 tokens floors 11.67", 0, 7 * time.Second, 600, 11},
 		{"30s at 100 tokens", 0, 30 * time.Second, 100, 300},
-		{"capped by DefaultCeiling", 0, 120 * time.Second, 100, DefaultCeiling},
+		{"capped by DefaultCeiling", 0, 600 * time.Second, 100, DefaultCeiling},
 		{"capped by Ceiling", 64, 30 * time.Second, 100, 64},
 		{"held at Floor", 0, time.Second, 10000, 1},
 	}

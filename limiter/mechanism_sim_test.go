@@ -68,6 +68,22 @@ func TestLaw_mechanisms(t *testing.T) {
 			},
 			floor: 0.85, most429: 0.07,
 		},
+		{
+			// A quota of 600 calls a second with calls of 2-3 s needs
+			// 1,500 in flight, and it never refuses a client that keeps
+			// fewer: held to a ceiling of 512 calls in flight, the law
+			// sent a third of what the quota admits, with no 429 to
+			// tell it why. (Slow start's round trips bound it below
+			// the perfect client, which sends 1,500 at once.)
+			name: "token bucket of 600 a second, 2-3 s calls: 1,500 in flight",
+			shape: quotasim.Shape{
+				Family: "bucket", Seed: 4, Items: 20000,
+				Requests: func() quotasim.Quota { return &quotasim.TokenBucket{PerSecond: 600, Burst: 600} },
+				Latency:  quotasim.Uniform(2*time.Second, 3*time.Second),
+				Retry:    quotasim.Absent, Refusal: 20 * time.Millisecond,
+			},
+			floor: 0.38, most429: 0.01,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.shape.Name = tc.name

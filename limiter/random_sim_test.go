@@ -51,10 +51,14 @@ type randomBar struct {
 // measure with TestLaw_randomFamilies and a fresh seed.
 const barSeed = 9000
 
-// The bar over 200 shapes, and over the first 20 under the race detector (or -short).
+// The bar over 200 shapes, and over the first 20 under the race detector
+// (or -short). The p10 of 20 is one shape's (a token bucket of 825 a
+// second, seed 9009), which slow start now reaches past 512 calls in
+// flight before its first 429, 1% slower; the 200 shapes' p10 rose from
+// 0.31 to 0.45 with it.
 var (
-	randomBarFull = randomBar{shapes: 200, p10: 0.30, median: 0.72, worst429: 0.26, callsPerItem: 1.35}
-	randomBarRace = randomBar{shapes: 20, p10: 0.40, median: 0.77, worst429: 0.02, callsPerItem: 1.02}
+	randomBarFull = randomBar{shapes: 200, p10: 0.44, median: 0.77, worst429: 0.22, callsPerItem: 1.28}
+	randomBarRace = randomBar{shapes: 20, p10: 0.39, median: 0.80, worst429: 0.02, callsPerItem: 1.02}
 )
 
 // TestLaw_randomFamiliesBar drives the default law through random quota

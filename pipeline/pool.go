@@ -3,7 +3,7 @@ package pipeline
 import "sync/atomic"
 
 // A limited stage's pool follows its limiter. The most calls a limiter can
-// let be in flight (StageConfig.Workers, a PoolSizer's MostInFlight: 512
+// let be in flight (StageConfig.Workers, a PoolSizer's MostInFlight: 5,000
 // by default) is what a thinking model on a paid tier needs, but most
 // quotas hold a stage to a few dozen. A worker holds its item while the
 // limiter paces it, and books the call's money before it waits (see

@@ -91,8 +91,10 @@ func (s *SlidingLog) trim(t time.Time) {
 		s.head++
 	}
 	if s.head > 1024 && s.head > len(s.log)/2 {
-		s.log = append(s.log[:0], s.log[s.head:]...)
-		s.head = 0
+		// Keep the entry before the window: its running total is what
+		// the window's sum is counted from (see before).
+		s.log = append(s.log[:0], s.log[s.head-1:]...)
+		s.head = 1
 	}
 }
 

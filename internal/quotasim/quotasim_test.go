@@ -72,6 +72,24 @@ func TestQuota_admitAndWait(t *testing.T) {
 // The perfect client is never refused (Perfect panics if it is) and no
 // faster than the quota allows: a sliding log of B per W drains n items in
 // at least (n/B - 1) windows; with a cap it keeps at most Cap in flight.
+// A sliding log paced well under its limit admits every call, however
+// long it runs: its log is compacted now and then, and the window's sum
+// must not count what was compacted away. (It did: the first running
+// total kept was read as the window's sum until the next entry expired,
+// and a law paced at a tenth of the quota met a 429 every thousand calls.)
+func TestSlidingLog_compactedKeepsCounting(t *testing.T) {
+	q := &SlidingLog{Limit: 100, Window: time.Second}
+	for i := range 20000 {
+		at := ms(i * 100) // 10 a second, a tenth of the limit
+		if ok, wait := q.Admit(at, 1); !ok {
+			t.Fatalf("call %d at %v refused (wait %v) with 10 in the window", i, at.Sub(Epoch), wait)
+		}
+		if n := q.Next(at, 1); !n.Equal(at) {
+			t.Fatalf("call %d: Next %v, want %v", i, n.Sub(Epoch), at.Sub(Epoch))
+		}
+	}
+}
+
 func TestPerfect_boundedByTheQuota(t *testing.T) {
 	sh := Shape{
 		Name: "sliding 50 per 1s", Seed: 1, Items: 500, Refusal: 20 * time.Millisecond,
