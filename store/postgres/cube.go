@@ -288,8 +288,9 @@ func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.
 	return nil
 }
 
-// backfillPage is how many done items one step of backfillCube reads.
-const backfillPage = 5000
+// backfillPage is how many done items one step of backfillCube reads (a
+// variable: tests page through a few items).
+var backfillPage = 5000
 
 // backfillCube builds the cube of a pipeline stored before schema step 8
 // by folding every done item's fact, a page at a time, in the migrating
