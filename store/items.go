@@ -12,13 +12,15 @@ import (
 )
 
 // ForEachItem calls fn with every item in id order, in one read
-// transaction: memory holds one item at a time whatever the item count.
+// transaction: memory holds one item at a time whatever the item count,
+// and the file's pages it read are released as it goes (walk.go).
 // The bytes handed to fn are copies, but fn must not use this DB's
 // writing methods (bbolt would deadlock against the open read on a
 // writable handle that needs to remap).
 func (db *DB) ForEachItem(fn func(ItemState) error) error {
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)

@@ -148,8 +148,9 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	if !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		emit := func(k, v []byte) error {
+			w.step()
 			r, _, err := db.record(tx, k)
 			if err != nil {
 				return err
@@ -203,8 +204,9 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 
 // ForEachDone calls fn with every done item, its record and all outputs.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Status != Done {
 				return nil
@@ -257,7 +259,7 @@ func (db *DB) Check() ([]string, error) {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
-	err := db.view(func(tx *bolt.Tx) error {
+	err := db.walk(func(tx *bolt.Tx, w *walker) error {
 		for err := range tx.Check() {
 			add("file: %v", err)
 		}
@@ -268,7 +270,9 @@ func (db *DB) Check() ([]string, error) {
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
 		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
+		w.release() // the page check read every page
 		err := states.ForEach(func(k, v []byte) error {
+			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				add("item %q: corrupt state", k)
