@@ -103,14 +103,9 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	// Rows go out in 64 KiB writes, not one write (a system call on a
 	// terminal or pipe) per row.
 	bw := bufio.NewWriterSize(w, 64<<10)
+	rw := newRowWriter(o, cols, versionCols, text)
 	var cw *csv.Writer
-	var keys [][]byte // the JSON object keys, marshalled once
-	if o.Format == FormatJSONL {
-		for _, c := range cols {
-			k, _ := json.Marshal(c)
-			keys = append(keys, k)
-		}
-	} else {
+	if o.Format != FormatJSONL {
 		cw = csv.NewWriter(bw)
 		if o.Format == FormatTSV {
 			cw.Comma = '\t'
@@ -124,21 +119,22 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 		}
 	}
 	err = src(func(it FlatItem) error {
-		row, err := flatRow(it, o, versionCols)
-		if err != nil {
+		if err := rw.fill(it); err != nil {
 			return err
 		}
 		if cw != nil {
-			rec := make([]string, len(cols))
-			for i, c := range cols {
-				rec[i] = cellString(row[c])
-				if _, isText := row[c].(string); isText {
-					rec[i] = text(rec[i])
-				}
+			rec, err := rw.csvRecord()
+			if err != nil {
+				return fmt.Errorf("item %q: %w", it.Record.ID, err)
 			}
 			return cw.Write(rec)
 		}
-		return writeJSONLine(bw, cols, keys, row)
+		line, err := rw.writeJSONL(it.Record.ID)
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(line)
+		return err
 	})
 	if err != nil {
 		return err
@@ -234,51 +230,6 @@ func fieldColumn(k string, o FlatOptions, stageFields []string) string {
 	return inputColumn(k, o, stageFields)
 }
 
-// flatRow is one item's values by column.
-func flatRow(it FlatItem, o FlatOptions, versionCols map[string]string) (map[string]any, error) {
-	row := map[string]any{"id": it.Record.ID}
-	if o.Stage == "" {
-		row["status"] = it.Status
-		if it.DeadReason != "" {
-			row["dead_reason"] = it.DeadReason
-		}
-	}
-	var stageFields []string
-	var stageOut map[string]any
-	if o.Stage != "" {
-		var err error
-		if stageOut, err = decodeOutput(it.Record.ID, o.Stage, it.Outputs[o.Stage]); err != nil {
-			return nil, err
-		}
-		stageFields = sortedKeys(stageOut)
-	}
-	row[inputColumn("text", o, stageFields)] = it.Record.Text
-	for k, v := range it.Record.Fields {
-		row[fieldColumn(k, o, stageFields)] = v
-	}
-	if o.Stage != "" {
-		for k, v := range stageOut {
-			if k != "id" {
-				row[k] = v
-			}
-		}
-		return row, nil
-	}
-	for stage, raw := range it.Outputs {
-		fields, err := decodeOutput(it.Record.ID, stage, raw)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range fields {
-			row[stage+"."+k] = v
-		}
-		if col := versionCols[stage]; col != "" {
-			row[col] = o.Versions[stage]
-		}
-	}
-	return row, nil
-}
-
 // decodeOutput reads a stage output, numbers kept as written.
 func decodeOutput(id, stage string, raw json.RawMessage) (map[string]any, error) {
 	if len(raw) == 0 {
@@ -345,35 +296,6 @@ func cleanNumbers(v any) any {
 		return out
 	}
 	return v
-}
-
-// writeJSONLine writes row as one JSON object, keys in cols order
-// (keys[i] is cols[i] marshalled).
-func writeJSONLine(w io.Writer, cols []string, keys [][]byte, row map[string]any) error {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	first := true
-	for i, c := range cols {
-		v, ok := row[c]
-		if !ok || v == nil {
-			continue
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		k := keys[i]
-		val, err := json.Marshal(cleanNumbers(v))
-		if err != nil {
-			return fmt.Errorf("export: item %v, column %s: %w", row["id"], c, err)
-		}
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(val)
-	}
-	b.WriteString("}\n")
-	_, err := w.Write(b.Bytes())
-	return err
 }
 
 // ExportOptions choose what Export writes.
