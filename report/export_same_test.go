@@ -18,8 +18,8 @@ func variedSource(fn func(FlatItem) error) error {
 	items := []FlatItem{
 		{Record: recordOf("a1", "plain <b>&</b> text\u2028with \"quotes\"\n", map[string]string{"app": "TaskFlow", "status": "in-input", "id": "dup", "classify.mood": "from input"}), Status: "done",
 			Outputs: map[string]json.RawMessage{
-				"sanitize": out(`{"text":"plain"}`),
-				"classify": out(`{"label":"bug","confidence":0.8300000000000001,"n":12345678901234567890,"e":1e3,"small":1.5E-7,"neg":-0,"ok":true,"no":false,"gone":null,"nested":{"z":0.30000000000000004,"a":[1,2.50,"x<y"]},"version":"v-out"}`),
+				"sanitize":  out(`{"text":"plain"}`),
+				"classify":  out(`{"label":"bug","confidence":0.8300000000000001,"n":12345678901234567890,"e":1e3,"small":1.5E-7,"neg":-0,"ok":true,"no":false,"gone":null,"nested":{"z":0.30000000000000004,"a":[1,2.50,"x<y"]},"version":"v-out"}`),
 				"aggregate": out(`{"label":"bug","groups":{"app":"TaskFlow"}}`)}},
 		{Record: recordOf("a2", "caf\xc3\xa9 \xff broken", map[string]string{"locale": "fr", "text": "field named text"}), Status: "dead at classify", DeadReason: "permanent: blocked",
 			Outputs: map[string]json.RawMessage{"sanitize": out(`{ "text" : "caf\u00e9 \/ escaped\ttab" , "k\u0065y": [1, 2] , "text":"repeated key wins"}`)}},
