@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,15 +79,29 @@ type FlatOptions struct {
 // has one object per line
 // with the same keys in the same order, absent values left out.
 func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
+	return writeFlat(w, src, o, func() (fieldNames, error) { return flatNames(src, o) })
+}
+
+// fieldNames are the names of the input fields and of each stage's
+// output fields that the rows have.
+type fieldNames struct {
+	inputs  map[string]bool
+	outputs map[string]map[string]bool
+}
+
+// writeFlat is WriteFlat with the names the columns come from read by
+// names.
+func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNames, error)) error {
 	switch o.Format {
 	case FormatCSV, FormatTSV, FormatJSONL:
 	default:
 		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
 	}
-	all, versionCols, err := flatColumns(src, o)
+	n, err := names()
 	if err != nil {
 		return err
 	}
+	all, versionCols := flatColumns(n, o)
 	cols := all
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
@@ -148,32 +163,35 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	return bw.Flush()
 }
 
-// flatColumns reads src once for the column names: the fixed ones, the
-// input fields sorted, then each stage's output fields sorted and its
-// version column; versionCols names each stage's version column.
-func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[string]string, err error) {
-	inputs := map[string]bool{}
-	outputs := map[string]map[string]bool{}
-	err = src(func(it FlatItem) error {
+// flatNames reads src once for the names of the input and output fields.
+func flatNames(src FlatSource, o FlatOptions) (fieldNames, error) {
+	n := fieldNames{inputs: map[string]bool{}, outputs: map[string]map[string]bool{}}
+	err := src(func(it FlatItem) error {
 		for k := range it.Record.Fields {
-			inputs[k] = true
+			n.inputs[k] = true
 		}
 		for stage, raw := range it.Outputs {
 			if o.Stage != "" && stage != o.Stage {
 				continue
 			}
-			if outputs[stage] == nil {
-				outputs[stage] = map[string]bool{}
+			if n.outputs[stage] == nil {
+				n.outputs[stage] = map[string]bool{}
 			}
-			if err := outputKeys(it.Record.ID, stage, raw, outputs[stage]); err != nil {
+			if err := outputKeys(it.Record.ID, stage, raw, n.outputs[stage]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, nil, err
-	}
+	return n, err
+}
+
+// flatColumns are the column names: the fixed ones, the input fields
+// sorted, then each stage's output fields sorted and its version column;
+// versionCols names each stage's version column.
+func flatColumns(n fieldNames, o FlatOptions) (cols []string, versionCols map[string]string) {
+	inputs := n.inputs
+	outputs := maps.Clone(n.outputs)
 	cols = []string{"id"}
 	if o.Stage == "" {
 		cols = append(cols, "status", "dead_reason")
@@ -189,7 +207,7 @@ func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[
 				cols = append(cols, k)
 			}
 		}
-		return cols, nil, nil
+		return cols, nil
 	}
 	versionCols = map[string]string{}
 	for _, s := range append(slices.Clone(o.Stages), sortedKeys(outputs)...) {
@@ -209,7 +227,7 @@ func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[
 		}
 		delete(outputs, s)
 	}
-	return cols, versionCols, nil
+	return cols, versionCols
 }
 
 // inputColumn names an input field's column: its own name, or
@@ -406,12 +424,34 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 			return fn(it)
 		})
 	}
-	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells})
+	fo := FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells}
+	lister, ok := db.(fieldLister)
+	if !ok {
+		return WriteFlat(w, src, fo)
+	}
+	return writeFlat(w, src, fo, func() (fieldNames, error) {
+		inputs, outputs, err := lister.FieldNames()
+		var bad interface{ NotObject() (id, stage string, raw []byte) }
+		if errors.As(err, &bad) {
+			id, stage, raw := bad.NotObject()
+			if _, derr := decodeOutput(id, stage, raw); derr != nil {
+				err = derr
+			}
+		}
+		return fieldNames{inputs: inputs, outputs: outputs}, err
+	})
 }
 
 // itemWalker is a store that can walk every item's state (bbolt).
 type itemWalker interface {
 	ForEachItem(fn func(pipeline.ItemState) error) error
+}
+
+// fieldLister is a store that can name every input and output field
+// without reading the items (bbolt): the columns of an export of every
+// item come from it instead of a first pass over the rows.
+type fieldLister interface {
+	FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error)
 }
 
 // doneThenDead lists the done items, then the dead letters stage by stage,

@@ -31,10 +31,11 @@ func refWriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	default:
 		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
 	}
-	all, versionCols, err := flatColumns(src, o)
+	names, err := flatNames(src, o)
 	if err != nil {
 		return err
 	}
+	all, versionCols := flatColumns(names, o)
 	cols := all
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
