@@ -431,7 +431,9 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	}
 	return writeFlat(w, src, fo, func() (fieldNames, error) {
 		inputs, outputs, err := lister.FieldNames()
-		var bad interface{ NotObject() (id, stage string, raw []byte) }
+		var bad interface {
+			NotObject() (id, stage string, raw []byte)
+		}
 		if errors.As(err, &bad) {
 			id, stage, raw := bad.NotObject()
 			if _, derr := decodeOutput(id, stage, raw); derr != nil {
