@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -279,4 +280,63 @@ func (k *keyReader) skip(depth int) error {
 		return nil
 	}
 	return fmt.Errorf("unknown value kind %d", kind)
+}
+
+// str reads a string value as encoding/json would decode its JSON.
+func (k *keyReader) str() (string, error) {
+	if len(k.in) > 0 && k.in[0] == pText {
+		return "", errLongWay // an item record never refers to its own text
+	}
+	return k.key()
+}
+
+// strings reads an object of string values into a new map.
+func (k *keyReader) strings() (map[string]string, error) {
+	m := map[string]string{}
+	err := k.object(func(key string) (bool, error) {
+		v, err := k.str()
+		if err != nil {
+			return false, err
+		}
+		m[key] = v
+		return false, nil
+	})
+	return m, err
+}
+
+// itemRecord is the record item id stores as v: read straight from the
+// packed form, which is what the items of format 2 and later are, else
+// (or when it holds anything unusual) through its JSON as record does.
+func (db *DB) itemRecord(tx *bolt.Tx, id, v []byte) (pipeline.Record, error) {
+	if len(v) > 0 && v[0] == tagPacked {
+		var r pipeline.Record
+		k := keyReader{db: db, tx: tx, in: v[1:], id: id}
+		err := k.object(func(key string) (bool, error) {
+			var err error
+			switch key {
+			case "id":
+				r.ID, err = k.str()
+			case "text":
+				r.Text, err = k.str()
+			case "fields":
+				r.Fields, err = k.strings()
+			case "types":
+				var types map[string]string
+				if types, err = k.strings(); err == nil {
+					r.Types = make(map[string]pipeline.FieldType, len(types))
+					for f, t := range types {
+						r.Types[f] = pipeline.FieldType(t)
+					}
+				}
+			default:
+				return true, nil
+			}
+			return false, err
+		})
+		if err == nil && len(k.in) == 0 {
+			return r, nil
+		}
+	}
+	r, _, err := db.record(tx, id)
+	return r, err
 }
