@@ -274,6 +274,10 @@ func appendJSONValue(b []byte, c cell) ([]byte, bool, error) {
 		if plainJSONString(raw) {
 			return append(b, raw...), true, nil
 		}
+	case '{', '[':
+		if canonicalJSON(raw) {
+			return append(b, raw...), true, nil
+		}
 	default:
 		if raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9' {
 			return append(b, numberText(json.Number(raw))...), true, nil
@@ -313,6 +317,10 @@ func flatCellText(c cell) (string, bool, error) {
 	case '"':
 		if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
 			return string(s), true, nil
+		}
+	case '{', '[':
+		if canonicalJSON(raw) {
+			return string(raw), false, nil
 		}
 	default:
 		if raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9' {
@@ -426,4 +434,66 @@ func (w *rowWriter) csvRecord() ([]string, error) {
 		w.rec[i] = v
 	}
 	return w.rec, nil
+}
+
+// canonicalJSON says whether raw, a valid JSON object or array, is
+// already what decoding it and marshalling it again (numbers through
+// numberText) gives: no whitespace, object keys in sorted order and
+// none twice, strings and numbers that read back as themselves.
+func canonicalJSON(raw []byte) bool {
+	end, ok := canonicalValue(raw, 0, 0)
+	return ok && end == len(raw)
+}
+
+// canonicalValue checks the value at raw[i], returning the index past it.
+func canonicalValue(raw []byte, i, depth int) (int, bool) {
+	if i >= len(raw) || depth > 100 {
+		return i, false
+	}
+	switch c := raw[i]; {
+	case c == '"':
+		end, _ := stringEnd(raw, i)
+		return end, plainJSONString(raw[i:end])
+	case c == '{' || c == '[':
+		close := byte('}')
+		if c == '[' {
+			close = ']'
+		}
+		i++
+		var prev []byte
+		for first := true; ; first = false {
+			if i < len(raw) && raw[i] == close && first {
+				return i + 1, true
+			}
+			if c == '{' {
+				if i >= len(raw) || raw[i] != '"' {
+					return i, false
+				}
+				end, _ := stringEnd(raw, i)
+				key := raw[i:end]
+				if !plainJSONString(key) || (prev != nil && bytes.Compare(key, prev) <= 0) || end >= len(raw) || raw[end] != ':' {
+					return i, false
+				}
+				prev, i = key, end+1
+			}
+			var ok bool
+			if i, ok = canonicalValue(raw, i, depth+1); !ok || i >= len(raw) {
+				return i, false
+			}
+			switch raw[i] {
+			case ',':
+				i++
+			case close:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == 't' || c == 'f' || c == 'n':
+		end := skipValue(raw, i)
+		return end, true
+	default:
+		end := skipValue(raw, i)
+		return end, numberText(json.Number(raw[i:end])) == string(raw[i:end])
+	}
 }

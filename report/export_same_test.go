@@ -31,6 +31,10 @@ func variedSource(fn func(FlatItem) error) error {
 				"extra":    out(`{"z":"a stage not in the list"}`)}},
 		{Record: recordOf("a5", "trailing", map[string]string{"app": "NoteNest"}), Status: "done",
 			Outputs: map[string]json.RawMessage{"classify": out(`{"label":"ux","confidence":0.5,"reason":"caf\u00e9 <b> \/ \u2028 \ud83d\ude00","mood":"raw   sep"} `), "aggregate": out(`{}`)}},
+		{Record: recordOf("a6", "nested", nil), Status: "done",
+			Outputs: map[string]json.RawMessage{
+				"classify":  out(`{"sorted":{"app":"x","b":[1,2,{"c":null}]},"unsorted":{"b":1,"a":2},"twice":{"a":1,"a":2},"float":[1.0,0.30000000000000004],"html":{"a":"<"},"empty":{"a":[],"b":{}},"spaced":[1, 2],"nulls":[null,true,false,-1.5]}`),
+				"aggregate": out(`{"label":"bug","groups":{"app":"TaskFlow","month":"2026-01"}}`)}},
 	}
 	for _, it := range items {
 		if err := fn(it); err != nil {
