@@ -37,9 +37,9 @@ type FlatItem struct {
 	Outputs map[string]json.RawMessage
 }
 
-// FlatSource calls fn once per item, in a stable order. A Flat writer
-// calls it twice: once to learn the columns, once to write the rows, so
-// memory holds the column names, never the items.
+// FlatSource calls fn once per item, in a stable order. WriteFlat calls
+// it twice: once to learn the columns, once to write the rows, so memory
+// holds the column names, never the items.
 type FlatSource func(fn func(FlatItem) error) error
 
 // FlatOptions shape the rows.
@@ -386,7 +386,9 @@ func isSkipped(out json.RawMessage) bool {
 // for each stage output the stage's fingerprint as the database records
 // it (the configuration of the last run the database accepted). A store
 // that cannot walk every item (PostgreSQL) gives the done items, then the
-// dead letters stage by stage; its queued items are not exported.
+// dead letters stage by stage; its queued items are not exported. On a
+// store that names its fields (bbolt's FieldNames) the export of every
+// item reads the items once: the columns come from those names.
 func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
