@@ -264,8 +264,10 @@ func decodeOutput(id, stage string, raw json.RawMessage) (map[string]any, error)
 
 // numberText formats a JSON number as people write it.
 func numberText(n json.Number) string {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return strconv.FormatInt(i, 10)
+	if !strings.ContainsAny(string(n), ".eE") { // else ParseInt fails anyway
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+			return strconv.FormatInt(i, 10)
+		}
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {

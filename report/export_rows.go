@@ -315,8 +315,8 @@ func flatCellText(c cell) (string, bool, error) {
 	case 'f':
 		return "false", false, nil
 	case '"':
-		if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-			return string(s), true, nil
+		if unquotable(raw) {
+			return unquotePlain(raw), true, nil
 		}
 	case '{', '[':
 		if canonicalJSON(raw) {
@@ -345,14 +345,23 @@ func decodeValue(raw []byte) (any, error) {
 }
 
 // plainJSONString says whether the JSON string raw reads back as itself
-// through encoding/json: no escapes, and nothing encoding/json would
-// escape (control characters, <, >, &, U+2028, U+2029, invalid UTF-8).
+// through encoding/json: nothing that encoding/json would write another
+// way (an escape it does not use, a character it escapes left bare,
+// invalid UTF-8).
 func plainJSONString(raw []byte) bool {
 	s := raw[1 : len(raw)-1]
 	for i := 0; i < len(s); {
 		c := s[i]
+		if c == '\\' {
+			n := escapeLen(s[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			if c < 0x20 || c == '"' || c == '<' || c == '>' || c == '&' {
 				return false
 			}
 			i++
@@ -365,6 +374,113 @@ func plainJSONString(raw []byte) bool {
 		i += size
 	}
 	return true
+}
+
+// escapeLen is the length of the escape at the start of s when it is one
+// encoding/json writes (appendJSONString), 0 when not.
+func escapeLen(s []byte) int {
+	if len(s) < 2 {
+		return 0
+	}
+	switch s[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(s) < 6 {
+			return 0
+		}
+		switch u := string(s[2:6]); u {
+		case "003c", "003e", "0026", "2028", "2029":
+			return 6
+		default:
+			if u[0] != '0' || u[1] != '0' || !isLowerHex(u[2]) || !isLowerHex(u[3]) {
+				return 0
+			}
+			v := unhex(u[2])<<4 | unhex(u[3])
+			if v >= 0x20 || v == '\b' || v == '\f' || v == '\n' || v == '\r' || v == '\t' {
+				return 0
+			}
+			return 6
+		}
+	}
+	return 0
+}
+
+func isLowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
+
+// unquotable says whether unquotePlain reads the JSON string raw as
+// encoding/json does: valid UTF-8, and only escapes encoding/json writes.
+func unquotable(raw []byte) bool {
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == '\\':
+			n := escapeLen(s[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return false
+			}
+			i += size
+		}
+	}
+	return true
+}
+
+// unquotePlain is the string an unquotable raw holds.
+func unquotePlain(raw []byte) string {
+	s := raw[1 : len(raw)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s)
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		if s[i] != '\\' {
+			b = append(b, s[i])
+			i++
+			continue
+		}
+		switch c := s[i+1]; c {
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			switch u := string(s[i+2 : i+6]); u {
+			case "2028":
+				b = append(b, "\u2028"...)
+			case "2029":
+				b = append(b, "\u2029"...)
+			default:
+				b = append(b, unhex(u[2])<<4|unhex(u[3]))
+			}
+			i += 6
+			continue
+		default:
+			b = append(b, c)
+		}
+		i += 2
+	}
+	return string(b)
 }
 
 // appendJSONString appends s quoted as json.Marshal writes it (HTML

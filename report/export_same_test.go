@@ -33,7 +33,7 @@ func variedSource(fn func(FlatItem) error) error {
 			Outputs: map[string]json.RawMessage{"classify": out(`{"label":"ux","confidence":0.5,"reason":"caf\u00e9 <b> \/ \u2028 \ud83d\ude00","mood":"raw   sep"} `), "aggregate": out(`{}`)}},
 		{Record: recordOf("a6", "nested", nil), Status: "done",
 			Outputs: map[string]json.RawMessage{
-				"classify":  out(`{"sorted":{"app":"x","b":[1,2,{"c":null}]},"unsorted":{"b":1,"a":2},"twice":{"a":1,"a":2},"float":[1.0,0.30000000000000004],"html":{"a":"<"},"empty":{"a":[],"b":{}},"spaced":[1, 2],"nulls":[null,true,false,-1.5]}`),
+				"classify":  out(`{"sorted":{"app":"x","b":[1,2,{"c":null}]},"unsorted":{"b":1,"a":2},"twice":{"a":1,"a":2},"float":[1.0,0.30000000000000004],"html":{"a":"<"},"empty":{"a":[],"b":{}},"spaced":[1, 2],"nulls":[null,true,false,-1.5],"ctl":"a\u0000b\u001fc\u000ad\"e\\f\u003c","lt":"<&>"}`),
 				"aggregate": out(`{"label":"bug","groups":{"app":"TaskFlow","month":"2026-01"}}`)}},
 	}
 	for _, it := range items {
@@ -107,6 +107,28 @@ func TestAppendJSONString_AsMarshal(t *testing.T) {
 		want, _ := json.Marshal(s)
 		if got := appendJSONString(nil, s); string(got) != string(want) {
 			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+// TestPlainJSONString: a string the row pass writes as stored is what
+// encoding/json writes for its value, and the text it reads for a CSV
+// cell is the value encoding/json reads.
+func TestPlainJSONString(t *testing.T) {
+	raws := []string{`""`, `"plain"`, `"line\nbreak"`, `"q\"b\\s"`, `"\b\f\r\t"`, `"\u0000\u001f\u007f"`, `"\u000a"`, `"\u0008"`,
+		`"\u003c\u003e\u0026"`, `"\u003C"`, `"<&>"`, `"\u2028\u2029"`, "\"\u2028\"", `"\ufffd"`, `"\u00e9"`, `"café"`, `"\/"`,
+		`"\ud83d\ude00"`, "\"\xff\"", `"\u0020"`, `"\u001F"`}
+	for _, raw := range raws {
+		var v string
+		if err := json.Unmarshal([]byte(raw), &v); err != nil {
+			continue
+		}
+		m, _ := json.Marshal(v)
+		if plainJSONString([]byte(raw)) != (string(m) == raw) {
+			t.Errorf("plainJSONString(%s) = %v, but marshalling its value gives %s", raw, !(string(m) == raw), m)
+		}
+		if unquotable([]byte(raw)) && unquotePlain([]byte(raw)) != v {
+			t.Errorf("unquotePlain(%s) = %q, want %q", raw, unquotePlain([]byte(raw)), v)
 		}
 	}
 }
