@@ -178,11 +178,9 @@ func (w *rowWriter) outputFields(id, stage string, raw []byte) ([]rawField, erro
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	if json.Valid(raw) {
-		if fields, ok := appendRawFields(w.fields, raw); ok {
-			w.fields = fields
-			return fields, nil
-		}
+	if fields, ok := appendRawFields(w.fields, raw); ok {
+		w.fields = fields
+		return fields, nil
 	}
 	m, err := decodeOutput(id, stage, raw)
 	if err != nil {
@@ -198,32 +196,47 @@ func (w *rowWriter) outputFields(id, stage string, raw []byte) ([]rawField, erro
 	return w.fields, nil
 }
 
-// appendRawFields appends the fields of raw, valid JSON, to fields; false
-// when raw is not an object.
+// appendRawFields appends the fields of raw to fields; false when raw
+// is not a valid JSON object (as json.Valid reads JSON) or has a key
+// with escapes, which the caller leaves to the decoder.
 func appendRawFields(fields []rawField, raw []byte) ([]rawField, bool) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return fields, false
 	}
-	i = skipSpace(raw, i+1)
-	for i < len(raw) && raw[i] == '"' {
-		end, plain := stringEnd(raw, i)
-		k := raw[i+1 : end-1]
-		if !plain || !utf8.Valid(k) {
-			var s string
-			if json.Unmarshal(raw[i:end], &s) != nil {
-				return fields, false
-			}
-			k = []byte(s)
+	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == '}' {
+		return fields, skipSpace(raw, i+1) == len(raw)
+	}
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			return fields, false
 		}
-		start := skipSpace(raw, skipSpace(raw, end)+1) // past the ':'
-		stop := skipValue(raw, start)
+		end, ok := validString(raw, i)
+		k := raw[i+1 : max(end-1, i+1)]
+		if !ok || bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) {
+			return fields, false
+		}
+		if i = skipSpace(raw, end); i >= len(raw) || raw[i] != ':' {
+			return fields, false
+		}
+		start := skipSpace(raw, i+1)
+		stop, ok := validValue(raw, start, 0)
+		if !ok {
+			return fields, false
+		}
 		fields = append(fields, rawField{key: k, val: raw[start:stop]})
-		if i = skipSpace(raw, stop); i < len(raw) && raw[i] == ',' {
+		if i = skipSpace(raw, stop); i >= len(raw) {
+			return fields, false
+		}
+		switch raw[i] {
+		case ',':
 			i = skipSpace(raw, i+1)
+		case '}':
+			return fields, skipSpace(raw, i+1) == len(raw)
+		default:
+			return fields, false
 		}
 	}
-	return fields, true
 }
 
 // writeJSONL appends the row as one JSON object, keys in column order.
