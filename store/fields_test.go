@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestDB_ForEachItemAsLocate reads every item of a file whose records
+// TestDB_ForEachItemAsLocate reads every item (and every done one) of a file whose records
 // and outputs take every stored form (typed fields, no fields, invalid
 // UTF-8, a text equal to the id, shared and cached outputs, dead and
 // queued items) through ForEachItem's cursors and straight packed
@@ -70,6 +70,7 @@ func TestDB_ForEachItemAsLocate(t *testing.T) {
 	if err := db.Commit(ts); err != nil {
 		t.Fatal(err)
 	}
+	advance(t, db, "aggregate", func(string) json.RawMessage { return fact("bug") })
 	n := 0
 	err = db.ForEachItem(func(it ItemState) error {
 		n++
@@ -90,6 +91,21 @@ func TestDB_ForEachItemAsLocate(t *testing.T) {
 	})
 	if err != nil || n != len(rs) {
 		t.Fatalf("walked %d items, err %v", n, err)
+	}
+	done := 0
+	err = db.ForEachDone(func(it pipeline.Item) error {
+		done++
+		loc, err := db.Locate(it.ID)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(it.Record, loc.Record) || !reflect.DeepEqual(it.Outputs, loc.Output) {
+			t.Errorf("done item %s: %+v %s, Locate %+v %s", it.ID, it.Record, it.Outputs, loc.Record, loc.Output)
+		}
+		return nil
+	})
+	if err != nil || done == 0 {
+		t.Fatalf("%d done items, err %v", done, err)
 	}
 	// The packed reading took the short way for these records.
 	err = db.view(func(tx *bolt.Tx) error {

@@ -202,9 +202,15 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	})
 }
 
-// ForEachDone calls fn with every done item, its record and all outputs.
+// ForEachDone calls fn with every done item, its record and all outputs,
+// read as ForEachItem reads them.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
+		items := follow(tx.Bucket(bucketItems))
+		outs := make([]*follower, len(db.stages))
+		for i, st := range db.stages {
+			outs[i] = follow(tx.Bucket(outBucket(st.Name)))
+		}
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)
@@ -213,10 +219,10 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 			}
 			var it pipeline.Item
 			var err error
-			if it.Record, _, err = db.record(tx, k); err != nil {
+			if it.Record, err = db.itemRecord(tx, k, items.at(k)); err != nil {
 				return err
 			}
-			if it.Outputs, err = db.outputs(tx, k, it.Record.Text, len(db.stages)); err != nil {
+			if it.Outputs, err = db.outputsAt(tx, k, it.Record.Text, s, outs); err != nil {
 				return err
 			}
 			return fn(it)
