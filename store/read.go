@@ -266,6 +266,9 @@ func (db *DB) Check() ([]string, error) {
 		}
 	}
 	err := db.walk(func(tx *bolt.Tx, w *walker) error {
+		// bbolt's page check and Stats read every page of the file and
+		// of two buckets without calling back per item.
+		stop := w.releaseWhile()
 		for err := range tx.Check() {
 			add("file: %v", err)
 		}
@@ -273,10 +276,10 @@ func (db *DB) Check() ([]string, error) {
 		if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
 			add("%d records but %d states", n, m)
 		}
+		stop()
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
 		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
-		w.release() // the page check read every page
 		err := states.ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -56,4 +58,34 @@ func (db *DB) walk(fn func(tx *bolt.Tx, w *walker) error) error {
 		defer w.release()
 		return fn(tx, w)
 	})
+}
+
+// releaseTick is how often releaseWhile releases: bbolt's page check
+// reads some tens of MB in that time.
+const releaseTick = 10 * time.Millisecond
+
+// releaseWhile releases the pages every releaseTick until the returned
+// stop is called, and once more then: for a read inside bbolt that calls
+// back nothing per item (its page check). Releasing while it reads is
+// safe for the reasons above.
+func (w *walker) releaseWhile() (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(releaseTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				w.release()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		w.release()
+	}
 }
