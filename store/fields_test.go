@@ -107,6 +107,21 @@ func TestDB_ForEachItemAsLocate(t *testing.T) {
 	if err != nil || done == 0 {
 		t.Fatalf("%d done items, err %v", done, err)
 	}
+	for _, stage := range []string{"sanitize", "classify"} {
+		err = db.ForEachOutput(stage, func(r pipeline.Record, out json.RawMessage) error {
+			loc, err := db.Locate(r.ID)
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(r, loc.Record) || string(out) != string(loc.Output[stage]) {
+				t.Errorf("%s output of %s: %+v %s, Locate %+v %s", stage, r.ID, r, out, loc.Record, loc.Output[stage])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The packed reading took the short way for these records.
 	err = db.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketItems).ForEach(func(k, v []byte) error {

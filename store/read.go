@@ -149,9 +149,10 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
+		items := follow(tx.Bucket(bucketItems)) // emit is called in id order
 		emit := func(k, v []byte) error {
 			w.step()
-			r, _, err := db.record(tx, k)
+			r, err := db.itemRecord(tx, k, items.at(k))
 			if err != nil {
 				return err
 			}
