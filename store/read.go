@@ -342,6 +342,7 @@ func (db *DB) Check() ([]string, error) {
 		}
 		for si, st := range db.stages {
 			err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
+				w.step()
 				s, ok := decodeState(states.Get(v))
 				if !ok || s.Status != Queued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
 					add("todo/%s seq %d: item %q is not queued there", st.Name, binary.BigEndian.Uint64(k), v)
@@ -353,6 +354,7 @@ func (db *DB) Check() ([]string, error) {
 			}
 			for _, b := range []string{"dead/", "out/"} {
 				err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, v []byte) error {
+					w.step()
 					if states.Get(k) == nil {
 						add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
 					}
@@ -370,6 +372,7 @@ func (db *DB) Check() ([]string, error) {
 		}
 		if hist := tx.Bucket(bucketHistory); hist != nil {
 			err := hist.ForEach(func(k, _ []byte) error {
+				w.step()
 				id, ok := historyID(k)
 				switch {
 				case !ok:
