@@ -38,7 +38,10 @@
 // wherever it stands (done, queued, in a batch job, dead, skipped by a
 // stage's condition), the input fields, every stage's output fields as
 // their own columns and the stage's recorded version, numbers as people
-// write them, streamed in two passes (columns, then rows).
+// write them, streamed: the columns come from a first pass over the
+// rows, or on bbolt from the names of the stored fields (a read of keys
+// that skips every value), then each row is written from its outputs'
+// raw JSON (export_rows.go).
 //
 // Each report fingerprints the figures of every month it covers
 // (stamp.go); the CLI records them after rendering, and the next report

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,9 +37,9 @@ type FlatItem struct {
 	Outputs map[string]json.RawMessage
 }
 
-// FlatSource calls fn once per item, in a stable order. A Flat writer
-// calls it twice: once to learn the columns, once to write the rows, so
-// memory holds the column names, never the items.
+// FlatSource calls fn once per item, in a stable order. WriteFlat calls
+// it twice: once to learn the columns, once to write the rows, so memory
+// holds the column names, never the items.
 type FlatSource func(fn func(FlatItem) error) error
 
 // FlatOptions shape the rows.
@@ -78,15 +79,29 @@ type FlatOptions struct {
 // has one object per line
 // with the same keys in the same order, absent values left out.
 func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
+	return writeFlat(w, src, o, func() (fieldNames, error) { return flatNames(src, o) })
+}
+
+// fieldNames are the names of the input fields and of each stage's
+// output fields that the rows have.
+type fieldNames struct {
+	inputs  map[string]bool
+	outputs map[string]map[string]bool
+}
+
+// writeFlat is WriteFlat with the names the columns come from read by
+// names.
+func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNames, error)) error {
 	switch o.Format {
 	case FormatCSV, FormatTSV, FormatJSONL:
 	default:
 		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
 	}
-	all, versionCols, err := flatColumns(src, o)
+	n, err := names()
 	if err != nil {
 		return err
 	}
+	all, versionCols := flatColumns(n, o)
 	cols := all
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
@@ -103,14 +118,9 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	// Rows go out in 64 KiB writes, not one write (a system call on a
 	// terminal or pipe) per row.
 	bw := bufio.NewWriterSize(w, 64<<10)
+	rw := newRowWriter(o, cols, versionCols, text)
 	var cw *csv.Writer
-	var keys [][]byte // the JSON object keys, marshalled once
-	if o.Format == FormatJSONL {
-		for _, c := range cols {
-			k, _ := json.Marshal(c)
-			keys = append(keys, k)
-		}
-	} else {
+	if o.Format != FormatJSONL {
 		cw = csv.NewWriter(bw)
 		if o.Format == FormatTSV {
 			cw.Comma = '\t'
@@ -124,21 +134,22 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 		}
 	}
 	err = src(func(it FlatItem) error {
-		row, err := flatRow(it, o, versionCols)
-		if err != nil {
+		if err := rw.fill(it); err != nil {
 			return err
 		}
 		if cw != nil {
-			rec := make([]string, len(cols))
-			for i, c := range cols {
-				rec[i] = cellString(row[c])
-				if _, isText := row[c].(string); isText {
-					rec[i] = text(rec[i])
-				}
+			rec, err := rw.csvRecord()
+			if err != nil {
+				return fmt.Errorf("item %q: %w", it.Record.ID, err)
 			}
 			return cw.Write(rec)
 		}
-		return writeJSONLine(bw, cols, keys, row)
+		line, err := rw.writeJSONL(it.Record.ID)
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(line)
+		return err
 	})
 	if err != nil {
 		return err
@@ -152,32 +163,35 @@ func WriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	return bw.Flush()
 }
 
-// flatColumns reads src once for the column names: the fixed ones, the
-// input fields sorted, then each stage's output fields sorted and its
-// version column; versionCols names each stage's version column.
-func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[string]string, err error) {
-	inputs := map[string]bool{}
-	outputs := map[string]map[string]bool{}
-	err = src(func(it FlatItem) error {
+// flatNames reads src once for the names of the input and output fields.
+func flatNames(src FlatSource, o FlatOptions) (fieldNames, error) {
+	n := fieldNames{inputs: map[string]bool{}, outputs: map[string]map[string]bool{}}
+	err := src(func(it FlatItem) error {
 		for k := range it.Record.Fields {
-			inputs[k] = true
+			n.inputs[k] = true
 		}
 		for stage, raw := range it.Outputs {
 			if o.Stage != "" && stage != o.Stage {
 				continue
 			}
-			if outputs[stage] == nil {
-				outputs[stage] = map[string]bool{}
+			if n.outputs[stage] == nil {
+				n.outputs[stage] = map[string]bool{}
 			}
-			if err := outputKeys(it.Record.ID, stage, raw, outputs[stage]); err != nil {
+			if err := outputKeys(it.Record.ID, stage, raw, n.outputs[stage]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, nil, err
-	}
+	return n, err
+}
+
+// flatColumns are the column names: the fixed ones, the input fields
+// sorted, then each stage's output fields sorted and its version column;
+// versionCols names each stage's version column.
+func flatColumns(n fieldNames, o FlatOptions) (cols []string, versionCols map[string]string) {
+	inputs := n.inputs
+	outputs := maps.Clone(n.outputs)
 	cols = []string{"id"}
 	if o.Stage == "" {
 		cols = append(cols, "status", "dead_reason")
@@ -193,7 +207,7 @@ func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[
 				cols = append(cols, k)
 			}
 		}
-		return cols, nil, nil
+		return cols, nil
 	}
 	versionCols = map[string]string{}
 	for _, s := range append(slices.Clone(o.Stages), sortedKeys(outputs)...) {
@@ -213,7 +227,7 @@ func flatColumns(src FlatSource, o FlatOptions) (cols []string, versionCols map[
 		}
 		delete(outputs, s)
 	}
-	return cols, versionCols, nil
+	return cols, versionCols
 }
 
 // inputColumn names an input field's column: its own name, or
@@ -234,51 +248,6 @@ func fieldColumn(k string, o FlatOptions, stageFields []string) string {
 	return inputColumn(k, o, stageFields)
 }
 
-// flatRow is one item's values by column.
-func flatRow(it FlatItem, o FlatOptions, versionCols map[string]string) (map[string]any, error) {
-	row := map[string]any{"id": it.Record.ID}
-	if o.Stage == "" {
-		row["status"] = it.Status
-		if it.DeadReason != "" {
-			row["dead_reason"] = it.DeadReason
-		}
-	}
-	var stageFields []string
-	var stageOut map[string]any
-	if o.Stage != "" {
-		var err error
-		if stageOut, err = decodeOutput(it.Record.ID, o.Stage, it.Outputs[o.Stage]); err != nil {
-			return nil, err
-		}
-		stageFields = sortedKeys(stageOut)
-	}
-	row[inputColumn("text", o, stageFields)] = it.Record.Text
-	for k, v := range it.Record.Fields {
-		row[fieldColumn(k, o, stageFields)] = v
-	}
-	if o.Stage != "" {
-		for k, v := range stageOut {
-			if k != "id" {
-				row[k] = v
-			}
-		}
-		return row, nil
-	}
-	for stage, raw := range it.Outputs {
-		fields, err := decodeOutput(it.Record.ID, stage, raw)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range fields {
-			row[stage+"."+k] = v
-		}
-		if col := versionCols[stage]; col != "" {
-			row[col] = o.Versions[stage]
-		}
-	}
-	return row, nil
-}
-
 // decodeOutput reads a stage output, numbers kept as written.
 func decodeOutput(id, stage string, raw json.RawMessage) (map[string]any, error) {
 	if len(raw) == 0 {
@@ -295,8 +264,10 @@ func decodeOutput(id, stage string, raw json.RawMessage) (map[string]any, error)
 
 // numberText formats a JSON number as people write it.
 func numberText(n json.Number) string {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return strconv.FormatInt(i, 10)
+	if !strings.ContainsAny(string(n), ".eE") { // else ParseInt fails anyway
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+			return strconv.FormatInt(i, 10)
+		}
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
@@ -345,35 +316,6 @@ func cleanNumbers(v any) any {
 		return out
 	}
 	return v
-}
-
-// writeJSONLine writes row as one JSON object, keys in cols order
-// (keys[i] is cols[i] marshalled).
-func writeJSONLine(w io.Writer, cols []string, keys [][]byte, row map[string]any) error {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	first := true
-	for i, c := range cols {
-		v, ok := row[c]
-		if !ok || v == nil {
-			continue
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		k := keys[i]
-		val, err := json.Marshal(cleanNumbers(v))
-		if err != nil {
-			return fmt.Errorf("export: item %v, column %s: %w", row["id"], c, err)
-		}
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(val)
-	}
-	b.WriteString("}\n")
-	_, err := w.Write(b.Bytes())
-	return err
 }
 
 // ExportOptions choose what Export writes.
@@ -446,7 +388,9 @@ func isSkipped(out json.RawMessage) bool {
 // for each stage output the stage's fingerprint as the database records
 // it (the configuration of the last run the database accepted). A store
 // that cannot walk every item (PostgreSQL) gives the done items, then the
-// dead letters stage by stage; its queued items are not exported.
+// dead letters stage by stage; its queued items are not exported. On a
+// store that names its fields (bbolt's FieldNames) the export of every
+// item reads the items once: the columns come from those names.
 func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
@@ -484,12 +428,36 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 			return fn(it)
 		})
 	}
-	return WriteFlat(w, src, FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells})
+	fo := FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells}
+	lister, ok := db.(fieldLister)
+	if !ok {
+		return WriteFlat(w, src, fo)
+	}
+	return writeFlat(w, src, fo, func() (fieldNames, error) {
+		inputs, outputs, err := lister.FieldNames()
+		var bad interface {
+			NotObject() (id, stage string, raw []byte)
+		}
+		if errors.As(err, &bad) {
+			id, stage, raw := bad.NotObject()
+			if _, derr := decodeOutput(id, stage, raw); derr != nil {
+				err = derr
+			}
+		}
+		return fieldNames{inputs: inputs, outputs: outputs}, err
+	})
 }
 
 // itemWalker is a store that can walk every item's state (bbolt).
 type itemWalker interface {
 	ForEachItem(fn func(pipeline.ItemState) error) error
+}
+
+// fieldLister is a store that can name every input and output field
+// without reading the items (bbolt): the columns of an export of every
+// item come from it instead of a first pass over the rows.
+type fieldLister interface {
+	FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error)
 }
 
 // doneThenDead lists the done items, then the dead letters stage by stage,

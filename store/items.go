@@ -4,6 +4,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -12,23 +13,32 @@ import (
 )
 
 // ForEachItem calls fn with every item in id order, in one read
-// transaction: memory holds one item at a time whatever the item count.
+// transaction: memory holds one item at a time whatever the item count,
+// and the file's pages it read are released as it goes (walk.go). The
+// record and the outputs are read by cursors that move along with the
+// states (every bucket is in id order), not looked up item by item.
 // The bytes handed to fn are copies, but fn must not use this DB's
 // writing methods (bbolt would deadlock against the open read on a
 // writable handle that needs to remap).
 func (db *DB) ForEachItem(fn func(ItemState) error) error {
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
+		items := follow(tx.Bucket(bucketItems))
+		outs := make([]*follower, len(db.stages))
+		for i, st := range db.stages {
+			outs[i] = follow(tx.Bucket(outBucket(st.Name)))
+		}
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)
 			}
 			is := ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
 			var err error
-			if is.Record, _, err = db.record(tx, k); err != nil {
+			if is.Record, err = db.itemRecord(tx, k, items.at(k)); err != nil {
 				return err
 			}
-			if is.Outputs, err = db.outputs(tx, k, is.Record.Text, len(db.stages)); err != nil {
+			if is.Outputs, err = db.outputsAt(tx, k, is.Record.Text, s, outs); err != nil {
 				return err
 			}
 			if s.Status == Dead {
@@ -43,4 +53,56 @@ func (db *DB) ForEachItem(fn func(ItemState) error) error {
 			return fn(is)
 		})
 	})
+}
+
+// outputsAt is outputs for the item with id and state s, its entries in
+// out/<stage> read by the followers outs.
+func (db *DB) outputsAt(tx *bolt.Tx, id []byte, text string, s state, outs []*follower) (map[string]json.RawMessage, error) {
+	m := make(map[string]json.RawMessage, len(db.stages))
+	textFn := func() string { return text }
+	for i, st := range db.stages {
+		var o json.RawMessage
+		var err error
+		if v := outs[i].at(id); v != nil {
+			if o, err = db.decodeOutput(tx, st.Name, id, v, textFn); err != nil {
+				return nil, fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, st.Name, err)
+			}
+		} else if s.Shared&sharedBit(i) != 0 {
+			if o, err = db.sharedOutput(tx, i, id, textFn); err != nil {
+				return nil, err
+			}
+		}
+		if o != nil {
+			m[st.Name] = o
+		}
+	}
+	return m, nil
+}
+
+// follower reads a bucket's values for keys asked in ascending order,
+// moving one cursor forward instead of searching the tree for each.
+type follower struct {
+	c    *bolt.Cursor
+	k, v []byte
+}
+
+func follow(b *bolt.Bucket) *follower {
+	if b == nil {
+		return &follower{}
+	}
+	f := &follower{c: b.Cursor()}
+	f.k, f.v = f.c.First()
+	return f
+}
+
+// at is the value of key, nil when the bucket has none; keys must be
+// asked in ascending order.
+func (f *follower) at(key []byte) []byte {
+	for f.k != nil && bytes.Compare(f.k, key) < 0 {
+		f.k, f.v = f.c.Next()
+	}
+	if f.k != nil && bytes.Equal(f.k, key) {
+		return f.v
+	}
+	return nil
 }

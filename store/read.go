@@ -148,9 +148,11 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	if !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
+		items := follow(tx.Bucket(bucketItems)) // emit is called in id order
 		emit := func(k, v []byte) error {
-			r, _, err := db.record(tx, k)
+			w.step()
+			r, err := db.itemRecord(tx, k, items.at(k))
 			if err != nil {
 				return err
 			}
@@ -201,20 +203,27 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	})
 }
 
-// ForEachDone calls fn with every done item, its record and all outputs.
+// ForEachDone calls fn with every done item, its record and all outputs,
+// read as ForEachItem reads them.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
+		items := follow(tx.Bucket(bucketItems))
+		outs := make([]*follower, len(db.stages))
+		for i, st := range db.stages {
+			outs[i] = follow(tx.Bucket(outBucket(st.Name)))
+		}
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Status != Done {
 				return nil
 			}
 			var it pipeline.Item
 			var err error
-			if it.Record, _, err = db.record(tx, k); err != nil {
+			if it.Record, err = db.itemRecord(tx, k, items.at(k)); err != nil {
 				return err
 			}
-			if it.Outputs, err = db.outputs(tx, k, it.Record.Text, len(db.stages)); err != nil {
+			if it.Outputs, err = db.outputsAt(tx, k, it.Record.Text, s, outs); err != nil {
 				return err
 			}
 			return fn(it)
@@ -257,7 +266,10 @@ func (db *DB) Check() ([]string, error) {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
-	err := db.view(func(tx *bolt.Tx) error {
+	err := db.walk(func(tx *bolt.Tx, w *walker) error {
+		// bbolt's page check and Stats read every page of the file and
+		// of two buckets without calling back per item.
+		stop := w.releaseWhile()
 		for err := range tx.Check() {
 			add("file: %v", err)
 		}
@@ -265,10 +277,12 @@ func (db *DB) Check() ([]string, error) {
 		if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
 			add("%d records but %d states", n, m)
 		}
+		stop()
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
 		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
 		err := states.ForEach(func(k, v []byte) error {
+			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
 				add("item %q: corrupt state", k)
@@ -328,6 +342,7 @@ func (db *DB) Check() ([]string, error) {
 		}
 		for si, st := range db.stages {
 			err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
+				w.step()
 				s, ok := decodeState(states.Get(v))
 				if !ok || s.Status != Queued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
 					add("todo/%s seq %d: item %q is not queued there", st.Name, binary.BigEndian.Uint64(k), v)
@@ -339,6 +354,7 @@ func (db *DB) Check() ([]string, error) {
 			}
 			for _, b := range []string{"dead/", "out/"} {
 				err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, v []byte) error {
+					w.step()
 					if states.Get(k) == nil {
 						add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
 					}
@@ -356,6 +372,7 @@ func (db *DB) Check() ([]string, error) {
 		}
 		if hist := tx.Bucket(bucketHistory); hist != nil {
 			err := hist.ForEach(func(k, _ []byte) error {
+				w.step()
 				id, ok := historyID(k)
 				switch {
 				case !ok:

@@ -1,0 +1,265 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// How the row pass tells whether a stored JSON value is already what
+// decoding it and marshalling it again gives, so it goes out as it is.
+
+// plainJSONString says whether the JSON string raw reads back as itself
+// through encoding/json: nothing that encoding/json would write another
+// way (an escape it does not use, a character it escapes left bare,
+// invalid UTF-8).
+func plainJSONString(raw []byte) bool {
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == '\\' {
+			n := escapeLen(s[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+			continue
+		}
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == '"' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+// escapeLen is the length of the escape at the start of s when it is one
+// encoding/json writes (appendJSONString), 0 when not.
+func escapeLen(s []byte) int {
+	if len(s) < 2 {
+		return 0
+	}
+	switch s[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(s) < 6 {
+			return 0
+		}
+		switch u := string(s[2:6]); u {
+		case "003c", "003e", "0026", "2028", "2029":
+			return 6
+		default:
+			if u[0] != '0' || u[1] != '0' || !isLowerHex(u[2]) || !isLowerHex(u[3]) {
+				return 0
+			}
+			v := unhex(u[2])<<4 | unhex(u[3])
+			if v >= 0x20 || v == '\b' || v == '\f' || v == '\n' || v == '\r' || v == '\t' {
+				return 0
+			}
+			return 6
+		}
+	}
+	return 0
+}
+
+func isLowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
+
+// unquotable says whether unquotePlain reads the JSON string raw as
+// encoding/json does: valid UTF-8, and only escapes encoding/json writes.
+func unquotable(raw []byte) bool {
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == '\\':
+			n := escapeLen(s[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return false
+			}
+			i += size
+		}
+	}
+	return true
+}
+
+// unquotePlain is the string an unquotable raw holds.
+func unquotePlain(raw []byte) string {
+	s := raw[1 : len(raw)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s)
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		if s[i] != '\\' {
+			b = append(b, s[i])
+			i++
+			continue
+		}
+		switch c := s[i+1]; c {
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			switch u := string(s[i+2 : i+6]); u {
+			case "2028":
+				b = append(b, "\u2028"...)
+			case "2029":
+				b = append(b, "\u2029"...)
+			default:
+				b = append(b, unhex(u[2])<<4|unhex(u[3]))
+			}
+			i += 6
+			continue
+		default:
+			b = append(b, c)
+		}
+		i += 2
+	}
+	return string(b)
+}
+
+// appendJSONString appends s quoted as json.Marshal writes it (HTML
+// characters, U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD).
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// canonicalJSON says whether raw, a valid JSON object or array, is
+// already what decoding it and marshalling it again (numbers through
+// numberText) gives: no whitespace, object keys in sorted order and
+// none twice, strings and numbers that read back as themselves.
+func canonicalJSON(raw []byte) bool {
+	end, ok := canonicalValue(raw, 0, 0)
+	return ok && end == len(raw)
+}
+
+// canonicalValue checks the value at raw[i], returning the index past it.
+func canonicalValue(raw []byte, i, depth int) (int, bool) {
+	if i >= len(raw) || depth > 100 {
+		return i, false
+	}
+	switch c := raw[i]; {
+	case c == '"':
+		end, _ := stringEnd(raw, i)
+		return end, plainJSONString(raw[i:end])
+	case c == '{' || c == '[':
+		close := byte('}')
+		if c == '[' {
+			close = ']'
+		}
+		i++
+		var prev []byte
+		for first := true; ; first = false {
+			if i < len(raw) && raw[i] == close && first {
+				return i + 1, true
+			}
+			if c == '{' {
+				if i >= len(raw) || raw[i] != '"' {
+					return i, false
+				}
+				end, _ := stringEnd(raw, i)
+				key := raw[i:end]
+				if !plainJSONString(key) || (prev != nil && bytes.Compare(key, prev) <= 0) || end >= len(raw) || raw[end] != ':' {
+					return i, false
+				}
+				prev, i = key, end+1
+			}
+			var ok bool
+			if i, ok = canonicalValue(raw, i, depth+1); !ok || i >= len(raw) {
+				return i, false
+			}
+			switch raw[i] {
+			case ',':
+				i++
+			case close:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == 't' || c == 'f' || c == 'n':
+		end := skipValue(raw, i)
+		return end, true
+	default:
+		end := skipValue(raw, i)
+		return end, numberText(json.Number(raw[i:end])) == string(raw[i:end])
+	}
+}

@@ -1,0 +1,342 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
+
+// NotObjectError is FieldNames' error for a stored output that is not a
+// JSON object (a damaged file): Raw is that output.
+type NotObjectError struct {
+	ID, Stage string
+	Raw       json.RawMessage
+}
+
+// NotObject is the output: what a caller words its own error from.
+func (e *NotObjectError) NotObject() (id, stage string, raw []byte) { return e.ID, e.Stage, e.Raw }
+
+func (e *NotObjectError) Error() string {
+	return fmt.Sprintf("item %q: the output of %s is not a JSON object (run `sawtooth verify`)", e.ID, e.Stage)
+}
+
+// FieldNames reads the names an export of every item makes columns of:
+// the input fields of every record, and the top-level keys of every
+// stored output by stage. It reads them in one read transaction, from the packed records themselves:
+// a key is a dict id or a few bytes, and the values are skipped, not
+// decoded, so it costs a fraction of reading the items (ForEachItem). A
+// stage's shared record counts when an item uses it. Exact: the names
+// are those ForEachItem's records and outputs have.
+func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error) {
+	inputs, outputs = map[string]bool{}, map[string]map[string]bool{}
+	err = db.walk(func(tx *bolt.Tx, w *walker) error {
+		err := tx.Bucket(bucketItems).ForEach(func(k, v []byte) error {
+			w.step()
+			return db.recordFieldNames(tx, k, v, inputs)
+		})
+		if err != nil {
+			return err
+		}
+		for si, st := range db.stages {
+			names := map[string]bool{}
+			any := false
+			err := tx.Bucket(outBucket(st.Name)).ForEach(func(k, v []byte) error {
+				w.step()
+				any = true
+				return db.outputFieldNames(tx, st.Name, k, v, names)
+			})
+			if err != nil {
+				return err
+			}
+			if id := db.sharedUser(tx, si, w); id != nil {
+				any = true
+				v := tx.Bucket(bucketMeta).Get(sharedKey(st.Name))
+				if err := db.outputFieldNames(tx, st.Name, id, v, names); err != nil {
+					return err
+				}
+			}
+			if any {
+				outputs[st.Name] = names
+			}
+		}
+		return nil
+	})
+	return inputs, outputs, err
+}
+
+// sharedUser is an item whose output at stage si is the stage's shared
+// record, nil when none is.
+func (db *DB) sharedUser(tx *bolt.Tx, si int, w *walker) []byte {
+	if !db.mayShare(tx, si) {
+		return nil
+	}
+	c := tx.Bucket(bucketState).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		w.step()
+		if s, ok := decodeState(v); ok && s.Shared&sharedBit(si) != 0 {
+			return k
+		}
+	}
+	return nil
+}
+
+// recordFieldNames adds the names of record v's fields to names.
+func (db *DB) recordFieldNames(tx *bolt.Tx, id, v []byte, names map[string]bool) error {
+	if len(v) > 0 && v[0] == tagPacked {
+		k := keyReader{db: db, tx: tx, in: v[1:], id: id}
+		if k.object(func(key string) (bool, error) {
+			switch key {
+			case "id", "text", "types":
+				return false, k.skip(0)
+			case "fields":
+				return false, k.keys(names)
+			}
+			return true, nil // a key of a later format: read it the long way
+		}) == nil {
+			return nil
+		}
+	}
+	r, _, err := db.record(tx, id)
+	for name := range r.Fields {
+		names[name] = true
+	}
+	return err
+}
+
+// outputFieldNames adds the top-level keys of stage's stored output v of
+// item id to names.
+func (db *DB) outputFieldNames(tx *bolt.Tx, stage string, id, v []byte, names map[string]bool) error {
+	rec := v
+	if len(v) > 0 && v[0] == tagAnswer {
+		var a []byte
+		if b := tx.Bucket(answersBucket(stage)); b != nil {
+			a = b.Get(v[1:])
+		}
+		rec = nil
+		if len(a) > 0 && a[0] == tagCached {
+			if _, oe, err := splitAnswer(a); err == nil {
+				rec = oe
+			}
+		}
+	}
+	if len(rec) > 0 && rec[0] == tagPacked {
+		k := keyReader{db: db, tx: tx, in: rec[1:], id: id}
+		if k.keys(names) == nil && len(k.in) == 0 {
+			return nil
+		}
+	}
+	text := db.textOf(tx, id)
+	out, err := db.decodeOutput(tx, stage, id, v, text)
+	if err != nil {
+		return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, stage, err)
+	}
+	// As the export reads an output: its first JSON value.
+	var m map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(out)).Decode(&m) != nil {
+		return &NotObjectError{ID: string(id), Stage: stage, Raw: out}
+	}
+	for name := range m {
+		names[name] = true
+	}
+	return nil
+}
+
+// errLongWay is keyReader's word for a record it leaves to the decoder.
+var errLongWay = errors.New("read the record the long way")
+
+// keyReader reads the keys of a packed record (codec.go) and skips its
+// values. Anything it does not read as a decoder would (a key that
+// refers to the item's text, a key that is not valid UTF-8, a value that
+// is not an object) is errLongWay: the caller decodes the record.
+type keyReader struct {
+	db *DB
+	tx *bolt.Tx
+	in []byte
+	id []byte
+}
+
+func (k *keyReader) uvarint() (uint64, error) {
+	n, l := binary.Uvarint(k.in)
+	if l <= 0 {
+		return 0, errShort
+	}
+	k.in = k.in[l:]
+	return n, nil
+}
+
+// object reads an object, calling each for every key with the reader at
+// its value: each reads or skips the value, or says to stop (longWay).
+func (k *keyReader) object(each func(key string) (longWay bool, err error)) error {
+	if len(k.in) == 0 || k.in[0] != pObject {
+		return errLongWay
+	}
+	k.in = k.in[1:]
+	n, err := k.uvarint()
+	if err != nil {
+		return err
+	}
+	for range n {
+		key, err := k.key()
+		if err != nil {
+			return err
+		}
+		longWay, err := each(key)
+		if err != nil {
+			return err
+		}
+		if longWay {
+			return errLongWay
+		}
+	}
+	return nil
+}
+
+// keys adds the keys of the object at the reader to names.
+func (k *keyReader) keys(names map[string]bool) error {
+	return k.object(func(key string) (bool, error) {
+		if !names[key] {
+			names[key] = true
+		}
+		return false, k.skip(0)
+	})
+}
+
+// key reads an object key.
+func (k *keyReader) key() (string, error) {
+	if len(k.in) == 0 {
+		return "", errShort
+	}
+	kind := k.in[0]
+	k.in = k.in[1:]
+	var s string
+	switch kind {
+	case pString:
+		n, err := k.uvarint()
+		if err != nil || uint64(len(k.in)) < n {
+			return "", errShort
+		}
+		s = string(k.in[:n])
+		k.in = k.in[n:]
+	case pDict:
+		id, err := k.uvarint()
+		if err != nil {
+			return "", err
+		}
+		if s, err = k.db.dict.lookup(k.tx, id); err != nil {
+			return "", err
+		}
+	case pID:
+		s = string(k.id)
+	default:
+		return "", errLongWay
+	}
+	if !utf8.ValidString(s) {
+		return "", errLongWay
+	}
+	return s, nil
+}
+
+// skip passes over one value.
+func (k *keyReader) skip(depth int) error {
+	if len(k.in) == 0 || depth > maxDepth {
+		return errShort
+	}
+	kind := k.in[0]
+	k.in = k.in[1:]
+	switch kind {
+	case pNull, pFalse, pTrue, pID, pText, pRunes:
+		return nil
+	case pUint, pDict, pPrefix:
+		_, err := k.uvarint()
+		return err
+	case pNumber, pString:
+		n, err := k.uvarint()
+		if err != nil || uint64(len(k.in)) < n {
+			return errShort
+		}
+		k.in = k.in[n:]
+		return nil
+	case pArray, pObject:
+		n, err := k.uvarint()
+		if err != nil {
+			return err
+		}
+		for range n {
+			if kind == pObject {
+				if err := k.skip(depth + 1); err != nil {
+					return err
+				}
+			}
+			if err := k.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown value kind %d", kind)
+}
+
+// str reads a string value as encoding/json would decode its JSON.
+func (k *keyReader) str() (string, error) {
+	if len(k.in) > 0 && k.in[0] == pText {
+		return "", errLongWay // an item record never refers to its own text
+	}
+	return k.key()
+}
+
+// strings reads an object of string values into a new map.
+func (k *keyReader) strings() (map[string]string, error) {
+	m := map[string]string{}
+	err := k.object(func(key string) (bool, error) {
+		v, err := k.str()
+		if err != nil {
+			return false, err
+		}
+		m[key] = v
+		return false, nil
+	})
+	return m, err
+}
+
+// itemRecord is the record item id stores as v: read straight from the
+// packed form, which is what the items of format 2 and later are, else
+// (or when it holds anything unusual) through its JSON as record does.
+func (db *DB) itemRecord(tx *bolt.Tx, id, v []byte) (pipeline.Record, error) {
+	if len(v) > 0 && v[0] == tagPacked {
+		var r pipeline.Record
+		k := keyReader{db: db, tx: tx, in: v[1:], id: id}
+		err := k.object(func(key string) (bool, error) {
+			var err error
+			switch key {
+			case "id":
+				r.ID, err = k.str()
+			case "text":
+				r.Text, err = k.str()
+			case "fields":
+				r.Fields, err = k.strings()
+			case "types":
+				var types map[string]string
+				if types, err = k.strings(); err == nil {
+					r.Types = make(map[string]pipeline.FieldType, len(types))
+					for f, t := range types {
+						r.Types[f] = pipeline.FieldType(t)
+					}
+				}
+			default:
+				return true, nil
+			}
+			return false, err
+		})
+		if err == nil && len(k.in) == 0 {
+			return r, nil
+		}
+	}
+	r, _, err := db.record(tx, id)
+	return r, err
+}

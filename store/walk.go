@@ -1,0 +1,91 @@
+package store
+
+import (
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A read that walks the whole file (an export, a report's pass over the
+// done items, verify) touches every page of bbolt's mapping of the file,
+// and a touched page of a mapped file counts in the process's resident
+// memory until the kernel reclaims it: at a million items that was the
+// whole file, ~500 MB. walk is view for such reads: every releaseEvery
+// items the walker calls release, which tells the kernel the mapping's
+// pages are not needed (releasePages). The mapping is a read-only shared
+// mapping of the file, so nothing is lost: a page touched again is read
+// back from the page cache, and the bytes of the open transaction stay
+// the same since bbolt does not reuse a page while a read holds it. The
+// walk stays one read transaction, so it is one snapshot of the file.
+
+// releaseEvery is how many items a walk reads between two releases: the
+// pages of a few thousand items are a few MB, and each release costs
+// one system call and the refaults of the branch pages it dropped.
+var releaseEvery = 4096
+
+// release is releasePages; tests count its calls.
+var release = releasePages
+
+// walker counts a walk's items and releases the pages they touched.
+type walker struct {
+	db *DB
+	tx *bolt.Tx
+	n  int
+}
+
+// step counts one item; every releaseEvery items it releases the pages
+// touched so far.
+func (w *walker) step() {
+	w.n++
+	if w.n%releaseEvery == 0 {
+		w.release()
+	}
+}
+
+// release drops the mapping's resident pages, up to the file's size as
+// this transaction sees it (the mapping is at least that large, and the
+// open read keeps bbolt from remapping it meanwhile).
+func (w *walker) release() {
+	release(w.db.bolt.Info().Data, uintptr(w.tx.Size()))
+}
+
+// walk runs fn in one read transaction, as view does, with a walker fn
+// calls step on for each item it reads; the pages are released once more
+// when fn returns.
+func (db *DB) walk(fn func(tx *bolt.Tx, w *walker) error) error {
+	return db.view(func(tx *bolt.Tx) error {
+		w := &walker{db: db, tx: tx}
+		defer w.release()
+		return fn(tx, w)
+	})
+}
+
+// releaseTick is how often releaseWhile releases: bbolt's page check
+// reads some tens of MB in that time.
+const releaseTick = 10 * time.Millisecond
+
+// releaseWhile releases the pages every releaseTick until the returned
+// stop is called, and once more then: for a read inside bbolt that calls
+// back nothing per item (its page check). Releasing while it reads is
+// safe for the reasons above.
+func (w *walker) releaseWhile() (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(releaseTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				w.release()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		w.release()
+	}
+}
