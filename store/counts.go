@@ -129,7 +129,10 @@ func (db *DB) current(tx *bolt.Tx) (itemCounts, error) {
 // counts and for Check.
 func (db *DB) recount(tx *bolt.Tx) (itemCounts, error) {
 	c := itemCounts{stages: make([]stageCount, len(db.stages))}
+	w := &walker{db: db, tx: tx} // reads every state: release the pages behind
+	defer w.release()
 	err := tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+		w.step()
 		s, ok := decodeState(v)
 		if !ok || s.Stage >= len(db.stages) {
 			return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)

@@ -350,7 +350,10 @@ func cubeComplete(b *bolt.Bucket) (bool, error) {
 func (db *DB) recountCube(tx *bolt.Tx) (map[string]*cubeCell, error) {
 	cells := map[string]*cubeCell{}
 	last := db.stages[len(db.stages)-1].Name
+	w := &walker{db: db, tx: tx} // reads every done item: release the pages behind
+	defer w.release()
 	err := tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
+		w.step()
 		s, ok := decodeState(v)
 		if !ok || s.Status != Done {
 			return nil
