@@ -236,8 +236,14 @@ func canonicalValue(raw []byte, i, depth int) (int, bool) {
 					return i, false
 				}
 				end, _ := stringEnd(raw, i)
-				key := raw[i:end]
-				if !plainJSONString(key) || (prev != nil && bytes.Compare(key, prev) <= 0) || end >= len(raw) || raw[end] != ':' {
+				if !plainJSONString(raw[i:end]) || end-i < 2 || bytes.IndexByte(raw[i:end], '\\') >= 0 {
+					return i, false
+				}
+				// encoding/json sorts the decoded keys: compare what is
+				// between the quotes (a key with an escape decodes to
+				// other bytes, and went to the decoder above).
+				key := raw[i+1 : end-1]
+				if (prev != nil && bytes.Compare(key, prev) <= 0) || end >= len(raw) || raw[end] != ':' {
 					return i, false
 				}
 				prev, i = key, end+1

@@ -31,8 +31,10 @@ func (e *NotObjectError) Error() string {
 // stored output by stage. It reads them in one read transaction, from the packed records themselves:
 // a key is a dict id or a few bytes, and the values are skipped, not
 // decoded, so it costs a fraction of reading the items (ForEachItem). A
-// stage's shared record counts when an item uses it. Exact: the names
-// are those ForEachItem's records and outputs have.
+// stage's shared record counts when an item uses it. On a sound file
+// the names are exactly those ForEachItem's records and outputs have; a
+// record or output without a state (an orphan `sawtooth verify`
+// reports) adds its names too, as a column no row fills.
 func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error) {
 	inputs, outputs = map[string]bool{}, map[string]map[string]bool{}
 	err = db.walk(func(tx *bolt.Tx, w *walker) error {

@@ -269,15 +269,15 @@ func (db *DB) Check() ([]string, error) {
 	err := db.walk(func(tx *bolt.Tx, w *walker) error {
 		// bbolt's page check and Stats read every page of the file and
 		// of two buckets without calling back per item.
-		stop := w.releaseWhile()
-		for err := range tx.Check() {
-			add("file: %v", err)
-		}
 		items, states := tx.Bucket(bucketItems), tx.Bucket(bucketState)
-		if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
-			add("%d records but %d states", n, m)
-		}
-		stop()
+		w.checkPages(func() {
+			for err := range tx.Check() {
+				add("file: %v", err)
+			}
+			if n, m := items.Stats().KeyN, states.Stats().KeyN; n != m {
+				add("%d records but %d states", n, m)
+			}
+		})
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
 		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}

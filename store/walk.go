@@ -89,3 +89,13 @@ func (w *walker) releaseWhile() (stop func()) {
 		w.release()
 	}
 }
+
+// checkPages runs read, a read inside bbolt that calls back nothing per
+// item, releasing the pages meanwhile (releaseWhile); the releases stop
+// when read returns or panics (a damaged file: view recovers it), never
+// later, when the transaction they read through is closed.
+func (w *walker) checkPages(read func()) {
+	stop := w.releaseWhile()
+	defer stop()
+	read()
+}
