@@ -13,7 +13,8 @@ import (
 // command migrates once they are stopped, with the --db it was given
 // (its password never), and stays fatal, not a usage error (exit 1).
 func TestWordLiveWorkers(t *testing.T) {
-	refused := fmt.Errorf("migrate schema sawtooth of db1/reviews from version 7 to 8: a worker of the old version is live, host-b:42 (a live session): %w (stop those workers)", postgres.ErrLiveWorkers)
+	refused := fmt.Errorf("migrate schema sawtooth of db1/reviews from version 7 to 8: host-b:42 (a live session) still works on it: %w (stop it, then %s)", postgres.ErrLiveWorkers, postgres.OpenAgain)
+	head := strings.TrimSuffix(refused.Error(), postgres.OpenAgain+")")
 	const dsn = "postgres://sawtooth@db1:5432/reviews"
 	for _, tc := range []struct {
 		name    string
@@ -21,8 +22,8 @@ func TestWordLiveWorkers(t *testing.T) {
 		migrate bool
 		want    string
 	}{
-		{"run", refused, false, refused.Error() + "; `sawtooth migrate --db " + dsn + "` migrates it alone, before any worker of this version starts"},
-		{"migrate", refused, true, refused.Error() + "; then run `sawtooth migrate --db " + dsn + "` again"},
+		{"run", refused, false, head + "run `sawtooth migrate --db " + dsn + "` (or this command again) before any worker of this version starts)"},
+		{"migrate", refused, true, head + "run `sawtooth migrate --db " + dsn + "` again)"},
 		{"another error", errors.New("connection refused"), false, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -90,16 +90,18 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 
 // wordLiveWorkers words postgres.ErrLiveWorkers, a migration refused while
 // workers of the old version hold the pipeline, with the command to run
-// then (migrate says to run it again); any other error is returned as it
-// is. It stays a fatal error (exit 1), as a database in use is: the
-// command was called right.
+// once they are gone; any other error is returned as it is. It stays a
+// fatal error (exit 1), as a database in use is: the command was called
+// right.
 func wordLiveWorkers(err error, target string, migrate bool) error {
 	if !errors.Is(err, postgres.ErrLiveWorkers) {
 		return err
 	}
-	cmd := "`sawtooth migrate --db " + shellQuote(postgres.Redact(target)) + "`"
+	run := "run `sawtooth migrate --db " + shellQuote(postgres.Redact(target)) + "`"
 	if migrate {
-		return &wordedError{err: err, msg: err.Error() + "; then run " + cmd + " again"}
+		run += " again"
+	} else {
+		run += " (or this command again) before any worker of this version starts"
 	}
-	return &wordedError{err: err, msg: err.Error() + "; " + cmd + " migrates it alone, before any worker of this version starts"}
+	return &wordedError{err: err, msg: strings.Replace(err.Error(), postgres.OpenAgain, run, 1)}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,5 +98,20 @@ func TestMigrate_RefusesWhileOldWorkersLive(t *testing.T) {
 			}
 			storetest.Invariants(t, db)
 		})
+	}
+}
+
+// TestMigrate_RefusalNamesAFewWorkers: a refusal for a large fleet names
+// the first workers by name and counts the rest.
+func TestMigrate_RefusalNamesAFewWorkers(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	for i := range maxNamed + 2 {
+		beginSession(t, worker(t, u, fmt.Sprintf("w%02d", i)))
+	}
+	a.Close()
+	sql(t, u, downgrades[7])
+	_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
+	if !errors.Is(err, ErrLiveWorkers) || !strings.Contains(err.Error(), "w09 (a live session), and 2 more still work on it") || strings.Contains(err.Error(), "w10") {
+		t.Fatalf("migrating while %d workers live: %v; want the first %d named and 2 counted", maxNamed+2, err, maxNamed)
 	}
 }

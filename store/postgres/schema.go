@@ -274,7 +274,11 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 // ErrLiveWorkers is returned by a writable Open that would migrate a
 // pipeline some workers still hold: they check the schema only when they
 // open, and would go on committing by the old version's rules.
-var ErrLiveWorkers = errors.New("workers of the pipeline are live")
+var ErrLiveWorkers = errors.New("workers of an older sawtooth are live")
+
+// OpenAgain ends what ErrLiveWorkers's message says to do; a command
+// line says what to run instead.
+const OpenAgain = "open it again"
 
 // liveWorker is a worker checkNoLiveWorkers found: the items it holds
 // under a live claim and whether its session is alive.
@@ -284,6 +288,9 @@ type liveWorker struct {
 	until float64 // seconds until its last lease ends
 	alive bool
 }
+
+// maxNamed is how many live workers a refusal names.
+const maxNamed = 10
 
 // checkNoLiveWorkers refuses to migrate a schema at version from while a
 // worker holds a live claim or beats a live session (schema 5 on).
@@ -314,19 +321,26 @@ func (db *DB) checkNoLiveWorkers(ctx context.Context, tx pgx.Tx, from int) error
 	for i, w := range live {
 		var what []string
 		if w.held > 0 {
-			what = append(what, fmt.Sprintf("%d items claimed, leases end in %v", w.held, time.Duration(w.until*float64(time.Second)).Round(time.Second)))
+			items := "items"
+			if w.held == 1 {
+				items = "item"
+			}
+			what = append(what, fmt.Sprintf("%d %s claimed, leases end in %v", w.held, items, time.Duration(w.until*float64(time.Second)).Round(time.Second)))
 		}
 		if w.alive {
 			what = append(what, "a live session")
 		}
 		names[i] = fmt.Sprintf("%s (%s)", w.owner, strings.Join(what, "; "))
 	}
-	who := fmt.Sprintf("%d workers of the old version are live", len(live))
-	if len(live) == 1 {
-		who = "a worker of the old version is live"
+	if len(names) > maxNamed {
+		names = append(names[:maxNamed], fmt.Sprintf("and %d more", len(live)-maxNamed))
 	}
-	return fmt.Errorf("migrate schema %s of %s from version %d to %d: %s, %s: %w (stop those workers, or wait for their leases and sessions to end, then open it again: a worker still running would keep committing by the old rules, which this version's schema does not follow)",
-		db.schema, db.path, from, SchemaVersion, who, strings.Join(names, ", "), ErrLiveWorkers)
+	verb := "work"
+	if len(live) == 1 {
+		verb = "works"
+	}
+	return fmt.Errorf("migrate schema %s of %s from version %d to %d: %s still %s on it by the old version's rules: %w (stop those workers, or wait for their leases and sessions to end, then %s)",
+		db.schema, db.path, from, SchemaVersion, strings.Join(names, ", "), verb, ErrLiveWorkers, OpenAgain)
 }
 
 func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
