@@ -42,7 +42,7 @@ func plainJSONString(raw []byte) bool {
 }
 
 // escapeLen is the length of the escape at the start of s when it is one
-// encoding/json writes (appendJSONString), 0 when not.
+// encoding/json writes (jsonquote.Append), 0 when not.
 func escapeLen(s []byte) int {
 	if len(s) < 2 {
 		return 0
@@ -146,60 +146,6 @@ func unquotePlain(raw []byte) string {
 		i += 2
 	}
 	return string(b)
-}
-
-// appendJSONString appends s quoted as json.Marshal writes it (HTML
-// characters, U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD).
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // canonicalJSON says whether raw, a valid JSON object or array, is

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/sawtooth-dev/sawtooth/internal/jsonquote"
 )
 
 // The row pass of a flat export. A row is written from each output's raw
@@ -275,7 +277,7 @@ func (w *rowWriter) writeJSONL(id string) ([]byte, error) {
 // ok is false for a null, which the row leaves out.
 func appendJSONValue(b []byte, c cell) ([]byte, bool, error) {
 	if c.raw == nil {
-		return appendJSONString(b, c.text), true, nil
+		return jsonquote.Append(b, c.text), true, nil
 	}
 	raw := c.raw
 	switch raw[0] {

@@ -102,15 +102,6 @@ func TestWriteFlat_BadOutput(t *testing.T) {
 	}
 }
 
-func TestAppendJSONString_AsMarshal(t *testing.T) {
-	for _, s := range []string{"", "plain", "<&>", "q\"b\\", "\b\f\n\r\t\x00\x1f", "caf\u00e9 😀", "\u2028\u2029", "bad \xff\xfe utf8", "\xe2\x80"} {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
-		}
-	}
-}
-
 // TestPlainJSONString: a string the row pass writes as stored is what
 // encoding/json writes for its value, and the text it reads for a CSV
 // cell is the value encoding/json reads.

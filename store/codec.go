@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sawtooth-dev/sawtooth/internal/jsonquote"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -426,64 +427,8 @@ func (u *unpacker) strOf(kind byte) error {
 	default:
 		return fmt.Errorf("value kind %d where a string is expected", kind)
 	}
-	u.out = appendQuoted(u.out, s)
+	u.out = jsonquote.Append(u.out, s)
 	return nil
-}
-
-// appendQuoted appends s as a JSON string the way encoding/json writes
-// it (HTML characters, U+2028 and U+2029 escaped, invalid UTF-8 as
-// U+FFFD). It is part of the format: a record packs only if it reads
-// back byte for byte through it, so it must never change.
-func appendQuoted(out []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	out = append(out, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			out = append(out, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				out = append(out, '\\', b)
-			case '\b':
-				out = append(out, '\\', 'b')
-			case '\f':
-				out = append(out, '\\', 'f')
-			case '\n':
-				out = append(out, '\\', 'n')
-			case '\r':
-				out = append(out, '\\', 'r')
-			case '\t':
-				out = append(out, '\\', 't')
-			default:
-				out = append(out, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			out = append(out, s[start:i]...)
-			out = append(out, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			out = append(out, s[start:i]...)
-			out = append(out, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
 }
 
 // textOnly reports whether the packed record v (tagPacked) is made only

@@ -197,22 +197,6 @@ func TestDB_Ingest_editKeepsOutputs(t *testing.T) {
 	}
 }
 
-// TestAppendQuoted holds the format's string quoting to encoding/json's,
-// for every byte and the runes it treats specially.
-func TestAppendQuoted(t *testing.T) {
-	var cases []string
-	for b := 0; b < 256; b++ {
-		cases = append(cases, "a"+string([]byte{byte(b)})+"z")
-	}
-	cases = append(cases, "\u2028\u2029", "é😀\U0010FFFF", "\xff\xfe", "<script>&amp;</script>", "", `"\`)
-	for _, s := range cases {
-		want, _ := json.Marshal(s)
-		if got := appendQuoted(nil, s); string(got) != string(want) {
-			t.Errorf("appendQuoted(%q) = %s, want %s", s, got, want)
-		}
-	}
-}
-
 // TestDB_decodeRecord_damaged: a record cut short or with a byte
 // changed reads as an error or as some JSON, never a panic.
 func TestDB_decodeRecord_damaged(t *testing.T) {
