@@ -112,8 +112,15 @@ func TestTier_FlexSIGKILLWithThousandsInFlight(t *testing.T) {
 		Latency: geminisim.Latency{Base: 2 * time.Millisecond, Jitter: 3 * time.Millisecond},
 		Tiers: geminisim.TierConfig{
 			FlexShed: 1.0 / 3, ShedAnswer: geminisim.Shed429,
-			// Flex's minutes, scaled: long enough that thousands wait.
-			FlexLatency: geminisim.Latency{Base: 4 * time.Second, Jitter: 4 * time.Second},
+			// Flex's minutes, scaled: long enough that thousands wait
+			// whatever the machine's speed. The calls in flight are the
+			// rate calls start at times their latency, and under -race on
+			// a loaded machine the run starts (sanitize, then classify)
+			// only a hundred or so a second: at 4-8 s calls the first of
+			// them were answered before 2,000 had started, and the run
+			// ended without ever holding them. At 25 s a start rate of
+			// 80/s is enough; the resume waits one call's latency more.
+			FlexLatency: geminisim.Latency{Base: 25 * time.Second, Jitter: 5 * time.Second},
 		},
 	})
 	dir := t.TempDir()
