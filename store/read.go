@@ -109,7 +109,7 @@ func (db *DB) Locate(id string) (Location, error) {
 		if loc.Output, err = db.outputs(tx, []byte(id), loc.Record.Text, len(db.stages)); err != nil {
 			return err
 		}
-		if s.Status == Dead {
+		if s.Status == pipeline.StatusDead {
 			var dl pipeline.DeadLetter
 			if err := json.Unmarshal(tx.Bucket(deadBucket(loc.Stage)).Get([]byte(id)), &dl); err == nil {
 				loc.Dead = &dl
@@ -215,7 +215,7 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)
-			if !ok || s.Status != Done {
+			if !ok || s.Status != pipeline.StatusDone {
 				return nil
 			}
 			var it pipeline.Item
@@ -295,13 +295,13 @@ func (db *DB) Check() ([]string, error) {
 			name := db.stages[s.Stage].Name
 			for i, st := range db.stages {
 				inDead := tx.Bucket(deadBucket(st.Name)).Get(k) != nil
-				if inDead != (s.Status == Dead && i == s.Stage) {
+				if inDead != (s.Status == pipeline.StatusDead && i == s.Stage) {
 					add("item %q: dead/%s presence %v disagrees with state %s at %s", k, st.Name, inDead, s.Status, name)
 				}
 				inOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
 				isShared := s.Shared&sharedBit(i) != 0
 				hasOut := inOut || isShared
-				wantOut := i < s.Stage || s.Status == Done
+				wantOut := i < s.Stage || s.Status == pipeline.StatusDone
 				switch {
 				case hasOut != wantOut:
 					add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
@@ -312,12 +312,12 @@ func (db *DB) Check() ([]string, error) {
 				}
 			}
 			switch s.Status {
-			case Queued:
+			case pipeline.StatusQueued:
 				if got := tx.Bucket(todoBucket(name)).Get(u64(s.Seq)); !bytes.Equal(got, k) {
 					add("item %q: queued at %s seq %d but the queue holds %q", k, name, s.Seq, got)
 				}
-			case Dead:
-			case Done:
+			case pipeline.StatusDead:
+			case pipeline.StatusDone:
 				var f pipeline.Fact
 				rec, _, err := db.record(tx, k)
 				if err != nil {
@@ -330,7 +330,7 @@ func (db *DB) Check() ([]string, error) {
 				if raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
 					recomputed.Fold(string(k), f, +1)
 				}
-			case InBatch:
+			case pipeline.StatusInBatch:
 				checkHeld(tx, k, s, name, add)
 			default:
 				add("item %q: unknown status %d", k, s.Status)
@@ -344,7 +344,7 @@ func (db *DB) Check() ([]string, error) {
 			err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
 				w.step()
 				s, ok := decodeState(states.Get(v))
-				if !ok || s.Status != Queued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
+				if !ok || s.Status != pipeline.StatusQueued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
 					add("todo/%s seq %d: item %q is not queued there", st.Name, binary.BigEndian.Uint64(k), v)
 				}
 				return nil
