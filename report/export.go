@@ -106,7 +106,7 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
 			if !slices.Contains(all, c) {
-				return fmt.Errorf("export: no column %q; the columns are: %s: %w", c, strings.Join(all, ","), ErrUnknownColumn)
+				return &UnknownColumnError{Column: c, Columns: all}
 			}
 		}
 		cols = o.Columns
@@ -331,10 +331,6 @@ type ExportOptions struct {
 	// FlatOptions.RawCells).
 	RawCells bool
 }
-
-// ErrUnknownColumn is returned (wrapped) when a requested column is not
-// one the export has: a mistake in the command, not in the data.
-var ErrUnknownColumn = errors.New("choose columns from that list (--columns)")
 
 // ItemStatus says where an item stands, for the status column: "done",
 // "queued at STAGE", "in batch at STAGE" or "dead at STAGE"; a done item

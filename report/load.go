@@ -22,14 +22,15 @@ type Filter struct {
 // String is "field=value".
 func (f Filter) String() string { return f.Field + "=" + f.Value }
 
-// ParseFilters reads --where flags written field=value.
+// ParseFilters reads filters written field=value; a filter written
+// otherwise is a *FilterSyntaxError.
 func ParseFilters(where []string) ([]Filter, error) {
 	var out []Filter
 	for _, w := range where {
 		field, value, ok := strings.Cut(w, "=")
 		field = strings.TrimSpace(field)
 		if !ok || field == "" {
-			return nil, fmt.Errorf("--where %q: write it as field=value, e.g. --where app=TaskFlow", w)
+			return nil, &FilterSyntaxError{Filter: w}
 		}
 		out = append(out, Filter{Field: field, Value: strings.TrimSpace(value)})
 	}

@@ -16,29 +16,28 @@ type Window struct {
 	To   string `json:"to,omitempty"`
 }
 
-// ParseWindow checks the --month, --from and --to flags and returns their
-// window: month alone, or from and/or to. Errors name the flag and the
-// format wanted.
+// ParseWindow checks a period's bounds and returns its window: month
+// alone, or from and/or to. Errors are *WindowError, naming the bound.
 func ParseWindow(month, from, to string) (Window, error) {
-	flags := []struct{ flag, v string }{{"--from", from}, {"--to", to}}
+	bounds := []struct{ name, v string }{{"from", from}, {"to", to}}
 	if month != "" {
 		if from != "" || to != "" {
-			return Window{}, fmt.Errorf("--month %s cannot be combined with --from/--to: give one month or a range", month)
+			return Window{}, &WindowError{Problem: MonthAndRange, Bound: "month", Value: month}
 		}
 		from, to = month, month
-		flags = flags[:1]
-		flags[0] = struct{ flag, v string }{"--month", month}
+		bounds = bounds[:1]
+		bounds[0] = struct{ name, v string }{"month", month}
 	}
-	for _, f := range flags {
-		if f.v == "" {
+	for _, b := range bounds {
+		if b.v == "" {
 			continue
 		}
-		if _, err := time.Parse("2006-01", f.v); err != nil {
-			return Window{}, fmt.Errorf("%s %q is not a month: write it as YYYY-MM, e.g. 2026-11", f.flag, f.v)
+		if _, err := time.Parse("2006-01", b.v); err != nil {
+			return Window{}, &WindowError{Problem: NotAMonth, Bound: b.name, Value: b.v}
 		}
 	}
 	if from != "" && to != "" && from > to {
-		return Window{}, fmt.Errorf("--from %s is after --to %s", from, to)
+		return Window{}, &WindowError{Problem: FromAfterTo, From: from, To: to}
 	}
 	return Window{From: from, To: to}, nil
 }
@@ -207,10 +206,10 @@ func (c *Cube) Pivot(o PivotOptions) (*Pivot, error) {
 	for i, f := range o.By {
 		pos[i] = slices.Index(c.Dims, f)
 		if pos[i] < 0 {
-			return nil, fmt.Errorf("--by %s: no such group field (have %s); group fields come from the run's --group-by", f, strings.Join(c.Dims, ", "))
+			return nil, &GroupFieldError{Field: f, Dims: slices.Clone(c.Dims)}
 		}
 		if slices.Index(o.By, f) != i {
-			return nil, fmt.Errorf("--by names %s twice", f)
+			return nil, &GroupFieldError{Field: f, Dims: slices.Clone(c.Dims), Twice: true}
 		}
 	}
 	monthPos := slices.Index(c.Dims, MonthField)
