@@ -95,7 +95,7 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 	switch o.Format {
 	case FormatCSV, FormatTSV, FormatJSONL:
 	default:
-		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
+		return fmt.Errorf("export: unknown format %q (csv, tsv or jsonl)", o.Format)
 	}
 	n, err := names()
 	if err != nil {
@@ -393,7 +393,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 		names = append(names, s.Name)
 	}
 	if o.Stage != "" && !slices.Contains(names, o.Stage) {
-		return fmt.Errorf("export: unknown --stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
+		return fmt.Errorf("export: unknown stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
 	}
 	if o.Stage != "" {
 		src := func(fn func(FlatItem) error) error {
