@@ -102,6 +102,7 @@ type SameFailureError struct {
 	key   string // ReasonKey of the dead letters
 }
 
+// Error says what failed, how often, and how many items it dead-lettered.
 func (e *SameFailureError) Error() string {
 	items := fmt.Sprintf("%d items were", e.DeadLettered)
 	if e.DeadLettered == 1 {

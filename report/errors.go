@@ -17,6 +17,7 @@ type FilterSyntaxError struct {
 	Filter string
 }
 
+// Error names the filter and the form wanted.
 func (e *FilterSyntaxError) Error() string {
 	return fmt.Sprintf("filter %q: write it as field=value, e.g. app=TaskFlow", e.Filter)
 }
@@ -33,6 +34,7 @@ type GroupFieldError struct {
 	Twice bool
 }
 
+// Error names the field and the cube's fields.
 func (e *GroupFieldError) Error() string {
 	if e.Twice {
 		return fmt.Sprintf("group field %s is named twice", e.Field)
@@ -62,6 +64,7 @@ type WindowError struct {
 	From, To string
 }
 
+// Error names the bound at fault and the form wanted.
 func (e *WindowError) Error() string {
 	switch e.Problem {
 	case NotAMonth:
@@ -85,6 +88,7 @@ type UnknownColumnError struct {
 	Columns []string
 }
 
+// Error names the column and the columns there are.
 func (e *UnknownColumnError) Error() string {
 	return fmt.Sprintf("export: no column %q; the columns are: %s", e.Column, strings.Join(e.Columns, ","))
 }

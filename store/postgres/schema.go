@@ -192,6 +192,7 @@ type OldSchemaError struct {
 	Version, Want int
 }
 
+// Error names the database and both schema versions.
 func (e *OldSchemaError) Error() string {
 	return fmt.Sprintf("open %s: schema version %d is older than this sawtooth's %d: a writable open upgrades it", e.Path, e.Version, e.Want)
 }
