@@ -114,7 +114,7 @@ func (r *Runner) handOut(ctx context.Context, i int, claims []Claim, work chan<-
 			book.sent(q.Seq)
 			now := r.clock().Now()
 			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: DeadLetter{
-				Class: ClassPermanent, Reason: ReasonClaimsExhausted, Attempts: int(q.Attempt), First: now, Last: now,
+				Class: ClassPermanent, Cause: CauseClaimsExhausted, Attempts: int(q.Attempt), First: now, Last: now,
 				Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)", q.Attempt),
 			}})
 			continue

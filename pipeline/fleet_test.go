@@ -261,7 +261,7 @@ func TestFleet_ClaimBudgetDeadLetters(t *testing.T) {
 			t.Errorf("calls %v, summary %+v; want i0001 dead-lettered uncalled, 2 done", stage.calls, sum.Stages["only"])
 		}
 		d := st.deadLetters(t, "only")["i0001"]
-		if d.Class != pipeline.ClassPermanent || d.Reason != pipeline.ReasonClaimsExhausted || d.Attempts != 5 {
+		if d.Class != pipeline.ClassPermanent || d.Cause != pipeline.CauseClaimsExhausted || d.Attempts != 5 {
 			t.Errorf("dead letter = %+v, want permanent, claims exhausted, after 5 claims", d)
 		}
 		// The letter is stored: it holds facts, and the CLI words the

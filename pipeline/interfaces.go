@@ -40,9 +40,10 @@ type DeadLetter struct {
 	// words the next step when it shows the letter). Letters written
 	// before that may end with a command.
 	Message string `json:"message"`
-	// Reason, when set, is why the runner (not the stage) dead-lettered
-	// the item; empty when the stage's error did, as Class says.
-	Reason DeadReason `json:"reason,omitempty"`
+	// Cause, when set, is why the runner (not the stage) dead-lettered
+	// the item; empty when the stage's error did, as Class says. (Not
+	// PastDeadLetter.Reason, which is why a letter left its item.)
+	Cause DeadCause `json:"cause,omitempty"`
 	// Attempts is the attempts spent on the item at this stage.
 	Attempts int `json:"attempts"`
 	// First and Last are when the first and the last attempt failed.
@@ -50,14 +51,14 @@ type DeadLetter struct {
 	Last  time.Time `json:"last_failure"`
 }
 
-// DeadReason is why the runner itself dead-lettered an item.
-type DeadReason string
+// DeadCause is why the runner itself dead-lettered an item.
+type DeadCause string
 
-// ReasonClaimsExhausted: the item was claimed more than Runner.MaxClaims
+// CauseClaimsExhausted: the item was claimed more than Runner.MaxClaims
 // times and never finished; the workers holding it died or lost their
 // lease each time, so the item may be what crashes them. Re-queueing it
 // (after a look at it) is the user's call.
-const ReasonClaimsExhausted DeadReason = "claims-exhausted"
+const CauseClaimsExhausted DeadCause = "claims-exhausted"
 
 // Transition is one item leaving one stage. The store applies each
 // transition exactly once: a transition whose item is no longer queued at

@@ -40,7 +40,7 @@ func deadNextStep(db, stage, id string, d pipeline.DeadLetter) string {
 	p, s, i := commandArg(db), commandArg(stage), commandArg(id)
 	requeue := fmt.Sprintf("  sawtooth dlq requeue --db %s --stage %s --id %s\n  sawtooth run --db %s\n", p, s, i, p)
 	switch {
-	case d.Reason == pipeline.ReasonClaimsExhausted:
+	case d.Cause == pipeline.CauseClaimsExhausted:
 		return "the workers holding it died or lost their lease each time: if the item is not what crashes them, re-queue it and run again:\n" + requeue
 	case d.Class == pipeline.ClassPermanent:
 		return fmt.Sprintf("a permanent failure fails the same way if re-queued unchanged: edit the row in your input file and run again (the edited text re-enters by itself):\n"+

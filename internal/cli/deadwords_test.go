@@ -77,7 +77,7 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	putDead(t, path, "classify", "r000009", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: oldClaimsMessage, Attempts: 5, First: now, Last: now})
-	putDead(t, path, "classify", "r000011", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Reason: pipeline.ReasonClaimsExhausted,
+	putDead(t, path, "classify", "r000011", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Cause: pipeline.CauseClaimsExhausted,
 		Message: "claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)", Attempts: 5, First: now, Last: now})
 	quoted := "'" + path + "'"
 
@@ -93,7 +93,7 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 			[]string{"then `sawtooth retry --stage classify`"}, // shown as stored
 			[]string{"permanent failure", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000009"}},
 		{"claims letter", "r000011",
-			[]string{`"reason": "claims-exhausted"`},
+			[]string{`"cause": "claims-exhausted"`},
 			[]string{"the workers holding it died", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000011\n  sawtooth run --db " + quoted}},
 	}
 	for _, tc := range tests {
