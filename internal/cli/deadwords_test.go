@@ -123,10 +123,14 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 		if strings.Contains(out.String(), "`sawtooth") || !strings.Contains(out.String(), "r000009\tpermanent (5 attempts): claimed 5 times") {
 			t.Errorf("dlq list shows a stored command, or not the old letter:\n%s", out.String())
 		}
-		for _, w := range []string{"1 item claimed too often", "sawtooth retry --db " + quoted + " --stage classify"} {
+		for _, w := range []string{"1 item claimed too often", "sawtooth dlq requeue --db " + quoted + " --stage STAGE --id ID"} {
 			if !strings.Contains(errOut.String(), w) {
 				t.Errorf("stderr lacks %q:\n%s", w, errOut.String())
 			}
+		}
+		// The other letters are permanent: nothing to retry as it is.
+		if strings.Contains(errOut.String(), "sawtooth retry") {
+			t.Errorf("stderr offers a retry for permanent letters only:\n%s", errOut.String())
 		}
 	})
 }

@@ -128,9 +128,10 @@ func runDLQList(opts *dlqOptions) error {
 			"  edit the row in your input file and run again; the edited text re-enters by itself:\n  sawtooth run --db %s --input FILE\n", p)
 	}
 	if claims > 0 {
-		fmt.Fprintf(opts.ErrOut, "%s claimed too often (the workers holding them died or lost their lease each time; the item may be what crashes them): look at each one first, then re-queue what is safe with the command below\n", plural(claims, "item"))
+		fmt.Fprintf(opts.ErrOut, "%s claimed too often (the workers holding them died or lost their lease each time; the item may be what crashes them): look at each one first, then re-queue it alone:\n"+
+			"  sawtooth dlq requeue --db %s --stage STAGE --id ID\n", plural(claims, "item"), p)
 	}
-	if n > byClass[pipeline.ClassPermanent] {
+	if n-claims > byClass[pipeline.ClassPermanent] {
 		for _, s := range list {
 			if stagesWithDead[s] {
 				fmt.Fprintf(opts.ErrOut, "to retry what failed at %s (transient errors: outages, timeouts):\n  sawtooth retry --db %s --stage %s\n", s, p, s)
