@@ -170,7 +170,7 @@ func TestDriver_BudgetHeldAcrossACrash(t *testing.T) {
 	}
 }
 
-func mustJobs(t *testing.T, f *fixture) []store.BatchJob {
+func mustJobs(t *testing.T, f *fixture) []pipeline.BatchJob {
 	t.Helper()
 	jobs, err := f.db.BatchJobs(false)
 	if err != nil {

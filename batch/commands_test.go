@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
@@ -155,13 +156,13 @@ func TestCancel_UnconfirmedThenSucceeded(t *testing.T) {
 // was kept wrote them.
 type legacyRecords struct{ *store.DB }
 
-func (l legacyRecords) BatchJobByNum(num uint64) (store.BatchJob, error) {
+func (l legacyRecords) BatchJobByNum(num uint64) (pipeline.BatchJob, error) {
 	j, err := l.DB.BatchJobByNum(num)
 	j.CreateTracked = false
 	return j, err
 }
 
-func (l legacyRecords) BatchJobs(openOnly bool) ([]store.BatchJob, error) {
+func (l legacyRecords) BatchJobs(openOnly bool) ([]pipeline.BatchJob, error) {
 	jobs, err := l.DB.BatchJobs(openOnly)
 	for i := range jobs {
 		jobs[i].CreateTracked = false
@@ -224,7 +225,7 @@ func TestCancel_IntentNeverCreated(t *testing.T) {
 				t.Fatalf("cancel: %+v %v: want the 4 items back", res, err)
 			}
 			var out strings.Builder
-			if err := WriteJobs(&out, []store.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
+			if err := WriteJobs(&out, []pipeline.BatchJob{res.Job}, f.clock.Now()); err != nil || !strings.Contains(out.String(), "NOT CREATED (closed)") {
 				t.Errorf("list: %v\n%s", err, out.String())
 			}
 		})

@@ -364,16 +364,16 @@ func (c *crashAt) BatchItems(num uint64) ([]pipeline.Item, error) {
 	return c.Store.BatchItems(num)
 }
 
-func (c *crashAt) SetBatchName(num uint64, name, state string, now time.Time) (store.BatchJob, error) {
+func (c *crashAt) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
 	if err := c.fail("between create and record"); err != nil {
-		return store.BatchJob{}, err
+		return pipeline.BatchJob{}, err
 	}
 	return c.Store.SetBatchName(num, name, state, now)
 }
 
-func (c *crashAt) UpdateBatch(num uint64, state string, counts store.BatchCounts, apiErr string, now time.Time) (store.BatchJob, error) {
+func (c *crashAt) UpdateBatch(num uint64, state string, counts pipeline.BatchCounts, apiErr string, now time.Time) (pipeline.BatchJob, error) {
 	if err := c.fail("while polling"); err != nil {
-		return store.BatchJob{}, err
+		return pipeline.BatchJob{}, err
 	}
 	return c.Store.UpdateBatch(num, state, counts, apiErr, now)
 }

@@ -114,8 +114,8 @@ func (r *Runner) handOut(ctx context.Context, i int, claims []Claim, work chan<-
 			book.sent(q.Seq)
 			now := r.clock().Now()
 			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: DeadLetter{
-				Class: ClassPermanent, Attempts: int(q.Attempt), First: now, Last: now,
-				Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them); inspect it with `sawtooth dlq show`, then `sawtooth retry --stage %s`", q.Attempt, name),
+				Class: ClassPermanent, Cause: CauseClaimsExhausted, Attempts: int(q.Attempt), First: now, Last: now,
+				Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)", q.Attempt),
 			}})
 			continue
 		}

@@ -261,8 +261,13 @@ func TestFleet_ClaimBudgetDeadLetters(t *testing.T) {
 			t.Errorf("calls %v, summary %+v; want i0001 dead-lettered uncalled, 2 done", stage.calls, sum.Stages["only"])
 		}
 		d := st.deadLetters(t, "only")["i0001"]
-		if d.Class != pipeline.ClassPermanent || d.Attempts != 5 {
-			t.Errorf("dead letter = %+v, want permanent after 5 claims", d)
+		if d.Class != pipeline.ClassPermanent || d.Cause != pipeline.CauseClaimsExhausted || d.Attempts != 5 {
+			t.Errorf("dead letter = %+v, want permanent, claims exhausted, after 5 claims", d)
+		}
+		// The letter is stored: it holds facts, and the CLI words the
+		// command when it shows it.
+		if !strings.Contains(d.Message, "claimed 5 times") || strings.Contains(d.Message, "sawtooth") || strings.Contains(d.Message, "--") {
+			t.Errorf("message %q: want the facts, no command", d.Message)
 		}
 	})
 }

@@ -82,23 +82,34 @@ func (h *endpointHealth) hasWorked() bool {
 // cause, before any success, make an API stage's run fatal.
 const samePermanentLimit = 25
 
-// sameFailureStop is the fatal error of the "first calls all failed the
-// same way" stop. deadLettered starts as the dead letters sent; Run sets
-// it to those committed, once every worker and the committer are done.
-type sameFailureStop struct {
-	stage        int
-	name, key    string
-	message      string
-	deadLettered int
+// SameFailureError is the fatal error of the "first calls all failed the
+// same way" stop: the facts, which the CLI words with the command that
+// re-queues the items once the cause is fixed. DeadLettered starts as the
+// dead letters sent; Run sets it to those committed, once every worker
+// and the committer are done.
+type SameFailureError struct {
+	// Stage is the stage whose calls failed.
+	Stage string
+	// Calls is how many calls failed the same way before the stop.
+	Calls int
+	// Cause is the first dead letter's message.
+	Cause string
+	// DeadLettered is how many items went to the stage's dead letters
+	// for the cause.
+	DeadLettered int
+
+	stage int    // index of Stage
+	key   string // ReasonKey of the dead letters
 }
 
-func (e *sameFailureStop) Error() string {
-	items := fmt.Sprintf("%d items were", e.deadLettered)
-	if e.deadLettered == 1 {
+// Error says what failed, how often, and how many items it dead-lettered.
+func (e *SameFailureError) Error() string {
+	items := fmt.Sprintf("%d items were", e.DeadLettered)
+	if e.DeadLettered == 1 {
 		items = "1 item was"
 	}
-	return fmt.Sprintf("%s: the first %d calls all failed the same way and none succeeded (%s): that is the request or the account, not the items; %s dead-lettered for it: fix the cause, then `sawtooth retry --stage %s` re-queues them",
-		e.name, samePermanentLimit, e.message, items, e.name)
+	return fmt.Sprintf("%s: the first %d calls all failed the same way and none succeeded (%s): that is the request or the account, not the items; %s dead-lettered for it",
+		e.Stage, e.Calls, e.Cause, items)
 }
 
 // checkSamePermanent stops the run when an API stage's calls have all
@@ -122,6 +133,6 @@ func (r *Runner) checkSamePermanent(i int, dl DeadLetter) {
 	c.deadMu.Unlock()
 	if n == samePermanentLimit {
 		name := r.Stages[i].Stage.Name()
-		r.fail(&FatalError{Err: &sameFailureStop{stage: i, name: name, key: key, message: dl.Message, deadLettered: n}, DeadLettered: n})
+		r.fail(&FatalError{Err: &SameFailureError{Stage: name, Calls: samePermanentLimit, Cause: dl.Message, DeadLettered: n, stage: i, key: key}, DeadLettered: n})
 	}
 }

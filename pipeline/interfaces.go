@@ -36,14 +36,29 @@ type DeadLetter struct {
 	// Class is the failure's class (permanent, or transient once the
 	// attempts were spent).
 	Class Class `json:"class"`
-	// Message says what failed, for the user.
+	// Message says what failed: facts only, never a command (the CLI
+	// words the next step when it shows the letter). Letters written
+	// before that may end with a command.
 	Message string `json:"message"`
+	// Cause, when set, is why the runner (not the stage) dead-lettered
+	// the item; empty when the stage's error did, as Class says. (Not
+	// PastDeadLetter.Reason, which is why a letter left its item.)
+	Cause DeadCause `json:"cause,omitempty"`
 	// Attempts is the attempts spent on the item at this stage.
 	Attempts int `json:"attempts"`
 	// First and Last are when the first and the last attempt failed.
 	First time.Time `json:"first_failure"`
 	Last  time.Time `json:"last_failure"`
 }
+
+// DeadCause is why the runner itself dead-lettered an item.
+type DeadCause string
+
+// CauseClaimsExhausted: the item was claimed more than Runner.MaxClaims
+// times and never finished; the workers holding it died or lost their
+// lease each time, so the item may be what crashes them. Re-queueing it
+// (after a look at it) is the user's call.
+const CauseClaimsExhausted DeadCause = "claims-exhausted"
 
 // Transition is one item leaving one stage. The store applies each
 // transition exactly once: a transition whose item is no longer queued at

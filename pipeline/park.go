@@ -72,18 +72,18 @@ func (r *Runner) parked() error {
 func (r *Runner) outcome(ctx context.Context) (status, message string, err error) {
 	switch fatal := r.fatal(); {
 	case fatal != nil:
-		var same *sameFailureStop
+		var same *SameFailureError
 		if errors.As(fatal, &same) {
 			// Say exactly how many items went to the dead letters for
 			// the cause: calls that failed the same way before the
 			// stop reached them are dead-lettered too.
 			c := r.counters[same.stage]
 			c.deadMu.Lock()
-			same.deadLettered = c.deadReasons[same.key]
+			same.DeadLettered = c.deadReasons[same.key]
 			c.deadMu.Unlock()
 			var fe *FatalError
 			if errors.As(fatal, &fe) {
-				fe.DeadLettered = same.deadLettered
+				fe.DeadLettered = same.DeadLettered
 			}
 		}
 		return "failed", fatal.Error(), fatal

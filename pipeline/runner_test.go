@@ -566,9 +566,16 @@ func TestRunner_SamePermanentIsFatal(t *testing.T) {
 			w := st.tally()
 			if tc.wantFatal {
 				var fe *pipeline.FatalError
+				var same *pipeline.SameFailureError
 				if !errors.As(err, &fe) || !strings.Contains(err.Error(), "failed the same way") ||
 					!strings.Contains(err.Error(), "25 items were dead-lettered for it") || fe.DeadLettered != 25 {
 					t.Fatalf("err = %v, want fatal", err)
+				}
+				// The facts, for the CLI to word with its command; the
+				// message is stored as the run's and names none.
+				if !errors.As(err, &same) || same.Stage != "api" || same.DeadLettered != 25 || same.Calls != 25 ||
+					strings.Contains(err.Error(), "sawtooth") || sum.Message != err.Error() {
+					t.Fatalf("err = %#v (run message %q), want the facts and no command", same, sum.Message)
 				}
 				if w["api/dead"] != 25 || w["api/queued"] != 75 || sum.Stages["api"].Dead != 25 {
 					t.Fatalf("where = %v", w)

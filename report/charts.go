@@ -63,40 +63,55 @@ func runCharts(d *Data) []*chart {
 		}
 	}
 	if ss := byStage[api]; len(ss) > 0 {
-		limit := series{Name: "concurrency limit", Color: colorLimit, Kind: kindStep}
-		inFlight := series{Name: "calls in flight", Color: colorInFlight, Kind: kindArea}
-		ok := series{Name: "succeeded", Color: colorOK, Kind: kindArea}
-		r429 := series{Name: "429 rate-limited", Color: color429, Kind: kindBars}
-		r5xx := series{Name: "5xx / timeout", Color: color5xx, Kind: kindBars}
-		down := series{Name: "unreachable", Color: colorDown, Kind: kindBars}
-		var marks []float64
-		for _, b := range buckets(ss, maxPoints) {
-			x := b.x(sec)
-			limit.Points = append(limit.Points, point{x, b.maxOf(func(s pipeline.Sample) float64 { return float64(s.Limit) })})
-			inFlight.Points = append(inFlight.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.InFlight) })})
-			ok.Points = append(ok.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Successes) })})
-			rl := b.mean(func(s pipeline.Sample) float64 { return float64(s.RateLimited) })
-			r429.Points = append(r429.Points, point{x, rl})
-			r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Transient) })})
-			down.Points = append(down.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Unavailable) })})
-			if rl > 0 {
-				marks = append(marks, x)
-			}
-		}
-		charts = append(charts,
-			&chart{
-				ID: "chart-limit", Title: "Concurrency limit and calls in flight (" + api + ")",
-				Caption: "The AIMD limiter's sawtooth: the limit climbs by one while calls succeed and is cut once per congestion event; red ticks mark the seconds that saw a 429.",
-				YLabel:  "concurrent calls", XMax: xmax, Series: []series{inFlight, limit},
-				Marks: marks, MarksName: "second with a 429", MarksColor: color429,
-			},
-			&chart{
-				ID: "chart-calls", Title: "Calls per second by outcome (" + api + ")",
-				Caption: "Items that succeeded each second, and the calls refused with 429 or failed with a 5xx or a timeout (those are retried), and those that never reached the endpoint (the items wait).",
-				YLabel:  "calls per second", XMax: xmax, Series: []series{ok, r429, r5xx, down},
-			})
+		charts = apiCharts(api, ss, sec, xmax)
 	}
+	if cum := d.itemsChart(byStage, api, sec, xmax); !cum.empty() {
+		charts = append(charts, cum)
+	}
+	return charts
+}
 
+// apiCharts draws the API stage's samples ss: its concurrency limit and
+// calls in flight, and its calls per second by outcome.
+func apiCharts(api string, ss []pipeline.Sample, sec func(pipeline.Sample) float64, xmax float64) []*chart {
+	limit := series{Name: "concurrency limit", Color: colorLimit, Kind: kindStep}
+	inFlight := series{Name: "calls in flight", Color: colorInFlight, Kind: kindArea}
+	ok := series{Name: "succeeded", Color: colorOK, Kind: kindArea}
+	r429 := series{Name: "429 rate-limited", Color: color429, Kind: kindBars}
+	r5xx := series{Name: "5xx / timeout", Color: color5xx, Kind: kindBars}
+	down := series{Name: "unreachable", Color: colorDown, Kind: kindBars}
+	var marks []float64
+	for _, b := range buckets(ss, maxPoints) {
+		x := b.x(sec)
+		limit.Points = append(limit.Points, point{x, b.maxOf(func(s pipeline.Sample) float64 { return float64(s.Limit) })})
+		inFlight.Points = append(inFlight.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.InFlight) })})
+		ok.Points = append(ok.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Successes) })})
+		rl := b.mean(func(s pipeline.Sample) float64 { return float64(s.RateLimited) })
+		r429.Points = append(r429.Points, point{x, rl})
+		r5xx.Points = append(r5xx.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Transient) })})
+		down.Points = append(down.Points, point{x, b.mean(func(s pipeline.Sample) float64 { return float64(s.Unavailable) })})
+		if rl > 0 {
+			marks = append(marks, x)
+		}
+	}
+	return []*chart{
+		{
+			ID: "chart-limit", Title: "Concurrency limit and calls in flight (" + api + ")",
+			Caption: "The AIMD limiter's sawtooth: the limit climbs by one while calls succeed and is cut once per congestion event; red ticks mark the seconds that saw a 429.",
+			YLabel:  "concurrent calls", XMax: xmax, Series: []series{inFlight, limit},
+			Marks: marks, MarksName: "second with a 429", MarksColor: color429,
+		},
+		{
+			ID: "chart-calls", Title: "Calls per second by outcome (" + api + ")",
+			Caption: "Items that succeeded each second, and the calls refused with 429 or failed with a 5xx or a timeout (those are retried), and those that never reached the endpoint (the items wait).",
+			YLabel:  "calls per second", XMax: xmax, Series: []series{ok, r429, r5xx, down},
+		},
+	}
+}
+
+// itemsChart draws every stage's cumulative completed items, the API
+// stage's on top.
+func (d *Data) itemsChart(byStage map[string][]pipeline.Sample, api string, sec func(pipeline.Sample) float64, xmax float64) *chart {
 	cum := &chart{
 		ID: "chart-items", Title: "Items completed (cumulative, this run)",
 		Caption: "Items each stage has finished since the run started. The API stage sets the pace; the local stages follow it.",
@@ -117,10 +132,7 @@ func runCharts(d *Data) []*chart {
 		}
 		cum.Series = append(cum.Series, s)
 	}
-	if !cum.empty() {
-		charts = append(charts, cum)
-	}
-	return charts
+	return cum
 }
 
 // sampleStages is the stages that have samples, in pipeline order.

@@ -95,7 +95,7 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 	switch o.Format {
 	case FormatCSV, FormatTSV, FormatJSONL:
 	default:
-		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
+		return fmt.Errorf("export: unknown format %q (csv, tsv or jsonl)", o.Format)
 	}
 	n, err := names()
 	if err != nil {
@@ -106,7 +106,7 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
 			if !slices.Contains(all, c) {
-				return fmt.Errorf("export: no column %q; the columns are: %s: %w", c, strings.Join(all, ","), ErrUnknownColumn)
+				return &UnknownColumnError{Column: c, Columns: all}
 			}
 		}
 		cols = o.Columns
@@ -332,10 +332,6 @@ type ExportOptions struct {
 	RawCells bool
 }
 
-// ErrUnknownColumn is returned (wrapped) when a requested column is not
-// one the export has: a mistake in the command, not in the data.
-var ErrUnknownColumn = errors.New("choose columns from that list (--columns)")
-
 // ItemStatus says where an item stands, for the status column: "done",
 // "queued at STAGE", "in batch at STAGE" or "dead at STAGE"; a done item
 // that a stage's condition left out is "skipped at STAGE" (stages joined
@@ -397,7 +393,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 		names = append(names, s.Name)
 	}
 	if o.Stage != "" && !slices.Contains(names, o.Stage) {
-		return fmt.Errorf("export: unknown --stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
+		return fmt.Errorf("export: unknown stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
 	}
 	if o.Stage != "" {
 		src := func(fn func(FlatItem) error) error {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 )
 
 // The flat export as it was written before rows streamed each output's
@@ -29,7 +28,7 @@ func refWriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	switch o.Format {
 	case FormatCSV, FormatTSV, FormatJSONL:
 	default:
-		return fmt.Errorf("export: unknown --format %q (csv, tsv or jsonl)", o.Format)
+		return fmt.Errorf("export: unknown format %q (csv, tsv or jsonl)", o.Format)
 	}
 	names, err := flatNames(src, o)
 	if err != nil {
@@ -40,7 +39,7 @@ func refWriteFlat(w io.Writer, src FlatSource, o FlatOptions) error {
 	if len(o.Columns) > 0 {
 		for _, c := range o.Columns {
 			if !slices.Contains(all, c) {
-				return fmt.Errorf("export: no column %q; the columns are: %s: %w", c, strings.Join(all, ","), ErrUnknownColumn)
+				return &UnknownColumnError{Column: c, Columns: all}
 			}
 		}
 		cols = o.Columns

@@ -100,15 +100,15 @@ func TestItemStatus(t *testing.T) {
 	skipped := map[string]json.RawMessage{"extract": json.RawMessage(`{"skipped":true}`)}
 	tests := []struct {
 		name string
-		in   store.ItemState
+		in   pipeline.ItemState
 		want string
 	}{
-		{"done", store.ItemState{Stage: "extract", Status: store.Done}, "done"},
-		{"done, skipped", store.ItemState{Item: pipeline.Item{Outputs: skipped}, Stage: "extract", Status: store.Done}, "skipped at extract"},
-		{"queued after a skip", store.ItemState{Item: pipeline.Item{Outputs: skipped}, Stage: "aggregate", Status: store.Queued}, "queued at aggregate (skipped at extract)"},
-		{"in batch", store.ItemState{Stage: "classify", Status: store.InBatch}, "in batch at classify"},
-		{"dead", store.ItemState{Stage: "classify", Status: store.Dead}, "dead at classify"},
-		{"skipped false is not skipped", store.ItemState{Item: pipeline.Item{Outputs: map[string]json.RawMessage{"extract": json.RawMessage(`{"skipped":false}`)}}, Status: store.Done}, "done"},
+		{"done", pipeline.ItemState{Stage: "extract", Status: pipeline.StatusDone}, "done"},
+		{"done, skipped", pipeline.ItemState{Item: pipeline.Item{Outputs: skipped}, Stage: "extract", Status: pipeline.StatusDone}, "skipped at extract"},
+		{"queued after a skip", pipeline.ItemState{Item: pipeline.Item{Outputs: skipped}, Stage: "aggregate", Status: pipeline.StatusQueued}, "queued at aggregate (skipped at extract)"},
+		{"in batch", pipeline.ItemState{Stage: "classify", Status: pipeline.StatusInBatch}, "in batch at classify"},
+		{"dead", pipeline.ItemState{Stage: "classify", Status: pipeline.StatusDead}, "dead at classify"},
+		{"skipped false is not skipped", pipeline.ItemState{Item: pipeline.Item{Outputs: map[string]json.RawMessage{"extract": json.RawMessage(`{"skipped":false}`)}}, Status: pipeline.StatusDone}, "done"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

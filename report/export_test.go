@@ -77,7 +77,7 @@ func TestWriteFlat(t *testing.T) {
 			Versions: map[string]string{"classify": "v7", "sanitize": "s3"}, Columns: []string{"id", "classify.version", "sanitize.version"}}, want: "" +
 			"id,classify.version,sanitize.version\na1,v7,\na2,,s3\n"},
 		{name: "unknown column", opts: FlatOptions{Format: FormatCSV, Stages: stages, Columns: []string{"confidence"}}, wantErr: `no column "confidence"; the columns are: id,status`},
-		{name: "unknown format", opts: FlatOptions{Format: "xlsx"}, wantErr: `unknown --format "xlsx"`},
+		{name: "unknown format", opts: FlatOptions{Format: "xlsx"}, wantErr: `unknown format "xlsx"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -151,6 +151,30 @@ func newHTMLView(d *Data) (htmlView, error) {
 			v.CostNotes = append(v.CostNotes, termText(n))
 		}
 	}
+	d.addCards(&v)
+	for _, c := range runCharts(d) {
+		v.Charts = append(v.Charts, chartView{ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: c.SVG()})
+	}
+	for _, l := range labelRows(d) {
+		lv := labelView{labelRow: l, SharePct: math.Round(1000*l.Share) / 10, Avg: "–"}
+		if l.HasMean {
+			lv.Avg = fmt.Sprintf("%.2f", l.Rating)
+		}
+		v.Labels = append(v.Labels, lv)
+	}
+	v.Groups = groupViews(d)
+	for i, r := range d.Runs {
+		if i == 10 {
+			break
+		}
+		v.Runs = append(v.Runs, newRunView(r, d))
+	}
+	return v, nil
+}
+
+// addCards sets the figures at the top of the HTML report and the last
+// run's view.
+func (d *Data) addCards(v *htmlView) {
 	v.Cards = append(v.Cards,
 		card{Label: "items", Value: num(d.Counts.Items), Note: fmt.Sprintf("%s queued", num(d.queuedTotal()))},
 		card{Label: "done", Value: num(d.Counts.Done), Note: pct(d.Counts.Done, d.Counts.Items, 1) + " of items", Class: "good"},
@@ -176,16 +200,11 @@ func newHTMLView(d *Data) (htmlView, error) {
 	if b := d.Batch; b != nil {
 		v.Cards = append(v.Cards, card{Label: "batch saved", Value: usd(b.SavedUSD), Note: fmt.Sprintf("%s items in %s batch jobs at half price", num(b.Answered), num(b.Jobs)), Class: "good"})
 	}
-	for _, c := range runCharts(d) {
-		v.Charts = append(v.Charts, chartView{ID: c.ID, Title: c.Title, Caption: c.Caption, SVG: c.SVG()})
-	}
-	for _, l := range labelRows(d) {
-		lv := labelView{labelRow: l, SharePct: math.Round(1000*l.Share) / 10, Avg: "–"}
-		if l.HasMean {
-			lv.Avg = fmt.Sprintf("%.2f", l.Rating)
-		}
-		v.Labels = append(v.Labels, lv)
-	}
+}
+
+// groupViews are the label tables per group field, as heat maps.
+func groupViews(d *Data) []groupView {
+	var out []groupView
 	for _, g := range groupTables(d) {
 		gv := groupView{Field: g.Field, Labels: g.Labels, Totals: make([]int64, len(g.Labels))}
 		for _, r := range g.Rows {
@@ -201,15 +220,9 @@ func newHTMLView(d *Data) (htmlView, error) {
 			gv.Total += r.Total
 			gv.Rows = append(gv.Rows, rv)
 		}
-		v.Groups = append(v.Groups, gv)
+		out = append(out, gv)
 	}
-	for i, r := range d.Runs {
-		if i == 10 {
-			break
-		}
-		v.Runs = append(v.Runs, newRunView(r, d))
-	}
-	return v, nil
+	return out
 }
 
 func newRunView(r pipeline.RunSummary, d *Data) runView {

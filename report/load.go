@@ -22,14 +22,15 @@ type Filter struct {
 // String is "field=value".
 func (f Filter) String() string { return f.Field + "=" + f.Value }
 
-// ParseFilters reads --where flags written field=value.
+// ParseFilters reads filters written field=value; a filter written
+// otherwise is a *FilterSyntaxError.
 func ParseFilters(where []string) ([]Filter, error) {
 	var out []Filter
 	for _, w := range where {
 		field, value, ok := strings.Cut(w, "=")
 		field = strings.TrimSpace(field)
 		if !ok || field == "" {
-			return nil, fmt.Errorf("--where %q: write it as field=value, e.g. --where app=TaskFlow", w)
+			return nil, &FilterSyntaxError{Filter: w}
 		}
 		out = append(out, Filter{Field: field, Value: strings.TrimSpace(value)})
 	}
@@ -95,7 +96,7 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	if o.Now != nil {
 		now = o.Now
 	}
-	d := &Data{DB: db.Path(), Generated: now(), Dead: map[string][]DeadReason{}, Window: o.Window}
+	d := &Data{DB: db.Path(), Generated: now(), Window: o.Window}
 	for _, s := range db.Stages() {
 		d.Stages = append(d.Stages, s.Name)
 	}
@@ -106,7 +107,23 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	if d.Tally, err = db.Tally(); err != nil {
 		return nil, err
 	}
-	for _, s := range d.Stages {
+	if d.Dead, err = deadReasons(db, d.Stages); err != nil {
+		return nil, err
+	}
+	if err := d.loadRuns(db); err != nil {
+		return nil, err
+	}
+	if err := d.loadFigures(db, o); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// deadReasons groups each stage's dead letters by reason, most frequent
+// first, with a few of their ids.
+func deadReasons(db pipeline.Database, stageList []string) (map[string][]DeadReason, error) {
+	dead := map[string][]DeadReason{}
+	for _, s := range stageList {
 		byReason := map[string]*DeadReason{}
 		err := db.ForEachDead(s, func(e pipeline.DeadEntry) error {
 			key := pipeline.ReasonKey(pipeline.DeadLetter{Class: e.Dead.Class, Message: e.Dead.Message})
@@ -125,35 +142,49 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 			return nil, err
 		}
 		for _, r := range byReason {
-			d.Dead[s] = append(d.Dead[s], *r)
+			dead[s] = append(dead[s], *r)
 		}
-		slices.SortFunc(d.Dead[s], func(a, b DeadReason) int {
+		slices.SortFunc(dead[s], func(a, b DeadReason) int {
 			if a.Count != b.Count {
 				return b.Count - a.Count
 			}
 			return strings.Compare(a.Reason, b.Reason)
 		})
 	}
+	return dead, nil
+}
+
+// loadRuns reads the last runs, what killed ones cost, the batch jobs and
+// the last run's samples.
+func (d *Data) loadRuns(db pipeline.Database) error {
+	var err error
 	if d.Runs, err = db.Runs(20); err != nil {
-		return nil, err
+		return err
 	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
-		return nil, fmt.Errorf("read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
+		return fmt.Errorf("read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
 	}
 	d.KilledCosts = priceKilledRuns(d.Runs, defs)
 	if d.Batch, err = loadBatch(db); err != nil {
-		return nil, err
+		return err
 	}
 	if len(d.Runs) > 0 {
 		d.LastRun = &d.Runs[0]
 		if d.Samples, err = db.Samples(d.LastRun.ID); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// loadFigures reads the cube (the stored one when it answers, else from
+// one pass over the done items), applies o.Where to every figure that
+// counts items, stamps each period and builds the pivot.
+func (d *Data) loadFigures(db pipeline.Database, o LoadOptions) error {
 	agg, err := storedAggregate(db)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	groupBy := agg.GroupBy
 	if groupBy == nil {
@@ -168,36 +199,36 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	var pass donePass
 	if len(o.Where) == 0 {
 		if d.Cube, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if d.Cube == nil {
 		// The store's cube cannot answer (see storedCube): one pass
 		// over every done item.
 		if d.Cube, pass, err = loadCube(db, agg, dims, o.Where, groupBy); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if len(o.Where) > 0 {
 		counts, dead, read, err := matchedPlaces(db, agg, o.Where, pass.fields)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := checkFilterFields(o.Where, d.Cube.Dims, pass.fields, read+pass.read); err != nil {
-			return nil, err
+			return err
 		}
 		d.Where, d.Tally, d.Counts, d.Dead = d.Cube.Where, pass.tally, counts, dead
 	}
 	d.Periods = periodStamps(d.Cube, append(slices.Clone(groupBy), MonthField), o.Window, d.Cube.Where)
 	if err := compareStamps(db, d.Periods); err != nil {
-		return nil, err
+		return err
 	}
 	if o.By != nil {
 		if d.Pivot, err = d.Cube.Pivot(PivotOptions{By: o.By, Window: o.Window}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // storedAggregate is the aggregate configuration the last run recorded

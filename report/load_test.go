@@ -199,7 +199,7 @@ func TestExport_Store(t *testing.T) {
 			header: "id,text,app,date,rating,confidence,label,reason"},
 		{name: "chosen columns", opts: ExportOptions{Format: FormatCSV, Columns: []string{"id", "app", "classify.label"}}, rows: len(fixtureReviews()) + 1,
 			header: "id,app,classify.label"},
-		{name: "unknown stage", opts: ExportOptions{Format: FormatCSV, Stage: "clasify"}, wantErr: `unknown --stage "clasify"`},
+		{name: "unknown stage", opts: ExportOptions{Format: FormatCSV, Stage: "clasify"}, wantErr: `unknown stage "clasify"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,29 +16,28 @@ type Window struct {
 	To   string `json:"to,omitempty"`
 }
 
-// ParseWindow checks the --month, --from and --to flags and returns their
-// window: month alone, or from and/or to. Errors name the flag and the
-// format wanted.
+// ParseWindow checks a period's bounds and returns its window: month
+// alone, or from and/or to. Errors are *WindowError, naming the bound.
 func ParseWindow(month, from, to string) (Window, error) {
-	flags := []struct{ flag, v string }{{"--from", from}, {"--to", to}}
+	bounds := []struct{ name, v string }{{"from", from}, {"to", to}}
 	if month != "" {
 		if from != "" || to != "" {
-			return Window{}, fmt.Errorf("--month %s cannot be combined with --from/--to: give one month or a range", month)
+			return Window{}, &WindowError{Problem: MonthAndRange, Bound: "month", Value: month}
 		}
 		from, to = month, month
-		flags = flags[:1]
-		flags[0] = struct{ flag, v string }{"--month", month}
+		bounds = bounds[:1]
+		bounds[0] = struct{ name, v string }{"month", month}
 	}
-	for _, f := range flags {
-		if f.v == "" {
+	for _, b := range bounds {
+		if b.v == "" {
 			continue
 		}
-		if _, err := time.Parse("2006-01", f.v); err != nil {
-			return Window{}, fmt.Errorf("%s %q is not a month: write it as YYYY-MM, e.g. 2026-11", f.flag, f.v)
+		if _, err := time.Parse("2006-01", b.v); err != nil {
+			return Window{}, &WindowError{Problem: NotAMonth, Bound: b.name, Value: b.v}
 		}
 	}
 	if from != "" && to != "" && from > to {
-		return Window{}, fmt.Errorf("--from %s is after --to %s", from, to)
+		return Window{}, &WindowError{Problem: FromAfterTo, From: from, To: to}
 	}
 	return Window{From: from, To: to}, nil
 }
@@ -203,25 +202,76 @@ func ptr[T any](v T) *T { return &v }
 // month before the row's; otherwise, with a closed window, the window of
 // the same length just before it.
 func (c *Cube) Pivot(o PivotOptions) (*Pivot, error) {
-	pos := make([]int, len(o.By))
-	for i, f := range o.By {
+	pos, err := c.positions(o.By)
+	if err != nil {
+		return nil, err
+	}
+	byMonth := slices.Index(o.By, MonthField)
+	prevWin, hasPrevWin := o.Window.previous()
+	sums := c.sum(o, pos)
+
+	p := &Pivot{By: slices.Clone(o.By), Period: o.Window.String(), Where: c.Where}
+	labelTotals := map[string]int64{}
+	for l, s := range sums.total.labels {
+		labelTotals[l] = s.Count
+	}
+	p.Labels = sortedKeys(labelTotals)
+	slices.SortStableFunc(p.Labels, func(a, b string) int { return cmp.Compare(labelTotals[b], labelTotals[a]) })
+
+	var totalPrevName string
+	if hasPrevWin {
+		totalPrevName = prevWin.String()
+	}
+	p.Total = p.row(nil, sums.total, sums.totalPrev, totalPrevName)
+	for ks, a := range sums.cur {
+		k := sums.keys[ks]
+		name := ""
+		switch {
+		case byMonth >= 0:
+			name = monthAdd(k[byMonth], -1)
+		case hasPrevWin:
+			name = prevWin.String()
+		}
+		p.Rows = append(p.Rows, p.row(k, a, sums.prev[ks], name))
+	}
+	p.sortRows()
+	return p, nil
+}
+
+// positions is where each of by's fields is in the cube's key: a field
+// the cube does not group by, or one named twice, is a GroupFieldError.
+func (c *Cube) positions(by []string) ([]int, error) {
+	pos := make([]int, len(by))
+	for i, f := range by {
 		pos[i] = slices.Index(c.Dims, f)
 		if pos[i] < 0 {
-			return nil, fmt.Errorf("--by %s: no such group field (have %s); group fields come from the run's --group-by", f, strings.Join(c.Dims, ", "))
+			return nil, &GroupFieldError{Field: f, Dims: slices.Clone(c.Dims)}
 		}
-		if slices.Index(o.By, f) != i {
-			return nil, fmt.Errorf("--by names %s twice", f)
+		if slices.Index(by, f) != i {
+			return nil, &GroupFieldError{Field: f, Dims: slices.Clone(c.Dims), Twice: true}
 		}
 	}
+	return pos, nil
+}
+
+// pivotSums are a pivot's cells summed by row (its key at pos), in the
+// window and in each row's previous period, and in total.
+type pivotSums struct {
+	cur, prev        map[string]*acc // prev is keyed like cur: the previous period of that row
+	keys             map[string][]string
+	total, totalPrev *acc
+}
+
+// sum adds every cell of the cube into its row's sums for the window and
+// for the previous period: with "month" among By, the month before the
+// row's; otherwise the window before o.Window.
+func (c *Cube) sum(o PivotOptions, pos []int) pivotSums {
 	monthPos := slices.Index(c.Dims, MonthField)
 	byMonth := slices.Index(o.By, MonthField)
 	prevWin, hasPrevWin := o.Window.previous()
 	quotes := cmp.Or(c.Quotes, DefaultQuotes)
-
-	cur := map[string]*acc{}
-	keys := map[string][]string{}
-	prev := map[string]*acc{} // keyed like cur: the previous period of that row
-	total, totalPrev := newAcc(quotes), newAcc(quotes)
+	s := pivotSums{cur: map[string]*acc{}, prev: map[string]*acc{}, keys: map[string][]string{},
+		total: newAcc(quotes), totalPrev: newAcc(quotes)}
 	rowOf := func(cell *CubeCell) []string {
 		k := make([]string, len(pos))
 		for i, p := range pos {
@@ -242,14 +292,14 @@ func (c *Cube) Pivot(o PivotOptions) (*Pivot, error) {
 		month := cell.Key[monthPos]
 		k := rowOf(cell)
 		if o.Window.Contains(month) {
-			get(cur, k).add(cell)
-			keys[cellKey(k)] = k
-			total.add(cell)
+			get(s.cur, k).add(cell)
+			s.keys[cellKey(k)] = k
+			s.total.add(cell)
 		}
 		if hasPrevWin && prevWin.Contains(month) {
-			totalPrev.add(cell)
+			s.totalPrev.add(cell)
 			if byMonth < 0 {
-				get(prev, k).add(cell)
+				get(s.prev, k).add(cell)
 			}
 		}
 		if byMonth >= 0 {
@@ -257,37 +307,11 @@ func (c *Cube) Pivot(o PivotOptions) (*Pivot, error) {
 			if next := monthAdd(month, 1); next != "" && o.Window.Contains(next) {
 				nk := slices.Clone(k)
 				nk[byMonth] = next
-				get(prev, nk).add(cell)
+				get(s.prev, nk).add(cell)
 			}
 		}
 	}
-
-	p := &Pivot{By: slices.Clone(o.By), Period: o.Window.String(), Where: c.Where}
-	labelTotals := map[string]int64{}
-	for l, s := range total.labels {
-		labelTotals[l] = s.Count
-	}
-	p.Labels = sortedKeys(labelTotals)
-	slices.SortStableFunc(p.Labels, func(a, b string) int { return cmp.Compare(labelTotals[b], labelTotals[a]) })
-
-	var totalPrevName string
-	if hasPrevWin {
-		totalPrevName = prevWin.String()
-	}
-	p.Total = p.row(nil, total, totalPrev, totalPrevName)
-	for ks, a := range cur {
-		k := keys[ks]
-		name := ""
-		switch {
-		case byMonth >= 0:
-			name = monthAdd(k[byMonth], -1)
-		case hasPrevWin:
-			name = prevWin.String()
-		}
-		p.Rows = append(p.Rows, p.row(k, a, prev[ks], name))
-	}
-	p.sortRows()
-	return p, nil
+	return s
 }
 
 // row builds one row from its period's sums and the previous period's.

@@ -2,7 +2,6 @@ package report
 
 import (
 	"encoding/csv"
-	"errors"
 	"io"
 	"math"
 	"strconv"
@@ -31,7 +30,7 @@ func RawCSV(w io.Writer, d *Data) error {
 func pivotCSV(w io.Writer, d *Data, text func(string) string) error {
 	p := d.Pivot
 	if p == nil {
-		return errors.New("report --format csv writes the pivot: add --by, e.g. --by app,month")
+		return ErrNoPivot
 	}
 	cw := csv.NewWriter(w)
 	var header []string

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -152,15 +153,17 @@ func TestCube_Pivot(t *testing.T) {
 		{name: "open window: no comparison", opts: PivotOptions{By: []string{"app"}}, row: "TaskFlow", items: 33, label: "bug", count: 15, rows: 3},
 		{name: "range against the range before", opts: PivotOptions{By: []string{"app"}, Window: Window{From: "2026-10", To: "2026-11"}}, row: "TaskFlow",
 			items: 24, label: "bug", count: 13, change: ptr(int64(11)), previous: "2026-08..2026-09", rows: 3},
-		{name: "unknown field", opts: PivotOptions{By: []string{"locale"}}, wantErrSub: "--by locale: no such group field"},
+		{name: "unknown field", opts: PivotOptions{By: []string{"locale"}}, wantErrSub: "locale: no such group field (have app, month)"},
 		{name: "field twice", opts: PivotOptions{By: []string{"app", "app"}}, wantErrSub: "twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := fixtureCube(t).Pivot(tt.opts)
 			if tt.wantErrSub != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErrSub) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErrSub)
+				// The facts, worded by the caller with its flag or key.
+				var ge *GroupFieldError
+				if !errors.As(err, &ge) || !strings.Contains(err.Error(), tt.wantErrSub) || strings.Contains(err.Error(), "--") {
+					t.Fatalf("err = %v, want a GroupFieldError containing %q and no flag", err, tt.wantErrSub)
 				}
 				return
 			}
@@ -299,17 +302,18 @@ func TestParseWindow(t *testing.T) {
 		{name: "month", month: "2026-11", want: Window{"2026-11", "2026-11"}},
 		{name: "range", from: "2026-09", to: "2026-11", want: Window{"2026-09", "2026-11"}},
 		{name: "open", want: Window{}},
-		{name: "not a month", month: "Nov", wantErr: `--month "Nov" is not a month: write it as YYYY-MM`},
-		{name: "bad end", from: "2026-01", to: "2026-13", wantErr: `--to "2026-13" is not a month`},
+		{name: "not a month", month: "Nov", wantErr: `month "Nov" is not a month: write it as YYYY-MM`},
+		{name: "bad end", from: "2026-01", to: "2026-13", wantErr: `to "2026-13" is not a month`},
 		{name: "both", month: "2026-11", from: "2026-10", wantErr: "cannot be combined"},
-		{name: "backwards", from: "2026-11", to: "2026-10", wantErr: "after"},
+		{name: "backwards", from: "2026-11", to: "2026-10", wantErr: "from 2026-11 is after to 2026-10"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseWindow(tt.month, tt.from, tt.to)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				var we *WindowError
+				if !errors.As(err, &we) || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "--") {
+					t.Fatalf("err = %v, want a WindowError with %q and no flag", err, tt.wantErr)
 				}
 				return
 			}

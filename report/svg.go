@@ -85,7 +85,35 @@ func (c *chart) empty() bool {
 // escaped; everything else is numbers.
 func (c *chart) SVG() template.HTML {
 	var b strings.Builder
-	esc := html.EscapeString
+	pl := c.plot()
+	fmt.Fprintf(&b, `<svg class="chart" id="%s" viewBox="0 0 %d %d" role="img" aria-labelledby="%s-title" xmlns="http://www.w3.org/2000/svg">`, esc(c.ID), chartW, chartH, esc(c.ID))
+	fmt.Fprintf(&b, `<title id="%s-title">%s</title>`, esc(c.ID), esc(c.Title))
+	c.writeAxes(&b, pl)
+	c.writeSeries(&b, pl)
+	c.writeLegend(&b)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// esc escapes a name or title for the SVG.
+var esc = html.EscapeString
+
+// svgNum is a coordinate rounded to a tenth of a unit.
+func svgNum(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
+
+// plotArea maps a chart's values to SVG coordinates: x from 0 to xmax,
+// y from 0 to the top tick.
+type plotArea struct {
+	xmax, ytop float64
+	yticks     []float64
+}
+
+func (p plotArea) x(v float64) float64 { return marginL + v/p.xmax*plotW }
+func (p plotArea) y(v float64) float64 { return marginT + plotH - v/p.ytop*plotH }
+
+// plot is the chart's scale: the largest x and y of its series (x at
+// least XMax) and the y ticks.
+func (c *chart) plot() plotArea {
 	xmax := c.XMax
 	if xmax <= 0 {
 		xmax = 1
@@ -98,40 +126,39 @@ func (c *chart) SVG() template.HTML {
 		}
 	}
 	yticks := niceTicks(ymax, 5)
-	ytop := yticks[len(yticks)-1]
-	x := func(v float64) float64 { return marginL + v/xmax*plotW }
-	y := func(v float64) float64 { return marginT + plotH - v/ytop*plotH }
-	f := func(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
+	return plotArea{xmax: xmax, ytop: yticks[len(yticks)-1], yticks: yticks}
+}
 
-	fmt.Fprintf(&b, `<svg class="chart" id="%s" viewBox="0 0 %d %d" role="img" aria-labelledby="%s-title" xmlns="http://www.w3.org/2000/svg">`, esc(c.ID), chartW, chartH, esc(c.ID))
-	fmt.Fprintf(&b, `<title id="%s-title">%s</title>`, esc(c.ID), esc(c.Title))
-
-	// Grid and axes.
+// writeAxes writes the grid, the ticks' labels and the axes' labels.
+func (c *chart) writeAxes(b *strings.Builder, pl plotArea) {
+	f, x, y := svgNum, pl.x, pl.y
 	b.WriteString(`<g class="grid">`)
-	for _, t := range yticks {
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%s" y2="%s"/>`, marginL, marginL+plotW, f(y(t)), f(y(t)))
+	for _, t := range pl.yticks {
+		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%s" y2="%s"/>`, marginL, marginL+plotW, f(y(t)), f(y(t)))
 	}
-	xticks := timeTicks(xmax, 10)
+	xticks := timeTicks(pl.xmax, 10)
 	for _, t := range xticks {
-		fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="%d" y2="%d"/>`, f(x(t)), f(x(t)), marginT, marginT+plotH)
+		fmt.Fprintf(b, `<line x1="%s" x2="%s" y1="%d" y2="%d"/>`, f(x(t)), f(x(t)), marginT, marginT+plotH)
 	}
 	b.WriteString(`</g><g class="axis">`)
-	for _, t := range yticks {
-		fmt.Fprintf(&b, `<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`, marginL-8, f(y(t)), esc(tickLabel(t)))
+	for _, t := range pl.yticks {
+		fmt.Fprintf(b, `<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`, marginL-8, f(y(t)), esc(tickLabel(t)))
 	}
 	for _, t := range xticks {
-		fmt.Fprintf(&b, `<text x="%s" y="%d" text-anchor="middle">%s</text>`, f(x(t)), marginT+plotH+20, esc(clock(t)))
+		fmt.Fprintf(b, `<text x="%s" y="%d" text-anchor="middle">%s</text>`, f(x(t)), marginT+plotH+20, esc(clock(t)))
 	}
-	fmt.Fprintf(&b, `<line class="baseline" x1="%d" x2="%d" y1="%d" y2="%d"/>`, marginL, marginL+plotW, marginT+plotH, marginT+plotH)
+	fmt.Fprintf(b, `<line class="baseline" x1="%d" x2="%d" y1="%d" y2="%d"/>`, marginL, marginL+plotW, marginT+plotH, marginT+plotH)
 	if c.YLabel != "" {
-		fmt.Fprintf(&b, `<text class="ylabel" x="%d" y="%d">%s</text>`, marginL, marginT-10, esc(c.YLabel))
+		fmt.Fprintf(b, `<text class="ylabel" x="%d" y="%d">%s</text>`, marginL, marginT-10, esc(c.YLabel))
 	}
-	fmt.Fprintf(&b, `<text class="xlabel" x="%d" y="%d" text-anchor="end">time since start (m:ss)</text>`, marginL+plotW, chartH-2)
+	fmt.Fprintf(b, `<text class="xlabel" x="%d" y="%d" text-anchor="end">time since start (m:ss)</text>`, marginL+plotW, chartH-2)
 	b.WriteString(`</g>`)
+}
 
-	// Series: areas first so lines stay on top, then lines and bars, then
-	// the series asked to be on top.
-	base := y(0)
+// writeSeries writes the series, areas first so lines stay on top, then
+// lines and bars, then the series asked to be on top; then the marks.
+func (c *chart) writeSeries(b *strings.Builder, pl plotArea) {
+	f, x, base := svgNum, pl.x, pl.y(0)
 	for pass := 0; pass < 3; pass++ {
 		for _, s := range c.Series {
 			p := 1
@@ -144,65 +171,7 @@ func (c *chart) SVG() template.HTML {
 			if p != pass || len(s.Points) == 0 {
 				continue
 			}
-			attrs := fmt.Sprintf(`class="series" data-series="%s" data-points="%d"`, esc(s.Name), len(s.Points))
-			switch s.Kind {
-			case kindArea:
-				var d strings.Builder
-				fmt.Fprintf(&d, "M%s,%s", f(x(s.Points[0].X)), f(base))
-				for _, p := range s.Points {
-					fmt.Fprintf(&d, " L%s,%s", f(x(p.X)), f(y(p.Y)))
-				}
-				fmt.Fprintf(&d, " L%s,%s Z", f(x(s.Points[len(s.Points)-1].X)), f(base))
-				fmt.Fprintf(&b, `<path %s d="%s" fill="%s" fill-opacity="0.28" stroke="%s" stroke-width="1.2"/>`, attrs, d.String(), esc(s.Color), esc(s.Color))
-			case kindBars:
-				bw := max(1.5, math.Min(8, plotW/float64(max(len(s.Points), 1))*0.8))
-				var d strings.Builder
-				n := 0
-				for _, p := range s.Points {
-					if p.Y <= 0 {
-						continue
-					}
-					n++
-					fmt.Fprintf(&d, "M%s,%s V%s ", f(x(p.X)), f(base), f(y(p.Y)))
-				}
-				if n == 0 {
-					// Keep the element (and its count) so the legend has a
-					// series to point at even when nothing happened.
-					d.WriteString("M0,0")
-				}
-				fmt.Fprintf(&b, `<path %s data-nonzero="%d" d="%s" stroke="%s" stroke-width="%s" fill="none"/>`, attrs, n, strings.TrimSpace(d.String()), esc(s.Color), f(bw))
-			default:
-				var pts strings.Builder
-				for i, p := range s.Points {
-					if s.Kind == kindStep && i > 0 {
-						fmt.Fprintf(&pts, "%s,%s ", f(x(p.X)), f(y(s.Points[i-1].Y)))
-					}
-					fmt.Fprintf(&pts, "%s,%s ", f(x(p.X)), f(y(p.Y)))
-				}
-				// Dashed lines are wider, so one that runs under another
-				// still shows at its edges.
-				style := ` stroke-width="2"`
-				if s.Dashed {
-					style = ` stroke-width="4" stroke-dasharray="7 5"`
-				}
-				if s.Width > 0 {
-					style = fmt.Sprintf(` stroke-width="%s"`, f(s.Width))
-				}
-				if s.Dash != "" {
-					style += fmt.Sprintf(` stroke-dasharray="%s"`, esc(s.Dash))
-				}
-				fmt.Fprintf(&b, `<polyline %s points="%s" fill="none" stroke="%s" stroke-linejoin="round"%s/>`, attrs, strings.TrimSpace(pts.String()), esc(s.Color), style)
-				if s.Marker != "" {
-					const perLine = 8
-					fmt.Fprintf(&b, `<g class="markers" data-marker="%s">`, esc(s.Marker))
-					for k := range perLine {
-						at := (float64(k) + 0.5 + s.MarkerPhase/float64(max(len(c.Series), 1))) / perLine
-						p := pointAt(s.Points, at)
-						b.WriteString(marker(s.Marker, x(p.X), y(p.Y), s.Color))
-					}
-					b.WriteString(`</g>`)
-				}
-			}
+			c.writeOne(b, pl, s)
 		}
 	}
 	if len(c.Marks) > 0 {
@@ -210,18 +179,91 @@ func (c *chart) SVG() template.HTML {
 		for _, m := range c.Marks {
 			fmt.Fprintf(&d, "M%s,%s v-9 ", f(x(m)), f(base))
 		}
-		fmt.Fprintf(&b, `<path class="marks" data-series="%s" data-points="%d" d="%s" stroke="%s" stroke-width="2"/>`,
+		fmt.Fprintf(b, `<path class="marks" data-series="%s" data-points="%d" d="%s" stroke="%s" stroke-width="2"/>`,
 			esc(c.MarksName), len(c.Marks), strings.TrimSpace(d.String()), esc(c.MarksColor))
 	}
+}
 
-	// Legend, left to right above the plot.
+// writeOne writes one series as an area, bars or a line.
+func (c *chart) writeOne(b *strings.Builder, pl plotArea, s series) {
+	f, x, y, base := svgNum, pl.x, pl.y, pl.y(0)
+	attrs := fmt.Sprintf(`class="series" data-series="%s" data-points="%d"`, esc(s.Name), len(s.Points))
+	switch s.Kind {
+	case kindArea:
+		var d strings.Builder
+		fmt.Fprintf(&d, "M%s,%s", f(x(s.Points[0].X)), f(base))
+		for _, p := range s.Points {
+			fmt.Fprintf(&d, " L%s,%s", f(x(p.X)), f(y(p.Y)))
+		}
+		fmt.Fprintf(&d, " L%s,%s Z", f(x(s.Points[len(s.Points)-1].X)), f(base))
+		fmt.Fprintf(b, `<path %s d="%s" fill="%s" fill-opacity="0.28" stroke="%s" stroke-width="1.2"/>`, attrs, d.String(), esc(s.Color), esc(s.Color))
+	case kindBars:
+		bw := max(1.5, math.Min(8, plotW/float64(max(len(s.Points), 1))*0.8))
+		var d strings.Builder
+		n := 0
+		for _, p := range s.Points {
+			if p.Y <= 0 {
+				continue
+			}
+			n++
+			fmt.Fprintf(&d, "M%s,%s V%s ", f(x(p.X)), f(base), f(y(p.Y)))
+		}
+		if n == 0 {
+			// Keep the element (and its count) so the legend has a
+			// series to point at even when nothing happened.
+			d.WriteString("M0,0")
+		}
+		fmt.Fprintf(b, `<path %s data-nonzero="%d" d="%s" stroke="%s" stroke-width="%s" fill="none"/>`, attrs, n, strings.TrimSpace(d.String()), esc(s.Color), f(bw))
+	default:
+		c.writeLine(b, pl, s, attrs)
+	}
+}
+
+// writeLine writes a line or step series and its markers.
+func (c *chart) writeLine(b *strings.Builder, pl plotArea, s series, attrs string) {
+	f, x, y := svgNum, pl.x, pl.y
+	var pts strings.Builder
+	for i, p := range s.Points {
+		if s.Kind == kindStep && i > 0 {
+			fmt.Fprintf(&pts, "%s,%s ", f(x(p.X)), f(y(s.Points[i-1].Y)))
+		}
+		fmt.Fprintf(&pts, "%s,%s ", f(x(p.X)), f(y(p.Y)))
+	}
+	// Dashed lines are wider, so one that runs under another
+	// still shows at its edges.
+	style := ` stroke-width="2"`
+	if s.Dashed {
+		style = ` stroke-width="4" stroke-dasharray="7 5"`
+	}
+	if s.Width > 0 {
+		style = fmt.Sprintf(` stroke-width="%s"`, f(s.Width))
+	}
+	if s.Dash != "" {
+		style += fmt.Sprintf(` stroke-dasharray="%s"`, esc(s.Dash))
+	}
+	fmt.Fprintf(b, `<polyline %s points="%s" fill="none" stroke="%s" stroke-linejoin="round"%s/>`, attrs, strings.TrimSpace(pts.String()), esc(s.Color), style)
+	if s.Marker != "" {
+		const perLine = 8
+		fmt.Fprintf(b, `<g class="markers" data-marker="%s">`, esc(s.Marker))
+		for k := range perLine {
+			at := (float64(k) + 0.5 + s.MarkerPhase/float64(max(len(c.Series), 1))) / perLine
+			p := pointAt(s.Points, at)
+			b.WriteString(marker(s.Marker, x(p.X), y(p.Y), s.Color))
+		}
+		b.WriteString(`</g>`)
+	}
+}
+
+// writeLegend writes the legend, left to right above the plot.
+func (c *chart) writeLegend(b *strings.Builder) {
+	f := svgNum
 	lx := float64(marginL + 130)
 	item := func(name, color string, kind seriesKind, dashed bool, dash, mark string) {
 		switch kind {
 		case kindArea:
-			fmt.Fprintf(&b, `<rect x="%s" y="12" width="18" height="12" fill="%s" fill-opacity="0.28" stroke="%s"/>`, f(lx), esc(color), esc(color))
+			fmt.Fprintf(b, `<rect x="%s" y="12" width="18" height="12" fill="%s" fill-opacity="0.28" stroke="%s"/>`, f(lx), esc(color), esc(color))
 		case kindBars:
-			fmt.Fprintf(&b, `<rect x="%s" y="10" width="5" height="16" fill="%s"/>`, f(lx+6), esc(color))
+			fmt.Fprintf(b, `<rect x="%s" y="10" width="5" height="16" fill="%s"/>`, f(lx+6), esc(color))
 		default:
 			attr := ""
 			switch {
@@ -234,13 +276,13 @@ func (c *chart) SVG() template.HTML {
 			if mark != "" {
 				w = 30
 			}
-			fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="18" y2="18" stroke="%s" stroke-width="3"%s/>`, f(lx), f(lx+w), esc(color), attr)
+			fmt.Fprintf(b, `<line x1="%s" x2="%s" y1="18" y2="18" stroke="%s" stroke-width="3"%s/>`, f(lx), f(lx+w), esc(color), attr)
 			if mark != "" {
 				b.WriteString(marker(mark, lx+w/2, 18, color))
 			}
 			lx += w - 18
 		}
-		fmt.Fprintf(&b, `<text class="legend" x="%s" y="22">%s</text>`, f(lx+24), esc(name))
+		fmt.Fprintf(b, `<text class="legend" x="%s" y="22">%s</text>`, f(lx+24), esc(name))
 		lx += 24 + 7.2*float64(len([]rune(name))) + 22
 	}
 	for _, s := range c.Series {
@@ -249,8 +291,6 @@ func (c *chart) SVG() template.HTML {
 	if len(c.Marks) > 0 {
 		item(c.MarksName, c.MarksColor, kindBars, false, "", "")
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
 }
 
 // niceTicks returns 0 and evenly spaced round values up to at least max,

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // Text writes the report as plain text for a terminal.
@@ -83,7 +85,25 @@ func (t *textWriter) table(header []string, right []bool, rows [][]string) {
 
 func writeText(w io.Writer, d *Data, md bool) error {
 	t := &textWriter{w: w, md: md}
-	if md {
+	t.header(d)
+	if r := d.LastRun; r != nil {
+		t.lastRun(d, r)
+	}
+	if d.Batch != nil {
+		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))
+	}
+	t.labels(d)
+	t.groups(d)
+	if d.Pivot != nil {
+		t.pivot(d.Pivot)
+	}
+	t.deadLetters(d)
+	return t.err
+}
+
+// header writes the title, the filters and notes, and the item counts.
+func (t *textWriter) header(d *Data) {
+	if t.md {
 		t.printf("## sawtooth report: %s\n", t.s(d.DB))
 	} else {
 		t.printf("sawtooth report: %s\n", t.s(d.DB))
@@ -112,48 +132,50 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		t.printf(" (%s)", strings.Join(parts, "; "))
 	}
 	t.printf("\n")
+}
 
-	if r := d.LastRun; r != nil {
-		t.heading("Last run")
-		t.printf("%s%s: %s in %s", t.bullet(), t.s(r.ID), t.s(r.Status), dur(wall(*r)))
-		if r.Message != "" {
-			t.printf(" (%s)", t.s(r.Message))
-		}
-		t.printf("\n")
-		unpriced := d.unpricedStages(r.ID)
-		if api := apiStage(r); api != "" {
-			s := r.Stages[api]
-			t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, %s unreachable, concurrency limit %s; %s tokens in / %s out, est. %s\n",
-				t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), num(s.Unavailable), limitRange(*s),
-				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), costText(s.CostUSD, unpriced[api]))
-			if s.Cached > 0 {
-				t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
-					t.bullet(), t.s(api), num(s.Paid), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
-			}
-		}
-		for _, n := range d.KilledCostNotes(r.ID) {
-			t.printf("%s%s\n", t.bullet(), t.s(n))
-		}
-		t.printf("\n")
-		var rows [][]string
-		for _, s := range stageRows(r, d.stageOrder(), unpriced) {
-			rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient), num(s.Unavailable),
-				num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), s.Cost})
-		}
-		t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "unreachable", "tokens in", "tokens out", "est. cost"},
-			[]bool{false, true, true, true, true, true, true, true, true, true, true}, rows)
-		if tiers := tierRows(r, d.stageOrder()); len(tiers) > 0 {
-			t.heading("Service tiers, last run")
-			t.table(tierTable(tiers, t.s))
-		}
-		for _, l := range cacheLines(r, d.stageOrder()) {
-			t.printf("%s%s\n", t.bullet(), t.s(l))
+// lastRun writes the last run's line, its API stage's figures and its
+// stage and tier tables.
+func (t *textWriter) lastRun(d *Data, r *pipeline.RunSummary) {
+	t.heading("Last run")
+	t.printf("%s%s: %s in %s", t.bullet(), t.s(r.ID), t.s(r.Status), dur(wall(*r)))
+	if r.Message != "" {
+		t.printf(" (%s)", t.s(r.Message))
+	}
+	t.printf("\n")
+	unpriced := d.unpricedStages(r.ID)
+	if api := apiStage(r); api != "" {
+		s := r.Stages[api]
+		t.printf("%s%s: %s calls, 429 share %s, %s 5xx/timeouts, %s unreachable, concurrency limit %s; %s tokens in / %s out, est. %s\n",
+			t.bullet(), t.s(api), num(s.Calls), pct(s.RateLimited, s.Calls, 2), num(s.Transient), num(s.Unavailable), limitRange(*s),
+			num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), costText(s.CostUSD, unpriced[api]))
+		if s.Cached > 0 {
+			t.printf("%s%s: %s paid calls, %s cached answers (no call), %s spent, %s saved by the cache\n",
+				t.bullet(), t.s(api), num(s.Paid), num(s.Cached), usd(s.CostUSD), usd(s.SavedUSD))
 		}
 	}
-	if d.Batch != nil {
-		t.printf("%s%s\n", t.bullet(), batchLine(d.Batch))
+	for _, n := range d.KilledCostNotes(r.ID) {
+		t.printf("%s%s\n", t.bullet(), t.s(n))
 	}
+	t.printf("\n")
+	var rows [][]string
+	for _, s := range stageRows(r, d.stageOrder(), unpriced) {
+		rows = append(rows, []string{t.s(s.Name), num(s.Done), num(s.Dead), num(s.Attempts), num(s.Calls), num(s.RateLimited), num(s.Transient), num(s.Unavailable),
+			num(s.Usage.PromptTokens), num(s.Usage.CandidateTokens), s.Cost})
+	}
+	t.table([]string{"stage", "done", "dead", "attempts", "calls", "429s", "5xx/timeouts", "unreachable", "tokens in", "tokens out", "est. cost"},
+		[]bool{false, true, true, true, true, true, true, true, true, true, true}, rows)
+	if tiers := tierRows(r, d.stageOrder()); len(tiers) > 0 {
+		t.heading("Service tiers, last run")
+		t.table(tierTable(tiers, t.s))
+	}
+	for _, l := range cacheLines(r, d.stageOrder()) {
+		t.printf("%s%s\n", t.bullet(), t.s(l))
+	}
+}
 
+// labels writes the label table.
+func (t *textWriter) labels(d *Data) {
 	labels := labelRows(d)
 	t.heading("Labels")
 	if len(labels) == 0 {
@@ -173,7 +195,10 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		}
 		t.table([]string{"label", "items", "share", "avg rating", "examples"}, []bool{false, true, true, true, false}, rows)
 	}
+}
 
+// groups writes a label table per group field.
+func (t *textWriter) groups(d *Data) {
 	for _, g := range groupTables(d) {
 		t.heading("Label by " + t.s(g.Field))
 		var rows [][]string
@@ -195,16 +220,15 @@ func writeText(w io.Writer, d *Data, md bool) error {
 		}
 		t.table(header, right, rows)
 	}
+}
 
-	if d.Pivot != nil {
-		t.pivot(d.Pivot)
-	}
-
+// deadLetters writes the dead letters by stage and reason.
+func (t *textWriter) deadLetters(d *Data) {
 	t.heading("Dead letters")
 	dead := deadRows(d)
 	if len(dead) == 0 {
 		t.printf("none\n")
-	} else if md {
+	} else if t.md {
 		var rows [][]string
 		for _, r := range dead {
 			rows = append(rows, []string{t.s(r.Stage), num(r.Count), t.s(r.Reason), t.s(strings.Join(r.IDs, ", "))})
@@ -218,5 +242,4 @@ func writeText(w io.Writer, d *Data, md bool) error {
 	if len(dead) > 0 {
 		t.printf("\n%s`sawtooth dlq list --db DB` lists them; `sawtooth retry --db DB --stage S` re-runs a stage's dead letters (DB: %s)\n", t.bullet(), t.s(d.DB))
 	}
-	return t.err
 }

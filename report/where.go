@@ -15,7 +15,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/stages"
 )
 
-// UnknownFieldError is a --where field that is neither "label", a group
+// UnknownFieldError is a filter's field that is neither "label", a group
 // field nor an input field of any item: every item would fail the filter,
 // most likely because the name is misspelt.
 type UnknownFieldError struct {
@@ -28,7 +28,7 @@ type UnknownFieldError struct {
 
 // Error names the field and the fields there are.
 func (e *UnknownFieldError) Error() string {
-	return fmt.Sprintf("--where %s: no item has a field %q (the fields are: %s)", e.Field, e.Field, strings.Join(e.Known, ", "))
+	return fmt.Sprintf("filter %s: no item has a field %q (the fields are: %s)", e.Field, e.Field, strings.Join(e.Known, ", "))
 }
 
 // fieldSet is the input field names the items read have.

@@ -87,7 +87,7 @@ func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
 	if len(raw) == 0 {
 		raw = it.Prev
 	}
-	const hint = "re-run the item through classify (`sawtooth retry --stage classify`)"
+	const hint = "re-run the item through classify"
 	if len(raw) == 0 {
 		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s has no classify output: %s", itemRef(it), hint)
 	}
@@ -138,7 +138,7 @@ func (a *Aggregate) countValue(it pipeline.Item) (string, error) {
 	stage, name, _ := strings.Cut(a.Count, ".")
 	raw := it.Outputs[stage]
 	if len(raw) == 0 {
-		return "", pipeline.Permanentf("aggregate: item %s has no %s output to count %s: re-run the item through %s (`sawtooth retry --stage %s`)", itemRef(it), stage, a.Count, stage, stage)
+		return "", pipeline.Permanentf("aggregate: item %s has no %s output to count %s: re-run the item through %s", itemRef(it), stage, a.Count, stage)
 	}
 	var out map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &out); err != nil {

@@ -215,7 +215,7 @@ func (l *LLM) renderClassify(it pipeline.Item) (string, error) {
 	if err := l.prompt.Execute(&prompt, data); err != nil {
 		// Permanent, not fatal: a template can fail on one item's fields
 		// only (a missing key, a short text), and that must not stop the run.
-		return "", pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item, then `sawtooth retry --stage classify`", itemRef(it), err)
+		return "", pipeline.Permanentf("classify: prompt template failed on item %s: %v: fix the template or the item", itemRef(it), err)
 	}
 	return prompt.String(), nil
 }
@@ -287,7 +287,7 @@ func (l *LLM) classifyRepairNote(bad *stageError) string {
 func (l *LLM) classifyRepairFailed(first, second request, bad, again *stageError) error {
 	if bad.repair == repairCutOff && again.repair == repairCutOff {
 		return l.errs.errorf(again, "the answer was cut off at %d output tokens, and again at %d when asked once more (finishReason=MAX_TOKENS): "+
-			"asking again gives the same answer; raise %s or lower the thinking budget, then `sawtooth retry --stage classify`",
+			"asking again gives the same answer; raise %s or lower the thinking budget",
 			first.maxOutputTokens, second.maxOutputTokens, l.names.MaxOutputTokens)
 	}
 	what := fmt.Sprintf("first %s; after it was told what was wrong, %s", bad.problem, again.problem)

@@ -370,7 +370,7 @@ func (l *LLM) renderPrompt(it pipeline.Item) (string, error) {
 		if k := templateKey(l.name, err); k != nil {
 			hint = fmt.Sprintf(" (the item has no %q: for a field some items lack, write {{index .Fields %q}}; an earlier stage that skipped the item has no fields)", k.Key, k.Key)
 		}
-		return "", pipeline.Permanentf("%s: prompt template failed on item %s: %v%s: fix the template or the item, then `sawtooth retry --stage %s`", l.name, itemRef(it), err, hint, l.name)
+		return "", pipeline.Permanentf("%s: prompt template failed on item %s: %v%s: fix the template or the item", l.name, itemRef(it), err, hint)
 	}
 	if strings.TrimSpace(prompt.String()) == "" {
 		return "", verdict(fmt.Errorf("%s: item %s: the prompt is empty: nothing to send; %s", l.name, itemRef(it), editRowHint))

@@ -53,16 +53,16 @@ var (
 // ReserveBatch records a new job's intent: up to max items queued at stage
 // (oldest first) leave the queue and are held by the job. It returns the
 // job, or ok false when the queue is empty.
-func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, ok bool, err error) {
+func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job pipeline.BatchJob, ok bool, err error) {
 	si, known := db.index[stage]
 	if !known {
-		return BatchJob{}, false, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
+		return pipeline.BatchJob{}, false, fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
 	if max <= 0 {
-		return BatchJob{}, false, fmt.Errorf("batch size %d: use a positive number", max)
+		return pipeline.BatchJob{}, false, fmt.Errorf("batch size %d: use a positive number", max)
 	}
 	err = db.update(func(tx *bolt.Tx) error {
-		job, ok = BatchJob{}, false
+		job, ok = pipeline.BatchJob{}, false
 		w := db.writer(tx)
 		jobs, err := tx.CreateBucketIfNotExists(bucketBatches)
 		if err != nil {
@@ -88,13 +88,13 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job BatchJob, 
 		h := sha256.New()
 		for _, id := range ids {
 			s, found := w.state(id)
-			if !found || s.Status != Queued || s.Stage != si {
+			if !found || s.Status != pipeline.StatusQueued || s.Stage != si {
 				return fmt.Errorf("todo/%s holds item %q, which is not queued there: run `sawtooth verify`", stage, id)
 			}
 			if err := todo.Delete(u64(s.Seq)); err != nil {
 				return err
 			}
-			if err := w.putState(id, state{Stage: si, Status: InBatch, Seq: num, Hash: s.Hash, Shared: s.Shared}); err != nil {
+			if err := w.putState(id, state{Stage: si, Status: pipeline.StatusInBatch, Seq: num, Hash: s.Hash, Shared: s.Shared}); err != nil {
 				return err
 			}
 			job.Items = append(job.Items, string(id))
@@ -137,7 +137,7 @@ func batchNonce(tx *bolt.Tx) (string, error) {
 	return n, meta.Put(keyBatchNonce, []byte(n))
 }
 
-func putJob(b *bolt.Bucket, j BatchJob) error {
+func putJob(b *bolt.Bucket, j pipeline.BatchJob) error {
 	v, err := json.Marshal(j)
 	if err != nil {
 		return err
@@ -146,8 +146,8 @@ func putJob(b *bolt.Bucket, j BatchJob) error {
 }
 
 // updateJob applies fn to job num's record in one transaction.
-func (db *DB) updateJob(num uint64, fn func(w *writer, j *BatchJob) error) (BatchJob, error) {
-	var job BatchJob
+func (db *DB) updateJob(num uint64, fn func(w *writer, j *pipeline.BatchJob) error) (pipeline.BatchJob, error) {
+	var job pipeline.BatchJob
 	err := db.update(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketBatches)
 		var v []byte
@@ -157,7 +157,7 @@ func (db *DB) updateJob(num uint64, fn func(w *writer, j *BatchJob) error) (Batc
 		if v == nil {
 			return fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
 		}
-		job = BatchJob{}
+		job = pipeline.BatchJob{}
 		if err := json.Unmarshal(v, &job); err != nil {
 			return fmt.Errorf("batch job %d: bad record: %w", num, err)
 		}
@@ -170,8 +170,8 @@ func (db *DB) updateJob(num uint64, fn func(w *writer, j *BatchJob) error) (Batc
 }
 
 // SetBatchName records the API's name and state for job num after create.
-func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (BatchJob, error) {
-	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
+func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
+	return db.updateJob(num, func(_ *writer, j *pipeline.BatchJob) error {
 		if j.Name != "" && j.Name != name {
 			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
 		}
@@ -184,8 +184,8 @@ func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (Batch
 // exist at the API from now on, and what it reserved against a budget
 // (BatchJob.ReservedUSD). It refuses a job that already has a name (a
 // second create would make a second job).
-func (db *DB) MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (BatchJob, error) {
-	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
+func (db *DB) MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (pipeline.BatchJob, error) {
+	return db.updateJob(num, func(_ *writer, j *pipeline.BatchJob) error {
 		if j.Name != "" {
 			return fmt.Errorf("batch job %d is already created as %s: not sending create again", num, j.Name)
 		}
@@ -199,8 +199,8 @@ func (db *DB) MarkBatchCreate(num uint64, reservedUSD float64, now time.Time) (B
 
 // UpdateBatch records a polled state of job num, its counts and
 // job-level error (kept when apiErr is "").
-func (db *DB) UpdateBatch(num uint64, state string, counts BatchCounts, apiErr string, now time.Time) (BatchJob, error) {
-	return db.updateJob(num, func(_ *writer, j *BatchJob) error {
+func (db *DB) UpdateBatch(num uint64, state string, counts pipeline.BatchCounts, apiErr string, now time.Time) (pipeline.BatchJob, error) {
+	return db.updateJob(num, func(_ *writer, j *pipeline.BatchJob) error {
 		j.State, j.Counts, j.Updated = state, counts, now.UTC()
 		if apiErr != "" {
 			j.APIError = apiErr
@@ -221,14 +221,14 @@ func (db *DB) UpdateBatch(num uint64, state string, counts BatchCounts, apiErr s
 // is its results' (create-time commits precede the name): it sets
 // ResultsCommitted. It returns how many applied.
 func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, err error) {
-	_, err = db.updateJob(num, func(w *writer, j *BatchJob) error {
+	_, err = db.updateJob(num, func(w *writer, j *pipeline.BatchJob) error {
 		applied = 0
 		j.ResultsCommitted = j.ResultsCommitted || j.Name != ""
 		si := w.db.index[j.Stage]
 		for _, t := range ts {
 			id := []byte(t.ID)
 			s, ok := w.state(id)
-			if t.Stage != j.Stage || !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
+			if t.Stage != j.Stage || !ok || s.Status != pipeline.StatusInBatch || s.Stage != si || s.Seq != j.Num {
 				j.Ignored++
 				continue
 			}
@@ -273,12 +273,12 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 // how many items moved.
 func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
 	n := 0
-	_, err := db.updateJob(num, func(w *writer, j *BatchJob) error {
+	_, err := db.updateJob(num, func(w *writer, j *pipeline.BatchJob) error {
 		n = 0
 		si := w.db.index[j.Stage]
 		for _, id := range j.Items {
 			s, ok := w.state([]byte(id))
-			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != j.Num {
+			if !ok || s.Status != pipeline.StatusInBatch || s.Stage != si || s.Seq != j.Num {
 				continue
 			}
 			if err := w.enqueue([]byte(id), si, s.Hash, s.Shared); err != nil {
@@ -297,15 +297,15 @@ func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
 
 // BatchJobs returns every job record, oldest first (open ones only when
 // openOnly).
-func (db *DB) BatchJobs(openOnly bool) ([]BatchJob, error) {
-	var out []BatchJob
+func (db *DB) BatchJobs(openOnly bool) ([]pipeline.BatchJob, error) {
+	var out []pipeline.BatchJob
 	err := db.view(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketBatches)
 		if jobs == nil {
 			return nil
 		}
 		return jobs.ForEach(func(k, v []byte) error {
-			var j BatchJob
+			var j pipeline.BatchJob
 			if err := json.Unmarshal(v, &j); err != nil {
 				return fmt.Errorf("batch job %d: bad record: %w", binary.BigEndian.Uint64(k), err)
 			}
@@ -319,8 +319,8 @@ func (db *DB) BatchJobs(openOnly bool) ([]BatchJob, error) {
 }
 
 // BatchJobByNum returns job num's record.
-func (db *DB) BatchJobByNum(num uint64) (BatchJob, error) {
-	var j BatchJob
+func (db *DB) BatchJobByNum(num uint64) (pipeline.BatchJob, error) {
+	var j pipeline.BatchJob
 	err := db.view(func(tx *bolt.Tx) error {
 		var v []byte
 		if jobs := tx.Bucket(bucketBatches); jobs != nil {
@@ -348,7 +348,7 @@ func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
 		states := tx.Bucket(bucketState)
 		for _, id := range job.Items {
 			s, ok := decodeState(states.Get([]byte(id)))
-			if !ok || s.Status != InBatch || s.Stage != si || s.Seq != num {
+			if !ok || s.Status != pipeline.StatusInBatch || s.Stage != si || s.Seq != num {
 				continue
 			}
 			var it pipeline.Item
@@ -394,7 +394,7 @@ func checkHeld(tx *bolt.Tx, id []byte, s state, stage string, add func(string, .
 	if jobs := tx.Bucket(bucketBatches); jobs != nil {
 		v = jobs.Get(u64(s.Seq))
 	}
-	var j BatchJob
+	var j pipeline.BatchJob
 	if v == nil || json.Unmarshal(v, &j) != nil {
 		add("item %q: in batch job %d at %s, which is not recorded", id, s.Seq, stage)
 		return

@@ -23,7 +23,7 @@ func atClassify(t *testing.T, ids ...string) *DB {
 	return db
 }
 
-func reserve(t *testing.T, db *DB, max int) BatchJob {
+func reserve(t *testing.T, db *DB, max int) pipeline.BatchJob {
 	t.Helper()
 	job, ok, err := db.ReserveBatch("classify", max, batchNow)
 	if err != nil || !ok {
@@ -94,7 +94,7 @@ func TestDB_ReserveBatch(t *testing.T) {
 func TestDB_CommitBatch(t *testing.T) {
 	cases := []struct {
 		name        string
-		before      func(t *testing.T, db *DB, job BatchJob)
+		before      func(t *testing.T, db *DB, job pipeline.BatchJob)
 		results     []pipeline.Transition
 		wantApplied int
 		wantIgnored int
@@ -119,7 +119,7 @@ func TestDB_CommitBatch(t *testing.T) {
 		},
 		{
 			name: "an item returned and answered online meanwhile",
-			before: func(t *testing.T, db *DB, job BatchJob) {
+			before: func(t *testing.T, db *DB, job pipeline.BatchJob) {
 				if n, err := db.ReturnBatch(job.Num, "deadline", batchNow); err != nil || n != 3 {
 					t.Fatalf("return: %d %v", n, err)
 				}
@@ -134,7 +134,7 @@ func TestDB_CommitBatch(t *testing.T) {
 			// an item job 2 now holds (it would be answered, and paid, by
 			// one job and then claimed by the other).
 			name: "an item a newer job holds after a rerun",
-			before: func(t *testing.T, db *DB, job BatchJob) {
+			before: func(t *testing.T, db *DB, job pipeline.BatchJob) {
 				if n, err := db.Rerun("classify"); err != nil || n != 3 {
 					t.Fatalf("rerun: %d %v", n, err)
 				}
@@ -179,7 +179,7 @@ func TestDB_CommitBatch(t *testing.T) {
 		},
 		{
 			name: "an item re-ingested with a new text",
-			before: func(t *testing.T, db *DB, job BatchJob) {
+			before: func(t *testing.T, db *DB, job pipeline.BatchJob) {
 				if _, err := db.Ingest([]pipeline.Record{{ID: "a", Text: "edited"}}); err != nil {
 					t.Fatal(err)
 				}

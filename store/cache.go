@@ -122,7 +122,7 @@ func (w *writer) applies(t *pipeline.Transition) bool {
 		return false
 	}
 	s, ok := w.state([]byte(t.ID))
-	return ok && s.Status == Queued && s.Stage == si && s.Seq == t.Seq
+	return ok && s.Status == pipeline.StatusQueued && s.Stage == si && s.Seq == t.Seq
 }
 
 // record adds an applied transition's money to the stage's ledger, in

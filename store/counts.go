@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -34,7 +35,7 @@ type itemCounts struct {
 
 // add counts the item in state s n times (n is +1 or -1).
 func (c *itemCounts) add(s state, n int64) {
-	if s.Status == Done {
+	if s.Status == pipeline.StatusDone {
 		c.done += n
 		return
 	}
@@ -42,11 +43,11 @@ func (c *itemCounts) add(s state, n int64) {
 		return // a corrupt state: Check reports it
 	}
 	switch s.Status {
-	case Queued:
+	case pipeline.StatusQueued:
 		c.stages[s.Stage].queued += n
-	case Dead:
+	case pipeline.StatusDead:
 		c.stages[s.Stage].dead += n
-	case InBatch:
+	case pipeline.StatusInBatch:
 		c.stages[s.Stage].held += n
 	}
 }

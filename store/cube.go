@@ -355,7 +355,7 @@ func (db *DB) recountCube(tx *bolt.Tx) (map[string]*cubeCell, error) {
 	err := tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 		w.step()
 		s, ok := decodeState(v)
-		if !ok || s.Status != Done {
+		if !ok || s.Status != pipeline.StatusDone {
 			return nil
 		}
 		raw, err := db.output(tx, last, k, db.textOf(tx, k))

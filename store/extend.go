@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -83,7 +84,7 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 				return err
 			}
 			switch {
-			case m.s.Status == Done:
+			case m.s.Status == pipeline.StatusDone:
 				// Its fact came from the old last stage: fold that one out.
 				if err := w.foldAt(m.id, oldLast, -1); err != nil {
 					return err

@@ -72,7 +72,7 @@ func TestDB_ForEachItemAsLocate(t *testing.T) {
 	}
 	advance(t, db, "aggregate", func(string) json.RawMessage { return fact("bug") })
 	n := 0
-	err = db.ForEachItem(func(it ItemState) error {
+	err = db.ForEachItem(func(it pipeline.ItemState) error {
 		n++
 		loc, err := db.Locate(it.ID)
 		if err != nil {

@@ -142,7 +142,7 @@ func checkMigrated(t *testing.T, db *DB, want format1Snapshot) {
 				t.Errorf("item %s out/%s = %s, want %s", id, stage, loc.Output[stage], w)
 			}
 		}
-		if st.Status == Dead {
+		if st.Status == pipeline.StatusDead {
 			dl := want.dead[testStages[st.Stage].Name][id]
 			if loc.Dead == nil || loc.Dead.Message != dl.Message || loc.Dead.Attempts != dl.Attempts {
 				t.Errorf("item %s dead letter = %+v, want %+v", id, loc.Dead, dl)

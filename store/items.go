@@ -20,7 +20,7 @@ import (
 // The bytes handed to fn are copies, but fn must not use this DB's
 // writing methods (bbolt would deadlock against the open read on a
 // writable handle that needs to remap).
-func (db *DB) ForEachItem(fn func(ItemState) error) error {
+func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		items := follow(tx.Bucket(bucketItems))
 		outs := make([]*follower, len(db.stages))
@@ -33,7 +33,7 @@ func (db *DB) ForEachItem(fn func(ItemState) error) error {
 			if !ok || s.Stage >= len(db.stages) {
 				return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)
 			}
-			is := ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
+			is := pipeline.ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
 			var err error
 			if is.Record, err = db.itemRecord(tx, k, items.at(k)); err != nil {
 				return err
@@ -41,7 +41,7 @@ func (db *DB) ForEachItem(fn func(ItemState) error) error {
 			if is.Outputs, err = db.outputsAt(tx, k, is.Record.Text, s, outs); err != nil {
 				return err
 			}
-			if s.Status == Dead {
+			if s.Status == pipeline.StatusDead {
 				if raw := tx.Bucket(deadBucket(is.Stage)).Get(k); raw != nil {
 					var dl pipeline.DeadLetter
 					if err := json.Unmarshal(raw, &dl); err != nil {

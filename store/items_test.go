@@ -43,18 +43,18 @@ func TestDB_ForEachItem(t *testing.T) {
 
 	type seen struct {
 		stage   string
-		status  Status
+		status  pipeline.Status
 		outputs int
 		dead    string
 	}
 	want := map[string]seen{
-		"a": {"aggregate", Done, 3, ""},
-		"b": {"classify", Dead, 1, "blocked"},
-		"c": {"aggregate", Queued, 2, ""},
-		"d": {"classify", Queued, 1, ""},
+		"a": {"aggregate", pipeline.StatusDone, 3, ""},
+		"b": {"classify", pipeline.StatusDead, 1, "blocked"},
+		"c": {"aggregate", pipeline.StatusQueued, 2, ""},
+		"d": {"classify", pipeline.StatusQueued, 1, ""},
 	}
 	var order []string
-	err = db.ForEachItem(func(it ItemState) error {
+	err = db.ForEachItem(func(it pipeline.ItemState) error {
 		order = append(order, it.ID)
 		got := seen{stage: it.Stage, status: it.Status, outputs: len(it.Outputs)}
 		if it.Dead != nil {

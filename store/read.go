@@ -109,7 +109,7 @@ func (db *DB) Locate(id string) (Location, error) {
 		if loc.Output, err = db.outputs(tx, []byte(id), loc.Record.Text, len(db.stages)); err != nil {
 			return err
 		}
-		if s.Status == Dead {
+		if s.Status == pipeline.StatusDead {
 			var dl pipeline.DeadLetter
 			if err := json.Unmarshal(tx.Bucket(deadBucket(loc.Stage)).Get([]byte(id)), &dl); err == nil {
 				loc.Dead = &dl
@@ -215,7 +215,7 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)
-			if !ok || s.Status != Done {
+			if !ok || s.Status != pipeline.StatusDone {
 				return nil
 			}
 			var it pipeline.Item
@@ -283,108 +283,17 @@ func (db *DB) Check() ([]string, error) {
 		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
 		err := states.ForEach(func(k, v []byte) error {
 			w.step()
-			s, ok := decodeState(v)
-			if !ok || s.Stage >= len(db.stages) {
-				add("item %q: corrupt state", k)
-				return nil
-			}
-			recounted.add(s, +1)
-			if items.Get(k) == nil {
-				add("item %q: state without record", k)
-			}
-			name := db.stages[s.Stage].Name
-			for i, st := range db.stages {
-				inDead := tx.Bucket(deadBucket(st.Name)).Get(k) != nil
-				if inDead != (s.Status == Dead && i == s.Stage) {
-					add("item %q: dead/%s presence %v disagrees with state %s at %s", k, st.Name, inDead, s.Status, name)
-				}
-				inOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
-				isShared := s.Shared&sharedBit(i) != 0
-				hasOut := inOut || isShared
-				wantOut := i < s.Stage || s.Status == Done
-				switch {
-				case hasOut != wantOut:
-					add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
-				case inOut && isShared:
-					add("item %q: has both an entry in out/%s and the shared output", k, st.Name)
-				case isShared && tx.Bucket(bucketMeta).Get(sharedKey(st.Name)) == nil:
-					add("item %q: its output at %s is the shared one, which is missing", k, st.Name)
-				}
-			}
-			switch s.Status {
-			case Queued:
-				if got := tx.Bucket(todoBucket(name)).Get(u64(s.Seq)); !bytes.Equal(got, k) {
-					add("item %q: queued at %s seq %d but the queue holds %q", k, name, s.Seq, got)
-				}
-			case Dead:
-			case Done:
-				var f pipeline.Fact
-				rec, _, err := db.record(tx, k)
-				if err != nil {
-					add("item %q: %v", k, err)
-				}
-				raw, err := db.output(tx, last, k, func() string { return rec.Text })
-				if err != nil {
-					add("%v", err)
-				}
-				if raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
-					recomputed.Fold(string(k), f, +1)
-				}
-			case InBatch:
-				checkHeld(tx, k, s, name, add)
-			default:
-				add("item %q: unknown status %d", k, s.Status)
-			}
+			db.checkItem(tx, k, v, &recomputed, &recounted, add)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for si, st := range db.stages {
-			err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
-				w.step()
-				s, ok := decodeState(states.Get(v))
-				if !ok || s.Status != Queued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
-					add("todo/%s seq %d: item %q is not queued there", st.Name, binary.BigEndian.Uint64(k), v)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			for _, b := range []string{"dead/", "out/"} {
-				err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, v []byte) error {
-					w.step()
-					if states.Get(k) == nil {
-						add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
-					}
-					if b == "out/" && len(v) > 0 && v[0] == tagAnswer {
-						if a := tx.Bucket(answersBucket(st.Name)); a == nil || a.Get(v[1:]) == nil {
-							add("out/%s: item %q refers to cached answer %x, which is missing", st.Name, k, v[1:])
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-			}
+		if err := db.checkStageBuckets(tx, w, add); err != nil {
+			return err
 		}
-		if hist := tx.Bucket(bucketHistory); hist != nil {
-			err := hist.ForEach(func(k, _ []byte) error {
-				w.step()
-				id, ok := historyID(k)
-				switch {
-				case !ok:
-					add("history: damaged key %q", k)
-				case states.Get(id) == nil:
-					add("history: item %q has no state (an orphan entry)", id)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+		if err := checkHistory(tx, w, add); err != nil {
+			return err
 		}
 		db.checkCounts(tx, recounted, add)
 		stored, err := readTally(tx)
@@ -398,6 +307,122 @@ func (db *DB) Check() ([]string, error) {
 		return nil
 	})
 	return problems, err
+}
+
+// checkItem checks one item's state (k, v) against its record, its dead
+// letters, outputs and queue entry, counting it in recounted and, when
+// done, folding its fact into recomputed.
+func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, recounted *itemCounts, add func(string, ...any)) {
+	s, ok := decodeState(v)
+	if !ok || s.Stage >= len(db.stages) {
+		add("item %q: corrupt state", k)
+		return
+	}
+	recounted.add(s, +1)
+	if tx.Bucket(bucketItems).Get(k) == nil {
+		add("item %q: state without record", k)
+	}
+	name := db.stages[s.Stage].Name
+	for i, st := range db.stages {
+		inDead := tx.Bucket(deadBucket(st.Name)).Get(k) != nil
+		if inDead != (s.Status == pipeline.StatusDead && i == s.Stage) {
+			add("item %q: dead/%s presence %v disagrees with state %s at %s", k, st.Name, inDead, s.Status, name)
+		}
+		inOut := tx.Bucket(outBucket(st.Name)).Get(k) != nil
+		isShared := s.Shared&sharedBit(i) != 0
+		hasOut := inOut || isShared
+		wantOut := i < s.Stage || s.Status == pipeline.StatusDone
+		switch {
+		case hasOut != wantOut:
+			add("item %q: out/%s presence %v, want %v (state %s at %s)", k, st.Name, hasOut, wantOut, s.Status, name)
+		case inOut && isShared:
+			add("item %q: has both an entry in out/%s and the shared output", k, st.Name)
+		case isShared && tx.Bucket(bucketMeta).Get(sharedKey(st.Name)) == nil:
+			add("item %q: its output at %s is the shared one, which is missing", k, st.Name)
+		}
+	}
+	switch s.Status {
+	case pipeline.StatusQueued:
+		if got := tx.Bucket(todoBucket(name)).Get(u64(s.Seq)); !bytes.Equal(got, k) {
+			add("item %q: queued at %s seq %d but the queue holds %q", k, name, s.Seq, got)
+		}
+	case pipeline.StatusDead:
+	case pipeline.StatusDone:
+		var f pipeline.Fact
+		rec, _, err := db.record(tx, k)
+		if err != nil {
+			add("item %q: %v", k, err)
+		}
+		raw, err := db.output(tx, db.stages[len(db.stages)-1].Name, k, func() string { return rec.Text })
+		if err != nil {
+			add("%v", err)
+		}
+		if raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
+			recomputed.Fold(string(k), f, +1)
+		}
+	case pipeline.StatusInBatch:
+		checkHeld(tx, k, s, name, add)
+	default:
+		add("item %q: unknown status %d", k, s.Status)
+	}
+}
+
+// checkStageBuckets checks every stage's queue, dead letters and outputs
+// against the states: each entry's item is there, as the entry says.
+func (db *DB) checkStageBuckets(tx *bolt.Tx, w *walker, add func(string, ...any)) error {
+	states := tx.Bucket(bucketState)
+	for si, st := range db.stages {
+		err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
+			w.step()
+			s, ok := decodeState(states.Get(v))
+			if !ok || s.Status != pipeline.StatusQueued || s.Stage != si || s.Seq != binary.BigEndian.Uint64(k) {
+				add("todo/%s seq %d: item %q is not queued there", st.Name, binary.BigEndian.Uint64(k), v)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, b := range []string{"dead/", "out/"} {
+			err := tx.Bucket([]byte(b + st.Name)).ForEach(func(k, v []byte) error {
+				w.step()
+				if states.Get(k) == nil {
+					add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
+				}
+				if b == "out/" && len(v) > 0 && v[0] == tagAnswer {
+					if a := tx.Bucket(answersBucket(st.Name)); a == nil || a.Get(v[1:]) == nil {
+						add("out/%s: item %q refers to cached answer %x, which is missing", st.Name, k, v[1:])
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkHistory checks that every past dead letter's key is whole and its
+// item has a state.
+func checkHistory(tx *bolt.Tx, w *walker, add func(string, ...any)) error {
+	hist := tx.Bucket(bucketHistory)
+	if hist == nil {
+		return nil
+	}
+	states := tx.Bucket(bucketState)
+	return hist.ForEach(func(k, _ []byte) error {
+		w.step()
+		id, ok := historyID(k)
+		switch {
+		case !ok:
+			add("history: damaged key %q", k)
+		case states.Get(id) == nil:
+			add("history: item %q has no state (an orphan entry)", id)
+		}
+		return nil
+	})
 }
 
 // SaveRun stores (or replaces) a run record. While the last record saved

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -20,7 +21,7 @@ var bucketReports = []byte("reports")
 
 // ReportFingerprint returns the stamp of the last report generated for
 // period; ok is false when none was recorded. Works on a read-only DB.
-func (db *DB) ReportFingerprint(period string) (stamp ReportStamp, ok bool, err error) {
+func (db *DB) ReportFingerprint(period string) (stamp pipeline.ReportStamp, ok bool, err error) {
 	err = db.view(func(tx *bolt.Tx) error {
 		stamp, ok, err = readStamp(tx, period)
 		return err
@@ -28,18 +29,18 @@ func (db *DB) ReportFingerprint(period string) (stamp ReportStamp, ok bool, err 
 	return stamp, ok, err
 }
 
-func readStamp(tx *bolt.Tx, period string) (ReportStamp, bool, error) {
+func readStamp(tx *bolt.Tx, period string) (pipeline.ReportStamp, bool, error) {
 	b := tx.Bucket(bucketReports)
 	if b == nil {
-		return ReportStamp{}, false, nil
+		return pipeline.ReportStamp{}, false, nil
 	}
 	v := b.Get([]byte(period))
 	if v == nil {
-		return ReportStamp{}, false, nil
+		return pipeline.ReportStamp{}, false, nil
 	}
-	var s ReportStamp
+	var s pipeline.ReportStamp
 	if err := json.Unmarshal(v, &s); err != nil {
-		return ReportStamp{}, false, fmt.Errorf("report fingerprint of %q: %w (run `sawtooth verify`)", period, err)
+		return pipeline.ReportStamp{}, false, fmt.Errorf("report fingerprint of %q: %w (run `sawtooth verify`)", period, err)
 	}
 	return s, true, nil
 }
@@ -47,13 +48,13 @@ func readStamp(tx *bolt.Tx, period string) (ReportStamp, bool, error) {
 // SaveReportFingerprint records stamp as the last report of period,
 // replacing the one before. It writes only the reports bucket: never an
 // item, an output or a run. Idempotent.
-func (db *DB) SaveReportFingerprint(period string, stamp ReportStamp) error {
+func (db *DB) SaveReportFingerprint(period string, stamp pipeline.ReportStamp) error {
 	return db.update(func(tx *bolt.Tx) error {
-		return putStamps(tx, map[string]ReportStamp{period: stamp})
+		return putStamps(tx, map[string]pipeline.ReportStamp{period: stamp})
 	})
 }
 
-func putStamps(tx *bolt.Tx, stamps map[string]ReportStamp) error {
+func putStamps(tx *bolt.Tx, stamps map[string]pipeline.ReportStamp) error {
 	b, err := tx.CreateBucketIfNotExists(bucketReports)
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func putStamps(tx *bolt.Tx, stamps map[string]ReportStamp) error {
 // gives up with ErrInUse and writes nothing, so a report never waits for
 // a run. Unlike Open it does nothing else to the file: no run record is
 // rewritten, no bucket but the reports bucket is touched.
-func SaveReportFingerprints(path string, stamps map[string]ReportStamp, lockTimeout time.Duration) error {
+func SaveReportFingerprints(path string, stamps map[string]pipeline.ReportStamp, lockTimeout time.Duration) error {
 	if len(stamps) == 0 {
 		return nil
 	}

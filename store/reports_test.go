@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 func TestDB_ReportFingerprint(t *testing.T) {
@@ -14,7 +16,7 @@ func TestDB_ReportFingerprint(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 30, 14, 5, 0, 0, time.UTC)
 	for _, fp := range []string{"f1", "f2"} { // the second replaces the first
-		if err := db.SaveReportFingerprint("2026-11", ReportStamp{Fingerprint: fp, At: at}); err != nil {
+		if err := db.SaveReportFingerprint("2026-11", pipeline.ReportStamp{Fingerprint: fp, At: at}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +42,7 @@ func TestSaveReportFingerprints(t *testing.T) {
 		t.Fatal(err)
 	}
 	advance(t, db, "sanitize", jsonOut)
-	stamps := map[string]ReportStamp{"2026-11": {Fingerprint: "f", At: time.Unix(0, 0).UTC()}}
+	stamps := map[string]pipeline.ReportStamp{"2026-11": {Fingerprint: "f", At: time.Unix(0, 0).UTC()}}
 
 	// db, writable and open, stands for a run holding the file.
 	if err := SaveReportFingerprints(path, stamps, 10*time.Millisecond); !errors.Is(err, ErrInUse) {

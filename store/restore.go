@@ -75,7 +75,7 @@ func (w *writer) restore(loc pipeline.Location) error {
 	si, ok := w.db.index[loc.Stage]
 	switch {
 	case loc.Status == "done":
-		if err := w.putState(id, state{Stage: len(w.db.stages) - 1, Status: Done, Hash: hash, Shared: shared}); err != nil {
+		if err := w.putState(id, state{Stage: len(w.db.stages) - 1, Status: pipeline.StatusDone, Hash: hash, Shared: shared}); err != nil {
 			return err
 		}
 		return w.fold(id, +1)
@@ -91,7 +91,7 @@ func (w *writer) restore(loc pipeline.Location) error {
 		if err := w.bucket(deadBucket(loc.Stage)).Put(id, dl); err != nil {
 			return err
 		}
-		return w.putState(id, state{Stage: si, Status: Dead, Hash: hash, Shared: shared & below(si)})
+		return w.putState(id, state{Stage: si, Status: pipeline.StatusDead, Hash: hash, Shared: shared & below(si)})
 	}
 	return fmt.Errorf("unknown place %q (a dead item needs its dead letter)", loc.Status)
 }

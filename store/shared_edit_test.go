@@ -14,7 +14,7 @@ import (
 // (43 bytes) is longer than V2 (27): it is true for every state, also
 // for one whose encoding drops Shared.
 func TestState_canShareOnlyWhereSharedIsKept(t *testing.T) {
-	s := state{Stage: 0, Status: Queued, Seq: 1, Hash: strings.Repeat("z", 32)}
+	s := state{Stage: 0, Status: pipeline.StatusQueued, Seq: 1, Hash: strings.Repeat("z", 32)}
 	if s.canShare() {
 		t.Errorf("canShare() = true for a hash encode keeps in V1, which has no Shared byte")
 	}

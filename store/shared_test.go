@@ -98,7 +98,7 @@ func outputsRead(t *testing.T, db *DB) map[string]map[string]string {
 		}
 		got["Locate"][q.Item.ID] = string(loc.Output["sanitize"])
 	}
-	if err := db.ForEachItem(func(is ItemState) error {
+	if err := db.ForEachItem(func(is pipeline.ItemState) error {
 		got["ForEachItem"][is.ID] = string(is.Outputs["sanitize"])
 		return nil
 	}); err != nil {
@@ -355,7 +355,7 @@ func TestTextOnly(t *testing.T) {
 }
 
 func TestState_sharedRoundTrip(t *testing.T) {
-	s := state{Stage: 2, Status: Queued, Seq: 9, Hash: "00112233445566778899aabbccddeeff", Shared: 0b11}
+	s := state{Stage: 2, Status: pipeline.StatusQueued, Seq: 9, Hash: "00112233445566778899aabbccddeeff", Shared: 0b11}
 	got, ok := decodeState(s.encode())
 	if !ok || got != s || len(s.encode()) != stateLen+1 {
 		t.Errorf("round trip %+v (%v), want %+v", got, ok, s)

@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"encoding/hex"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // state is the state bucket's value: a fixed binary record so the hot
@@ -11,7 +13,7 @@ import (
 // one more byte, Shared (format 3), written only when it is not zero.
 type state struct {
 	Stage  int // index into the definition
-	Status Status
+	Status pipeline.Status
 	Seq    uint64 // todo key while Queued
 	Hash   string // content hash of the record, 32 hex chars
 	// Shared has bit i set when the item's output at stage i is that
@@ -78,7 +80,7 @@ func decodeState(b []byte) (state, bool) {
 	}
 	return state{
 		Stage:  int(b[1]),
-		Status: Status(b[2]),
+		Status: pipeline.Status(b[2]),
 		Seq:    binary.BigEndian.Uint64(b[3:11]),
 		Hash:   hash,
 		Shared: shared,

@@ -302,83 +302,104 @@ type definition struct {
 	Stages []StageDef `json:"stages"`
 }
 
+// init reads the file's meta, then upgrades a file an older sawtooth
+// wrote or creates a new one (never read-only).
 func (db *DB) init(readOnly bool) error {
-	fresh := false
-	var stored []StageDef // the stored list, when this one adds stages to it
-	err := db.view(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			empty := true
-			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if !empty {
-				return fmt.Errorf("open %s: %w (it holds other data; %s)", db.path, ErrNotSawtooth, AnotherDB)
-			}
-			fresh = true
-			return nil
-		}
-		v, err := strconv.Atoi(string(meta.Get(keySchema)))
-		if err != nil {
-			return fmt.Errorf("open %s: bad schema version %q: %w", db.path, meta.Get(keySchema), ErrNotSawtooth)
-		}
-		if v > SchemaVersion {
-			return fmt.Errorf("open %s: schema version %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, v, SchemaVersion, ErrNewerSchema)
-		}
-		format, err := fileFormat(meta)
-		if err != nil {
-			return fmt.Errorf("open %s: %v: %w", db.path, err, ErrNotSawtooth)
-		}
-		if format > FormatVersion {
-			return fmt.Errorf("open %s: record format %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, format, FormatVersion, ErrNewerSchema)
-		}
-		db.format = format
-		if err := db.dict.load(tx); err != nil {
-			return fmt.Errorf("open %s: %v: %w (run `sawtooth verify`)", db.path, err, ErrCorrupt)
-		}
-		var def definition
-		if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil {
-			return fmt.Errorf("open %s: bad pipeline definition: %w", db.path, ErrNotSawtooth)
-		}
-		if !slices.EqualFunc(def.Stages, db.stages, func(a, b StageDef) bool { return a.Name == b.Name }) {
-			added, ok := insertedStages(def.Stages, db.stages)
-			if !ok || readOnly {
-				return fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (stages may be added, not removed or reordered; %s)",
-					db.path, stageNames(def.Stages), stageNames(db.stages), ErrDefinition, AnotherDB)
-			}
-			stored, db.added = def.Stages, added
-		}
-		for _, s := range def.Stages {
-			if s.Fingerprint != db.stages[db.index[s.Name]].Fingerprint {
-				db.changed = append(db.changed, s.Name)
-			}
-		}
-		return nil
+	var (
+		fresh  bool
+		stored []StageDef // the stored list, when this one adds stages to it
+	)
+	err := db.view(func(tx *bolt.Tx) (err error) {
+		fresh, stored, err = db.readMeta(tx, readOnly)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	if !fresh {
-		if readOnly {
-			return nil
-		}
-		if err := db.addBuckets(); err != nil {
-			return err
-		}
-		if db.format < sharedFormat-1 {
-			return errUpgrade
-		}
-		if db.format < FormatVersion {
-			if err := db.raiseFormat(); err != nil {
-				return err
-			}
-		}
-		if len(db.added) > 0 {
-			return db.insertStages(stored, db.added)
-		}
+	switch {
+	case !fresh && readOnly:
 		return nil
-	}
-	if readOnly {
+	case !fresh:
+		return db.upgrade(stored)
+	case readOnly:
 		return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", db.path, ErrNotSawtooth)
 	}
+	return db.create()
+}
+
+// readMeta reads the file's schema, record format, dictionary and stage
+// list: fresh when the file holds nothing yet; stored is the stored stage
+// list when this one adds stages to it (db.added says which).
+func (db *DB) readMeta(tx *bolt.Tx, readOnly bool) (fresh bool, stored []StageDef, err error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		empty := true
+		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		if !empty {
+			return false, nil, fmt.Errorf("open %s: %w (it holds other data; %s)", db.path, ErrNotSawtooth, AnotherDB)
+		}
+		return true, nil, nil
+	}
+	v, err := strconv.Atoi(string(meta.Get(keySchema)))
+	if err != nil {
+		return false, nil, fmt.Errorf("open %s: bad schema version %q: %w", db.path, meta.Get(keySchema), ErrNotSawtooth)
+	}
+	if v > SchemaVersion {
+		return false, nil, fmt.Errorf("open %s: schema version %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, v, SchemaVersion, ErrNewerSchema)
+	}
+	format, err := fileFormat(meta)
+	if err != nil {
+		return false, nil, fmt.Errorf("open %s: %v: %w", db.path, err, ErrNotSawtooth)
+	}
+	if format > FormatVersion {
+		return false, nil, fmt.Errorf("open %s: record format %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, format, FormatVersion, ErrNewerSchema)
+	}
+	db.format = format
+	if err := db.dict.load(tx); err != nil {
+		return false, nil, fmt.Errorf("open %s: %v: %w (run `sawtooth verify`)", db.path, err, ErrCorrupt)
+	}
+	var def definition
+	if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil {
+		return false, nil, fmt.Errorf("open %s: bad pipeline definition: %w", db.path, ErrNotSawtooth)
+	}
+	if !slices.EqualFunc(def.Stages, db.stages, func(a, b StageDef) bool { return a.Name == b.Name }) {
+		added, ok := insertedStages(def.Stages, db.stages)
+		if !ok || readOnly {
+			return false, nil, fmt.Errorf("open %s: it holds stages %s, this run has %s: %w (stages may be added, not removed or reordered; %s)",
+				db.path, stageNames(def.Stages), stageNames(db.stages), ErrDefinition, AnotherDB)
+		}
+		stored, db.added = def.Stages, added
+	}
+	for _, s := range def.Stages {
+		if s.Fingerprint != db.stages[db.index[s.Name]].Fingerprint {
+			db.changed = append(db.changed, s.Name)
+		}
+	}
+	return false, stored, nil
+}
+
+// upgrade brings a file an older sawtooth wrote up to this one: the
+// buckets it lacks, the record format and the stages added.
+func (db *DB) upgrade(stored []StageDef) error {
+	if err := db.addBuckets(); err != nil {
+		return err
+	}
+	if db.format < sharedFormat-1 {
+		return errUpgrade
+	}
+	if db.format < FormatVersion {
+		if err := db.raiseFormat(); err != nil {
+			return err
+		}
+	}
+	if len(db.added) > 0 {
+		return db.insertStages(stored, db.added)
+	}
+	return nil
+}
+
+// create writes a new file's meta and buckets.
+func (db *DB) create() error {
 	db.format = FormatVersion
 	return db.update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)

@@ -224,7 +224,7 @@ func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
 			if !ok {
 				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", k)
 			}
-			if s.Status == Done || s.Stage >= si {
+			if s.Status == pipeline.StatusDone || s.Stage >= si {
 				ids = append(ids, last)
 			}
 		}
@@ -305,7 +305,7 @@ func (w *writer) enqueue(id []byte, si int, hash string, shared uint8) error {
 	if err := todo.Put(u64(seq), id); err != nil {
 		return err
 	}
-	return w.putState(id, state{Stage: si, Status: Queued, Seq: seq, Hash: hash, Shared: shared & below(si)})
+	return w.putState(id, state{Stage: si, Status: pipeline.StatusQueued, Seq: seq, Hash: hash, Shared: shared & below(si)})
 }
 
 // Why a dead letter left its item, as PastDeadLetter.Reason says.
@@ -321,7 +321,7 @@ const (
 // position orders where an item is: the stage it is queued or dead at,
 // len(stages) once done.
 func (w *writer) position(s state) int {
-	if s.Status == Done {
+	if s.Status == pipeline.StatusDone {
 		return len(w.db.stages)
 	}
 	return s.Stage
@@ -332,15 +332,15 @@ func (w *writer) position(s state) int {
 // from stage `from` on, folding its fact out of the tally if it was done.
 func (w *writer) removeFrom(id []byte, s state, from int, reason string) error {
 	switch s.Status {
-	case Queued:
+	case pipeline.StatusQueued:
 		if err := w.bucket(todoBucket(w.stageName(s.Stage))).Delete(u64(s.Seq)); err != nil {
 			return err
 		}
-	case Dead:
+	case pipeline.StatusDead:
 		if err := w.retireDead(id, s.Stage, reason); err != nil {
 			return err
 		}
-	case Done:
+	case pipeline.StatusDone:
 		if err := w.fold(id, -1); err != nil {
 			return err
 		}
@@ -384,7 +384,7 @@ func (w *writer) retireDead(id []byte, si int, reason string) error {
 
 func (w *writer) requeue(id []byte, si int) error {
 	s, ok := w.state(id)
-	if !ok || s.Status != Dead || s.Stage != si {
+	if !ok || s.Status != pipeline.StatusDead || s.Stage != si {
 		return fmt.Errorf("item %q: state does not match dead/%s: run `sawtooth verify`", id, w.stageName(si))
 	}
 	if err := w.retireDead(id, si, reasonRequeue); err != nil {
@@ -400,7 +400,7 @@ func (w *writer) apply(t *pipeline.Transition) error {
 	}
 	id := []byte(t.ID)
 	s, ok := w.state(id)
-	if !ok || s.Status != Queued || s.Stage != si || s.Seq != t.Seq {
+	if !ok || s.Status != pipeline.StatusQueued || s.Stage != si || s.Seq != t.Seq {
 		return nil // already applied, or the item moved (re-ingested): stale
 	}
 	if err := w.bucket(todoBucket(t.Stage)).Delete(u64(t.Seq)); err != nil {
@@ -430,7 +430,7 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		if si+1 < len(w.db.stages) {
 			return w.enqueue(id, si+1, s.Hash, s.Shared)
 		}
-		if err := w.putState(id, state{Stage: si, Status: Done, Hash: s.Hash, Shared: s.Shared}); err != nil {
+		if err := w.putState(id, state{Stage: si, Status: pipeline.StatusDone, Hash: s.Hash, Shared: s.Shared}); err != nil {
 			return err
 		}
 		return w.fold(id, +1)
@@ -442,7 +442,7 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		if err := w.bucket(deadBucket(t.Stage)).Put(id, dl); err != nil {
 			return err
 		}
-		return w.putState(id, state{Stage: si, Status: Dead, Hash: s.Hash, Shared: s.Shared})
+		return w.putState(id, state{Stage: si, Status: pipeline.StatusDead, Hash: s.Hash, Shared: s.Shared})
 	default:
 		return fmt.Errorf("commit %q at %s: unknown outcome %d", t.ID, t.Stage, t.Outcome)
 	}

@@ -26,7 +26,7 @@ func TestDB_WalkReleasesAndStaysOneSnapshot(t *testing.T) {
 		walk func(db *DB, fn func(id, text string, out json.RawMessage)) error
 	}{
 		{"ForEachItem", func(db *DB, fn func(string, string, json.RawMessage)) error {
-			return db.ForEachItem(func(it ItemState) error {
+			return db.ForEachItem(func(it pipeline.ItemState) error {
 				fn(it.ID, it.Text, it.Outputs["sanitize"])
 				return nil
 			})

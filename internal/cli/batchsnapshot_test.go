@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
-	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // TestBatchCommands_LeftoverSnapshot: a SIGKILLed `run --mode batch`
@@ -21,7 +21,7 @@ func TestBatchCommands_LeftoverSnapshot(t *testing.T) {
 	leftover := func(t *testing.T) {
 		t.Helper()
 		b, err := json.Marshal(batchSnapshot{PID: os.Getpid(), Updated: time.Now().UTC(),
-			Jobs: []store.BatchJob{{Num: 1, Stage: "classify", Name: "batches/from-the-leftover-snapshot"}}})
+			Jobs: []pipeline.BatchJob{{Num: 1, Stage: "classify", Name: "batches/from-the-leftover-snapshot"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,13 +83,17 @@ func runDLQList(opts *dlqOptions) error {
 	if opts.Stage != "" {
 		list = []string{opts.Stage}
 	}
-	n := 0
+	n, claims := 0, 0
 	byClass := map[pipeline.Class]int{}
 	stagesWithDead := map[string]bool{}
 	for _, s := range list {
 		err := db.ForEachDead(s, func(e store.DeadEntry) error {
 			n++
-			byClass[e.Dead.Class]++
+			if e.Dead.Cause == pipeline.CauseClaimsExhausted {
+				claims++
+			} else {
+				byClass[e.Dead.Class]++
+			}
 			stagesWithDead[s] = true
 			if opts.JSON {
 				var line bytes.Buffer
@@ -103,7 +107,7 @@ func runDLQList(opts *dlqOptions) error {
 				return err
 			}
 			fmt.Fprintf(opts.Out, "%s\t%s\t%s (%s): %s\n", s, monitor.TerminalSafe(e.ID), monitor.TerminalSafe(string(e.Dead.Class)),
-				plural(e.Dead.Attempts, "attempt"), monitor.TerminalSafe(e.Dead.Message))
+				plural(e.Dead.Attempts, "attempt"), monitor.TerminalSafe(deadMessage(e.Dead)))
 			return nil
 		})
 		if err != nil {
@@ -123,8 +127,12 @@ func runDLQList(opts *dlqOptions) error {
 		fmt.Fprintf(opts.ErrOut, "permanent failures (safety blocks, empty or unusable text) fail the same way if re-queued unchanged:\n"+
 			"  edit the row in your input file and run again; the edited text re-enters by itself:\n  sawtooth run --db %s --input FILE\n", p)
 	}
-	if n > byClass[pipeline.ClassPermanent] {
-		for _, s := range stageNames {
+	if claims > 0 {
+		fmt.Fprintf(opts.ErrOut, "%s claimed too often (the workers holding them died or lost their lease each time; the item may be what crashes them): look at each one first, then re-queue it alone:\n"+
+			"  sawtooth dlq requeue --db %s --stage STAGE --id ID\n", plural(claims, "item"), p)
+	}
+	if n-claims > byClass[pipeline.ClassPermanent] {
+		for _, s := range list {
 			if stagesWithDead[s] {
 				fmt.Fprintf(opts.ErrOut, "to retry what failed at %s (transient errors: outages, timeouts):\n  sawtooth retry --db %s --stage %s\n", s, p, s)
 			}
@@ -144,7 +152,11 @@ func runDLQShow(opts *dlqOptions) error {
 	if err != nil {
 		return err
 	}
-	return monitor.WriteJSONSafe(opts.Out, loc)
+	if err := monitor.WriteJSONSafe(opts.Out, loc); err != nil || loc.Dead == nil {
+		return err
+	}
+	_, err = fmt.Fprint(opts.ErrOut, deadNextStep(db.Path(), loc.Stage, loc.ID, *loc.Dead))
+	return err
 }
 
 // runDLQRequeue moves one dead letter (ID) or all of Stage's back to its

@@ -260,6 +260,8 @@ func finish(db pipeline.Database, b *jobStages, req *drainRequest, sum pipeline.
 			// The runner's message says how many were dead-lettered
 			// for the cause when some were.
 			return sum, fmt.Errorf("%w\nno item was dead-lettered for this; fix the cause and run again to resume", runErr)
+		default:
+			return sum, wordSameFailure(runErr, db.Path())
 		}
 	}
 	return sum, runErr

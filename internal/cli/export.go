@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"io"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -81,10 +80,7 @@ func runExport(opts *exportOptions) error {
 	}
 	defer db.Close()
 	err = report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns, RawCells: opts.CSVRaw})
-	if errors.Is(err, report.ErrUnknownColumn) {
-		return &UsageError{Err: err}
-	}
-	return err
+	return wordReportError("export", err)
 }
 
 // csvRawFlag is --csv-raw, shared by report and export.

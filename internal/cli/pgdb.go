@@ -83,7 +83,7 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 			postgres.Redact(target), shellQuote(postgres.Redact(target)), shellQuote(postgres.Redact(target)))
 	}
 	if err != nil {
-		return nil, wordStoreError(err, cmp.Or(o.Flag, "--db"))
+		return nil, wordStoreError(wordOldSchema(err, target), cmp.Or(o.Flag, "--db"))
 	}
 	return db, nil
 }

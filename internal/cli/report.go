@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -81,11 +80,11 @@ func runReport(opts *reportOptions) error {
 	}
 	win, err := report.ParseWindow(opts.Month, opts.From, opts.To)
 	if err != nil {
-		return usagef("report: %v", err)
+		return wordReportError("report", err)
 	}
 	filters, err := report.ParseFilters(opts.Where)
 	if err != nil {
-		return usagef("report: %v", err)
+		return wordReportError("report", err)
 	}
 	load := report.LoadOptions{Window: win, Where: filters}
 	if opts.BySet {
@@ -104,13 +103,8 @@ func runReport(opts *reportOptions) error {
 		}
 	}
 	db.Close()
-	var unknown *report.UnknownFieldError
-	if errors.As(err, &unknown) {
-		return usagef("report: --where %s: no item has a field %q%s (the fields are: %s)", unknown.Field, unknown.Field,
-			didYouMean(unknown.Field, unknown.Known, "%s"), strings.Join(unknown.Known, ", "))
-	}
 	if err != nil {
-		return err
+		return wordReportError("report", err)
 	}
 	if opts.Output == "" {
 		err = render(opts.Out, data)
@@ -120,7 +114,7 @@ func runReport(opts *reportOptions) error {
 		fmt.Fprintf(opts.ErrOut, "wrote %s\n", opts.Output)
 	}
 	if err != nil {
-		return err
+		return wordReportError("report", err)
 	}
 	recordReport(opts.DB, data, opts.ErrOut)
 	return nil

@@ -24,7 +24,7 @@ func TestRecordReport(t *testing.T) {
 	}
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	data := &report.Data{Generated: at, Periods: []report.PeriodStamp{{Period: "2026-11", Month: "2026-11", Fingerprint: "f1"}}}
-	stamp := func() (store.ReportStamp, bool) {
+	stamp := func() (pipeline.ReportStamp, bool) {
 		t.Helper()
 		db, err := store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
 		if err != nil {

@@ -183,6 +183,20 @@ type definition struct {
 	Stages []pipeline.StageDef `json:"stages"`
 }
 
+// OldSchemaError is a read-only open's refusal of a schema an older
+// sawtooth wrote: a writable open (a run, or a migration) upgrades it.
+type OldSchemaError struct {
+	// Path is the database, without its password; Version its schema
+	// version and Want this sawtooth's.
+	Path          string
+	Version, Want int
+}
+
+// Error names the database and both schema versions.
+func (e *OldSchemaError) Error() string {
+	return fmt.Sprintf("open %s: schema version %d is older than this sawtooth's %d: a writable open upgrades it", e.Path, e.Version, e.Want)
+}
+
 // schemaLockKey is the advisory lock two first opens of one schema
 // serialise on (hashtext of this prefix and the schema name).
 const schemaLockPrefix = "sawtooth schema "
@@ -221,7 +235,7 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 			return fmt.Errorf("no sawtooth pipeline in schema %s of %s: %w (check the URL, or create the pipeline first)", db.schema, db.path, ErrNotFound)
 		}
 		if version < SchemaVersion && opt.ReadOnly {
-			return fmt.Errorf("open %s: schema version %d is older than this sawtooth's %d: upgrade it with `sawtooth migrate --db %s` (a run also does)", db.path, version, SchemaVersion, db.path)
+			return &OldSchemaError{Path: db.path, Version: version, Want: SchemaVersion}
 		}
 		if version < SchemaVersion {
 			if err := db.migrate(ctx, tx, version); err != nil {

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Open) {
 		{"Requeue", testRequeue},
 		{"Rerun", testRerun},
 		{"DeadLetterHistory", testHistory},
+		{"DeadLetterFacts", testDeadLetterFacts},
 		{"Prune", testPrune},
 		{"RatingsExact", testRatings},
 		{"TallyEqualsRecomputation", testTallyRandom},

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/sawtooth-dev/sawtooth/internal/monitor"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
+)
+
+// A dead letter, a run's record and a store's refusal are stored or
+// returned with the facts; the commands that deal with them are worded
+// here, with the database they are about, when they are shown.
+
+// A dead letter is stored with the facts (its stage, class, reason and
+// message) and outlives the command that wrote it: the command that deals
+// with it is worded here, when it is shown, with the database it is in.
+
+// oldDeadHint is the command a dead letter's message ended with when
+// messages were stored with one (databases written before the CLI worded
+// them): shown without it, since the next step printed beside it is the
+// whole command.
+var oldDeadHint = regexp.MustCompile("(?:; inspect it with `sawtooth dlq show`)?(?:,? then |: | \\()`sawtooth retry --stage [^`]*`\\)?$")
+
+// deadMessage is a stored dead letter's message as shown: an old one
+// without the command it ended with, any other as stored.
+func deadMessage(d pipeline.DeadLetter) string {
+	if loc := oldDeadHint.FindStringIndex(d.Message); loc != nil && loc[0] > 0 {
+		return d.Message[:loc[0]]
+	}
+	return d.Message
+}
+
+// deadNextStep says what to do about the dead letter d of item id at stage
+// in the database at db: the commands, ready to copy.
+func deadNextStep(db, stage, id string, d pipeline.DeadLetter) string {
+	p, s, i := commandArg(db), commandArg(stage), commandArg(id)
+	requeue := fmt.Sprintf("  sawtooth dlq requeue --db %s --stage %s --id %s\n  sawtooth run --db %s\n", p, s, i, p)
+	switch {
+	case d.Cause == pipeline.CauseClaimsExhausted:
+		return "the workers holding it died or lost their lease each time: if the item is not what crashes them, re-queue it and run again:\n" + requeue
+	case d.Class == pipeline.ClassPermanent:
+		return fmt.Sprintf("a permanent failure fails the same way if re-queued unchanged: edit the row in your input file and run again (the edited text re-enters by itself):\n"+
+			"  sawtooth run --db %s --input FILE\nor, once the cause the message names is fixed, re-queue it and run again:\n%s", p, requeue)
+	default:
+		return "to try it again, re-queue it and run again:\n" + requeue
+	}
+}
+
+// wordSameFailure words the runner's "first calls all failed the same
+// way" stop with the command that re-queues its dead letters, once the
+// cause is fixed; any other error is returned as it is.
+func wordSameFailure(err error, db string) error {
+	var same *pipeline.SameFailureError
+	if !errors.As(err, &same) || same.DeadLettered == 0 {
+		return err
+	}
+	return &wordedError{err: err, msg: fmt.Sprintf("%v: fix the cause, then re-queue them and run again:\n  sawtooth retry --db %s --stage %s",
+		err, commandArg(db), commandArg(same.Stage))}
+}
+
+// commandArg quotes s as one argument of a printed command: as
+// shellQuote does, or, when s holds a control character or an invalid
+// byte (an item id from the input), in a shell's $'...' form with those
+// escaped, so that the command neither drives the terminal nor stops
+// being the one to copy.
+func commandArg(s string) string {
+	escaped := strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s)
+	if safe := monitor.TerminalSafe(escaped); safe != escaped {
+		return "$'" + safe + "'"
+	}
+	return shellQuote(s)
+}
+
+// wordOldSchema words a read-only open's refusal of an older PostgreSQL
+// schema with the command that upgrades it; any other error is returned
+// as it is.
+func wordOldSchema(err error, target string) error {
+	var old *postgres.OldSchemaError
+	if !errors.As(err, &old) {
+		return err
+	}
+	return &wordedError{err: err, msg: fmt.Sprintf("%v: upgrade it with `sawtooth migrate --db %s` (a run also does)", err, shellQuote(postgres.Redact(target)))}
+}

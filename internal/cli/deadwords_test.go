@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store/postgres"
+	bolt "go.etcd.io/bbolt"
+)
+
+// oldClaimsMessage is the message the runner stored for an item claimed
+// too often before the CLI worded the command.
+const oldClaimsMessage = "claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them); inspect it with `sawtooth dlq show`, then `sawtooth retry --stage classify`"
+
+func TestDeadMessage(t *testing.T) {
+	tests := []struct{ name, stored, want string }{
+		{"old claims letter", oldClaimsMessage,
+			"claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)"},
+		{"old template failure", "llm: prompt template failed on item \"a\": boom: fix the template or the item, then `sawtooth retry --stage llm`",
+			"llm: prompt template failed on item \"a\": boom: fix the template or the item"},
+		{"old aggregate hint", "aggregate: item \"a\" has no classify output to count label: re-run the item through classify (`sawtooth retry --stage classify`)",
+			"aggregate: item \"a\" has no classify output to count label: re-run the item through classify"},
+		{"facts only", "claimed 5 times and never finished", "claimed 5 times and never finished"},
+		{"a command in the middle is the stage's text", "`sawtooth retry --stage x` was in the text: boom", "`sawtooth retry --stage x` was in the text: boom"},
+		{"nothing but the command", "`sawtooth retry --stage x`", "`sawtooth retry --stage x`"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deadMessage(pipeline.DeadLetter{Message: tc.stored}); got != tc.want {
+				t.Errorf("deadMessage(%q) = %q, want %q", tc.stored, got, tc.want)
+			}
+		})
+	}
+}
+
+// putDead writes a dead letter into a bbolt database by hand, as an
+// older sawtooth (or the runner) left it.
+func putDead(t *testing.T, path, stage, id string, d pipeline.DeadLetter) {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("dead/"+stage)).Put([]byte(id), b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDLQ_wordsTheNextStep: dlq show prints the item as stored and, on
+// stderr, the commands that deal with its dead letter; dlq list shows an
+// old letter's message without the command it was stored with. The
+// database is the format 2 fixture (written by an older sawtooth), with
+// two letters written by hand: an old claims letter and a new one.
+func TestDLQ_wordsTheNextStep(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "store", "testdata", "format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old db.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	putDead(t, path, "classify", "r000009", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: oldClaimsMessage, Attempts: 5, First: now, Last: now})
+	putDead(t, path, "classify", "r000011", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Cause: pipeline.CauseClaimsExhausted,
+		Message: "claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)", Attempts: 5, First: now, Last: now})
+	quoted := "'" + path + "'"
+
+	tests := []struct {
+		name, id   string
+		wantOut    []string
+		wantErrOut []string
+	}{
+		{"stored safety block", "r000006",
+			[]string{"(re-queueing the same text pays for the same block again)"},
+			[]string{"sawtooth run --db " + quoted + " --input FILE", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000006"}},
+		{"old claims letter", "r000009",
+			[]string{"then `sawtooth retry --stage classify`"}, // shown as stored
+			[]string{"permanent failure", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000009"}},
+		{"claims letter", "r000011",
+			[]string{`"cause": "claims-exhausted"`},
+			[]string{"the workers holding it died", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000011\n  sawtooth run --db " + quoted}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := runApp([]string{"sawtooth", "dlq", "show", "--db", path, "--id", tc.id}, &out, &errOut); err != nil {
+				t.Fatalf("dlq show: %v\n%s", err, errOut.String())
+			}
+			for _, w := range tc.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tc.wantErrOut {
+				if !strings.Contains(errOut.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut.String())
+				}
+			}
+		})
+	}
+
+	t.Run("list", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil {
+			t.Fatalf("dlq list: %v\n%s", err, errOut.String())
+		}
+		if strings.Contains(out.String(), "`sawtooth") || !strings.Contains(out.String(), "r000009\tpermanent (5 attempts): claimed 5 times") {
+			t.Errorf("dlq list shows a stored command, or not the old letter:\n%s", out.String())
+		}
+		for _, w := range []string{"1 item claimed too often", "sawtooth dlq requeue --db " + quoted + " --stage STAGE --id ID"} {
+			if !strings.Contains(errOut.String(), w) {
+				t.Errorf("stderr lacks %q:\n%s", w, errOut.String())
+			}
+		}
+		// The other letters are permanent: nothing to retry as it is.
+		if strings.Contains(errOut.String(), "sawtooth retry") {
+			t.Errorf("stderr offers a retry for permanent letters only:\n%s", errOut.String())
+		}
+	})
+}
+
+// TestWordSameFailure: the runner's same-failure stop is worded with the
+// command that re-queues its dead letters; it is still the runner's error.
+func TestWordSameFailure(t *testing.T) {
+	same := &pipeline.SameFailureError{Stage: "classify", Calls: 25, Cause: "400 bad request", DeadLettered: 3}
+	err := wordSameFailure(&pipeline.FatalError{Err: same, DeadLettered: 3}, "/tmp/a b.db")
+	var got *pipeline.SameFailureError
+	if !errors.As(err, &got) || got != same {
+		t.Fatalf("errors.As lost the stop: %v", err)
+	}
+	if want := "3 items were dead-lettered for it: fix the cause, then re-queue them and run again:\n  sawtooth retry --db '/tmp/a b.db' --stage classify"; !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to hold %q", err, want)
+	}
+	if other := errors.New("boom"); wordSameFailure(other, "x.db") != other {
+		t.Error("another error was reworded")
+	}
+}
+
+// TestWordOldSchema: an older PostgreSQL schema refused read-only is
+// worded with the migrate command for the URL given, without its
+// password; it is still the store's error.
+func TestWordOldSchema(t *testing.T) {
+	old := &postgres.OldSchemaError{Path: "postgres://u@h/d", Version: 1, Want: 9}
+	err := wordOldSchema(fmt.Errorf("status: %w", old), "postgres://u:secret@h/d")
+	var got *postgres.OldSchemaError
+	if !errors.As(err, &got) || got != old {
+		t.Fatalf("errors.As lost the refusal: %v", err)
+	}
+	if want := "schema version 1 is older than this sawtooth's 9: a writable open upgrades it: upgrade it with `sawtooth migrate --db "; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("err = %q, want it to hold %q and no password", err, want)
+	}
+	if other := errors.New("boom"); wordOldSchema(other, "x") != other {
+		t.Error("another error was reworded")
+	}
+}
+
+// TestCommandArg: an argument of a printed command is quoted for a
+// shell; one with a control character is written $'...' with it
+// escaped, which a shell reads back as the same bytes.
+func TestCommandArg(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"plain", "r000006", "r000006"},
+		{"space", "a b.db", "'a b.db'"},
+		{"quote", "it's", `'it'\''s'`},
+		{"escape sequence", "evil\x1b[2J\a", `$'evil\x1b[2J\x07'`},
+		{"control, quote and backslash", "a'\\\n", `$'a\'\\\n'`},
+		{"invalid byte", "x\xff", `$'x\xff'`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := commandArg(tt.in); got != tt.want {
+				t.Errorf("commandArg(%q) = %s, want %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
