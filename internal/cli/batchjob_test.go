@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -41,8 +42,6 @@ func TestRunJob_BatchFlagsBesideAJob(t *testing.T) {
 		{"--mode batch with -f", label("classify", ""), []string{"--mode", "batch"}, []string{"--mode", "`mode: batch`"}},
 		{"--mode auto with -f", label("classify", ""), []string{"--mode", "auto"}, []string{"--mode", "`mode: batch`"}},
 		{"--batch-deadline with -f", label("classify", ""), []string{"--batch-deadline", "1h"}, []string{"--batch-deadline", "`batch:` block"}},
-		{"two stages in batch mode", label("triage", "      mode: batch\n") + label("tone", "      mode: auto\n"), nil,
-			[]string{"stages[1] (tone): mode: auto", "stages[0] (triage) already runs through batch jobs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := job(t, tc.stages)
@@ -159,4 +158,81 @@ func TestRunJob_PresetBatch(t *testing.T) {
 			t.Errorf("stage %s: %d queued, %d answered; want none queued and 30 classified", s.Stage, s.Queued, s.Output)
 		}
 	}
+}
+
+// TestRunJob_TwoBatchedStages: two LLM stages of one job run through
+// batch jobs of their own (batch, then batch or auto): each stage's items
+// are answered by its own jobs, none online, every job names its stage,
+// and the second stage's jobs ask only for what the first committed.
+func TestRunJob_TwoBatchedStages(t *testing.T) {
+	for _, second := range []string{"batch", "auto"} {
+		t.Run(second, func(t *testing.T) {
+			sim, url := batchSim(t, geminisim.BatchConfig{Shuffle: true})
+			dir := t.TempDir()
+			input := filepath.Join(dir, "items.jsonl")
+			if _, err := writeFirstLines(input, testReviews(t), 24); err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(dir, "job.yaml")
+			body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n  - sanitize: {}\n" +
+				"  - llm:\n      name: triage\n      output: {label: [bug, praise, other]}\n" +
+				"      mode: batch\n      batch: {size: 10, deadline: 30s, poll: 20ms}\n" +
+				"  - llm:\n      name: tone\n      prompt: \"What is the tone of this review? {{.Text}}\"\n" +
+				"      output: {label: [angry, calm]}\n" +
+				"      mode: " + second + "\n      batch: {size: 7, deadline: 30s, poll: 20ms}\n"
+			if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errs syncBuffer
+			if err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet"}, &out, &errs); err != nil {
+				t.Fatalf("run -f with two stages through batch jobs: %v\n%s", err, errs.String())
+			}
+			if n := sim.Stats().Calls; n != 0 {
+				t.Errorf("%d online calls, want none: both stages answered by batch jobs", n)
+			}
+			d, err := openReadOnly(filepath.Join(dir, "job.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			counts, err := d.Counts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered := map[string]int{}
+			for _, s := range counts.Stages {
+				answered[s.Stage] = s.Output + s.Dead
+				if s.Queued != 0 {
+					t.Errorf("stage %s: %d queued, want none", s.Stage, s.Queued)
+				}
+			}
+			jobs, err := d.(interface {
+				BatchJobs(bool) ([]pipeline.BatchJob, error)
+			}).BatchJobs(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := map[string]int{}
+			for _, j := range jobs {
+				sent[j.Stage] += j.Answered + j.Dead
+			}
+			for _, stage := range []string{"triage", "tone"} {
+				if sent[stage] == 0 || sent[stage] != answered[stage] {
+					t.Errorf("stage %s: %d answered by its batch jobs, %d in all; want every one by its jobs", stage, sent[stage], answered[stage])
+				}
+			}
+			if answered["tone"] != answered["triage"]-countDead(counts, "triage") {
+				t.Errorf("tone answered %d, want what triage answered (%d less its dead)", answered["tone"], answered["triage"])
+			}
+		})
+	}
+}
+
+func countDead(c pipeline.Counts, stage string) int {
+	for _, s := range c.Stages {
+		if s.Stage == stage {
+			return s.Dead
+		}
+	}
+	return 0
 }

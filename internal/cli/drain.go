@@ -145,9 +145,6 @@ func endFailedBatch(db pipeline.Database, sum *pipeline.RunSummary, phase *batch
 	}
 	sum.Ended = time.Now()
 	phase.addTo(sum)
-	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD += phase.cost()
-	}
 	endRun(sum, err)
 	if serr := db.SaveRun(*sum); serr != nil {
 		err = fmt.Errorf("%w (and its run record: %v)", err, serr)
@@ -220,9 +217,6 @@ func prepare(ctx context.Context, db pipeline.Database, b *jobStages, input *ing
 func finish(db pipeline.Database, b *jobStages, req *drainRequest, sum pipeline.RunSummary, runErr error, phase *batchPhase) (pipeline.RunSummary, error) {
 	o, stdout, stderr := req.Pipeline, req.Out, req.ErrOut
 	phase.addTo(&sum)
-	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD += phase.cost() // the runner priced its own calls
-	}
 	if err := b.saveLearned(db, sum); err != nil && runErr == nil {
 		runErr = err
 	}
