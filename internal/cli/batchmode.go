@@ -71,6 +71,10 @@ func (s batchedStage) options(run batchOptions) batchOptions {
 		bo.Size = orInt(l.Size, bo.Size)
 		bo.Deadline = orDuration(l.Deadline, bo.Deadline)
 		bo.Poll = orDuration(l.Poll, bo.Poll)
+		bo.InlineBytes = orInt(l.InlineBytes, bo.InlineBytes)
+		if l.CreateSettle != "" {
+			bo.Settle = job.Duration(l.CreateSettle)
+		}
 	}
 	return bo
 }

@@ -27,6 +27,14 @@ type Batch struct {
 	// is cancelled; Poll the first interval between polls (Go durations).
 	Deadline string `yaml:"deadline,omitempty"`
 	Poll     string `yaml:"poll,omitempty"`
+	// InlineBytes is the largest job sent as inlined requests; a bigger
+	// one is uploaded as a JSONL file (the API takes 20 MB inlined).
+	InlineBytes int `yaml:"inline_bytes,omitempty"`
+	// CreateSettle is how long a job whose create's answer was lost (the
+	// run killed while it was in flight) may take to show in the API's
+	// list: until then it is looked for, not created again (a Go
+	// duration).
+	CreateSettle string `yaml:"create_settle,omitempty"`
 }
 
 // Price is an LLM stage's price in USD per million tokens; nil means the
@@ -86,9 +94,15 @@ func (l *LLM) checkRun(d *decoder, path string) {
 		}{"batch.deadline", b.Deadline, false}, struct {
 			key, v string
 			zero   bool
-		}{"batch.poll", b.Poll, false})
+		}{"batch.poll", b.Poll, false}, struct {
+			key, v string
+			zero   bool
+		}{"batch.create_settle", b.CreateSettle, false})
 		if b.Size < 0 {
 			d.at(path+".batch.size", "%d is negative: write a number of requests per job", b.Size)
+		}
+		if b.InlineBytes < 0 {
+			d.at(path+".batch.inline_bytes", "%d is negative: write the largest job in bytes sent inlined (bigger ones are uploaded as a file)", b.InlineBytes)
 		}
 	}
 	for _, f := range durations {
