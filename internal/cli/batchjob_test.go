@@ -236,3 +236,41 @@ func countDead(c pipeline.Counts, stage string) int {
 	}
 	return 0
 }
+
+// TestRunJob_BatchMaxSends: a stage whose every answer is cut off (an
+// output budget of one token) is asked for each item in at most its
+// batch block's max_sends jobs over the rounds of a run and the runs
+// after it; the items then wait in its dead letters, and a run after
+// that sends nothing.
+func TestRunJob_BatchMaxSends(t *testing.T) {
+	sim, url := batchSim(t, geminisim.BatchConfig{})
+	dir := t.TempDir()
+	input := filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 5); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      output: {label: [bug, praise, other]}\n      max_output_tokens: 1\n" +
+		"      mode: batch\n      batch: {deadline: 30s, poll: 20ms, max_sends: 2}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		var errs syncBuffer
+		if err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet"}, io.Discard, &errs); err != nil {
+			t.Fatalf("run %d: %v\n%s", run+1, err, errs.String())
+		}
+	}
+	if rows := sim.BatchStats().Rows; rows != 5*2 {
+		t.Errorf("%d batch requests, want 10: each item in 2 jobs", rows)
+	}
+	d, err := openReadOnly(filepath.Join(dir, "job.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if c, err := d.Counts(); err != nil || c.Stages[0].Dead != 5 {
+		t.Errorf("counts %+v %v: want every item dead at triage", c, err)
+	}
+}

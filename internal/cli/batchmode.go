@@ -24,6 +24,7 @@ type batchOptions struct {
 	Poll        time.Duration
 	InlineBytes int
 	Settle      time.Duration
+	MaxSends    int
 }
 
 func batchFlags(o *batchOptions) []cli.Flag {
@@ -33,6 +34,7 @@ func batchFlags(o *batchOptions) []cli.Flag {
 		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h); in auto mode the whole batch phase's: no job is created past it and what is left goes online", Destination: &o.Deadline},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-create-settle", Value: batch.DefaultCreateSettle, Hidden: true, Usage: "after a create whose answer was lost (or a run killed while it was in flight), how long the job may take to show in the API's list: it is looked for until then before being created again", Destination: &o.Settle},
+		&cli.IntFlag{Category: catBatch, Name: "batch-max-sends", Value: batch.DefaultMaxSends, Usage: "most batch jobs that may ask for one item at a stage, over every round, run and worker: an item whose answers never commit (cut off every time, say) then goes to the stage's dead letters instead of being paid for again (`sawtooth dlq requeue` gives it as many more)", Destination: &o.MaxSends},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
 }
@@ -51,7 +53,7 @@ func (b *jobStages) batchOptions() batchOptions {
 
 func defaultBatchOptions() batchOptions {
 	return batchOptions{Mode: string(batch.ModeOnline), Size: batch.DefaultSize, Deadline: batch.DefaultDeadline, Poll: batch.DefaultPoll,
-		InlineBytes: batch.DefaultInlineBytes, Settle: batch.DefaultCreateSettle}
+		InlineBytes: batch.DefaultInlineBytes, Settle: batch.DefaultCreateSettle, MaxSends: batch.DefaultMaxSends}
 }
 
 // batchedStage is an LLM stage whose mode is batch or auto: it has batch
@@ -75,6 +77,7 @@ func (s batchedStage) options(run batchOptions) batchOptions {
 		if l.CreateSettle != "" {
 			bo.Settle = job.Duration(l.CreateSettle)
 		}
+		bo.MaxSends = orInt(l.MaxSends, bo.MaxSends)
 	}
 	return bo
 }
@@ -101,6 +104,9 @@ func (o batchOptions) check() (batch.Mode, error) {
 	}
 	if m != batch.ModeOnline && (o.Size <= 0 || o.Deadline <= 0 || o.Poll <= 0) {
 		return "", usagef("--batch-size, --batch-deadline and --batch-poll must be positive")
+	}
+	if m != batch.ModeOnline && o.MaxSends < 0 {
+		return "", usagef("--batch-max-sends %d: use a positive number of batch jobs per item (default %d)", o.MaxSends, batch.DefaultMaxSends)
 	}
 	if m != batch.ModeOnline && o.Settle < 0 {
 		return "", usagef("--batch-create-settle %s: use a positive duration (default %s)", o.Settle, batch.DefaultCreateSettle)

@@ -120,7 +120,7 @@ func (p *batchPhase) drive(ctx context.Context, db batchDB, api *genai.Client, b
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := batch.New(db, s.stage, api, batch.Config{Mode: mode, Size: so.Size, Deadline: so.Deadline, Poll: so.Poll,
-		InlineBytes: so.InlineBytes, CreateSettle: so.Settle, NoCache: o.NoCache, Log: log, Progress: tick, Lease: o.Lease,
+		InlineBytes: so.InlineBytes, CreateSettle: so.Settle, MaxSends: so.MaxSends, NoCache: o.NoCache, Log: log, Progress: tick, Lease: o.Lease,
 		Budget: p.onlineBudget(o)})
 	sum, err := d.Run(ctx)
 	tick(sum)

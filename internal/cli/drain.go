@@ -121,7 +121,13 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		OnTick: prog.Tick, Log: prog.Log(),
 		NoCache: o.NoCache, Budget: batchPhase.onlineBudget(o),
 	}
-	sum, runErr := r.Run(ctx)
+	var runErr error
+	if len(runStages) > 0 {
+		sum, runErr = r.Run(ctx)
+	} else {
+		// Every stage ran through batch jobs: no online call is left.
+		sum = pipeline.RunSummary{ID: runID, Started: sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}
+	}
 	prog.Close()
 	return finish(db, b, &req, sum, runErr, batchPhase)
 }

@@ -35,6 +35,10 @@ type Batch struct {
 	// list: until then it is looked for, not created again (a Go
 	// duration).
 	CreateSettle string `yaml:"create_settle,omitempty"`
+	// MaxSends is how many batch jobs may ask for one item at the stage,
+	// over every round, run and worker, before it goes to the stage's
+	// dead letters instead of being paid for again.
+	MaxSends int `yaml:"max_sends,omitempty"`
 }
 
 // Price is an LLM stage's price in USD per million tokens; nil means the
@@ -100,6 +104,9 @@ func (l *LLM) checkRun(d *decoder, path string) {
 		}{"batch.create_settle", b.CreateSettle, false})
 		if b.Size < 0 {
 			d.at(path+".batch.size", "%d is negative: write a number of requests per job", b.Size)
+		}
+		if b.MaxSends < 0 {
+			d.at(path+".batch.max_sends", "%d is negative: write how many batch jobs may ask for one item", b.MaxSends)
 		}
 		if b.InlineBytes < 0 {
 			d.at(path+".batch.inline_bytes", "%d is negative: write the largest job in bytes sent inlined (bigger ones are uploaded as a file)", b.InlineBytes)
