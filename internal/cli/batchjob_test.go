@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"io"
 	"os"
 	"path/filepath"
@@ -223,6 +225,29 @@ func TestRunJob_TwoBatchedStages(t *testing.T) {
 			}
 			if answered["tone"] != answered["triage"]-countDead(counts, "triage") {
 				t.Errorf("tone answered %d, want what triage answered (%d less its dead)", answered["tone"], answered["triage"])
+			}
+			var stout syncBuffer
+			if err := runApp([]string{"sawtooth", "status", "--db", filepath.Join(dir, "job.db"), "--json"}, &stout, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Batch struct {
+					CostUSD float64 `json:"cost_usd"`
+					Stages  []struct {
+						Stage    string  `json:"stage"`
+						Model    string  `json:"model"`
+						Answered int     `json:"answered"`
+						CostUSD  float64 `json:"cost_usd"`
+					} `json:"stages"`
+				} `json:"batch"`
+			}
+			if err := json.Unmarshal([]byte(stout.String()), &st); err != nil {
+				t.Fatalf("status --json: %v\n%s", err, stout.String())
+			}
+			if ss := st.Batch.Stages; len(ss) != 2 || ss[0].Stage != "triage" || ss[1].Stage != "tone" ||
+				ss[0].Answered == 0 || ss[1].Answered == 0 || ss[0].CostUSD <= 0 || ss[1].CostUSD <= 0 || ss[0].Model == "" ||
+				math.Abs(st.Batch.CostUSD-ss[0].CostUSD-ss[1].CostUSD) > 1e-12 {
+				t.Errorf("status names each stage's batch jobs with its model and cost: %+v", st.Batch)
 			}
 		})
 	}
