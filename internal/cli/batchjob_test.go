@@ -3,8 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"errors"
-	"math"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,5 +298,56 @@ func TestRunJob_BatchMaxSends(t *testing.T) {
 	defer d.Close()
 	if c, err := d.Counts(); err != nil || c.Stages[0].Dead != 5 {
 		t.Errorf("counts %+v %v: want every item dead at triage", c, err)
+	}
+}
+
+// TestRunJob_TwoBatchedStagesBudget: a --budget the first batched
+// stage's jobs spend stops the run before the second stage's jobs (exit
+// 3, the budget's message, everything billed within it), and a higher
+// budget resumes both stages to the end.
+func TestRunJob_TwoBatchedStagesBudget(t *testing.T) {
+	sim, url := batchSim(t, geminisim.BatchConfig{Shuffle: true})
+	dir := t.TempDir()
+	input := filepath.Join(dir, "items.jsonl")
+	if _, err := writeFirstLines(input, testReviews(t), 60); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      output: {label: [bug, praise, other]}\n" +
+		"      mode: batch\n      batch: {size: 10, deadline: 30s, poll: 20ms}\n" +
+		"  - llm:\n      name: tone\n      prompt: \"What is the tone of this review? {{.Text}}\"\n" +
+		"      output: {label: [angry, calm]}\n      mode: batch\n      batch: {size: 10, deadline: 30s, poll: 20ms}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 0.0015
+	var errs syncBuffer
+	err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet", "--budget", fmt.Sprint(budget)}, io.Discard, &errs)
+	if !errors.Is(err, pipeline.ErrStopped) || !strings.Contains(err.Error(), "raise --budget to continue") {
+		t.Fatalf("run: %v, want the budget's stop\n%s", err, errs.String())
+	}
+	for name := range sim.BatchStats().ByDisplayName {
+		if strings.Contains(name, "-tone-") {
+			t.Errorf("job %s of the second stage created past the budget", name)
+		}
+	}
+	st := classifyMoney(t, filepath.Join(dir, "job.db"))
+	if spent := st.Money["triage"].SpentUSD + st.Money["tone"].SpentUSD; spent <= 0 || spent > budget {
+		t.Errorf("the ledger spent $%g, want some, within the budget $%g", spent, budget)
+	}
+	if err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet", "--budget", "1"}, io.Discard, &errs); err != nil {
+		t.Fatalf("resume with a higher budget: %v\n%s", err, errs.String())
+	}
+	if n := sim.Stats().Calls; n != 0 {
+		t.Errorf("%d online calls, want none", n)
+	}
+	st = classifyMoney(t, filepath.Join(dir, "job.db"))
+	queued := 0
+	for _, s := range st.Counts.Stages {
+		queued += s.Queued
+	}
+	if queued != 0 || st.Money["tone"].SpentUSD <= 0 {
+		t.Errorf("after the resume: %d queued, tone spent $%g; want none queued and tone paid", queued, st.Money["tone"].SpentUSD)
 	}
 }

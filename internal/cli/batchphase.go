@@ -60,6 +60,12 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 		}
 	}
 	for _, s := range b.batched {
+		if phase.stop != nil {
+			// The budget is spent: no later stage's jobs, nor its
+			// online calls.
+			phase.offline[s.stage.Name()] = true
+			continue
+		}
 		if pre := phase.online(b.stages[:b.indexOf(s.stage.Name())]); len(pre) > 0 {
 			// No run record of its own: its figures are the command's
 			// run's (addTo), and its commits count towards that run's
@@ -70,12 +76,6 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 			if err != nil {
 				return nil, phase, err
 			}
-		}
-		if phase.stop != nil {
-			// The budget is spent: no later stage's jobs, nor its
-			// online calls.
-			phase.offline[s.stage.Name()] = true
-			continue
 		}
 		if err := phase.drive(ctx, db, api, b, s, s.options(bo), o, obs, stderr); err != nil {
 			return nil, phase, err
@@ -148,7 +148,7 @@ func (p *batchPhase) drive(ctx context.Context, db batchDB, api *genai.Client, b
 	if mode != batch.ModeAuto {
 		return nil
 	}
-	if p.stop != nil && o.Budget > 0 && o.Budget <= p.cost() {
+	if p.stop != nil && o.Budget > 0 && o.Budget <= p.spent() {
 		p.offline[name] = true // nothing is left for its online calls
 		return nil
 	}
@@ -236,15 +236,31 @@ func summaryStage(sum *pipeline.RunSummary, name string) *pipeline.StageStats {
 }
 
 // onlineBudget is the budget of a runner or driver after what the phase
-// spent so far: the run's cap less what the batch jobs spent (the
-// lifetime cap reads the ledger, which holds it already).
+// spent so far: the run's cap less what the batch jobs and the online
+// calls before them spent (the lifetime cap reads the ledger, which
+// holds it already).
 func (p *batchPhase) onlineBudget(o *pipelineOptions) pipeline.Budget {
 	b := pipeline.Budget{RunUSD: o.Budget, TotalUSD: o.BudgetTotal}
-	if p != nil && b.RunUSD > 0 && p.cost() > 0 {
+	if spent := p.spent(); b.RunUSD > 0 && spent > 0 {
 		// Never 0, which is no cap: a spent budget admits no call.
-		b.RunUSD = max(b.RunUSD-p.cost(), 1e-9)
+		b.RunUSD = max(b.RunUSD-spent, 1e-9)
 	}
 	return b
+}
+
+// spent is what the phase paid: its batch jobs and the online calls of
+// the stages it ran before them.
+func (p *batchPhase) spent() float64 {
+	if p == nil {
+		return 0
+	}
+	c := p.cost()
+	if p.before != nil {
+		for _, s := range p.before.Stages {
+			c += s.CostUSD
+		}
+	}
+	return c
 }
 
 // leftover is the error of a run that left items queued at a stage in
