@@ -166,7 +166,9 @@ func TestRunJob_PresetBatch(t *testing.T) {
 // TestRunJob_TwoBatchedStages: two LLM stages of one job run through
 // batch jobs of their own (batch, then batch or auto): each stage's items
 // are answered by its own jobs, none online, every job names its stage,
-// and the second stage's jobs ask only for what the first committed.
+// each stage's jobs take their settings from its own batch block (what it
+// leaves out from the defaults, not from the other's), and the second
+// stage's jobs ask only for what the first committed.
 func TestRunJob_TwoBatchedStages(t *testing.T) {
 	for _, second := range []string{"batch", "auto"} {
 		t.Run(second, func(t *testing.T) {
@@ -182,7 +184,7 @@ func TestRunJob_TwoBatchedStages(t *testing.T) {
 				"      mode: batch\n      batch: {size: 10, deadline: 30s, poll: 20ms}\n" +
 				"  - llm:\n      name: tone\n      prompt: \"What is the tone of this review? {{.Text}}\"\n" +
 				"      output: {label: [angry, calm]}\n" +
-				"      mode: " + second + "\n      batch: {size: 7, deadline: 30s, poll: 20ms}\n"
+				"      mode: " + second + "\n      batch: {deadline: 30s, poll: 20ms}\n"
 			if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -218,6 +220,10 @@ func TestRunJob_TwoBatchedStages(t *testing.T) {
 			sent := map[string]int{}
 			for _, j := range jobs {
 				sent[j.Stage] += j.Answered + j.Dead
+				// tone's block gives no size: the default, not triage's 10.
+				if j.Stage == "tone" && len(j.Items) <= 10 {
+					t.Errorf("tone's job %d of %d items: sized by triage's batch block", j.Num, len(j.Items))
+				}
 			}
 			for _, stage := range []string{"triage", "tone"} {
 				if sent[stage] == 0 || sent[stage] != answered[stage] {

@@ -53,6 +53,12 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 	if snapshotted(db.Path()) {
 		defer os.Remove(batchSnapshotPath(db.Path()))
 	}
+	// Each stage's options are its own: a job's stage takes what its
+	// batch block leaves out from the defaults, never from another
+	// stage's block; a run from flags (one stage) from the flags.
+	if !b.fromFlags {
+		bo = defaultBatchOptions()
+	}
 	phase := &batchPhase{mode: mode, offline: map[string]bool{}}
 	for _, s := range b.batched {
 		if s.options(bo).Mode == string(batch.ModeBatch) {

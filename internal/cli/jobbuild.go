@@ -43,6 +43,9 @@ type jobStages struct {
 	// batched are the LLM stages whose mode is batch or auto, in the
 	// job's order: each has batch jobs of its own (see drainBatch).
 	batched []batchedStage
+	// fromFlags says the flags compiled the job: the batch settings no
+	// job key holds come from them.
+	fromFlags bool
 	// newModel names the LLM stages whose model differs from the stored
 	// job's (see noteNewModels): the limit they learned was another
 	// model's.
@@ -127,7 +130,8 @@ func buildJob(ctx context.Context, j *job.Job, bo buildOptions) (*jobStages, err
 	if err != nil {
 		return nil, usage(err)
 	}
-	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]pipeline.Limiter{}, prices: map[string]pipeline.Price{}}
+	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]pipeline.Limiter{}, prices: map[string]pipeline.Price{},
+		fromFlags: bo.FromFlags}
 	// Each stage's fingerprint is the stage's own (what decides its
 	// answers), so a job file equivalent to a run from flags resumes its
 	// database without re-running.
