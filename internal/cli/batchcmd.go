@@ -307,10 +307,14 @@ func jobEndpoint(job pipeline.BatchJob, flag string) (url, from string) {
 }
 
 // storedStage is the stage a job's results are decoded with, built from
-// the settings the run recorded in db, as the run built it; nil when they
-// are not recorded (batch.Cancel then refuses a SUCCEEDED job rather
-// than guess).
+// what the run recorded in db, as the run built it: the stage of the job
+// db stores (any LLM stage), else classify from its recorded settings;
+// nil when neither is recorded (batch.Cancel then refuses a SUCCEEDED
+// job rather than guess).
 func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
+	if s, err := storedJobStage(ctx, db, stage, apiKey, baseURL); s != nil || err != nil {
+		return s, err
+	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
 		return nil, err
@@ -326,6 +330,42 @@ func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseU
 		return nil, fmt.Errorf("the %s settings recorded in %s: %w", stage, db.Path(), err)
 	}
 	return cl, nil
+}
+
+// storedJobStage is stage as the job db stores builds it; nil when db
+// stores no job, or one without that LLM stage.
+func storedJobStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
+	jdb, ok := db.(jobDatabase)
+	if !ok {
+		return nil, nil
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	st, err := job.UnmarshalStored(raw)
+	if err != nil {
+		return nil, nil // damaged: the recorded settings may still do
+	}
+	j, err := storedJobOf(db.Path(), &st)
+	if err != nil {
+		return nil, nil
+	}
+	if baseURL != "" {
+		j.BaseURL = baseURL
+	}
+	b, err := buildJob(ctx, j, buildOptions{APIKey: apiKey})
+	if err != nil {
+		// Its files moved, say: a job still running is cancelled all
+		// the same, and one that succeeded is left to a run.
+		return nil, nil
+	}
+	for _, sc := range b.stages {
+		if bs, ok := sc.Stage.(batch.Stage); ok && sc.Stage.Name() == stage {
+			return bs, nil
+		}
+	}
+	return nil, nil
 }
 
 func orDash(s string) string {
