@@ -323,6 +323,22 @@ type Totals struct {
 	SavedUSD      float64        `json:"saved_usd"`
 }
 
+// Add is t and u added up (the totals of two sets of jobs).
+func (t Totals) Add(u Totals) Totals {
+	t.Jobs += u.Jobs
+	t.Open += u.Open
+	t.Held += u.Held
+	t.Answered += u.Answered
+	t.Dead += u.Dead
+	t.Returned += u.Returned
+	t.Ignored += u.Ignored
+	t.Usage = t.Usage.Add(u.Usage)
+	t.CostUSD += u.CostUSD
+	t.OnlineCostUSD += u.OnlineCostUSD
+	t.SavedUSD += u.SavedUSD
+	return t
+}
+
 // Total adds up jobs, priced for model.
 func Total(jobs []pipeline.BatchJob, model string) Totals {
 	var t Totals

@@ -47,6 +47,7 @@ const (
 	DefaultCreateBackoffMax = 30 * time.Minute
 	DefaultCreateSettle     = 2 * time.Minute
 	DefaultMaxRounds        = 3
+	DefaultMaxSends         = 3
 )
 
 // Store is what the driver needs from persistence: a store's batch jobs
@@ -64,6 +65,9 @@ type Store interface {
 	BatchJobs(openOnly bool) ([]pipeline.BatchJob, error)
 	BatchJobByNum(num uint64) (pipeline.BatchJob, error)
 	BatchItems(num uint64) ([]pipeline.Item, error)
+	// BatchSends is how many jobs were created holding each item of job
+	// num at its stage, this one included once SetBatchName named it.
+	BatchSends(num uint64) (map[string]int, error)
 	Counts() (pipeline.Counts, error)
 }
 
@@ -114,6 +118,12 @@ type Config struct {
 	CreateSettle time.Duration
 	// MaxRounds bounds ModeBatch's rounds (ModeAuto runs one).
 	MaxRounds int
+	// MaxSends is how many jobs may ask for one item at the stage, over
+	// every round, run and worker, before it goes to the stage's dead
+	// letters instead of into another job (see sends.go). In ModeAuto an
+	// item a job gave back goes online whatever its count; only a new job
+	// leaves it out.
+	MaxSends int
 	// Lease is how long this worker holds a job without renewing it, on
 	// a Store shared by workers (a Leaser): the driver renews every
 	// Lease/3, and once a worker's lease ended (it died, or stalled that
@@ -156,6 +166,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxRounds <= 0 {
 		c.MaxRounds = DefaultMaxRounds
+	}
+	if c.MaxSends <= 0 {
+		c.MaxSends = DefaultMaxSends
 	}
 	def(&c.Deadline, DefaultDeadline)
 	def(&c.Poll, DefaultPoll)

@@ -76,6 +76,11 @@
 // renewed per job: past it no job is reserved and every open one is
 // cancelled.
 //
+// However many rounds, runs and workers take their turn at an item, it is
+// sent in at most Config.MaxSends jobs at its stage (the store counts
+// them, see sends.go); an item whose answers never commit then goes to
+// the stage's dead letters, saying so, instead of being paid for again.
+//
 // # What the genai SDK does (v1.77.0, checked in its source)
 //
 //   - Batches.Create(ctx, model, *BatchJobSource, *CreateBatchJobConfig)

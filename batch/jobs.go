@@ -26,6 +26,10 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errStore, err)
 	}
+	sends, err := d.sendsOf(t.job.Num)
+	if err != nil {
+		return err
+	}
 	var reqs []*genai.InlinedRequest
 	var lines bytes.Buffer
 	// refused: items the online path would refuse or leave out (a
@@ -37,6 +41,10 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	var est int64 // the requests' estimated cost, nanodollars
 	asked := map[string]bool{}
 	for _, it := range items {
+		if n := sends[it.ID]; n >= d.cfg.MaxSends {
+			refused = append(refused, d.sentOut(ctx, it, n, nil, now))
+			continue
+		}
 		if sk, ok := d.stage.(pipeline.Skipper); ok {
 			if res, skip := sk.Skip(ctx, it); skip {
 				refused = append(refused, pipeline.Transition{Stage: d.stage.Name(), ID: it.ID, Outcome: pipeline.Succeeded, Result: res})
@@ -318,6 +326,14 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 	if err != nil {
 		return err
 	}
+	// In ModeBatch, what this job sent for the last time allowed goes
+	// to the dead letters instead of back to the queue.
+	var sends map[string]int
+	if d.cfg.Mode == ModeBatch {
+		if sends, err = d.sendsOf(t.job.Num); err != nil {
+			return err
+		}
+	}
 	var ts []pipeline.Transition
 	var fatal error
 	answered := 0
@@ -350,6 +366,9 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 		billed += cost
 		d.observe(it, res.Usage)
 		tr, ok := d.transition(ctx, it, res, err, now)
+		if n := sends[it.ID]; !ok && n >= d.cfg.MaxSends && pipeline.ClassOf(ctx, err) != pipeline.ClassFatal {
+			tr, ok = d.sentOut(ctx, it, n, err, now), true
+		}
 		// The store's ledger counts what was billed (a lifetime budget
 		// reads it), and keeps the answer for the same question asked
 		// later.
@@ -381,8 +400,11 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 			// Asked by another job, which may have answered by now.
 			res, ok = d.cached(key)
 		}
-		if ok {
+		switch n := sends[it.ID]; {
+		case ok:
 			ts = append(ts, d.reused(it, key, res))
+		case n >= d.cfg.MaxSends:
+			ts = append(ts, d.sentOut(ctx, it, n, nil, now))
 		}
 		// Otherwise no result for it: returned below.
 	}

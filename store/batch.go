@@ -91,6 +91,9 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job pipeline.B
 			if !found || s.Status != pipeline.StatusQueued || s.Stage != si {
 				return fmt.Errorf("todo/%s holds item %q, which is not queued there: run `sawtooth verify`", stage, id)
 			}
+			if err := keepSends(tx, id, si, s.Seq); err != nil {
+				return err
+			}
 			if err := todo.Delete(u64(s.Seq)); err != nil {
 				return err
 			}
@@ -171,9 +174,16 @@ func (db *DB) updateJob(num uint64, fn func(w *writer, j *pipeline.BatchJob) err
 
 // SetBatchName records the API's name and state for job num after create.
 func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
-	return db.updateJob(num, func(_ *writer, j *pipeline.BatchJob) error {
+	return db.updateJob(num, func(w *writer, j *pipeline.BatchJob) error {
 		if j.Name != "" && j.Name != name {
 			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
+		}
+		if j.Name == "" {
+			// The job exists at the API: its items count one send each
+			// (batchsends.go). A create refused (a 429) made none.
+			if err := w.countSends(*j, w.db.index[j.Stage]); err != nil {
+				return err
+			}
 		}
 		j.Name, j.State, j.Submitted, j.Updated = name, state, now.UTC(), now.UTC()
 		return nil
@@ -250,6 +260,9 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 			if err := w.apply(&t); err != nil {
 				return err
 			}
+			if err := dropSends(w.tx, id); err != nil {
+				return err
+			}
 			// The answer cache and the ledger, as Commit keeps them.
 			if err := w.record(&t); err != nil {
 				return err
@@ -282,6 +295,10 @@ func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
 				continue
 			}
 			if err := w.enqueue([]byte(id), si, s.Hash, s.Shared); err != nil {
+				return err
+			}
+			back, _ := w.state([]byte(id))
+			if err := returnedSends(w.tx, []byte(id), si, back.Seq); err != nil {
 				return err
 			}
 			n++

@@ -33,6 +33,9 @@
 //	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
 //	                report of that period showed, see reports.go
+//	batches         big-endian job number -> pipeline.BatchJob (JSON): Batch API jobs (batch.go)
+//	batch-sends     id -> stage index, how many batch jobs asked for the item there, the queue
+//	                seq a job gave it back at (batchsends.go)
 //
 // Records are written in format 3 (codec.go): packed JSON with a tag
 // byte, short repeated strings coded through dict, an output that is the

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -199,5 +200,54 @@ func TestBatchCommands_DuringARun(t *testing.T) {
 	var list syncBuffer
 	if err := runApp([]string{"sawtooth", "batch", "list", "--db", db}, &list, &stderr); err != nil || !strings.Contains(list.String(), "PENDING") || strings.Contains(list.String(), "closed") {
 		t.Errorf("batch list after the run: %v\n%s", err, list.String())
+	}
+}
+
+// TestBatchCancel_JobStageSucceededIsCollected: a job file's LLM stage
+// other than classify (triage) ran through batch jobs and was stopped
+// once its job had answered; `batch cancel` reads the job's answers with
+// the stage the stored job builds, as for classify: collected, nothing
+// back in the queue to be paid again.
+func TestBatchCancel_JobStageSucceededIsCollected(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sim, url := batchSim(t, geminisim.BatchConfig{Observe: func(e geminisim.BatchEvent) {
+		if e == geminisim.EventResults {
+			stop()
+		}
+	}})
+	dir := t.TempDir()
+	if _, err := writeFirstLines(filepath.Join(dir, "items.jsonl"), testReviews(t), 12); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      output: {label: [bug, praise, other]}\n" +
+		"      mode: batch\n      batch: {deadline: 30s, poll: 10ms}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "-f", f, "--quiet"})
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
+	}
+	db := filepath.Join(dir, "job.db")
+	if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "had already SUCCEEDED") || !strings.Contains(stderr.String(), "collected") {
+		t.Errorf("cancel said:\n%s", stderr.String())
+	}
+	d, err := openReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if c, err := d.Counts(); err != nil || c.Stages[0].Queued != 0 || c.Done != 12 {
+		t.Errorf("counts %+v %v: want all 12 answered by the job, none queued", c, err)
+	}
+	if bs := sim.BatchStats(); bs.Cancels != 0 || bs.Rows != 12 {
+		t.Errorf("simulator %+v: want the job's answers used, no cancel", bs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
@@ -306,10 +307,14 @@ func jobEndpoint(job pipeline.BatchJob, flag string) (url, from string) {
 }
 
 // storedStage is the stage a job's results are decoded with, built from
-// the settings the run recorded in db, as the run built it; nil when they
-// are not recorded (batch.Cancel then refuses a SUCCEEDED job rather
-// than guess).
+// what the run recorded in db, as the run built it: the stage of the job
+// db stores (any LLM stage), else classify from its recorded settings;
+// nil when neither is recorded (batch.Cancel then refuses a SUCCEEDED
+// job rather than guess).
 func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
+	if s, err := storedJobStage(ctx, db, stage, apiKey, baseURL); s != nil || err != nil {
+		return s, err
+	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
 		return nil, err
@@ -327,6 +332,42 @@ func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseU
 	return cl, nil
 }
 
+// storedJobStage is stage as the job db stores builds it; nil when db
+// stores no job, or one without that LLM stage.
+func storedJobStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
+	jdb, ok := db.(jobDatabase)
+	if !ok {
+		return nil, nil
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	st, err := job.UnmarshalStored(raw)
+	if err != nil {
+		return nil, nil // damaged: the recorded settings may still do
+	}
+	j, err := storedJobOf(db.Path(), &st)
+	if err != nil {
+		return nil, nil
+	}
+	if baseURL != "" {
+		j.BaseURL = baseURL
+	}
+	b, err := buildJob(ctx, j, buildOptions{APIKey: apiKey})
+	if err != nil {
+		// Its files moved, say: a job still running is cancelled all
+		// the same, and one that succeeded is left to a run.
+		return nil, nil
+	}
+	for _, sc := range b.stages {
+		if bs, ok := sc.Stage.(batch.Stage); ok && sc.Stage.Name() == stage {
+			return bs, nil
+		}
+	}
+	return nil, nil
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -334,26 +375,70 @@ func orDash(s string) string {
 	return s
 }
 
-// batchStatus is the batch section of `status`.
+// batchStatus is the batch section of `status`: every job's totals,
+// and each stage's that has jobs (a job may run several LLM stages
+// through batch jobs, each on its own model).
 type batchStatus struct {
 	batch.Totals
-	Model string `json:"model,omitempty"`
+	// Model is the one stage's model, when one stage has jobs.
+	Model  string             `json:"model,omitempty"`
+	Stages []stageBatchStatus `json:"stages"`
 }
 
-// readBatchStatus sums the DB's jobs; nil when it has none.
+// stageBatchStatus is one stage's batch jobs.
+type stageBatchStatus struct {
+	Stage string `json:"stage"`
+	Model string `json:"model,omitempty"`
+	batch.Totals
+}
+
+// readBatchStatus sums the DB's jobs, priced per stage at the stage's
+// model; nil when it has none.
 func readBatchStatus(db batchJobReader) (*batchStatus, error) {
 	jobs, err := db.BatchJobs(false)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
-	model := ""
-	if defs, err := db.StoredDefinition(); err == nil {
-		var cs classifySettings
-		if raw := storedSettings(defs)["classify"]; len(raw) > 0 && json.Unmarshal(raw, &cs) == nil {
-			model = cs.Model
-		}
+	defs, err := db.StoredDefinition()
+	if err != nil {
+		defs = nil // priced at zero: the jobs still count
 	}
-	return &batchStatus{Totals: batch.Total(jobs, model), Model: model}, nil
+	settings := storedSettings(defs)
+	byStage := map[string][]pipeline.BatchJob{}
+	var order []string
+	for _, j := range jobs {
+		if byStage[j.Stage] == nil {
+			order = append(order, j.Stage)
+		}
+		byStage[j.Stage] = append(byStage[j.Stage], j)
+	}
+	bs := &batchStatus{}
+	for _, stage := range order {
+		st := stageBatchStatus{Stage: stage, Model: storedModel(settings[stage]), Totals: batch.Total(byStage[stage], storedModel(settings[stage]))}
+		bs.Stages = append(bs.Stages, st)
+		bs.Totals = bs.Totals.Add(st.Totals)
+	}
+	if len(bs.Stages) == 1 {
+		bs.Model = bs.Stages[0].Model
+	}
+	return bs, nil
+}
+
+// storedModel is the model of an LLM stage from its stored settings:
+// a run from flags records its classify settings, a job the stage as
+// the job file gives it (no model: the default).
+func storedModel(raw json.RawMessage) string {
+	var s struct {
+		Model string
+		LLM   *struct{ Model string }
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	if s.LLM != nil {
+		return orStr(s.LLM.Model, job.DefaultModel)
+	}
+	return s.Model
 }
 
 // printStatusWithBatch is monitor.PrintStatus plus the batch jobs.
@@ -379,6 +464,12 @@ func printStatusWithBatch(w io.Writer, pdb pipeline.Database, v monitor.StatusVi
 		bs.Jobs, bs.Open, plural(bs.Held, "item"), bs.Answered, bs.Dead, bs.Returned, bs.Ignored)
 	fmt.Fprintf(w, "batch tokens: %d in, %d out; cost $%.4f at the batch price (online $%.4f: saved $%.4f)\n",
 		bs.Usage.PromptTokens, bs.Usage.CandidateTokens, bs.CostUSD, bs.OnlineCostUSD, bs.SavedUSD)
+	if len(bs.Stages) > 1 {
+		for _, st := range bs.Stages {
+			fmt.Fprintf(w, "  %s: %d jobs (%d open, holding %s); %d answered, %d dead, %d returned; cost $%.4f\n",
+				st.Stage, st.Jobs, st.Open, plural(st.Held, "item"), st.Answered, st.Dead, st.Returned, st.CostUSD)
+		}
+	}
 	fmt.Fprintf(w, "  sawtooth batch list --db %s\n", shellQuote(db.Path()))
 	return nil
 }

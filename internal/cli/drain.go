@@ -121,7 +121,13 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		OnTick: prog.Tick, Log: prog.Log(),
 		NoCache: o.NoCache, Budget: batchPhase.onlineBudget(o),
 	}
-	sum, runErr := r.Run(ctx)
+	var runErr error
+	if len(runStages) > 0 {
+		sum, runErr = r.Run(ctx)
+	} else {
+		// Every stage ran through batch jobs: no online call is left.
+		sum = pipeline.RunSummary{ID: runID, Started: sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}
+	}
 	prog.Close()
 	return finish(db, b, &req, sum, runErr, batchPhase)
 }
@@ -145,9 +151,6 @@ func endFailedBatch(db pipeline.Database, sum *pipeline.RunSummary, phase *batch
 	}
 	sum.Ended = time.Now()
 	phase.addTo(sum)
-	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD += phase.cost()
-	}
 	endRun(sum, err)
 	if serr := db.SaveRun(*sum); serr != nil {
 		err = fmt.Errorf("%w (and its run record: %v)", err, serr)
@@ -220,9 +223,6 @@ func prepare(ctx context.Context, db pipeline.Database, b *jobStages, input *ing
 func finish(db pipeline.Database, b *jobStages, req *drainRequest, sum pipeline.RunSummary, runErr error, phase *batchPhase) (pipeline.RunSummary, error) {
 	o, stdout, stderr := req.Pipeline, req.Out, req.ErrOut
 	phase.addTo(&sum)
-	if cs := sum.Stages["classify"]; cs != nil {
-		cs.CostUSD += phase.cost() // the runner priced its own calls
-	}
 	if err := b.saveLearned(db, sum); err != nil && runErr == nil {
 		runErr = err
 	}

@@ -40,10 +40,12 @@ type jobStages struct {
 	prices   map[string]pipeline.Price
 	// classify is the classify preset's stage (nil: the job has none).
 	classify *stages.Classify
-	// batched is the LLM stage whose mode is batch or auto, which batch
-	// jobs drive (nil: none); batchedAt says where the job defines it.
-	batched   batch.Stage
-	batchedAt string
+	// batched are the LLM stages whose mode is batch or auto, in the
+	// job's order: each has batch jobs of its own (see drainBatch).
+	batched []batchedStage
+	// fromFlags says the flags compiled the job: the batch settings no
+	// job key holds come from them.
+	fromFlags bool
 	// newModel names the LLM stages whose model differs from the stored
 	// job's (see noteNewModels): the limit they learned was another
 	// model's.
@@ -128,7 +130,8 @@ func buildJob(ctx context.Context, j *job.Job, bo buildOptions) (*jobStages, err
 	if err != nil {
 		return nil, usage(err)
 	}
-	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]pipeline.Limiter{}, prices: map[string]pipeline.Price{}}
+	b := &jobStages{job: j, stored: stored, llm: map[string]*job.LLM{}, limiters: map[string]pipeline.Limiter{}, prices: map[string]pipeline.Price{},
+		fromFlags: bo.FromFlags}
 	// Each stage's fingerprint is the stage's own (what decides its
 	// answers), so a job file equivalent to a run from flags resumes its
 	// database without re-running.
@@ -184,11 +187,6 @@ func (b *jobStages) at(i int) string {
 func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []string, bo buildOptions) (pipeline.StageConfig, error) {
 	j, at := b.job, b.at(i)
 	batched := l.Mode == job.ModeBatch || l.Mode == job.ModeAuto
-	if batched && b.batched != nil {
-		// One batch phase per run: the stages before it run online, then
-		// its jobs, then the rest.
-		return pipeline.StageConfig{}, usagef("%s: mode: %s: %s already runs through batch jobs, and a job may run one LLM stage so: set the other's mode to online", at, l.Mode, b.batchedAt)
-	}
 	prompt, system := l.Prompt, l.System
 	for _, f := range []struct {
 		name string
@@ -232,7 +230,7 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 		if !ok {
 			return pipeline.StageConfig{}, usagef("%s: mode: %s: this stage cannot be asked through batch jobs", at, l.Mode)
 		}
-		b.batched, b.batchedAt = bs, at
+		b.batched = append(b.batched, batchedStage{stage: bs, llm: l})
 	}
 	// The list price (or the job's) with its cached-input rate and tier
 	// factors: a flex call at half, a priority one above, cached input at

@@ -27,6 +27,18 @@ type Batch struct {
 	// is cancelled; Poll the first interval between polls (Go durations).
 	Deadline string `yaml:"deadline,omitempty"`
 	Poll     string `yaml:"poll,omitempty"`
+	// InlineBytes is the largest job sent as inlined requests; a bigger
+	// one is uploaded as a JSONL file (the API takes 20 MB inlined).
+	InlineBytes int `yaml:"inline_bytes,omitempty"`
+	// CreateSettle is how long a job whose create's answer was lost (the
+	// run killed while it was in flight) may take to show in the API's
+	// list: until then it is looked for, not created again (a Go
+	// duration).
+	CreateSettle string `yaml:"create_settle,omitempty"`
+	// MaxSends is how many batch jobs may ask for one item at the stage,
+	// over every round, run and worker, before it goes to the stage's
+	// dead letters instead of being paid for again.
+	MaxSends int `yaml:"max_sends,omitempty"`
 }
 
 // Price is an LLM stage's price in USD per million tokens; nil means the
@@ -86,9 +98,18 @@ func (l *LLM) checkRun(d *decoder, path string) {
 		}{"batch.deadline", b.Deadline, false}, struct {
 			key, v string
 			zero   bool
-		}{"batch.poll", b.Poll, false})
+		}{"batch.poll", b.Poll, false}, struct {
+			key, v string
+			zero   bool
+		}{"batch.create_settle", b.CreateSettle, false})
 		if b.Size < 0 {
 			d.at(path+".batch.size", "%d is negative: write a number of requests per job", b.Size)
+		}
+		if b.MaxSends < 0 {
+			d.at(path+".batch.max_sends", "%d is negative: write how many batch jobs may ask for one item", b.MaxSends)
+		}
+		if b.InlineBytes < 0 {
+			d.at(path+".batch.inline_bytes", "%d is negative: write the largest job in bytes sent inlined (bigger ones are uploaded as a file)", b.InlineBytes)
 		}
 	}
 	for _, f := range durations {

@@ -17,6 +17,10 @@ func TestLoad_EngineKeys(t *testing.T) {
 	}{
 		{"the flags' keys", job("classify", "      preset: classify\n      mode: auto\n      batch: {size: 10, deadline: 1h, poll: 5s}\n      timeout: 30s\n      max_wait: 2m\n      max_outage: 5m\n      max_refused: 0s\n      price: {input_per_m: 0.3, output_per_m: 2.5}\n      limiter: {start: 4, fixed: 0, decrease: 0.5, cooldown: 2s, tpm: 1000, rpm: 60}\n",
 			"workers: 4\nfleet: {lease: 30s, quota: independent, quota_key: k}\n"), "", ""},
+		{"the batch steps' keys", job("c", "      mode: batch\n      batch: {inline_bytes: 1000, create_settle: 15s, max_sends: 2}\n", ""), "", ""},
+		{"inline_bytes not negative", job("c", "      batch: {inline_bytes: -1}\n", ""), "stages[0].llm.batch.inline_bytes", "negative"},
+		{"max_sends not negative", job("c", "      batch: {max_sends: -1}\n", ""), "stages[0].llm.batch.max_sends", "negative"},
+		{"create_settle a duration", job("c", "      batch: {create_settle: 0s}\n", ""), "stages[0].llm.batch.create_settle", "not a positive duration"},
 		{"preset needs the name", job("label", "      preset: classify\n", ""), "stages[0].llm.preset", "needs name classify"},
 		{"preset is classify", job("classify", "      preset: summarise\n", ""), "stages[0].llm.preset", "not a preset"},
 		{"preset has no when", job("classify", "      preset: classify\n      system: be brief\n", ""), "stages[0].llm.preset", "no when, system"},

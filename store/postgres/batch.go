@@ -239,9 +239,20 @@ func (db *DB) updateJob(num uint64, mustHold bool, fn func(tx pgx.Tx, j *pipelin
 
 // SetBatchName records the API's name and state for job num after create.
 func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
-	return db.updateJob(num, false, func(_ pgx.Tx, j *pipeline.BatchJob) error {
+	return db.updateJob(num, false, func(tx pgx.Tx, j *pipeline.BatchJob) error {
 		if j.Name != "" && j.Name != name {
 			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
+		}
+		if j.Name == "" {
+			// The job exists at the API: its items count one send each
+			// (batchsends.go). A create refused (a 429) made none.
+			si, err := db.stageIndex(j.Stage)
+			if err != nil {
+				return err
+			}
+			if err := countSends(db.ctx, tx, num, si); err != nil {
+				return err
+			}
 		}
 		j.Name, j.State, j.Submitted, j.Updated = name, state, now.UTC(), now.UTC()
 		return nil

@@ -135,20 +135,21 @@ func (db *DB) ReturnBatch(num uint64, note string, now time.Time) (int, error) {
 		if _, err := tx.Exec(ctx, lockItemsSQL, ids); err != nil {
 			return err
 		}
-		rows, _ := tx.Query(ctx, `DELETE FROM todo WHERE batch = $1 AND stage = $2 RETURNING item_id, seq`, int64(num), si)
-		held, err := seqsByID(rows)
+		rows, _ := tx.Query(ctx, `DELETE FROM todo WHERE batch = $1 AND stage = $2 RETURNING item_id, seq, batch_sends`, int64(num), si)
+		held, err := heldRows(rows)
 		if err != nil {
 			return err
 		}
 		var back []string
-		var stages []int16
+		var stages, sends []int16
 		for _, id := range j.Items {
-			if _, ok := held[id]; ok {
-				back, stages = append(back, id), append(stages, int16(si))
+			if h, ok := held[id]; ok {
+				back, stages, sends = append(back, id), append(stages, int16(si)), append(sends, h.sends)
 			}
 		}
 		if len(back) > 0 {
-			if _, err := tx.Exec(ctx, enqueueSQL, back, stages); err != nil {
+			// Each row keeps its sends (batchsends.go).
+			if _, err := tx.Exec(ctx, enqueueSentSQL, back, stages, sends); err != nil {
 				return err
 			}
 		}

@@ -35,6 +35,7 @@
 //	answer_flight (unlogged) (stage, cache key) -> the worker buying the answer, until when (schema step 2)
 //	worker_session id -> owner, timeout, last beat: each fleet worker's heartbeat (schema step 5)
 //	batch_job    num -> stage, closed, owner, lease_until, record (JSON): Batch API jobs (batch.go; schema step 6)
+//	todo.batch_sends  how many batch jobs asked for the row's item at its stage (batchsends.go; schema step 8)
 //
 // Where an item is is derived, not stored: queued at the stage of its
 // todo row, in a batch job when that row names one (todo.batch), dead at

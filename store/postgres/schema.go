@@ -15,7 +15,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -168,6 +168,9 @@ CREATE INDEX todo_batch ON todo (batch) WHERE batch IS NOT NULL;
 	// at a million items; at 40 claims took half the time and WAL, and
 	// one in ten still moved). It applies to pages written from now on.
 	`ALTER TABLE todo SET (fillfactor = 30);`,
+	// 8: how many batch jobs asked for a queue row's item at its stage
+	// (batchsends.go).
+	`ALTER TABLE todo ADD COLUMN batch_sends smallint NOT NULL DEFAULT 0;`,
 }
 
 // Meta keys.

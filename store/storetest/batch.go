@@ -26,6 +26,7 @@ type BatchStore interface {
 	BatchItems(num uint64) ([]pipeline.Item, error)
 	InBatchCount() (map[string]int, error)
 	SetBatchEndpoint(url string) error
+	BatchSends(num uint64) (map[string]int, error)
 	Ledgers() (map[string]pipeline.Ledger, error)
 }
 
@@ -53,6 +54,7 @@ func RunBatch(t *testing.T, open Open) {
 		{"MarkCreate", testMarkBatchCreate},
 		{"ResultsCommitted", testBatchResultsCommitted},
 		{"Endpoint", testBatchEndpoint},
+		{"Sends", testBatchSends},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
