@@ -152,8 +152,9 @@ func TestSession_DeadWorkersFlightIsTakenOver(t *testing.T) {
 }
 
 // TestSession_MigratesASchemaFromBeforeSessions: a pipeline written by
-// a sawtooth at schema 4 (no sessions) opens, its claims in progress
-// hold for their lease, and sessions work from then on.
+// a sawtooth at schema 4 (no sessions) is not migrated while a claim of
+// its old worker holds (ErrLiveWorkers); once its lease ends it opens,
+// and sessions work from then on.
 func TestSession_MigratesASchemaFromBeforeSessions(t *testing.T) {
 	old, u := openNew(t, Options{Owner: "old"})
 	ingestN(t, old, 3)
@@ -162,16 +163,16 @@ func TestSession_MigratesASchemaFromBeforeSessions(t *testing.T) {
 	sql(t, u, `DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch; DROP TABLE worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`)
 
+	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"}); !errors.Is(err, ErrLiveWorkers) {
+		t.Fatalf("open a schema-4 pipeline while the old worker's lease lasts: %v; want ErrLiveWorkers", err)
+	}
+	expireLeases(t, u)
 	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
 	if err != nil {
 		t.Fatalf("open a schema-4 pipeline: %v", err)
 	}
 	defer db.Close()
 	beginSession(t, db)
-	if cs := claim(t, db, "sanitize", 10); len(cs) != 2 {
-		t.Fatalf("claimed %d beside the old worker's live lease, want 2", len(cs))
-	}
-	expireLeases(t, u)
 	if cs := claim(t, db, "sanitize", 10); len(cs) != 3 {
 		t.Fatalf("claimed %d once every lease ended, want 3", len(cs))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +19,17 @@ import (
 // one row lock; readers sum the shards.
 const shards = 16
 
-func (db *DB) nextShard() int16 { return int16(db.shard.Add(1) % shards) }
+// nextShard is the shard of this handle's next fold. Each handle starts
+// at a random one: handles started together would otherwise step
+// through the shards in lockstep and queue on the same rows.
+func (db *DB) nextShard() int16 {
+	if db.shard.Load() == 0 {
+		// Only the first caller's seed is kept; 0 never comes back
+		// before the counter wraps, and then it seeds again.
+		db.shard.CompareAndSwap(0, 1+rand.Uint32N(shards))
+	}
+	return int16(db.shard.Add(1) % shards)
+}
 
 type groupKey struct{ field, value, label string }
 
