@@ -11,7 +11,7 @@ import (
 // aggregate (pipeline.CubeReader) instead of every done item, or nil
 // when that cannot answer exactly what the streaming pass would; then
 // the caller streams. It cannot when:
-//   - the store keeps no cube (PostgreSQL), or none it vouches for (a
+//   - the store keeps no cube, or none it vouches for (a
 //     database not opened for writing since an older sawtooth wrote it,
 //     a cell that removals left short of quotes until the next writable
 //     open rebuilds it);

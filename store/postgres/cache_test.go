@@ -159,7 +159,7 @@ func TestOpen_MigratesAVersion1Pipeline(t *testing.T) {
 	db, u := openNew(t, Options{})
 	toClassify(t, db, 3)
 	db.Close()
-	sql(t, u, `DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch; DROP TABLE answer, ledger, answer_flight, worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE quota DROP COLUMN given_us, DROP COLUMN safe_rate, DROP COLUMN refused_rate, DROP COLUMN bounded, DROP COLUMN stairs, DROP COLUMN held, DROP COLUMN calm, DROP COLUMN granted, DROP COLUMN limited, DROP COLUMN mark_at, DROP COLUMN mark_sent, DROP COLUMN mark_limited, DROP COLUMN window_us, DROP COLUMN stage_at, DROP COLUMN stage_sent, DROP COLUMN prev_at, DROP COLUMN prev_sent; UPDATE meta SET value = '1' WHERE key = 'schema'`)
+	sql(t, u, `DROP TABLE cube_cell, cube_quote; DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch; DROP TABLE answer, ledger, answer_flight, worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE quota DROP COLUMN given_us, DROP COLUMN safe_rate, DROP COLUMN refused_rate, DROP COLUMN bounded, DROP COLUMN stairs, DROP COLUMN held, DROP COLUMN calm, DROP COLUMN granted, DROP COLUMN limited, DROP COLUMN mark_at, DROP COLUMN mark_sent, DROP COLUMN mark_limited, DROP COLUMN window_us, DROP COLUMN stage_at, DROP COLUMN stage_sent, DROP COLUMN prev_at, DROP COLUMN prev_sent; UPDATE meta SET value = '1' WHERE key = 'schema'`)
 	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "sawtooth migrate --db") {
 		t.Fatalf("a read-only open of a version 1 schema: %v; want the command that migrates it", err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -169,6 +169,31 @@ CREATE INDEX todo_batch ON todo (batch) WHERE batch IS NOT NULL;
 	// at a million items; at 40 claims took half the time and WAL, and
 	// one in ten still moved). It applies to pages written from now on.
 	`ALTER TABLE todo SET (fillfactor = 30);`,
+	// 8: the per-period cube (cube.go), kept by every fold from now on;
+	// backfills[8] builds it from a pipeline's done items.
+	`
+CREATE TABLE cube_cell (cell bytea, label text, shard smallint,
+	n bigint NOT NULL,                                    -- items
+	rn bigint NOT NULL,                                   -- rated items
+	rsum numeric NOT NULL,                                -- their ratings, scaled (pipeline.RatingScale)
+	PRIMARY KEY (cell, label, shard)
+) WITH (fillfactor = 50);                                 -- room for HOT updates: a commit updates hundreds
+CREATE TABLE cube_quote (
+	item_id text PRIMARY KEY,
+	cell bytea NOT NULL,
+	label text NOT NULL,
+	conf float8 NOT NULL,
+	rating float8
+);
+CREATE INDEX cube_quote_best ON cube_quote (cell, label, conf DESC, item_id COLLATE "C");
+`,
+}
+
+// backfills[v], when set, runs right after migrations[v-1] on a schema
+// that held a pipeline before (not on a new one), in the same
+// transaction: what a step needs computed in Go from the stored rows.
+var backfills = map[int]func(db *DB, ctx context.Context, tx pgx.Tx) error{
+	8: (*DB).backfillCube,
 }
 
 // Meta keys.
@@ -334,6 +359,11 @@ func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	for v := from + 1; v <= SchemaVersion; v++ {
 		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 			return fmt.Errorf("migrate schema %s to version %d: %w", db.schema, v, err)
+		}
+		if fill := backfills[v]; fill != nil && from > 0 {
+			if err := fill(db, ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema %s to version %d: %w", db.schema, v, err)
+			}
 		}
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2)
