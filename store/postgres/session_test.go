@@ -223,3 +223,31 @@ func TestSession_RestartGraceOnlyForTheLiving(t *testing.T) {
 		t.Errorf("a session alive at the restart lost its grace: %v", err)
 	}
 }
+
+// TestSession_ClaimsBetweenSessions: a worker told its session is dead
+// drops what it held and begins another; a claim it makes in between
+// (its dispatcher does not wait for the heartbeat) is held no longer
+// than the dead session's: another worker may take it at once. It used
+// to be recorded without a session and held for its whole lease, and if
+// the worker dropped it too (lost with the rest, or died before its next
+// session), nobody could claim it until that lease ended.
+func TestSession_ClaimsBetweenSessions(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	b := worker(t, u, "b")
+	ingestN(t, a, 3)
+	beginSession(t, a)
+	killSessions(t, u)
+	if err := a.Beat(context.Background()); !errors.Is(err, pipeline.ErrSessionGone) {
+		t.Fatalf("beat of a dead session: %v, want ErrSessionGone", err)
+	}
+	if cs := claim(t, a, "sanitize", 2); len(cs) != 2 {
+		t.Fatalf("a claimed %d, want 2", len(cs))
+	}
+	beginSession(t, b)
+	if cs := claim(t, b, "sanitize", 10); len(cs) != 3 {
+		t.Fatalf("b claimed %d of 3: what a claimed between its sessions holds for its lease", len(cs))
+	}
+	if err := a.Beat(context.Background()); !errors.Is(err, pipeline.ErrSessionGone) {
+		t.Fatalf("a's second beat before a new session: %v, want ErrSessionGone", err)
+	}
+}
