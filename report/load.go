@@ -167,8 +167,12 @@ func Load(db pipeline.Database, o LoadOptions) (*Data, error) {
 	}
 	var pass donePass
 	if len(o.Where) == 0 {
-		if d.Cube, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
+		var t pipeline.Tally
+		if d.Cube, t, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
 			return nil, err
+		}
+		if d.Cube != nil {
+			d.Tally = t // the state the cube was read in
 		}
 	}
 	if d.Cube == nil {
@@ -240,7 +244,7 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 		if err != nil {
 			return nil, err
 		}
-		if c, err := storedCube(db, dims, t, counts.Done); c != nil || err != nil {
+		if c, _, err := storedCube(db, dims, t, counts.Done); c != nil || err != nil {
 			return c, err
 		}
 	}

@@ -193,15 +193,24 @@ func collectConfidences(rows pgx.Rows) (map[string]float64, error) {
 
 var _ pipeline.CubeReader = (*DB)(nil)
 
-// StoredCube reads the cube in one snapshot: each cell's counters summed
-// over the shards, and its best quotes with their items' text. ok is
-// false only when a cell has fewer quote rows than it must show, which a
-// fold never leaves (the report then streams).
+// StoredCube reads the cube in one snapshot, with the tally and the
+// done count of that state (workers may be folding items meanwhile):
+// each cell's counters summed over the shards, and its best quotes with
+// their items' text. ok is false only when a cell has fewer quote rows
+// than it must show, which a fold never leaves (the report then streams).
 func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
 	var out pipeline.StoredCube
 	ok := false
 	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
 		out, ok = pipeline.StoredCube{}, false
+		t, err := readTally(db.ctx, tx)
+		if err != nil {
+			return err
+		}
+		out.Tally = &t
+		if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&out.Done); err != nil {
+			return fmt.Errorf("count the done items: %w", err)
+		}
 		cells, err := readCubeCells(db.ctx, tx)
 		if err != nil {
 			return err

@@ -24,7 +24,8 @@ func confidence(text string) float64 { return float64(len(text)%4) / 4 }
 // items (ties by id) with their confidence, rating and text. A store
 // that keeps none passes. A store that cannot vouch for its cube fails
 // unless allowUnsure (the bbolt store refuses a cube that removals left
-// short of quotes until its next writable open).
+// short of quotes until its next writable open). A tally and done count
+// read with the cube must equal Tally's and Counts' (the store is at rest).
 func CubeMatchesRecount(t testing.TB, db pipeline.Database, allowUnsure bool) {
 	t.Helper()
 	cr, ok := db.(pipeline.CubeReader)
@@ -40,6 +41,23 @@ func CubeMatchesRecount(t testing.TB, db pipeline.Database, allowUnsure bool) {
 			t.Errorf("StoredCube: the store cannot vouch for its cube")
 		}
 		return
+	}
+	if got.Tally != nil {
+		// Read at rest: the cube's snapshot is the store's state now.
+		tally, err := db.Tally()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts, err := db.Counts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got.Tally.Diff(tally); len(d) > 0 {
+			t.Errorf("the tally read with the cube differs from Tally: %v", d)
+		}
+		if got.Done != counts.Done {
+			t.Errorf("the done count read with the cube is %d, Counts has %d", got.Done, counts.Done)
+		}
 	}
 	want := recountCube(t, db)
 	gotCells := map[string]pipeline.StoredCell{}
