@@ -23,12 +23,12 @@ func stuckReport(url string, fleet []*worker) string {
 	} else {
 		defer conn.Close(context.Background())
 		for _, q := range []string{
-			`SELECT q.seq, q.stage, q.item_id, q.attempt, q.owner, q.session, q.visible_at - now() AS lease_left, q.batch,
-				(SELECT now() - s.beat_at FROM sawtooth.worker_session s WHERE s.id = q.session) AS since_beat
+			`SELECT q.seq, q.stage, q.item_id, q.attempt, q.owner, q.session, (q.visible_at - now())::text AS lease_left, q.batch,
+				(SELECT (now() - s.beat_at)::text FROM sawtooth.worker_session s WHERE s.id = q.session) AS since_beat
 			FROM sawtooth.todo q ORDER BY q.seq LIMIT 20`,
-			`SELECT id, owner, now() - beat_at AS since_beat FROM sawtooth.worker_session ORDER BY id`,
-			`SELECT stage, key, owner, session, until - now() AS left FROM sawtooth.answer_flight LIMIT 20`,
-			`SELECT pid, state, wait_event_type, wait_event, now() - xact_start AS in_tx, left(query, 120) FROM pg_stat_activity
+			`SELECT id, owner, (now() - beat_at)::text AS since_beat FROM sawtooth.worker_session ORDER BY id`,
+			`SELECT stage, key, owner, session, (until - now())::text AS left FROM sawtooth.answer_flight LIMIT 20`,
+			`SELECT pid, state, wait_event_type, wait_event, (now() - xact_start)::text AS in_tx, left(query, 120) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`,
 			`SELECT locktype, relation::regclass, mode, pid FROM pg_locks WHERE NOT granted`,
 		} {
