@@ -181,7 +181,8 @@ func TestFleet_Chaos(t *testing.T) {
 	next := time.Now().Add(time.Second)
 	for remaining() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d items still queued after %s", remaining(), time.Since(start).Round(time.Second))
+			n := remaining()
+			t.Fatalf("%d items still queued after %s:\n%s", n, time.Since(start).Round(time.Second), stuckReport(url, fleet))
 		}
 		now := time.Now()
 		if stopped >= 0 && now.After(resume) {

@@ -166,7 +166,7 @@ func (r *Runner) settle(ps []pending, committed bool) {
 	for _, p := range ps {
 		c := r.counters[p.stage]
 		if b := r.books[p.stage]; b != nil {
-			b.settled(p.t.Seq)
+			b.settled(p.t.Seq, p.attempt)
 		}
 		if committed {
 			r.countCommitted(c, p.t)

@@ -382,7 +382,7 @@ func (r *Runner) dropLost(ps []pending) []pending {
 	kept := ps[:0]
 	var dropped []pending
 	for _, p := range ps {
-		if _, ok := r.books[p.stage].holdEnd(p.t.Seq); ok {
+		if _, ok := r.books[p.stage].holdEnd(p.t.Seq, p.attempt); ok {
 			kept = append(kept, p)
 		} else {
 			dropped = append(dropped, p)
@@ -403,7 +403,7 @@ func (r *Runner) dropLost(ps []pending) []pending {
 func (r *Runner) commitFleet(ps []pending) error {
 	deadline := r.clock().Now().Add(r.Lease)
 	for _, p := range ps {
-		if end, ok := r.books[p.stage].holdEnd(p.t.Seq); ok && end.Before(deadline) {
+		if end, ok := r.books[p.stage].holdEnd(p.t.Seq, p.attempt); ok && end.Before(deadline) {
 			deadline = end
 		}
 	}
@@ -437,7 +437,7 @@ func (r *Runner) commitFleet(ps []pending) error {
 	}
 	r.purse.endCommit(cost, costOf(applied))
 	for _, p := range dropped {
-		r.books[p.stage].fenced(p.t.Seq)
+		r.books[p.stage].fenced(p.t.Seq, p.attempt)
 	}
 	r.settle(applied, true)
 	r.settle(dropped, false)

@@ -153,11 +153,13 @@ func (b *leaseBook) release(claims []Claim) {
 	}
 }
 
-// settled forgets the entry of a transition that left the committer.
-func (b *leaseBook) settled(seq uint64) {
+// settled forgets the entry of a transition (of the claim at attempt)
+// that left the committer. An entry this process claimed again since is
+// the new claim's, and kept.
+func (b *leaseBook) settled(seq uint64, attempt int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h := b.held[seq]; h != nil {
+	if h := b.held[seq]; h != nil && h.claim.Attempt == attempt {
 		delete(b.held, seq)
 		if h.cancel != nil {
 			h.cancel()
@@ -165,12 +167,27 @@ func (b *leaseBook) settled(seq uint64) {
 	}
 }
 
-// fenced records that entry seq's transition was fenced off at commit:
-// its lease was lost (counted once, if the heartbeat had not seen it).
-func (b *leaseBook) fenced(seq uint64) {
+// fenced records that entry seq's transition, of the claim at attempt,
+// was fenced off at commit: its lease was lost (counted once, if the
+// heartbeat had not seen it). When this process claimed the entry again
+// since (its session was taken for dead meanwhile), the new claim is
+// not lost: only the old one is counted.
+func (b *leaseBook) fenced(seq uint64, attempt int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.lose([]uint64{seq}, "fenced off at commit: another worker claimed the entry")
+	const why = "fenced off at commit: another worker claimed the entry"
+	if h := b.held[seq]; h != nil && h.claim.Attempt != attempt {
+		b.lostSuperseded("fenced off at commit: this worker claimed the entry again since")
+		return
+	}
+	b.lose([]uint64{seq}, why)
+}
+
+// lostSuperseded counts the lease of a claim this process made again
+// since (the caller holds mu): the book holds the new claim.
+func (b *leaseBook) lostSuperseded(why string) {
+	b.r.counters[b.stage].leasesLost.Add(1)
+	b.r.log().Warn("leases lost: their calls are canceled and their items left to other workers", "stage", b.name, "entries", 1, "why", why)
 }
 
 // lose marks the leases of seqs as gone (the caller holds mu): their
@@ -211,15 +228,21 @@ func (b *leaseBook) loseUnsent(started bool, why string) {
 	b.lose(seqs, why)
 }
 
-// holdEnd returns when the lease of entry seq ends as the database has
-// it (renew sent + Lease: no margin, since an answer's commit is fenced
-// and a call's start is not at stake), and false when the lease is gone:
-// lost, or past that end (then it is marked lost now, and counted).
-func (b *leaseBook) holdEnd(seq uint64) (time.Time, bool) {
+// holdEnd returns when the lease of entry seq's claim at attempt ends
+// as the database has it (renew sent + Lease: no margin, since an
+// answer's commit is fenced and a call's start is not at stake), and
+// false when the lease is gone: lost, past that end (then it is marked
+// lost now, and counted), or superseded by a claim this process made
+// again since (counted: the store gave the old claim up).
+func (b *leaseBook) holdEnd(seq uint64, attempt int64) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.held[seq]
 	if h == nil || h.lost {
+		return time.Time{}, false
+	}
+	if h.claim.Attempt != attempt {
+		b.lostSuperseded("claimed again by this worker since")
 		return time.Time{}, false
 	}
 	end := h.validUntil.Add(b.r.margin())

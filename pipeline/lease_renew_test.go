@@ -31,7 +31,7 @@ func TestLeaseBook_RenewedLeavesSentAnswersToTheirCommit(t *testing.T) {
 	if h := b.held[3]; h == nil || h.lost || !h.validUntil.Equal(later) {
 		t.Errorf("the renewed entry: %+v, want valid until %s", h, later)
 	}
-	b.fenced(1) // the commit was fenced off after all: counted then
+	b.fenced(1, 1) // the commit was fenced off after all: counted then
 	if got := r.counters[0].leasesLost.Load(); got != 2 {
 		t.Errorf("leases lost %d after the fenced commit, want 2", got)
 	}

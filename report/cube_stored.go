@@ -11,7 +11,7 @@ import (
 // aggregate (pipeline.CubeReader) instead of every done item, or nil
 // when that cannot answer exactly what the streaming pass would; then
 // the caller streams. It cannot when:
-//   - the store keeps no cube (PostgreSQL), or none it vouches for (a
+//   - the store keeps no cube, or none it vouches for (a
 //     database not opened for writing since an older sawtooth wrote it,
 //     a cell that removals left short of quotes until the next writable
 //     open rebuilds it);
@@ -21,20 +21,28 @@ import (
 //     folded items without keeping it; a pipeline whose last stage
 //     folds no facts).
 //
+// The tally and done count checked are those the store read with the
+// cube when it did (one snapshot, while workers fold items), else t and
+// done; the tally checked is returned with the cube, for the report to
+// show totals that agree with it.
+//
 // --where is always streamed: the filtered tally keeps the first
 // example ids in item order, which no per-cell aggregate holds.
-func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int) (*Cube, error) {
+func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int) (*Cube, pipeline.Tally, error) {
 	cr, ok := db.(pipeline.CubeReader)
 	if !ok {
-		return nil, nil
+		return nil, t, nil
 	}
 	sc, ok, err := cr.StoredCube()
 	if err != nil || !ok {
-		return nil, err
+		return nil, t, err
+	}
+	if sc.Tally != nil {
+		t, done = *sc.Tally, sc.Done
 	}
 	c := NewCube(dims)
 	if !agreesWithTally(sc, t, done, len(c.Dims)) {
-		return nil, nil
+		return nil, t, nil
 	}
 	index := map[string]*CubeCell{}
 	for _, s := range sc.Cells {
@@ -42,7 +50,7 @@ func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int)
 		for i, d := range c.Dims {
 			v, ok := s.Groups[d]
 			if !ok {
-				return nil, nil
+				return nil, t, nil
 			}
 			key[i] = cmp.Or(strings.TrimSpace(v), unknown)
 		}
@@ -69,7 +77,7 @@ func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int)
 		}
 	}
 	c.Sort()
-	return c, nil
+	return c, t, nil
 }
 
 // agreesWithTally says whether every cell has ndims group fields and the

@@ -62,6 +62,14 @@ func renderAll(t *testing.T, d *Data) map[string][]byte {
 // wantStored, the stored path must not read a single done item.
 func checkStoredCube(t *testing.T, db *store.DB, wantStored bool) {
 	t.Helper()
+	checkStoredCubeOf(t, func(passes *int) pipeline.Database { return countedDone{DB: db, passes: passes} }, streamed{db}, wantStored)
+}
+
+// checkStoredCubeOf is checkStoredCube for any store: counted(&n) is the
+// store counting its passes over the done items in n, streamed the store
+// with its cube hidden.
+func checkStoredCubeOf(t *testing.T, counted func(passes *int) pipeline.Database, streamedDB pipeline.Database, wantStored bool) {
+	t.Helper()
 	now := func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
 	cases := []struct {
 		name string
@@ -76,14 +84,14 @@ func checkStoredCube(t *testing.T, db *store.DB, wantStored bool) {
 	for _, c := range cases {
 		c.opts.Now = now
 		passes := 0
-		got, err := Load(countedDone{DB: db, passes: &passes}, c.opts)
+		got, err := Load(counted(&passes), c.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if wantStored && passes != 0 {
 			t.Errorf("%s: the report read the done items %d times; want the stored cube alone", c.name, passes)
 		}
-		want, err := Load(streamed{db}, c.opts)
+		want, err := Load(streamedDB, c.opts)
 		if err != nil {
 			t.Fatalf("%s: streamed: %v", c.name, err)
 		}

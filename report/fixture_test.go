@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -14,9 +15,20 @@ import (
 
 // TestMain fails the package if a test leaves a goroutine behind. The
 // genai SDK (imported through stages) starts one opencensus worker at
-// init for the life of the process: that one is not a leak.
+// init for the life of the process: that one is not a leak. It stops
+// the PostgreSQL server a test started (see pgFixtureOf).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+	code := m.Run()
+	if pg.server != nil {
+		pg.server.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // Hostile strings a review, an app name, an id or a server message may

@@ -198,8 +198,12 @@ func (d *Data) loadFigures(db pipeline.Database, o LoadOptions) error {
 	}
 	var pass donePass
 	if len(o.Where) == 0 {
-		if d.Cube, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
+		var t pipeline.Tally
+		if d.Cube, t, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
 			return err
+		}
+		if d.Cube != nil {
+			d.Tally = t // the state the cube was read in
 		}
 	}
 	if d.Cube == nil {
@@ -271,7 +275,7 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 		if err != nil {
 			return nil, err
 		}
-		if c, err := storedCube(db, dims, t, counts.Done); c != nil || err != nil {
+		if c, _, err := storedCube(db, dims, t, counts.Done); c != nil || err != nil {
 			return c, err
 		}
 	}

@@ -37,6 +37,14 @@ func fixtureDBOf(t *testing.T, reviews []fixtureReview) *store.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	fillFixture(t, db, reviews)
+	return db
+}
+
+// fillFixture ingests the reviews and a review classify dead-letters,
+// and drains them.
+func fillFixture(t *testing.T, db pipeline.Database, reviews []fixtureReview) {
+	t.Helper()
 	recs := []pipeline.Record{{ID: "zz-dead", Text: "blocked", Fields: map[string]string{"app": "TaskFlow", "date": "2026-11-03"}}}
 	for _, r := range reviews {
 		recs = append(recs, r.record())
@@ -45,13 +53,12 @@ func fixtureDBOf(t *testing.T, reviews []fixtureReview) *store.DB {
 		t.Fatal(err)
 	}
 	drain(t, db, reviews)
-	return db
 }
 
 // drain takes every queued item of db through the three stages as
 // fixtureDB does, classify answering from reviews (an id not among them
 // is dead-lettered).
-func drain(t *testing.T, db *store.DB, reviews []fixtureReview) {
+func drain(t *testing.T, db pipeline.Database, reviews []fixtureReview) {
 	t.Helper()
 	answers := map[string]fixtureReview{}
 	for _, r := range reviews {

@@ -127,7 +127,7 @@ func newMigrateCommand() *cli.Command {
 			}
 			db, err := postgres.Open(c.Context, dsn, postgres.Options{Stages: namedStages()})
 			if err != nil {
-				return err
+				return wordLiveWorkers(err, dsn, true)
 			}
 			defer db.Close()
 			fmt.Fprintf(c.App.Writer, "%s: schema %s is at version %d\n", db.Path(), db.Schema(), postgres.SchemaVersion)

@@ -83,7 +83,25 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 			postgres.Redact(target), shellQuote(postgres.Redact(target)), shellQuote(postgres.Redact(target)))
 	}
 	if err != nil {
-		return nil, wordStoreError(wordOldSchema(err, target), cmp.Or(o.Flag, "--db"))
+		return nil, wordStoreError(wordLiveWorkers(wordOldSchema(err, target), target, false), cmp.Or(o.Flag, "--db"))
 	}
 	return db, nil
+}
+
+// wordLiveWorkers words postgres.ErrLiveWorkers, a migration refused while
+// workers of the old version hold the pipeline, with the command to run
+// once they are gone; any other error is returned as it is. It stays a
+// fatal error (exit 1), as a database in use is: the command was called
+// right.
+func wordLiveWorkers(err error, target string, migrate bool) error {
+	if !errors.Is(err, postgres.ErrLiveWorkers) {
+		return err
+	}
+	run := "run `sawtooth migrate --db " + shellQuote(postgres.Redact(target)) + "`"
+	if migrate {
+		run += " again"
+	} else {
+		run += " (or this command again) before any worker of this version starts"
+	}
+	return &wordedError{err: err, msg: strings.Replace(err.Error(), postgres.OpenAgain, run, 1)}
 }

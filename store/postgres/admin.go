@@ -124,7 +124,7 @@ func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
 		var raw []byte
 		_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
 			if f, ok := factOf(raw); ok {
-				tally.fold(id, f, -1)
+				tally.fold(id, f, 0, -1)
 			}
 			return nil
 		})

@@ -53,12 +53,19 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 			}
 		}
 		first := make(map[uint64]int, len(seqs))
+		var stages []int16
+		var movedIDs []string
 		for i, t := range moved {
 			if t.Outcome != pipeline.Billed {
 				first[t.Seq] = i
+				stages, movedIDs = append(stages, int16(si)), append(movedIDs, t.ID)
 			}
 		}
-		b, _, err := db.commitInserts(moved, first, seqs, seqs, billed)
+		conf, err := db.confidences(ctx, tx, db.foldIDs(stages, movedIDs))
+		if err != nil {
+			return err
+		}
+		b, _, err := db.commitInserts(moved, first, seqs, seqs, billed, conf)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,8 @@ const maxProblems = 100
 //   - an item queued or dead at stage s has the outputs of exactly the
 //     stages before s, a done item of every stage;
 //   - the stored tally equals the one recomputed by folding the last
-//     stage's output of every done item.
+//     stage's output of every done item, and so does the cube (each
+//     done item's quote row, each cell's counters).
 //
 // It returns one line per problem (at most 100), naming the item and the
 // table.
@@ -89,7 +90,7 @@ func (db *DB) Check() ([]string, error) {
 		for _, d := range stored.Diff(recomputed) {
 			add("aggregate: stored != recomputed from the outputs of %s: %s", db.stages[n-1].Name, d)
 		}
-		return nil
+		return db.checkCube(db.ctx, tx, add)
 	})
 	if err != nil {
 		return problems, fmt.Errorf("check %s: %w", db.path, err)

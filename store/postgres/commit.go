@@ -122,8 +122,9 @@ func (db *DB) commit(ctx context.Context, ts []pipeline.Transition, fences []int
 		moves.add(t.Seq, si, t.ID, a)
 	}
 	lockIDs := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(moves.ids), billed.ids...))))
+	folds := db.foldIDs(moves.stages, moves.ids)
 	for range 5 {
-		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, moves, billed, billedAt)
+		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, moves, billed, billedAt, folds)
 		if !retryable(err) {
 			break
 		}
@@ -161,7 +162,7 @@ const lockBilledSQL = `SELECT k.n FROM todo q JOIN (
 // item locks and the queue deletes pipelined in one, every insert and
 // COMMIT in the other. The transaction is short, which matters more
 // than anything else for a queue many workers commit to at once.
-func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, moves, billed entries, billedAt []int) (skipped []uint64, err error) {
+func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, moves, billed entries, billedAt []int, folds []string) (skipped []uint64, err error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
@@ -184,9 +185,15 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 		b.Queue(lockBilledSQL, billed.seqs, billed.stages, billed.ids, billed.attempts, moves.seqs, moves.stages, moves.ids, moves.attempts)
 	}
 	b.Queue(deleteClaimedSQL, moves.seqs, moves.stages, moves.ids, moves.attempts)
+	if len(folds) > 0 {
+		// After the item locks: a classify output cannot change under
+		// the commit that folds its item into the cube.
+		b.Queue(confidencesSQL, db.index[confStage], folds)
+	}
 	br := conn.SendBatch(ctx, b)
 	open = true
 	var deleted, stillQueued []int64
+	var conf map[string]float64
 	if _, err = br.Exec(); err == nil {
 		if _, err = br.Exec(); err == nil && len(billed.seqs) > 0 {
 			rows, _ := br.Query()
@@ -195,6 +202,10 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 		if err == nil {
 			rows, _ := br.Query()
 			deleted, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		if err == nil && len(folds) > 0 {
+			rows, _ := br.Query()
+			conf, err = collectConfidences(rows)
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -209,7 +220,7 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 			billedApplied = append(billedApplied, billedAt[n-1])
 		}
 	}
-	b, skipped, err = db.commitInserts(ts, first, moves.seqs, deleted, billedApplied)
+	b, skipped, err = db.commitInserts(ts, first, moves.seqs, deleted, billedApplied, conf)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +234,9 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 
 // commitInserts builds the statements that apply the transitions whose
 // queue rows were deleted, and the billed ones (ts[billed[i]]) whose rows
-// are still there, and lists the others.
-func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64, billed []int) (*pgx.Batch, []uint64, error) {
+// are still there, and lists the others. conf holds the stored classify
+// confidence of the items it folds into the tally (see foldIDs).
+func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64, billed []int, conf map[string]float64) (*pgx.Batch, []uint64, error) {
 	var skipped []uint64
 	applied := make(map[uint64]bool, len(deleted))
 	for _, s := range deleted {
@@ -269,7 +281,11 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 			if si < last {
 				nextIDs, nextStages = append(nextIDs, t.ID), append(nextStages, int16(si+1))
 			} else if f, ok := factOf(t.Result.Output); ok {
-				tally.fold(t.ID, f, +1)
+				c := conf[t.ID]
+				if t.Stage == confStage {
+					c = confidenceOf(t.Result.Output)
+				}
+				tally.fold(t.ID, f, c, +1)
 			}
 		case pipeline.DeadLettered:
 			dl, err := json.Marshal(t.Dead)
@@ -297,4 +313,27 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	money.queue(b, shard)
 	landed.queueLand(b, db.owner)
 	return b, skipped, nil
+}
+
+// confidencesSQL reads the stored outputs of the classify stage ($1) of
+// items $2, for collectConfidences.
+const confidencesSQL = `SELECT item_id, data FROM output WHERE stage = $1 AND item_id = ANY($2)`
+
+// foldIDs lists the items (moves at stages) whose transition may fold them into
+// the tally (a success at the last stage) and so needs their classify
+// confidence from the stored outputs; none when the pipeline has no
+// classify stage, or it is the last (the transition carries the output).
+func (db *DB) foldIDs(stages []int16, ids []string) []string {
+	ci, ok := db.index[confStage]
+	last := len(db.stages) - 1
+	if !ok || ci == last {
+		return nil
+	}
+	var out []string
+	for i, si := range stages {
+		if int(si) == last {
+			out = append(out, ids[i])
+		}
+	}
+	return out
 }

@@ -26,6 +26,8 @@
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
+//	cube_cell    (group values, label, shard) -> items, rated items, rating sum: the per-period cube (cube.go; schema step 8)
+//	cube_quote   done item -> its cube cell, label, confidence, rating, indexed in report's quote order (schema step 8)
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
 //	quota        (unlogged) per quota key: a GCRA schedule, congestion epoch
@@ -41,10 +43,10 @@
 // todo row, in a batch job when that row names one (todo.batch), dead at
 // the stage of its dead row, done when it has neither.
 // A transition therefore writes only what it must (delete the todo row,
-// insert the output, insert the next todo row, add to the tally), and
-// keys make the double places impossible (todo.item_id is unique,
-// dead.item_id is the key). Check verifies the rest (outputs match the
-// position, no orphans, stored tally = recomputed).
+// insert the output, insert the next todo row, add to the tally and the
+// cube), and keys make the double places impossible (todo.item_id is
+// unique, dead.item_id is the key). Check verifies the rest (outputs
+// match the position, no orphans, stored tally and cube = recomputed).
 //
 // Every transaction that moves an item first locks its item row, in id
 // order, so moves of one item are serialised and never deadlock; the

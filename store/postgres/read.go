@@ -73,6 +73,10 @@ func (db *DB) collectQueued(rows pgx.Rows, si int, stage string) ([]pipeline.Que
 }
 
 // Counts summarises where the items are, from one snapshot.
+// countDoneSQL counts the done items: neither queued nor dead at any stage.
+const countDoneSQL = `SELECT count(*) FROM item i WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = i.item_id)
+	AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = i.item_id)`
+
 func (db *DB) Counts() (pipeline.Counts, error) {
 	c := pipeline.Counts{Stages: make([]pipeline.StageCounts, len(db.stages))}
 	for i, s := range db.stages {
@@ -82,8 +86,7 @@ func (db *DB) Counts() (pipeline.Counts, error) {
 		if err := tx.QueryRow(db.ctx, `SELECT count(*) FROM item`).Scan(&c.Items); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(db.ctx, `SELECT count(*) FROM item i WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = i.item_id)
-			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = i.item_id)`).Scan(&c.Done); err != nil {
+		if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&c.Done); err != nil {
 			return err
 		}
 		for _, q := range []struct {

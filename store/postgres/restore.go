@@ -64,7 +64,7 @@ func (db *DB) Restore(items []pipeline.Location) error {
 		switch {
 		case loc.Status == "done":
 			if f, ok := factOf(loc.Output[last]); ok {
-				tally.fold(loc.ID, f, +1)
+				tally.fold(loc.ID, f, confidenceOf(loc.Output[confStage]), +1)
 			}
 		case !ok:
 			return fmt.Errorf("restore item %q: %s at unknown stage %q", loc.ID, loc.Status, loc.Stage)

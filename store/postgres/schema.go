@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -171,6 +172,31 @@ CREATE INDEX todo_batch ON todo (batch) WHERE batch IS NOT NULL;
 	// 8: how many batch jobs asked for a queue row's item at its stage
 	// (batchsends.go).
 	`ALTER TABLE todo ADD COLUMN batch_sends smallint NOT NULL DEFAULT 0;`,
+	// 9: the per-period cube (cube.go), kept by every fold from now on;
+	// backfills[9] builds it from a pipeline's done items.
+	`
+CREATE TABLE cube_cell (cell bytea, label text, shard smallint,
+	n bigint NOT NULL,                                    -- items
+	rn bigint NOT NULL,                                   -- rated items
+	rsum numeric NOT NULL,                                -- their ratings, scaled (pipeline.RatingScale)
+	PRIMARY KEY (cell, label, shard)
+) WITH (fillfactor = 50);                                 -- room for HOT updates: a commit updates hundreds
+CREATE TABLE cube_quote (
+	item_id text PRIMARY KEY,
+	cell bytea NOT NULL,
+	label text NOT NULL,
+	conf float8 NOT NULL,
+	rating float8
+);
+CREATE INDEX cube_quote_best ON cube_quote (cell, label, conf DESC, item_id COLLATE "C");
+`,
+}
+
+// backfills[v], when set, runs right after migrations[v-1] on a schema
+// that held a pipeline before (not on a new one), in the same
+// transaction: what a step needs computed in Go from the stored rows.
+var backfills = map[int]func(db *DB, ctx context.Context, tx pgx.Tx) error{
+	9: (*DB).backfillCube,
 }
 
 // Meta keys.
@@ -241,6 +267,13 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 			return &OldSchemaError{Path: db.path, Version: version, Want: SchemaVersion}
 		}
 		if version < SchemaVersion {
+			if version > 0 {
+				// Under the schema lock: a worker opening meanwhile waits
+				// for the migration and then sees the new schema.
+				if err := db.checkNoLiveWorkers(ctx, tx, version); err != nil {
+					return err
+				}
+			}
 			if err := db.migrate(ctx, tx, version); err != nil {
 				return err
 			}
@@ -253,6 +286,78 @@ func (db *DB) init(ctx context.Context, opt Options) error {
 		}
 		return db.checkDefinition(ctx, tx)
 	})
+}
+
+// ErrLiveWorkers is returned by a writable Open that would migrate a
+// pipeline some workers still hold: they check the schema only when they
+// open, and would go on committing by the old version's rules.
+var ErrLiveWorkers = errors.New("workers of an older sawtooth are live")
+
+// OpenAgain ends what ErrLiveWorkers's message says to do; a command
+// line says what to run instead.
+const OpenAgain = "open it again"
+
+// liveWorker is a worker checkNoLiveWorkers found: the items it holds
+// under a live claim and whether its session is alive.
+type liveWorker struct {
+	owner string
+	held  int
+	until float64 // seconds until its last lease ends
+	alive bool
+}
+
+// maxNamed is how many live workers a refusal names.
+const maxNamed = 10
+
+// checkNoLiveWorkers refuses to migrate a schema at version from while a
+// worker holds a live claim or beats a live session (schema 5 on).
+func (db *DB) checkNoLiveWorkers(ctx context.Context, tx pgx.Tx, from int) error {
+	claimed, sessions := `q.visible_at > now()`, `SELECT NULL::text, 0 WHERE false`
+	if from >= 5 {
+		claimed = `NOT ` + claimableSQL
+		sessions = `SELECT s.owner, 1 FROM worker_session s WHERE ` + aliveSQL
+	}
+	rows, _ := tx.Query(ctx, `SELECT owner, count(*) FILTER (WHERE kind = 0),
+			extract(epoch FROM coalesce(max(until) FILTER (WHERE kind = 0), now()) - now())::float8, bool_or(kind = 1)
+		FROM (SELECT q.owner, 0 AS kind, q.visible_at AS until FROM todo q WHERE q.owner IS NOT NULL AND `+claimed+`
+			UNION ALL SELECT owner, kind, NULL FROM (`+sessions+`) AS s (owner, kind)) AS w
+		GROUP BY owner ORDER BY owner`)
+	var live []liveWorker
+	var w liveWorker
+	_, err := pgx.ForEachRow(rows, []any{&w.owner, &w.held, &w.until, &w.alive}, func() error {
+		live = append(live, w)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate schema %s of %s: look for live workers: %w", db.schema, db.path, err)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	names := make([]string, len(live))
+	for i, w := range live {
+		var what []string
+		if w.held > 0 {
+			items := "items"
+			if w.held == 1 {
+				items = "item"
+			}
+			what = append(what, fmt.Sprintf("%d %s claimed, leases end in %v", w.held, items, time.Duration(w.until*float64(time.Second)).Round(time.Second)))
+		}
+		if w.alive {
+			what = append(what, "a live session")
+		}
+		names[i] = fmt.Sprintf("%s (%s)", w.owner, strings.Join(what, "; "))
+	}
+	if len(names) > maxNamed {
+		names = append(names[:maxNamed], fmt.Sprintf("and %d more", len(live)-maxNamed))
+	}
+	verb := "work"
+	if len(live) == 1 {
+		verb = "works"
+	}
+	return fmt.Errorf("migrate schema %s of %s from version %d to %d: %s still %s on it by the old version's rules: %w (stop those workers, or wait for their leases and sessions to end, then %s)",
+		db.schema, db.path, from, SchemaVersion, strings.Join(names, ", "), verb, ErrLiveWorkers, OpenAgain)
 }
 
 func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
@@ -271,6 +376,11 @@ func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	for v := from + 1; v <= SchemaVersion; v++ {
 		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 			return fmt.Errorf("migrate schema %s to version %d: %w", db.schema, v, err)
+		}
+		if fill := backfills[v]; fill != nil && from > 0 {
+			if err := fill(db, ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema %s to version %d: %w", db.schema, v, err)
+			}
 		}
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2)

@@ -61,8 +61,10 @@ func (db *DB) BeginSession(ctx context.Context, timeout time.Duration) error {
 // pipeline.ErrSessionGone when the session is already dead or gone (the
 // worker was paused or cut off for its timeout): a dead session never
 // beats again, so a claim is held only while its session beat without a
-// gap; the claims this handle makes until it begins another session
-// hold for their lease alone.
+// gap. The claims this handle makes until it begins another session
+// record the dead one, so other workers may take them at once: the
+// worker drops what it holds when told, and a claim recorded without a
+// session would be held for its whole lease by nobody.
 func (db *DB) Beat(ctx context.Context) error {
 	id := db.session.Load()
 	if id == 0 {
@@ -73,7 +75,6 @@ func (db *DB) Beat(ctx context.Context) error {
 		return fmt.Errorf("beat worker session %d in %s: %w", id, db.path, err)
 	}
 	if tag.RowsAffected() == 0 {
-		db.session.CompareAndSwap(id, 0)
 		return fmt.Errorf("worker session %d in %s: %w", id, db.path, pipeline.ErrSessionGone)
 	}
 	return nil

@@ -152,26 +152,27 @@ func TestSession_DeadWorkersFlightIsTakenOver(t *testing.T) {
 }
 
 // TestSession_MigratesASchemaFromBeforeSessions: a pipeline written by
-// a sawtooth at schema 4 (no sessions) opens, its claims in progress
-// hold for their lease, and sessions work from then on.
+// a sawtooth at schema 4 (no sessions) is not migrated while a claim of
+// its old worker holds (ErrLiveWorkers); once its lease ends it opens,
+// and sessions work from then on.
 func TestSession_MigratesASchemaFromBeforeSessions(t *testing.T) {
 	old, u := openNew(t, Options{Owner: "old"})
 	ingestN(t, old, 3)
 	claim(t, old, "sanitize", 1)
 	old.Close()
-	sql(t, u, `DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch, DROP COLUMN batch_sends; DROP TABLE worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE answer_flight DROP COLUMN session;
+	sql(t, u, `DROP TABLE cube_cell, cube_quote; DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch, DROP COLUMN batch_sends; DROP TABLE worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`)
 
+	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"}); !errors.Is(err, ErrLiveWorkers) {
+		t.Fatalf("open a schema-4 pipeline while the old worker's lease lasts: %v; want ErrLiveWorkers", err)
+	}
+	expireLeases(t, u)
 	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
 	if err != nil {
 		t.Fatalf("open a schema-4 pipeline: %v", err)
 	}
 	defer db.Close()
 	beginSession(t, db)
-	if cs := claim(t, db, "sanitize", 10); len(cs) != 2 {
-		t.Fatalf("claimed %d beside the old worker's live lease, want 2", len(cs))
-	}
-	expireLeases(t, u)
 	if cs := claim(t, db, "sanitize", 10); len(cs) != 3 {
 		t.Fatalf("claimed %d once every lease ended, want 3", len(cs))
 	}
@@ -220,5 +221,33 @@ func TestSession_RestartGraceOnlyForTheLiving(t *testing.T) {
 	sql(t, u, `UPDATE worker_session SET beat_at = pg_postmaster_start_time() - interval '10 minutes' WHERE owner = 'c'`)
 	if err := c.Beat(ctx); err != nil {
 		t.Errorf("a session alive at the restart lost its grace: %v", err)
+	}
+}
+
+// TestSession_ClaimsBetweenSessions: a worker told its session is dead
+// drops what it held and begins another; a claim it makes in between
+// (its dispatcher does not wait for the heartbeat) is held no longer
+// than the dead session's: another worker may take it at once. It used
+// to be recorded without a session and held for its whole lease, and if
+// the worker dropped it too (lost with the rest, or died before its next
+// session), nobody could claim it until that lease ended.
+func TestSession_ClaimsBetweenSessions(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	b := worker(t, u, "b")
+	ingestN(t, a, 3)
+	beginSession(t, a)
+	killSessions(t, u)
+	if err := a.Beat(context.Background()); !errors.Is(err, pipeline.ErrSessionGone) {
+		t.Fatalf("beat of a dead session: %v, want ErrSessionGone", err)
+	}
+	if cs := claim(t, a, "sanitize", 2); len(cs) != 2 {
+		t.Fatalf("a claimed %d, want 2", len(cs))
+	}
+	beginSession(t, b)
+	if cs := claim(t, b, "sanitize", 10); len(cs) != 3 {
+		t.Fatalf("b claimed %d of 3: what a claimed between its sessions holds for its lease", len(cs))
+	}
+	if err := a.Beat(context.Background()); !errors.Is(err, pipeline.ErrSessionGone) {
+		t.Fatalf("a's second beat before a new session: %v, want ErrSessionGone", err)
 	}
 }

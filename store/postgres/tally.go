@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +19,17 @@ import (
 // one row lock; readers sum the shards.
 const shards = 16
 
-func (db *DB) nextShard() int16 { return int16(db.shard.Add(1) % shards) }
+// nextShard is the shard of this handle's next fold. Each handle starts
+// at a random one: handles started together would otherwise step
+// through the shards in lockstep and queue on the same rows.
+func (db *DB) nextShard() int16 {
+	if db.shard.Load() == 0 {
+		// Only the first caller's seed is kept; 0 never comes back
+		// before the counter wraps, and then it seeds again.
+		db.shard.CompareAndSwap(0, 1+rand.Uint32N(shards))
+	}
+	return int16(db.shard.Add(1) % shards)
+}
 
 type groupKey struct{ field, value, label string }
 
@@ -33,6 +44,7 @@ type tallyDelta struct {
 	// ids folded out.
 	addEx map[string][]string
 	delEx []string
+	cube  cubeDelta
 }
 
 type ratingDelta struct {
@@ -51,12 +63,14 @@ func factOf(raw []byte) (pipeline.Fact, bool) {
 }
 
 // fold adds (sign > 0) or removes (sign < 0) one item's fact, with the
-// semantics of pipeline.Tally.Fold.
-func (d *tallyDelta) fold(id string, f pipeline.Fact, sign int) {
+// semantics of pipeline.Tally.Fold, to the tally and the cube; conf is
+// the item's classify confidence (see confidenceOf), unused on removal.
+func (d *tallyDelta) fold(id string, f pipeline.Fact, conf float64, sign int) {
 	n := int64(1)
 	if sign < 0 {
 		n = -1
 	}
+	d.cube.fold(id, f, conf, n)
 	if d.labels == nil {
 		d.labels, d.groups = map[string]int64{}, map[groupKey]int64{}
 		d.ratings, d.addEx = map[string]*ratingDelta{}, map[string][]string{}
@@ -88,6 +102,7 @@ func (d *tallyDelta) empty() bool { return d.labels == nil && len(d.delEx) == 0 
 
 // queue adds the statements applying d to b, at one shard.
 func (d *tallyDelta) queue(b *pgx.Batch, shard int16) {
+	defer d.cube.queue(b, shard)
 	if len(d.delEx) > 0 {
 		b.Queue(`DELETE FROM tally_example WHERE item_id = ANY($1)`, d.delEx)
 	}

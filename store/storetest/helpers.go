@@ -21,8 +21,8 @@ func Record(id, text, app, rating string) pipeline.Record {
 }
 
 // Output is the deterministic output the suite commits for an item at a
-// stage: sanitize echoes the text, classify labels it by its first word,
-// and aggregate turns the classify label, the app and the rating into a
+// stage: sanitize echoes the text, classify labels it by its first word
+// (with a confidence taken from the text's length), and aggregate turns the classify label, the app and the rating into a
 // pipeline.Fact, as the real aggregate stage does.
 func Output(stage string, it pipeline.Item) json.RawMessage {
 	var v any
@@ -31,7 +31,7 @@ func Output(stage string, it pipeline.Item) json.RawMessage {
 		v = map[string]string{"text": it.Text}
 	case "classify":
 		label, _, _ := strings.Cut(it.Text, " ")
-		v = map[string]string{"label": label}
+		v = map[string]any{"label": label, "confidence": confidence(it.Text)}
 	default:
 		var c struct{ Label string }
 		_ = json.Unmarshal(it.Outputs["classify"], &c)

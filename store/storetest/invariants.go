@@ -13,7 +13,8 @@ import (
 // stage, or done) and Counts, Queued, ForEachDead and Locate agree on
 // it; every item has the outputs of exactly the stages it passed; the
 // stored tally equals the tally recomputed from the done items' last
-// outputs; and the store's own Check finds nothing.
+// outputs; a stored cube equals the one recomputed from the done items
+// (CubeMatchesRecount); and the store's own Check finds nothing.
 func Invariants(t testing.TB, db pipeline.Database) {
 	t.Helper()
 	counts, err := db.Counts()
@@ -108,6 +109,7 @@ func Invariants(t testing.TB, db pipeline.Database) {
 	for _, d := range stored.Diff(recomputed) {
 		t.Errorf("stored tally != recomputed: %s", d)
 	}
+	CubeMatchesRecount(t, db, false)
 	problems, err := db.Check()
 	if err != nil || len(problems) > 0 {
 		t.Errorf("Check: %v %v", err, problems)

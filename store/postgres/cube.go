@@ -1,0 +1,348 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/big"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// The cube (pipeline.StoredCube) is kept by the fold that keeps the
+// tally, in the same transaction (schema step 8):
+//
+//	cube_cell   (cell, label, shard) -> items, rated items, exact scaled
+//	            rating sum: counters spread over shards as the tally's
+//	cube_quote  folded item -> its cell, label, confidence and rating,
+//	            indexed in report's quote order
+//
+// One quote row per item, rather than a cell's best few as the bbolt
+// store keeps, means a removal never leaves a cell short of quotes: the
+// index finds the next best. A read takes a few hundred cells and the
+// best quotes of each through that index, however many items there are.
+
+// confStage is the stage whose output's confidence a quote carries, as
+// report reads it.
+const confStage = "classify"
+
+// confidenceOf reads the confidence of a classify output exactly as
+// report's streaming pass does: 0 when there is none, or it is no number.
+func confidenceOf(raw []byte) float64 {
+	var out struct {
+		Confidence float64 `json:"confidence"`
+	}
+	_ = json.Unmarshal(raw, &out)
+	return out.Confidence
+}
+
+// cubeCellKey length-prefixes the group fields (sorted) and values:
+// bytea, as values may hold any byte.
+func cubeCellKey(groups map[string]string) []byte {
+	fields := slices.Sorted(maps.Keys(groups))
+	k := binary.AppendUvarint(nil, uint64(len(fields)))
+	for _, f := range fields {
+		for _, s := range []string{f, groups[f]} {
+			k = binary.AppendUvarint(k, uint64(len(s)))
+			k = append(k, s...)
+		}
+	}
+	return k
+}
+
+func parseCubeCellKey(k []byte) (map[string]string, bool) {
+	n, w := binary.Uvarint(k)
+	if w <= 0 || n > uint64(len(k)) {
+		return nil, false
+	}
+	k = k[w:]
+	groups := make(map[string]string, n)
+	for range n {
+		var parts [2]string
+		for i := range parts {
+			l, w := binary.Uvarint(k)
+			if w <= 0 || uint64(len(k)-w) < l {
+				return nil, false
+			}
+			parts[i], k = string(k[w:w+int(l)]), k[w+int(l):]
+		}
+		groups[parts[0]] = parts[1]
+	}
+	return groups, len(k) == 0
+}
+
+type cubeKey struct{ cell, label string }
+
+type cubeCellDelta struct {
+	n      int64
+	rating ratingDelta
+}
+
+type cubeQuoteRow struct {
+	key    cubeKey
+	conf   float64
+	rating *float64
+}
+
+// cubeDelta is what one transaction adds to or removes from the cube,
+// merged like tallyDelta.
+type cubeDelta struct {
+	cells map[cubeKey]*cubeCellDelta
+	add   map[string]cubeQuoteRow
+	del   []string
+}
+
+// fold adds (n = 1) or removes (n = -1) one item; conf is its classify
+// confidence (unused on removal).
+func (d *cubeDelta) fold(id string, f pipeline.Fact, conf float64, n int64) {
+	if d.cells == nil {
+		d.cells, d.add = map[cubeKey]*cubeCellDelta{}, map[string]cubeQuoteRow{}
+	}
+	k := cubeKey{string(cubeCellKey(f.Groups)), f.Label}
+	c := d.cells[k]
+	if c == nil {
+		c = &cubeCellDelta{}
+		d.cells[k] = c
+	}
+	c.n += n
+	if scaled, ok := f.ScaledRating(); ok {
+		c.rating.sum.Add(&c.rating.sum, scaled.Mul(scaled, big.NewInt(n)))
+		c.rating.n += n
+	}
+	if n < 0 {
+		// The delete runs before the inserts: an item folded out and
+		// back in by one transaction ends with its new row.
+		delete(d.add, id)
+		d.del = append(d.del, id)
+		return
+	}
+	d.add[id] = cubeQuoteRow{key: k, conf: conf, rating: f.Rating}
+}
+
+// queue adds the statements applying d to b, at one shard; cells in
+// sorted key order, as the tally's counters.
+func (d *cubeDelta) queue(b *pgx.Batch, shard int16) {
+	if len(d.del) > 0 {
+		b.Queue(`DELETE FROM cube_quote WHERE item_id = ANY($1)`, d.del)
+	}
+	keys := slices.SortedFunc(maps.Keys(d.cells), func(a, b cubeKey) int {
+		return cmp.Or(strings.Compare(a.cell, b.cell), strings.Compare(a.label, b.label))
+	})
+	var cells [][]byte
+	var labels, sums []string
+	var ns, rns []int64
+	for _, k := range keys {
+		c := d.cells[k]
+		if c.n == 0 && c.rating.n == 0 && c.rating.sum.Sign() == 0 {
+			continue
+		}
+		cells, labels = append(cells, []byte(k.cell)), append(labels, k.label)
+		ns, rns, sums = append(ns, c.n), append(rns, c.rating.n), append(sums, c.rating.sum.String())
+	}
+	if len(cells) > 0 {
+		b.Queue(`INSERT INTO cube_cell (cell, label, shard, n, rn, rsum)
+			SELECT c, l, $3, n, rn, s::numeric FROM unnest($1::bytea[], $2::text[], $4::bigint[], $5::bigint[], $6::text[]) AS u(c, l, n, rn, s)
+			ON CONFLICT (cell, label, shard) DO UPDATE SET n = cube_cell.n + EXCLUDED.n,
+				rn = cube_cell.rn + EXCLUDED.rn, rsum = cube_cell.rsum + EXCLUDED.rsum`,
+			cells, labels, shard, ns, rns, sums)
+	}
+	if len(d.add) == 0 {
+		return
+	}
+	ids := slices.Sorted(maps.Keys(d.add))
+	qcells, qlabels := make([][]byte, len(ids)), make([]string, len(ids))
+	confs, ratings := make([]float64, len(ids)), make([]*float64, len(ids))
+	for i, id := range ids {
+		q := d.add[id]
+		qcells[i], qlabels[i], confs[i], ratings[i] = []byte(q.key.cell), q.key.label, q.conf, q.rating
+	}
+	b.Queue(`INSERT INTO cube_quote (item_id, cell, label, conf, rating)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::float8[], $5::float8[])`,
+		ids, qcells, qlabels, confs, ratings)
+}
+
+// confidences reads the stored classify confidence of items ids, those
+// of foldIDs; an item without one is left out (confidence 0).
+func (db *DB) confidences(ctx context.Context, q queryer, ids []string) (map[string]float64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, _ := q.Query(ctx, confidencesSQL, db.index[confStage], ids)
+	return collectConfidences(rows)
+}
+
+func collectConfidences(rows pgx.Rows) (map[string]float64, error) {
+	out := map[string]float64{}
+	var id string
+	var raw []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
+		out[id] = confidenceOf(raw)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read classify confidences: %w", err)
+	}
+	return out, nil
+}
+
+var _ pipeline.CubeReader = (*DB)(nil)
+
+// StoredCube reads the cube in one snapshot, with the tally and the
+// done count of that state (workers may be folding items meanwhile):
+// each cell's counters summed over the shards, and its best quotes with
+// their items' text. ok is false only when a cell has fewer quote rows
+// than it must show, which a fold never leaves (the report then streams).
+func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
+	var out pipeline.StoredCube
+	ok := false
+	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
+		out, ok = pipeline.StoredCube{}, false
+		t, err := readTally(db.ctx, tx)
+		if err != nil {
+			return err
+		}
+		out.Tally = &t
+		if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&out.Done); err != nil {
+			return fmt.Errorf("count the done items: %w", err)
+		}
+		cells, err := readCubeCells(db.ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := readCubeQuotes(db.ctx, tx, cells); err != nil {
+			return err
+		}
+		for _, k := range slices.SortedFunc(maps.Keys(cells), func(a, b cubeKey) int {
+			return cmp.Or(strings.Compare(a.cell, b.cell), strings.Compare(a.label, b.label))
+		}) {
+			c := cells[k]
+			if int64(len(c.Quotes)) < min(c.Count, pipeline.CubeQuotes) {
+				return nil
+			}
+			out.Cells = append(out.Cells, *c)
+		}
+		ok = true
+		return nil
+	})
+	if err != nil {
+		return pipeline.StoredCube{}, false, fmt.Errorf("read the aggregate cube of %s: %w", db.path, err)
+	}
+	if !ok {
+		return pipeline.StoredCube{}, false, nil
+	}
+	return out, true, nil
+}
+
+func readCubeCells(ctx context.Context, tx pgx.Tx) (map[cubeKey]*pipeline.StoredCell, error) {
+	cells := map[cubeKey]*pipeline.StoredCell{}
+	rows, _ := tx.Query(ctx, `SELECT cell, label, sum(n)::bigint, sum(rn)::bigint, sum(rsum)::text
+		FROM cube_cell GROUP BY cell, label HAVING sum(n) <> 0 OR sum(rn) <> 0 OR sum(rsum) <> 0`)
+	var cell []byte
+	var label, sum string
+	var n, rn int64
+	_, err := pgx.ForEachRow(rows, []any{&cell, &label, &n, &rn, &sum}, func() error {
+		groups, ok := parseCubeCellKey(cell)
+		s, okSum := new(big.Int).SetString(sum, 10)
+		if !ok || !okSum || n <= 0 {
+			return fmt.Errorf("cube cell %x of %q is damaged (run `sawtooth verify`)", cell, label)
+		}
+		cells[cubeKey{string(cell), label}] = &pipeline.StoredCell{
+			Groups: groups, Label: label, Count: n, Rating: pipeline.RatingSum{Scaled: s, Count: rn},
+		}
+		return nil
+	})
+	return cells, err
+}
+
+// readCubeQuotes adds to each cell its best CubeQuotes quotes (most
+// confident first, ties by id in byte order, as report's), each with
+// its item's text.
+func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.StoredCell) error {
+	rows, _ := tx.Query(ctx, `SELECT c.cell, c.label, q.item_id, q.conf, q.rating, i.record
+		FROM (SELECT cell, label FROM cube_cell GROUP BY cell, label HAVING sum(n) <> 0) c
+		CROSS JOIN LATERAL (SELECT item_id, conf, rating FROM cube_quote x WHERE x.cell = c.cell AND x.label = c.label
+			ORDER BY conf DESC, item_id COLLATE "C" LIMIT $1) q
+		JOIN item i ON i.item_id = q.item_id`, pipeline.CubeQuotes)
+	var cell, record []byte
+	var label string
+	var q pipeline.CubeQuote
+	_, err := pgx.ForEachRow(rows, []any{&cell, &label, &q.ID, &q.Confidence, &q.Rating, &record}, func() error {
+		c := cells[cubeKey{string(cell), label}]
+		if c == nil {
+			return nil // a cell whose items were all folded out
+		}
+		var rec pipeline.Record
+		if err := json.Unmarshal(record, &rec); err != nil {
+			return fmt.Errorf("item %q: bad record: %w (run `sawtooth verify`)", q.ID, err)
+		}
+		q.Text = rec.Text
+		c.Quotes = append(c.Quotes, q)
+		q = pipeline.CubeQuote{}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range cells {
+		slices.SortFunc(c.Quotes, func(a, b pipeline.CubeQuote) int {
+			return cmp.Or(cmp.Compare(b.Confidence, a.Confidence), strings.Compare(a.ID, b.ID))
+		})
+	}
+	return nil
+}
+
+// backfillPage is how many done items one step of backfillCube reads (a
+// variable: tests page through a few items).
+var backfillPage = 5000
+
+// backfillCube builds the cube of a pipeline stored before schema step 8
+// by folding every done item's fact, a page at a time, in the migrating
+// transaction.
+func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
+	stages, err := readDefinition(ctx, tx)
+	if err != nil {
+		return err
+	}
+	ci := slices.IndexFunc(stages, func(s pipeline.StageDef) bool { return s.Name == confStage })
+	after := ""
+	for {
+		rows, _ := tx.Query(ctx, `SELECT o.item_id, o.data, c.data FROM output o
+			LEFT JOIN output c ON c.item_id = o.item_id AND c.stage = $2
+			WHERE o.stage = $1 AND o.item_id > $3
+			AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
+			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)
+			ORDER BY o.item_id LIMIT $4`, len(stages)-1, ci, after, backfillPage)
+		var d cubeDelta
+		var id string
+		var data, classify []byte
+		read := 0
+		_, err := pgx.ForEachRow(rows, []any{&id, &data, &classify}, func() error {
+			read++
+			after = id
+			if f, ok := factOf(data); ok {
+				d.fold(id, f, confidenceOf(classify), 1)
+			}
+			classify = nil
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("build the aggregate cube: %w", err)
+		}
+		b := &pgx.Batch{}
+		d.queue(b, 0)
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("build the aggregate cube: %w", err)
+			}
+		}
+		if read < backfillPage {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/store/storetest"
+)
+
+// downgrades turn a pipeline of this version into one stored by an
+// older sawtooth, as far as the older version's workers can tell.
+var downgrades = map[int]string{
+	7: `DROP TABLE cube_cell, cube_quote;
+		UPDATE meta SET value = '7' WHERE key = 'schema'`,
+	4: `DROP TABLE cube_cell, cube_quote, batch_job, worker_session;
+		DROP SEQUENCE batch_job_seq;
+		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch;
+		ALTER TABLE answer_flight DROP COLUMN session;
+		UPDATE meta SET value = '4' WHERE key = 'schema'`,
+}
+
+// storedVersion is the schema version the pipeline at url records.
+func storedVersion(t testing.TB, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, `SELECT convert_from(value, 'UTF8') FROM `+DefaultSchema+`.meta WHERE key = 'schema'`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestMigrate_RefusesWhileOldWorkersLive: a pipeline of an older schema
+// that a worker still holds (a live claim, or a live session) is not
+// migrated: the open fails with ErrLiveWorkers naming the worker and
+// leaves the old schema as it was; once the worker's claims and session
+// are over, the same open migrates it.
+func TestMigrate_RefusesWhileOldWorkersLive(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		from    int
+		session bool
+		claims  bool
+		want    []string // in the refusal, the worker's name first
+	}{
+		{"claim at schema 7", 7, false, true, []string{"host-b:42 (3 items claimed, leases end in "}},
+		{"claim and session at schema 7", 7, true, true, []string{"host-b:42 (3 items claimed, leases end in ", "; a live session)"}},
+		{"session at schema 7", 7, true, false, []string{"host-b:42 (a live session)"}},
+		{"claim at schema 4", 4, false, true, []string{"host-b:42 (3 items claimed, leases end in "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, u := openNew(t, Options{Owner: "a"})
+			ingestN(t, a, 5)
+			old := worker(t, u, "host-b:42")
+			if tc.session {
+				beginSession(t, old)
+			}
+			if tc.claims {
+				claim(t, old, "sanitize", 3)
+			}
+			a.Close()
+			sql(t, u, downgrades[tc.from])
+
+			_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
+			if !errors.Is(err, ErrLiveWorkers) {
+				t.Fatalf("migrating while host-b:42 is live: %v; want ErrLiveWorkers", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("the refusal %q does not say %q", err, w)
+				}
+			}
+			if v := storedVersion(t, u); v != strconv.Itoa(tc.from) {
+				t.Fatalf("after the refusal the schema is at version %s, want %d as it was", v, tc.from)
+			}
+
+			expireLeases(t, u)
+			if tc.session {
+				killSessions(t, u)
+			}
+			db, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
+			if err != nil {
+				t.Fatalf("migrating once host-b:42's claims and session are over: %v", err)
+			}
+			defer db.Close()
+			if v := storedVersion(t, u); v != "8" {
+				t.Fatalf("after the migration the schema is at version %s, want 8", v)
+			}
+			storetest.Invariants(t, db)
+		})
+	}
+}
+
+// TestMigrate_RefusalNamesAFewWorkers: a refusal for a large fleet names
+// the first workers by name and counts the rest.
+func TestMigrate_RefusalNamesAFewWorkers(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	for i := range maxNamed + 2 {
+		beginSession(t, worker(t, u, fmt.Sprintf("w%02d", i)))
+	}
+	a.Close()
+	sql(t, u, downgrades[7])
+	_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
+	if !errors.Is(err, ErrLiveWorkers) || !strings.Contains(err.Error(), "w09 (a live session), and 2 more still work on it") || strings.Contains(err.Error(), "w10") {
+		t.Fatalf("migrating while %d workers live: %v; want the first %d named and 2 counted", maxNamed+2, err, maxNamed)
+	}
+}
