@@ -33,7 +33,7 @@ func cubeItems(t *testing.T, db *DB) {
 	}
 }
 
-// TestCube_BuiltWhenMigrating: a pipeline stored at schema 7 (no cube)
+// TestCube_BuiltWhenMigrating: a pipeline stored at schema 8 (no cube)
 // gets its cube from its done items when a writable open migrates it,
 // a page at a time, and keeps it from then on.
 func TestCube_BuiltWhenMigrating(t *testing.T) {
@@ -42,11 +42,10 @@ func TestCube_BuiltWhenMigrating(t *testing.T) {
 	db, u := openNew(t, Options{})
 	cubeItems(t, db)
 	db.Close()
-	sql(t, u, `DROP TABLE cube_cell, cube_quote`)
-	sql(t, u, `UPDATE meta SET value = '7' WHERE key = 'schema'`)
+	sql(t, u, downgrades[8])
 
 	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, ReadOnly: true}); err == nil {
-		t.Fatal("a read-only open of a schema-7 pipeline did not refuse")
+		t.Fatal("a read-only open of a schema-8 pipeline did not refuse")
 	}
 	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
 	if err != nil {

@@ -15,11 +15,14 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
+	8: `DROP TABLE cube_cell, cube_quote;
+		UPDATE meta SET value = '8' WHERE key = 'schema'`,
 	7: `DROP TABLE cube_cell, cube_quote;
+		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`,
 	4: `DROP TABLE cube_cell, cube_quote, batch_job, worker_session;
 		DROP SEQUENCE batch_job_seq;
-		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch;
+		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch, DROP COLUMN batch_sends;
 		ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`,
 }
@@ -56,6 +59,7 @@ func TestMigrate_RefusesWhileOldWorkersLive(t *testing.T) {
 		{"claim at schema 7", 7, false, true, []string{"host-b:42 (3 items claimed, leases end in "}},
 		{"claim and session at schema 7", 7, true, true, []string{"host-b:42 (3 items claimed, leases end in ", "; a live session)"}},
 		{"session at schema 7", 7, true, false, []string{"host-b:42 (a live session)"}},
+		{"claim and session at schema 8", 8, true, true, []string{"host-b:42 (3 items claimed, leases end in ", "; a live session)"}},
 		{"claim at schema 4", 4, false, true, []string{"host-b:42 (3 items claimed, leases end in "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,8 +97,8 @@ func TestMigrate_RefusesWhileOldWorkersLive(t *testing.T) {
 				t.Fatalf("migrating once host-b:42's claims and session are over: %v", err)
 			}
 			defer db.Close()
-			if v := storedVersion(t, u); v != "8" {
-				t.Fatalf("after the migration the schema is at version %s, want 8", v)
+			if v := storedVersion(t, u); v != strconv.Itoa(SchemaVersion) {
+				t.Fatalf("after the migration the schema is at version %s, want %d", v, SchemaVersion)
 			}
 			storetest.Invariants(t, db)
 		})
