@@ -23,7 +23,7 @@ import (
 // messages were stored with one (databases written before the CLI worded
 // them): shown without it, since the next step printed beside it is the
 // whole command.
-var oldDeadHint = regexp.MustCompile("(?:; inspect it with `sawtooth dlq show`)?(?:,? then |: | \\()`sawtooth retry --stage [^`]*`\\)?$")
+var oldDeadHint = regexp.MustCompile("(?:; inspect it with `sawtooth dlq show`)?(?:,? then |: | \\()`sawtooth (?:retry --stage [^`]*|rerun)`\\)?$")
 
 // deadMessage is a stored dead letter's message as shown: an old one
 // without the command it ended with, any other as stored.

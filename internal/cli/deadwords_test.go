@@ -28,6 +28,8 @@ func TestDeadMessage(t *testing.T) {
 			"llm: prompt template failed on item \"a\": boom: fix the template or the item"},
 		{"old aggregate hint", "aggregate: item \"a\" has no classify output to count label: re-run the item through classify (`sawtooth retry --stage classify`)",
 			"aggregate: item \"a\" has no classify output to count label: re-run the item through classify"},
+		{"old when failure", "when \"classify.confidence\" failed on item \"a\": boom: fix the condition, then `sawtooth rerun`",
+			"when \"classify.confidence\" failed on item \"a\": boom: fix the condition"},
 		{"facts only", "claimed 5 times and never finished", "claimed 5 times and never finished"},
 		{"a command in the middle is the stage's text", "`sawtooth retry --stage x` was in the text: boom", "`sawtooth retry --stage x` was in the text: boom"},
 		{"nothing but the command", "`sawtooth retry --stage x`", "`sawtooth retry --stage x`"},
