@@ -34,13 +34,27 @@ func deadMessage(d pipeline.DeadLetter) string {
 	return d.Message
 }
 
+// oldClaimsStart is how the runner's claims-exhausted letter began
+// when it was stored without a cause (databases written before
+// pipeline.DeadCause).
+var oldClaimsStart = regexp.MustCompile(`^claimed [0-9]+ times and never finished: the workers holding it died or lost their lease each time`)
+
+// deadCause is why the runner dead-lettered d: its stored cause, or, for
+// a letter stored before causes were, the one its message tells.
+func deadCause(d pipeline.DeadLetter) pipeline.DeadCause {
+	if d.Cause == "" && oldClaimsStart.MatchString(d.Message) {
+		return pipeline.CauseClaimsExhausted
+	}
+	return d.Cause
+}
+
 // deadNextStep says what to do about the dead letter d of item id at stage
 // in the database at db: the commands, ready to copy.
 func deadNextStep(db, stage, id string, d pipeline.DeadLetter) string {
 	p, s, i := commandArg(db), commandArg(stage), commandArg(id)
 	requeue := fmt.Sprintf("  sawtooth dlq requeue --db %s --stage %s --id %s\n  sawtooth run --db %s\n", p, s, i, p)
 	switch {
-	case d.Cause == pipeline.CauseClaimsExhausted:
+	case deadCause(d) == pipeline.CauseClaimsExhausted:
 		return "the workers holding it died or lost their lease each time: if the item is not what crashes them, re-queue it and run again:\n" + requeue
 	case d.Class == pipeline.ClassPermanent:
 		return fmt.Sprintf("a permanent failure fails the same way if re-queued unchanged: edit the row in your input file and run again (the edited text re-enters by itself):\n"+

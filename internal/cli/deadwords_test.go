@@ -93,7 +93,8 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 			[]string{"sawtooth run --db " + quoted + " --input FILE", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000006"}},
 		{"old claims letter", "r000009",
 			[]string{"then `sawtooth retry --stage classify`"}, // shown as stored
-			[]string{"permanent failure", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000009"}},
+			// An older sawtooth stored no cause: the message tells it.
+			[]string{"the workers holding it died", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000009"}},
 		{"claims letter", "r000011",
 			[]string{`"cause": "claims-exhausted"`},
 			[]string{"the workers holding it died", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000011\n  sawtooth run --db " + quoted}},
@@ -125,7 +126,7 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 		if strings.Contains(out.String(), "`sawtooth") || !strings.Contains(out.String(), "r000009\tpermanent (5 attempts): claimed 5 times") {
 			t.Errorf("dlq list shows a stored command, or not the old letter:\n%s", out.String())
 		}
-		for _, w := range []string{"1 item claimed too often", "sawtooth dlq requeue --db " + quoted + " --stage STAGE --id ID"} {
+		for _, w := range []string{"2 items claimed too often", "sawtooth dlq requeue --db " + quoted + " --stage STAGE --id ID"} {
 			if !strings.Contains(errOut.String(), w) {
 				t.Errorf("stderr lacks %q:\n%s", w, errOut.String())
 			}

@@ -89,7 +89,7 @@ func runDLQList(opts *dlqOptions) error {
 	for _, s := range list {
 		err := db.ForEachDead(s, func(e store.DeadEntry) error {
 			n++
-			if e.Dead.Cause == pipeline.CauseClaimsExhausted {
+			if deadCause(e.Dead) == pipeline.CauseClaimsExhausted {
 				claims++
 			} else {
 				byClass[e.Dead.Class]++
