@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
-	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
@@ -51,7 +49,7 @@ func deadCause(d pipeline.DeadLetter) pipeline.DeadCause {
 // deadNextStep says what to do about the dead letter d of item id at stage
 // in the database at db: the commands, ready to copy.
 func deadNextStep(db, stage, id string, d pipeline.DeadLetter) string {
-	p, s, i := commandArg(db), commandArg(stage), commandArg(id)
+	p, s, i := shellQuote(db), shellQuote(stage), shellQuote(id)
 	requeue := fmt.Sprintf("  sawtooth dlq requeue --db %s --stage %s --id %s\n  sawtooth run --db %s\n", p, s, i, p)
 	switch {
 	case deadCause(d) == pipeline.CauseClaimsExhausted:
@@ -73,20 +71,7 @@ func wordSameFailure(err error, db string) error {
 		return err
 	}
 	return &wordedError{err: err, msg: fmt.Sprintf("%v: fix the cause, then re-queue them and run again:\n  sawtooth retry --db %s --stage %s",
-		err, commandArg(db), commandArg(same.Stage))}
-}
-
-// commandArg quotes s as one argument of a printed command: as
-// shellQuote does, or, when s holds a control character or an invalid
-// byte (an item id from the input), in a shell's $'...' form with those
-// escaped, so that the command neither drives the terminal nor stops
-// being the one to copy.
-func commandArg(s string) string {
-	escaped := strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s)
-	if safe := monitor.TerminalSafe(escaped); safe != escaped {
-		return "$'" + safe + "'"
-	}
-	return shellQuote(s)
+		err, shellQuote(db), shellQuote(same.Stage))}
 }
 
 // wordOldSchema words a read-only open's refusal of an older PostgreSQL

@@ -173,10 +173,10 @@ func TestWordOldSchema(t *testing.T) {
 	}
 }
 
-// TestCommandArg: an argument of a printed command is quoted for a
+// TestShellQuote_controls: an argument of a printed command is quoted for a
 // shell; one with a control character is written $'...' with it
 // escaped, which a shell reads back as the same bytes.
-func TestCommandArg(t *testing.T) {
+func TestShellQuote_controls(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"plain", "r000006", "r000006"},
 		{"space", "a b.db", "'a b.db'"},
@@ -187,9 +187,31 @@ func TestCommandArg(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := commandArg(tt.in); got != tt.want {
-				t.Errorf("commandArg(%q) = %s, want %s", tt.in, got, tt.want)
+			if got := shellQuote(tt.in); got != tt.want {
+				t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDLQList_controlCharPath: dlq list words its commands with a --db
+// path holding a control character as dlq show does: written $'...',
+// which a shell reads back as the path, and never raw on the terminal.
+func TestDLQList_controlCharPath(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "store", "testdata", "format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "evil\x1b[2J.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil {
+		t.Fatalf("dlq list: %v\n%s", err, errOut.String())
+	}
+	want := "sawtooth dlq show --db $'" + strings.ReplaceAll(path, "\x1b", `\x1b`) + "' --id ID"
+	if strings.Contains(errOut.String(), "\x1b") || !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q: want no raw escape and %q", errOut.String(), want)
 	}
 }
