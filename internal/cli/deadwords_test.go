@@ -215,3 +215,29 @@ func TestDLQList_controlCharPath(t *testing.T) {
 		t.Errorf("stderr %q: want no raw escape and %q", errOut.String(), want)
 	}
 }
+
+// TestDLQList_retryOnlyWhereRetryable: dlq list offers `retry` for a
+// stage only when that stage holds a letter that failed otherwise than
+// permanently: a stage holding only permanent letters gets none, though
+// another stage has something to retry.
+func TestDLQList_retryOnlyWhereRetryable(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "store", "testdata", "format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "f.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's letters are permanent, at sanitize and at classify:
+	// one at classify becomes a transient one.
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	putDead(t, path, "classify", "r000009", pipeline.DeadLetter{Class: pipeline.ClassTransient, Message: "gave up after 5 attempts: 503", Attempts: 5, First: now, Last: now})
+	var out, errOut bytes.Buffer
+	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil {
+		t.Fatalf("dlq list: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "sawtooth retry --db "+path+" --stage classify") || strings.Contains(errOut.String(), "--stage sanitize") {
+		t.Errorf("want a retry for classify only:\n%s", errOut.String())
+	}
+}
