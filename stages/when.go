@@ -188,7 +188,7 @@ func (w *When) Match(it pipeline.Item) (bool, error) {
 	}
 	v, err := expr.Run(w.program, env)
 	if err != nil {
-		return false, pipeline.Permanentf("when %q failed on item %s: %s: fix the condition, then `sawtooth rerun`", w.source, itemRef(it), exprMessage(err))
+		return false, pipeline.Permanentf("when %q failed on item %s: %s: fix the condition", w.source, itemRef(it), exprMessage(err))
 	}
 	b, _ := v.(bool) // expr.AsBool made the program return a bool
 	return b, nil

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
-	"github.com/sawtooth-dev/sawtooth/internal/monitor"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
@@ -23,7 +21,7 @@ import (
 // messages were stored with one (databases written before the CLI worded
 // them): shown without it, since the next step printed beside it is the
 // whole command.
-var oldDeadHint = regexp.MustCompile("(?:; inspect it with `sawtooth dlq show`)?(?:,? then |: | \\()`sawtooth retry --stage [^`]*`\\)?$")
+var oldDeadHint = regexp.MustCompile("(?:; inspect it with `sawtooth dlq show`)?(?:,? then |: | \\()`sawtooth (?:retry --stage [^`]*|rerun)`\\)?$")
 
 // deadMessage is a stored dead letter's message as shown: an old one
 // without the command it ended with, any other as stored.
@@ -34,13 +32,27 @@ func deadMessage(d pipeline.DeadLetter) string {
 	return d.Message
 }
 
+// oldClaimsStart is how the runner's claims-exhausted letter began
+// when it was stored without a cause (databases written before
+// pipeline.DeadCause).
+var oldClaimsStart = regexp.MustCompile(`^claimed [0-9]+ times and never finished: the workers holding it died or lost their lease each time`)
+
+// deadCause is why the runner dead-lettered d: its stored cause, or, for
+// a letter stored before causes were, the one its message tells.
+func deadCause(d pipeline.DeadLetter) pipeline.DeadCause {
+	if d.Cause == "" && oldClaimsStart.MatchString(d.Message) {
+		return pipeline.CauseClaimsExhausted
+	}
+	return d.Cause
+}
+
 // deadNextStep says what to do about the dead letter d of item id at stage
 // in the database at db: the commands, ready to copy.
 func deadNextStep(db, stage, id string, d pipeline.DeadLetter) string {
-	p, s, i := commandArg(db), commandArg(stage), commandArg(id)
+	p, s, i := shellQuote(db), shellQuote(stage), shellQuote(id)
 	requeue := fmt.Sprintf("  sawtooth dlq requeue --db %s --stage %s --id %s\n  sawtooth run --db %s\n", p, s, i, p)
 	switch {
-	case d.Cause == pipeline.CauseClaimsExhausted:
+	case deadCause(d) == pipeline.CauseClaimsExhausted:
 		return "the workers holding it died or lost their lease each time: if the item is not what crashes them, re-queue it and run again:\n" + requeue
 	case d.Class == pipeline.ClassPermanent:
 		return fmt.Sprintf("a permanent failure fails the same way if re-queued unchanged: edit the row in your input file and run again (the edited text re-enters by itself):\n"+
@@ -59,20 +71,7 @@ func wordSameFailure(err error, db string) error {
 		return err
 	}
 	return &wordedError{err: err, msg: fmt.Sprintf("%v: fix the cause, then re-queue them and run again:\n  sawtooth retry --db %s --stage %s",
-		err, commandArg(db), commandArg(same.Stage))}
-}
-
-// commandArg quotes s as one argument of a printed command: as
-// shellQuote does, or, when s holds a control character or an invalid
-// byte (an item id from the input), in a shell's $'...' form with those
-// escaped, so that the command neither drives the terminal nor stops
-// being the one to copy.
-func commandArg(s string) string {
-	escaped := strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s)
-	if safe := monitor.TerminalSafe(escaped); safe != escaped {
-		return "$'" + safe + "'"
-	}
-	return shellQuote(s)
+		err, shellQuote(db), shellQuote(same.Stage))}
 }
 
 // wordOldSchema words a read-only open's refusal of an older PostgreSQL

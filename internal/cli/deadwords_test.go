@@ -28,6 +28,8 @@ func TestDeadMessage(t *testing.T) {
 			"llm: prompt template failed on item \"a\": boom: fix the template or the item"},
 		{"old aggregate hint", "aggregate: item \"a\" has no classify output to count label: re-run the item through classify (`sawtooth retry --stage classify`)",
 			"aggregate: item \"a\" has no classify output to count label: re-run the item through classify"},
+		{"old when failure", "when \"classify.confidence\" failed on item \"a\": boom: fix the condition, then `sawtooth rerun`",
+			"when \"classify.confidence\" failed on item \"a\": boom: fix the condition"},
 		{"facts only", "claimed 5 times and never finished", "claimed 5 times and never finished"},
 		{"a command in the middle is the stage's text", "`sawtooth retry --stage x` was in the text: boom", "`sawtooth retry --stage x` was in the text: boom"},
 		{"nothing but the command", "`sawtooth retry --stage x`", "`sawtooth retry --stage x`"},
@@ -91,7 +93,8 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 			[]string{"sawtooth run --db " + quoted + " --input FILE", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000006"}},
 		{"old claims letter", "r000009",
 			[]string{"then `sawtooth retry --stage classify`"}, // shown as stored
-			[]string{"permanent failure", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000009"}},
+			// An older sawtooth stored no cause: the message tells it.
+			[]string{"the workers holding it died", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000009"}},
 		{"claims letter", "r000011",
 			[]string{`"cause": "claims-exhausted"`},
 			[]string{"the workers holding it died", "sawtooth dlq requeue --db " + quoted + " --stage classify --id r000011\n  sawtooth run --db " + quoted}},
@@ -123,7 +126,7 @@ func TestDLQ_wordsTheNextStep(t *testing.T) {
 		if strings.Contains(out.String(), "`sawtooth") || !strings.Contains(out.String(), "r000009\tpermanent (5 attempts): claimed 5 times") {
 			t.Errorf("dlq list shows a stored command, or not the old letter:\n%s", out.String())
 		}
-		for _, w := range []string{"1 item claimed too often", "sawtooth dlq requeue --db " + quoted + " --stage STAGE --id ID"} {
+		for _, w := range []string{"2 items claimed too often", "sawtooth dlq requeue --db " + quoted + " --stage STAGE --id ID"} {
 			if !strings.Contains(errOut.String(), w) {
 				t.Errorf("stderr lacks %q:\n%s", w, errOut.String())
 			}
@@ -170,10 +173,10 @@ func TestWordOldSchema(t *testing.T) {
 	}
 }
 
-// TestCommandArg: an argument of a printed command is quoted for a
+// TestShellQuote_controls: an argument of a printed command is quoted for a
 // shell; one with a control character is written $'...' with it
 // escaped, which a shell reads back as the same bytes.
-func TestCommandArg(t *testing.T) {
+func TestShellQuote_controls(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"plain", "r000006", "r000006"},
 		{"space", "a b.db", "'a b.db'"},
@@ -184,9 +187,57 @@ func TestCommandArg(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := commandArg(tt.in); got != tt.want {
-				t.Errorf("commandArg(%q) = %s, want %s", tt.in, got, tt.want)
+			if got := shellQuote(tt.in); got != tt.want {
+				t.Errorf("shellQuote(%q) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDLQList_controlCharPath: dlq list words its commands with a --db
+// path holding a control character as dlq show does: written $'...',
+// which a shell reads back as the path, and never raw on the terminal.
+func TestDLQList_controlCharPath(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "store", "testdata", "format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "evil\x1b[2J.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil {
+		t.Fatalf("dlq list: %v\n%s", err, errOut.String())
+	}
+	want := "sawtooth dlq show --db $'" + strings.ReplaceAll(path, "\x1b", `\x1b`) + "' --id ID"
+	if strings.Contains(errOut.String(), "\x1b") || !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q: want no raw escape and %q", errOut.String(), want)
+	}
+}
+
+// TestDLQList_retryOnlyWhereRetryable: dlq list offers `retry` for a
+// stage only when that stage holds a letter that failed otherwise than
+// permanently: a stage holding only permanent letters gets none, though
+// another stage has something to retry.
+func TestDLQList_retryOnlyWhereRetryable(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "store", "testdata", "format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "f.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's letters are permanent, at sanitize and at classify:
+	// one at classify becomes a transient one.
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	putDead(t, path, "classify", "r000009", pipeline.DeadLetter{Class: pipeline.ClassTransient, Message: "gave up after 5 attempts: 503", Attempts: 5, First: now, Last: now})
+	var out, errOut bytes.Buffer
+	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil {
+		t.Fatalf("dlq list: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "sawtooth retry --db "+path+" --stage classify") || strings.Contains(errOut.String(), "--stage sanitize") {
+		t.Errorf("want a retry for classify only:\n%s", errOut.String())
 	}
 }

@@ -85,16 +85,16 @@ func runDLQList(opts *dlqOptions) error {
 	}
 	n, claims := 0, 0
 	byClass := map[pipeline.Class]int{}
-	stagesWithDead := map[string]bool{}
+	retryable := map[string]bool{} // stages holding a letter neither permanent nor claimed too often
 	for _, s := range list {
 		err := db.ForEachDead(s, func(e store.DeadEntry) error {
 			n++
-			if e.Dead.Cause == pipeline.CauseClaimsExhausted {
+			if deadCause(e.Dead) == pipeline.CauseClaimsExhausted {
 				claims++
 			} else {
 				byClass[e.Dead.Class]++
+				retryable[s] = retryable[s] || e.Dead.Class != pipeline.ClassPermanent
 			}
-			stagesWithDead[s] = true
 			if opts.JSON {
 				var line bytes.Buffer
 				if err := json.NewEncoder(&line).Encode(struct {
@@ -131,11 +131,9 @@ func runDLQList(opts *dlqOptions) error {
 		fmt.Fprintf(opts.ErrOut, "%s claimed too often (the workers holding them died or lost their lease each time; the item may be what crashes them): look at each one first, then re-queue it alone:\n"+
 			"  sawtooth dlq requeue --db %s --stage STAGE --id ID\n", plural(claims, "item"), p)
 	}
-	if n-claims > byClass[pipeline.ClassPermanent] {
-		for _, s := range list {
-			if stagesWithDead[s] {
-				fmt.Fprintf(opts.ErrOut, "to retry what failed at %s (transient errors: outages, timeouts):\n  sawtooth retry --db %s --stage %s\n", s, p, s)
-			}
+	for _, s := range list {
+		if retryable[s] {
+			fmt.Fprintf(opts.ErrOut, "to retry what failed at %s (transient errors: outages, timeouts):\n  sawtooth retry --db %s --stage %s\n", s, p, shellQuote(s))
 		}
 	}
 	return nil

@@ -189,7 +189,7 @@ func (j *Job) checkLLMSample(d *decoder, path string, l *LLM, sample, filled pip
 		return // a condition on fields the sample lacks is not judged by it
 	}
 	if _, err := w.Match(pipeline.Item{Record: sample, Outputs: outputs}); err != nil {
-		msg := strings.TrimSuffix(err.Error(), ": fix the condition, then `sawtooth rerun`")
+		msg := strings.TrimSuffix(err.Error(), ": fix the condition")
 		if strings.Contains(msg, "string") {
 			msg += fmt.Sprintf("; input fields are text unless the input gives them as JSON numbers or true/false, or a CSV column holds only numbers (this item's: %s); convert in the condition (int(fields.x), float(fields.x)) or fix the input", typesOf(sample))
 		}

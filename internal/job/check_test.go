@@ -50,7 +50,8 @@ func TestJob_CheckSample(t *testing.T) {
 			if !errors.As(err, &es) || len(es) != 1 {
 				t.Fatalf("err = %v, want one problem", err)
 			}
-			if e := es[0]; e.Line != tt.line || e.Key != tt.key || !strings.Contains(e.Msg, tt.msg) || strings.Contains(e.Msg, "\n") {
+			if e := es[0]; e.Line != tt.line || e.Key != tt.key || !strings.Contains(e.Msg, tt.msg) || strings.Contains(e.Msg, "\n") ||
+				strings.Count(e.Msg, "fix the condition") > 1 {
 				t.Errorf("got line %d key %q: %s\nwant line %d key %q containing %q", e.Line, e.Key, e.Msg, tt.line, tt.key, tt.msg)
 			}
 		})
