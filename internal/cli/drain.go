@@ -348,7 +348,9 @@ func checkAndBuild(ctx context.Context, req *drainRequest) (b *jobStages, input 
 		return nil, nil, false, err
 	}
 	if isPostgres(o.DB) {
-		exists = postgresPipelineExists(o.DB)
+		if exists, err = postgresPipelineExists(o.DB, true); err != nil {
+			return nil, nil, false, err
+		}
 	} else if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
 		exists = true
 	}

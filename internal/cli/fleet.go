@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -49,14 +50,29 @@ func (o *pipelineOptions) checkFleet() error {
 
 // postgresPipelineExists reports whether a pipeline is already in the
 // PostgreSQL database at dsn (false when it cannot tell: the open that
-// follows says why).
-func postgresPipelineExists(dsn string) bool {
-	db, err := postgres.Open(context.Background(), dsn, postgres.Options{Stages: namedStages(), ReadOnly: true, MustExist: true})
+// follows says why). A pipeline an older sawtooth stored exists too:
+// with upgrade, its schema is upgraded now, as a run's first writable
+// open would (refused, by name, while workers of the older version
+// live), so that the settings recorded in it can be read; without, the
+// read-only opens that follow refuse it with the command that upgrades
+// it.
+func postgresPipelineExists(dsn string, upgrade bool) (bool, error) {
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, dsn, postgres.Options{Stages: namedStages(), ReadOnly: true, MustExist: true})
+	var old *postgres.OldSchemaError
+	if errors.As(err, &old) {
+		if !upgrade {
+			return true, nil
+		}
+		if db, err = postgres.Open(ctx, dsn, postgres.Options{Stages: namedStages(), MustExist: true}); err != nil {
+			return false, wordStoreError(wordLiveWorkers(err, dsn, false), "--db")
+		}
+	}
 	if err != nil {
-		return false
+		return false, nil
 	}
 	db.Close()
-	return true
+	return true, nil
 }
 
 // workerStatus is `status`'s view of a PostgreSQL pipeline: the counts

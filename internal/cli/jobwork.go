@@ -142,7 +142,8 @@ func readJobWork(ctx context.Context, b *jobStages, req workRequest, input *inge
 // content, or a PostgreSQL pipeline).
 func dbExists(path string) bool {
 	if isPostgres(path) {
-		return postgresPipelineExists(path)
+		exists, _ := postgresPipelineExists(path, false)
+		return exists
 	}
 	fi, err := os.Stat(path)
 	return err == nil && fi.Size() > 0
