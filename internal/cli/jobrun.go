@@ -129,14 +129,6 @@ func settleChanges(db jobDatabase, b *jobStages, req *drainRequest) error {
 // --confirm-above items needs a yes. Nothing is written either way.
 func consentToJob(ctx context.Context, b *jobStages, req *drainRequest, input *ingest.Plan) (stop bool, err error) {
 	o := req.Pipeline
-	if isPostgres(b.job.DB) && !o.DryRun {
-		// A run upgrades a schema an older sawtooth stored before it
-		// reads what is recorded there (a dry run changes nothing: its
-		// reads name the command that upgrades).
-		if _, err := postgresPipelineExists(b.job.DB, true); err != nil {
-			return true, err
-		}
-	}
 	w, err := readJobWork(ctx, b, workRequest{RerunChanged: o.RerunChanged, RerunFrom: req.RerunFrom, NoCache: o.NoCache}, input)
 	if err != nil {
 		return true, err
