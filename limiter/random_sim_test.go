@@ -31,7 +31,7 @@ func TestLaw_randomFamilies(t *testing.T) {
 		rs = append(rs, quotasim.Run(sh, NewVirtual(Config{})))
 	}
 	var b strings.Builder
-	quotasim.WriteTable(&b, rs, 10)
+	quotasim.WriteTable(&b, rs, 20)
 	t.Logf("%d random shapes, seed %d\n%s", n, seed, b.String())
 }
 
