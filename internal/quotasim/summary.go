@@ -51,7 +51,7 @@ func Summarize(rs []Result) Summary {
 }
 
 // WriteTable writes the distribution over every shape and per family,
-// then the worst shapes by goodput, each with its seed.
+// then the worst shapes by goodput and by 429 share, each with its seed.
 func WriteTable(w io.Writer, rs []Result, worst int) {
 	fmt.Fprintf(w, "%-8s %6s %7s %7s %7s %9s %9s %10s %7s\n", "family", "shapes", "p10", "median", "worst", "429 med", "429 worst", "calls/item", "stalled")
 	row := func(name string, rs []Result) {
