@@ -14,7 +14,11 @@
 // 64, where most quotas refuse, and, once 64 have been admitted for two
 // round trips and 4 s with none refused, on up to Config.Ceiling (5,000 by
 // default: a thinking model on a paid tier needs hundreds in flight, a
-// quota of hundreds a second with calls of seconds thousands).
+// quota of hundreds a second with calls of seconds thousands). Past 128
+// calls in flight its starts are spaced at twice the rate its limit
+// carries, not sent in the bunches the answers come in: a window's
+// budget that runs out mid-doubling then refuses the refusal round
+// trip's share of the doubling, not all of it (slowstart.go).
 // When slow start spent a window's quota, the calls after it reopens
 // follow the pace at which the window frees their slots (replay.go). From then on, a rate held for eight round trips (or the
 // quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
@@ -109,7 +113,15 @@
 // a light gate: the calls already sent answer meanwhile, and only if one
 // of them, or a call sent after the gate, is refused too is the quota
 // spent and a probe needed. A quota only just overrun, a token bucket's
-// or a window's edge, loses no round trip to a probe.) Callers waiting for a slot, the
+// or a window's edge, loses no round trip to a probe.) A refusal comes
+// back in a fraction of a success's round trip, so a call not refused
+// within the refusal round trip was admitted: once a call started after
+// an event began is refused within its round trip (the quota is still
+// spent), starts resume on that clock, one call, then twice as many each
+// refusal round trip with none refused, up to the pace (ramp.go), when
+// the pace sends four or more calls in that time. The paced rate may
+// fall as low as a call a minute, below a call per round trip, named
+// budget or not. Callers waiting for a slot, the
 // gate or the pace are served first come, first served. Independently, Config.RPM and
 // Config.TPM with PaceTPM pace call starts to a known budget with
 // golang.org/x/time/rate.
@@ -126,7 +138,7 @@
 // start's climb and its brake at 64), replay.go (the calls after a window
 // spent by the first ones reopens), gate.go (after a 429, when calls may
 // start again: an exact delay's gate, a backoff and a probe, or a light
-// hold), catchup.go (a sliding log's window read at slow start's 429
+// hold), ramp.go (how starts resume while 429s show the quota spent), catchup.go (a sliding log's window read at slow start's 429
 // or its first reopening, and sending by it), limit.go (the limit on
 // calls in flight the rate carries, and the rate's bounds), queue.go
 // (AIMD: the lock, the waiter queue and the clock around the law),

@@ -150,6 +150,12 @@ type law struct {
 	// quota's burst is smaller than the pacing tolerance, and starts
 	// keep to the schedule. spacedEvent: the last event did so.
 	evenPace, spacedEvent bool
+	// refusalRT: the longest a 429 took to come back; ramp: how the
+	// starts resume after the last (see ramp.go).
+	refusalRT time.Duration
+	ramp      ramp
+	// slowTat: slow start's schedule (see slowStartHold).
+	slowTat time.Time
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -186,7 +192,8 @@ func (w *law) mayStart(t time.Time, inFlight int) bool {
 func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 
 // hold is the time before which no call starts: the retry-after gate, a
-// replay of slow start's burst, the known window (see windowHold), or the
+// replay of slow start's burst, the known window (see windowHold), the
+// ramp after a refusal showed the quota spent (see ramp.go), or the
 // paced schedule, whichever is latest.
 func (w *law) hold(t time.Time) time.Time {
 	h := w.gate
@@ -194,6 +201,12 @@ func (w *law) hold(t time.Time) time.Time {
 		h = p
 	}
 	if p := w.windowHold(t); p.After(h) {
+		h = p
+	}
+	if p := w.rampHold(); p.After(h) {
+		h = p
+	}
+	if p := w.slowStartHold(); p.After(h) {
 		h = p
 	}
 	if w.rate > 0 {
@@ -227,6 +240,8 @@ func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	s := w.stamp(t)
 	weight := w.startWeight(size)
 	w.replayed()
+	w.ramped(s)
+	w.slowStarted(t)
 	if w.rate > 0 {
 		if floor := w.paceFloor(t); w.tat.Before(floor) {
 			w.tat = floor
@@ -320,6 +335,9 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	if c := w.find(started); c != nil {
 		c.outcome = refusedCall
+	}
+	if !w.cfg.Fixed {
+		w.restartRamp(t, started)
 	}
 	w.window = max(w.window, min(retryAfter, maxWindow))
 	w.longestDelay = max(w.longestDelay, min(retryAfter, maxWindow))

@@ -28,18 +28,12 @@ func (w *law) maxRate() float64 {
 }
 
 // rateFloor is the lowest rate the law paces after a congestion event:
-// Floor calls per round trip (minRate) while it has only its own sending
-// to go by, lowestRate once a 429 has named the quota's budget. A
-// per-minute budget of a few dozen calls admits less than a call per
-// round trip of quick calls: held to one, the law overran it several
-// times over and lived on 429s (a third of the calls refused where each
-// refusal is charged against the quota).
-func (w *law) rateFloor() float64 {
-	if w.namedRate() > 0 {
-		return lowestRate
-	}
-	return w.minRate()
-}
+// lowestRate, not a call per round trip (minRate). A per-minute budget
+// of a few hundred calls admits less than that with quick calls, named
+// or not: held to one, the law overran it several times over and lived
+// on 429s (a fifth of the calls refused where each refusal is charged
+// against the quota, and a probe every backoff where none is).
+func (w *law) rateFloor() float64 { return lowestRate }
 
 // fitLimit sets the limit on calls in flight to carry the paced rate, or
 // the fastest calls start while the law sends by the window.

@@ -555,9 +555,7 @@ func quotaShapes() []quotaShape {
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, coarse", floor: 0.90,
-			belowBar: "rounded delays hide the boundary: a reopening is found by backoff, and a probe above the budget idles the rest of a window",
-			items:    5000, refusal: refusal, retry: retryCoarse,
+			name: "fixed window, coarse", items: 5000, refusal: refusal, retry: retryCoarse,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},

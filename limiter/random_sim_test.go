@@ -31,7 +31,7 @@ func TestLaw_randomFamilies(t *testing.T) {
 		rs = append(rs, quotasim.Run(sh, NewVirtual(Config{})))
 	}
 	var b strings.Builder
-	quotasim.WriteTable(&b, rs, 10)
+	quotasim.WriteTable(&b, rs, 20)
 	t.Logf("%d random shapes, seed %d\n%s", n, seed, b.String())
 }
 
@@ -55,10 +55,12 @@ const barSeed = 9000
 // (or -short). The p10 of 20 is one shape's (a token bucket of 825 a
 // second, seed 9009), which slow start now reaches past 512 calls in
 // flight before its first 429, 1% slower; the 200 shapes' p10 rose from
-// 0.31 to 0.45 with it.
+// 0.31 to 0.45 with it. The worst 429 share fell from 22% to 17% when
+// the ramp (ramp.go) and slow start's spacing came: what is left is a
+// per-minute window of 92 calls with bare 429s, charged (seed 9158).
 var (
-	randomBarFull = randomBar{shapes: 200, p10: 0.44, median: 0.77, worst429: 0.22, callsPerItem: 1.28}
-	randomBarRace = randomBar{shapes: 20, p10: 0.39, median: 0.80, worst429: 0.02, callsPerItem: 1.02}
+	randomBarFull = randomBar{shapes: 200, p10: 0.44, median: 0.77, worst429: 0.17, callsPerItem: 1.20}
+	randomBarRace = randomBar{shapes: 20, p10: 0.42, median: 0.83, worst429: 0.016, callsPerItem: 1.016}
 )
 
 // TestLaw_randomFamiliesBar drives the default law through random quota

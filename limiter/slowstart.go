@@ -36,3 +36,36 @@ func (w *law) slowGrow(t time.Time, inFlight int) {
 		}
 	}
 }
+
+// slowStartHold is the earliest instant slow start lets the next call
+// start once a round trip is measured: its starts are spaced at twice
+// the rate its limit carries (the limit doubles each round trip), not
+// sent as each answer frees a slot. Answers come in the bunches their
+// calls were sent in, so a slot-clocked slow start sends each round
+// trip's doubling within the spread of the latency, often a few
+// milliseconds: when a window's budget runs out in the middle of it,
+// every call after is refused before the first refusal is back (750 of
+// a per-minute window's 1,330 with calls of 4.8 s). Spaced, the calls
+// sent between the budget's end and the first refusal's return are the
+// refusal round trip's share of the round trip's doubling. Not below
+// twice the brake's calls in flight: a wave of at most that many costs
+// a small share of a run in refusals, and spaced it fills a quota's
+// window later (a thinking model's 200 calls in flight, a fixed window
+// refused at its edge).
+func (w *law) slowStartHold() time.Time {
+	if !w.slowStart || !w.hasLatency || w.limit < 2*slowStartBrake {
+		return time.Time{}
+	}
+	return w.slowTat
+}
+
+// slowStarted moves slow start's schedule on for a start at t.
+func (w *law) slowStarted(t time.Time) {
+	if !w.slowStart || !w.hasLatency {
+		return
+	}
+	if w.slowTat.Before(t) {
+		w.slowTat = t
+	}
+	w.slowTat = w.slowTat.Add(w.latency() / time.Duration(2*w.limit))
+}

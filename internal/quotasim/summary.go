@@ -1,6 +1,7 @@
 package quotasim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -50,7 +51,7 @@ func Summarize(rs []Result) Summary {
 }
 
 // WriteTable writes the distribution over every shape and per family,
-// then the worst shapes by goodput, each with its seed.
+// then the worst shapes by goodput and by 429 share, each with its seed.
 func WriteTable(w io.Writer, rs []Result, worst int) {
 	fmt.Fprintf(w, "%-8s %6s %7s %7s %7s %9s %9s %10s %7s\n", "family", "shapes", "p10", "median", "worst", "429 med", "429 worst", "calls/item", "stalled")
 	row := func(name string, rs []Result) {
@@ -75,10 +76,21 @@ func WriteTable(w io.Writer, rs []Result, worst int) {
 		return 0
 	})
 	for _, r := range sorted[:min(worst, len(sorted))] {
-		fmt.Fprintf(w, "  %.3f goodput, %5.2f%% 429s, %.3f calls/item, %v vs perfect %v  %s", r.Goodput(), 100*r.Share(), r.CallsPerItem(), r.Wall.Round(1e7), r.Perfect.Round(1e7), r.Shape.Name)
-		if r.Stalled != "" {
-			fmt.Fprintf(w, " (stalled: %s)", r.Stalled)
-		}
-		fmt.Fprintln(w)
+		writeResult(w, r)
 	}
+	// The worst by 429 share too: a shape can lose little time and still
+	// spend its refusals budget many times over.
+	slices.SortStableFunc(sorted, func(a, b Result) int { return cmp.Compare(b.Share(), a.Share()) })
+	fmt.Fprintln(w, "worst 429 shares:")
+	for _, r := range sorted[:min(worst, len(sorted))] {
+		writeResult(w, r)
+	}
+}
+
+func writeResult(w io.Writer, r Result) {
+	fmt.Fprintf(w, "  %.3f goodput, %5.2f%% 429s, %.3f calls/item, %v vs perfect %v  %s", r.Goodput(), 100*r.Share(), r.CallsPerItem(), r.Wall.Round(1e7), r.Perfect.Round(1e7), r.Shape.Name)
+	if r.Stalled != "" {
+		fmt.Fprintf(w, " (stalled: %s)", r.Stalled)
+	}
+	fmt.Fprintln(w)
 }
