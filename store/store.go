@@ -213,6 +213,7 @@ func open(path string, opt Options) (*DB, error) {
 			return nil, fmt.Errorf("open %s: count the items: %w", path, err)
 		}
 		writePid(lockInfoPath(path))
+		db.releaseMapped() // what the opening checks read is not needed again
 	}
 	return db, nil
 }

@@ -99,3 +99,18 @@ func (w *walker) checkPages(read func()) {
 	defer stop()
 	read()
 }
+
+// releaseMapped releases every page of the mapping, in a read transaction
+// of its own (which keeps bbolt from remapping meanwhile). A writable
+// handle calls it after each write transaction and once open: a night's
+// lookups and commits touch pages all over a large file (the B-tree
+// paths to the ids, the queues, the counts, the opening checks), each of
+// which would otherwise stay resident until the process ends, about
+// 20 MB of a 1M-item file for a 1,000-item night. Pages a later
+// transaction needs come back from the page cache, a minor fault each.
+func (db *DB) releaseMapped() {
+	_ = db.bolt.View(func(tx *bolt.Tx) error {
+		release(db.bolt.Info().Data, uintptr(tx.Size()))
+		return nil
+	})
+}
