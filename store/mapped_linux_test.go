@@ -12,13 +12,12 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// mappedKB is the resident part of this process's mappings of path, in
-// kB, from /proc/self/smaps.
-func mappedKB(t testing.TB, path string) int {
-	t.Helper()
+// residentKB is the resident part of this process's mappings of path,
+// in kB, from /proc/self/smaps.
+func residentKB(path string) (int, error) {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
+		return 0, err
 	}
 	defer f.Close()
 	kb, in := 0, false
@@ -33,8 +32,16 @@ func mappedKB(t testing.TB, path string) int {
 			kb += n
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	return kb, sc.Err()
+}
+
+// mappedKB is residentKB for a test, which it skips where there is no
+// /proc/self/smaps.
+func mappedKB(t testing.TB, path string) int {
+	t.Helper()
+	kb, err := residentKB(path)
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
 	}
 	return kb
 }
