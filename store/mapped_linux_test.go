@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -52,6 +53,8 @@ func mappedKB(t testing.TB, path string) int {
 // file holds no more of it than one transaction reads. Reads alone keep
 // theirs (the read is there to show the pages were resident).
 func TestDB_WritesReleaseMappedPages(t *testing.T) {
+	defer func(every time.Duration) { releaseWritesEvery = every }(releaseWritesEvery)
+	releaseWritesEvery = 0 // every write releases
 	path := filepath.Join(t.TempDir(), "mapped.db")
 	db, err := Open(path, Options{Stages: testStages, NoSync: true})
 	if err != nil {
@@ -111,5 +114,43 @@ func TestDB_WritesReleaseMappedPages(t *testing.T) {
 				t.Errorf("after %s: %d kB of the file resident, want 0", st.name, kb)
 			}
 		})
+	}
+}
+
+// TestDB_WritesReleaseAtMostEvery: a write soon after the last release
+// keeps what it touched (a busy run does not refault its hot pages after
+// every commit); the first write once releaseWritesEvery has passed
+// releases it.
+func TestDB_WritesReleaseAtMostEvery(t *testing.T) {
+	defer func(every time.Duration) { releaseWritesEvery = every }(releaseWritesEvery)
+	releaseWritesEvery = time.Hour
+	path := filepath.Join(t.TempDir(), "every.db")
+	db, err := Open(path, Options{Stages: testStages, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ids []string
+	for i := range 2000 {
+		ids = append(ids, fmt.Sprintf("item-%06d", i))
+	}
+	if _, err := db.Ingest(recs(ids...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Queued("sanitize", 0, len(ids)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest(recs("soon")); err != nil {
+		t.Fatal(err)
+	}
+	if kb := mappedKB(t, path); kb == 0 {
+		t.Fatal("a write within releaseWritesEvery of the open released the pages")
+	}
+	db.released.Store(time.Now().Add(-time.Hour).UnixNano()) // the last release, an hour ago
+	if _, err := db.Ingest(recs("later")); err != nil {
+		t.Fatal(err)
+	}
+	if kb := mappedKB(t, path); kb != 0 {
+		t.Errorf("after a write an hour after the last release: %d kB resident, want 0", kb)
 	}
 }

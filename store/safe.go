@@ -33,7 +33,7 @@ func (db *DB) update(fn func(*bolt.Tx) error) (err error) {
 	if err := db.bolt.Update(fn); err != nil {
 		return diskError(db.path, err)
 	}
-	db.releaseMapped()
+	db.releaseAfterWrite()
 	return nil
 }
 

@@ -108,6 +108,9 @@ type DB struct {
 	run atomic.Pointer[string]
 	// dict caches the dict bucket (see codec.go).
 	dict *dict
+	// released is when the file mapping's pages were last released, in
+	// Unix nanoseconds (see releaseMapped).
+	released atomic.Int64
 	// format is the file's record format (format.go).
 	format int
 }
