@@ -43,10 +43,8 @@ func (l *pacedLimiter) MostInFlight() int { return 5000 }
 
 // BenchmarkRunner_PacedStage drains 2,000 items through an API stage whose
 // limiter keeps 32 calls in flight under a limit climbing to 2,000:
-// goroutines/op is the most goroutines alive at once. The pool follows
-// the limit (see pool.go), so it grows to thousands of workers that wait
-// at the limiter; a pool that followed the calls in flight would stay
-// near 64.
+// goroutines/op is the most goroutines alive at once, which the pool
+// keeps near the calls in flight, not the limit (see pool.go).
 func BenchmarkRunner_PacedStage(b *testing.B) {
 	const items = 2000
 	var most int64
