@@ -11,8 +11,19 @@ import "sync/atomic"
 // nothing, and hundreds of callers queued at the limiter answer its
 // pacing a little later than a few dozen. So the pool starts at
 // poolStart workers (or what the limit needs, when more) and grows with
-// the limit: a worker about to take an item adds workers when the limit
-// comes within a quarter (and poolSlack) of the pool, up to the most.
+// the limit: a worker adds workers when the limit comes within a quarter
+// (and poolSlack) of the pool, up to the most, at most doubling it at a
+// time.
+//
+// The limit is a cap, not a demand: a limiter that paces a rate keeps
+// far fewer calls in flight than its limit, and a pool grown to the
+// limit is then hundreds of goroutines, each with its item and its
+// stack, queued at the limiter for nothing. So the pool grows only while
+// it is busy: while no more than a quarter of it (and poolSlack) is
+// outside a call (waiting for work, for a commit, at the limiter). A
+// worker looks when it takes an item and when its slot is granted: the
+// last of a pool's calls to start sees every other worker in its call,
+// so a pool whose calls all hang still grows.
 
 const (
 	poolStart = 64
@@ -29,10 +40,12 @@ type pool struct {
 	// and a limit that grows only while calls fill it (slow start past
 	// its brake) would stop growing with them asleep.
 	away *atomic.Int64
+	// inFlight: the stage's calls in flight.
+	inFlight *atomic.Int64
 }
 
-func newPool(sc *StageConfig, workers, away *atomic.Int64) *pool {
-	return &pool{limiter: sc.Limiter, most: sc.Workers, n: workers, away: away}
+func newPool(sc *StageConfig, c *stageCounters) *pool {
+	return &pool{limiter: sc.Limiter, most: sc.Workers, n: &c.workers, away: &c.away, inFlight: &c.inFlight}
 }
 
 // started returns how many workers to start the stage with, and counts
@@ -47,8 +60,8 @@ func (p *pool) started() int {
 }
 
 // grow returns how many workers to add now, and counts them; 0 when the
-// pool has room for the limit, or is at the most. Safe for concurrent use:
-// of workers that look at once, one adds them.
+// pool has room for the limit, is at the most, or is not busy. Safe for
+// concurrent use: of workers that look at once, one adds them.
 func (p *pool) grow() int {
 	if p.limiter == nil {
 		return 0
@@ -57,7 +70,10 @@ func (p *pool) grow() int {
 	if n >= int64(p.most) {
 		return 0 // at the most: no need to ask the limiter, item after item
 	}
-	want := int64(min(p.most, p.wanted()))
+	if idle := n - p.inFlight.Load() - p.away.Load(); idle > n/4+poolSlack {
+		return 0 // workers wait for work or for a slot already: more would wait too
+	}
+	want := min(int64(p.most), int64(p.wanted()), 2*n)
 	if want <= n || !p.n.CompareAndSwap(n, want) {
 		return 0
 	}

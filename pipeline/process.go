@@ -207,6 +207,9 @@ func (it *itemRun) take() (s slot, ok, again bool) {
 	}
 	release()
 	if err == nil {
+		if c.grow != nil {
+			c.grow() // the call is about to start: the pool may want more workers
+		}
 		return s, true, false
 	}
 	c.overload.answered(s.passed, s.probe, time.Time{}, ClassCanceled, it.clock.Now())

@@ -262,7 +262,10 @@ type stageCounters struct {
 	// away: workers holding an item outside the limiter, waiting out a
 	// retry's backoff or an overload hold (see pool.wanted); workers: the
 	// stage's pool as it grows (see pool.go).
-	away, workers      atomic.Int64
+	away, workers atomic.Int64
+	// grow adds the workers the pool wants (pool.grow), called by a
+	// worker whose slot was granted.
+	grow               func()
 	leasesLost         atomic.Int64 // leases this process lost (calls canceled or commits fenced off)
 	limitMin, limitMax atomic.Int64
 	inFlightMax        atomic.Int64 // the most calls in flight at once
@@ -496,19 +499,23 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 		go func() { defer leaseWatch.Done(); book.heartbeat(stopLeases) }()
 		go func() { defer leaseWatch.Done(); book.expiry(stopLeases) }()
 	}
-	pool := newPool(sc, &r.counters[i].workers, &r.counters[i].away)
+	pool := newPool(sc, r.counters[i])
 	var worker func()
+	// The pool grows from a worker, which holds wg and all, so that an
+	// Add never meets a zero count.
+	spawn := func(k int) {
+		for range k {
+			wg.Add(1)
+			all.Add(1)
+			go worker()
+		}
+	}
+	r.counters[i].grow = func() { spawn(pool.grow()) }
 	worker = func() {
 		defer all.Done()
 		defer wg.Done()
 		for q := range work {
-			// Grow the pool from a worker, which holds wg and all, so
-			// that an Add never meets a zero count.
-			for range pool.grow() {
-				wg.Add(1)
-				all.Add(1)
-				go worker()
-			}
+			spawn(pool.grow())
 			if book == nil {
 				r.process(stageCtx, workCtx, parkStage, i, q)
 				continue

@@ -30,7 +30,11 @@ func (db *DB) view(fn func(*bolt.Tx) error) (err error) {
 func (db *DB) update(fn func(*bolt.Tx) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer db.recoverCorrupt(&err)
-	return diskError(db.path, db.bolt.Update(fn))
+	if err := db.bolt.Update(fn); err != nil {
+		return diskError(db.path, err)
+	}
+	db.releaseAfterWrite()
+	return nil
 }
 
 // openBolt is bolt.Open with the same protection. The free list is synced

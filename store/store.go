@@ -108,6 +108,9 @@ type DB struct {
 	run atomic.Pointer[string]
 	// dict caches the dict bucket (see codec.go).
 	dict *dict
+	// released is when the file mapping's pages were last released, in
+	// Unix nanoseconds (see releaseMapped).
+	released atomic.Int64
 	// format is the file's record format (format.go).
 	format int
 }
@@ -213,6 +216,7 @@ func open(path string, opt Options) (*DB, error) {
 			return nil, fmt.Errorf("open %s: count the items: %w", path, err)
 		}
 		writePid(lockInfoPath(path))
+		db.releaseMapped() // what the opening checks read is not needed again
 	}
 	return db, nil
 }

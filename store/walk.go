@@ -99,3 +99,33 @@ func (w *walker) checkPages(read func()) {
 	defer stop()
 	read()
 }
+
+// releaseMapped releases every page of the mapping, in a read transaction
+// of its own (which keeps bbolt from remapping meanwhile). A writable
+// handle calls it once open and after its write transactions: a night's
+// lookups and commits touch pages all over a large file (the B-tree
+// paths to the ids, the queues, the counts, the opening checks), each of
+// which would otherwise stay resident until the process ends. Pages a
+// later transaction needs come back from the page cache, a minor fault
+// each, so after a write it releases at most once every
+// releaseWritesEvery: a busy run's commits would otherwise refault
+// their hot pages hundreds of times a second.
+func (db *DB) releaseMapped() {
+	_ = db.bolt.View(func(tx *bolt.Tx) error {
+		release(db.bolt.Info().Data, uintptr(tx.Size()))
+		return nil
+	})
+	db.released.Store(time.Now().UnixNano())
+}
+
+// releaseWritesEvery is how often writes release the mapping's pages at
+// most; tests set it to zero.
+var releaseWritesEvery = 100 * time.Millisecond
+
+// releaseAfterWrite is releaseMapped after a write, unless the last
+// release was less than releaseWritesEvery ago.
+func (db *DB) releaseAfterWrite() {
+	if time.Since(time.Unix(0, db.released.Load())) >= releaseWritesEvery {
+		db.releaseMapped()
+	}
+}

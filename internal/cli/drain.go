@@ -517,8 +517,17 @@ func stageIndex(name string) int {
 }
 
 // readDefinition reads the pipeline definition recorded in the DB at
-// path without opening it for writing.
+// path without opening it for writing. A database file is read for its
+// one meta key, not opened as a store: that open's checks load the
+// file's dictionary, which the writable open that follows loads again.
 func readDefinition(path string) ([]store.StageDef, error) {
+	if !isPostgres(path) {
+		defs, err := store.ReadDefinition(path, 0)
+		if err != nil {
+			return nil, wordStoreError(err, "--db")
+		}
+		return defs, nil
+	}
 	db, err := openDatabase(path, dbOpen{Stages: namedStages(), ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
 		return store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
 	})
