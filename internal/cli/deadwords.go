@@ -9,13 +9,11 @@ import (
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
 
-// A dead letter, a run's record and a store's refusal are stored or
-// returned with the facts; the commands that deal with them are worded
-// here, with the database they are about, when they are shown.
-
-// A dead letter is stored with the facts (its stage, class, reason and
-// message) and outlives the command that wrote it: the command that deals
-// with it is worded here, when it is shown, with the database it is in.
+// A dead letter (its stage, class, reason and message), a run's record
+// and a store's refusal are stored or returned with the facts, and a
+// dead letter outlives the command that wrote it: the commands that deal
+// with them are worded here, with the database they are about, when
+// they are shown.
 
 // oldDeadHint is the command a dead letter's message ended with when
 // messages were stored with one (databases written before the CLI worded

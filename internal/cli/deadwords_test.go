@@ -165,7 +165,7 @@ func TestWordOldSchema(t *testing.T) {
 	if !errors.As(err, &got) || got != old {
 		t.Fatalf("errors.As lost the refusal: %v", err)
 	}
-	if want := "schema version 1 is older than this sawtooth's 9: a writable open upgrades it: upgrade it with `sawtooth migrate --db "; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+	if want := "schema version 1 is older than this sawtooth's 9: upgrade it with `sawtooth migrate --db "; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 		t.Errorf("err = %q, want it to hold %q and no password", err, want)
 	}
 	if other := errors.New("boom"); wordOldSchema(other, "x") != other {

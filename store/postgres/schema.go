@@ -223,7 +223,7 @@ type OldSchemaError struct {
 
 // Error names the database and both schema versions.
 func (e *OldSchemaError) Error() string {
-	return fmt.Sprintf("open %s: schema version %d is older than this sawtooth's %d: a writable open upgrades it", e.Path, e.Version, e.Want)
+	return fmt.Sprintf("open %s: schema version %d is older than this sawtooth's %d", e.Path, e.Version, e.Want)
 }
 
 // schemaLockKey is the advisory lock two first opens of one schema
