@@ -127,7 +127,7 @@ func (p *batchPhase) drive(ctx context.Context, db batchDB, api *genai.Client, b
 	}
 	d := batch.New(db, s.stage, api, batch.Config{Mode: mode, Size: so.Size, Deadline: so.Deadline, Poll: so.Poll,
 		InlineBytes: so.InlineBytes, CreateSettle: so.Settle, MaxSends: so.MaxSends, NoCache: o.NoCache, Log: log, Progress: tick, Lease: o.Lease,
-		Budget: p.onlineBudget(o)})
+		Budget: p.onlineBudget(o), Price: b.prices[name]})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()
