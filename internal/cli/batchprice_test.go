@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,5 +42,45 @@ func TestRunJob_BatchStageJobPrice(t *testing.T) {
 	st := classifyMoney(t, filepath.Join(dir, "job.db"))
 	if spent := st.Money["triage"].SpentUSD; spent <= 0.01 || spent > budget {
 		t.Errorf("the ledger spent $%g, want the jobs' cost at the job's price, within $%g", spent, budget)
+	}
+}
+
+// TestBatchCancel_CollectsAtJobPrice: `batch cancel` collecting a job
+// that succeeded records its answers in the ledger at the job's price
+// for the stage (halved for batch), as the run would have, not at the
+// model's list price.
+func TestBatchCancel_CollectsAtJobPrice(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	_, url := batchSim(t, geminisim.BatchConfig{Observe: func(e geminisim.BatchEvent) {
+		if e == geminisim.EventResults {
+			stop()
+		}
+	}})
+	dir := t.TempDir()
+	if _, err := writeFirstLines(filepath.Join(dir, "items.jsonl"), testReviews(t), 12); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      model: gemini-2.5-flash-lite\n      output: {label: [bug, praise, other]}\n" +
+		"      price: {input_per_m: 100, output_per_m: 400}\n" +
+		"      mode: batch\n      batch: {deadline: 30s, poll: 10ms}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "-f", f, "--quiet"})
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
+	}
+	db := filepath.Join(dir, "job.db")
+	if err := runApp([]string{"sawtooth", "batch", "cancel", "--db", db, "1"}, &stdout, &stderr); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, stderr.String())
+	}
+	// At the list price the 12 answers cost about $0.0001; at the job's,
+	// a thousand times that.
+	if spent := classifyMoney(t, db).Money["triage"].SpentUSD; spent < 0.01 {
+		t.Errorf("the ledger holds $%g for the collected job, want its cost at the job's price", spent)
 	}
 }
