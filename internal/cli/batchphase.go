@@ -76,7 +76,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 			// No run record of its own: its figures are the command's
 			// run's (addTo), and its commits count towards that run's
 			// record.
-			r := &pipeline.Runner{Store: db, Stages: pre, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat, Budget: phase.onlineBudget(o)}
+			r := &pipeline.Runner{Store: db, Stages: pre, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat, NoCache: o.NoCache, Budget: phase.onlineBudget(o)}
 			sum, err := r.Run(ctx)
 			phase.addBefore(sum)
 			if err != nil {

@@ -84,3 +84,33 @@ func TestBatchCancel_CollectsAtJobPrice(t *testing.T) {
 		t.Errorf("the ledger holds $%g for the collected job, want its cost at the job's price", spent)
 	}
 }
+
+// TestRunJob_NoCacheBeforeBatchedStage: --no-cache holds for the online
+// stages a batch phase runs before its batched stage: an item asking
+// what another asked is asked again, not answered from the cache.
+func TestRunJob_NoCacheBeforeBatchedStage(t *testing.T) {
+	sim, url := batchSim(t, geminisim.BatchConfig{Shuffle: true})
+	dir := t.TempDir()
+	var lines strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&lines, "{\"id\":\"d%d\",\"text\":\"The app crashes every time I open it.\"}\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "items.jsonl"), []byte(lines.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      output: {label: [bug, praise, other]}\n      limiter: {fixed: 1}\n" +
+		"  - llm:\n      name: tone\n      prompt: \"What is the tone of this review? {{.Text}}\"\n" +
+		"      output: {label: [angry, calm]}\n      mode: batch\n      batch: {deadline: 30s, poll: 20ms}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var errs syncBuffer
+	if err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet", "--no-cache"}, io.Discard, &errs); err != nil {
+		t.Fatalf("run: %v\n%s", err, errs.String())
+	}
+	if n := sim.Stats().Calls; n != 6 {
+		t.Errorf("%d online calls at triage, want 6: --no-cache asks each item", n)
+	}
+}
