@@ -83,6 +83,11 @@ type CancelConfig struct {
 	// Stage decodes the results of a job found SUCCEEDED, as a run does;
 	// nil refuses to touch such a job (its answers are paid for).
 	Stage Stage
+	// Price and MaxSends are the stage's, as Config's: what its answers
+	// cost in the ledger, and when an item a job failed again goes to
+	// the dead letters (zero: the list price, DefaultMaxSends).
+	Price    pipeline.Price
+	MaxSends int
 	// Looks is how many times the job is looked at after the cancel
 	// (default DefaultCancelLooks), Every apart (DefaultCancelEvery),
 	// waiting for the API to confirm it ended.
@@ -168,7 +173,7 @@ func Cancel(ctx context.Context, api *genai.Client, db Store, num uint64, cfg Ca
 	if cfg.Stage != nil && cfg.Stage.Name() != job.Stage {
 		return res, fmt.Errorf("batch job %d is at stage %s, not %s", num, job.Stage, cfg.Stage.Name())
 	}
-	d := New(db, cfg.Stage, api, Config{Now: cfg.Now, Sleep: cfg.Sleep, Log: cfg.Log})
+	d := New(db, cfg.Stage, api, Config{Now: cfg.Now, Sleep: cfg.Sleep, Log: cfg.Log, Price: cfg.Price, MaxSends: cfg.MaxSends})
 	// The caller chose the endpoint to ask (--base-url, else the job's).
 	d.clients[endpointKey(job.Endpoint)] = api
 	t := &tracked{job: job}

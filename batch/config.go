@@ -138,6 +138,11 @@ type Config struct {
 	// RunUSD this run's batch answers, TotalUSD the database's lifetime
 	// spend. The zero Budget is no cap.
 	Budget pipeline.Budget
+	// Price is the stage's online price, a job's own or the list's with
+	// its cached-input rate; the jobs are priced at BatchPriceFactor of
+	// it, for the budget, the ledger and the summary. The zero Price is
+	// the list price of the stage's model.
+	Price pipeline.Price
 	// Now and Sleep are the clock; nil means the real one. Sleep returns
 	// ctx's error when ctx ends first.
 	Now   func() time.Time

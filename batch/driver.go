@@ -469,15 +469,26 @@ func (d *Driver) progress() {
 // their price at the batch rate.
 func (d *Driver) addUsage(u pipeline.Usage) (costUSD float64) {
 	d.sum.Usage = d.sum.Usage.Add(u)
-	oin, oout := stages.Price(d.stage.Model())
 	costUSD = d.batchCost(u)
 	d.sum.CostUSD += costUSD
-	d.sum.OnlineCostUSD += (float64(u.PromptTokens)*oin + float64(u.CandidateTokens)*oout) / 1e6
+	d.sum.OnlineCostUSD += d.onlineCost(u)
 	return costUSD
 }
 
 // batchCost is u priced at the batch rate.
 func (d *Driver) batchCost(u pipeline.Usage) float64 {
+	if !d.cfg.Price.IsZero() {
+		return d.cfg.Price.Cost(u) * stages.BatchPriceFactor
+	}
 	in, out := stages.BatchPrice(d.stage.Model())
+	return (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
+}
+
+// onlineCost is u priced at the online rate.
+func (d *Driver) onlineCost(u pipeline.Usage) float64 {
+	if !d.cfg.Price.IsZero() {
+		return d.cfg.Price.Cost(u)
+	}
+	in, out := stages.Price(d.stage.Model())
 	return (float64(u.PromptTokens)*in + float64(u.CandidateTokens)*out) / 1e6
 }

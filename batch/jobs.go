@@ -41,10 +41,6 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	var est int64 // the requests' estimated cost, nanodollars
 	asked := map[string]bool{}
 	for _, it := range items {
-		if n := sends[it.ID]; n >= d.cfg.MaxSends {
-			refused = append(refused, d.sentOut(ctx, it, n, nil, now))
-			continue
-		}
 		if sk, ok := d.stage.(pipeline.Skipper); ok {
 			if res, skip := sk.Skip(ctx, it); skip {
 				refused = append(refused, pipeline.Transition{Stage: d.stage.Name(), ID: it.ID, Outcome: pipeline.Succeeded, Result: res})
@@ -59,6 +55,16 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		if key != "" && (asked[key] || d.askedElsewhere(key, t.job.Num)) {
 			// Held without a request: the answer to the request that asks
 			// it is shared when the results are applied.
+			continue
+		}
+		if n := sends[it.ID]; n >= d.cfg.MaxSends {
+			// Only a request is paid: a skip or an answer from the cache
+			// is not refused for the bound. In ModeAuto the item stays
+			// without a request, and the job gives it back to the
+			// online runner; in ModeBatch it is done being sent.
+			if d.cfg.Mode != ModeAuto {
+				refused = append(refused, d.sentOut(ctx, it, n, nil, now))
+			}
 			continue
 		}
 		r, err := d.stage.BatchRequest(it)
@@ -92,7 +98,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		}
 	}
 	if len(reqs) == 0 {
-		if err := d.close(t, "nothing to send: every item was answered from the cache, left out by the stage's condition, refused before a call or asked by another job", now); err != nil {
+		if err := d.close(t, "nothing to send: every item was answered from the cache, left out by the stage's condition, refused before a call, asked by another job or sent max_sends times already (auto mode: left to the online calls)", now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
 		return nil

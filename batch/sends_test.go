@@ -93,3 +93,25 @@ func TestDriver_SendsBoundBeforeCreate(t *testing.T) {
 		t.Errorf("%d batch requests after the requeue, want %d: a requeued item starts afresh", rows-before, n)
 	}
 }
+
+// TestDriver_SendsBoundAuto: in ModeAuto an item already sent as often
+// as allowed is left out of a new job's requests, not dead-lettered: the
+// job gives it back and the online runner answers it.
+func TestDriver_SendsBoundAuto(t *testing.T) {
+	const n = 3
+	f := newFixture(t, n, geminisim.BatchConfig{})
+	cutOff(t, f)
+	if _, err := f.driver(f.db, Config{Mode: ModeBatch, MaxRounds: 2, MaxSends: 5}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := f.sim.BatchStats().Rows
+	if _, err := f.driver(f.db, Config{Mode: ModeAuto, MaxSends: 2}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rows := f.sim.BatchStats().Rows; rows != before {
+		t.Errorf("%d more batch requests, want none: every item was sent twice already", rows-before)
+	}
+	if _, dead, queued := f.state(t); dead != 0 || queued != n {
+		t.Errorf("%d dead, %d queued; want all %d queued for the online runner", dead, queued, n)
+	}
+}

@@ -175,6 +175,10 @@ type Location struct {
 	Dead   *DeadLetter                `json:"dead,omitempty"`
 	// History holds the item's earlier dead letters, oldest first.
 	History []PastDeadLetter `json:"dead_history,omitempty"`
+	// BatchSends is how many batch jobs asked for a queued item at its
+	// stage since it last entered that queue other than by a job giving
+	// it back (what a batch stage's max_sends bounds); 0 otherwise.
+	BatchSends int `json:"batch_sends,omitempty"`
 }
 
 // DeadEntry is one dead letter with its item's id and text.

@@ -102,6 +102,9 @@ func (db *DB) Locate(id string) (Location, error) {
 			return fmt.Errorf("item %q: corrupt state record", id)
 		}
 		loc.Stage, loc.Status = db.stages[s.Stage].Name, s.Status.String()
+		if bs, ok := getSends(tx, []byte(id)); ok && s.Status == pipeline.StatusQueued && bs.stage == s.Stage && bs.seq == s.Seq {
+			loc.BatchSends = bs.n
+		}
 		var err error
 		if loc.Record, _, err = db.record(tx, []byte(id)); err != nil {
 			return err

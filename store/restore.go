@@ -82,7 +82,15 @@ func (w *writer) restore(loc pipeline.Location) error {
 	case !ok:
 		return fmt.Errorf("%s at unknown stage %q", loc.Status, loc.Stage)
 	case loc.Status == "queued":
-		return w.enqueue(id, si, hash, shared)
+		if err := w.enqueue(id, si, hash, shared); err != nil {
+			return err
+		}
+		if loc.BatchSends <= 0 {
+			return nil
+		}
+		// Its count holds into its next job, as ReturnBatch leaves it.
+		back, _ := w.state(id)
+		return putSends(w.tx, id, sends{stage: si, n: loc.BatchSends, seq: back.Seq})
 	case loc.Status == "dead" && loc.Dead != nil:
 		dl, err := json.Marshal(loc.Dead)
 		if err != nil {

@@ -254,7 +254,7 @@ func runBatchCancel(ctx context.Context, opts *batchCmdOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := batch.Cancel(ctx, c, bdb, job.Num, batch.CancelConfig{Stage: stage, CreateSettle: opts.Settle})
+	res, err := batch.Cancel(ctx, c, bdb, job.Num, batch.CancelConfig{Stage: stage.stage, Price: stage.price, MaxSends: stage.maxSends, CreateSettle: opts.Settle})
 	path, name := shellQuote(opts.DB), orDash(res.Job.Name)
 	switch {
 	case errors.Is(err, batch.ErrSucceeded):
@@ -311,45 +311,54 @@ func jobEndpoint(job pipeline.BatchJob, flag string) (url, from string) {
 // db stores (any LLM stage), else classify from its recorded settings;
 // nil when neither is recorded (batch.Cancel then refuses a SUCCEEDED
 // job rather than guess).
-func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
-	if s, err := storedJobStage(ctx, db, stage, apiKey, baseURL); s != nil || err != nil {
+func storedStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (decoding, error) {
+	if s, err := storedJobStage(ctx, db, stage, apiKey, baseURL); s.stage != nil || err != nil {
 		return s, err
 	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
-		return nil, err
+		return decoding{}, err
 	}
 	var cs classifySettings
 	raw := storedSettings(defs)[stage]
 	if stage != "classify" || len(raw) == 0 || json.Unmarshal(raw, &cs) != nil || cs.Model == "" {
-		return nil, nil
+		return decoding{}, nil
 	}
 	cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{APIKey: apiKey, BaseURL: baseURL, Model: cs.Model, Labels: cs.Labels,
 		PromptTemplate: cs.Prompt, MaxOutputTokens: cs.MaxOutputTokens})
 	if err != nil {
-		return nil, fmt.Errorf("the %s settings recorded in %s: %w", stage, db.Path(), err)
+		return decoding{}, fmt.Errorf("the %s settings recorded in %s: %w", stage, db.Path(), err)
 	}
-	return cl, nil
+	return decoding{stage: cl}, nil
 }
 
-// storedJobStage is stage as the job db stores builds it; nil when db
-// stores no job, or one without that LLM stage.
-func storedJobStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (batch.Stage, error) {
+// decoding is how `batch cancel` reads a job's answers as the run would:
+// the stage, its price and its bound on sends (zero: the list price and
+// the default bound).
+type decoding struct {
+	stage    batch.Stage
+	price    pipeline.Price
+	maxSends int
+}
+
+// storedJobStage is stage as the job db stores builds it; no stage when
+// db stores no job, or one without that LLM stage.
+func storedJobStage(ctx context.Context, db pipeline.Database, stage, apiKey, baseURL string) (decoding, error) {
 	jdb, ok := db.(jobDatabase)
 	if !ok {
-		return nil, nil
+		return decoding{}, nil
 	}
 	raw, err := jdb.Job()
 	if err != nil || raw == nil {
-		return nil, err
+		return decoding{}, err
 	}
 	st, err := job.UnmarshalStored(raw)
 	if err != nil {
-		return nil, nil // damaged: the recorded settings may still do
+		return decoding{}, nil // damaged: the recorded settings may still do
 	}
 	j, err := storedJobOf(db.Path(), &st)
 	if err != nil {
-		return nil, nil
+		return decoding{}, nil
 	}
 	if baseURL != "" {
 		j.BaseURL = baseURL
@@ -358,14 +367,20 @@ func storedJobStage(ctx context.Context, db pipeline.Database, stage, apiKey, ba
 	if err != nil {
 		// Its files moved, say: a job still running is cancelled all
 		// the same, and one that succeeded is left to a run.
-		return nil, nil
+		return decoding{}, nil
 	}
 	for _, sc := range b.stages {
 		if bs, ok := sc.Stage.(batch.Stage); ok && sc.Stage.Name() == stage {
-			return bs, nil
+			dec := decoding{stage: bs, price: b.prices[stage], maxSends: batch.DefaultMaxSends}
+			for _, s := range b.batched {
+				if s.stage.Name() == stage {
+					dec.maxSends = s.options(defaultBatchOptions()).MaxSends
+				}
+			}
+			return dec, nil
 		}
 	}
-	return nil, nil
+	return decoding{}, nil
 }
 
 func orDash(s string) string {

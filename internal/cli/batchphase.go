@@ -76,7 +76,7 @@ func drainBatch(ctx context.Context, pdb pipeline.Database, b *jobStages, o *pip
 			// No run record of its own: its figures are the command's
 			// run's (addTo), and its commits count towards that run's
 			// record.
-			r := &pipeline.Runner{Store: db, Stages: pre, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat, Budget: phase.onlineBudget(o)}
+			r := &pipeline.Runner{Store: db, Stages: pre, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat, NoCache: o.NoCache, Budget: phase.onlineBudget(o)}
 			sum, err := r.Run(ctx)
 			phase.addBefore(sum)
 			if err != nil {
@@ -127,7 +127,7 @@ func (p *batchPhase) drive(ctx context.Context, db batchDB, api *genai.Client, b
 	}
 	d := batch.New(db, s.stage, api, batch.Config{Mode: mode, Size: so.Size, Deadline: so.Deadline, Poll: so.Poll,
 		InlineBytes: so.InlineBytes, CreateSettle: so.Settle, MaxSends: so.MaxSends, NoCache: o.NoCache, Log: log, Progress: tick, Lease: o.Lease,
-		Budget: p.onlineBudget(o)})
+		Budget: p.onlineBudget(o), Price: b.prices[name]})
 	sum, err := d.Run(ctx)
 	tick(sum)
 	prog.Close()

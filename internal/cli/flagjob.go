@@ -67,12 +67,14 @@ func (o *pipelineOptions) compile(in inputOptions, bo batchOptions) (*job.Job, e
 		l.Mode = string(m) // as the job file writes it: --mode Batch is batch
 	}
 	if bo.Mode != "" {
-		l.Batch = &job.Batch{Size: bo.Size, Deadline: durationKey(bo.Deadline), Poll: durationKey(bo.Poll)}
+		l.Batch = &job.Batch{Size: bo.Size, Deadline: durationKey(bo.Deadline), Poll: durationKey(bo.Poll),
+			InlineBytes: bo.InlineBytes, CreateSettle: durationKey(bo.Settle), MaxSends: bo.MaxSends}
 	} else if o.storedMode != "" {
 		// retry and rerun run online, but store the mode later runs use
 		l.Mode = o.storedMode
 		if b := o.storedBatch; b != nil {
-			l.Batch = &job.Batch{Size: b.Size, Deadline: b.Deadline, Poll: b.Poll}
+			c := *b
+			l.Batch = &c
 		}
 	}
 	if err := job.CheckTierMode(l.Tier, l.Mode); err != nil {
@@ -118,6 +120,8 @@ func dropDefaults(j *job.Job, l *job.LLM) {
 	if b := l.Batch; b != nil {
 		b.Size = unless(b.Size, batch.DefaultSize)
 		b.Deadline, b.Poll = unless(b.Deadline, durationKey(batch.DefaultDeadline)), unless(b.Poll, durationKey(batch.DefaultPoll))
+		b.InlineBytes, b.MaxSends = unless(b.InlineBytes, batch.DefaultInlineBytes), unless(b.MaxSends, batch.DefaultMaxSends)
+		b.CreateSettle = unless(b.CreateSettle, durationKey(batch.DefaultCreateSettle))
 		if *b == (job.Batch{}) {
 			l.Batch = nil
 		}
@@ -238,6 +242,9 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 			num("batch-size", &bo.Size, b.Size)
 			dur("batch-deadline", &bo.Deadline, b.Deadline)
 			dur("batch-poll", &bo.Poll, b.Poll)
+			num("batch-inline-bytes", &bo.InlineBytes, b.InlineBytes)
+			dur("batch-create-settle", &bo.Settle, b.CreateSettle)
+			num("batch-max-sends", &bo.MaxSends, b.MaxSends)
 		}
 	case bo != nil:
 		o.storedMode, o.storedBatch = l.Mode, l.Batch

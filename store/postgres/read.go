@@ -127,9 +127,10 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 		var record, letter []byte
 		var tStage, dStage *int16
 		var batch *int64
-		err := tx.QueryRow(db.ctx, `SELECT i.record, t.stage, t.batch, d.stage, d.letter
+		var sends *int16
+		err := tx.QueryRow(db.ctx, `SELECT i.record, t.stage, t.batch, t.batch_sends, d.stage, d.letter
 			FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) WHERE i.item_id = $1`, id).
-			Scan(&record, &tStage, &batch, &dStage, &letter)
+			Scan(&record, &tStage, &batch, &sends, &dStage, &letter)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("item %q: %w", id, ErrNotFound)
 		}
@@ -142,6 +143,9 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 			si, loc.Status = int(*tStage), pipeline.StatusInBatch.String()
 		case tStage != nil:
 			si, loc.Status = int(*tStage), "queued"
+			if sends != nil {
+				loc.BatchSends = int(*sends)
+			}
 		case dStage != nil:
 			si, loc.Status = int(*dStage), "dead"
 			var dl pipeline.DeadLetter

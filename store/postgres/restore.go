@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -21,7 +22,7 @@ func (db *DB) Restore(items []pipeline.Location) error {
 		outStages            []int16
 		outData              [][]byte
 		enqIDs               []string
-		enqStages            []int16
+		enqStages, enqSends  []int16
 		deadIDs              []string
 		deadStages           []int16
 		deadLetters          [][]byte
@@ -70,6 +71,7 @@ func (db *DB) Restore(items []pipeline.Location) error {
 			return fmt.Errorf("restore item %q: %s at unknown stage %q", loc.ID, loc.Status, loc.Stage)
 		case loc.Status == "queued":
 			enqIDs, enqStages = append(enqIDs, loc.ID), append(enqStages, int16(si))
+			enqSends = append(enqSends, int16(max(0, min(loc.BatchSends, math.MaxInt16))))
 		case loc.Status == "dead" && loc.Dead != nil:
 			letter, err := json.Marshal(loc.Dead)
 			if err != nil {
@@ -107,7 +109,8 @@ func (db *DB) Restore(items []pipeline.Location) error {
 			b.Queue(`INSERT INTO dead (item_id, stage, letter) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, deadIDs, deadStages, deadLetters)
 		}
 		if len(enqIDs) > 0 {
-			b.Queue(enqueueSQL, enqIDs, enqStages)
+			// Each keeps its batch sends (batchsends.go).
+			b.Queue(enqueueSentSQL, enqIDs, enqStages, enqSends)
 		}
 		tally.queue(b, db.nextShard())
 		return tx.SendBatch(db.ctx, b).Close()

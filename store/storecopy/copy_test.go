@@ -275,3 +275,56 @@ func TestCopy_PostgresToBolt(t *testing.T) {
 	same(t, src, dst)
 	storetest.Invariants(t, dst)
 }
+
+// TestCopy_KeepsBatchSends: an item a batch job gave back keeps, in the
+// copy, how many jobs asked for it at its stage (batch.Config.MaxSends
+// bounds them), both ways; otherwise a copy would let it be sent, and
+// paid, that many times more.
+func TestCopy_KeepsBatchSends(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	src := openBolt(t)
+	if _, err := src.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "4"), storetest.Record("b", "bug b", "x", "4")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Advance(t, src, "sanitize")
+	for i := range 2 {
+		job, ok, err := src.ReserveBatch("classify", 10, now)
+		if err != nil || !ok {
+			t.Fatalf("reserve: %v %v", ok, err)
+		}
+		must(t, func() error {
+			_, err := src.SetBatchName(job.Num, fmt.Sprintf("batches/%d", i), "JOB_STATE_FAILED", now)
+			return err
+		})
+		must(t, func() error { _, err := src.ReturnBatch(job.Num, "failed", now); return err })
+	}
+	type batchDB interface {
+		pipeline.Database
+		ReserveBatch(stage string, max int, now time.Time) (pipeline.BatchJob, bool, error)
+		BatchSends(num uint64) (map[string]int, error)
+	}
+	check := func(db batchDB) {
+		t.Helper()
+		job, ok, err := db.ReserveBatch("classify", 10, now)
+		if err != nil || !ok {
+			t.Fatalf("%s: reserve: %v %v", db.Path(), ok, err)
+		}
+		got, err := db.BatchSends(job.Num)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int{"a": 2, "b": 2}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: sends %v after the copy, want %v", db.Path(), got, want)
+		}
+	}
+	pg := openPostgres(t)
+	if _, err := storecopy.Copy(src, pg, nil); err != nil {
+		t.Fatal(err)
+	}
+	back := openBolt(t)
+	if _, err := storecopy.Copy(pg, back, nil); err != nil {
+		t.Fatal(err)
+	}
+	check(pg)
+	check(back)
+}
