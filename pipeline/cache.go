@@ -172,12 +172,18 @@ func (r *Runner) reuse(ctx context.Context, i int, key string) (res Result, hit 
 			}
 			return Result{}, false, f
 		}
+		// Waiting for another item's call holds this item outside the
+		// limiter, as a backoff does: away, so the pool grows past it.
+		away := &r.counters[i].away
+		away.Add(1)
 		select {
 		case <-f.done:
+			away.Add(-1)
 			if f.answered {
 				return f.res, true, nil
 			}
 		case <-ctx.Done():
+			away.Add(-1)
 			return Result{}, false, nil
 		}
 	}
@@ -216,8 +222,11 @@ func (r *Runner) takeFleetFlight(ctx context.Context, fl AnswerFlights, ac Answe
 		if ok {
 			return Result{}, false, true
 		}
-		// Another worker is buying it.
-		if !sleep(ctx, r.clock(), FleetFlightPoll) {
+		// Another worker is buying it: away meanwhile, as in reuse.
+		r.counters[i].away.Add(1)
+		slept := sleep(ctx, r.clock(), FleetFlightPoll)
+		r.counters[i].away.Add(-1)
+		if !slept {
 			return Result{}, false, false
 		}
 	}

@@ -36,7 +36,7 @@ type pool struct {
 	most    int
 	n       *atomic.Int64 // workers started
 	// away: the stage's workers holding an item outside the limiter (a
-	// retry's backoff, an overload hold). Their calls are not in flight,
+	// retry's backoff, an overload hold, an identical item's call). Their calls are not in flight,
 	// and a limit that grows only while calls fill it (slow start past
 	// its brake) would stop growing with them asleep.
 	away *atomic.Int64

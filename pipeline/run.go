@@ -260,8 +260,8 @@ type stageCounters struct {
 	prompt, candidate, total            atomic.Int64
 	inFlight                            atomic.Int64
 	// away: workers holding an item outside the limiter, waiting out a
-	// retry's backoff or an overload hold (see pool.wanted); workers: the
-	// stage's pool as it grows (see pool.go).
+	// retry's backoff, an overload hold or an identical item's call (see
+	// pool.wanted); workers: the stage's pool as it grows (see pool.go).
 	away, workers atomic.Int64
 	// grow adds the workers the pool wants (pool.grow), called by a
 	// worker whose slot was granted.

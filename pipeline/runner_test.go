@@ -700,3 +700,60 @@ func TestRunner_PoolGrowsWithTheLimit(t *testing.T) {
 		t.Errorf("at most %d calls in flight, want %d: the pool did not grow with the limit", lim.peak, together)
 	}
 }
+
+// lateLimiter is a fakeLimiter whose limit is 8 until raised, then 300,
+// and that may let 1,000 in flight.
+type lateLimiter struct {
+	fakeLimiter
+	raised atomic.Bool
+}
+
+func (l *lateLimiter) Limit() int {
+	if l.raised.Load() {
+		return 300
+	}
+	return 8
+}
+func (l *lateLimiter) MostInFlight() int { return 1000 }
+
+// TestRunner_PoolGrowsPastItemsWaitingOnAFlight: workers waiting for an
+// identical item's answer hold an item outside the limiter, as a backoff
+// does; counted as idle, half a pool waiting on one hot key kept the pool
+// from growing, and a limit raised late to 300 never had 100 calls in
+// flight.
+func TestRunner_PoolGrowsPastItemsWaitingOnAFlight(t *testing.T) {
+	const together = 100
+	st := newMemStore([]string{"api"}, 600)
+	for i := 0; i < 600; i += 2 {
+		id := fmt.Sprintf("i%04d", i)
+		rec := st.records[id]
+		rec.Text = "hot"
+		st.records[id] = rec
+	}
+	lim := &lateLimiter{}
+	var blocked atomic.Int64
+	release := make(chan struct{})
+	never, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	api := &keyedStage{funcStage: funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+		lim.raised.Store(true)
+		if it.Text != "hot" && blocked.Add(1) == together {
+			close(release)
+		}
+		select {
+		case <-release:
+		case <-never.Done():
+		}
+		return ok(ctx, it, n)
+	}}}
+	r := &pipeline.Runner{Store: st, Stages: []pipeline.StageConfig{{Stage: api, Limiter: lim, MaxAttempts: 1, NewBackOff: noWait}}}
+	if _, err := r.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st.tally()["done"] != 600 {
+		t.Fatalf("where = %v", st.tally())
+	}
+	if never.Err() != nil {
+		t.Errorf("never %d calls in flight at once: the pool did not grow past the items waiting on the hot key", together)
+	}
+}

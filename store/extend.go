@@ -186,7 +186,12 @@ func readMetaKey(path string, key []byte, timeout time.Duration) ([]byte, error)
 	var out []byte
 	// Through view, as every read: a damaged page panics inside bbolt.
 	err = (&DB{bolt: bdb, path: path}).view(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
+		// Refused as Open refuses it: a newer sawtooth's keys may not
+		// read as this one's.
+		meta, _, err := metaOf(path, tx)
+		if err != nil {
+			return err
+		}
 		if meta == nil {
 			return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", path, ErrNotSawtooth)
 		}

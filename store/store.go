@@ -335,28 +335,9 @@ func (db *DB) init(readOnly bool) error {
 // list: fresh when the file holds nothing yet; stored is the stored stage
 // list when this one adds stages to it (db.added says which).
 func (db *DB) readMeta(tx *bolt.Tx, readOnly bool) (fresh bool, stored []StageDef, err error) {
-	meta := tx.Bucket(bucketMeta)
-	if meta == nil {
-		empty := true
-		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-		if !empty {
-			return false, nil, fmt.Errorf("open %s: %w (it holds other data; %s)", db.path, ErrNotSawtooth, AnotherDB)
-		}
-		return true, nil, nil
-	}
-	v, err := strconv.Atoi(string(meta.Get(keySchema)))
-	if err != nil {
-		return false, nil, fmt.Errorf("open %s: bad schema version %q: %w", db.path, meta.Get(keySchema), ErrNotSawtooth)
-	}
-	if v > SchemaVersion {
-		return false, nil, fmt.Errorf("open %s: schema version %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, v, SchemaVersion, ErrNewerSchema)
-	}
-	format, err := fileFormat(meta)
-	if err != nil {
-		return false, nil, fmt.Errorf("open %s: %v: %w", db.path, err, ErrNotSawtooth)
-	}
-	if format > FormatVersion {
-		return false, nil, fmt.Errorf("open %s: record format %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", db.path, format, FormatVersion, ErrNewerSchema)
+	meta, format, err := metaOf(db.path, tx)
+	if err != nil || meta == nil {
+		return meta == nil && err == nil, nil, err
 	}
 	db.format = format
 	if err := db.dict.load(tx); err != nil {
@@ -380,6 +361,36 @@ func (db *DB) readMeta(tx *bolt.Tx, readOnly bool) (fresh bool, stored []StageDe
 		}
 	}
 	return false, stored, nil
+}
+
+// metaOf returns the meta bucket of the file at path and its record
+// format, once its schema and format are ones this sawtooth reads; a nil
+// bucket and no error when the file holds nothing yet.
+func metaOf(path string, tx *bolt.Tx) (meta *bolt.Bucket, format int, err error) {
+	meta = tx.Bucket(bucketMeta)
+	if meta == nil {
+		empty := true
+		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		if !empty {
+			return nil, 0, fmt.Errorf("open %s: %w (it holds other data; %s)", path, ErrNotSawtooth, AnotherDB)
+		}
+		return nil, 0, nil
+	}
+	v, err := strconv.Atoi(string(meta.Get(keySchema)))
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: bad schema version %q: %w", path, meta.Get(keySchema), ErrNotSawtooth)
+	}
+	if v > SchemaVersion {
+		return nil, 0, fmt.Errorf("open %s: schema version %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", path, v, SchemaVersion, ErrNewerSchema)
+	}
+	format, err = fileFormat(meta)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: %v: %w", path, err, ErrNotSawtooth)
+	}
+	if format > FormatVersion {
+		return nil, 0, fmt.Errorf("open %s: record format %d, this sawtooth reads up to %d: %w (upgrade sawtooth)", path, format, FormatVersion, ErrNewerSchema)
+	}
+	return meta, format, nil
 }
 
 // upgrade brings a file an older sawtooth wrote up to this one: the

@@ -402,3 +402,52 @@ func TestAgg_MatchesTallyFold(t *testing.T) {
 		t.Errorf("examples %v, want %v", got.Examples, want.Examples)
 	}
 }
+
+// TestReadDefinition_Errors: the stage list read alone (run's start, the
+// read-only commands) refuses what Open refuses, with Open's words: a
+// newer sawtooth's file says to upgrade sawtooth, whatever its definition
+// has become, and another program's bbolt file is not "empty".
+func TestReadDefinition_Errors(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.db")
+	bdb, err := bolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdb.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("x")); return err })
+	bdb.Close()
+	newer := func(name string, key []byte) string {
+		path := filepath.Join(dir, name)
+		db, err := Open(path, Options{Stages: testStages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.bolt.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if err := meta.Put(key, []byte("99")); err != nil {
+				return err
+			}
+			return meta.Put(keyDef, []byte(`{"stages":{"v99":[]}}`))
+		})
+		db.Close()
+		return path
+	}
+	tests := []struct {
+		name string
+		path string
+		want error
+		says string
+	}{
+		{"other bbolt file", other, ErrNotSawtooth, AnotherDB},
+		{"newer schema", newer("schema.db", keySchema), ErrNewerSchema, "upgrade sawtooth"},
+		{"newer record format", newer("format.db", keyFormat), ErrNewerSchema, "upgrade sawtooth"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadDefinition(tc.path, 100*time.Millisecond)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v, want %v saying %q", err, tc.want, tc.says)
+			}
+		})
+	}
+}
