@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -251,16 +250,6 @@ func runBoltEngine(ctx context.Context, cfg EngineConfig) (EngineResult, error) 
 	st, err := store.Compact(path, 0)
 	res.Space["compacted"] = st.After
 	return res, err
-}
-
-// peakRSS is the process's peak resident set in bytes, 0 where getrusage
-// does not say.
-func peakRSS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024 // kilobytes on Linux
 }
 
 // runPostgresEngine ingests the items into a fresh schema, then drains

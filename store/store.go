@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -224,12 +223,12 @@ func open(path string, opt Options) (*DB, error) {
 func lockInfoPath(path string) string { return path + ".pid" }
 
 // writePid records this process's id beside the DB for the "in use"
-// message. It is a hint, so failing to write it is not an error. It never
-// follows a symlink (O_NOFOLLOW), so a link planted at <db>.pid cannot
-// make sawtooth overwrite the file it points at, and never waits for a
-// reader of a FIFO planted there (O_NONBLOCK).
+// message. It is a hint, so failing to write it is not an error. On Unix
+// it never follows a symlink (O_NOFOLLOW, pidOpenFlags), so a link
+// planted at <db>.pid cannot make sawtooth overwrite the file it points
+// at, and never waits for a reader of a FIFO planted there (O_NONBLOCK).
 func writePid(path string) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|pidOpenFlags, 0o600)
 	if err != nil {
 		return
 	}

@@ -139,7 +139,7 @@ func (s *Server) launch() error {
 	}
 	// Its own process group, so a test binary killed by a signal does not
 	// leave the server behind holding the terminal's group.
-	proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGQUIT}
+	proc.SysProcAttr = serverProcAttr()
 	if err := proc.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
@@ -306,7 +306,7 @@ func (s *Server) signal(sig syscall.Signal) error {
 	if b, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid")); err == nil {
 		first, _, _ := strings.Cut(string(b), "\n")
 		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 {
-			if err := syscall.Kill(pid, sig); err == nil {
+			if err := killPid(pid, sig); err == nil {
 				return nil
 			}
 		}
