@@ -16,7 +16,7 @@ func TestLeaseBook_RenewedLeavesSentAnswersToTheirCommit(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	claims := []Claim{{Queued: Queued{Seq: 1}, Attempt: 1}, {Queued: Queued{Seq: 2}, Attempt: 1}, {Queued: Queued{Seq: 3}, Attempt: 1}}
 	b.add(claims, now)
-	b.sent(1) // answered, its commit in flight
+	b.sent(1, 1) // answered, its commit in flight
 	later := now.Add(time.Minute)
 	b.renewed(claims, []uint64{1, 2}, later)
 	if got := r.counters[0].leasesLost.Load(); got != 1 {
