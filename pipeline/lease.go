@@ -325,7 +325,9 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 // store reports it lost also when the commit itself removed it since the
 // renewal read it, and a commit fenced off by another worker's claim
 // counts the loss then. (Counting it here too overstated the leases
-// lost of every long fleet run by thousands at a million items.)
+// lost of every long fleet run by thousands at a million items.) An
+// entry this process claimed again since the renewal was sent is the
+// new claim's: the answer, about the old one, leaves it alone.
 func (b *leaseBook) renewed(claims []Claim, lost []uint64, until time.Time) {
 	gone := make(map[uint64]bool, len(lost))
 	for _, s := range lost {
@@ -333,15 +335,18 @@ func (b *leaseBook) renewed(claims []Claim, lost []uint64, until time.Time) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, c := range claims {
-		if h := b.held[c.Seq]; h != nil && !gone[c.Seq] && h.claim.Attempt == c.Attempt {
-			h.validUntil = until
-		}
-	}
 	var taken []uint64
-	for _, s := range lost {
-		if h := b.held[s]; h != nil && !h.sent {
-			taken = append(taken, s)
+	for _, c := range claims {
+		h := b.held[c.Seq]
+		if h == nil || h.claim.Attempt != c.Attempt {
+			// Claimed again since the renewal was sent: its answer is
+			// about the old claim.
+			continue
+		}
+		if !gone[c.Seq] {
+			h.validUntil = until
+		} else if !h.sent {
+			taken = append(taken, c.Seq)
 		}
 	}
 	b.lose(taken, "claimed again by another worker")

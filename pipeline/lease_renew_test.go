@@ -36,3 +36,22 @@ func TestLeaseBook_RenewedLeavesSentAnswersToTheirCommit(t *testing.T) {
 		t.Errorf("leases lost %d after the fenced commit, want 2", got)
 	}
 }
+
+// TestLeaseBook_RenewalOfAnOldClaimSparesTheNew: a renewal sent for an
+// entry's claim that reports it lost, answered after this process
+// claimed the entry again (the store gave it up meanwhile), is about the
+// old claim: the new one stays held. It was marked lost by sequence,
+// its call canceled and its answer dropped.
+func TestLeaseBook_RenewalOfAnOldClaimSparesTheNew(t *testing.T) {
+	r := &Runner{Stages: []StageConfig{{Stage: namedStage("only")}}, Lease: time.Minute, counters: []*stageCounters{{}}}
+	b := newLeaseBook(r, 0, nil)
+	now := time.Unix(1_000_000, 0)
+	old := []Claim{{Queued: Queued{Seq: 1}, Attempt: 1}}
+	b.add(old, now)
+	renewing := b.live()
+	b.add([]Claim{{Queued: Queued{Seq: 1}, Attempt: 2}}, now.Add(time.Second))
+	b.renewed(renewing, []uint64{1}, now.Add(time.Minute))
+	if h := b.held[1]; h == nil || h.lost || h.claim.Attempt != 2 {
+		t.Errorf("the new claim after the old one's renewal: %+v, want held at attempt 2", h)
+	}
+}
