@@ -18,6 +18,9 @@ type pending struct {
 	settled func()
 	// attempt is the claim's fencing token (a Store with Claimer).
 	attempt int64
+	// stale: the claim's entry was no longer held when the transition
+	// was sent (its lease lost and counted, or claimed again since).
+	stale bool
 }
 
 // backlog counts the results answered but not yet committed: what a kill
@@ -86,8 +89,7 @@ func (r *Runner) sendThen(i int, t Transition, attempt int64, settled func()) {
 	r.backlog.add(r.clock().Now())
 	p := pending{stage: i, t: t, settled: settled}
 	if b := r.books[i]; b != nil {
-		b.sent(t.Seq, attempt)
-		p.attempt = attempt
+		p.attempt, p.stale = attempt, !b.sent(t.Seq, attempt)
 	}
 	r.commitCh <- p
 }

@@ -375,13 +375,16 @@ func (r *Runner) fleetCommitter() {
 	}
 }
 
-// dropLost settles, uncommitted, the answers in ps whose lease is gone,
-// and returns the others.
+// dropLost settles, uncommitted, the answers in ps whose lease is gone
+// (or whose claim was superseded before they were sent), and returns
+// the others.
 func (r *Runner) dropLost(ps []pending) []pending {
 	kept := ps[:0]
 	var dropped []pending
 	for _, p := range ps {
-		if _, ok := r.books[p.stage].holdEnd(p.t.Seq, p.attempt); ok {
+		if p.stale {
+			dropped = append(dropped, p)
+		} else if _, ok := r.books[p.stage].holdEnd(p.t.Seq, p.attempt); ok {
 			kept = append(kept, p)
 		} else {
 			dropped = append(dropped, p)

@@ -105,14 +105,18 @@ func (b *leaseBook) start(seq uint64, attempt int64, parent context.Context) (co
 
 // sent marks the transition of entry seq's claim at attempt as on its
 // way to the committer. A transition of an older claim (the entry was
-// claimed again since) leaves the new claim's entry alone: its fenced
-// commit is refused.
-func (b *leaseBook) sent(seq uint64, attempt int64) {
+// claimed again since) leaves the new claim's entry alone, and false is
+// returned for it, as for an entry no longer held: its lease's loss was
+// counted when the book learned of it, and it is dropped uncommitted.
+func (b *leaseBook) sent(seq uint64, attempt int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h := b.held[seq]; h != nil && h.claim.Attempt == attempt {
-		h.sent = true
+	h := b.held[seq]
+	if h == nil || h.claim.Attempt != attempt {
+		return false
 	}
+	h.sent = true
+	return true
 }
 
 // finished is a worker done with entry seq's claim at attempt: an entry

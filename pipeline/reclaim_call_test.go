@@ -78,11 +78,15 @@ func TestFleet_ReclaimedWhileItsCallRuns(t *testing.T) {
 		v := &outputView{claimView: st.view("a")}
 		r := &pipeline.Runner{Store: v, Clock: clock, Lease: time.Hour,
 			Stages: []pipeline.StageConfig{{Stage: stage, Workers: 2, NewBackOff: noWait}}}
-		if _, err := r.Run(context.Background()); err != nil {
+		sum, err := r.Run(context.Background())
+		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
 		if got := st.places(t); got["done"] != 1 {
 			t.Fatalf("places = %v, want the item done", got)
+		}
+		if lost := sum.Stages["only"].LeasesLost; lost != 1 {
+			t.Errorf("leases lost %d, want 1 (the first claim, counted once)", lost)
 		}
 		want := string(callAnswer(2).Output)
 		if len(v.applied) != 1 || v.applied[0] != want {
