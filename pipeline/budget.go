@@ -570,9 +570,9 @@ func (r *Runner) refreshFleetSpend() {
 // sendBilled records what a given-back item's calls were billed, so the
 // lifetime spend misses no billed call. Only a store that keeps Ledgers
 // knows the Billed outcome.
-func (r *Runner) sendBilled(i int, q Queued, paid Usage, spent int64) {
+func (r *Runner) sendBilled(i int, q Claim, paid Usage, spent int64) {
 	if _, ok := r.Store.(Ledgers); !ok {
 		return
 	}
-	r.send(i, Transition{Stage: r.Stages[i].Stage.Name(), ID: q.Item.ID, Seq: q.Seq, Outcome: Billed, Usage: paid, CostUSD: toUSD(spent)})
+	r.send(i, Transition{Stage: r.Stages[i].Stage.Name(), ID: q.Item.ID, Seq: q.Seq, Outcome: Billed, Usage: paid, CostUSD: toUSD(spent)}, q.Attempt)
 }

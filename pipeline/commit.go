@@ -18,6 +18,9 @@ type pending struct {
 	settled func()
 	// attempt is the claim's fencing token (a Store with Claimer).
 	attempt int64
+	// stale: the claim's entry was no longer held when the transition
+	// was sent (its lease lost and counted, or claimed again since).
+	stale bool
 }
 
 // backlog counts the results answered but not yet committed: what a kill
@@ -76,16 +79,17 @@ func (b *backlog) done(n int) {
 	b.committed = make(chan struct{})
 }
 
-// send hands a result to the committer.
-func (r *Runner) send(i int, t Transition) { r.sendThen(i, t, nil) }
+// send hands a result to the committer; attempt is the claim's fencing
+// token (a Store with Claimer; ignored otherwise).
+func (r *Runner) send(i int, t Transition, attempt int64) { r.sendThen(i, t, attempt, nil) }
 
 // sendThen is send, with settled run once the result left the committer.
-func (r *Runner) sendThen(i int, t Transition, settled func()) {
+func (r *Runner) sendThen(i int, t Transition, attempt int64, settled func()) {
 	r.counters[i].pending.Add(1)
 	r.backlog.add(r.clock().Now())
 	p := pending{stage: i, t: t, settled: settled}
 	if b := r.books[i]; b != nil {
-		p.attempt = b.sent(t.Seq)
+		p.attempt, p.stale = attempt, !b.sent(t.Seq, attempt)
 	}
 	r.commitCh <- p
 }

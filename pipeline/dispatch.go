@@ -9,7 +9,7 @@ import (
 // to a worker. It reads the store again when its cursor runs dry, waits
 // for the upstream stage to commit more (notify) or finish, and returns
 // when the queue is dry after upstream finished, or ctx is done.
-func (r *Runner) dispatch(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued) {
+func (r *Runner) dispatch(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Claim) {
 	name := r.Stages[i].Stage.Name()
 	c := r.counters[i]
 	var cursor uint64
@@ -25,7 +25,7 @@ func (r *Runner) dispatch(ctx context.Context, i int, upstream <-chan struct{}, 
 		}
 		for _, q := range batch {
 			select {
-			case work <- q:
+			case work <- Claim{Queued: q}:
 				cursor = q.Seq
 			case <-ctx.Done():
 				return

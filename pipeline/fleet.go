@@ -40,7 +40,7 @@ const endPoll = 10 * time.Millisecond
 // (from endPoll up, once upstream has ended). An entry claimed more than
 // MaxClaims times (its workers died or lost their leases each time: it
 // may be what kills them) is dead-lettered.
-func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Queued, book *leaseBook) {
+func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan struct{}, work chan<- Claim, book *leaseBook) {
 	sc := &r.Stages[i]
 	name := sc.Stage.Name()
 	c := r.counters[i]
@@ -107,20 +107,19 @@ func (r *Runner) dispatchClaims(ctx context.Context, i int, upstream <-chan stru
 // handOut gives the claimed items to the stage's workers, dead-lettering
 // those claimed more than MaxClaims times, and reports false when ctx
 // ended first (what was not handed out is given back).
-func (r *Runner) handOut(ctx context.Context, i int, claims []Claim, work chan<- Queued, book *leaseBook) bool {
+func (r *Runner) handOut(ctx context.Context, i int, claims []Claim, work chan<- Claim, book *leaseBook) bool {
 	name := r.Stages[i].Stage.Name()
 	for j, q := range claims {
 		if q.Attempt > int64(r.MaxClaims) {
-			book.sent(q.Seq)
 			now := r.clock().Now()
 			r.send(i, Transition{Stage: name, ID: q.Item.ID, Seq: q.Seq, Outcome: DeadLettered, Dead: DeadLetter{
 				Class: ClassPermanent, Cause: CauseClaimsExhausted, Attempts: int(q.Attempt), First: now, Last: now,
 				Message: fmt.Sprintf("claimed %d times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)", q.Attempt),
-			}})
+			}}, q.Attempt)
 			continue
 		}
 		select {
-		case work <- q.Queued:
+		case work <- q:
 		case <-ctx.Done():
 			book.giveBack(claims[j:])
 			return false
@@ -376,13 +375,16 @@ func (r *Runner) fleetCommitter() {
 	}
 }
 
-// dropLost settles, uncommitted, the answers in ps whose lease is gone,
-// and returns the others.
+// dropLost settles, uncommitted, the answers in ps whose lease is gone
+// (or whose claim was superseded before they were sent), and returns
+// the others.
 func (r *Runner) dropLost(ps []pending) []pending {
 	kept := ps[:0]
 	var dropped []pending
 	for _, p := range ps {
-		if _, ok := r.books[p.stage].holdEnd(p.t.Seq, p.attempt); ok {
+		if p.stale {
+			dropped = append(dropped, p)
+		} else if _, ok := r.books[p.stage].holdEnd(p.t.Seq, p.attempt); ok {
 			kept = append(kept, p)
 		} else {
 			dropped = append(dropped, p)

@@ -62,11 +62,22 @@ func newLeaseBook(r *Runner, i int, c Claimer) *leaseBook {
 
 func (r *Runner) margin() time.Duration { return min(leaseMargin, r.Lease/4) }
 
-// add books claims made with a request sent at sent.
+// add books claims made with a request sent at sent. An entry this
+// process claimed before and still holds was given up by the store
+// meanwhile (its session was taken for dead): the old claim's call, if
+// still running, is canceled and its lease counted lost, unless its
+// answer is already on its way to the committer (its fenced commit
+// decides then).
 func (b *leaseBook) add(claims []Claim, sent time.Time) {
 	b.mu.Lock()
 	until := sent.Add(b.r.Lease - b.r.margin())
 	for _, c := range claims {
+		if old := b.held[c.Seq]; old != nil && old.claim.Attempt != c.Attempt && !old.sent && !old.lost {
+			if old.cancel != nil {
+				old.cancel()
+			}
+			b.lostSuperseded("the store gave the entry up and this worker claimed it again")
+		}
 		b.held[c.Seq] = &held{claim: c, validUntil: until}
 	}
 	b.mu.Unlock()
@@ -76,14 +87,15 @@ func (b *leaseBook) add(claims []Claim, sent time.Time) {
 	}
 }
 
-// start returns the context of the call for entry seq, canceled when its
-// lease is lost; false when it already is (the entry waited for a worker
-// longer than its lease): no call is made.
-func (b *leaseBook) start(seq uint64, parent context.Context) (context.Context, bool) {
+// start returns the context of the call for entry seq's claim at
+// attempt, canceled when its lease is lost; false when it already is (the
+// entry waited for a worker longer than its lease, or was claimed again
+// since): no call is made.
+func (b *leaseBook) start(seq uint64, attempt int64, parent context.Context) (context.Context, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.held[seq]
-	if h == nil || h.lost {
+	if h == nil || h.lost || h.claim.Attempt != attempt {
 		return nil, false
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -91,26 +103,31 @@ func (b *leaseBook) start(seq uint64, parent context.Context) (context.Context, 
 	return ctx, true
 }
 
-// sent marks entry seq's transition as on its way to the committer and
-// returns its fencing token.
-func (b *leaseBook) sent(seq uint64) int64 {
+// sent marks the transition of entry seq's claim at attempt as on its
+// way to the committer. A transition of an older claim (the entry was
+// claimed again since) leaves the new claim's entry alone, and false is
+// returned for it, as for an entry no longer held: its lease's loss was
+// counted when the book learned of it, and it is dropped uncommitted.
+func (b *leaseBook) sent(seq uint64, attempt int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.held[seq]
-	if h == nil {
-		return 0
+	if h == nil || h.claim.Attempt != attempt {
+		return false
 	}
 	h.sent = true
-	return h.claim.Attempt
+	return true
 }
 
-// finished is a worker done with entry seq: an entry whose result was not
-// sent (the run is stopping, the stage parked, the lease was lost) is
-// forgotten, and its lease released so another worker can take it now.
-func (b *leaseBook) finished(seq uint64) {
+// finished is a worker done with entry seq's claim at attempt: an entry
+// whose result was not sent (the run is stopping, the stage parked, the
+// lease was lost) is forgotten, and its lease released so another worker
+// can take it now. An entry claimed again since is the new claim's, and
+// kept.
+func (b *leaseBook) finished(seq uint64, attempt int64) {
 	b.mu.Lock()
 	h := b.held[seq]
-	if h == nil || h.sent {
+	if h == nil || h.sent || h.claim.Attempt != attempt {
 		b.mu.Unlock()
 		return
 	}
@@ -312,7 +329,9 @@ func (b *leaseBook) heartbeat(stop <-chan struct{}) {
 // store reports it lost also when the commit itself removed it since the
 // renewal read it, and a commit fenced off by another worker's claim
 // counts the loss then. (Counting it here too overstated the leases
-// lost of every long fleet run by thousands at a million items.)
+// lost of every long fleet run by thousands at a million items.) An
+// entry this process claimed again since the renewal was sent is the
+// new claim's: the answer, about the old one, leaves it alone.
 func (b *leaseBook) renewed(claims []Claim, lost []uint64, until time.Time) {
 	gone := make(map[uint64]bool, len(lost))
 	for _, s := range lost {
@@ -320,15 +339,18 @@ func (b *leaseBook) renewed(claims []Claim, lost []uint64, until time.Time) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, c := range claims {
-		if h := b.held[c.Seq]; h != nil && !gone[c.Seq] && h.claim.Attempt == c.Attempt {
-			h.validUntil = until
-		}
-	}
 	var taken []uint64
-	for _, s := range lost {
-		if h := b.held[s]; h != nil && !h.sent {
-			taken = append(taken, s)
+	for _, c := range claims {
+		h := b.held[c.Seq]
+		if h == nil || h.claim.Attempt != c.Attempt {
+			// Claimed again since the renewal was sent: its answer is
+			// about the old claim.
+			continue
+		}
+		if !gone[c.Seq] {
+			h.validUntil = until
+		} else if !h.sent {
+			taken = append(taken, c.Seq)
 		}
 	}
 	b.lose(taken, "claimed again by another worker")

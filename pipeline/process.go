@@ -17,9 +17,9 @@ import (
 // limiter), make the call and keep the books (call), then either commit
 // the answer (succeed) or let decide say what the failure leads to and
 // carry it out (failed, act).
-func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.CancelFunc, i int, q Queued) {
+func (r *Runner) process(stageCtx, workCtx context.Context, parkStage context.CancelFunc, i int, q Claim) {
 	it := &itemRun{
-		r: r, i: i, sc: &r.Stages[i], c: r.counters[i], clock: r.clock(), q: q,
+		r: r, i: i, sc: &r.Stages[i], c: r.counters[i], clock: r.clock(), q: q.Queued, attempt: q.Attempt,
 		stageCtx: stageCtx, workCtx: workCtx, parkStage: parkStage,
 		size: -1, schedules: map[Class]backoff.BackOff{},
 	}
@@ -61,6 +61,7 @@ type itemRun struct {
 	clock             Clock
 	name              string
 	q                 Queued
+	attempt           int64 // the claim's fencing token (a Store with Claimer)
 	stageCtx, workCtx context.Context
 	parkStage         context.CancelFunc
 
@@ -116,7 +117,7 @@ func (it *itemRun) settle() {
 		}
 	}
 	if !it.finished && it.paid != (Usage{}) {
-		it.r.sendBilled(it.i, it.q, it.paid, it.spent)
+		it.r.sendBilled(it.i, Claim{Queued: it.q, Attempt: it.attempt}, it.paid, it.spent)
 	}
 	it.c.attempts.Add(int64(it.attempts))
 }
@@ -129,7 +130,7 @@ func (it *itemRun) skip() bool {
 	}
 	res, skip := sk.Skip(it.workCtx, it.q.Item)
 	if skip {
-		it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded, Result: res})
+		it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded, Result: res}, it.attempt)
 	}
 	return skip
 }
@@ -146,7 +147,7 @@ func (it *itemRun) takeKey() bool {
 	switch {
 	case hit:
 		it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded,
-			Result: Result{Output: res.Output}, CacheKey: it.key, Cached: true, SavedUSD: it.sc.Price.Cost(res.Usage)})
+			Result: Result{Output: res.Output}, CacheKey: it.key, Cached: true, SavedUSD: it.sc.Price.Cost(res.Usage)}, it.attempt)
 		return false
 	case f == nil:
 		return false // stopping: the item stays queued
@@ -285,7 +286,7 @@ func (it *itemRun) succeed(s slot, o outcome) {
 	it.finished = true
 	t := Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: Succeeded, Result: o.res, Usage: it.paid, CostUSD: toUSD(it.spent)}
 	if it.own == nil {
-		it.r.send(it.i, t)
+		it.r.send(it.i, t, it.attempt)
 		return
 	}
 	t.CacheKey = it.key
@@ -293,7 +294,7 @@ func (it *itemRun) succeed(s slot, o outcome) {
 	// Items arriving until the store holds the answer find it in flights.
 	// The commit of t ends the fleet flight too (AnswerFlights).
 	own, key, c := it.own, it.key, it.c
-	it.r.sendThen(it.i, t, func() { c.flights.forget(key, own) })
+	it.r.sendThen(it.i, t, it.attempt, func() { c.flights.forget(key, own) })
 }
 
 // failed counts a failed call, tells the limiter what it says about the
@@ -420,7 +421,7 @@ func (it *itemRun) act(a action, o outcome) bool {
 func (it *itemRun) toDeadLetters(a action, o outcome) {
 	it.finished = true
 	dl := DeadLetter{Class: o.class, Message: a.message, Attempts: it.attempts, First: it.first, Last: it.last}
-	it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: DeadLettered, Dead: dl, Usage: it.paid, CostUSD: toUSD(it.spent)})
+	it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: DeadLettered, Dead: dl, Usage: it.paid, CostUSD: toUSD(it.spent)}, it.attempt)
 	if o.class != ClassPermanent || it.sc.Limiter == nil {
 		return
 	}

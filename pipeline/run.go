@@ -479,7 +479,7 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 	sc := &r.Stages[i]
 	// A parked stage stops taking work but lets its in-flight calls finish.
 	stageCtx, parkStage := context.WithCancel(dispatchCtx)
-	work := make(chan Queued)
+	work := make(chan Claim)
 	book := r.books[i]
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -521,10 +521,10 @@ func (r *Runner) startStage(i int, dispatchCtx, workCtx context.Context, upstrea
 				continue
 			}
 			// The call is canceled if the lease is lost.
-			if ctx, ok := book.start(q.Seq, workCtx); ok {
+			if ctx, ok := book.start(q.Seq, q.Attempt, workCtx); ok {
 				r.process(stageCtx, ctx, parkStage, i, q)
 			}
-			book.finished(q.Seq)
+			book.finished(q.Seq, q.Attempt)
 		}
 	}
 	for range pool.started() {

@@ -123,9 +123,12 @@ func (db *DB) Renew(ctx context.Context, stage string, claims []pipeline.Claim, 
 		return nil, nil
 	}
 	seqs, attempts := fences(claims)
+	// The handle's session, if any, holds what it renews: a claim made
+	// between a dead session and the next, recording the dead one, is
+	// the live worker's again once the next has begun.
 	rows, _ := db.pool.Query(ctx, `WITH l AS (`+leasedSQL+`)
-		UPDATE todo t SET visible_at = `+leaseSQL(4)+` FROM l WHERE t.seq = l.seq RETURNING t.seq`,
-		si, seqs, attempts, lease.Microseconds())
+		UPDATE todo t SET visible_at = `+leaseSQL(4)+`, session = coalesce($5, t.session) FROM l WHERE t.seq = l.seq RETURNING t.seq`,
+		si, seqs, attempts, lease.Microseconds(), db.sessionArg())
 	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return nil, fmt.Errorf("renew leases of %s in %s: %w", stage, db.path, err)

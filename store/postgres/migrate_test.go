@@ -119,3 +119,30 @@ func TestMigrate_RefusalNamesAFewWorkers(t *testing.T) {
 		t.Fatalf("migrating while %d workers live: %v; want the first %d named and 2 counted", maxNamed+2, err, maxNamed)
 	}
 }
+
+// TestMigrate_RefusesWhileADeadSessionsLeasesLast: a worker whose
+// session the database took for dead (paused past its heartbeat) may
+// still commit the answers it had sent, fenced by their claims'
+// attempts, until their leases end: it learns of its session only at
+// its next beat. Migrating meanwhile let it fold an item by the old
+// version's rules (no cube row). The leases hold the migration back.
+func TestMigrate_RefusesWhileADeadSessionsLeasesLast(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	ingestN(t, a, 5)
+	old := worker(t, u, "host-b:42")
+	beginSession(t, old)
+	claim(t, old, "sanitize", 3)
+	a.Close()
+	sql(t, u, downgrades[8])
+	killSessions(t, u)
+	_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
+	if !errors.Is(err, ErrLiveWorkers) || !strings.Contains(err.Error(), "host-b:42 (3 items claimed, leases end in ") {
+		t.Fatalf("migrating while a dead session's leases last: %v; want ErrLiveWorkers naming host-b:42's 3 claims", err)
+	}
+	expireLeases(t, u)
+	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
+	if err != nil {
+		t.Fatalf("migrating once the leases ended: %v", err)
+	}
+	db.Close()
+}

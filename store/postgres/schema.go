@@ -310,11 +310,13 @@ type liveWorker struct {
 const maxNamed = 10
 
 // checkNoLiveWorkers refuses to migrate a schema at version from while a
-// worker holds a live claim or beats a live session (schema 5 on).
+// worker holds a claim whose lease lasts or beats a live session (schema
+// 5 on). A claim of a dead session counts until its lease ends, though
+// other workers may take it: its worker learns of its session only at
+// its next beat, and commits the answers it had sent until then.
 func (db *DB) checkNoLiveWorkers(ctx context.Context, tx pgx.Tx, from int) error {
 	claimed, sessions := `q.visible_at > now()`, `SELECT NULL::text, 0 WHERE false`
 	if from >= 5 {
-		claimed = `NOT ` + claimableSQL
 		sessions = `SELECT s.owner, 1 FROM worker_session s WHERE ` + aliveSQL
 	}
 	rows, _ := tx.Query(ctx, `SELECT owner, count(*) FILTER (WHERE kind = 0),

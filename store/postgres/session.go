@@ -64,7 +64,8 @@ func (db *DB) BeginSession(ctx context.Context, timeout time.Duration) error {
 // gap. The claims this handle makes until it begins another session
 // record the dead one, so other workers may take them at once: the
 // worker drops what it holds when told, and a claim recorded without a
-// session would be held for its whole lease by nobody.
+// session would be held for its whole lease by nobody. What it still
+// holds it renews, and Renew records the handle's next session then.
 func (db *DB) Beat(ctx context.Context) error {
 	id := db.session.Load()
 	if id == 0 {

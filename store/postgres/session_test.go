@@ -251,3 +251,29 @@ func TestSession_ClaimsBetweenSessions(t *testing.T) {
 		t.Fatalf("a's second beat before a new session: %v, want ErrSessionGone", err)
 	}
 }
+
+// TestSession_RenewedClaimsJoinTheNewSession: what a worker claimed
+// between a dead session and its next (recording the dead one) and
+// still works on, renewed once the next session has begun, is held by
+// that session: other workers no longer take it from a live worker,
+// paying for its item twice, for as long as it is queued.
+func TestSession_RenewedClaimsJoinTheNewSession(t *testing.T) {
+	a, u := openNew(t, Options{Owner: "a"})
+	b := worker(t, u, "b")
+	ingestN(t, a, 3)
+	beginSession(t, a)
+	killSessions(t, u)
+	if err := a.Beat(context.Background()); !errors.Is(err, pipeline.ErrSessionGone) {
+		t.Fatalf("beat of a dead session: %v, want ErrSessionGone", err)
+	}
+	cs := claim(t, a, "sanitize", 2)
+	beginSession(t, a)
+	lost, err := a.Renew(context.Background(), "sanitize", cs, time.Hour)
+	if err != nil || len(lost) != 0 {
+		t.Fatalf("renew: lost %v, %v", lost, err)
+	}
+	beginSession(t, b)
+	if got := claim(t, b, "sanitize", 10); len(got) != 1 {
+		t.Fatalf("b claimed %d of 3; want 1: a's renewed claims are its live session's", len(got))
+	}
+}
