@@ -45,3 +45,21 @@ func TestLaw_moreRefusalsDoNotRaiseTheRate(t *testing.T) {
 		t.Errorf("a second 429 of the same event raised the rate from %.2f to %.2f calls a second", after, w.rate)
 	}
 }
+
+// TestLaw_slowRateProvenOnlyWhenSent: below a call per round trip, a
+// rate is proven only while it is sent: a call every ten seconds does
+// not prove two a second, and the law does not climb on it.
+func TestLaw_slowRateProvenOnlyWhenSent(t *testing.T) {
+	w, at := pacedLaw(t, 2)
+	w.bounded = true
+	w.probeFrom = at
+	for range 60 {
+		at = at.Add(10 * time.Second)
+		s := w.start(at, 0)
+		at = at.Add(rtt)
+		w.onSuccess(at, s, 100, 1)
+	}
+	if w.rate > 2 || w.safe > 0 {
+		t.Errorf("sending a call every 10 s climbed a rate of 2 a second to %.2f (safe %.2f)", w.rate, w.safe)
+	}
+}
