@@ -130,5 +130,12 @@ func (w *law) sendingAtRate(t time.Time) (judged, atRate bool) {
 	if free < span/2 {
 		return false, false
 	}
+	// Below a call per round trip the sent rate's floor of one proves
+	// any rate: there the calls sent must come at half of it at least
+	// (the few a span holds swing too far to ask for 0.9), so that a
+	// rate sent a call now and then is not proven.
+	if w.rate < w.minRate() && w.sentCalls(t) < 0.5*w.rate {
+		return true, false
+	}
 	return true, w.sentRate(t) >= 0.9*w.rate
 }

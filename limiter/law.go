@@ -363,7 +363,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		// the rate the event began at. (Calls started since meet a quota
 		// still spent, which says nothing more.)
 		if w.rate > 0 && !started.After(w.decrease) && !w.measured {
-			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.safe*eventBackoff, w.minRate())
+			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.safe*eventBackoff, w.rateFloor())
 			w.fitLimit()
 		}
 		return gateMoved

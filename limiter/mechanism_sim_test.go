@@ -17,6 +17,10 @@ func TestLaw_mechanisms(t *testing.T) {
 		shape   quotasim.Shape
 		floor   float64 // goodput at least
 		most429 float64 // share of calls refused at most
+		// seeds: when more than one, the shape runs from Seed on that
+		// many times and the bars hold the mean, where one seed's luck
+		// sits several points either side of it.
+		seeds int
 	}{
 		{
 			// Slow start spends a per-minute window half a minute
@@ -66,7 +70,9 @@ func TestLaw_mechanisms(t *testing.T) {
 				Latency: quotasim.Uniform(150*time.Millisecond, 300*time.Millisecond),
 				Retry:   quotasim.Absent, Refusal: 23 * time.Millisecond, NamedRPM: 86,
 			},
-			floor: 0.85, most429: 0.07,
+			// One seed's share of 429s ranges over 7-12%: seed 3
+			// alone was held to 7% and passed by luck.
+			floor: 0.85, most429: 0.10, seeds: 8,
 		},
 		{
 			// A quota of 600 calls a second with calls of 2-3 s needs
@@ -87,13 +93,25 @@ func TestLaw_mechanisms(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.shape.Name = tc.name
-			r := quotasim.Run(tc.shape, NewVirtual(Config{}))
-			if r.Stalled != "" || r.Done != tc.shape.Items {
-				t.Fatalf("%d of %d items done (%s)", r.Done, tc.shape.Items, r.Stalled)
+			n := max(tc.seeds, 1)
+			var goodput, share float64
+			for i := range n {
+				sh := tc.shape
+				sh.Seed += uint64(i)
+				r := quotasim.Run(sh, NewVirtual(Config{}))
+				if r.Stalled != "" || r.Done != sh.Items {
+					t.Fatalf("seed %d: %d of %d items done (%s)", sh.Seed, r.Done, sh.Items, r.Stalled)
+				}
+				if n == 1 && (r.Goodput() < tc.floor || r.Share() > tc.most429) {
+					t.Errorf("goodput %.3f at %.2f%% 429s (%v against the perfect client's %v); want at least %.2f at most %.1f%%",
+						r.Goodput(), 100*r.Share(), r.Wall.Round(time.Second), r.Perfect.Round(time.Second), tc.floor, 100*tc.most429)
+				}
+				goodput += r.Goodput() / float64(n)
+				share += r.Share() / float64(n)
 			}
-			if r.Goodput() < tc.floor || r.Share() > tc.most429 {
-				t.Errorf("goodput %.3f at %.2f%% 429s (%v against the perfect client's %v); want at least %.2f at most %.1f%%",
-					r.Goodput(), 100*r.Share(), r.Wall.Round(time.Second), r.Perfect.Round(time.Second), tc.floor, 100*tc.most429)
+			if n > 1 && (goodput < tc.floor || share > tc.most429) {
+				t.Errorf("mean of %d seeds: goodput %.3f at %.2f%% 429s; want at least %.2f at most %.1f%%",
+					n, goodput, 100*share, tc.floor, 100*tc.most429)
 			}
 		})
 	}

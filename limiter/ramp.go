@@ -36,9 +36,12 @@ type ramp struct {
 }
 
 // rampSilence is how long a start goes unrefused before it counts as
-// admitted: the longest refusal round trip seen, and half as much again.
-// Zero before any 429.
-func (w *law) rampSilence() time.Duration { return w.refusalRT * 3 / 2 }
+// admitted: the longest refusal round trip seen, and half as much again,
+// but no longer than a success's round trip: a refusal slower than that
+// (a flex call shed after a wait, a 429 queued behind a busy server) is
+// not the refusal clock, and, kept as the longest, held every step of
+// every ramp after it for as long. Zero before any 429.
+func (w *law) rampSilence() time.Duration { return min(w.refusalRT*3/2, w.latency()) }
 
 // restartRamp folds in a 429 at t of the call started at started, before
 // the event it may begin is recorded. A call started after the last

@@ -89,3 +89,35 @@ func TestLaw_rampRestartsOnItsOwnRefusal(t *testing.T) {
 		t.Errorf("the ramp's own call refused: step %d with %d sent, want 1 with 0", w.ramp.allowed, w.ramp.sent)
 	}
 }
+
+// TestLaw_rampSilenceOfASlowRefusal: a refusal that took long to come
+// back (a flex call shed after a wait, a 429 queued behind a busy
+// server) does not set the ramp's silence for the rest of the run: a
+// step waits no longer than a success's round trip, the premise of the
+// ramp being that a refusal comes back within a fraction of it.
+func TestLaw_rampSilenceOfASlowRefusal(t *testing.T) {
+	w, at := pacedLaw(t, 1000)
+	s := w.start(at, 0)
+	at = at.Add(30 * time.Second)
+	w.onRateLimited(at, s, 5*time.Millisecond, 1)
+	w.rate = 1000
+	w.fitLimit()
+	at = w.hold(at.Add(2 * rtt))
+	// The quota is spent again: an event's first 429, then the refusal
+	// of a call started after it, each back quickly.
+	s = w.start(at, 0)
+	at = at.Add(refusalRTT)
+	w.onRateLimited(at, s, 5*time.Millisecond, 1)
+	at = w.hold(at)
+	s = w.start(at, 0)
+	at = at.Add(refusalRTT)
+	w.onRateLimited(at, s, 5*time.Millisecond, 1)
+	at = w.hold(at.Add(5 * time.Millisecond))
+	if !w.mayStart(at, 0) {
+		t.Fatalf("no start when the gate opens")
+	}
+	w.start(at, 0)
+	if held := w.hold(at).Sub(at); held > rtt {
+		t.Errorf("the ramp's next step held %v after one slow refusal; want at most a round trip (%v)", held, rtt)
+	}
+}

@@ -332,8 +332,16 @@ func uncertain(retryAfter time.Duration) bool {
 // sentRate is the rate of starts over the last round trip, each
 // counted at its weight (see law.weight), the time the runner's overload
 // hold kept the calls back left out (see heldWithin): a call the hold
-// kept back was not the law's to send.
+// kept back was not the law's to send. It is at least Floor calls a
+// round trip (see sentCalls).
 func (w *law) sentRate(t time.Time) float64 {
+	return max(w.sentCalls(t), w.minRate())
+}
+
+// sentCalls is sentRate with no floor: below a call per round trip, a
+// paced rate is proven by the calls it sends, and a floor of one would
+// prove it with none.
+func (w *law) sentCalls(t time.Time) float64 {
 	span := w.sentSpan()
 	free := max(span-w.heldWithin(t.Add(-span), t), span/4)
 	n := 0.0
@@ -351,7 +359,7 @@ func (w *law) sentRate(t time.Time) float64 {
 		// not behind now holds the starts back: it sends at the rate.
 		r = max(r, w.rate)
 	}
-	return max(r, w.minRate())
+	return r
 }
 
 // sentSpan is the span the sent rate is read over: a round trip, or
