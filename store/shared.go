@@ -61,7 +61,7 @@ func (w *writer) putOutput(si int, s state, id []byte, v []byte) (shared bool, e
 			return true, nil
 		}
 	}
-	if err := w.bucket(outBucket(stage)).Put(id, v); err != nil {
+	if err := w.put(w.bucket(outBucket(stage)), id, v); err != nil {
 		return false, fmt.Errorf("store output of %q at %s: %w", id, stage, err)
 	}
 	return false, nil
@@ -113,7 +113,7 @@ func (w *writer) unshare(id []byte, s state, old, text string) (state, error) {
 		if err != nil {
 			return s, err
 		}
-		if err := w.bucket(outBucket(w.stageName(si))).Put(id, v); err != nil {
+		if err := w.put(w.bucket(outBucket(w.stageName(si))), id, v); err != nil {
 			return s, err
 		}
 		s.Shared &^= sharedBit(si)

@@ -181,6 +181,7 @@ func open(path string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
+	bdb.AllocSize = allocSize
 	db := &DB{bolt: bdb, path: path, stages: opt.Stages, index: map[string]int{}, now: opt.Now, dict: newDict()}
 	if db.now == nil {
 		db.now = time.Now

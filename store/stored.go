@@ -149,7 +149,7 @@ func (w *writer) retext(id []byte, old, text string) error {
 		if err != nil {
 			return err
 		}
-		if err := b.Put(id, nv); err != nil {
+		if err := w.put(b, id, nv); err != nil {
 			return err
 		}
 	}

@@ -72,7 +72,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 					if cur, err = w.unshare(id, cur, old.Text, r.Text); err != nil {
 						return err
 					}
-					if err := w.items.Put(id, rec); err != nil {
+					if err := w.put(w.items, id, rec); err != nil {
 						return fmt.Errorf("store item %q: %w", r.ID, err)
 					}
 					if err := w.putState(id, cur); err != nil {
@@ -95,7 +95,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 			} else {
 				st.New++
 			}
-			if err := w.items.Put(id, rec); err != nil {
+			if err := w.put(w.items, id, rec); err != nil {
 				return fmt.Errorf("store item %q: %w", r.ID, err)
 			}
 			if err := w.enqueue(id, from, hash, shared); err != nil {
@@ -252,27 +252,15 @@ type writer struct {
 	tx     *bolt.Tx
 	items  *bolt.Bucket
 	stateB *bolt.Bucket
+	// ordered holds, for each bucket put has written this transaction,
+	// whether every key it put sorted after all the bucket held.
+	ordered map[*bolt.Bucket]bool
 }
 
 func (db *DB) writer(tx *bolt.Tx) *writer {
 	w := &writer{db: db, tx: tx}
 	w.items, w.stateB = w.bucket(bucketItems), w.bucket(bucketState)
 	return w
-}
-
-// fillPercent packs pages fuller than bbolt's default 0.5: queue keys are
-// sequences and ids mostly arrive in order, so writes are near-appends and
-// half-empty pages would double the file.
-const fillPercent = 0.9
-
-// bucket returns a top-level bucket of the write transaction, set to pack
-// its pages.
-func (w *writer) bucket(name []byte) *bolt.Bucket {
-	b := w.tx.Bucket(name)
-	if b != nil {
-		b.FillPercent = fillPercent
-	}
-	return b
 }
 
 func (w *writer) state(id []byte) (state, bool) {
@@ -302,7 +290,7 @@ func (w *writer) enqueue(id []byte, si int, hash string, shared uint8) error {
 	if err != nil {
 		return err
 	}
-	if err := todo.Put(u64(seq), id); err != nil {
+	if err := w.put(todo, u64(seq), id); err != nil {
 		return err
 	}
 	return w.putState(id, state{Stage: si, Status: pipeline.StatusQueued, Seq: seq, Hash: hash, Shared: shared & below(si)})
