@@ -98,8 +98,8 @@ pipeline/process.go: only the last call's usage travels with the outcome
 + it.paid = res.Usage
 
 pipeline/park.go: the same-failure stop does not count what it dead-lettered
-- same.deadLettered = c.deadReasons[same.key]
-+ same.deadLettered = 0
+- same.DeadLettered = c.deadReasons[same.key]
++ same.DeadLettered = 0
 
 pipeline/run.go: no grace period after Ctrl-C
 - if sleep(workCtx, clock, r.Grace) {
@@ -110,8 +110,8 @@ pipeline/errors.go: a connect timeout is transient
 + case errors.As(err, &ue):
 
 store/transitions.go: the stale-transition guard ignores the queue sequence
-- if !ok || s.Status != Queued || s.Stage != si || s.Seq != t.Seq {
-+ if !ok || s.Status != Queued || s.Stage != si {
+- if !ok || s.Status != pipeline.StatusQueued || s.Stage != si || s.Seq != t.Seq {
++ if !ok || s.Status != pipeline.StatusQueued || s.Stage != si {
 
 store/read.go: Check() reports nothing
 - if len(problems) < 100 {
