@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -21,11 +22,8 @@ func stoppedBatchRun(t *testing.T, n int, bc geminisim.BatchConfig, at geminisim
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	bc.Observe = func(e geminisim.BatchEvent) {
-		if e == at {
-			stop()
-		}
-	}
+	var release func()
+	bc.Observe, release = stopAtEvent(t, at, stop)
 	sim, url := batchSim(t, bc)
 	dir := t.TempDir()
 	db, input := filepath.Join(dir, "b.db"), filepath.Join(dir, "items.jsonl")
@@ -35,6 +33,7 @@ func stoppedBatchRun(t *testing.T, n int, bc geminisim.BatchConfig, at geminisim
 	var stdout, stderr syncBuffer
 	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "--db", db, "--input", input,
 		"--base-url", url, "--quiet", "--mode", "batch", "--batch-poll", "10ms"})
+	release()
 	if !errors.Is(err, pipeline.ErrStopped) {
 		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
 	}
@@ -211,11 +210,8 @@ func TestBatchCommands_DuringARun(t *testing.T) {
 func TestBatchCancel_JobStageSucceededIsCollected(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	sim, url := batchSim(t, geminisim.BatchConfig{Observe: func(e geminisim.BatchEvent) {
-		if e == geminisim.EventResults {
-			stop()
-		}
-	}})
+	observe, release := stopAtEvent(t, geminisim.EventResults, stop)
+	sim, url := batchSim(t, geminisim.BatchConfig{Observe: observe})
 	dir := t.TempDir()
 	if _, err := writeFirstLines(filepath.Join(dir, "items.jsonl"), testReviews(t), 12); err != nil {
 		t.Fatal(err)
@@ -229,6 +225,7 @@ func TestBatchCancel_JobStageSucceededIsCollected(t *testing.T) {
 	}
 	var stdout, stderr syncBuffer
 	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "-f", f, "--quiet"})
+	release()
 	if !errors.Is(err, pipeline.ErrStopped) {
 		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
 	}
@@ -250,4 +247,23 @@ func TestBatchCancel_JobStageSucceededIsCollected(t *testing.T) {
 	if bs := sim.BatchStats(); bs.Cancels != 0 || bs.Rows != 12 {
 		t.Errorf("simulator %+v: want the job's answers used, no cancel", bs)
 	}
+}
+
+// stopAtEvent is a simulator Observe that stops a run (stop) at the
+// first request that reaches at, and holds the simulator's answer to it
+// until release, called once the run has returned. Stopped first, the
+// run cannot read that answer (a SUCCEEDED job's results, say) and
+// commit it before it sees the stop, which a loaded machine let it do
+// now and then. Later requests reaching at are answered at once.
+func stopAtEvent(t testing.TB, at geminisim.BatchEvent, stop func()) (observe func(geminisim.BatchEvent), release func()) {
+	returned := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(returned) }) }
+	t.Cleanup(release)
+	return func(e geminisim.BatchEvent) {
+		if e == at {
+			stop()
+			<-returned
+		}
+	}, release
 }

@@ -52,11 +52,8 @@ func TestRunJob_BatchStageJobPrice(t *testing.T) {
 func TestBatchCancel_CollectsAtJobPrice(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	_, url := batchSim(t, geminisim.BatchConfig{Observe: func(e geminisim.BatchEvent) {
-		if e == geminisim.EventResults {
-			stop()
-		}
-	}})
+	observe, release := stopAtEvent(t, geminisim.EventResults, stop)
+	_, url := batchSim(t, geminisim.BatchConfig{Observe: observe})
 	dir := t.TempDir()
 	if _, err := writeFirstLines(filepath.Join(dir, "items.jsonl"), testReviews(t), 12); err != nil {
 		t.Fatal(err)
@@ -71,6 +68,7 @@ func TestBatchCancel_CollectsAtJobPrice(t *testing.T) {
 	}
 	var stdout, stderr syncBuffer
 	err := NewApp(Config{Stdout: &stdout, Stderr: &stderr}).RunContext(ctx, []string{"sawtooth", "run", "-f", f, "--quiet"})
+	release()
 	if !errors.Is(err, pipeline.ErrStopped) {
 		t.Fatalf("run: %v, want it stopped\n%s", err, stderr.String())
 	}
