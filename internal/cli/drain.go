@@ -368,43 +368,6 @@ func checkAndBuild(ctx context.Context, req *drainRequest) (b *jobStages, input 
 	return b, input, exists, err
 }
 
-// keepRecorded fills the settings whose flags were not given from what
-// the database recorded: the stage definitions' settings, and the job a
-// run from flags stored (the limiter, tier, mode, input fields...), and
-// says which it kept.
-func keepRecorded(o *pipelineOptions, req *drainRequest) error {
-	defs, err := readDefinition(o.DB)
-	if err != nil {
-		return err
-	}
-	kept := o.keepStored(storedSettings(defs))
-	var dropped []string
-	oldModel := ""
-	if st, err := loadStored(o.DB); err == nil && st != nil && st.Flags {
-		if j, err := storedJobOf(o.DB, st); err == nil {
-			k, d := o.keepStoredJob(j, &req.Input, &req.Batch)
-			kept, dropped = append(kept, k...), d
-			if l := classifyOf(j); l != nil {
-				oldModel = l.Model
-			}
-		}
-	}
-	if len(kept) > 0 {
-		// retry and rerun keep each setting whose flag is not given; run
-		// keeps them only when given none (see runOptions).
-		how := "give the flag to change one"
-		if req.RerunFrom == "" && req.RetryStage == "" {
-			how = "a run given any setting's flag keeps none of them: it takes the flags given and the defaults for the rest"
-		}
-		fmt.Fprintf(req.ErrOut, "keeping the settings %s recorded for --%s (%s)\n", o.DB, strings.Join(kept, ", --"), how)
-	}
-	if len(dropped) > 0 {
-		fmt.Fprintf(req.ErrOut, "--model %s: not keeping --%s, recorded for %s: %s's list price and the default quota apply (give the flags to set them for %s)\n",
-			o.Model, strings.Join(dropped, ", --"), oldModel, o.Model, o.Model)
-	}
-	return nil
-}
-
 // reconcile settles a configuration change and an asked-for re-run before
 // anything is ingested: it refuses an unasked change, prints the plan of
 // a dry run (stop), stops a re-run above --confirm-above that nobody
