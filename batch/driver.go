@@ -72,7 +72,7 @@ type Driver struct {
 	// the next job does not fit, perItem the estimate per item then.
 	purse   purse
 	blocked bool
-	perItem int64
+	perItem pipeline.NanoUSD
 	// lastJob is set once a job was cut short by the budget.
 	lastJob bool
 	// until is ModeAuto's deadline for the run (see Config.Deadline);

@@ -38,7 +38,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	// questions this job's requests ask.
 	var refused []pipeline.Transition
 	var keys []string
-	var est int64 // the requests' estimated cost, nanodollars
+	var est pipeline.NanoUSD // the requests' estimated cost
 	asked := map[string]bool{}
 	for _, it := range items {
 		if sk, ok := d.stage.(pipeline.Skipper); ok {
@@ -107,8 +107,8 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 		// Paid whole once created: a job that may cross the budget is
 		// not made (a resumed intent under a lower cap, or a cost that
 		// grew since its items were reserved).
-		d.blocked, d.perItem = true, est/int64(len(reqs))
-		if err := d.close(t, fmt.Sprintf("not created: its estimated cost $%.4f does not fit the budget", toUSD(est)), now); err != nil {
+		d.blocked, d.perItem = true, est/pipeline.NanoUSD(len(reqs))
+		if err := d.close(t, fmt.Sprintf("not created: its estimated cost $%.4f does not fit the budget", est.USD()), now); err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
 		return nil
@@ -128,7 +128,7 @@ func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
 	// From here the job may exist whatever the answer says: a crash or a
 	// lost answer makes the next look wait until it would have shown.
 	d.asking(t.job.Num, keys)
-	rec, err := d.db.MarkBatchCreate(t.job.Num, toUSD(est), d.cfg.Now())
+	rec, err := d.db.MarkBatchCreate(t.job.Num, est.USD(), d.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("%w: %w", errStore, err)
 	}
