@@ -32,6 +32,33 @@ type Stats struct {
 	Answers int
 }
 
+// TwoPlacesError is an item the source lists in two places (queued at
+// two stages, or queued and dead or done): its state is inconsistent,
+// and a copy would not know where to put the item. Nothing is copied.
+type TwoPlacesError struct {
+	// Path is the source's path (a PostgreSQL URL without its password).
+	Path, ID string
+}
+
+func (e *TwoPlacesError) Error() string {
+	return fmt.Sprintf("copy: item %q is in two places in %s: its state is inconsistent", e.ID, e.Path)
+}
+
+// OpenBatchJobsError is a source whose open batch jobs hold items:
+// neither the jobs nor the items they hold would reach the copy (a job
+// is known only where it was created), and its results would land
+// nowhere. The copy is refused before it writes anything; once the jobs
+// finish or are cancelled it may be tried again.
+type OpenBatchJobsError struct {
+	Path string
+	// Items is how many items the open jobs hold, all stages together.
+	Items int
+}
+
+func (e *OpenBatchJobsError) Error() string {
+	return fmt.Sprintf("copy from %s: open batch jobs hold %d items; let the jobs finish or cancel them, then copy", e.Path, e.Items)
+}
+
 // cacheStore is a store that keeps an answer cache and money ledgers
 // (pipeline.AnswerCache, pipeline.Ledgers) and can list and restore
 // them. Both stores are one.
@@ -254,7 +281,7 @@ func itemIDs(db pipeline.Database) ([]string, error) {
 	seen := map[string]bool{}
 	add := func(id string) error {
 		if seen[id] {
-			return fmt.Errorf("copy: item %q is in two places in %s: run `sawtooth verify --db %s`", id, db.Path(), db.Path())
+			return &TwoPlacesError{Path: db.Path(), ID: id}
 		}
 		seen[id] = true
 		ids = append(ids, id)
@@ -435,7 +462,7 @@ func noOpenBatchJobs(src pipeline.Database) error {
 		n += c
 	}
 	if n > 0 {
-		return fmt.Errorf("copy from %s: open batch jobs hold %d items; let the jobs finish (`sawtooth run --db %s --mode batch` collects them) or cancel them (`sawtooth batch cancel --db %s N`), then copy", src.Path(), n, src.Path(), src.Path())
+		return &OpenBatchJobsError{Path: src.Path(), Items: n}
 	}
 	return nil
 }
