@@ -16,7 +16,6 @@ package batch
 import (
 	"context"
 	"fmt"
-	"math"
 	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -56,16 +55,16 @@ func (e *BudgetError) Error() string {
 
 func (e *BudgetError) Unwrap() error { return pipeline.ErrStopped }
 
-// purse is the run's batch spend against Config.Budget, in nanodollars
-// (sums of them are exact).
+// purse is the run's batch spend against Config.Budget (sums of
+// nanodollars are exact). Reservations and spends round up, caps down.
 type purse struct {
 	budget pipeline.Budget
 	// before is the lifetime spend committed before this run.
-	before int64
+	before pipeline.NanoUSD
 	// spent is what this run's batch answers were billed.
-	spent int64
+	spent pipeline.NanoUSD
 	// reserved is each open job's reservation, by number.
-	reserved map[uint64]int64
+	reserved map[uint64]pipeline.NanoUSD
 	// estIn and in are the estimated and billed input tokens of the
 	// requests answered: their ratio calibrates the estimate.
 	estIn, in int64
@@ -73,25 +72,22 @@ type purse struct {
 	outMax int64
 }
 
-func toNanos(usd float64) int64 { return int64(math.Ceil(usd * 1e9)) }
-func toUSD(n int64) float64     { return float64(n) / 1e9 }
-
 // on reports whether the run has a cap.
 func (p *purse) on() bool { return p.budget.RunUSD > 0 || p.budget.TotalUSD > 0 }
 
 // fits reports whether a job reserving est keeps within every cap, with
 // job num's own earlier reservation (if any) replaced by it.
-func (p *purse) fits(num uint64, est int64) bool {
+func (p *purse) fits(num uint64, est pipeline.NanoUSD) bool {
 	x := p.spent + est
 	for n, r := range p.reserved {
 		if n != num {
 			x += r
 		}
 	}
-	if p.budget.RunUSD > 0 && x > int64(math.Floor(p.budget.RunUSD*1e9)) {
+	if p.budget.RunUSD > 0 && x > pipeline.NanoUSDDown(p.budget.RunUSD) {
 		return false
 	}
-	return p.budget.TotalUSD <= 0 || p.before+x <= int64(math.Floor(p.budget.TotalUSD*1e9))
+	return p.budget.TotalUSD <= 0 || p.before+x <= pipeline.NanoUSDDown(p.budget.TotalUSD)
 }
 
 // startPurse readies the purse: the lifetime spend so far counts against
@@ -99,7 +95,7 @@ func (p *purse) fits(num uint64, est int64) bool {
 // create sent) hold what they reserved, or the estimate of the items they
 // hold when they reserved nothing.
 func (d *Driver) startPurse() error {
-	d.purse = purse{budget: d.cfg.Budget, reserved: map[uint64]int64{}}
+	d.purse = purse{budget: d.cfg.Budget, reserved: map[uint64]pipeline.NanoUSD{}}
 	if !d.purse.on() {
 		return nil
 	}
@@ -109,14 +105,14 @@ func (d *Driver) startPurse() error {
 			return fmt.Errorf("%w: read the spend so far: %w", errStore, err)
 		}
 		for _, l := range ledgers {
-			d.purse.before += toNanos(l.SpentUSD)
+			d.purse.before += pipeline.NanoUSDUp(l.SpentUSD)
 		}
 	}
 	for num, t := range d.jobs {
 		if t.job.Name == "" && t.job.CreateSent.IsZero() {
 			continue
 		}
-		est := toNanos(t.job.ReservedUSD)
+		est := pipeline.NanoUSDUp(t.job.ReservedUSD)
 		if est == 0 {
 			// Created by a run without a budget (or by a version before
 			// budgets): it recorded no reservation, but its answers will
@@ -138,7 +134,7 @@ func (d *Driver) startPurse() error {
 // batch price: its input as the runner estimates an online call's (the
 // stage's estimate scaled by what was billed against earlier estimates),
 // and the output at the request's cap.
-func (d *Driver) estimate(it pipeline.Item) int64 {
+func (d *Driver) estimate(it pipeline.Item) pipeline.NanoUSD {
 	var estIn, capOut int64
 	if e, ok := d.stage.(pipeline.Estimator); ok {
 		estIn, capOut = e.EstimateInput(it), e.MaxOutputTokens()
@@ -156,7 +152,7 @@ func (d *Driver) estimate(it pipeline.Item) int64 {
 			capOut = p.outMax
 		}
 	}
-	return toNanos(d.batchCost(pipeline.Usage{PromptTokens: in, CandidateTokens: capOut}))
+	return pipeline.NanoUSDUp(d.batchCost(pipeline.Usage{PromptTokens: in, CandidateTokens: capOut}))
 }
 
 // observe calibrates the estimate with one answered request's billed
@@ -179,7 +175,7 @@ func (d *Driver) observe(it pipeline.Item, u pipeline.Usage) {
 // condition leaves out costing nothing.
 // perItem is the estimate per item of those looked at, for the stop's
 // message.
-func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
+func (d *Driver) fitting(max int) (n int, perItem pipeline.NanoUSD, err error) {
 	if !d.purse.on() {
 		return max, 0, nil
 	}
@@ -187,7 +183,8 @@ func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", errStore, err)
 	}
-	var est, all, seen int64
+	var est, all pipeline.NanoUSD
+	var seen int64
 	asked := map[string]bool{}
 	for i, q := range next {
 		if sk, ok := d.stage.(pipeline.Skipper); ok {
@@ -211,14 +208,14 @@ func (d *Driver) fitting(max int) (n int, perItem int64, err error) {
 		n = i + 1
 	}
 	if seen > 0 {
-		perItem = all / seen
+		perItem = all / pipeline.NanoUSD(seen)
 	}
 	return n, perItem, nil
 }
 
 // book reserves est for job t before its create, or reports that it does
 // not fit.
-func (d *Driver) book(t *tracked, est int64) bool {
+func (d *Driver) book(t *tracked, est pipeline.NanoUSD) bool {
 	if !d.purse.on() {
 		return true
 	}
@@ -232,7 +229,7 @@ func (d *Driver) book(t *tracked, est int64) bool {
 // settle replaces job num's reservation by what its answers were billed.
 func (d *Driver) settle(num uint64, billed float64) {
 	delete(d.purse.reserved, num)
-	d.purse.spent += toNanos(billed)
+	d.purse.spent += pipeline.NanoUSDUp(billed)
 }
 
 // release drops job num's reservation: it ended with nothing billed.
@@ -246,15 +243,15 @@ func (d *Driver) budgetStop() error {
 		return err
 	}
 	p := &d.purse
-	e := &BudgetError{CapUSD: d.cfg.Budget.RunUSD, SpentUSD: toUSD(p.spent), Left: left, PerItemUSD: toUSD(d.perItem), ReservedUSD: toUSD(d.perItem)}
+	e := &BudgetError{CapUSD: d.cfg.Budget.RunUSD, SpentUSD: p.spent.USD(), Left: left, PerItemUSD: d.perItem.USD(), ReservedUSD: d.perItem.USD()}
 	if n := d.sum.Answered + d.sum.Dead; n > 0 {
 		// At this run's rate, answers from the cache included, as the
 		// runner forecasts.
-		e.PerItemUSD = toUSD(p.spent) / float64(n)
+		e.PerItemUSD = p.spent.USD() / float64(n)
 	}
 	// The run's cap is named when it is the one the next item crosses.
-	if d.cfg.Budget.TotalUSD > 0 && (d.cfg.Budget.RunUSD <= 0 || p.spent+d.perItem <= int64(math.Floor(d.cfg.Budget.RunUSD*1e9))) {
-		e.Total, e.CapUSD, e.BeforeUSD = true, d.cfg.Budget.TotalUSD, toUSD(p.before)
+	if d.cfg.Budget.TotalUSD > 0 && (d.cfg.Budget.RunUSD <= 0 || p.spent+d.perItem <= pipeline.NanoUSDDown(d.cfg.Budget.RunUSD)) {
+		e.Total, e.CapUSD, e.BeforeUSD = true, d.cfg.Budget.TotalUSD, p.before.USD()
 	}
 	return e
 }

@@ -39,7 +39,7 @@ func perItem(t *testing.T, f *fixture) float64 {
 	if err := d.startPurse(); err != nil {
 		t.Fatal(err)
 	}
-	return toUSD(d.estimate(items[0].Item))
+	return d.estimate(items[0].Item).USD()
 }
 
 // TestDriver_BudgetStopsCreatingJobs: with a budget for 12 items'

@@ -72,7 +72,7 @@ type Driver struct {
 	// the next job does not fit, perItem the estimate per item then.
 	purse   purse
 	blocked bool
-	perItem int64
+	perItem pipeline.NanoUSD
 	// lastJob is set once a job was cut short by the budget.
 	lastJob bool
 	// until is ModeAuto's deadline for the run (see Config.Deadline);
@@ -122,24 +122,8 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 	if d.cfg.Mode == ModeOnline {
 		return d.sum, nil
 	}
-	if err := d.resume(ctx); err != nil {
+	if err := d.start(ctx); err != nil {
 		return d.sum, err
-	}
-	if err := d.startPurse(); err != nil {
-		return d.sum, err
-	}
-	if d.cfg.Mode == ModeAuto {
-		// One deadline for the run, never renewed per job: jobs that
-		// came back (a 429 kept them from being created, they expired)
-		// would otherwise go into new jobs with deadlines of their own,
-		// and the online runner would wait for all of them.
-		from := d.cfg.Now()
-		for _, t := range d.jobs {
-			if t.job.Created.Before(from) {
-				from = t.job.Created
-			}
-		}
-		d.until = from.Add(d.cfg.Deadline)
 	}
 	rounds := 1
 	if d.cfg.Mode == ModeBatch {
@@ -147,62 +131,9 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 	}
 	for round := 1; round <= rounds; round++ {
 		returned := d.sum.Returned
-		// A round sends each item once: what its jobs give back goes to
-		// the end of the queue and waits for the next round (or the
-		// online runner). Sent again at once, into new jobs with fresh
-		// deadlines, items of jobs that never finish in time would go
-		// round forever.
-		left, err := d.queued()
+		busy, err := d.round(ctx)
 		if err != nil {
 			return d.sum, err
-		}
-		filling := true
-		// busy: the round had a job, this worker's or another's, that
-		// could give items back.
-		busy := false
-		// Jobs other workers drive are waited for: they may die, and then
-		// their jobs are this worker's to finish.
-		for filling || len(d.jobs) > 0 || d.others > 0 {
-			busy = busy || len(d.jobs) > 0 || d.others > 0
-			now := d.cfg.Now()
-			if err := d.hold(ctx, now, false); err != nil {
-				return d.sum, err
-			}
-			created, err := d.createPending(ctx, now)
-			if heldElsewhere(err) {
-				d.holdAt = time.Time{} // lost a job: hold again, leave it
-				continue
-			}
-			if err != nil {
-				return d.sum, err
-			}
-			if created && filling && !d.until.IsZero() && !now.Before(d.until) {
-				filling = false // what is left goes online
-			}
-			if created && filling {
-				more, err := d.reserve(now, &left)
-				if err != nil {
-					return d.sum, err
-				}
-				if more {
-					continue
-				}
-				// Over budget, jobs in flight may still leave room when
-				// they settle below their reservations: try again then.
-				filling = d.blocked && len(d.jobs) > 0
-			}
-			if err := d.pollDue(ctx, now); heldElsewhere(err) {
-				d.holdAt = time.Time{}
-				continue
-			} else if err != nil {
-				return d.sum, err
-			}
-			d.pollByDeadline(now)
-			if wait, ok := d.nextWake(now); ok {
-				if err := d.cfg.Sleep(ctx, wait); err != nil {
-					return d.sum, err
-				}
-			}
 		}
 		if d.blocked {
 			break
@@ -221,6 +152,92 @@ func (d *Driver) Run(ctx context.Context) (Summary, error) {
 		return d.sum, d.budgetStop()
 	}
 	return d.sum, nil
+}
+
+// start resumes the recorded jobs, readies the purse and, in ModeAuto,
+// sets the run's deadline.
+func (d *Driver) start(ctx context.Context) error {
+	if err := d.resume(ctx); err != nil {
+		return err
+	}
+	if err := d.startPurse(); err != nil {
+		return err
+	}
+	if d.cfg.Mode == ModeAuto {
+		// One deadline for the run, never renewed per job: jobs that
+		// came back (a 429 kept them from being created, they expired)
+		// would otherwise go into new jobs with deadlines of their own,
+		// and the online runner would wait for all of them.
+		from := d.cfg.Now()
+		for _, t := range d.jobs {
+			if t.job.Created.Before(from) {
+				from = t.job.Created
+			}
+		}
+		d.until = from.Add(d.cfg.Deadline)
+	}
+	return nil
+}
+
+// round sends each queued item once and drives the jobs until every one
+// is closed. busy reports that the round had a job, this worker's or
+// another's, that could give items back.
+//
+// What a round's jobs give back goes to the end of the queue and waits
+// for the next round (or the online runner). Sent again at once, into
+// new jobs with fresh deadlines, items of jobs that never finish in time
+// would go round forever.
+func (d *Driver) round(ctx context.Context) (busy bool, err error) {
+	left, err := d.queued()
+	if err != nil {
+		return false, err
+	}
+	filling := true
+	// Jobs other workers drive are waited for: they may die, and then
+	// their jobs are this worker's to finish.
+	for filling || len(d.jobs) > 0 || d.others > 0 {
+		busy = busy || len(d.jobs) > 0 || d.others > 0
+		now := d.cfg.Now()
+		if err := d.hold(ctx, now, false); err != nil {
+			return busy, err
+		}
+		created, err := d.createPending(ctx, now)
+		if heldElsewhere(err) {
+			d.holdAt = time.Time{} // lost a job: hold again, leave it
+			continue
+		}
+		if err != nil {
+			return busy, err
+		}
+		if created && filling && !d.until.IsZero() && !now.Before(d.until) {
+			filling = false // what is left goes online
+		}
+		if created && filling {
+			more, err := d.reserve(now, &left)
+			if err != nil {
+				return busy, err
+			}
+			if more {
+				continue
+			}
+			// Over budget, jobs in flight may still leave room when
+			// they settle below their reservations: try again then.
+			filling = d.blocked && len(d.jobs) > 0
+		}
+		if err := d.pollDue(ctx, now); heldElsewhere(err) {
+			d.holdAt = time.Time{}
+			continue
+		} else if err != nil {
+			return busy, err
+		}
+		d.pollByDeadline(now)
+		if wait, ok := d.nextWake(now); ok {
+			if err := d.cfg.Sleep(ctx, wait); err != nil {
+				return busy, err
+			}
+		}
+	}
+	return busy, nil
 }
 
 // anotherRound reports whether the round that ended gave items back to

@@ -18,166 +18,6 @@ import (
 // keyField is the inlined request's metadata key that carries the item id.
 const keyField = "key"
 
-// create builds job t's requests and creates it at the API, then records
-// its name. Items whose request cannot be built (empty text, a template
-// failing on them) get the online path's verdict at once.
-func (d *Driver) create(ctx context.Context, t *tracked, now time.Time) error {
-	items, err := d.db.BatchItems(t.job.Num)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errStore, err)
-	}
-	sends, err := d.sendsOf(t.job.Num)
-	if err != nil {
-		return err
-	}
-	var reqs []*genai.InlinedRequest
-	var lines bytes.Buffer
-	// refused: items the online path would refuse or leave out (a
-	// stage's condition) without a call, and items whose question the
-	// cache answers; all are committed before create. keys: the
-	// questions this job's requests ask.
-	var refused []pipeline.Transition
-	var keys []string
-	var est int64 // the requests' estimated cost, nanodollars
-	asked := map[string]bool{}
-	for _, it := range items {
-		if sk, ok := d.stage.(pipeline.Skipper); ok {
-			if res, skip := sk.Skip(ctx, it); skip {
-				refused = append(refused, pipeline.Transition{Stage: d.stage.Name(), ID: it.ID, Outcome: pipeline.Succeeded, Result: res})
-				continue
-			}
-		}
-		key := d.key(it)
-		if res, ok := d.cached(key); ok {
-			refused = append(refused, d.reused(it, key, res))
-			continue
-		}
-		if key != "" && (asked[key] || d.askedElsewhere(key, t.job.Num)) {
-			// Held without a request: the answer to the request that asks
-			// it is shared when the results are applied.
-			continue
-		}
-		if n := sends[it.ID]; n >= d.cfg.MaxSends {
-			// Only a request is paid: a skip or an answer from the cache
-			// is not refused for the bound. In ModeAuto the item stays
-			// without a request, and the job gives it back to the
-			// online runner; in ModeBatch it is done being sent.
-			if d.cfg.Mode != ModeAuto {
-				refused = append(refused, d.sentOut(ctx, it, n, nil, now))
-			}
-			continue
-		}
-		r, err := d.stage.BatchRequest(it)
-		if err != nil {
-			tr, ok := d.transition(ctx, it, pipeline.Result{}, err, now)
-			if !ok {
-				return fmt.Errorf("batch job %d: item %s: %w", t.job.Num, it.ID, err)
-			}
-			refused = append(refused, tr)
-			continue
-		}
-		r.Metadata = map[string]string{keyField: it.ID}
-		line, err := jsonlLine(it.ID, r)
-		if err != nil {
-			return fmt.Errorf("batch job %d: item %s: encode request: %w", t.job.Num, it.ID, err)
-		}
-		lines.Write(line)
-		lines.WriteByte('\n')
-		reqs = append(reqs, r)
-		if d.purse.on() {
-			est += d.estimate(it)
-		}
-		if key != "" {
-			asked[key] = true
-			keys = append(keys, key)
-		}
-	}
-	if len(refused) > 0 {
-		if err := d.commit(t, refused); err != nil {
-			return fmt.Errorf("%w: %w", errStore, err)
-		}
-	}
-	if len(reqs) == 0 {
-		if err := d.close(t, "nothing to send: every item was answered from the cache, left out by the stage's condition, refused before a call, asked by another job or sent max_sends times already (auto mode: left to the online calls)", now); err != nil {
-			return fmt.Errorf("%w: %w", errStore, err)
-		}
-		return nil
-	}
-	if !d.book(t, est) {
-		// Paid whole once created: a job that may cross the budget is
-		// not made (a resumed intent under a lower cap, or a cost that
-		// grew since its items were reserved).
-		d.blocked, d.perItem = true, est/int64(len(reqs))
-		if err := d.close(t, fmt.Sprintf("not created: its estimated cost $%.4f does not fit the budget", toUSD(est)), now); err != nil {
-			return fmt.Errorf("%w: %w", errStore, err)
-		}
-		return nil
-	}
-	src := &genai.BatchJobSource{InlinedRequests: reqs}
-	if lines.Len() > d.cfg.InlineBytes {
-		f, err := d.apiFor(t).Files.Upload(ctx, bytes.NewReader(lines.Bytes()), &genai.UploadFileConfig{
-			DisplayName: t.job.DisplayName + "-input", MIMEType: "application/jsonl",
-		})
-		if err != nil {
-			// An orphan upload costs nothing and expires in 48 h; the job
-			// itself was not created.
-			return fmt.Errorf("batch job %d: upload its %d requests (%d bytes): %w", t.job.Num, len(reqs), lines.Len(), err)
-		}
-		src = &genai.BatchJobSource{FileName: f.Name}
-	}
-	// From here the job may exist whatever the answer says: a crash or a
-	// lost answer makes the next look wait until it would have shown.
-	d.asking(t.job.Num, keys)
-	rec, err := d.db.MarkBatchCreate(t.job.Num, toUSD(est), d.cfg.Now())
-	if err != nil {
-		return fmt.Errorf("%w: %w", errStore, err)
-	}
-	t.job = rec
-	job, err := d.apiFor(t).Batches.Create(ctx, d.stage.Model(), src, &genai.CreateBatchJobConfig{DisplayName: t.job.DisplayName})
-	if err != nil {
-		var ae genai.APIError
-		if errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests {
-			return ae
-		}
-		return fmt.Errorf("batch job %d: create at the API: %w", t.job.Num, err)
-	}
-	rec, err = d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
-	if err != nil {
-		return fmt.Errorf("%w: batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", errStore, t.job.Num, job.Name, err, t.job.DisplayName)
-	}
-	t.job = rec
-	t.interval = d.cfg.Poll
-	t.nextPoll = now.Add(t.interval)
-	d.sum.Created++
-	d.cfg.Log.Info("batch: job created", "job", t.job.Num, "name", job.Name, "requests", len(reqs), "file", src.FileName != "")
-	d.progress()
-	return nil
-}
-
-// jsonlLine is one line of a job's input file: the item's key and the
-// request in the REST form the SDK would send it inlined (system
-// instruction beside contents, the rest in generationConfig).
-func jsonlLine(key string, r *genai.InlinedRequest) ([]byte, error) {
-	gc := *r.Config
-	if gc.SafetySettings != nil || gc.Tools != nil || gc.ToolConfig != nil || gc.Labels != nil || gc.CachedContent != "" {
-		return nil, errors.New("the request uses settings that a batch file line does not carry here (safety settings, tools, labels, cached content)")
-	}
-	system := gc.SystemInstruction
-	gc.SystemInstruction, gc.HTTPOptions, gc.AutomaticContinuation = nil, nil, nil
-	return json.Marshal(struct {
-		Key     string `json:"key"`
-		Request struct {
-			Contents          []*genai.Content             `json:"contents"`
-			SystemInstruction *genai.Content               `json:"systemInstruction,omitempty"`
-			GenerationConfig  *genai.GenerateContentConfig `json:"generationConfig"`
-		} `json:"request"`
-	}{Key: key, Request: struct {
-		Contents          []*genai.Content             `json:"contents"`
-		SystemInstruction *genai.Content               `json:"systemInstruction,omitempty"`
-		GenerationConfig  *genai.GenerateContentConfig `json:"generationConfig"`
-	}{r.Contents, system, &gc}})
-}
-
 // pollDue polls every created job whose time has come.
 func (d *Driver) pollDue(ctx context.Context, now time.Time) error {
 	for _, num := range d.order() {
@@ -340,106 +180,131 @@ func (d *Driver) apply(ctx context.Context, t *tracked, rows map[string]row, str
 			return err
 		}
 	}
-	var ts []pipeline.Transition
-	var fatal error
-	answered := 0
-	held := map[string]bool{}
-	// Items sent without a request of their own (their question asked
-	// by another item) share its answer; the answers by key.
-	var waiting []pipeline.Item
-	got := map[string]pipeline.Result{}
-	var billed float64 // what the job's rows cost
 	// A commit of these results landed before (its driver died before it
 	// closed the job): it used every answer it could, and what the rows
 	// still held were billed is in the ledger and the job's usage already.
 	// They go back to the queue without being billed again. Answered,
 	// Dead and Usage cannot tell: create commits what it answers without
 	// a request (the cache, a condition, a refusal) before the job exists.
-	again := t.job.ResultsCommitted
+	a := &applied{again: t.job.ResultsCommitted, held: map[string]bool{}, got: map[string]pipeline.Result{}}
 	for _, it := range items {
-		held[it.ID] = true
-		key := d.key(it)
-		r, ok := rows[it.ID]
-		if !ok {
-			waiting = append(waiting, it)
-			continue
-		}
-		res, err := d.stage.DecodeBatch(it, r.resp, r.err)
-		if again {
-			res.Usage = pipeline.Usage{}
-		}
-		cost := d.addUsage(res.Usage)
-		billed += cost
-		d.observe(it, res.Usage)
-		tr, ok := d.transition(ctx, it, res, err, now)
-		if n := sends[it.ID]; !ok && n >= d.cfg.MaxSends && pipeline.ClassOf(ctx, err) != pipeline.ClassFatal {
-			tr, ok = d.sentOut(ctx, it, n, err, now), true
-		}
-		// The store's ledger counts what was billed (a lifetime budget
-		// reads it), and keeps the answer for the same question asked
-		// later.
-		tr.CostUSD, tr.Usage = cost, res.Usage
-		if tr.Outcome == pipeline.Succeeded {
-			tr.CacheKey = key
-			if key != "" {
-				got[key] = res
-			}
-		}
-		if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && fatal == nil {
-			fatal = err
-		}
-		switch {
-		case ok:
-			ts = append(ts, tr)
-			answered++
-		case res.Usage != (pipeline.Usage{}):
-			// Billed though it goes back to the queue (an answer cut
-			// off or off the schema): the ledger still counts it.
-			tr.Outcome = pipeline.Billed
-			ts = append(ts, tr)
+		a.held[it.ID] = true
+		if r, ok := rows[it.ID]; ok {
+			d.applyRow(ctx, a, it, r, sends[it.ID], now)
+		} else {
+			a.waiting = append(a.waiting, it)
 		}
 	}
-	for _, it := range waiting {
+	d.applyWaiting(ctx, a, sends, now)
+	// Results for items the job no longer holds (answered online after a
+	// deadline, re-queued, re-ingested) go to the store to be counted as
+	// ignored, never applied.
+	for key := range rows {
+		if !a.held[key] {
+			a.ts = append(a.ts, pipeline.Transition{Stage: d.stage.Name(), ID: key, Outcome: pipeline.Succeeded})
+		}
+	}
+	d.sum.Ignored += stray
+	if err := d.commit(t, a.ts); err != nil {
+		return err
+	}
+	d.settle(t.job.Num, a.billed)
+	return d.closeApplied(t, a, len(rows), now)
+}
+
+// applied is the books of one job's results being applied.
+type applied struct {
+	// again: these results were committed once before (apply).
+	again bool
+	ts    []pipeline.Transition
+	// fatal is the first fatal error of a row.
+	fatal    error
+	answered int
+	// held: the job's items by id.
+	held map[string]bool
+	// Items sent without a request of their own (their question asked
+	// by another item) share its answer; the answers by key.
+	waiting []pipeline.Item
+	got     map[string]pipeline.Result
+	billed  float64 // what the job's rows cost
+}
+
+// applyRow turns item it's result row r, its request sent n times, into
+// a transition.
+func (d *Driver) applyRow(ctx context.Context, a *applied, it pipeline.Item, r row, n int, now time.Time) {
+	key := d.key(it)
+	res, err := d.stage.DecodeBatch(it, r.resp, r.err)
+	if a.again {
+		res.Usage = pipeline.Usage{}
+	}
+	cost := d.addUsage(res.Usage)
+	a.billed += cost
+	d.observe(it, res.Usage)
+	tr, ok := d.transition(ctx, it, res, err, now)
+	if !ok && n >= d.cfg.MaxSends && pipeline.ClassOf(ctx, err) != pipeline.ClassFatal {
+		tr, ok = d.sentOut(ctx, it, n, err, now), true
+	}
+	// The store's ledger counts what was billed (a lifetime budget
+	// reads it), and keeps the answer for the same question asked
+	// later.
+	tr.CostUSD, tr.Usage = cost, res.Usage
+	if tr.Outcome == pipeline.Succeeded {
+		tr.CacheKey = key
+		if key != "" {
+			a.got[key] = res
+		}
+	}
+	if err != nil && pipeline.ClassOf(ctx, err) == pipeline.ClassFatal && a.fatal == nil {
+		a.fatal = err
+	}
+	switch {
+	case ok:
+		a.ts = append(a.ts, tr)
+		a.answered++
+	case res.Usage != (pipeline.Usage{}):
+		// Billed though it goes back to the queue (an answer cut
+		// off or off the schema): the ledger still counts it.
+		tr.Outcome = pipeline.Billed
+		a.ts = append(a.ts, tr)
+	}
+}
+
+// applyWaiting gives the items held without a request the answer to
+// their question, or the dead letter of an item sent its last time.
+func (d *Driver) applyWaiting(ctx context.Context, a *applied, sends map[string]int, now time.Time) {
+	for _, it := range a.waiting {
 		key := d.key(it)
-		res, ok := got[key]
+		res, ok := a.got[key]
 		if !ok && key != "" {
 			// Asked by another job, which may have answered by now.
 			res, ok = d.cached(key)
 		}
 		switch n := sends[it.ID]; {
 		case ok:
-			ts = append(ts, d.reused(it, key, res))
+			a.ts = append(a.ts, d.reused(it, key, res))
 		case n >= d.cfg.MaxSends:
-			ts = append(ts, d.sentOut(ctx, it, n, nil, now))
+			a.ts = append(a.ts, d.sentOut(ctx, it, n, nil, now))
 		}
-		// Otherwise no result for it: returned below.
+		// Otherwise no result for it: returned by the close.
 	}
-	// Results for items the job no longer holds (answered online after a
-	// deadline, re-queued, re-ingested) go to the store to be counted as
-	// ignored, never applied.
-	for key := range rows {
-		if !held[key] {
-			ts = append(ts, pipeline.Transition{Stage: d.stage.Name(), ID: key, Outcome: pipeline.Succeeded})
-		}
-	}
-	d.sum.Ignored += stray
-	if err := d.commit(t, ts); err != nil {
-		return err
-	}
-	d.settle(t.job.Num, billed)
-	note := fmt.Sprintf("succeeded: %d of %d results used", answered, len(rows))
-	if answered == 0 && len(rows) > 0 {
+}
+
+// closeApplied closes job t, whose results (of rows rows) were applied,
+// and reports a row's fatal error.
+func (d *Driver) closeApplied(t *tracked, a *applied, rows int, now time.Time) error {
+	note := fmt.Sprintf("succeeded: %d of %d results used", a.answered, rows)
+	if a.answered == 0 && rows > 0 {
 		// Whatever the state says, nothing came of it.
 		d.sum.Failed++
-		note = fmt.Sprintf("the job said SUCCEEDED but every one of its %d requests failed", len(rows))
+		note = fmt.Sprintf("the job said SUCCEEDED but every one of its %d requests failed", rows)
 	} else {
 		d.sum.Succeeded++
 	}
 	if err := d.close(t, note, now); err != nil {
 		return err
 	}
-	if fatal != nil {
-		return fmt.Errorf("batch job %d (%s): %w", t.job.Num, t.job.Name, fatal)
+	if a.fatal != nil {
+		return fmt.Errorf("batch job %d (%s): %w", t.job.Num, t.job.Name, a.fatal)
 	}
 	return nil
 }

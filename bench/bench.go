@@ -227,16 +227,11 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "bench.db"), store.Options{Stages: stageDefs})
+	db, err := openIngested(filepath.Join(dir, "bench.db"), items)
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
-	for i := 0; i < len(items); i += 1000 {
-		if _, err := db.Ingest(items[i:min(i+1000, len(items))]); err != nil {
-			return res, fmt.Errorf("ingest: %w", err)
-		}
-	}
 
 	sim := geminisim.New(cfg.Sim)
 	simStart := time.Now()
@@ -276,34 +271,75 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 			series = append(series, Sample{T: p.Elapsed, InFlight: calls.load(), Limit: c.Limit, Done: c.Done + c.Dead})
 		},
 	}
+	w, err := runTimed(ctx, cfg, r, &res)
+	if err != nil {
+		return res, err
+	}
+	res.Series = series
+	res.fromSim(cfg, sim.Stats(), w.start.Sub(simStart), w.end.Sub(simStart))
+	if err := res.fromStore(db, classify, w.sum); err != nil {
+		return res, err
+	}
+	res.concurrency(calls, series, w.start, w.end)
+	return res, nil
+}
+
+// openIngested opens a new bench database at path holding items.
+func openIngested(path string, items []pipeline.Record) (*store.DB, error) {
+	db, err := store.Open(path, store.Options{Stages: stageDefs})
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(items); i += 1000 {
+		if _, err := db.Ingest(items[i:min(i+1000, len(items))]); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+	}
+	return db, nil
+}
+
+// timedRun is one bench run's summary and wall-clock bounds.
+type timedRun struct {
+	sum        pipeline.RunSummary
+	start, end time.Time
+}
+
+// runTimed runs r within cfg.MaxWall, noting in res how it ended (a
+// stop or the wall is a result, not an error) and its wall time.
+func runTimed(ctx context.Context, cfg Config, r *pipeline.Runner, res *Result) (timedRun, error) {
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
 	if cfg.MaxWall > 0 {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.MaxWall)
 	}
 	defer cancel()
-	start := time.Now()
+	var w timedRun
+	w.start = time.Now()
 	sum, runErr := r.Run(runCtx)
-	end := time.Now()
+	w.end, w.sum = time.Now(), sum
 	timedOut := ctx.Err() == nil && runCtx.Err() != nil
 	switch {
 	case timedOut:
 		res.Message = fmt.Sprintf("stopped after %s (MaxWall)", cfg.MaxWall)
 	case runErr == nil:
 	case ctx.Err() != nil:
-		return res, ctx.Err()
+		return w, ctx.Err()
 	case errors.Is(runErr, pipeline.ErrStopped):
 		res.Message = runErr.Error()
 	default:
-		return res, runErr
+		return w, runErr
 	}
 	res.Status = sum.Status
 	if timedOut {
 		res.Status = "timeout"
 	}
-	res.Wall = end.Sub(start)
-	res.Series = series
+	res.Wall = w.end.Sub(w.start)
+	return w, nil
+}
 
-	st := sim.Stats()
+// fromSim fills in what the simulator saw of a run from..to after its
+// start: calls, refusals, items answered and the goodput.
+func (res *Result) fromSim(cfg Config, st geminisim.Stats, from, to time.Duration) {
 	res.Timeline = st.Timeline
 	res.Calls = st.Calls
 	res.RateLimited = st.Outcomes[geminisim.OutcomeRateLimited] + st.Outcomes[geminisim.OutcomeCapacity]
@@ -315,17 +351,21 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 		}
 		res.tokens[key] = int(it.PromptTokens)
 	}
-	res.Capacity = Capacity(cfg.Sim, start.Sub(simStart), end.Sub(simStart))
+	res.Capacity = Capacity(cfg.Sim, from, to)
 	if res.Capacity > 0 {
 		res.Goodput = float64(res.Answered) / res.Capacity
 	}
 	if res.Calls > 0 {
 		res.Share429 = float64(res.RateLimited) / float64(res.Calls)
 	}
+}
 
+// fromStore fills in where the run left the items, and the classify
+// stage's limits.
+func (res *Result) fromStore(db *store.DB, classify pipeline.StageConfig, sum pipeline.RunSummary) error {
 	counts, err := db.Counts()
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.Done = counts.Done
 	for _, sc := range counts.Stages {
@@ -342,7 +382,13 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 	if cs := sum.Stages["classify"]; cs != nil {
 		res.LimitMin, res.LimitMax = cs.LimitMin, cs.LimitMax
 	}
+	return nil
+}
 
+// concurrency fills in the calls in flight between the first request
+// and the last answer of a run from start to end, and the lead and tail
+// outside them.
+func (res *Result) concurrency(calls *callCounter, series []Sample, start, end time.Time) {
 	mean, _ := calls.mean()
 	res.ConcMean = mean
 	calls.mu.Lock()
@@ -361,5 +407,4 @@ func runOne(ctx context.Context, cfg Config, items []pipeline.Record, s Strategy
 		res.ConcP95 = busy[min(len(busy)-1, len(busy)*95/100)]
 		res.ConcMax = busy[len(busy)-1]
 	}
-	return res, nil
 }

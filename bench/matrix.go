@@ -60,6 +60,10 @@ const (
 // seconds: a thinking model on a quota that needs hundreds of calls in
 // flight, and a real per-minute window (a minute or more per strategy,
 // about 8 for fixed-8).
+//
+// It is one table, kept whole past the usual length: each shape reads as
+// one literal beside its description, and the shapes are compared side
+// by side.
 func Shapes(long bool) []Shape {
 	lat := geminisim.Latency{Base: matrixLatency, Jitter: matrixJitter}
 	perWindow := func(w time.Duration) int { return int(matrixPerSec * w.Seconds()) }
@@ -247,21 +251,7 @@ type Cell struct {
 // median table (or JSON) to w, and the plots to opts.PlotDir. It returns
 // what it measured even when ctx is canceled midway (with ctx's error).
 func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixReport, error) {
-	if opts.Runs <= 0 {
-		opts.Runs = 1
-	}
-	if opts.RefusalLatency <= 0 {
-		opts.RefusalLatency = DefaultRefusalLatency
-	}
-	if opts.Log == nil {
-		opts.Log = io.Discard
-	}
-	if opts.MaxWall <= 0 {
-		opts.MaxWall = 20
-	}
-	if len(opts.Strategies) == 0 {
-		opts.Strategies = Strategies()
-	}
+	opts.setDefaults()
 	shapes, err := LookupShapes(opts.Shapes, opts.Long)
 	if err != nil {
 		return MatrixReport{}, err
@@ -276,31 +266,9 @@ func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixRepo
 			sh = sh.unnamed()
 		}
 		cfg := shapeConfig(sh, opts)
-		sr := ShapeReport{Shape: sh}
-		byStrategy := make([][]Result, len(opts.Strategies))
-		for run := 0; run < opts.Runs && runErr == nil; run++ {
-			fmt.Fprintf(opts.Log, "matrix: %s, run %d of %d\n", sh.Name, run+1, opts.Runs)
-			results, err := Run(ctx, cfg, opts.Strategies)
-			for i, r := range results {
-				byStrategy[i] = append(byStrategy[i], r)
-			}
-			runErr = err
-		}
-		perfect := perfectFor(cfg.Sim, byStrategy)
-		sr.Perfect = perfect(perfectWorkers)
-		for i, rs := range byStrategy {
-			if len(rs) == 0 {
-				continue
-			}
-			for j := range rs {
-				rs[j].Perfect = perfect(max(perfectWorkers, rs[j].ConcP95))
-				// A run that stopped early did not do the work: it scores 0.
-				if rs[j].Status == "complete" && rs[j].Wall > 0 {
-					rs[j].VsPerfect = rs[j].Perfect.Seconds() / rs[j].Wall.Seconds()
-				}
-			}
-			sr.Cells = append(sr.Cells, median(opts.Strategies[i].Name, rs))
-		}
+		var byStrategy [][]Result
+		byStrategy, runErr = runShape(ctx, opts, sh, cfg)
+		sr := scoreShape(sh, cfg, opts.Strategies, byStrategy)
 		if opts.PlotDir != "" && len(byStrategy) > 0 && len(byStrategy[0]) > 0 {
 			var first []Result
 			for _, rs := range byStrategy {
@@ -320,24 +288,86 @@ func RunMatrix(ctx context.Context, opts MatrixOptions, w io.Writer) (MatrixRepo
 			break
 		}
 	}
-	if opts.JSON {
-		for i := range rep.Shapes {
-			for j := range rep.Shapes[i].Cells {
-				for k := range rep.Shapes[i].Cells[j].Results {
-					r := &rep.Shapes[i].Cells[j].Results[k]
-					r.Series, r.Timeline = nil, nil
-				}
-			}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return rep, err
-		}
-	} else {
-		WriteMatrixTable(w, rep)
+	if err := writeMatrix(w, rep, opts.JSON); err != nil {
+		return rep, err
 	}
 	return rep, runErr
+}
+
+func (opts *MatrixOptions) setDefaults() {
+	if opts.Runs <= 0 {
+		opts.Runs = 1
+	}
+	if opts.RefusalLatency <= 0 {
+		opts.RefusalLatency = DefaultRefusalLatency
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.MaxWall <= 0 {
+		opts.MaxWall = 20
+	}
+	if len(opts.Strategies) == 0 {
+		opts.Strategies = Strategies()
+	}
+}
+
+// runShape runs every strategy on shape sh opts.Runs times, stopping at
+// the first run that fails; the results are by strategy, then run.
+func runShape(ctx context.Context, opts MatrixOptions, sh Shape, cfg Config) ([][]Result, error) {
+	byStrategy := make([][]Result, len(opts.Strategies))
+	var runErr error
+	for run := 0; run < opts.Runs && runErr == nil; run++ {
+		fmt.Fprintf(opts.Log, "matrix: %s, run %d of %d\n", sh.Name, run+1, opts.Runs)
+		results, err := Run(ctx, cfg, opts.Strategies)
+		for i, r := range results {
+			byStrategy[i] = append(byStrategy[i], r)
+		}
+		runErr = err
+	}
+	return byStrategy, runErr
+}
+
+// scoreShape scores each run against the perfect client's time and
+// keeps each strategy's median.
+func scoreShape(sh Shape, cfg Config, strategies []Strategy, byStrategy [][]Result) ShapeReport {
+	sr := ShapeReport{Shape: sh}
+	perfect := perfectFor(cfg.Sim, byStrategy)
+	sr.Perfect = perfect(perfectWorkers)
+	for i, rs := range byStrategy {
+		if len(rs) == 0 {
+			continue
+		}
+		for j := range rs {
+			rs[j].Perfect = perfect(max(perfectWorkers, rs[j].ConcP95))
+			// A run that stopped early did not do the work: it scores 0.
+			if rs[j].Status == "complete" && rs[j].Wall > 0 {
+				rs[j].VsPerfect = rs[j].Perfect.Seconds() / rs[j].Wall.Seconds()
+			}
+		}
+		sr.Cells = append(sr.Cells, median(strategies[i].Name, rs))
+	}
+	return sr
+}
+
+// writeMatrix writes rep to w as the median table, or as JSON without
+// the runs' series and timelines.
+func writeMatrix(w io.Writer, rep MatrixReport, asJSON bool) error {
+	if !asJSON {
+		WriteMatrixTable(w, rep)
+		return nil
+	}
+	for i := range rep.Shapes {
+		for j := range rep.Shapes[i].Cells {
+			for k := range rep.Shapes[i].Cells[j].Results {
+				r := &rep.Shapes[i].Cells[j].Results[k]
+				r.Series, r.Timeline = nil, nil
+			}
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
 
 // LookupShapes returns the named shapes of Shapes(long) in the order

@@ -22,36 +22,66 @@ var palette = []string{"#1f77b4", "#d62728", "#ff7f0e", "#2ca02c", "#9467bd", "#
 // axis.
 func WriteSVG(w io.Writer, cfg Config, results []Result) error {
 	cfg = cfg.withDefaults()
-	const (
-		width, left, right = 960, 56, 24
-		top, panelH, gap   = 64, 130, 44
-	)
-	plotW := float64(width - left - right)
-	height := top + len(results)*(panelH+gap) + 10
-
-	var tmax time.Duration
-	for _, r := range results {
-		tmax = max(tmax, r.Wall)
-	}
-	if tmax <= 0 {
-		tmax = time.Second
-	}
-	xstep := niceStep(tmax.Seconds(), 8)
-	xend := math.Ceil(tmax.Seconds()/xstep) * xstep
-	x := func(t time.Duration) float64 { return left + plotW*t.Seconds()/xend }
-	meanLatency := cfg.Sim.Latency.Base + cfg.Sim.Latency.Jitter/2
-	ideal := func(t time.Duration) float64 {
-		segs := segments(cfg.Sim)
-		for _, s := range segs {
-			if t >= s.from && t < s.to {
-				return s.perSec * meanLatency.Seconds()
-			}
-		}
-		return 0
-	}
-
+	p := newPlot(cfg, results)
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	p.header(b, len(results))
+	for i, r := range results {
+		p.panel(b, i, r)
+	}
+	fmt.Fprintln(b, "</svg>")
+	return b.Flush()
+}
+
+// The plot's layout, in pixels.
+const (
+	plotWidth, plotLeft, plotRight = 960, 56, 24
+	plotTop, panelH, panelGap      = 64, 130, 44
+)
+
+// svgPlot is what WriteSVG's panels share: the time axis and the quota's
+// concurrency.
+type svgPlot struct {
+	cfg         Config
+	plotW       float64
+	tmax        time.Duration
+	xstep, xend float64
+	meanLatency time.Duration
+	segs        []segment
+}
+
+func newPlot(cfg Config, results []Result) *svgPlot {
+	p := &svgPlot{cfg: cfg, plotW: float64(plotWidth - plotLeft - plotRight)}
+	for _, r := range results {
+		p.tmax = max(p.tmax, r.Wall)
+	}
+	if p.tmax <= 0 {
+		p.tmax = time.Second
+	}
+	p.xstep = niceStep(p.tmax.Seconds(), 8)
+	p.xend = math.Ceil(p.tmax.Seconds()/p.xstep) * p.xstep
+	p.meanLatency = cfg.Sim.Latency.Base + cfg.Sim.Latency.Jitter/2
+	p.segs = segments(cfg.Sim)
+	return p
+}
+
+// x is the horizontal position of time t.
+func (p *svgPlot) x(t time.Duration) float64 { return plotLeft + p.plotW*t.Seconds()/p.xend }
+
+// ideal is the concurrency that uses the quota exactly at time t.
+func (p *svgPlot) ideal(t time.Duration) float64 {
+	for _, s := range p.segs {
+		if t >= s.from && t < s.to {
+			return s.perSec * p.meanLatency.Seconds()
+		}
+	}
+	return 0
+}
+
+// header writes the SVG's opening, the title and the legend.
+func (p *svgPlot) header(b *bufio.Writer, panels int) {
+	cfg, left := p.cfg, plotLeft
+	height := plotTop + panels*(panelH+panelGap) + 10
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", plotWidth, height, plotWidth, height)
 	fmt.Fprintf(b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(b, `<text x="%d" y="20" font-size="15" font-weight="bold">Calls in flight over time, %d items per strategy</text>`+"\n", left, cfg.Items)
 	fmt.Fprintf(b, `<text x="%d" y="38" fill="#444">quota %d requests per %s, schedule %s; latency %s + up to %s</text>`+"\n",
@@ -72,72 +102,83 @@ func WriteSVG(w io.Writer, cfg Config, results []Result) error {
 		fmt.Fprintf(b, `<text x="%.1f" y="56">%s</text>`+"\n", lx+30, html.EscapeString(l.label))
 		lx += 30 + 6.4*float64(len(l.label)) + 22
 	}
+}
 
-	for i, r := range results {
-		color := palette[i%len(palette)]
-		y0 := float64(top + i*(panelH+gap) + 22) // panel top
-		ymaxData := 1.0
-		for _, s := range r.Series {
-			ymaxData = max(ymaxData, float64(s.InFlight), float64(s.Limit))
-		}
-		for _, s := range segments(cfg.Sim) {
-			if s.from < tmax {
-				ymaxData = max(ymaxData, s.perSec*meanLatency.Seconds())
-			}
-		}
-		ystep := niceStep(ymaxData, 4)
-		ymax := math.Ceil(ymaxData/ystep) * ystep
-		y := func(v float64) float64 { return y0 + panelH - panelH*v/ymax }
-
-		title := fmt.Sprintf("%s: %.1f s, goodput %.0f%% of capacity, 429s %.2f%% of calls, %d lost",
-			r.Strategy, r.Wall.Seconds(), 100*r.Goodput, 100*r.Share429, r.Lost)
-		fmt.Fprintf(b, `<text x="%d" y="%.1f" font-weight="bold" fill="%s">%s</text>`+"\n", left, y0-8, color, html.EscapeString(title))
-		// Axes and grid.
-		for v := 0.0; v <= ymax+ystep/2; v += ystep {
-			fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, left, y(v), left+plotW, y(v))
-			fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%g</text>`+"\n", left-6, y(v)+4, v)
-		}
-		for t := 0.0; t <= xend+xstep/2; t += xstep {
-			px := x(time.Duration(t * float64(time.Second)))
-			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, px, y0, px, y0+panelH)
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%gs</text>`+"\n", px, y0+panelH+14, t)
-		}
-		fmt.Fprintf(b, `<rect x="%d" y="%.1f" width="%.1f" height="%d" fill="none" stroke="#999"/>`+"\n", left, y0, plotW, panelH)
-		// The quota's concurrency, as steps up to the run's end.
-		var pts []string
-		for _, s := range segments(cfg.Sim) {
-			if s.from >= r.Wall {
-				break
-			}
-			to := min(s.to, r.Wall)
-			v := ideal(s.from)
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(s.from), y(v), x(to), y(v)))
-		}
-		fmt.Fprintf(b, `<polyline fill="none" stroke="#888" stroke-width="1.5" stroke-dasharray="2 3" points="%s"/>`+"\n", strings.Join(pts, " "))
-		hasLimit := false
-		for _, s := range r.Series {
-			hasLimit = hasLimit || s.Limit > 0
-		}
-		if hasLimit {
-			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-opacity="0.7" stroke-width="1.5" stroke-dasharray="6 4" points="%s"/>`+"\n",
-				color, polyline(r.Series, x, y, func(s Sample) int { return s.Limit }))
-		}
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n",
-			color, polyline(r.Series, x, y, func(s Sample) int { return s.InFlight }))
-		// 429s per second, as a strip along the bottom of the panel.
-		for _, bk := range r.Timeline {
-			if bk.RateLimited == 0 {
-				continue
-			}
-			from := x(time.Duration(bk.Second) * time.Second)
-			to := min(x(time.Duration(bk.Second+1)*time.Second), left+plotW)
-			opacity := min(1, 0.25+math.Log10(float64(bk.RateLimited))/4)
-			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="6" fill="#d62728" fill-opacity="%.2f"><title>%ds: %d 429s</title></rect>`+"\n",
-				from, y0+panelH-6, to-from, opacity, bk.Second, bk.RateLimited)
+// panel writes result r's panel, the i-th: its title, axes, lines and
+// 429 strip.
+func (p *svgPlot) panel(b *bufio.Writer, i int, r Result) {
+	left := plotLeft
+	color := palette[i%len(palette)]
+	y0 := float64(plotTop + i*(panelH+panelGap) + 22) // panel top
+	ymaxData := 1.0
+	for _, s := range r.Series {
+		ymaxData = max(ymaxData, float64(s.InFlight), float64(s.Limit))
+	}
+	for _, s := range p.segs {
+		if s.from < p.tmax {
+			ymaxData = max(ymaxData, s.perSec*p.meanLatency.Seconds())
 		}
 	}
-	fmt.Fprintln(b, "</svg>")
-	return b.Flush()
+	ystep := niceStep(ymaxData, 4)
+	ymax := math.Ceil(ymaxData/ystep) * ystep
+	y := func(v float64) float64 { return y0 + panelH - panelH*v/ymax }
+
+	title := fmt.Sprintf("%s: %.1f s, goodput %.0f%% of capacity, 429s %.2f%% of calls, %d lost",
+		r.Strategy, r.Wall.Seconds(), 100*r.Goodput, 100*r.Share429, r.Lost)
+	fmt.Fprintf(b, `<text x="%d" y="%.1f" font-weight="bold" fill="%s">%s</text>`+"\n", left, y0-8, color, html.EscapeString(title))
+	// Axes and grid.
+	for v := 0.0; v <= ymax+ystep/2; v += ystep {
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, left, y(v), float64(left)+p.plotW, y(v))
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%g</text>`+"\n", left-6, y(v)+4, v)
+	}
+	for t := 0.0; t <= p.xend+p.xstep/2; t += p.xstep {
+		px := p.x(time.Duration(t * float64(time.Second)))
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e5e5e5"/>`, px, y0, px, y0+panelH)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%gs</text>`+"\n", px, y0+panelH+14, t)
+	}
+	fmt.Fprintf(b, `<rect x="%d" y="%.1f" width="%.1f" height="%d" fill="none" stroke="#999"/>`+"\n", left, y0, p.plotW, panelH)
+	p.lines(b, r, color, y)
+	p.refusals(b, r, y0)
+}
+
+// lines writes r's lines: the quota's concurrency, as steps up to the
+// run's end, the limit when there is one, and the calls in flight.
+func (p *svgPlot) lines(b *bufio.Writer, r Result, color string, y func(float64) float64) {
+	var pts []string
+	for _, s := range p.segs {
+		if s.from >= r.Wall {
+			break
+		}
+		to := min(s.to, r.Wall)
+		v := p.ideal(s.from)
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", p.x(s.from), y(v), p.x(to), y(v)))
+	}
+	fmt.Fprintf(b, `<polyline fill="none" stroke="#888" stroke-width="1.5" stroke-dasharray="2 3" points="%s"/>`+"\n", strings.Join(pts, " "))
+	hasLimit := false
+	for _, s := range r.Series {
+		hasLimit = hasLimit || s.Limit > 0
+	}
+	if hasLimit {
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-opacity="0.7" stroke-width="1.5" stroke-dasharray="6 4" points="%s"/>`+"\n",
+			color, polyline(r.Series, p.x, y, func(s Sample) int { return s.Limit }))
+	}
+	fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n",
+		color, polyline(r.Series, p.x, y, func(s Sample) int { return s.InFlight }))
+}
+
+// refusals writes r's 429s per second, as a strip along the bottom of
+// the panel at y0.
+func (p *svgPlot) refusals(b *bufio.Writer, r Result, y0 float64) {
+	for _, bk := range r.Timeline {
+		if bk.RateLimited == 0 {
+			continue
+		}
+		from := p.x(time.Duration(bk.Second) * time.Second)
+		to := min(p.x(time.Duration(bk.Second+1)*time.Second), plotLeft+p.plotW)
+		opacity := min(1, 0.25+math.Log10(float64(bk.RateLimited))/4)
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="6" fill="#d62728" fill-opacity="%.2f"><title>%ds: %d 429s</title></rect>`+"\n",
+			from, y0+panelH-6, to-from, opacity, bk.Second, bk.RateLimited)
+	}
 }
 
 // polyline is the points of one series, as steps.

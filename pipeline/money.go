@@ -11,6 +11,14 @@ type NanoUSD int64
 // NanoUSDOf is usd to the nearest billionth (halves away from zero).
 func NanoUSDOf(usd float64) NanoUSD { return NanoUSD(math.Round(usd * 1e9)) }
 
+// NanoUSDUp is usd rounded up to a billionth, for a reservation: what
+// is held back never falls short of what it stands for.
+func NanoUSDUp(usd float64) NanoUSD { return NanoUSD(math.Ceil(usd * 1e9)) }
+
+// NanoUSDDown is usd rounded down to a billionth, for a limit: a cap is
+// never raised by its rounding.
+func NanoUSDDown(usd float64) NanoUSD { return NanoUSD(math.Floor(usd * 1e9)) }
+
 // USD is n in dollars.
 func (n NanoUSD) USD() float64 { return float64(n) / 1e9 }
 

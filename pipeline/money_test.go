@@ -24,6 +24,33 @@ func TestNanoUSDOf(t *testing.T) {
 	}
 }
 
+func TestNanoUSD_rounding(t *testing.T) {
+	tests := []struct {
+		name         string
+		usd          float64
+		of, up, down NanoUSD
+	}{
+		{"whole", 2, 2e9, 2e9, 2e9},
+		{"a fifth above", 0.0000000012, 1, 2, 1},
+		{"four fifths above", 0.0000000018, 2, 2, 1},
+		{"negative", -0.0000000012, -1, -1, -2},
+		{"zero", 0, 0, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NanoUSDOf(tc.usd); got != tc.of {
+				t.Errorf("NanoUSDOf(%v) = %d, want %d", tc.usd, got, tc.of)
+			}
+			if got := NanoUSDUp(tc.usd); got != tc.up {
+				t.Errorf("NanoUSDUp(%v) = %d, want %d", tc.usd, got, tc.up)
+			}
+			if got := NanoUSDDown(tc.usd); got != tc.down {
+				t.Errorf("NanoUSDDown(%v) = %d, want %d", tc.usd, got, tc.down)
+			}
+		})
+	}
+}
+
 func TestLedgerSum_AddTransition(t *testing.T) {
 	paid := Usage{PromptTokens: 10, CandidateTokens: 5}
 	tests := []struct {

@@ -102,91 +102,89 @@ func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, 
 	for _, s := range db.Stages() {
 		names = append(names, s.Name)
 	}
-	counts := pipeline.Counts{}
-	byStage := map[string]*pipeline.StageCounts{}
+	pc := newPlaceCount(names, agg, where, fields)
+	if err := walkPlaces(db, names, pc.place); err != nil {
+		return pipeline.Counts{}, nil, 0, err
+	}
+	return pc.counts, pc.sortedReasons(), pc.read, nil
+}
+
+// placeCount is matchedPlaces' books: the counts of the items that pass
+// where, and the reasons of the dead among them by stage.
+type placeCount struct {
+	agg     *stages.Aggregate
+	where   []Filter
+	fields  fieldSet
+	counts  pipeline.Counts
+	byStage map[string]*pipeline.StageCounts
+	reasons map[string]map[string]*DeadReason
+	// read is the items looked at, matched or not.
+	read int
+}
+
+func newPlaceCount(names []string, agg *stages.Aggregate, where []Filter, fields fieldSet) *placeCount {
+	pc := &placeCount{agg: agg, where: where, fields: fields, byStage: map[string]*pipeline.StageCounts{}, reasons: map[string]map[string]*DeadReason{}}
 	for _, n := range names {
-		counts.Stages = append(counts.Stages, pipeline.StageCounts{Stage: n})
+		pc.counts.Stages = append(pc.counts.Stages, pipeline.StageCounts{Stage: n})
 	}
-	for i := range counts.Stages {
-		byStage[counts.Stages[i].Stage] = &counts.Stages[i]
+	for i := range pc.counts.Stages {
+		pc.byStage[pc.counts.Stages[i].Stage] = &pc.counts.Stages[i]
 	}
-	reasons := map[string]map[string]*DeadReason{}
-	dead := func(stage, id string, dl pipeline.DeadLetter) {
-		key := pipeline.ReasonKey(pipeline.DeadLetter{Class: dl.Class, Message: dl.Message})
-		if reasons[stage] == nil {
-			reasons[stage] = map[string]*DeadReason{}
-		}
-		r := reasons[stage][key]
-		if r == nil {
-			r = &DeadReason{Reason: key}
-			reasons[stage][key] = r
-		}
-		r.Count++
-		if len(r.IDs) < 3 {
-			r.IDs = append(r.IDs, id)
-		}
+	return pc
+}
+
+// place counts item it, with status at stage (and its dead letter dl
+// when dead), if it passes the filters.
+func (pc *placeCount) place(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter) {
+	pc.read++
+	pc.fields.add(it.Fields)
+	label, groups := itemFacts(pc.agg, it)
+	if !match(pc.where, label, groups, it.Fields) {
+		return
 	}
-	read := 0
-	place := func(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter) {
-		read++
-		fields.add(it.Fields)
-		label, groups := itemFacts(agg, it)
-		if !match(where, label, groups, it.Fields) {
-			return
-		}
-		counts.Items++
-		for s := range it.Outputs {
-			if sc := byStage[s]; sc != nil {
-				sc.Output++
-			}
-		}
-		sc := byStage[stage]
-		switch {
-		case status == pipeline.StatusDone:
-			counts.Done++
-		case sc == nil:
-		case status == pipeline.StatusDead:
-			sc.Dead++
-			if dl != nil {
-				dead(stage, it.ID, *dl)
-			}
-		default: // queued, or held by a batch job
-			sc.Queued++
+	pc.counts.Items++
+	for s := range it.Outputs {
+		if sc := pc.byStage[s]; sc != nil {
+			sc.Output++
 		}
 	}
-	if w, ok := db.(itemWalker); ok {
-		err := w.ForEachItem(func(is pipeline.ItemState) error {
-			place(is.Item, is.Status, is.Stage, is.Dead)
-			return nil
-		})
-		if err != nil {
-			return pipeline.Counts{}, nil, 0, err
+	sc := pc.byStage[stage]
+	switch {
+	case status == pipeline.StatusDone:
+		pc.counts.Done++
+	case sc == nil:
+	case status == pipeline.StatusDead:
+		sc.Dead++
+		if dl != nil {
+			pc.dead(stage, it.ID, *dl)
 		}
-	} else {
-		err := db.ForEachDone(func(it pipeline.Item) error {
-			place(it, pipeline.StatusDone, "", nil)
-			return nil
-		})
-		if err != nil {
-			return pipeline.Counts{}, nil, 0, err
-		}
-		for _, s := range names {
-			var ids []string
-			// Locate opens its own transaction: collect the ids first.
-			if err := db.ForEachDead(s, func(e pipeline.DeadEntry) error { ids = append(ids, e.ID); return nil }); err != nil {
-				return pipeline.Counts{}, nil, 0, err
-			}
-			for _, id := range ids {
-				loc, err := db.Locate(id)
-				if err != nil {
-					return pipeline.Counts{}, nil, 0, err
-				}
-				place(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, pipeline.StatusDead, s, loc.Dead)
-			}
-		}
+	default: // queued, or held by a batch job
+		sc.Queued++
 	}
+}
+
+// dead counts item id's dead letter dl at stage under its reason,
+// keeping the first few ids as examples.
+func (pc *placeCount) dead(stage, id string, dl pipeline.DeadLetter) {
+	key := pipeline.ReasonKey(pipeline.DeadLetter{Class: dl.Class, Message: dl.Message})
+	if pc.reasons[stage] == nil {
+		pc.reasons[stage] = map[string]*DeadReason{}
+	}
+	r := pc.reasons[stage][key]
+	if r == nil {
+		r = &DeadReason{Reason: key}
+		pc.reasons[stage][key] = r
+	}
+	r.Count++
+	if len(r.IDs) < 3 {
+		r.IDs = append(r.IDs, id)
+	}
+}
+
+// sortedReasons is the dead reasons per stage, the most frequent first.
+func (pc *placeCount) sortedReasons() map[string][]DeadReason {
 	out := map[string][]DeadReason{}
-	for s, rs := range reasons {
+	for s, rs := range pc.reasons {
 		for _, r := range rs {
 			out[s] = append(out[s], *r)
 		}
@@ -194,7 +192,41 @@ func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, 
 			return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Reason, b.Reason))
 		})
 	}
-	return counts, out, read, nil
+	return out
+}
+
+// walkPlaces calls place with every item of db and where it stands: in
+// one pass when the store can walk its items, else the done items, then
+// the dead of each stage (queued items are not read).
+func walkPlaces(db pipeline.Database, names []string, place func(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter)) error {
+	if w, ok := db.(itemWalker); ok {
+		return w.ForEachItem(func(is pipeline.ItemState) error {
+			place(is.Item, is.Status, is.Stage, is.Dead)
+			return nil
+		})
+	}
+	err := db.ForEachDone(func(it pipeline.Item) error {
+		place(it, pipeline.StatusDone, "", nil)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range names {
+		var ids []string
+		// Locate opens its own transaction: collect the ids first.
+		if err := db.ForEachDead(s, func(e pipeline.DeadEntry) error { ids = append(ids, e.ID); return nil }); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			loc, err := db.Locate(id)
+			if err != nil {
+				return err
+			}
+			place(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, pipeline.StatusDead, s, loc.Dead)
+		}
+	}
+	return nil
 }
 
 // itemFacts is the label and group values a filter sees for an item

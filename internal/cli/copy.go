@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -67,9 +68,22 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), dst.Path(), err)
+		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), dst.Path(), copyHint(err))
 	}
 	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
 		plural(st.Items, "item"), src.Path(), dst.Path(), st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
 	return nil
+}
+
+// copyHint adds to a refusal of storecopy the commands that clear it.
+func copyHint(err error) error {
+	var two *storecopy.TwoPlacesError
+	var open *storecopy.OpenBatchJobsError
+	switch {
+	case errors.As(err, &two):
+		return fmt.Errorf("%w: run `sawtooth verify --db %s`", err, two.Path)
+	case errors.As(err, &open):
+		return fmt.Errorf("%w (`sawtooth run --db %s --mode batch` collects them; `sawtooth batch cancel --db %s N` cancels job N)", err, open.Path, open.Path)
+	}
+	return err
 }

@@ -2,11 +2,18 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/storecopy"
+	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
 // TestCopy_usage: a mistyped --from or --to is a usage error that names
@@ -31,6 +38,60 @@ func TestCopy_usage(t *testing.T) {
 			}
 			if _, err := os.Stat(tt.to); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("--to %s was created by a refused copy", tt.to)
+			}
+		})
+	}
+}
+
+// TestCopy_refusalsNameTheCommands: storecopy refuses with the facts and
+// the CLI adds the commands that clear the refusal.
+func TestCopy_refusalsNameTheCommands(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	db, err := store.Open(from, store.Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "4"), storetest.Record("b", "bug b", "x", "4")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Advance(t, db, "sanitize")
+	if _, ok, err := db.ReserveBatch("classify", 5, time.Now()); err != nil || !ok {
+		t.Fatalf("ReserveBatch: %v, %v", ok, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = runApp([]string{"sawtooth", "copy", "--from", from, "--to", to}, io.Discard, io.Discard)
+	for _, want := range []string{
+		"open batch jobs hold 2 items",
+		"`sawtooth run --db " + from + " --mode batch` collects them",
+		"`sawtooth batch cancel --db " + from + " N` cancels job N",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("copy with an open batch job: %v, want it to say %q", err, want)
+		}
+	}
+}
+
+func TestCopyHint(t *testing.T) {
+	other := errors.New("disk full")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"two places", fmt.Errorf("wrapped: %w", &storecopy.TwoPlacesError{Path: "p.db", ID: "i1"}),
+			"wrapped: copy: item \"i1\" is in two places in p.db: its state is inconsistent: run `sawtooth verify --db p.db`"},
+		{"open batch jobs", &storecopy.OpenBatchJobsError{Path: "p.db", Items: 3},
+			"copy from p.db: open batch jobs hold 3 items; let the jobs finish or cancel them, then copy (`sawtooth run --db p.db --mode batch` collects them; `sawtooth batch cancel --db p.db N` cancels job N)"},
+		{"anything else", other, "disk full"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := copyHint(tt.err)
+			if got.Error() != tt.want || !errors.Is(got, tt.err) {
+				t.Errorf("copyHint = %q, want %q wrapping the refusal", got, tt.want)
 			}
 		})
 	}

@@ -175,81 +175,116 @@ func (o *pipelineOptions) keepStoredJob(j *job.Job, in *inputOptions, bo *batchO
 	if l == nil {
 		return nil, nil
 	}
-	newModel := o.set["model"] && l.Model != "" && o.Model != l.Model
-	// stored says the job holds a value: a zero or "" is the default,
-	// which the flag already has.
-	keep := func(flag string, stored, differs bool, apply func()) {
-		switch {
-		case o.set[flag] || !stored || !differs:
-		case newModel && modelBound[flag]:
-			dropped = append(dropped, flag)
-		default:
-			apply()
-			kept = append(kept, flag)
-		}
-	}
-	str := func(flag string, dst *string, v string) { keep(flag, v != "", v != *dst, func() { *dst = v }) }
-	num := func(flag string, dst *int, v int) { keep(flag, v != 0, v != *dst, func() { *dst = v }) }
-	dur := func(flag string, dst *time.Duration, v string) {
-		keep(flag, v != "", job.Duration(v) != *dst, func() { *dst = job.Duration(v) })
-	}
-	price := func(flag string, dst *float64, v *float64) {
-		keep(flag, v != nil, v != nil && *v != *dst, func() { *dst = *v })
-	}
-	str("base-url", &o.BaseURL, j.BaseURL)
-	num("workers", &o.Workers, j.Workers)
-	str("tier", &o.Tier, l.Tier)
-	dur("flex-deadline", &o.FlexDeadline, l.FlexDeadline)
-	dur("timeout", &o.Timeout, l.Timeout)
-	num("max-attempts", &o.MaxAttempts, l.MaxAttempts)
-	dur("max-wait", &o.MaxWait, l.MaxWait)
-	dur("max-outage", &o.MaxOutage, l.MaxOutage)
-	dur("max-refused", &o.MaxRefused, l.MaxRefused)
-	// --start is not kept: it is one run's hint, and a kept one would
-	// stop every later run from starting at the limit it learned.
-	lc := l.Limiter
-	num("floor", &o.Floor, lc.Floor)
-	num("ceiling", &o.Ceiling, lc.Ceiling)
-	num("fixed", &o.Fixed, lc.Fixed)
-	keep("decrease", lc.Decrease != 0, lc.Decrease != o.Decrease, func() { o.Decrease = lc.Decrease })
-	dur("cooldown", &o.Cooldown, lc.Cooldown)
-	num("tpm", &o.TPM, lc.TPM)
-	num("rpm", &o.RPM, lc.RPM)
-	if p := l.Price; p != nil {
-		price("price-in", &o.PriceIn, p.Input)
-		price("price-out", &o.PriceOut, p.Output)
-	}
-	if f := j.Fleet; f != nil {
-		dur("lease", &o.Lease, f.Lease)
-		str("quota", &o.Quota, f.Quota)
-		str("quota-key", &o.QuotaKey, f.QuotaKey)
-	}
+	k := &keeper{set: o.set, newModel: o.set["model"] && l.Model != "" && o.Model != l.Model}
+	o.keepCalls(k, j, l)
 	if in != nil {
 		if in.Path == "" {
 			o.storedInput = job.Input{Path: j.Input.Path, Format: j.Input.Format}
 		}
-		str("id-field", &in.IDField, j.Input.ID)
-		str("text-field", &in.TextField, j.Input.Text)
-		str("date-format", &in.DateFormat, j.Input.DateFormat)
-		str("rating-range", &in.RatingRange, j.Input.RatingRange)
-		num("max-line-bytes", &in.MaxLine, j.Input.MaxLineBytes)
-		num("max-field-lines", &in.MaxFieldLines, j.Input.MaxFieldLines)
+		keepInput(k, j.Input, in)
 	}
 	switch {
 	case bo != nil && bo.Mode != "":
-		str("mode", &bo.Mode, l.Mode)
-		if b := l.Batch; b != nil {
-			num("batch-size", &bo.Size, b.Size)
-			dur("batch-deadline", &bo.Deadline, b.Deadline)
-			dur("batch-poll", &bo.Poll, b.Poll)
-			num("batch-inline-bytes", &bo.InlineBytes, b.InlineBytes)
-			dur("batch-create-settle", &bo.Settle, b.CreateSettle)
-			num("batch-max-sends", &bo.MaxSends, b.MaxSends)
-		}
+		keepBatch(k, l, bo)
 	case bo != nil:
 		o.storedMode, o.storedBatch = l.Mode, l.Batch
 	}
-	return kept, dropped
+	return k.kept, k.dropped
+}
+
+// keeper keeps stored settings whose flag was not given (keepStoredJob),
+// noting each flag it kept or dropped.
+type keeper struct {
+	set map[string]bool
+	// newModel: --model names another model than the stored one.
+	newModel      bool
+	kept, dropped []string
+}
+
+// keep applies a stored value of flag unless the flag was given, the job
+// holds none (stored: a zero or "" is the default, which the flag
+// already has) or it equals the flag's.
+func (k *keeper) keep(flag string, stored, differs bool, apply func()) {
+	switch {
+	case k.set[flag] || !stored || !differs:
+	case k.newModel && modelBound[flag]:
+		k.dropped = append(k.dropped, flag)
+	default:
+		apply()
+		k.kept = append(k.kept, flag)
+	}
+}
+
+func (k *keeper) str(flag string, dst *string, v string) {
+	k.keep(flag, v != "", v != *dst, func() { *dst = v })
+}
+
+func (k *keeper) num(flag string, dst *int, v int) {
+	k.keep(flag, v != 0, v != *dst, func() { *dst = v })
+}
+
+func (k *keeper) dur(flag string, dst *time.Duration, v string) {
+	k.keep(flag, v != "", job.Duration(v) != *dst, func() { *dst = job.Duration(v) })
+}
+
+func (k *keeper) price(flag string, dst *float64, v *float64) {
+	k.keep(flag, v != nil, v != nil && *v != *dst, func() { *dst = *v })
+}
+
+// keepCalls keeps how the stored run called the API: its endpoint,
+// workers, tier, timeouts, limiter, price and fleet.
+func (o *pipelineOptions) keepCalls(k *keeper, j *job.Job, l *job.LLM) {
+	k.str("base-url", &o.BaseURL, j.BaseURL)
+	k.num("workers", &o.Workers, j.Workers)
+	k.str("tier", &o.Tier, l.Tier)
+	k.dur("flex-deadline", &o.FlexDeadline, l.FlexDeadline)
+	k.dur("timeout", &o.Timeout, l.Timeout)
+	k.num("max-attempts", &o.MaxAttempts, l.MaxAttempts)
+	k.dur("max-wait", &o.MaxWait, l.MaxWait)
+	k.dur("max-outage", &o.MaxOutage, l.MaxOutage)
+	k.dur("max-refused", &o.MaxRefused, l.MaxRefused)
+	// --start is not kept: it is one run's hint, and a kept one would
+	// stop every later run from starting at the limit it learned.
+	lc := l.Limiter
+	k.num("floor", &o.Floor, lc.Floor)
+	k.num("ceiling", &o.Ceiling, lc.Ceiling)
+	k.num("fixed", &o.Fixed, lc.Fixed)
+	k.keep("decrease", lc.Decrease != 0, lc.Decrease != o.Decrease, func() { o.Decrease = lc.Decrease })
+	k.dur("cooldown", &o.Cooldown, lc.Cooldown)
+	k.num("tpm", &o.TPM, lc.TPM)
+	k.num("rpm", &o.RPM, lc.RPM)
+	if p := l.Price; p != nil {
+		k.price("price-in", &o.PriceIn, p.Input)
+		k.price("price-out", &o.PriceOut, p.Output)
+	}
+	if f := j.Fleet; f != nil {
+		k.dur("lease", &o.Lease, f.Lease)
+		k.str("quota", &o.Quota, f.Quota)
+		k.str("quota-key", &o.QuotaKey, f.QuotaKey)
+	}
+}
+
+// keepInput keeps how the stored run read its input.
+func keepInput(k *keeper, stored job.Input, in *inputOptions) {
+	k.str("id-field", &in.IDField, stored.ID)
+	k.str("text-field", &in.TextField, stored.Text)
+	k.str("date-format", &in.DateFormat, stored.DateFormat)
+	k.str("rating-range", &in.RatingRange, stored.RatingRange)
+	k.num("max-line-bytes", &in.MaxLine, stored.MaxLineBytes)
+	k.num("max-field-lines", &in.MaxFieldLines, stored.MaxFieldLines)
+}
+
+// keepBatch keeps the stored run's mode and batch settings.
+func keepBatch(k *keeper, l *job.LLM, bo *batchOptions) {
+	k.str("mode", &bo.Mode, l.Mode)
+	if b := l.Batch; b != nil {
+		k.num("batch-size", &bo.Size, b.Size)
+		k.dur("batch-deadline", &bo.Deadline, b.Deadline)
+		k.dur("batch-poll", &bo.Poll, b.Poll)
+		k.num("batch-inline-bytes", &bo.InlineBytes, b.InlineBytes)
+		k.dur("batch-create-settle", &bo.Settle, b.CreateSettle)
+		k.num("batch-max-sends", &bo.MaxSends, b.MaxSends)
+	}
 }
 
 // classifyOf is j's classify preset stage, nil when it has none.

@@ -39,93 +39,137 @@ func logUniform(rng *rand.Rand, lo, hi float64) float64 {
 func FromSeed(seed uint64) Shape {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	family := rng.IntN(len(Families))
-	sh := Shape{
+	d := &draw{rng: rng, sh: Shape{
 		Family:  Families[family],
 		Seed:    seed,
 		Items:   int(logUniform(rng, 1000, 20000)),
 		Retry:   Retry(rng.IntN(3)),
 		Refusal: time.Duration(10+rng.IntN(40)) * time.Millisecond,
-	}
-	latName, roundTrip := drawLatency(rng, &sh)
-	rate := logUniform(rng, 20, 1000)
-	window := time.Duration((0.5 + rng.Float64()*9.5) * float64(time.Second)).Round(100 * time.Millisecond)
-	named := rng.IntN(2) == 0
-	charged := rng.IntN(4) == 0
-	// The drift is drawn over the run's length, known once the quota is:
-	// the quota funcs read dr when a run starts.
-	var dr Drift
-	driftName := "none"
+	}}
+	d.latName, d.roundTrip = drawLatency(rng, &d.sh)
+	d.rate = logUniform(rng, 20, 1000)
+	d.window = time.Duration((0.5 + rng.Float64()*9.5) * float64(time.Second)).Round(100 * time.Millisecond)
+	d.named = rng.IntN(2) == 0
+	d.charged = rng.IntN(4) == 0
 	drifts := rng.IntN(3) == 0
-	perWindow := 0.0 // calls a window admits
-	var quota string
-	switch sh.Family {
+	driftName := "none"
+	switch d.sh.Family {
 	case "sliding", "fixed", "minute":
-		if sh.Family == "minute" {
-			window = time.Minute
-			rate = logUniform(rng, 60, 30000) / 60
-			if rng.IntN(2) == 0 {
-				sh.Latency, latName, roundTrip = Uniform(time.Second, 3*time.Second), "1s-3s", 2*time.Second
-			}
-		}
-		limit := max(1, int(math.Round(rate*window.Seconds())))
-		perWindow = float64(limit)
-		if sh.Family == "fixed" || (sh.Family == "minute" && rng.IntN(2) == 0) {
-			phase := time.Duration(rng.Float64() * float64(window))
-			sh.Requests = func() Quota {
-				return &FixedWindow{Limit: limit, Window: window, Phase: phase, Drift: dr, Charged: charged}
-			}
-			quota = fmt.Sprintf("fixed %d per %v phase %v", limit, window, phase.Round(time.Millisecond))
-		} else {
-			sh.Requests = func() Quota { return &SlidingLog{Limit: limit, Window: window, Drift: dr, Charged: charged} }
-			quota = fmt.Sprintf("sliding %d per %v", limit, window)
-		}
-		sh.NamedRPM = int64(float64(limit) * float64(time.Minute) / float64(window))
+		d.windowed()
 	case "bucket":
-		burst := max(1, math.Round(rate*logUniform(rng, 0.01, 2)))
-		sh.Requests = func() Quota { return &TokenBucket{PerSecond: rate, Burst: burst, Drift: dr, Charged: charged} }
-		quota = fmt.Sprintf("bucket %.1f/s burst %.0f", rate, burst)
-		perWindow = burst
-		sh.NamedRPM = int64(rate * 60)
+		d.bucket()
 	case "cap":
-		sh.Cap = int(logUniform(rng, 8, 400))
-		rate = float64(sh.Cap) / roundTrip.Seconds()
-		sh.Requests, named, charged, drifts = nil, false, false, false
-		sh.Retry = Absent
-		quota = fmt.Sprintf("cap %d in progress", sh.Cap)
+		d.sh.Cap = int(logUniform(rng, 8, 400))
+		d.rate = float64(d.sh.Cap) / d.roundTrip.Seconds()
+		d.sh.Requests, d.named, d.charged, drifts = nil, false, false, false
+		d.sh.Retry = Absent
+		d.quota = fmt.Sprintf("cap %d in progress", d.sh.Cap)
 	case "tpm":
-		if rng.IntN(2) == 0 {
-			window = time.Minute
-		}
-		mean, largest := drawPrompts(rng, &sh)
-		rate = logUniform(rng, 20, 500)
-		budget := max(int(rate*window.Seconds()*mean), 4*largest)
-		perWindow = float64(budget) / mean
-		sh.Tokens = func() Quota { return &SlidingLog{Limit: budget, Window: window, Drift: dr, Charged: charged} }
-		quota = fmt.Sprintf("tpm %d tokens per %v (~%.0f calls/s, mean %.0f tokens)", budget, window, rate, mean)
-		sh.NamedTPM = int64(float64(budget) * float64(time.Minute) / float64(window))
+		d.tokens()
 	}
-	sh.Items = items(sh.Items, perWindow, rate*roundTrip.Seconds())
+	sh := &d.sh
+	sh.Items = items(sh.Items, d.perWindow, d.rate*d.roundTrip.Seconds())
 	if drifts {
-		dr, driftName = drawDrift(rng, float64(sh.Items)/rate)
+		d.dr, driftName = drawDrift(rng, float64(sh.Items)/d.rate)
 	}
-	namedName := "no"
-	switch {
-	case !named:
-		sh.NamedRPM, sh.NamedTPM = 0, 0
-	case window != time.Minute && sh.Family != "bucket" && rng.IntN(10) == 0:
-		// Named wrong: the window's count read as a minute's.
-		sh.NamedRPM = sh.NamedRPM * int64(window) / int64(time.Minute)
-		sh.NamedTPM = sh.NamedTPM * int64(window) / int64(time.Minute)
-		namedName = "wrong"
-	default:
-		namedName = "yes"
-	}
-	if named {
-		sh.NamedDrift = dr
-	}
+	namedName := d.namedBudget()
 	sh.Name = fmt.Sprintf("%s: %s, lat %s, retry %s, named %s, charged %v, drift %s, %d items, seed %d",
-		sh.Family, quota, latName, sh.Retry, namedName, charged, driftName, sh.Items, seed)
-	return sh
+		sh.Family, d.quota, d.latName, sh.Retry, namedName, d.charged, driftName, sh.Items, seed)
+	return *sh
+}
+
+// draw is one shape being drawn (FromSeed), the draws in FromSeed's
+// order so that a seed keeps its shape.
+type draw struct {
+	rng *rand.Rand
+	sh  Shape
+	// rate is calls a second, window the quota's window.
+	rate      float64
+	window    time.Duration
+	roundTrip time.Duration
+	latName   string
+	// named: the budget is named (NamedRPM, NamedTPM); charged: refused
+	// calls count against it.
+	named, charged bool
+	// perWindow is the calls a window admits.
+	perWindow float64
+	// quota describes the quota for the shape's name.
+	quota string
+	// dr is the drift, drawn over the run's length, known once the quota
+	// is: the quota funcs read it when a run starts.
+	dr Drift
+}
+
+// windowed draws a sliding log or a fixed window, of a random window or
+// (family minute) of a minute.
+func (d *draw) windowed() {
+	rng, sh := d.rng, &d.sh
+	if sh.Family == "minute" {
+		d.window = time.Minute
+		d.rate = logUniform(rng, 60, 30000) / 60
+		if rng.IntN(2) == 0 {
+			sh.Latency, d.latName, d.roundTrip = Uniform(time.Second, 3*time.Second), "1s-3s", 2*time.Second
+		}
+	}
+	window, charged := d.window, d.charged
+	limit := max(1, int(math.Round(d.rate*window.Seconds())))
+	d.perWindow = float64(limit)
+	if sh.Family == "fixed" || (sh.Family == "minute" && rng.IntN(2) == 0) {
+		phase := time.Duration(rng.Float64() * float64(window))
+		sh.Requests = func() Quota {
+			return &FixedWindow{Limit: limit, Window: window, Phase: phase, Drift: d.dr, Charged: charged}
+		}
+		d.quota = fmt.Sprintf("fixed %d per %v phase %v", limit, window, phase.Round(time.Millisecond))
+	} else {
+		sh.Requests = func() Quota { return &SlidingLog{Limit: limit, Window: window, Drift: d.dr, Charged: charged} }
+		d.quota = fmt.Sprintf("sliding %d per %v", limit, window)
+	}
+	sh.NamedRPM = int64(float64(limit) * float64(time.Minute) / float64(window))
+}
+
+// bucket draws a token bucket and its burst.
+func (d *draw) bucket() {
+	rate, charged := d.rate, d.charged
+	burst := max(1, math.Round(rate*logUniform(d.rng, 0.01, 2)))
+	d.sh.Requests = func() Quota { return &TokenBucket{PerSecond: rate, Burst: burst, Drift: d.dr, Charged: charged} }
+	d.quota = fmt.Sprintf("bucket %.1f/s burst %.0f", rate, burst)
+	d.perWindow = burst
+	d.sh.NamedRPM = int64(rate * 60)
+}
+
+// tokens draws an input-token budget and prompts of a few sizes.
+func (d *draw) tokens() {
+	rng, sh := d.rng, &d.sh
+	if rng.IntN(2) == 0 {
+		d.window = time.Minute
+	}
+	window, charged := d.window, d.charged
+	mean, largest := drawPrompts(rng, sh)
+	d.rate = logUniform(rng, 20, 500)
+	budget := max(int(d.rate*window.Seconds()*mean), 4*largest)
+	d.perWindow = float64(budget) / mean
+	sh.Tokens = func() Quota { return &SlidingLog{Limit: budget, Window: window, Drift: d.dr, Charged: charged} }
+	d.quota = fmt.Sprintf("tpm %d tokens per %v (~%.0f calls/s, mean %.0f tokens)", budget, window, d.rate, mean)
+	sh.NamedTPM = int64(float64(budget) * float64(time.Minute) / float64(window))
+}
+
+// namedBudget names the budget, or not, or wrong (a window's count read
+// as a minute's), and says which.
+func (d *draw) namedBudget() string {
+	sh := &d.sh
+	switch {
+	case !d.named:
+		sh.NamedRPM, sh.NamedTPM = 0, 0
+		return "no"
+	case d.window != time.Minute && sh.Family != "bucket" && d.rng.IntN(10) == 0:
+		sh.NamedRPM = sh.NamedRPM * int64(d.window) / int64(time.Minute)
+		sh.NamedTPM = sh.NamedTPM * int64(d.window) / int64(time.Minute)
+		sh.NamedDrift = d.dr
+		return "wrong"
+	default:
+		sh.NamedDrift = d.dr
+		return "yes"
+	}
 }
 
 // items is the items of a run drawn as drawn, raised (to 20,000 at most)

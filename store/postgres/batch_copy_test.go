@@ -1,7 +1,7 @@
 package postgres
 
 import (
-	"strings"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,8 +20,9 @@ func TestCopy_RefusesOpenBatchJobs(t *testing.T) {
 	}
 	dst := worker(t, newURL(t), "copy")
 	_, err := storecopy.Copy(src, dst, nil)
-	if err == nil || !strings.Contains(err.Error(), "open batch jobs hold 2 items") {
-		t.Fatalf("copy with an open batch job: %v, want a refusal naming the held items", err)
+	var open *storecopy.OpenBatchJobsError
+	if !errors.As(err, &open) || open.Items != 2 || open.Path != src.Path() {
+		t.Fatalf("copy with an open batch job: %v, want a refusal naming the 2 held items", err)
 	}
 	if c, err := dst.Counts(); err != nil || c.Items != 0 {
 		t.Errorf("the refused copy wrote %d items (%v) into the target", c.Items, err)

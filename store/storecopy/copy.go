@@ -32,6 +32,33 @@ type Stats struct {
 	Answers int
 }
 
+// TwoPlacesError is an item the source lists in two places (queued at
+// two stages, or queued and dead or done): its state is inconsistent,
+// and a copy would not know where to put the item. Nothing is copied.
+type TwoPlacesError struct {
+	// Path is the source's path (a PostgreSQL URL without its password).
+	Path, ID string
+}
+
+func (e *TwoPlacesError) Error() string {
+	return fmt.Sprintf("copy: item %q is in two places in %s: its state is inconsistent", e.ID, e.Path)
+}
+
+// OpenBatchJobsError is a source whose open batch jobs hold items:
+// neither the jobs nor the items they hold would reach the copy (a job
+// is known only where it was created), and its results would land
+// nowhere. The copy is refused before it writes anything; once the jobs
+// finish or are cancelled it may be tried again.
+type OpenBatchJobsError struct {
+	Path string
+	// Items is how many items the open jobs hold, all stages together.
+	Items int
+}
+
+func (e *OpenBatchJobsError) Error() string {
+	return fmt.Sprintf("copy from %s: open batch jobs hold %d items; let the jobs finish or cancel them, then copy", e.Path, e.Items)
+}
+
 // cacheStore is a store that keeps an answer cache and money ledgers
 // (pipeline.AnswerCache, pipeline.Ledgers) and can list and restore
 // them. Both stores are one.
@@ -51,88 +78,124 @@ type cacheStore interface {
 // counts, tallies and usage and returns an error if they differ.
 func Copy(src, dst pipeline.Database, progress func(items int)) (Stats, error) {
 	var st Stats
-	rest, ok := dst.(pipeline.Restorer)
-	if !ok {
-		return st, fmt.Errorf("copy to %s: this store cannot be restored into", dst.Path())
-	}
-	if a, b := pipeline.StageNames(src.Stages()), pipeline.StageNames(dst.Stages()); !slices.Equal(a, b) {
-		return st, fmt.Errorf("copy: %s has the stages %v, %s has %v", src.Path(), a, dst.Path(), b)
-	}
-	if err := noOpenBatchJobs(src); err != nil {
-		return st, err
-	}
-	if c, err := dst.Counts(); err != nil {
-		return st, err
-	} else if c.Items > 0 {
-		return st, fmt.Errorf("copy to %s: it already holds %d items; copy into a new, empty database", dst.Path(), c.Items)
-	}
-	ids, err := itemIDs(src)
+	rest, err := target(src, dst)
 	if err != nil {
 		return st, err
 	}
-	batch := make([]pipeline.Location, 0, batchSize)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := rest.Restore(batch); err != nil {
-			return err
-		}
-		st.Items += len(batch)
-		batch = batch[:0]
-		if progress != nil {
-			progress(st.Items)
-		}
-		return nil
+	if err := copyItems(src, &itemWriter{rest: rest, st: &st, progress: progress}); err != nil {
+		return st, err
 	}
+	if err := copyBooks(src, dst, rest, &st); err != nil {
+		return st, err
+	}
+	return st, Compare(src, dst)
+}
+
+// target is dst as a store to restore into, or why src cannot be copied
+// into it.
+func target(src, dst pipeline.Database) (pipeline.Restorer, error) {
+	rest, ok := dst.(pipeline.Restorer)
+	if !ok {
+		return nil, fmt.Errorf("copy to %s: this store cannot be restored into", dst.Path())
+	}
+	if a, b := pipeline.StageNames(src.Stages()), pipeline.StageNames(dst.Stages()); !slices.Equal(a, b) {
+		return nil, fmt.Errorf("copy: %s has the stages %v, %s has %v", src.Path(), a, dst.Path(), b)
+	}
+	if err := noOpenBatchJobs(src); err != nil {
+		return nil, err
+	}
+	if c, err := dst.Counts(); err != nil {
+		return nil, err
+	} else if c.Items > 0 {
+		return nil, fmt.Errorf("copy to %s: it already holds %d items; copy into a new, empty database", dst.Path(), c.Items)
+	}
+	return rest, nil
+}
+
+// copyItems copies every item of src, each with its place, outputs and
+// history, through w.
+func copyItems(src pipeline.Database, w *itemWriter) error {
+	ids, err := itemIDs(src)
+	if err != nil {
+		return err
+	}
+	w.batch = make([]pipeline.Location, 0, batchSize)
 	for _, id := range ids {
 		loc, err := src.Locate(id)
 		if err != nil {
-			return st, fmt.Errorf("read item %q from %s: %w", id, src.Path(), err)
+			return fmt.Errorf("read item %q from %s: %w", id, src.Path(), err)
 		}
-		switch loc.Status {
-		case "queued":
-			st.Queued++
-		case "dead":
-			st.Dead++
-		case "done":
-			st.Done++
-		}
-		st.History += len(loc.History)
-		batch = append(batch, loc)
-		if len(batch) == batchSize {
-			if err := flush(); err != nil {
-				return st, err
-			}
+		if err := w.add(loc); err != nil {
+			return err
 		}
 	}
-	if err := flush(); err != nil {
-		return st, err
+	return w.flush()
+}
+
+// itemWriter restores items batchSize at a time, counting them in st.
+type itemWriter struct {
+	rest     pipeline.Restorer
+	batch    []pipeline.Location
+	st       *Stats
+	progress func(items int)
+}
+
+func (w *itemWriter) add(loc pipeline.Location) error {
+	switch loc.Status {
+	case "queued":
+		w.st.Queued++
+	case "dead":
+		w.st.Dead++
+	case "done":
+		w.st.Done++
 	}
+	w.st.History += len(loc.History)
+	w.batch = append(w.batch, loc)
+	if len(w.batch) == batchSize {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *itemWriter) flush() error {
+	if len(w.batch) == 0 {
+		return nil
+	}
+	if err := w.rest.Restore(w.batch); err != nil {
+		return err
+	}
+	w.st.Items += len(w.batch)
+	w.batch = w.batch[:0]
+	if w.progress != nil {
+		w.progress(w.st.Items)
+	}
+	return nil
+}
+
+// copyBooks copies what src keeps beside its items: usage, run records,
+// learned limits, the answer cache with the ledgers, and the job.
+func copyBooks(src, dst pipeline.Database, rest pipeline.Restorer, st *Stats) error {
 	usage, err := src.Usage()
 	if err != nil {
-		return st, err
+		return err
 	}
 	if err := rest.AddUsage(usage); err != nil {
-		return st, err
+		return err
 	}
 	if st.Runs, err = copyRuns(src, dst); err != nil {
-		return st, err
+		return err
 	}
 	for _, s := range src.Stages() {
 		if n := src.LearnedLimit(s.Name); n > 0 {
 			if err := dst.SetLearnedLimit(s.Name, n); err != nil {
-				return st, err
+				return err
 			}
 		}
 	}
 	if st.Answers, err = copyCache(src, dst); err != nil {
-		return st, err
+		return err
 	}
-	if err := copyJob(src, dst); err != nil {
-		return st, err
-	}
-	return st, Compare(src, dst)
+	return copyJob(src, dst)
 }
 
 // jobStore is a store that records the job it is run with (both are).
@@ -218,7 +281,7 @@ func itemIDs(db pipeline.Database) ([]string, error) {
 	seen := map[string]bool{}
 	add := func(id string) error {
 		if seen[id] {
-			return fmt.Errorf("copy: item %q is in two places in %s: run `sawtooth verify --db %s`", id, db.Path(), db.Path())
+			return &TwoPlacesError{Path: db.Path(), ID: id}
 		}
 		seen[id] = true
 		ids = append(ids, id)
@@ -399,7 +462,7 @@ func noOpenBatchJobs(src pipeline.Database) error {
 		n += c
 	}
 	if n > 0 {
-		return fmt.Errorf("copy from %s: open batch jobs hold %d items; let the jobs finish (`sawtooth run --db %s --mode batch` collects them) or cancel them (`sawtooth batch cancel --db %s N`), then copy", src.Path(), n, src.Path(), src.Path())
+		return &OpenBatchJobsError{Path: src.Path(), Items: n}
 	}
 	return nil
 }

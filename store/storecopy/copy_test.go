@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,4 +328,64 @@ func TestCopy_KeepsBatchSends(t *testing.T) {
 	}
 	check(pg)
 	check(back)
+}
+
+// twoPlaces is a store that lists its first queued item as done too.
+type twoPlaces struct{ pipeline.Database }
+
+func (d twoPlaces) ForEachDone(fn func(pipeline.Item) error) error {
+	qs, err := d.Queued("sanitize", 0, 1)
+	if err != nil || len(qs) == 0 {
+		return fmt.Errorf("no queued item: %v", err)
+	}
+	return fn(qs[0].Item)
+}
+
+// TestCopy_refusals: a source that cannot be copied is refused with a
+// typed error carrying the facts, worded without a command (the CLI
+// names those), and nothing is written into the target.
+func TestCopy_refusals(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		src   func(db *store.DB) pipeline.Database
+		check func(t *testing.T, err error, src pipeline.Database)
+	}{
+		{"an item in two places", func(db *store.DB) pipeline.Database { return twoPlaces{db} },
+			func(t *testing.T, err error, src pipeline.Database) {
+				var e *storecopy.TwoPlacesError
+				if !errors.As(err, &e) || e.ID != "a" || e.Path != src.Path() {
+					t.Errorf("err = %v, want a TwoPlacesError of item a in %s", err, src.Path())
+				}
+			}},
+		{"open batch jobs", func(db *store.DB) pipeline.Database {
+			storetest.Advance(t, db, "sanitize")
+			if _, ok, err := db.ReserveBatch("classify", 10, now); err != nil || !ok {
+				t.Fatalf("reserve: %v %v", ok, err)
+			}
+			return db
+		}, func(t *testing.T, err error, src pipeline.Database) {
+			var e *storecopy.OpenBatchJobsError
+			if !errors.As(err, &e) || e.Items != 2 || e.Path != src.Path() {
+				t.Errorf("err = %v, want an OpenBatchJobsError of 2 items in %s", err, src.Path())
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openBolt(t)
+			if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "4"), storetest.Record("b", "bug b", "x", "4")}); err != nil {
+				t.Fatal(err)
+			}
+			src, dst := tt.src(db), openBolt(t)
+			_, err := storecopy.Copy(src, dst, nil)
+			tt.check(t, err, src)
+			if err != nil && strings.Contains(err.Error(), "sawtooth ") {
+				t.Errorf("err = %v: names a command (the CLI words those)", err)
+			}
+			if c, err := dst.Counts(); err != nil || c.Items != 0 {
+				t.Errorf("the refused copy wrote %d items (%v) into the target", c.Items, err)
+			}
+		})
+	}
 }

@@ -168,6 +168,10 @@ func testReserveBatch(t *testing.T, db BatchStore) {
 	}
 }
 
+// testCommitBatch: CommitBatch applies each result once to an item the
+// job still holds, and counts the rest as ignored. It is one table, kept whole past the
+// usual length: each case reads as what happened before the commit, the
+// results and what must follow.
 func testCommitBatch(t *testing.T, open Open) {
 	cases := []struct {
 		name        string

@@ -17,7 +17,8 @@ const claimLease = time.Hour
 // testClaims checks pipeline.Claimer, for a store that implements it: a
 // claim leases each entry once, a release makes it claimable again at a
 // new attempt, the old claim can then neither renew nor commit, the new
-// one commits once, and a re-commit is refused.
+// one commits once, and a re-commit is refused. It is one script, kept
+// whole: each step works on the claims the steps before it made.
 func testClaims(t *testing.T, db pipeline.Database) {
 	cl, ok := db.(pipeline.Claimer)
 	if !ok {

@@ -115,6 +115,8 @@ func testCommitIdempotent(t *testing.T, db pipeline.Database) {
 // testStale: a transition computed before an edit, a re-run or a re-queue
 // moved its item must be ignored when it is committed late: the item
 // stays where the operation put it, with no output from the old work.
+// One table, kept whole: each case is how the stale transition was made
+// and what moved the item.
 func testStale(t *testing.T, open Open) {
 	tests := []struct {
 		name string
