@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -40,9 +41,11 @@ type DeadLetter struct {
 	// words the next step when it shows the letter). Letters written
 	// before that may end with a command.
 	Message string `json:"message"`
-	// Cause, when set, is why the runner (not the stage) dead-lettered
-	// the item; empty when the stage's error did, as Class says. (Not
-	// PastDeadLetter.Reason, which is why a letter left its item.)
+	// Cause, when set, is why the item was dead-lettered beyond its
+	// Class: the runner's own reason (CauseClaimsExhausted), or the
+	// stage's error's (DeadCauser), for the front end to word what to
+	// change. (Not PastDeadLetter.Reason, which is why a letter left its
+	// item.)
 	Cause DeadCause `json:"cause,omitempty"`
 	// Attempts is the attempts spent on the item at this stage.
 	Attempts int `json:"attempts"`
@@ -59,6 +62,23 @@ type DeadCause string
 // lease each time, so the item may be what crashes them. Re-queueing it
 // (after a look at it) is the user's call.
 const CauseClaimsExhausted DeadCause = "claims-exhausted"
+
+// DeadCauser is implemented by a stage's error that knows why its item
+// fails (a setting to change, say): the runner stores the cause in the
+// dead letter beside the message, so the words for it are chosen when
+// the letter is shown, not when it is written.
+type DeadCauser interface {
+	DeadCause() DeadCause
+}
+
+// CauseOf is the cause err carries (DeadCauser), or "".
+func CauseOf(err error) DeadCause {
+	var c DeadCauser
+	if errors.As(err, &c) {
+		return c.DeadCause()
+	}
+	return ""
+}
 
 // Transition is one item leaving one stage. The store applies each
 // transition exactly once: a transition whose item is no longer queued at
