@@ -88,6 +88,17 @@ func wordSameFailure(err error, db string) error {
 		err, shellQuote(db), shellQuote(same.Stage))}
 }
 
+// wordNotDead words a store's refusal to re-queue an item that is not a
+// dead letter of its stage with the command that lists them, in the
+// database at db; any other error is returned as it is.
+func wordNotDead(err error, db string) error {
+	var nd *pipeline.NotDeadError
+	if !errors.As(err, &nd) {
+		return err
+	}
+	return &wordedError{err: err, msg: fmt.Sprintf("%v (see `sawtooth dlq list --db %s --stage %s`)", err, shellQuote(db), shellQuote(nd.Stage))}
+}
+
 // wordOldSchema words a read-only open's refusal of an older PostgreSQL
 // schema with the command that upgrades it; any other error is returned
 // as it is.

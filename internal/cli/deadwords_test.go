@@ -358,3 +358,27 @@ func TestSettingWords_word(t *testing.T) {
 	}
 }
 
+// TestDLQRequeue_notDead: re-queueing an id that is not a dead letter of
+// the stage is refused with the command that lists them, for the --db
+// given; it is still the store's ErrNotFound, and nothing changed.
+func TestDLQRequeue_notDead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a b.db")
+	db, err := store.Open(path, store.Options{Stages: namedStages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	putDead(t, path, "classify", "r1", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: "blocked", Attempts: 1})
+	var out, errOut bytes.Buffer
+	err = runApp([]string{"sawtooth", "dlq", "requeue", "--db", path, "--stage", "classify", "--id", "r2"}, &out, &errOut)
+	want := "item \"r2\" is not in the dead letters of classify: not found (see `sawtooth dlq list --db '" + path + "' --stage classify`)"
+	if err == nil || err.Error() != want || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("dlq requeue: %v, want %q, ErrNotFound", err, want)
+	}
+	out.Reset()
+	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil || !strings.Contains(out.String(), "r1") {
+		t.Errorf("after the refusal, dlq list: %v\n%s", err, out.String())
+	}
+}

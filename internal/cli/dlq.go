@@ -179,7 +179,7 @@ func runDLQRequeue(opts *dlqOptions) error {
 	}
 	n, err := db.Requeue(opts.Stage, ids)
 	if err != nil {
-		return err
+		return wordNotDead(err, db.Path())
 	}
 	fmt.Fprintf(opts.Out, "re-queued %s at %s; to process them:\n  sawtooth run --db %s\n", plural(n, "item"), opts.Stage, shellQuote(db.Path()))
 	return nil
