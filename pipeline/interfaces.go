@@ -293,30 +293,54 @@ type StageStats struct {
 	InFlightMax int `json:"in_flight_max,omitempty"`
 }
 
-// Totals adds up every stage's figures (limit fields stay zero).
+// Add adds o, the same stage's figures from a later part of the run, to
+// s: every count, the usage, the costs, the tiers and the dead reasons
+// are summed; the limits and the in-flight peak are the stage's over
+// both (the lowest LimitMin and the highest LimitMax and InFlightMax
+// either had, o's LimitEnd when it has one). o is not changed.
+func (s *StageStats) Add(o StageStats) {
+	s.Done += o.Done
+	s.Dead += o.Dead
+	s.Attempts += o.Attempts
+	s.Calls += o.Calls
+	s.Paid += o.Paid
+	s.RateLimited += o.RateLimited
+	s.Transient += o.Transient
+	s.Unavailable += o.Unavailable
+	s.BadAnswers += o.BadAnswers
+	s.LeasesLost += o.LeasesLost
+	s.Usage = s.Usage.Add(o.Usage)
+	s.CostUSD += o.CostUSD
+	s.Cached += o.Cached
+	s.SavedUSD += o.SavedUSD
+	s.CacheSavedUSD += o.CacheSavedUSD
+	s.Tiers = addTiers(s.Tiers, o.Tiers)
+	for k, n := range o.DeadReasons {
+		if s.DeadReasons == nil {
+			s.DeadReasons = map[string]int{}
+		}
+		s.DeadReasons[k] += n
+	}
+	if o.LimitMin > 0 && (s.LimitMin == 0 || o.LimitMin < s.LimitMin) {
+		s.LimitMin = o.LimitMin
+	}
+	s.LimitMax = max(s.LimitMax, o.LimitMax)
+	if o.LimitEnd > 0 {
+		s.LimitEnd = o.LimitEnd
+	}
+	s.InFlightMax = max(s.InFlightMax, o.InFlightMax)
+}
+
+// Totals adds up every stage's figures. What is a stage's own (its
+// limits, in-flight peak and dead reasons) stays zero.
 func (r RunSummary) Totals() StageStats {
 	var t StageStats
 	for _, s := range r.Stages {
-		if s == nil {
-			continue
+		if s != nil {
+			t.Add(*s)
 		}
-		t.Done += s.Done
-		t.Dead += s.Dead
-		t.Attempts += s.Attempts
-		t.Calls += s.Calls
-		t.Paid += s.Paid
-		t.RateLimited += s.RateLimited
-		t.Transient += s.Transient
-		t.Unavailable += s.Unavailable
-		t.BadAnswers += s.BadAnswers
-		t.LeasesLost += s.LeasesLost
-		t.Usage = t.Usage.Add(s.Usage)
-		t.CostUSD += s.CostUSD
-		t.Cached += s.Cached
-		t.SavedUSD += s.SavedUSD
-		t.CacheSavedUSD += s.CacheSavedUSD
-		t.Tiers = addTiers(t.Tiers, s.Tiers)
 	}
+	t.LimitMin, t.LimitMax, t.LimitEnd, t.InFlightMax, t.DeadReasons = 0, 0, 0, 0, nil
 	return t
 }
 
