@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -40,9 +41,11 @@ type DeadLetter struct {
 	// words the next step when it shows the letter). Letters written
 	// before that may end with a command.
 	Message string `json:"message"`
-	// Cause, when set, is why the runner (not the stage) dead-lettered
-	// the item; empty when the stage's error did, as Class says. (Not
-	// PastDeadLetter.Reason, which is why a letter left its item.)
+	// Cause, when set, is why the item was dead-lettered beyond its
+	// Class: the runner's own reason (CauseClaimsExhausted), or the
+	// stage's error's (DeadCauser), for the front end to word what to
+	// change. (Not PastDeadLetter.Reason, which is why a letter left its
+	// item.)
 	Cause DeadCause `json:"cause,omitempty"`
 	// Attempts is the attempts spent on the item at this stage.
 	Attempts int `json:"attempts"`
@@ -59,6 +62,23 @@ type DeadCause string
 // lease each time, so the item may be what crashes them. Re-queueing it
 // (after a look at it) is the user's call.
 const CauseClaimsExhausted DeadCause = "claims-exhausted"
+
+// DeadCauser is implemented by a stage's error that knows why its item
+// fails (a setting to change, say): the runner stores the cause in the
+// dead letter beside the message, so the words for it are chosen when
+// the letter is shown, not when it is written.
+type DeadCauser interface {
+	DeadCause() DeadCause
+}
+
+// CauseOf is the cause err carries (DeadCauser), or "".
+func CauseOf(err error) DeadCause {
+	var c DeadCauser
+	if errors.As(err, &c) {
+		return c.DeadCause()
+	}
+	return ""
+}
 
 // Transition is one item leaving one stage. The store applies each
 // transition exactly once: a transition whose item is no longer queued at
@@ -273,30 +293,54 @@ type StageStats struct {
 	InFlightMax int `json:"in_flight_max,omitempty"`
 }
 
-// Totals adds up every stage's figures (limit fields stay zero).
+// Add adds o, the same stage's figures from a later part of the run, to
+// s: every count, the usage, the costs, the tiers and the dead reasons
+// are summed; the limits and the in-flight peak are the stage's over
+// both (the lowest LimitMin and the highest LimitMax and InFlightMax
+// either had, o's LimitEnd when it has one). o is not changed.
+func (s *StageStats) Add(o StageStats) {
+	s.Done += o.Done
+	s.Dead += o.Dead
+	s.Attempts += o.Attempts
+	s.Calls += o.Calls
+	s.Paid += o.Paid
+	s.RateLimited += o.RateLimited
+	s.Transient += o.Transient
+	s.Unavailable += o.Unavailable
+	s.BadAnswers += o.BadAnswers
+	s.LeasesLost += o.LeasesLost
+	s.Usage = s.Usage.Add(o.Usage)
+	s.CostUSD += o.CostUSD
+	s.Cached += o.Cached
+	s.SavedUSD += o.SavedUSD
+	s.CacheSavedUSD += o.CacheSavedUSD
+	s.Tiers = addTiers(s.Tiers, o.Tiers)
+	for k, n := range o.DeadReasons {
+		if s.DeadReasons == nil {
+			s.DeadReasons = map[string]int{}
+		}
+		s.DeadReasons[k] += n
+	}
+	if o.LimitMin > 0 && (s.LimitMin == 0 || o.LimitMin < s.LimitMin) {
+		s.LimitMin = o.LimitMin
+	}
+	s.LimitMax = max(s.LimitMax, o.LimitMax)
+	if o.LimitEnd > 0 {
+		s.LimitEnd = o.LimitEnd
+	}
+	s.InFlightMax = max(s.InFlightMax, o.InFlightMax)
+}
+
+// Totals adds up every stage's figures. What is a stage's own (its
+// limits, in-flight peak and dead reasons) stays zero.
 func (r RunSummary) Totals() StageStats {
 	var t StageStats
 	for _, s := range r.Stages {
-		if s == nil {
-			continue
+		if s != nil {
+			t.Add(*s)
 		}
-		t.Done += s.Done
-		t.Dead += s.Dead
-		t.Attempts += s.Attempts
-		t.Calls += s.Calls
-		t.Paid += s.Paid
-		t.RateLimited += s.RateLimited
-		t.Transient += s.Transient
-		t.Unavailable += s.Unavailable
-		t.BadAnswers += s.BadAnswers
-		t.LeasesLost += s.LeasesLost
-		t.Usage = t.Usage.Add(s.Usage)
-		t.CostUSD += s.CostUSD
-		t.Cached += s.Cached
-		t.SavedUSD += s.SavedUSD
-		t.CacheSavedUSD += s.CacheSavedUSD
-		t.Tiers = addTiers(t.Tiers, s.Tiers)
 	}
+	t.LimitMin, t.LimitMax, t.LimitEnd, t.InFlightMax, t.DeadReasons = 0, 0, 0, 0, nil
 	return t
 }
 

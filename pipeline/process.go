@@ -420,7 +420,7 @@ func (it *itemRun) act(a action, o outcome) bool {
 // request's fault rather than the item's (checkSamePermanent).
 func (it *itemRun) toDeadLetters(a action, o outcome) {
 	it.finished = true
-	dl := DeadLetter{Class: o.class, Message: a.message, Attempts: it.attempts, First: it.first, Last: it.last}
+	dl := DeadLetter{Class: o.class, Message: a.message, Cause: CauseOf(o.err), Attempts: it.attempts, First: it.first, Last: it.last}
 	it.r.send(it.i, Transition{Stage: it.name, ID: it.q.Item.ID, Seq: it.q.Seq, Outcome: DeadLettered, Dead: dl, Usage: it.paid, CostUSD: toUSD(it.spent)}, it.attempt)
 	if o.class != ClassPermanent || it.sc.Limiter == nil {
 		return

@@ -152,6 +152,18 @@ const RunKilled = "killed"
 // ErrNotFound is a store's error for an unknown item or dead letter.
 var ErrNotFound = errors.New("not found")
 
+// NotDeadError is a store's refusal to re-queue an item that is not among
+// a stage's dead letters; it is ErrNotFound.
+type NotDeadError struct {
+	ID, Stage string
+}
+
+func (e *NotDeadError) Error() string {
+	return fmt.Sprintf("item %q is not in the dead letters of %s: %v", e.ID, e.Stage, ErrNotFound)
+}
+
+func (e *NotDeadError) Unwrap() error { return ErrNotFound }
+
 // ErrBatchHeld is a shared store's error for a change to a batch job
 // that another worker drives (it holds the job's lease): the caller
 // leaves the job to that worker.

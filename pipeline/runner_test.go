@@ -34,6 +34,14 @@ func TestRunner_Run(t *testing.T) {
 			return ok(ctx, it, n)
 		}
 	}
+	causedFor := func(id string) func(context.Context, pipeline.Item, int) (pipeline.Result, error) {
+		return func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			if it.ID == id {
+				return pipeline.Result{}, pipeline.Permanent(causedError{"cut off at 8 tokens", "output-budget"})
+			}
+			return ok(ctx, it, n)
+		}
+	}
 	flaky := func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
 		if n < 3 {
 			return pipeline.Result{}, errors.New("503 overloaded")
@@ -62,6 +70,8 @@ func TestRunner_Run(t *testing.T) {
 		{"all succeed", ok, ok, map[string]int{"done": 50}, 50, nil},
 		{"permanent dead-letters at once", permanentFor("i0007"), ok, map[string]int{"done": 49, "first/dead": 1}, 49,
 			map[string]pipeline.DeadLetter{"first": {Class: pipeline.ClassPermanent, Attempts: 1, Message: "empty text"}}},
+		{"a stage's cause is stored beside its message", causedFor("i0007"), ok, map[string]int{"done": 49, "first/dead": 1}, 49,
+			map[string]pipeline.DeadLetter{"first": {Class: pipeline.ClassPermanent, Attempts: 1, Message: "cut off at 8 tokens", Cause: "output-budget"}}},
 		{"transient retried in place", ok, flaky, map[string]int{"done": 50}, 150, nil},
 		{"transient budget spent", ok, alwaysFails, map[string]int{"second/dead": 50}, 200,
 			map[string]pipeline.DeadLetter{"second": {Class: pipeline.ClassTransient, Attempts: 4, Message: "gave up after 4 attempts: 500 internal"}}},
@@ -102,7 +112,7 @@ func TestRunner_Run(t *testing.T) {
 					}
 					for id, d := range dead {
 						w := tc.wantDead[stage]
-						if d.Class != w.Class || d.Attempts != w.Attempts || !strings.Contains(d.Message, w.Message) || d.First.IsZero() || d.Last.Before(d.First) {
+						if d.Class != w.Class || d.Cause != w.Cause || d.Attempts != w.Attempts || !strings.Contains(d.Message, w.Message) || d.First.IsZero() || d.Last.Before(d.First) {
 							t.Errorf("%s dead letter of %s = %+v, want %+v", stage, id, d, w)
 						}
 					}
@@ -111,6 +121,16 @@ func TestRunner_Run(t *testing.T) {
 		}
 	}
 }
+
+// causedError is a stage's error that says why its item fails
+// (pipeline.DeadCauser).
+type causedError struct {
+	msg   string
+	cause pipeline.DeadCause
+}
+
+func (e causedError) Error() string                 { return e.msg }
+func (e causedError) DeadCause() pipeline.DeadCause { return e.cause }
 
 func TestRunner_RateLimitedSpendsNoAttempt(t *testing.T) {
 	st := newMemStore([]string{"api"}, 20)

@@ -51,6 +51,19 @@ type Data struct {
 	Batch *batch.Totals `json:"batch,omitempty"`
 	// Zone is where times are shown; nil means the local zone.
 	Zone *time.Location `json:"-"`
+	// DeadSteps say what to do with the dead letters, in the front end's
+	// words (its commands for this database): the text, Markdown and
+	// HTML reports print them under the letters; none prints nothing.
+	DeadSteps []Step `json:"-"`
+}
+
+// Step is a command a report suggests and what it does, both worded by
+// the front end that renders the report.
+type Step struct {
+	// Command is the command, ready to copy.
+	Command string
+	// Does says what it does ("lists them").
+	Does string
 }
 
 // zone is d.Zone, or the local zone.

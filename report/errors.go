@@ -99,3 +99,17 @@ func (e *UnknownColumnError) Unwrap() error { return ErrUnknownColumn }
 // ErrNoPivot is returned by CSV and RawCSV for a report without a pivot:
 // the CSV report is the pivot.
 var ErrNoPivot = errors.New("the CSV report is the pivot table, and no group fields were asked for")
+
+// RecordError is what the database recorded failing to read as a report
+// or an export needs it (the pipeline definition, the aggregate's
+// configuration, an item's facts): the database's own records, not what
+// was asked, so `verify` is the next step.
+type RecordError struct {
+	// What is what was being read ("read the recorded pipeline
+	// definition").
+	What string
+	Err  error
+}
+
+func (e *RecordError) Error() string { return e.What + ": " + e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }

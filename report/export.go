@@ -405,7 +405,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
-		return fmt.Errorf("export: read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
+		return &RecordError{What: "export: read the recorded pipeline definition", Err: err}
 	}
 	versions := map[string]string{}
 	for _, d := range defs {

@@ -161,7 +161,8 @@ func fixtureData(t testing.TB) *Data {
 		}}
 	d := &Data{
 		DB: "fixture.db", Generated: start.Add(time.Minute), Zone: time.UTC,
-		Stages: []string{"sanitize", "classify", "aggregate"},
+		DeadSteps: []Step{{"sawtooth dlq list --db fixture.db", "lists them"}, {"sawtooth retry --db fixture.db --stage S", "re-runs a stage's dead letters"}},
+		Stages:    []string{"sanitize", "classify", "aggregate"},
 		Counts: store.Counts{Items: int(tally.Items) + 1, Done: int(tally.Items), Stages: []store.StageCounts{
 			{Stage: "sanitize", Output: int(tally.Items) + 1}, {Stage: "classify", Dead: 1, Output: int(tally.Items)}, {Stage: "aggregate", Output: int(tally.Items)},
 		}},

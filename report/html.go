@@ -57,8 +57,10 @@ func HTML(w io.Writer, d *Data) error {
 }
 
 type htmlView struct {
-	Name      string
-	DB        string
+	Name string
+	DB   string
+	// DeadSteps are Data.DeadSteps, terminal-safe.
+	DeadSteps []Step
 	Generated string
 	// Where is Data.Where joined, "" without filters.
 	Where string
@@ -131,7 +133,7 @@ func newHTMLView(d *Data) (htmlView, error) {
 	if err != nil {
 		return htmlView{}, err
 	}
-	v := htmlView{Readers: readers, Name: termText(filepath.Base(d.DB)), DB: termText(d.DB), DeadTotal: d.deadTotal(), Dead: deadRows(d)}
+	v := htmlView{Readers: readers, Name: termText(filepath.Base(d.DB)), DB: termText(d.DB), DeadSteps: safeSteps(d.DeadSteps), DeadTotal: d.deadTotal(), Dead: deadRows(d)}
 	for i := range v.Dead {
 		v.Dead[i].Reason = termText(v.Dead[i].Reason)
 		v.Dead[i].IDs = slices.Clone(v.Dead[i].IDs)
@@ -275,4 +277,13 @@ func compact(n int64) string {
 	default:
 		return num(n)
 	}
+}
+
+// safeSteps is steps with no control characters.
+func safeSteps(steps []Step) []Step {
+	out := make([]Step, len(steps))
+	for i, s := range steps {
+		out[i] = Step{Command: termText(s.Command), Does: termText(s.Does)}
+	}
+	return out
 }

@@ -132,7 +132,7 @@ func (d *Data) KilledCostNotes(run string) []string {
 		var how string
 		switch {
 		case !k.Unpriced:
-			how = fmt.Sprintf("est. %s at the list price of %s (as of %s; a run's own --price-in/--price-out are not recorded)", usd(k.CostUSD), k.Model, stages.PricesAsOf)
+			how = fmt.Sprintf("est. %s at the list price of %s (as of %s; a run's own prices are not recorded)", usd(k.CostUSD), k.Model, stages.PricesAsOf)
 		case k.Model != "":
 			how = fmt.Sprintf("unpriced: no list price is known for %s", k.Model)
 		default:

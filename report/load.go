@@ -163,7 +163,7 @@ func (d *Data) loadRuns(db pipeline.Database) error {
 	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
-		return fmt.Errorf("read the recorded pipeline definition: %w (run `sawtooth verify --db %s`)", err, db.Path())
+		return &RecordError{What: "read the recorded pipeline definition", Err: err}
 	}
 	d.KilledCosts = priceKilledRuns(d.Runs, defs)
 	if d.Batch, err = loadBatch(db); err != nil {
@@ -251,7 +251,7 @@ func storedAggregate(db pipeline.Database) (*stages.Aggregate, error) {
 				continue
 			}
 			if err := json.Unmarshal(d.Config, agg); err != nil {
-				return nil, fmt.Errorf("read the recorded aggregate configuration: %w (run `sawtooth verify`)", err)
+				return nil, &RecordError{What: "read the recorded aggregate configuration", Err: err}
 			}
 		}
 	}
@@ -306,7 +306,7 @@ func loadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 	err := db.ForEachDone(func(it pipeline.Item) error {
 		f, err := facts.Fact(it)
 		if err != nil {
-			return fmt.Errorf("report: %w (run `sawtooth verify --db %s`)", err, db.Path())
+			return &RecordError{What: "report", Err: err}
 		}
 		if len(where) > 0 {
 			pass.read++

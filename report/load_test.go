@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -233,6 +234,38 @@ func TestExport_Store(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, rows)
+			}
+		})
+	}
+}
+
+// unreadableDefinition is a database whose recorded pipeline definition
+// cannot be read.
+type unreadableDefinition struct{ pipeline.Database }
+
+func (unreadableDefinition) StoredDefinition() ([]pipeline.StageDef, error) {
+	return nil, errors.New("meta/definition: bad json")
+}
+
+// TestLoad_RecordError: a definition the database recorded and cannot
+// give back is a RecordError with what was read and why, from Load and
+// Export alike; the message names no command (the CLI adds verify).
+func TestLoad_RecordError(t *testing.T) {
+	db := unreadableDefinition{fixtureDB(t)}
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"load", func() error { _, err := Load(db, LoadOptions{}); return err }, "read the recorded pipeline definition: meta/definition: bad json"},
+		{"export", func() error { return Export(&bytes.Buffer{}, db, ExportOptions{Format: FormatJSONL}) },
+			"export: read the recorded pipeline definition: meta/definition: bad json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			var rec *RecordError
+			if !errors.As(err, &rec) || err.Error() != tc.want {
+				t.Errorf("err = %v, want a RecordError %q", err, tc.want)
 			}
 		})
 	}

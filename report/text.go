@@ -56,6 +56,17 @@ func (t *textWriter) s(v string) string {
 	return termText(v)
 }
 
+// code is a command from the data in backticks, a Markdown code span
+// (literal text: a longer fence when it holds a backtick); on a
+// terminal, with no control characters.
+func (t *textWriter) code(v string) string {
+	v = termText(v)
+	if t.md && strings.Contains(v, "`") {
+		return "`` " + v + " ``"
+	}
+	return "`" + v + "`"
+}
+
 func (t *textWriter) table(header []string, right []bool, rows [][]string) {
 	if t.err != nil {
 		return
@@ -239,7 +250,11 @@ func (t *textWriter) deadLetters(d *Data) {
 			t.printf("%s%s: %d × %s (e.g. %s)\n", t.bullet(), t.s(r.Stage), r.Count, t.s(r.Reason), t.s(strings.Join(r.IDs, ", ")))
 		}
 	}
-	if len(dead) > 0 {
-		t.printf("\n%s`sawtooth dlq list --db DB` lists them; `sawtooth retry --db DB --stage S` re-runs a stage's dead letters (DB: %s)\n", t.bullet(), t.s(d.DB))
+	if len(dead) > 0 && len(d.DeadSteps) > 0 {
+		steps := make([]string, len(d.DeadSteps))
+		for i, s := range d.DeadSteps {
+			steps[i] = t.code(s.Command) + " " + t.s(s.Does)
+		}
+		t.printf("\n%s%s\n", t.bullet(), strings.Join(steps, "; "))
 	}
 }

@@ -96,8 +96,6 @@ type ClassifyConfig struct {
 	// Tier is the service tier the calls ask for; the zero value is
 	// standard.
 	Tier TierConfig
-	// Names is how the user sets the settings above, for messages.
-	Names Names
 }
 
 // PromptData is what ClassifyConfig.PromptTemplate is executed with.
@@ -164,7 +162,7 @@ func NewClassify(ctx context.Context, cfg ClassifyConfig) (*Classify, error) {
 	ep := Endpoint{Backend: BackendGemini, APIKey: cfg.APIKey, BaseURL: cfg.BaseURL, HTTPClient: cfg.HTTPClient}
 	l, err := newLLM(ctx, LLMConfig{Name: "classify", Endpoint: ep, Model: cfg.Model, Labels: labels,
 		PromptTemplate: cfg.PromptTemplate, SystemInstruction: cfg.SystemInstruction, Timeout: cfg.Timeout,
-		MaxOutputTokens: cfg.MaxOutputTokens, ThinkingBudget: cfg.ThinkingBudget, Tier: cfg.Tier, Names: cfg.Names}, "classify", classifyPreset)
+		MaxOutputTokens: cfg.MaxOutputTokens, ThinkingBudget: cfg.ThinkingBudget, Tier: cfg.Tier}, "classify", classifyPreset)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +187,7 @@ var classifyPreset = &preset{
 		return l.readClassify(raw, modelVersion)
 	},
 	record:       recordClassify,
-	cutOffHint:   "if this persists, raise %s or lower the thinking budget",
+	cutOffHint:   "if this persists, raise " + MaxOutputTokensWords + " or lower the thinking budget",
 	repairNote:   (*LLM).classifyRepairNote,
 	repairFailed: (*LLM).classifyRepairFailed,
 	itemName:     func(_, id string) string { return id },
@@ -286,9 +284,9 @@ func (l *LLM) classifyRepairNote(bad *stageError) string {
 // unusable answer (see repairFailed).
 func (l *LLM) classifyRepairFailed(first, second request, bad, again *stageError) error {
 	if bad.repair == repairCutOff && again.repair == repairCutOff {
-		return l.errs.errorf(again, "the answer was cut off at %d output tokens, and again at %d when asked once more (finishReason=MAX_TOKENS): "+
+		return l.errs.outputBudget(again, "the answer was cut off at %d output tokens, and again at %d when asked once more (finishReason=MAX_TOKENS): "+
 			"asking again gives the same answer; raise %s or lower the thinking budget",
-			first.maxOutputTokens, second.maxOutputTokens, l.names.MaxOutputTokens)
+			first.maxOutputTokens, second.maxOutputTokens, MaxOutputTokensWords)
 	}
 	what := fmt.Sprintf("first %s; after it was told what was wrong, %s", bad.problem, again.problem)
 	if bad.problem == again.problem {

@@ -78,6 +78,8 @@ func TestClassify_Repair(t *testing.T) {
 		msg     []string       // in the error
 		usage   pipeline.Usage
 		verdict bool // the error is a verdict on the item (VerdictError)
+		// cause is the error's pipeline.CauseOf: the one a dead letter stores.
+		cause pipeline.DeadCause
 		// unbilled is the requests sent that were not billed (a 503).
 		unbilled int
 	}{
@@ -87,7 +89,7 @@ func TestClassify_Repair(t *testing.T) {
 		{name: "off the schema, then good", replies: fns(offSchema, good), calls: 2, repair: "off_schema", usage: one.Add(one),
 			note: `did not match the required format (label "crash" is not one of bug, feature_request, pricing, ux, praise, other)`},
 		{name: "cut off twice", replies: fns(cutOff, cutOff, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
-			note: "cut off", msg: []string{"cut off at 256 output tokens, and again at 512", "raise the stage's max output tokens"}},
+			note: "cut off", msg: []string{"cut off at 256 output tokens, and again at 512", "raise the stage's max output tokens"}, cause: CauseOutputBudget},
 		{name: "off the schema twice", replies: fns(offSchema, offSchema, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
 			note: "did not match", msg: []string{`label "crash" is not one of`, "and the same after it was told what was wrong", "edit the row in your input file"}},
 		{name: "cut off, then off the schema", replies: fns(cutOff, offSchema, good), calls: 2, class: pipeline.ClassPermanent, usage: one.Add(one),
@@ -101,6 +103,9 @@ func TestClassify_Repair(t *testing.T) {
 			srv, sent := scriptedGemini(t, tc.replies...)
 			c := newTestClassify(t, srv.srv.URL)
 			res, err := c.Process(context.Background(), testItem("r1", "The app crashes when I log in"))
+			if got := pipeline.CauseOf(err); got != tc.cause {
+				t.Errorf("cause = %q, want %q", got, tc.cause)
+			}
 
 			reqs := sent()
 			if len(reqs) != tc.calls {

@@ -35,8 +35,6 @@ type geminiErrors struct {
 	timeout time.Duration // the stage's request timeout
 	// badKey says what to do about a rejected key: Vertex AI has none.
 	badKey string
-	// modelName is how the user chooses the model (Names.Model).
-	modelName string
 }
 
 // newGeminiErrors is the error mapping of a stage named stage calling
@@ -178,7 +176,8 @@ func (e *geminiErrors) apiError(err error, ae genai.APIError) error {
 	case ae.Code == http.StatusForbidden:
 		return pipeline.Fatal(e.errorf(err, "permission denied (%s: %s): check that GEMINI_API_KEY is right and its project has the Generative Language API enabled and access to model %q", what, msg, e.model))
 	case ae.Code == http.StatusNotFound:
-		return pipeline.Fatal(e.errorf(err, "model %q not found at %s (%s): check %s (e.g. %s)", e.model, e.baseURL, what, e.modelName, DefaultModel))
+		return pipeline.Fatal(&ModelNotFoundError{Model: e.model,
+			Err: e.errorf(err, "model %q not found at %s (%s): check %s (e.g. %s)", e.model, e.baseURL, what, ModelWords, DefaultModel)})
 	case ae.Code == http.StatusBadRequest && strings.EqualFold(status, "FAILED_PRECONDITION"):
 		return pipeline.Fatal(e.errorf(err, "the API refuses requests from this account (%s: %s): fix the account (region, billing), then run again", what, msg))
 	case ae.Code == http.StatusServiceUnavailable || strings.EqualFold(status, "UNAVAILABLE"):
@@ -340,13 +339,20 @@ type stageError struct {
 	// badAnswer: the server answered with nothing usable (see
 	// pipeline.AnswerFault).
 	badAnswer bool
+	// cause is why the item is dead-lettered, when the error is one whose
+	// fix is a setting (see pipeline.DeadCauser); "" otherwise.
+	cause pipeline.DeadCause
 }
 
-func (e *stageError) Error() string     { return e.msg }
-func (e *stageError) Unwrap() error     { return e.err }
-func (e *stageError) AnswerFault() bool { return e.badAnswer }
+func (e *stageError) Error() string                 { return e.msg }
+func (e *stageError) Unwrap() error                 { return e.err }
+func (e *stageError) AnswerFault() bool             { return e.badAnswer }
+func (e *stageError) DeadCause() pipeline.DeadCause { return e.cause }
 
-var _ pipeline.AnswerFault = (*stageError)(nil)
+var (
+	_ pipeline.AnswerFault = (*stageError)(nil)
+	_ pipeline.DeadCauser  = (*stageError)(nil)
+)
 
 // errorf builds a stageError whose message names the stage and is
 // redacted as a whole, which catches the key wherever an argument put it.
@@ -369,6 +375,17 @@ func (e *geminiErrors) unusable(format string, args ...any) error {
 func (e *geminiErrors) repairable(kind repairKind, problem, format string, args ...any) error {
 	se := e.errorf(nil, format, args...).(*stageError)
 	se.repair, se.problem = kind, e.short(problem, 200)
+	if kind == repairCutOff {
+		se.cause = CauseOutputBudget // stored when no repair call follows (a batch answer)
+	}
+	return se
+}
+
+// outputBudget is errorf for an answer a larger output budget may fix
+// (CauseOutputBudget).
+func (e *geminiErrors) outputBudget(cause error, format string, args ...any) error {
+	se := e.errorf(cause, format, args...).(*stageError)
+	se.cause = CauseOutputBudget
 	return se
 }
 

@@ -56,10 +56,6 @@ type LLMConfig struct {
 	EarlierOutputs map[string][]string
 	// Timeout bounds each request; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// Names is how the user sets the settings above, for the messages
-	// the stage writes (dead letters included); zero names them in plain
-	// words.
-	Names Names
 	// MaxOutputTokens caps each answer; 0 means DefaultMaxOutputTokens
 	// with Labels, 4 times that with a Schema.
 	MaxOutputTokens int
@@ -127,7 +123,6 @@ type LLM struct {
 	maxOutputTokens int32
 	thinkingBudget  *int32
 	tiers           *tierPolicy // nil: standard
-	names           Names
 }
 
 var (
@@ -152,8 +147,8 @@ type preset struct {
 	// record is the output to store for read's out: what its calls were
 	// billed and why a second call was needed ("" when none was).
 	record func(l *LLM, out any, usage pipeline.Usage, repair repairKind) any
-	// cutOffHint ends the error of an answer cut off at its budget; its
-	// %s is how to raise the budget (Names.MaxOutputTokens).
+	// cutOffHint ends the error of an answer cut off at its budget
+	// (naming it as MaxOutputTokensWords).
 	cutOffHint string
 	// repairNote tells the repair call what was wrong with the answer.
 	repairNote func(l *LLM, bad *stageError) string
@@ -175,7 +170,7 @@ var jobPreset = &preset{
 	render:       (*LLM).renderPrompt,
 	read:         func(l *LLM, raw, _ string) (any, error) { return l.readObject(raw) },
 	record:       (*LLM).recordObject,
-	cutOffHint:   "raise %s",
+	cutOffHint:   "raise " + MaxOutputTokensWords,
 	repairNote:   (*LLM).schemaRepairNote,
 	repairFailed: (*LLM).schemaRepairFailed,
 	itemName:     func(stage, id string) string { return stage + "/" + id },
@@ -234,9 +229,7 @@ func newLLM(ctx context.Context, cfg LLMConfig, who string, p *preset) (*LLM, er
 	if l.client, err = newClient(ctx, who, cfg.Endpoint); err != nil {
 		return nil, err
 	}
-	l.names = cfg.Names.withDefaults()
 	l.errs = newGeminiErrors(l.name, l.client, cfg.Endpoint, l.model, timeout)
-	l.errs.modelName = l.names.Model
 	return l, nil
 }
 

@@ -112,7 +112,8 @@ func (l *LLM) repairFailed(first, second request, bad, again *stageError) error 
 
 // schemaRepairFailed is a job-file stage's dead letter (see repairFailed).
 func (l *LLM) schemaRepairFailed(_, _ request, bad, again *stageError) error {
-	return l.errs.errorf(again, "the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens", bad.problem, again.problem)
+	return l.errs.outputBudget(again, "the answer was unusable (%s), and again when asked once more (%s): asking again gives the same answer; check the prompt and the output schema, or raise %s",
+		bad.problem, again.problem, MaxOutputTokensWords)
 }
 
 // ask sends one request made as req for item id and reads its answer.

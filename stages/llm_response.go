@@ -131,7 +131,7 @@ func (l *LLM) check(resp *genai.GenerateContentResponse, req request) (any, erro
 	case fr == "" || fr == genai.FinishReasonStop || fr == genai.FinishReasonUnspecified:
 	case fr == genai.FinishReasonMaxTokens:
 		return nil, e.repairable(repairCutOff, fmt.Sprintf("cut off at %d output tokens", req.maxOutputTokens),
-			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): "+l.preset.cutOffHint, req.maxOutputTokens, l.names.MaxOutputTokens)
+			"the answer was cut off at %d output tokens (finishReason=MAX_TOKENS): "+l.preset.cutOffHint, req.maxOutputTokens)
 	case blockedFinish[fr] != "":
 		return nil, verdict(e.errorf(nil, "%s (finishReason=%s): %s", blockedFinish[fr], fr, blockHint))
 	default:

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"google.golang.org/genai"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
 // TestPreset_EveryHookSet: the LLM stage calls its preset's hooks
@@ -36,9 +38,10 @@ func TestNewLLM_JobPreset(t *testing.T) {
 }
 
 // TestPreset_CutOffHint: a cut-off answer the batch mode reads (it has no
-// repair call) tells the user what to raise in the words of what built
-// the stage (Names: a flag, a job file's key), in plain words when it
-// gave none, and the preset's own sentence around them.
+// repair call) says to raise the stage's answer budget in plain words,
+// inside the preset's own sentence, and carries the cause the front end
+// words it by (it names no flag or job key: the letter outlives the
+// command that wrote it).
 func TestPreset_CutOffHint(t *testing.T) {
 	ep := Endpoint{Backend: BackendGemini, APIKey: testKey, BaseURL: "http://127.0.0.1:1"}
 	cut := &genai.GenerateContentResponse{Candidates: []*genai.Candidate{{FinishReason: genai.FinishReasonMaxTokens}}}
@@ -47,17 +50,18 @@ func TestPreset_CutOffHint(t *testing.T) {
 		l    *LLM
 		want string
 	}{
-		{"classify from flags", newTestClassify(t, ep.BaseURL, func(c *ClassifyConfig) { c.Names = Names{MaxOutputTokens: "--max-output-tokens"} }).LLM,
-			"classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget"},
-		{"classify, no names", newTestClassify(t, ep.BaseURL).LLM,
+		{"classify", newTestClassify(t, ep.BaseURL).LLM,
 			"classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise the stage's max output tokens or lower the thinking budget"},
-		{"job", newTestLLM(t, LLMConfig{Name: "triage", Labels: []string{"bug"}, Endpoint: ep, Names: Names{MaxOutputTokens: "max_output_tokens in the job file"}}),
-			"triage: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): raise max_output_tokens in the job file"},
+		{"job", newTestLLM(t, LLMConfig{Name: "triage", Labels: []string{"bug"}, Endpoint: ep}),
+			"triage: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): raise the stage's max output tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.l.DecodeBatch(testItem("r1", "x"), cut, nil)
 			if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
 				t.Errorf("error = %v, want it to end %q", err, tc.want)
+			}
+			if got := pipeline.CauseOf(err); got != CauseOutputBudget {
+				t.Errorf("cause = %q, want %q", got, CauseOutputBudget)
 			}
 		})
 	}

@@ -166,7 +166,7 @@ func (db *DB) Requeue(stage string, ids []string) (int, error) {
 		}
 		for _, id := range ids {
 			if dead.Get([]byte(id)) == nil {
-				return fmt.Errorf("item %q is not in dead/%s: %w (see `sawtooth dlq list --stage %s`)", id, stage, ErrNotFound, stage)
+				return &pipeline.NotDeadError{ID: id, Stage: stage}
 			}
 			if err := w.requeue([]byte(id), si); err != nil {
 				return err

@@ -407,8 +407,9 @@ type stageBatchStatus struct {
 	batch.Totals
 }
 
-// readBatchStatus sums the DB's jobs, priced per stage at the stage's
-// model; nil when it has none.
+// readBatchStatus sums the DB's jobs, priced per stage as the run prices
+// them (storedPrices), else at the list price of the stage's model; nil
+// when it has none.
 func readBatchStatus(db batchJobReader) (*batchStatus, error) {
 	jobs, err := db.BatchJobs(false)
 	if err != nil || len(jobs) == 0 {
@@ -427,9 +428,16 @@ func readBatchStatus(db batchJobReader) (*batchStatus, error) {
 		}
 		byStage[j.Stage] = append(byStage[j.Stage], j)
 	}
+	prices := storedPrices(db)
 	bs := &batchStatus{}
 	for _, stage := range order {
 		st := stageBatchStatus{Stage: stage, Model: storedModel(settings[stage]), Totals: batch.Total(byStage[stage], storedModel(settings[stage]))}
+		if p := prices[stage]; !p.IsZero() {
+			// as the run's driver prices its jobs (batch.Config.Price)
+			st.OnlineCostUSD = p.Cost(st.Usage)
+			st.CostUSD = st.OnlineCostUSD * stages.BatchPriceFactor
+			st.SavedUSD = st.OnlineCostUSD - st.CostUSD
+		}
 		bs.Stages = append(bs.Stages, st)
 		bs.Totals = bs.Totals.Add(st.Totals)
 	}
@@ -437,6 +445,44 @@ func readBatchStatus(db batchJobReader) (*batchStatus, error) {
 		bs.Model = bs.Stages[0].Model
 	}
 	return bs, nil
+}
+
+// storedPrices are the online prices of the LLM stages of the job db
+// stores, as a run of it prices them: the job's price: (a run from flags
+// records --price-in/--price-out there), else the list price with its
+// cached-input rate. Nil when db stores no job it can read.
+func storedPrices(db batchJobReader) map[string]pipeline.Price {
+	jdb, ok := db.(interface{ Job() ([]byte, error) })
+	if !ok {
+		return nil
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return nil
+	}
+	st, err := job.UnmarshalStored(raw)
+	if err != nil {
+		return nil
+	}
+	j, err := st.Job(db.Path())
+	if err != nil {
+		return nil
+	}
+	prices := map[string]pipeline.Price{}
+	for _, s := range j.Stages {
+		l := s.LLM
+		if l == nil {
+			continue
+		}
+		var over job.Price
+		if l.Price != nil {
+			over = *l.Price
+		}
+		if p, err := stages.StagePrice(stages.PriceConfig{Model: orStr(l.Model, job.DefaultModel), InputPerM: over.Input, OutputPerM: over.Output}, false); err == nil {
+			prices[l.Name] = p
+		}
+	}
+	return prices
 }
 
 // storedModel is the model of an LLM stage from its stored settings:

@@ -213,21 +213,12 @@ func (p *batchPhase) addBefore(sum pipeline.RunSummary) {
 	addStats(p.before, sum.Stages)
 }
 
-// addStats adds the counts of stats to sum's stages.
+// addStats adds the figures of stats to sum's stages.
 func addStats(sum *pipeline.RunSummary, stats map[string]*pipeline.StageStats) {
 	for name, s := range stats {
-		if s == nil {
-			continue
+		if s != nil {
+			summaryStage(sum, name).Add(*s)
 		}
-		t := summaryStage(sum, name)
-		t.Done += s.Done
-		t.Dead += s.Dead
-		t.Attempts += s.Attempts
-		t.Calls += s.Calls
-		t.RateLimited += s.RateLimited
-		t.Transient += s.Transient
-		t.Usage = t.Usage.Add(s.Usage)
-		t.CostUSD += s.CostUSD
 	}
 }
 

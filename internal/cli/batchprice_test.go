@@ -2,15 +2,18 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -110,5 +113,72 @@ func TestRunJob_NoCacheBeforeBatchedStage(t *testing.T) {
 	}
 	if n := sim.Stats().Calls; n != 6 {
 		t.Errorf("%d online calls at triage, want 6: --no-cache asks each item", n)
+	}
+}
+
+// TestStatus_BatchJobsAtJobPrice: status prices a stage's batch jobs as
+// the run did, at the stage's own price (a job file's price:, or the
+// --price-in/--price-out a run from flags recorded), halved for batch,
+// not at the model's list price, which is a thousandth of it here.
+func TestStatus_BatchJobsAtJobPrice(t *testing.T) {
+	_, url := batchSim(t, geminisim.BatchConfig{Shuffle: true})
+	const model = "gemini-2.5-flash-lite"
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"job file", func(dir string) []string {
+			f := filepath.Join(dir, "job.yaml")
+			body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+				"  - llm:\n      name: classify\n      model: " + model + "\n      output: {label: [bug, praise, other]}\n" +
+				"      price: {input_per_m: 100, output_per_m: 400}\n" +
+				"      mode: batch\n      batch: {size: 10, deadline: 30s, poll: 20ms}\n"
+			if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"-f", f}
+		}},
+		{"flags", func(dir string) []string {
+			return []string{"--db", filepath.Join(dir, "job.db"), "--input", filepath.Join(dir, "items.jsonl"), "--base-url", url, "--model", model,
+				"--price-in", "100", "--price-out", "400", "--mode", "batch", "--batch-size", "10", "--batch-poll", "20ms"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := writeFirstLines(filepath.Join(dir, "items.jsonl"), testReviews(t), 20); err != nil {
+				t.Fatal(err)
+			}
+			var errs syncBuffer
+			if err := runApp(append([]string{"sawtooth", "run", "--quiet"}, tc.args(dir)...), io.Discard, &errs); err != nil {
+				t.Fatalf("run: %v\n%s", err, errs.String())
+			}
+			var out syncBuffer
+			if err := runApp([]string{"sawtooth", "status", "--db", filepath.Join(dir, "job.db"), "--json"}, &out, &errs); err != nil {
+				t.Fatalf("status: %v\n%s", err, errs.String())
+			}
+			var st struct {
+				Batch *struct {
+					Usage         pipeline.Usage `json:"usage"`
+					CostUSD       float64        `json:"cost_usd"`
+					OnlineCostUSD float64        `json:"online_cost_usd"`
+				} `json:"batch"`
+			}
+			if err := json.Unmarshal([]byte(out.String()), &st); err != nil || st.Batch == nil || st.Batch.Usage.PromptTokens == 0 {
+				t.Fatalf("status --json: %v, no batch jobs with usage:\n%s", err, out.String())
+			}
+			in, outp := 100.0, 400.0
+			price, err := stages.StagePrice(stages.PriceConfig{Model: model, InputPerM: &in, OutputPerM: &outp}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := price.Cost(st.Batch.Usage)
+			if b := st.Batch; math.Abs(b.OnlineCostUSD-want) > 1e-9*want || math.Abs(b.CostUSD-want*stages.BatchPriceFactor) > 1e-9*want {
+				t.Errorf("status prices the jobs at $%g (online $%g), want $%g (online $%g) at the stage's price", b.CostUSD, b.OnlineCostUSD, want*stages.BatchPriceFactor, want)
+			}
+			listIn, listOut := stages.BatchPrice(model)
+			if list := (float64(st.Batch.Usage.PromptTokens)*listIn + float64(st.Batch.Usage.CandidateTokens)*listOut) / 1e6; st.Batch.CostUSD < 100*list {
+				t.Errorf("status prices the jobs at $%g, near the list price's $%g", st.Batch.CostUSD, list)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 )
 
@@ -22,12 +23,16 @@ import (
 var oldDeadHint = regexp.MustCompile("(?:; inspect it with `sawtooth dlq show`)?(?:,? then |: | \\()`sawtooth (?:retry --stage [^`]*|rerun)`\\)?$")
 
 // deadMessage is a stored dead letter's message as shown: an old one
-// without the command it ended with, any other as stored.
-func deadMessage(d pipeline.DeadLetter) string {
-	if loc := oldDeadHint.FindStringIndex(d.Message); loc != nil && loc[0] > 0 {
-		return d.Message[:loc[0]]
+// without the command it ended with, the setting it names in w's words.
+func deadMessage(d pipeline.DeadLetter, w settingWords) string {
+	msg := d.Message
+	if loc := oldDeadHint.FindStringIndex(msg); loc != nil && loc[0] > 0 {
+		msg = msg[:loc[0]]
 	}
-	return d.Message
+	if deadCause(d) == stages.CauseOutputBudget {
+		msg = w.budget(msg)
+	}
+	return msg
 }
 
 // oldClaimsStart is how the runner's claims-exhausted letter began
@@ -38,20 +43,31 @@ var oldClaimsStart = regexp.MustCompile(`^claimed [0-9]+ times and never finishe
 // deadCause is why the runner dead-lettered d: its stored cause, or, for
 // a letter stored before causes were, the one its message tells.
 func deadCause(d pipeline.DeadLetter) pipeline.DeadCause {
-	if d.Cause == "" && oldClaimsStart.MatchString(d.Message) {
+	switch {
+	case d.Cause != "":
+		return d.Cause
+	case oldClaimsStart.MatchString(d.Message):
 		return pipeline.CauseClaimsExhausted
+	case raiseBudget.MatchString(d.Message):
+		// also a batch answer's letter, which is stored without a cause
+		return stages.CauseOutputBudget
 	}
-	return d.Cause
+	return ""
 }
 
 // deadNextStep says what to do about the dead letter d of item id at stage
-// in the database at db: the commands, ready to copy.
-func deadNextStep(db, stage, id string, d pipeline.DeadLetter) string {
+// in the database at db, naming settings in w's words: the commands,
+// ready to copy.
+func deadNextStep(db, stage, id string, d pipeline.DeadLetter, w settingWords) string {
 	p, s, i := shellQuote(db), shellQuote(stage), shellQuote(id)
 	requeue := fmt.Sprintf("  sawtooth dlq requeue --db %s --stage %s --id %s\n  sawtooth run --db %s\n", p, s, i, p)
-	switch {
-	case deadCause(d) == pipeline.CauseClaimsExhausted:
+	switch deadCause(d) {
+	case pipeline.CauseClaimsExhausted:
 		return "the workers holding it died or lost their lease each time: if the item is not what crashes them, re-queue it and run again:\n" + requeue
+	case stages.CauseOutputBudget:
+		return fmt.Sprintf("its answer did not fit the stage's output budget: raise %s, then re-queue it and run again:\n%s", w.maxOutputTokens, requeue)
+	}
+	switch {
 	case d.Class == pipeline.ClassPermanent:
 		return fmt.Sprintf("a permanent failure fails the same way if re-queued unchanged: edit the row in your input file and run again (the edited text re-enters by itself):\n"+
 			"  sawtooth run --db %s --input FILE\nor, once the cause the message names is fixed, re-queue it and run again:\n%s", p, requeue)
@@ -70,6 +86,17 @@ func wordSameFailure(err error, db string) error {
 	}
 	return &wordedError{err: err, msg: fmt.Sprintf("%v: fix the cause, then re-queue them and run again:\n  sawtooth retry --db %s --stage %s",
 		err, shellQuote(db), shellQuote(same.Stage))}
+}
+
+// wordNotDead words a store's refusal to re-queue an item that is not a
+// dead letter of its stage with the command that lists them, in the
+// database at db; any other error is returned as it is.
+func wordNotDead(err error, db string) error {
+	var nd *pipeline.NotDeadError
+	if !errors.As(err, &nd) {
+		return err
+	}
+	return &wordedError{err: err, msg: fmt.Sprintf("%v (see `sawtooth dlq list --db %s --stage %s`)", err, shellQuote(db), shellQuote(nd.Stage))}
 }
 
 // wordOldSchema words a read-only open's refusal of an older PostgreSQL

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 	bolt "go.etcd.io/bbolt"
 )
@@ -21,22 +24,48 @@ import (
 const oldClaimsMessage = "claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them); inspect it with `sawtooth dlq show`, then `sawtooth retry --stage classify`"
 
 func TestDeadMessage(t *testing.T) {
-	tests := []struct{ name, stored, want string }{
+	tests := []struct {
+		name, stored, want string
+		cause              pipeline.DeadCause
+		words              settingWords // zero: flagSettingWords
+	}{
 		{"old claims letter", oldClaimsMessage,
-			"claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)"},
+			"claimed 5 times and never finished: the workers holding it died or lost their lease each time (the item may be what crashes them)", "", settingWords{}},
 		{"old template failure", "llm: prompt template failed on item \"a\": boom: fix the template or the item, then `sawtooth retry --stage llm`",
-			"llm: prompt template failed on item \"a\": boom: fix the template or the item"},
+			"llm: prompt template failed on item \"a\": boom: fix the template or the item", "", settingWords{}},
 		{"old aggregate hint", "aggregate: item \"a\" has no classify output to count label: re-run the item through classify (`sawtooth retry --stage classify`)",
-			"aggregate: item \"a\" has no classify output to count label: re-run the item through classify"},
+			"aggregate: item \"a\" has no classify output to count label: re-run the item through classify", "", settingWords{}},
 		{"old when failure", "when \"classify.confidence\" failed on item \"a\": boom: fix the condition, then `sawtooth rerun`",
-			"when \"classify.confidence\" failed on item \"a\": boom: fix the condition"},
-		{"facts only", "claimed 5 times and never finished", "claimed 5 times and never finished"},
-		{"a command in the middle is the stage's text", "`sawtooth retry --stage x` was in the text: boom", "`sawtooth retry --stage x` was in the text: boom"},
-		{"nothing but the command", "`sawtooth retry --stage x`", "`sawtooth retry --stage x`"},
+			"when \"classify.confidence\" failed on item \"a\": boom: fix the condition", "", settingWords{}},
+		{"facts only", "claimed 5 times and never finished", "claimed 5 times and never finished", "", settingWords{}},
+		{"a command in the middle is the stage's text", "`sawtooth retry --stage x` was in the text: boom", "`sawtooth retry --stage x` was in the text: boom", "", settingWords{}},
+		{"nothing but the command", "`sawtooth retry --stage x`", "`sawtooth retry --stage x`", "", settingWords{}},
+		// A cut-off answer's letter names the budget in plain words and
+		// carries its cause: shown in the words of what runs the database.
+		{"budget from flags", "classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise the stage's max output tokens or lower the thinking budget",
+			"classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget",
+			stages.CauseOutputBudget, flagSettingWords},
+		{"budget from a job file", "triage: the answer was unusable (cut off at 8 output tokens), and again when asked once more (cut off at 16 output tokens): asking again gives the same answer; check the prompt and the output schema, or raise the stage's max output tokens",
+			"triage: the answer was unusable (cut off at 8 output tokens), and again when asked once more (cut off at 16 output tokens): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens in the job file",
+			stages.CauseOutputBudget, jobSettingWords},
+		// Older letters stored the words of the run that wrote them: the
+		// message tells the cause, shown in today's words.
+		{"old flag words, now a job file", "classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget",
+			"classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise max_output_tokens in the job file or lower the thinking budget",
+			"", jobSettingWords},
+		{"old job words, now flags", "triage: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): raise max_output_tokens in the job file",
+			"triage: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): raise --max-output-tokens", "", flagSettingWords},
+		{"old bare job key", "s: the answer was unusable (x), and again when asked once more (y): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens",
+			"s: the answer was unusable (x), and again when asked once more (y): asking again gives the same answer; check the prompt and the output schema, or raise max_output_tokens in the job file", "", jobSettingWords},
+		{"another cause keeps its words", "raise the stage's max output tokens", "raise the stage's max output tokens", pipeline.CauseClaimsExhausted, jobSettingWords},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := deadMessage(pipeline.DeadLetter{Message: tc.stored}); got != tc.want {
+			w := tc.words
+			if w == (settingWords{}) {
+				w = flagSettingWords
+			}
+			if got := deadMessage(pipeline.DeadLetter{Message: tc.stored, Cause: tc.cause}, w); got != tc.want {
 				t.Errorf("deadMessage(%q) = %q, want %q", tc.stored, got, tc.want)
 			}
 		})
@@ -239,5 +268,117 @@ func TestDLQList_retryOnlyWhereRetryable(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "sawtooth retry --db "+path+" --stage classify") || strings.Contains(errOut.String(), "--stage sanitize") {
 		t.Errorf("want a retry for classify only:\n%s", errOut.String())
+	}
+}
+
+// TestDLQ_wordsTheBudgetAsStored: a cut-off answer's dead letter names
+// the answer budget in the words of what the database records: the flag
+// for a database run from flags (or with no job), the job file's key for
+// one run from a job file, whatever the letter was stored with.
+func TestDLQ_wordsTheBudgetAsStored(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	letters := map[string]pipeline.DeadLetter{
+		"new": {Class: pipeline.ClassPermanent, Cause: stages.CauseOutputBudget, Attempts: 1, First: now, Last: now,
+			Message: "classify: the answer was cut off at 256 output tokens, and again at 512 when asked once more (finishReason=MAX_TOKENS): asking again gives the same answer; raise the stage's max output tokens or lower the thinking budget"},
+		"old": {Class: pipeline.ClassTransient, Attempts: 3, First: now, Last: now,
+			Message: "classify: the answer was cut off at 256 output tokens (finishReason=MAX_TOKENS): if this persists, raise --max-output-tokens or lower the thinking budget"},
+	}
+	for _, tc := range []struct {
+		name      string
+		stored    *job.Stored // nil: no job recorded
+		want, not string
+	}{
+		{"no job", nil, "raise --max-output-tokens", "max_output_tokens"},
+		{"from flags", &job.Stored{YAML: "stages: []\n", Flags: true}, "raise --max-output-tokens", "max_output_tokens"},
+		{"from a job file", &job.Stored{YAML: "stages: []\n"}, "raise max_output_tokens in the job file", "--max-output-tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "a.db")
+			db, err := store.Open(path, store.Options{Stages: namedStages()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.stored != nil {
+				if err := db.SaveJob(tc.stored.Marshal()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for id, d := range letters {
+				putDead(t, path, "classify", id, d)
+			}
+			var out, errOut bytes.Buffer
+			if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil {
+				t.Fatalf("dlq list: %v\n%s", err, errOut.String())
+			}
+			if n := strings.Count(out.String(), tc.want); n != 2 || strings.Contains(out.String(), tc.not) {
+				t.Errorf("dlq list: want %q on both letters and no %q:\n%s", tc.want, tc.not, out.String())
+			}
+			// dlq show's next step, in the words dlq show reads
+			for id, d := range letters {
+				next := deadNextStep(path, "classify", id, d, storedWords(path))
+				if !strings.Contains(next, "did not fit the stage's output budget: "+tc.want+", then re-queue it") || strings.Contains(next, tc.not) {
+					t.Errorf("next step for %s: want %q and no %q:\n%s", id, tc.want, tc.not, next)
+				}
+			}
+		})
+	}
+}
+
+// TestSettingWords_word: a run's error that names a stage setting in
+// plain words is worded with the flag or the job file's key; it is still
+// the stage's error, and any other error passes unchanged.
+func TestSettingWords_word(t *testing.T) {
+	nf := fmt.Errorf("classify: %w", &stages.ModelNotFoundError{Model: "x",
+		Err: errors.New(`triage: model "x" not found at http://h (404 NOT_FOUND): check the stage's model (e.g. gemini-2.5-flash)`)})
+	same := &pipeline.FatalError{Err: &pipeline.SameFailureError{Stage: "triage", Calls: 25, DeadLettered: 25,
+		Cause: "triage: the answer was cut off at 8 output tokens (finishReason=MAX_TOKENS): raise the stage's max output tokens"}}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		words settingWords
+		want  string
+	}{
+		{"model from flags", nf, flagSettingWords, "check --model (e.g. gemini-2.5-flash)"},
+		{"model from a job file", nf, jobSettingWords, "check model in the job file (e.g. gemini-2.5-flash)"},
+		{"budget from flags", same, flagSettingWords, "(finishReason=MAX_TOKENS): raise --max-output-tokens)"},
+		{"budget from a job file", same, jobSettingWords, "(finishReason=MAX_TOKENS): raise max_output_tokens in the job file)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.words.word(tc.err)
+			if !strings.Contains(got.Error(), tc.want) || !errors.Is(got, tc.err) {
+				t.Errorf("word(%v) = %v, want it to hold %q and wrap the error", tc.err, got, tc.want)
+			}
+		})
+	}
+	if other := errors.New("raise the stage's max output tokens"); flagSettingWords.word(other) != other {
+		t.Error("another error was reworded")
+	}
+}
+
+// TestDLQRequeue_notDead: re-queueing an id that is not a dead letter of
+// the stage is refused with the command that lists them, for the --db
+// given; it is still the store's ErrNotFound, and nothing changed.
+func TestDLQRequeue_notDead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a b.db")
+	db, err := store.Open(path, store.Options{Stages: namedStages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	putDead(t, path, "classify", "r1", pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: "blocked", Attempts: 1})
+	var out, errOut bytes.Buffer
+	err = runApp([]string{"sawtooth", "dlq", "requeue", "--db", path, "--stage", "classify", "--id", "r2"}, &out, &errOut)
+	want := "item \"r2\" is not in the dead letters of classify: not found (see `sawtooth dlq list --db '" + path + "' --stage classify`)"
+	if err == nil || err.Error() != want || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("dlq requeue: %v, want %q, ErrNotFound", err, want)
+	}
+	out.Reset()
+	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil || !strings.Contains(out.String(), "r1") {
+		t.Errorf("after the refusal, dlq list: %v\n%s", err, out.String())
 	}
 }

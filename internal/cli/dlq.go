@@ -74,6 +74,7 @@ func runDLQList(opts *dlqOptions) error {
 			return err
 		}
 	}
+	words := storedWords(opts.DB)
 	db, err := openReadOnly(opts.DB)
 	if err != nil {
 		return err
@@ -107,7 +108,7 @@ func runDLQList(opts *dlqOptions) error {
 				return err
 			}
 			fmt.Fprintf(opts.Out, "%s\t%s\t%s (%s): %s\n", s, monitor.TerminalSafe(e.ID), monitor.TerminalSafe(string(e.Dead.Class)),
-				plural(e.Dead.Attempts, "attempt"), monitor.TerminalSafe(deadMessage(e.Dead)))
+				plural(e.Dead.Attempts, "attempt"), monitor.TerminalSafe(deadMessage(e.Dead, words)))
 			return nil
 		})
 		if err != nil {
@@ -141,6 +142,7 @@ func runDLQList(opts *dlqOptions) error {
 
 // runDLQShow prints where one item is: its record, outputs and dead letter.
 func runDLQShow(opts *dlqOptions) error {
+	words := storedWords(opts.DB)
 	db, err := openReadOnly(opts.DB)
 	if err != nil {
 		return err
@@ -153,7 +155,7 @@ func runDLQShow(opts *dlqOptions) error {
 	if err := monitor.WriteJSONSafe(opts.Out, loc); err != nil || loc.Dead == nil {
 		return err
 	}
-	_, err = fmt.Fprint(opts.ErrOut, deadNextStep(db.Path(), loc.Stage, loc.ID, *loc.Dead))
+	_, err = fmt.Fprint(opts.ErrOut, deadNextStep(db.Path(), loc.Stage, loc.ID, *loc.Dead, words))
 	return err
 }
 
@@ -177,7 +179,7 @@ func runDLQRequeue(opts *dlqOptions) error {
 	}
 	n, err := db.Requeue(opts.Stage, ids)
 	if err != nil {
-		return err
+		return wordNotDead(err, db.Path())
 	}
 	fmt.Fprintf(opts.Out, "re-queued %s at %s; to process them:\n  sawtooth run --db %s\n", plural(n, "item"), opts.Stage, shellQuote(db.Path()))
 	return nil

@@ -247,6 +247,7 @@ func finish(db pipeline.Database, b *jobStages, req *drainRequest, sum pipeline.
 		printBudget(stdout, db, o, sum)
 	}
 	if runErr != nil {
+		runErr = wordsFor(b.fromFlags).word(runErr)
 		var (
 			fe   *pipeline.FatalError
 			lost *pipeline.StoreLostError

@@ -80,7 +80,7 @@ func runExport(opts *exportOptions) error {
 	}
 	defer db.Close()
 	err = report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns, RawCells: opts.CSVRaw})
-	return wordReportError("export", err)
+	return wordReportError("export", wordRecordError(err, db.Path()))
 }
 
 // csvRawFlag is --csv-raw, shared by report and export.

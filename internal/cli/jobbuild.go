@@ -209,7 +209,7 @@ func (b *jobStages) buildLLM(ctx context.Context, i int, l *job.LLM, earlier []s
 	if l.Preset == job.PresetClassify {
 		cl, err := stages.NewClassify(ctx, stages.ClassifyConfig{
 			APIKey: bo.APIKey, BaseURL: j.BaseURL, Model: l.Model, Labels: l.Output.Label, PromptTemplate: prompt,
-			Timeout: job.Duration(l.Timeout), MaxOutputTokens: l.MaxOutputTokens, Tier: tier, Names: bo.stageNames(),
+			Timeout: job.Duration(l.Timeout), MaxOutputTokens: l.MaxOutputTokens, Tier: tier,
 		})
 		if err != nil {
 			return pipeline.StageConfig{}, usagef("%v", err)
@@ -263,7 +263,7 @@ func (b *jobStages) newLLM(ctx context.Context, at string, l *job.LLM, prompt, s
 		Name: l.Name, Model: l.Model, Labels: l.Output.Label, When: l.When, Earlier: earlier,
 		MaxOutputTokens: l.MaxOutputTokens, PromptTemplate: prompt, SystemInstruction: system,
 		Endpoint:       stages.Endpoint{Backend: j.Backend, APIKey: bo.APIKey, BaseURL: j.BaseURL, Project: j.Project, Location: j.Location},
-		EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier, Names: bo.stageNames(),
+		EarlierOutputs: map[string][]string{}, Timeout: job.Duration(l.Timeout), Tier: tier,
 	}
 	outputs := j.OutputFields()
 	for _, e := range earlier {

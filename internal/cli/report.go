@@ -98,13 +98,14 @@ func runReport(opts *reportOptions) error {
 	}
 	data, err := report.Load(db, load)
 	if err == nil {
+		data.DeadSteps = deadReportSteps(db.Path())
 		for _, f := range report.MissingFields(data.Cube, opts.By) {
 			fmt.Fprintf(opts.ErrOut, "warning: --by %s: no reported item has this field, so every row reads \"unknown\" (check its name against the input's columns)\n", f)
 		}
 	}
 	db.Close()
 	if err != nil {
-		return wordReportError("report", err)
+		return wordReportError("report", wordRecordError(err, db.Path()))
 	}
 	if opts.Output == "" {
 		err = render(opts.Out, data)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -14,6 +15,25 @@ import (
 
 // windowFlags are the flags that set each bound of report's period.
 var windowFlags = map[string]string{"month": "--month", "from": "--from", "to": "--to"}
+
+// wordRecordError words a report's or an export's failure to read what
+// the database at db recorded with the command that checks it; any other
+// error is returned as it is.
+func wordRecordError(err error, db string) error {
+	var rec *report.RecordError
+	if !errors.As(err, &rec) {
+		return err
+	}
+	return &wordedError{err: err, msg: fmt.Sprintf("%v (run `sawtooth verify --db %s`)", err, shellQuote(db))}
+}
+
+// deadReportSteps are what a report of the database at db says under its
+// dead letters: the commands that deal with them.
+func deadReportSteps(db string) []report.Step {
+	p := shellQuote(db)
+	return []report.Step{{Command: "sawtooth dlq list --db " + p, Does: "lists them"},
+		{Command: "sawtooth retry --db " + p + " --stage S", Does: "re-runs a stage's dead letters"}}
+}
 
 // wordReportError words report's refusals of report's and export's
 // flags; any other error is returned as it is.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,5 +65,43 @@ func TestWordReportError(t *testing.T) {
 	}
 	if other := errors.New("disk full"); wordReportError("report", other) != other {
 		t.Error("another error was reworded")
+	}
+}
+
+// TestWordRecordError: what the database recorded failing to read is
+// worded with the verify command for the database given; it is still
+// report's error, and any other error passes unchanged.
+func TestWordRecordError(t *testing.T) {
+	rec := &report.RecordError{What: "read the recorded pipeline definition", Err: errors.New("bad json")}
+	err := wordRecordError(fmt.Errorf("x: %w", rec), "/tmp/a b.db")
+	if want := "x: read the recorded pipeline definition: bad json (run `sawtooth verify --db '/tmp/a b.db'`)"; err.Error() != want || !errors.Is(err, rec) {
+		t.Errorf("err = %q, want %q wrapping the RecordError", err, want)
+	}
+	if other := errors.New("boom"); wordRecordError(other, "x.db") != other {
+		t.Error("another error was reworded")
+	}
+}
+
+// TestReport_deadStepsNameTheDB: the text report of a database with dead
+// letters ends them with the commands that deal with them, for the --db
+// given (report itself names no command).
+func TestReport_deadStepsNameTheDB(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "store", "testdata", "format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old db.db")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"text", "markdown"} {
+		var out, errOut bytes.Buffer
+		if err := runApp([]string{"sawtooth", "report", "--db", path, "--format", format}, &out, &errOut); err != nil {
+			t.Fatalf("report: %v\n%s", err, errOut.String())
+		}
+		want := "`sawtooth dlq list --db '" + path + "'` lists them; `sawtooth retry --db '" + path + "' --stage S` re-runs a stage's dead letters"
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s report lacks %q:\n%s", format, want, out.String())
+		}
 	}
 }

@@ -291,7 +291,7 @@ func (db *DB) Requeue(stage string, ids []string) (int, error) {
 		for _, id := range want {
 			s, ok := states[id]
 			if !ok || !s.Dead || s.Stage != si {
-				return fmt.Errorf("item %q is not dead at %s: %w (see `sawtooth dlq list --stage %s`)", id, stage, ErrNotFound, stage)
+				return &pipeline.NotDeadError{ID: id, Stage: stage}
 			}
 			c.retire = append(c.retire, id)
 			c.enqueue(id, si)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -75,8 +76,9 @@ func testRequeue(t *testing.T, db pipeline.Database) {
 	ingest(t, db, Record("a", "bug a", "x", ""), Record("b", "bug b", "x", ""), Record("c", "bug c", "x", ""))
 	Advance(t, db, "sanitize")
 	Advance(t, db, "classify", "a", "b", "c")
-	if _, err := db.Requeue("classify", []string{"zzz"}); err == nil {
-		t.Fatal("requeue of an id with no dead letter succeeded")
+	var nd *pipeline.NotDeadError
+	if _, err := db.Requeue("classify", []string{"zzz"}); !errors.As(err, &nd) || nd.ID != "zzz" || nd.Stage != "classify" || !errors.Is(err, pipeline.ErrNotFound) {
+		t.Fatalf("requeue of an id with no dead letter: %v, want a NotDeadError naming zzz and classify", err)
 	}
 	if _, err := db.Requeue("nope", nil); err == nil {
 		t.Fatal("requeue at an unknown stage succeeded")
