@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/report"
@@ -164,26 +162,4 @@ func reportRenderer(format string, csvRaw bool) (func(io.Writer, *report.Data) e
 	default:
 		return nil, usagef("report: unknown --format %q (text, markdown, json, csv or html)", format)
 	}
-}
-
-// writeFileAtomic writes path through a temporary file in the same
-// directory renamed into place, so a reader never sees half a file.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
