@@ -348,17 +348,17 @@ func TestCopy_refusals(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name  string
-		src   func(db *store.DB) pipeline.Database
+		src   func(t *testing.T, db *store.DB) pipeline.Database
 		check func(t *testing.T, err error, src pipeline.Database)
 	}{
-		{"an item in two places", func(db *store.DB) pipeline.Database { return twoPlaces{db} },
+		{"an item in two places", func(_ *testing.T, db *store.DB) pipeline.Database { return twoPlaces{db} },
 			func(t *testing.T, err error, src pipeline.Database) {
 				var e *storecopy.TwoPlacesError
 				if !errors.As(err, &e) || e.ID != "a" || e.Path != src.Path() {
 					t.Errorf("err = %v, want a TwoPlacesError of item a in %s", err, src.Path())
 				}
 			}},
-		{"open batch jobs", func(db *store.DB) pipeline.Database {
+		{"open batch jobs", func(t *testing.T, db *store.DB) pipeline.Database {
 			storetest.Advance(t, db, "sanitize")
 			if _, ok, err := db.ReserveBatch("classify", 10, now); err != nil || !ok {
 				t.Fatalf("reserve: %v %v", ok, err)
@@ -377,7 +377,7 @@ func TestCopy_refusals(t *testing.T) {
 			if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "4"), storetest.Record("b", "bug b", "x", "4")}); err != nil {
 				t.Fatal(err)
 			}
-			src, dst := tt.src(db), openBolt(t)
+			src, dst := tt.src(t, db), openBolt(t)
 			_, err := storecopy.Copy(src, dst, nil)
 			tt.check(t, err, src)
 			if err != nil && strings.Contains(err.Error(), "sawtooth ") {
