@@ -554,3 +554,23 @@ func TestCancel_IntentCreatedBeforeACrash(t *testing.T) {
 		t.Errorf("the job made before the crash is still live at the API: %+v", bs)
 	}
 }
+
+// TestDriver_CutOffLetterStoresItsCause: an item whose answers were cut
+// off at the output budget in every job it was sent in is dead-lettered
+// with the stage's cause (a larger budget may fix it), which the front
+// end words the advice by; its message keeps the last answer's.
+func TestDriver_CutOffLetterStoresItsCause(t *testing.T) {
+	f := newFixtureSim(t, 2, geminisim.Config{Seed: 7, Faults: geminisim.Faults{MaxTokens: 1}})
+	if _, err := f.driver(f.db, Config{Mode: ModeBatch, MaxSends: 1}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r000", "r001"} {
+		loc, err := f.db.Locate(id)
+		if err != nil || loc.Dead == nil {
+			t.Fatalf("%s: %+v %v, want a dead letter", id, loc, err)
+		}
+		if loc.Dead.Cause != stages.CauseOutputBudget || !strings.Contains(loc.Dead.Message, "cut off at") {
+			t.Errorf("%s: dead letter %+v, want cause %q and the cut-off in its message", id, *loc.Dead, stages.CauseOutputBudget)
+		}
+	}
+}

@@ -320,7 +320,7 @@ func (d *Driver) transition(ctx context.Context, it pipeline.Item, res pipeline.
 	}
 	if c := pipeline.ClassOf(ctx, err); c == pipeline.ClassPermanent {
 		tr.Outcome = pipeline.DeadLettered
-		tr.Dead = pipeline.DeadLetter{Class: c, Message: err.Error(), Attempts: 1, First: now.UTC(), Last: now.UTC()}
+		tr.Dead = pipeline.DeadLetter{Class: c, Message: err.Error(), Cause: pipeline.CauseOf(err), Attempts: 1, First: now.UTC(), Last: now.UTC()}
 		return tr, true
 	}
 	return tr, false

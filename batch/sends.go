@@ -34,7 +34,7 @@ func (d *Driver) sentOut(ctx context.Context, it pipeline.Item, n int, last erro
 		why, class = last.Error(), pipeline.ClassOf(ctx, last)
 	}
 	return pipeline.Transition{Stage: d.stage.Name(), ID: it.ID, Outcome: pipeline.DeadLettered, Dead: pipeline.DeadLetter{
-		Class: class, Attempts: n, First: now.UTC(), Last: now.UTC(),
+		Class: class, Cause: pipeline.CauseOf(last), Attempts: n, First: now.UTC(), Last: now.UTC(),
 		Message: fmt.Sprintf("item %s: sent in %d batch jobs at %s without an answer the run could commit (the last: %s); not sent again, so it is not paid for again: requeue it to give it %d more, or run the stage online or in auto mode",
 			it.ID, n, d.stage.Name(), why, d.cfg.MaxSends),
 	}}

@@ -257,7 +257,7 @@ func decodeOutput(id, stage string, raw json.RawMessage) (map[string]any, error)
 	dec.UseNumber()
 	var fields map[string]any
 	if err := dec.Decode(&fields); err != nil {
-		return nil, fmt.Errorf("export: item %q: the output of %s is not a JSON object (%v); run `sawtooth verify`", id, stage, err)
+		return nil, &RecordError{What: fmt.Sprintf("export: item %q: the output of %s is not a JSON object", id, stage), Err: err}
 	}
 	return fields, nil
 }

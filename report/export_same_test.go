@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -88,7 +89,9 @@ func TestWriteFlat_SameAsBefore(t *testing.T) {
 }
 
 // TestWriteFlat_BadOutput: an output that is not a JSON object is an
-// error naming the item and the stage, as before.
+// error naming the item and the stage, as before; it is what the
+// database recorded (a RecordError, which the front end words with its
+// command that checks the database), and names no command itself.
 func TestWriteFlat_BadOutput(t *testing.T) {
 	src := func(fn func(FlatItem) error) error {
 		return fn(FlatItem{Record: recordOf("b1", "t", nil), Status: "done", Outputs: map[string]json.RawMessage{"classify": json.RawMessage(`[1,2]`)}})
@@ -96,8 +99,9 @@ func TestWriteFlat_BadOutput(t *testing.T) {
 	for _, format := range []string{FormatJSONL, FormatCSV} {
 		var b bytes.Buffer
 		err := WriteFlat(&b, src, FlatOptions{Format: format, Stage: "classify"})
-		if err == nil || !strings.Contains(err.Error(), `item "b1": the output of classify is not a JSON object`) {
-			t.Errorf("%s: err = %v", format, err)
+		var rec *RecordError
+		if err == nil || !strings.Contains(err.Error(), `item "b1": the output of classify is not a JSON object`) || !errors.As(err, &rec) || strings.Contains(err.Error(), "sawtooth") {
+			t.Errorf("%s: err = %v, want a RecordError naming no command", format, err)
 		}
 	}
 }

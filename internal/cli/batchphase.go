@@ -326,13 +326,17 @@ func batchMonitor(db pipeline.Database, b *jobStages, stage string, o *pipelineO
 // addTo folds the phase into the run's summary: the earlier stages'
 // figures, and the items each stage's batch jobs answered or
 // dead-lettered with what they cost at the batch rate (the runner priced
-// its own calls).
+// its own calls). The runs before the batch jobs came first: sum's
+// figures are added to theirs (StageStats.Add keeps the later LimitEnd).
 func (p *batchPhase) addTo(sum *pipeline.RunSummary) {
 	if p == nil {
 		return
 	}
 	if p.before != nil {
-		addStats(sum, p.before.Stages)
+		all := &pipeline.RunSummary{}
+		addStats(all, p.before.Stages)
+		addStats(all, sum.Stages)
+		sum.Stages = all.Stages
 	}
 	for _, ps := range p.stages {
 		t := summaryStage(sum, ps.name)

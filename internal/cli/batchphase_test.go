@@ -37,3 +37,17 @@ func TestBatchPhase_addToKeepsEveryFigure(t *testing.T) {
 		t.Errorf("sanitize = %+v, want its 10 done", got)
 	}
 }
+
+// TestBatchPhase_addToEndsAtTheLastRun: a stage the runs before a batched
+// stage drove and the run after them drove again ends the summary at the
+// limit the later run ended at; its lowest and highest are over both.
+func TestBatchPhase_addToEndsAtTheLastRun(t *testing.T) {
+	var p batchPhase
+	p.addBefore(pipeline.RunSummary{Stages: map[string]*pipeline.StageStats{"triage": {Done: 4, LimitMin: 2, LimitMax: 9, LimitEnd: 6, InFlightMax: 8}}})
+	sum := pipeline.RunSummary{Stages: map[string]*pipeline.StageStats{"triage": {Done: 1, LimitMin: 5, LimitMax: 12, LimitEnd: 11, InFlightMax: 3}}}
+	p.addTo(&sum)
+	want := pipeline.StageStats{Done: 5, LimitMin: 2, LimitMax: 12, LimitEnd: 11, InFlightMax: 8}
+	if got := sum.Stages["triage"]; got == nil || !reflect.DeepEqual(*got, want) {
+		t.Errorf("triage =\n%+v\nwant\n%+v", got, want)
+	}
+}

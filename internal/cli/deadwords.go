@@ -49,7 +49,6 @@ func deadCause(d pipeline.DeadLetter) pipeline.DeadCause {
 	case oldClaimsStart.MatchString(d.Message):
 		return pipeline.CauseClaimsExhausted
 	case raiseBudget.MatchString(d.Message):
-		// also a batch answer's letter, which is stored without a cause
 		return stages.CauseOutputBudget
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -317,8 +318,14 @@ func TestDLQ_wordsTheBudgetAsStored(t *testing.T) {
 				t.Errorf("dlq list: want %q on both letters and no %q:\n%s", tc.want, tc.not, out.String())
 			}
 			// dlq show's next step, in the words dlq show reads
+			rdb, err := openReadOnly(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			words := storedWords(rdb)
+			rdb.Close()
 			for id, d := range letters {
-				next := deadNextStep(path, "classify", id, d, storedWords(path))
+				next := deadNextStep(path, "classify", id, d, words)
 				if !strings.Contains(next, "did not fit the stage's output budget: "+tc.want+", then re-queue it") || strings.Contains(next, tc.not) {
 					t.Errorf("next step for %s: want %q and no %q:\n%s", id, tc.want, tc.not, next)
 				}
@@ -380,5 +387,27 @@ func TestDLQRequeue_notDead(t *testing.T) {
 	out.Reset()
 	if err := runApp([]string{"sawtooth", "dlq", "list", "--db", path}, &out, &errOut); err != nil || !strings.Contains(out.String(), "r1") {
 		t.Errorf("after the refusal, dlq list: %v\n%s", err, out.String())
+	}
+}
+
+// TestDLQ_inUseOpensOnce: dlq list and show on a database a run holds
+// give up after the read-only open's own wait, as they did before they
+// read the stored job for its words: that is read from the database they
+// open, not by opening it once more (a bbolt file: another wait of
+// store.DefaultLockTimeout for the same lock; PostgreSQL: another
+// connection).
+func TestDLQ_inUseOpensOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := store.Open(path, store.Options{Stages: namedStages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close() // held, as a run holds it
+	for _, args := range [][]string{{"list"}, {"show", "--id", "r1"}} {
+		start := time.Now()
+		err := runApp(append([]string{"sawtooth", "dlq"}, append(args, "--db", path)...), io.Discard, io.Discard)
+		if took := time.Since(start); err == nil || took >= store.DefaultLockTimeout {
+			t.Errorf("dlq %s on a database in use: %v after %v, want an error before %v", args[0], err, took.Round(time.Millisecond), store.DefaultLockTimeout)
+		}
 	}
 }

@@ -74,12 +74,12 @@ func runDLQList(opts *dlqOptions) error {
 			return err
 		}
 	}
-	words := storedWords(opts.DB)
 	db, err := openReadOnly(opts.DB)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	words := storedWords(db)
 	list := stageOrder(db)
 	if opts.Stage != "" {
 		list = []string{opts.Stage}
@@ -142,7 +142,6 @@ func runDLQList(opts *dlqOptions) error {
 
 // runDLQShow prints where one item is: its record, outputs and dead letter.
 func runDLQShow(opts *dlqOptions) error {
-	words := storedWords(opts.DB)
 	db, err := openReadOnly(opts.DB)
 	if err != nil {
 		return err
@@ -155,7 +154,7 @@ func runDLQShow(opts *dlqOptions) error {
 	if err := monitor.WriteJSONSafe(opts.Out, loc); err != nil || loc.Dead == nil {
 		return err
 	}
-	_, err = fmt.Fprint(opts.ErrOut, deadNextStep(db.Path(), loc.Stage, loc.ID, *loc.Dead, words))
+	_, err = fmt.Fprint(opts.ErrOut, deadNextStep(db.Path(), loc.Stage, loc.ID, *loc.Dead, storedWords(db)))
 	return err
 }
 

@@ -97,7 +97,9 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
 	if err != nil {
-		return sum, endFailedBatch(db, &sum, batchPhase, err)
+		// worded as finish words the runner's: the runs before a batched
+		// stage and its driver's online calls meet the same errors
+		return sum, endFailedBatch(db, &sum, batchPhase, wordsFor(b.fromFlags).word(err))
 	}
 
 	rc, err := monitorConfig(db, b, runID, o.Quiet)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
+	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -50,12 +51,22 @@ func wordsFor(fromFlags bool) settingWords {
 	return jobSettingWords
 }
 
-// storedWords are the words of what the database at path records: a job
-// file's keys for a job run from a file, flags for one compiled from
-// flags (or no job, as runs from flags recorded before jobs were).
-func storedWords(path string) settingWords {
-	st, err := loadStored(path)
-	return wordsFor(err != nil || st == nil || st.Flags)
+// storedWords are the words of what db records: a job file's keys for a
+// job run from a file, flags for one compiled from flags (or no job, as
+// runs from flags recorded before jobs were, or one it cannot read). It
+// reads the open db: opening the path again would wait for a lock, or
+// connect, a second time.
+func storedWords(db pipeline.Database) settingWords {
+	jdb, ok := db.(interface{ Job() ([]byte, error) })
+	if !ok {
+		return flagSettingWords
+	}
+	raw, err := jdb.Job()
+	if err != nil || raw == nil {
+		return flagSettingWords
+	}
+	st, err := job.UnmarshalStored(raw)
+	return wordsFor(err != nil || st.Flags)
 }
 
 // raiseBudget matches a message's advice to raise the answer budget, in

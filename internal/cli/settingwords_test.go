@@ -13,6 +13,7 @@ import (
 
 	"github.com/sawtooth-dev/sawtooth/internal/job"
 	"github.com/sawtooth-dev/sawtooth/stages"
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"github.com/sawtooth-dev/sawtooth/store"
 )
 
@@ -130,5 +131,28 @@ func TestCheckInput_NamesTheSetting(t *testing.T) {
 	_, err = checkJobInput(t.Context(), j, &jobOut)
 	if err == nil || !strings.Contains(jobOut.String(), "raise input.max_line_bytes") || strings.Contains(jobOut.String()+err.Error(), "--") {
 		t.Errorf("from a job: %v\n%s\nwant it to name input.max_line_bytes and no flag", err, jobOut.String())
+	}
+}
+
+// TestRunJob_ModelNotFoundBeforeABatchedStage: a model the API does not
+// serve, met by the online stage a batch phase runs before its batched
+// one, stops the run naming the job file's key, as an online run does.
+func TestRunJob_ModelNotFoundBeforeABatchedStage(t *testing.T) {
+	_, url := batchSim(t, geminisim.BatchConfig{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "items.jsonl"), []byte(`{"id":"a","text":"Great app!"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "job.yaml")
+	body := "db: job.db\ninput: {path: items.jsonl}\nbase_url: " + url + "\nstages:\n" +
+		"  - llm:\n      name: triage\n      model: my-tuned-model\n      output: {label: [bug, praise, other]}\n" +
+		"  - llm:\n      name: tone\n      prompt: \"What is the tone of this review? {{.Text}}\"\n" +
+		"      output: {label: [angry, calm]}\n      mode: batch\n      batch: {deadline: 30s, poll: 20ms}\n"
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runApp([]string{"sawtooth", "run", "-f", f, "--quiet"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `model "my-tuned-model" not found`) || !strings.Contains(err.Error(), "check model in the job file (e.g. ") {
+		t.Errorf("run: %v; want the model and %q", err, "check model in the job file")
 	}
 }
