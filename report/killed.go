@@ -20,12 +20,16 @@ type KilledRunCost struct {
 	// a stage that names none.
 	Model string         `json:"model,omitempty"`
 	Usage pipeline.Usage `json:"usage"`
-	// CostUSD is Usage at Model's list price (the batch rate for a batch
+	// CostUSD is Usage at Model's list price or the stage's own (the batch rate for a batch
 	// stage); 0 when Unpriced.
 	CostUSD float64 `json:"cost_usd"`
 	// Unpriced says no price is known: the model is not in the price
 	// table, or the stage names no model.
 	Unpriced bool `json:"unpriced,omitempty"`
+	// OwnPrice says CostUSD is at the price the stored job gives the
+	// stage (its price:, or a run from flags' recorded prices), not the
+	// list price.
+	OwnPrice bool `json:"own_price,omitempty"`
 }
 
 // stageModel is the model and mode a stage's recorded configuration
@@ -50,10 +54,12 @@ func stageModel(config json.RawMessage) (model string, batch bool, ok bool) {
 }
 
 // priceKilledRuns sets the cost of every stage with tokens in the killed
-// runs among runs, at the list price of the model its recorded
-// configuration (defs) names, and returns what it did, stage by stage.
+// runs among runs, at the price the stored job gives the stage (own: its
+// price:, nil without a stored job) or else the list price of the model
+// its recorded configuration (defs) or the stored job names, and returns
+// what it did, stage by stage.
 // A stage with no known price keeps no cost and is marked Unpriced.
-func priceKilledRuns(runs []pipeline.RunSummary, defs []pipeline.StageDef) []KilledRunCost {
+func priceKilledRuns(runs []pipeline.RunSummary, defs []pipeline.StageDef, own map[string]stages.PriceConfig) []KilledRunCost {
 	config := map[string]json.RawMessage{}
 	for _, d := range defs {
 		config[d.Name] = d.Config
@@ -70,9 +76,18 @@ func priceKilledRuns(runs []pipeline.RunSummary, defs []pipeline.StageDef) []Kil
 				continue
 			}
 			k := KilledRunCost{Run: r.ID, Stage: name, Usage: s.Usage, Unpriced: true}
-			if model, batch, ok := stageModel(config[name]); ok {
+			model, batch, ok := stageModel(config[name])
+			o, owned := own[name]
+			if !ok && owned {
+				model, ok = o.Model, true // the stored job names the stage's model
+			}
+			if ok {
 				k.Model = model
-				if p, err := stages.StagePrice(stages.PriceConfig{Model: model, Batch: batch}, false); err == nil && !p.IsZero() {
+				pc := stages.PriceConfig{Model: model, Batch: batch}
+				if owned && (o.InputPerM != nil || o.OutputPerM != nil) {
+					pc.InputPerM, pc.OutputPerM, k.OwnPrice = o.InputPerM, o.OutputPerM, true
+				}
+				if p, err := stages.StagePrice(pc, false); err == nil && !p.IsZero() {
 					k.CostUSD, k.Unpriced = p.Cost(s.Usage), false
 				}
 			}
@@ -131,8 +146,10 @@ func (d *Data) KilledCostNotes(run string) []string {
 		tokens := fmt.Sprintf("%s tokens in / %s out", num(k.Usage.PromptTokens), num(k.Usage.CandidateTokens))
 		var how string
 		switch {
+		case !k.Unpriced && k.OwnPrice:
+			how = fmt.Sprintf("est. %s at the price the stored job gives the stage", usd(k.CostUSD))
 		case !k.Unpriced:
-			how = fmt.Sprintf("est. %s at the list price of %s (as of %s; a run's own prices are not recorded)", usd(k.CostUSD), k.Model, stages.PricesAsOf)
+			how = fmt.Sprintf("est. %s at the list price of %s (as of %s)", usd(k.CostUSD), k.Model, stages.PricesAsOf)
 		case k.Model != "":
 			how = fmt.Sprintf("unpriced: no list price is known for %s", k.Model)
 		default:

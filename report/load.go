@@ -165,7 +165,13 @@ func (d *Data) loadRuns(db pipeline.Database) error {
 	if err != nil {
 		return &RecordError{What: "read the recorded pipeline definition", Err: err}
 	}
-	d.KilledCosts = priceKilledRuns(d.Runs, defs)
+	var own map[string]stages.PriceConfig
+	if jdb, ok := db.(interface{ Job() ([]byte, error) }); ok {
+		if raw, err := jdb.Job(); err == nil {
+			own = job.StoredPrices(raw, db.Path())
+		}
+	}
+	d.KilledCosts = priceKilledRuns(d.Runs, defs, own)
 	if d.Batch, err = loadBatch(db); err != nil {
 		return err
 	}

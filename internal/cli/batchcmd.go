@@ -450,36 +450,20 @@ func readBatchStatus(db batchJobReader) (*batchStatus, error) {
 // storedPrices are the online prices of the LLM stages of the job db
 // stores, as a run of it prices them: the job's price: (a run from flags
 // records --price-in/--price-out there), else the list price with its
-// cached-input rate. Nil when db stores no job it can read.
+// cached-input rate. Empty when db stores no job it can read.
 func storedPrices(db batchJobReader) map[string]pipeline.Price {
 	jdb, ok := db.(interface{ Job() ([]byte, error) })
 	if !ok {
 		return nil
 	}
 	raw, err := jdb.Job()
-	if err != nil || raw == nil {
-		return nil
-	}
-	st, err := job.UnmarshalStored(raw)
-	if err != nil {
-		return nil
-	}
-	j, err := st.Job(db.Path())
 	if err != nil {
 		return nil
 	}
 	prices := map[string]pipeline.Price{}
-	for _, s := range j.Stages {
-		l := s.LLM
-		if l == nil {
-			continue
-		}
-		var over job.Price
-		if l.Price != nil {
-			over = *l.Price
-		}
-		if p, err := stages.StagePrice(stages.PriceConfig{Model: orStr(l.Model, job.DefaultModel), InputPerM: over.Input, OutputPerM: over.Output}, false); err == nil {
-			prices[l.Name] = p
+	for name, pc := range job.StoredPrices(raw, db.Path()) {
+		if p, err := stages.StagePrice(pc, false); err == nil {
+			prices[name] = p
 		}
 	}
 	return prices
