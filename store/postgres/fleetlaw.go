@@ -277,11 +277,11 @@ func (r *quotaRow) pace(now time.Time, every time.Duration) {
 // learned since. A new one resets what was learned, and, heard during
 // slow start (a quota named by its first 429s), restarts the
 // measurement at now: read from the mark at slow start's first grant,
-// what the ramp sent paced the fleet at two thirds of the quota it had
-// just been told, then bisected back up for several answer lags; from
-// now, the event of that first 429 finds nothing measured yet and keeps
-// the pace (see congested). It reports whether the row changed, and
-// whether its mark moved.
+// the ramp's slow first stages would count as what the quota admits,
+// and the event of that 429 would pace the fleet far under the rate it
+// was just told. From now, the event finds nothing measured yet and
+// keeps the pace (see congested). It reports whether the row changed,
+// and whether its mark moved.
 func (r quotaRow) given(now time.Time, every time.Duration) (next quotaRow, changed, marked bool) {
 	every = every.Truncate(time.Microsecond) // as the row keeps it
 	if every == r.Given {

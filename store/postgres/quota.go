@@ -271,9 +271,8 @@ func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, gra
 // cooling is the end of the row's cooldown when it is still to come at
 // now, else the zero time. The row reads a past cooldown as now (see
 // rowColumns), and now is no cooldown: recorded as one, every slot of
-// this process that fell before its latest reservation looked Stale and
-// was booked again, its first slot wasted (a worker paced at 97/s was
-// granted 72/s).
+// this process that fell before its latest reservation would look
+// Stale and be booked again, its first slot wasted.
 func cooling(r quotaRow, now time.Time) time.Time {
 	if r.CooldownUntil.After(now) {
 		return r.CooldownUntil
