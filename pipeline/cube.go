@@ -11,14 +11,14 @@ const CubeQuotes = 3
 type StoredCube struct {
 	// Cells are in no particular order.
 	Cells []StoredCell
-	// Tally, when not nil, and Done are the tally and the count of done
-	// items in the state the cells were read from. A store other
-	// processes write to while it is read (PostgreSQL under a live
-	// fleet) reads them with the cells in one snapshot: a tally and
-	// counts read apart would differ from the cells by what was folded
-	// in between.
-	Tally *Tally
-	Done  int
+	// Tally and Counts, when not nil, are the tally and the item counts
+	// (done, dead, queued) in the state the cells were read from. A
+	// store other processes write to while it is read (PostgreSQL under
+	// a live fleet) reads them with the cells in one snapshot: a tally
+	// and counts read apart would differ from the cells, and from each
+	// other, by what was folded in between.
+	Tally  *Tally
+	Counts *Counts
 }
 
 // StoredCell is the items of one label sharing one value per group field.

@@ -141,8 +141,8 @@ func (d pgFoldedMeanwhile) StoredCube() (pipeline.StoredCube, bool, error) {
 // TestLoad_StoredCubeDuringALiveDrain: items folded between the report's
 // reads of the tally and of the cube do not send it streaming: the cube
 // is checked against the tally and done count of its own snapshot, and
-// the report shows that tally, byte for byte what streaming the same
-// state gives.
+// the report shows that tally and those counts ("N done"), byte for
+// byte what streaming the same state gives.
 func TestLoad_StoredCubeDuringALiveDrain(t *testing.T) {
 	reviews := fixtureReviews()
 	db := pgFixtureOf(t, reviews)
@@ -173,11 +173,14 @@ func TestLoad_StoredCubeDuringALiveDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The counts were read before the fold: compare what the cube gives.
+	if got.Counts.Done != len(reviews) {
+		t.Errorf("the report says %d done; want the %d of the cube's state (the fold came after Load read the counts)", got.Counts.Done, len(reviews))
+	}
 	for name, part := range map[string]func(d *Data) any{
-		"tally": func(d *Data) any { return d.Tally },
-		"pivot": func(d *Data) any { return d.Pivot },
-		"cube":  func(d *Data) any { return d.Cube },
+		"counts": func(d *Data) any { return d.Counts },
+		"tally":  func(d *Data) any { return d.Tally },
+		"pivot":  func(d *Data) any { return d.Pivot },
+		"cube":   func(d *Data) any { return d.Cube },
 	} {
 		g, err := json.Marshal(part(got))
 		if err != nil {

@@ -21,28 +21,28 @@ import (
 //     folded items without keeping it; a pipeline whose last stage
 //     folds no facts).
 //
-// The tally and done count checked are those the store read with the
-// cube when it did (one snapshot, while workers fold items), else t and
-// done; the tally checked is returned with the cube, for the report to
-// show totals that agree with it.
+// The tally and counts checked are those the store read with the cube
+// when it did (one snapshot, while workers fold items), else t and
+// counts; both are returned with the cube, for the report to show
+// totals (items, done, dead, queued) that agree with it.
 //
 // --where is always streamed: the filtered tally keeps the first
 // example ids in item order, which no per-cell aggregate holds.
-func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int) (*Cube, pipeline.Tally, error) {
+func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, counts pipeline.Counts) (*Cube, pipeline.Tally, pipeline.Counts, error) {
 	cr, ok := db.(pipeline.CubeReader)
 	if !ok {
-		return nil, t, nil
+		return nil, t, counts, nil
 	}
 	sc, ok, err := cr.StoredCube()
 	if err != nil || !ok {
-		return nil, t, err
+		return nil, t, counts, err
 	}
-	if sc.Tally != nil {
-		t, done = *sc.Tally, sc.Done
+	if sc.Tally != nil && sc.Counts != nil {
+		t, counts = *sc.Tally, *sc.Counts
 	}
 	c := NewCube(dims)
-	if !agreesWithTally(sc, t, done, len(c.Dims)) {
-		return nil, t, nil
+	if !agreesWithTally(sc, t, counts.Done, len(c.Dims)) {
+		return nil, t, counts, nil
 	}
 	index := map[string]*CubeCell{}
 	for _, s := range sc.Cells {
@@ -50,7 +50,7 @@ func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int)
 		for i, d := range c.Dims {
 			v, ok := s.Groups[d]
 			if !ok {
-				return nil, t, nil
+				return nil, t, counts, nil
 			}
 			key[i] = cmp.Or(strings.TrimSpace(v), unknown)
 		}
@@ -77,7 +77,7 @@ func storedCube(db pipeline.Database, dims []string, t pipeline.Tally, done int)
 		}
 	}
 	c.Sort()
-	return c, t, nil
+	return c, t, counts, nil
 }
 
 // agreesWithTally says whether every cell has ndims group fields and the

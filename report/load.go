@@ -205,11 +205,12 @@ func (d *Data) loadFigures(db pipeline.Database, o LoadOptions) error {
 	var pass donePass
 	if len(o.Where) == 0 {
 		var t pipeline.Tally
-		if d.Cube, t, err = storedCube(db, dims, d.Tally, d.Counts.Done); err != nil {
+		var counts pipeline.Counts
+		if d.Cube, t, counts, err = storedCube(db, dims, d.Tally, d.Counts); err != nil {
 			return err
 		}
 		if d.Cube != nil {
-			d.Tally = t // the state the cube was read in
+			d.Tally, d.Counts = t, counts // the state the cube was read in
 		}
 	}
 	if d.Cube == nil {
@@ -281,7 +282,7 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 		if err != nil {
 			return nil, err
 		}
-		if c, _, err := storedCube(db, dims, t, counts.Done); c != nil || err != nil {
+		if c, _, _, err := storedCube(db, dims, t, counts); c != nil || err != nil {
 			return c, err
 		}
 	}

@@ -194,7 +194,7 @@ func collectConfidences(rows pgx.Rows) (map[string]float64, error) {
 var _ pipeline.CubeReader = (*DB)(nil)
 
 // StoredCube reads the cube in one snapshot, with the tally and the
-// done count of that state (workers may be folding items meanwhile):
+// item counts of that state (workers may be folding items meanwhile):
 // each cell's counters summed over the shards, and its best quotes with
 // their items' text. ok is false only when a cell has fewer quote rows
 // than it must show, which a fold never leaves (the report then streams).
@@ -208,9 +208,11 @@ func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
 			return err
 		}
 		out.Tally = &t
-		if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&out.Done); err != nil {
-			return fmt.Errorf("count the done items: %w", err)
+		counts, err := db.readCounts(tx)
+		if err != nil {
+			return fmt.Errorf("count the items: %w", err)
 		}
+		out.Counts = &counts
 		cells, err := readCubeCells(db.ctx, tx)
 		if err != nil {
 			return err

@@ -269,6 +269,38 @@ func (r *quotaRow) pace(now time.Time, every time.Duration) {
 	r.Every = every
 }
 
+// given is the law when a rate is given (--rpm) or named by a 429's
+// quota at now: every > 0 is the pace from now on, which the law never
+// exceeds; 0 says the rate is unknown again. A rate the row has already
+// is no news: a worker that joins with the fleet's --rpm, or hears a
+// quota another worker heard first, must not undo what the fleet
+// learned since. A new one resets what was learned, and, heard during
+// slow start (a quota named by its first 429s), restarts the
+// measurement at now: read from the mark at slow start's first grant,
+// the ramp's slow first stages would count as what the quota admits,
+// and the event of that 429 would pace the fleet far under the rate it
+// was just told. From now, the event finds nothing measured yet and
+// keeps the pace (see congested). It reports whether the row changed,
+// and whether its mark moved.
+func (r quotaRow) given(now time.Time, every time.Duration) (next quotaRow, changed, marked bool) {
+	every = every.Truncate(time.Microsecond) // as the row keeps it
+	if every == r.Given {
+		return r, false, false
+	}
+	starting := r.Starting && r.Every > 0
+	r.Given = every
+	r.pace(now, every)
+	r.Safe, r.Refused, r.Stairs, r.Bounded = 0, 0, 0, false
+	if every == 0 {
+		return r, true, false
+	}
+	r.Starting = false // as the row reads it: no slow start under a given rate
+	if starting {
+		r.mark(now)
+	}
+	return r, true, starting
+}
+
 // capped is the schedule's interval for rate, no faster than a given
 // rate.
 func (r quotaRow) capped(rate float64) time.Duration {

@@ -26,8 +26,12 @@ type fleetSim struct {
 	perWindow int           // the quota: requests per window
 	window    time.Duration // the quota's window
 	rpm       int           // the rate the fleet is told (0: unknown)
-	latency   time.Duration // base latency of an admitted call
-	jitter    time.Duration // uniform extra latency, up to
+	// named: each 429 names the quota (quotaValue), and a worker that
+	// hears it first sets the fleet's pace to namedQuotaShare of it
+	// (FleetLimiter.RateLimitedQuota) before it reports the 429.
+	named   bool
+	latency time.Duration // base latency of an admitted call
+	jitter  time.Duration // uniform extra latency, up to
 	// sendJitter: a call reaches the quota up to this long after its
 	// slot (timers, scheduling, the network), uniformly.
 	sendJitter time.Duration
@@ -92,6 +96,7 @@ type simWorker struct {
 	law      workerLaw
 	inFlight int
 	seen     int64
+	heard    bool // the quota's name (see fleetSim.named)
 	// coolUntil is the latest cooldown end this worker has seen.
 	coolUntil time.Time
 }
@@ -208,6 +213,11 @@ func (s fleetSim) run() fleetSimResult {
 			if cooldown <= 0 {
 				cooldown = s.cooldown
 			}
+			if s.named && s.rpm == 0 && !w.heard {
+				w.heard = true
+				perMinute := float64(s.perWindow) * float64(time.Minute) / float64(s.window)
+				row, _, _ = row.given(now, time.Duration(float64(time.Minute)/(namedQuotaShare*perMinute)))
+			}
 			first := e.epoch == epoch
 			if first {
 				epoch++
@@ -237,7 +247,8 @@ func (s fleetSim) run() fleetSimResult {
 // fleet's slow start overruns many times over, 1 and 4 workers sharing
 // the quota row reach at least 90% of it with at most 1% of calls
 // refused, whether the rate is unknown (learned from the quota's
-// answers) or given (--rpm), over the bench's 20 s drain and a 60 s one;
+// answers), given (--rpm) or named by the quota's 429s (as Gemini's and
+// the simulator's are), over the bench's 20 s drain and a 60 s one;
 // and 4 workers come within 5 points of 1.
 func TestFleetLaw_FairShareOfOneQuota(t *testing.T) {
 	base := fleetSim{perWindow: 100, window: time.Second, latency: 80 * time.Millisecond,
@@ -248,16 +259,19 @@ func TestFleetLaw_FairShareOfOneQuota(t *testing.T) {
 			name    string
 			workers int
 			rpm     int
+			named   bool
 		}{
-			{"1 worker, rate unknown", 1, 0},
-			{"4 workers, rate unknown", 4, 0},
-			{"1 worker, --rpm", 1, 6000},
-			{"4 workers, --rpm", 4, 6000},
+			{"1 worker, rate unknown", 1, 0, false},
+			{"4 workers, rate unknown", 4, 0, false},
+			{"1 worker, --rpm", 1, 6000, false},
+			{"4 workers, --rpm", 4, 6000, false},
+			{"1 worker, quota named by its 429s", 1, 0, true},
+			{"4 workers, quota named by its 429s", 4, 0, true},
 		} {
 			t.Run(fmt.Sprintf("%d items, %s", items, c.name), func(t *testing.T) {
 				for seed := range uint64(3) {
 					s := base
-					s.items, s.workers, s.rpm, s.seed = items, c.workers, c.rpm, seed+1
+					s.items, s.workers, s.rpm, s.named, s.seed = items, c.workers, c.rpm, c.named, seed+1
 					r := s.run()
 					share := float64(r.limited) / float64(r.calls)
 					t.Logf("seed %d: quota used %.1f%%, 429s %.2f%% of %d calls, %.3f calls an item, pace %.1f/s at the end, %s",

@@ -120,10 +120,12 @@ func (q *SharedQuota) observe(key string, epoch int64, cooldownUntil time.Time) 
 // SetRate sets key's pace: one unit of cost every every, with burst
 // units allowed at once (at least 1). every > 0 is a given rate (--rpm,
 // or a quota a 429 named): the fleet starts there and never goes faster,
-// the law only lowering it at events and climbing back. every == 0 says the rate is unknown: a rate given before is
-// forgotten and the fleet learns one from the quota's answers, but a
-// rate the fleet has learned already is kept (a worker joining a fleet
-// must not reset what the others learned). It takes effect for the next
+// the law only lowering it at events and climbing back. every == 0 says
+// the rate is unknown: a rate given before is forgotten and the fleet
+// learns one from the quota's answers. The rate the row has already
+// changes nothing (quotaRow.given): a worker joining a fleet, with its
+// --rpm or none, or hearing a quota another heard first, must not reset
+// what the others learned. It takes effect for the next
 // reservation, fleet-wide. The quota table is unlogged (a schedule is
 // worth no fsync): a server crash empties it, so each run sets its rates
 // when it starts.
@@ -135,18 +137,34 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 		burst = 1
 	}
 	tau := every * time.Duration(burst-1)
-	// A rate given, or one given before and dropped now, resets the
-	// law; a learned rate stays when none is given.
-	_, err := q.db.pool.Exec(ctx, `INSERT INTO quota AS q (key, every_us, given_us, tau_us) VALUES ($1, $2::bigint, $2::bigint, $3)
-		ON CONFLICT (key) DO UPDATE SET
-			every_us = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN EXCLUDED.every_us ELSE q.every_us END,
-			tau_us = EXCLUDED.tau_us,
-			safe_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.safe_rate END,
-			refused_rate = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.refused_rate END,
-			stairs = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN 0 ELSE q.stairs END,
-			bounded = CASE WHEN EXCLUDED.given_us > 0 OR q.given_us > 0 THEN false ELSE q.bounded END,
-			given_us = EXCLUDED.given_us`,
-		key, every.Microseconds(), tau.Microseconds())
+	err := q.db.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO quota (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, key); err != nil {
+			return err
+		}
+		r, now, err := scanRow(tx.QueryRow(ctx, `SELECT `+rowColumns+` FROM quota q WHERE q.key = $1 FOR UPDATE`, key))
+		if err != nil {
+			return err
+		}
+		next, changed, marked := r.given(now, every)
+		if !changed {
+			_, err = tx.Exec(ctx, `UPDATE quota SET tau_us = $2 WHERE key = $1`, key, tau.Microseconds())
+			return err
+		}
+		// The schedule is written back only where it lies ahead (a past
+		// one reads as now, see rowColumns), the mark only when it moved
+		// (a row no grant has marked keeps none).
+		_, err = tx.Exec(ctx, `UPDATE quota SET tau_us = $2, every_us = $3, given_us = $4,
+				safe_rate = $5, refused_rate = $6, stairs = $7, bounded = $8,
+				tat = CASE WHEN tat > now() THEN $9 ELSE tat END,
+				mark_at = CASE WHEN $10 THEN $11 ELSE mark_at END,
+				mark_sent = CASE WHEN $10 THEN $12 ELSE mark_sent END,
+				mark_limited = CASE WHEN $10 THEN $13 ELSE mark_limited END
+			WHERE key = $1`,
+			key, tau.Microseconds(), next.Every.Microseconds(), next.Given.Microseconds(),
+			next.Safe, next.Refused, next.Stairs, next.Bounded, next.Tat,
+			marked, next.MarkAt, next.MarkSent, next.MarkLimited)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set quota %s in %s: %w", key, q.db.path, err)
 	}
@@ -247,7 +265,19 @@ func (q *SharedQuota) reserve(ctx context.Context, key string, cost float64, gra
 		}
 	}
 	wait := time.Duration(waitUS) * time.Microsecond
-	return Grant{Wait: wait, Epoch: epoch, Decreases: q.observe(key, epoch, r.CooldownUntil), Paced: r.Every > 0, At: now.Add(wait), Booked: booked}, nil
+	return Grant{Wait: wait, Epoch: epoch, Decreases: q.observe(key, epoch, cooling(r, now)), Paced: r.Every > 0, At: now.Add(wait), Booked: booked}, nil
+}
+
+// cooling is the end of the row's cooldown when it is still to come at
+// now, else the zero time. The row reads a past cooldown as now (see
+// rowColumns), and now is no cooldown: recorded as one, every slot of
+// this process that fell before its latest reservation would look
+// Stale and be booked again, its first slot wasted.
+func cooling(r quotaRow, now time.Time) time.Time {
+	if r.CooldownUntil.After(now) {
+		return r.CooldownUntil
+	}
+	return time.Time{}
 }
 
 // Refresh reads key's epoch and cooldown as the fleet has them now, so
@@ -352,7 +382,7 @@ func (q *SharedQuota) OnRateLimited(ctx context.Context, key string, epoch int64
 			c.Epoch++
 		}
 		r = r.limited(now, c.First, cooldown, time.Duration(tauUS)*time.Microsecond, q.probeEvery())
-		paced, coolUntil = r.Every > 0, r.CooldownUntil
+		paced, coolUntil = r.Every > 0, cooling(r, now)
 		_, err = tx.Exec(ctx, `UPDATE quota SET epoch = $2, tat = $3, cooldown_until = $4, limited = $5, window_us = $6,
 				every_us = $7, safe_rate = $8, refused_rate = $9, stairs = $10, held = $11, calm = $12,
 				mark_at = $13, mark_sent = $14, mark_limited = $15, bounded = $16

@@ -323,6 +323,90 @@ func TestSharedQuota_StaleSlot(t *testing.T) {
 	}
 }
 
+// TestSharedQuota_PastCooldownStalesNoSlot: once a 429's cooldown has
+// ended, a slot is stale for no later reservation. The row reads a past
+// cooldown as now; taken for a cooldown, each reservation made it later
+// than every slot already due, and the worker waiting for such a slot
+// booked another, its first wasted (paced at 97/s, granted 72/s).
+func TestSharedQuota_PastCooldownStalesNoSlot(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	a, b := qs[0], qs[1]
+	ctx := context.Background()
+	if err := a.SetRate(ctx, "k", time.Millisecond, 1); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.Reserve(ctx, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.OnRateLimited(ctx, "k", first.Epoch, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// The cooldown ended a minute ago; the schedule is free from now.
+	sql(t, u, `UPDATE quota SET cooldown_until = now() - interval '1 minute', tat = now() - interval '1 minute'`)
+	due, err := a.Reserve(ctx, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, cooled, err := a.Refresh(ctx, "k"); err != nil || !cooled {
+		t.Fatalf("refresh after the event: cooled %v, err %v; want true, nil", cooled, err)
+	}
+	for i := range 3 {
+		// Other calls of the process reserve later slots meanwhile.
+		if _, err := a.Reserve(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		if a.Stale("k", due) {
+			t.Fatalf("after %d later reservations, a slot due with no 429 since its cooldown ended is stale", i+1)
+		}
+	}
+}
+
+// TestSharedQuota_NamedRateEndsSlowStart: a quota named by the 429
+// that ends the fleet's slow start is its pace from then on: the event
+// does not read the ramp as what the quota admitted (the mark moves to
+// when the rate was named). And a worker naming or given the rate the
+// row has already leaves what the fleet learned since.
+func TestSharedQuota_NamedRateEndsSlowStart(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	ctx := context.Background()
+	var g Grant
+	for range 20 {
+		var err error
+		if g, err = qs[0].Reserve(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ramp took 10 s: read from its first grant, the quota admitted
+	// 2 calls a second.
+	sql(t, u, `UPDATE quota SET mark_at = mark_at - interval '10 seconds', stage_at = stage_at - interval '10 seconds',
+		prev_at = prev_at - interval '10 seconds', tat = now()`)
+	named := everyFor(97).Truncate(time.Microsecond)
+	if err := qs[0].SetRate(ctx, "k", named, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qs[0].OnRateLimited(ctx, "k", g.Epoch, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	r := readRow(t, qs[1], "k")
+	if r.Every != named || r.Given != named {
+		t.Fatalf("the 429 that named the quota ended slow start at every %s (given %s), want the named %s", r.Every, r.Given, named)
+	}
+	// The law has since slowed the fleet; another worker hears the same
+	// name, and one joins with it as --rpm.
+	sql(t, u, `UPDATE quota SET every_us = every_us * 2, safe_rate = 40, bounded = true`)
+	for _, q := range qs {
+		if err := q.SetRate(ctx, "k", named, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != 2*named || r.Safe != 40 || !r.Bounded {
+		t.Fatalf("the rate named again: every %s, safe %v, bounded %v; want the learned %s, 40, true", r.Every, r.Safe, r.Bounded, 2*named)
+	}
+}
+
 // TestSharedQuota_OneSlowStartForTheFleet: with the rate unknown, the
 // first grant paces the whole fleet at the slow start's first rate; when
 // a stage has been held and sent at, two processes that both see it race

@@ -72,50 +72,58 @@ func (db *DB) collectQueued(rows pgx.Rows, si int, stage string) ([]pipeline.Que
 	return out, nil
 }
 
-// Counts summarises where the items are, from one snapshot.
 // countDoneSQL counts the done items: neither queued nor dead at any stage.
 const countDoneSQL = `SELECT count(*) FROM item i WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = i.item_id)
 	AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = i.item_id)`
 
+// Counts summarises where the items are, from one snapshot.
 func (db *DB) Counts() (pipeline.Counts, error) {
+	var c pipeline.Counts
+	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
+		var err error
+		c, err = db.readCounts(tx)
+		return err
+	})
+	if err != nil {
+		return c, fmt.Errorf("count items in %s: %w", db.path, err)
+	}
+	return c, nil
+}
+
+// readCounts is Counts in tx's snapshot.
+func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 	c := pipeline.Counts{Stages: make([]pipeline.StageCounts, len(db.stages))}
 	for i, s := range db.stages {
 		c.Stages[i].Stage = s.Name
 	}
-	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(db.ctx, `SELECT count(*) FROM item`).Scan(&c.Items); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&c.Done); err != nil {
-			return err
-		}
-		for _, q := range []struct {
-			table, where string
-			field        func(*pipeline.StageCounts) *int
-		}{
-			// Items a batch job holds are not queued (InBatchCount).
-			{"todo", "WHERE batch IS NULL", func(s *pipeline.StageCounts) *int { return &s.Queued }},
-			{"dead", "", func(s *pipeline.StageCounts) *int { return &s.Dead }},
-			{"output", "", func(s *pipeline.StageCounts) *int { return &s.Output }},
-		} {
-			rows, _ := tx.Query(db.ctx, `SELECT stage, count(*) FROM `+q.table+` `+q.where+` GROUP BY stage`)
-			var si int16
-			var n int
-			_, err := pgx.ForEachRow(rows, []any{&si, &n}, func() error {
-				if int(si) >= len(db.stages) {
-					return fmt.Errorf("%s holds rows of unknown stage %d (run `sawtooth verify`)", q.table, si)
-				}
-				*q.field(&c.Stages[si]) = n
-				return nil
-			})
-			if err != nil {
-				return err
+	if err := tx.QueryRow(db.ctx, `SELECT count(*) FROM item`).Scan(&c.Items); err != nil {
+		return c, err
+	}
+	if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&c.Done); err != nil {
+		return c, err
+	}
+	for _, q := range []struct {
+		table, where string
+		field        func(*pipeline.StageCounts) *int
+	}{
+		// Items a batch job holds are not queued (InBatchCount).
+		{"todo", "WHERE batch IS NULL", func(s *pipeline.StageCounts) *int { return &s.Queued }},
+		{"dead", "", func(s *pipeline.StageCounts) *int { return &s.Dead }},
+		{"output", "", func(s *pipeline.StageCounts) *int { return &s.Output }},
+	} {
+		rows, _ := tx.Query(db.ctx, `SELECT stage, count(*) FROM `+q.table+` `+q.where+` GROUP BY stage`)
+		var si int16
+		var n int
+		_, err := pgx.ForEachRow(rows, []any{&si, &n}, func() error {
+			if int(si) >= len(db.stages) {
+				return fmt.Errorf("%s holds rows of unknown stage %d (run `sawtooth verify`)", q.table, si)
 			}
+			*q.field(&c.Stages[si]) = n
+			return nil
+		})
+		if err != nil {
+			return c, err
 		}
-		return nil
-	})
-	if err != nil {
-		return c, fmt.Errorf("count items in %s: %w", db.path, err)
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -55,8 +56,10 @@ func CubeMatchesRecount(t testing.TB, db pipeline.Database, allowUnsure bool) {
 		if d := got.Tally.Diff(tally); len(d) > 0 {
 			t.Errorf("the tally read with the cube differs from Tally: %v", d)
 		}
-		if got.Done != counts.Done {
-			t.Errorf("the done count read with the cube is %d, Counts has %d", got.Done, counts.Done)
+		if got.Counts == nil {
+			t.Error("the cube came with its tally but not the counts of its state")
+		} else if !reflect.DeepEqual(*got.Counts, counts) {
+			t.Errorf("the counts read with the cube are %+v, Counts has %+v", *got.Counts, counts)
 		}
 	}
 	want := recountCube(t, db)
