@@ -424,6 +424,7 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 			return fn(it)
 		})
 	}
+	src = overlapped(src)
 	fo := FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells}
 	lister, ok := db.(fieldLister)
 	if !ok {

@@ -212,6 +212,58 @@ func canonicalValue(raw []byte, i, depth int) (int, bool) {
 		return end, true
 	default:
 		end := skipValue(raw, i)
-		return end, numberText(json.Number(raw[i:end])) == string(raw[i:end])
+		return end, canonicalNumber(raw[i:end]) || numberText(json.Number(raw[i:end])) == string(raw[i:end])
 	}
+}
+
+// maxPlainDigits is the most significant digits canonicalNumber accepts: a
+// decimal of up to 15 reads back from its float64 as itself, and
+// FormatNumber rounds to 12 first.
+const maxPlainDigits = 12
+
+// canonicalNumber says whether the JSON number raw is already what
+// numberText gives, so it can be copied instead of parsed and formatted
+// again (the confidences, counts and ratings of every row): an integer
+// of at most 18 digits without a leading zero, other than -0, or a
+// decimal of at most maxPlainDigits significant digits, no exponent,
+// and no trailing zero. false says nothing: numberText decides.
+func canonicalNumber(raw []byte) bool {
+	i := 0
+	if i < len(raw) && raw[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+		i++
+	}
+	intDigits := i - start
+	if intDigits == 0 || (intDigits > 1 && raw[start] == '0') {
+		return false
+	}
+	if i == len(raw) {
+		return intDigits <= 18 && string(raw) != "-0"
+	}
+	if raw[i] != '.' {
+		return false
+	}
+	i++
+	frac := i
+	for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+		i++
+	}
+	if i != len(raw) || i == frac || raw[i-1] == '0' {
+		return false
+	}
+	// Significant digits: those after the leading zeros of the integer
+	// part and fraction together.
+	digits := raw[start:]
+	sig, lead := 0, true
+	for _, c := range digits {
+		if c == '.' || (lead && c == '0') {
+			continue
+		}
+		lead = false
+		sig++
+	}
+	return sig <= maxPlainDigits
 }

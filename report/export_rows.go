@@ -294,6 +294,9 @@ func appendJSONValue(b []byte, c cell) ([]byte, bool, error) {
 			return append(b, raw...), true, nil
 		}
 	default:
+		if canonicalNumber(raw) {
+			return append(b, raw...), true, nil
+		}
 		if raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9' {
 			return append(b, numberText(json.Number(raw))...), true, nil
 		}
@@ -338,6 +341,9 @@ func flatCellText(c cell) (string, bool, error) {
 			return string(raw), false, nil
 		}
 	default:
+		if canonicalNumber(raw) {
+			return string(raw), false, nil
+		}
 		if raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9' {
 			return numberText(json.Number(raw)), false, nil
 		}

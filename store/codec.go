@@ -84,12 +84,23 @@ func (db *DB) encodeRecord(tx *bolt.Tx, raw []byte, ctx packCtx) ([]byte, error)
 // decodeRecord is the JSON of a stored record (format 1 or 2). The
 // result never aliases v.
 func (db *DB) decodeRecord(tx *bolt.Tx, v []byte, ctx packCtx) ([]byte, error) {
+	out, err := db.appendRecord(tx, nil, v, ctx)
+	if err == nil && out == nil {
+		out = []byte{} // an empty raw record is an empty value, not none
+	}
+	return out, err
+}
+
+// appendRecord appends the JSON of a stored record to dst, as
+// decodeRecord reads it: a walk decodes an item's records into one
+// buffer instead of one allocation (and its growth) each.
+func (db *DB) appendRecord(tx *bolt.Tx, dst, v []byte, ctx packCtx) ([]byte, error) {
 	if len(v) == 0 {
 		return nil, errors.New("empty record")
 	}
 	switch v[0] {
 	case tagPacked:
-		u := unpacker{db: db, tx: tx, in: v[1:], ctx: ctx}
+		u := unpacker{db: db, tx: tx, in: v[1:], out: dst, ctx: ctx}
 		if err := u.value(0); err != nil {
 			return nil, err
 		}
@@ -98,11 +109,11 @@ func (db *DB) decodeRecord(tx *bolt.Tx, v []byte, ctx packCtx) ([]byte, error) {
 		}
 		return u.out, nil
 	case tagRaw:
-		return bytes.Clone(v[1:]), nil
+		return append(dst, v[1:]...), nil
 	case tagAnswer, tagCached:
 		return nil, fmt.Errorf("record tag %d where a value is expected", v[0])
 	}
-	return bytes.Clone(v), nil // format 1: plain JSON
+	return append(dst, v...), nil // format 1: plain JSON
 }
 
 // pack appends the packed form of the JSON value raw to out. It reads

@@ -29,24 +29,42 @@ func dictStrKey(s string) []byte { return append([]byte{'s'}, s...) }
 // dict caches the committed dict entries. A write transaction finds and
 // adds entries through the bucket and publishes them here only once it
 // has committed (OnCommit), so a rolled-back id never reaches the cache.
+//
+// Ids are the bucket's sequence, so dense from 1 and at most
+// dictMaxEntries: byID is a slice indexed by id, since a whole-file read
+// (an export) looks up a dozen strings per item and a map's hashing was
+// an eighth of its CPU. An id past the cap (only a damaged file has one)
+// goes to far, so it cannot make the slice huge.
 type dict struct {
 	mu    sync.RWMutex
-	byID  map[uint64]string
+	byID  []string // "" where the id is not cached: dict strings are never empty
+	far   map[uint64]string
 	byStr map[string]uint64
 }
 
-func newDict() *dict { return &dict{byID: map[uint64]string{}, byStr: map[string]uint64{}} }
+func newDict() *dict { return &dict{far: map[uint64]string{}, byStr: map[string]uint64{}} }
 
 func (d *dict) add(id uint64, s string) {
 	d.mu.Lock()
-	d.byID[id], d.byStr[s] = s, id
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	d.byStr[s] = id
+	if id > dictMaxEntries || s == "" {
+		d.far[id] = s
+		return
+	}
+	if id >= uint64(len(d.byID)) {
+		d.byID = append(d.byID, make([]string, int(id)+1-len(d.byID))...)
+	}
+	d.byID[id] = s
 }
 
 func (d *dict) str(id uint64) (string, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	s, ok := d.byID[id]
+	if id < uint64(len(d.byID)) && d.byID[id] != "" {
+		return d.byID[id], true
+	}
+	s, ok := d.far[id]
 	return s, ok
 }
 

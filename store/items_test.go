@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -73,5 +76,58 @@ func TestDB_ForEachItem(t *testing.T) {
 	}
 	if got := len(order); got != 4 || order[0] != "a" || order[3] != "d" {
 		t.Errorf("order %v, want a b c d", order)
+	}
+}
+
+// TestDB_ForEachItem_outputsOwnTheirBytes: the outputs ForEachItem hands
+// over read as Locate reads them, whatever their sizes (an item's
+// outputs share one buffer, sized from the items before), stay valid
+// after the walk, and an append to one output cannot write over another.
+func TestDB_ForEachItem_outputsOwnTheirBytes(t *testing.T) {
+	db := openTest(t)
+	var in []pipeline.Record
+	for i, n := range []int{1, 40, 5000, 3, 900, 20000, 2, 64} {
+		text := strings.Repeat("word ", n)
+		if i%3 == 0 {
+			text += "  spaced" // sanitizing changes it: stored, not shared
+		}
+		in = append(in, pipeline.Record{ID: fmt.Sprintf("i%02d", i), Text: text, Fields: map[string]string{"app": "a"}})
+	}
+	if _, err := db.Ingest(in); err != nil {
+		t.Fatal(err)
+	}
+	sanitizeAll(t, db)
+	advance(t, db, "classify", func(id string) json.RawMessage {
+		return json.RawMessage(`{"label":"bug","reason":"` + strings.Repeat("r", len(id)*300) + `"}`)
+	})
+	kept := map[string]map[string]json.RawMessage{}
+	err := db.ForEachItem(func(is pipeline.ItemState) error {
+		kept[is.ID] = is.Outputs
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != len(in) {
+		t.Fatalf("%d items walked, want %d", len(kept), len(in))
+	}
+	for id, outs := range kept {
+		loc, err := db.Locate(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) != 2 || len(loc.Output) != 2 {
+			t.Fatalf("%s: %d outputs walked, %d located, want 2", id, len(outs), len(loc.Output))
+		}
+		for stage, want := range loc.Output {
+			if !bytes.Equal(outs[stage], want) {
+				t.Errorf("%s at %s: walked %.60s, located %.60s", id, stage, outs[stage], want)
+			}
+		}
+		before := string(outs["classify"])
+		_ = append(outs["sanitize"], "XXXXXXXX"...)
+		if string(outs["classify"]) != before {
+			t.Errorf("%s: an append to the sanitize output changed the classify output", id)
+		}
 	}
 }

@@ -211,10 +211,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		items := follow(tx.Bucket(bucketItems))
-		outs := make([]*follower, len(db.stages))
-		for i, st := range db.stages {
-			outs[i] = follow(tx.Bucket(outBucket(st.Name)))
-		}
+		outs := db.newOutputReader(tx)
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)
@@ -226,7 +223,7 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 			if it.Record, err = db.itemRecord(tx, k, items.at(k)); err != nil {
 				return err
 			}
-			if it.Outputs, err = db.outputsAt(tx, k, it.Record.Text, s, outs); err != nil {
+			if it.Outputs, err = outs.at(k, it.Record.Text, s); err != nil {
 				return err
 			}
 			return fn(it)

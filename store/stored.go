@@ -98,18 +98,44 @@ func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (
 	return out, nil
 }
 
+// decodeOutput is the output out/<stage> stores for id as v, nil when it
+// reads as none; text is the item's text. The result never aliases v.
 func (db *DB) decodeOutput(tx *bolt.Tx, stage string, id, v []byte, text func() string) (json.RawMessage, error) {
-	if len(v) > 0 && v[0] == tagAnswer {
-		var a []byte
-		if b := tx.Bucket(answersBucket(stage)); b != nil {
-			a = b.Get(v[1:])
-		}
-		if a == nil {
-			return nil, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
-		}
-		return db.answerOutput(tx, a)
+	out, ok, err := db.appendOutput(tx, nil, stage, id, v, text)
+	if err != nil || !ok {
+		return nil, err
 	}
-	return db.decodeRecord(tx, v, packCtx{id: string(id), text: text})
+	if out == nil {
+		out = []byte{} // an empty raw record is an empty value, not none
+	}
+	return out, nil
+}
+
+// appendOutput appends the output out/<stage> stores for id as v to dst,
+// as decodeOutput reads it; ok is false when it reads as none (an answer
+// of format 1 without an output).
+func (db *DB) appendOutput(tx *bolt.Tx, dst []byte, stage string, id, v []byte, text func() string) (out []byte, ok bool, err error) {
+	if len(v) == 0 || v[0] != tagAnswer {
+		out, err = db.appendRecord(tx, dst, v, packCtx{id: string(id), text: text})
+		return out, err == nil, err
+	}
+	var a []byte
+	if b := tx.Bucket(answersBucket(stage)); b != nil {
+		a = b.Get(v[1:])
+	}
+	if a == nil {
+		return nil, false, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
+	}
+	if len(a) == 0 || a[0] != tagCached {
+		res, err := db.decodeAnswer(tx, a)
+		return append(dst, res.Output...), err == nil && res.Output != nil, err
+	}
+	_, oe, err := splitAnswer(a)
+	if err != nil {
+		return nil, false, err
+	}
+	out, err = db.appendRecord(tx, dst, oe, packCtx{})
+	return out, err == nil, err
 }
 
 // outputs reads the outputs of stages [0, n) of id.

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"io"
+	"os"
+	"runtime/debug"
 
 	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/urfave/cli/v2"
@@ -79,8 +81,27 @@ func runExport(opts *exportOptions) error {
 		return err
 	}
 	defer db.Close()
+	defer exportGC()()
 	err = report.Export(opts.Out, db, report.ExportOptions{Stage: opts.Stage, Format: opts.Format, Columns: opts.Columns, RawCells: opts.CSVRaw})
 	return wordReportError("export", wordRecordError(err, db.Path()))
+}
+
+// exportGCPercent is the collector's GOGC for an export. An export holds
+// one row at a time, a live heap of a few MB, so at the default 100 the
+// collector ran about a thousand times per million rows, and with its
+// write barriers took a sixth of the export's CPU; 400 collects a
+// quarter as often for a few MB more heap (the process's RSS is mostly
+// the file's mapped pages, released as the walk goes).
+const exportGCPercent = 400
+
+// exportGC sets the collector's percent for an export, unless the user
+// set GOGC, and returns what restores it.
+func exportGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(exportGCPercent)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // csvRawFlag is --csv-raw, shared by report and export.
