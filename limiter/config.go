@@ -79,6 +79,11 @@ const (
 	// answered up, the cap on calls in flight grows by one per this many
 	// round trips while it holds calls back.
 	capGrowRoundTrips = 4
+	// lookShare is the share of calls that looks above the estimate (a
+	// cap on calls in progress found again, see law.mayLook) may spend in
+	// 429s: half the 1% a run may refuse, the rest left to the quota's
+	// edges and drifts.
+	lookShare = 0.005
 	// capShare: a refused call that started beside more than capShare
 	// times the calls in flight the rate carries on average met a cap on
 	// calls in progress, not a rate. (A heavy latency tail puts the calls

@@ -39,7 +39,10 @@
 // server's cap on calls in progress shows as 429s at the same number of
 // calls in flight event after event, above what the paced rate carries
 // (a paced rate holds the calls in flight steady): the limiter then holds
-// the calls in flight just under it instead of lowering the rate. Failed
+// the calls in flight just under it instead of lowering the rate, and
+// looks one call above it only once the calls admitted since its last
+// refusal pay for the 429 a look costs (200 calls a look: half the 1%
+// of calls a run may see refused). Failed
 // (5xx, timeouts, cancellations) frees the slot and changes nothing: those
 // faults belong to retry logic, not to the quota.
 //

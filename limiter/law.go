@@ -63,6 +63,9 @@ type law struct {
 	// which a rate cannot.
 	capLevel float64
 	capEdge  float64 // capLevel as the last event set it
+	// admittedSince: calls admitted since the last congestion event,
+	// which pay for a look above the estimate (see mayLook).
+	admittedSince int
 	// lastOthers: the calls in flight beside the refused call of the last
 	// two congestion events. A cap on calls in progress refuses at the
 	// same level event after event; a rate at any.
@@ -279,6 +282,7 @@ func (w *law) stamp(t time.Time) time.Time {
 // limit or the rate (see AIMD).
 func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
+	w.admittedSince++
 	if c := w.find(started); c != nil {
 		c.outcome = admitted
 		w.learnSize(c.size, tokens)
@@ -307,10 +311,11 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		w.probeFrom, w.tat = t, t
 	default:
 		w.grow(t)
-		if inFlight >= w.limit && w.capLevel > 0 && !t.Before(w.cooldown) {
+		if inFlight >= w.limit && w.capLevel > 0 && !t.Before(w.cooldown) && (w.capLevel < w.capEdge || w.mayLook()) {
 			// The limit on calls in flight holds the calls back: grow it
 			// by one per round trip, one per capGrowRoundTrips from the
-			// level of the last event it answered.
+			// level of the last event it answered, once a look there is
+			// paid for.
 			step := 1 / w.capLevel
 			if w.capLevel >= w.capEdge {
 				step /= capGrowRoundTrips
@@ -370,6 +375,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.decreases++
 	w.decrease = t
+	w.admittedSince = 0
 	byWindow := w.windowBinds() // the refused call was sent by the window
 	w.windowRefused()
 	w.bareEvent = uncertain(retryAfter)
@@ -492,6 +498,13 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	w.fitLimit()
 	return gateMoved
 }
+
+// mayLook reports whether the calls admitted since the last congestion
+// event pay for a look above the current estimate: a look the quota
+// refuses costs about one 429, so looks wait for 1/lookShare admitted
+// calls each and cost no more than lookShare of the calls, whatever the
+// quota's rate or the calls' latency.
+func (w *law) mayLook() bool { return float64(w.admittedSince)*lookShare >= 1 }
 
 // onFailed folds in any other outcome of the call started at started: it
 // only matters if that call was the probe.

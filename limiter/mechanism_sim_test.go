@@ -90,6 +90,19 @@ func TestLaw_mechanisms(t *testing.T) {
 			},
 			floor: 0.38, most429: 0.01,
 		},
+		{
+			// A server's cap on calls in progress, found again at the
+			// same level event after event: each look one call above
+			// it costs a 429, and a look every few round trips spent
+			// 1.5% of the calls in refusals on a cap of eight.
+			name: "server cap of 8 in progress, 150-260 ms calls, bare 429s",
+			shape: quotasim.Shape{
+				Family: "cap", Seed: 5, Items: 10000, Cap: 8,
+				Latency: quotasim.Uniform(150*time.Millisecond, 260*time.Millisecond),
+				Retry:   quotasim.Absent, Refusal: 30 * time.Millisecond,
+			},
+			floor: 0.95, most429: 0.007,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.shape.Name = tc.name
