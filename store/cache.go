@@ -152,7 +152,7 @@ func (db *DB) ForEachAnswer(stage string, fn func(key string, res pipeline.Resul
 		return b.ForEach(func(k, v []byte) error {
 			res, err := db.decodeAnswer(tx, v)
 			if err != nil {
-				return fmt.Errorf("cached answer %s at %s is damaged (%v): run `sawtooth verify`", answerKeyString(k), stage, err)
+				return pipeline.Damaged("", stage, err, "cached answer %s at %s is damaged", answerKeyString(k), stage)
 			}
 			return fn(answerKeyString(k), res)
 		})
