@@ -6,7 +6,6 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
@@ -31,7 +30,7 @@ func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
-				return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)
+				return pipeline.Damaged(string(k), "", nil, "corrupt state record")
 			}
 			is := pipeline.ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
 			var err error
@@ -45,7 +44,7 @@ func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 				if raw := tx.Bucket(deadBucket(is.Stage)).Get(k); raw != nil {
 					var dl pipeline.DeadLetter
 					if err := json.Unmarshal(raw, &dl); err != nil {
-						return fmt.Errorf("dead/%s %q: %w (run `sawtooth verify`)", is.Stage, k, err)
+						return pipeline.Damaged(string(k), is.Stage, err, "dead/%s is damaged", is.Stage)
 					}
 					is.Dead = &dl
 				}
@@ -65,7 +64,7 @@ func (db *DB) outputsAt(tx *bolt.Tx, id []byte, text string, s state, outs []*fo
 		var err error
 		if v := outs[i].at(id); v != nil {
 			if o, err = db.decodeOutput(tx, st.Name, id, v, textFn); err != nil {
-				return nil, fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, st.Name, err)
+				return nil, pipeline.Damaged(string(id), st.Name, err, "out/%s is damaged", st.Name)
 			}
 		} else if s.Shared&sharedBit(i) != 0 {
 			if o, err = db.sharedOutput(tx, i, id, textFn); err != nil {

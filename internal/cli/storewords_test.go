@@ -95,3 +95,20 @@ func putRaw(t *testing.T, path, bucket, key string, value []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatus_emptyDatabaseNamesRun: a bbolt file with nothing in it is
+// refused by a command that reads, with the run that fills it on the
+// --db given; it is still the store's ErrNotSawtooth.
+func TestStatus_emptyDatabaseNamesRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new db.db")
+	bdb, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdb.Close()
+	err = runApp([]string{"sawtooth", "status", "--db", path}, io.Discard, io.Discard)
+	want := "open " + path + ": not a sawtooth database (it is empty: run `sawtooth run --db '" + path + "' --input FILE` first)"
+	if err == nil || err.Error() != want || !errors.Is(err, store.ErrNotSawtooth) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
