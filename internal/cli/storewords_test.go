@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,57 @@ func TestStatus_emptyDatabaseNamesRun(t *testing.T) {
 	want := "open " + path + ": not a sawtooth database (it is empty: run `sawtooth run --db '" + path + "' --input FILE` first)"
 	if err == nil || err.Error() != want || !errors.Is(err, store.ErrNotSawtooth) {
 		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
+// TestRun_damagedCachedAnswerLogNamesVerify: a run that finds a cached
+// answer damaged asks again, and its warning says to run verify on the
+// --db given, as an error would.
+func TestRun_damagedCachedAnswerLogNamesVerify(t *testing.T) {
+	url := startTestSim(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "cache db.db")
+	write := func(name, prefix string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		body := fmt.Sprintf("{\"id\":\"%s1\",\"text\":\"Great app!\"}\n{\"id\":\"%s2\",\"text\":\"Too many ads\"}\n", prefix, prefix)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	run := func(input string) string {
+		t.Helper()
+		var errOut syncBuffer
+		if err := runApp([]string{"sawtooth", "run", "--db", db, "--input", input, "--base-url", url, "--quiet"}, io.Discard, &errOut); err != nil {
+			t.Fatalf("run %s: %v\n%s", input, err, errOut.String())
+		}
+		return errOut.String()
+	}
+	run(write("a.jsonl", "a"))
+	bdb, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("answers/classify"))
+		if b == nil {
+			return errors.New("no answers/classify bucket")
+		}
+		var keys [][]byte
+		b.ForEach(func(k, _ []byte) error { keys = append(keys, append([]byte(nil), k...)); return nil })
+		for _, k := range keys {
+			if err := b.Put(k, []byte{0xff, 0xff, 0xff}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bdb.Close()
+	logged := run(write("b.jsonl", "b"))
+	if !strings.Contains(logged, "answer cache unreadable") || !strings.Contains(logged, "(run `sawtooth verify --db '"+db+"'`)") {
+		t.Errorf("logged:\n%s\nwant the damaged answer's warning naming verify on the --db given", logged)
 	}
 }
