@@ -432,8 +432,8 @@ func (d *Driver) attach(ctx context.Context, t *tracked) (bool, error) {
 		return false, nil
 	}
 	if len(found) > 1 {
-		d.cfg.Log.Warn("batch: two API jobs carry one display name; attaching the first, cancel the other with `sawtooth batch cancel`",
-			"display_name", t.job.DisplayName, "first", found[0].Name, "other", found[1].Name)
+		d.cfg.Log.Warn("batch: two API jobs carry one display name; attaching the first: the other's answers are never collected, so cancel it at the API",
+			"job", t.job.Num, "display_name", t.job.DisplayName, "first", found[0].Name, "other", found[1].Name)
 	}
 	submitted := found[0].CreateTime
 	if submitted.IsZero() {

@@ -574,3 +574,35 @@ func TestDriver_CutOffLetterStoresItsCause(t *testing.T) {
 		}
 	}
 }
+
+// causedErr is a stage's error that knows why its item is dead-lettered.
+type causedErr struct{ cause pipeline.DeadCause }
+
+func (e causedErr) Error() string                 { return "cut off" }
+func (e causedErr) DeadCause() pipeline.DeadCause { return e.cause }
+
+// TestDriver_TransitionKeepsCause: a permanent failure in a job's results
+// is stored with the cause its error carries (and none when it carries
+// none).
+func TestDriver_TransitionKeepsCause(t *testing.T) {
+	f := newFixture(t, 1, geminisim.BatchConfig{})
+	d := f.driver(f.db, Config{Mode: ModeBatch})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want pipeline.DeadCause
+	}{
+		{"with a cause", pipeline.Permanent(causedErr{stages.CauseOutputBudget}), stages.CauseOutputBudget},
+		{"without", pipeline.Permanent(errors.New("blocked")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, ok := d.transition(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "r000"}}, pipeline.Result{}, tc.err, f.clock.Now())
+			if !ok || tr.Outcome != pipeline.DeadLettered {
+				t.Fatalf("transition %+v ok=%v, want a dead letter", tr, ok)
+			}
+			if tr.Dead.Cause != tc.want {
+				t.Errorf("cause %q, want %q", tr.Dead.Cause, tc.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/big"
 	"slices"
@@ -96,7 +95,7 @@ func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
 		if v := b.Get(k); v != nil {
 			var ok bool
 			if cur, ok = decodeRating(v); !ok {
-				return fmt.Errorf("aggregate rating of %q is damaged (run `sawtooth verify`)", f.Label)
+				return pipeline.Damaged("", "", nil, "aggregate rating of %q is damaged", f.Label)
 			}
 		} else if v := b.Get(aggKey(aggRatingFloat, f.Label)); v != nil {
 			cur, _ = decodeFloatRating(v)
@@ -117,7 +116,7 @@ func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
 	var ex []string
 	if v := b.Get(k); v != nil {
 		if err := json.Unmarshal(v, &ex); err != nil {
-			return fmt.Errorf("aggregate examples of %q: %w (run `sawtooth verify`)", f.Label, err)
+			return pipeline.Damaged("", "", err, "aggregate examples of %q", f.Label)
 		}
 	}
 	switch {
@@ -183,7 +182,7 @@ func readAgg(b *bolt.Bucket) (pipeline.Tally, error) {
 		Ratings: map[string]pipeline.RatingSum{}, Examples: map[string][]string{},
 	}
 	err := b.ForEach(func(k, v []byte) error {
-		bad := fmt.Errorf("aggregate entry %q is damaged (run `sawtooth verify`)", k)
+		bad := pipeline.Damaged("", "", nil, "aggregate entry %q is damaged", k)
 		switch {
 		case bytes.Equal(k, aggItems):
 			if len(v) != 8 {

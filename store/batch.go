@@ -89,7 +89,7 @@ func (db *DB) ReserveBatch(stage string, max int, now time.Time) (job pipeline.B
 		for _, id := range ids {
 			s, found := w.state(id)
 			if !found || s.Status != pipeline.StatusQueued || s.Stage != si {
-				return fmt.Errorf("todo/%s holds item %q, which is not queued there: run `sawtooth verify`", stage, id)
+				return pipeline.Damaged(string(id), stage, nil, "todo/%s holds it, but it is not queued there", stage)
 			}
 			if err := keepSends(tx, id, si, s.Seq); err != nil {
 				return err
@@ -158,7 +158,7 @@ func (db *DB) updateJob(num uint64, fn func(w *writer, j *pipeline.BatchJob) err
 			v = jobs.Get(u64(num))
 		}
 		if v == nil {
-			return fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
+			return &pipeline.NoBatchJobError{Num: num}
 		}
 		job = pipeline.BatchJob{}
 		if err := json.Unmarshal(v, &job); err != nil {
@@ -176,7 +176,7 @@ func (db *DB) updateJob(num uint64, fn func(w *writer, j *pipeline.BatchJob) err
 func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
 	return db.updateJob(num, func(w *writer, j *pipeline.BatchJob) error {
 		if j.Name != "" && j.Name != name {
-			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
+			return &pipeline.TwoBatchJobsError{Num: num, Have: j.Name, Want: name}
 		}
 		if j.Name == "" {
 			// The job exists at the API: its items count one send each
@@ -344,7 +344,7 @@ func (db *DB) BatchJobByNum(num uint64) (pipeline.BatchJob, error) {
 			v = jobs.Get(u64(num))
 		}
 		if v == nil {
-			return fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
+			return &pipeline.NoBatchJobError{Num: num}
 		}
 		return json.Unmarshal(v, &j)
 	})

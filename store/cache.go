@@ -53,7 +53,7 @@ func (db *DB) CachedAnswer(stage, key string) (pipeline.Result, bool, error) {
 		}
 		var err error
 		if res, err = db.decodeAnswer(tx, v); err != nil {
-			return fmt.Errorf("cached answer %s at %s is damaged (%v): the stage asks again and its answer replaces this one (`sawtooth verify` checks the rest)", key, stage, err)
+			return pipeline.Damaged("", stage, err, "cached answer %s at %s is damaged, so the stage asks again and its answer replaces this one", key, stage)
 		}
 		found = true
 		return nil
@@ -152,7 +152,7 @@ func (db *DB) ForEachAnswer(stage string, fn func(key string, res pipeline.Resul
 		return b.ForEach(func(k, v []byte) error {
 			res, err := db.decodeAnswer(tx, v)
 			if err != nil {
-				return fmt.Errorf("cached answer %s at %s is damaged (%v): run `sawtooth verify`", answerKeyString(k), stage, err)
+				return pipeline.Damaged("", stage, err, "cached answer %s at %s is damaged", answerKeyString(k), stage)
 			}
 			return fn(answerKeyString(k), res)
 		})

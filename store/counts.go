@@ -8,7 +8,6 @@ package store
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
@@ -118,7 +117,7 @@ func (db *DB) kept(tx *bolt.Tx) (itemCounts, bool, error) {
 func (db *DB) current(tx *bolt.Tx) (itemCounts, error) {
 	c, ok, err := db.kept(tx)
 	if err != nil {
-		return itemCounts{}, fmt.Errorf("meta/counts: %w (run `sawtooth verify`)", err)
+		return itemCounts{}, pipeline.Damaged("", "", err, "meta/counts")
 	}
 	if !ok {
 		return db.recount(tx)
@@ -136,7 +135,7 @@ func (db *DB) recount(tx *bolt.Tx) (itemCounts, error) {
 		w.step()
 		s, ok := decodeState(v)
 		if !ok || s.Stage >= len(db.stages) {
-			return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)
+			return pipeline.Damaged(string(k), "", nil, "corrupt state record")
 		}
 		c.add(s, +1)
 		return nil
@@ -178,7 +177,7 @@ func (w *writer) changeCount(id []byte, to *state) error {
 	meta := w.tx.Bucket(bucketMeta)
 	c, ok, err := w.db.kept(w.tx)
 	if err != nil {
-		return fmt.Errorf("meta/counts: %w (run `sawtooth verify`)", err)
+		return pipeline.Damaged("", "", err, "meta/counts")
 	}
 	if !ok {
 		return nil

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
 	"math/big"
@@ -206,7 +205,7 @@ func cubeConfidence(tx *bolt.Tx, dec *DB, id []byte) (float64, error) {
 	}
 	raw, err := dec.decodeOutput(tx, "classify", id, v, dec.textOf(tx, id))
 	if err != nil {
-		return 0, fmt.Errorf("item %q: out/classify is damaged: %w (run `sawtooth verify`)", id, err)
+		return 0, pipeline.Damaged(string(id), "classify", err, "out/classify is damaged")
 	}
 	var out struct {
 		Confidence float64 `json:"confidence"`
@@ -231,7 +230,7 @@ func foldCube(b *bolt.Bucket, id string, f pipeline.Fact, d int64) error {
 	if v := b.Get(k); v != nil {
 		var ok bool
 		if c, ok = decodeCell(v); !ok {
-			return fmt.Errorf("aggregate cube entry %q is damaged (run `sawtooth verify`)", k)
+			return pipeline.Damaged("", "", nil, "aggregate cube entry %q is damaged", k)
 		}
 	}
 	q := cubeQuote{id: id, rating: f.Rating}
@@ -336,7 +335,7 @@ func cubeComplete(b *bolt.Bucket) (bool, error) {
 	for k, v := cur.Seek(cubePrefix); k != nil && bytes.HasPrefix(k, cubePrefix); k, v = cur.Next() {
 		c, ok := decodeCell(v)
 		if !ok {
-			return false, fmt.Errorf("aggregate cube entry %q is damaged (run `sawtooth verify`)", k)
+			return false, pipeline.Damaged("", "", nil, "aggregate cube entry %q is damaged", k)
 		}
 		if c.short() {
 			return false, nil
@@ -405,7 +404,7 @@ func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
 			groups, label, okKey := parseCubeKey(k)
 			c, okCell := decodeCell(v)
 			if !okKey || !okCell {
-				return fmt.Errorf("aggregate cube entry %q is damaged (run `sawtooth verify`)", k)
+				return pipeline.Damaged("", "", nil, "aggregate cube entry %q is damaged", k)
 			}
 			if c.short() {
 				return nil

@@ -66,7 +66,7 @@ func (db *DB) insertStages(stored []StageDef, added []int) error {
 		err := w.stateB.ForEach(func(k, v []byte) error {
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(stored) {
-				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", k)
+				return pipeline.Damaged(string(k), "", nil, "corrupt state record")
 			}
 			s.Stage = newIndex[s.Stage]
 			s.Shared = remapShared(s.Shared, newIndex)
@@ -193,7 +193,7 @@ func readMetaKey(path string, key []byte, timeout time.Duration) ([]byte, error)
 			return err
 		}
 		if meta == nil {
-			return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", path, ErrNotSawtooth)
+			return &pipeline.EmptyDatabaseError{Path: path, Err: ErrNotSawtooth}
 		}
 		out = slices.Clone(meta.Get(key))
 		return nil

@@ -22,8 +22,13 @@ type NotObjectError struct {
 // NotObject is the output: what a caller words its own error from.
 func (e *NotObjectError) NotObject() (id, stage string, raw []byte) { return e.ID, e.Stage, e.Raw }
 
-func (e *NotObjectError) Error() string {
-	return fmt.Sprintf("item %q: the output of %s is not a JSON object (run `sawtooth verify`)", e.ID, e.Stage)
+func (e *NotObjectError) Error() string { return e.damaged().Error() }
+
+// Unwrap makes it a *pipeline.DamagedError, which the front end words.
+func (e *NotObjectError) Unwrap() error { return e.damaged() }
+
+func (e *NotObjectError) damaged() *pipeline.DamagedError {
+	return pipeline.Damaged(e.ID, e.Stage, nil, "the output of %s is not a JSON object", e.Stage)
 }
 
 // FieldNames reads the names an export of every item makes columns of:
@@ -136,7 +141,7 @@ func (db *DB) outputFieldNames(tx *bolt.Tx, stage string, id, v []byte, names ma
 	text := db.textOf(tx, id)
 	out, err := db.decodeOutput(tx, stage, id, v, text)
 	if err != nil {
-		return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, stage, err)
+		return pipeline.Damaged(string(id), stage, err, "out/%s is damaged", stage)
 	}
 	// As the export reads an output: its first JSON value.
 	var m map[string]json.RawMessage

@@ -89,7 +89,7 @@ func readHistory(tx *bolt.Tx, id []byte) ([]pipeline.PastDeadLetter, error) {
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var p pipeline.PastDeadLetter
 		if err := json.Unmarshal(v, &p); err != nil {
-			return nil, fmt.Errorf("item %q: dead-letter history entry is damaged (%v): run `sawtooth verify`", id, err)
+			return nil, pipeline.Damaged(string(id), "", err, "dead-letter history entry is damaged")
 		}
 		out = append(out, p)
 	}

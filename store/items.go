@@ -6,7 +6,6 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
@@ -28,7 +27,7 @@ func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 			w.step()
 			s, ok := decodeState(v)
 			if !ok || s.Stage >= len(db.stages) {
-				return fmt.Errorf("item %q: corrupt state record (run `sawtooth verify`)", k)
+				return pipeline.Damaged(string(k), "", nil, "corrupt state record")
 			}
 			is := pipeline.ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
 			var err error
@@ -42,7 +41,7 @@ func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 				if raw := tx.Bucket(deadBucket(is.Stage)).Get(k); raw != nil {
 					var dl pipeline.DeadLetter
 					if err := json.Unmarshal(raw, &dl); err != nil {
-						return fmt.Errorf("dead/%s %q: %w (run `sawtooth verify`)", is.Stage, k, err)
+						return pipeline.Damaged(string(k), is.Stage, err, "dead/%s is damaged", is.Stage)
 					}
 					is.Dead = &dl
 				}
@@ -99,14 +98,14 @@ func (r *outputReader) at(id []byte, text string, s state) (map[string]json.RawM
 		var err error
 		if v := r.outs[i].at(id); v != nil {
 			if buf, ok, err = r.db.appendOutput(r.tx, buf, st.Name, id, v, textFn); err != nil {
-				return nil, fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, st.Name, err)
+				return nil, pipeline.Damaged(string(id), st.Name, err, "out/%s is damaged", st.Name)
 			}
 		} else if s.Shared&sharedBit(i) != 0 {
 			if r.shared[i] == nil {
-				return nil, fmt.Errorf("item %q: its state refers to the shared output of %s, which is missing (run `sawtooth verify`)", id, st.Name)
+				return nil, pipeline.Damaged(string(id), st.Name, nil, "its state refers to the shared output of %s, which is missing", st.Name)
 			}
 			if buf, err = r.db.appendRecord(r.tx, buf, r.shared[i], packCtx{id: string(id), text: textFn}); err != nil {
-				return nil, fmt.Errorf("meta/shared/%s is damaged: %w (run `sawtooth verify`)", st.Name, err)
+				return nil, pipeline.Damaged(string(id), st.Name, err, "meta/shared/%s is damaged", st.Name)
 			}
 			ok = true
 		}

@@ -32,7 +32,7 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 				return fmt.Errorf("queue %s: %w", stage, err)
 			}
 			if !ok {
-				return fmt.Errorf("queue %s: item %q has no record: run `sawtooth verify`", stage, v)
+				return pipeline.Damaged(string(v), stage, nil, "queued at %s but has no record", stage)
 			}
 			q.Item.Record = rec
 			if si > 0 {
@@ -133,7 +133,7 @@ func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
 		return tx.Bucket(deadBucket(stage)).ForEach(func(k, v []byte) error {
 			e := DeadEntry{ID: string(k)}
 			if err := json.Unmarshal(v, &e.Dead); err != nil {
-				return fmt.Errorf("dead/%s %q: %w", stage, k, err)
+				return pipeline.Damaged(string(k), stage, err, "dead/%s is damaged", stage)
 			}
 			if r, _, err := db.record(tx, k); err == nil {
 				e.Text = r.Text
@@ -167,7 +167,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 				out, err = db.sharedOutput(tx, si, k, text)
 			}
 			if err != nil {
-				return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", k, stage, err)
+				return pipeline.Damaged(string(k), stage, err, "out/%s is damaged", stage)
 			}
 			return fn(r, out)
 		}

@@ -40,7 +40,7 @@ func readStamp(tx *bolt.Tx, period string) (pipeline.ReportStamp, bool, error) {
 	}
 	var s pipeline.ReportStamp
 	if err := json.Unmarshal(v, &s); err != nil {
-		return pipeline.ReportStamp{}, false, fmt.Errorf("report fingerprint of %q: %w (run `sawtooth verify`)", period, err)
+		return pipeline.ReportStamp{}, false, pipeline.Damaged("", "", err, "report fingerprint of %q", period)
 	}
 	return s, true, nil
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -77,11 +78,11 @@ func (db *DB) sharedOutput(tx *bolt.Tx, si int, id []byte, text func() string) (
 	stage := db.stages[si].Name
 	v := tx.Bucket(bucketMeta).Get(sharedKey(stage))
 	if v == nil {
-		return nil, fmt.Errorf("item %q: its state refers to the shared output of %s, which is missing (run `sawtooth verify`)", id, stage)
+		return nil, pipeline.Damaged(string(id), stage, nil, "its state refers to the shared output of %s, which is missing", stage)
 	}
 	out, err := db.decodeRecord(tx, v, packCtx{id: string(id), text: text})
 	if err != nil {
-		return nil, fmt.Errorf("meta/shared/%s is damaged: %w (run `sawtooth verify`)", stage, err)
+		return nil, pipeline.Damaged("", stage, err, "meta/shared/%s is damaged", stage)
 	}
 	return out, nil
 }
@@ -107,7 +108,7 @@ func (w *writer) unshare(id []byte, s state, old, text string) (state, error) {
 		if raw == nil {
 			// The stored state no longer has the bit: s came from it, so
 			// this cannot be; keep the output rather than lose it.
-			return s, fmt.Errorf("item %q: state changed under an edit (run `sawtooth verify`)", id)
+			return s, pipeline.Damaged(string(id), "", nil, "state changed under an edit")
 		}
 		v, err := w.db.encodeRecord(w.tx, raw, packCtx{id: string(id), text: func() string { return text }})
 		if err != nil {

@@ -326,7 +326,7 @@ func (db *DB) init(readOnly bool) error {
 	case !fresh:
 		return db.upgrade(stored)
 	case readOnly:
-		return fmt.Errorf("open %s: %w (it is empty: run `sawtooth run` first)", db.path, ErrNotSawtooth)
+		return &pipeline.EmptyDatabaseError{Path: db.path, Err: ErrNotSawtooth}
 	}
 	return db.create()
 }
@@ -341,7 +341,7 @@ func (db *DB) readMeta(tx *bolt.Tx, readOnly bool) (fresh bool, stored []StageDe
 	}
 	db.format = format
 	if err := db.dict.load(tx); err != nil {
-		return false, nil, fmt.Errorf("open %s: %v: %w (run `sawtooth verify`)", db.path, err, ErrCorrupt)
+		return false, nil, pipeline.Damaged("", "", fmt.Errorf("%v: %w", err, ErrCorrupt), "open %s", db.path)
 	}
 	var def definition
 	if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil {

@@ -34,7 +34,7 @@ func (db *DB) record(tx *bolt.Tx, id []byte) (r pipeline.Record, ok bool, err er
 		err = json.Unmarshal(raw, &r)
 	}
 	if err != nil {
-		return r, true, fmt.Errorf("item %q: bad record: %w (run `sawtooth verify`)", id, err)
+		return r, true, pipeline.Damaged(string(id), "", err, "bad record")
 	}
 	return r, true, nil
 }
@@ -93,7 +93,7 @@ func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (
 	}
 	out, err := db.decodeOutput(tx, stage, id, v, text)
 	if err != nil {
-		return nil, fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, stage, err)
+		return nil, pipeline.Damaged(string(id), stage, err, "out/%s is damaged", stage)
 	}
 	return out, nil
 }
@@ -169,7 +169,7 @@ func (w *writer) retext(id []byte, old, text string) error {
 		}
 		raw, err := w.db.decodeRecord(w.tx, v, packCtx{id: string(id), text: func() string { return old }})
 		if err != nil {
-			return fmt.Errorf("item %q: out/%s is damaged: %w (run `sawtooth verify`)", id, s.Name, err)
+			return pipeline.Damaged(string(id), s.Name, err, "out/%s is damaged", s.Name)
 		}
 		nv, err := w.db.encodeRecord(w.tx, raw, packCtx{id: string(id), text: func() string { return text }})
 		if err != nil {

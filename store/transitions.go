@@ -222,7 +222,7 @@ func (db *DB) rerunChunk(si int, after []byte, max int) (int, []byte, error) {
 			last = append([]byte(nil), k...)
 			s, ok := decodeState(v)
 			if !ok {
-				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", k)
+				return pipeline.Damaged(string(k), "", nil, "corrupt state record")
 			}
 			if s.Status == pipeline.StatusDone || s.Stage >= si {
 				ids = append(ids, last)
@@ -348,11 +348,11 @@ func (w *writer) retireDead(id []byte, si int, reason string) error {
 	if reason != reasonPrune {
 		raw := dead.Get(id)
 		if raw == nil {
-			return fmt.Errorf("item %q: state says dead at %s but there is no dead letter: run `sawtooth verify`", id, w.stageName(si))
+			return pipeline.Damaged(string(id), w.stageName(si), nil, "state says dead at %s but there is no dead letter", w.stageName(si))
 		}
 		past := pipeline.PastDeadLetter{Stage: w.stageName(si), Retired: w.db.now().UTC(), Reason: reason}
 		if err := json.Unmarshal(raw, &past.Dead); err != nil {
-			return fmt.Errorf("item %q: dead letter at %s is damaged (%v): run `sawtooth verify`", id, w.stageName(si), err)
+			return pipeline.Damaged(string(id), w.stageName(si), err, "dead letter at %s is damaged", w.stageName(si))
 		}
 		v, err := json.Marshal(past)
 		if err != nil {
@@ -373,7 +373,7 @@ func (w *writer) retireDead(id []byte, si int, reason string) error {
 func (w *writer) requeue(id []byte, si int) error {
 	s, ok := w.state(id)
 	if !ok || s.Status != pipeline.StatusDead || s.Stage != si {
-		return fmt.Errorf("item %q: state does not match dead/%s: run `sawtooth verify`", id, w.stageName(si))
+		return pipeline.Damaged(string(id), w.stageName(si), nil, "state does not match dead/%s", w.stageName(si))
 	}
 	if err := w.retireDead(id, si, reasonRequeue); err != nil {
 		return err
@@ -489,7 +489,7 @@ func (db *DB) Prune(keep func(id string) bool, dryRun bool) (int, error) {
 		for _, id := range ids {
 			s, ok := w.state(id)
 			if !ok {
-				return fmt.Errorf("item %q: corrupt state record: run `sawtooth verify`", id)
+				return pipeline.Damaged(string(id), "", nil, "corrupt state record")
 			}
 			if err := w.removeFrom(id, s, 0, reasonPrune); err != nil {
 				return err

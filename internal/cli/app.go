@@ -98,7 +98,8 @@ func NewApp(cfg Config) *cli.App {
 // returns a plain error), and so a number out of its flag's range (see
 // checkNumbers), once c's own Before has read --config; and it words the
 // pipeline's stops its action returns with the flags that change them
-// (wordStops).
+// (wordStops), and the store's errors with the commands that deal with
+// them (wordStore).
 func catchUsageErrors(c *cli.Command) {
 	c.OnUsageError = onUsageError
 	own := c.Before
@@ -111,7 +112,7 @@ func catchUsageErrors(c *cli.Command) {
 		return checkNumbers(ctx)
 	}
 	if act := c.Action; act != nil {
-		c.Action = func(ctx *cli.Context) error { return wordStops(act(ctx)) }
+		c.Action = func(ctx *cli.Context) error { return wordStops(wordStore(act(ctx), commandDB(ctx))) }
 	}
 	for _, s := range c.Subcommands {
 		catchUsageErrors(s)

@@ -316,7 +316,7 @@ func batchMonitor(db pipeline.Database, b *jobStages, stage string, o *pipelineO
 		}
 	}
 	rc.Limiters = []pipeline.Limiter{nil}
-	prog, err := monitor.Start(stderr, monitor.Options{LogFormat: obs.LogFormat, LogLevel: obs.LogLevel}, rc)
+	prog, err := monitor.Start(stderr, monitor.Options{LogFormat: obs.LogFormat, LogLevel: obs.LogLevel, Words: obs.Words}, rc)
 	if err != nil {
 		return nil, usage(err)
 	}

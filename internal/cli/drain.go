@@ -55,6 +55,13 @@ type drainRequest struct {
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
+	given := req.Pipeline.DB
+	if req.Job != nil {
+		given = req.Job.DB // --db when given, else the job file's db
+	}
+	// What the run logs (a damaged cached answer, say) names the commands
+	// that deal with it, as its errors do.
+	req.Obs.Words = func(err error) error { return wordStore(err, given) }
 	o, obs, stderr := req.Pipeline, req.Obs, req.ErrOut
 	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is

@@ -59,7 +59,7 @@ func loadJob(file, db string) (*job.Job, error) {
 	if file != "" {
 		j, err := job.Load(file)
 		if err != nil {
-			return nil, usage(err)
+			return nil, usage(wordJobFile(err))
 		}
 		if db != "" {
 			j.DB = db // the command line's, relative to the working directory

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/report"
 )
 
@@ -17,12 +18,13 @@ import (
 var windowFlags = map[string]string{"month": "--month", "from": "--from", "to": "--to"}
 
 // wordRecordError words a report's or an export's failure to read what
-// the database at db recorded with the command that checks it; any other
+// the database at db recorded with the command that checks it, and a
+// store's error (a damaged record among them) as wordStore does; any other
 // error is returned as it is.
 func wordRecordError(err error, db string) error {
 	var rec *report.RecordError
-	if !errors.As(err, &rec) {
-		return err
+	if !errors.As(err, &rec) || pipeline.IsDamaged(err) {
+		return wordStore(err, db)
 	}
 	return &wordedError{err: err, msg: fmt.Sprintf("%v (run `sawtooth verify --db %s`)", err, shellQuote(db))}
 }

@@ -71,7 +71,7 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 			}
 			_, err = drain(c.Context, drainRequest{Pipeline: &opts.Pipeline, Job: j, Resume: opts.JobFile == "" && opts.Input.Path == "",
 				Obs: opts.Obs, Out: opts.Out, ErrOut: opts.ErrOut, ExitNow: opts.ExitNow})
-			return err
+			return wordStore(err, j.DB) // the job's db, which --db need not name
 		},
 	}
 }

@@ -1,7 +1,9 @@
 package job
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"reflect"
 	"sort"
 	"strconv"
@@ -21,7 +23,20 @@ type Error struct {
 	Key string
 	// Msg says what is wrong and what to write instead.
 	Msg string
+	// Err, when set, is the sentinel the problem is (ErrEmpty), for
+	// errors.Is.
+	Err error
 }
+
+// ErrEmpty is the problem of a job file with nothing in it.
+var ErrEmpty = errors.New("the file is empty")
+
+// NoFileError is Load's error for a job file that does not exist; it is
+// fs.ErrNotExist.
+type NoFileError struct{ Path string }
+
+func (e *NoFileError) Error() string { return fmt.Sprintf("job file %s: no such file", e.Path) }
+func (e *NoFileError) Unwrap() error { return fs.ErrNotExist }
 
 // Error is FILE:LINE: KEY: MESSAGE, leaving out what is unknown.
 func (e *Error) Error() string {
@@ -37,6 +52,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+func (e *Error) Unwrap() error { return e.Err }
+
 // Errors is every problem found in one file, in line order.
 type Errors []*Error
 
@@ -47,6 +64,15 @@ func (es Errors) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Unwrap is every problem, for errors.Is and errors.As.
+func (es Errors) Unwrap() []error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
+	}
+	return errs
 }
 
 // decoder walks a YAML node tree into Go values, strictly.

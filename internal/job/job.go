@@ -278,7 +278,7 @@ func Load(path string) (*Job, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("job file %s: no such file (write a starter one with `sawtooth init`)", path)
+		return nil, &NoFileError{Path: path}
 	case err != nil:
 		return nil, fmt.Errorf("job file %s: %w", path, err)
 	}
@@ -293,7 +293,7 @@ func Decode(file string, data []byte) (*Job, error) {
 	root := d.parse(data)
 	if root == nil {
 		if len(d.errs) == 0 {
-			d.errorf(0, "", "the file is empty: write a job (see `sawtooth init`)")
+			d.errs = append(d.errs, &Error{File: file, Msg: ErrEmpty.Error() + ": write a job", Err: ErrEmpty})
 		}
 		return nil, d.result()
 	}

@@ -29,6 +29,10 @@ type Options struct {
 	// Now is the clock of the bars and progress records; nil means
 	// time.Now. Tests step it to make records due without waiting.
 	Now func() time.Time
+	// Words, when set, rewords each error a log record carries for its
+	// reader: the front end adds the commands that deal with it, which
+	// the code that logs it does not name. Nil logs errors as they are.
+	Words func(error) error
 }
 
 // Check returns an error naming the option that cannot work: a log
@@ -52,16 +56,16 @@ func (o Options) Check() error {
 // Logger is NewLogger with o's format and level, at warn or above when
 // o.Quiet.
 func (o Options) Logger(w io.Writer) (*slog.Logger, error) {
-	return newLogger(w, o.LogFormat, o.LogLevel, o.Quiet)
+	return newLogger(w, o.LogFormat, o.LogLevel, o.Quiet, o.Words)
 }
 
 // NewLogger returns the logger of one command: text or JSON records on w
 // at level and above. An error names the option that is wrong.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	return newLogger(w, format, level, false)
+	return newLogger(w, format, level, false, nil)
 }
 
-func newLogger(w io.Writer, format, level string, quiet bool) (*slog.Logger, error) {
+func newLogger(w io.Writer, format, level string, quiet bool, words func(error) error) (*slog.Logger, error) {
 	var lv slog.Level // zero: info
 	if err := lv.UnmarshalText([]byte(level)); level != "" && err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -70,6 +74,14 @@ func newLogger(w io.Writer, format, level string, quiet bool) (*slog.Logger, err
 		lv = max(lv, slog.LevelWarn)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	if words != nil {
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
+				a.Value = slog.StringValue(words(err).Error())
+			}
+			return a
+		}
+	}
 	switch strings.ToLower(format) {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil

@@ -65,7 +65,7 @@ func lockStates(ctx context.Context, tx pgx.Tx, ids []string) (map[string]itemSt
 		st := itemState{Record: s.Record, Hash: s.Hash}
 		switch {
 		case tStage != nil && dStage != nil:
-			return fmt.Errorf("item %q is both queued and dead: run `sawtooth verify`", id)
+			return pipeline.Damaged(id, "", nil, "both queued and dead")
 		case tStage != nil:
 			st.Queued, st.Stage, st.Seq = true, int(*tStage), *tSeq
 		case dStage != nil:
@@ -231,7 +231,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 		}
 		var old pipeline.Record
 		if err := json.Unmarshal(cur.Record, &old); err != nil {
-			return fmt.Errorf("item %q: stored record is damaged (%v): run `sawtooth verify`", r.ID, err)
+			return pipeline.Damaged(r.ID, "", err, "stored record is damaged")
 		}
 		changed := pipeline.ChangedFields(old, r)
 		from := db.reentry(changed)

@@ -203,7 +203,7 @@ func (db *DB) updateJob(num uint64, mustHold bool, fn func(tx pgx.Tx, j *pipelin
 		err := tx.QueryRow(ctx, `SELECT record, owner, lease_until > now(), closed FROM batch_job WHERE num = $1 FOR UPDATE`, int64(num)).
 			Scan(&raw, &owner, &live, &closed)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
+			return &pipeline.NoBatchJobError{Num: num}
 		}
 		if err != nil {
 			return err
@@ -241,7 +241,7 @@ func (db *DB) updateJob(num uint64, mustHold bool, fn func(tx pgx.Tx, j *pipelin
 func (db *DB) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
 	return db.updateJob(num, false, func(tx pgx.Tx, j *pipeline.BatchJob) error {
 		if j.Name != "" && j.Name != name {
-			return fmt.Errorf("batch job %d is already %s, not %s: two API jobs for one intent (cancel one with `sawtooth batch cancel`)", num, j.Name, name)
+			return &pipeline.TwoBatchJobsError{Num: num, Have: j.Name, Want: name}
 		}
 		if j.Name == "" {
 			// The job exists at the API: its items count one send each
@@ -315,7 +315,7 @@ func (db *DB) BatchJobByNum(num uint64) (pipeline.BatchJob, error) {
 	var raw []byte
 	err := db.pool.QueryRow(db.ctx, `SELECT record FROM batch_job WHERE num = $1`, int64(num)).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return pipeline.BatchJob{}, fmt.Errorf("batch job %d: %w (see `sawtooth batch list`)", num, ErrNotFound)
+		return pipeline.BatchJob{}, &pipeline.NoBatchJobError{Num: num}
 	}
 	if err != nil {
 		return pipeline.BatchJob{}, fmt.Errorf("read batch job %d in %s: %w", num, db.path, err)

@@ -224,7 +224,7 @@ func (db *DB) Holders(ctx context.Context) ([]Holder, error) {
 	var si int16
 	_, err := pgx.ForEachRow(rows, []any{&h.Owner, &si, &h.Held, &h.LeaseEnd}, func() error {
 		if int(si) >= len(db.stages) {
-			return fmt.Errorf("queue rows at unknown stage %d (run `sawtooth verify`)", si)
+			return pipeline.Damaged("", "", nil, "queue rows at unknown stage %d", si)
 		}
 		h.Stage = db.stages[si].Name
 		out = append(out, h)

@@ -252,7 +252,7 @@ func readCubeCells(ctx context.Context, tx pgx.Tx) (map[cubeKey]*pipeline.Stored
 		groups, ok := parseCubeCellKey(cell)
 		s, okSum := new(big.Int).SetString(sum, 10)
 		if !ok || !okSum || n <= 0 {
-			return fmt.Errorf("cube cell %x of %q is damaged (run `sawtooth verify`)", cell, label)
+			return pipeline.Damaged("", "", nil, "cube cell %x of %q is damaged", cell, label)
 		}
 		cells[cubeKey{string(cell), label}] = &pipeline.StoredCell{
 			Groups: groups, Label: label, Count: n, Rating: pipeline.RatingSum{Scaled: s, Count: rn},
@@ -281,7 +281,7 @@ func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.
 		}
 		var rec pipeline.Record
 		if err := json.Unmarshal(record, &rec); err != nil {
-			return fmt.Errorf("item %q: bad record: %w (run `sawtooth verify`)", q.ID, err)
+			return pipeline.Damaged(q.ID, "", err, "bad record")
 		}
 		q.Text = rec.Text
 		c.Quotes = append(c.Quotes, q)

@@ -20,14 +20,14 @@ const outputsSQL = `LEFT JOIN LATERAL (SELECT array_agg(o.stage ORDER BY o.stage
 func (db *DB) item(record []byte, stages []int16, datas [][]byte, si int) (pipeline.Item, error) {
 	var it pipeline.Item
 	if err := json.Unmarshal(record, &it.Record); err != nil {
-		return it, fmt.Errorf("bad record: %w (run `sawtooth verify`)", err)
+		return it, pipeline.Damaged("", "", err, "bad record")
 	}
 	if len(stages) > 0 || si > 0 {
 		it.Outputs = make(map[string]json.RawMessage, len(stages))
 	}
 	for i, s := range stages {
 		if int(s) >= len(db.stages) {
-			return it, fmt.Errorf("output of unknown stage %d (run `sawtooth verify`)", s)
+			return it, pipeline.Damaged("", "", nil, "output of unknown stage %d", s)
 		}
 		it.Outputs[db.stages[s].Name] = datas[i]
 	}
@@ -116,7 +116,7 @@ func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 		var n int
 		_, err := pgx.ForEachRow(rows, []any{&si, &n}, func() error {
 			if int(si) >= len(db.stages) {
-				return fmt.Errorf("%s holds rows of unknown stage %d (run `sawtooth verify`)", q.table, si)
+				return pipeline.Damaged("", "", nil, "%s holds rows of unknown stage %d", q.table, si)
 			}
 			*q.field(&c.Stages[si]) = n
 			return nil
@@ -164,7 +164,7 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 			loc.Status = "done"
 		}
 		if si >= len(db.stages) {
-			return fmt.Errorf("item %q: at unknown stage %d (run `sawtooth verify`)", id, si)
+			return pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
 		}
 		loc.Stage = db.stages[si].Name
 		if err := json.Unmarshal(record, &loc.Record); err != nil {
@@ -219,7 +219,7 @@ func (db *DB) history(ctx context.Context, tx pgx.Tx, id string) ([]pipeline.Pas
 		}
 		p.Dead = pipeline.DeadLetter{}
 		if err := json.Unmarshal(letter, &p.Dead); err != nil {
-			return fmt.Errorf("item %q: dead-letter history entry is damaged (%v): run `sawtooth verify`", id, err)
+			return pipeline.Damaged(id, "", err, "dead-letter history entry is damaged")
 		}
 		p.Retired = p.Retired.UTC()
 		out = append(out, p)

@@ -203,7 +203,7 @@ func readTally(ctx context.Context, tx pgx.Tx) (pipeline.Tally, error) {
 	_, err = pgx.ForEachRow(rows, []any{&label, &n, &sum}, func() error {
 		s, ok := new(big.Int).SetString(sum, 10)
 		if !ok {
-			return fmt.Errorf("rating sum of %q is not an integer: %s (run `sawtooth verify`)", label, sum)
+			return pipeline.Damaged("", "", nil, "rating sum of %q is not an integer: %s", label, sum)
 		}
 		t.Ratings[label] = pipeline.RatingSum{Scaled: s, Count: n}
 		return nil
