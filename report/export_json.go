@@ -225,8 +225,9 @@ const maxPlainDigits = 12
 // numberText gives, so it can be copied instead of parsed and formatted
 // again (the confidences, counts and ratings of every row): an integer
 // of at most 18 digits without a leading zero, other than -0, or a
-// decimal of at most maxPlainDigits significant digits, no exponent,
-// and no trailing zero. false says nothing: numberText decides.
+// decimal of at most maxPlainDigits significant digits, at most
+// maxLeadingZeros zeros before them, no exponent, and no trailing zero.
+// false says nothing: numberText decides.
 func canonicalNumber(raw []byte) bool {
 	i := 0
 	if i < len(raw) && raw[i] == '-' {
@@ -257,13 +258,24 @@ func canonicalNumber(raw []byte) bool {
 	// Significant digits: those after the leading zeros of the integer
 	// part and fraction together.
 	digits := raw[start:]
-	sig, lead := 0, true
+	sig, zeros, lead := 0, 0, true
 	for _, c := range digits {
-		if c == '.' || (lead && c == '0') {
+		if c == '.' {
+			continue
+		}
+		if lead && c == '0' {
+			zeros++
 			continue
 		}
 		lead = false
 		sig++
 	}
-	return sig <= maxPlainDigits
+	return sig <= maxPlainDigits && zeros <= maxLeadingZeros
 }
+
+// maxLeadingZeros is the most zeros canonicalNumber accepts before a
+// decimal's first significant digit (the integer part's 0 among them):
+// at most 300 keeps it at or above 1e-300, where a float64 still holds 15
+// digits; below about 2.2e-308 it holds fewer, and below about 5e-324 it
+// reads as 0, so numberText gives other digits.
+const maxLeadingZeros = 300

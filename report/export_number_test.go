@@ -41,15 +41,19 @@ func TestCanonicalNumber(t *testing.T) {
 		return b.String()
 	}
 	passed := 0
-	for range 200_000 {
+	for range 250_000 {
 		var s string
-		switch r.IntN(4) {
+		switch r.IntN(5) {
 		case 0:
 			s = strconv.FormatInt(r.Int64N(1<<62)>>r.IntN(62), 10)
 		case 1:
 			s = strconv.FormatFloat(r.Float64()*float64(int64(1)<<r.IntN(40)), 'f', -1, 64)
 		case 2:
 			s = strconv.FormatInt(int64(r.IntN(1000)), 10) + "." + digits(1+r.IntN(14))
+		case 4:
+			// Near float64's smallest: it keeps fewer digits there, and
+			// below it a number reads as 0.
+			s = "0." + strings.Repeat("0", 290+r.IntN(40)) + digits(1+r.IntN(14))
 		default:
 			s = "0." + strings.Repeat("0", r.IntN(8)) + digits(1+r.IntN(14))
 		}
@@ -64,6 +68,37 @@ func TestCanonicalNumber(t *testing.T) {
 		}
 	}
 	if passed < 50_000 {
-		t.Errorf("only %d of 200,000 random literals were canonical: the sweep tests little", passed)
+		t.Errorf("only %d of 250,000 random literals were canonical: the sweep tests little", passed)
+	}
+}
+
+// TestCanonicalNumber_tiny: a decimal too small for float64 to keep its
+// digits, or to keep at all, is not canonical (numberText gives other
+// digits, or 0); one just within the range of normal floats is.
+func TestCanonicalNumber_tiny(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		zeros int
+		digs  string
+		want  bool
+	}{
+		{"1e-300", 299, "1", true},
+		{"1.23456789012e-300", 299, "123456789012", true},
+		{"1e-301, past the cap", 300, "1", false},
+		{"1.23456789012e-313, subnormal", 312, "123456789012", false},
+		{"1e-324, reads as 0", 323, "1", false},
+		{"5e-401, reads as 0", 400, "5", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, sign := range []string{"", "-"} {
+				raw := sign + "0." + strings.Repeat("0", tc.zeros) + tc.digs
+				if got := canonicalNumber([]byte(raw)); got != tc.want {
+					t.Errorf("canonicalNumber(%s%s) = %v, want %v (numberText gives %.30s)", sign, tc.name, got, tc.want, numberText(json.Number(raw)))
+				}
+				if tc.want && numberText(json.Number(raw)) != raw {
+					t.Errorf("numberText(%s%s) is not itself: a case marked canonical is not", sign, tc.name)
+				}
+			}
+		})
 	}
 }

@@ -50,8 +50,13 @@ func overlapped(src FlatSource) FlatSource {
 				}
 				return send()
 			})
-			if err == nil && len(batch) > 0 {
-				err = send()
+			// The items before a failure of the walk go out too: their
+			// rows are written, and one of them failing is the error, as
+			// without the goroutine.
+			if len(batch) > 0 && !errors.Is(err, errStopped) {
+				if serr := send(); err == nil {
+					err = serr
+				}
 			}
 			done <- err
 		}()

@@ -27,8 +27,9 @@ func countingSource(n, failAt int, handed *int) FlatSource {
 
 // TestOverlapped: the rows see the source's items in its order, across
 // batches; a failing row writer stops the walk early with its own error;
-// a failing source's error comes back after rows for a prefix of its
-// items. TestMain's goleak check proves no walk outlives the call.
+// a failing source's error comes back after rows for every item it
+// handed out before, and a row failing among those wins, as it would
+// without the goroutine. TestMain's goleak check proves no walk outlives the call.
 func TestOverlapped(t *testing.T) {
 	fnErr := errors.New("disk full")
 	for _, tc := range []struct {
@@ -38,12 +39,16 @@ func TestOverlapped(t *testing.T) {
 		wantErr       string
 		wantAllRows   bool
 		wantEarlyStop bool
+		wantRows      int // when the source fails: every item it handed out before
 	}{
 		{name: "empty", n: 0, failAt: -1, fnFailsAt: -1, wantAllRows: true},
 		{name: "less than a batch", n: overlapBatch - 1, failAt: -1, fnFailsAt: -1, wantAllRows: true},
 		{name: "many batches and a part", n: overlapBatch*(overlapDepth+5) + 7, failAt: -1, fnFailsAt: -1, wantAllRows: true},
 		{name: "the rows fail", n: overlapBatch * 100, failAt: -1, fnFailsAt: 300, wantErr: "disk full", wantEarlyStop: true},
-		{name: "the source fails", n: overlapBatch * 10, failAt: overlapBatch*3 + 5, fnFailsAt: -1, wantErr: fmt.Sprintf("source failed at %d", overlapBatch*3+5)},
+		{name: "the source fails", n: overlapBatch * 10, failAt: overlapBatch*3 + 5, fnFailsAt: -1, wantErr: fmt.Sprintf("source failed at %d", overlapBatch*3+5), wantRows: overlapBatch*3 + 5},
+		// As without the goroutine: the rows fail first, at an item the
+		// source handed out before it failed.
+		{name: "the rows fail, then the source", n: overlapBatch * 10, failAt: overlapBatch*3 + 5, fnFailsAt: overlapBatch*3 + 2, wantErr: "disk full", wantRows: overlapBatch*3 + 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			handed := 0
@@ -65,6 +70,9 @@ func TestOverlapped(t *testing.T) {
 			}
 			if tc.wantAllRows && len(got) != tc.n {
 				t.Errorf("%d rows, want %d", len(got), tc.n)
+			}
+			if tc.failAt >= 0 && len(got) != tc.wantRows {
+				t.Errorf("%d rows, want %d: the items the source handed out before it failed", len(got), tc.wantRows)
 			}
 			if tc.wantEarlyStop && handed > tc.fnFailsAt+overlapBatch*(overlapDepth+3) {
 				t.Errorf("the source handed out %d items after the rows failed at %d: not stopped", handed, tc.fnFailsAt)

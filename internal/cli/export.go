@@ -87,7 +87,8 @@ func runExport(opts *exportOptions) error {
 }
 
 // exportGCPercent is the collector's GOGC for an export. An export holds
-// one row at a time, a live heap of a few MB, so at the default 100 the
+// at most a few batches of items between the walk and the rows
+// (report's overlapped), a live heap of a few MB, so at the default 100 the
 // collector ran about a thousand times per million rows, and with its
 // write barriers took a sixth of the export's CPU; 400 collects a
 // quarter as often for a few MB more heap (the process's RSS is mostly
