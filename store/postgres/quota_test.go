@@ -452,3 +452,39 @@ func TestSharedQuota_OneSlowStartForTheFleet(t *testing.T) {
 		t.Fatalf("10 slots booked a second ahead at 10 a second are %s ahead at 20 a second, want about 500ms", ahead)
 	}
 }
+
+// TestSharedQuota_NewRunStartsAtItsRate: a run started on a row no
+// worker has reserved from for longer than any quota window starts at
+// the rate it is given, even the one the last run was given: what that
+// run's fleet learned under it (a pace the law lowered, the safe and
+// refused rates) is of a fleet gone, and the given rate is where a run
+// starts. A run started without a rate then forgets it.
+func TestSharedQuota_NewRunStartsAtItsRate(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	ctx := context.Background()
+	given := 10 * time.Millisecond
+	if err := qs[0].SetRate(ctx, "k", given, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qs[0].Reserve(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The last run's law slowed its fleet; it ended an hour ago.
+	sql(t, u, `UPDATE quota SET every_us = every_us * 3, safe_rate = 30, refused_rate = 33, bounded = true,
+		tat = now() - interval '1 hour'`)
+	if err := qs[1].SetRate(ctx, "k", given, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != given || r.Safe != 0 || r.Refused != 0 || r.Bounded {
+		t.Fatalf("a new run given %s: every %s, safe %v, refused %v, bounded %v; want %s and nothing learned",
+			given, r.Every, r.Safe, r.Refused, r.Bounded, given)
+	}
+	sql(t, u, `UPDATE quota SET tat = now() - interval '1 hour'`)
+	if err := qs[1].SetRate(ctx, "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != 0 || r.Given != 0 {
+		t.Fatalf("a new run with no rate: every %s, given %s; want unknown", r.Every, r.Given)
+	}
+}
