@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -115,5 +116,22 @@ func TestLoad_KilledRunUnpriced(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "est. $0") {
 		t.Errorf("a killed run shows $0:\n%s", b.String())
+	}
+}
+
+// jobUnreadable is a database whose stored job cannot be read.
+type jobUnreadable struct{ *store.DB }
+
+func (jobUnreadable) Job() ([]byte, error) { return nil, errors.New("disk I/O error") }
+
+// TestLoad_StoredJobUnreadable: a stored job the database fails to read
+// fails the report, as its other records do. Skipped, a killed run's
+// cost was estimated at the list price, and the note said so, whatever
+// price: the job gives the stage.
+func TestLoad_StoredJobUnreadable(t *testing.T) {
+	_, err := Load(jobUnreadable{fixtureDB(t)}, LoadOptions{})
+	var rec *RecordError
+	if !errors.As(err, &rec) || !strings.Contains(err.Error(), "stored job") || !strings.Contains(err.Error(), "disk I/O error") {
+		t.Fatalf("Load with the stored job unreadable: %v; want a RecordError naming the stored job and the cause", err)
 	}
 }

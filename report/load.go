@@ -167,9 +167,11 @@ func (d *Data) loadRuns(db pipeline.Database) error {
 	}
 	var own map[string]stages.PriceConfig
 	if jdb, ok := db.(interface{ Job() ([]byte, error) }); ok {
-		if raw, err := jdb.Job(); err == nil {
-			own = job.StoredPrices(raw, db.Path())
+		raw, err := jdb.Job()
+		if err != nil {
+			return &RecordError{What: "read the stored job", Err: err}
 		}
+		own = job.StoredPrices(raw, db.Path())
 	}
 	d.KilledCosts = priceKilledRuns(d.Runs, defs, own)
 	if d.Batch, err = loadBatch(db); err != nil {

@@ -271,20 +271,28 @@ func (r *quotaRow) pace(now time.Time, every time.Duration) {
 
 // given is the law when a rate is given (--rpm) or named by a 429's
 // quota at now: every > 0 is the pace from now on, which the law never
-// exceeds; 0 says the rate is unknown again. A rate the row has already
-// is no news: a worker that joins with the fleet's --rpm, or hears a
-// quota another worker heard first, must not undo what the fleet
-// learned since. A new one resets what was learned, and, heard during
-// slow start (a quota named by its first 429s), restarts the
+// exceeds; 0 says the rate is unknown again. fresh: no worker has
+// reserved from the row for longer than a quota window (see idle), so
+// the rate starts a new fleet (a new run), whatever the row learned from
+// the last one. To a live fleet, no rate or the rate the row has already
+// is no news: a worker that joins with the fleet's --rpm, or with none
+// (it knows no rate: a quota a 429 named to the fleet stays its pace),
+// or hears a quota another worker heard first, must not undo what the
+// fleet learned since. A new one resets what was learned, and, heard
+// during slow start (a quota named by its first 429s), restarts the
 // measurement at now: read from the mark at slow start's first grant,
-// the ramp's slow first stages would count as what the quota admits,
-// and the event of that 429 would pace the fleet far under the rate it
-// was just told. From now, the event finds nothing measured yet and
-// keeps the pace (see congested). It reports whether the row changed,
-// and whether its mark moved.
-func (r quotaRow) given(now time.Time, every time.Duration) (next quotaRow, changed, marked bool) {
+// the ramp's slow first stages would count as what the quota admits, and
+// the event of that 429 would pace the fleet far under the rate it was
+// just told. From now, the event finds nothing measured yet and keeps
+// the pace (see congested). It reports whether the row changed, and
+// whether its mark moved.
+func (r quotaRow) given(now time.Time, every time.Duration, fresh bool) (next quotaRow, changed, marked bool) {
 	every = every.Truncate(time.Microsecond) // as the row keeps it
-	if every == r.Given {
+	news := every != 0 && every != r.Given
+	if fresh {
+		news = every != 0 || r.Given != 0
+	}
+	if !news {
 		return r, false, false
 	}
 	starting := r.Starting && r.Every > 0
@@ -299,6 +307,15 @@ func (r quotaRow) given(now time.Time, every time.Duration) (next quotaRow, chan
 		r.mark(now)
 	}
 	return r, true, starting
+}
+
+// idle says whether a row whose schedule's next free slot is tat (as
+// stored: not read as now) has been reserved from by no worker for
+// longer than the quota's window, and than an answer lag (at least
+// minLag), at now: nothing the quota counted of the fleet that learned
+// the row is left, and a rate set now starts a new one.
+func (r quotaRow) idle(now, tat time.Time, minLag time.Duration) bool {
+	return now.Sub(tat) > max(fleetMaxWindow, r.answerLag(minLag))
 }
 
 // capped is the schedule's interval for rate, no faster than a given

@@ -216,7 +216,7 @@ func (s fleetSim) run() fleetSimResult {
 			if s.named && s.rpm == 0 && !w.heard {
 				w.heard = true
 				perMinute := float64(s.perWindow) * float64(time.Minute) / float64(s.window)
-				row, _, _ = row.given(now, time.Duration(float64(time.Minute)/(namedQuotaShare*perMinute)))
+				row, _, _ = row.given(now, time.Duration(float64(time.Minute)/(namedQuotaShare*perMinute)), false)
 			}
 			first := e.epoch == epoch
 			if first {

@@ -121,11 +121,15 @@ func (q *SharedQuota) observe(key string, epoch int64, cooldownUntil time.Time) 
 // units allowed at once (at least 1). every > 0 is a given rate (--rpm,
 // or a quota a 429 named): the fleet starts there and never goes faster,
 // the law only lowering it at events and climbing back. every == 0 says
-// the rate is unknown: a rate given before is forgotten and the fleet
-// learns one from the quota's answers. The rate the row has already
-// changes nothing (quotaRow.given): a worker joining a fleet, with its
-// --rpm or none, or hearing a quota another heard first, must not reset
-// what the others learned. It takes effect for the next
+// the rate is unknown: a rate given before is forgotten when a run
+// starts with none, and the fleet learns one from the quota's answers.
+// While the fleet is live, no rate or the rate the row has already
+// changes nothing (quotaRow.given): a worker joining it with the
+// fleet's --rpm or none, or hearing a quota another heard first, must
+// not reset what the others learned. A run started on a row no worker
+// has reserved from for longer than a quota window (quotaRow.idle)
+// starts at the rate it is given, or none, whatever the last run's
+// fleet learned under it (a rate learned with none given is kept). It takes effect for the next
 // reservation, fleet-wide. The quota table is unlogged (a schedule is
 // worth no fsync): a server crash empties it, so each run sets its rates
 // when it starts.
@@ -141,11 +145,14 @@ func (q *SharedQuota) SetRate(ctx context.Context, key string, every time.Durati
 		if _, err := tx.Exec(ctx, `INSERT INTO quota (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, key); err != nil {
 			return err
 		}
-		r, now, err := scanRow(tx.QueryRow(ctx, `SELECT `+rowColumns+` FROM quota q WHERE q.key = $1 FOR UPDATE`, key))
+		// A row never reserved from holds tat '-infinity', which
+		// time.Time cannot hold: read as long ago.
+		var tat time.Time
+		r, now, err := scanRow(tx.QueryRow(ctx, `SELECT greatest(q.tat, 'epoch'), `+rowColumns+` FROM quota q WHERE q.key = $1 FOR UPDATE`, key), &tat)
 		if err != nil {
 			return err
 		}
-		next, changed, marked := r.given(now, every)
+		next, changed, marked := r.given(now, every, r.idle(now, tat, q.probeEvery()))
 		if !changed {
 			_, err = tx.Exec(ctx, `UPDATE quota SET tau_us = $2 WHERE key = $1`, key, tau.Microseconds())
 			return err

@@ -226,7 +226,8 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	}
 	r = readRow(t, qs[0], "k")
 	// A worker that starts without a rate keeps what the fleet learned;
-	// a rate given and then dropped is forgotten.
+	// a rate given and then dropped by a new run is forgotten (a worker
+	// joining the live fleet without it keeps it).
 	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +240,14 @@ func TestSharedQuota_LearnsTheRateOnce(t *testing.T) {
 	if r := readRow(t, qs[0], "k"); r.Every != time.Second || r.Given != time.Second {
 		t.Fatalf("a given rate: every %s, given %s", r.Every, r.Given)
 	}
+	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != time.Second || r.Given != time.Second {
+		t.Fatalf("a worker joining without the given rate: every %s, given %s; want 1s", r.Every, r.Given)
+	}
+	// A new run: no grant for longer than an answer lag (ProbeEvery).
+	sql(t, u, `UPDATE quota SET tat = now() - interval '3 hours'`)
 	if err := qs[2].SetRate(ctx, "k", 0, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -450,5 +459,66 @@ func TestSharedQuota_OneSlowStartForTheFleet(t *testing.T) {
 	}
 	if ahead := got.Tat.Sub(now); ahead < 400*time.Millisecond || ahead > 600*time.Millisecond {
 		t.Fatalf("10 slots booked a second ahead at 10 a second are %s ahead at 20 a second, want about 500ms", ahead)
+	}
+}
+
+// TestSharedQuota_NewRunStartsAtItsRate: a run started on a row no
+// worker has reserved from for longer than any quota window starts at
+// the rate it is given, even the one the last run was given: what that
+// run's fleet learned under it (a pace the law lowered, the safe and
+// refused rates) is of a fleet gone, and the given rate is where a run
+// starts. A run started without a rate then forgets it.
+func TestSharedQuota_NewRunStartsAtItsRate(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	ctx := context.Background()
+	given := 10 * time.Millisecond
+	if err := qs[0].SetRate(ctx, "k", given, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qs[0].Reserve(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The last run's law slowed its fleet; it ended an hour ago.
+	sql(t, u, `UPDATE quota SET every_us = every_us * 3, safe_rate = 30, refused_rate = 33, bounded = true,
+		tat = now() - interval '1 hour'`)
+	if err := qs[1].SetRate(ctx, "k", given, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != given || r.Safe != 0 || r.Refused != 0 || r.Bounded {
+		t.Fatalf("a new run given %s: every %s, safe %v, refused %v, bounded %v; want %s and nothing learned",
+			given, r.Every, r.Safe, r.Refused, r.Bounded, given)
+	}
+	sql(t, u, `UPDATE quota SET tat = now() - interval '1 hour'`)
+	if err := qs[1].SetRate(ctx, "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != 0 || r.Given != 0 {
+		t.Fatalf("a new run with no rate: every %s, given %s; want unknown", r.Every, r.Given)
+	}
+}
+
+// TestSharedQuota_JoiningWithoutARateKeepsTheNamedOne: a worker that
+// joins a live fleet (started, or restarted after a crash, with no
+// --rpm) knows no rate: the quota a 429 named to the fleet stays its
+// pace. Forgotten, the fleet went unpaced until the next 429 event.
+func TestSharedQuota_JoiningWithoutARateKeepsTheNamedOne(t *testing.T) {
+	_, u := openNew(t, Options{})
+	qs := clients(t, u, 2)
+	ctx := context.Background()
+	named := everyFor(97).Truncate(time.Microsecond)
+	if err := qs[0].SetRate(ctx, "k", named, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := qs[0].Reserve(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := qs[1].SetRate(ctx, "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := readRow(t, qs[0], "k"); r.Every != named || r.Given != named {
+		t.Fatalf("a worker joined with no rate: every %s, given %s; want the named %s", r.Every, r.Given, named)
 	}
 }
