@@ -29,6 +29,8 @@ func TestWordStore(t *testing.T) {
 	}{
 		{"damaged record", "/tmp/a b.db", fmt.Errorf("export: %w", damaged),
 			"export: item \"r1\": out/classify is damaged: bad json (run `sawtooth verify --db '/tmp/a b.db'`)", damaged},
+		{"damaged, a file's name as it is", "/tmp/reviews  copy.db", damaged,
+			"item \"r1\": out/classify is damaged: bad json (run `sawtooth verify --db '/tmp/reviews  copy.db'`)", damaged},
 		{"damaged, on PostgreSQL", "postgres://u:secret@h/db", damaged,
 			"item \"r1\": out/classify is damaged: bad json (run `sawtooth verify --db postgres://u@h/db`)", damaged},
 		{"damaged, no --db", "", fmt.Errorf("run: %w: stopping", damaged),
