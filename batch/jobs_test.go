@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 )
 
@@ -250,6 +251,58 @@ func TestCancel_UnreadResultsAreNeverReturned(t *testing.T) {
 				t.Fatalf("cancel again: %+v %v: want the 12 answers collected", res, err)
 			}
 			f.answeredOnce(t)
+		})
+	}
+}
+
+// TestDriver_CutOffLetterStoresItsCause: an item whose answers were cut
+// off at the output budget in every job it was sent in is dead-lettered
+// with the stage's cause (a larger budget may fix it), which the front
+// end words the advice by; its message keeps the last answer's.
+func TestDriver_CutOffLetterStoresItsCause(t *testing.T) {
+	f := newFixtureSim(t, 2, geminisim.Config{Seed: 7, Faults: geminisim.Faults{MaxTokens: 1}})
+	if _, err := f.driver(f.db, Config{Mode: ModeBatch, MaxSends: 1}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r000", "r001"} {
+		loc, err := f.db.Locate(id)
+		if err != nil || loc.Dead == nil {
+			t.Fatalf("%s: %+v %v, want a dead letter", id, loc, err)
+		}
+		if loc.Dead.Cause != stages.CauseOutputBudget || !strings.Contains(loc.Dead.Message, "cut off at") {
+			t.Errorf("%s: dead letter %+v, want cause %q and the cut-off in its message", id, *loc.Dead, stages.CauseOutputBudget)
+		}
+	}
+}
+
+// causedErr is a stage's error that knows why its item is dead-lettered.
+type causedErr struct{ cause pipeline.DeadCause }
+
+func (e causedErr) Error() string                 { return "cut off" }
+func (e causedErr) DeadCause() pipeline.DeadCause { return e.cause }
+
+// TestDriver_TransitionKeepsCause: a permanent failure in a job's results
+// is stored with the cause its error carries (and none when it carries
+// none).
+func TestDriver_TransitionKeepsCause(t *testing.T) {
+	f := newFixture(t, 1, geminisim.BatchConfig{})
+	d := f.driver(f.db, Config{Mode: ModeBatch})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want pipeline.DeadCause
+	}{
+		{"with a cause", pipeline.Permanent(causedErr{stages.CauseOutputBudget}), stages.CauseOutputBudget},
+		{"without", pipeline.Permanent(errors.New("blocked")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, ok := d.transition(context.Background(), pipeline.Item{Record: pipeline.Record{ID: "r000"}}, pipeline.Result{}, tc.err, f.clock.Now())
+			if !ok || tr.Outcome != pipeline.DeadLettered {
+				t.Fatalf("transition %+v ok=%v, want a dead letter", tr, ok)
+			}
+			if tr.Dead.Cause != tc.want {
+				t.Errorf("cause %q, want %q", tr.Dead.Cause, tc.want)
+			}
 		})
 	}
 }

@@ -79,6 +79,8 @@ func TestDB_CheckReportsDamage(t *testing.T) {
 		{"dead letter without state", put("dead/classify", "ghost", `{"class":"permanent"}`), []string{"dead/classify", `"ghost"`, "no state"}},
 		{"dead letter of an item that is not dead", put("dead/sanitize", "a", `{"class":"permanent"}`), []string{`item "a"`, "dead/sanitize"}},
 		{"dead item without its dead letter", del("dead/classify", "b"), []string{`item "b"`, "dead/classify"}},
+		{"damaged dead letter", put("dead/classify", "b", "garbage{"), []string{`item "b"`, "dead/classify", "damaged"}},
+		{"damaged history entry", put("history", string(historyKey([]byte("b"), 7)), "garbage{"), []string{"history", `item "b"`, "damaged"}},
 		{"missing output", del("out/sanitize", "a"), []string{`item "a"`, "out/sanitize", "want true"}},
 		{"extra output", put("out/aggregate", "c", `{"label":"ux"}`), []string{`item "c"`, "out/aggregate", "want false"}},
 		{"output without state", put("out/classify", "ghost", `{}`), []string{"out/classify", `"ghost"`, "no state"}},

@@ -253,6 +253,7 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 //     sequence, an item has the outputs of exactly the stages it passed,
 //     and no queue entry, dead letter, output or history entry belongs to
 //     an id without a state;
+//   - that every dead letter and past dead letter can be read;
 //   - that the kept counts (counts.go) equal a recount of the states;
 //   - that the stored tally equals the one recomputed by folding the last
 //     stage's stored output of every done item.
@@ -347,6 +348,13 @@ func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, re
 			add("item %q: queued at %s seq %d but the queue holds %q", k, name, s.Seq, got)
 		}
 	case pipeline.StatusDead:
+		// Read as dlq, report and retry read it: what they call damaged
+		// is a problem here too.
+		if raw := tx.Bucket(deadBucket(name)).Get(k); raw != nil {
+			if err := json.Unmarshal(raw, new(pipeline.DeadLetter)); err != nil {
+				add("item %q: dead/%s is damaged: %v", k, name, err)
+			}
+		}
 	case pipeline.StatusDone:
 		var f pipeline.Fact
 		rec, _, err := db.record(tx, k)
@@ -404,15 +412,15 @@ func (db *DB) checkStageBuckets(tx *bolt.Tx, w *walker, add func(string, ...any)
 	return nil
 }
 
-// checkHistory checks that every past dead letter's key is whole and its
-// item has a state.
+// checkHistory checks that every past dead letter's key is whole, its
+// item has a state and it can be read.
 func checkHistory(tx *bolt.Tx, w *walker, add func(string, ...any)) error {
 	hist := tx.Bucket(bucketHistory)
 	if hist == nil {
 		return nil
 	}
 	states := tx.Bucket(bucketState)
-	return hist.ForEach(func(k, _ []byte) error {
+	return hist.ForEach(func(k, v []byte) error {
 		w.step()
 		id, ok := historyID(k)
 		switch {
@@ -420,6 +428,10 @@ func checkHistory(tx *bolt.Tx, w *walker, add func(string, ...any)) error {
 			add("history: damaged key %q", k)
 		case states.Get(id) == nil:
 			add("history: item %q has no state (an orphan entry)", id)
+		default:
+			if err := json.Unmarshal(v, new(pipeline.PastDeadLetter)); err != nil {
+				add("history: item %q: a past dead letter is damaged: %v", id, err)
+			}
 		}
 		return nil
 	})

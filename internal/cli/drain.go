@@ -45,6 +45,17 @@ type drainRequest struct {
 	Batch batchOptions
 }
 
+// logWords words the store's errors the run logs (a damaged cached
+// answer, say) with the commands that deal with them, as its errors are:
+// on the database the run names, --db when given, else the job file's.
+func (req *drainRequest) logWords() func(error) error {
+	given := req.Pipeline.DB
+	if req.Job != nil {
+		given = req.Job.DB
+	}
+	return func(err error) error { return wordStore(err, given) }
+}
+
 // drain is run, retry, rerun and demo, from flags or from a job: check
 // every argument, build the stages (one builder), open, settle a changed
 // job, ingest, re-queue, record the job, drain, summarise.
@@ -55,13 +66,7 @@ type drainRequest struct {
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	var sum pipeline.RunSummary
-	given := req.Pipeline.DB
-	if req.Job != nil {
-		given = req.Job.DB // --db when given, else the job file's db
-	}
-	// What the run logs (a damaged cached answer, say) names the commands
-	// that deal with it, as its errors do.
-	req.Obs.Words = func(err error) error { return wordStore(err, given) }
+	req.Obs.Words = req.logWords()
 	o, obs, stderr := req.Pipeline, req.Obs, req.ErrOut
 	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is

@@ -162,6 +162,11 @@ func runPlan(ctx context.Context, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
+	return wordStore(planFor(ctx, opts, j), j.DB) // the job's db, which --db need not name
+}
+
+// planFor prints the plan of j.
+func planFor(ctx context.Context, opts *planOptions, j *job.Job) error {
 	in := job.PlanInput{PromptChars: promptChars(j), Learned: map[string]int{}, History: map[string]job.History{}, Price: stages.Price}
 	if db := openForPlan(j.DB); db != nil {
 		readHistory(db, j, &in)

@@ -32,8 +32,11 @@ func wordStore(err error, db string) error {
 		return err
 	}
 	p := unknownDB
-	if db != "" {
+	switch {
+	case isPostgres(db):
 		p = shellQuote(postgres.Redact(db))
+	case db != "":
+		p = shellQuote(db) // a file's name as it is: Redact would split it into keywords
 	}
 	var (
 		damaged *pipeline.DamagedError

@@ -29,6 +29,8 @@ func TestWordStore(t *testing.T) {
 	}{
 		{"damaged record", "/tmp/a b.db", fmt.Errorf("export: %w", damaged),
 			"export: item \"r1\": out/classify is damaged: bad json (run `sawtooth verify --db '/tmp/a b.db'`)", damaged},
+		{"damaged, a file's name as it is", "/tmp/reviews  copy.db", damaged,
+			"item \"r1\": out/classify is damaged: bad json (run `sawtooth verify --db '/tmp/reviews  copy.db'`)", damaged},
 		{"damaged, on PostgreSQL", "postgres://u:secret@h/db", damaged,
 			"item \"r1\": out/classify is damaged: bad json (run `sawtooth verify --db postgres://u@h/db`)", damaged},
 		{"damaged, no --db", "", fmt.Errorf("run: %w: stopping", damaged),
@@ -163,5 +165,40 @@ func TestRun_damagedCachedAnswerLogNamesVerify(t *testing.T) {
 	logged := run(write("b.jsonl", "b"))
 	if !strings.Contains(logged, "answer cache unreadable") || !strings.Contains(logged, "(run `sawtooth verify --db '"+db+"'`)") {
 		t.Errorf("logged:\n%s\nwant the damaged answer's warning naming verify on the --db given", logged)
+	}
+}
+
+// TestPlan_damagedJobDBNamesItsDB: plan -f of a job whose db holds a
+// damaged record says to run verify on the job's db, which the command
+// line does not name.
+func TestPlan_damagedJobDBNamesItsDB(t *testing.T) {
+	_, url := jobSim(t)
+	dir := filepath.Join(t.TempDir(), "my jobs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeFirstLines(filepath.Join(dir, "items.jsonl"), testReviews(t), 20); err != nil {
+		t.Fatal(err)
+	}
+	jobFile := writeJob(t, dir, consentJob, url)
+	if err := runApp([]string{"sawtooth", "run", "-f", jobFile, "--quiet"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	db := filepath.Join(dir, "job.db")
+	bdb, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket([]byte("items")).Cursor().First()
+		return tx.Bucket([]byte("items")).Put(append([]byte(nil), k...), []byte("garbage"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bdb.Close()
+	err = runApp([]string{"sawtooth", "plan", "-f", jobFile}, io.Discard, io.Discard)
+	want := "(run `sawtooth verify --db " + shellQuote(db) + "`)"
+	if err == nil || !strings.Contains(err.Error(), want) || !pipeline.IsDamaged(err) {
+		t.Fatalf("err = %v, want the damaged record with %q", err, want)
 	}
 }
