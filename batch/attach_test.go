@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
 	"google.golang.org/genai"
 )
@@ -78,5 +80,49 @@ func TestDriver_AttachTwoJobsOneNameWarns(t *testing.T) {
 	}
 	if strings.Contains(got, "sawtooth ") {
 		t.Errorf("logged %q: the driver names a command", got)
+	}
+}
+
+// recordedElsewhere records another API name for a batch job just before
+// the driver records the one it created, as a second writer of the same
+// intent would: the store then refuses the driver's with a
+// TwoBatchJobsError.
+type recordedElsewhere struct {
+	Store
+}
+
+func (r recordedElsewhere) SetBatchName(num uint64, name, state string, now time.Time) (pipeline.BatchJob, error) {
+	if _, err := r.Store.SetBatchName(num, "batches/recorded-elsewhere", state, now); err != nil {
+		return pipeline.BatchJob{}, err
+	}
+	return r.Store.SetBatchName(num, name, state, now)
+}
+
+// TestDriver_CreatedButRefusedIsCancelled: a job the store refuses to
+// record, because another job is recorded for its intent, is cancelled at
+// the API: only the recorded job is ever collected, so this one would be
+// paid for and its answers thrown away.
+func TestDriver_CreatedButRefusedIsCancelled(t *testing.T) {
+	f := newFixture(t, 4, geminisim.BatchConfig{Running: time.Minute})
+	var logged bytes.Buffer
+	_, err := f.driver(recordedElsewhere{f.db}, Config{Size: 4, Log: slog.New(slog.NewTextHandler(&logged, nil))}).Run(context.Background())
+	var two *pipeline.TwoBatchJobsError
+	if !errors.As(err, &two) {
+		t.Fatalf("Run: %v, want the store's TwoBatchJobsError", err)
+	}
+	var live []string
+	for j, err := range f.api.Batches.All(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Name == two.Want && j.State != genai.JobStateCancelled && j.State != genai.JobStateCancelling {
+			live = append(live, fmt.Sprintf("%s %s", j.Name, j.State))
+		}
+	}
+	if len(live) > 0 {
+		t.Errorf("the unrecorded job is still live at the API: %v", live)
+	}
+	if !strings.Contains(logged.String(), "was cancelled at the API") {
+		t.Errorf("logged %q: want the cancel said", logged.String())
 	}
 }

@@ -181,6 +181,10 @@ func (d *Driver) submit(ctx context.Context, t *tracked, o *outbox, src *genai.B
 		return fmt.Errorf("batch job %d: create at the API: %w", t.job.Num, err)
 	}
 	rec, err = d.db.SetBatchName(t.job.Num, job.Name, string(job.State), d.cfg.Now())
+	if two := (*pipeline.TwoBatchJobsError)(nil); errors.As(err, &two) {
+		d.cancelUnrecorded(ctx, t, job.Name)
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: batch job %d created as %s but not recorded: %w (the next run re-attaches it by its display name %s)", errStore, t.job.Num, job.Name, err, t.job.DisplayName)
 	}
@@ -215,4 +219,15 @@ func jsonlLine(key string, r *genai.InlinedRequest) ([]byte, error) {
 		SystemInstruction *genai.Content               `json:"systemInstruction,omitempty"`
 		GenerationConfig  *genai.GenerateContentConfig `json:"generationConfig"`
 	}{r.Contents, system, &gc}})
+}
+
+// cancelUnrecorded cancels API job name, created for t's intent after
+// another job was recorded for it: only the recorded job's answers are
+// ever collected, so the other one would be paid for and thrown away.
+func (d *Driver) cancelUnrecorded(ctx context.Context, t *tracked, name string) {
+	if err := d.apiFor(t).Batches.Cancel(ctx, name, nil); err != nil {
+		d.cfg.Log.Warn("batch: a second API job for one batch job is not recorded and its cancel failed: cancel it at the API", "job", t.job.Num, "name", name, "err", err)
+		return
+	}
+	d.cfg.Log.Warn("batch: a second API job for one batch job was cancelled at the API", "job", t.job.Num, "name", name)
 }

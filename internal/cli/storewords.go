@@ -53,7 +53,9 @@ func wordStore(err error, db string) error {
 	case errors.As(err, &noJob):
 		reason, hint = noJob, fmt.Sprintf("(see `sawtooth batch list --db %s`)", p)
 	case errors.As(err, &twoJobs):
-		reason, hint = twoJobs, fmt.Sprintf("(cancel one with `sawtooth batch cancel --db %s %d`)", p, twoJobs.Num)
+		// Only the recorded job (Have) is ever collected; `batch cancel N`
+		// would cancel that one and leave the other paid and unread.
+		reason, hint = twoJobs, fmt.Sprintf("(a run collects %s; %s is not recorded, so the run cancels it at the API: if its log says that cancel failed, cancel it there; `sawtooth batch list --db %s` shows job %d)", twoJobs.Have, twoJobs.Want, p, twoJobs.Num)
 	case errors.As(err, &empty):
 		next := fmt.Sprintf("run `sawtooth run --db %s --input FILE` first", p)
 		reason, hint, text = empty, "("+next+")", empty.Text(next)

@@ -38,7 +38,7 @@ func TestWordStore(t *testing.T) {
 		{"no batch job", "x.db", fmt.Errorf("collect: %w", &pipeline.NoBatchJobError{Num: 4}),
 			"collect: batch job 4: not found (see `sawtooth batch list --db x.db`)", pipeline.ErrNotFound},
 		{"two API jobs", "x.db", &pipeline.TwoBatchJobsError{Num: 2, Have: "batches/a", Want: "batches/b"},
-			"batch job 2 is already batches/a, not batches/b: two API jobs for one intent (cancel one with `sawtooth batch cancel --db x.db 2`)", nil},
+			"batch job 2 is already batches/a, not batches/b: two API jobs for one intent (a run collects batches/a; batches/b is not recorded, so the run cancels it at the API: if its log says that cancel failed, cancel it there; `sawtooth batch list --db x.db` shows job 2)", nil},
 		{"empty database", "e.db", &pipeline.EmptyDatabaseError{Path: "e.db", Err: store.ErrNotSawtooth},
 			"open e.db: not a sawtooth database (it is empty: run `sawtooth run --db e.db --input FILE` first)", store.ErrNotSawtooth},
 	}
