@@ -29,7 +29,8 @@ import (
 //     success, doubling each round trip, until the first 429: up to 64,
 //     held there until its calls have been admitted for two round trips
 //     and 4 s, then on up to Ceiling while the calls fill it. With a Start (a limit learned by an earlier run) the law paces
-//     from the first round trip the rate that limit carries.
+//     from the first round trip the rate that limit carries; with
+//     SlowStart as well it climbs from that limit as slow start does.
 //   - Rate. From the first 429 on, starts are paced at a rate, no faster
 //     than the quota admitted over its window (the longest retry delay
 //     seen) before the 429: a rate held for eight round trips, or that
