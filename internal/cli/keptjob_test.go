@@ -399,7 +399,7 @@ func TestJobStages_clearLearned(t *testing.T) {
 	if err := b.clearLearned(db); err != nil {
 		t.Fatal(err)
 	}
-	if want := (memLearned{"classify": 0, "classify.quota_rate_per_min": 0, "classify.rate_per_min": 0, "other": 3, "other.quota_rate_per_min": 60});  fmt.Sprint(db) != fmt.Sprint(want) {
+	if want := (memLearned{"classify": 0, "classify.quota_rate_per_min": 0, "classify.rate_per_min": 0, "other": 3, "other.quota_rate_per_min": 60}); fmt.Sprint(db) != fmt.Sprint(want) {
 		t.Errorf("learned after = %v, want %v", db, want)
 	}
 }
