@@ -159,12 +159,18 @@ type Config struct {
 	// limit learned by an earlier run) is paced from the first round trip
 	// as the rate it carries. It is clamped to [Floor, Ceiling].
 	Start int
-	// StartRate, with a positive Start, is the rate learned by an earlier
-	// run (see AIMD.Rate), in call starts per second: 97% of it is paced
-	// from the first start, instead of the rate Start carries paced from
-	// the first round trip. Zero means none; it is ignored without a
-	// Start.
+	// StartRate, with a positive Start, is the rate an earlier run found
+	// the quota admits (see AIMD.Rate), in call starts per second: 97% of
+	// it is paced from the first start, instead of the rate Start carries
+	// paced from the first round trip. Zero means none; it is ignored
+	// without a Start.
 	StartRate float64
+	// SlowStart, with a positive Start and no StartRate, climbs from Start
+	// as slow start does (see Start) instead of pacing the rate Start
+	// carries: for a limit an earlier run reached with the quota never
+	// bounding it (AIMD.Rate was 0), which says how many calls that run
+	// needed in flight, not how many the quota admits.
+	SlowStart bool
 	// Floor is the lowest the limit goes, in calls in flight. Values below 1
 	// mean DefaultFloor (1): a limit of zero would stall the work for good.
 	Floor int
@@ -217,6 +223,12 @@ type Config struct {
 	EstimatedTokens int64
 	// Now is the limiter's clock. Nil means time.Now.
 	Now func() time.Time
+}
+
+// slowStarts reports whether a limiter configured by c (before defaults)
+// starts in slow start: no Start given, or one given to climb from.
+func (c Config) slowStarts() bool {
+	return c.Start == 0 || c.SlowStart && c.StartRate <= 0
 }
 
 // withDefaults returns c with zero and out-of-range fields replaced.

@@ -36,7 +36,11 @@ type law struct {
 	// bounded: a 429 other than slow start's first has come, at a paced
 	// rate.
 	bounded bool
-	stairs  int // stairs up since the last 429
+	// startRate: the rate an earlier run found the quota admits
+	// (Config.StartRate), 0 if none: evidence this run need not find
+	// again (see learnedRate).
+	startRate float64
+	stairs    int // stairs up since the last 429
 	// peak: the safe rate before the quota last fell, 0 once the rate
 	// is back at it. A quota that fell (a drift, a neighbour's burst)
 	// often comes back: the stairs climb to it faster.
@@ -180,6 +184,7 @@ func newLaw(cfg Config, slowStart bool) law {
 		// first start (the quota may have moved since, and today's 429s
 		// prove it again).
 		w.rate, w.bounded = cfg.StartRate*eventBackoff, true
+		w.startRate = cfg.StartRate
 	}
 	return w
 }

@@ -15,7 +15,7 @@ const rtt = 100 * time.Millisecond
 
 // newTestLaw returns the law for cfg at simEpoch, as New builds it.
 func newTestLaw(cfg Config) *law {
-	slowStart := cfg.Start == 0
+	slowStart := cfg.slowStarts()
 	w := newLaw(cfg.withDefaults(), slowStart)
 	return &w
 }
@@ -85,6 +85,9 @@ func TestLaw_slowStart(t *testing.T) {
 		{"up to the brake, not a third of it", Config{}, 100, false, 0, slowStartBrake},
 		{"by Increase", Config{Increase: 2}, 5, false, 0, 18},
 		{"a given start paces the rate it carries", Config{Start: 8}, 5, false, 0, 8},
+		{"a start to climb from climbs", Config{Start: 8, SlowStart: true}, 5, false, 0, 13},
+		{"a start to climb from with a rate paces the rate", Config{Start: 8, StartRate: 100, SlowStart: true}, 5, false, 0, 15},
+		{"a start to climb from past the brake holds while the calls leave room", Config{Start: 100, SlowStart: true}, 50, false, 0, 100},
 		{"up to a given ceiling below the brake", Config{Ceiling: 20}, 100, true, 0, 20},
 		{"a given ceiling at the brake is the ceiling", Config{Ceiling: 64}, 1000, true, 0, 64},
 		// 56 successes reach the brake; filled, it holds for 128 more
@@ -112,7 +115,7 @@ func TestLaw_slowStart(t *testing.T) {
 			if w.limit != tt.want {
 				t.Errorf("limit %d after %d successes, want %d", w.limit, tt.successes, tt.want)
 			}
-			if w.slowStart != (tt.cfg.Start == 0) {
+			if w.slowStart != tt.cfg.slowStarts() {
 				t.Errorf("slowStart = %v", w.slowStart)
 			}
 		})
@@ -456,16 +459,21 @@ func TestLaw_onRateLimited_cap(t *testing.T) {
 
 // A run started from what an earlier one learned paces just under the
 // rate learned with the limit from its first start, or else the rate the
-// limit carries from its first round trip.
+// limit carries from its first round trip, or climbs from the limit in
+// slow start. It hands on only a rate the quota showed: the rate learned
+// whole (not 97% of it) when it met no 429 of its own, none when the
+// quota never bounded it.
 func TestLaw_learnedStart(t *testing.T) {
 	tests := []struct {
-		name     string
-		cfg      Config
-		wantRate float64
+		name        string
+		cfg         Config
+		wantRate    float64
+		wantLearned float64
 	}{
-		{"the rate the limit carries", Config{Start: 30}, 30 / 0.2 / rateHeadroom},
-		{"just under the rate learned", Config{Start: 30, StartRate: 120}, 120 * eventBackoff},
-		{"no rate without a start", Config{StartRate: 120}, 0},
+		{"the rate the limit carries", Config{Start: 30}, 30 / 0.2 / rateHeadroom, 0},
+		{"just under the rate learned", Config{Start: 30, StartRate: 120}, 120 * eventBackoff, 120},
+		{"no rate without a start", Config{StartRate: 120}, 0, 0},
+		{"slow start from the limit", Config{Start: 30, SlowStart: true}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -475,8 +483,52 @@ func TestLaw_learnedStart(t *testing.T) {
 			if !near(w.rate, tt.wantRate) {
 				t.Errorf("rate %.1f, want %.1f", w.rate, tt.wantRate)
 			}
-			if got := w.learnedRate(); !near(got, tt.wantRate) {
-				t.Errorf("learned rate %.1f, want %.1f", got, tt.wantRate)
+			if got := w.learnedRate(); !near(got, tt.wantLearned) {
+				t.Errorf("learned rate %.1f, want %.1f", got, tt.wantLearned)
+			}
+		})
+	}
+}
+
+// What the quota showed is what a run hands on: a 429 (slow start's
+// first or a paced rate's), or a budget one named, makes the paced rate
+// learned; a rate paced with no 429 is not.
+func TestLaw_learnedRate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		refused bool  // a 429 comes after the first round trip
+		named   int64 // the per-minute budget it names, 0 for none
+		want    func(w *law) float64
+	}{
+		{"slow start, no 429", Config{}, false, 0, func(*law) float64 { return 0 }},
+		{"paced from a given limit, no 429", Config{Start: 30}, false, 0, func(*law) float64 { return 0 }},
+		{"slow start's 429", Config{}, true, 0, func(w *law) float64 { return w.rate }},
+		{"a 429 at a paced rate", Config{Start: 30}, true, 0, func(w *law) float64 { return w.rate }},
+		{"a 429 naming a budget", Config{Start: 30}, true, 6000, func(w *law) float64 { return 100 * namedShare }},
+		{"a 429 below the rate learned", Config{Start: 30, StartRate: 120}, true, 0, func(w *law) float64 { return w.rate }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTestLaw(tt.cfg)
+			at := simEpoch
+			for range 20 {
+				s := w.start(at, 0)
+				at = at.Add(rtt)
+				w.onSuccess(at, s, 100, 1)
+			}
+			if tt.refused {
+				s := w.start(at, 0)
+				at = at.Add(rtt)
+				w.nameQuota(tt.named, 0)
+				w.onRateLimited(at, s, 0, 1)
+			}
+			want := tt.want(w)
+			if tt.refused && want <= 0 {
+				t.Fatalf("the law paces no rate after the 429")
+			}
+			if got := w.learnedRate(); !near(got, want) {
+				t.Errorf("learned rate %.2f, want %.2f", got, want)
 			}
 		})
 	}

@@ -70,12 +70,31 @@ func (w *law) setLimitTo(t time.Time, n int) {
 }
 
 // learnedRate is the rate to start the next run from: the safe rate once
-// one is known, else the rate paced; 0 before any is.
+// one is known, else the rate paced; 0 before any is, and 0 while the
+// quota has never bounded the law. A rate no refusal, named budget or
+// window read ever bounded measured the run's own demand and latency (a
+// small night, a slow disk), not the quota: paced again, it would hold
+// every run to the slowest before it, and it could only fall. A run
+// started from a rate an earlier one found, which met no 429 of its own,
+// hands that rate on (or the higher one it proved), not 97% of it.
 func (w *law) learnedRate() float64 {
+	r := w.rate
 	if w.safe > 0 {
-		return min(w.safe, w.rate)
+		r = min(w.safe, w.rate)
 	}
-	return w.rate
+	if w.quotaSeen() {
+		return r
+	}
+	if w.startRate > 0 {
+		return max(r, w.startRate)
+	}
+	return 0
+}
+
+// quotaSeen reports whether this run met the quota: a 429 (a congestion
+// event), a budget a 429 named, or a window read from one.
+func (w *law) quotaSeen() bool {
+	return w.decreases > 0 || w.lastRPM > 0 || w.lastTPM > 0 || w.knownWindow > 0
 }
 
 // setLimit sets the limit, tracking its range.

@@ -29,7 +29,8 @@ import (
 //     success, doubling each round trip, until the first 429: up to 64,
 //     held there until its calls have been admitted for two round trips
 //     and 4 s, then on up to Ceiling while the calls fill it. With a Start (a limit learned by an earlier run) the law paces
-//     from the first round trip the rate that limit carries.
+//     from the first round trip the rate that limit carries; with
+//     SlowStart as well it climbs from that limit as slow start does.
 //   - Rate. From the first 429 on, starts are paced at a rate, no faster
 //     than the quota admitted over its window (the longest retry delay
 //     seen) before the 429: a rate held for eight round trips, or that
@@ -111,7 +112,7 @@ type waiter struct {
 
 // New returns an AIMD limiter configured by cfg (see Config for defaults).
 func New(cfg Config) *AIMD {
-	slowStart := cfg.Start == 0
+	slowStart := cfg.slowStarts()
 	cfg = cfg.withDefaults()
 	l := &AIMD{
 		cfg:      cfg,
@@ -312,11 +313,16 @@ func (l *AIMD) Limit() int {
 	return l.law.limit
 }
 
-// Rate returns the rate the limiter learned, in call starts per second:
-// the highest rate it found the quota admits, or the rate it paces when it
-// found none; 0 before it paces any (in slow start, or when Fixed). Persist
-// it with Limit and pass both back as Config.StartRate and Config.Start to
-// start the next run from them.
+// Rate returns the rate the limiter learned of the quota, in call starts
+// per second: the highest rate it found the quota admits, or the rate it
+// paces once the quota has bounded it (a 429, a budget one named, a
+// window read from one) in this run, or Config.StartRate's (or more, if
+// it proved more) in a run that met no 429. 0 when it never paced, or
+// when the quota never bounded it (the rate then measured the run's own
+// demand, not the quota), or when Fixed. Persist it with Limit and pass
+// both back as Config.StartRate and Config.Start to start the next run
+// from them; when it is 0, pass Limit as Config.Start with
+// Config.SlowStart.
 func (l *AIMD) Rate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

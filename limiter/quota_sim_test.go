@@ -387,6 +387,9 @@ type simRun struct {
 	// start from (see Config.Start and Config.StartRate).
 	limit int
 	rate  float64
+	// firstRefused is when the first 429 came, from the run's start; 0
+	// if none did.
+	firstRefused time.Duration
 }
 
 // busyP95 is the calls in flight the run had at least 5% of its time.
@@ -413,7 +416,7 @@ func (r simRun) callsPerItem() float64 { return float64(r.calls) / float64(r.don
 // limit's most in flight, as `sawtooth run` sizes its pool) each take an item, acquire a slot, call, report the outcome and
 // on a 429 acquire again at once, as pipeline.Runner does with a limiter.
 func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
-	slowStart := cfg.Start == 0
+	slowStart := cfg.slowStarts()
 	cfg = cfg.withDefaults()
 	w := newLaw(cfg, slowStart)
 	s := newSimServer(sh, seed)
@@ -513,6 +516,9 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 					retries = append(retries, retry{t.Add(simHoldFirst), e.tokens})
 				}
 			default:
+				if r.r429s == 0 {
+					r.firstRefused = t.Sub(simEpoch)
+				}
 				r.r429s++
 				if e.named {
 					w.nameQuota(sh.namedAt(e.started))

@@ -14,7 +14,7 @@ type Virtual struct {
 
 // NewVirtual returns the law an AIMD configured by cfg runs.
 func NewVirtual(cfg Config) *Virtual {
-	slowStart := cfg.Start == 0
+	slowStart := cfg.slowStarts()
 	cfg = cfg.withDefaults()
 	return &Virtual{w: newLaw(cfg, slowStart)}
 }

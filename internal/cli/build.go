@@ -195,15 +195,22 @@ type learnedStore interface {
 	LearnedLimit(key string) int
 }
 
-// rateKey is the key the learned rate of a stage is kept under, beside
-// its learned limit (kept under the stage's name), in call starts per
-// minute.
-func rateKey(stage string) string { return stage + ".rate_per_min" }
+// rateKey is the key the rate a stage's quota showed is kept under,
+// beside its learned limit (kept under the stage's name), in call starts
+// per minute.
+func rateKey(stage string) string { return stage + ".quota_rate_per_min" }
+
+// pacedRateKey is where earlier versions kept the rate the limiter
+// paced, whether the quota bounded it or the run's own demand did: not
+// read, as the slowest night's pace would hold every night after it, and
+// cleared when a run saves its state.
+func pacedRateKey(stage string) string { return stage + ".rate_per_min" }
 
 // learnedState is where the last run left the stage's limiter: its limit
-// on calls in flight (0 if none was saved) and the rate it learned, in
-// call starts per second (0 if none: it never paced one, or an older
-// version saved only the limit). A rate without a limit is not used.
+// on calls in flight (0 if none was saved) and the rate the quota showed
+// it, in call starts per second (0 if none: the quota never bounded it,
+// or an older version saved the limit alone or the rate it paced). A
+// rate without a limit is not used.
 func learnedState(db learnedStore, stage string) (limit int, ratePerSecond float64) {
 	limit = db.LearnedLimit(stage)
 	if limit <= 0 {
@@ -214,8 +221,9 @@ func learnedState(db learnedStore, stage string) (limit int, ratePerSecond float
 
 // saveLearnedState keeps what the stage's limiter learned for the next
 // run to start from: its limit and its rate (limiter.AIMD.Rate), rounded
-// to whole calls per minute (0 when it paced none, or a limiter that
-// learns no rate, so a stale rate is not reused).
+// to whole calls per minute (0 when the quota never bounded it, when it
+// paced none, or for a limiter that learns no rate, so a stale rate is
+// not reused and the next run climbs from the limit).
 func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error {
 	if err := db.SetLearnedLimit(stage, lim.Limit()); err != nil {
 		return err
@@ -224,7 +232,15 @@ func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error
 	if r, ok := lim.(interface{ Rate() float64 }); ok {
 		perMinute = int(math.Round(r.Rate() * 60))
 	}
-	return db.SetLearnedLimit(rateKey(stage), perMinute)
+	if err := db.SetLearnedLimit(rateKey(stage), perMinute); err != nil {
+		return err
+	}
+	if db.LearnedLimit(pacedRateKey(stage)) != 0 {
+		// An older version's paced rate: an older version reading it
+		// back would be held to it.
+		return db.SetLearnedLimit(pacedRateKey(stage), 0)
+	}
+	return nil
 }
 
 // classifyCost prices a usage of the classify stage.

@@ -318,12 +318,18 @@ func (b *jobStages) addLimiters(ctx context.Context, db pipeline.Database, log *
 			b.limiters[l.Name], b.stages[i].Limiter = lim, lim
 			continue
 		}
-		start, startRate := lc.Start, 0.0
+		start, startRate, learned := lc.Start, 0.0, false
 		if _, other := b.newModel[l.Name]; start <= 0 && !other {
 			start, startRate = learnedState(db, l.Name)
+			learned = start > 0
 		}
 		var lim pipeline.Limiter = limiter.New(limiter.Config{
-			Start: start, StartRate: startRate, Floor: lc.Floor, Ceiling: limiterCeiling(lc.Ceiling, db, l.Tier), DecreaseFactor: lc.Decrease,
+			// A learned limit with no rate: the quota never bounded the
+			// run that left it (or an older version saved no rate), so
+			// it says what that run needed, not what the quota admits:
+			// climb from it rather than pace the rate it carries.
+			Start: start, StartRate: startRate, SlowStart: learned && startRate <= 0,
+			Floor: lc.Floor, Ceiling: limiterCeiling(lc.Ceiling, db, l.Tier), DecreaseFactor: lc.Decrease,
 			Cooldown: job.Duration(lc.Cooldown), TPM: int64(lc.TPM), PaceTPM: lc.TPM > 0, RPM: lc.RPM,
 		})
 		if m, ok := sc.Stage.(interface{ Model() string }); ok && fleet {
@@ -385,7 +391,7 @@ func (b *jobStages) noteNewModels(db pipeline.Database, stderr io.Writer) {
 // clearLearned forgets the limits learned for the stages' old models.
 func (b *jobStages) clearLearned(db learnedStore) error {
 	for name := range b.newModel {
-		for _, key := range []string{name, rateKey(name)} {
+		for _, key := range []string{name, rateKey(name), pacedRateKey(name)} {
 			if err := db.SetLearnedLimit(key, 0); err != nil {
 				return err
 			}

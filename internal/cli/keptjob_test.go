@@ -394,12 +394,12 @@ func TestKeptSettingsNotice(t *testing.T) {
 // learned for the old one (a run of the new model that ends early must
 // not hand them on), and only that stage's.
 func TestJobStages_clearLearned(t *testing.T) {
-	db := memLearned{"classify": 12, "classify.rate_per_min": 600, "other": 3, "other.rate_per_min": 60}
+	db := memLearned{"classify": 12, "classify.quota_rate_per_min": 600, "classify.rate_per_min": 500, "other": 3, "other.quota_rate_per_min": 60}
 	b := &jobStages{newModel: map[string]string{"classify": "gemini-2.5-flash-lite"}}
 	if err := b.clearLearned(db); err != nil {
 		t.Fatal(err)
 	}
-	if want := (memLearned{"classify": 0, "classify.rate_per_min": 0, "other": 3, "other.rate_per_min": 60}); fmt.Sprint(db) != fmt.Sprint(want) {
+	if want := (memLearned{"classify": 0, "classify.quota_rate_per_min": 0, "classify.rate_per_min": 0, "other": 3, "other.quota_rate_per_min": 60}); fmt.Sprint(db) != fmt.Sprint(want) {
 		t.Errorf("learned after = %v, want %v", db, want)
 	}
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/limiter"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 // memLearned is a learnedStore in memory.
@@ -18,8 +21,9 @@ func (m memLearned) SetLearnedLimit(key string, n int) error { m[key] = n; retur
 func (m memLearned) LearnedLimit(key string) int             { return m[key] }
 
 // What a run saves is what the next one reads: the limit under the
-// stage's name, the rate in starts per minute beside it; a rate alone,
-// with no limit, is not used.
+// stage's name, the rate the quota showed in starts per minute beside it;
+// a rate alone, with no limit, is not used, nor the paced rate older
+// versions kept (under .rate_per_min), which may be a small night's pace.
 func TestLearnedState(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -29,9 +33,10 @@ func TestLearnedState(t *testing.T) {
 	}{
 		{"nothing saved", memLearned{}, 0, 0},
 		{"a limit only (an older version's)", memLearned{"classify": 12}, 12, 0},
-		{"a limit and a rate", memLearned{"classify": 12, "classify.rate_per_min": 5400}, 12, 90},
-		{"a rate with no limit", memLearned{"classify.rate_per_min": 5400}, 0, 0},
-		{"another stage's", memLearned{"other": 3, "other.rate_per_min": 60}, 0, 0},
+		{"a limit and a rate", memLearned{"classify": 12, "classify.quota_rate_per_min": 5400}, 12, 90},
+		{"a limit and an older version's paced rate", memLearned{"classify": 12, "classify.rate_per_min": 5400}, 12, 0},
+		{"a rate with no limit", memLearned{"classify.quota_rate_per_min": 5400}, 0, 0},
+		{"another stage's", memLearned{"other": 3, "other.quota_rate_per_min": 60}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,15 +46,35 @@ func TestLearnedState(t *testing.T) {
 			}
 		})
 	}
+}
 
-	// A limiter that paced nothing saves a rate of 0, so the last run's
-	// rate is not reused with this run's limit.
-	db := memLearned{"classify.rate_per_min": 5400}
-	if err := saveLearnedState(db, "classify", limiter.New(limiter.Config{Start: 7})); err != nil {
-		t.Fatal(err)
+// A limiter the quota never bounded saves a rate of 0, so the last run's
+// rate is not reused with this run's limit, and clears an older
+// version's paced rate; one the quota bounded saves the rate it found.
+func TestSaveLearnedState(t *testing.T) {
+	refused := limiter.New(limiter.Config{Start: 7, StartRate: 90})
+	tests := []struct {
+		name  string
+		lim   pipeline.Limiter
+		saved memLearned
+		want  memLearned
+	}{
+		{"never bounded", limiter.New(limiter.Config{Start: 7}),
+			memLearned{"classify.quota_rate_per_min": 5400, "classify.rate_per_min": 600},
+			memLearned{"classify": 7, "classify.quota_rate_per_min": 0, "classify.rate_per_min": 0}},
+		{"started from a rate found", refused,
+			memLearned{},
+			memLearned{"classify": 7, "classify.quota_rate_per_min": 5400}},
 	}
-	if db["classify"] != 7 || db["classify.rate_per_min"] != 0 {
-		t.Errorf("saved %v; want the limit 7 and no rate", db)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := saveLearnedState(tt.saved, "classify", tt.lim); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(tt.saved) != fmt.Sprint(tt.want) {
+				t.Errorf("saved %v; want %v", tt.saved, tt.want)
+			}
+		})
 	}
 }
 
@@ -110,5 +135,62 @@ func TestRun_nextRunStartsAtLearnedRate(t *testing.T) {
 
 	if l := build(5); l.(*limiter.AIMD).Rate() != 0 || l.Limit() != 5 {
 		t.Errorf("with --start 5: limit %d; want no learned rate and the limit 5", l.Limit())
+	}
+}
+
+// A learned limit with no rate beside it (the quota never bounded the
+// run that left it, or an older version saved no rate) is climbed from
+// in slow start: one more call per success, not the rate the limit
+// carries paced from the first round trip (which keeps the limit where
+// it was); a learned rate is paced just under.
+func TestAddLimiters_learnedLimitWithNoRateClimbs(t *testing.T) {
+	tests := []struct {
+		name      string
+		saved     memLearned
+		start     int     // the job's limiter start, 0 for none
+		wantLimit int     // after one success; -1: any
+		wantRate  float64 // Rate before any call: the rate it would hand on
+	}{
+		{"a limit and no rate", memLearned{"classify": 5}, 0, 6, 0},
+		{"a limit and a rate", memLearned{"classify": 5, "classify.quota_rate_per_min": 6000}, 0, -1, 100},
+		{"a limit and an older version's paced rate", memLearned{"classify": 5, "classify.rate_per_min": 6000}, 0, 6, 0},
+		{"a start given by hand", memLearned{"classify": 9}, 5, 5, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := store.Open(filepath.Join(t.TempDir(), "run.db"), store.Options{Stages: namedStages()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for key, n := range tt.saved {
+				if err := db.SetLearnedLimit(key, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j := &job.Job{Stages: []job.Stage{{LLM: &job.LLM{Name: "classify", Preset: job.PresetClassify, Output: job.Output{Label: []string{"a", "b"}}, Limiter: job.Limiter{Start: tt.start}}}}}
+			b, err := buildJob(context.Background(), j, buildOptions{APIKey: geminisim.DefaultAPIKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.addLimiters(context.Background(), db, nil); err != nil {
+				t.Fatal(err)
+			}
+			lim, ok := b.limiters["classify"].(*limiter.AIMD)
+			if !ok {
+				t.Fatalf("classify's limiter is a %T, want a *limiter.AIMD", b.limiters["classify"])
+			}
+			if got := lim.Rate(); math.Abs(got-tt.wantRate) > 1e-9 {
+				t.Errorf("rate %v before any call, want %v", got, tt.wantRate)
+			}
+			started, err := lim.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim.Succeeded(started, 100)
+			if got := lim.Limit(); tt.wantLimit >= 0 && got != tt.wantLimit {
+				t.Errorf("limit %d after one success, want %d", got, tt.wantLimit)
+			}
+		})
 	}
 }
