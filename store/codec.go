@@ -58,6 +58,7 @@ const (
 	pObject // uvarint count, then key (a string value) and value pairs
 	pPrefix // uvarint length: that many bytes of the item's text (a cut text)
 	pRunes  // the item's text's length in runes, an integer (format 3)
+	pEdit   // an edit of the item's text (format 4, edit.go)
 )
 
 // packCtx is what a record may refer to instead of repeating it: the
@@ -274,6 +275,11 @@ func (p *packer) str(s string) error {
 			p.out = binary.AppendUvarint(append(p.out, pPrefix), uint64(len(s)))
 		}
 		return nil
+	case len(s) >= minEdit && p.ctx.text != nil && p.db.format >= editFormat:
+		if out, ok := appendEdit(p.out, s, p.ctx.text()); ok {
+			p.out = out
+			return nil
+		}
 	}
 	id, ok, err := p.db.dict.intern(p.tx, s)
 	if err != nil {
@@ -353,7 +359,7 @@ func (u *unpacker) value(depth int) error {
 			return err
 		}
 		u.out = append(u.out, b...)
-	case pString, pDict, pID, pText, pPrefix:
+	case pString, pDict, pID, pText, pPrefix, pEdit:
 		return u.strOf(kind)
 	case pArray, pObject:
 		return u.container(kind, depth)
@@ -435,6 +441,15 @@ func (u *unpacker) strOf(kind byte) error {
 			return errors.New("refers to more of the item's text than it has")
 		}
 		s = u.ctx.text()[:n]
+	case pEdit:
+		if u.ctx.text == nil {
+			return errors.New("an edit of the item's text, which it has none of")
+		}
+		b, rest, err := appendEdited(nil, u.in, u.ctx.text())
+		if err != nil {
+			return err
+		}
+		u.in, s = rest, string(b)
 	default:
 		return fmt.Errorf("value kind %d where a string is expected", kind)
 	}

@@ -257,6 +257,10 @@ func (k *keyReader) skip(depth int) error {
 	case pUint, pDict, pPrefix:
 		_, err := k.uvarint()
 		return err
+	case pEdit:
+		rest, err := skipEdit(k.in)
+		k.in = rest
+		return err
 	case pNumber, pString:
 		n, err := k.uvarint()
 		if err != nil || uint64(len(k.in)) < n {
