@@ -24,6 +24,7 @@ import (
 //	           32-byte key that follows (answers are never deleted)
 //	tagCached  answers/<stage> only: uvarint length, the usage as a record,
 //	           then the output as a record
+//	tagFlate   a long record of another tag, deflated (flate.go)
 //
 // A value of format 1 (written before the format key) is plain JSON, so it
 // starts with '{' or another JSON byte and never with a tag: readers take
@@ -41,6 +42,7 @@ const (
 	tagRaw    byte = 0x02
 	tagAnswer byte = 0x03
 	tagCached byte = 0x04
+	tagFlate  byte = 0x05 // a deflated record (format 4, flate.go)
 )
 
 // Packed value kinds.
@@ -76,10 +78,19 @@ func (db *DB) encodeRecord(tx *bolt.Tx, raw []byte, ctx packCtx) ([]byte, error)
 		// Keep it only if it reads back byte for byte.
 		back, derr := db.decodeRecord(tx, out, ctx)
 		if derr == nil && bytes.Equal(back, raw) {
-			return out, nil
+			return db.deflate(out), nil
 		}
 	}
-	return append([]byte{tagRaw}, raw...), nil
+	return db.deflate(append([]byte{tagRaw}, raw...)), nil
+}
+
+// deflate is v deflated when it is long and the file's format has
+// deflated records.
+func (db *DB) deflate(v []byte) []byte {
+	if db.format < editFormat {
+		return v
+	}
+	return deflateRecord(v)
 }
 
 // decodeRecord is the JSON of a stored record (format 1 or 2). The
@@ -111,6 +122,12 @@ func (db *DB) appendRecord(tx *bolt.Tx, dst, v []byte, ctx packCtx) ([]byte, err
 		return u.out, nil
 	case tagRaw:
 		return append(dst, v[1:]...), nil
+	case tagFlate:
+		inner, err := inflateRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		return db.appendRecord(tx, dst, inner, ctx)
 	case tagAnswer, tagCached:
 		return nil, fmt.Errorf("record tag %d where a value is expected", v[0])
 	}

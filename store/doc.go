@@ -38,7 +38,8 @@
 //	                seq a job gave it back at (batchsends.go)
 //
 // Records are written in format 4 (codec.go): packed JSON with a tag
-// byte, short repeated strings coded through dict, an output that is the
+// byte, a long record deflated (flate.go), short repeated strings coded
+// through dict, an output that is the
 // item's text (or a cut of it) one byte, a string made from the text by
 // small changes an edit of it (edit.go), an output equal to its cached
 // answer a reference to it, so the text and each answer are stored once.

@@ -20,7 +20,7 @@ import (
 const FormatVersion = 4
 
 // editFormat is the first format whose records may hold a string as an
-// edit of the item's text (edit.go). A format 2 or 3 file is a valid
+// edit of the item's text (edit.go) and be deflated (flate.go). A format 2 or 3 file is a valid
 // format 4 file, so it is raised as sharedFormat's are.
 const editFormat = 4
 
@@ -180,4 +180,4 @@ func (c *copier) converter(name string, refs map[string]map[[32]byte][]byte) (fu
 
 // isLegacyJSON reports whether v is a format 1 record: plain JSON, whose
 // first byte is never one of the tags.
-func isLegacyJSON(v []byte) bool { return len(v) > 0 && v[0] > tagCached }
+func isLegacyJSON(v []byte) bool { return len(v) > 0 && v[0] > tagFlate }

@@ -164,7 +164,7 @@ func (w *writer) retext(id []byte, old, text string) error {
 	for _, s := range w.db.stages {
 		b := w.bucket(outBucket(s.Name))
 		v := b.Get(id)
-		if len(v) == 0 || v[0] != tagPacked {
+		if len(v) == 0 || v[0] != tagPacked && v[0] != tagFlate {
 			continue
 		}
 		raw, err := w.db.decodeRecord(w.tx, v, packCtx{id: string(id), text: func() string { return old }})
