@@ -21,7 +21,9 @@ import (
 //	tagRaw     the JSON as given, for the rare value that does not come back
 //	           byte for byte from packing (whitespace, unusual escapes)
 //	tagAnswer  out/<stage> only: the output is the answer cached under the
-//	           32-byte key that follows (answers are never deleted)
+//	           key that follows, or (format 4) under the one 32-byte key
+//	           that begins with the 16 bytes that follow (answers are never
+//	           deleted; see referredAnswer)
 //	tagCached  answers/<stage> only: uvarint length, the usage as a record,
 //	           then the output as a record
 //	tagFlate   a long record of another tag, deflated (flate.go)

@@ -29,7 +29,8 @@
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
 //	answers/<stage> cache key (32 bytes) -> the answer and the usage it was billed, packed;
-//	                the only copy of an answer outputs refer to, never deleted (cache.go)
+//	                the only copy of an answer outputs refer to (by the key's first 16
+//	                bytes, no two keys sharing them), never deleted (cache.go)
 //	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
 //	                report of that period showed, see reports.go
