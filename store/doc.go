@@ -40,10 +40,10 @@
 //
 // Records are written in format 4 (codec.go): packed JSON with a tag
 // byte, a long record deflated (flate.go), short repeated strings coded
-// through dict, an output that is the
-// item's text (or a cut of it) one byte, a string made from the text by
-// small changes an edit of it (edit.go), an output equal to its cached
-// answer a reference to it, so the text and each answer are stored once.
+// through dict, an output that is the item's text (or a cut of it) one
+// byte, a string made from the text by small changes an edit of it
+// (edit.go), an output equal to its cached answer a reference to it, so
+// the text and each answer are stored once.
 // A file of format 1 (sawtooth before the format key) is read as it is by
 // read-only opens and upgraded by a writable open or Compact into a copy
 // that replaces it (format.go); a file of format 2 or 3 only has its
