@@ -44,7 +44,7 @@ func (db *DB) CachedAnswer(stage, key string) (pipeline.Result, bool, error) {
 			return nil
 		}
 		k := answerKey(key)
-		if db.format < FormatVersion {
+		if db.format < sharedFormat-1 {
 			k = []byte(key) // a format 1 file, read-only
 		}
 		v := b.Get(k)

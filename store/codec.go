@@ -21,9 +21,12 @@ import (
 //	tagRaw     the JSON as given, for the rare value that does not come back
 //	           byte for byte from packing (whitespace, unusual escapes)
 //	tagAnswer  out/<stage> only: the output is the answer cached under the
-//	           32-byte key that follows (answers are never deleted)
+//	           key that follows, or (format 4) under the one 32-byte key
+//	           that begins with the 16 bytes that follow (answers are never
+//	           deleted; see referredAnswer)
 //	tagCached  answers/<stage> only: uvarint length, the usage as a record,
 //	           then the output as a record
+//	tagFlate   a long record of another tag, deflated (flate.go)
 //
 // A value of format 1 (written before the format key) is plain JSON, so it
 // starts with '{' or another JSON byte and never with a tag: readers take
@@ -41,6 +44,7 @@ const (
 	tagRaw    byte = 0x02
 	tagAnswer byte = 0x03
 	tagCached byte = 0x04
+	tagFlate  byte = 0x05 // a deflated record (format 4, flate.go)
 )
 
 // Packed value kinds.
@@ -58,6 +62,7 @@ const (
 	pObject // uvarint count, then key (a string value) and value pairs
 	pPrefix // uvarint length: that many bytes of the item's text (a cut text)
 	pRunes  // the item's text's length in runes, an integer (format 3)
+	pEdit   // an edit of the item's text (format 4, edit.go)
 )
 
 // packCtx is what a record may refer to instead of repeating it: the
@@ -75,10 +80,19 @@ func (db *DB) encodeRecord(tx *bolt.Tx, raw []byte, ctx packCtx) ([]byte, error)
 		// Keep it only if it reads back byte for byte.
 		back, derr := db.decodeRecord(tx, out, ctx)
 		if derr == nil && bytes.Equal(back, raw) {
-			return out, nil
+			return db.deflate(out), nil
 		}
 	}
-	return append([]byte{tagRaw}, raw...), nil
+	return db.deflate(append([]byte{tagRaw}, raw...)), nil
+}
+
+// deflate is v deflated when it is long and the file's format has
+// deflated records.
+func (db *DB) deflate(v []byte) []byte {
+	if db.format < editFormat {
+		return v
+	}
+	return deflateRecord(v)
 }
 
 // decodeRecord is the JSON of a stored record (format 1 or 2). The
@@ -110,6 +124,12 @@ func (db *DB) appendRecord(tx *bolt.Tx, dst, v []byte, ctx packCtx) ([]byte, err
 		return u.out, nil
 	case tagRaw:
 		return append(dst, v[1:]...), nil
+	case tagFlate:
+		inner, err := inflateRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		return db.appendRecord(tx, dst, inner, ctx)
 	case tagAnswer, tagCached:
 		return nil, fmt.Errorf("record tag %d where a value is expected", v[0])
 	}
@@ -274,6 +294,11 @@ func (p *packer) str(s string) error {
 			p.out = binary.AppendUvarint(append(p.out, pPrefix), uint64(len(s)))
 		}
 		return nil
+	case len(s) >= minEdit && p.ctx.text != nil && p.db.format >= editFormat:
+		if out, ok := appendEdit(p.out, s, p.ctx.text()); ok {
+			p.out = out
+			return nil
+		}
 	}
 	id, ok, err := p.db.dict.intern(p.tx, s)
 	if err != nil {
@@ -353,7 +378,7 @@ func (u *unpacker) value(depth int) error {
 			return err
 		}
 		u.out = append(u.out, b...)
-	case pString, pDict, pID, pText, pPrefix:
+	case pString, pDict, pID, pText, pPrefix, pEdit:
 		return u.strOf(kind)
 	case pArray, pObject:
 		return u.container(kind, depth)
@@ -435,6 +460,15 @@ func (u *unpacker) strOf(kind byte) error {
 			return errors.New("refers to more of the item's text than it has")
 		}
 		s = u.ctx.text()[:n]
+	case pEdit:
+		if u.ctx.text == nil {
+			return errors.New("an edit of the item's text, which it has none of")
+		}
+		b, rest, err := appendEdited(nil, u.in, u.ctx.text())
+		if err != nil {
+			return err
+		}
+		u.in, s = rest, string(b)
 	default:
 		return fmt.Errorf("value kind %d where a string is expected", kind)
 	}

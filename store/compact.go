@@ -107,7 +107,7 @@ func compactInto(tmp string, mode os.FileMode, src *bolt.DB, stages []StageDef, 
 	} else {
 		err = bolt.Compact(dst, src, compactTxMax)
 		if err == nil && format < FormatVersion {
-			// Format 2 records are format 3 records (sharedFormat).
+			// Format 2 and 3 records are format 4 records (sharedFormat, editFormat).
 			err = dst.Update(func(tx *bolt.Tx) error {
 				return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
 			})

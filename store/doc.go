@@ -29,7 +29,8 @@
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
 //	answers/<stage> cache key (32 bytes) -> the answer and the usage it was billed, packed;
-//	                the only copy of an answer outputs refer to, never deleted (cache.go)
+//	                the only copy of an answer outputs refer to (by the key's first 16
+//	                bytes, no two keys sharing them), never deleted (cache.go)
 //	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
 //	                report of that period showed, see reports.go
@@ -37,15 +38,17 @@
 //	batch-sends     id -> stage index, how many batch jobs asked for the item there, the queue
 //	                seq a job gave it back at (batchsends.go)
 //
-// Records are written in format 3 (codec.go): packed JSON with a tag
-// byte, short repeated strings coded through dict, an output that is the
-// item's text (or a cut of it) one byte, an output equal to its cached
-// answer a reference to it, so the text and each answer are stored once.
+// Records are written in format 4 (codec.go): packed JSON with a tag
+// byte, a long record deflated (flate.go), short repeated strings coded
+// through dict, an output that is the item's text (or a cut of it) one
+// byte, a string made from the text by small changes an edit of it
+// (edit.go), an output equal to its cached answer a reference to it, so
+// the text and each answer are stored once.
 // A file of format 1 (sawtooth before the format key) is read as it is by
 // read-only opens and upgraded by a writable open or Compact into a copy
-// that replaces it (format.go); a file of format 2 only has its format
-// key raised, its records being format 3 records. Compact also rewrites a
-// file without free pages (compact.go).
+// that replaces it (format.go); a file of format 2 or 3 only has its
+// format key raised, its records being format 4 records. Compact also
+// rewrites a file without free pages (compact.go).
 //
 // Every transition of an item (ingest, a stage's success or dead letter,
 // re-queue, re-run, prune) is one transaction, and each transition checks

@@ -121,10 +121,7 @@ func (db *DB) recordFieldNames(tx *bolt.Tx, id, v []byte, names map[string]bool)
 func (db *DB) outputFieldNames(tx *bolt.Tx, stage string, id, v []byte, names map[string]bool) error {
 	rec := v
 	if len(v) > 0 && v[0] == tagAnswer {
-		var a []byte
-		if b := tx.Bucket(answersBucket(stage)); b != nil {
-			a = b.Get(v[1:])
-		}
+		a := referredAnswer(tx.Bucket(answersBucket(stage)), v[1:])
 		rec = nil
 		if len(a) > 0 && a[0] == tagCached {
 			if _, oe, err := splitAnswer(a); err == nil {
@@ -261,6 +258,10 @@ func (k *keyReader) skip(depth int) error {
 		return nil
 	case pUint, pDict, pPrefix:
 		_, err := k.uvarint()
+		return err
+	case pEdit:
+		rest, err := skipEdit(k.in)
+		k.in = rest
 		return err
 	case pNumber, pString:
 		n, err := k.uvarint()

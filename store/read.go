@@ -398,7 +398,7 @@ func (db *DB) checkStageBuckets(tx *bolt.Tx, w *walker, add func(string, ...any)
 					add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
 				}
 				if b == "out/" && len(v) > 0 && v[0] == tagAnswer {
-					if a := tx.Bucket(answersBucket(st.Name)); a == nil || a.Get(v[1:]) == nil {
+					if referredAnswer(tx.Bucket(answersBucket(st.Name)), v[1:]) == nil {
 						add("out/%s: item %q refers to cached answer %x, which is missing", st.Name, k, v[1:])
 					}
 				}

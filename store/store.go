@@ -445,8 +445,8 @@ func (db *DB) create() error {
 	})
 }
 
-// raiseFormat marks a format 2 file as format 3 in place: its records
-// are all valid format 3 records (see sharedFormat).
+// raiseFormat marks a format 2 or 3 file as format 4 in place: its
+// records are all valid format 4 records (see sharedFormat, editFormat).
 func (db *DB) raiseFormat() error {
 	err := db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))

@@ -66,7 +66,7 @@ func (db *DB) encodeOutput(tx *bolt.Tx, stage string, id []byte, out json.RawMes
 		if b := tx.Bucket(answersBucket(stage)); b != nil {
 			if v := b.Get(k); v != nil {
 				if o, err := db.answerOutput(tx, v); err == nil && bytes.Equal(o, out) {
-					return append([]byte{tagAnswer}, k...), nil
+					return append([]byte{tagAnswer}, db.answerRef(b, k)...), nil
 				}
 			}
 		}
@@ -119,10 +119,7 @@ func (db *DB) appendOutput(tx *bolt.Tx, dst []byte, stage string, id, v []byte, 
 		out, err = db.appendRecord(tx, dst, v, packCtx{id: string(id), text: text})
 		return out, err == nil, err
 	}
-	var a []byte
-	if b := tx.Bucket(answersBucket(stage)); b != nil {
-		a = b.Get(v[1:])
-	}
+	a := referredAnswer(tx.Bucket(answersBucket(stage)), v[1:])
 	if a == nil {
 		return nil, false, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
 	}
@@ -164,7 +161,7 @@ func (w *writer) retext(id []byte, old, text string) error {
 	for _, s := range w.db.stages {
 		b := w.bucket(outBucket(s.Name))
 		v := b.Get(id)
-		if len(v) == 0 || v[0] != tagPacked {
+		if len(v) == 0 || v[0] != tagPacked && v[0] != tagFlate {
 			continue
 		}
 		raw, err := w.db.decodeRecord(w.tx, v, packCtx{id: string(id), text: func() string { return old }})
@@ -263,6 +260,61 @@ func answerKey(key string) []byte {
 	return []byte(key)
 }
 
+// answerRefLen is how much of a 32-byte answer key an output refers to
+// it by: half a hash is as unique as the state's content hash, and an
+// output of a real run (out/classify) is little more than the reference.
+const answerRefLen = 16
+
+// answerRef is what an output refers to the answer under key k in b by:
+// the key's first answerRefLen bytes in a format 4 file when k is a hash
+// and no other key begins with them, else the whole key.
+func (db *DB) answerRef(b *bolt.Bucket, k []byte) []byte {
+	if db.format < editFormat || len(k) != 32 {
+		return k
+	}
+	c := b.Cursor()
+	if first, _ := c.Seek(k[:answerRefLen]); !bytes.Equal(first, k) {
+		return k
+	}
+	if next, _ := c.Next(); bytes.HasPrefix(next, k[:answerRefLen]) {
+		return k
+	}
+	return k[:answerRefLen]
+}
+
+// halfTaken reports whether b holds another key of 32 bytes that begins
+// with the answerRefLen bytes the 32-byte key k begins with.
+func halfTaken(b *bolt.Bucket, k []byte) bool {
+	if len(k) != 32 {
+		return false
+	}
+	c := b.Cursor()
+	for other, _ := c.Seek(k[:answerRefLen]); bytes.HasPrefix(other, k[:answerRefLen]); other, _ = c.Next() {
+		if len(other) == 32 {
+			return true
+		}
+	}
+	return false
+}
+
+// referredAnswer is the stored answer in b an output's reference ref
+// refers to (answerRef), nil when there is none.
+func referredAnswer(b *bolt.Bucket, ref []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(ref) != answerRefLen {
+		return b.Get(ref)
+	}
+	// A key of answerRefLen bytes (a format 1 key) sorts before the
+	// longer keys it begins.
+	k, v := b.Cursor().Seek(ref)
+	if !bytes.HasPrefix(k, ref) {
+		return nil
+	}
+	return v
+}
+
 // answerKeyString is the cache key a stored key stands for.
 func answerKeyString(k []byte) string {
 	switch {
@@ -291,6 +343,12 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) error {
 		}
 		// A damaged answer made the runner pay for this one: it takes
 		// its place, or every item asking the same pays again.
+	} else if halfTaken(b, k) {
+		// Outputs may refer to the answer whose key begins as this one
+		// does by that half alone (answerRef): a second such key could
+		// sort before it and be read in its place. Half a hash in
+		// common never happens by chance; the question is not cached.
+		return nil
 	}
 	v, err := w.db.encodeAnswer(w.tx, res)
 	if err != nil {

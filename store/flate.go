@@ -1,0 +1,62 @@
+package store
+
+import (
+	"bytes"
+	"compress/flate"
+	"errors"
+	"io"
+	"sync"
+)
+
+// A long record (a review of pages, an output as long) is stored
+// deflated (tagFlate, record format 4): a value past a page takes pages
+// of its own, so a 14 KB review took four, and text deflates to a third
+// or less. PostgreSQL does the same to a value over 2 KB (TOAST). Short
+// records, nearly all of them, are left as they are: they would not
+// shrink, and every walk reads them.
+const (
+	minFlate = 1024    // shorter records are not deflated
+	maxFlate = 1 << 28 // the most a deflated record may inflate to: a damaged one must not exhaust memory
+)
+
+// The flate state is large (a writer's is most of a megabyte): reuse it.
+var (
+	deflaters = sync.Pool{New: func() any {
+		w, _ := flate.NewWriter(nil, flate.DefaultCompression) // the level is valid
+		return w
+	}}
+	inflaters = sync.Pool{New: func() any { return flate.NewReader(nil) }}
+)
+
+// deflateRecord is the stored form of the record v: deflated when v is
+// long and deflating it saves a quarter or more, else v.
+func deflateRecord(v []byte) []byte {
+	if len(v) < minFlate || v[0] == tagFlate {
+		return v
+	}
+	var buf bytes.Buffer
+	buf.WriteByte(tagFlate)
+	w := deflaters.Get().(*flate.Writer)
+	defer deflaters.Put(w)
+	w.Reset(&buf)
+	if _, err := w.Write(v); err != nil || w.Close() != nil || buf.Len() > len(v)*3/4 {
+		return v
+	}
+	return buf.Bytes()
+}
+
+var errFlate = errors.New("a deflated record that does not inflate")
+
+// inflateRecord is the record a tagFlate value v holds.
+func inflateRecord(v []byte) ([]byte, error) {
+	r := inflaters.Get().(io.ReadCloser)
+	defer inflaters.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(v[1:]), nil); err != nil {
+		return nil, errFlate
+	}
+	out, err := io.ReadAll(io.LimitReader(r, maxFlate+1))
+	if err != nil || len(out) == 0 || len(out) > maxFlate || out[0] == tagFlate {
+		return nil, errFlate
+	}
+	return out, nil
+}
