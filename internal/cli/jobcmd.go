@@ -116,6 +116,13 @@ func runJobShow(path string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: the stored job is damaged: %w", path, err)
 	}
+	db := "" // a PostgreSQL job keeps its stored, redacted URL
+	if !isPostgres(path) {
+		db = absPath(path)
+	}
+	if st, err = st.Anchored(db); err != nil {
+		return fmt.Errorf("%s: the stored job is damaged: %w", path, err)
+	}
 	_, err = io.WriteString(out, st.Show())
 	return err
 }
