@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -63,9 +64,49 @@ func TestWriteFileAtomic_regularFiles(t *testing.T) {
 			t.Errorf("target holds %q, want \"new\"", b)
 		}
 	})
+	t.Run("a link to a file not there yet creates it", func(t *testing.T) {
+		real := filepath.Join(dir, "month.html")
+		link := filepath.Join(dir, "current.html")
+		if err := os.Symlink("month.html", link); err != nil {
+			t.Skipf("no symbolic links here: %v", err)
+		}
+		if err := writeFileAtomic(link, writeText("new")); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("the link was replaced (%v, %v)", fi, err)
+		}
+		if b, _ := os.ReadFile(real); string(b) != "new" {
+			t.Errorf("target holds %q, want \"new\"", b)
+		}
+	})
 	t.Run("a directory is refused", func(t *testing.T) {
 		if err := writeFileAtomic(dir, writeText("x")); err == nil {
 			t.Error("writing over a directory succeeded")
 		}
 	})
+}
+
+// A path with no directory to hold it is refused in words naming the path
+// and the directory; it named the temporary file beside it.
+func TestWriteFileAtomic_noPlace(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, path, want string }{
+		{"missing directory", filepath.Join(dir, "none", "r.html"), "the directory " + filepath.Join(dir, "none") + " does not exist"},
+		{"a file as the directory", filepath.Join(file, "r.html"), file + ", or a directory above it, is a file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := writeFileAtomic(tc.path, writeText("x"))
+			if err == nil {
+				t.Fatal("writing succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "write "+tc.path+":") || strings.Contains(err.Error(), ".r.html.") {
+				t.Errorf("error %q, want it to name %s and say %q", err, tc.path, tc.want)
+			}
+		})
+	}
 }
