@@ -129,7 +129,7 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		flags = c.Command.Flags
 	}
 	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
-		return usagef("unknown flag --%s%s (see %s --help)", m[1], didYouMean(m[1], flagNames(flags), "--%s"), name)
+		return usagef("unknown flag --%s%s (see %s --help)", m[1], flagSuggestion(m[1], flags), name)
 	}
 	msg := strings.Replace(err.Error(), " for flag -", " for --", 1)
 	return usagef("%s (see %s --help)", msg, name)
@@ -147,6 +147,27 @@ func commandPath(c *cli.Context) string {
 	}
 	slices.Reverse(names)
 	return strings.Join(append([]string{"sawtooth"}, names...), " ")
+}
+
+// flagSuggestion is ": did you mean --X?" for the flag an unknown --name
+// most likely meant: the one long name it begins (--out, --output), else
+// the nearest long name. A one-letter alias is never suggested: --out was
+// answered "did you mean --o?", two edits from -o.
+func flagSuggestion(name string, flags []cli.Flag) string {
+	var long, prefixed []string
+	for _, n := range flagNames(flags) {
+		if len(n) < 2 {
+			continue
+		}
+		long = append(long, n)
+		if len(name) > 1 && strings.HasPrefix(n, name) {
+			prefixed = append(prefixed, n)
+		}
+	}
+	if len(prefixed) == 1 {
+		return ": did you mean --" + prefixed[0] + "?"
+	}
+	return didYouMean(name, long, "--%s")
 }
 
 // flagNames is every name and alias of flags.

@@ -22,6 +22,9 @@ func TestUsageError_NamesTheCommandTyped(t *testing.T) {
 		{[]string{"dlq", "requeue", "--db", "x.db"}, "missing --stage (stage whose dead letters to re-queue: sanitize|classify|aggregate) (see sawtooth dlq requeue --help)"},
 		{[]string{"batch", "cancel", "--db", "x.db", "--zz"}, "(see sawtooth batch cancel --help)"},
 		{[]string{"run", "--bogus"}, "unknown flag --bogus (see sawtooth run --help)"},
+		{[]string{"report", "--db", "x.db", "--out", "r.html"}, "unknown flag --out: did you mean --output? (see sawtooth report --help)"},
+		{[]string{"report", "--db", "x.db", "--fromat", "csv"}, "unknown flag --fromat: did you mean --format? (see sawtooth report --help)"},
+		{[]string{"init", "--forse"}, "unknown flag --forse: did you mean --force? (see sawtooth init --help)"},
 		{[]string{"--bogus"}, "(see sawtooth --help)"},
 	}
 	for _, tt := range tests {
