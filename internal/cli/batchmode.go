@@ -93,6 +93,31 @@ func asksForBatch(c *cli.Context, bad []string) bool {
 	return false
 }
 
+// refuseBatchFlagsOnline refuses --batch-* flags on a run from flags that
+// goes online: they set nothing there, and a flag naming the pipeline
+// makes the run defined by its flags, so `run --db F --batch-poll 1m` on
+// a database a batch run started went online (--mode's default) and paid
+// twice the batch price.
+func refuseBatchFlagsOnline(c *cli.Context) error {
+	if m, err := batch.ParseMode(c.String("mode")); err != nil || m != batch.ModeOnline {
+		return nil
+	}
+	var set []string
+	for _, f := range c.Command.Flags {
+		if name := f.Names()[0]; strings.HasPrefix(name, "batch-") && c.IsSet(name) {
+			set = append(set, "--"+name)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	how := "--mode online"
+	if !c.IsSet("mode") {
+		how += ", the default"
+	}
+	return usagef("%s: batch settings, but this run calls the API online (%s): give --mode batch or --mode auto with them, or leave them out", strings.Join(set, ", "), how)
+}
+
 // check validates the options before anything is opened.
 func (o batchOptions) check() (batch.Mode, error) {
 	if o.Mode == "" {

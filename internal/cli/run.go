@@ -56,6 +56,9 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 				// with the settings the database recorded; one naming any
 				// is defined by its flags, the defaults for the rest.
 				opts.Pipeline.KeepStored = !definesPipeline(c)
+				if err := refuseBatchFlagsOnline(c); err != nil {
+					return err
+				}
 				return runRun(c.Context, &opts)
 			}
 			applyJobFlags(c, j)
