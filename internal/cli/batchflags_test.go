@@ -48,3 +48,23 @@ func TestRun_batchFlagsOnlineRefused(t *testing.T) {
 		})
 	}
 }
+
+// A later run from flags naming the pipeline but not --mode, on a
+// database a batch run from flags started, is refused before anything is
+// paid: it went online (--mode's default) at twice the batch price. With
+// --mode it runs as asked.
+func TestRun_laterFlagsKeepTheStoredBatchMode(t *testing.T) {
+	db, url := batchRunDB(t)
+	var out, errs syncBuffer
+	err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet", "--rpm", "100"}, &out, &errs)
+	var ue *UsageError
+	if want := db + " runs classify with --mode batch"; !errors.As(err, &ue) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "give --mode batch to keep it, or --mode online to switch") {
+		t.Fatalf("run --rpm 100 on a batch database: %v, want a usage error saying %q", err, want)
+	}
+	if shown := shownJob(t, db); !strings.Contains(shown, "mode: batch") {
+		t.Errorf("the refused run changed the stored mode:\n%s", shown)
+	}
+	if err := runApp([]string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet", "--rpm", "100", "--mode", "online"}, &out, &errs); err != nil {
+		t.Fatalf("run --rpm 100 --mode online: %v\n%s", err, errs.String())
+	}
+}

@@ -118,6 +118,31 @@ func refuseBatchFlagsOnline(c *cli.Context) error {
 	return usagef("%s: batch settings, but this run calls the API online (%s): give --mode batch or --mode auto with them, or leave them out", strings.Join(set, ", "), how)
 }
 
+// refuseSilentOnline refuses a run from flags that names the pipeline but
+// not --mode on a database whose stored job runs classify in batch or
+// auto mode: the flags define the run and --mode's default is online, so
+// `run --db F --rpm 100` went online at twice the batch price, saying
+// only "classify.mode: batch -> (none)".
+func refuseSilentOnline(c *cli.Context, db string) error {
+	if c.IsSet("mode") || db == "" {
+		return nil
+	}
+	st, err := loadStored(db)
+	if err != nil || st == nil || !st.Flags {
+		return nil // the run's own open reports a database it cannot read
+	}
+	j, err := st.Job(db)
+	if err != nil {
+		return nil
+	}
+	l := classifyOf(j)
+	if l == nil || l.Mode == "" || strings.EqualFold(l.Mode, string(batch.ModeOnline)) {
+		return nil
+	}
+	return usagef("%s runs classify with --mode %s (batch jobs, half the price), and this run's flags would call it online (--mode online, the default): give --mode %s to keep it, or --mode online to switch",
+		db, l.Mode, l.Mode)
+}
+
 // check validates the options before anything is opened.
 func (o batchOptions) check() (batch.Mode, error) {
 	if o.Mode == "" {

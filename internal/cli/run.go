@@ -59,6 +59,11 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 				if err := refuseBatchFlagsOnline(c); err != nil {
 					return err
 				}
+				if !opts.Pipeline.KeepStored {
+					if err := refuseSilentOnline(c, opts.Pipeline.DB); err != nil {
+						return err
+					}
+				}
 				return runRun(c.Context, &opts)
 			}
 			applyJobFlags(c, j)
