@@ -28,6 +28,11 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	if mode != 0 && !mode.IsRegular() {
 		return writeInPlace(target, write)
 	}
+	// `report --db r.db -o r.db` (or -o through a link to it, or a typo
+	// naming another database) replaced the pipeline with its report.
+	if db, err := hasBoltHeader(target); err == nil && db && mode != 0 {
+		return usagef("--output %s is a database file: writing there would replace it; give another file name (nothing was written)", path)
+	}
 	perm := fs.FileMode(0o600)
 	if mode != 0 {
 		perm = mode.Perm()

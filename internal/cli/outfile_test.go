@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/store"
 )
 
 func writeText(s string) func(io.Writer) error {
@@ -108,5 +112,41 @@ func TestWriteFileAtomic_noPlace(t *testing.T) {
 				t.Errorf("error %q, want it to name %s and say %q", err, tc.path, tc.want)
 			}
 		})
+	}
+}
+
+// report -o naming the database (itself, through a link, or another
+// one by a slip) replaced the pipeline with its report. It is refused
+// and the database is left as it was.
+func TestWriteFileAtomic_refusesADatabase(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.db")
+	db, err := store.Open(path, store.Options{Stages: namedStages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "latest")
+	if err := os.Symlink(path, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"sawtooth", "report", "--db", path, "-o", path},
+		{"sawtooth", "report", "--db", path, "--format", "html", "-o", link},
+	} {
+		err := runApp(args, io.Discard, io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "is a database file: writing there would replace it") {
+			t.Errorf("%v: %v, want a usage error refusing to replace the database", args[2:], err)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Fatalf("%v replaced the database", args[2:])
+		}
 	}
 }
