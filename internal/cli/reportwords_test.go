@@ -31,6 +31,7 @@ func TestReport_FlagErrorsNameTheFlag(t *testing.T) {
 		{"month and range", []string{"report", "--month", "2026-11", "--from", "2026-10"}, "report: --month 2026-11 cannot be combined with --from/--to"},
 		{"backwards", []string{"report", "--from", "2026-11", "--to", "2026-10"}, "report: --from 2026-11 is after --to 2026-10"},
 		{"unknown column", []string{"export", "--all", "--columns", "id,labl"}, `export: --columns: no column "labl"; the columns are: id,status`},
+		{"column twice", []string{"export", "--all", "--columns", "id,status,id"}, "export: --columns names id twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
