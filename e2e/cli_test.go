@@ -59,7 +59,7 @@ func TestCLI_Contract(t *testing.T) {
 		{name: "unknown batch command", args: []string{"batch", "lst", "--db", db}, code: 2, want: []string{`unknown command "batch lst"`, "did you mean batch list?"}, onlyLines: 1},
 		{name: "unknown job command", args: []string{"job", "shwo", "--db", db}, code: 2, want: []string{`unknown command "job shwo"`, "did you mean job show?"}, onlyLines: 1},
 		{name: "bad value", args: []string{"run", "--db", newDB("v.db"), "--workers", "many"}, code: 2,
-			want: []string{`invalid value "many" for --workers`}},
+			want: []string{`--workers "many": want a whole number`}},
 		{name: "value out of range", env: env, args: []string{"run", "--db", newDB("r.db"), "--workers", "0"}, code: 2,
 			want: []string{"--workers: want at least 1"}},
 		{name: "version", args: []string{"--version"}, code: 0, want: []string{"sawtooth version", "commit"}},

@@ -288,7 +288,7 @@ func openError(path string, err error) error {
 		if b, rerr := os.ReadFile(lockInfoPath(path)); rerr == nil {
 			pid = " (pid " + strings.TrimSpace(string(b)) + ")"
 		}
-		return fmt.Errorf("database %s is in use by another sawtooth process%s: wait for it to finish or stop it first: %w", path, pid, ErrInUse)
+		return &inUseError{path: path, pid: pid}
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
 		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
 		return fmt.Errorf("open %s: %v: %w (restore it from a backup, or %s)", path, err, ErrCorrupt, AnotherDB)
@@ -554,3 +554,15 @@ func u64(v uint64) []byte {
 	binary.BigEndian.PutUint64(b[:], v)
 	return b[:]
 }
+
+// inUseError is ErrInUse for one file, naming the process that holds it
+// when its pid file says; it words the sentence once (wrapping ErrInUse
+// repeated it).
+type inUseError struct{ path, pid string }
+
+func (e *inUseError) Error() string {
+	return fmt.Sprintf("database %s is in use by another sawtooth process%s: wait for it to finish or stop it first", e.path, e.pid)
+}
+
+// Is makes errors.Is(err, ErrInUse) hold.
+func (e *inUseError) Is(target error) bool { return target == ErrInUse }

@@ -272,6 +272,9 @@ func TestOpen_LockedAndMode(t *testing.T) {
 	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "pid") {
 		t.Fatalf("second open: %v", err)
 	}
+	if n := strings.Count(err.Error(), "in use"); n != 1 {
+		t.Errorf("second open says %d times that the file is in use: %v", n, err)
+	}
 }
 
 func TestDB_FingerprintChange(t *testing.T) {

@@ -130,10 +130,39 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		flags = c.Command.Flags
 	}
 	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
-		return usagef("unknown flag --%s%s (see %s --help)", m[1], didYouMean(m[1], flagNames(flags), "--%s"), name)
+		return usagef("unknown flag --%s%s (see %s --help)", m[1], flagSuggestion(m[1], flags), name)
+	}
+	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
+		if want := wantedValue(flags, m[2]); want != "" {
+			return usagef("--%s %q: want %s (see %s --help)", m[2], m[1], want, name)
+		}
 	}
 	msg := strings.Replace(err.Error(), " for flag -", " for --", 1)
 	return usagef("%s (see %s --help)", msg, name)
+}
+
+var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): `)
+
+// wantedValue says what the flag called name takes, for a value it could
+// not parse: the flag package says only "parse error", and `--timeout 5`
+// did not tell the user to write 5s. "" for a flag it has no words for.
+func wantedValue(flags []cli.Flag, name string) string {
+	for _, f := range flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.DurationFlag:
+			return "a duration with its unit, e.g. 30s, 5m or 1h30m"
+		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+			return "a whole number"
+		case *cli.Float64Flag:
+			return "a number"
+		case *cli.BoolFlag:
+			return "true or false"
+		}
+	}
+	return ""
 }
 
 // commandPath is the command c runs as typed, "sawtooth job show" say.
@@ -148,6 +177,27 @@ func commandPath(c *cli.Context) string {
 	}
 	slices.Reverse(names)
 	return strings.Join(append([]string{"sawtooth"}, names...), " ")
+}
+
+// flagSuggestion is ": did you mean --X?" for the flag an unknown --name
+// most likely meant: the one long name it begins (--out, --output), else
+// the nearest long name. A one-letter alias is never suggested: --out was
+// answered "did you mean --o?", two edits from -o.
+func flagSuggestion(name string, flags []cli.Flag) string {
+	var long, prefixed []string
+	for _, n := range flagNames(flags) {
+		if len(n) < 2 {
+			continue
+		}
+		long = append(long, n)
+		if len(name) > 1 && strings.HasPrefix(n, name) {
+			prefixed = append(prefixed, n)
+		}
+	}
+	if len(prefixed) == 1 {
+		return ": did you mean --" + prefixed[0] + "?"
+	}
+	return didYouMean(name, long, "--%s")
 }
 
 // flagNames is every name and alias of flags.

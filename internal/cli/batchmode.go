@@ -34,7 +34,7 @@ func batchFlags(o *batchOptions) []cli.Flag {
 		&cli.DurationFlag{Category: catBatch, Name: "batch-deadline", Value: batch.DefaultDeadline, Usage: "a job still pending or running this long after create is cancelled and its items go back to the queue (the API expires jobs at 48h); in auto mode the whole batch phase's: no job is created past it and what is left goes online", Destination: &o.Deadline},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-poll", Value: batch.DefaultPoll, Usage: "first interval between polls of a job; it doubles up to 10m", Destination: &o.Poll},
 		&cli.DurationFlag{Category: catBatch, Name: "batch-create-settle", Value: batch.DefaultCreateSettle, Hidden: true, Usage: "after a create whose answer was lost (or a run killed while it was in flight), how long the job may take to show in the API's list: it is looked for until then before being created again", Destination: &o.Settle},
-		&cli.IntFlag{Category: catBatch, Name: "batch-max-sends", Value: batch.DefaultMaxSends, Usage: "most batch jobs that may ask for one item at a stage, over every round, run and worker: an item whose answers never commit (cut off every time, say) then goes to the stage's dead letters instead of being paid for again (`sawtooth dlq requeue` gives it as many more)", Destination: &o.MaxSends},
+		&cli.IntFlag{Category: catBatch, Name: "batch-max-sends", Value: batch.DefaultMaxSends, Usage: "most batch jobs that may ask for one item at a stage, over every round, run and worker: an item whose answers never commit (cut off every time, say) then goes to the stage's dead letters instead of being paid for again (dlq requeue gives it as many more)", Destination: &o.MaxSends},
 		&cli.IntFlag{Category: catBatch, Name: "batch-inline-bytes", Value: batch.DefaultInlineBytes, Hidden: true, Usage: "largest job sent inlined; bigger ones are uploaded as a JSONL file", Destination: &o.InlineBytes},
 	}
 }
@@ -91,6 +91,56 @@ func asksForBatch(c *cli.Context, bad []string) bool {
 		}
 	}
 	return false
+}
+
+// refuseBatchFlagsOnline refuses --batch-* flags on a run from flags that
+// goes online: they set nothing there, and a flag naming the pipeline
+// makes the run defined by its flags, so `run --db F --batch-poll 1m` on
+// a database a batch run started went online (--mode's default) and paid
+// twice the batch price.
+func refuseBatchFlagsOnline(c *cli.Context) error {
+	if m, err := batch.ParseMode(c.String("mode")); err != nil || m != batch.ModeOnline {
+		return nil
+	}
+	var set []string
+	for _, f := range c.Command.Flags {
+		if name := f.Names()[0]; strings.HasPrefix(name, "batch-") && c.IsSet(name) {
+			set = append(set, "--"+name)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	how := "--mode online"
+	if !c.IsSet("mode") {
+		how += ", the default"
+	}
+	return usagef("%s: batch settings, but this run calls the API online (%s): give --mode batch or --mode auto with them, or leave them out", strings.Join(set, ", "), how)
+}
+
+// refuseSilentOnline refuses a run from flags that names the pipeline but
+// not --mode on a database whose stored job runs classify in batch or
+// auto mode: the flags define the run and --mode's default is online, so
+// `run --db F --rpm 100` went online at twice the batch price, saying
+// only "classify.mode: batch -> (none)".
+func refuseSilentOnline(c *cli.Context, db string) error {
+	if c.IsSet("mode") || db == "" {
+		return nil
+	}
+	st, err := loadStored(db)
+	if err != nil || st == nil || !st.Flags {
+		return nil // the run's own open reports a database it cannot read
+	}
+	j, err := st.Job(db)
+	if err != nil {
+		return nil
+	}
+	l := classifyOf(j)
+	if l == nil || l.Mode == "" || strings.EqualFold(l.Mode, string(batch.ModeOnline)) {
+		return nil
+	}
+	return usagef("%s runs classify with --mode %s (batch jobs, half the price), and this run's flags would call it online (--mode online, the default): give --mode %s to keep it, or --mode online to switch",
+		db, l.Mode, l.Mode)
 }
 
 // check validates the options before anything is opened.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/storecopy"
@@ -55,8 +57,22 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dst, err := openDatabase(to, dbOpen{Stages: defs, Flag: "--to"}, func() (*store.DB, error) {
-		return store.Open(to, store.Options{Stages: defs})
+	// A bbolt copy is written beside its place and renamed into it once
+	// complete: killed halfway, it left a database of the items copied so
+	// far that status and verify called consistent and run resumed, the
+	// rest of the pipeline missing.
+	open := to
+	if !isPostgres(to) {
+		open = filepath.Join(filepath.Dir(to), "."+filepath.Base(to)+".copying")
+		for _, p := range []string{open, open + ".pid"} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("copy: remove the unfinished copy %s: %w", p, err)
+			}
+		}
+		defer os.Remove(open)
+	}
+	dst, err := openDatabase(open, dbOpen{Stages: defs, Flag: "--to"}, func() (*store.DB, error) {
+		return store.Open(open, store.Options{Stages: defs})
 	})
 	if err != nil {
 		return err
@@ -68,10 +84,18 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), dst.Path(), copyHint(err))
+		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), to, copyHint(err))
+	}
+	if open != to {
+		if err := dst.Close(); err != nil {
+			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
+		}
+		if err := os.Rename(open, to); err != nil {
+			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
+		}
 	}
 	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
-		plural(st.Items, "item"), src.Path(), dst.Path(), st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
+		plural(st.Items, "item"), src.Path(), to, st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
 	return nil
 }
 

@@ -72,6 +72,18 @@ func TestCopy_refusalsNameTheCommands(t *testing.T) {
 			t.Errorf("copy with an open batch job: %v, want it to say %q", err, want)
 		}
 	}
+	// A copy that stops before its end leaves nothing at --to (nor its
+	// unfinished file beside it): a part of the pipeline there read as a
+	// consistent database, and a copy again was refused for it.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "a.db" {
+			t.Errorf("the refused copy left %s", e.Name())
+		}
+	}
 }
 
 func TestCopyHint(t *testing.T) {

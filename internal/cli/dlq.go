@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -148,6 +149,10 @@ func runDLQShow(opts *dlqOptions) error {
 	}
 	defer db.Close()
 	loc, err := db.Locate(opts.ID)
+	if errors.Is(err, pipeline.ErrNotFound) {
+		return usagef("--id %q: %s holds no item with this id; check it against `sawtooth dlq list --db %s` (the dead letters) or `sawtooth export --db %s --all` (every item)",
+			opts.ID, db.Path(), shellQuote(db.Path()), shellQuote(db.Path()))
+	}
 	if err != nil {
 		return err
 	}

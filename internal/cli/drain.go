@@ -379,8 +379,10 @@ func checkAndBuild(ctx context.Context, req *drainRequest) (b *jobStages, input 
 			return nil, nil, false, err
 		}
 	}
-	b, err = o.buildStages(ctx, req.Input, req.Batch)
-	return b, input, exists, err
+	if b, err = o.buildStages(ctx, req.Input, req.Batch); err != nil {
+		return nil, nil, false, err
+	}
+	return b, input, exists, wordFlagSample(checkJobSample(b.job, input), o.PromptFile)
 }
 
 // reconcile settles a configuration change and an asked-for re-run before

@@ -71,6 +71,15 @@ func runExport(opts *exportOptions) error {
 	if (opts.Stage == "") == !opts.All {
 		return usagef("export: pass exactly one of --stage S or --all")
 	}
+	// A column named twice wrote a JSON object with the key twice (and
+	// a csv header with two columns of one name).
+	named := map[string]bool{}
+	for _, c := range opts.Columns {
+		if named[c] {
+			return usagef("export: --columns names %s twice: name each column once", c)
+		}
+		named[c] = true
+	}
 	if opts.Stage != "" {
 		if err := checkStageOf(opts.DB, "stage", opts.Stage); err != nil {
 			return err

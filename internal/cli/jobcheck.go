@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/ingest"
 	"github.com/sawtooth-dev/sawtooth/internal/job"
@@ -36,6 +37,26 @@ func checkJobSample(j *job.Job, plan *ingest.Plan) error {
 		return usage(err)
 	}
 	return nil
+}
+
+// wordFlagSample words checkJobSample's refusal of a job the flags
+// compiled: the prompt's key is --prompt-file, and no job file has lines.
+// Unchecked, a template reading a field no item has dead-lettered the
+// first items at classify, one call each, before the run stopped.
+func wordFlagSample(err error, promptFile string) error {
+	var es job.Errors
+	if !errors.As(err, &es) {
+		return err
+	}
+	lines := make([]string, len(es))
+	for i, e := range es {
+		key := e.Key
+		if strings.HasSuffix(key, ".prompt") && promptFile != "" {
+			key = "--prompt-file " + promptFile
+		}
+		lines[i] = key + ": " + e.Msg
+	}
+	return usagef("%s", strings.Join(lines, "\n"))
 }
 
 var errSampled = errors.New("sampled")

@@ -57,10 +57,16 @@ func newInitCommand(cfg Config) *cli.Command {
 // It refuses to overwrite the job file without --force, and never
 // overwrites the others.
 func runInit(opts *initOptions) error {
+	dir := filepath.Dir(opts.File)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return usagef("init: the directory %s of %s does not exist: create it first, or give another path", dir, opts.File)
+	}
+	if fi, err := os.Stat(opts.File); err == nil && fi.IsDir() {
+		return usagef("init: %s is a directory: give the job file's name, e.g. %s", opts.File, filepath.Join(opts.File, "sawtooth.yaml"))
+	}
 	if _, err := os.Stat(opts.File); err == nil && !opts.Force {
 		return usagef("%s exists: give another name, or --force to overwrite it", opts.File)
 	}
-	dir := filepath.Dir(opts.File)
 	files := []struct {
 		name string
 		data []byte
@@ -114,6 +120,13 @@ func runJobShow(path string, out io.Writer) error {
 	}
 	st, err := job.UnmarshalStored(raw)
 	if err != nil {
+		return fmt.Errorf("%s: the stored job is damaged: %w", path, err)
+	}
+	db := "" // a PostgreSQL job keeps its stored, redacted URL
+	if !isPostgres(path) {
+		db = absPath(path)
+	}
+	if st, err = st.Anchored(db); err != nil {
 		return fmt.Errorf("%s: the stored job is damaged: %w", path, err)
 	}
 	_, err = io.WriteString(out, st.Show())

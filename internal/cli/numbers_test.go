@@ -59,6 +59,10 @@ func TestRun_BadNumbersRefused(t *testing.T) {
 	if err := os.WriteFile(config, []byte("input: "+input+"\nbudget: NaN\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	unitless := filepath.Join(dir, "unitless.yaml")
+	if err := os.WriteFile(unitless, []byte("input: "+input+"\ntimeout: 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("GEMINI_API_KEY", "test-key")
 	tests := []struct {
 		name string
@@ -80,6 +84,11 @@ func TestRun_BadNumbersRefused(t *testing.T) {
 		{name: "a job file with --budget NaN", args: []string{"-f", jobFile, "--budget", "NaN"}, want: []string{"--budget NaN is not a number"}},
 		{name: "a job file with --price-in negative", args: []string{"-f", jobFile, "--price-in", "-1"}, want: []string{"--price-in"}},
 		{name: "a config file's budget: NaN", args: []string{"--config", config}, want: []string{"config file " + config + ", line 2: budget NaN is not a number"}},
+		// The flag package says only "parse error".
+		{name: "--timeout without a unit", args: []string{"--timeout", "5"}, want: []string{`--timeout "5": want a duration with its unit, e.g. 30s`}},
+		{name: "--workers in words", args: []string{"--workers", "many"}, want: []string{`--workers "many": want a whole number`}},
+		{name: "--no-cache=maybe", args: []string{"--no-cache=maybe"}, want: []string{`--no-cache "maybe": want true or false`}},
+		{name: "a config file's timeout: 5", args: []string{"--config", unitless}, want: []string{"config file " + unitless + `, line 2: timeout "5": want a duration with its unit`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,13 +63,25 @@ func runPrune(ctx context.Context, opts *pruneOptions) error {
 		return err
 	}
 	defer db.Close()
-	inFile := func(id string) bool { _, ok := keep[id]; return ok }
+	held := 0 // the database's items the input holds, counted by the dry run
+	inFile := func(id string) bool {
+		_, ok := keep[id]
+		if ok {
+			held++
+		}
+		return ok
+	}
 	n, err := db.Prune(inFile, true)
 	if err != nil {
 		return err
 	}
 	p, in := shellQuote(db.Path()), shellQuote(opts.Input.Path)
 	switch {
+	case n > 0 && held == 0:
+		// A file of other ids (last night's delta, a wrong --id-field)
+		// is no list of what to keep; with --yes it emptied the database.
+		return usagef("input %s holds none of the %s in %s: prune would remove every one; give the file the items came from, or check --id-field (nothing was removed)",
+			opts.Input.Path, plural(n, "item"), db.Path())
 	case n == 0:
 		fmt.Fprintf(opts.Out, "%s: every item is in %s; nothing to prune\n", db.Path(), opts.Input.Path)
 		return nil

@@ -60,6 +60,9 @@ func TestPrune(t *testing.T) {
 		{name: "every id kept", input: keep3 + `{"id":"r4","text":"x"}` + "\n" + `{"id":"r5","text":"y"}` + "\n", args: []string{"--yes"}, wantOut: "nothing to prune", wantItems: 5},
 		{name: "a skipped line refuses", input: keep3 + "{not json\n", args: []string{"--yes"}, wantErr: "1 line skipped", wantItems: 5},
 		{name: "no record refuses", input: "\n", args: []string{"--yes"}, wantErr: "holds no record", wantItems: 5},
+		// Last night's delta file, or ids read from the wrong field: none
+		// of the database's items, so --yes removed them all.
+		{name: "none of the ids refuses", input: `{"id":"n1","text":"new"}` + "\n", args: []string{"--yes"}, wantErr: "holds none of the 5 items", usage: true, wantItems: 5},
 		{name: "missing input is a usage error", args: []string{"--yes"}, wantErr: "no such file", usage: true, wantItems: 5},
 	}
 	for _, tc := range cases {

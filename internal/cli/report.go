@@ -98,6 +98,12 @@ func runReport(opts *reportOptions) error {
 	if err == nil {
 		data.DeadSteps = deadReportSteps(db.Path())
 		for _, f := range report.MissingFields(data.Cube, opts.By) {
+			if f == "label" {
+				// An all-"unknown" row field beside the label columns,
+				// and a csv header naming label twice.
+				db.Close()
+				return usagef("report: --by label: no item has an input field \"label\"; the labels are the pivot's columns already, and --by chooses its rows (app, month or another input field)")
+			}
 			fmt.Fprintf(opts.ErrOut, "warning: --by %s: no reported item has this field, so every row reads \"unknown\" (check its name against the input's columns)\n", f)
 		}
 	}

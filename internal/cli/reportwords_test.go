@@ -24,10 +24,14 @@ func TestReport_FlagErrorsNameTheFlag(t *testing.T) {
 	}{
 		{"filter syntax", []string{"report", "--where", "TaskFlow"}, `report: --where "TaskFlow": write it as field=value, e.g. --where app=TaskFlow`},
 		{"group field twice", []string{"report", "--by", "app,app"}, "report: --by names app twice"},
+		// label is the pivot's columns: grouped by too, every row read
+		// "unknown" and the csv header named label twice.
+		{"label as a group field", []string{"report", "--by", "app,label", "--format", "csv"}, `report: --by label: no item has an input field "label"; the labels are the pivot's columns already`},
 		{"not a month", []string{"report", "--to", "2026-13"}, `report: --to "2026-13" is not a month: write it as YYYY-MM`},
 		{"month and range", []string{"report", "--month", "2026-11", "--from", "2026-10"}, "report: --month 2026-11 cannot be combined with --from/--to"},
 		{"backwards", []string{"report", "--from", "2026-11", "--to", "2026-10"}, "report: --from 2026-11 is after --to 2026-10"},
 		{"unknown column", []string{"export", "--all", "--columns", "id,labl"}, `export: --columns: no column "labl"; the columns are: id,status`},
+		{"column twice", []string{"export", "--all", "--columns", "id,status,id"}, "export: --columns names id twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

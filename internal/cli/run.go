@@ -56,6 +56,14 @@ The API key is read from GEMINI_API_KEY (or GOOGLE_API_KEY), never from a flag.`
 				// with the settings the database recorded; one naming any
 				// is defined by its flags, the defaults for the rest.
 				opts.Pipeline.KeepStored = !definesPipeline(c)
+				if err := refuseBatchFlagsOnline(c); err != nil {
+					return err
+				}
+				if !opts.Pipeline.KeepStored {
+					if err := refuseSilentOnline(c, opts.Pipeline.DB); err != nil {
+						return err
+					}
+				}
 				return runRun(c.Context, &opts)
 			}
 			applyJobFlags(c, j)

@@ -13,7 +13,9 @@ import (
 
 // withSignals cancels ctx on the first SIGINT/SIGTERM (stop taking work,
 // let in-flight calls finish) and exits at once on the second: the
-// database is consistent at every instant, so nothing is lost.
+// database is consistent at every instant, but the calls in flight then
+// are billed and their answers never committed, so the first message
+// says so ("nothing is lost either way" hid that money).
 // exitNow is called with an error wrapping pipeline.ErrStopped, so that
 // the process exits with the stopped code.
 func withSignals(ctx context.Context, stderr io.Writer, exitNow func(error)) (context.Context, func()) {
@@ -27,7 +29,7 @@ func withSignals(ctx context.Context, stderr io.Writer, exitNow func(error)) (co
 		case <-done:
 			return
 		}
-		fmt.Fprintln(stderr, "\nstopping: finishing in-flight calls (signal again to exit at once; nothing is lost either way)")
+		fmt.Fprintln(stderr, "\nstopping: finishing in-flight calls (signal again to exit at once: the database stays consistent, but calls still in flight are paid for and their answers dropped)")
 		cancel()
 		select {
 		case <-ch:

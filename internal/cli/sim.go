@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -159,7 +161,7 @@ func runSim(ctx context.Context, o *simOptions, out io.Writer) error {
 	srv := geminisim.New(cfg)
 	url, err := srv.Start(o.Addr)
 	if err != nil {
-		return fmt.Errorf("sim: listen on %s: %w", o.Addr, err)
+		return listenError(o.Addr, err)
 	}
 	defer srv.Close()
 	fmt.Fprintf(out, "Gemini simulator listening.\n  export GOOGLE_GEMINI_BASE_URL=%s\n  export GEMINI_API_KEY=%s\n  stats: %s/_sim/stats\n", url, cfg.APIKey, url)
@@ -171,4 +173,22 @@ func runSim(ctx context.Context, o *simOptions, out io.Writer) error {
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// listenError words a failure to listen on --addr by what the user can
+// change; it said "listen on X" three times, net's words last.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("sim: --addr %s is in use by another program: give another port, or --addr 127.0.0.1:0 for a free one", addr)
+	}
+	cause := err
+	var op *net.OpError
+	var bad *net.AddrError
+	switch {
+	case errors.As(err, &bad):
+		cause = errors.New(bad.Err)
+	case errors.As(err, &op) && op.Err != nil:
+		cause = op.Err
+	}
+	return fmt.Errorf("sim: --addr %s: cannot listen there (%v): give an address of this machine and a port, e.g. 127.0.0.1:8089", addr, cause)
 }

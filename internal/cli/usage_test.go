@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -22,6 +23,9 @@ func TestUsageError_NamesTheCommandTyped(t *testing.T) {
 		{[]string{"dlq", "requeue", "--db", "x.db"}, "missing --stage (stage whose dead letters to re-queue: sanitize|classify|aggregate) (see sawtooth dlq requeue --help)"},
 		{[]string{"batch", "cancel", "--db", "x.db", "--zz"}, "(see sawtooth batch cancel --help)"},
 		{[]string{"run", "--bogus"}, "unknown flag --bogus (see sawtooth run --help)"},
+		{[]string{"report", "--db", "x.db", "--out", "r.html"}, "unknown flag --out: did you mean --output? (see sawtooth report --help)"},
+		{[]string{"report", "--db", "x.db", "--fromat", "csv"}, "unknown flag --fromat: did you mean --format? (see sawtooth report --help)"},
+		{[]string{"init", "--forse"}, "unknown flag --forse: did you mean --force? (see sawtooth init --help)"},
 		{[]string{"--bogus"}, "(see sawtooth --help)"},
 	}
 	for _, tt := range tests {
@@ -68,4 +72,30 @@ func TestDBFlag_HelpNamesPostgres(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "missing --db (the pipeline database, a bbolt file or a PostgreSQL one (a fleet's): FILE|postgres://URL)") {
 		t.Errorf("status without --db: %v, want the missing --db error to name both kinds", err)
 	}
+}
+
+// urfave/cli shows a flag's first back-quoted word as its value's name,
+// so a back-quoted command in a usage became the placeholder:
+// "--batch-max-sends sawtooth dlq requeue". Back quotes in a usage hold
+// a placeholder only (FILE, USD, N).
+var firstBackQuoted = regexp.MustCompile("`([^`]*)`")
+
+func TestFlagUsage_backQuotesHoldAPlaceholder(t *testing.T) {
+	app := NewApp(Config{Stdout: io.Discard, Stderr: io.Discard})
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				df, ok := f.(cli.DocGenerationFlag)
+				if !ok {
+					continue
+				}
+				if m := firstBackQuoted.FindStringSubmatch(df.GetUsage()); m != nil && strings.Contains(m[1], " ") {
+					t.Errorf("%s %s --%s: its value is shown as %q", path, c.Name, f.Names()[0], m[1])
+				}
+			}
+			walk(path+" "+c.Name, c.Subcommands)
+		}
+	}
+	walk("sawtooth", app.Commands)
 }

@@ -45,13 +45,63 @@ func (j *Job) Snapshot() (Stored, error) {
 	if err != nil {
 		return Stored{}, err
 	}
+	y, err := encodeYAML(j)
+	if err != nil {
+		return Stored{}, err
+	}
+	return Stored{YAML: y, Files: files}, nil
+}
+
+func encodeYAML(j *Job) (string, error) {
 	var b strings.Builder
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(j); err != nil {
-		return Stored{}, fmt.Errorf("encode job: %w", err)
+		return "", fmt.Errorf("encode job: %w", err)
 	}
-	return Stored{YAML: b.String(), Files: files}, nil
+	return b.String(), nil
+}
+
+// Anchored is s as a job file that runs the same job wherever it is
+// saved: its db is db (unchanged when db is ""), and the input and every
+// file the job names are absolute, read from s.Dir. As stored, the
+// input and files are relative to the job file's directory and db to
+// the directory the run started in; printed as they were, a job saved
+// anywhere but the original directory named another database, and run
+// -f with it paid for every item again.
+func (s Stored) Anchored(db string) (Stored, error) {
+	j, err := s.Job("stored job")
+	if err != nil {
+		return Stored{}, err
+	}
+	if db != "" {
+		j.DB = db
+	}
+	if s.Dir == "" {
+		y, err := encodeYAML(j)
+		s.YAML = y
+		return s, err
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(s.Dir, p)
+	}
+	j.Input.Path = abs(j.Input.Path)
+	for _, l := range j.LLMStages() {
+		l.PromptFile, l.SystemFile, l.Output.SchemaFile = abs(l.PromptFile), abs(l.SystemFile), abs(l.Output.SchemaFile)
+	}
+	files := make(map[string]string, len(s.Files))
+	for f, h := range s.Files {
+		files[abs(f)] = h
+	}
+	y, err := encodeYAML(j)
+	if err != nil {
+		return Stored{}, err
+	}
+	s.YAML, s.Files = y, files
+	return s, nil
 }
 
 // Marshal encodes s for the database.
