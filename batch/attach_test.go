@@ -126,3 +126,38 @@ func TestDriver_CreatedButRefusedIsCancelled(t *testing.T) {
 		t.Errorf("logged %q: want the cancel said", logged.String())
 	}
 }
+
+// TestDriver_AttachedButRefusedIsCancelled: a job found by its display
+// name after a lost create answer, which the store refuses to record
+// because another job is recorded for its intent, is cancelled at the
+// API as one created and refused is: the CLI's hint for a
+// TwoBatchJobsError says the run cancels it.
+func TestDriver_AttachedButRefusedIsCancelled(t *testing.T) {
+	f := newFixture(t, 4, geminisim.BatchConfig{Running: time.Hour})
+	api, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: geminisim.DefaultAPIKey, Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: f.api.ClientConfig().HTTPOptions.BaseURL, RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)}},
+		HTTPClient:  &http.Client{Transport: &createTwice{base: http.DefaultTransport}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.api = api
+	var logged bytes.Buffer
+	_, err = f.driver(recordedElsewhere{f.db}, Config{Size: 4, Log: slog.New(slog.NewTextHandler(&logged, nil))}).Run(context.Background())
+	var two *pipeline.TwoBatchJobsError
+	if !errors.As(err, &two) {
+		t.Fatalf("Run: %v, want the store's TwoBatchJobsError", err)
+	}
+	for j, err := range f.api.Batches.All(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Name == two.Want && j.State != genai.JobStateCancelled && j.State != genai.JobStateCancelling {
+			t.Errorf("the unrecorded job %s is still live at the API (%s)", j.Name, j.State)
+		}
+	}
+	if !strings.Contains(logged.String(), "was cancelled at the API") {
+		t.Errorf("logged %q: want the cancel said", logged.String())
+	}
+}

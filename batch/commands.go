@@ -300,6 +300,9 @@ func (d *Driver) findIntent(ctx context.Context, t *tracked) (bool, error) {
 		submitted = d.cfg.Now()
 	}
 	rec, err := d.db.SetBatchName(t.job.Num, found[0].Name, string(found[0].State), submitted)
+	if two := (*pipeline.TwoBatchJobsError)(nil); errors.As(err, &two) {
+		d.cancelUnrecorded(ctx, t, found[0].Name)
+	}
 	if err != nil {
 		return false, err
 	}

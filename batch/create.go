@@ -221,9 +221,10 @@ func jsonlLine(key string, r *genai.InlinedRequest) ([]byte, error) {
 	}{r.Contents, system, &gc}})
 }
 
-// cancelUnrecorded cancels API job name, created for t's intent after
-// another job was recorded for it: only the recorded job's answers are
-// ever collected, so the other one would be paid for and thrown away.
+// cancelUnrecorded cancels API job name, created or found for t's intent
+// after another job was recorded for it (the store refused name with a
+// TwoBatchJobsError): only the recorded job's answers are ever collected,
+// so the other one would be paid for and thrown away.
 func (d *Driver) cancelUnrecorded(ctx context.Context, t *tracked, name string) {
 	if err := d.apiFor(t).Batches.Cancel(ctx, name, nil); err != nil {
 		d.cfg.Log.Warn("batch: a second API job for one batch job is not recorded and its cancel failed: cancel it at the API", "job", t.job.Num, "name", name, "err", err)

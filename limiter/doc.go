@@ -156,9 +156,10 @@
 //
 // A run can start from what the last one learned: Limit and Rate, passed
 // back as Config.Start and Config.StartRate. Rate is only what the quota
-// showed (a refusal, a named budget, a window read): a rate the law paced
-// with no 429 measured the run's own demand, so Rate is 0 then, and the
-// next run climbs from the limit in slow start (Config.SlowStart)
+// showed (a refusal, a named budget, a window read), in this run or in
+// the one whose StartRate it was given: a rate the law paced with no 429
+// and no StartRate measured the run's own demand, so Rate is 0 then, and
+// the next run climbs from the limit in slow start (Config.SlowStart)
 // instead of being held to the pace of a small night.
 //
 // Virtual (virtual.go) is the same law with no lock, no queue and no

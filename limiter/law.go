@@ -166,7 +166,9 @@ type law struct {
 }
 
 // newLaw returns the law's state before any event. cfg must have its
-// defaults applied; slowStart says whether the caller gave no Start.
+// defaults applied; slowStart says whether the law starts in slow start
+// (Config.slowStarts, read before the defaults: no Start given, or one
+// given to climb from).
 func newLaw(cfg Config, slowStart bool) law {
 	w := law{
 		cfg:       cfg,

@@ -67,7 +67,8 @@ type Database interface {
 	// Samples returns a run's per-second samples in time order.
 	Samples(runID string) ([]Sample, error)
 	// SetLearnedLimit persists a stage's learned concurrency limit;
-	// LearnedLimit reads it back (0 if none).
+	// LearnedLimit reads it back (0 if none). The rate beside it is kept
+	// the same way, under QuotaRateKey(stage).
 	SetLearnedLimit(stage string, n int) error
 	LearnedLimit(stage string) int
 
@@ -90,6 +91,12 @@ type Database interface {
 // not one of Record.Fields, so it gets a name no CSV header is likely to
 // have).
 const TextField = "$text"
+
+// QuotaRateKey is the key a stage's learned rate is kept under, beside
+// its learned limit (kept under the stage's name), through
+// SetLearnedLimit and LearnedLimit: the rate the stage's quota showed its
+// limiter (limiter.AIMD.Rate), in call starts per minute, 0 if none.
+func QuotaRateKey(stage string) string { return stage + ".quota_rate_per_min" }
 
 // StageDef names one stage and fingerprints its configuration (model,
 // prompt version, label set...): a changed fingerprint means outputs of

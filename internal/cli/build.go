@@ -198,7 +198,7 @@ type learnedStore interface {
 // rateKey is the key the rate a stage's quota showed is kept under,
 // beside its learned limit (kept under the stage's name), in call starts
 // per minute.
-func rateKey(stage string) string { return stage + ".quota_rate_per_min" }
+func rateKey(stage string) string { return pipeline.QuotaRateKey(stage) }
 
 // pacedRateKey is where earlier versions kept the rate the limiter
 // paced, whether the quota bounded it or the run's own demand did: not

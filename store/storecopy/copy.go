@@ -2,7 +2,7 @@
 // (a bbolt file to PostgreSQL, or back): every item's record, outputs,
 // place (queued, dead with its dead letter, done), dead-letter history,
 // the tally, the token usage, the run records with their series, the
-// learned limits, the answer cache, the money ledgers and the job the
+// learned limits and rates, the answer cache, the money ledgers and the job the
 // pipeline was run with. It reads the
 // source only through pipeline.Database (and cacheStore) and writes
 // through pipeline.Restorer (and cacheStore), so it knows neither
@@ -173,7 +173,7 @@ func (w *itemWriter) flush() error {
 }
 
 // copyBooks copies what src keeps beside its items: usage, run records,
-// learned limits, the answer cache with the ledgers, and the job.
+// learned limits and rates, the answer cache with the ledgers, and the job.
 func copyBooks(src, dst pipeline.Database, rest pipeline.Restorer, st *Stats) error {
 	usage, err := src.Usage()
 	if err != nil {
@@ -186,9 +186,13 @@ func copyBooks(src, dst pipeline.Database, rest pipeline.Restorer, st *Stats) er
 		return err
 	}
 	for _, s := range src.Stages() {
-		if n := src.LearnedLimit(s.Name); n > 0 {
-			if err := dst.SetLearnedLimit(s.Name, n); err != nil {
-				return err
+		// The rate beside the limit too: a limit with no rate is climbed
+		// from in slow start, which after a quota storm runs into it.
+		for _, key := range []string{s.Name, pipeline.QuotaRateKey(s.Name)} {
+			if n := src.LearnedLimit(key); n > 0 {
+				if err := dst.SetLearnedLimit(key, n); err != nil {
+					return err
+				}
 			}
 		}
 	}

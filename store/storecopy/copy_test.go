@@ -133,6 +133,7 @@ func fill(t *testing.T, db pipeline.Database) {
 		return db.AppendSamples(run.ID, []pipeline.Sample{{At: at.Add(time.Second), Stage: "classify", Limit: 4, Successes: 2}, {At: at.Add(2 * time.Second), Stage: "classify", Limit: 5, Successes: 1}})
 	})
 	must(t, func() error { return db.SetLearnedLimit("classify", 7) })
+	must(t, func() error { return db.SetLearnedLimit(pipeline.QuotaRateKey("classify"), 5400) })
 	must(t, func() error {
 		return db.(interface{ SaveJob([]byte) error }).SaveJob([]byte("stages: [sanitize, classify, aggregate]"))
 	})
@@ -199,6 +200,11 @@ func same(t *testing.T, a, b pipeline.Database) {
 	}
 	if a.LearnedLimit("classify") != 7 || b.LearnedLimit("classify") != 7 {
 		t.Errorf("learned limits %d, %d; want 7", a.LearnedLimit("classify"), b.LearnedLimit("classify"))
+	}
+	// Without its rate, the copy's next run would climb from the limit
+	// in slow start into the quota the source's runs found.
+	if key := pipeline.QuotaRateKey("classify"); a.LearnedLimit(key) != 5400 || b.LearnedLimit(key) != 5400 {
+		t.Errorf("learned rates %d, %d per minute; want 5400", a.LearnedLimit(key), b.LearnedLimit(key))
 	}
 	for _, db := range []pipeline.Database{a, b} {
 		if job, err := db.(interface{ Job() ([]byte, error) }).Job(); err != nil || string(job) != "stages: [sanitize, classify, aggregate]" {
