@@ -221,9 +221,9 @@ func learnedState(db learnedStore, stage string) (limit int, ratePerSecond float
 
 // saveLearnedState keeps what the stage's limiter learned for the next
 // run to start from: its limit and its rate (limiter.AIMD.Rate), rounded
-// to whole calls per minute (0 when the quota never bounded it, when it
-// paced none, or for a limiter that learns no rate, so a stale rate is
-// not reused and the next run climbs from the limit).
+// to whole calls per minute. A limiter the quota never bounded this run
+// (or one that learns no rate) saves no rate: a rate found by an earlier
+// run stays, and without one the next run climbs from the limit.
 func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error {
 	if err := db.SetLearnedLimit(stage, lim.Limit()); err != nil {
 		return err
@@ -232,8 +232,14 @@ func saveLearnedState(db learnedStore, stage string, lim pipeline.Limiter) error
 	if r, ok := lim.(interface{ Rate() float64 }); ok {
 		perMinute = int(math.Round(r.Rate() * 60))
 	}
-	if err := db.SetLearnedLimit(rateKey(stage), perMinute); err != nil {
-		return err
+	// A run that never met the quota (one given --start by hand, or a
+	// night too small to reach it) is no evidence that the rate an
+	// earlier run found has moved: that rate is kept, so the next run is
+	// not let climb into a quota already found.
+	if perMinute > 0 {
+		if err := db.SetLearnedLimit(rateKey(stage), perMinute); err != nil {
+			return err
+		}
 	}
 	if db.LearnedLimit(pacedRateKey(stage)) != 0 {
 		// An older version's paced rate: an older version reading it

@@ -48,9 +48,11 @@ func TestLearnedState(t *testing.T) {
 	}
 }
 
-// A limiter the quota never bounded saves a rate of 0, so the last run's
-// rate is not reused with this run's limit, and clears an older
-// version's paced rate; one the quota bounded saves the rate it found.
+// A limiter the quota never bounded (given --start by hand, or a night
+// too small to meet the quota) saves no rate: a rate an earlier run found
+// stays, so the next run does not climb into a quota already found, and
+// an older version's paced rate is cleared; one the quota bounded saves
+// the rate it found.
 func TestSaveLearnedState(t *testing.T) {
 	refused := limiter.New(limiter.Config{Start: 7, StartRate: 90})
 	tests := []struct {
@@ -59,9 +61,12 @@ func TestSaveLearnedState(t *testing.T) {
 		saved memLearned
 		want  memLearned
 	}{
-		{"never bounded", limiter.New(limiter.Config{Start: 7}),
+		{"never bounded keeps the rate found before", limiter.New(limiter.Config{Start: 7}),
 			memLearned{"classify.quota_rate_per_min": 5400, "classify.rate_per_min": 600},
-			memLearned{"classify": 7, "classify.quota_rate_per_min": 0, "classify.rate_per_min": 0}},
+			memLearned{"classify": 7, "classify.quota_rate_per_min": 5400, "classify.rate_per_min": 0}},
+		{"never bounded, none found before", limiter.New(limiter.Config{Start: 7}),
+			memLearned{},
+			memLearned{"classify": 7}},
 		{"started from a rate found", refused,
 			memLearned{},
 			memLearned{"classify": 7, "classify.quota_rate_per_min": 5400}},
