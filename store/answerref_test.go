@@ -91,3 +91,46 @@ func TestDB_OutputsReferToAnswersByHalfTheirKey(t *testing.T) {
 		}
 	}
 }
+
+// A key that is not a hash but begins with the half of a hash key an
+// output refers to by (made by hand: a cache key is a hex hash) would
+// sort before that key and be read in its place: it is not cached, and
+// the output still reads as its own answer.
+func TestDB_KeyOfOtherLengthSharingHalfNotCached(t *testing.T) {
+	db := openTest(t)
+	if _, err := db.Ingest(recs("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, "sanitize", jsonOut)
+	qs, err := db.Queued("classify", 0, 10)
+	if err != nil || len(qs) != 2 {
+		t.Fatalf("queued %d, %v", len(qs), err)
+	}
+	half := strings.Repeat("ab", answerRefLen)
+	keys := map[string]string{
+		"a": half + strings.Repeat("ff", 32-answerRefLen),
+		"b": string(answerKey(half + strings.Repeat("00", 32-answerRefLen))[:answerRefLen]) + "\x00", // sorts before a's
+	}
+	answer := func(id string) json.RawMessage {
+		return json.RawMessage(`{"label":"praise","reason":"the answer of ` + id + `"}`)
+	}
+	for _, q := range qs {
+		id := q.Item.ID
+		if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: id, Seq: q.Seq, Outcome: pipeline.Succeeded,
+			Result: pipeline.Result{Output: answer(id)}, CacheKey: keys[id]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := storedLen(t, db, "out/classify", "a"); n != 1+answerRefLen {
+		t.Fatalf("a's output is %d bytes, want a reference by half its key", n)
+	}
+	for _, id := range []string{"a", "b"} {
+		loc, err := db.Locate(id)
+		if err != nil || string(loc.Output["classify"]) != string(answer(id)) {
+			t.Errorf("%s: output %s, %v; want %s", id, loc.Output["classify"], err, answer(id))
+		}
+	}
+	if _, ok, err := db.CachedAnswer("classify", keys["b"]); ok || err != nil {
+		t.Errorf("b's key: cached %v, %v; want not cached", ok, err)
+	}
+}

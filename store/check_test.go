@@ -86,6 +86,16 @@ func TestDB_CheckReportsDamage(t *testing.T) {
 		{"output without state", put("out/classify", "ghost", `{}`), []string{"out/classify", `"ghost"`, "no state"}},
 		{"history without state", put("history", string(historyKey([]byte("ghost"), 7)), `{}`), []string{"history", `"ghost"`, "no state"}},
 		{"state without record", del("items", "d"), []string{`item "d"`, "without record"}},
+		// Format 4 records read whole or not at all; run and export say
+		// to run verify on one, so verify reads each, not only the last
+		// stage's output of a done item.
+		{"damaged deflated output of a queued item", put("out/sanitize", "c", "\x05\xff\xff"),
+			[]string{`item "c"`, "out/sanitize is damaged", "does not inflate"}},
+		{"an edit past the item's text", put("out/sanitize", "c", string([]byte{tagPacked, pEdit, 1, 0, 0, 0xc8, 0x01})),
+			[]string{`item "c"`, "out/sanitize is damaged", "more of the item's text"}},
+		{"damaged record of a queued item", put("items", "c", "\x05\xff"), []string{`item "c"`, "bad record"}},
+		{"damaged output of a done item before the last stage", put("out/classify", "a", "\x05\xff"),
+			[]string{`item "a"`, "out/classify is damaged"}},
 		{"corrupt state", put("state", "a", "junk"), []string{`item "a"`, "corrupt state"}},
 		{"tampered label count", func(tx *bolt.Tx) error {
 			return addCount(tx.Bucket(bucketAgg), aggKey(aggLabel, "bug"), 1)

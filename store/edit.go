@@ -31,21 +31,24 @@ const (
 func appendEdit(out []byte, s, text string) ([]byte, bool) {
 	var steps []byte
 	n := uint64(0)
-	budget := len(s) / 2
 	for i, j := 0, 0; i < len(s); n++ {
 		lit, skip := editResync(s[i:], text[j:])
 		c := commonPrefix(s[i+lit:], text[j+skip:])
 		steps = appendBytes(steps, s[i:i+lit])
 		steps = binary.AppendUvarint(steps, uint64(skip))
 		steps = binary.AppendUvarint(steps, uint64(c))
-		if len(steps) >= budget {
+		if 2*len(steps) >= len(s) {
 			return out, false
 		}
 		i += lit + c
 		j += skip + c
 	}
-	out = binary.AppendUvarint(append(out, pEdit), n)
-	return append(out, steps...), true
+	// The kind and the count are part of the edit too.
+	head := binary.AppendUvarint([]byte{pEdit}, n)
+	if 2*(len(head)+len(steps)) >= len(s) {
+		return out, false
+	}
+	return append(append(out, head...), steps...), true
 }
 
 // editResync returns the fewest literal bytes of s and text bytes

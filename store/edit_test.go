@@ -185,3 +185,32 @@ func TestDB_SanitizedTextIsAnEdit(t *testing.T) {
 		}
 	}
 }
+
+// An edit is kept only when it is less than half the string, its kind
+// byte and step count included (short strings a few letters off their
+// text came to just over half).
+func TestAppendEdit_lessThanHalf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	edits := 0
+	for range 20000 {
+		text := make([]byte, 64+rng.IntN(64))
+		for j := range text {
+			text[j] = 'a' + byte(rng.IntN(26))
+		}
+		s := []byte(string(text))
+		for range rng.IntN(6) {
+			s[rng.IntN(len(s))] = 'A' + byte(rng.IntN(26))
+		}
+		out, ok := appendEdit(nil, string(s), string(text))
+		if !ok {
+			continue
+		}
+		edits++
+		if 2*len(out) >= len(s) {
+			t.Fatalf("an edit of %d bytes kept for a string of %d", len(out), len(s))
+		}
+	}
+	if edits < 10000 {
+		t.Errorf("%d of 20000 stored as edits, want most", edits)
+	}
+}

@@ -13,7 +13,8 @@ import (
 // of its own, so a 14 KB review took four, and text deflates to a third
 // or less. PostgreSQL does the same to a value over 2 KB (TOAST). Short
 // records, nearly all of them, are left as they are: they would not
-// shrink, and every walk reads them.
+// shrink, and every walk reads them. So are records past maxFlate, which
+// a reader would refuse to inflate.
 const (
 	minFlate = 1024    // shorter records are not deflated
 	maxFlate = 1 << 28 // the most a deflated record may inflate to: a damaged one must not exhaust memory
@@ -29,9 +30,10 @@ var (
 )
 
 // deflateRecord is the stored form of the record v: deflated when v is
-// long and deflating it saves a quarter or more, else v.
+// long (but no longer than maxFlate) and deflating it saves a quarter
+// or more, else v.
 func deflateRecord(v []byte) []byte {
-	if len(v) < minFlate || v[0] == tagFlate {
+	if len(v) < minFlate || len(v) > maxFlate || v[0] == tagFlate {
 		return v
 	}
 	var buf bytes.Buffer

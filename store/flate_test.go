@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -109,5 +110,31 @@ func TestDB_LongItemsDeflated(t *testing.T) {
 		if got[id] != w {
 			t.Errorf("%s: sanitize output read back as\n%s\nwant\n%s", id, got[id], w)
 		}
+	}
+}
+
+// A record past maxFlate (an item of a text the user let through with a
+// raised --max-line-bytes, a long output copied from PostgreSQL) is one
+// bbolt stores, but a deflated one that long would not inflate: it is
+// stored as it is and reads back, as does one exactly at the cap.
+func TestDB_RecordPastFlateCapReadsBack(t *testing.T) {
+	db := openTest(t)
+	const line = "a review that repeats itself. "
+	past := strings.Repeat(line, maxFlate/len(line)+1)
+	if _, err := db.Ingest([]pipeline.Record{{ID: "past", Text: past}}); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := db.Locate("past")
+	if err != nil || loc.Record.Text != past {
+		t.Fatalf("an item of %d bytes (past the %d-byte cap) read back as %d bytes, %v", len(past), maxFlate, len(loc.Record.Text), err)
+	}
+	at := bytes.Repeat([]byte{'x'}, maxFlate)
+	at[0] = tagRaw
+	got := deflateRecord(at)
+	if got[0] != tagFlate {
+		t.Fatal("a record exactly at the cap was not deflated")
+	}
+	if back, err := inflateRecord(got); err != nil || !bytes.Equal(back, at) {
+		t.Fatalf("a record exactly at the cap inflated to %d bytes, %v", len(back), err)
 	}
 }

@@ -253,7 +253,8 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 //     sequence, an item has the outputs of exactly the stages it passed,
 //     and no queue entry, dead letter, output or history entry belongs to
 //     an id without a state;
-//   - that every dead letter and past dead letter can be read;
+//   - that every item's record, output, dead letter and past dead letter
+//     can be read, as run, export and report read them;
 //   - that the kept counts (counts.go) equal a recount of the states;
 //   - that the stored tally equals the one recomputed by folding the last
 //     stage's stored output of every done item.
@@ -323,6 +324,7 @@ func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, re
 	if tx.Bucket(bucketItems).Get(k) == nil {
 		add("item %q: state without record", k)
 	}
+	last := db.checkReads(tx, k, add)
 	name := db.stages[s.Stage].Name
 	for i, st := range db.stages {
 		inDead := tx.Bucket(deadBucket(st.Name)).Get(k) != nil
@@ -357,15 +359,7 @@ func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, re
 		}
 	case pipeline.StatusDone:
 		var f pipeline.Fact
-		rec, _, err := db.record(tx, k)
-		if err != nil {
-			add("item %q: %v", k, err)
-		}
-		raw, err := db.output(tx, db.stages[len(db.stages)-1].Name, k, func() string { return rec.Text })
-		if err != nil {
-			add("%v", err)
-		}
-		if raw != nil && json.Unmarshal(raw, &f) == nil && f.Label != "" {
+		if last != nil && json.Unmarshal(last, &f) == nil && f.Label != "" {
 			recomputed.Fold(string(k), f, +1)
 		}
 	case pipeline.StatusInBatch:
@@ -373,6 +367,26 @@ func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, re
 	default:
 		add("item %q: unknown status %d", k, s.Status)
 	}
+}
+
+// checkReads reads item k's record and every output it has (format 4
+// deflates records and stores outputs as edits of the text, which read
+// whole or not at all), adding a problem for each it cannot read, and
+// returns its output at the last stage (nil when it has none).
+func (db *DB) checkReads(tx *bolt.Tx, k []byte, add func(string, ...any)) json.RawMessage {
+	rec, _, err := db.record(tx, k)
+	if err != nil {
+		add("%v", err)
+	}
+	text := func() string { return rec.Text }
+	var last json.RawMessage
+	for _, st := range db.stages {
+		last, err = db.output(tx, st.Name, k, text)
+		if err != nil {
+			add("%v", err)
+		}
+	}
+	return last
 }
 
 // checkStageBuckets checks every stage's queue, dead letters and outputs

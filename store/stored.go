@@ -282,15 +282,17 @@ func (db *DB) answerRef(b *bolt.Bucket, k []byte) []byte {
 	return k[:answerRefLen]
 }
 
-// halfTaken reports whether b holds another key of 32 bytes that begins
-// with the answerRefLen bytes the 32-byte key k begins with.
+// halfTaken reports whether b holds a key of 32 bytes, other than k,
+// that begins with the answerRefLen bytes k begins with: outputs may
+// refer to it by them alone, and k, whatever its length, could sort
+// before it and be read in its place.
 func halfTaken(b *bolt.Bucket, k []byte) bool {
-	if len(k) != 32 {
+	if len(k) < answerRefLen {
 		return false
 	}
 	c := b.Cursor()
 	for other, _ := c.Seek(k[:answerRefLen]); bytes.HasPrefix(other, k[:answerRefLen]); other, _ = c.Next() {
-		if len(other) == 32 {
+		if len(other) == 32 && !bytes.Equal(other, k) {
 			return true
 		}
 	}
