@@ -15,10 +15,12 @@ import (
 // records, nearly all of them, are left as they are: they would not
 // shrink, and every walk reads them. So are records past maxFlate, which
 // a reader would refuse to inflate.
-const (
-	minFlate = 1024    // shorter records are not deflated
-	maxFlate = 1 << 28 // the most a deflated record may inflate to: a damaged one must not exhaust memory
-)
+const minFlate = 1024 // shorter records are not deflated
+
+// maxFlate is the most a deflated record may inflate to: a damaged one
+// must not exhaust memory. A variable only so that a test can try the
+// cap without a record of hundreds of megabytes.
+var maxFlate = 1 << 28
 
 // The flate state is large (a writer's is most of a megabyte): reuse it.
 var (
@@ -56,7 +58,7 @@ func inflateRecord(v []byte) ([]byte, error) {
 	if err := r.(flate.Resetter).Reset(bytes.NewReader(v[1:]), nil); err != nil {
 		return nil, errFlate
 	}
-	out, err := io.ReadAll(io.LimitReader(r, maxFlate+1))
+	out, err := io.ReadAll(io.LimitReader(r, int64(maxFlate)+1))
 	if err != nil || len(out) == 0 || len(out) > maxFlate || out[0] == tagFlate {
 		return nil, errFlate
 	}
