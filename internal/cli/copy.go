@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/storecopy"
@@ -64,10 +66,8 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	open := to
 	if !isPostgres(to) {
 		open = filepath.Join(filepath.Dir(to), "."+filepath.Base(to)+".copying")
-		for _, p := range []string{open, open + ".pid"} {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("copy: remove the unfinished copy %s: %w", p, err)
-			}
+		if err := removeUnfinished(open, to); err != nil {
+			return err
 		}
 		defer os.Remove(open)
 	}
@@ -96,6 +96,34 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	}
 	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
 		plural(st.Items, "item"), src.Path(), to, st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
+	return nil
+}
+
+// unfinishedWait is how long removeUnfinished waits for the lock of an
+// unfinished copy: a copy under way holds it from start to end.
+const unfinishedWait = 100 * time.Millisecond
+
+// removeUnfinished removes the file a killed copy to --to left at open
+// (and its pid file), and refuses when a copy still writes it: unlinked
+// under that copy, its file went on being written unseen, and its
+// closing rename moved this copy's half-written file onto --to.
+func removeUnfinished(open, to string) error {
+	if _, err := os.Stat(open); err == nil {
+		// A read-only open waits for the writer's lock; a killed
+		// copy's file (complete or not) holds none.
+		if _, err := store.ReadDefinition(open, unfinishedWait); errors.Is(err, store.ErrInUse) {
+			pid := ""
+			if b, rerr := os.ReadFile(open + ".pid"); rerr == nil {
+				pid = " (pid " + strings.TrimSpace(string(b)) + ")"
+			}
+			return &wordedError{err: err, msg: fmt.Sprintf("--to %s: another sawtooth copy to it is under way%s, writing %s: wait for it to finish, or stop it and copy again", to, pid, open)}
+		}
+	}
+	for _, p := range []string{open, open + ".pid"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("copy: remove the unfinished copy %s: %w", p, err)
+		}
+	}
 	return nil
 }
 

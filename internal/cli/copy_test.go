@@ -108,3 +108,54 @@ func TestCopyHint(t *testing.T) {
 		})
 	}
 }
+
+// TestCopy_anotherCopyUnderWay: a copy to a file another copy is still
+// writing (its unfinished file beside --to held open) is refused, and
+// that copy's file is left alone. The leftover of a killed copy was
+// removed unlocked, so the second copy unlinked the first one's file
+// and wrote its own at the same name: the first renamed the second's
+// half-written file onto --to.
+func TestCopy_anotherCopyUnderWay(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	db, err := store.Open(from, store.Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "4")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copying := filepath.Join(dir, ".b.db.copying")
+	live, err := store.Open(copying, store.Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	before, err := os.Stat(copying)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runApp([]string{"sawtooth", "copy", "--from", from, "--to", to}, io.Discard, io.Discard)
+	if !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), to) {
+		t.Errorf("copy while another copy to %s is under way: %v, want an in-use error naming it", to, err)
+	}
+	if after, err := os.Stat(copying); err != nil || !os.SameFile(before, after) {
+		t.Errorf("the other copy's file %s was removed or replaced (%v)", copying, err)
+	}
+	if _, err := os.Stat(to); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--to %s was written while another copy to it was under way", to)
+	}
+	// That copy killed: what it left is removed and the copy goes on.
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := runApp([]string{"sawtooth", "copy", "--from", from, "--to", to}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("copy over a killed copy's file: %v", err)
+	}
+	if _, err := os.Stat(copying); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed copy's file %s is still there", copying)
+	}
+}
