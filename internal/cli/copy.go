@@ -84,7 +84,11 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), to, copyHint(err))
+		left := "the copy is incomplete: drop it and copy again"
+		if open != to {
+			left = "nothing was written to " + to // the deferred Remove drops the unfinished file
+		}
+		return fmt.Errorf("copy %s to %s: %w (%s)", src.Path(), to, copyHint(err), left)
 	}
 	if open != to {
 		if err := dst.Close(); err != nil {
