@@ -44,6 +44,15 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		if fi, err := os.Stat(to); err == nil && fi.Size() > 0 {
 			return usagef("--to %s already exists: copy into a new file (or into an empty PostgreSQL database)", to)
 		}
+		// The copy is renamed onto --to, which would replace a link
+		// (and what it points to would never be written) or an empty
+		// file the user made; opened in place, the store refused both.
+		if fi, err := os.Lstat(to); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			dest, _ := os.Readlink(to)
+			return usagef("--to %s is a symbolic link (to %s): the copy would replace it; give the path it points to, or another new file", to, dest)
+		} else if err == nil && fi.Mode().IsRegular() {
+			return usagef("--to %s is an empty file: remove it, or copy into another new file", to)
+		}
 		if err := checkDBFlag("--to", to, false); err != nil {
 			return err
 		}

@@ -162,3 +162,57 @@ func TestCopy_anotherCopyUnderWay(t *testing.T) {
 		t.Errorf("the killed copy's file %s is still there", copying)
 	}
 }
+
+// TestCopy_toOnlyANewPath: --to a symbolic link or an empty file is
+// refused and left as it was, as before copies were renamed into place
+// (the store refused both): the rename replaced a link the user keeps
+// (b.db -> a disk with room) with a file beside it, and an empty file
+// with the copy, unasked.
+func TestCopy_toOnlyANewPath(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "a.db")
+	db, err := store.Open(from, store.Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a", "x", "4")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "big"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		setup func(to string) error
+		want  string
+	}{
+		{"a link to a missing file", func(to string) error { return os.Symlink(filepath.Join("big", "b.db"), to) }, "symbolic link"},
+		{"an empty file", func(to string) error { return os.WriteFile(to, nil, 0o600) }, "empty"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			to := filepath.Join(dir, fmt.Sprintf("b%d.db", i))
+			if err := tt.setup(to); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.Lstat(to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = runApp([]string{"sawtooth", "copy", "--from", from, "--to", to}, io.Discard, io.Discard)
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("copy --to %s: %v, want a usage error saying %q", tt.name, err, tt.want)
+			}
+			if after, err := os.Lstat(to); err != nil || after.Mode() != before.Mode() || after.Size() != before.Size() {
+				t.Errorf("--to %s was replaced (%v)", to, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "big", "b.db")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the link's target was written")
+			}
+		})
+	}
+}
