@@ -103,8 +103,8 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		if err := dst.Close(); err != nil {
 			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
 		}
-		if err := os.Rename(open, to); err != nil {
-			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
+		if err := place(open, to); err != nil {
+			return fmt.Errorf("copy %s to %s: %w", src.Path(), to, err)
 		}
 	}
 	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
@@ -136,6 +136,29 @@ func removeUnfinished(open, to string) error {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("copy: remove the unfinished copy %s: %w", p, err)
 		}
+	}
+	return nil
+}
+
+// place moves the finished copy at open to to, never over a file that
+// appeared there while it was written (a run started on the new path):
+// a hard link fails when to exists, where a rename replaced the run's
+// database under it. A file system without hard links gets the rename
+// after a last look. The deferred Remove of open drops the copy's name.
+func place(open, to string) error {
+	err := os.Link(open, to)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, lerr := os.Lstat(to); lerr == nil {
+			err = fs.ErrExist
+		} else if errors.Is(lerr, fs.ErrNotExist) {
+			err = os.Rename(open, to)
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return usagef("--to %s was created while the copy ran (by a run started on it?): it is left as it is and nothing was written there; copy again into a new file", to)
+	case err != nil:
+		return fmt.Errorf("%w (nothing was written to %s)", err, to)
 	}
 	return nil
 }

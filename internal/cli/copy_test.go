@@ -216,3 +216,63 @@ func TestCopy_toOnlyANewPath(t *testing.T) {
 		})
 	}
 }
+
+// onWrite calls fn once, at the first write that contains when.
+type onWrite struct {
+	when string
+	fn   func()
+	done bool
+}
+
+func (w *onWrite) Write(p []byte) (int, error) {
+	if !w.done && strings.Contains(string(p), w.when) {
+		w.done = true
+		w.fn()
+	}
+	return len(p), nil
+}
+
+// TestCopy_toCreatedMeanwhile: a database created at --to while the copy
+// ran (a nightly run started on the new path) is left as it is and the
+// copy refused. Opened in place, the copy held --to locked from its
+// start; renamed into place, it replaced the run's file under it, and
+// everything the run paid for went with it.
+func TestCopy_toCreatedMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	db, err := store.Open(from, store.Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]pipeline.Record, 10000) // the first progress line
+	for i := range recs {
+		recs[i] = storetest.Record(fmt.Sprint("r", i), "bug", "x", "4")
+	}
+	if _, err := db.Ingest(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var run *store.DB
+	var made os.FileInfo
+	hook := &onWrite{when: "copied 10000 items", fn: func() {
+		if run, err = store.Open(to, store.Options{Stages: storetest.Stages}); err != nil {
+			t.Fatal(err)
+		}
+		if made, err = os.Stat(to); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	err = runCopy(from, to, io.Discard, hook)
+	if run == nil {
+		t.Fatal("the copy printed no progress line")
+	}
+	defer run.Close()
+	if err == nil || !strings.Contains(err.Error(), to) {
+		t.Errorf("copy onto a database created meanwhile: %v, want a refusal naming %s", err, to)
+	}
+	if now, err := os.Stat(to); err != nil || !os.SameFile(made, now) {
+		t.Errorf("the database created at %s while copying was replaced (%v)", to, err)
+	}
+}
