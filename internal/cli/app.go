@@ -133,7 +133,7 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		return usagef("unknown flag --%s%s (see %s --help)", m[1], flagSuggestion(m[1], flags), name)
 	}
 	if m := invalidValue.FindStringSubmatch(err.Error()); m != nil {
-		if want := wantedValue(flags, m[2]); want != "" {
+		if want := wantedValue(flags, m[2]); want != "" && isParseError(err) {
 			return usagef("--%s %q: want %s (see %s --help)", m[2], m[1], want, name)
 		}
 	}
@@ -142,6 +142,11 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 }
 
 var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): `)
+
+// isParseError reports whether the flag package could not read a value at
+// all ("parse error"), not one it read and found too large ("value out of
+// range"): only then is the value not what the flag takes.
+func isParseError(err error) bool { return strings.HasSuffix(err.Error(), "parse error") }
 
 // wantedValue says what the flag called name takes, for a value it could
 // not parse: the flag package says only "parse error", and `--timeout 5`

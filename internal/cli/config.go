@@ -85,7 +85,7 @@ func loadConfig(c *cli.Context) error {
 				}
 			}
 			if err := c.Set(name, val); err != nil {
-				if want := wantedValue([]cli.Flag{f}, name); want != "" {
+				if want := wantedValue([]cli.Flag{f}, name); want != "" && isParseError(err) {
 					return usagef("%s: %s %q: want %s", where, e.Key, val, want)
 				}
 				return usagef("%s: %s: %v", where, e.Key, err)

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/storecopy"
@@ -42,6 +44,15 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		if fi, err := os.Stat(to); err == nil && fi.Size() > 0 {
 			return usagef("--to %s already exists: copy into a new file (or into an empty PostgreSQL database)", to)
 		}
+		// The copy is renamed onto --to, which would replace a link
+		// (and what it points to would never be written) or an empty
+		// file the user made; opened in place, the store refused both.
+		if fi, err := os.Lstat(to); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			dest, _ := os.Readlink(to)
+			return usagef("--to %s is a symbolic link (to %s): the copy would replace it; give the path it points to, or another new file", to, dest)
+		} else if err == nil && fi.Mode().IsRegular() {
+			return usagef("--to %s is an empty file: remove it, or copy into another new file", to)
+		}
 		if err := checkDBFlag("--to", to, false); err != nil {
 			return err
 		}
@@ -64,10 +75,8 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	open := to
 	if !isPostgres(to) {
 		open = filepath.Join(filepath.Dir(to), "."+filepath.Base(to)+".copying")
-		for _, p := range []string{open, open + ".pid"} {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("copy: remove the unfinished copy %s: %w", p, err)
-			}
+		if err := removeUnfinished(open, to); err != nil {
+			return err
 		}
 		defer os.Remove(open)
 	}
@@ -84,18 +93,73 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w (the copy is incomplete: drop it and copy again)", src.Path(), to, copyHint(err))
+		left := "the copy is incomplete: drop it and copy again"
+		if open != to {
+			left = "nothing was written to " + to // the deferred Remove drops the unfinished file
+		}
+		return fmt.Errorf("copy %s to %s: %w (%s)", src.Path(), to, copyHint(err), left)
 	}
 	if open != to {
 		if err := dst.Close(); err != nil {
 			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
 		}
-		if err := os.Rename(open, to); err != nil {
-			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
+		if err := place(open, to); err != nil {
+			return fmt.Errorf("copy %s to %s: %w", src.Path(), to, err)
 		}
 	}
 	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
 		plural(st.Items, "item"), src.Path(), to, st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
+	return nil
+}
+
+// unfinishedWait is how long removeUnfinished waits for the lock of an
+// unfinished copy: a copy under way holds it from start to end.
+const unfinishedWait = 100 * time.Millisecond
+
+// removeUnfinished removes the file a killed copy to --to left at open
+// (and its pid file), and refuses when a copy still writes it: unlinked
+// under that copy, its file went on being written unseen, and its
+// closing rename moved this copy's half-written file onto --to.
+func removeUnfinished(open, to string) error {
+	if _, err := os.Stat(open); err == nil {
+		// A read-only open waits for the writer's lock; a killed
+		// copy's file (complete or not) holds none.
+		if _, err := store.ReadDefinition(open, unfinishedWait); errors.Is(err, store.ErrInUse) {
+			pid := ""
+			if b, rerr := os.ReadFile(open + ".pid"); rerr == nil {
+				pid = " (pid " + strings.TrimSpace(string(b)) + ")"
+			}
+			return &wordedError{err: err, msg: fmt.Sprintf("--to %s: another sawtooth copy to it is under way%s, writing %s: wait for it to finish, or stop it and copy again", to, pid, open)}
+		}
+	}
+	for _, p := range []string{open, open + ".pid"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("copy: remove the unfinished copy %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// place moves the finished copy at open to to, never over a file that
+// appeared there while it was written (a run started on the new path):
+// a hard link fails when to exists, where a rename replaced the run's
+// database under it. A file system without hard links gets the rename
+// after a last look. The deferred Remove of open drops the copy's name.
+func place(open, to string) error {
+	err := os.Link(open, to)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, lerr := os.Lstat(to); lerr == nil {
+			err = fs.ErrExist
+		} else if errors.Is(lerr, fs.ErrNotExist) {
+			err = os.Rename(open, to)
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return usagef("--to %s was created while the copy ran (by a run started on it?): it is left as it is and nothing was written there; copy again into a new file", to)
+	case err != nil:
+		return fmt.Errorf("%w (nothing was written to %s)", err, to)
+	}
 	return nil
 }
 

@@ -87,6 +87,8 @@ func TestRun_BadNumbersRefused(t *testing.T) {
 		// The flag package says only "parse error".
 		{name: "--timeout without a unit", args: []string{"--timeout", "5"}, want: []string{`--timeout "5": want a duration with its unit, e.g. 30s`}},
 		{name: "--workers in words", args: []string{"--workers", "many"}, want: []string{`--workers "many": want a whole number`}},
+		// A whole number too large for the flag is not "not a whole number".
+		{name: "--workers too large", args: []string{"--workers", "99999999999999999999"}, want: []string{`"99999999999999999999" for --workers: value out of range`}},
 		{name: "--no-cache=maybe", args: []string{"--no-cache=maybe"}, want: []string{`--no-cache "maybe": want true or false`}},
 		{name: "a config file's timeout: 5", args: []string{"--config", unitless}, want: []string{"config file " + unitless + `, line 2: timeout "5": want a duration with its unit`}},
 	}
