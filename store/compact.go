@@ -180,8 +180,10 @@ func (db *DB) Space() (map[string]int64, error) {
 	return out, err
 }
 
-// syncDir flushes dir's entries, so that a file renamed or linked into
+// SyncDir flushes dir's entries, so that a file renamed or linked into
 // it is there after a power loss.
+func SyncDir(dir string) error { return syncDir(dir) }
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

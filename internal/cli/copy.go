@@ -160,6 +160,7 @@ func place(open, to string) error {
 	case err != nil:
 		return fmt.Errorf("%w (nothing was written to %s)", err, to)
 	}
+	_ = store.SyncDir(filepath.Dir(to)) // the new name reaches the disk, not only the file's pages
 	return nil
 }
 
