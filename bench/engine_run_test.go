@@ -71,10 +71,16 @@ func TestRunEngine_boltSpace(t *testing.T) {
 	if file <= 0 || compacted <= 0 || compacted > file || r.InputBytes <= 0 || r.PeakRSS <= 0 {
 		t.Errorf("space %v, input %d bytes, peak RSS %d: want all measured, compacted <= file", r.Space, r.InputBytes, r.PeakRSS)
 	}
-	for _, b := range []string{"items", "state", "out/sanitize", "out/classify", "out/aggregate"} {
+	for _, b := range []string{"items", "state", "out/classify", "out/aggregate"} {
 		if r.Space[b] <= 0 || r.Space[b] > file {
 			t.Errorf("bucket %s: %d bytes of a %d-byte file", b, r.Space[b], file)
 		}
+	}
+	// Sanitize stores an output only where it changed the text, as an
+	// edit of it: 200 generated reviews need a few short ones, which fit
+	// in their parent's page (an inline bucket has no page of its own).
+	if b, ok := r.Space["out/sanitize"]; !ok || b < 0 || b > file {
+		t.Errorf("bucket out/sanitize: %d bytes (measured: %v) of a %d-byte file", b, ok, file)
 	}
 }
 
