@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,6 +29,12 @@ type answerKiller struct {
 	url      string
 	after    int64
 	answered atomic.Int64
+	// killed refuses the calls the killed run wrote before it died but
+	// the proxy had not yet forwarded, and forwarding counts the calls
+	// the proxy is forwarding: once it is zero after the kill, the
+	// simulator has seen every call of the killed run it ever will.
+	killed     atomic.Bool
+	forwarding atomic.Int64
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // nil: pass every call through
@@ -44,7 +51,15 @@ func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
 	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	k := &answerKiller{after: int64(after)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rp.ServeHTTP(w, r)
+		k.forwarding.Add(1)
+		defer k.forwarding.Add(-1)
+		if k.killed.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		// A call in flight when the run dies is still answered, and paid,
+		// as the real API does: the answer is lost with the run.
+		rp.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
 		if !strings.Contains(r.URL.Path, ":generateContent") || k.answered.Add(1) != k.after {
 			return
 		}
@@ -54,12 +69,30 @@ func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		if k.cmd != nil {
+			k.killed.Store(true)
 			k.cmd.Process.Signal(syscall.SIGKILL)
 		}
 	}))
 	t.Cleanup(srv.Close)
 	k.url = srv.URL
 	return k
+}
+
+// settle waits until the proxy forwards nothing of the killed run, then
+// lets every call through again (for the run that resumes).
+func (k *answerKiller) settle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for k.forwarding.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy still forwards %d calls 10 s after the kill", k.forwarding.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	k.mu.Lock()
+	k.cmd = nil
+	k.mu.Unlock()
+	k.killed.Store(false)
 }
 
 // committedAt is the simulator's key of every item that left stage in a
@@ -118,9 +151,7 @@ func TestCrash_SIGKILLBetweenAnswerAndCommit(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("the run was not killed at answer %d: %v", after, err)
 			}
-			k.mu.Lock()
-			k.cmd = nil
-			k.mu.Unlock()
+			k.settle(t)
 			idle(t, sim)
 			before := okCalls(sim)
 			committed := committedAt(t, db, "classify")
