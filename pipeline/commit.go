@@ -23,9 +23,11 @@ type pending struct {
 	stale bool
 }
 
-// backlog counts the results answered but not yet committed: what a kill
-// would throw away and re-pay. Workers ask it before each call (admit), so
-// a slow disk slows the calls instead of piling up answers.
+// backlog counts the paid results answered but not yet committed: what a
+// kill would throw away and re-pay. Workers ask it before each call
+// (admit), so a slow disk slows the calls instead of piling up answers.
+// A result that billed nothing (a local stage's, a cached answer) is not
+// counted: a kill re-does it for free, so it must not stop calls.
 type backlog struct {
 	mu sync.Mutex
 	// arrived holds the arrival instant of each uncommitted result, oldest
@@ -69,8 +71,8 @@ func (b *backlog) add(at time.Time) {
 	b.arrived = append(b.arrived, at)
 }
 
-// done removes the n oldest results (committed, or dropped by a failed
-// commit) and wakes the workers waiting in admit.
+// done removes the n oldest paid results (committed, or dropped by a
+// failed commit) and wakes the workers waiting in admit.
 func (b *backlog) done(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -86,13 +88,19 @@ func (r *Runner) send(i int, t Transition, attempt int64) { r.sendThen(i, t, att
 // sendThen is send, with settled run once the result left the committer.
 func (r *Runner) sendThen(i int, t Transition, attempt int64, settled func()) {
 	r.counters[i].pending.Add(1)
-	r.backlog.add(r.clock().Now())
+	if paid(t) {
+		r.backlog.add(r.clock().Now())
+	}
 	p := pending{stage: i, t: t, settled: settled}
 	if b := r.books[i]; b != nil {
 		p.attempt, p.stale = attempt, !b.sent(t.Seq, attempt)
 	}
 	r.commitCh <- p
 }
+
+// paid reports whether t records a billed call, which a kill before its
+// commit would throw away and pay again.
+func paid(t Transition) bool { return t.Usage != (Usage{}) || t.CostUSD != 0 }
 
 // committer is the single writer: it groups whatever transitions are
 // waiting into one transaction, so throughput pays one fsync per batch,
@@ -167,7 +175,11 @@ func costOf(ps []pending) int64 {
 // commitFleet.)
 func (r *Runner) settle(ps []pending, committed bool) {
 	notified := map[int]bool{}
+	billed := 0
 	for _, p := range ps {
+		if paid(p.t) {
+			billed++
+		}
 		c := r.counters[p.stage]
 		if b := r.books[p.stage]; b != nil {
 			b.settled(p.t.Seq, p.attempt)
@@ -187,7 +199,7 @@ func (r *Runner) settle(ps []pending, committed bool) {
 		}
 		c.pending.Done()
 	}
-	r.backlog.done(len(ps))
+	r.backlog.done(billed)
 }
 
 // commit writes batch, trying up to CommitAttempts times (once when once

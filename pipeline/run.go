@@ -141,11 +141,12 @@ type Runner struct {
 	Started time.Time
 	// BatchSize caps the transitions of one group commit. Default 1000.
 	BatchSize int
-	// MaxBacklog caps the results waiting for their commit: no call
-	// starts while this many wait. Default BatchSize.
+	// MaxBacklog caps the paid results waiting for their commit: no call
+	// starts while this many wait (results that billed nothing are not
+	// counted: a kill re-does them for free). Default BatchSize.
 	MaxBacklog int
-	// MaxBacklogAge caps how long a result waits for its commit before
-	// new calls stop starting: with a slow disk the workers wait for the
+	// MaxBacklogAge caps how long a paid result waits for its commit
+	// before new calls stop starting: with a slow disk the workers wait for the
 	// commit instead of piling up answers a kill would throw away. What a
 	// kill re-pays is then the calls in flight plus about this much of
 	// answers. Default DefaultMaxBacklogAge.

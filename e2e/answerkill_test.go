@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sawtooth-dev/sawtooth/stages/geminisim"
+)
+
+// answerKiller forwards a run's calls to the simulator and SIGKILLs the
+// run the instant it has written the run's nth answer back: the answer
+// is in the run's socket, and its commit (a write transaction and two
+// fdatasyncs) cannot have landed yet.
+type answerKiller struct {
+	url      string
+	after    int64
+	answered atomic.Int64
+	// killed refuses the calls the killed run wrote before it died but
+	// the proxy had not yet forwarded, and forwarding counts the calls
+	// the proxy is forwarding: once it is zero after the kill, the
+	// simulator has seen every call of the killed run it ever will.
+	killed     atomic.Bool
+	forwarding atomic.Int64
+
+	mu  sync.Mutex
+	cmd *exec.Cmd // nil: pass every call through
+}
+
+func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
+	t.Helper()
+	target, err := url.Parse(simURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	// The killed run's requests fail at the proxy: that is the test.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	k := &answerKiller{after: int64(after)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.forwarding.Add(1)
+		defer k.forwarding.Add(-1)
+		if k.killed.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		// A call in flight when the run dies is still answered, and paid,
+		// as the real API does: the answer is lost with the run.
+		rp.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		if !strings.Contains(r.URL.Path, ":generateContent") || k.answered.Add(1) != k.after {
+			return
+		}
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.cmd != nil {
+			k.killed.Store(true)
+			k.cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	k.url = srv.URL
+	return k
+}
+
+// settle waits until the proxy forwards nothing of the killed run, then
+// lets every call through again (for the run that resumes).
+func (k *answerKiller) settle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for k.forwarding.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy still forwards %d calls 10 s after the kill", k.forwarding.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	k.mu.Lock()
+	k.cmd = nil
+	k.mu.Unlock()
+	k.killed.Store(false)
+}
+
+// committedAt is the simulator's key of every item that left stage in a
+// commit: its output, or its dead letter there.
+func committedAt(t *testing.T, db, stage string) map[string]bool {
+	t.Helper()
+	r := run(t, nil, "export", "--db", db, "--stage", stage)
+	if r.code != 0 {
+		t.Fatalf("export --stage %s: exit %d %s", stage, r.code, r.err)
+	}
+	m := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		var row struct{ ID string }
+		if json.Unmarshal([]byte(line), &row) == nil && row.ID != "" {
+			m[geminisim.ItemID(row.ID)] = true
+		}
+	}
+	for _, e := range deadAt(t, db, stage) {
+		m[geminisim.ItemID(e.ID)] = true
+	}
+	return m
+}
+
+// TestCrash_SIGKILLBetweenAnswerAndCommit kills a real run with SIGKILL
+// just after the simulator's answer to its nth call reached it, before
+// the run could commit that answer, and runs again to the end. The
+// simulator's per-item accounting then says: an item whose classify
+// output (or dead letter) was committed before the kill is paid once; an item answered
+// but not yet committed when the process died is sent again exactly
+// once (paid twice, the second answer committed); no other item is paid
+// twice; the database's ledger agrees; and every item ends in one place.
+func TestCrash_SIGKILLBetweenAnswerAndCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a real process")
+	}
+	const items = 400
+	for _, after := range []int{40, 200} {
+		t.Run(fmt.Sprintf("killed at answer %d", after), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			input := writeItems(t, dir, items, uint64(after))
+			sim, simURL := startSim(t, geminisim.Config{Latency: geminisim.Latency{Base: 5 * time.Millisecond, Jitter: 10 * time.Millisecond}, Seed: 5})
+			k := startAnswerKiller(t, simURL, after)
+			db := filepath.Join(dir, "kill.db")
+
+			cmd := exec.Command(binary, runArgs(db, input)...)
+			cmd.Env = append(os.Environ(), simEnv(k.url)...)
+			k.mu.Lock()
+			k.cmd = cmd
+			err := cmd.Start()
+			k.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the run was not killed at answer %d: %v", after, err)
+			}
+			k.settle(t)
+			idle(t, sim)
+			before := okCalls(sim)
+			committed := committedAt(t, db, "classify")
+			caught := map[string]bool{} // answered, not committed: lost by the kill
+			for h, n := range before {
+				if n > 1 {
+					t.Errorf("item %s answered %d times in one run", h, n)
+				}
+				if n == 1 && !committed[h] {
+					caught[h] = true
+				}
+			}
+			if len(caught) == 0 {
+				t.Fatalf("the kill at answer %d caught no answer before its commit (%d answered, %d committed): nothing was tested", after, len(before), len(committed))
+			}
+
+			if code, _, errs := sawtooth(t, simEnv(k.url), runArgs(db, input)...); code != 0 {
+				t.Fatalf("resume: exit %d: %s", code, errs)
+			}
+			finalPlaces(t, db, items)
+			checkStoredCube(t, db)
+			for h, n := range okCalls(sim) {
+				switch {
+				case n == 0:
+					// Never answered normally: blocked by the safety
+					// filter every time (writeItems' every 97th).
+				case committed[h] && n != 1:
+					t.Errorf("item %s: committed before the kill, paid %d times", h, n)
+				case caught[h] && n != 2:
+					t.Errorf("item %s: answered but not committed at the kill, paid %d times, want twice (sent again once)", h, n)
+				case !committed[h] && !caught[h] && n != 1:
+					t.Errorf("item %s: not answered before the kill, paid %d times", h, n)
+				}
+			}
+			excused := func(id string) int64 {
+				if caught[geminisim.ItemID(id)] {
+					return 1
+				}
+				return 0
+			}
+			dups := audit(t, db, excused, sim)
+			t.Logf("killed at answer %d: %d committed, %d answered but not committed (each sent again once), audit problems %d",
+				after, len(committed), len(caught), dups)
+		})
+	}
+}
