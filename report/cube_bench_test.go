@@ -140,3 +140,28 @@ func BenchmarkExport_All(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoad_Where is `report --where app=sleep-sounds`, and with a
+// --by field outside the stored cube: one pass over the items.
+//
+//	SAWTOOTH_BENCH_ITEMS=100000 SAWTOOTH_BENCH_DB=/tmp/100k.db go test ./report -run '^$' -bench Load_Where -benchmem -benchtime 3x
+func BenchmarkLoad_Where(b *testing.B) {
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("SAWTOOTH_BENCH_ITEMS")); err == nil && v > 0 {
+		n = v
+	}
+	db := benchDB(b, n)
+	for name, by := range map[string][]string{"no-by": nil, "by-app,locale": {"app", "locale"}} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				d, err := Load(db, LoadOptions{By: by, Where: []Filter{{"app", "sleep-sounds"}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if d.Counts.Items == 0 {
+					b.Fatal("no item matched app=sleep-sounds")
+				}
+			}
+		})
+	}
+}

@@ -33,6 +33,8 @@
 // --where (LoadOptions.Where) filters every figure that counts items:
 // the counts, the labels and group tables, the dead letters, the cube
 // and the pivot; the runs' own figures (calls, tokens, cost) stay whole.
+// Those filtered figures come from one pass over the items: each done
+// item's fact is decoded once, for the cube, the tally and its place.
 //
 // WriteFlat and Export write flat rows (CSV, TSV, JSONL): one per item
 // wherever it stands (done, queued, in a batch job, dead, skipped by a

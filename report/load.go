@@ -204,8 +204,18 @@ func (d *Data) loadFigures(db pipeline.Database, o LoadOptions) error {
 			dims = append(dims, g)
 		}
 	}
-	var pass donePass
-	if len(o.Where) == 0 {
+	if len(o.Where) > 0 {
+		// Filtered figures come from one pass over the items: the
+		// stored cube and tally hold no ids (see storedCube).
+		f, err := loadFiltered(db, agg, dims, o.Where, groupBy)
+		if err != nil {
+			return err
+		}
+		if err := checkFilterFields(o.Where, f.cube.Dims, f.places.fields, f.places.read); err != nil {
+			return err
+		}
+		d.Cube, d.Where, d.Tally, d.Counts, d.Dead = f.cube, f.cube.Where, f.tally, f.places.counts, f.places.sortedReasons()
+	} else {
 		var t pipeline.Tally
 		var counts pipeline.Counts
 		if d.Cube, t, counts, err = storedCube(db, dims, d.Tally, d.Counts); err != nil {
@@ -213,24 +223,11 @@ func (d *Data) loadFigures(db pipeline.Database, o LoadOptions) error {
 		}
 		if d.Cube != nil {
 			d.Tally, d.Counts = t, counts // the state the cube was read in
-		}
-	}
-	if d.Cube == nil {
-		// The store's cube cannot answer (see storedCube): one pass
-		// over every done item.
-		if d.Cube, pass, err = loadCube(db, agg, dims, o.Where, groupBy); err != nil {
+		} else if d.Cube, err = loadCube(db, agg, dims, nil); err != nil {
+			// The store's cube cannot answer (see storedCube): one
+			// pass over every done item.
 			return err
 		}
-	}
-	if len(o.Where) > 0 {
-		counts, dead, read, err := matchedPlaces(db, agg, o.Where, pass.fields)
-		if err != nil {
-			return err
-		}
-		if err := checkFilterFields(o.Where, d.Cube.Dims, pass.fields, read+pass.read); err != nil {
-			return err
-		}
-		d.Where, d.Tally, d.Counts, d.Dead = d.Cube.Where, pass.tally, counts, dead
 	}
 	d.Periods = periodStamps(d.Cube, append(slices.Clone(groupBy), MonthField), o.Window, d.Cube.Where)
 	if err := compareStamps(db, d.Periods); err != nil {
@@ -288,57 +285,100 @@ func LoadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where 
 			return c, err
 		}
 	}
-	c, _, err := loadCube(db, agg, dims, where, nil)
-	return c, err
+	return loadCube(db, agg, dims, where)
 }
 
-// donePass is what loadCube's pass over the done items learns besides
-// the cube, when there are filters: the tally of the matching items (as
-// the stored aggregate folds them), the input field names of every done
-// item, and how many it read.
-type donePass struct {
-	tally  pipeline.Tally
-	fields fieldSet
-	read   int
+// cubePass folds done items into a cube keyed by its dims, and with
+// filters the matching ones into a tally grouped by groupBy, as the
+// stored aggregate folds them.
+type cubePass struct {
+	cube    *Cube
+	facts   stages.Aggregate
+	where   []Filter
+	groupBy []string
+	tally   pipeline.Tally
 }
 
-// loadCube is LoadCube, and with filters the donePass, its tally grouped
-// by groupBy.
-func loadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter, groupBy []string) (*Cube, donePass, error) {
-	pass := donePass{fields: fieldSet{}}
-	c := NewCube(dims)
+func newCubePass(agg *stages.Aggregate, dims []string, where []Filter, groupBy []string) *cubePass {
+	p := &cubePass{cube: NewCube(dims), facts: *agg, where: where, groupBy: groupBy}
+	p.facts.GroupBy = p.cube.Dims
 	for _, f := range where {
-		c.Where = append(c.Where, f.String())
+		p.cube.Where = append(p.cube.Where, f.String())
 	}
-	facts := *agg
-	facts.GroupBy = c.Dims
+	return p
+}
+
+// add folds done item it in when it passes the filters, and returns its
+// fact, grouped by the cube's dims; an item whose classify output cannot
+// be read is an error naming it.
+func (p *cubePass) add(it pipeline.Item) (pipeline.Fact, error) {
+	f, err := p.facts.Fact(it)
+	if err != nil {
+		return f, &RecordError{What: "report", Err: err}
+	}
+	if !match(p.where, f.Label, f.Groups, it.Fields) {
+		return f, nil
+	}
+	if len(p.where) > 0 {
+		p.tally.Fold(it.ID, tallyFact(f, p.groupBy), +1)
+	}
+	var out struct {
+		Confidence float64 `json:"confidence"`
+	}
+	_ = json.Unmarshal(it.Outputs["classify"], &out) // Fact has checked it is an object
+	p.cube.Add(Review{ID: it.ID, Label: f.Label, Confidence: out.Confidence, Rating: f.Rating, Groups: f.Groups, Text: it.Text})
+	return f, nil
+}
+
+// loadCube is LoadCube's pass over the done items.
+func loadCube(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter) (*Cube, error) {
+	p := newCubePass(agg, dims, where, nil)
 	err := db.ForEachDone(func(it pipeline.Item) error {
-		f, err := facts.Fact(it)
-		if err != nil {
-			return &RecordError{What: "report", Err: err}
-		}
-		if len(where) > 0 {
-			pass.read++
-			pass.fields.add(it.Fields)
-		}
-		if !match(where, f.Label, f.Groups, it.Fields) {
-			return nil
-		}
-		if len(where) > 0 {
-			pass.tally.Fold(it.ID, tallyFact(f, groupBy), +1)
-		}
-		var out struct {
-			Confidence float64 `json:"confidence"`
-		}
-		_ = json.Unmarshal(it.Outputs["classify"], &out) // Fact has checked it is an object
-		c.Add(Review{ID: it.ID, Label: f.Label, Confidence: out.Confidence, Rating: f.Rating, Groups: f.Groups, Text: it.Text})
-		return nil
+		_, err := p.add(it)
+		return err
 	})
 	if err != nil {
-		return nil, donePass{}, err
+		return nil, err
 	}
-	c.Sort()
-	return c, pass, nil
+	p.cube.Sort()
+	return p.cube, nil
+}
+
+// filtered is what Load shows with filters, from one pass over the
+// items: the cube and the tally of the matching done items, and where
+// every matching item stands.
+type filtered struct {
+	cube   *Cube
+	tally  pipeline.Tally
+	places *placeCount
+}
+
+// loadFiltered reads every item once (on a store that cannot walk its
+// items, the done items once and then the dead letters): the done ones
+// into the cube and the tally, and each item that passes where into the
+// counts of where it stands.
+func loadFiltered(db pipeline.Database, agg *stages.Aggregate, dims []string, where []Filter, groupBy []string) (*filtered, error) {
+	var names []string
+	for _, s := range db.Stages() {
+		names = append(names, s.Name)
+	}
+	cp := newCubePass(agg, dims, where, groupBy)
+	pc := newPlaceCount(names, agg, where)
+	done := func(it pipeline.Item) error {
+		f, err := cp.add(it)
+		if err != nil {
+			return err
+		}
+		// Placed by its fact as the aggregate groups it: what
+		// itemFacts gives a done item, without decoding it again.
+		pc.count(it, pipeline.StatusDone, "", nil, f.Label, tallyFact(f, groupBy).Groups)
+		return nil
+	}
+	if err := walkItems(db, names, done, pc.place); err != nil {
+		return nil, err
+	}
+	cp.cube.Sort()
+	return &filtered{cube: cp.cube, tally: cp.tally, places: pc}, nil
 }
 
 // MissingFields lists the fields of by that no item of a non-empty cube

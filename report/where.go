@@ -92,25 +92,11 @@ func tallyFact(f pipeline.Fact, groupBy []string) pipeline.Fact {
 	return out
 }
 
-// matchedPlaces counts where the items passing where stand, per stage,
+// placeCount counts where the items passing where stand, per stage,
 // with the dead letters' reasons, as Counts and ForEachDead would for a
 // database holding only them. A store that cannot walk its items
 // (PostgreSQL) gives the done items and the dead letters; its queued
 // items are not counted. fields gathers the input field names seen.
-func matchedPlaces(db pipeline.Database, agg *stages.Aggregate, where []Filter, fields fieldSet) (pipeline.Counts, map[string][]DeadReason, int, error) {
-	var names []string
-	for _, s := range db.Stages() {
-		names = append(names, s.Name)
-	}
-	pc := newPlaceCount(names, agg, where, fields)
-	if err := walkPlaces(db, names, pc.place); err != nil {
-		return pipeline.Counts{}, nil, 0, err
-	}
-	return pc.counts, pc.sortedReasons(), pc.read, nil
-}
-
-// placeCount is matchedPlaces' books: the counts of the items that pass
-// where, and the reasons of the dead among them by stage.
 type placeCount struct {
 	agg     *stages.Aggregate
 	where   []Filter
@@ -122,8 +108,8 @@ type placeCount struct {
 	read int
 }
 
-func newPlaceCount(names []string, agg *stages.Aggregate, where []Filter, fields fieldSet) *placeCount {
-	pc := &placeCount{agg: agg, where: where, fields: fields, byStage: map[string]*pipeline.StageCounts{}, reasons: map[string]map[string]*DeadReason{}}
+func newPlaceCount(names []string, agg *stages.Aggregate, where []Filter) *placeCount {
+	pc := &placeCount{agg: agg, where: where, fields: fieldSet{}, byStage: map[string]*pipeline.StageCounts{}, reasons: map[string]map[string]*DeadReason{}}
 	for _, n := range names {
 		pc.counts.Stages = append(pc.counts.Stages, pipeline.StageCounts{Stage: n})
 	}
@@ -136,9 +122,15 @@ func newPlaceCount(names []string, agg *stages.Aggregate, where []Filter, fields
 // place counts item it, with status at stage (and its dead letter dl
 // when dead), if it passes the filters.
 func (pc *placeCount) place(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter) {
+	label, groups := itemFacts(pc.agg, it)
+	pc.count(it, status, stage, dl, label, groups)
+}
+
+// count is place of an item whose label and groups (as itemFacts gives
+// them) are known.
+func (pc *placeCount) count(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter, label string, groups map[string]string) {
 	pc.read++
 	pc.fields.add(it.Fields)
-	label, groups := itemFacts(pc.agg, it)
 	if !match(pc.where, label, groups, it.Fields) {
 		return
 	}
@@ -195,21 +187,21 @@ func (pc *placeCount) sortedReasons() map[string][]DeadReason {
 	return out
 }
 
-// walkPlaces calls place with every item of db and where it stands: in
-// one pass when the store can walk its items, else the done items, then
-// the dead of each stage (queued items are not read).
-func walkPlaces(db pipeline.Database, names []string, place func(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter)) error {
+// walkItems calls done with every done item of db, and other with every
+// other item and where it stands: in one pass when the store can walk
+// its items, else the done items, then the dead of each stage (queued
+// items are not read).
+func walkItems(db pipeline.Database, names []string, done func(pipeline.Item) error, other func(it pipeline.Item, status pipeline.Status, stage string, dl *pipeline.DeadLetter)) error {
 	if w, ok := db.(itemWalker); ok {
 		return w.ForEachItem(func(is pipeline.ItemState) error {
-			place(is.Item, is.Status, is.Stage, is.Dead)
+			if is.Status == pipeline.StatusDone {
+				return done(is.Item)
+			}
+			other(is.Item, is.Status, is.Stage, is.Dead)
 			return nil
 		})
 	}
-	err := db.ForEachDone(func(it pipeline.Item) error {
-		place(it, pipeline.StatusDone, "", nil)
-		return nil
-	})
-	if err != nil {
+	if err := db.ForEachDone(done); err != nil {
 		return err
 	}
 	for _, s := range names {
@@ -223,7 +215,7 @@ func walkPlaces(db pipeline.Database, names []string, place func(it pipeline.Ite
 			if err != nil {
 				return err
 			}
-			place(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, pipeline.StatusDead, s, loc.Dead)
+			other(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, pipeline.StatusDead, s, loc.Dead)
 		}
 	}
 	return nil

@@ -68,18 +68,18 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if isPostgres(to) {
+		return copyToPostgres(src, to, defs, out, errOut)
+	}
 	// A bbolt copy is written beside its place and renamed into it once
 	// complete: killed halfway, it left a database of the items copied so
 	// far that status and verify called consistent and run resumed, the
 	// rest of the pipeline missing.
-	open := to
-	if !isPostgres(to) {
-		open = filepath.Join(filepath.Dir(to), "."+filepath.Base(to)+".copying")
-		if err := removeUnfinished(open, to); err != nil {
-			return err
-		}
-		defer os.Remove(open)
+	open := filepath.Join(filepath.Dir(to), "."+filepath.Base(to)+".copying")
+	if err := removeUnfinished(open, to); err != nil {
+		return err
 	}
+	defer os.Remove(open)
 	dst, err := openDatabase(open, dbOpen{Stages: defs, Flag: "--to"}, func() (*store.DB, error) {
 		return store.Open(open, store.Options{Stages: defs})
 	})
@@ -87,29 +87,34 @@ func runCopy(from, to string, out, errOut io.Writer) error {
 		return err
 	}
 	defer dst.Close()
-	st, err := storecopy.Copy(src, dst, func(n int) {
+	st, err := storecopy.Copy(src, dst, copyProgress(errOut))
+	if err != nil {
+		// The deferred Remove drops the unfinished file.
+		return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, copyHint(err), to)
+	}
+	if err := dst.Close(); err != nil {
+		return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
+	}
+	if err := place(open, to); err != nil {
+		return fmt.Errorf("copy %s to %s: %w", src.Path(), to, err)
+	}
+	copied(out, st, src.Path(), to)
+	return nil
+}
+
+// copyProgress says every ten thousand items copied.
+func copyProgress(errOut io.Writer) func(n int) {
+	return func(n int) {
 		if n%10000 == 0 {
 			fmt.Fprintf(errOut, "copied %d items\n", n)
 		}
-	})
-	if err != nil {
-		left := "the copy is incomplete: drop it and copy again"
-		if open != to {
-			left = "nothing was written to " + to // the deferred Remove drops the unfinished file
-		}
-		return fmt.Errorf("copy %s to %s: %w (%s)", src.Path(), to, copyHint(err), left)
 	}
-	if open != to {
-		if err := dst.Close(); err != nil {
-			return fmt.Errorf("copy %s to %s: %w (nothing was written to %s)", src.Path(), to, err, to)
-		}
-		if err := place(open, to); err != nil {
-			return fmt.Errorf("copy %s to %s: %w", src.Path(), to, err)
-		}
-	}
+}
+
+// copied says what a finished copy moved.
+func copied(out io.Writer, st storecopy.Stats, from, to string) {
 	fmt.Fprintf(out, "copied %s from %s to %s: %d queued, %d dead, %d done; %s, %s, %s; counts, aggregate, usage and money ledger match\n",
-		plural(st.Items, "item"), src.Path(), to, st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
-	return nil
+		plural(st.Items, "item"), from, to, st.Queued, st.Dead, st.Done, plural(st.History, "past dead letter"), plural(st.Runs, "run record"), plural(st.Answers, "cached answer"))
 }
 
 // unfinishedWait is how long removeUnfinished waits for the lock of an

@@ -11,6 +11,7 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
+	"github.com/sawtooth-dev/sawtooth/store/storecopy/pgstage"
 )
 
 // libpqKeyword starts a libpq key=value connection string.
@@ -79,6 +80,10 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 	}
 	db, err := postgres.Open(context.Background(), target, postgres.Options{Stages: o.Stages, ReadOnly: o.ReadOnly, MustExist: o.MustExist})
 	if errors.Is(err, postgres.ErrNotFound) {
+		if unfinished, _ := pgstage.Unfinished(context.Background(), target); unfinished {
+			return nil, usagef("%s %s: no sawtooth pipeline there yet: a `sawtooth copy` into it stopped before its end, or is still under way; run the copy again (it starts over)",
+				cmp.Or(o.Flag, "--db"), postgres.Redact(target))
+		}
 		return nil, usagef("--db %s: no sawtooth pipeline there yet (one is created by `sawtooth run --db %s --input FILE`, or `sawtooth migrate --db %s`)",
 			postgres.Redact(target), shellQuote(postgres.Redact(target)), shellQuote(postgres.Redact(target)))
 	}

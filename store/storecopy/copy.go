@@ -8,6 +8,12 @@
 // through pipeline.Restorer (and cacheStore), so it knows neither
 // store's layout. The source must not change meanwhile (stop its
 // workers first).
+//
+// A copy into a bbolt file is made whole beside it and renamed into
+// place by the CLI; one into PostgreSQL is staged under a schema no
+// command opens and renamed onto the pipeline's schema in one
+// transaction (package pgstage). Either way a copy killed halfway leaves
+// no partial pipeline for status or run to take as the real one.
 package storecopy
 
 import (
