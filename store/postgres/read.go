@@ -19,7 +19,7 @@ const outputsSQL = `LEFT JOIN LATERAL (SELECT array_agg(o.stage ORDER BY o.stage
 // the stage it is for (len(stages) for a done item: no Prev).
 func (db *DB) item(record []byte, stages []int16, datas [][]byte, si int) (pipeline.Item, error) {
 	var it pipeline.Item
-	if err := json.Unmarshal(record, &it.Record); err != nil {
+	if err := decodeRecord(record, &it.Record); err != nil {
 		return it, pipeline.Damaged("", "", err, "bad record")
 	}
 	if len(stages) > 0 || si > 0 {
@@ -275,65 +275,6 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 			return nil
 		})
 		return out, func(e pipeline.DeadEntry) string { return e.ID }, err
-	}, fn)
-}
-
-type recOut struct {
-	rec pipeline.Record
-	out json.RawMessage
-}
-
-// ForEachOutput calls fn for every item with an output at stage, in id order.
-func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.RawMessage) error) error {
-	si, err := db.stageIndex(stage)
-	if err != nil {
-		return err
-	}
-	return page(db, func(after string) ([]recOut, func(recOut) string, error) {
-		rows, _ := db.pool.Query(db.ctx, `SELECT o.item_id, o.data, i.record FROM output o JOIN item i USING (item_id)
-			WHERE o.stage = $1 AND o.item_id > $2 ORDER BY o.item_id LIMIT $3`, si, after, pageSize)
-		var out []recOut
-		var id string
-		var data, record []byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &data, &record}, func() error {
-			r := recOut{out: data}
-			if err := json.Unmarshal(record, &r.rec); err != nil {
-				return fmt.Errorf("item %q: bad record: %w", id, err)
-			}
-			out = append(out, r)
-			return nil
-		})
-		return out, func(r recOut) string { return r.rec.ID }, err
-	}, func(r recOut) error { return fn(r.rec, r.out) })
-}
-
-// doneSQL selects done items (neither queued nor dead) after $2, with all
-// their outputs ($1 = the number of stages).
-const doneSQL = `SELECT x.item_id, x.record, o.stages, o.datas FROM item x ` + outputsSQL + `
-	WHERE x.item_id > $2 AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = x.item_id)
-	AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = x.item_id)
-	ORDER BY x.item_id LIMIT $3`
-
-// ForEachDone calls fn with every done item, its record and all outputs,
-// in id order.
-func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
-	return page(db, func(after string) ([]pipeline.Item, func(pipeline.Item) string, error) {
-		rows, _ := db.pool.Query(db.ctx, doneSQL, len(db.stages), after, pageSize)
-		var out []pipeline.Item
-		var id string
-		var record []byte
-		var stages []int16
-		var datas [][]byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &record, &stages, &datas}, func() error {
-			it, err := db.item(record, stages, datas, len(db.stages))
-			if err != nil {
-				return fmt.Errorf("item %q: %w", id, err)
-			}
-			out = append(out, it)
-			stages, datas = nil, nil
-			return nil
-		})
-		return out, func(it pipeline.Item) string { return it.ID }, err
 	}, fn)
 }
 

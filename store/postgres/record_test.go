@@ -1,0 +1,129 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// recordSeeds are stored records: as json.Marshal writes them, and the
+// forms only json.Unmarshal reads right.
+var recordSeeds = []string{
+	`{"id":"r1","text":"hello"}`,
+	`{"id":"r1","text":"héllo 🧑‍💻","fields":{"app":"sleep","rating":"3"},"types":{"rating":"number"},"line":12}`,
+	`{"id":"r1","text":"a \"quote\" and\nnew line \u003c","fields":{"a\u0026b":"x"}}`,
+	`{"id":"r1","text":"bad \xff utf8"}`,
+	`{"id":"r1","text":"t","fields":{}}`,
+	`{"id":"r1","text":"t","fields":null}`,
+	`{"id":"r1","text":"t","line":-3}`,
+	`{"id":"r1","text":"t","line":1.5}`,
+	`{"id":"r1","text":"t","line":1e2}`,
+	`{"id":"r1","text":"t","line":012}`,
+	`{"id":"r1","text":"t","line":99999999999999999999}`,
+	`{"ID":"r1","Text":"case"}`,
+	`{"id":"r1","id":"r2"}`,
+	`{"id":"r1","fields":{"a":"1","a":"2"}}`,
+	`{"id":"r1","fields":{"a":1}}`,
+	`{"id":"r1","other":true}`,
+	`{ "id" : "r1" }`,
+	`{"id":"r1"} `,
+	`{"id":"r1"}x`,
+	`{"id":"r1",}`,
+	`{}`,
+	`{`,
+	`[]`,
+	``,
+	`null`,
+	`{"id":"tab	in"}`,
+}
+
+// TestDecodeRecord_asUnmarshal holds decodeRecord and recordFieldKeys
+// to json.Unmarshal: the same Record (field names), and an error exactly
+// when it gives one.
+func TestDecodeRecord_asUnmarshal(t *testing.T) {
+	for _, raw := range recordSeeds {
+		t.Run(raw, func(t *testing.T) { sameAsUnmarshal(t, []byte(raw)) })
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	for _, raw := range recordSeeds {
+		f.Add([]byte(raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { sameAsUnmarshal(t, raw) })
+}
+
+func sameAsUnmarshal(t *testing.T, raw []byte) {
+	t.Helper()
+	var want, got pipeline.Record
+	werr := json.Unmarshal(raw, &want)
+	gerr := decodeRecord(raw, &got)
+	if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+		t.Fatalf("decodeRecord(%q): error %v, json.Unmarshal %v", raw, gerr, werr)
+	}
+	if werr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodeRecord(%q) = %#v, json.Unmarshal %#v", raw, got, want)
+	}
+	keys := map[string]bool{}
+	kerr := recordFieldKeys(raw, keys)
+	wantKeys := map[string]bool{}
+	for k := range want.Fields {
+		wantKeys[k] = true
+	}
+	if (kerr == nil) != (werr == nil) || werr == nil && !reflect.DeepEqual(keys, wantKeys) {
+		t.Fatalf("recordFieldKeys(%q) = %v, %v; json.Unmarshal's fields %v, %v", raw, keys, kerr, wantKeys, werr)
+	}
+}
+
+// TestFastRecord_readsMarshalled checks that the records json.Marshal
+// writes, escapes aside, take the direct path.
+func TestFastRecord_readsMarshalled(t *testing.T) {
+	for _, r := range []pipeline.Record{
+		{ID: "r1", Text: "plain text"},
+		{ID: "r2", Text: "émoji 🙏🏾", Fields: map[string]string{"app": "x", "date": "2025-01-02"}, Types: map[string]pipeline.FieldType{"n": pipeline.FieldNumber}, Line: 7},
+		{ID: "r3", Fields: map[string]string{}},
+	} {
+		raw, _ := json.Marshal(r)
+		var got pipeline.Record
+		if !fastRecord(raw, &got) {
+			t.Errorf("%s: not read directly", raw)
+		}
+	}
+}
+
+// TestObjectKeys_asDecoder holds objectKeys to the reading report's
+// export makes of an output: json.Decoder's first value, numbers kept,
+// decoded into a map; false exactly when that fails.
+func TestObjectKeys_asDecoder(t *testing.T) {
+	for _, raw := range []string{
+		`{"label":"bug","confidence":0.83,"usage":{"a":[1,{"b":"}"}]},"model":"m"}`,
+		` { "a" : 1 , "b\u00e9" : "x\"}" , "c" : [ ] } `,
+		`{"a":1} trailing`,
+		`{"a":tru}`,
+		`{"\xff":1}`,
+		`{}`,
+		`null`,
+		`[1]`,
+		`"text"`,
+		`{"a":1,"a":2}`,
+	} {
+		t.Run(raw, func(t *testing.T) {
+			got := map[string]bool{}
+			ok := objectKeys([]byte(raw), got)
+			var m map[string]any
+			dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+			dec.UseNumber()
+			err := dec.Decode(&m)
+			want := map[string]bool{}
+			for k := range m {
+				want[k] = true
+			}
+			if ok != (err == nil) || ok && !reflect.DeepEqual(got, want) {
+				t.Fatalf("objectKeys = %v, %v; the decoder's %v, %v", got, ok, want, err)
+			}
+		})
+	}
+}
