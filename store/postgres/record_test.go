@@ -94,36 +94,83 @@ func TestFastRecord_readsMarshalled(t *testing.T) {
 	}
 }
 
+// outputSeeds are stage outputs, valid or not.
+var outputSeeds = []string{
+	`{"label":"bug","confidence":0.83,"usage":{"a":[1,{"b":"}"}]},"model":"m"}`,
+	` { "a" : 1 , "b\u00e9" : "x\"}" , "c" : [ ] , "d": -0.5e+3 } `,
+	`{"a":1} trailing`,
+	`{"a":tru}`,
+	`{"a":01}`,
+	`{"a":"\x"}`,
+	`{"a":"\u12"}`,
+	`{"\ud800":1}`,
+	"{\"\xff\":1}",
+	"{\"a\":\"\x01\"}",
+	`{}`,
+	`null`,
+	`[1]`,
+	`"text"`,
+	`{"a":1,"a":2}`,
+	`{"a":[[[[[[[[[[1]]]]]]]]]]}`,
+	`{"a":1,}`,
+	`{"a" 1}`,
+}
+
 // TestObjectKeys_asDecoder holds objectKeys to the reading report's
-// export makes of an output: json.Decoder's first value, numbers kept,
-// decoded into a map; false exactly when that fails.
+// export makes of an output: json.Decoder's first value decoded into a
+// map; false exactly when that fails. What the strict reader accepts,
+// json.Valid accepts.
 func TestObjectKeys_asDecoder(t *testing.T) {
-	for _, raw := range []string{
-		`{"label":"bug","confidence":0.83,"usage":{"a":[1,{"b":"}"}]},"model":"m"}`,
-		` { "a" : 1 , "b\u00e9" : "x\"}" , "c" : [ ] } `,
-		`{"a":1} trailing`,
-		`{"a":tru}`,
-		`{"\xff":1}`,
-		`{}`,
-		`null`,
-		`[1]`,
-		`"text"`,
-		`{"a":1,"a":2}`,
-	} {
-		t.Run(raw, func(t *testing.T) {
-			got := map[string]bool{}
-			ok := objectKeys([]byte(raw), got)
-			var m map[string]any
-			dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-			dec.UseNumber()
-			err := dec.Decode(&m)
-			want := map[string]bool{}
-			for k := range m {
-				want[k] = true
+	for _, raw := range outputSeeds {
+		t.Run(raw, func(t *testing.T) { keysAsDecoder(t, []byte(raw)) })
+	}
+}
+
+func FuzzObjectKeys(f *testing.F) {
+	for _, raw := range outputSeeds {
+		f.Add([]byte(raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { keysAsDecoder(t, raw) })
+}
+
+func keysAsDecoder(t *testing.T, raw []byte) {
+	t.Helper()
+	got := map[string]bool{}
+	ok := objectKeys(raw, got)
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	err := dec.Decode(&m)
+	want := map[string]bool{}
+	for k := range m {
+		want[k] = true
+	}
+	if ok != (err == nil) || ok && !reflect.DeepEqual(got, want) {
+		t.Fatalf("objectKeys(%q) = %v, %v; the decoder's %v, %v", raw, got, ok, want, err)
+	}
+	if strictObjectKeys(raw, map[string]bool{}) && !json.Valid(raw) {
+		t.Fatalf("strictObjectKeys accepts %q, which json.Valid does not", raw)
+	}
+}
+
+// BenchmarkFieldNamesScan is FieldNames's work on one item, the
+// database aside: its record's field names and its three outputs' keys.
+func BenchmarkFieldNamesScan(b *testing.B) {
+	record := []byte(`{"id":"r000002","text":"The team did an amazing job with my budgets. Otherwise fine.","fields":{"app":"budget-buddy","date":"2025-11-03","locale":"en","rating":"5","version":"2.4.0"},"line":2}`)
+	outputs := [][]byte{
+		[]byte(`{"text":"The team did an amazing job with my budgets. Otherwise fine.","chars":60,"truncated":false,"original_chars":60,"changes":[]}`),
+		[]byte(`{"label":"ux","confidence":0.9,"reason":"instant stand-in","model":"none (instant stand-in)","usage":{}}`),
+		[]byte(`{"label":"ux","groups":{"app":"budget-buddy","month":"2025-11"},"rating":5}`),
+	}
+	inputs, keys := map[string]bool{}, map[string]bool{}
+	for b.Loop() {
+		if err := recordFieldKeys(record, inputs); err != nil {
+			b.Fatal(err)
+		}
+		for _, o := range outputs {
+			if !objectKeys(o, keys) {
+				b.Fatal("not an object")
 			}
-			if ok != (err == nil) || ok && !reflect.DeepEqual(got, want) {
-				t.Fatalf("objectKeys = %v, %v; the decoder's %v, %v", got, ok, want, err)
-			}
-		})
+		}
 	}
 }
