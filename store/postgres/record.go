@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -12,8 +13,8 @@ import (
 // into a zero Record would, error included. Whole-table reads (export,
 // the report's streaming pass) decode a million records, and
 // encoding/json spends most of their time there: records as
-// json.Marshal wrote them (compact, known keys, strings without
-// escapes) are read directly, and anything else goes to json.Unmarshal.
+// json.Marshal wrote them (compact, known keys, plain strings) are read
+// directly, and anything else goes to json.Unmarshal.
 func decodeRecord(raw []byte, r *pipeline.Record) error {
 	if fastRecord(raw, r) {
 		return nil
@@ -23,8 +24,8 @@ func decodeRecord(raw []byte, r *pipeline.Record) error {
 }
 
 // fastRecord decodes raw into r when it is a compact JSON object of
-// Record's own keys, each once, spelt exactly, with plain strings (no
-// escapes, no control characters, valid UTF-8) and a plain integer line:
+// Record's own keys, each once, spelt exactly, with plain strings (see
+// strReader.plain) and a plain integer line:
 // a form whose meaning json.Unmarshal shares. It reports false for
 // anything else, r then half filled.
 func fastRecord(raw []byte, r *pipeline.Record) bool {
@@ -59,8 +60,9 @@ func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
 		return i == len(raw)-1
 	}
 	var seen [5]bool
+	var st strReader
 	for {
-		key, next, ok := plainString(raw, i)
+		key, next, ok := st.plain(raw, i)
 		if !ok || next >= len(raw) || raw[next] != ':' {
 			return false
 		}
@@ -73,7 +75,7 @@ func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
 				slot = 1
 			}
 			var v []byte
-			if v, i, ok = plainString(raw, i); ok && r != nil {
+			if v, i, ok = st.plain(raw, i); ok && r != nil {
 				if slot == 0 {
 					r.ID = string(v)
 				} else {
@@ -91,7 +93,7 @@ func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
 				r.Fields = map[string]string{}
 				set = func(k, v []byte) { r.Fields[string(k)] = string(v) }
 			}
-			i, ok = plainObject(raw, i, set)
+			i, ok = st.plainObject(raw, i, set)
 		case "types":
 			slot = 3
 			set := func(_, _ []byte) {}
@@ -99,7 +101,7 @@ func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
 				r.Types = map[string]pipeline.FieldType{}
 				set = func(k, v []byte) { r.Types[string(k)] = pipeline.FieldType(v) }
 			}
-			i, ok = plainObject(raw, i, set)
+			i, ok = st.plainObject(raw, i, set)
 		case "line":
 			slot = 4
 			var n int
@@ -125,10 +127,16 @@ func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
 	}
 }
 
-// plainString reads the JSON string at raw[i] when it has no escapes or
-// control characters and is valid UTF-8 (json.Unmarshal would replace
-// invalid bytes): its bytes and the index past its closing quote.
-func plainString(raw []byte, i int) (s []byte, next int, ok bool) {
+// strReader reads the JSON strings of one record. Most are read in place;
+// one with escapes is decoded into buf, which holds every such string of
+// the record until the record is done (its callers copy them out).
+type strReader struct{ buf []byte }
+
+// plain reads the JSON string at raw[i] as encoding/json would when it
+// has no control characters, its escapes are JSON's (\u of a surrogate
+// half aside) and it is valid UTF-8 (json.Unmarshal would replace invalid
+// bytes): its text and the index past its closing quote.
+func (st *strReader) plain(raw []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(raw) || raw[i] != '"' {
 		return nil, i, false
 	}
@@ -138,7 +146,9 @@ func plainString(raw []byte, i int) (s []byte, next int, ok bool) {
 		case c == '"':
 			s = raw[i+1 : j]
 			return s, j + 1, ascii || utf8.Valid(s)
-		case c == '\\' || c < 0x20:
+		case c == '\\':
+			return st.unescape(raw, i, j)
+		case c < 0x20:
 			return nil, i, false
 		case c >= utf8.RuneSelf:
 			ascii = false
@@ -147,9 +157,81 @@ func plainString(raw []byte, i int) (s []byte, next int, ok bool) {
 	return nil, i, false
 }
 
+// unescape is plain of the string at raw[i] whose first escape is at
+// raw[j].
+func (st *strReader) unescape(raw []byte, i, j int) ([]byte, int, bool) {
+	start := len(st.buf)
+	st.buf = append(st.buf, raw[i+1:j]...)
+	for j < len(raw) {
+		c := raw[j]
+		switch {
+		case c == '"':
+			s := st.buf[start:]
+			return s, j + 1, utf8.Valid(s)
+		case c < 0x20:
+			return nil, i, false
+		case c != '\\':
+			st.buf = append(st.buf, c)
+			j++
+			continue
+		}
+		if j+1 >= len(raw) {
+			return nil, i, false
+		}
+		switch e := raw[j+1]; e {
+		case '"', '\\', '/':
+			st.buf = append(st.buf, e)
+		case 'b':
+			st.buf = append(st.buf, '\b')
+		case 'f':
+			st.buf = append(st.buf, '\f')
+		case 'n':
+			st.buf = append(st.buf, '\n')
+		case 'r':
+			st.buf = append(st.buf, '\r')
+		case 't':
+			st.buf = append(st.buf, '\t')
+		case 'u':
+			r, ok := hex4(raw[j+2:])
+			if !ok || utf16.IsSurrogate(r) {
+				return nil, i, false
+			}
+			st.buf = utf8.AppendRune(st.buf, r)
+			j += 6
+			continue
+		default:
+			return nil, i, false
+		}
+		j += 2
+	}
+	return nil, i, false
+}
+
+// hex4 reads the four hexadecimal digits b starts with.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
 // plainObject reads a JSON object of plain string values at raw[i],
 // calling set for each pair in order, and returns the index past it.
-func plainObject(raw []byte, i int, set func(k, v []byte)) (int, bool) {
+func (st *strReader) plainObject(raw []byte, i int, set func(k, v []byte)) (int, bool) {
 	if i >= len(raw) || raw[i] != '{' {
 		return i, false
 	}
@@ -158,11 +240,11 @@ func plainObject(raw []byte, i int, set func(k, v []byte)) (int, bool) {
 		return i + 1, true
 	}
 	for {
-		k, next, ok := plainString(raw, i)
+		k, next, ok := st.plain(raw, i)
 		if !ok || next >= len(raw) || raw[next] != ':' {
 			return i, false
 		}
-		v, next, ok := plainString(raw, next+1)
+		v, next, ok := st.plain(raw, next+1)
 		if !ok || next >= len(raw) {
 			return i, false
 		}

@@ -38,6 +38,13 @@ var recordSeeds = []string{
 	``,
 	`null`,
 	`{"id":"tab	in"}`,
+	`{"id":"r1","text":"esc \\ \/ \b \f \n \r \t \u0000 \u00e9 \u2028 \uD83D\uDE00 \ud800 end"}`,
+	`{"id":"r1","text":"\uZZZZ"}`,
+	`{"id":"r1","text":"\u12"}`,
+	`{"id":"r1","text":"\q"}`,
+	`{"\u0069d":"r1","text":"key escaped"}`,
+	`{"id":"r1","fields":{"k\"ey":"v\nal"},"text":"\u003cb\u003e \u0026"}`,
+	"{\"id\":\"r1\",\"text\":\"\\n\xff\"}",
 }
 
 // TestDecodeRecord_asUnmarshal holds decodeRecord and recordFieldKeys
@@ -79,12 +86,13 @@ func sameAsUnmarshal(t *testing.T, raw []byte) {
 }
 
 // TestFastRecord_readsMarshalled checks that the records json.Marshal
-// writes, escapes aside, take the direct path.
+// writes, escapes included, take the direct path.
 func TestFastRecord_readsMarshalled(t *testing.T) {
 	for _, r := range []pipeline.Record{
 		{ID: "r1", Text: "plain text"},
 		{ID: "r2", Text: "émoji 🙏🏾", Fields: map[string]string{"app": "x", "date": "2025-01-02"}, Types: map[string]pipeline.FieldType{"n": pipeline.FieldNumber}, Line: 7},
 		{ID: "r3", Fields: map[string]string{}},
+		{ID: "r4", Text: "a \"quote\", a \\, a new\nline, <b> & \x00 \u2028", Fields: map[string]string{"a\tb": "\"x\""}},
 	} {
 		raw, _ := json.Marshal(r)
 		var got pipeline.Record
@@ -171,6 +179,19 @@ func BenchmarkFieldNamesScan(b *testing.B) {
 			if !objectKeys(o, keys) {
 				b.Fatal("not an object")
 			}
+		}
+	}
+}
+
+// BenchmarkDecodeRecord decodes a stored record whose text json.Marshal
+// escaped (a quote, a new line, a control character).
+func BenchmarkDecodeRecord(b *testing.B) {
+	raw, _ := json.Marshal(pipeline.Record{ID: "r000007", Text: "The \"sleep\" timer\nstops after\x00 10 minutes <b>every</b> night.",
+		Fields: map[string]string{"app": "sleep-sounds", "date": "2025-12-16", "locale": "en", "rating": "3", "version": "1.12.1"}, Line: 7})
+	var r pipeline.Record
+	for b.Loop() {
+		if err := decodeRecord(raw, &r); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
