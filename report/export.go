@@ -385,8 +385,9 @@ func isSkipped(out json.RawMessage) bool {
 // it (the configuration of the last run the database accepted). A store
 // that cannot walk every item (PostgreSQL) gives the done items, then the
 // dead letters stage by stage; its queued items are not exported. On a
-// store that names its fields (bbolt's FieldNames) the export of every
-// item reads the items once: the columns come from those names.
+// store that names its fields (FieldNames: those of the items it
+// exports) the export of every item reads the items once: the columns
+// come from those names.
 func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
@@ -411,20 +412,18 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	for _, d := range defs {
 		versions[d.Name] = d.Fingerprint
 	}
-	all, ok := db.(itemWalker)
-	if !ok {
-		return WriteFlat(w, doneThenDead(db, names), FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells})
-	}
-	src := func(fn func(FlatItem) error) error {
-		return all.ForEachItem(func(is pipeline.ItemState) error {
-			it := FlatItem{Record: is.Record, Status: ItemStatus(is, names), Outputs: is.Outputs}
-			if is.Dead != nil {
-				it.DeadReason = fmt.Sprintf("%s: %s", is.Dead.Class, is.Dead.Message)
-			}
-			return fn(it)
+	src := doneThenDead(db, names)
+	if all, ok := db.(itemWalker); ok {
+		src = overlapped(func(fn func(FlatItem) error) error {
+			return all.ForEachItem(func(is pipeline.ItemState) error {
+				it := FlatItem{Record: is.Record, Status: ItemStatus(is, names), Outputs: is.Outputs}
+				if is.Dead != nil {
+					it.DeadReason = fmt.Sprintf("%s: %s", is.Dead.Class, is.Dead.Message)
+				}
+				return fn(it)
+			})
 		})
 	}
-	src = overlapped(src)
 	fo := FlatOptions{Format: o.Format, Stages: names, Columns: o.Columns, Versions: versions, RawCells: o.RawCells}
 	lister, ok := db.(fieldLister)
 	if !ok {
@@ -450,9 +449,10 @@ type itemWalker interface {
 	ForEachItem(fn func(pipeline.ItemState) error) error
 }
 
-// fieldLister is a store that can name every input and output field
-// without reading the items (bbolt): the columns of an export of every
-// item come from it instead of a first pass over the rows.
+// fieldLister is a store that can name every input and output field of
+// the items Export writes at less cost than reading them (bbolt,
+// PostgreSQL): the columns of an export of every item come from it
+// instead of a first pass over the rows.
 type fieldLister interface {
 	FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error)
 }

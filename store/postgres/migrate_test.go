@@ -9,18 +9,24 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
-	8: `DROP TABLE cube_cell, cube_quote;
+	9: `CREATE INDEX output_stage ON output (stage, item_id);
+		UPDATE meta SET value = '9' WHERE key = 'schema'`,
+	8: `CREATE INDEX output_stage ON output (stage, item_id);
+		DROP TABLE cube_cell, cube_quote;
 		UPDATE meta SET value = '8' WHERE key = 'schema'`,
-	7: `DROP TABLE cube_cell, cube_quote;
+	7: `CREATE INDEX output_stage ON output (stage, item_id);
+		DROP TABLE cube_cell, cube_quote;
 		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`,
-	4: `DROP TABLE cube_cell, cube_quote, batch_job, worker_session;
+	4: `CREATE INDEX output_stage ON output (stage, item_id);
+		DROP TABLE cube_cell, cube_quote, batch_job, worker_session;
 		DROP SEQUENCE batch_job_seq;
 		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch, DROP COLUMN batch_sends;
 		ALTER TABLE answer_flight DROP COLUMN session;
@@ -145,4 +151,59 @@ func TestMigrate_RefusesWhileADeadSessionsLeasesLast(t *testing.T) {
 		t.Fatalf("migrating once the leases ended: %v", err)
 	}
 	db.Close()
+}
+
+// TestMigrate_OutputsIndexedOnce: a pipeline stored at schema 9 (its
+// outputs indexed by their key and again by stage) loses the second
+// index when a writable open migrates it, and reads as before: the same
+// export of every item and of one stage, byte for byte.
+func TestMigrate_OutputsIndexedOnce(t *testing.T) {
+	db, u := openNew(t, Options{})
+	exportItems(t, db)
+	before := exports(t, db)
+	db.Close()
+	sql(t, u, downgrades[9])
+	if !hasIndex(t, u, "output_stage") {
+		t.Fatal("the schema-9 pipeline has no output_stage index")
+	}
+
+	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if v := storedVersion(t, u); v != strconv.Itoa(SchemaVersion) || hasIndex(t, u, "output_stage") {
+		t.Fatalf("after the migration: version %s, output_stage kept %v; want %d, dropped", v, hasIndex(t, u, "output_stage"), SchemaVersion)
+	}
+	if after := exports(t, db); after != before {
+		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
+	}
+	storetest.Invariants(t, db)
+}
+
+// exports is db's export of every item and of classify, as JSON Lines.
+func exports(t *testing.T, db *DB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, stage := range []string{"", "classify"} {
+		if err := report.Export(&b, db, report.ExportOptions{Format: report.FormatJSONL, Stage: stage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+func hasIndex(t *testing.T, url, name string) bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, DefaultSchema+"."+name).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }

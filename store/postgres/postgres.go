@@ -108,6 +108,9 @@ type DB struct {
 	// runLockEvery is its period, runLockCheck but in tests.
 	runStop      chan struct{}
 	runLockEvery time.Duration
+
+	// counted is the counts last read, by snapshot (read.go).
+	counted countsCache
 }
 
 // Open connects to the database named by dsn (a libpq URL or key=value

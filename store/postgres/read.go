@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -19,7 +21,7 @@ const outputsSQL = `LEFT JOIN LATERAL (SELECT array_agg(o.stage ORDER BY o.stage
 // the stage it is for (len(stages) for a done item: no Prev).
 func (db *DB) item(record []byte, stages []int16, datas [][]byte, si int) (pipeline.Item, error) {
 	var it pipeline.Item
-	if err := json.Unmarshal(record, &it.Record); err != nil {
+	if err := decodeRecord(record, &it.Record); err != nil {
 		return it, pipeline.Damaged("", "", err, "bad record")
 	}
 	if len(stages) > 0 || si > 0 {
@@ -72,9 +74,11 @@ func (db *DB) collectQueued(rows pgx.Rows, si int, stage string) ([]pipeline.Que
 	return out, nil
 }
 
-// countDoneSQL counts the done items: neither queued nor dead at any stage.
-const countDoneSQL = `SELECT count(*) FROM item i WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = i.item_id)
-	AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = i.item_id)`
+// countUnfinishedSQL counts the items queued or dead (an item is done
+// when neither): those two tables, not the items, are read, so a
+// drained pipeline's count reads almost nothing.
+const countUnfinishedSQL = `SELECT count(*) FROM (SELECT item_id FROM todo UNION SELECT item_id FROM dead) u
+	WHERE EXISTS (SELECT 1 FROM item i WHERE i.item_id = u.item_id)`
 
 // Counts summarises where the items are, from one snapshot.
 func (db *DB) Counts() (pipeline.Counts, error) {
@@ -90,8 +94,46 @@ func (db *DB) Counts() (pipeline.Counts, error) {
 	return c, nil
 }
 
-// readCounts is Counts in tx's snapshot.
+// countsCache is the counts a handle read last and the snapshot it read
+// them in. A report reads the counts, then the cube with the counts of
+// its own snapshot: each a walk of the item and output tables (a second
+// at a million items). Two snapshots that are equal (the same xmin,
+// xmax and transactions in progress: nothing committed between them)
+// see the same rows, so the second reuses the first's counts.
+type countsCache struct {
+	mu       sync.Mutex
+	snapshot string
+	counts   pipeline.Counts
+}
+
+func (c *countsCache) get(snapshot string) (pipeline.Counts, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snapshot == "" || c.snapshot != snapshot {
+		return pipeline.Counts{}, false
+	}
+	out := c.counts
+	out.Stages = slices.Clone(c.counts.Stages)
+	return out, true
+}
+
+func (c *countsCache) put(snapshot string, counts pipeline.Counts) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snapshot, c.counts = snapshot, counts
+	c.counts.Stages = slices.Clone(counts.Stages)
+}
+
+// readCounts is Counts in tx's snapshot; tx is a read-only snapshot
+// (db.snapshot), which writes nothing the cache would not see.
 func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
+	var snap string
+	if err := tx.QueryRow(db.ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+		return pipeline.Counts{}, err
+	}
+	if c, ok := db.counted.get(snap); ok {
+		return c, nil
+	}
 	c := pipeline.Counts{Stages: make([]pipeline.StageCounts, len(db.stages))}
 	for i, s := range db.stages {
 		c.Stages[i].Stage = s.Name
@@ -99,9 +141,11 @@ func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 	if err := tx.QueryRow(db.ctx, `SELECT count(*) FROM item`).Scan(&c.Items); err != nil {
 		return c, err
 	}
-	if err := tx.QueryRow(db.ctx, countDoneSQL).Scan(&c.Done); err != nil {
+	var unfinished int
+	if err := tx.QueryRow(db.ctx, countUnfinishedSQL).Scan(&unfinished); err != nil {
 		return c, err
 	}
+	c.Done = c.Items - unfinished
 	for _, q := range []struct {
 		table, where string
 		field        func(*pipeline.StageCounts) *int
@@ -125,6 +169,7 @@ func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 			return c, err
 		}
 	}
+	db.counted.put(snap, c)
 	return c, nil
 }
 
@@ -275,65 +320,6 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 			return nil
 		})
 		return out, func(e pipeline.DeadEntry) string { return e.ID }, err
-	}, fn)
-}
-
-type recOut struct {
-	rec pipeline.Record
-	out json.RawMessage
-}
-
-// ForEachOutput calls fn for every item with an output at stage, in id order.
-func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.RawMessage) error) error {
-	si, err := db.stageIndex(stage)
-	if err != nil {
-		return err
-	}
-	return page(db, func(after string) ([]recOut, func(recOut) string, error) {
-		rows, _ := db.pool.Query(db.ctx, `SELECT o.item_id, o.data, i.record FROM output o JOIN item i USING (item_id)
-			WHERE o.stage = $1 AND o.item_id > $2 ORDER BY o.item_id LIMIT $3`, si, after, pageSize)
-		var out []recOut
-		var id string
-		var data, record []byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &data, &record}, func() error {
-			r := recOut{out: data}
-			if err := json.Unmarshal(record, &r.rec); err != nil {
-				return fmt.Errorf("item %q: bad record: %w", id, err)
-			}
-			out = append(out, r)
-			return nil
-		})
-		return out, func(r recOut) string { return r.rec.ID }, err
-	}, func(r recOut) error { return fn(r.rec, r.out) })
-}
-
-// doneSQL selects done items (neither queued nor dead) after $2, with all
-// their outputs ($1 = the number of stages).
-const doneSQL = `SELECT x.item_id, x.record, o.stages, o.datas FROM item x ` + outputsSQL + `
-	WHERE x.item_id > $2 AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = x.item_id)
-	AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = x.item_id)
-	ORDER BY x.item_id LIMIT $3`
-
-// ForEachDone calls fn with every done item, its record and all outputs,
-// in id order.
-func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
-	return page(db, func(after string) ([]pipeline.Item, func(pipeline.Item) string, error) {
-		rows, _ := db.pool.Query(db.ctx, doneSQL, len(db.stages), after, pageSize)
-		var out []pipeline.Item
-		var id string
-		var record []byte
-		var stages []int16
-		var datas [][]byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &record, &stages, &datas}, func() error {
-			it, err := db.item(record, stages, datas, len(db.stages))
-			if err != nil {
-				return fmt.Errorf("item %q: %w", id, err)
-			}
-			out = append(out, it)
-			stages, datas = nil, nil
-			return nil
-		})
-		return out, func(it pipeline.Item) string { return it.ID }, err
 	}, fn)
 }
 
