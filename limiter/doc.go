@@ -51,9 +51,10 @@
 // back until it serves again. The runner tells the limiter when its hold
 // closes and opens (OverloadHeld, OverloadOpened): the law leaves the time
 // held out of the rate it sent (a rate is proven only while it is sent at
-// 0.9 of its pace, so holds a second apart would keep it from ever being
-// proven), out of the answer lag a rate is held for, and out of the span
-// it reads the admitted rate over.
+// 0.9 of its pace, or at a few calls a round trip as many calls as a
+// steady schedule at it puts in one, so holds a second apart would keep
+// it from ever being proven), out of the answer lag a rate is held for,
+// and out of the span it reads the admitted rate over.
 //
 // Paced evenly, a stage loses what holds take and what slow start's burst
 // keeps the window full for; a sliding log has room for the calls kept

@@ -1,6 +1,9 @@
 package limiter
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The runner's overload hold, as the law sees it. A server that refuses
 // every call for a moment (503 "overloaded") says nothing about the
@@ -116,7 +119,8 @@ func (w *law) heldWithin(from, to time.Time) time.Duration {
 
 // sendingAtRate reports whether the calls started over the last round
 // trip, time held for an overload left out, came at 0.9 of the paced
-// rate or more (atRate); judged is false when too little of that round
+// rate or more, or as many as a steady schedule at the rate puts in it
+// (atRate); judged is false when too little of that round
 // trip was free of holds to tell either way.
 func (w *law) sendingAtRate(t time.Time) (judged, atRate bool) {
 	if w.windowBinds() {
@@ -137,5 +141,12 @@ func (w *law) sendingAtRate(t time.Time) (judged, atRate bool) {
 	if w.rate < w.minRate() && w.sentCalls(t) < 0.5*w.rate {
 		return true, false
 	}
-	return true, w.sentRate(t) >= 0.9*w.rate
+	// The calls a span holds are whole: a schedule of four and a half a
+	// round trip puts four or five in one by where it falls, and four,
+	// read as under 0.9 of the rate, reset the rate's proof at every
+	// other answer (a bucket of 229 a second paced at 25 for a minute).
+	// A span that holds as many calls as a steady schedule at the rate
+	// always puts in it sends at the rate.
+	n := w.sentRate(t) * free.Seconds()
+	return true, n >= 0.9*w.rate*free.Seconds() || n >= math.Floor(w.rate*free.Seconds())-1e-9
 }
