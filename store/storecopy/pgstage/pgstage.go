@@ -213,23 +213,29 @@ func (t *Target) Close() error {
 	return errors.Join(err, t.conn.Close(ctx))
 }
 
-// Unfinished says whether the database at dsn holds the
-// staged schema of a copy that has not finished: stopped halfway, or
-// still under way.
-func Unfinished(ctx context.Context, dsn string) (bool, error) {
+// Unfinished says whether the database at dsn holds the staged schema
+// of a copy that has not finished, and whether that copy is still under
+// way (its process holds the copy's lock) rather than stopped halfway.
+func Unfinished(ctx context.Context, dsn string) (staged, underWay bool, err error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = postgres.DefaultConnectTimeout
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer conn.Close(ctx)
-	var found bool
-	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, postgres.DefaultSchema+StagingSuffix).Scan(&found)
-	return found, err
+	// A lock on one bigint key shows in pg_locks as its high and low
+	// 32 bits (classid, objid), objsubid 1.
+	err = conn.QueryRow(ctx, `WITH k AS (SELECT hashtext($2)::bigint AS key)
+		SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+			EXISTS (SELECT 1 FROM pg_locks l, k WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+				AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
+				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,
+		postgres.DefaultSchema+StagingSuffix, copyLockPrefix+postgres.DefaultSchema).Scan(&staged, &underWay)
+	return staged, staged && underWay, err
 }
