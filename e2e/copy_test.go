@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/stages"
 	"github.com/sawtooth-dev/sawtooth/store"
+	"github.com/sawtooth-dev/sawtooth/store/storecopy/pgstage"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
@@ -160,4 +162,38 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCopy_StatusWhileACopyIsUnderWay: status on a database a copy is
+// still writing says to wait for it, not to run the copy again (which
+// would be refused while it runs); once the copy is stopped, it says to
+// run the copy again.
+func TestCopy_StatusWhileACopyIsUnderWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a real process")
+	}
+	url := startPostgres(t)
+	copying, err := pgstage.Stage(context.Background(), url, storetest.Stages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := sawtooth(t, nil, "status", "--db", url)
+	if code != 2 || !strings.Contains(errs, "under way") || !strings.Contains(errs, "wait for it to finish") || strings.Contains(errs, "run the copy again") {
+		t.Errorf("status while a copy is under way: exit %d, %q %q; want a refusal that says to wait for the copy", code, out, errs)
+	}
+	// A copy killed halfway: its staged schema is left, its lock gone.
+	if err := copying.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `CREATE SCHEMA sawtooth_copying`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := sawtooth(t, nil, "status", "--db", url); code != 2 || !strings.Contains(errs, "run the copy again") || strings.Contains(errs, "wait for it") {
+		t.Errorf("status after a killed copy: exit %d, %q %q; want a refusal that says to run the copy again", code, out, errs)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store"
@@ -22,10 +23,11 @@ func copyToPostgres(src pipeline.Database, to string, defs []store.StageDef, out
 	dst, err := pgstage.Stage(ctx, to, defs)
 	if err != nil {
 		var full *pgstage.NotEmptyError
+		var live *pgstage.LiveRunsError
 		switch {
 		case errors.Is(err, pgstage.ErrCopyUnderWay):
 			return &wordedError{err: err, msg: fmt.Sprintf("--to %s: %v: wait for it to finish, or stop it and copy again", postgres.Redact(to), err)}
-		case errors.As(err, &full), errors.Is(err, postgres.ErrNotSawtooth):
+		case errors.As(err, &full), errors.As(err, &live), errors.Is(err, postgres.ErrNotSawtooth):
 			return usage(err)
 		}
 		return wordStoreError(err, "--to")
@@ -38,8 +40,12 @@ func copyToPostgres(src pipeline.Database, to string, defs []store.StageDef, out
 	}
 	if err := dst.Publish(ctx); err != nil {
 		var full *pgstage.NotEmptyError
-		if errors.As(err, &full) {
+		var live *pgstage.LiveRunsError
+		switch {
+		case errors.As(err, &full):
 			return usagef("--to %s gained items while the copy ran (a run started on it?): it is left as it is and %s; copy into another, empty database", postgres.Redact(to), nothing)
+		case errors.As(err, &live):
+			return usagef("--to %s: a run started on it while the copy ran (%s): it is left as it is and %s; let the run end (or stop it) and copy again, or copy into another, empty database", postgres.Redact(to), strings.Join(live.Runs, ", "), nothing)
 		}
 		return fmt.Errorf("copy %s to %s: %w (%s)", src.Path(), postgres.Redact(to), err, nothing)
 	}

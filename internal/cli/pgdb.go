@@ -80,8 +80,12 @@ func openDatabase(target string, o dbOpen, bolt func() (*store.DB, error)) (pipe
 	}
 	db, err := postgres.Open(context.Background(), target, postgres.Options{Stages: o.Stages, ReadOnly: o.ReadOnly, MustExist: o.MustExist})
 	if errors.Is(err, postgres.ErrNotFound) {
-		if unfinished, _ := pgstage.Unfinished(context.Background(), target); unfinished {
-			return nil, usagef("%s %s: no sawtooth pipeline there yet: a `sawtooth copy` into it stopped before its end, or is still under way; run the copy again (it starts over)",
+		switch staged, underWay, _ := pgstage.Unfinished(context.Background(), target); {
+		case underWay:
+			return nil, usagef("%s %s: no sawtooth pipeline there yet: a `sawtooth copy` into it is under way; wait for it to finish, or stop it and copy again",
+				cmp.Or(o.Flag, "--db"), postgres.Redact(target))
+		case staged:
+			return nil, usagef("%s %s: no sawtooth pipeline there yet: a `sawtooth copy` into it stopped before its end; run the copy again (it starts over)",
 				cmp.Or(o.Flag, "--db"), postgres.Redact(target))
 		}
 		return nil, usagef("--db %s: no sawtooth pipeline there yet (one is created by `sawtooth run --db %s --input FILE`, or `sawtooth migrate --db %s`)",

@@ -160,16 +160,41 @@ func (db *DB) checkRunLock() error {
 	return nil
 }
 
+// runAliveSQL holds for a row of a run table whose run's process holds
+// the run's lock (SaveRun); class and schema are the parameters holding
+// runLockClass and the pipeline's schema name.
+func runAliveSQL(class, schema string) string {
+	return `EXISTS (SELECT 1 FROM pg_locks l
+				WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ` + class + `::oid
+				AND l.objid = hashtext(` + schema + ` || ':' || run_id)::oid AND l.objsubid = 2
+				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
+}
+
+// LiveRuns lists, in id order, the runs of the pipeline in schema whose
+// process is alive (holds the run's lock, see SaveRun), read through q:
+// a connection or transaction on the pipeline's database, whatever its
+// search_path. A schema without a run table has none.
+func LiveRuns(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, schema string) ([]string, error) {
+	run := pgx.Identifier{schema, "run"}.Sanitize()
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, run).Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	var ids []string
+	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(run_id ORDER BY run_id), '{}') FROM `+run+` WHERE `+runAliveSQL("$1", "$2"),
+		runLockClass, schema).Scan(&ids)
+	return ids, err
+}
+
 // Runs returns up to n run records, newest first. A record still
 // "running" whose process no longer holds the run's lock reads "killed",
 // with the usage its committed results recorded.
 func (db *DB) Runs(n int) ([]pipeline.RunSummary, error) {
 	var out []pipeline.RunSummary
 	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(db.ctx, `SELECT run_id, summary, EXISTS (SELECT 1 FROM pg_locks l
-				WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $2::oid
-				AND l.objid = hashtext($3 || ':' || run_id)::oid AND l.objsubid = 2
-				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+		rows, _ := tx.Query(db.ctx, `SELECT run_id, summary, `+runAliveSQL("$2", "$3")+`
 			FROM run ORDER BY run_id DESC LIMIT $1`, n, runLockClass, db.schema)
 		var id string
 		var raw []byte

@@ -6,7 +6,9 @@
 // in one transaction once the copy is whole. Until then the pipeline's
 // schema is as it was (absent, or an empty pipeline): status, run and
 // report find no copied item there, whatever stopped the copy, and the
-// next copy drops what a stopped one staged and starts over. A session
+// next copy drops what a stopped one staged and starts over. An empty
+// pipeline a run is live on is left alone: the run's sessions name the
+// schema, and would write into the copy renamed onto it. A session
 // advisory lock held from Stage to Close keeps a second copy into the
 // same database out meanwhile.
 package pgstage
@@ -15,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -46,6 +49,24 @@ func (e *NotEmptyError) Error() string {
 	return fmt.Sprintf("copy to %s: it already holds %d items; copy into a new, empty database", e.Path, e.Items)
 }
 
+// LiveRunsError is a copy's target pipeline, empty, that runs are live
+// on: put in its place, the copy would take their writes (their
+// sessions name the schema, not the pipeline there when they opened it),
+// and their job and run records would be dropped.
+type LiveRunsError struct {
+	Path string
+	// Runs are the live runs' ids.
+	Runs []string
+}
+
+func (e *LiveRunsError) Error() string {
+	what := "run " + e.Runs[0] + " is"
+	if len(e.Runs) > 1 {
+		what = fmt.Sprintf("runs %s are", strings.Join(e.Runs, ", "))
+	}
+	return fmt.Sprintf("copy to %s: %s live on its pipeline; let the run end (or stop it) and copy again, or copy into another, empty database", e.Path, what)
+}
+
 // Target is a staged copy into a PostgreSQL pipeline: copy into DB, then
 // Publish, then Close. Not safe for concurrent use.
 type Target struct {
@@ -60,8 +81,9 @@ type Target struct {
 
 // Stage opens a staged pipeline of stages in the database at dsn
 // to copy into, after checking that the pipeline's schema holds no item
-// (a *NotEmptyError) and no other copy into it is under way
-// (ErrCopyUnderWay), and dropping what a killed copy staged.
+// (a *NotEmptyError) nor a live run (a *LiveRunsError), that no other
+// copy into it is under way (ErrCopyUnderWay), and dropping what a
+// killed copy staged.
 func Stage(ctx context.Context, dsn string, stages []pipeline.StageDef) (*Target, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -99,9 +121,10 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// checkTarget refuses a pipeline schema that holds items, or that holds
-// tables but no sawtooth pipeline. An absent schema, an empty one and a
-// pipeline of no items pass: Publish puts the copy in their place.
+// checkTarget refuses a pipeline schema that holds items, that a run is
+// live on (a *LiveRunsError), or that holds tables but no sawtooth
+// pipeline. An absent schema, an empty one and a pipeline of no items
+// and no live run pass: Publish puts the copy in their place.
 func (t *Target) checkTarget(ctx context.Context, q querier) error {
 	ident := pgx.Identifier{t.schema}.Sanitize()
 	var tables int
@@ -125,27 +148,37 @@ func (t *Target) checkTarget(ctx context.Context, q querier) error {
 	if n > 0 {
 		return &NotEmptyError{Path: t.path, Items: n}
 	}
+	live, err := postgres.LiveRuns(ctx, q, t.schema)
+	if err != nil {
+		return fmt.Errorf("copy to %s: look for live runs: %w", t.path, err)
+	}
+	if len(live) > 0 {
+		return &LiveRunsError{Path: t.path, Runs: live}
+	}
 	return nil
 }
 
 // Publish closes DB and puts the staged pipeline in the place of the
 // pipeline's schema, in one transaction: the schema is renamed, an empty
 // pipeline (or empty schema) there before it is dropped, and one that
-// gained items meanwhile refuses the copy (a *NotEmptyError).
+// gained items meanwhile (a *NotEmptyError) or a live run (a
+// *LiveRunsError) refuses the copy.
 func (t *Target) Publish(ctx context.Context) error {
 	if err := t.DB.Close(); err != nil {
 		return err
 	}
 	ident := pgx.Identifier{t.schema}.Sanitize()
 	err := pgx.BeginFunc(ctx, t.conn, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident+".item").Scan(&exists); err != nil {
+		// Held to the commit: no ingest can add an item to the
+		// pipeline, nor a run record itself, between the check and the
+		// drop.
+		rows, _ := tx.Query(ctx, `SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NOT NULL`, []string{ident + ".item", ident + ".run"})
+		held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			return err
 		}
-		if exists {
-			// Held to the commit: no ingest can add an item to the
-			// pipeline between the check and the drop.
-			if _, err := tx.Exec(ctx, `LOCK TABLE `+ident+`.item IN ACCESS EXCLUSIVE MODE`); err != nil {
+		if len(held) > 0 {
+			if _, err := tx.Exec(ctx, `LOCK TABLE `+strings.Join(held, ", ")+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 				return err
 			}
 		}
@@ -155,7 +188,7 @@ func (t *Target) Publish(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS `+ident+` CASCADE`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `ALTER SCHEMA `+pgx.Identifier{t.staging}.Sanitize()+` RENAME TO `+ident)
+		_, err = tx.Exec(ctx, `ALTER SCHEMA `+pgx.Identifier{t.staging}.Sanitize()+` RENAME TO `+ident)
 		return err
 	})
 	if err != nil {
@@ -180,23 +213,29 @@ func (t *Target) Close() error {
 	return errors.Join(err, t.conn.Close(ctx))
 }
 
-// Unfinished says whether the database at dsn holds the
-// staged schema of a copy that has not finished: stopped halfway, or
-// still under way.
-func Unfinished(ctx context.Context, dsn string) (bool, error) {
+// Unfinished says whether the database at dsn holds the staged schema
+// of a copy that has not finished, and whether that copy is still under
+// way (its process holds the copy's lock) rather than stopped halfway.
+func Unfinished(ctx context.Context, dsn string) (staged, underWay bool, err error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = postgres.DefaultConnectTimeout
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer conn.Close(ctx)
-	var found bool
-	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, postgres.DefaultSchema+StagingSuffix).Scan(&found)
-	return found, err
+	// A lock on one bigint key shows in pg_locks as its high and low
+	// 32 bits (classid, objid), objsubid 1.
+	err = conn.QueryRow(ctx, `WITH k AS (SELECT hashtext($2)::bigint AS key)
+		SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+			EXISTS (SELECT 1 FROM pg_locks l, k WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+				AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
+				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,
+		postgres.DefaultSchema+StagingSuffix, copyLockPrefix+postgres.DefaultSchema).Scan(&staged, &underWay)
+	return staged, staged && underWay, err
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -256,4 +257,64 @@ func TestTarget_AllOrNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTarget_LeavesALiveRunAlone: an empty pipeline a run is live on
+// (started while the copy ran, not yet ingesting) is not replaced at
+// Publish. Its sessions name the pipeline's schema by name: dropped
+// under the run, the run went on writing into the copy renamed there,
+// its items among the copy's and its job and run record gone. A run
+// live before the copy refuses it at Stage.
+func TestTarget_LeavesALiveRunAlone(t *testing.T) {
+	ctx := context.Background()
+	src := source(t)
+	startRun := func(t *testing.T, url string) *postgres.DB {
+		t.Helper()
+		run, err := postgres.Open(ctx, url, postgres.Options{Stages: storetest.Stages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { run.Close() })
+		if err := run.SaveRun(pipeline.RunSummary{ID: "r1", Started: time.Now(), Status: "running"}); err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	isLive := func(err error) bool {
+		var live *pgstage.LiveRunsError
+		return errors.As(err, &live) && len(live.Runs) == 1 && live.Runs[0] == "r1"
+	}
+
+	t.Run("started while the copy ran", func(t *testing.T) {
+		url := pgURL(t)
+		dst, err := pgstage.Stage(ctx, url, storetest.Stages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dst.Close()
+		if _, err := storecopy.Copy(src, dst.DB, nil); err != nil {
+			t.Fatal(err)
+		}
+		run := startRun(t, url)
+		if err := dst.Publish(ctx); !isLive(err) {
+			t.Errorf("Publish over a live run: err = %v, want a *LiveRunsError naming r1", err)
+		}
+		if _, err := run.Ingest([]pipeline.Record{storetest.Record("mine", "the run's own item", "a", "5")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, items := schemas(t, url); items != 1 {
+			t.Errorf("the run's pipeline holds %d items after its ingest, want its own 1 (the copy's 50 are not its)", items)
+		}
+	})
+	t.Run("live before the copy", func(t *testing.T) {
+		url := pgURL(t)
+		startRun(t, url)
+		dst, err := pgstage.Stage(ctx, url, storetest.Stages)
+		if err == nil {
+			dst.Close()
+		}
+		if !isLive(err) {
+			t.Errorf("Stage over a live run: err = %v, want a *LiveRunsError naming r1", err)
+		}
+	})
 }
