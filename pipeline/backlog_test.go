@@ -87,3 +87,91 @@ func TestRunner_FreeResultsDoNotHoldCalls(t *testing.T) {
 		}
 	})
 }
+
+// paidExposure is a memStore whose commits take latency of virtual time
+// and which tracks the paid answers not yet committed: what a kill at
+// that instant would throw away and pay again.
+type paidExposure struct {
+	*memStore
+	clock   *virtualClock
+	latency time.Duration
+
+	mu                  sync.Mutex
+	answered, committed int
+	maxExposure         int
+}
+
+func (s *paidExposure) answer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered++
+	s.maxExposure = max(s.maxExposure, s.answered-s.committed)
+}
+
+func (s *paidExposure) Commit(ts []pipeline.Transition) error {
+	_ = s.clock.sleep(context.Background(), s.latency)
+	if err := s.memStore.Commit(ts); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range ts {
+		if t.Usage != (pipeline.Usage{}) {
+			s.committed++
+		}
+	}
+	return nil
+}
+
+// skipAfter is a local stage that skips every item after took of
+// virtual time: its free results reach the committer without waiting
+// for the backlog, as a Skipper's and a cached answer's do.
+type skipAfter struct {
+	funcStage
+	clock *virtualClock
+	took  time.Duration
+}
+
+func (s *skipAfter) Skip(ctx context.Context, it pipeline.Item) (pipeline.Result, bool) {
+	if s.clock.sleep(ctx, s.took) != nil {
+		return pipeline.Result{}, false
+	}
+	return pipeline.Result{Output: json.RawMessage(`"` + it.ID + `"`)}, true
+}
+
+// TestRunner_FreeResultsDoNotHidePaidAnswers: a commit that carries free
+// results beside paid answers takes only the paid ones off the backlog,
+// so the paid answers waiting for a slow disk stay within the calls in
+// flight plus MaxBacklogAge of answers (TestRunner_SlowCommitBoundsBacklog)
+// while free results commit with them.
+func TestRunner_FreeResultsDoNotHidePaidAnswers(t *testing.T) {
+	const (
+		workers  = 8
+		callTime = 10 * time.Millisecond
+		items    = 2000
+	)
+	bound := workers + workers*int(pipeline.DefaultMaxBacklogAge/callTime)
+	inVirtualTime(t, func(t *testing.T, clock *virtualClock) {
+		st := &paidExposure{memStore: newMemStore([]string{"pre", "api"}, items), clock: clock, latency: 400 * time.Millisecond}
+		// Slow enough that its results reach several commits.
+		pre := &skipAfter{funcStage: funcStage{name: "pre", fn: free(clock, callTime)}, clock: clock, took: 5 * time.Millisecond}
+		api := &funcStage{name: "api", fn: func(ctx context.Context, it pipeline.Item, n int) (pipeline.Result, error) {
+			if err := clock.sleep(ctx, callTime); err != nil {
+				return pipeline.Result{}, err
+			}
+			st.answer()
+			return ok(ctx, it, n)
+		}}
+		r := &pipeline.Runner{Store: st, Clock: clock, Stages: []pipeline.StageConfig{{Stage: pre, Workers: 4}, {Stage: api, Workers: workers}}}
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if w := st.tally(); w["done"] != items {
+			t.Fatalf("where = %v", w)
+		}
+		t.Logf("at most %d paid answers waited for their commit (bound %d); %d items in %s", st.maxExposure, bound, items, clock.Since())
+		if st.maxExposure > bound {
+			t.Errorf("%d paid answers waited for their commit at once, want at most %d: free results took paid answers off the backlog", st.maxExposure, bound)
+		}
+	})
+}

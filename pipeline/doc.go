@@ -11,12 +11,13 @@
 // A transition carries the usage of every call that led to it, so what was
 // paid is recorded with what it bought.
 //
-// What a kill can throw away is bounded: no call starts while a result has
-// waited Runner.MaxBacklogAge (100 ms) for its commit, or while
-// Runner.MaxBacklog results wait, so a slow disk slows the calls instead of
-// piling up answers. A failed commit is tried again (Store.Commit is
-// idempotent) before the run fails; an outcome is counted only once its
-// commit succeeded.
+// What a kill can throw away is bounded: no call starts while a paid
+// result has waited Runner.MaxBacklogAge (100 ms) for its commit, or while
+// Runner.MaxBacklog paid results wait, so a slow disk slows the calls
+// instead of piling up answers. A result that billed nothing (a local
+// stage's, a cached answer) is not counted: a kill re-does it for free.
+// A failed commit is tried again (Store.Commit is idempotent) before the
+// run fails; an outcome is counted only once its commit succeeded.
 //
 // Errors returned by a stage are classified once, in ClassOf, and what
 // each class leads to is decided once, in the pure function decide
