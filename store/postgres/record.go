@@ -30,14 +30,21 @@ func decodeRecord(raw []byte, r *pipeline.Record) error {
 // anything else, r then half filled.
 func fastRecord(raw []byte, r *pipeline.Record) bool {
 	*r = pipeline.Record{}
-	return scanRecord(raw, r, nil)
+	return scanRecord(raw, r, nil, nil)
 }
 
 // recordFieldKeys adds the names of raw's input fields to keys, as
 // decodeRecord's Fields would have them, building no value.
 func recordFieldKeys(raw []byte, keys map[string]bool) error {
-	if scanRecord(raw, nil, keys) {
+	var added []string
+	if scanRecord(raw, nil, keys, &added) {
 		return nil
+	}
+	// The scan stopped part way: the names it added may be ones
+	// json.Unmarshal drops (a later "fields":null), so they go, and
+	// the record's own names come from its decoding.
+	for _, k := range added {
+		delete(keys, k)
 	}
 	var r pipeline.Record
 	if err := json.Unmarshal(raw, &r); err != nil {
@@ -50,8 +57,10 @@ func recordFieldKeys(raw []byte, keys map[string]bool) error {
 }
 
 // scanRecord is fastRecord filling r, or with r nil only adding the
-// field names to keys; false when raw is not in the plain form.
-func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
+// field names to keys, each name keys did not hold also to *added;
+// false when raw is not in the plain form, keys then perhaps holding
+// names of a "fields" object a later key replaces.
+func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool, added *[]string) bool {
 	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return false
 	}
@@ -87,6 +96,7 @@ func scanRecord(raw []byte, r *pipeline.Record, keys map[string]bool) bool {
 			set := func(k, _ []byte) {
 				if !keys[string(k)] { // the lookup does not allocate
 					keys[string(k)] = true
+					*added = append(*added, string(k))
 				}
 			}
 			if r != nil {

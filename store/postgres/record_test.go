@@ -26,6 +26,9 @@ var recordSeeds = []string{
 	`{"ID":"r1","Text":"case"}`,
 	`{"id":"r1","id":"r2"}`,
 	`{"id":"r1","fields":{"a":"1","a":"2"}}`,
+	`{"id":"r1","fields":{"b":"1"},"fields":null}`,
+	`{"id":"r1","fields":{"b":"1","a":"2"},"Fields":null}`,
+	`{"id":"r1","fields":{"b":"1"},"fields":{"c":"2"}}`,
 	`{"id":"r1","fields":{"a":1}}`,
 	`{"id":"r1","other":true}`,
 	`{ "id" : "r1" }`,
@@ -82,6 +85,14 @@ func sameAsUnmarshal(t *testing.T, raw []byte) {
 	}
 	if (kerr == nil) != (werr == nil) || werr == nil && !reflect.DeepEqual(keys, wantKeys) {
 		t.Fatalf("recordFieldKeys(%q) = %v, %v; json.Unmarshal's fields %v, %v", raw, keys, kerr, wantKeys, werr)
+	}
+	// The names earlier records gave stay, whatever this one holds.
+	if werr == nil {
+		keys = map[string]bool{"a": true}
+		wantKeys["a"] = true
+		if err := recordFieldKeys(raw, keys); err != nil || !reflect.DeepEqual(keys, wantKeys) {
+			t.Fatalf("recordFieldKeys(%q) after a record with field a = %v, %v; want %v", raw, keys, err, wantKeys)
+		}
 	}
 }
 

@@ -192,3 +192,50 @@ func TestDB_ExportSameAsPaged(t *testing.T) {
 		})
 	}
 }
+
+// TestDB_ForEachDone_sessionEndedAfterTheLastRow: a caller slow over
+// rows the server has already sent (an export into a paused pipe) may
+// find the stream's session ended meanwhile, idle in its transaction
+// past DefaultIdleInTransaction (here ended at once). The snapshot was
+// only read from and every row came: the walk gives every done item
+// and no error.
+func TestDB_ForEachDone_sessionEndedAfterTheLastRow(t *testing.T) {
+	db, _ := openNew(t, Options{})
+	exportItems(t, db)
+	c, err := db.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = db.ForEachDone(func(it pipeline.Item) error {
+		if n == 0 {
+			endIdleStream(t, db, "LEFT JOIN output o ON")
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != c.Done {
+		t.Fatalf("ForEachDone with its session ended after the last row: %d items, %v; want %d, no error", n, err, c.Done)
+	}
+}
+
+// endIdleStream waits for the session whose statement contains query
+// to sit idle in its transaction (the server has sent every row), then
+// ends it as idle_in_transaction_session_timeout would.
+func endIdleStream(t testing.TB, db *DB, query string) {
+	t.Helper()
+	for range 1000 {
+		var ended int
+		err := db.pool.QueryRow(db.ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			AND state = 'idle in transaction' AND strpos(query, $1) > 0`, query).Scan(&ended)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended == 1 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no session sat idle in a transaction after %q", query)
+}
