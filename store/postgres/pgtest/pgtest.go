@@ -129,8 +129,11 @@ func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 // when the last run ended in one). The caller holds mu.
 func (s *Server) launch() error {
 	// -F: fsync off. synchronous_commit stays on (see the package doc).
+	// autovacuum off: its ANALYZE commits a transaction of its own at
+	// any moment, and a test that reads the cluster's snapshot twice
+	// (TestDB_CountsReusedWithinOneSnapshot) must see only its own.
 	proc := s.command("postgres", "-D", s.data(), "-k", s.dir, "-h", "", "-F",
-		"-c", "full_page_writes=off",
+		"-c", "full_page_writes=off", "-c", "autovacuum=off",
 		"-c", "max_connections=200", "-c", "shared_buffers=64MB")
 	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
