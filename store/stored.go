@@ -29,14 +29,21 @@ func (db *DB) record(tx *bolt.Tx, id []byte) (r pipeline.Record, ok bool, err er
 	if v == nil {
 		return r, false, nil
 	}
+	r, err = db.itemRecord(tx, id, v)
+	return r, true, err
+}
+
+// recordJSON is the record item id stores as v, read through its JSON:
+// any record of any format.
+func (db *DB) recordJSON(tx *bolt.Tx, id, v []byte) (r pipeline.Record, err error) {
 	raw, err := db.decodeRecord(tx, v, packCtx{id: string(id)})
 	if err == nil {
 		err = json.Unmarshal(raw, &r)
 	}
 	if err != nil {
-		return r, true, pipeline.Damaged(string(id), "", err, "bad record")
+		return r, pipeline.Damaged(string(id), "", err, "bad record")
 	}
-	return r, true, nil
+	return r, nil
 }
 
 // textOf returns the stored text of item id, read on first call ("" when
@@ -49,8 +56,10 @@ func (db *DB) textOf(tx *bolt.Tx, id []byte) func() string {
 	return func() string {
 		if !read {
 			read = true
-			if r, _, err := db.record(tx, id); err == nil {
-				text = r.Text
+			if v := tx.Bucket(bucketItems).Get(id); v != nil {
+				if t, err := db.itemText(tx, id, v); err == nil {
+					text = t
+				}
 			}
 		}
 		return text
