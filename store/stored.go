@@ -342,15 +342,21 @@ func answerKeyString(k []byte) string {
 // because outputs may refer to it. Keys are hashes, so writes land anywhere in
 // the bucket: bbolt's default half-full split packs such pages best
 // (measured at 100,000 items: 11 MB against 19 MB at fillPercent).
-func (w *writer) putAnswer(stage, key string, res pipeline.Result) error {
+//
+// When it stores res, ref is the stored output of res.Output as
+// encodeOutput writes it, a reference to the answer: the answer's output
+// was just encoded from those bytes, and a record reads back byte for
+// byte (encodeRecord), so reading it again to compare would only repeat
+// the work. Otherwise ref is nil and the caller encodes the output.
+func (w *writer) putAnswer(stage, key string, res pipeline.Result) (ref []byte, err error) {
 	b, err := w.tx.CreateBucketIfNotExists(answersBucket(stage))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	k := answerKey(key)
 	if old := b.Get(k); old != nil {
 		if _, err := w.db.decodeAnswer(w.tx, old); err == nil {
-			return nil
+			return nil, nil
 		}
 		// A damaged answer made the runner pay for this one: it takes
 		// its place, or every item asking the same pays again.
@@ -359,11 +365,14 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) error {
 		// does by that half alone (answerRef): a second such key could
 		// sort before it and be read in its place. Half a hash in
 		// common never happens by chance; the question is not cached.
-		return nil
+		return nil, nil
 	}
 	v, err := w.db.encodeAnswer(w.tx, res)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return b.Put(k, v)
+	if err := b.Put(k, v); err != nil {
+		return nil, err
+	}
+	return append([]byte{tagAnswer}, w.db.answerRef(b, k)...), nil
 }
