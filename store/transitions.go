@@ -553,7 +553,7 @@ func (w *writer) foldOutput(id []byte, raw json.RawMessage, sign int) error {
 	if err := json.Unmarshal(raw, &f); err != nil || f.Label == "" {
 		return nil // the last stage does not produce facts
 	}
-	return foldAgg(w.bucket(bucketAgg), string(id), f, sign)
+	return foldAgg(w.bucket(bucketAgg), w.db, string(id), f, sign)
 }
 
 func readTally(tx *bolt.Tx) (pipeline.Tally, error) {
