@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -123,6 +124,11 @@ type LLM struct {
 	maxOutputTokens int32
 	thinkingBudget  *int32
 	tiers           *tierPolicy // nil: standard
+	// keyOnce builds keyHead and keyTail (or keyErr), the parts of every
+	// cache key but the contents (see keyParts).
+	keyOnce          sync.Once
+	keyHead, keyTail []byte
+	keyErr           error
 }
 
 var (

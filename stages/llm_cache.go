@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/sawtooth-dev/sawtooth/internal/jsonquote"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -30,35 +32,99 @@ const cacheKeyVersion = "classify-key/1"
 // item Process would refuse (a template error, an empty prompt) has no
 // key. A skipped item never gets here (see Skip). The preset says how the
 // key names the stage.
+//
+// The key hashes the JSON of keyRequest; only its contents vary by item,
+// so the rest is marshalled once (see keyParts) and the contents written
+// by hand, byte for byte as encoding/json writes them: marshalling the
+// SDK's request types for every item cost a night 5% of its CPU.
 func (l *LLM) CacheKey(it pipeline.Item) (string, error) {
 	prompt, err := l.render(it)
 	if err != nil {
 		return "", err
 	}
-	cfg := l.requestConfig(l.firstRequest())
-	stage, prefix := l.preset.cacheScope(l.name)
-	req := struct {
-		Stage             string                `json:"stage,omitempty"`
-		Model             string                `json:"model"`
-		Fingerprint       string                `json:"fingerprint"`
-		Contents          []*genai.Content      `json:"contents"`
-		SystemInstruction *genai.Content        `json:"systemInstruction"`
-		Temperature       *float32              `json:"temperature"`
-		MaxOutputTokens   int32                 `json:"maxOutputTokens"`
-		ResponseMIMEType  string                `json:"responseMimeType"`
-		ResponseSchema    *genai.Schema         `json:"responseSchema"`
-		ThinkingConfig    *genai.ThinkingConfig `json:"thinkingConfig"`
-	}{
-		Stage: stage, Model: l.model, Fingerprint: l.Fingerprint(), Contents: genai.Text(prompt),
-		SystemInstruction: cfg.SystemInstruction, Temperature: cfg.Temperature, MaxOutputTokens: cfg.MaxOutputTokens,
-		ResponseMIMEType: cfg.ResponseMIMEType, ResponseSchema: cfg.ResponseSchema, ThinkingConfig: cfg.ThinkingConfig,
-	}
-	body, err := json.Marshal(req)
+	head, tail, err := l.keyParts()
 	if err != nil {
 		return "", fmt.Errorf("%s: cache key of item %s: %w", l.name, itemRef(it), err)
 	}
-	sum := sha256.Sum256(append([]byte(prefix), body...))
+	body := make([]byte, 0, len(head)+len(tail)+len(prompt)+len(contentsHead)+len(contentsTail)+16)
+	body = append(body, head...)
+	if prompt == "" {
+		// encoding/json leaves an empty text out (omitempty); no prompt
+		// rendered empty is sent, but the key must still be the recipe's.
+		c, err := json.Marshal(genai.Text(prompt))
+		if err != nil {
+			return "", fmt.Errorf("%s: cache key of item %s: %w", l.name, itemRef(it), err)
+		}
+		body = append(body, c...)
+	} else {
+		body = append(body, contentsHead...)
+		body = jsonquote.Append(body, prompt)
+		body = append(body, contentsTail...)
+	}
+	body = append(body, tail...)
+	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// contentsHead and contentsTail surround the JSON string of the prompt in
+// the JSON of genai.Text(prompt) (a prompt that is not empty).
+const (
+	contentsHead = `[{"parts":[{"text":`
+	contentsTail = `}],"role":"user"}]`
+)
+
+// keyRequest is what a cache key hashes the JSON of, after the preset's
+// prefix. Its fields and their order are the key's recipe: changing them
+// changes every key, and a database would pay again for every answer it
+// has cached (bump cacheKeyVersion only with a migration).
+type keyRequest struct {
+	Stage             string                `json:"stage,omitempty"`
+	Model             string                `json:"model"`
+	Fingerprint       string                `json:"fingerprint"`
+	Contents          json.RawMessage       `json:"contents"`
+	SystemInstruction *genai.Content        `json:"systemInstruction"`
+	Temperature       *float32              `json:"temperature"`
+	MaxOutputTokens   int32                 `json:"maxOutputTokens"`
+	ResponseMIMEType  string                `json:"responseMimeType"`
+	ResponseSchema    *genai.Schema         `json:"responseSchema"`
+	ThinkingConfig    *genai.ThinkingConfig `json:"thinkingConfig"`
+}
+
+// contentsNum stands for the contents while keyParts marshals the rest:
+// a JSON number, so no string value of the request holds contentsMark
+// unescaped.
+const (
+	contentsNum  = "1234567890123"
+	contentsMark = `"contents":` + contentsNum + `,`
+)
+
+// keyParts is the hashed bytes of every item's key before its contents
+// (the preset's prefix included) and after them, built once: they depend
+// only on the stage's configuration, which does not change once built.
+func (l *LLM) keyParts() (head, tail []byte, err error) {
+	l.keyOnce.Do(func() {
+		cfg := l.requestConfig(l.firstRequest())
+		stage, prefix := l.preset.cacheScope(l.name)
+		req := keyRequest{
+			Stage: stage, Model: l.model, Fingerprint: l.Fingerprint(), Contents: json.RawMessage(contentsNum),
+			SystemInstruction: cfg.SystemInstruction, Temperature: cfg.Temperature, MaxOutputTokens: cfg.MaxOutputTokens,
+			ResponseMIMEType: cfg.ResponseMIMEType, ResponseSchema: cfg.ResponseSchema, ThinkingConfig: cfg.ThinkingConfig,
+		}
+		body, err := json.Marshal(req)
+		if err != nil {
+			l.keyErr = err
+			return
+		}
+		at := bytes.Index(body, []byte(contentsMark))
+		if at < 0 || bytes.Count(body, []byte(contentsMark)) != 1 {
+			l.keyErr = fmt.Errorf("cache key: the contents are not where the recipe puts them in %s", body)
+			return
+		}
+		at += len(`"contents":`)
+		l.keyHead = append([]byte(prefix), body[:at]...)
+		l.keyTail = body[at+len(contentsNum):]
+	})
+	return l.keyHead, l.keyTail, l.keyErr
 }
 
 var (

@@ -69,8 +69,9 @@ func addCount(b *bolt.Bucket, key []byte, d int64) error {
 }
 
 // foldAgg adds (sign > 0) or removes (sign < 0) one item's fact, with the
-// same semantics as pipeline.Tally.Fold.
-func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
+// same semantics as pipeline.Tally.Fold. dec decodes the item's stored
+// records for the cube (nil: a decoder of its own, see foldCube).
+func foldAgg(b *bolt.Bucket, dec *DB, id string, f pipeline.Fact, sign int) error {
 	d := int64(1)
 	if sign < 0 {
 		d = -1
@@ -78,7 +79,7 @@ func foldAgg(b *bolt.Bucket, id string, f pipeline.Fact, sign int) error {
 	if err := addCount(b, aggItems, d); err != nil {
 		return err
 	}
-	if err := foldCube(b, id, f, d); err != nil {
+	if err := foldCube(b, dec, id, f, d); err != nil {
 		return err
 	}
 	if err := addCount(b, aggKey(aggLabel, f.Label), d); err != nil {

@@ -168,7 +168,7 @@ func (db *DB) RestoreAnswers(stage string, answers map[string]pipeline.Result) e
 	return db.update(func(tx *bolt.Tx) error {
 		w := db.writer(tx)
 		for key, res := range answers {
-			if err := w.putAnswer(stage, key, res); err != nil {
+			if _, err := w.putAnswer(stage, key, res); err != nil {
 				return fmt.Errorf("cache answer %s at %s: %w", key, stage, err)
 			}
 		}

@@ -105,7 +105,7 @@ func TestDB_CheckReportsDamage(t *testing.T) {
 		}, []string{"aggregate", `app="y"`}},
 		{"tampered rating sum", func(tx *bolt.Tx) error {
 			r := 1.0
-			return foldAgg(tx.Bucket(bucketAgg), "zz", pipeline.Fact{Label: "ux", Rating: &r}, +1)
+			return foldAgg(tx.Bucket(bucketAgg), nil, "zz", pipeline.Fact{Label: "ux", Rating: &r}, +1)
 		}, []string{"aggregate", `rating "ux"`}},
 		{"tampered item count", func(tx *bolt.Tx) error {
 			return addCount(tx.Bucket(bucketAgg), aggItems, 5)

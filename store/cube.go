@@ -220,8 +220,11 @@ var cubeFoldHook func()
 
 // foldCube folds one item's fact into the cube, in foldAgg's transaction.
 // A database whose cube was never built folds nothing: Open builds it
-// from the items.
-func foldCube(b *bolt.Bucket, id string, f pipeline.Fact, d int64) error {
+// from the items. dec decodes the item's classify output: the writer's
+// database, whose dictionary already holds the entries records refer to;
+// nil makes one with an empty dictionary (every entry then read from the
+// dict bucket: what a night's fold paid for each item).
+func foldCube(b *bolt.Bucket, dec *DB, id string, f pipeline.Fact, d int64) error {
 	if b.Get(cubeState) == nil {
 		return nil
 	}
@@ -235,11 +238,13 @@ func foldCube(b *bolt.Bucket, id string, f pipeline.Fact, d int64) error {
 	}
 	q := cubeQuote{id: id, rating: f.Rating}
 	if d > 0 {
-		// foldAgg is handed the agg bucket alone (the writer is
-		// transitions.go's); records decode from the transaction,
-		// whose dict bucket holds every entry they refer to.
+		if dec == nil {
+			// Records decode from the transaction, whose dict bucket
+			// holds every entry they refer to.
+			dec = &DB{dict: newDict()}
+		}
 		var err error
-		if q.conf, err = cubeConfidence(b.Tx(), &DB{dict: newDict()}, []byte(id)); err != nil {
+		if q.conf, err = cubeConfidence(b.Tx(), dec, []byte(id)); err != nil {
 			return err
 		}
 	}

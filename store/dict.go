@@ -8,8 +8,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Dict limits: only short strings are worth an entry, and the dict is
-// loaded whole, so it is capped.
+// Dict limits: only short strings are worth an entry, and the cache can
+// come to hold every entry (a whole-file read), so it is capped.
 const (
 	dictMaxLen     = 32
 	dictMaxEntries = 1 << 16
@@ -30,16 +30,25 @@ func dictStrKey(s string) []byte { return append([]byte{'s'}, s...) }
 // adds entries through the bucket and publishes them here only once it
 // has committed (OnCommit), so a rolled-back id never reaches the cache.
 //
+// The cache fills as entries are used, not at open: a night uses a few
+// dozen of a large file's tens of thousands, and loading them all took
+// a few megabytes of its heap and of the file's pages before any work.
+// An entry read from the bucket is cached when it is committed: always
+// in a read transaction, and in a write transaction when its id is at
+// most committed (ids are the bucket's sequence: a higher one may be
+// this transaction's own, which a rollback would take back).
+//
 // Ids are the bucket's sequence, so dense from 1 and at most
 // dictMaxEntries: byID is a slice indexed by id, since a whole-file read
 // (an export) looks up a dozen strings per item and a map's hashing was
 // an eighth of its CPU. An id past the cap (only a damaged file has one)
 // goes to far, so it cannot make the slice huge.
 type dict struct {
-	mu    sync.RWMutex
-	byID  []string // "" where the id is not cached: dict strings are never empty
-	far   map[uint64]string
-	byStr map[string]uint64
+	mu        sync.RWMutex
+	byID      []string // "" where the id is not cached: dict strings are never empty
+	far       map[uint64]string
+	byStr     map[string]uint64
+	committed uint64 // the highest id known committed
 }
 
 func newDict() *dict { return &dict{far: map[uint64]string{}, byStr: map[string]uint64{}} }
@@ -89,10 +98,29 @@ func (d *dict) lookup(tx *bolt.Tx, id uint64) (string, error) {
 		return "", fmt.Errorf("dict entry %d is missing", id)
 	}
 	s := string(v)
-	if !tx.Writable() {
-		d.add(id, s) // committed: a read transaction sees nothing else
-	}
+	d.found(tx, id, s)
 	return s, nil
+}
+
+// found caches the entry (id, s) read from the bucket in tx if it is
+// committed.
+func (d *dict) found(tx *bolt.Tx, id uint64, s string) {
+	if tx.Writable() {
+		d.mu.RLock()
+		committed := id <= d.committed
+		d.mu.RUnlock()
+		if !committed {
+			return
+		}
+	}
+	d.add(id, s)
+}
+
+// committedUpTo records that the entries up to id are committed.
+func (d *dict) committedUpTo(id uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.committed = max(d.committed, id)
 }
 
 // intern is s's dict id, adding it in tx (writable) when there is room;
@@ -104,19 +132,22 @@ func (d *dict) intern(tx *bolt.Tx, s string) (uint64, bool, error) {
 	if id, ok := d.id(s); ok {
 		return id, true, nil
 	}
+	if b := tx.Bucket(bucketDict); b != nil {
+		if v := b.Get(dictStrKey(s)); v != nil {
+			id, n := binary.Uvarint(v)
+			if n <= 0 {
+				return 0, false, fmt.Errorf("dict entry %q is damaged", s)
+			}
+			d.found(tx, id, s)
+			return id, true, nil
+		}
+	}
 	if !tx.Writable() {
 		return 0, false, nil
 	}
 	b, err := tx.CreateBucketIfNotExists(bucketDict)
 	if err != nil {
 		return 0, false, err
-	}
-	if v := b.Get(dictStrKey(s)); v != nil {
-		id, n := binary.Uvarint(v)
-		if n <= 0 {
-			return 0, false, fmt.Errorf("dict entry %q is damaged", s)
-		}
-		return id, true, nil
 	}
 	if b.Sequence() >= dictMaxEntries {
 		return 0, false, nil
@@ -131,23 +162,17 @@ func (d *dict) intern(tx *bolt.Tx, s string) (uint64, bool, error) {
 	if err := b.Put(dictStrKey(s), binary.AppendUvarint(nil, id)); err != nil {
 		return 0, false, err
 	}
-	tx.OnCommit(func() { d.add(id, s) })
+	tx.OnCommit(func() {
+		d.add(id, s)
+		d.committedUpTo(id)
+	})
 	return id, true, nil
 }
 
-// load fills the cache from the file.
-func (d *dict) load(tx *bolt.Tx) error {
-	b := tx.Bucket(bucketDict)
-	if b == nil {
-		return nil
+// open readies the cache for the file tx reads: the entries it holds
+// are committed. It reads none of them (see dict).
+func (d *dict) open(tx *bolt.Tx) {
+	if b := tx.Bucket(bucketDict); b != nil {
+		d.committedUpTo(b.Sequence())
 	}
-	c := b.Cursor()
-	prefix := []byte{'i'}
-	for k, v := c.Seek(prefix); k != nil && k[0] == 'i'; k, v = c.Next() {
-		if len(k) != 9 {
-			return fmt.Errorf("dict: damaged key %q", k)
-		}
-		d.add(binary.BigEndian.Uint64(k[1:]), string(v))
-	}
-	return nil
 }

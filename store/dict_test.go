@@ -1,6 +1,15 @@
 package store
 
-import "testing"
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+	bolt "go.etcd.io/bbolt"
+)
 
 // TestDict_str: the cache finds every id it was given, dense or past the
 // cap (a damaged file's), says so for ids it was not, and an id past the
@@ -29,5 +38,71 @@ func TestDict_str(t *testing.T) {
 	}
 	if len(d.byID) > dictMaxEntries+1 {
 		t.Errorf("dense table of %d entries, at most %d", len(d.byID), dictMaxEntries+1)
+	}
+}
+
+// TestDict_filledAsUsed: a reopened file's dictionary holds nothing until
+// records use it; a record written then refers to the entries the file
+// already has (the same bytes as before the reopen, and no new entry),
+// and every record reads back.
+func TestDict_filledAsUsed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dict.db")
+	db, err := Open(path, Options{Stages: testStages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id string) pipeline.Record {
+		return pipeline.Record{ID: id, Text: "a review", Fields: map[string]string{"app": "com.example.app", "month": "2026-11"}}
+	}
+	encode := func(db *DB, r pipeline.Record) (v []byte, seq uint64) {
+		t.Helper()
+		// Encoded in a transaction that is rolled back: what a commit
+		// would write, without writing it.
+		errRollback := errors.New("rollback")
+		err := db.update(func(tx *bolt.Tx) error {
+			var err error
+			if v, err = db.encodeItem(tx, r); err != nil {
+				return err
+			}
+			seq = tx.Bucket(bucketDict).Sequence()
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatal(err)
+		}
+		return v, seq
+	}
+	if _, err := db.Ingest([]pipeline.Record{rec("a"), rec("b")}); err != nil {
+		t.Fatal(err)
+	}
+	before, seqBefore := encode(db, rec("c"))
+	db.Close()
+
+	db, err = Open(path, Options{Stages: testStages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := len(db.dict.byStr); n != 0 {
+		t.Errorf("%d dictionary entries cached at open, want none", n)
+	}
+	after, seqAfter := encode(db, rec("c"))
+	if !bytes.Equal(before, after) || seqAfter != seqBefore {
+		t.Errorf("after a reopen record %x (dict sequence %d), before %x (%d)", after, seqAfter, before, seqBefore)
+	}
+	for _, id := range []string{"a", "b"} {
+		err := db.view(func(tx *bolt.Tx) error {
+			r, _, err := db.record(tx, []byte(id))
+			if err == nil && !reflect.DeepEqual(r, rec(id)) {
+				t.Errorf("record %+v, want %+v", r, rec(id))
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(db.dict.byStr); n == 0 {
+		t.Error("no entry cached after records were read")
 	}
 }

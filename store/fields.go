@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -314,10 +315,27 @@ func (k *keyReader) strings() (map[string]string, error) {
 
 // itemRecord is the record item id stores as v: read straight from the
 // packed form, which is what the items of format 2 and later are, else
-// (or when it holds anything unusual) through its JSON as record does.
+// (or when it holds anything unusual) through its JSON (recordJSON).
+// Every read of an item goes through it: a night's queue reads and
+// commits decoded each record to JSON and parsed that again.
 func (db *DB) itemRecord(tx *bolt.Tx, id, v []byte) (pipeline.Record, error) {
+	if r, ok := db.packedRecord(tx, id, v); ok {
+		return r, nil
+	}
+	return db.recordJSON(tx, id, v)
+}
+
+// packedRecord is itemRecord's straight read; ok is false for a record
+// it leaves to the JSON.
+func (db *DB) packedRecord(tx *bolt.Tx, id, v []byte) (r pipeline.Record, ok bool) {
+	if len(v) > 0 && v[0] == tagFlate {
+		inner, err := inflateRecord(v)
+		if err != nil {
+			return r, false
+		}
+		v = inner
+	}
 	if len(v) > 0 && v[0] == tagPacked {
-		var r pipeline.Record
 		k := keyReader{db: db, tx: tx, in: v[1:], id: id}
 		err := k.object(func(key string) (bool, error) {
 			var err error
@@ -336,15 +354,55 @@ func (db *DB) itemRecord(tx *bolt.Tx, id, v []byte) (pipeline.Record, error) {
 						r.Types[f] = pipeline.FieldType(t)
 					}
 				}
+			case "line":
+				r.Line, err = k.smallInt()
 			default:
 				return true, nil
 			}
 			return false, err
 		})
 		if err == nil && len(k.in) == 0 {
-			return r, nil
+			return r, true
 		}
 	}
-	r, _, err := db.record(tx, id)
-	return r, err
+	return pipeline.Record{}, false
+}
+
+// itemText is the text of the record item id stores as v, read as
+// itemRecord reads it without the record's other fields.
+func (db *DB) itemText(tx *bolt.Tx, id, v []byte) (string, error) {
+	if len(v) > 0 && v[0] == tagPacked {
+		var text string
+		k := keyReader{db: db, tx: tx, in: v[1:], id: id}
+		err := k.object(func(key string) (bool, error) {
+			switch key {
+			case "id", "fields", "types", "line":
+				return false, k.skip(0)
+			case "text":
+				var err error
+				text, err = k.str()
+				return false, err
+			}
+			return true, nil
+		})
+		if err == nil && len(k.in) == 0 {
+			return text, nil
+		}
+	}
+	r, err := db.recordJSON(tx, id, v)
+	return r.Text, err
+}
+
+// smallInt reads a non-negative integer that fits an int, as
+// encoding/json would decode its JSON into an int.
+func (k *keyReader) smallInt() (int, error) {
+	if len(k.in) == 0 || k.in[0] != pUint {
+		return 0, errLongWay
+	}
+	k.in = k.in[1:]
+	n, err := k.uvarint()
+	if err != nil || n > math.MaxInt {
+		return 0, errLongWay
+	}
+	return int(n), nil
 }

@@ -340,9 +340,7 @@ func (db *DB) readMeta(tx *bolt.Tx, readOnly bool) (fresh bool, stored []StageDe
 		return meta == nil && err == nil, nil, err
 	}
 	db.format = format
-	if err := db.dict.load(tx); err != nil {
-		return false, nil, pipeline.Damaged("", "", fmt.Errorf("%v: %w", err, ErrCorrupt), "open %s", db.path)
-	}
+	db.dict.open(tx)
 	var def definition
 	if err := json.Unmarshal(meta.Get(keyDef), &def); err != nil {
 		return false, nil, fmt.Errorf("open %s: bad pipeline definition: %w", db.path, ErrNotSawtooth)

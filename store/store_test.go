@@ -385,7 +385,7 @@ func TestAgg_MatchesTallyFold(t *testing.T) {
 	err = db.update(func(tx *bolt.Tx) error {
 		for _, f := range facts {
 			want.Fold(f.id, f.f, f.sign)
-			if err := foldAgg(tx.Bucket(bucketAgg), f.id, f.f, f.sign); err != nil {
+			if err := foldAgg(tx.Bucket(bucketAgg), nil, f.id, f.f, f.sign); err != nil {
 				return err
 			}
 		}

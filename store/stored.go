@@ -29,14 +29,21 @@ func (db *DB) record(tx *bolt.Tx, id []byte) (r pipeline.Record, ok bool, err er
 	if v == nil {
 		return r, false, nil
 	}
+	r, err = db.itemRecord(tx, id, v)
+	return r, true, err
+}
+
+// recordJSON is the record item id stores as v, read through its JSON:
+// any record of any format.
+func (db *DB) recordJSON(tx *bolt.Tx, id, v []byte) (r pipeline.Record, err error) {
 	raw, err := db.decodeRecord(tx, v, packCtx{id: string(id)})
 	if err == nil {
 		err = json.Unmarshal(raw, &r)
 	}
 	if err != nil {
-		return r, true, pipeline.Damaged(string(id), "", err, "bad record")
+		return r, pipeline.Damaged(string(id), "", err, "bad record")
 	}
-	return r, true, nil
+	return r, nil
 }
 
 // textOf returns the stored text of item id, read on first call ("" when
@@ -49,8 +56,10 @@ func (db *DB) textOf(tx *bolt.Tx, id []byte) func() string {
 	return func() string {
 		if !read {
 			read = true
-			if r, _, err := db.record(tx, id); err == nil {
-				text = r.Text
+			if v := tx.Bucket(bucketItems).Get(id); v != nil {
+				if t, err := db.itemText(tx, id, v); err == nil {
+					text = t
+				}
 			}
 		}
 		return text
@@ -333,15 +342,21 @@ func answerKeyString(k []byte) string {
 // because outputs may refer to it. Keys are hashes, so writes land anywhere in
 // the bucket: bbolt's default half-full split packs such pages best
 // (measured at 100,000 items: 11 MB against 19 MB at fillPercent).
-func (w *writer) putAnswer(stage, key string, res pipeline.Result) error {
+//
+// When it stores res, ref is the stored output of res.Output as
+// encodeOutput writes it, a reference to the answer: the answer's output
+// was just encoded from those bytes, and a record reads back byte for
+// byte (encodeRecord), so reading it again to compare would only repeat
+// the work. Otherwise ref is nil and the caller encodes the output.
+func (w *writer) putAnswer(stage, key string, res pipeline.Result) (ref []byte, err error) {
 	b, err := w.tx.CreateBucketIfNotExists(answersBucket(stage))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	k := answerKey(key)
 	if old := b.Get(k); old != nil {
 		if _, err := w.db.decodeAnswer(w.tx, old); err == nil {
-			return nil
+			return nil, nil
 		}
 		// A damaged answer made the runner pay for this one: it takes
 		// its place, or every item asking the same pays again.
@@ -350,11 +365,14 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) error {
 		// does by that half alone (answerRef): a second such key could
 		// sort before it and be read in its place. Half a hash in
 		// common never happens by chance; the question is not cached.
-		return nil
+		return nil, nil
 	}
 	v, err := w.db.encodeAnswer(w.tx, res)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return b.Put(k, v)
+	if err := b.Put(k, v); err != nil {
+		return nil, err
+	}
+	return append([]byte{tagAnswer}, w.db.answerRef(b, k)...), nil
 }

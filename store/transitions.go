@@ -399,14 +399,19 @@ func (w *writer) apply(t *pipeline.Transition) error {
 	}
 	switch t.Outcome {
 	case pipeline.Succeeded:
+		var (
+			v   []byte // the stored output
+			err error
+		)
 		if t.CacheKey != "" && !t.Cached {
-			if err := w.putAnswer(t.Stage, t.CacheKey, t.Result); err != nil {
+			if v, err = w.putAnswer(t.Stage, t.CacheKey, t.Result); err != nil {
 				return fmt.Errorf("cache the answer of %q at %s: %w", t.ID, t.Stage, err)
 			}
 		}
-		v, err := w.db.encodeOutput(w.tx, t.Stage, id, t.Result.Output, w.db.textOf(w.tx, id), t.CacheKey)
-		if err != nil {
-			return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
+		if v == nil {
+			if v, err = w.db.encodeOutput(w.tx, t.Stage, id, t.Result.Output, w.db.textOf(w.tx, id), t.CacheKey); err != nil {
+				return fmt.Errorf("store output of %q at %s: %w", t.ID, t.Stage, err)
+			}
 		}
 		shared, err := w.putOutput(si, s, id, v)
 		if err != nil {
@@ -421,7 +426,10 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		if err := w.putState(id, state{Stage: si, Status: pipeline.StatusDone, Hash: s.Hash, Shared: s.Shared}); err != nil {
 			return err
 		}
-		return w.fold(id, +1)
+		// The output as it was given is the output as stored (a record
+		// is kept packed only if it reads back byte for byte): folding it
+		// needs no read of what was just written.
+		return w.foldOutput(id, t.Result.Output, +1)
 	case pipeline.DeadLettered:
 		dl, err := json.Marshal(t.Dead)
 		if err != nil {
@@ -529,14 +537,23 @@ func (w *writer) fold(id []byte, sign int) error {
 // earlier stage list, when stages are added after it).
 func (w *writer) foldAt(id []byte, last string, sign int) error {
 	raw, err := w.db.output(w.tx, last, id, w.db.textOf(w.tx, id))
-	if err != nil || raw == nil {
+	if err != nil {
 		return err
+	}
+	return w.foldOutput(id, raw, sign)
+}
+
+// foldOutput adds or removes the fact the last stage's output raw says
+// about item id; nil is no output.
+func (w *writer) foldOutput(id []byte, raw json.RawMessage, sign int) error {
+	if raw == nil {
+		return nil
 	}
 	var f pipeline.Fact
 	if err := json.Unmarshal(raw, &f); err != nil || f.Label == "" {
 		return nil // the last stage does not produce facts
 	}
-	return foldAgg(w.bucket(bucketAgg), string(id), f, sign)
+	return foldAgg(w.bucket(bucketAgg), w.db, string(id), f, sign)
 }
 
 func readTally(tx *bolt.Tx) (pipeline.Tally, error) {
