@@ -138,6 +138,13 @@ func (d *dict) intern(tx *bolt.Tx, s string) (uint64, bool, error) {
 			if n <= 0 {
 				return 0, false, fmt.Errorf("dict entry %q is damaged", s)
 			}
+			if string(b.Get(dictIDKey(id))) != s {
+				// A damaged entry: cached, it would make id read as s,
+				// in every record that refers to id and in the read-back
+				// that keeps a record packed only if it reads as written.
+				// s stays inline; Check names the entry.
+				return 0, false, nil
+			}
 			d.found(tx, id, s)
 			return id, true, nil
 		}
