@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"path/filepath"
 	"strings"
@@ -110,6 +111,16 @@ func TestDB_CheckReportsDamage(t *testing.T) {
 		{"tampered item count", func(tx *bolt.Tx) error {
 			return addCount(tx.Bucket(bucketAgg), aggItems, 5)
 		}, []string{"aggregate", "items"}},
+		{"dict key of the wrong length", put("dict", "i\x00\x01", "x"), []string{"dict", `"i\x00\x01"`}},
+		{"dict string entry naming another string's id", func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketDict)
+			return b.Put(dictStrKey("x"), bytes.Clone(b.Get(dictStrKey("y"))))
+		}, []string{"dict", `"x"`, `holds "y"`}},
+		{"dict string entry damaged", put("dict", "sx", "\xff"), []string{"dict", `"x"`, "damaged"}},
+		{"dict entry past the sequence", func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketDict)
+			return b.Put(dictIDKey(b.Sequence()+1), []byte("later"))
+		}, []string{"dict", `"later"`, "sequence"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

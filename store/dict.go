@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -138,6 +139,13 @@ func (d *dict) intern(tx *bolt.Tx, s string) (uint64, bool, error) {
 			if n <= 0 {
 				return 0, false, fmt.Errorf("dict entry %q is damaged", s)
 			}
+			if string(b.Get(dictIDKey(id))) != s {
+				// A damaged entry: cached, it would make id read as s,
+				// in every record that refers to id and in the read-back
+				// that keeps a record packed only if it reads as written.
+				// s stays inline; Check names the entry.
+				return 0, false, nil
+			}
 			d.found(tx, id, s)
 			return id, true, nil
 		}
@@ -175,4 +183,38 @@ func (d *dict) open(tx *bolt.Tx) {
 	if b := tx.Bucket(bucketDict); b != nil {
 		d.committedUpTo(b.Sequence())
 	}
+}
+
+// checkDict adds a problem for each dict entry that would make a record
+// read or be written wrong: a key of neither direction, an id past the
+// bucket's sequence (a later entry would be given it), a string's entry
+// that is damaged or names an id that does not hold the string. Open
+// reads no entry (see dict), so this is where a damaged one is seen.
+func checkDict(tx *bolt.Tx, w *walker, add func(string, ...any)) {
+	b := tx.Bucket(bucketDict)
+	if b == nil {
+		return
+	}
+	seq := b.Sequence()
+	_ = b.ForEach(func(k, v []byte) error {
+		w.step()
+		switch {
+		case len(k) == 9 && k[0] == 'i':
+			if id := binary.BigEndian.Uint64(k[1:]); id == 0 || id > seq {
+				add("dict: entry %d (%q) is past the dictionary's sequence %d", id, v, seq)
+			}
+		case len(k) > 1 && k[0] == 's':
+			id, n := binary.Uvarint(v)
+			if n <= 0 || n != len(v) {
+				add("dict: the entry of %q is damaged (%x)", k[1:], v)
+				return nil
+			}
+			if got := b.Get(dictIDKey(id)); !bytes.Equal(got, k[1:]) {
+				add("dict: the entry of %q names id %d, which holds %q", k[1:], id, got)
+			}
+		default:
+			add("dict: damaged key %q", k)
+		}
+		return nil
+	})
 }

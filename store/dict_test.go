@@ -106,3 +106,66 @@ func TestDict_filledAsUsed(t *testing.T) {
 		t.Error("no entry cached after records were read")
 	}
 }
+
+// TestDict_damagedStrEntryPoisonsNothing: a string's entry ('s', string
+// -> id) damaged to name another string's id is not taken for the id's
+// string: records read as written in the handle that met it, and a
+// record written then reads back after a reopen (the cache held the
+// string under the other's id, so the read-back that guards every record
+// agreed with what the file does not hold).
+func TestDict_damagedStrEntryPoisonsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dict.db")
+	rec := func(id string) pipeline.Record {
+		if id == "b" { // a record holding the damaged entry's string alone
+			return pipeline.Record{ID: id, Text: "another review", Fields: map[string]string{"app": "com.example.app"}}
+		}
+		return pipeline.Record{ID: id, Text: "a review", Fields: map[string]string{"app": "com.example.app", "month": "2026-11"}}
+	}
+	open := func() *DB {
+		t.Helper()
+		db, err := Open(path, Options{Stages: testStages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	if _, err := db.Ingest([]pipeline.Record{rec("a")}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db = open()
+	// The entry of "com.example.app" now names the id of "2026-11" (a
+	// flipped bit); the cache of this handle holds nothing yet.
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDict)
+		return b.Put(dictStrKey("com.example.app"), bytes.Clone(b.Get(dictStrKey("2026-11"))))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest([]pipeline.Record{rec("b")}); err != nil {
+		t.Fatal(err)
+	}
+	readBack := func(db *DB, when string) {
+		t.Helper()
+		for _, id := range []string{"a", "b"} {
+			err := db.view(func(tx *bolt.Tx) error {
+				r, _, err := db.record(tx, []byte(id))
+				if err == nil && !reflect.DeepEqual(r, rec(id)) {
+					t.Errorf("%s: record %+v, want %+v", when, r, rec(id))
+				}
+				return err
+			})
+			if err != nil {
+				t.Errorf("%s: %v", when, err)
+			}
+		}
+	}
+	readBack(db, "in the handle that met the damage")
+	db.Close()
+	db = open()
+	defer db.Close()
+	readBack(db, "after a reopen")
+}

@@ -255,6 +255,7 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 //     an id without a state;
 //   - that every item's record, output, dead letter and past dead letter
 //     can be read, as run, export and report read them;
+//   - that the dictionary's entries are well formed and agree (checkDict);
 //   - that the kept counts (counts.go) equal a recount of the states;
 //   - that the stored tally equals the one recomputed by folding the last
 //     stage's stored output of every done item.
@@ -297,6 +298,7 @@ func (db *DB) Check() ([]string, error) {
 		if err := checkHistory(tx, w, add); err != nil {
 			return err
 		}
+		checkDict(tx, w, add)
 		db.checkCounts(tx, recounted, add)
 		stored, err := readTally(tx)
 		if err != nil {

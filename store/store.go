@@ -331,8 +331,8 @@ func (db *DB) init(readOnly bool) error {
 	return db.create()
 }
 
-// readMeta reads the file's schema, record format, dictionary and stage
-// list: fresh when the file holds nothing yet; stored is the stored stage
+// readMeta reads the file's schema, record format, dictionary sequence
+// (no entry: see dict) and stage list: fresh when the file holds nothing yet; stored is the stored stage
 // list when this one adds stages to it (db.added says which).
 func (db *DB) readMeta(tx *bolt.Tx, readOnly bool) (fresh bool, stored []StageDef, err error) {
 	meta, format, err := metaOf(db.path, tx)
