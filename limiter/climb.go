@@ -1,6 +1,9 @@
 package limiter
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // How the law's rate climbs while nothing is refused: the bisection
 // between the rate proven safe and the rate last refused, the stairs
@@ -73,6 +76,11 @@ func (w *law) grow(t time.Time) {
 		// quota that grew far is found in a few lags, one that did not
 		// is overshot by a few percent.
 		w.rate = base * (1 + (probeStair-1)*float64(int(1)<<min(w.stairs, 4)))
+		stair := true
+		if top := w.climbTowardTop(base); top > w.rate {
+			// The stairs above slow start's top begin from the first.
+			w.rate, stair = top, false
+		}
 		if w.peak > base && !namedLook {
 			// Below the rate the quota admitted before it fell: climb
 			// back to it in larger stairs; straight to it once a stair
@@ -83,7 +91,9 @@ func (w *law) grow(t time.Time) {
 				w.rate = w.peak
 			}
 		}
-		w.stairs++
+		if stair {
+			w.stairs++
+		}
 		w.increases++
 	case w.refused-w.safe > bisectShare*w.refused:
 		w.rate = (w.safe + w.refused) / 2
@@ -119,4 +129,21 @@ func (w *law) fellFrom(safe, refused float64) {
 		}
 	}
 	w.peak = max(w.peak, safe)
+}
+
+// climbTowardTop is the next stair from base while only slow start's
+// 429 has come: the geometric middle of base and topShare of the rate
+// slow start's last round trip was admitted at (see slowTop), 0 once a
+// paced 429 bounds the quota or base is near it. Slow start's 429 sets
+// the rate to the mean of a ramp that doubled each round trip, a fifth
+// of the quota or less whenever slow start long outlasted the window;
+// the round trip before its last was admitted whole. Halving the gap
+// in stairs that are each proven comes near it in a few of them, where
+// stairs of 5%, 10%, 20%... took ten, and a stair the quota refuses
+// bounds it as any paced 429 does.
+func (w *law) climbTowardTop(base float64) float64 {
+	if w.bounded || w.slowTop*topShare < base*probeStair {
+		return 0
+	}
+	return math.Sqrt(base * w.slowTop * topShare)
 }

@@ -33,6 +33,10 @@ const (
 	// from the safe one, the first probeStair times it, each next stair's
 	// rise twice the last.
 	probeStair = 1.05
+	// topShare: slow start's stairs climb toward this share of the rate
+	// its last round trip before its first 429 was admitted at: the
+	// rate of the round trip before (the ramp doubles each).
+	topShare = 0.5
 	// peakStairs: below the rate the quota admitted before it fell, the
 	// stairs start this many doublings higher (20%, not 5%).
 	peakStairs = 2

@@ -442,3 +442,16 @@ func (w *law) tokensPerCall() int {
 	}
 	return int(min(max(n, 1), math.MaxInt32))
 }
+
+// topAdmitted is the rate the quota admitted the calls started over the
+// round trip before started at (a call still in flight that started
+// before a refused one was admitted: refusals come back first), 0 when
+// that round trip holds too few calls to read.
+func (w *law) topAdmitted(started time.Time) float64 {
+	lat := w.latency()
+	n := w.admittedFrom(started.Add(-lat), started)
+	if n < cycleMinSuccesses || lat <= 0 {
+		return 0
+	}
+	return n / lat.Seconds()
+}

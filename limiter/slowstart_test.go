@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -35,5 +36,45 @@ func TestLaw_slowStartSpaced(t *testing.T) {
 		if !w.mayStart(at.Add(gap), 1) {
 			t.Errorf("limit %d: no start %v later, at twice the rate the limit carries", tc.limit, gap)
 		}
+	}
+}
+
+// TestLaw_climbTowardSlowStartTop: slow start's 429 reads the mean of a
+// ramp that doubled each round trip, and, when slow start outlasted
+// twice the window a retry delay showed, the rate its last round trip
+// was admitted at. The stairs then climb from the mean toward half of
+// that (the round trip before) in geometric steps, each proven, not in
+// stairs of 5%. With a window as long as slow start, nothing is read.
+func TestLaw_climbTowardSlowStartTop(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter time.Duration
+		top        float64 // the rate slow start's last round trip is read at
+	}{
+		{"window of a tenth of a round trip", rtt / 10, 64 / rtt.Seconds()},
+		{"window as long as slow start", 6 * rtt, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			at, _ := drive(w, simEpoch, 6*rtt) // drive holds 64 in flight
+			s := w.start(at, 0)
+			w.onRateLimited(at, s, tc.retryAfter, 1)
+			if !near(w.slowTop, tc.top) {
+				t.Fatalf("slow start's last round trip read at %.1f/s; want %.1f/s", w.slowTop, tc.top)
+			}
+			if tc.top == 0 {
+				return
+			}
+			// A ramp that outran the brake: its top is far above its mean.
+			mean := w.rate
+			w.slowTop = 8 * mean
+			at = w.gate
+			for i := 0; i < 20 && w.rate == mean; i++ {
+				at, _ = drive(w, at, 3*rtt) // drive gives up the calls in flight at its end
+			}
+			if want := math.Sqrt(mean * w.slowTop * topShare); !near(w.rate, want) {
+				t.Errorf("first stair %.1f/s from the mean %.1f/s; want %.1f/s, the geometric middle of it and %.1f/s", w.rate, mean, want, w.slowTop*topShare)
+			}
+		})
 	}
 }
