@@ -305,6 +305,8 @@ func TestAnswerKiller_answersCallsInFlightAtTheKill(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
 	// The slow call is at the target; its client then dies with the run.
 	ctx, die := context.WithCancel(context.Background())
 	slowDone := make(chan struct{})
@@ -312,12 +314,12 @@ func TestAnswerKiller_answersCallsInFlightAtTheKill(t *testing.T) {
 		defer close(slowDone)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, k.url+"/v1beta/models/m:generateContent", strings.NewReader("{}"))
 		req.Header.Set("X-Slow", "1")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	<-arrived
-	resp, err := http.Post(k.url+"/v1beta/models/m:generateContent", "application/json", strings.NewReader("{}"))
+	resp, err := client.Post(k.url+"/v1beta/models/m:generateContent", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
