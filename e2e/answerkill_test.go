@@ -45,11 +45,19 @@ type answerKiller struct {
 
 func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
 	t.Helper()
+	return startAnswerKillerVia(t, simURL, after, nil)
+}
+
+// startAnswerKillerVia is startAnswerKiller forwarding through rt (nil:
+// http.DefaultTransport).
+func startAnswerKillerVia(t *testing.T, simURL string, after int, rt http.RoundTripper) *answerKiller {
+	t.Helper()
 	target, err := url.Parse(simURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = rt
 	// Only a call the simulator could not answer reaches this (the
 	// killed run's calls are forwarded without its cancellation).
 	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
@@ -62,8 +70,14 @@ func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
 			return
 		}
 		// A call in flight when the run dies is still answered, and paid,
-		// as the real API does: the answer is lost with the run.
-		rp.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		// as the real API does: the answer is lost with the run. The
+		// proxy must not cancel it: it would stop waiting while the
+		// simulator may still read the call, and count it paid, after
+		// the accounting was read. Under a context that cannot be
+		// canceled ReverseProxy cancels the call itself when the client
+		// goes, through the writer's CloseNotify: the writer it gets
+		// hides it.
+		rp.ServeHTTP(noCloseNotify{w}, r.WithContext(context.WithoutCancel(r.Context())))
 		if !strings.Contains(r.URL.Path, ":generateContent") || k.answered.Add(1) != k.after {
 			return
 		}
@@ -81,6 +95,13 @@ func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
 	k.url = srv.URL
 	return k
 }
+
+// noCloseNotify is a ResponseWriter without http.CloseNotifier, so that
+// ReverseProxy does not cancel a forwarded call when its client goes
+// away; Unwrap still lets it flush.
+type noCloseNotify struct{ http.ResponseWriter }
+
+func (w noCloseNotify) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // settle waits until the proxy forwards nothing of the killed run. It
 // refuses every call from then on: the run that resumes must not come
@@ -246,3 +267,79 @@ func TestAnswerKiller_refusesLateCalls(t *testing.T) {
 		t.Errorf("a call of the killed run read after settle: status %d, %d calls forwarded; want %d and 1 (refused)", code, forwarded.Load(), http.StatusBadGateway)
 	}
 }
+
+// TestAnswerKiller_answersCallsInFlightAtTheKill: a call of the run that
+// is at the simulator when the run dies is answered, not canceled, and
+// settle waits for that answer. A canceled call was the flaw: the proxy
+// (ReverseProxy, watching CloseNotify) gave up on it at once, settle
+// returned, and the simulator read it later, under load after the
+// accounting was read, and counted it paid: the item, paid 0 times
+// before the resume and twice at the end, looked paid twice by the run
+// that resumed.
+func TestAnswerKiller_answersCallsInFlightAtTheKill(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var answered atomic.Bool
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Slow") != "" {
+			close(arrived)
+			<-release
+			answered.Store(r.Context().Err() == nil)
+		}
+		w.Write([]byte("{}"))
+	}))
+	t.Cleanup(target.Close)
+	forwarded := make(chan context.Context, 1)
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Header.Get("X-Slow") != "" {
+			forwarded <- r.Context()
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	k := startAnswerKillerVia(t, target.URL, 1, rt)
+	victim := exec.Command("sleep", "60")
+	k.mu.Lock()
+	k.cmd = victim
+	err := victim.Start()
+	k.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	// The slow call is at the target; its client then dies with the run.
+	ctx, die := context.WithCancel(context.Background())
+	slowDone := make(chan struct{})
+	go func() {
+		defer close(slowDone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, k.url+"/v1beta/models/m:generateContent", strings.NewReader("{}"))
+		req.Header.Set("X-Slow", "1")
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-arrived
+	resp, err := client.Post(k.url+"/v1beta/models/m:generateContent", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := victim.Wait(); err == nil {
+		t.Fatal("the process was not killed at the first answer")
+	}
+	die()
+	<-slowDone
+
+	if fctx := <-forwarded; fctx.Done() != nil {
+		t.Error("the proxy forwards a call in flight at the kill with a context its client's going away can cancel: the target may count it paid after settle")
+	}
+	close(release)
+	k.settle(t)
+	if !answered.Load() {
+		t.Error("settle returned before the target answered the call in flight at the kill")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
