@@ -47,7 +47,10 @@ func (w *law) fitLimit() {
 		// as fast as the rate while the window has room.
 		fastest *= catchUpSpeed
 	}
-	n := int(math.Ceil(fastest * w.limitLatency().Seconds() * rateHeadroom))
+	// Less a hair before rounding up: a rate set from a limit over the
+	// same latency (setLimitTo, a learned start) carries that limit back
+	// with a last-bit error, and 5.000000000000001 must not read as 6.
+	n := int(math.Ceil(fastest*w.limitLatency().Seconds()*rateHeadroom - 1e-9))
 	if w.capLevel > 0 {
 		n = min(n, int(w.capLevel))
 	}

@@ -601,3 +601,25 @@ func TestAIMD_Acquire_neverStranded(t *testing.T) {
 		})
 	}
 }
+
+// TestAIMD_startCarriedBackWhole: a start given (a limit learned by an
+// earlier run) is paced, after the first round trip, as the rate it
+// carries over that round trip; the limit Little's law gives back for
+// that rate over the same round trip is the start, not one more. At
+// round trips such as 100 µs, 5 / s / 1.5 * s * 1.5 comes to
+// 5.000000000000001, which rounded up to 6.
+func TestAIMD_startCarriedBackWhole(t *testing.T) {
+	for _, rt := range []time.Duration{100 * time.Microsecond, 100015, 150 * time.Millisecond} {
+		t.Run(rt.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l, clk := newTestAIMD(t, Config{Start: 5})
+				started := mustAcquire(t, l)
+				clk.Advance(rt)
+				l.Succeeded(started, 100)
+				if got := l.Limit(); got != 5 {
+					t.Errorf("limit %d after the first round trip of %v, want the start, 5", got, rt)
+				}
+			})
+		})
+	}
+}
