@@ -12,6 +12,8 @@ targets=(
   "./ingest FuzzReader"
   "./stages FuzzClean"
   "./stages FuzzClassifyResponse"
+  "./store/postgres FuzzDecodeRecord"
+  "./store/postgres FuzzObjectKeys"
 )
 
 # Fail if a fuzz target exists that this list does not run.
