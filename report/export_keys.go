@@ -3,6 +3,8 @@ package report
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 )
 
 // outputKeys adds the top-level keys of a stage output to keys, as
@@ -25,11 +27,11 @@ func outputKeys(id, stage string, raw []byte, keys map[string]bool) error {
 // addObjectKeys adds the keys of raw, valid JSON, to keys; false when
 // raw is not an object.
 func addObjectKeys(raw []byte, keys map[string]bool) bool {
-	i := skipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return false
 	}
-	i = skipSpace(raw, i+1)
+	i = jsonscan.SkipSpace(raw, i+1)
 	for i < len(raw) && raw[i] == '"' {
 		end, plain := stringEnd(raw, i)
 		k := raw[i+1 : end-1]
@@ -46,19 +48,12 @@ func addObjectKeys(raw []byte, keys map[string]bool) bool {
 			}
 			keys[s] = true
 		}
-		i = skipValue(raw, skipSpace(raw, skipSpace(raw, end)+1)) // past the ':'
-		if i = skipSpace(raw, i); i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
+		i = skipValue(raw, jsonscan.SkipSpace(raw, jsonscan.SkipSpace(raw, end)+1)) // past the ':'
+		if i = jsonscan.SkipSpace(raw, i); i < len(raw) && raw[i] == ',' {
+			i = jsonscan.SkipSpace(raw, i+1)
 		}
 	}
 	return true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // stringEnd is the index just past the string starting at b[i] (a

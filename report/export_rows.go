@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/internal/jsonquote"
+	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 )
 
 // The row pass of a flat export. A row is written from each output's raw
@@ -202,39 +203,39 @@ func (w *rowWriter) outputFields(id, stage string, raw []byte) ([]rawField, erro
 // is not a valid JSON object (as json.Valid reads JSON) or has a key
 // with escapes, which the caller leaves to the decoder.
 func appendRawFields(fields []rawField, raw []byte) ([]rawField, bool) {
-	i := skipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return fields, false
 	}
-	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == '}' {
-		return fields, skipSpace(raw, i+1) == len(raw)
+	if i = jsonscan.SkipSpace(raw, i+1); i < len(raw) && raw[i] == '}' {
+		return fields, jsonscan.SkipSpace(raw, i+1) == len(raw)
 	}
 	for {
 		if i >= len(raw) || raw[i] != '"' {
 			return fields, false
 		}
-		end, ok := validString(raw, i)
+		end, ok := jsonscan.String(raw, i)
 		k := raw[i+1 : max(end-1, i+1)]
 		if !ok || bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) {
 			return fields, false
 		}
-		if i = skipSpace(raw, end); i >= len(raw) || raw[i] != ':' {
+		if i = jsonscan.SkipSpace(raw, end); i >= len(raw) || raw[i] != ':' {
 			return fields, false
 		}
-		start := skipSpace(raw, i+1)
-		stop, ok := validValue(raw, start, 0)
+		start := jsonscan.SkipSpace(raw, i+1)
+		stop, ok := jsonscan.Value(raw, start, 0)
 		if !ok {
 			return fields, false
 		}
 		fields = append(fields, rawField{key: k, val: raw[start:stop]})
-		if i = skipSpace(raw, stop); i >= len(raw) {
+		if i = jsonscan.SkipSpace(raw, stop); i >= len(raw) {
 			return fields, false
 		}
 		switch raw[i] {
 		case ',':
-			i = skipSpace(raw, i+1)
+			i = jsonscan.SkipSpace(raw, i+1)
 		case '}':
-			return fields, skipSpace(raw, i+1) == len(raw)
+			return fields, jsonscan.SkipSpace(raw, i+1) == len(raw)
 		default:
 			return fields, false
 		}

@@ -14,6 +14,7 @@ targets=(
   "./stages FuzzClassifyResponse"
   "./store/postgres FuzzDecodeRecord"
   "./store/postgres FuzzObjectKeys"
+  "./internal/jsonscan FuzzValue"
 )
 
 # Fail if a fuzz target exists that this list does not run.

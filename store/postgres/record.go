@@ -6,6 +6,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -318,33 +319,33 @@ func objectKeys(raw []byte, keys map[string]bool) bool {
 // some of its keys perhaps added (the first value's, as a decoder
 // would).
 func strictObjectKeys(raw []byte, keys map[string]bool) bool {
-	i := skipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return false
 	}
-	i = skipSpace(raw, i+1)
+	i = jsonscan.SkipSpace(raw, i+1)
 	if i < len(raw) && raw[i] == '}' {
-		return skipSpace(raw, i+1) == len(raw)
+		return jsonscan.SkipSpace(raw, i+1) == len(raw)
 	}
 	for {
-		end, ok := validString(raw, i)
+		end, ok := jsonscan.String(raw, i)
 		if !ok || !addKey(raw[i:end], keys) {
 			return false
 		}
-		if i = skipSpace(raw, end); i >= len(raw) || raw[i] != ':' {
+		if i = jsonscan.SkipSpace(raw, end); i >= len(raw) || raw[i] != ':' {
 			return false
 		}
-		if i, ok = validValue(raw, i+1, 1); !ok {
+		if i, ok = jsonscan.Value(raw, i+1, 1); !ok {
 			return false
 		}
-		if i = skipSpace(raw, i); i >= len(raw) {
+		if i = jsonscan.SkipSpace(raw, i); i >= len(raw) {
 			return false
 		}
 		switch raw[i] {
 		case ',':
-			i = skipSpace(raw, i+1)
+			i = jsonscan.SkipSpace(raw, i+1)
 		case '}':
-			return skipSpace(raw, i+1) == len(raw)
+			return jsonscan.SkipSpace(raw, i+1) == len(raw)
 		default:
 			return false
 		}
@@ -367,163 +368,4 @@ func addKey(str []byte, keys map[string]bool) bool {
 	}
 	keys[s] = true
 	return true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// maxDepth bounds validValue's nesting; deeper values take json.Valid.
-const maxDepth = 1000
-
-// validValue is the index just past the JSON value at b[i] (leading
-// whitespace skipped), and whether it is valid by JSON's grammar
-// (RFC 8259; bytes of strings not checked as UTF-8, as json.Valid does
-// not). It accepts only what json.Valid accepts.
-func validValue(b []byte, i, depth int) (int, bool) {
-	i = skipSpace(b, i)
-	if i >= len(b) || depth > maxDepth {
-		return i, false
-	}
-	switch c := b[i]; c {
-	case '"':
-		return validString(b, i)
-	case '{', '[':
-		return validContainer(b, i, depth)
-	case 't':
-		return validWord(b, i, "true")
-	case 'f':
-		return validWord(b, i, "false")
-	case 'n':
-		return validWord(b, i, "null")
-	default:
-		return validNumber(b, i)
-	}
-}
-
-func validWord(b []byte, i int, w string) (int, bool) {
-	if len(b)-i >= len(w) && string(b[i:i+len(w)]) == w {
-		return i + len(w), true
-	}
-	return i, false
-}
-
-// validContainer reads the object or array at b[i].
-func validContainer(b []byte, i, depth int) (int, bool) {
-	obj := b[i] == '{'
-	closing := byte(']')
-	if obj {
-		closing = '}'
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == closing {
-		return i + 1, true
-	}
-	for {
-		var ok bool
-		if obj {
-			if i >= len(b) || b[i] != '"' {
-				return i, false
-			}
-			if i, ok = validString(b, i); !ok {
-				return i, false
-			}
-			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
-				return i, false
-			}
-			i++
-		}
-		if i, ok = validValue(b, i, depth+1); !ok {
-			return i, false
-		}
-		if i = skipSpace(b, i); i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case closing:
-			return i + 1, true
-		default:
-			return i, false
-		}
-	}
-}
-
-// validString reads the string at b[i]: no control characters, only
-// JSON's escapes.
-func validString(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return i, false
-	}
-	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
-					return i, false
-				}
-				i += 4
-			default:
-				return i, false
-			}
-		}
-	}
-	return i, false
-}
-
-func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
-
-// validNumber reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? at b[i].
-func validNumber(b []byte, i int) (int, bool) {
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		i = digits(b, i)
-	default:
-		return i, false
-	}
-	if i < len(b) && b[i] == '.' {
-		j := digits(b, i+1)
-		if j == i+1 {
-			return j, false
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digits(b, i)
-		if j == i {
-			return j, false
-		}
-		i = j
-	}
-	return i, true
-}
-
-func digits(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
 }
