@@ -78,3 +78,50 @@ func TestLaw_climbTowardSlowStartTop(t *testing.T) {
 		})
 	}
 }
+
+// TestLaw_slowStartTopReadAtReopening: after slow start's bare 429 no
+// window is known, and the rate its last round trip was admitted at is
+// trusted only once the first probe, a backoff later, is admitted: the
+// quota freed room at once (a bucket, a log slow start outlasted). A
+// probe refused first says the window slow start spent is still full,
+// as long as slow start or longer: nothing is read.
+func TestLaw_slowStartTopReadAtReopening(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refused int // probes refused before one is admitted
+		read    bool
+	}{
+		{"first probe admitted", 0, true},
+		{"a probe refused first", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			at, _ := drive(w, simEpoch, 6*rtt) // drive holds 64 in flight
+			s := w.start(at, 0)
+			w.onRateLimited(at, s, 0, 1)
+			seen := w.slowTopSeen
+			if w.slowTop != 0 || seen <= 0 {
+				t.Fatalf("after a bare 429: top %.1f/s trusted, %.1f/s seen; want none trusted and one seen", w.slowTop, seen)
+			}
+			for i := 0; i <= tc.refused; i++ {
+				at = w.gate
+				if !w.mayStart(at, 0) {
+					t.Fatalf("probe %d held at the gate", i)
+				}
+				p := w.start(at, 0)
+				at = at.Add(rtt)
+				if i < tc.refused {
+					w.onRateLimited(at, p, 0, 1)
+					continue
+				}
+				w.onSuccess(at, p, 100, 1)
+			}
+			if got := w.slowTop > 0; got != tc.read {
+				t.Fatalf("top trusted at the reopening: %v (%.1f/s); want %v", got, w.slowTop, tc.read)
+			}
+			if tc.read && !near(w.slowTop, seen) {
+				t.Errorf("top %.1f/s; want the %.1f/s read at the 429", w.slowTop, seen)
+			}
+		})
+	}
+}
