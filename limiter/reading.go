@@ -234,9 +234,10 @@ func (w *law) namedRate() float64 {
 // above what the rate carries on average, or the last two events refused
 // at the same level, or slow start's refusal did (slow start fills
 // whatever binds, and a paced rate seldom meets it again at the very
-// same level). byWindow: the call was sent by the known window, which
-// starts calls up to catchUpSpeed times as fast as the rate (see
-// catchup.go). Never when a call started shortly before was admitted
+// same level; the rate may carry a tenth more by a smoothed latency,
+// once it climbed toward slow start's top). byWindow: the call was sent
+// by the known window, which starts calls up to catchUpSpeed times as
+// fast as the rate (see catchup.go). Never when a call started shortly before was admitted
 // with as many calls beside it (see admittedBeside).
 func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	carried := w.rate * w.latency().Seconds()
@@ -247,7 +248,7 @@ func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	met := capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
 		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
-		float64(others) >= carried && others == w.firstOthers
+		float64(others)*capEqualShare >= carried && others == w.firstOthers
 	return met && !w.admittedBeside(started, others)
 }
 
