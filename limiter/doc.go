@@ -25,9 +25,10 @@
 // law bisects between the two, then climbs in growing stairs to find a
 // quota that grew. Slow start's 429 bounds nothing: the rate starts from the
 // mean of its ramp, and when slow start lasted twice the window a retry
-// delay showed, each stair goes halfway (geometrically) to the rate of
-// its round trip before the last, which the quota admitted whole
-// (climb.go). A 429 at a rate already proven safe means the quota
+// delay showed, or, its 429s bare or rounded, the first probe after them
+// was admitted (the quota freed room at once), each stair goes halfway
+// (geometrically) to the rate of its round trip before the last, which
+// the quota admitted whole (climb.go). A 429 at a rate already proven safe means the quota
 // fell; the law keeps the safe rate it had, as a quota that fell (a
 // drift, a neighbour's burst) often comes back, and climbs back to it
 // sooner (one answer lag, not two, while no look has been refused; two

@@ -116,6 +116,7 @@ func (w *law) reopened(started time.Time) {
 		}
 		w.readWindowReopened(started, n)
 		w.reopenedAfterSlowStart(started, n)
+		w.topReopened()
 	}
 	span := started.Sub(prev)
 	if prev.IsZero() || w.rate == 0 || span > reopenLags*w.answerLag() || span < 2*w.latency() {
@@ -164,6 +165,24 @@ func (w *law) reopenedAfterSlowStart(started time.Time, n float64) {
 		w.rate = max(w.rate, min(n/since.Seconds()*eventBackoff, w.maxRate()))
 		w.fitLimit()
 	}
+}
+
+// topReopened folds in the first reopening of a quota that only slow
+// start's burst has spent, when its 429 showed no window slow start
+// outlasted (bare or rounded delays): the first probe, sent a backoff
+// after the 429, was admitted, so the quota freed room within about a
+// round trip of being spent. A window slow start spent within its own
+// length frees nothing until that length has passed since the first
+// start, and refuses the probes until then (a 200/s log of a second
+// with 0.1 s calls); one that frees room at once is a bucket, or a log
+// whose window slow start outlasted, and slow start's last round trip
+// then did not spend a window's budget alone: the stairs climb toward
+// it (see climbTowardTop).
+func (w *law) topReopened() {
+	if w.slowTop > 0 || w.slowTopSeen <= 0 || w.bounded || !w.firstFromSlowStart || !w.refusedProbe.IsZero() {
+		return
+	}
+	w.slowTop = w.slowTopSeen
 }
 
 // nameQuota records the per-minute budgets a 429 named (requests and
@@ -215,9 +234,10 @@ func (w *law) namedRate() float64 {
 // above what the rate carries on average, or the last two events refused
 // at the same level, or slow start's refusal did (slow start fills
 // whatever binds, and a paced rate seldom meets it again at the very
-// same level). byWindow: the call was sent by the known window, which
-// starts calls up to catchUpSpeed times as fast as the rate (see
-// catchup.go). Never when a call started shortly before was admitted
+// same level; the rate may carry a tenth more by a smoothed latency,
+// once it climbed toward slow start's top). byWindow: the call was sent
+// by the known window, which starts calls up to catchUpSpeed times as
+// fast as the rate (see catchup.go). Never when a call started shortly before was admitted
 // with as many calls beside it (see admittedBeside).
 func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	carried := w.rate * w.latency().Seconds()
@@ -228,7 +248,7 @@ func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	met := capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
 		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
-		float64(others) >= carried && others == w.firstOthers
+		float64(others)*capEqualShare >= carried && others == w.firstOthers
 	return met && !w.admittedBeside(started, others)
 }
 

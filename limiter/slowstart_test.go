@@ -78,3 +78,79 @@ func TestLaw_climbTowardSlowStartTop(t *testing.T) {
 		})
 	}
 }
+
+// TestLaw_slowStartTopReadAtReopening: after slow start's bare 429 no
+// window is known, and the rate its last round trip was admitted at is
+// trusted only once the first probe, a backoff later, is admitted: the
+// quota freed room at once (a bucket, a log slow start outlasted). A
+// probe refused first says the window slow start spent is still full,
+// as long as slow start or longer: nothing is read.
+func TestLaw_slowStartTopReadAtReopening(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refused int // probes refused before one is admitted
+		read    bool
+	}{
+		{"first probe admitted", 0, true},
+		{"a probe refused first", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newTestLaw(Config{})
+			at, _ := drive(w, simEpoch, 6*rtt) // drive holds 64 in flight
+			s := w.start(at, 0)
+			w.onRateLimited(at, s, 0, 1)
+			seen := w.slowTopSeen
+			if w.slowTop != 0 || seen <= 0 {
+				t.Fatalf("after a bare 429: top %.1f/s trusted, %.1f/s seen; want none trusted and one seen", w.slowTop, seen)
+			}
+			for i := 0; i <= tc.refused; i++ {
+				at = w.gate
+				if !w.mayStart(at, 0) {
+					t.Fatalf("probe %d held at the gate", i)
+				}
+				p := w.start(at, 0)
+				at = at.Add(rtt)
+				if i < tc.refused {
+					w.onRateLimited(at, p, 0, 1)
+					continue
+				}
+				w.onSuccess(at, p, 100, 1)
+			}
+			if got := w.slowTop > 0; got != tc.read {
+				t.Fatalf("top trusted at the reopening: %v (%.1f/s); want %v", got, w.slowTop, tc.read)
+			}
+			if tc.read && !near(w.slowTop, seen) {
+				t.Errorf("top %.1f/s; want the %.1f/s read at the 429", w.slowTop, seen)
+			}
+		})
+	}
+}
+
+// TestLaw_cappedAtSlowStartLevel: a cap on calls in progress refuses at
+// the level slow start's refusal met, while the rate, climbed toward slow
+// start's top, carries a few more calls than that by a smoothed latency
+// that swings by a tenth (a cap of 105 calls of 1.2-1.7 s, read as a rate
+// when the rate carried 108: paced at 60/s for the rest of the run, 0.84
+// -> 0.73). Within a tenth it is the cap; well past it, or at another
+// level, a rate.
+func TestLaw_cappedAtSlowStartLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rate   float64 // × rtt: the calls it carries
+		others int
+		want   bool
+	}{
+		{"slow start's level, the rate carrying a little more", 1080, 105, true},
+		{"another level", 1080, 104, false},
+		{"slow start's level, the rate carrying far more", 1200, 105, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, at := pacedLaw(t, tc.rate)
+			w.limit, w.firstOthers = 200, 105
+			refused := w.start(at, tc.others)
+			if got := w.capped(refused, tc.others, false); got != tc.want {
+				t.Errorf("capped(%d) at %.0f/s = %v, want %v", tc.others, tc.rate, got, tc.want)
+			}
+		})
+	}
+}
