@@ -141,7 +141,11 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 		// What init and the setup touched of the binary is not needed
 		// again: a night's resident set is a third of it (#31).
 		footprint.ReleaseExecutable()
+		tick := time.NewTicker(100 * time.Millisecond)
+		stopLimit := footprint.Follow(footprint.DefaultFloor, tick.C)
 		sum, runErr = r.Run(ctx)
+		stopLimit()
+		tick.Stop()
 	} else {
 		// Every stage ran through batch jobs: no online call is left.
 		sum = pipeline.RunSummary{ID: runID, Started: sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}
