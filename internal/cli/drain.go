@@ -76,6 +76,10 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	sigOut := monitor.NewSwitchWriter(stderr)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
+	// The packages' init touched the binary's tables and code of every
+	// command and dependency; the checks, the open and the ingest below
+	// need a fraction of them (#31).
+	footprint.ReleaseExecutable()
 	open := openFlags
 	if req.Job != nil {
 		open = openJob
