@@ -23,12 +23,12 @@ type heapState struct {
 	gogc    int   // GOGC; negative when the collector is off
 }
 
-// Limit is the memory limit for h under floor: the floor, or room for
+// limitFor is the memory limit for h under floor: the floor, or room for
 // the heap to reach the goal GOGC gives it (live x (1 + GOGC/100)) beside
 // the rest of the runtime's memory with an eighth to spare, whichever is
 // larger. Above the floor it stays over the goal GOGC alone sets, so a
 // run whose heap is large collects as often as without it.
-func Limit(floor int64, h heapState) int64 {
+func limitFor(floor int64, h heapState) int64 {
 	grown := h.live + h.live*int64(max(h.gogc, 0))/100 + h.nonHeap
 	return max(floor, grown+grown/8)
 }
@@ -70,7 +70,7 @@ type follower struct {
 	set  func(int64) int64 // debug.SetMemoryLimit: sets, returns the previous
 }
 
-// Follow keeps the Go runtime's memory limit at Limit(floor, the heap
+// Follow keeps the Go runtime's memory limit at limitFor(floor, the heap
 // now), set at once and again at each tick, until the returned stop is
 // called; stop puts back the limit found and returns once no further
 // limit is set. It does nothing (and stop does nothing) when a limit is
@@ -88,7 +88,7 @@ func (f follower) follow(floor int64, ticks <-chan time.Time) (stop func()) {
 	if was != math.MaxInt64 || h.gogc < 0 {
 		return func() {}
 	}
-	f.set(Limit(floor, h))
+	f.set(limitFor(floor, h))
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -97,7 +97,7 @@ func (f follower) follow(floor int64, ticks <-chan time.Time) (stop func()) {
 			case <-quit:
 				return
 			case <-ticks:
-				f.set(Limit(floor, f.read()))
+				f.set(limitFor(floor, f.read()))
 			}
 		}
 	}()

@@ -12,7 +12,7 @@ import (
 
 const mib = 1 << 20
 
-func TestLimit(t *testing.T) {
+func TestLimitFor(t *testing.T) {
 	tests := []struct {
 		name string
 		h    heapState
@@ -26,8 +26,8 @@ func TestLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Limit(24*mib, tc.h); got != tc.want {
-				t.Fatalf("Limit = %d, want %d", got, tc.want)
+			if got := limitFor(24*mib, tc.h); got != tc.want {
+				t.Fatalf("limitFor = %d, want %d", got, tc.want)
 			}
 		})
 	}
