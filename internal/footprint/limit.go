@@ -56,9 +56,13 @@ func readHeap() heapState {
 		}
 		return int64(min(s[i].Value.Uint64(), math.MaxInt64))
 	}
+	gogc := -1 // GOGC=off reads as -1 turned unsigned
+	if g := s[1].Value; g.Kind() == metrics.KindUint64 && g.Uint64() <= math.MaxInt32 {
+		gogc = int(g.Uint64())
+	}
 	return heapState{
 		live:    v(0),
-		gogc:    int(v(1)),
+		gogc:    gogc,
 		nonHeap: v(2) - v(3) - v(4) - v(5) - v(6),
 	}
 }

@@ -122,3 +122,16 @@ func TestFollow_runtime(t *testing.T) {
 		t.Fatalf("limit after stop %d, want none", got)
 	}
 }
+
+func TestFollow_runtimeGCOff(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Skip("GOMEMLIMIT is set")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	stop := Follow(24*mib, nil)
+	defer stop()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("limit set to %d with GOGC=off, want none", got)
+	}
+}
