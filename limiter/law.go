@@ -38,9 +38,9 @@ type law struct {
 	bounded bool
 	// slowTop: what slow start's last round trip before its first 429
 	// was admitted at, 0 if none was read (see climbTowardTop).
-	// slowTopSeen: that rate read at the 429 and not yet trusted, until
-	// the quota's first reopening shows a window shorter than slow
-	// start (see topReopened).
+	// slowTopSeen: that rate read at a bare or rounded 429 and not yet
+	// trusted, until the quota's first reopening shows a window shorter
+	// than slow start (see topReopened).
 	slowTop, slowTopSeen float64
 	// startRate: the rate an earlier run found the quota admits
 	// (Config.StartRate), 0 if none: evidence this run need not find
@@ -492,7 +492,9 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 				// of a second with 0.1 s calls, it overshot: 1.06-1.14%
 				// 429s in TestLaw_nights_demandIsNoQuota.)
 				w.slowTop = w.topAdmitted(started)
-			} else if wasSlowStart {
+			} else if wasSlowStart && uncertain(retryAfter) {
+				// Bare or rounded: the first reopening may show the
+				// window slow start outlasted (see topReopened).
 				w.slowTopSeen = w.topAdmitted(started)
 			}
 			w.refused = 0

@@ -154,3 +154,40 @@ func TestLaw_cappedAtSlowStartLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestLaw_slowStartTopNotReadAfterExactDelay: an exact retry delay on
+// slow start's 429 that shows a window slow start did not outlast twice
+// reads no top (TestLaw_climbTowardSlowStartTop), and a reopening later
+// must not trust one either: a cap on calls in progress refusing bare at
+// slow start's level leaves the quota unbounded and sends a probe, and
+// its admission says the cap freed a slot, not that the window the
+// exact delay showed freed room at once.
+func TestLaw_slowStartTopNotReadAfterExactDelay(t *testing.T) {
+	w := newTestLaw(Config{})
+	at, _ := drive(w, simEpoch, 6*rtt) // drive holds 64 in flight
+	s := w.start(at, 63)
+	w.onRateLimited(at, s, 6*rtt, 64)
+	at = w.gate
+	for i := range 2 { // the cap refuses, bare, at slow start's level
+		c := w.start(at, 63)
+		at = at.Add(rtt / 10)
+		w.onRateLimited(at, c, 0, 64)
+		if w.bounded {
+			t.Fatalf("cap refusal %d bounded the quota; want it read as the cap", i)
+		}
+	}
+	if !w.needProbe {
+		t.Fatal("no probe after the cap's bare refusals")
+	}
+	for i := 0; i < 100 && !w.mayStart(at, 0); i++ {
+		at = at.Add(rtt / 10)
+	}
+	p := w.start(at, 0)
+	if !p.Equal(w.probe) {
+		t.Fatal("the call after the backoff is not the probe")
+	}
+	w.onSuccess(at.Add(rtt), p, 100, 1)
+	if w.slowTop != 0 {
+		t.Errorf("slow start's top trusted at %.1f/s after an exact delay showed a window slow start did not outlast twice; want none", w.slowTop)
+	}
+}
