@@ -22,7 +22,7 @@
 //	meta         key -> value: schema version, definition, created, limit/<stage>
 //	item         id -> record (JSON), content hash
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
-//	output       (id, stage) -> the stage's output
+//	output       (id, stage) -> the stage's output; one that repeats the item's text without it (mark.go; schema step 11)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
@@ -167,5 +167,6 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go and fleetlimit.go.
+// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go, fleetlimit.go
+// and mark.go (outputs that repeat their item's text).
 package postgres

@@ -16,6 +16,9 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
+	// After unmarkAll: every output stored whole.
+	10: `COMMENT ON TABLE output IS NULL;
+		UPDATE meta SET value = '10' WHERE key = 'schema'`,
 	9: `CREATE INDEX output_stage ON output (stage, item_id);
 		UPDATE meta SET value = '9' WHERE key = 'schema'`,
 	8: `CREATE INDEX output_stage ON output (stage, item_id);

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -196,13 +196,19 @@ CREATE INDEX cube_quote_best ON cube_quote (cell, label, conf DESC, item_id COLL
 	// of the table anyway; at a million items it held 0.1 GB, rewritten
 	// by every commit.
 	`DROP INDEX IF EXISTS output_stage;`,
+	// 11: an output that repeats its item's text (what sanitizing a
+	// clean text gives) is stored marked, the text cut out (mark.go);
+	// backfills[11] marks the outputs stored before. Readers of this
+	// version read both forms; an older sawtooth would not.
+	`COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go)';`,
 }
 
 // backfills[v], when set, runs right after migrations[v-1] on a schema
 // that held a pipeline before (not on a new one), in the same
 // transaction: what a step needs computed in Go from the stored rows.
 var backfills = map[int]func(db *DB, ctx context.Context, tx pgx.Tx) error{
-	9: (*DB).backfillCube,
+	9:  (*DB).backfillCube,
+	11: (*DB).backfillMarks,
 }
 
 // Meta keys.
