@@ -168,5 +168,6 @@
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
 // tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go, fleetlimit.go
-// and mark.go (outputs that repeat their item's text).
+// mark.go (outputs that repeat their item's text) and shrink.go (a drained
+// queue's indexes).
 package postgres
