@@ -20,48 +20,59 @@ import (
 // queue is left as it is: a few pages per index, not worth a lock.
 const shrinkFloor = 1 << 20
 
-// shrinkLockTimeout bounds the wait for the queue's lock: a worker that
-// still claims or commits holds it, and the queue is then not drained.
-const shrinkLockTimeout = "100ms"
+// shrinkLockTimeout bounds the wait for the queue's lock. A worker that
+// still claims or commits holds it only while the queue is not drained;
+// when the last items go, autovacuum is often vacuuming the queue (it
+// holds a lock the share lock waits for, measured at the end of every
+// bench drain), and the server cancels an autovacuum that blocks
+// another's lock after deadlock_timeout (1 s by default).
+const shrinkLockTimeout = "2s"
 
 // shrinkQueue rebuilds the queue's indexes when the queue is empty and
 // they hold more than shrinkFloor, under a share lock that keeps every
-// writer out meanwhile. A lock it cannot take at once, or a user that
-// does not own the table, leaves the queue as it is: the space is
-// reused by the next rows either way.
+// writer out meanwhile. A lock it cannot take within shrinkLockTimeout,
+// a user that does not own the table, or the end of ctx leaves the queue
+// as it is: the space is reused by the next rows either way.
 func (db *DB) shrinkQueue(ctx context.Context) error {
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
-		return err
+		return notMine(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	var empty, big bool
-	err = tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM todo), pg_indexes_size('todo') > $1`, shrinkFloor).Scan(&empty, &big)
+	err = tx.QueryRow(ctx, emptyAndBigSQL, shrinkFloor).Scan(&empty, &big)
 	if err != nil || !empty || !big {
-		return err
+		return notMine(err)
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+shrinkLockTimeout+`'`); err != nil {
-		return err
+		return notMine(err)
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE todo IN SHARE MODE`); err != nil {
 		return notMine(err)
 	}
-	// Under the lock: nothing was queued between the look and the lock.
-	if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM todo)`).Scan(&empty); err != nil || !empty {
-		return err
+	// Under the lock: nothing was queued between the look and the lock,
+	// and another worker ending its session did not rebuild them first.
+	if err := tx.QueryRow(ctx, emptyAndBigSQL, shrinkFloor).Scan(&empty, &big); err != nil || !empty || !big {
+		return notMine(err)
 	}
 	if _, err := tx.Exec(ctx, `REINDEX TABLE todo`); err != nil {
 		return notMine(err)
 	}
-	return tx.Commit(ctx)
+	return notMine(tx.Commit(ctx))
 }
 
+// emptyAndBigSQL says whether the queue is empty and whether its
+// indexes hold more than $1 bytes.
+const emptyAndBigSQL = `SELECT NOT EXISTS (SELECT 1 FROM todo), pg_indexes_size('todo') > $1`
+
 // notMine is nil for the errors that say the queue is not shrinkQueue's
-// to rebuild now: a lock held by another (lock_not_available) or a
-// table the user does not own (insufficient_privilege).
+// to rebuild now: a lock held by another (lock_not_available), a table
+// the user does not own (insufficient_privilege), or the end of the time
+// the caller gave (a worker leaving).
 func notMine(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "42501") {
+	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "42501") ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
