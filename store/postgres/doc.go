@@ -27,7 +27,8 @@
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
 //	cube_cell    (group values, label, shard) -> items, rated items, rating sum: the per-period cube (cube.go; schema step 8)
-//	cube_quote   done item -> its cube cell, label, confidence, rating, indexed in report's quote order (schema step 8)
+//	cube_key     (cube cell, label) -> a small id (schema step 12)
+//	cube_quote   done item -> its cube_key id, confidence, rating, indexed in report's quote order (schema steps 8, 12)
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
 //	quota        (unlogged) per quota key: a GCRA schedule, congestion epoch
