@@ -29,25 +29,31 @@ const shrinkFloor = 1 << 20
 const shrinkLockTimeout = "2s"
 
 // shrinkQueue rebuilds the queue's indexes when the queue is empty and
-// they hold more than shrinkFloor, under a share lock that keeps every
-// writer out meanwhile. A lock it cannot take within shrinkLockTimeout,
+// they hold more than shrinkFloor, under a lock that keeps every writer
+// out meanwhile. A lock it cannot take within shrinkLockTimeout,
 // a user that does not own the table, or the end of ctx leaves the queue
 // as it is: the space is reused by the next rows either way.
 func (db *DB) shrinkQueue(ctx context.Context) error {
+	// The first look is outside the transaction, which then takes the
+	// queue's lock before any other: workers leaving at once each held
+	// their look's lock on an index another's rebuild waited for, and
+	// deadlocked.
+	var empty, big bool
+	err := db.pool.QueryRow(ctx, emptyAndBigSQL, shrinkFloor).Scan(&empty, &big)
+	if err != nil || !empty || !big {
+		return notMine(err)
+	}
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return notMine(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var empty, big bool
-	err = tx.QueryRow(ctx, emptyAndBigSQL, shrinkFloor).Scan(&empty, &big)
-	if err != nil || !empty || !big {
-		return notMine(err)
-	}
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+shrinkLockTimeout+`'`); err != nil {
 		return notMine(err)
 	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE todo IN SHARE MODE`); err != nil {
+	// Share row exclusive keeps writers out and is its own conflict: one
+	// worker rebuilds at a time.
+	if _, err := tx.Exec(ctx, `LOCK TABLE todo IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 		return notMine(err)
 	}
 	// Under the lock: nothing was queued between the look and the lock,

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,7 @@ func TestDB_EndSessionShrinksADrainedQueue(t *testing.T) {
 		{"drained", false, false, true},
 		{"an item queued", true, false, false},
 		{"a writer in the queue", false, true, false},
+		{"workers leaving at once", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, u := openNew(t, Options{Owner: "w"})
@@ -91,8 +93,22 @@ func TestDB_EndSessionShrinksADrainedQueue(t *testing.T) {
 			if before <= shrinkFloor {
 				t.Fatalf("the drained queue's indexes hold %d bytes, no more than the floor %d", before, shrinkFloor)
 			}
-			if err := db.EndSession(ctx); err != nil {
-				t.Fatalf("EndSession: %v", err)
+			ending := []*DB{db}
+			if tc.name == "workers leaving at once" {
+				for i := range 3 {
+					w := worker(t, u, fmt.Sprint("w", i))
+					beginSession(t, w)
+					ending = append(ending, w)
+				}
+			}
+			errs := make(chan error, len(ending))
+			for _, w := range ending {
+				go func() { errs <- w.EndSession(ctx) }()
+			}
+			for range ending {
+				if err := <-errs; err != nil {
+					t.Fatalf("EndSession: %v", err)
+				}
 			}
 			after, fileAfter := queueIndexes(t, u)
 			if shrunk := fileAfter != file; shrunk != tc.shrunk || tc.shrunk && after > 64<<10 {
