@@ -50,7 +50,9 @@ func quoteText(text string, tag byte) []byte {
 }
 
 // markText is out stored marked when it holds text as a JSON string
-// (the first place it does), else out itself.
+// (the first place it does), else out itself. The cut is of bytes, not
+// of a JSON value: unmark puts the same bytes back at the same offset,
+// so any output reads back exactly, whatever the match was.
 func markText(out []byte, text string) []byte {
 	if len(out) == 0 || isMarked(out) {
 		return out
@@ -131,8 +133,8 @@ func (db *DB) unmarkOutput(id string, si int, data []byte, text string) (json.Ra
 	return out, nil
 }
 
-// markIDs lists the items whose successes among ts (at the stages of
-// moves) may be stored marked, for itemTexts.
+// markIDs lists the items whose successes among ts may be stored
+// marked: the commit reads their texts (itemTextsSQL).
 func (db *DB) markIDs(ts []pipeline.Transition) []string {
 	var ids []string
 	for _, t := range ts {
