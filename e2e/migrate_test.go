@@ -68,7 +68,7 @@ func TestMigrate_RefusedWhileAnOldWorkerLives(t *testing.T) {
 func downgradeTo7(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
 	schema := postgres.DefaultSchema
-	if _, err := conn.Exec(context.Background(), `DROP TABLE `+schema+`.cube_cell, `+schema+`.cube_quote;
+	if _, err := conn.Exec(context.Background(), `DROP TABLE `+schema+`.cube_cell, `+schema+`.cube_quote, `+schema+`.cube_key;
 		ALTER TABLE `+schema+`.todo DROP COLUMN batch_sends;
 		UPDATE `+schema+`.meta SET value = '7' WHERE key = 'schema'`); err != nil {
 		t.Fatal(err)

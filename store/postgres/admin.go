@@ -92,7 +92,8 @@ type changes struct {
 	putHash  []string
 	enqIDs   []string // queue at enqStage
 	enqStage []int16
-	delete   []string // prune: the item row and its history
+	delete   []string          // prune: the item row and its history
+	oldText  map[string]string // items whose text changes: the text their marked outputs repeat
 }
 
 // removeFrom takes an item out of its current place (its dead letter
@@ -117,6 +118,9 @@ func (c *changes) enqueue(id string, stage int) {
 }
 
 func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
+	if err := db.unmarkEdited(ctx, tx, c.oldText); err != nil {
+		return err
+	}
 	var tally tallyDelta
 	if len(c.foldOut) > 0 {
 		rows, _ := tx.Query(ctx, `SELECT item_id, data FROM output WHERE stage = $1 AND item_id = ANY($2)`, len(db.stages)-1, c.foldOut)
@@ -232,6 +236,12 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 		var old pipeline.Record
 		if err := json.Unmarshal(cur.Record, &old); err != nil {
 			return pipeline.Damaged(r.ID, "", err, "stored record is damaged")
+		}
+		if old.Text != r.Text {
+			if c.oldText == nil {
+				c.oldText = map[string]string{}
+			}
+			c.oldText[r.ID] = old.Text
 		}
 		changed := pipeline.ChangedFields(old, r)
 		from := db.reentry(changed)

@@ -65,7 +65,14 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 		if err != nil {
 			return err
 		}
-		b, _, err := db.commitInserts(moved, first, seqs, seqs, billed, conf)
+		var texts map[string]string
+		if marked := db.markIDs(moved); len(marked) > 0 {
+			rows, _ := tx.Query(ctx, itemTextsSQL, marked)
+			if texts, err = collectTexts(rows); err != nil {
+				return err
+			}
+		}
+		b, _, err := db.commitInserts(moved, first, seqs, seqs, billed, conf, texts)
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ func TestDB_CheckFindsDamage(t *testing.T) {
 		{"a cube counter off by one", `UPDATE cube_cell SET n = n + 1 WHERE label = 'bug'`, `cube: cell`},
 		{"a done item's quote row lost", `DELETE FROM cube_quote WHERE item_id = 'a'`, `cube: done item "a" has no quote row`},
 		{"a quote row with another confidence", `UPDATE cube_quote SET conf = 0.5 WHERE item_id = 'b'`, `cube: the quote row of item "b"`},
-		{"a quote row of a queued item", `INSERT INTO cube_quote (item_id, cell, label, conf) VALUES ('q', '', 'ux', 0)`, `cube: item "q" is not done`},
+		{"a quote row of a queued item", `INSERT INTO cube_quote (item_id, key_id, conf) VALUES ('q', (SELECT min(id) FROM cube_key), 0)`, `cube: item "q" is not done`},
 		{"an unknown stage", `UPDATE todo SET stage = 7 WHERE item_id = 'q'`, `names a stage this pipeline does not have`},
 	}
 	for _, tc := range tests {

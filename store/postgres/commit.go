@@ -123,8 +123,9 @@ func (db *DB) commit(ctx context.Context, ts []pipeline.Transition, fences []int
 	}
 	lockIDs := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(moves.ids), billed.ids...))))
 	folds := db.foldIDs(moves.stages, moves.ids)
+	marked := db.markIDs(ts)
 	for range 5 {
-		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, moves, billed, billedAt, folds)
+		skipped, err = db.commitOnce(ctx, ts, first, lockIDs, moves, billed, billedAt, folds, marked)
 		if !retryable(err) {
 			break
 		}
@@ -162,7 +163,7 @@ const lockBilledSQL = `SELECT k.n FROM todo q JOIN (
 // item locks and the queue deletes pipelined in one, every insert and
 // COMMIT in the other. The transaction is short, which matters more
 // than anything else for a queue many workers commit to at once.
-func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, moves, billed entries, billedAt []int, folds []string) (skipped []uint64, err error) {
+func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first map[uint64]int, lockIDs []string, moves, billed entries, billedAt []int, folds, marked []string) (skipped []uint64, err error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
@@ -190,10 +191,14 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 		// the commit that folds its item into the cube.
 		b.Queue(confidencesSQL, db.index[confStage], folds)
 	}
+	if len(marked) > 0 {
+		b.Queue(itemTextsSQL, marked)
+	}
 	br := conn.SendBatch(ctx, b)
 	open = true
 	var deleted, stillQueued []int64
 	var conf map[string]float64
+	var texts map[string]string
 	if _, err = br.Exec(); err == nil {
 		if _, err = br.Exec(); err == nil && len(billed.seqs) > 0 {
 			rows, _ := br.Query()
@@ -206,6 +211,10 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 		if err == nil && len(folds) > 0 {
 			rows, _ := br.Query()
 			conf, err = collectConfidences(rows)
+		}
+		if err == nil && len(marked) > 0 {
+			rows, _ := br.Query()
+			texts, err = collectTexts(rows)
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -220,7 +229,7 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 			billedApplied = append(billedApplied, billedAt[n-1])
 		}
 	}
-	b, skipped, err = db.commitInserts(ts, first, moves.seqs, deleted, billedApplied, conf)
+	b, skipped, err = db.commitInserts(ts, first, moves.seqs, deleted, billedApplied, conf, texts)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +244,9 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 // commitInserts builds the statements that apply the transitions whose
 // queue rows were deleted, and the billed ones (ts[billed[i]]) whose rows
 // are still there, and lists the others. conf holds the stored classify
-// confidence of the items it folds into the tally (see foldIDs).
-func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64, billed []int, conf map[string]float64) (*pgx.Batch, []uint64, error) {
+// confidence of the items it folds into the tally (see foldIDs), texts
+// the texts of the items whose outputs may be stored marked (markIDs).
+func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs, deleted []int64, billed []int, conf map[string]float64, texts map[string]string) (*pgx.Batch, []uint64, error) {
 	var skipped []uint64
 	applied := make(map[uint64]bool, len(deleted))
 	for _, s := range deleted {
@@ -277,7 +287,7 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 		money.add(t)
 		switch t.Outcome {
 		case pipeline.Succeeded:
-			outIDs, outStages, outData = append(outIDs, t.ID), append(outStages, int16(si)), append(outData, nonNil(t.Result.Output))
+			outIDs, outStages, outData = append(outIDs, t.ID), append(outStages, int16(si)), append(outData, db.storedOutput(si, t.ID, nonNil(t.Result.Output), texts))
 			if si < last {
 				nextIDs, nextStages = append(nextIDs, t.ID), append(nextStages, int16(si+1))
 			} else if f, ok := factOf(t.Result.Output); ok {

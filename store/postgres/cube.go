@@ -20,8 +20,9 @@ import (
 //
 //	cube_cell   (cell, label, shard) -> items, rated items, exact scaled
 //	            rating sum: counters spread over shards as the tally's
-//	cube_quote  folded item -> its cell, label, confidence and rating,
-//	            indexed in report's quote order
+//	cube_key    (cell, label) -> a small id (schema step 12)
+//	cube_quote  folded item -> its cell and label's id, confidence and
+//	            rating, indexed in report's quote order
 //
 // One quote row per item, rather than a cell's best few as the bbolt
 // store keeps, means a removal never leaves a cell short of quotes: the
@@ -162,8 +163,16 @@ func (d *cubeDelta) queue(b *pgx.Batch, shard int16) {
 		q := d.add[id]
 		qcells[i], qlabels[i], confs[i], ratings[i] = []byte(q.key.cell), q.key.label, q.conf, q.rating
 	}
-	b.Queue(`INSERT INTO cube_quote (item_id, cell, label, conf, rating)
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::float8[], $5::float8[])`,
+	// Only keys not there yet take an id: ON CONFLICT alone would draw
+	// one from the sequence for every row it skips. Two commits adding
+	// one key race to the unique index, the second waits and skips it.
+	b.Queue(`INSERT INTO cube_key (cell, label)
+		SELECT DISTINCT c, l FROM unnest($1::bytea[], $2::text[]) AS u(c, l)
+		WHERE NOT EXISTS (SELECT 1 FROM cube_key k WHERE k.cell = u.c AND k.label = u.l)
+		ORDER BY 1, 2 ON CONFLICT DO NOTHING`, qcells, qlabels)
+	b.Queue(`INSERT INTO cube_quote (item_id, key_id, conf, rating)
+		SELECT u.id, k.id, u.conf, u.rating FROM unnest($1::text[], $2::bytea[], $3::text[], $4::float8[], $5::float8[]) AS u(id, c, l, conf, rating)
+		JOIN cube_key k ON k.cell = u.c AND k.label = u.l`,
 		ids, qcells, qlabels, confs, ratings)
 }
 
@@ -268,7 +277,8 @@ func readCubeCells(ctx context.Context, tx pgx.Tx) (map[cubeKey]*pipeline.Stored
 func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.StoredCell) error {
 	rows, _ := tx.Query(ctx, `SELECT c.cell, c.label, q.item_id, q.conf, q.rating, i.record
 		FROM (SELECT cell, label FROM cube_cell GROUP BY cell, label HAVING sum(n) <> 0) c
-		CROSS JOIN LATERAL (SELECT item_id, conf, rating FROM cube_quote x WHERE x.cell = c.cell AND x.label = c.label
+		JOIN cube_key k ON k.cell = c.cell AND k.label = c.label
+		CROSS JOIN LATERAL (SELECT item_id, conf, rating FROM cube_quote x WHERE x.key_id = k.id
 			ORDER BY conf DESC, item_id COLLATE "C" LIMIT $1) q
 		JOIN item i ON i.item_id = q.item_id`, pipeline.CubeQuotes)
 	var cell, record []byte

@@ -16,9 +16,10 @@ func (db *DB) checkCube(ctx context.Context, tx pgx.Tx, add func(format string, 
 	if !ok {
 		ci = -1
 	}
-	rows, _ := tx.Query(ctx, `SELECT o.item_id, o.data, c.data, q.cell, q.label, q.conf, q.rating FROM output o
+	rows, _ := tx.Query(ctx, `SELECT o.item_id, o.data, c.data, k.cell, coalesce(k.label, CASE WHEN q.item_id IS NOT NULL THEN '' END), q.conf, q.rating FROM output o
 		LEFT JOIN output c ON c.item_id = o.item_id AND c.stage = $2
 		LEFT JOIN cube_quote q ON q.item_id = o.item_id
+		LEFT JOIN cube_key k ON k.id = q.key_id
 		WHERE o.stage = $1
 		AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
 		AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)`, last, ci)

@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -120,4 +122,67 @@ func TestCube_KeptByBatchResults(t *testing.T) {
 		t.Fatalf("StoredCube after the batch: %d cells, ok %v, %v; want 6", len(c.Cells), ok, err)
 	}
 	storetest.Invariants(t, db)
+}
+
+// TestMigrate_QuotesByKeyID: a pipeline stored at schema 11 (each quote
+// row with its cell's key and label) has its quote rows name a cube_key
+// id when a writable open migrates it: the same cube, every quote kept,
+// each row and its index entry smaller, and the folds from then on
+// kept in the new layout.
+func TestMigrate_QuotesByKeyID(t *testing.T) {
+	db, u := openNew(t, Options{})
+	cubeItems(t, db)
+	before, ok, err := db.StoredCube()
+	if err != nil || !ok {
+		t.Fatalf("StoredCube: ok %v, %v", ok, err)
+	}
+	db.Close()
+	sql(t, u, downgrades[11])
+	oldSize := quoteBytes(t, u)
+
+	db, err = Open(context.Background(), u, Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
+		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
+	}
+	after, ok, err := db.StoredCube()
+	if err != nil || !ok || !reflect.DeepEqual(after.Cells, before.Cells) {
+		t.Fatalf("StoredCube after the migration: ok %v, %v\n%v\nbefore:\n%v", ok, err, after.Cells, before.Cells)
+	}
+	if newSize := quoteBytes(t, u); newSize >= oldSize {
+		t.Errorf("quote rows and index entries: %d bytes, %d before the migration", newSize, oldSize)
+	}
+	storetest.Invariants(t, db)
+	// Folds out and in again, and new cells, in the new layout.
+	if _, err := db.Rerun("classify"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("z", "bug in a new cell", "z", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Finish(t, db)
+	if c, ok, err := db.StoredCube(); err != nil || !ok || len(c.Cells) != 7 {
+		t.Fatalf("StoredCube after a rerun and a new cell: %d cells, ok %v, %v; want 7", len(c.Cells), ok, err)
+	}
+	storetest.Invariants(t, db)
+}
+
+// quoteBytes is what the quote rows and their index's entries take
+// (their columns' bytes, not the pages they sit on).
+func quoteBytes(t testing.TB, url string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT 2 * sum(pg_column_size(q.*)) FROM `+DefaultSchema+`.cube_quote q`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

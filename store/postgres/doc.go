@@ -22,12 +22,13 @@
 //	meta         key -> value: schema version, definition, created, limit/<stage>
 //	item         id -> record (JSON), content hash
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
-//	output       (id, stage) -> the stage's output
+//	output       (id, stage) -> the stage's output; one that repeats the item's text without it (mark.go; schema step 11)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
 //	cube_cell    (group values, label, shard) -> items, rated items, rating sum: the per-period cube (cube.go; schema step 8)
-//	cube_quote   done item -> its cube cell, label, confidence, rating, indexed in report's quote order (schema step 8)
+//	cube_key     (cube cell, label) -> a small id (schema step 12)
+//	cube_quote   done item -> its cube_key id, confidence, rating, indexed in report's quote order (schema steps 8, 12)
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
 //	quota        (unlogged) per quota key: a GCRA schedule, congestion epoch
@@ -167,5 +168,7 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go and fleetlimit.go.
+// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go, fleetlimit.go
+// mark.go (outputs that repeat their item's text) and shrink.go (a drained
+// queue's indexes).
 package postgres

@@ -16,22 +16,37 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
-	9: `CREATE INDEX output_stage ON output (stage, item_id);
+	11: downgradeQuotes + `UPDATE meta SET value = '11' WHERE key = 'schema'`,
+	// After unmarkAll: every output stored whole.
+	10: downgradeQuotes + `COMMENT ON TABLE output IS NULL;
+		UPDATE meta SET value = '10' WHERE key = 'schema'`,
+	9: downgradeQuotes + `CREATE INDEX output_stage ON output (stage, item_id);
 		UPDATE meta SET value = '9' WHERE key = 'schema'`,
 	8: `CREATE INDEX output_stage ON output (stage, item_id);
-		DROP TABLE cube_cell, cube_quote;
+		DROP TABLE cube_cell, cube_quote, cube_key;
 		UPDATE meta SET value = '8' WHERE key = 'schema'`,
 	7: `CREATE INDEX output_stage ON output (stage, item_id);
-		DROP TABLE cube_cell, cube_quote;
+		DROP TABLE cube_cell, cube_quote, cube_key;
 		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`,
 	4: `CREATE INDEX output_stage ON output (stage, item_id);
-		DROP TABLE cube_cell, cube_quote, batch_job, worker_session;
+		DROP TABLE cube_cell, cube_quote, cube_key, batch_job, worker_session;
 		DROP SEQUENCE batch_job_seq;
 		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch, DROP COLUMN batch_sends;
 		ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`,
 }
+
+// downgradeQuotes stores the cube's quote rows as schema 11 did: each
+// with its cell's key and its label.
+const downgradeQuotes = `
+	CREATE TABLE cube_quote_old (item_id text PRIMARY KEY, cell bytea NOT NULL, label text NOT NULL, conf float8 NOT NULL, rating float8);
+	INSERT INTO cube_quote_old SELECT q.item_id, k.cell, k.label, q.conf, q.rating FROM cube_quote q JOIN cube_key k ON k.id = q.key_id;
+	DROP TABLE cube_quote, cube_key;
+	ALTER TABLE cube_quote_old RENAME TO cube_quote;
+	ALTER INDEX cube_quote_old_pkey RENAME TO cube_quote_pkey;
+	CREATE INDEX cube_quote_best ON cube_quote (cell, label, conf DESC, item_id COLLATE "C");
+`
 
 // storedVersion is the schema version the pipeline at url records.
 func storedVersion(t testing.TB, url string) string {

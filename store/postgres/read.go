@@ -31,7 +31,11 @@ func (db *DB) item(record []byte, stages []int16, datas [][]byte, si int) (pipel
 		if int(s) >= len(db.stages) {
 			return it, pipeline.Damaged("", "", nil, "output of unknown stage %d", s)
 		}
-		it.Outputs[db.stages[s].Name] = datas[i]
+		out, err := db.unmarkOutput(it.Record.ID, int(s), datas[i], it.Record.Text)
+		if err != nil {
+			return it, err
+		}
+		it.Outputs[db.stages[s].Name] = out
 	}
 	if si > 0 && si < len(db.stages) {
 		it.Prev = it.Outputs[db.stages[si-1].Name]
@@ -221,7 +225,11 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 		var data []byte
 		if _, err := pgx.ForEachRow(rows, []any{&s, &data}, func() error {
 			if int(s) < len(db.stages) {
-				loc.Output[db.stages[s].Name] = data
+				out, err := db.unmarkOutput(id, int(s), data, loc.Record.Text)
+				if err != nil {
+					return err
+				}
+				loc.Output[db.stages[s].Name] = out
 			}
 			return nil
 		}); err != nil {

@@ -86,6 +86,9 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 		if !ok {
 			return fmt.Errorf("restore item %q: output of unknown stage %q", loc.ID, stage)
 		}
+		if marks(db.stages, si) {
+			out = markText(out, loc.Record.Text)
+		}
 		r.outIDs, r.outStages, r.outData = append(r.outIDs, loc.ID), append(r.outStages, int16(si)), append(r.outData, out)
 	}
 	for _, past := range loc.History {

@@ -82,8 +82,9 @@ func (db *DB) Beat(ctx context.Context) error {
 }
 
 // EndSession deletes the sessions this handle began, the dead ones
-// with the current: what they still hold is claimable at once. Without
-// a session it does nothing.
+// with the current: what they still hold is claimable at once. Then,
+// when the queue is empty, it gives back the space its indexes kept
+// (shrinkQueue). Without a session it does nothing.
 func (db *DB) EndSession(ctx context.Context) error {
 	db.sessionMu.Lock()
 	defer db.sessionMu.Unlock()
@@ -95,6 +96,9 @@ func (db *DB) EndSession(ctx context.Context) error {
 		return fmt.Errorf("end the worker sessions %v in %s: %w", db.sessions, db.path, err)
 	}
 	db.sessions = nil
+	if err := db.shrinkQueue(ctx); err != nil {
+		return fmt.Errorf("sessions ended; shrink the drained queue of %s: %w", db.path, err)
+	}
 	return nil
 }
 

@@ -65,7 +65,14 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 		if err != nil || si < 0 || si >= len(db.stages) {
 			return fmt.Errorf("item %q: %w", id, pipeline.Damaged("", "", nil, "output of unknown stage %s", stage))
 		}
-		cur.Outputs[db.stages[si].Name] = bytes.Clone(data)
+		out, err := db.unmarkOutput(cur.Record.ID, si, data, cur.Record.Text)
+		if err != nil {
+			return err
+		}
+		if !isMarked(data) {
+			out = bytes.Clone(data) // data is the stream's buffer
+		}
+		cur.Outputs[db.stages[si].Name] = out
 		return nil
 	})
 	if err != nil {
@@ -87,7 +94,14 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 		if err := decodeRecord(vals[2], &rec); err != nil {
 			return fmt.Errorf("item %q: bad record: %w", vals[0], err)
 		}
-		return fn(rec, bytes.Clone(vals[1]))
+		out, err := db.unmarkOutput(rec.ID, si, vals[1], rec.Text)
+		if err != nil {
+			return err
+		}
+		if !isMarked(vals[1]) {
+			out = bytes.Clone(out)
+		}
+		return fn(rec, out)
 	})
 }
 
@@ -131,7 +145,11 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 				keys = map[string]bool{}
 				outputs[stage] = keys
 			}
-			if len(vals[2]) > 0 && !objectKeys(vals[2], keys) {
+			shape, err := outputShape(vals[2])
+			if err != nil {
+				return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", stage, err, "its stored output is damaged"))
+			}
+			if len(shape) > 0 && !objectKeys(shape, keys) {
 				return &NotObjectError{ID: string(vals[0]), Stage: stage, Raw: bytes.Clone(vals[2])}
 			}
 			return nil

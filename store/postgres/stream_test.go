@@ -48,7 +48,11 @@ func (p pagedReads) ForEachDone(fn func(pipeline.Item) error) error {
 				return err
 			}
 			for i, s := range stages {
-				it.Outputs[db.stages[s].Name] = datas[i]
+				out, err := unmark(datas[i], it.Record.Text) // as stored whole before mark.go
+				if err != nil {
+					return err
+				}
+				it.Outputs[db.stages[s].Name] = out
 			}
 			page = append(page, it)
 			stages, datas = nil, nil
@@ -84,9 +88,14 @@ func (p pagedReads) ForEachOutput(stage string, fn func(rec pipeline.Record, out
 	var all []recOut
 	var data, record []byte
 	_, err = pgx.ForEachRow(rows, []any{&data, &record}, func() error {
-		r := recOut{out: data}
+		var r recOut
+		if err := json.Unmarshal(record, &r.rec); err != nil {
+			return err
+		}
+		out, err := unmark(data, r.rec.Text) // as stored whole before mark.go
+		r.out = out
 		all = append(all, r)
-		return json.Unmarshal(record, &all[len(all)-1].rec)
+		return err
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,267 @@
+package postgres
+
+// This file keeps the item's text out of the outputs that repeat it.
+// Sanitizing leaves 97-99% of texts as they were, and its output then
+// carries the whole text again (174 of the 361 bytes of an item's
+// outputs at a million items). Such an output is stored marked: a tag
+// byte, the offset at which the text's JSON string stood, and the
+// output without it; every reader has the item's record and puts the
+// text back, byte for byte as the stage gave it. The tag cannot begin
+// a JSON value, so an output stored whole reads as before.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// The tags of a marked output, each naming how the text was written as
+// a JSON string: json.Marshal's way (<, > and & escaped), or an
+// Encoder's with SetEscapeHTML(false).
+const (
+	markEscaped byte = 0x01
+	markPlain   byte = 0x02
+)
+
+// marks reports whether outputs of stage si of stages may be stored
+// marked: every reader of them also reads the item's record. The last
+// stage's outputs (the facts the tally, the cube and their checks fold)
+// and the classify stage's (whose confidences they read) are read
+// without it, so they are stored whole.
+func marks(stages []pipeline.StageDef, si int) bool {
+	return si < len(stages)-1 && stages[si].Name != confStage
+}
+
+// quoteText is text as a JSON string in tag's way.
+func quoteText(text string, tag byte) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(tag == markEscaped)
+	_ = enc.Encode(text) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// markText is out stored marked when it holds text as a JSON string
+// (the first place it does), else out itself. The cut is of bytes, not
+// of a JSON value: unmark puts the same bytes back at the same offset,
+// so any output reads back exactly, whatever the match was.
+func markText(out []byte, text string) []byte {
+	if len(out) == 0 || isMarked(out) {
+		return out
+	}
+	esc := quoteText(text, markEscaped)
+	for _, tag := range []byte{markEscaped, markPlain} {
+		enc := esc
+		if tag == markPlain {
+			if enc = quoteText(text, markPlain); bytes.Equal(enc, esc) {
+				break
+			}
+		}
+		i := bytes.Index(out, enc)
+		if i < 0 {
+			continue
+		}
+		m := make([]byte, 0, len(out)-len(enc)+1+binary.MaxVarintLen64)
+		m = append(m, tag)
+		m = binary.AppendUvarint(m, uint64(i))
+		if len(m)+len(out)-len(enc) >= len(out) {
+			return out // a text so short the marker saves nothing
+		}
+		return append(append(m, out[:i]...), out[i+len(enc):]...)
+	}
+	return out
+}
+
+// isMarked reports whether data is a marked output.
+func isMarked(data []byte) bool {
+	return len(data) > 0 && (data[0] == markEscaped || data[0] == markPlain)
+}
+
+var errBadMark = errors.New("marked output with its text's offset past its end")
+
+// splitMark gives a marked output's tag, the output without the text,
+// and where the text goes.
+func splitMark(data []byte) (tag byte, rest []byte, at int, err error) {
+	off, n := binary.Uvarint(data[1:])
+	if n <= 0 || off > uint64(len(data)-1-n) {
+		return 0, nil, 0, errBadMark
+	}
+	return data[0], data[1+n:], int(off), nil
+}
+
+// unmark is the output data stands for, for an item whose text is text:
+// data itself when it is stored whole.
+func unmark(data []byte, text string) ([]byte, error) {
+	if !isMarked(data) {
+		return data, nil
+	}
+	tag, rest, at, err := splitMark(data)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(rest[:at], quoteText(text, tag), rest[at:]), nil
+}
+
+// outputShape is data with an empty string for the item's text: the
+// output's keys and structure, for a reader without the record
+// (FieldNames).
+func outputShape(data []byte) ([]byte, error) {
+	if !isMarked(data) {
+		return data, nil
+	}
+	_, rest, at, err := splitMark(data)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(rest[:at], []byte(`""`), rest[at:]), nil
+}
+
+// unmarkOutput is unmark as a read's error: the item and stage named.
+func (db *DB) unmarkOutput(id string, si int, data []byte, text string) (json.RawMessage, error) {
+	out, err := unmark(data, text)
+	if err != nil {
+		return nil, pipeline.Damaged(id, db.stages[si].Name, err, "its stored output is damaged")
+	}
+	return out, nil
+}
+
+// markIDs lists the items whose successes among ts may be stored
+// marked: the commit reads their texts (itemTextsSQL).
+func (db *DB) markIDs(ts []pipeline.Transition) []string {
+	var ids []string
+	for _, t := range ts {
+		if t.Outcome == pipeline.Succeeded && marks(db.stages, db.index[t.Stage]) {
+			ids = append(ids, t.ID)
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(ids)))
+}
+
+// itemTextsSQL reads the records of items $1, for collectTexts.
+const itemTextsSQL = `SELECT item_id, record FROM item WHERE item_id = ANY($1)`
+
+// collectTexts reads itemTextsSQL's rows into the items' texts.
+func collectTexts(rows pgx.Rows) (map[string]string, error) {
+	texts := map[string]string{}
+	var id string
+	var record []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
+		var r pipeline.Record
+		if err := decodeRecord(record, &r); err != nil {
+			return pipeline.Damaged(id, "", err, "bad record")
+		}
+		texts[id] = r.Text
+		return nil
+	})
+	return texts, err
+}
+
+// storedOutput is what a commit stores for item id's output out at
+// stage si: marked when it may be and repeats the text.
+func (db *DB) storedOutput(si int, id string, out []byte, texts map[string]string) []byte {
+	if text, ok := texts[id]; ok && marks(db.stages, si) {
+		return markText(out, text)
+	}
+	return out
+}
+
+// markPage is how many outputs backfillMarks reads at a time.
+const markPage = 5000
+
+// backfillMarks stores marked every output a pipeline stored whole
+// before schema 11 that repeats its item's text (at the stages marks
+// allows), a page of outputs at a time in key order.
+func (db *DB) backfillMarks(ctx context.Context, tx pgx.Tx) error {
+	stages, err := readDefinition(ctx, tx)
+	if err != nil {
+		return err
+	}
+	var at []int16
+	for si := range stages {
+		if marks(stages, si) {
+			at = append(at, int16(si))
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	afterID, afterStage := "", int16(-1)
+	for {
+		rows, _ := tx.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM output o JOIN item i USING (item_id)
+			WHERE o.stage = ANY($1) AND (o.item_id, o.stage) > ($2, $3)
+			ORDER BY o.item_id, o.stage LIMIT $4`, at, afterID, afterStage, markPage)
+		var ids []string
+		var sts []int16
+		var datas [][]byte
+		var id string
+		var si int16
+		var data, record []byte
+		read := 0
+		_, err := pgx.ForEachRow(rows, []any{&id, &si, &data, &record}, func() error {
+			read++
+			afterID, afterStage = id, si
+			var r pipeline.Record
+			if err := decodeRecord(record, &r); err != nil {
+				return pipeline.Damaged(id, "", err, "bad record")
+			}
+			if m := markText(data, r.Text); len(m) != len(data) {
+				ids, sts, datas = append(ids, id), append(sts, si), append(datas, m)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("store outputs that repeat their text marked: %w", err)
+		}
+		if len(ids) > 0 {
+			if _, err := tx.Exec(ctx, updateOutputsSQL, ids, sts, datas); err != nil {
+				return fmt.Errorf("store outputs that repeat their text marked: %w", err)
+			}
+		}
+		if read < markPage {
+			return nil
+		}
+	}
+}
+
+// unmarkEdited stores whole, as they read with the old texts, the marked
+// outputs of items whose text an edit changes (id -> old text): an
+// output kept through the edit stays what its stage gave.
+func (db *DB) unmarkEdited(ctx context.Context, tx pgx.Tx, oldText map[string]string) error {
+	if len(oldText) == 0 {
+		return nil
+	}
+	rows, _ := tx.Query(ctx, `SELECT item_id, stage, data FROM output
+		WHERE item_id = ANY($1) AND substr(data, 1, 1) IN ($2, $3)`, slices.Collect(maps.Keys(oldText)), []byte{markEscaped}, []byte{markPlain})
+	var ids []string
+	var sts []int16
+	var datas [][]byte
+	var id string
+	var si int16
+	var data []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &si, &data}, func() error {
+		out, err := unmark(data, oldText[id])
+		if err != nil {
+			return pipeline.Damaged(id, "", err, "its stored output is damaged")
+		}
+		ids, sts, datas = append(ids, id), append(sts, si), append(datas, out)
+		return nil
+	})
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	_, err = tx.Exec(ctx, updateOutputsSQL, ids, sts, datas)
+	return err
+}
+
+// updateOutputsSQL replaces the data of outputs ($1 ids, $2 stages) with $3.
+const updateOutputsSQL = `UPDATE output o SET data = k.data
+	FROM unnest($1::text[], $2::smallint[], $3::bytea[]) AS k(id, stage, data)
+	WHERE o.item_id = k.id AND o.stage = k.stage`
