@@ -19,17 +19,20 @@ const DefaultFloor = 24 << 20
 // heapState is what the limit is computed from, in bytes.
 type heapState struct {
 	live    int64 // the heap marked live by the last collection
-	nonHeap int64 // the runtime's memory outside the heap: stacks, metadata
+	scan    int64 // the stacks and globals the last collection scanned
+	nonHeap int64 // the runtime's memory beside the heap's objects: stacks, metadata, spans' empty slots
 	gogc    int   // GOGC; negative when the collector is off
 }
 
 // limitFor is the memory limit for h under floor: the floor, or room for
-// the heap to reach the goal GOGC gives it (live x (1 + GOGC/100)) beside
-// the rest of the runtime's memory with an eighth to spare, whichever is
-// larger. Above the floor it stays over the goal GOGC alone sets, so a
-// run whose heap is large collects as often as without it.
+// the heap to reach the goal GOGC gives it (live + (live + scan) x
+// GOGC/100) beside the rest of the runtime's memory with an eighth to
+// spare, whichever is larger. Above the floor it stays over the goal GOGC
+// alone sets, so a run whose heap is large collects as often as without
+// it: the runtime takes the heap's goal under a limit as the limit less
+// all its memory but free spans and objects, and less 3%.
 func limitFor(floor int64, h heapState) int64 {
-	grown := h.live + h.live*int64(max(h.gogc, 0))/100 + h.nonHeap
+	grown := h.live + (h.live+h.scan)*int64(max(h.gogc, 0))/100 + h.nonHeap
 	return max(floor, grown+grown/8)
 }
 
@@ -39,8 +42,9 @@ var heapSamples = []string{
 	"/memory/classes/total:bytes",
 	"/memory/classes/heap/released:bytes",
 	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
 	"/memory/classes/heap/free:bytes",
+	"/gc/scan/stack:bytes",
+	"/gc/scan/globals:bytes",
 }
 
 // readHeap reads h from runtime/metrics.
@@ -62,8 +66,9 @@ func readHeap() heapState {
 	}
 	return heapState{
 		live:    v(0),
+		scan:    v(6) + v(7),
 		gogc:    gogc,
-		nonHeap: v(2) - v(3) - v(4) - v(5) - v(6),
+		nonHeap: v(2) - v(3) - v(4) - v(5),
 	}
 }
 
