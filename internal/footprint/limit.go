@@ -2,6 +2,7 @@ package footprint
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -83,11 +84,15 @@ type follower struct {
 // now), set at once and again at each tick, until the returned stop is
 // called; stop puts back the limit found and returns once no further
 // limit is set. It does nothing (and stop does nothing) when a limit is
-// already set (GOMEMLIMIT, or debug.SetMemoryLimit) or the collector is
-// off (GOGC=off): those are the user's choice. ticks is typically a
+// already set (GOMEMLIMIT, or debug.SetMemoryLimit), GOMEMLIMIT is set
+// at all (GOMEMLIMIT=off says no limit) or the collector is off
+// (GOGC=off): those are the user's choice. ticks is typically a
 // time.Ticker's channel; between ticks a heap that grows fast meets the
 // floor's collections for at most one tick.
 func Follow(floor int64, ticks <-chan time.Time) (stop func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
 	return follower{read: readHeap, set: debug.SetMemoryLimit}.follow(floor, ticks)
 }
 

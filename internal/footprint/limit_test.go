@@ -173,3 +173,18 @@ func TestFollow_runtimeFragmentedHeap(t *testing.T) {
 		t.Fatalf("heap goal %d under a limit of %d, want GOGC's %d: the limit binds", got, limit, want)
 	}
 }
+
+// TestFollow_runtimeGOMEMLIMITOff: GOMEMLIMIT=off reads as no limit, as
+// the default does, but is the user's word that the run keeps none.
+func TestFollow_runtimeGOMEMLIMITOff(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Skip("GOMEMLIMIT is set")
+	}
+	t.Setenv("GOMEMLIMIT", "off")
+	stop := Follow(24*mib, nil)
+	defer stop()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("limit set to %d with GOMEMLIMIT=off, want none", got)
+	}
+}
