@@ -23,14 +23,23 @@ type span struct{ lo, hi uintptr }
 
 // readOnlySpans returns the mappings of the file with inode ino that are
 // read-only and private (code and read-only data) and hold no page of
-// their own ("Anonymous: 0 kB"), from /proc/self/smaps' text. Releasing
-// such a mapping loses nothing: every page of it reads back from the file
-// as it was. A mapping that was ever written (relocations made read-only
-// after the loader wrote them) has anonymous pages and is left alone, as
-// is anything writable or shared.
+// their own, resident or swapped ("Anonymous: 0 kB" and "Swap: 0 kB"),
+// from /proc/self/smaps' text. Releasing such a mapping loses nothing:
+// every page of it reads back from the file as it was. A mapping that was
+// ever written (relocations made read-only after the loader wrote them)
+// has pages of its own, in memory or in swap, and is left alone, as is
+// anything writable or shared, or a mapping whose fields were not both
+// read.
 func readOnlySpans(smaps io.Reader, ino uint64) []span {
 	var out []span
 	var cur *span
+	var anon, swap bool // cur's fields read, each "0 kB"
+	flush := func() {
+		if cur != nil && anon && swap {
+			out = append(out, *cur)
+		}
+		cur, anon, swap = nil, false, false
+	}
 	sc := bufio.NewScanner(smaps)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -38,7 +47,7 @@ func readOnlySpans(smaps io.Reader, ino uint64) []span {
 			continue
 		}
 		if header(f) {
-			cur = nil
+			flush()
 			if len(f) < 6 || (f[1] != "r-xp" && f[1] != "r--p") {
 				continue
 			}
@@ -54,12 +63,18 @@ func readOnlySpans(smaps io.Reader, ino uint64) []span {
 			cur = &span{uintptr(l), uintptr(h)}
 			continue
 		}
-		if cur != nil && f[0] == "Anonymous:" {
-			if len(f) >= 2 && f[1] == "0" {
-				out = append(out, *cur)
-			}
-			cur = nil
+		if cur == nil || len(f) < 2 {
+			continue
 		}
+		switch f[0] {
+		case "Anonymous:":
+			anon = f[1] == "0"
+		case "Swap:":
+			swap = f[1] == "0"
+		}
+	}
+	if sc.Err() == nil {
+		flush()
 	}
 	return out
 }

@@ -10,10 +10,12 @@ func TestReadOnlySpans(t *testing.T) {
 Size:              13248 kB
 Rss:               10304 kB
 Anonymous:             0 kB
+Swap:                  0 kB
 VmFlags: rd ex mr mw me
 010f0000-020a7000 r--p 00cf0000 fe:00 42                           /usr/bin/sawtooth
 Rss:               11100 kB
 Anonymous:             0 kB
+Swap:                  0 kB
 020a7000-0223d000 rw-p 01ca7000 fe:00 42                           /usr/bin/sawtooth
 Rss:                 664 kB
 Anonymous:           160 kB
@@ -26,9 +28,23 @@ Anonymous:             0 kB
 7f0020000000-7f0020100000 r-xp 00000000 fe:00 91                   /usr/lib/libc.so.6
 Rss:                 824 kB
 Anonymous:             0 kB
+Swap:                  0 kB
 c000000000-c004000000 rw-p 00000000 00:00 0
 Rss:               24644 kB
 Anonymous:         24644 kB
+7f0030000000-7f0030010000 r--p 00000000 fe:00 93                   /usr/bin/sawtooth-pie
+Rss:                   0 kB
+Anonymous:             0 kB
+Swap:                 64 kB
+VmFlags: rd mr mw me ac
+7f0030010000-7f0030020000 r-xp 00010000 fe:00 93                   /usr/bin/sawtooth-pie
+Rss:                  32 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me
+7f0030020000-7f0030030000 r--p 00020000 fe:00 93                   /usr/bin/sawtooth-pie
+Rss:                  32 kB
+Anonymous:             0 kB
 `
 	tests := []struct {
 		name string
@@ -39,6 +55,9 @@ Anonymous:         24644 kB
 		{"a shared mapping is not private", 77, nil},
 		{"another file's code", 91, []span{{0x7f0020000000, 0x7f0020100000}}},
 		{"no such file", 5, nil},
+		// Relocations written after the loader mapped the file, then
+		// swapped out: the mapping's own pages are in swap, not resident.
+		{"pages of its own in swap are kept; a mapping cut short is kept", 93, []span{{0x7f0030010000, 0x7f0030020000}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package footprint
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -19,17 +20,20 @@ const DefaultFloor = 24 << 20
 // heapState is what the limit is computed from, in bytes.
 type heapState struct {
 	live    int64 // the heap marked live by the last collection
-	nonHeap int64 // the runtime's memory outside the heap: stacks, metadata
+	scan    int64 // the stacks and globals the last collection scanned
+	nonHeap int64 // the runtime's memory beside the heap's objects: stacks, metadata, spans' empty slots
 	gogc    int   // GOGC; negative when the collector is off
 }
 
 // limitFor is the memory limit for h under floor: the floor, or room for
-// the heap to reach the goal GOGC gives it (live x (1 + GOGC/100)) beside
-// the rest of the runtime's memory with an eighth to spare, whichever is
-// larger. Above the floor it stays over the goal GOGC alone sets, so a
-// run whose heap is large collects as often as without it.
+// the heap to reach the goal GOGC gives it (live + (live + scan) x
+// GOGC/100) beside the rest of the runtime's memory with an eighth to
+// spare, whichever is larger. Above the floor it stays over the goal GOGC
+// alone sets, so a run whose heap is large collects as often as without
+// it: the runtime takes the heap's goal under a limit as the limit less
+// all its memory but free spans and objects, and less 3%.
 func limitFor(floor int64, h heapState) int64 {
-	grown := h.live + h.live*int64(max(h.gogc, 0))/100 + h.nonHeap
+	grown := h.live + (h.live+h.scan)*int64(max(h.gogc, 0))/100 + h.nonHeap
 	return max(floor, grown+grown/8)
 }
 
@@ -39,8 +43,9 @@ var heapSamples = []string{
 	"/memory/classes/total:bytes",
 	"/memory/classes/heap/released:bytes",
 	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
 	"/memory/classes/heap/free:bytes",
+	"/gc/scan/stack:bytes",
+	"/gc/scan/globals:bytes",
 }
 
 // readHeap reads h from runtime/metrics.
@@ -62,8 +67,9 @@ func readHeap() heapState {
 	}
 	return heapState{
 		live:    v(0),
+		scan:    v(6) + v(7),
 		gogc:    gogc,
-		nonHeap: v(2) - v(3) - v(4) - v(5) - v(6),
+		nonHeap: v(2) - v(3) - v(4) - v(5),
 	}
 }
 
@@ -78,11 +84,15 @@ type follower struct {
 // now), set at once and again at each tick, until the returned stop is
 // called; stop puts back the limit found and returns once no further
 // limit is set. It does nothing (and stop does nothing) when a limit is
-// already set (GOMEMLIMIT, or debug.SetMemoryLimit) or the collector is
-// off (GOGC=off): those are the user's choice. ticks is typically a
+// already set (GOMEMLIMIT, or debug.SetMemoryLimit), GOMEMLIMIT is set
+// at all (GOMEMLIMIT=off says no limit) or the collector is off
+// (GOGC=off): those are the user's choice. ticks is typically a
 // time.Ticker's channel; between ticks a heap that grows fast meets the
 // floor's collections for at most one tick.
 func Follow(floor int64, ticks <-chan time.Time) (stop func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
 	return follower{read: readHeap, set: debug.SetMemoryLimit}.follow(floor, ticks)
 }
 

@@ -2,7 +2,9 @@ package footprint
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ func TestLimitFor(t *testing.T) {
 		{"a large heap: its goal and the rest, an eighth to spare", heapState{live: 80 * mib, nonHeap: 16 * mib, gogc: 100}, 198 * mib},
 		{"GOGC=50 grows the heap by half", heapState{live: 64 * mib, nonHeap: 8 * mib, gogc: 50}, 117 * mib},
 		{"the goal just past the floor", heapState{live: 10 * mib, nonHeap: 2 * mib, gogc: 100}, 24*mib + 3*mib/4},
+		{"the stacks and globals scanned grow the goal", heapState{live: 64 * mib, scan: 8 * mib, nonHeap: 8 * mib, gogc: 100}, 162 * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,5 +136,55 @@ func TestFollow_runtimeGCOff(t *testing.T) {
 	defer stop()
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("limit set to %d with GOGC=off, want none", got)
+	}
+}
+
+// fragmented holds TestFollow_runtimeFragmentedHeap's live heap.
+var fragmented [][]byte
+
+// TestFollow_runtimeFragmentedHeap holds a heap whose spans are half
+// empty, as a heap is after a run dropped most of what it built, and
+// checks the runtime's heap goal under the limit is the one GOGC gives:
+// the runtime counts a span's empty slots against the limit.
+func TestFollow_runtimeFragmentedHeap(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Skip("GOMEMLIMIT is set")
+	}
+	all := make([][]byte, 40000)
+	for i := range all {
+		all[i] = make([]byte, 400)
+	}
+	for i := 0; i < len(all); i += 2 {
+		fragmented = append(fragmented, all[i])
+	}
+	all = nil
+	defer func() { fragmented = nil }()
+	runtime.GC()
+	goal := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(goal)
+	want := goal[0].Value.Uint64()
+	stop := Follow(mib, nil)
+	metrics.Read(goal)
+	got := goal[0].Value.Uint64()
+	limit := debug.SetMemoryLimit(-1)
+	stop()
+	if got < want {
+		t.Fatalf("heap goal %d under a limit of %d, want GOGC's %d: the limit binds", got, limit, want)
+	}
+}
+
+// TestFollow_runtimeGOMEMLIMITOff: GOMEMLIMIT=off reads as no limit, as
+// the default does, but is the user's word that the run keeps none.
+func TestFollow_runtimeGOMEMLIMITOff(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Skip("GOMEMLIMIT is set")
+	}
+	t.Setenv("GOMEMLIMIT", "off")
+	stop := Follow(24*mib, nil)
+	defer stop()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("limit set to %d with GOMEMLIMIT=off, want none", got)
 	}
 }
