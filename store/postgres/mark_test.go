@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
@@ -405,5 +407,25 @@ func TestDB_FieldNamesOfMarkedOutputs(t *testing.T) {
 	}
 	if want := map[string]bool{"text": true}; !maps.Equal(outputs["sanitize"], want) {
 		t.Errorf("FieldNames: sanitize fields %v, want %v", outputs["sanitize"], want)
+	}
+}
+
+// TestDB_FieldNamesOfAMarkedNonObject: an export that refuses a stored
+// output that is not a JSON object says why from the output, not from
+// its marked bytes (a tag and an offset no JSON reader knows).
+func TestDB_FieldNamesOfAMarkedNonObject(t *testing.T) {
+	db, u := openNew(t, Options{})
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a text of some length", "x", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Finish(t, db)
+	// ["bug a text of some length"] with its text cut out at offset 1.
+	sql(t, u, `UPDATE output SET data = $1 WHERE item_id = 'a' AND stage = 0`, []byte{markEscaped, 1, '[', ']'})
+	if loc, err := db.Locate("a"); err != nil || string(loc.Output["sanitize"]) != `["bug a text of some length"]` {
+		t.Fatalf("Locate: %s, %v", loc.Output["sanitize"], err)
+	}
+	err := report.Export(io.Discard, db, report.ExportOptions{Format: report.FormatCSV})
+	if err == nil || !strings.Contains(err.Error(), `item "a": the output of sanitize is not a JSON object: json: cannot unmarshal array`) {
+		t.Errorf("export: %q; want the output of sanitize named as an array, not an object", err)
 	}
 }
