@@ -4,10 +4,11 @@ package postgres
 // Sanitizing leaves 97-99% of texts as they were, and its output then
 // carries the whole text again (174 of the 361 bytes of an item's
 // outputs at a million items). Such an output is stored marked: a tag
-// byte, the offset at which the text's JSON string stood, and the
-// output without it; every reader has the item's record and puts the
-// text back, byte for byte as the stage gave it. The tag cannot begin
-// a JSON value, so an output stored whole reads as before.
+// byte, the offset at which the text's JSON string stood (one of the
+// output object's top-level values), and the output without it; every
+// reader has the item's record and puts the text back, byte for byte as
+// the stage gave it. The tag cannot begin a JSON value, so an output
+// stored whole reads as before.
 
 import (
 	"bytes"
@@ -20,6 +21,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -49,10 +51,12 @@ func quoteText(text string, tag byte) []byte {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// markText is out stored marked when it holds text as a JSON string
-// (the first place it does), else out itself. The cut is of bytes, not
-// of a JSON value: unmark puts the same bytes back at the same offset,
-// so any output reads back exactly, whatever the match was.
+// markText is out stored marked when one of the top-level values of the
+// JSON object out is text as a JSON string (the first that is), else out
+// itself. unmark puts the same bytes back at the same offset, so the
+// output reads back exactly; a value, not any match of the bytes (a key,
+// a part of another value, the end of one string and the start of the
+// next), so that outputShape has out's keys.
 func markText(out []byte, text string) []byte {
 	if len(out) == 0 || isMarked(out) {
 		return out
@@ -65,7 +69,7 @@ func markText(out []byte, text string) []byte {
 				break
 			}
 		}
-		i := bytes.Index(out, enc)
+		i := topValueAt(out, enc)
 		if i < 0 {
 			continue
 		}
@@ -78,6 +82,36 @@ func markText(out []byte, text string) []byte {
 		return append(append(m, out[:i]...), out[i+len(enc):]...)
 	}
 	return out
+}
+
+// topValueAt is the offset of the first top-level value of the JSON
+// object out whose bytes are enc, or -1 when out is not an object or
+// none is (as far as out reads as JSON before one is found).
+func topValueAt(out, enc []byte) int {
+	i := jsonscan.SkipSpace(out, 0)
+	if i >= len(out) || out[i] != '{' {
+		return -1
+	}
+	for i = jsonscan.SkipSpace(out, i+1); i < len(out) && out[i] == '"'; i = jsonscan.SkipSpace(out, i+1) {
+		end, ok := jsonscan.String(out, i)
+		if !ok {
+			return -1
+		}
+		if i = jsonscan.SkipSpace(out, end); i >= len(out) || out[i] != ':' {
+			return -1
+		}
+		start := jsonscan.SkipSpace(out, i+1)
+		if end, ok = jsonscan.Value(out, start, 1); !ok {
+			return -1
+		}
+		if bytes.Equal(out[start:end], enc) {
+			return start
+		}
+		if i = jsonscan.SkipSpace(out, end); i >= len(out) || out[i] != ',' {
+			return -1
+		}
+	}
+	return -1
 }
 
 // isMarked reports whether data is a marked output.

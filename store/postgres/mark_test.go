@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
@@ -341,4 +344,88 @@ func reserveBatch(t testing.TB, db *DB, stage string, max int) (uint64, []pipeli
 		t.Fatal(err)
 	}
 	return job.Num, items
+}
+
+// TestMarkText_onlyATopLevelValue: an output is marked only where the
+// text is one of its top-level values, so that the output's shape (read
+// without the record, as FieldNames reads it) has the output's own
+// keys: not where the quoted text is a key, sits inside another value,
+// or spans the end of one string and the start of the next.
+func TestMarkText_onlyATopLevelValue(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, out string
+		marked          bool
+	}{
+		{"the text is a key as well", "text", `{"text":"text"}`, true},
+		{"a key only", "label", `{"label":"bug","chars":5}`, false},
+		{"across two strings first", ",", `{"changes":["a","b"],"text":","}`, true},
+		{"across two strings only", ",", `{"changes":["a","b"]}`, false},
+		{"nested only", "a long enough text", `{"in":{"text":"a long enough text"}}`, false},
+		{"spaced", "a long enough text", `{ "text" : "a long enough text" , "n" : 1 }`, true},
+		{"not an object", "a long enough text", `["a long enough text"]`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := markText([]byte(tc.out), tc.text)
+			if isMarked(m) != tc.marked {
+				t.Fatalf("markText(%s) = %q, marked %v; want %v", tc.out, m, isMarked(m), tc.marked)
+			}
+			if got, err := unmark(m, tc.text); err != nil || string(got) != tc.out {
+				t.Errorf("unmark(markText(out)) = %q, %v; want %q", got, err, tc.out)
+			}
+			want, got := map[string]bool{}, map[string]bool{}
+			if !objectKeys([]byte(tc.out), want) {
+				return
+			}
+			shape, err := outputShape(m)
+			if err != nil || !objectKeys(shape, got) || !maps.Equal(got, want) {
+				t.Errorf("outputShape = %s (%v): keys %v; the output's are %v", shape, err, got, want)
+			}
+		})
+	}
+}
+
+// TestDB_FieldNamesOfMarkedOutputs: the output fields FieldNames names
+// (the export's columns) are the outputs' own, when an item's text is
+// also the name of one of them.
+func TestDB_FieldNamesOfMarkedOutputs(t *testing.T) {
+	db, u := openNew(t, Options{})
+	if _, err := db.Ingest([]pipeline.Record{
+		storetest.Record("a", "text", "x", "1"),
+		storetest.Record("b", "bug a text of some length", "x", "2"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Finish(t, db)
+	for id, data := range rawOutputs(t, u, 0) {
+		if !isMarked(data) {
+			t.Fatalf("the sanitize output of %s is stored whole: %s", id, data)
+		}
+	}
+	_, outputs, err := db.FieldNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"text": true}; !maps.Equal(outputs["sanitize"], want) {
+		t.Errorf("FieldNames: sanitize fields %v, want %v", outputs["sanitize"], want)
+	}
+}
+
+// TestDB_FieldNamesOfAMarkedNonObject: an export that refuses a stored
+// output that is not a JSON object says why from the output, not from
+// its marked bytes (a tag and an offset no JSON reader knows).
+func TestDB_FieldNamesOfAMarkedNonObject(t *testing.T) {
+	db, u := openNew(t, Options{})
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("a", "bug a text of some length", "x", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Finish(t, db)
+	// ["bug a text of some length"] with its text cut out at offset 1.
+	sql(t, u, `UPDATE output SET data = $1 WHERE item_id = 'a' AND stage = 0`, []byte{markEscaped, 1, '[', ']'})
+	if loc, err := db.Locate("a"); err != nil || string(loc.Output["sanitize"]) != `["bug a text of some length"]` {
+		t.Fatalf("Locate: %s, %v", loc.Output["sanitize"], err)
+	}
+	err := report.Export(io.Discard, db, report.ExportOptions{Format: report.FormatCSV})
+	if err == nil || !strings.Contains(err.Error(), `item "a": the output of sanitize is not a JSON object: json: cannot unmarshal array`) {
+		t.Errorf("export: %q; want the output of sanitize named as an array, not an object", err)
+	}
 }

@@ -23,14 +23,14 @@ const shrinkFloor = 1 << 20
 // shrinkLockTimeout bounds the wait for the queue's lock. A worker that
 // still claims or commits holds it only while the queue is not drained;
 // when the last items go, autovacuum is often vacuuming the queue (it
-// holds a lock the share lock waits for, measured at the end of every
+// holds a lock the rebuild's waits for, measured at the end of every
 // bench drain), and the server cancels an autovacuum that blocks
 // another's lock after deadlock_timeout (1 s by default).
 const shrinkLockTimeout = "2s"
 
 // shrinkQueue rebuilds the queue's indexes when the queue is empty and
-// they hold more than shrinkFloor, under a lock that keeps every writer
-// out meanwhile. A lock it cannot take within shrinkLockTimeout,
+// they hold more than shrinkFloor, under a lock that keeps every other
+// statement on the queue out meanwhile (a few milliseconds). A lock it cannot take within shrinkLockTimeout,
 // a user that does not own the table, or the end of ctx leaves the queue
 // as it is: the space is reused by the next rows either way.
 func (db *DB) shrinkQueue(ctx context.Context) error {
@@ -51,9 +51,16 @@ func (db *DB) shrinkQueue(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+shrinkLockTimeout+`'`); err != nil {
 		return notMine(err)
 	}
-	// Share row exclusive keeps writers out and is its own conflict: one
+	// The rebuild locks each index as access exclusive, which every
+	// statement on the queue waits for: the table's lock in that mode,
+	// taken first, costs readers nothing more. A weaker one (share row
+	// exclusive) was granted beside a transaction that had read the
+	// queue, and the rebuild then waited for that reader's index lock
+	// while the reader's write (an ingest queueing its items) waited for
+	// the table's: a deadlock. A reader that already holds its lock goes
+	// ahead of a waiting request; and the mode is its own conflict: one
 	// worker rebuilds at a time.
-	if _, err := tx.Exec(ctx, `LOCK TABLE todo IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, `LOCK TABLE todo IN ACCESS EXCLUSIVE MODE`); err != nil {
 		return notMine(err)
 	}
 	// Under the lock: nothing was queued between the look and the lock,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -115,5 +116,71 @@ func TestDB_EndSessionShrinksADrainedQueue(t *testing.T) {
 				t.Errorf("the queue's indexes: %d -> %d bytes, rebuilt %v; want rebuilt %v", before, after, shrunk, tc.shrunk)
 			}
 		})
+	}
+}
+
+// TestDB_EndSessionBesideAReadThenWrite: a worker ending its session on
+// a drained queue while a transaction that has read the queue is about
+// to write to it (an ingest looks at the queue, then queues its items)
+// waits for that transaction, and neither fails: the rebuild held the
+// queue's table lock while it waited for the reader's index lock, and
+// the reader's write waited for the table: a deadlock, the rebuild its
+// victim and EndSession's error.
+func TestDB_EndSessionBesideAReadThenWrite(t *testing.T) {
+	db, u := openNew(t, Options{Owner: "w"})
+	ingestN(t, db, 10000)
+	beginSession(t, db)
+	drain(t, db)
+	_, file := queueIndexes(t, u)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT seq FROM `+DefaultSchema+`.todo WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- db.EndSession(ctx) }()
+	waitForALockWait(t, u)
+	if _, err := tx.Exec(ctx, `UPDATE `+DefaultSchema+`.todo SET attempt = attempt WHERE false`); err != nil {
+		t.Fatalf("the reader's write: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ended; err != nil {
+		t.Fatalf("EndSession: %v", err)
+	}
+	if _, fileAfter := queueIndexes(t, u); fileAfter == file {
+		t.Error("the drained queue's indexes were not rebuilt once the reader was done")
+	}
+}
+
+// waitForALockWait returns once a session of the database at url waits
+// for a lock.
+func waitForALockWait(t testing.TB, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -150,7 +150,7 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 				return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", stage, err, "its stored output is damaged"))
 			}
 			if len(shape) > 0 && !objectKeys(shape, keys) {
-				return &NotObjectError{ID: string(vals[0]), Stage: stage, Raw: bytes.Clone(vals[2])}
+				return &NotObjectError{ID: string(vals[0]), Stage: stage, Raw: bytes.Clone(shape)}
 			}
 			return nil
 		})
@@ -164,7 +164,8 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 // NotObjectError is FieldNames's refusal of an output that is not a JSON
 // object (the export says so in its own words).
 type NotObjectError struct {
-	// ID and Stage name the item and stage; Raw is the output.
+	// ID and Stage name the item and stage; Raw is the output (its
+	// shape when stored marked: an empty string for the item's text).
 	ID, Stage string
 	Raw       []byte
 }
