@@ -15,10 +15,7 @@ import (
 func explain(t *testing.T, url, stmt string, args ...any) string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "SET search_path = "+DefaultSchema); err != nil {
 		t.Fatal(err)
@@ -154,10 +151,7 @@ func TestDB_ClaimsStayOnTheirPage(t *testing.T) {
 func queueQuery(t *testing.T, url, query string) []string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "SET search_path = "+DefaultSchema); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -175,10 +174,7 @@ func TestMigrate_QuotesByKeyID(t *testing.T) {
 func quoteBytes(t testing.TB, url string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	var n int64
 	if err := conn.QueryRow(ctx, `SELECT 2 * sum(pg_column_size(q.*)) FROM `+DefaultSchema+`.cube_quote q`).Scan(&n); err != nil {

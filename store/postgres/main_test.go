@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/postgres/pgtest"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
@@ -84,4 +85,15 @@ func TestDB_Contract(t *testing.T) {
 		db, _ := openNew(t, Options{})
 		return db
 	})
+}
+
+// connect opens a connection of its own to the pipeline's server at url,
+// to read or shape what the store wrote; the caller closes it.
+func connect(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

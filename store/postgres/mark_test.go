@@ -91,10 +91,7 @@ func TestMarkText(t *testing.T) {
 func rawOutputs(t testing.TB, url string, si int) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	rows, _ := conn.Query(ctx, `SELECT item_id, data FROM `+DefaultSchema+`.output WHERE stage = $1`, si)
 	out := map[string][]byte{}
@@ -252,10 +249,7 @@ func TestDB_EditKeepsMarkedOutputs(t *testing.T) {
 func unmarkAll(t testing.TB, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	rows, _ := conn.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM `+DefaultSchema+`.output o
 		JOIN `+DefaultSchema+`.item i USING (item_id)`)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -52,10 +51,7 @@ const downgradeQuotes = `
 func storedVersion(t testing.TB, url string) string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	var v string
 	if err := conn.QueryRow(ctx, `SELECT convert_from(value, 'UTF8') FROM `+DefaultSchema+`.meta WHERE key = 'schema'`).Scan(&v); err != nil {
@@ -211,10 +207,7 @@ func exports(t *testing.T, db *DB) string {
 func hasIndex(t *testing.T, url, name string) bool {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, DefaultSchema+"."+name).Scan(&ok); err != nil {

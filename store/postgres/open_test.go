@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -18,10 +17,7 @@ import (
 func sql(t testing.TB, url string, stmt string, args ...any) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "SET search_path = "+DefaultSchema); err != nil {
 		t.Fatal(err)

@@ -16,10 +16,7 @@ import (
 func queueIndexes(t testing.TB, url string) (size int64, file uint32) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	if err := conn.QueryRow(ctx, `SELECT pg_indexes_size($1::regclass), pg_relation_filenode($2::regclass)`,
 		DefaultSchema+".todo", DefaultSchema+".todo_pkey").Scan(&size, &file); err != nil {
@@ -168,10 +165,7 @@ func TestDB_EndSessionBesideAReadThenWrite(t *testing.T) {
 func waitForALockWait(t testing.TB, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := connect(t, url)
 	defer conn.Close(ctx)
 	for {
 		var n int
