@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -124,4 +126,49 @@ func longRef(v []byte) (first, n uint64, rest []byte, ok bool) {
 		return 0, 0, nil, false
 	}
 	return first, n, v[1+a+b:], true
+}
+
+// checkLongs adds a problem for each chunk of longs no item refers to
+// and each item whose chunks overlap another's. (An item whose chunks are
+// missing or damaged does not read: checkItem says so.)
+func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
+	longs := tx.Bucket(bucketLongs)
+	if longs == nil {
+		return
+	}
+	type span struct {
+		id       string
+		first, n uint64
+	}
+	var spans []span
+	c := tx.Bucket(bucketItems).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		w.step()
+		if len(v) > 0 && v[0] == tagLong {
+			if first, n, _, ok := longRef(v); ok {
+				spans = append(spans, span{string(k), first, n})
+			}
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
+	next := 0
+	lc := longs.Cursor()
+	for k, _ := lc.First(); k != nil; k, _ = lc.Next() {
+		w.step()
+		seq := uint64(0)
+		if len(k) == 8 {
+			seq = binary.BigEndian.Uint64(k)
+		}
+		for next < len(spans) && spans[next].first+spans[next].n <= seq {
+			next++
+		}
+		if len(k) != 8 || next == len(spans) || seq < spans[next].first {
+			add("longs: chunk %x belongs to no item (an orphan entry)", k)
+		}
+	}
+	for i := 1; i < len(spans); i++ {
+		if p := spans[i-1]; p.first+p.n > spans[i].first {
+			add("item %q: its chunks in longs overlap those of item %q", spans[i].id, p.id)
+		}
+	}
 }

@@ -316,3 +316,42 @@ func TestOpen_format4Fixture(t *testing.T) {
 		}
 	})
 }
+
+// verify finds a chunk of longs no item refers to, and two items whose
+// references share chunks.
+func TestCheck_longsOrphanAndShared(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(tx *bolt.Tx) error
+		want   string
+	}{
+		{"orphan chunk", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketLongs).Put(u64(1<<40), []byte("left behind"))
+		}, "belongs to no item"},
+		{"chunks shared", func(tx *bolt.Tx) error {
+			items := tx.Bucket(bucketItems)
+			return items.Put([]byte("b"), append([]byte(nil), items.Get([]byte("a"))...))
+		}, "overlap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(filepath.Join(t.TempDir(), "st.db"), Options{Stages: testStages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Ingest([]pipeline.Record{{ID: "a", Text: proseOf(1, 6000)}, {ID: "b", Text: proseOf(2, 6000)}}); err != nil {
+				t.Fatal(err)
+			}
+			if problems, err := db.Check(); err != nil || len(problems) > 0 {
+				t.Fatalf("verify before the damage: %v %v", problems, err)
+			}
+			if err := db.update(tc.damage); err != nil {
+				t.Fatal(err)
+			}
+			problems, err := db.Check()
+			if err != nil || !strings.Contains(strings.Join(problems, "\n"), tc.want) {
+				t.Errorf("verify: %v %v, want a problem saying %q", problems, err, tc.want)
+			}
+		})
+	}
+}
