@@ -27,6 +27,8 @@ import (
 //	tagCached  answers/<stage> only: uvarint length, the usage as a record,
 //	           then the output as a record
 //	tagFlate   a long record of another tag, deflated (flate.go)
+//	tagLong    items only: uvarint key of the first chunk in longs, uvarint
+//	           length of the record of another tag the chunks hold (long.go)
 //
 // A value of format 1 (written before the format key) is plain JSON, so it
 // starts with '{' or another JSON byte and never with a tag: readers take
@@ -45,6 +47,7 @@ const (
 	tagAnswer byte = 0x03
 	tagCached byte = 0x04
 	tagFlate  byte = 0x05 // a deflated record (format 4, flate.go)
+	tagLong   byte = 0x06 // items only: a record kept in chunks (format 5, long.go)
 )
 
 // Packed value kinds.
@@ -126,6 +129,12 @@ func (db *DB) appendRecord(tx *bolt.Tx, dst, v []byte, ctx packCtx) ([]byte, err
 		return append(dst, v[1:]...), nil
 	case tagFlate:
 		inner, err := inflateRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		return db.appendRecord(tx, dst, inner, ctx)
+	case tagLong:
+		inner, err := longRecord(tx, v)
 		if err != nil {
 			return nil, err
 		}

@@ -10,7 +10,9 @@
 //	                batch at each stage and done, kept in each transition: counts.go)
 //	dict            i<id> -> string, s<string> -> id: short strings packed records refer to
 //	items           id -> original record (packed, see codec.go), rewritten only when the id's
-//	                content changes: the only copy of the text
+//	                content changes: the only copy of the text; a long one holds its last
+//	                bytes and a reference to the chunks before them in longs (long.go)
+//	longs           big-endian sequence -> a quarter page of a long item record, in order
 //	state           id -> where the item is: stage index, status, queue seq, content hash (binary)
 //	todo/<stage>    big-endian sequence -> id: the stage's queue in arrival order
 //	out/<stage>     id -> the stage's output, packed (a string equal to the item's text is one
@@ -38,16 +40,17 @@
 //	batch-sends     id -> stage index, how many batch jobs asked for the item there, the queue
 //	                seq a job gave it back at (batchsends.go)
 //
-// Records are written in format 4 (codec.go): packed JSON with a tag
-// byte, a long record deflated (flate.go), short repeated strings coded
+// Records are written in format 5 (codec.go): packed JSON with a tag
+// byte, a long record deflated (flate.go) and an item's kept in chunks
+// that fill their pages (long.go), short repeated strings coded
 // through dict, an output that is the item's text (or a cut of it) one
 // byte, a string made from the text by small changes an edit of it
 // (edit.go), an output equal to its cached answer a reference to it, so
 // the text and each answer are stored once.
 // A file of format 1 (sawtooth before the format key) is read as it is by
 // read-only opens and upgraded by a writable open or Compact into a copy
-// that replaces it (format.go); a file of format 2 or 3 only has its
-// format key raised, its records being format 4 records. Compact also
+// that replaces it (format.go); a file of format 2, 3 or 4 only has its
+// format key raised, its records being format 5 records. Compact also
 // rewrites a file without free pages (compact.go).
 //
 // Every transition of an item (ingest, a stage's success or dead letter,

@@ -328,6 +328,13 @@ func (db *DB) itemRecord(tx *bolt.Tx, id, v []byte) (pipeline.Record, error) {
 // packedRecord is itemRecord's straight read; ok is false for a record
 // it leaves to the JSON.
 func (db *DB) packedRecord(tx *bolt.Tx, id, v []byte) (r pipeline.Record, ok bool) {
+	if len(v) > 0 && v[0] == tagLong {
+		whole, err := longRecord(tx, v)
+		if err != nil {
+			return r, false
+		}
+		v = whole
+	}
 	if len(v) > 0 && v[0] == tagFlate {
 		inner, err := inflateRecord(v)
 		if err != nil {

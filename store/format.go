@@ -17,11 +17,12 @@ import (
 // answer stored once, text-only outputs shared (shared.go). A file without the format key is format 1 (plain
 // JSON records, hex keys): read-only opens read it as it is, and a
 // writable open or Compact upgrades it (upgradeInto).
-const FormatVersion = 4
+const FormatVersion = 5
 
 // editFormat is the first format whose records may hold a string as an
 // edit of the item's text (edit.go) and be deflated (flate.go). A format 2 or 3 file is a valid
-// format 4 file, so it is raised as sharedFormat's are.
+// format 4 file, and a format 4 file a valid format 5 file (longFormat),
+// so each is raised as sharedFormat's are.
 const editFormat = 4
 
 // sharedFormat is the first format whose files keep text-only outputs
@@ -180,4 +181,4 @@ func (c *copier) converter(name string, refs map[string]map[[32]byte][]byte) (fu
 
 // isLegacyJSON reports whether v is a format 1 record: plain JSON, whose
 // first byte is never one of the tags.
-func isLegacyJSON(v []byte) bool { return len(v) > 0 && v[0] > tagFlate }
+func isLegacyJSON(v []byte) bool { return len(v) > 0 && v[0] > tagLong }

@@ -299,6 +299,7 @@ func (db *DB) Check() ([]string, error) {
 			return err
 		}
 		checkDict(tx, w, add)
+		checkLongs(tx, w, add)
 		db.checkCounts(tx, recounted, add)
 		stored, err := readTally(tx)
 		if err != nil {

@@ -36,7 +36,7 @@ func (w *writer) restore(loc pipeline.Location) error {
 	if err != nil {
 		return err
 	}
-	if err := w.put(w.items, id, rec); err != nil {
+	if err := w.putItem(id, rec); err != nil {
 		return err
 	}
 	hash := loc.Record.ContentHash()

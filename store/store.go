@@ -443,8 +443,9 @@ func (db *DB) create() error {
 	})
 }
 
-// raiseFormat marks a format 2 or 3 file as format 4 in place: its
-// records are all valid format 4 records (see sharedFormat, editFormat).
+// raiseFormat marks a format 2, 3 or 4 file as format 5 in place: its
+// records are all valid format 5 records (see sharedFormat, editFormat,
+// longFormat).
 func (db *DB) raiseFormat() error {
 	err := db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))

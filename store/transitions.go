@@ -72,7 +72,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 					if cur, err = w.unshare(id, cur, old.Text, r.Text); err != nil {
 						return err
 					}
-					if err := w.put(w.items, id, rec); err != nil {
+					if err := w.putItem(id, rec); err != nil {
 						return fmt.Errorf("store item %q: %w", r.ID, err)
 					}
 					if err := w.putState(id, cur); err != nil {
@@ -95,7 +95,7 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 			} else {
 				st.New++
 			}
-			if err := w.put(w.items, id, rec); err != nil {
+			if err := w.putItem(id, rec); err != nil {
 				return fmt.Errorf("store item %q: %w", r.ID, err)
 			}
 			if err := w.enqueue(id, from, hash, shared); err != nil {
@@ -505,7 +505,7 @@ func (db *DB) Prune(keep func(id string) bool, dryRun bool) (int, error) {
 			if err := w.deleteHistory(id); err != nil {
 				return err
 			}
-			if err := w.items.Delete(id); err != nil {
+			if err := w.deleteItem(id); err != nil {
 				return err
 			}
 			if err := w.deleteState(id); err != nil {
