@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -389,5 +393,48 @@ func TestCompact_longsKeepTheirSequence(t *testing.T) {
 	}
 	if problems, err := db.Check(); err != nil || len(problems) > 0 {
 		t.Errorf("verify: %v %v", problems, err)
+	}
+}
+
+// A long item whose chunks hold a deflated record that inflates to the
+// item's own reference reads as damaged: appendRecord followed it round
+// and round until the stack overflowed, a fatal error no recover catches
+// (verify, export and report died on such a file).
+func TestDB_LongItemReferringToItself(t *testing.T) {
+	defer debug.SetMaxStack(debug.SetMaxStack(1 << 20)) // an overflow fails fast
+	db, err := Open(filepath.Join(t.TempDir(), "st.db"), Options{Stages: testStages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Ingest([]pipeline.Record{{ID: "x", Text: proseOf(9, 3000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.update(func(tx *bolt.Tx) error {
+		longs := tx.Bucket(bucketLongs)
+		first := longs.Sequence() + 1
+		ref := binary.AppendUvarint([]byte{tagLong}, first)
+		ref = binary.AppendUvarint(ref, 1)
+		var buf bytes.Buffer
+		buf.WriteByte(tagFlate)
+		fw, _ := flate.NewWriter(&buf, flate.BestCompression)
+		fw.Write(ref)
+		fw.Close()
+		chunk := append(buf.Bytes(), make([]byte, longChunk-buf.Len())...) // trailing bytes inflate ignores
+		if err := longs.Put(u64(first), chunk); err != nil {
+			return err
+		}
+		if err := longs.SetSequence(first); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketItems).Put([]byte("x"), ref)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Locate("x"); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("Locate of an item referring to itself: %v, want an error naming it", err)
+	}
+	if problems, err := db.Check(); err != nil || len(problems) == 0 {
+		t.Errorf("verify of an item referring to itself: %v %v, want a problem", problems, err)
 	}
 }
