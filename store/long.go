@@ -128,9 +128,11 @@ func longRef(v []byte) (first, n uint64, rest []byte, ok bool) {
 	return first, n, v[1+a+b:], true
 }
 
-// checkLongs adds a problem for each chunk of longs no item refers to
-// and each item whose chunks overlap another's. (An item whose chunks are
-// missing or damaged does not read: checkItem says so.)
+// checkLongs adds a problem for each chunk of longs no item refers to,
+// each chunk past the bucket's sequence (the next long item stored would
+// be given its key and overwrite it) and each item whose chunks overlap
+// another's. (An item whose chunks are missing or damaged does not read:
+// checkItem says so.)
 func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
 	longs := tx.Bucket(bucketLongs)
 	if longs == nil {
@@ -151,7 +153,7 @@ func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
 		}
 	}
 	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
-	next := 0
+	next, last := 0, longs.Sequence()
 	lc := longs.Cursor()
 	for k, _ := lc.First(); k != nil; k, _ = lc.Next() {
 		w.step()
@@ -164,6 +166,9 @@ func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
 		}
 		if len(k) != 8 || next == len(spans) || seq < spans[next].first {
 			add("longs: chunk %x belongs to no item (an orphan entry)", k)
+		}
+		if seq > last {
+			add("longs: chunk %d is past the bucket's sequence %d (a long item stored next would overwrite it)", seq, last)
 		}
 	}
 	for i := 1; i < len(spans); i++ {

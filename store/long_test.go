@@ -321,8 +321,8 @@ func TestOpen_format4Fixture(t *testing.T) {
 	})
 }
 
-// verify finds a chunk of longs no item refers to, and two items whose
-// references share chunks.
+// verify finds a chunk of longs no item refers to, one past the bucket's
+// sequence, and two items whose references share chunks.
 func TestCheck_longsOrphanAndShared(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -332,6 +332,11 @@ func TestCheck_longsOrphanAndShared(t *testing.T) {
 		{"orphan chunk", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketLongs).Put(u64(1<<40), []byte("left behind"))
 		}, "belongs to no item"},
+		{"chunk past the sequence", func(tx *bolt.Tx) error {
+			// The next long item would be given a's chunks' keys and
+			// overwrite them.
+			return tx.Bucket(bucketLongs).SetSequence(0)
+		}, "past the bucket's sequence"},
 		{"chunks shared", func(tx *bolt.Tx) error {
 			items := tx.Bucket(bucketItems)
 			return items.Put([]byte("b"), append([]byte(nil), items.Get([]byte("a"))...))
