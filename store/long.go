@@ -37,7 +37,7 @@ var errLong = errors.New("a long record whose chunks are missing or damaged")
 // putItem stores the record rec of item id, in chunks when it is long,
 // and drops the chunks of the record it replaces.
 func (w *writer) putItem(id, rec []byte) error {
-	if err := w.dropLong(w.items.Get(id)); err != nil {
+	if err := w.dropLong(id, w.items.Get(id)); err != nil {
 		return err
 	}
 	if w.db.format >= longFormat && len(rec) >= minLong {
@@ -63,14 +63,17 @@ func (w *writer) putItem(id, rec []byte) error {
 
 // deleteItem deletes item id's record and its chunks.
 func (w *writer) deleteItem(id []byte) error {
-	if err := w.dropLong(w.items.Get(id)); err != nil {
+	if err := w.dropLong(id, w.items.Get(id)); err != nil {
 		return err
 	}
 	return w.items.Delete(id)
 }
 
-// dropLong deletes the chunks the items value v refers to, if any.
-func (w *writer) dropLong(v []byte) error {
+// dropLong deletes the chunks item id's value v refers to, if any. A
+// reference that does not read as the item's record is left, its chunks
+// to verify (orphans): chunks are consecutive, so a damaged count would
+// name the next item's chunks, or keys past any chunk, as its own.
+func (w *writer) dropLong(id, v []byte) error {
 	if len(v) == 0 || v[0] != tagLong {
 		return nil
 	}
@@ -78,6 +81,9 @@ func (w *writer) dropLong(v []byte) error {
 	b := w.tx.Bucket(bucketLongs)
 	if !ok || b == nil {
 		return nil // nothing readable to drop: the record is replaced
+	}
+	if _, err := w.db.itemRecord(w.tx, id, v); err != nil {
+		return nil
 	}
 	for i := range n {
 		if err := b.Delete(u64(first + i)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
@@ -441,5 +442,61 @@ func TestDB_LongItemReferringToItself(t *testing.T) {
 	}
 	if problems, err := db.Check(); err != nil || len(problems) == 0 {
 		t.Errorf("verify of an item referring to itself: %v %v, want a problem", problems, err)
+	}
+}
+
+// Pruning a long item whose reference is damaged leaves the chunks it
+// names to verify: it deleted as many as the reference said from its
+// first on, the next item's among them (and a count of 2^40 held prune's
+// write transaction open for days, deleting keys that are not there).
+func TestDB_PruneOfADamagedLongItemKeepsOthersChunks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    func(na, nb uint64) uint64
+	}{
+		{"count past its own chunks", func(na, nb uint64) uint64 { return na + nb }},
+		{"count past any chunk", func(uint64, uint64) uint64 { return 1 << 40 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(filepath.Join(t.TempDir(), "st.db"), Options{Stages: testStages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := proseOf(2, 6000)
+			if _, err := db.Ingest([]pipeline.Record{{ID: "a", Text: proseOf(1, 6000)}, {ID: "b", Text: b}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.update(func(tx *bolt.Tx) error {
+				items := tx.Bucket(bucketItems)
+				first, na, rest, _ := longRef(items.Get([]byte("a")))
+				_, nb, _, _ := longRef(items.Get([]byte("b")))
+				ref := binary.AppendUvarint([]byte{tagLong}, first)
+				ref = binary.AppendUvarint(ref, tc.n(na, nb))
+				return items.Put([]byte("a"), append(ref, rest...))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := db.Prune(func(id string) bool { return id != "a" }, false)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("prune of a damaged long item did not end in 30s") // db left open: Close would wait for it
+			}
+			defer db.Close()
+			if loc, err := db.Locate("b"); err != nil || loc.Record.Text != b {
+				t.Errorf("b after a damaged a was pruned: %d bytes, %v; want %d", len(loc.Record.Text), err, len(b))
+			}
+			problems, err := db.Check()
+			if err != nil || !strings.Contains(strings.Join(problems, "\n"), "belongs to no item") {
+				t.Errorf("verify: %v %v, want a's chunks named as orphans", problems, err)
+			}
+		})
 	}
 }
