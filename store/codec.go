@@ -28,7 +28,8 @@ import (
 //	           then the output as a record
 //	tagFlate   a long record of another tag, deflated (flate.go)
 //	tagLong    items only: uvarint key of the first chunk in longs, uvarint
-//	           length of the record of another tag the chunks hold (long.go)
+//	           count of chunks, then the record's bytes past them; chunks
+//	           and bytes together are a record of another tag (long.go)
 //
 // A value of format 1 (written before the format key) is plain JSON, so it
 // starts with '{' or another JSON byte and never with a tag: readers take

@@ -51,7 +51,10 @@ func deflateRecord(v []byte) []byte {
 
 var errFlate = errors.New("a deflated record that does not inflate")
 
-// inflateRecord is the record a tagFlate value v holds.
+// inflateRecord is the record a tagFlate value v holds. It is never
+// another deflated record nor a long one (long.go keeps a deflated record
+// in chunks, not the other way round): either would let a damaged record
+// lead a reader round in a circle until its stack overflowed.
 func inflateRecord(v []byte) ([]byte, error) {
 	r := inflaters.Get().(io.ReadCloser)
 	defer inflaters.Put(r)
@@ -59,7 +62,7 @@ func inflateRecord(v []byte) ([]byte, error) {
 		return nil, errFlate
 	}
 	out, err := io.ReadAll(io.LimitReader(r, int64(maxFlate)+1))
-	if err != nil || len(out) == 0 || len(out) > maxFlate || out[0] == tagFlate {
+	if err != nil || len(out) == 0 || len(out) > maxFlate || out[0] == tagFlate || out[0] == tagLong {
 		return nil, errFlate
 	}
 	return out, nil

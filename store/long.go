@@ -37,7 +37,7 @@ var errLong = errors.New("a long record whose chunks are missing or damaged")
 // putItem stores the record rec of item id, in chunks when it is long,
 // and drops the chunks of the record it replaces.
 func (w *writer) putItem(id, rec []byte) error {
-	if err := w.dropLong(w.items.Get(id)); err != nil {
+	if err := w.dropLong(id, w.items.Get(id)); err != nil {
 		return err
 	}
 	if w.db.format >= longFormat && len(rec) >= minLong {
@@ -63,14 +63,17 @@ func (w *writer) putItem(id, rec []byte) error {
 
 // deleteItem deletes item id's record and its chunks.
 func (w *writer) deleteItem(id []byte) error {
-	if err := w.dropLong(w.items.Get(id)); err != nil {
+	if err := w.dropLong(id, w.items.Get(id)); err != nil {
 		return err
 	}
 	return w.items.Delete(id)
 }
 
-// dropLong deletes the chunks the items value v refers to, if any.
-func (w *writer) dropLong(v []byte) error {
+// dropLong deletes the chunks item id's value v refers to, if any. A
+// reference that does not read as the item's record is left, its chunks
+// to verify (orphans): chunks are consecutive, so a damaged count would
+// name the next item's chunks, or keys past any chunk, as its own.
+func (w *writer) dropLong(id, v []byte) error {
 	if len(v) == 0 || v[0] != tagLong {
 		return nil
 	}
@@ -78,6 +81,9 @@ func (w *writer) dropLong(v []byte) error {
 	b := w.tx.Bucket(bucketLongs)
 	if !ok || b == nil {
 		return nil // nothing readable to drop: the record is replaced
+	}
+	if _, err := w.db.itemRecord(w.tx, id, v); err != nil {
+		return nil
 	}
 	for i := range n {
 		if err := b.Delete(u64(first + i)); err != nil {
@@ -128,9 +134,11 @@ func longRef(v []byte) (first, n uint64, rest []byte, ok bool) {
 	return first, n, v[1+a+b:], true
 }
 
-// checkLongs adds a problem for each chunk of longs no item refers to
-// and each item whose chunks overlap another's. (An item whose chunks are
-// missing or damaged does not read: checkItem says so.)
+// checkLongs adds a problem for each chunk of longs no item refers to,
+// each chunk past the bucket's sequence (the next long item stored would
+// be given its key and overwrite it) and each item whose chunks overlap
+// another's. (An item whose chunks are missing or damaged does not read:
+// checkItem says so.)
 func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
 	longs := tx.Bucket(bucketLongs)
 	if longs == nil {
@@ -151,7 +159,7 @@ func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
 		}
 	}
 	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
-	next := 0
+	next, last := 0, longs.Sequence()
 	lc := longs.Cursor()
 	for k, _ := lc.First(); k != nil; k, _ = lc.Next() {
 		w.step()
@@ -164,6 +172,9 @@ func checkLongs(tx *bolt.Tx, w *walker, add func(string, ...any)) {
 		}
 		if len(k) != 8 || next == len(spans) || seq < spans[next].first {
 			add("longs: chunk %x belongs to no item (an orphan entry)", k)
+		}
+		if seq > last {
+			add("longs: chunk %d is past the bucket's sequence %d (a long item stored next would overwrite it)", seq, last)
 		}
 	}
 	for i := 1; i < len(spans); i++ {

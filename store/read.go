@@ -256,6 +256,8 @@ func (db *DB) Tally() (pipeline.Tally, error) {
 //   - that every item's record, output, dead letter and past dead letter
 //     can be read, as run, export and report read them;
 //   - that the dictionary's entries are well formed and agree (checkDict);
+//   - that every chunk of longs belongs to exactly one item and lies
+//     within the bucket's sequence (checkLongs);
 //   - that the kept counts (counts.go) equal a recount of the states;
 //   - that the stored tally equals the one recomputed by folding the last
 //     stage's stored output of every done item.
