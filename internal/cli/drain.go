@@ -64,14 +64,11 @@ func (req *drainRequest) logWords() func(error) error {
 // DB is opened for writing or any file is created, so a command that
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
-	var sum pipeline.RunSummary
 	req.Obs.Words = req.logWords()
-	o, obs, stderr := req.Pipeline, req.Obs, req.ErrOut
-	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is
 	// checked or ingested stops cleanly too (exit 3); messages follow the
 	// progress display once it exists.
-	sigOut := monitor.NewSwitchWriter(stderr)
+	sigOut := monitor.NewSwitchWriter(req.ErrOut)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
 	// The packages' init touched the code and tables of every command
@@ -84,69 +81,128 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	b, input, db, err := open(ctx, &req)
 	if err != nil || db == nil {
-		return sum, err // db nil: a dry run, or a re-run nobody confirmed
+		return pipeline.RunSummary{}, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
+	d := &drainRun{req: &req, b: b, db: db, obs: req.Obs, sigOut: sigOut}
+	d.obs.Quiet = d.obs.Quiet || req.Pipeline.Quiet
+	if err := d.ready(ctx, input); err != nil {
+		return d.sum, err
+	}
+	runStages, err := d.runBatch(ctx)
+	if err != nil {
+		return d.sum, err
+	}
+	prog, err := d.startProgress()
+	if err != nil {
+		return d.sum, err
+	}
+	sum, runErr := d.runOnline(ctx, runStages, prog)
+	prog.Close()
+	return finish(db, b, &req, sum, runErr, d.phase)
+}
+
+// drainRun is a drain past its open: its steps (ready, runBatch,
+// startProgress, runOnline) hand each other the run's mode, its record
+// and its batch phase through it rather than through a dozen locals.
+type drainRun struct {
+	req *drainRequest
+	b   *jobStages
+	db  pipeline.Database
+	// obs is req.Obs made quiet by --quiet too, for the run's own log
+	// and its progress display; the batch phase is handed req.Obs.
+	obs monitor.Options
+	// sigOut is where the signal messages go: stderr, then the progress
+	// display's writer once it is drawn.
+	sigOut *monitor.SwitchWriter
+	mode   batch.Mode
+	runID  string
+	// sum is the run record as saved before a batch phase, and as its
+	// failure ended it; empty for an online run until the runner's.
+	sum   pipeline.RunSummary
+	phase *batchPhase
+}
+
+// ready checks and prepares the open run (begin), keeping how classify
+// runs for the steps after it.
+func (d *drainRun) ready(ctx context.Context, input *ingest.Plan) error {
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
-	fleetLog, err := obs.Logger(sigOut)
+	fleetLog, err := d.obs.Logger(d.sigOut)
 	if err != nil {
-		return sum, usage(err)
+		return usage(err)
 	}
-	mode, err := begin(ctx, db, b, input, &req, fleetLog)
-	if err != nil {
-		return sum, err
-	}
-	// One run record for the whole command: a batch phase is part of the
-	// run, so the record is saved "running" before it (a run killed in it
-	// reads killed, with what its commits recorded) and its duration is
-	// the command's. The job is stored once nothing is left to refuse the
-	// run, before its first call: a refused command changes nothing a
-	// later `run --db` reads.
+	d.mode, err = begin(ctx, d.db, d.b, input, d.req, fleetLog)
+	return err
+}
+
+// runBatch runs the stages batch jobs run, if any, and returns the
+// stages left to run online.
+//
+// One run record for the whole command: a batch phase is part of the
+// run, so the record is saved "running" before it (a run killed in it
+// reads killed, with what its commits recorded) and its duration is the
+// command's.
+func (d *drainRun) runBatch(ctx context.Context) ([]pipeline.StageConfig, error) {
 	start := time.Now()
-	runID := store.NewRunID(start)
-	if mode != batch.ModeOnline {
-		if sum, err = startBatchRun(db, b, runID, start); err != nil {
-			return sum, err
+	d.runID = store.NewRunID(start)
+	if d.mode != batch.ModeOnline {
+		var err error
+		if d.sum, err = startBatchRun(d.db, d.b, d.runID, start); err != nil {
+			return nil, err
 		}
 	}
-	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
+	req := d.req
+	runStages, phase, err := drainBatch(ctx, d.db, d.b, req.Pipeline, req.Batch, req.Obs, req.ErrOut)
+	d.phase = phase
 	if err != nil {
 		// worded as finish words the runner's: the runs before a batched
 		// stage and its driver's online calls meet the same errors
-		return sum, endFailedBatch(db, &sum, batchPhase, wordsFor(b.fromFlags).word(err))
+		return nil, endFailedBatch(d.db, &d.sum, phase, wordsFor(d.b.fromFlags).word(err))
 	}
+	return runStages, nil
+}
 
-	rc, err := monitorConfig(db, b, runID, o.Quiet)
+// startProgress draws the progress display the online run reports to
+// and stores an online run's job. The job is stored once nothing is left
+// to refuse the run, before its first call: a refused command changes
+// nothing a later `run --db` reads.
+func (d *drainRun) startProgress() (*monitor.Progress, error) {
+	o := d.req.Pipeline
+	rc, err := monitorConfig(d.db, d.b, d.runID, o.Quiet)
 	if err != nil {
-		return sum, err
+		return nil, err
 	}
 	rc.BudgetUSD = o.Budget
-	prog, err := monitor.Start(stderr, obs, rc)
+	prog, err := monitor.Start(d.req.ErrOut, d.obs, rc)
 	if err != nil {
-		return sum, usage(err)
+		return nil, usage(err)
 	}
-	sigOut.Set(prog.Writer())
-	if mode == batch.ModeOnline {
-		if err := storeJob(db, b); err != nil {
+	d.sigOut.Set(prog.Writer())
+	if d.mode == batch.ModeOnline {
+		if err := storeJob(d.db, d.b); err != nil {
 			prog.Close()
-			return sum, err
+			return nil, err
 		}
 	}
-	r := &pipeline.Runner{
-		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat,
-		OnTick: prog.Tick, Log: prog.Log(),
-		NoCache: o.NoCache, Budget: batchPhase.onlineBudget(o),
-	}
-	var runErr error
-	if len(runStages) > 0 {
-		sum, runErr = runLean(ctx, r)
-	} else {
+	return prog, nil
+}
+
+// runOnline runs the stages left after the batch phase, reporting to
+// prog, under what the phase left of the run's budget; the error is the
+// runner's, for finish to settle.
+func (d *drainRun) runOnline(ctx context.Context, runStages []pipeline.StageConfig, prog *monitor.Progress) (pipeline.RunSummary, error) {
+	if len(runStages) == 0 {
 		// Every stage ran through batch jobs: no online call is left.
-		sum = pipeline.RunSummary{ID: runID, Started: sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}
+		return pipeline.RunSummary{ID: d.runID, Started: d.sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}, nil
 	}
-	prog.Close()
-	return finish(db, b, &req, sum, runErr, batchPhase)
+	o := d.req.Pipeline
+	r := &pipeline.Runner{
+		Store: d.db, Stages: runStages, RunID: d.runID, Started: d.sum.Started, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat,
+		OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: o.NoCache, Budget: d.phase.onlineBudget(o),
+	}
+	return runLean(ctx, r)
 }
 
 // runLean runs r with what the setup touched of the binary handed back
