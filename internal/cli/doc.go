@@ -10,9 +10,10 @@
 // every run's stages and limiters, whatever defined the job; drain.go is
 // the one drain that run, retry, rerun and demo share. Its start differs
 // only in how a changed definition is settled and worded: flags name the
-// flags (openFlags: keepStored and reconcile, settings.go), a job file
-// names its keys (openJob in jobrun.go: the stored job's diff, jobwork.go
-// for what a dry run or a re-run would do). Every run stores its job, so
+// flags (openFlags in flagrun.go: reconcile; keepStored, settings.go),
+// a job file names its keys (openJob in jobrun.go: the stored job's
+// diff, jobwork.go for what a dry run or a re-run would do). Every run
+// stores its job, so
 // `job show` prints it, `run -f` accepts what it prints and `run --db`
 // resumes it. A later run naming no flag that defines the pipeline (only
 // the run's own: --input, --base-url, --budget, --quiet...) resumes with

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/sawtooth-dev/sawtooth/batch"
@@ -66,14 +64,11 @@ func (req *drainRequest) logWords() func(error) error {
 // DB is opened for writing or any file is created, so a command that
 // fails on its arguments changes nothing.
 func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
-	var sum pipeline.RunSummary
 	req.Obs.Words = req.logWords()
-	o, obs, stderr := req.Pipeline, req.Obs, req.ErrOut
-	obs.Quiet = obs.Quiet || o.Quiet
 	// Signals are handled from here on, so a Ctrl-C while the input is
 	// checked or ingested stops cleanly too (exit 3); messages follow the
 	// progress display once it exists.
-	sigOut := monitor.NewSwitchWriter(stderr)
+	sigOut := monitor.NewSwitchWriter(req.ErrOut)
 	ctx, stop := withSignals(ctx, sigOut, req.ExitNow)
 	defer stop()
 	// The packages' init touched the code and tables of every command
@@ -86,69 +81,128 @@ func drain(ctx context.Context, req drainRequest) (pipeline.RunSummary, error) {
 	}
 	b, input, db, err := open(ctx, &req)
 	if err != nil || db == nil {
-		return sum, err // db nil: a dry run, or a re-run nobody confirmed
+		return pipeline.RunSummary{}, err // db nil: a dry run, or a re-run nobody confirmed
 	}
 	defer db.Close()
+	d := &drainRun{req: &req, b: b, db: db, obs: req.Obs, sigOut: sigOut}
+	d.obs.Quiet = d.obs.Quiet || req.Pipeline.Quiet
+	if err := d.ready(ctx, input); err != nil {
+		return d.sum, err
+	}
+	runStages, err := d.runBatch(ctx)
+	if err != nil {
+		return d.sum, err
+	}
+	prog, err := d.startProgress()
+	if err != nil {
+		return d.sum, err
+	}
+	sum, runErr := d.runOnline(ctx, runStages, prog)
+	prog.Close()
+	return finish(db, b, &req, sum, runErr, d.phase)
+}
+
+// drainRun is a drain past its open: its steps (ready, runBatch,
+// startProgress, runOnline) hand each other the run's mode, its record
+// and its batch phase through it rather than through a dozen locals.
+type drainRun struct {
+	req *drainRequest
+	b   *jobStages
+	db  pipeline.Database
+	// obs is req.Obs made quiet by --quiet too, for the run's own log
+	// and its progress display; the batch phase is handed req.Obs.
+	obs monitor.Options
+	// sigOut is where the signal messages go: stderr, then the progress
+	// display's writer once it is drawn.
+	sigOut *monitor.SwitchWriter
+	mode   batch.Mode
+	runID  string
+	// sum is the run record as saved before a batch phase, and as its
+	// failure ended it; empty for an online run until the runner's.
+	sum   pipeline.RunSummary
+	phase *batchPhase
+}
+
+// ready checks and prepares the open run (begin), keeping how classify
+// runs for the steps after it.
+func (d *drainRun) ready(ctx context.Context, input *ingest.Plan) error {
 	// The fleet limiter's warnings (the shared quota unreachable) follow
 	// the progress display, in the run's log format, as the runner's do.
-	fleetLog, err := obs.Logger(sigOut)
+	fleetLog, err := d.obs.Logger(d.sigOut)
 	if err != nil {
-		return sum, usage(err)
+		return usage(err)
 	}
-	mode, err := begin(ctx, db, b, input, &req, fleetLog)
-	if err != nil {
-		return sum, err
-	}
-	// One run record for the whole command: a batch phase is part of the
-	// run, so the record is saved "running" before it (a run killed in it
-	// reads killed, with what its commits recorded) and its duration is
-	// the command's. The job is stored once nothing is left to refuse the
-	// run, before its first call: a refused command changes nothing a
-	// later `run --db` reads.
+	d.mode, err = begin(ctx, d.db, d.b, input, d.req, fleetLog)
+	return err
+}
+
+// runBatch runs the stages batch jobs run, if any, and returns the
+// stages left to run online.
+//
+// One run record for the whole command: a batch phase is part of the
+// run, so the record is saved "running" before it (a run killed in it
+// reads killed, with what its commits recorded) and its duration is the
+// command's.
+func (d *drainRun) runBatch(ctx context.Context) ([]pipeline.StageConfig, error) {
 	start := time.Now()
-	runID := store.NewRunID(start)
-	if mode != batch.ModeOnline {
-		if sum, err = startBatchRun(db, b, runID, start); err != nil {
-			return sum, err
+	d.runID = store.NewRunID(start)
+	if d.mode != batch.ModeOnline {
+		var err error
+		if d.sum, err = startBatchRun(d.db, d.b, d.runID, start); err != nil {
+			return nil, err
 		}
 	}
-	runStages, batchPhase, err := drainBatch(ctx, db, b, o, req.Batch, req.Obs, stderr)
+	req := d.req
+	runStages, phase, err := drainBatch(ctx, d.db, d.b, req.Pipeline, req.Batch, req.Obs, req.ErrOut)
+	d.phase = phase
 	if err != nil {
 		// worded as finish words the runner's: the runs before a batched
 		// stage and its driver's online calls meet the same errors
-		return sum, endFailedBatch(db, &sum, batchPhase, wordsFor(b.fromFlags).word(err))
+		return nil, endFailedBatch(d.db, &d.sum, phase, wordsFor(d.b.fromFlags).word(err))
 	}
+	return runStages, nil
+}
 
-	rc, err := monitorConfig(db, b, runID, o.Quiet)
+// startProgress draws the progress display the online run reports to
+// and stores an online run's job. The job is stored once nothing is left
+// to refuse the run, before its first call: a refused command changes
+// nothing a later `run --db` reads.
+func (d *drainRun) startProgress() (*monitor.Progress, error) {
+	o := d.req.Pipeline
+	rc, err := monitorConfig(d.db, d.b, d.runID, o.Quiet)
 	if err != nil {
-		return sum, err
+		return nil, err
 	}
 	rc.BudgetUSD = o.Budget
-	prog, err := monitor.Start(stderr, obs, rc)
+	prog, err := monitor.Start(d.req.ErrOut, d.obs, rc)
 	if err != nil {
-		return sum, usage(err)
+		return nil, usage(err)
 	}
-	sigOut.Set(prog.Writer())
-	if mode == batch.ModeOnline {
-		if err := storeJob(db, b); err != nil {
+	d.sigOut.Set(prog.Writer())
+	if d.mode == batch.ModeOnline {
+		if err := storeJob(d.db, d.b); err != nil {
 			prog.Close()
-			return sum, err
+			return nil, err
 		}
 	}
-	r := &pipeline.Runner{
-		Store: db, Stages: runStages, RunID: runID, Started: sum.Started, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat,
-		OnTick: prog.Tick, Log: prog.Log(),
-		NoCache: o.NoCache, Budget: batchPhase.onlineBudget(o),
-	}
-	var runErr error
-	if len(runStages) > 0 {
-		sum, runErr = runLean(ctx, r)
-	} else {
+	return prog, nil
+}
+
+// runOnline runs the stages left after the batch phase, reporting to
+// prog, under what the phase left of the run's budget; the error is the
+// runner's, for finish to settle.
+func (d *drainRun) runOnline(ctx context.Context, runStages []pipeline.StageConfig, prog *monitor.Progress) (pipeline.RunSummary, error) {
+	if len(runStages) == 0 {
 		// Every stage ran through batch jobs: no online call is left.
-		sum = pipeline.RunSummary{ID: runID, Started: sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}
+		return pipeline.RunSummary{ID: d.runID, Started: d.sum.Started, Ended: time.Now(), Status: "complete", Stages: map[string]*pipeline.StageStats{}}, nil
 	}
-	prog.Close()
-	return finish(db, b, &req, sum, runErr, batchPhase)
+	o := d.req.Pipeline
+	r := &pipeline.Runner{
+		Store: d.db, Stages: runStages, RunID: d.runID, Started: d.sum.Started, Grace: o.Grace, Lease: o.Lease, Heartbeat: o.Heartbeat,
+		OnTick: prog.Tick, Log: prog.Log(),
+		NoCache: o.NoCache, Budget: d.phase.onlineBudget(o),
+	}
+	return runLean(ctx, r)
 }
 
 // runLean runs r with what the setup touched of the binary handed back
@@ -328,229 +382,6 @@ func (e *storeLostError) Error() string {
 }
 
 func (e *storeLostError) Unwrap() error { return e.lost }
-
-// openFlags checks the flags, builds the job they compile to and opens
-// its database, settling a changed configuration (reconcile). db is nil
-// when nothing is to run: a dry run, or a re-run nobody confirmed.
-func openFlags(ctx context.Context, req *drainRequest) (*jobStages, *ingest.Plan, pipeline.Database, error) {
-	o := req.Pipeline
-	b, input, exists, err := checkAndBuild(ctx, req)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if o.DryRun && !exists {
-		fmt.Fprintf(req.Out, "no database at %s yet: nothing would be re-run\n", o.DB)
-		return nil, nil, nil, nil
-	}
-	db, err := o.openDB(b)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if stop, err := reconcile(db, b, *req); stop || err != nil {
-		db.Close()
-		return nil, nil, nil, err
-	}
-	return b, input, db, nil
-}
-
-// checkAndBuild checks every argument of req (nothing is opened for
-// writing or created yet) and reads the input once to accept it (input,
-// applied after the DB is open), keeps the recorded settings when asked,
-// and builds the stages. exists says the DB file holds something.
-func checkAndBuild(ctx context.Context, req *drainRequest) (b *jobStages, input *ingest.Plan, exists bool, err error) {
-	o, in := req.Pipeline, &req.Input
-	if err := req.Obs.Check(); err != nil {
-		return nil, nil, false, usage(err)
-	}
-	// The database first: a --stage is not to blame when there is none.
-	if err := checkDBPath(o.DB, o.MustExist); err != nil {
-		return nil, nil, false, err
-	}
-	if req.RerunFrom != "" {
-		if err := checkStage("from-stage", req.RerunFrom); err != nil {
-			return nil, nil, false, err
-		}
-	}
-	if req.RetryStage != "" {
-		if err := checkStage("stage", req.RetryStage); err != nil {
-			return nil, nil, false, err
-		}
-	}
-	if _, err := req.Batch.check(); err != nil {
-		return nil, nil, false, err
-	}
-	if isPostgres(o.DB) {
-		if exists, err = postgresPipelineExists(o.DB, true); err != nil {
-			return nil, nil, false, err
-		}
-	} else if fi, err := os.Stat(o.DB); err == nil && fi.Size() > 0 {
-		exists = true
-	}
-	if exists && o.KeepStored {
-		if err := keepRecorded(o, req); err != nil {
-			return nil, nil, false, err
-		}
-	}
-	if in.Path != "" {
-		if input, err = checkInput(ctx, o, in, req.ErrOut); err != nil {
-			return nil, nil, false, err
-		}
-	}
-	if b, err = o.buildStages(ctx, req.Input, req.Batch); err != nil {
-		return nil, nil, false, err
-	}
-	return b, input, exists, wordFlagSample(checkJobSample(b.job, input), o.PromptFile)
-}
-
-// reconcile settles a configuration change and an asked-for re-run before
-// anything is ingested: it refuses an unasked change, prints the plan of
-// a dry run (stop), stops a re-run above --confirm-above that nobody
-// confirmed, or re-queues the items and records the new definition.
-func reconcile(db pipeline.Database, b *jobStages, req drainRequest) (stop bool, err error) {
-	o := req.Pipeline
-	from, why, err := rerunStart(db, b, req)
-	if err != nil {
-		return true, err
-	}
-	if from == "" {
-		if o.DryRun {
-			fmt.Fprintf(req.Out, "nothing would be re-run: no stage's configuration changed since %s was last run\n", o.DB)
-		}
-		return o.DryRun, nil
-	}
-	plan, err := planRerun(db, from, b.classifyCost)
-	if err != nil {
-		return true, err
-	}
-	if o.DryRun {
-		plan.print(req.Out)
-		return true, nil
-	}
-	if err := o.consent().allowRerun(plan.Items, plan.print, req.ErrOut); err != nil {
-		return true, err
-	}
-	n, err := db.Rerun(from)
-	if err != nil {
-		return true, err
-	}
-	if err := db.AcceptDefinition(); err != nil {
-		return true, err
-	}
-	fmt.Fprintf(req.ErrOut, "%s: re-queued %s at %s\n", why, plural(n, "item"), from)
-	return false, nil
-}
-
-// rerunStart decides where re-running starts, and why: at the first stage
-// whose configuration changed (when it produced anything, and the user
-// asked for it with --rerun-changed or rerun), or at req.RerunFrom if that
-// is earlier. A change nobody asked to re-run is refused, with what
-// changed; a change to a stage that produced nothing is adopted.
-func rerunStart(db pipeline.Database, b *jobStages, req drainRequest) (from, why string, err error) {
-	o := req.Pipeline
-	if changed := db.ChangedStages(); len(changed) > 0 {
-		produced, err := producedFrom(db, changed[0])
-		if err != nil {
-			return "", "", err
-		}
-		switch {
-		case !produced:
-			// Nothing was ever produced under the old configuration (say a
-			// run that stopped at once on an unknown model): adopt the new one.
-			if !o.DryRun {
-				if err := db.AcceptDefinition(); err != nil {
-					return "", "", err
-				}
-			}
-		case !o.RerunChanged && req.RerunFrom == "":
-			return "", "", configChanged(db, b, changed[0])
-		default:
-			from, why = changed[0], "the configuration of "+changed[0]+" changed"
-		}
-	}
-	if req.RerunFrom != "" && (from == "" || stageIndex(req.RerunFrom) < stageIndex(from)) {
-		if from != "" {
-			why += ", and rerun --from-stage " + req.RerunFrom + " was asked"
-		} else {
-			why = "rerun --from-stage " + req.RerunFrom
-		}
-		from = req.RerunFrom
-	}
-	return from, why, nil
-}
-
-// configChanged is the refusal of a configuration change at stage: what
-// changed, as a diff when the DB recorded the settings, and the commands
-// that decide.
-func configChanged(db pipeline.Database, b *jobStages, stage string) error {
-	var diff []string
-	if old, err := db.StoredDefinition(); err == nil {
-		stored := storedSettings(old)
-		for _, d := range b.defs {
-			if d.Name == stage {
-				diff = settingsDiff(stage, stored[stage], d.Config)
-			}
-		}
-	}
-	var msg strings.Builder
-	fmt.Fprintf(&msg, "the configuration of stage %s changed since %s was last run", stage, db.Path())
-	if len(diff) > 0 {
-		msg.WriteString(":\n  " + strings.Join(diff, "\n  "))
-	} else {
-		msg.WriteString(" (model, labels, prompt or options)")
-	}
-	fmt.Fprintf(&msg, "\nRe-running %s and the stages after it re-pays every item. To see what it would cost, run the same command with --rerun-changed --dry-run;"+
-		" then with --rerun-changed to re-run, or run again with the previous settings.", stage)
-	return usagef("%s", msg.String())
-}
-
-// stageIndex is name's position in the pipeline, or len(stageNames).
-func stageIndex(name string) int {
-	for i, s := range stageNames {
-		if s == name {
-			return i
-		}
-	}
-	return len(stageNames)
-}
-
-// readDefinition reads the pipeline definition recorded in the DB at
-// path without opening it for writing. A database file is read for its
-// one meta key, not opened as a store: that open's checks load the
-// file's dictionary, which the writable open that follows loads again.
-func readDefinition(path string) ([]store.StageDef, error) {
-	if !isPostgres(path) {
-		defs, err := store.ReadDefinition(path, 0)
-		if err != nil {
-			return nil, wordStoreError(err, "--db")
-		}
-		return defs, nil
-	}
-	db, err := openDatabase(path, dbOpen{Stages: namedStages(), ReadOnly: true, MustExist: true}, func() (*store.DB, error) {
-		return store.Open(path, store.Options{Stages: namedStages(), ReadOnly: true})
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	return db.StoredDefinition()
-}
-
-// producedFrom reports whether any item has an output or a dead letter at
-// stage or a later one: whether a configuration change there matters.
-func producedFrom(db pipeline.Database, stage string) (bool, error) {
-	counts, err := db.Counts()
-	if err != nil {
-		return false, err
-	}
-	from := false
-	for _, s := range counts.Stages {
-		from = from || s.Stage == stage
-		if from && (s.Output > 0 || s.Dead > 0) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
 
 // monitorConfig is what the monitor needs to know of a run, read from
 // the DB and the stages: per stage its name, how many items wait there
