@@ -8,8 +8,10 @@ import (
 // How the law's rate climbs while nothing is refused: the bisection
 // between the rate proven safe and the rate last refused, the stairs
 // above when no refusal bounds it, and the climb back to the rate a
-// quota that fell had admitted. The events that move the state live in
-// law.go; this is the one step they schedule.
+// quota that fell had admitted; and what a refusal says of the rate
+// proven safe and of how soon to look above it again (reviseSafe), as
+// the climb starts over from that. The events that move the state live
+// in law.go; these are the steps they schedule.
 
 // grow moves the rate on once it has been held for the quota's answer
 // lag (see answerLag) with no 429 while pacing held the calls back: that
@@ -146,4 +148,33 @@ func (w *law) climbTowardTop(base float64) float64 {
 		return 0
 	}
 	return math.Sqrt(base * w.slowTop * topShare)
+}
+
+// reviseSafe folds into the safe rate, and into how often the law looks
+// above it, a refusal at the current rate while the quota admitted
+// admittedRate over its window (measured: that reading holds). A refusal
+// at or below the safe rate means the quota fell, unless the quota still
+// admits about it; one at the first stair above it means the quota has
+// not grown, and one past it that the quota did.
+func (w *law) reviseSafe(admittedRate float64, measured bool) {
+	switch {
+	case measured && admittedRate < w.safe*fellShare:
+		w.fellFrom(w.safe, w.refused)
+		w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
+	case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
+		// Refused at the safe rate while the quota admits about
+		// it: the safe rate was a hair above the quota's, which a
+		// window shows only now and then. Go just under it.
+		w.safe *= eventBackoff
+	case w.rate <= w.safe*1.001:
+		w.fellFrom(w.safe, w.refused)
+		w.safe = 0 // refused at a rate it admitted: the quota fell
+		w.calm = 0
+	case w.safe > 0 && w.stairs == 1:
+		// The first stair above the safe rate is refused: the
+		// quota has not grown. Look again less often.
+		w.calm = min(w.calm+1, maxCalm)
+	case w.stairs > 1:
+		w.calm = 0 // a stair held: the quota grew
+	}
 }

@@ -139,21 +139,24 @@
 // control law, pure: state plus an event at an explicit time gives the
 // new state, no lock, no timer, no clock), climb.go (how the rate climbs
 // while nothing is refused: the bisection, the stairs, the climb back
-// after a fall), reading.go (what the law reads
-// from the quota's answers: the starts and their outcomes, the admitted
-// rate, the window, a named budget, the smoothed latency), hold.go (the
+// after a fall, and what a refusal says of the rate proven safe),
+// reading.go (what the law reads from the quota's answers: the starts and
+// their outcomes, the admitted rate, the window, what the first 429
+// shows, a named budget and the pace it sets, the smoothed latency), hold.go (the
 // runner's overload holds as the law sees them), tokens.go (pacing in
 // tokens: calls' sizes against what they are billed), slowstart.go (slow
 // start's climb and its brake at 64), replay.go (the calls after a window
 // spent by the first ones reopens), gate.go (after a 429, when calls may
 // start again: an exact delay's gate, a backoff and a probe, or a light
-// hold), ramp.go (how starts resume while 429s show the quota spent), catchup.go (a sliding log's window read at slow start's 429
+// hold, and when a lowered rate is held from), ramp.go (how starts resume while 429s show the quota spent), catchup.go (a sliding log's window read at slow start's 429
 // or its first reopening, and sending by it), limit.go (the limit on
 // calls in flight the rate carries, and the rate's bounds), queue.go
 // (AIMD: the lock, the waiter queue and the clock around the law),
-// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is one concern, the law's state and how each event moves it; its longest method, onRateLimited, is the one
-// place a refusal changes that state, and the readings it relies on
-// already live in reading.go. The package is over the usual 500 lines
+// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is one concern, the law's state and how each event moves it: a
+// refusal goes through onRateLimited, which hands the first of a
+// congestion event to onEvent (a cap held, or the rate lowered by
+// lowerRate) and the rest of it to refusedInEvent; the readings and
+// steps they rely on live in reading.go, gate.go and climb.go. The package is over the usual 500 lines
 // for one job: the law is most of it, and splitting it would scatter one state machine across
 // packages. Time comes from Config.Now, and waits use an internal timer
 // hook, so tests step a fake clock through exact instants and never

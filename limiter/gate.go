@@ -9,8 +9,9 @@ import (
 // delay closes it until the quota opens; a rounded one or none leaves
 // the wait unknown, and the law backs off and probes, or only holds the
 // starts for a moment when a paced rate just overran the quota (see
-// gateAfter). The law's other answers to a 429 (the rate, the window,
-// the budget named) are onRateLimited's.
+// gateAfter); once it opens, a congestion event's rate is held from
+// then (resumeAfter). The law's other answers to a 429 (the rate, the
+// window, the budget named) are onRateLimited's and onEvent's.
 
 // gateAfter closes the gate for a 429 at t of the call started at
 // started, with the server's retry delay retryAfter (0 if none);
@@ -55,6 +56,31 @@ func (w *law) gateAfter(t, started time.Time, retryAfter time.Duration, newEvent
 	}
 	w.refusedSince = true
 	return gateMoved
+}
+
+// idledSince is when the gate last opened, if it held the starts for a
+// round trip or more; zero if it held them for less, as the calls did
+// not idle for it then. What the quota admitted is read from no earlier
+// than that (see admittedRate): idle time says nothing of its rate.
+func (w *law) idledSince() time.Time {
+	if w.gate.Sub(w.gateFrom) < w.latency() {
+		return time.Time{}
+	}
+	return w.gate
+}
+
+// resumeAfter sets, for a congestion event at t, the instant starts
+// resume (the gate, or t if it is open): the rate is held from then, the
+// limit held under a cap does not grow for a cooldown after it, and the
+// pace sends no call before the window's floor allows (see paceFloor).
+// Time the gate held the starts does not count toward proving the rate.
+func (w *law) resumeAfter(t time.Time) {
+	resume := later(w.gate, t)
+	w.cooldown = resume.Add(min(w.cfg.Cooldown, time.Duration(cooldownRoundTrips*w.avgLatency)))
+	w.probeFrom = resume
+	if floor := w.paceFloor(resume); w.tat.Before(floor) {
+		w.tat = floor
+	}
 }
 
 // backoff is the wait after an uncertain 429: a round trip, grown by

@@ -107,7 +107,7 @@ type law struct {
 	// refusedSince: an uncertain 429 has come since the last success.
 	refusedSince bool
 	// lightGate: the last event only held the starts for two of its
-	// refusal's round trips, with no probe (see onRateLimited); a 429 of
+	// refusal's round trips, with no probe (see gateAfter); a 429 of
 	// a call sent before it asks for one.
 	lightGate bool
 	// bareEvent: the last event's 429 gave no exact retry delay, so a
@@ -342,15 +342,14 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 // onRateLimited folds in a 429 at t of the call started at started, with
 // the server's retry delay retryAfter (0 if none), inFlight calls (this
 // one included) holding slots. It reports whether the
-// gate moved later.
+// gate moved later. Every refusal marks its call, restarts the ramp and
+// may move the gate; the first of a congestion event decides what the
+// event says of the quota (onEvent), and the rest of it only trim the
+// rate, as they meet a quota the first one already showed spent
+// (refusedInEvent).
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
-	// The gate last opened at gatePrev; if it held starts for less than
-	// a round trip, the calls did not idle for it.
-	gatePrev := w.gate
-	if w.gate.Sub(w.gateFrom) < w.latency() {
-		gatePrev = time.Time{}
-	}
+	gatePrev := w.idledSince()
 	if c := w.find(started); c != nil {
 		c.outcome = refusedCall
 	}
@@ -372,19 +371,37 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	w.spacing(started, others, newEvent)
 	gateMoved = w.gateAfter(t, started, retryAfter, newEvent, others)
 	w.gateExact = !uncertain(retryAfter) && !w.gate.After(t.Add(retryAfter))
-	if newEvent && !uncertain(retryAfter) {
-		w.resetAt(t.Add(retryAfter))
+	if newEvent {
+		w.onEvent(t, started, retryAfter, others, gatePrev, probeRefused)
+	} else {
+		w.refusedInEvent(started)
 	}
-	if !newEvent {
-		// Each call refused of those already started when the event began
-		// was one call per round trip too many, down to DecreaseFactor of
-		// the rate the event began at. (Calls started since meet a quota
-		// still spent, which says nothing more.)
-		if w.rate > 0 && !started.After(w.decrease) && !w.measured {
-			w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.safe*eventBackoff, w.rateFloor())
-			w.fitLimit()
-		}
-		return gateMoved
+	return gateMoved
+}
+
+// refusedInEvent folds in a 429 of the call started at started that
+// belongs to the congestion event under way. Each call refused of those
+// already started when the event began was one call per round trip too
+// many, down to DecreaseFactor of the rate the event began at. (Calls
+// started since meet a quota still spent, which says nothing more; a rate
+// the event read from what the quota admitted is already its answer.)
+func (w *law) refusedInEvent(started time.Time) {
+	if w.rate > 0 && !started.After(w.decrease) && !w.measured {
+		w.rate = max(w.rate-1/w.latency().Seconds(), w.eventRate*w.cfg.DecreaseFactor, w.safe*eventBackoff, w.rateFloor())
+		w.fitLimit()
+	}
+}
+
+// onEvent folds in the 429 at t that begins a congestion event: of the
+// call started at started beside others calls in flight, with retry delay
+// retryAfter, the gate having last opened at gatePrev (zero if it idled
+// no calls; see idledSince), probeRefused if that call was the probe. It
+// ends slow start, and either holds the calls in flight under a server's
+// cap on calls in progress or lowers the rate (lowerRate), then sets when
+// the rate is next held from (resumeAfter).
+func (w *law) onEvent(t, started time.Time, retryAfter time.Duration, others int, gatePrev time.Time, probeRefused bool) {
+	if !uncertain(retryAfter) {
+		w.resetAt(t.Add(retryAfter))
 	}
 	w.decreases++
 	w.decrease = t
@@ -398,7 +415,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	if probeRefused && w.eventRate > 0 {
 		// The quota is still spent after the backoff: that says when,
 		// not how fast. Back off longer; the rate stays.
-		return gateMoved
+		return
 	}
 	wasSlowStart := w.slowStart
 	w.slowStart = false
@@ -406,7 +423,7 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	if !w.hasLatency {
 		// Nothing measured to pace with: decrease the limit.
 		w.setLimit(max(w.cfg.Floor, int(float64(w.limit)*w.cfg.DecreaseFactor)))
-		return gateMoved
+		return
 	}
 	if w.rate == 0 {
 		w.rate = w.sentRate(t)
@@ -426,102 +443,46 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 		w.capLevel = float64(max(w.cfg.Floor, others))
 		w.capEdge = w.capLevel
 	} else {
-		// What the quota admitted over its window, while calls were let
-		// through, is about its rate.
-		admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
-		safeBefore := w.safe
-		measured = measured && !first
-		switch {
-		case measured && admittedRate < w.safe*fellShare:
-			w.fellFrom(w.safe, w.refused)
-			w.safe, w.calm = 0, 0 // it admits less than the safe rate now: the quota fell
-		case w.rate <= w.safe*1.001 && measured && admittedRate >= w.safe*eventBackoff:
-			// Refused at the safe rate while the quota admits about
-			// it: the safe rate was a hair above the quota's, which a
-			// window shows only now and then. Go just under it.
-			w.safe *= eventBackoff
-		case w.rate <= w.safe*1.001:
-			w.fellFrom(w.safe, w.refused)
-			w.safe = 0 // refused at a rate it admitted: the quota fell
-			w.calm = 0
-		case w.safe > 0 && w.stairs == 1:
-			// The first stair above the safe rate is refused: the
-			// quota has not grown. Look again less often.
-			w.calm = min(w.calm+1, maxCalm)
-		case w.stairs > 1:
-			w.calm = 0 // a stair held: the quota grew
-		}
-		w.refused, w.held, w.stairs = w.rate, 0, 0
-		w.bounded = w.bounded || !first
-		switch {
-		case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
-			w.rate = (w.safe + w.refused) / 2
-		case w.safe > 0:
-			w.rate = w.safe
-		default:
-			w.rate = w.refused * eventBackoff
-			if measured {
-				w.rate = min(w.rate, admittedRate)
-				w.measured = true
-			}
-		}
-		if first {
-			// Slow start sends in bursts, which a small burst allowance
-			// refuses below the quota's rate: no bound learned. But what
-			// the quota admitted over its window (or since the first
-			// start, if that is longer) is about its rate. An exact
-			// delay longer than slow start lasted says when the quota
-			// opens again: a window's quota, spent since the first
-			// start, opens a window after it.
-			if wasSlowStart {
-				w.readWindow(started, retryAfter)
-			}
-			if !uncertain(retryAfter) && t.Sub(w.firstStart) < retryAfter {
-				w.window = max(w.window, min(t.Add(retryAfter).Sub(w.firstStart), maxWindow))
-				w.startReplay(t.Add(retryAfter))
-			}
-			span := max(t.Sub(w.firstStart), w.window)
-			if n := w.admittedFrom(t.Add(-span), started); n >= cycleMinSuccesses && span >= 2*w.latency() {
-				w.rate = min(w.rate, float64(n)/span.Seconds())
-				w.measured = true
-			}
-			if wasSlowStart && w.window > 0 && t.Sub(w.firstStart) >= 2*w.window {
-				// Slow start outlasted twice the window a retry delay
-				// showed: its last round trips did not spend a window's
-				// budget alone. (Read after a shorter one, a 200/s log
-				// of a second with 0.1 s calls, it overshot: 1.06-1.14%
-				// 429s in TestLaw_nights_demandIsNoQuota.)
-				w.slowTop = w.topAdmitted(started)
-			} else if wasSlowStart && uncertain(retryAfter) {
-				// Bare or rounded: the first reopening may show the
-				// window slow start outlasted (see topReopened).
-				w.slowTopSeen = w.topAdmitted(started)
-			}
-			w.refused = 0
-		}
-		if named := w.namedRate(); named > 0 && (first || w.refused > named*namedShare) {
-			// Refused above the budget the server named: pace just
-			// under it, and look no higher. (Refused below it, the
-			// quota is shared or bursts: the law's own reading holds.)
-			if w.namedMoved && named*namedShare < safeBefore*fellShare {
-				w.fellFrom(safeBefore, 0) // a live quota fell; its budget, named again, bounds it
-			}
-			w.rate, w.safe, w.refused, w.measured = named*namedShare, named*namedShare, 0, true
-		}
+		w.lowerRate(t, started, retryAfter, gatePrev, first, wasSlowStart)
 	}
 	w.rate = max(w.rate, w.rateFloor())
 	w.eventRate = w.rate
-	resume := w.gate
-	if t.After(resume) {
-		resume = t
-	}
-	w.cooldown = resume.Add(min(w.cfg.Cooldown, time.Duration(cooldownRoundTrips*w.avgLatency)))
-	w.probeFrom = resume
-	if floor := w.paceFloor(resume); w.tat.Before(floor) {
-		w.tat = floor
-	}
+	w.resumeAfter(t)
 	w.fitLimit()
-	return gateMoved
+}
+
+// lowerRate sets the rate after a congestion event's 429 at a rate, not a
+// cap (see onEvent): what the refusal says of the safe rate (reviseSafe),
+// then the bisection between the safe rate and the one refused, or, with
+// none safe, a step down to no more than what the quota admitted. The
+// first event reads more than that, as slow start's burst bounds nothing
+// (readFirstEvent), and a budget the server named overrides the law's own
+// reading (paceNamed).
+func (w *law) lowerRate(t, started time.Time, retryAfter time.Duration, gatePrev time.Time, first, wasSlowStart bool) {
+	// What the quota admitted over its window, while calls were let
+	// through, is about its rate.
+	admittedRate, measured := w.admittedRate(t, started, gatePrev, retryAfter)
+	safeBefore := w.safe
+	measured = measured && !first
+	w.reviseSafe(admittedRate, measured)
+	w.refused, w.held, w.stairs = w.rate, 0, 0
+	w.bounded = w.bounded || !first
+	switch {
+	case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
+		w.rate = (w.safe + w.refused) / 2
+	case w.safe > 0:
+		w.rate = w.safe
+	default:
+		w.rate = w.refused * eventBackoff
+		if measured {
+			w.rate = min(w.rate, admittedRate)
+			w.measured = true
+		}
+	}
+	if first {
+		w.readFirstEvent(t, started, retryAfter, wasSlowStart)
+	}
+	w.paceNamed(first, safeBefore)
 }
 
 // mayLook reports whether the calls admitted since the last congestion
