@@ -25,18 +25,7 @@ func (w *law) grow(t time.Time) {
 		}
 		return
 	}
-	lag := w.answerLag()
-	if !w.bounded {
-		// Only slow start's burst was refused, which says little about
-		// the quota's rate: climb as fast as its round trips answer.
-		lag = max(firstClimbRoundTrips*w.latency(), w.window)
-	} else if w.stairs >= 2 || w.stairs >= 1 && (w.window > 0 || w.rate < w.peak) {
-		// Stairs held: the quota grew; climb on in half lags (no less
-		// than its window, when a retry delay showed one, else after
-		// two stairs, when it grew for sure).
-		lag = max(lag/2, w.window)
-	}
-	if t.Sub(w.probeFrom) < lag {
+	if t.Sub(w.probeFrom) < w.growLag() {
 		return
 	}
 	base := w.rate // held too briefly to be proven: the first 429 reads the quota
@@ -52,6 +41,44 @@ func (w *law) grow(t time.Time) {
 	if w.refused > 0 && (w.held > reprobeLags<<w.calm || belowPeak) {
 		w.refused = 0 // long at the safe rate: look for more again
 	}
+	w.nextRate(base, w.lookAboveNamed())
+	w.rate = min(w.rate, w.maxRate())
+	if w.peak > 0 && w.rate >= w.peak {
+		// Back at the rate the quota admitted before it fell. A quota
+		// that came back as it went is bounded where it was: look above
+		// it from the rate refused then, not in the stairs of the climb
+		// back, which would look far above it.
+		w.peak = 0
+		if w.peakBound > w.rate {
+			w.refused, w.stairs, w.held = w.peakBound, 0, 0
+		}
+		w.peakBound = 0
+	}
+	w.probeFrom = t
+}
+
+// growLag is how long grow holds a rate before it counts as safe: the
+// quota's answer lag, shorter while the climb is unbounded or stairs
+// keep holding.
+func (w *law) growLag() time.Duration {
+	lag := w.answerLag()
+	if !w.bounded {
+		// Only slow start's burst was refused, which says little about
+		// the quota's rate: climb as fast as its round trips answer.
+		lag = max(firstClimbRoundTrips*w.latency(), w.window)
+	} else if w.stairs >= 2 || w.stairs >= 1 && (w.window > 0 || w.rate < w.peak) {
+		// Stairs held: the quota grew; climb on in half lags (no less
+		// than its window, when a retry delay showed one, else after
+		// two stairs, when it grew for sure).
+		lag = max(lag/2, w.window)
+	}
+	return lag
+}
+
+// lookAboveNamed reports whether the rate has been held at a budget a
+// 429 named long enough to look above it; if so it forgets the budget
+// and starts the stairs over from the first.
+func (w *law) lookAboveNamed() bool {
 	hold := namedHoldLags << w.calm
 	switch {
 	case w.namedMoved && w.peak > w.rate:
@@ -62,7 +89,6 @@ func (w *law) grow(t time.Time) {
 	case w.namedMoved:
 		hold = namedMovedHoldLags << w.calm
 	}
-	namedLook := false
 	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold {
 		// Long at the budget a 429 named, with no 429: the quota may
 		// have grown past it since (a quota named while it was down,
@@ -70,8 +96,16 @@ func (w *law) grow(t time.Time) {
 		// there names it again, and the next look waits twice as long.
 		w.namedRPM, w.namedTPM = 0, 0
 		w.stairs = 0
-		namedLook = true
+		return true
 	}
+	return false
+}
+
+// nextRate sets the rate grow moves to from base, the rate just proven:
+// a stair above it while nothing bounds the quota (or the climb back to
+// the rate admitted before a fall), halfway to the rate last refused,
+// or base itself once the two are close.
+func (w *law) nextRate(base float64, namedLook bool) {
 	switch {
 	case w.refused == 0:
 		// Stairs up, each twice the last while none is refused: a
@@ -103,19 +137,6 @@ func (w *law) grow(t time.Time) {
 	default:
 		w.rate = w.safe
 	}
-	w.rate = min(w.rate, w.maxRate())
-	if w.peak > 0 && w.rate >= w.peak {
-		// Back at the rate the quota admitted before it fell. A quota
-		// that came back as it went is bounded where it was: look above
-		// it from the rate refused then, not in the stairs of the climb
-		// back, which would look far above it.
-		w.peak = 0
-		if w.peakBound > w.rate {
-			w.refused, w.stairs, w.held = w.peakBound, 0, 0
-		}
-		w.peakBound = 0
-	}
-	w.probeFrom = t
 }
 
 // fellFrom records that the quota fell below safe, the rate it had
