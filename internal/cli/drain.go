@@ -118,7 +118,8 @@ type drainRun struct {
 	mode   batch.Mode
 	runID  string
 	// sum is the run record as saved before a batch phase, and as its
-	// failure ended it; empty for an online run until the runner's.
+	// failure ended it; empty for a run with no batch phase (the
+	// runner's summary is drain's own, returned by runOnline).
 	sum   pipeline.RunSummary
 	phase *batchPhase
 }

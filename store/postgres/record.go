@@ -315,7 +315,7 @@ func objectKeys(raw []byte, keys map[string]bool) bool {
 }
 
 // strictObjectKeys adds the keys of raw when it is one valid JSON object
-// (whitespace around it aside) that validValue reads; false otherwise,
+// (whitespace around it aside) that jsonscan.Value reads; false otherwise,
 // some of its keys perhaps added (the first value's, as a decoder
 // would).
 func strictObjectKeys(raw []byte, keys map[string]bool) bool {
