@@ -1,0 +1,109 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// csvCells are cells that take every branch of csv.Writer's quoting and
+// of formulaCell: empty, `\.`, quotes, line breaks, both separators,
+// leading spaces (ASCII and Unicode), formulas and plain numbers.
+var csvCells = []string{"", "plain", `\.`, `\.x`, `a"b`, `""`, "line\nbreak", "cr\rhere", "a,b", "a\tb", " lead", "\u00a0nbsp",
+	"\u2003em space", "\x85next line", "=SUM(A1)", "=a,\"b\"", "+1", "-3", "-0.25", "+1e-05", "@x", "\tx", "\rx", "-", "caf\u00e9", "\xff\xfe", "'"}
+
+// TestAppendCSVField: a cell, and a formula-quoted text cell, are the
+// bytes csv.Writer writes for them, CSV and TSV.
+func TestAppendCSVField(t *testing.T) {
+	for _, comma := range []byte{',', '\t'} {
+		for _, s := range csvCells {
+			for _, formulas := range []bool{false, true} {
+				var want bytes.Buffer
+				cw := csv.NewWriter(&want)
+				cw.Comma = rune(comma)
+				text := s
+				if formulas {
+					text = formulaCell(s)
+				}
+				if err := cw.Write([]string{text}); err != nil {
+					t.Fatal(err)
+				}
+				cw.Flush()
+				got := append(appendCSVText(nil, s, comma, formulas), '\n')
+				if !bytes.Equal(got, want.Bytes()) {
+					t.Errorf("comma %q formulas %v: %q gives %q, csv.Writer %q", comma, formulas, s, got, want.Bytes())
+				}
+				gotBytes := append(appendCSVText(nil, []byte(s), comma, formulas), '\n')
+				if !bytes.Equal(gotBytes, want.Bytes()) {
+					t.Errorf("comma %q formulas %v: %q as bytes gives %q, csv.Writer %q", comma, formulas, s, gotBytes, want.Bytes())
+				}
+			}
+		}
+	}
+}
+
+// FuzzWriteFlat_SameAsBefore holds the rows' writer (its fast paths for
+// stored strings, numbers and nested values, CSV cells appended without
+// csv.Writer) to the export as it was before rows streamed
+// (refWriteFlat), byte for byte and error for error, for any text, input
+// field and stage output.
+func FuzzWriteFlat_SameAsBefore(f *testing.F) {
+	f.Add("The app crashes.", "=2", `{"label":"bug","confidence":0.8300000000000001}`)
+	f.Add("a\"b\nc", "-3", `{"text":"a\"b\nc \u2028 <\u003c>","n":12345678901234567890}`)
+	f.Add(" lead,tab\t", "\\.", `{"nested":{"b":[1,2.50,"x,y"],"a":null},"t":true,"f":false,"s":" x"}`)
+	f.Add("\xff", "", `{"e":1e3,"neg":-0,"k\u0065y":"\/","x":"\ud83d\ude00"}`)
+	f.Add("", "@x", `[1]`)
+	f.Fuzz(func(t *testing.T, text, field, output string) {
+		src := func(fn func(FlatItem) error) error {
+			return fn(FlatItem{Record: recordOf("f1", text, map[string]string{"app": field}), Status: "done",
+				Outputs: map[string]json.RawMessage{"classify": json.RawMessage(output)}})
+		}
+		stages := []string{"classify"}
+		for _, o := range []FlatOptions{{Stages: stages, Versions: map[string]string{"classify": "c1"}}, {Stages: stages, Stage: "classify"}} {
+			for _, raw := range []bool{false, true} {
+				for _, format := range []string{FormatJSONL, FormatCSV, FormatTSV} {
+					o.Format, o.RawCells = format, raw && format != FormatJSONL
+					var got, want bytes.Buffer
+					errGot, errWant := WriteFlat(&got, src, o), refWriteFlat(&want, src, o)
+					if (errGot == nil) != (errWant == nil) || errGot != nil && errGot.Error() != errWant.Error() {
+						t.Fatalf("%s %+v: error %v, before %v", format, o, errGot, errWant)
+					}
+					if !bytes.Equal(got.Bytes(), want.Bytes()) {
+						t.Fatalf("%s %+v: differs from before:\n%s", format, o, firstDiff(got.String(), want.String()))
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestWriteFlat_ItemBeyondTheNames: a row is written from every field
+// and output the item holds, also those the store's names left out
+// (rows look up the names they know and range over an item only when it
+// holds more): an input field whose column exists gets it, and an
+// output of a stage not named is still read, so a bad one is the error
+// it was.
+func TestWriteFlat_ItemBeyondTheNames(t *testing.T) {
+	names := func() (fieldNames, error) {
+		return fieldNames{inputs: map[string]bool{"app": true}, outputs: map[string]map[string]bool{"classify": {"label": true, "mood": true}}}, nil
+	}
+	item := func(outputs map[string]json.RawMessage) FlatSource {
+		return func(fn func(FlatItem) error) error {
+			return fn(FlatItem{Record: recordOf("a1", "t", map[string]string{"app": "X", "classify.mood": "from input"}), Status: "done", Outputs: outputs})
+		}
+	}
+	var b bytes.Buffer
+	o := FlatOptions{Format: FormatJSONL, Stages: []string{"classify"}}
+	if err := writeFlat(&b, item(map[string]json.RawMessage{"classify": json.RawMessage(`{"label":"bug"}`)}), o, names); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":"a1","status":"done","text":"t","app":"X","classify.label":"bug","classify.mood":"from input"}` + "\n"; b.String() != want {
+		t.Errorf("row %s, want %s", b.String(), want)
+	}
+	err := writeFlat(&b, item(map[string]json.RawMessage{"classify": json.RawMessage(`{"label":"bug"}`), "extra": json.RawMessage(`[1]`)}), o, names)
+	if err == nil || !strings.Contains(err.Error(), `item "a1": the output of extra is not a JSON object`) {
+		t.Errorf("err = %v, want the output of extra named", err)
+	}
+}
