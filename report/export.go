@@ -113,7 +113,7 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 	// Rows go out in 64 KiB writes, not one write (a system call on a
 	// terminal or pipe) per row.
 	bw := bufio.NewWriterSize(w, 64<<10)
-	rw := newRowWriter(o, cols, versionCols, n)
+	rw := newRowWriter(o, cols, versionCols)
 	if o.Format != FormatJSONL {
 		var header []byte
 		for i, c := range cols {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -77,33 +76,4 @@ func FuzzWriteFlat_SameAsBefore(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestWriteFlat_ItemBeyondTheNames: a row is written from every field
-// and output the item holds, also those the store's names left out
-// (rows look up the names they know and range over an item only when it
-// holds more): an input field whose column exists gets it, and an
-// output of a stage not named is still read, so a bad one is the error
-// it was.
-func TestWriteFlat_ItemBeyondTheNames(t *testing.T) {
-	names := func() (fieldNames, error) {
-		return fieldNames{inputs: map[string]bool{"app": true}, outputs: map[string]map[string]bool{"classify": {"label": true, "mood": true}}}, nil
-	}
-	item := func(outputs map[string]json.RawMessage) FlatSource {
-		return func(fn func(FlatItem) error) error {
-			return fn(FlatItem{Record: recordOf("a1", "t", map[string]string{"app": "X", "classify.mood": "from input"}), Status: "done", Outputs: outputs})
-		}
-	}
-	var b bytes.Buffer
-	o := FlatOptions{Format: FormatJSONL, Stages: []string{"classify"}}
-	if err := writeFlat(&b, item(map[string]json.RawMessage{"classify": json.RawMessage(`{"label":"bug"}`)}), o, names); err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"id":"a1","status":"done","text":"t","app":"X","classify.label":"bug","classify.mood":"from input"}` + "\n"; b.String() != want {
-		t.Errorf("row %s, want %s", b.String(), want)
-	}
-	err := writeFlat(&b, item(map[string]json.RawMessage{"classify": json.RawMessage(`{"label":"bug"}`), "extra": json.RawMessage(`[1]`)}), o, names)
-	if err == nil || !strings.Contains(err.Error(), `item "a1": the output of extra is not a JSON object`) {
-		t.Errorf("err = %v, want the output of extra named", err)
-	}
 }

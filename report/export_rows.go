@@ -35,16 +35,13 @@ type rowWriter struct {
 	slots map[string]int // column name -> slot in cells
 	colAt []int          // cols[i]'s slot
 	cells []cell
-	// stages are the columns of each stage by name (o.Stage == "").
-	stages      map[string]*stageColumns
+	// stageSlots are the slots of "STAGE.KEY" columns by stage and key
+	// (o.Stage == ""), so a row looks them up without building names.
+	stageSlots  map[string]map[string]int
 	versionSlot map[string]int
 	// inputSlots caches an input field's slot by field name (o.Stage ==
 	// "": the column an input field goes to does not vary by row).
 	inputSlots map[string]int
-	// knownInputs and knownStages are the input fields and the stages
-	// the columns came from (o.Stage == ""), looked up in each item.
-	knownInputs []knownInput
-	knownStages []*stageColumns
 	// comma separates CSV (TSV) cells; formulas says whether a text cell
 	// a spreadsheet would run gets formulaCell's quote (not RawCells).
 	comma    byte
@@ -55,19 +52,13 @@ type rowWriter struct {
 	fields   []rawField
 }
 
-// knownInput is an input field's name and its slot (-1: no column).
-type knownInput struct {
-	name string
-	slot int
-}
-
 // rawField is a top-level field of an output object.
 type rawField struct {
 	key []byte // unescaped
 	val []byte
 }
 
-func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string, n fieldNames) *rowWriter {
+func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string) *rowWriter {
 	w := &rowWriter{o: o, cols: cols, slots: map[string]int{}, inputSlots: map[string]int{}, comma: ',', formulas: !o.RawCells}
 	if o.Format == FormatTSV {
 		w.comma = '\t'
@@ -85,18 +76,12 @@ func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string, n
 	}
 	w.cells = make([]cell, len(w.slots))
 	if o.Stage == "" {
-		w.stages = map[string]*stageColumns{}
+		w.stageSlots = map[string]map[string]int{}
 		w.versionSlot = map[string]int{}
 		for s, c := range versionCols {
 			if i, ok := w.slots[c]; ok {
 				w.versionSlot[s] = i
 			}
-		}
-		for _, k := range sortedKeys(n.inputs) {
-			w.knownInputs = append(w.knownInputs, knownInput{name: k, slot: w.inputSlot(k)})
-		}
-		for _, s := range sortedKeys(n.outputs) {
-			w.knownStages = append(w.knownStages, w.stage(s))
 		}
 	}
 	for _, c := range cols {
@@ -126,125 +111,45 @@ func (w *rowWriter) fill(it FlatItem) error {
 		w.put("dead_reason", cell{set: true, text: it.DeadReason})
 	}
 	w.put(inputColumn("text", w.o, nil), cell{set: true, text: it.Record.Text})
-	if !w.lookUpInputs(it.Record.Fields) {
-		for k, v := range it.Record.Fields {
-			if i := w.inputSlot(k); i >= 0 {
-				w.cells[i] = cell{set: true, text: v}
-			}
-		}
-	}
-	done, err := w.lookUpOutputs(id, it.Outputs)
-	if err != nil || done {
-		return err
-	}
-	for stage, raw := range it.Outputs {
-		if err := w.fillOutput(id, w.stage(stage), raw); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Looking up the names the columns came from, where there are few, costs
-// less than ranging over an item's maps (a map's iteration took a quarter
-// of the rows' CPU in a profile of `export --all`). An item with a name
-// not among them (the store named fewer fields than it holds) ranges over
-// its map after all, setting the same cells again and its own, so its
-// row is the one ranging alone gives.
-
-// lookUpInputs sets the cells of fields by looking up the known input
-// names; false when it did not find every field (or there are too many
-// names to look up), and the caller ranges over fields.
-func (w *rowWriter) lookUpInputs(fields map[string]string) bool {
-	if len(w.knownInputs) > 2*len(fields)+4 {
-		return false
-	}
-	found := 0
-	for _, k := range w.knownInputs {
-		if v, ok := fields[k.name]; ok {
-			found++
-			if k.slot >= 0 {
-				w.cells[k.slot] = cell{set: true, text: v}
-			}
-		}
-	}
-	return found == len(fields)
-}
-
-// lookUpOutputs is lookUpInputs for the stage outputs; done is false
-// when the caller is to range over outputs.
-func (w *rowWriter) lookUpOutputs(id string, outputs map[string]json.RawMessage) (done bool, err error) {
-	if len(w.knownStages) > 2*len(outputs)+4 {
-		return false, nil
-	}
-	found := 0
-	for _, st := range w.knownStages {
-		if raw, ok := outputs[st.name]; ok {
-			found++
-			if err := w.fillOutput(id, st, raw); err != nil {
-				return false, err
-			}
-		}
-	}
-	return found == len(outputs), nil
-}
-
-// inputSlot is the slot of input field k's column, -1 when it has none.
-func (w *rowWriter) inputSlot(k string) int {
-	i, ok := w.inputSlots[k]
-	if !ok {
-		i = -1
-		if s, found := w.slots[fieldColumn(k, w.o, nil)]; found {
-			i = s
-		}
-		w.inputSlots[k] = i
-	}
-	return i
-}
-
-// stageColumns are the slots of one stage's columns.
-type stageColumns struct {
-	name string
-	// slots are the slots of "STAGE.KEY" columns by key (-1: none), so a
-	// row looks them up without building names.
-	slots   map[string]int
-	version int // the version column's slot, -1 when none
-}
-
-// stage is the stageColumns of stage, made on first use.
-func (w *rowWriter) stage(name string) *stageColumns {
-	st := w.stages[name]
-	if st == nil {
-		st = &stageColumns{name: name, slots: map[string]int{}, version: -1}
-		if i, ok := w.versionSlot[name]; ok {
-			st.version = i
-		}
-		w.stages[name] = st
-	}
-	return st
-}
-
-// fillOutput sets the cells of one stage's output.
-func (w *rowWriter) fillOutput(id string, st *stageColumns, raw []byte) error {
-	fields, err := w.outputFields(id, st.name, raw)
-	if err != nil {
-		return err
-	}
-	for _, f := range fields {
-		i, ok := st.slots[string(f.key)]
+	for k, v := range it.Record.Fields {
+		i, ok := w.inputSlots[k]
 		if !ok {
 			i = -1
-			if s, found := w.slots[st.name+"."+string(f.key)]; found {
+			if s, found := w.slots[fieldColumn(k, w.o, nil)]; found {
 				i = s
 			}
-			st.slots[string(f.key)] = i
+			w.inputSlots[k] = i
 		}
 		if i >= 0 {
-			w.cells[i] = cell{set: true, raw: f.val}
+			w.cells[i] = cell{set: true, text: v}
 		}
 	}
-	if st.version >= 0 {
-		w.cells[st.version] = cell{set: true, text: w.o.Versions[st.name]}
+	for stage, raw := range it.Outputs {
+		fields, err := w.outputFields(id, stage, raw)
+		if err != nil {
+			return err
+		}
+		slots := w.stageSlots[stage]
+		if slots == nil {
+			slots = map[string]int{}
+			w.stageSlots[stage] = slots
+		}
+		for _, f := range fields {
+			i, ok := slots[string(f.key)]
+			if !ok {
+				i = -1
+				if s, found := w.slots[stage+"."+string(f.key)]; found {
+					i = s
+				}
+				slots[string(f.key)] = i
+			}
+			if i >= 0 {
+				w.cells[i] = cell{set: true, raw: f.val}
+			}
+		}
+		if i, ok := w.versionSlot[stage]; ok {
+			w.cells[i] = cell{set: true, text: w.o.Versions[stage]}
+		}
 	}
 	return nil
 }
