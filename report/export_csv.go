@@ -14,8 +14,8 @@ import (
 // second of every formula-quoted one) and a buffered write per cell and
 // per separator; here a stored string without escapes goes from the
 // output's bytes to the line once. TestAppendCSVField holds
-// appendCSVField to csv.Writer, FuzzAppendCSVRow a whole row to the
-// csv.Writer path it replaced, and TestWriteFlat_SameAsBefore the export.
+// appendCSVField to csv.Writer, FuzzWriteFlat_SameAsBefore whole rows to the
+// export before rows streamed (refWriteFlat), as TestWriteFlat_SameAsBefore does.
 
 // appendCSVRow appends the row as one CSV (TSV) line.
 func (w *rowWriter) appendCSVRow(b []byte) ([]byte, error) {
