@@ -3,7 +3,6 @@ package report
 import (
 	"bufio"
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,25 +110,19 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 		}
 		cols = o.Columns
 	}
-	text := formulaCell
-	if o.RawCells {
-		text = func(s string) string { return s }
-	}
 	// Rows go out in 64 KiB writes, not one write (a system call on a
 	// terminal or pipe) per row.
 	bw := bufio.NewWriterSize(w, 64<<10)
-	rw := newRowWriter(o, cols, versionCols, text)
-	var cw *csv.Writer
+	rw := newRowWriter(o, cols, versionCols)
 	if o.Format != FormatJSONL {
-		cw = csv.NewWriter(bw)
-		if o.Format == FormatTSV {
-			cw.Comma = '\t'
-		}
-		header := make([]string, len(cols))
+		var header []byte
 		for i, c := range cols {
-			header[i] = text(c)
+			if i > 0 {
+				header = append(header, rw.comma)
+			}
+			header = appendCSVText(header, c, rw.comma, rw.formulas)
 		}
-		if err := cw.Write(header); err != nil {
+		if _, err := bw.Write(append(header, '\n')); err != nil {
 			return err
 		}
 	}
@@ -137,15 +130,14 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 		if err := rw.fill(it); err != nil {
 			return err
 		}
-		if cw != nil {
-			rec, err := rw.csvRecord()
-			if err != nil {
+		var line []byte
+		var err error
+		if o.Format != FormatJSONL {
+			if line, err = rw.appendCSVRow(rw.line[:0]); err != nil {
 				return fmt.Errorf("item %q: %w", it.Record.ID, err)
 			}
-			return cw.Write(rec)
-		}
-		line, err := rw.writeJSONL(it.Record.ID)
-		if err != nil {
+			rw.line = line
+		} else if line, err = rw.writeJSONL(it.Record.ID); err != nil {
 			return err
 		}
 		_, err = bw.Write(line)
@@ -153,12 +145,6 @@ func writeFlat(w io.Writer, src FlatSource, o FlatOptions, names func() (fieldNa
 	})
 	if err != nil {
 		return err
-	}
-	if cw != nil {
-		cw.Flush()
-		if err := cw.Error(); err != nil {
-			return err
-		}
 	}
 	return bw.Flush()
 }

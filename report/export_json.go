@@ -111,7 +111,12 @@ func unquotePlain(raw []byte) string {
 	if bytes.IndexByte(s, '\\') < 0 {
 		return string(s)
 	}
-	b := make([]byte, 0, len(s))
+	return string(appendUnquoted(make([]byte, 0, len(s)), s))
+}
+
+// appendUnquoted appends what s, the inside of an unquotable JSON string,
+// holds.
+func appendUnquoted(b, s []byte) []byte {
 	for i := 0; i < len(s); {
 		if s[i] != '\\' {
 			b = append(b, s[i])
@@ -145,7 +150,7 @@ func unquotePlain(raw []byte) string {
 		}
 		i += 2
 	}
-	return string(b)
+	return b
 }
 
 // canonicalJSON says whether raw, a valid JSON object or array, is

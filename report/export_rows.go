@@ -42,11 +42,14 @@ type rowWriter struct {
 	// inputSlots caches an input field's slot by field name (o.Stage ==
 	// "": the column an input field goes to does not vary by row).
 	inputSlots map[string]int
-	text       func(string) string
-	keys       [][]byte // the JSONL keys, marshalled once
-	line       []byte
-	rec        []string
-	fields     []rawField
+	// comma separates CSV (TSV) cells; formulas says whether a text cell
+	// a spreadsheet would run gets formulaCell's quote (not RawCells).
+	comma    byte
+	formulas bool
+	keys     [][]byte // the JSONL keys, marshalled once
+	line     []byte
+	unquoted []byte // a CSV cell's string with its escapes read
+	fields   []rawField
 }
 
 // rawField is a top-level field of an output object.
@@ -55,8 +58,11 @@ type rawField struct {
 	val []byte
 }
 
-func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string, text func(string) string) *rowWriter {
-	w := &rowWriter{o: o, cols: cols, slots: map[string]int{}, text: text, inputSlots: map[string]int{}}
+func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string) *rowWriter {
+	w := &rowWriter{o: o, cols: cols, slots: map[string]int{}, inputSlots: map[string]int{}, comma: ',', formulas: !o.RawCells}
+	if o.Format == FormatTSV {
+		w.comma = '\t'
+	}
 	slot := func(name string) int {
 		s, ok := w.slots[name]
 		if !ok {
@@ -82,7 +88,6 @@ func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string, t
 		k, _ := json.Marshal(c)
 		w.keys = append(w.keys, k)
 	}
-	w.rec = make([]string, len(cols))
 	return w
 }
 
@@ -364,19 +369,4 @@ func decodeValue(raw []byte) (any, error) {
 	var v any
 	err := dec.Decode(&v)
 	return v, err
-}
-
-// csvRecord is the row as CSV cells.
-func (w *rowWriter) csvRecord() ([]string, error) {
-	for i, s := range w.colAt {
-		v, isText, err := flatCellText(w.cells[s])
-		if err != nil {
-			return nil, fmt.Errorf("export: column %s: %w", w.cols[i], err)
-		}
-		if isText {
-			v = w.text(v)
-		}
-		w.rec[i] = v
-	}
-	return w.rec, nil
 }

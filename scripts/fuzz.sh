@@ -15,6 +15,7 @@ targets=(
   "./store/postgres FuzzDecodeRecord"
   "./store/postgres FuzzObjectKeys"
   "./internal/jsonscan FuzzValue"
+  "./report FuzzWriteFlat_SameAsBefore"
 )
 
 # Fail if a fuzz target exists that this list does not run.
