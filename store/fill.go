@@ -31,10 +31,10 @@ const (
 // commit needs more room, so a file ends up to allocSize past its pages.
 // bbolt's default, 16 MB, left a 100,000-item run's file 4.4 MB past its
 // pages (6.5% of it), and up to 16 MB at any size; 1 MB left 0.33-0.85
-// MB past the pages of a 52 MB file, a third of what put it over twice
-// its input. Each step costs one truncate and fsync, beside the two
-// fdatasyncs of every commit: 256 KB is ~200 of them in a 100,000-item
-// run; the run's user time stayed the same (bench/RESULTS.md).
+// MB past the pages of a 52 MB file (a 100,000-item run of prose). Each
+// step costs one truncate and fsync, beside the two fdatasyncs of every
+// commit: 256 KB is ~200 of them in a 100,000-item run; the run's user
+// time stayed the same (bench/RESULTS.md).
 const allocSize = 256 << 10
 
 // bucket returns a top-level bucket of the write transaction, set to pack
