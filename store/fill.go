@@ -28,7 +28,8 @@ const (
 )
 
 // allocSize is how far bbolt grows the file past its last page when a
-// commit needs more room, so a file ends up to allocSize past its pages.
+// commit needs more room, so a file ends up to allocSize (and a page)
+// past its pages.
 // bbolt's default, 16 MB, left a 100,000-item run's file 4.4 MB past its
 // pages (6.5% of it), and up to 16 MB at any size; 1 MB left 0.33-0.85
 // MB past the pages of a 52 MB file (a 100,000-item run of prose). Each
