@@ -22,8 +22,8 @@ import (
 //	           byte for byte from packing (whitespace, unusual escapes)
 //	tagAnswer  out/<stage> only: the output is the answer cached under the
 //	           key that follows, or (format 4) under the one 32-byte key
-//	           that begins with the 16 bytes that follow (answers are never
-//	           deleted; see referredAnswer)
+//	           that begins with the 16 bytes that follow, or (format 6)
+//	           the 8 bytes (answers are never deleted; see referredAnswer)
 //	tagCached  answers/<stage> only: uvarint length, the usage as a record,
 //	           then the output as a record
 //	tagFlate   a long record of another tag, deflated (flate.go)

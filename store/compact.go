@@ -107,7 +107,7 @@ func compactInto(tmp string, mode os.FileMode, src *bolt.DB, stages []StageDef, 
 	} else {
 		err = bolt.Compact(dst, src, compactTxMax)
 		if err == nil && format < FormatVersion {
-			// Format 2, 3 and 4 records are format 5 records (sharedFormat, editFormat, longFormat).
+			// Format 2 to 5 records are format 6 records (sharedFormat, editFormat, longFormat, shortRefFormat).
 			err = dst.Update(func(tx *bolt.Tx) error {
 				return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
 			})

@@ -31,8 +31,9 @@
 //	runs            run id -> pipeline.RunSummary (JSON)
 //	series/<run>    big-endian sequence -> []pipeline.Sample (JSON)
 //	answers/<stage> cache key (32 bytes) -> the answer and the usage it was billed, packed;
-//	                the only copy of an answer outputs refer to (by the key's first 16
-//	                bytes, no two keys sharing them), never deleted (cache.go)
+//	                the only copy of an answer outputs refer to (by the key's first 8
+//	                bytes, 16 in a file written before format 6, no two keys sharing
+//	                them), never deleted (cache.go)
 //	ledger          stage -> lifetime spend, savings, paid and cached answers (binary)
 //	reports         period -> ReportStamp (JSON): the fingerprint of the figures the last
 //	                report of that period showed, see reports.go
@@ -40,17 +41,18 @@
 //	batch-sends     id -> stage index, how many batch jobs asked for the item there, the queue
 //	                seq a job gave it back at (batchsends.go)
 //
-// Records are written in format 5 (codec.go): packed JSON with a tag
+// Records are written in format 6 (codec.go): packed JSON with a tag
 // byte, a long record deflated (flate.go) and an item's kept in chunks
 // that fill their pages (long.go), short repeated strings coded
 // through dict, an output that is the item's text (or a cut of it) one
 // byte, a string made from the text by small changes an edit of it
-// (edit.go), an output equal to its cached answer a reference to it, so
-// the text and each answer are stored once.
+// (edit.go), an output equal to its cached answer a reference to it by
+// the first 8 bytes of its key (answerRef), so the text and each answer
+// are stored once.
 // A file of format 1 (sawtooth before the format key) is read as it is by
 // read-only opens and upgraded by a writable open or Compact into a copy
-// that replaces it (format.go); a file of format 2, 3 or 4 only has its
-// format key raised, its records being format 5 records. Compact also
+// that replaces it (format.go); a file of format 2 to 5 only has its
+// format key raised, its records being format 6 records. Compact also
 // rewrites a file without free pages (compact.go).
 //
 // Every transition of an item (ingest, a stage's success or dead letter,

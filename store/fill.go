@@ -28,10 +28,15 @@ const (
 )
 
 // allocSize is how far bbolt grows the file past its last page when a
-// commit needs more room. bbolt's default, 16 MB, left a 100,000-item run's
-// file 4.4 MB past its pages (6.5% of it), and up to 16 MB at any size;
-// growing by 1 MB costs one truncate and fsync per MB written.
-const allocSize = 1 << 20
+// commit needs more room, so a file ends up to allocSize (and a page)
+// past its pages.
+// bbolt's default, 16 MB, left a 100,000-item run's file 4.4 MB past its
+// pages (6.5% of it), and up to 16 MB at any size; 1 MB left 0.33-0.85
+// MB past the pages of a 52 MB file (a 100,000-item run of prose). Each
+// step costs one truncate and fsync, beside the two fdatasyncs of every
+// commit: 256 KB is ~200 of them in a 100,000-item run; the run's user
+// time stayed the same (bench/RESULTS.md).
+const allocSize = 256 << 10
 
 // bucket returns a top-level bucket of the write transaction, set to pack
 // its pages by fillPercent until put sees its writes.

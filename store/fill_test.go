@@ -179,3 +179,34 @@ func TestDB_RunLeavesFewFreePages(t *testing.T) {
 		t.Logf("%.1f%% of the pages free", 100*got)
 	}
 }
+
+// The file grows by a quarter megabyte at a time, so it never ends more
+// than that past its last page: with 1 MB steps a run's file carried up
+// to 1 MB of nothing (0.3-1 MB of a 52 MB file after a 100,000-item run).
+func TestDB_FileGrowsInSmallSteps(t *testing.T) {
+	const most = 256<<10 + 4096 // bbolt grows to a page past the high water mark, and allocSize more
+	db := openTest(t)
+	worst := int64(0)
+	for first := 0; first < 8000; first += 250 {
+		recs := make([]pipeline.Record, 250)
+		for i := range recs {
+			id := fmt.Sprintf("r%06d", first+i)
+			recs[i] = pipeline.Record{ID: id, Text: "the app crashes when I open the settings, review " + id}
+		}
+		if _, err := db.Ingest(recs); err != nil {
+			t.Fatal(err)
+		}
+		var pages int64
+		if err := db.view(func(tx *bolt.Tx) error { pages = tx.Size(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(db.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, fi.Size()-pages)
+	}
+	if worst > most {
+		t.Errorf("the file ended up to %d bytes past its last page, want at most %d", worst, most)
+	}
+}

@@ -17,7 +17,14 @@ import (
 // answer stored once, text-only outputs shared (shared.go). A file without the format key is format 1 (plain
 // JSON records, hex keys): read-only opens read it as it is, and a
 // writable open or Compact upgrades it (upgradeInto).
-const FormatVersion = 5
+const FormatVersion = 6
+
+// shortRefFormat is the first format whose outputs may refer to their
+// cached answer by the first shortRefLen bytes of its key (answerRef). A
+// format 5 file is a valid format 6 file: its references are longer,
+// and answerRef shortens a reference only when no other key begins
+// with the same shortRefLen bytes, which a format 5 file did not ensure.
+const shortRefFormat = 6
 
 // editFormat is the first format whose records may hold a string as an
 // edit of the item's text (edit.go) and be deflated (flate.go). A format 2 or 3 file is a valid

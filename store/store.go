@@ -443,9 +443,9 @@ func (db *DB) create() error {
 	})
 }
 
-// raiseFormat marks a format 2, 3 or 4 file as format 5 in place: its
-// records are all valid format 5 records (see sharedFormat, editFormat,
-// longFormat).
+// raiseFormat marks a format 2 to 5 file as format 6 in place, in one
+// transaction that puts one key: its records are all valid format 6
+// records (see sharedFormat, editFormat, longFormat, shortRefFormat).
 func (db *DB) raiseFormat() error {
 	err := db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))

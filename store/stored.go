@@ -269,38 +269,53 @@ func answerKey(key string) []byte {
 	return []byte(key)
 }
 
-// answerRefLen is how much of a 32-byte answer key an output refers to
-// it by: half a hash is as unique as the state's content hash, and an
-// output of a real run (out/classify) is little more than the reference.
-const answerRefLen = 16
+// How much of a 32-byte answer key an output refers to it by. An output
+// of a real run (out/classify) is little more than the reference, so
+// each byte of it is 100 KB of a 100,000-item file: format 4 and 5 files
+// refer by half the hash (answerRefLen), format 6 by a quarter
+// (shortRefLen). 8 bytes of a hash are unique among a million answers
+// but for a chance of 3 in 10^8; a key whose first 8 bytes another key
+// has is not cached (prefixTaken), so a reference never becomes
+// ambiguous.
+const (
+	answerRefLen = 16
+	shortRefLen  = 8
+)
 
 // answerRef is what an output refers to the answer under key k in b by:
-// the key's first answerRefLen bytes in a format 4 file when k is a hash
-// and no other key begins with them, else the whole key.
+// when k is a hash, its first shortRefLen bytes (a format 6 file) or
+// answerRefLen bytes (format 4 and 5), the shorter that no other key
+// begins with; else the whole key.
 func (db *DB) answerRef(b *bolt.Bucket, k []byte) []byte {
 	if db.format < editFormat || len(k) != 32 {
 		return k
 	}
-	c := b.Cursor()
-	if first, _ := c.Seek(k[:answerRefLen]); !bytes.Equal(first, k) {
-		return k
+	for _, n := range []int{shortRefLen, answerRefLen} {
+		if n == shortRefLen && db.format < shortRefFormat {
+			continue
+		}
+		c := b.Cursor()
+		if first, _ := c.Seek(k[:n]); !bytes.Equal(first, k) {
+			continue
+		}
+		if next, _ := c.Next(); bytes.HasPrefix(next, k[:n]) {
+			continue
+		}
+		return k[:n]
 	}
-	if next, _ := c.Next(); bytes.HasPrefix(next, k[:answerRefLen]) {
-		return k
-	}
-	return k[:answerRefLen]
+	return k
 }
 
-// halfTaken reports whether b holds a key of 32 bytes, other than k,
-// that begins with the answerRefLen bytes k begins with: outputs may
-// refer to it by them alone, and k, whatever its length, could sort
-// before it and be read in its place.
-func halfTaken(b *bolt.Bucket, k []byte) bool {
-	if len(k) < answerRefLen {
+// prefixTaken reports whether b holds a key of 32 bytes, other than k,
+// that begins with the shortRefLen bytes k begins with: outputs may
+// refer to it by them (or by its first answerRefLen bytes) alone, and
+// k, whatever its length, could sort before it and be read in its place.
+func prefixTaken(b *bolt.Bucket, k []byte) bool {
+	if len(k) < shortRefLen {
 		return false
 	}
 	c := b.Cursor()
-	for other, _ := c.Seek(k[:answerRefLen]); bytes.HasPrefix(other, k[:answerRefLen]); other, _ = c.Next() {
+	for other, _ := c.Seek(k[:shortRefLen]); bytes.HasPrefix(other, k[:shortRefLen]); other, _ = c.Next() {
 		if len(other) == 32 && !bytes.Equal(other, k) {
 			return true
 		}
@@ -314,7 +329,7 @@ func referredAnswer(b *bolt.Bucket, ref []byte) []byte {
 	if b == nil {
 		return nil
 	}
-	if len(ref) != answerRefLen {
+	if len(ref) != answerRefLen && len(ref) != shortRefLen {
 		return b.Get(ref)
 	}
 	// A key of answerRefLen bytes (a format 1 key) sorts before the
@@ -360,11 +375,12 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) (ref []byte, 
 		}
 		// A damaged answer made the runner pay for this one: it takes
 		// its place, or every item asking the same pays again.
-	} else if halfTaken(b, k) {
+	} else if prefixTaken(b, k) {
 		// Outputs may refer to the answer whose key begins as this one
-		// does by that half alone (answerRef): a second such key could
-		// sort before it and be read in its place. Half a hash in
-		// common never happens by chance; the question is not cached.
+		// does by that beginning alone (answerRef): a second such key
+		// could sort before it and be read in its place. A quarter of a
+		// hash in common almost never happens by chance; the question
+		// is not cached.
 		return nil, nil
 	}
 	v, err := w.db.encodeAnswer(w.tx, res)
