@@ -1,9 +1,76 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
+
+// TestCallHold_holdsOneAnswerUntilTheKill: an armed callHold forwards the
+// next call, holds its answer back (the target has answered it, the
+// caller has nothing) until it is let go, holds only that one, and after
+// the kill refuses every call without forwarding it.
+func TestCallHold_holdsOneAnswerUntilTheKill(t *testing.T) {
+	var forwarded atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		forwarded.Add(1)
+		w.Write([]byte(`{"ok":1}`))
+	}))
+	t.Cleanup(target.Close)
+	h := startCallHold(t, target.URL)
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	type answer struct {
+		code int
+		body string
+	}
+	call := func() answer {
+		resp, err := client.Post(h.url+"/v1beta/models/m:generateContent", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			return answer{code: -1, body: err.Error()}
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, string(b)}
+	}
+
+	held := h.arm()
+	first := make(chan answer, 1)
+	go func() { first <- call() }()
+	<-held
+	if n := forwarded.Load(); n != 1 {
+		t.Fatalf("the held call reached the target %d times, want once (answered there before it is held)", n)
+	}
+	select {
+	case a := <-first:
+		t.Fatalf("the held call's answer reached its caller before it was let go: %+v", a)
+	default:
+	}
+	// Only one call per arm is held: the next passes while the first waits.
+	if a := call(); a.code != http.StatusOK || a.body != `{"ok":1}` {
+		t.Errorf("a call after the held one: %+v, want the target's answer", a)
+	}
+
+	victim := exec.Command("sleep", "60")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- victim.Wait() }()
+	h.kill(t, victim, done)
+	if a := <-first; a.code != http.StatusOK || a.body != `{"ok":1}` {
+		t.Errorf("the held call once let go: %+v, want the target's answer", a)
+	}
+	before := forwarded.Load()
+	if a := call(); a.code != http.StatusBadGateway || forwarded.Load() != before {
+		t.Errorf("a call after the kill: %+v, %d forwarded; want %d and none forwarded", a, forwarded.Load()-before, http.StatusBadGateway)
+	}
+}
 
 // TestHeldClock_standsStillThenRunsOnWithoutAJump: while held, the
 // simulator's clock does not move (a job created then stays PENDING
