@@ -42,7 +42,11 @@ func TestCallHold_holdsOneAnswerUntilTheKill(t *testing.T) {
 	held := h.arm()
 	first := make(chan answer, 1)
 	go func() { first <- call() }()
-	<-held
+	select {
+	case <-held:
+	case a := <-first:
+		t.Fatalf("the call after arm was not held: %+v", a)
+	}
 	if n := forwarded.Load(); n != 1 {
 		t.Fatalf("the held call reached the target %d times, want once (answered there before it is held)", n)
 	}
