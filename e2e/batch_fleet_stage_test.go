@@ -141,6 +141,39 @@ func batchAPI(path string) bool {
 	return strings.HasSuffix(path, ":batchGenerateContent") || strings.Contains(path, "/batches") || strings.Contains(path, "/files")
 }
 
+// heldClock is the simulator's clock when the kill is at a poll: it stands
+// still until the kill fired, so every job stays PENDING (its age 0) until
+// a worker polled it and died there, then runs on from where it stopped.
+// On the wall clock, a worker slowed down by other work (a CI run at a load
+// of 25-40 on 2 cores) first polled its job more than Pending+Running after
+// creating it, found it SUCCEEDED, and no worker ever reached the poll.
+type heldClock struct {
+	mu     sync.Mutex
+	held   bool
+	at     time.Time     // when it stopped
+	paused time.Duration // how long it stood still
+}
+
+func newHeldClock() *heldClock { return &heldClock{held: true, at: time.Now()} }
+
+func (c *heldClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held {
+		return c.at
+	}
+	return time.Now().Add(-c.paused)
+}
+
+// release lets the clock run on from where it stopped.
+func (c *heldClock) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held {
+		c.held, c.paused = false, time.Since(c.at)
+	}
+}
+
 // stepKill SIGKILLs the worker whose request first reaches its event at
 // the simulator, before the simulator answers (after delay, when set:
 // the answer goes through and the worker dies while it works on it).
@@ -148,6 +181,7 @@ type stepKill struct {
 	event geminisim.BatchEvent
 	delay time.Duration
 	proxy *keyProxy
+	clock *heldClock // set for a kill at EventPoll: released once it fired
 
 	mu     sync.Mutex
 	victim *worker
@@ -168,12 +202,20 @@ func (k *stepKill) observe(e geminisim.BatchEvent) {
 	close(k.fired)
 	k.mu.Unlock()
 	if k.delay > 0 {
-		go func() { time.Sleep(k.delay); w.cmd.Process.Signal(syscall.SIGKILL) }()
+		go func() { time.Sleep(k.delay); w.cmd.Process.Signal(syscall.SIGKILL); k.releaseClock() }()
 		return
 	}
 	w.cmd.Process.Signal(syscall.SIGKILL)
 	// The answer must not reach it: wait for the death.
 	<-w.done
+	k.releaseClock()
+}
+
+// releaseClock lets the simulator's clock run on once the kill is done.
+func (k *stepKill) releaseClock() {
+	if k.clock != nil {
+		k.clock.release()
+	}
 }
 
 // writeCleanItems writes n JSONL reviews with distinct texts and none
@@ -282,14 +324,20 @@ func fleetStageKill(t *testing.T, db string, fc fleetCase, k *stepKill) *geminis
 	const items, size = 60, 20
 	dir := t.TempDir()
 	input := writeCleanItems(t, dir, items)
-	sim, simURL := startSim(t, geminisim.Config{Seed: 7, Batch: geminisim.BatchConfig{
-		// PENDING long enough that a loaded client's first polls still
-		// find the job live. A job shows in the list a second after its
-		// create: before a dead worker's lease (4s, renewed every third
-		// of it) lets another take its job over and look for it.
+	cfg := geminisim.Config{Seed: 7, Batch: geminisim.BatchConfig{
+		// A job shows in the list a second after its create: before a
+		// dead worker's lease (4s, renewed every third of it) lets
+		// another take its job over and look for it.
 		Pending: time.Second, Running: 200 * time.Millisecond, Shuffle: true, CreateDelay: time.Second, Observe: k.observe,
 		Fates: fc.fates,
-	}})
+	}}
+	if k.event == geminisim.EventPoll {
+		// However late a loaded worker's first poll, it finds its job
+		// PENDING: the simulator's clock stands still until the kill.
+		k.clock = newHeldClock()
+		cfg.Now = k.clock.Now
+	}
+	sim, simURL := startSim(t, cfg)
 	p := startKeyProxy(t, simURL)
 	k.proxy = p
 	jobFile := summaryJob(t, dir, db, input, fc.mode, size, fc.deadline)

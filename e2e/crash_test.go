@@ -2,12 +2,19 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,12 +42,124 @@ func runArgs(db, input string) []string {
 	return []string{"run", "--db", db, "--input", input, "--quiet", "--timeout", "20s", "--start", "16"}
 }
 
+// callHold stands between one run and the simulator and, once armed,
+// holds back the answer to the next generateContent call: the simulator
+// has answered (and billed) it, the run has not received it. A kill timed
+// from a held call lands with a call in flight however slow the machine
+// is; a kill timed by the wall clock alone can land before a run slowed
+// down by other work sent any call (a CI run at a load of 25-40 on 2
+// cores: 0 of 8 kills in flight). It forwards as answerKiller does, and
+// for the same reasons: a call in flight at the kill is answered, not
+// canceled, and every call read after the kill is refused, so that once
+// settle returned the simulator has seen every call of the killed run it
+// ever will.
+type callHold struct {
+	url string
+	srv *httptest.Server
+
+	killed     atomic.Bool
+	forwarding atomic.Int64
+
+	mu      sync.Mutex
+	armed   chan struct{} // non-nil while armed; closed once a call is held
+	release chan struct{} // closed to let the held answer go
+}
+
+func startCallHold(t *testing.T, simURL string) *callHold {
+	t.Helper()
+	target, err := url.Parse(simURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	h := &callHold{release: make(chan struct{})}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.forwarding.Add(1)
+		defer h.forwarding.Add(-1)
+		if h.killed.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		r = r.WithContext(context.WithoutCancel(r.Context()))
+		var held chan struct{}
+		if strings.HasSuffix(r.URL.Path, ":generateContent") {
+			h.mu.Lock()
+			held, h.armed = h.armed, nil // one call held per arm
+			h.mu.Unlock()
+		}
+		if held == nil {
+			rp.ServeHTTP(noCloseNotify{w}, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		close(held)
+		<-h.release
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	}))
+	h.url = h.srv.URL
+	t.Cleanup(func() {
+		h.close() // a held handler ends only then
+		h.srv.Close()
+	})
+	return h
+}
+
+// arm makes the next generateContent call be held; the channel returned is
+// closed once it is (its answer received from the simulator, not passed on).
+func (h *callHold) arm() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed = make(chan struct{})
+	return h.armed
+}
+
+// kill SIGKILLs cmd, which calls through h, waits for its death, and then
+// for every call h still forwards: the held answer goes nowhere, the calls
+// read later are refused.
+func (h *callHold) kill(t *testing.T, cmd *exec.Cmd, done <-chan error) {
+	t.Helper()
+	h.killed.Store(true)
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	h.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.forwarding.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy still forwards %d calls 10 s after the kill", h.forwarding.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// close lets a held answer go and stops holding calls. Once a run is done
+// with h, nothing calls through it again.
+func (h *callHold) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed = nil
+	select {
+	case <-h.release:
+	default:
+		close(h.release)
+	}
+}
+
 // TestCrash_SIGKILLResume kills a real run with SIGKILL at random instants
 // (seeded), restarts it until it finishes, and checks that every item ends
 // in exactly one place, with the same labels, dead letters and aggregate
 // as an uninterrupted run, that at least one kill landed while calls
 // were in flight, and that no item was paid for more than once per kill
-// that caught it in flight. CI: 2,000 items, 8 kills;
+// that caught it in flight. Every other kill comes at a seeded instant
+// of the wall clock (wherever the run is then: starting, ingesting,
+// calling, committing); the others wait from their instant for the next
+// call and land while its answer is held back (callHold), so that some
+// kill lands in flight however slow the machine. CI: 2,000 items, 8 kills;
 // SAWTOOTH_LONG=1: 5,000 items, 20 kills.
 func TestCrash_SIGKILLResume(t *testing.T) {
 	if testing.Short() {
@@ -63,7 +182,7 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 	}
 	finalPlaces(t, cleanDB, items)
 
-	sim, url := startSim(t, crashSim())
+	sim, simURL := startSim(t, crashSim())
 	db := filepath.Join(dir, "crash.db")
 	rng := rand.New(rand.NewPCG(42, 42))
 
@@ -122,11 +241,20 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 	}
 
 	killed, runs := 0, 0
-	inFlightKills := 0 // kills that landed while the simulator was serving calls
+	inFlightKills := 0 // kills that landed with calls in flight: at the simulator, or answered and held back
 	for {
 		runs++
 		if runs > kills+20 {
 			t.Fatalf("no clean finish after %d runs", runs)
+		}
+		// Every other kill is timed from a held call: that run calls
+		// through its own callHold.
+		atCall := killed < kills && killed%2 == 1
+		var hold *callHold
+		url := simURL
+		if atCall {
+			hold = startCallHold(t, simURL)
+			url = hold.url
 		}
 		cmd := exec.Command(binary, runArgs(db, input)...)
 		cmd.Env = append(os.Environ(), simEnv(url)...)
@@ -140,19 +268,40 @@ func TestCrash_SIGKILLResume(t *testing.T) {
 		var err error
 		if killed < kills {
 			wait := time.Duration(50+rng.IntN(700)) * time.Millisecond
+			finished := false
 			select {
 			case err = <-done:
-				t.Logf("run %d finished before its kill (err %v)", runs, err)
+				finished = true
 			case <-time.After(wait):
-				if sim.Stats().InFlight > 0 {
-					inFlightKills++
+				if atCall {
+					armed := hold.arm()
+					select {
+					case err = <-done:
+						finished = true
+					case <-armed:
+					}
 				}
-				cmd.Process.Signal(syscall.SIGKILL)
-				<-done
+			}
+			if !finished {
+				switch {
+				case atCall:
+					inFlightKills++ // a call's answer held back: in flight for certain
+					hold.kill(t, cmd, done)
+				default:
+					if sim.Stats().InFlight > 0 {
+						inFlightKills++
+					}
+					cmd.Process.Signal(syscall.SIGKILL)
+					<-done
+				}
 				killed++
 				account(runs, true)
 				continue
 			}
+			if hold != nil {
+				hold.close()
+			}
+			t.Logf("run %d finished before its kill (err %v)", runs, err)
 		} else {
 			err = <-done
 		}
