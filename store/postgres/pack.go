@@ -20,6 +20,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 )
@@ -238,13 +239,31 @@ func storedJSON(data []byte) []byte {
 	return data
 }
 
+// appendQuoted appends text as a JSON string in tag's way, as
+// quoteText writes it: directly when no byte of it needs escaping
+// (nearly every text), else through quoteText.
+func appendQuoted(dst []byte, text string, tag byte) []byte {
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c < 0x20, c == '"', c == '\\', c >= utf8.RuneSelf,
+			tag == markEscaped && (c == '<' || c == '>' || c == '&'):
+			return append(dst, quoteText(text, tag)...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, text...)
+	return append(dst, '"')
+}
+
 // isPacked reports whether data is a packed output.
 func isPacked(data []byte) bool { return len(data) > 0 && data[0] == tagPacked }
 
 // unpack is the JSON a packed output data stands for, for an item whose
 // text is text.
 func unpack(data []byte, text string) ([]byte, error) {
-	u := unpacker{data: data, i: 1, text: text, out: make([]byte, 0, 2*len(data))}
+	// Room for the keys and punctuation packing took out (a classify
+	// output unpacks to 2.5 times its size) and the text put back.
+	u := unpacker{data: data, i: 1, text: text, out: make([]byte, 0, 3*len(data)+len(text)+8)}
 	if !isPacked(data) || !u.value(0) || u.i != len(data) {
 		return nil, errBadPack
 	}
@@ -320,7 +339,7 @@ func (u *unpacker) value(depth int) bool {
 		if kind == kTextPlain {
 			tag = markPlain
 		}
-		u.out = append(u.out, quoteText(u.text, tag)...)
+		u.out = appendQuoted(u.out, u.text, tag)
 	case kArray:
 		u.out = append(u.out, '[')
 		for first := true; ; first = false {
@@ -386,46 +405,47 @@ func packedKeys(data []byte, keys map[string]bool) bool {
 	if !isPacked(data) || len(data) < 2 || data[1] != kObject {
 		return false
 	}
-	u := unpacker{data: data, i: 2}
-	var names []string
-	for {
-		k, ok := u.uvarint()
-		if !ok {
-			return false
-		}
-		if k == 0 {
-			break
-		}
-		if k%2 == 0 {
-			if k/2-1 >= uint64(len(packKeys)) {
-				return false
-			}
-			names = append(names, packKeys[k/2-1])
-		} else {
-			b, ok := u.bytesOf(k / 2)
-			if !ok {
-				return false
-			}
-			// As objectKeys reads it: escapes decoded.
-			one, str := map[string]bool{}, slices.Concat([]byte{'"'}, b, []byte{'"'})
-			if end, ok := jsonscan.String(str, 0); !ok || end != len(str) || !addKey(str, one) {
-				return false
-			}
-			for n := range one {
-				names = append(names, n)
-			}
-		}
-		if !u.skip(1) {
-			return false
-		}
-	}
-	if u.i != len(data) {
+	// The whole value first, so that damage found late adds no key.
+	u := unpacker{data: data, i: 1}
+	if !u.skip(0) || u.i != len(data) {
 		return false
 	}
-	for _, n := range names {
-		keys[n] = true
+	u.i = 2
+	for {
+		k, _ := u.uvarint()
+		if k == 0 {
+			return true
+		}
+		if k%2 == 0 {
+			if name := packKeys[k/2-1]; !keys[name] {
+				keys[name] = true
+			}
+		} else {
+			b, _ := u.bytesOf(k / 2)
+			// As objectKeys reads it: escapes decoded.
+			if bytes.IndexByte(b, '\\') < 0 && bytes.IndexByte(b, '"') < 0 && utf8.Valid(b) && !hasControl(b) {
+				if !keys[string(b)] { // the lookup does not allocate
+					keys[string(b)] = true
+				}
+			} else {
+				str := slices.Concat([]byte{'"'}, b, []byte{'"'})
+				if end, ok := jsonscan.String(str, 0); !ok || end != len(str) || !addKey(str, keys) {
+					return false
+				}
+			}
+		}
+		u.skip(1)
 	}
-	return true
+}
+
+// hasControl reports whether b holds a byte JSON must escape in a string.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // skip is value without writing: the index past the value at data[i].

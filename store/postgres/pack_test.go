@@ -267,3 +267,27 @@ func BenchmarkUnpack(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUnmarkSchema12 is BenchmarkUnpack's outputs as schema 12
+// stored them, read as ForEachDone read them: the sanitize output
+// marked and put back together, the others copied out of the stream's
+// buffer.
+func BenchmarkUnmarkSchema12(b *testing.B) {
+	text := "The team did an amazing job with my budgets. Otherwise fine."
+	outputs := [][]byte{
+		markText([]byte(`{"text":"`+text+`","chars":60,"truncated":false,"original_chars":60,"changes":[]}`), text),
+		[]byte(`{"label":"ux","confidence":0.9,"reason":"instant stand-in","model":"none (instant stand-in)","usage":{"prompt_tokens":50,"candidate_tokens":20,"total_tokens":70}}`),
+		[]byte(`{"label":"ux","groups":{"app":"budget-buddy","month":"2025-11"},"rating":5}`),
+	}
+	for b.Loop() {
+		for _, o := range outputs {
+			out, err := unmark(o, text)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if storedWhole(o) {
+				_ = bytes.Clone(out)
+			}
+		}
+	}
+}
