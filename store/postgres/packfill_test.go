@@ -167,3 +167,44 @@ func rawRecords(t testing.TB, url string) map[string][]byte {
 	}
 	return out
 }
+
+// TestMigrate_PackedLeavesDamagedRows: a schema-12 pipeline with a
+// damaged output and a damaged record (which it opened, and whose items
+// only their readers refused) migrates: those rows stay as they are,
+// read as damaged as before, and every other row is stored packed.
+func TestMigrate_PackedLeavesDamagedRows(t *testing.T) {
+	db, u := openNew(t, Options{})
+	exportItems(t, db)
+	db.Close()
+	asSchema12(t, u)
+	badOut := []byte{markEscaped, 0xff, 0xff}
+	badRec := []byte(`{"id":"B01","text":`)
+	sql(t, u, `UPDATE output SET data = $1 WHERE item_id = 'a00' AND stage = 0`, badOut)
+	sql(t, u, `UPDATE item SET record = $1 WHERE item_id = 'B01'`, badRec)
+	sql(t, u, downgrades[12])
+
+	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatalf("open the schema-12 pipeline with a damaged output and record: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
+		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
+	}
+	if got := rawOutputs(t, u, 0)["a00"]; !bytes.Equal(got, badOut) {
+		t.Errorf("the damaged output became %q", got)
+	}
+	recs := rawRecords(t, u)
+	if !bytes.Equal(recs["B01"], badRec) {
+		t.Errorf("the damaged record became %q", recs["B01"])
+	}
+	if r := recs["c02"]; r[0] != tagRecord {
+		t.Errorf("the record of c02 was not stored binary: %q", r)
+	}
+	if !isPacked(rawOutputs(t, u, 1)["c02"]) {
+		t.Errorf("the classify output of c02 was not packed")
+	}
+	if _, err := db.Locate("a00"); err == nil {
+		t.Error("Locate of the item with the damaged output: no error")
+	}
+}
