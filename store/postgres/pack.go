@@ -69,8 +69,10 @@ const maxPackDepth = 64
 
 var errBadPack = errors.New("packed output that does not unpack")
 
-// packOutput is out packed, or nil when it does not come back byte for
-// byte or would not be shorter. text is the item's text, referred to
+// packOutput is out packed, or nil when it is not compact JSON (a
+// string or number JSON's grammar refuses included: stored as before,
+// every reader refuses it as before), does not come back byte for byte
+// or would not be shorter. text is the item's text, referred to
 // only when withText (the stages marks allows: their readers have it).
 func packOutput(out []byte, text string, withText bool) []byte {
 	if len(out) == 0 || out[0] != '{' {
@@ -114,7 +116,7 @@ func (p *packer) value(i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			end, ok := stringEnd(raw, i)
+			end, ok := jsonscan.String(raw, i)
 			if !ok || end >= len(raw) || raw[end] != ':' {
 				return i, false
 			}
@@ -161,7 +163,7 @@ func (p *packer) value(i, depth int) (int, bool) {
 			}
 		}
 	case c == '"':
-		end, ok := stringEnd(raw, i)
+		end, ok := jsonscan.String(raw, i)
 		if !ok {
 			return i, false
 		}
@@ -188,39 +190,20 @@ func (p *packer) value(i, depth int) (int, bool) {
 		}
 		return i, false
 	case c == '-' || ('0' <= c && c <= '9'):
-		end := i
-		for end < len(raw) && bytes.IndexByte([]byte("+-.0123456789eE"), raw[end]) >= 0 {
-			end++
+		end, ok := jsonscan.Value(raw, i, 0)
+		if !ok {
+			return i, false
 		}
 		if n, next, ok := plainInt(raw, i); ok && next == end && c != '-' {
 			p.buf = append(p.buf, kUint)
 			p.buf = binary.AppendUvarint(p.buf, uint64(n))
 		} else {
-			// Kept as written; the round trip in packOutput refuses
-			// what is not a number.
+			// Kept as written.
 			p.buf = append(p.buf, kNumber)
 			p.buf = binary.AppendUvarint(p.buf, uint64(end-i))
 			p.buf = append(p.buf, raw[i:end]...)
 		}
 		return end, true
-	}
-	return i, false
-}
-
-// stringEnd is the index past the JSON string at raw[i] (its closing
-// quote's, escapes skipped); its contents are not checked: packOutput's
-// round trip keeps the bytes whatever they are.
-func stringEnd(raw []byte, i int) (int, bool) {
-	if i >= len(raw) || raw[i] != '"' {
-		return i, false
-	}
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '"':
-			return j + 1, true
-		case '\\':
-			j++
-		}
 	}
 	return i, false
 }
@@ -400,7 +383,9 @@ func (u *unpacker) value(depth int) bool {
 // packedKeys adds the top-level keys of the packed output data to keys,
 // as objectKeys would of its JSON, without writing the JSON: FieldNames
 // reads every output of a pipeline. False when data does not unpack or
-// holds no object.
+// holds no object. The bytes of its strings and numbers are not checked:
+// packOutput packs only JSON, and a damaged one is refused by the
+// reader of its value (the export), not here.
 func packedKeys(data []byte, keys map[string]bool) bool {
 	if !isPacked(data) || len(data) < 2 || data[1] != kObject {
 		return false

@@ -48,6 +48,11 @@ func TestPackOutput(t *testing.T) {
 		{"not an object", `["label","ux"]`, false, false, false, 0},
 		{"invalid", `{"label":"ux"`, false, false, false, 0},
 		{"a leading zero", `{"n":012}`, false, false, false, 0},
+		// Not JSON inside a string or a number: stored as before, so that
+		// every reader refuses it as it did (FieldNames' NotObjectError).
+		{"a control byte in a string", "{\"label\":\"a\x01b\",\"reason\":\"instant stand-in\"}", false, false, false, 0},
+		{"an invalid escape", `{"label":"\q","reason":"instant stand-in"}`, false, false, false, 0},
+		{"not a number", `{"confidence":1-2,"reason":"instant stand-in"}`, false, false, false, 0},
 		{"trailing bytes", `{"n":1} `, false, false, false, 0},
 		{"too deep", `{"a":` + strings.Repeat("[", maxPackDepth+2) + strings.Repeat("]", maxPackDepth+2) + `}`, false, false, false, 0},
 	} {
@@ -117,22 +122,29 @@ func FuzzUnpack(f *testing.F) {
 		}
 		f.Add([]byte(s))
 	}
+	// A packed object whose string holds a control byte: not JSON, which
+	// packOutput never writes.
+	f.Add([]byte{kObject, 3, 'a', kString, 2, 'x', 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// Any output packs to what reads back as itself, or not at all.
+		// Any output packs to what reads back as itself, or not at all,
+		// and only JSON packs.
 		if p := packOutput(data, "txt", true); p != nil {
 			if back, err := unpack(p, "txt"); err != nil || !bytes.Equal(back, data) {
 				t.Fatalf("packOutput(%q) reads back as %q, %v", data, back, err)
 			}
+			if !json.Valid(data) {
+				t.Fatalf("packOutput packed %q, which is not JSON", data)
+			}
 		}
-		// Damaged bytes are an error, not a panic; what unpacks has the
-		// keys packedKeys reads.
+		// Damaged bytes are an error, not a panic; what unpacks to JSON
+		// (as all packOutput writes does) has the keys packedKeys reads.
 		out, err := unpack(append([]byte{tagPacked}, data...), "txt")
 		keys := map[string]bool{}
 		ok := packedKeys(append([]byte{tagPacked}, data...), keys)
 		if ok && err != nil {
 			t.Fatalf("packedKeys reads %q, which does not unpack: %v", data, err)
 		}
-		if ok {
+		if ok && json.Valid(out) {
 			want := map[string]bool{}
 			if !objectKeys(out, want) || !reflect.DeepEqual(keys, want) {
 				t.Fatalf("packedKeys(%q) = %v; its JSON %s has %v", data, keys, out, want)
