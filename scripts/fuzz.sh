@@ -14,6 +14,8 @@ targets=(
   "./stages FuzzClassifyResponse"
   "./store/postgres FuzzDecodeRecord"
   "./store/postgres FuzzObjectKeys"
+  "./store/postgres FuzzUnpack"
+  "./store/postgres FuzzBinaryRecord"
   "./internal/jsonscan FuzzValue"
   "./report FuzzWriteFlat_SameAsBefore"
 )

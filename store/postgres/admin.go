@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -223,7 +222,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 			st.Unchanged++
 			continue
 		}
-		rec, err := json.Marshal(r)
+		rec, err := encodeRecord(r)
 		if err != nil {
 			return fmt.Errorf("encode item %q: %w", r.ID, err)
 		}
@@ -234,7 +233,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 			continue
 		}
 		var old pipeline.Record
-		if err := json.Unmarshal(cur.Record, &old); err != nil {
+		if err := decodeRecord(cur.Record, &old); err != nil {
 			return pipeline.Damaged(r.ID, "", err, "stored record is damaged")
 		}
 		if old.Text != r.Text {

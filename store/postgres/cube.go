@@ -39,7 +39,7 @@ func confidenceOf(raw []byte) float64 {
 	var out struct {
 		Confidence float64 `json:"confidence"`
 	}
-	_ = json.Unmarshal(raw, &out)
+	_ = json.Unmarshal(storedJSON(raw), &out)
 	return out.Confidence
 }
 
@@ -290,7 +290,7 @@ func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.
 			return nil // a cell whose items were all folded out
 		}
 		var rec pipeline.Record
-		if err := json.Unmarshal(record, &rec); err != nil {
+		if err := decodeRecord(record, &rec); err != nil {
 			return pipeline.Damaged(q.ID, "", err, "bad record")
 		}
 		q.Text = rec.Text

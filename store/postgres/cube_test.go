@@ -43,6 +43,7 @@ func TestCube_BuiltWhenMigrating(t *testing.T) {
 	db, u := openNew(t, Options{})
 	cubeItems(t, db)
 	db.Close()
+	asSchema12(t, u)
 	sql(t, u, downgrades[8])
 
 	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, ReadOnly: true}); err == nil {
@@ -136,6 +137,7 @@ func TestMigrate_QuotesByKeyID(t *testing.T) {
 		t.Fatalf("StoredCube: ok %v, %v", ok, err)
 	}
 	db.Close()
+	asSchema12(t, u)
 	sql(t, u, downgrades[11])
 	oldSize := quoteBytes(t, u)
 

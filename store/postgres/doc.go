@@ -20,9 +20,9 @@
 // # Tables
 //
 //	meta         key -> value: schema version, definition, created, limit/<stage>
-//	item         id -> record (JSON), content hash
+//	item         id -> record (binary, binrecord.go; JSON before schema step 13), content hash
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
-//	output       (id, stage) -> the stage's output; one that repeats the item's text without it (mark.go; schema step 11)
+//	output       (id, stage) -> the stage's output, packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
@@ -169,6 +169,8 @@
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
 // tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go, fleetlimit.go
-// mark.go (outputs that repeat their item's text) and shrink.go (a drained
-// queue's indexes).
+// mark.go (outputs that repeat their item's text), pack.go and
+// binrecord.go (outputs and records stored compactly; packfill.go
+// rewrites those stored before) and shrink.go (a drained queue's
+// indexes).
 package postgres

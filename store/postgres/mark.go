@@ -58,7 +58,7 @@ func quoteText(text string, tag byte) []byte {
 // a part of another value, the end of one string and the start of the
 // next), so that outputShape has out's keys.
 func markText(out []byte, text string) []byte {
-	if len(out) == 0 || isMarked(out) {
+	if len(out) == 0 || !storedWhole(out) {
 		return out
 	}
 	esc := quoteText(text, markEscaped)
@@ -114,6 +114,10 @@ func topValueAt(out, enc []byte) int {
 	return -1
 }
 
+// storedWhole reports whether the stored output data is the output
+// itself (neither marked nor packed): a reader of it aliases data.
+func storedWhole(data []byte) bool { return !isMarked(data) && !isPacked(data) }
+
 // isMarked reports whether data is a marked output.
 func isMarked(data []byte) bool {
 	return len(data) > 0 && (data[0] == markEscaped || data[0] == markPlain)
@@ -134,6 +138,9 @@ func splitMark(data []byte) (tag byte, rest []byte, at int, err error) {
 // unmark is the output data stands for, for an item whose text is text:
 // data itself when it is stored whole.
 func unmark(data []byte, text string) ([]byte, error) {
+	if isPacked(data) {
+		return unpack(data, text)
+	}
 	if !isMarked(data) {
 		return data, nil
 	}
@@ -148,6 +155,9 @@ func unmark(data []byte, text string) ([]byte, error) {
 // output's keys and structure, for a reader without the record
 // (FieldNames).
 func outputShape(data []byte) ([]byte, error) {
+	if isPacked(data) {
+		return unpack(data, "")
+	}
 	if !isMarked(data) {
 		return data, nil
 	}
@@ -201,7 +211,19 @@ func collectTexts(rows pgx.Rows) (map[string]string, error) {
 // storedOutput is what a commit stores for item id's output out at
 // stage si: marked when it may be and repeats the text.
 func (db *DB) storedOutput(si int, id string, out []byte, texts map[string]string) []byte {
-	if text, ok := texts[id]; ok && marks(db.stages, si) {
+	text, ok := texts[id]
+	return storedForm(db.stages, si, out, text, ok)
+}
+
+// storedForm is what is stored for output out at stage si of stages, of
+// an item whose text is text (haveText false: not known): packed when it
+// packs, else marked when it may be and repeats the text, else whole.
+func storedForm(stages []pipeline.StageDef, si int, out []byte, text string, haveText bool) []byte {
+	withText := haveText && marks(stages, si)
+	if p := packOutput(out, text, withText); p != nil {
+		return p
+	}
+	if withText {
 		return markText(out, text)
 	}
 	return out
@@ -273,7 +295,7 @@ func (db *DB) unmarkEdited(ctx context.Context, tx pgx.Tx, oldText map[string]st
 		return nil
 	}
 	rows, _ := tx.Query(ctx, `SELECT item_id, stage, data FROM output
-		WHERE item_id = ANY($1) AND substr(data, 1, 1) IN ($2, $3)`, slices.Collect(maps.Keys(oldText)), []byte{markEscaped}, []byte{markPlain})
+		WHERE item_id = ANY($1) AND substr(data, 1, 1) IN ($2, $3, $4)`, slices.Collect(maps.Keys(oldText)), []byte{markEscaped}, []byte{markPlain}, []byte{tagPacked})
 	var ids []string
 	var sts []int16
 	var datas [][]byte
@@ -285,7 +307,8 @@ func (db *DB) unmarkEdited(ctx context.Context, tx pgx.Tx, oldText map[string]st
 		if err != nil {
 			return pipeline.Damaged(id, "", err, "its stored output is damaged")
 		}
-		ids, sts, datas = append(ids, id), append(sts, si), append(datas, out)
+		// Packed again without the text: it no longer repeats it.
+		ids, sts, datas = append(ids, id), append(sts, si), append(datas, storedForm(nil, int(si), out, "", false))
 		return nil
 	})
 	if err != nil || len(ids) == 0 {

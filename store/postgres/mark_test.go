@@ -148,7 +148,7 @@ func TestDB_OutputsRepeatingTheirTextStoredMarked(t *testing.T) {
 	}
 	raw := rawOutputs(t, u, 0)
 	for id, w := range want {
-		if marked := isMarked(raw[id]); marked != (id != "spaces") {
+		if marked := refersToText(t, raw[id]); marked != (id != "spaces") {
 			t.Errorf("%s stored %q: marked %v", id, raw[id], marked)
 		}
 		if id != "spaces" && len(raw[id]) > len(w)-len(texts[id]) {
@@ -228,7 +228,7 @@ func TestDB_EditKeepsMarkedOutputs(t *testing.T) {
 	}
 	storetest.Advance(t, db, "sanitize")
 	want := storetest.Output("sanitize", pipeline.Item{Record: r})
-	if !isMarked(rawOutputs(t, u, 0)["e"]) {
+	if !refersToText(t, rawOutputs(t, u, 0)["e"]) {
 		t.Fatalf("the sanitize output %s is not stored marked", want)
 	}
 	r.Text = "bug an edited text"
@@ -260,7 +260,7 @@ func unmarkAll(t testing.TB, url string) {
 	var si int16
 	var data, record []byte
 	if _, err := pgx.ForEachRow(rows, []any{&id, &si, &data, &record}, func() error {
-		if !isMarked(data) {
+		if storedWhole(data) {
 			return nil
 		}
 		var r pipeline.Record
@@ -289,6 +289,7 @@ func TestMigrate_OutputsMarked(t *testing.T) {
 	exportItems(t, db)
 	before := exports(t, db)
 	db.Close()
+	asSchema12(t, u)
 	unmarkAll(t, u)
 	sql(t, u, downgrades[10])
 	for id, data := range rawOutputs(t, u, 0) {
@@ -307,7 +308,7 @@ func TestMigrate_OutputsMarked(t *testing.T) {
 	}
 	raw := rawOutputs(t, u, 0)
 	for id, data := range raw {
-		if !isMarked(data) {
+		if !refersToText(t, data) {
 			t.Errorf("after the migration the sanitize output of %s is stored whole: %s", id, data)
 		}
 	}
@@ -315,7 +316,7 @@ func TestMigrate_OutputsMarked(t *testing.T) {
 		t.Fatal("no sanitize outputs")
 	}
 	for id, data := range rawOutputs(t, u, 1) {
-		if isMarked(data) {
+		if refersToText(t, data) {
 			t.Errorf("a classify output (%s) is stored marked", id)
 		}
 	}
@@ -391,7 +392,7 @@ func TestDB_FieldNamesOfMarkedOutputs(t *testing.T) {
 	}
 	storetest.Finish(t, db)
 	for id, data := range rawOutputs(t, u, 0) {
-		if !isMarked(data) {
+		if !refersToText(t, data) {
 			t.Fatalf("the sanitize output of %s is stored whole: %s", id, data)
 		}
 	}

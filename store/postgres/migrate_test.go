@@ -15,6 +15,10 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
+	// After asSchema12: records as JSON, no output packed.
+	12: `COMMENT ON TABLE item IS NULL;
+		COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go)';
+		UPDATE meta SET value = '12' WHERE key = 'schema'`,
 	11: downgradeQuotes + `UPDATE meta SET value = '11' WHERE key = 'schema'`,
 	// After unmarkAll: every output stored whole.
 	10: downgradeQuotes + `COMMENT ON TABLE output IS NULL;
@@ -90,6 +94,7 @@ func TestMigrate_RefusesWhileOldWorkersLive(t *testing.T) {
 				claim(t, old, "sanitize", 3)
 			}
 			a.Close()
+			asSchema12(t, u)
 			sql(t, u, downgrades[tc.from])
 
 			_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
@@ -130,6 +135,7 @@ func TestMigrate_RefusalNamesAFewWorkers(t *testing.T) {
 		beginSession(t, worker(t, u, fmt.Sprintf("w%02d", i)))
 	}
 	a.Close()
+	asSchema12(t, u)
 	sql(t, u, downgrades[7])
 	_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
 	if !errors.Is(err, ErrLiveWorkers) || !strings.Contains(err.Error(), "w09 (a live session), and 2 more still work on it") || strings.Contains(err.Error(), "w10") {
@@ -150,6 +156,7 @@ func TestMigrate_RefusesWhileADeadSessionsLeasesLast(t *testing.T) {
 	beginSession(t, old)
 	claim(t, old, "sanitize", 3)
 	a.Close()
+	asSchema12(t, u)
 	sql(t, u, downgrades[8])
 	killSessions(t, u)
 	_, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"})
@@ -173,6 +180,7 @@ func TestMigrate_OutputsIndexedOnce(t *testing.T) {
 	exportItems(t, db)
 	before := exports(t, db)
 	db.Close()
+	asSchema12(t, u)
 	sql(t, u, downgrades[9])
 	if !hasIndex(t, u, "output_stage") {
 		t.Fatal("the schema-9 pipeline has no output_stage index")

@@ -216,7 +216,7 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 			return pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
 		}
 		loc.Stage = db.stages[si].Name
-		if err := json.Unmarshal(record, &loc.Record); err != nil {
+		if err := decodeRecord(record, &loc.Record); err != nil {
 			return fmt.Errorf("item %q: bad record: %w", id, err)
 		}
 		loc.Output = map[string]json.RawMessage{}
@@ -321,7 +321,7 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 				return fmt.Errorf("dead letter of %q at %s: %w", id, stage, err)
 			}
 			var r pipeline.Record
-			if json.Unmarshal(record, &r) == nil {
+			if decodeRecord(record, &r) == nil {
 				e.Text = r.Text
 			}
 			out = append(out, e)

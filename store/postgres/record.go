@@ -10,13 +10,17 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// decodeRecord reads a stored pipeline.Record exactly as json.Unmarshal
-// into a zero Record would, error included. Whole-table reads (export,
+// decodeRecord reads a stored pipeline.Record: a binary one
+// (binrecord.go), or JSON exactly as json.Unmarshal into a zero Record
+// would, error included. Whole-table reads (export,
 // the report's streaming pass) decode a million records, and
 // encoding/json spends most of their time there: records as
 // json.Marshal wrote them (compact, known keys, plain strings) are read
 // directly, and anything else goes to json.Unmarshal.
 func decodeRecord(raw []byte, r *pipeline.Record) error {
+	if len(raw) > 0 && raw[0] == tagRecord {
+		return decodeBinaryRecord(raw, r, nil)
+	}
 	if fastRecord(raw, r) {
 		return nil
 	}
@@ -37,6 +41,9 @@ func fastRecord(raw []byte, r *pipeline.Record) bool {
 // recordFieldKeys adds the names of raw's input fields to keys, as
 // decodeRecord's Fields would have them, building no value.
 func recordFieldKeys(raw []byte, keys map[string]bool) error {
+	if len(raw) > 0 && raw[0] == tagRecord {
+		return decodeBinaryRecord(raw, nil, keys)
+	}
 	var added []string
 	if scanRecord(raw, nil, keys, &added) {
 		return nil

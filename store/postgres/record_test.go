@@ -68,6 +68,9 @@ func FuzzDecodeRecord(f *testing.F) {
 
 func sameAsUnmarshal(t *testing.T, raw []byte) {
 	t.Helper()
+	if len(raw) > 0 && raw[0] == tagRecord {
+		return // a binary record, not JSON: FuzzBinaryRecord's
+	}
 	var want, got pipeline.Record
 	werr := json.Unmarshal(raw, &want)
 	gerr := decodeRecord(raw, &got)

@@ -76,7 +76,7 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 	if loc.ID == "" || loc.Record.ID != loc.ID {
 		return fmt.Errorf("restore item %q: record id %q does not match", loc.ID, loc.Record.ID)
 	}
-	rec, err := json.Marshal(loc.Record)
+	rec, err := encodeRecord(loc.Record)
 	if err != nil {
 		return err
 	}
@@ -86,9 +86,7 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 		if !ok {
 			return fmt.Errorf("restore item %q: output of unknown stage %q", loc.ID, stage)
 		}
-		if marks(db.stages, si) {
-			out = markText(out, loc.Record.Text)
-		}
+		out = storedForm(db.stages, si, out, loc.Record.Text, true)
 		r.outIDs, r.outStages, r.outData = append(r.outIDs, loc.ID), append(r.outStages, int16(si)), append(r.outData, out)
 	}
 	for _, past := range loc.History {

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -224,6 +224,14 @@ ALTER TABLE cube_quote_by_key RENAME TO cube_quote;
 ALTER INDEX cube_quote_by_key_pkey RENAME TO cube_quote_pkey;
 CREATE INDEX cube_quote_best ON cube_quote (key_id, conf DESC, item_id COLLATE "C");
 `,
+	// 13: outputs stored packed (pack.go) and records binary
+	// (binrecord.go); backfills[13] rewrites the rows stored before.
+	// Readers of this version read every form; an older sawtooth would
+	// not.
+	`
+COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go), 3 packed (pack.go)';
+COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON';
+`,
 }
 
 // backfills[v], when set, runs right after migrations[v-1] on a schema
@@ -232,6 +240,7 @@ CREATE INDEX cube_quote_best ON cube_quote (key_id, conf DESC, item_id COLLATE "
 // It is given the version the migration began at.
 var backfills = map[int]func(db *DB, ctx context.Context, tx pgx.Tx, from int) error{
 	11: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return db.backfillMarks(ctx, tx) },
+	13: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return db.backfillPacked(ctx, tx) },
 	// The cube is built in its layout of step 12 (cube.go writes no
 	// other), once that layout is there.
 	12: func(db *DB, ctx context.Context, tx pgx.Tx, from int) error {

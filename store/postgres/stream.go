@@ -69,7 +69,7 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 		if err != nil {
 			return err
 		}
-		if !isMarked(data) {
+		if storedWhole(data) {
 			out = bytes.Clone(data) // data is the stream's buffer
 		}
 		cur.Outputs[db.stages[si].Name] = out
@@ -98,7 +98,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 		if err != nil {
 			return err
 		}
-		if !isMarked(vals[1]) {
+		if storedWhole(vals[1]) {
 			out = bytes.Clone(out)
 		}
 		return fn(rec, out)
@@ -144,6 +144,9 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 			if keys == nil {
 				keys = map[string]bool{}
 				outputs[stage] = keys
+			}
+			if packedKeys(vals[2], keys) {
+				return nil
 			}
 			shape, err := outputShape(vals[2])
 			if err != nil {

@@ -44,7 +44,7 @@ func (p pagedReads) ForEachDone(fn func(pipeline.Item) error) error {
 		var datas [][]byte
 		_, err := pgx.ForEachRow(rows, []any{&id, &record, &stages, &datas}, func() error {
 			it := pipeline.Item{Outputs: map[string]json.RawMessage{}}
-			if err := json.Unmarshal(record, &it.Record); err != nil {
+			if err := jsonOrBinaryRecord(record, &it.Record); err != nil {
 				return err
 			}
 			for i, s := range stages {
@@ -89,7 +89,7 @@ func (p pagedReads) ForEachOutput(stage string, fn func(rec pipeline.Record, out
 	var data, record []byte
 	_, err = pgx.ForEachRow(rows, []any{&data, &record}, func() error {
 		var r recOut
-		if err := json.Unmarshal(record, &r.rec); err != nil {
+		if err := jsonOrBinaryRecord(record, &r.rec); err != nil {
 			return err
 		}
 		out, err := unmark(data, r.rec.Text) // as stored whole before mark.go

@@ -56,7 +56,7 @@ type ratingDelta struct {
 // produces none (no label), as the bbolt store decides.
 func factOf(raw []byte) (pipeline.Fact, bool) {
 	var f pipeline.Fact
-	if len(raw) == 0 || json.Unmarshal(raw, &f) != nil || f.Label == "" {
+	if len(raw) == 0 || json.Unmarshal(storedJSON(raw), &f) != nil || f.Label == "" {
 		return f, false
 	}
 	return f, true

@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
+)
+
+// packPage is how many rows backfillPacked reads at a time.
+const packPage = 5000
+
+// backfillPacked stores the outputs and records a pipeline stored before
+// schema 13 in their packed forms (pack.go, binrecord.go), a page of
+// rows at a time in key order, in the migrating transaction: outputs
+// first, each read as it read before (its text put back from the
+// record) and stored as a commit now would; then records. A row whose
+// new form would not be shorter stays as it is, and so does one that
+// does not read (a damaged record or output).
+func (db *DB) backfillPacked(ctx context.Context, tx pgx.Tx) error {
+	stages, err := readDefinition(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if err := packOutputs(ctx, tx, stages); err != nil {
+		return fmt.Errorf("store outputs packed: %w", err)
+	}
+	if err := packRecords(ctx, tx); err != nil {
+		return fmt.Errorf("store records binary: %w", err)
+	}
+	return nil
+}
+
+func packOutputs(ctx context.Context, tx pgx.Tx, stages []pipeline.StageDef) error {
+	afterID, afterStage := "", int16(-1)
+	for {
+		rows, _ := tx.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM output o LEFT JOIN item i USING (item_id)
+			WHERE (o.item_id, o.stage) > ($1, $2) AND substr(o.data, 1, 1) <> $3
+			ORDER BY o.item_id, o.stage LIMIT $4`, afterID, afterStage, []byte{tagPacked}, packPage)
+		var ids []string
+		var sts []int16
+		var datas [][]byte
+		var id string
+		var si int16
+		var data, record []byte
+		read := 0
+		_, err := pgx.ForEachRow(rows, []any{&id, &si, &data, &record}, func() error {
+			read++
+			afterID, afterStage = id, si
+			if int(si) >= len(stages) || record == nil {
+				return nil // Check reports it; it stays as it is
+			}
+			// A damaged record or output stays as it is too: schema 12
+			// opened it, and only its item's readers refuse it, as they
+			// still do; refusing the migration would leave the pipeline
+			// to no sawtooth that opens it.
+			var r pipeline.Record
+			if decodeRecord(record, &r) != nil {
+				return nil
+			}
+			out, err := unmark(data, r.Text)
+			if err != nil {
+				return nil
+			}
+			if p := storedForm(stages, int(si), out, r.Text, true); len(p) < len(data) {
+				ids, sts, datas = append(ids, id), append(sts, si), append(datas, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if _, err := tx.Exec(ctx, updateOutputsSQL, ids, sts, datas); err != nil {
+				return err
+			}
+		}
+		if read < packPage {
+			return nil
+		}
+	}
+}
+
+func packRecords(ctx context.Context, tx pgx.Tx) error {
+	after := ""
+	for {
+		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id > $1 AND substr(record, 1, 1) <> $2
+			ORDER BY item_id LIMIT $3`, after, []byte{tagRecord}, packPage)
+		var ids []string
+		var recs [][]byte
+		var id string
+		var record []byte
+		read := 0
+		_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
+			read++
+			after = id
+			var r pipeline.Record
+			if decodeRecord(record, &r) != nil {
+				return nil // damaged: it stays as it is (packOutputs)
+			}
+			b, err := encodeRecord(r)
+			if err != nil {
+				return nil
+			}
+			// Only a record that reads back as it read: one json.Marshal
+			// did not write (an empty "fields":{}) keeps its JSON.
+			var back pipeline.Record
+			if len(b) < len(record) && decodeRecord(b, &back) == nil && reflect.DeepEqual(back, r) {
+				ids, recs = append(ids, id), append(recs, b)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE item i SET record = k.record
+				FROM unnest($1::text[], $2::bytea[]) AS k(id, record) WHERE i.item_id = k.id`, ids, recs); err != nil {
+				return err
+			}
+		}
+		if read < packPage {
+			return nil
+		}
+	}
+}
