@@ -432,15 +432,19 @@ func TestSharedQuota_OneSlowStartForTheFleet(t *testing.T) {
 	if r := readRow(t, qs[1], "k"); !r.Starting || r.Every != everyFor(fleetStartRate) || !g.Booked {
 		t.Fatalf("after the first grant: starting %v, every %s, booked %v; want the slow start at %v a second", r.Starting, r.Every, g.Booked, fleetStartRate)
 	}
-	// The stage began a second ago and 20 calls went out since; 10 slots
-	// are booked ahead at the stage's pace (a second).
-	sql(t, u, `UPDATE quota SET stage_at = stage_at - interval '1 second', stage_sent = granted - 20,
-		tat = now() + interval '1 second', mark_at = mark_at - interval '1 second'`)
-	row := readRow(t, qs[0], "k")
+	// The stage began a second before now and 20 calls went out since;
+	// 10 slots are booked ahead at the stage's pace (a second). All of it
+	// is set from the one instant the law is then read at: a stage shifted
+	// from its own start, or a tat from a later now(), would read the time
+	// a loaded machine took between the statements as a stage sent at
+	// less than its pace.
 	var now time.Time
 	if err := qs[0].db.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		t.Fatal(err)
 	}
+	sql(t, u, `UPDATE quota SET stage_at = $1::timestamptz - interval '1 second', stage_sent = granted - 20,
+		tat = $1::timestamptz + interval '1 second', mark_at = mark_at - interval '1 second'`, now)
+	row := readRow(t, qs[0], "k")
 	next, changed := row.held(now, DefaultFleetProbeEvery)
 	if !changed || next.Every != everyFor(2*fleetStartRate) {
 		t.Fatalf("a stage held and sent at: changed %v, every %s; want %s", changed, next.Every, everyFor(2*fleetStartRate))
