@@ -141,39 +141,6 @@ func batchAPI(path string) bool {
 	return strings.HasSuffix(path, ":batchGenerateContent") || strings.Contains(path, "/batches") || strings.Contains(path, "/files")
 }
 
-// heldClock is the simulator's clock when the kill is at a poll: it stands
-// still until the kill fired, so every job stays PENDING (its age 0) until
-// a worker polled it and died there, then runs on from where it stopped.
-// On the wall clock, a worker slowed down by other work (a CI run at a load
-// of 25-40 on 2 cores) first polled its job more than Pending+Running after
-// creating it, found it SUCCEEDED, and no worker ever reached the poll.
-type heldClock struct {
-	mu     sync.Mutex
-	held   bool
-	at     time.Time     // when it stopped
-	paused time.Duration // how long it stood still
-}
-
-func newHeldClock() *heldClock { return &heldClock{held: true, at: time.Now()} }
-
-func (c *heldClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.held {
-		return c.at
-	}
-	return time.Now().Add(-c.paused)
-}
-
-// release lets the clock run on from where it stopped.
-func (c *heldClock) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.held {
-		c.held, c.paused = false, time.Since(c.at)
-	}
-}
-
 // stepKill SIGKILLs the worker whose request first reaches its event at
 // the simulator, before the simulator answers (after delay, when set:
 // the answer goes through and the worker dies while it works on it).
@@ -182,9 +149,13 @@ type stepKill struct {
 	delay time.Duration
 	proxy *keyProxy
 	clock *heldClock // set for a kill at EventPoll: released once it fired
+	// sim, when set, is read as the kill fires: atKill is its Batch API
+	// state then.
+	sim *geminisim.Server
 
 	mu     sync.Mutex
 	victim *worker
+	atKill geminisim.BatchStats
 	fired  chan struct{}
 }
 
@@ -199,6 +170,9 @@ func (k *stepKill) observe(e geminisim.BatchEvent) {
 		return
 	}
 	k.victim = w
+	if k.sim != nil {
+		k.atKill = k.sim.BatchStats()
+	}
 	close(k.fired)
 	k.mu.Unlock()
 	if k.delay > 0 {

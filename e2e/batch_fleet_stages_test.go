@@ -49,15 +49,32 @@ func TestFleet_TwoBatchedStagesSIGKILL(t *testing.T) {
 			input := writeCleanItems(t, dir, items)
 			k := &stepKill{event: tc.event, delay: tc.delay, fired: make(chan struct{})}
 			var simp atomic.Pointer[geminisim.Server]
+			const pending, running = time.Second, 200 * time.Millisecond
 			observe := func(e geminisim.BatchEvent) {
-				if sim := simp.Load(); sim != nil && secondStageAt(sim, e, items/size) {
-					k.observe(e)
+				sim := simp.Load()
+				if sim == nil || !secondStageAt(sim, e, items/size) {
+					return
 				}
+				if k.clock != nil && e == geminisim.EventCreate {
+					// The second stage's first create: every first-stage
+					// job has ended, the second's stay PENDING until the
+					// kill, however late a loaded worker polls.
+					k.clock.holdAhead(pending + running)
+				}
+				k.observe(e)
 			}
-			sim, simURL := startSim(t, geminisim.Config{Seed: 9, Batch: geminisim.BatchConfig{
-				Pending: time.Second, Running: 200 * time.Millisecond, Shuffle: true, CreateDelay: time.Second, Observe: observe,
-			}})
+			cfg := geminisim.Config{Seed: 9, Batch: geminisim.BatchConfig{
+				Pending: pending, Running: running, Shuffle: true, CreateDelay: time.Second, Observe: observe,
+			}}
+			if tc.event == geminisim.EventPoll {
+				// It runs until the second stage's jobs: the first
+				// stage's must end for them to exist.
+				k.clock = newRunningClock()
+				cfg.Now = k.clock.Now
+			}
+			sim, simURL := startSim(t, cfg)
 			simp.Store(sim)
+			k.sim = sim
 			p := startKeyProxy(t, simURL)
 			k.proxy = p
 			tune := fmt.Sprintf("batch: {size: %d, deadline: 2m, poll: 100ms}", size)
@@ -88,6 +105,15 @@ func TestFleet_TwoBatchedStagesSIGKILL(t *testing.T) {
 			<-victim.done
 			if ee, ok := victim.err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("the worker at %s was not killed there: %v\n%s", k.event, victim.err, victim.stderr.String())
+			}
+			if k.event == geminisim.EventPoll {
+				k.mu.Lock()
+				st := k.atKill
+				k.mu.Unlock()
+				if n := liveJobs(st); n == 0 || n > secondStageJobs(st) {
+					t.Fatalf("killed at a poll with %d jobs live, %d of the second stage created (%v): not while a second stage's job ran",
+						n, secondStageJobs(st), st.States)
+				}
 			}
 			survivor := first
 			if victim == first {

@@ -40,9 +40,12 @@ func TestBatch_JobStageSIGKILL(t *testing.T) {
 			dir := t.TempDir()
 			input := writeItems(t, dir, items, 4)
 			ks := &killSwitch{event: step.event, delay: step.delay}
-			sim, url := startSim(t, geminisim.Config{Seed: 6, Batch: geminisim.BatchConfig{
+			cfg := geminisim.Config{Seed: 6, Batch: geminisim.BatchConfig{
 				Pending: 2 * time.Second, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
-			}})
+			}}
+			holdForPoll(ks, &cfg)
+			sim, url := startSim(t, cfg)
+			ks.sim = sim
 			db := filepath.Join(dir, "b.db")
 			jobFile := filepath.Join(dir, "job.yaml")
 			body := fmt.Sprintf("db: %s\ninput: {path: %s}\nbase_url: %s\nstages:\n  - sanitize: {}\n"+
@@ -71,6 +74,7 @@ func TestBatch_JobStageSIGKILL(t *testing.T) {
 				t.Fatalf("first run was not killed at %s: %v\n%s", step.name, err, errb.String())
 			}
 			ks.arm(nil, nil)
+			checkPollKill(t, ks)
 
 			if r := run(t, simEnv(url), args...); r.code != 0 {
 				t.Fatalf("resumed run: exit %d\n%s", r.code, r.err)

@@ -56,18 +56,35 @@ func TestBatch_TwoStagesSIGKILL(t *testing.T) {
 			firstJobs := (items - sanitizeDead + size - 1) / size
 			ks := &killSwitch{event: step.event, delay: step.delay}
 			var simp atomic.Pointer[geminisim.Server]
+			const pending, running = 2 * time.Second, 200 * time.Millisecond
 			observe := func(e geminisim.BatchEvent) {
 				sim := simp.Load()
 				if sim == nil || !step.first && !secondStageAt(sim, e, firstJobs) {
 					return
 				}
+				if !step.first && ks.clock != nil && e == geminisim.EventCreate {
+					// The second stage's first create: every first-stage
+					// job has ended, the second's stay PENDING until the
+					// kill.
+					ks.clock.holdAhead(pending + running)
+				}
 				ks.observe(e)
 			}
-			sim, url := startSim(t, geminisim.Config{Seed: 8, Batch: geminisim.BatchConfig{
-				Pending: 2 * time.Second, Running: 200 * time.Millisecond, Shuffle: true, Observe: observe,
+			cfg := geminisim.Config{Seed: 8, Batch: geminisim.BatchConfig{
+				Pending: pending, Running: running, Shuffle: true, Observe: observe,
 				CreateDelay: createDelay,
-			}})
+			}}
+			if step.event == geminisim.EventPoll && !step.first {
+				// The clock runs until the second stage's jobs: the
+				// first stage's must end for them to exist.
+				ks.clock = newRunningClock()
+				cfg.Now = ks.clock.Now
+			} else {
+				holdForPoll(ks, &cfg)
+			}
+			sim, url := startSim(t, cfg)
 			simp.Store(sim)
+			ks.sim = sim
 			db := filepath.Join(dir, "b.db")
 			jobFile := filepath.Join(dir, "job.yaml")
 			tune := fmt.Sprintf("batch: {size: %d, deadline: 1m, poll: 100ms, create_settle: %s", size, settle)
@@ -110,6 +127,11 @@ func TestBatch_TwoStagesSIGKILL(t *testing.T) {
 			}
 			if step.first && made["tone"] != 0 || !step.first && made["triage"] != firstJobs {
 				t.Fatalf("killed with jobs by stage %v: not in the %s stage's jobs", made, map[bool]string{true: "first", false: "second"}[step.first])
+			}
+			checkPollKill(t, ks)
+			if n, st := ks.live(); step.event == geminisim.EventPoll && !step.first && n > secondStageJobs(st) {
+				t.Fatalf("killed at a poll with %d jobs live, %d of them at most the second stage's (%v): the poll may have been of a first stage's job",
+					n, secondStageJobs(st), st.States)
 			}
 
 			r := run(t, simEnv(url), args...)
@@ -156,6 +178,17 @@ func TestBatch_TwoStagesSIGKILL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// secondStageJobs is how many of st's jobs are the second stage's (tone).
+func secondStageJobs(st geminisim.BatchStats) int {
+	n := 0
+	for name, c := range st.ByDisplayName {
+		if strings.Contains(name, "-tone-") {
+			n += c
+		}
+	}
+	return n
 }
 
 // secondStageAt reports whether event e of sim belongs to the second

@@ -29,6 +29,14 @@ type killSwitch struct {
 	// process over after the child already reached the event.
 	expecting bool
 	armed     *sync.Cond
+	// clock, when set, is the simulator's held clock: released once the
+	// kill is done (for a delayed kill, once it was sent).
+	clock *heldClock
+	// sim, when set, is read as the kill fires: atKill is its Batch API
+	// state then, for the test to check that the kill landed where it
+	// was meant to.
+	sim    *geminisim.Server
+	atKill geminisim.BatchStats
 }
 
 func (k *killSwitch) observe(e geminisim.BatchEvent) {
@@ -44,16 +52,41 @@ func (k *killSwitch) observe(e geminisim.BatchEvent) {
 		return
 	}
 	k.fired = true
+	if k.sim != nil {
+		k.atKill = k.sim.BatchStats()
+	}
 	if k.delay > 0 {
 		// Let the answer through and kill while the client works on it.
-		p, d := k.proc, k.delay
-		go func() { time.Sleep(d); p.Signal(syscall.SIGKILL) }()
+		p, d, c := k.proc, k.delay, k.clock
+		go func() {
+			time.Sleep(d)
+			p.Signal(syscall.SIGKILL)
+			if c != nil {
+				c.release()
+			}
+		}()
 		return
 	}
 	k.proc.Signal(syscall.SIGKILL)
 	// The simulator answers a dead connection: wait for the death so the
 	// answer cannot be read.
 	<-k.dead
+	if k.clock != nil {
+		k.clock.release()
+	}
+}
+
+// live is how many jobs were PENDING or RUNNING as the kill fired, and
+// the Batch API's state then.
+func (k *killSwitch) live() (int, geminisim.BatchStats) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return liveJobs(k.atKill), k.atKill
+}
+
+// liveJobs is how many of st's jobs are PENDING or RUNNING.
+func liveJobs(st geminisim.BatchStats) int {
+	return st.States["BATCH_STATE_PENDING"] + st.States["BATCH_STATE_RUNNING"]
 }
 
 // expect is called before the process to kill is started: its event,
@@ -74,6 +107,28 @@ func (k *killSwitch) arm(p *os.Process, dead <-chan struct{}) {
 		k.armed.Broadcast()
 	}
 	k.mu.Unlock()
+}
+
+// holdForPoll gives the simulator of cfg a clock that stands still until
+// ks killed, when ks kills at a poll: every job stays PENDING until the
+// run polled one and died there, however late a loaded run polls. On the
+// wall clock (PENDING for 2 s) a run that first polled more than
+// Pending+Running after the create found every job ended and was never
+// killed.
+func holdForPoll(ks *killSwitch, cfg *geminisim.Config) {
+	if ks.event == geminisim.EventPoll {
+		ks.clock = newHeldClock()
+		cfg.Now = ks.clock.Now
+	}
+}
+
+// checkPollKill fails the test if a kill at a poll found no job PENDING
+// or RUNNING: it did not land while a job ran.
+func checkPollKill(t *testing.T, ks *killSwitch) {
+	t.Helper()
+	if n, st := ks.live(); ks.event == geminisim.EventPoll && n == 0 {
+		t.Fatalf("killed at a poll with no job live: %v", st.States)
+	}
 }
 
 // Batch API timing of these tests: the simulator lists a job createDelay
@@ -131,12 +186,13 @@ func TestBatch_SIGKILLAtEachStep(t *testing.T) {
 			dir := t.TempDir()
 			input := writeItems(t, dir, items, 3)
 			ks := &killSwitch{event: step.event, delay: step.delay}
-			sim, url := startSim(t, geminisim.Config{Seed: 5, Batch: geminisim.BatchConfig{
-				// PENDING long enough that a loaded client's first poll
-				// (100 ms after create) still finds the job live.
+			cfg := geminisim.Config{Seed: 5, Batch: geminisim.BatchConfig{
 				Pending: 2 * time.Second, Running: 200 * time.Millisecond, Shuffle: true, Observe: ks.observe,
 				CreateDelay: createDelay,
-			}})
+			}}
+			holdForPoll(ks, &cfg)
+			sim, url := startSim(t, cfg)
+			ks.sim = sim
 			db := filepath.Join(dir, "b.db")
 
 			cmd := exec.Command(binary, batchArgs(db, input, step.files)...)
@@ -157,6 +213,7 @@ func TestBatch_SIGKILLAtEachStep(t *testing.T) {
 				t.Fatalf("first run was not killed at %s: %v\n%s", step.name, err, errb.String())
 			}
 			ks.arm(nil, nil)
+			checkPollKill(t, ks)
 
 			r := run(t, simEnv(url), batchArgs(db, input, step.files)...)
 			if r.code != 0 {
