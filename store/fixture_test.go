@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -13,8 +14,8 @@ import (
 // The fixtures below are files an older sawtooth wrote, each with what
 // that binary read from it (testdata/formatN.golden.json: every stage's
 // outputs by item and the counts). Format 1 and 2 files are rewritten
-// on upgrade (format2_test.go); formats 3 to 5 are valid format 6 files,
-// raised in place by a writable open or a compact.
+// on upgrade (format2_test.go); formats 3 to 6 are valid files of
+// FormatVersion, raised in place by a writable open or a compact.
 const (
 	// fixtureFormat3 was written by sawtooth at 2053787 (record format
 	// 3, before edits of the text): `sawtooth run` of 156 generated
@@ -32,6 +33,12 @@ const (
 	// replaced by a piece of README.md) against `sawtooth sim`, then
 	// `sawtooth compact`.
 	fixtureFormat5 = "testdata/format5.db"
+	// fixtureFormat6 was written by sawtooth at 2dca57f (record format 6,
+	// answers keeping their usage beside their output): `sawtooth run` of
+	// 156 reviews (reviewgen seed 11, r000016 replaced by 6,000 bytes of
+	// README.md) against `sawtooth sim`, then `sawtooth compact`. Its
+	// golden holds the cached answers too.
+	fixtureFormat6 = "testdata/format6.db"
 )
 
 var fixtureStages = []StageDef{{Name: "sanitize"}, {Name: "classify"}, {Name: "aggregate"}}
@@ -39,6 +46,14 @@ var fixtureStages = []StageDef{{Name: "sanitize"}, {Name: "classify"}, {Name: "a
 type fixtureGolden struct {
 	Outputs map[string]map[string]string `json:"outputs"`
 	Counts  pipeline.Counts              `json:"counts"`
+	// Answers is each stage's cached answers by key, in goldens written
+	// since format 6.
+	Answers map[string]map[string]goldenAnswer `json:"answers"`
+}
+
+type goldenAnswer struct {
+	Output string         `json:"output"`
+	Usage  pipeline.Usage `json:"usage"`
 }
 
 // A file an older sawtooth wrote (formats 3 to 5) reads as that sawtooth
@@ -70,6 +85,11 @@ func TestOpen_fixtures(t *testing.T) {
 				t.Errorf("r000001's output is %d bytes, want the fixture's reference by 16 bytes", n)
 			}
 		}, newReferencesBesideOldOnes},
+		{fixtureFormat6, "testdata/format6.golden.json", 6, func(t *testing.T, ro *DB) {
+			if n := answersTagged(t, ro, "classify")[tagCached]; n != 148 {
+				t.Errorf("%d answers keep their usage beside the output, want the fixture's 148: no record is rewritten", n)
+			}
+		}, newAnswersBesideOldOnes},
 	} {
 		t.Run(filepath.Base(fx.path), func(t *testing.T) {
 			fixture := func(t *testing.T) string {
@@ -244,6 +264,80 @@ func newReferencesBesideOldOnes(t *testing.T, db *DB, _ fixtureGolden) {
 	}
 }
 
+// newAnswersBesideOldOnes: in a raised format 6 file, an answer whose
+// output carries its usage keeps it once (usageInFormat) while the
+// fixture's answers keep theirs beside the output.
+func newAnswersBesideOldOnes(t *testing.T, db *DB, want fixtureGolden) {
+	// The new item's answer is one of the fixture's with new figures.
+	var old goldenAnswer
+	for _, a := range want.Answers["classify"] {
+		old = a
+		break
+	}
+	usage := pipeline.Usage{PromptTokens: 1234, CandidateTokens: 56, TotalTokens: 1290}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(old.Output), &out); err != nil {
+		t.Fatal(err)
+	}
+	out["usage"] = usage
+	res := pipeline.Result{Usage: usage}
+	res.Output, _ = json.Marshal(out)
+	if _, err := db.Ingest([]pipeline.Record{{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, "sanitize", jsonOut)
+	qs, err := db.Queued("classify", 0, 10)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("queued at classify: %d, %v", len(qs), err)
+	}
+	key := strings.Repeat("e7", 32)
+	if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: "zz-new", Seq: qs[0].Seq, Outcome: pipeline.Succeeded,
+		Result: res, CacheKey: key}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := answersTagged(t, db, "classify"); n[tagUsageIn] != 1 || n[tagCached] != len(want.Answers["classify"]) {
+		t.Errorf("answers by tag %v, want the new one with its usage in its output beside the fixture's %d", n, len(want.Answers["classify"]))
+	}
+	got, ok, err := db.CachedAnswer("classify", key)
+	if err != nil || !ok || string(got.Output) != string(res.Output) || got.Usage != usage {
+		t.Errorf("new answer %s %+v (%v %v), want %s %+v", got.Output, got.Usage, ok, err, res.Output, usage)
+	}
+	loc, err := db.Locate("zz-new")
+	if err != nil || string(loc.Output["classify"]) != string(res.Output) {
+		t.Errorf("zz-new: classify output %s, %v; want %s", loc.Output["classify"], err, res.Output)
+	}
+	want.Answers["classify"][key] = goldenAnswer{string(res.Output), usage}
+	for i := range want.Counts.Stages {
+		if s := want.Counts.Stages[i].Stage; s == "sanitize" || s == "classify" {
+			want.Counts.Stages[i].Output++
+		}
+		if want.Counts.Stages[i].Stage == "aggregate" {
+			want.Counts.Stages[i].Queued++
+		}
+	}
+	want.Counts.Items++
+	want.Outputs["sanitize"]["zz-new"] = string(jsonOut("zz-new"))
+	want.Outputs["classify"]["zz-new"] = string(res.Output)
+	assertReadsAs(t, db, want)
+}
+
+// answersTagged counts stage's stored answers by their tag.
+func answersTagged(t *testing.T, db *DB, stage string) map[byte]int {
+	t.Helper()
+	n := map[byte]int{}
+	if err := db.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(answersBucket(stage)).ForEach(func(_, v []byte) error {
+			if len(v) > 0 {
+				n[v[0]]++
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func readGolden(t *testing.T, path string) fixtureGolden {
 	t.Helper()
 	var g fixtureGolden
@@ -275,6 +369,21 @@ func assertReadsAs(t *testing.T, db *DB, want fixtureGolden) {
 			if got[id] != w {
 				t.Errorf("%s output of %s:\n got %s\nwant %s", s.Name, id, got[id], w)
 			}
+		}
+	}
+	for stage, answers := range want.Answers {
+		n := 0
+		if err := db.ForEachAnswer(stage, func(key string, r pipeline.Result) error {
+			n++
+			if w, ok := answers[key]; !ok || string(r.Output) != w.Output || r.Usage != w.Usage {
+				t.Errorf("%s answer %s:\n got %s %+v\nwant %s %+v", stage, key, r.Output, r.Usage, w.Output, w.Usage)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n != len(answers) {
+			t.Errorf("%s: %d answers, the golden has %d", stage, n, len(answers))
 		}
 	}
 	c, err := db.Counts()
