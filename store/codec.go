@@ -26,6 +26,9 @@ import (
 //	           the 8 bytes (answers are never deleted; see referredAnswer)
 //	tagCached  answers/<stage> only: uvarint length, the usage as a record,
 //	           then the output as a record
+//	tagUsageIn answers/<stage> only (format 7): uvarint offset, uvarint
+//	           length, then the output as a record; the usage is the packed
+//	           record of those bytes of the output's record (usageIn)
 //	tagFlate   a long record of another tag, deflated (flate.go)
 //	tagLong    items only: uvarint key of the first chunk in longs, uvarint
 //	           count of chunks, then the record's bytes past them; chunks
@@ -49,6 +52,8 @@ const (
 	tagCached byte = 0x04
 	tagFlate  byte = 0x05 // a deflated record (format 4, flate.go)
 	tagLong   byte = 0x06 // items only: a record kept in chunks (format 5, long.go)
+	// tagUsageIn is an answer whose output holds its usage (format 7).
+	tagUsageIn byte = 0x07
 )
 
 // Packed value kinds.
@@ -140,7 +145,7 @@ func (db *DB) appendRecord(tx *bolt.Tx, dst, v []byte, ctx packCtx) ([]byte, err
 			return nil, err
 		}
 		return db.appendRecord(tx, dst, inner, ctx)
-	case tagAnswer, tagCached:
+	case tagAnswer, tagCached, tagUsageIn:
 		return nil, fmt.Errorf("record tag %d where a value is expected", v[0])
 	}
 	return append(dst, v...), nil // format 1: plain JSON

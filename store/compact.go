@@ -107,7 +107,7 @@ func compactInto(tmp string, mode os.FileMode, src *bolt.DB, stages []StageDef, 
 	} else {
 		err = bolt.Compact(dst, src, compactTxMax)
 		if err == nil && format < FormatVersion {
-			// Format 2 to 5 records are format 6 records (sharedFormat, editFormat, longFormat, shortRefFormat).
+			// Format 2 to 6 records are format 7 records (sharedFormat, editFormat, longFormat, shortRefFormat, usageInFormat).
 			err = dst.Update(func(tx *bolt.Tx) error {
 				return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))
 			})

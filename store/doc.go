@@ -41,18 +41,19 @@
 //	batch-sends     id -> stage index, how many batch jobs asked for the item there, the queue
 //	                seq a job gave it back at (batchsends.go)
 //
-// Records are written in format 6 (codec.go): packed JSON with a tag
+// Records are written in format 7 (codec.go): packed JSON with a tag
 // byte, a long record deflated (flate.go) and an item's kept in chunks
 // that fill their pages (long.go), short repeated strings coded
 // through dict, an output that is the item's text (or a cut of it) one
 // byte, a string made from the text by small changes an edit of it
 // (edit.go), an output equal to its cached answer a reference to it by
 // the first 8 bytes of its key (answerRef), so the text and each answer
-// are stored once.
+// are stored once, and an answer's usage that its output carries too
+// once (usageIn).
 // A file of format 1 (sawtooth before the format key) is read as it is by
 // read-only opens and upgraded by a writable open or Compact into a copy
-// that replaces it (format.go); a file of format 2 to 5 only has its
-// format key raised, its records being format 6 records. Compact also
+// that replaces it (format.go); a file of format 2 to 6 only has its
+// format key raised, its records being format 7 records. Compact also
 // rewrites a file without free pages (compact.go).
 //
 // Every transition of an item (ingest, a stage's success or dead letter,

@@ -124,8 +124,8 @@ func (db *DB) outputFieldNames(tx *bolt.Tx, stage string, id, v []byte, names ma
 	if len(v) > 0 && v[0] == tagAnswer {
 		a := referredAnswer(tx.Bucket(answersBucket(stage)), v[1:])
 		rec = nil
-		if len(a) > 0 && a[0] == tagCached {
-			if _, oe, err := splitAnswer(a); err == nil {
+		if isStoredAnswer(a) {
+			if oe, err := answerOutputRecord(a); err == nil {
 				rec = oe
 			}
 		}

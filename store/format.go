@@ -17,11 +17,16 @@ import (
 // answer stored once, text-only outputs shared (shared.go). A file without the format key is format 1 (plain
 // JSON records, hex keys): read-only opens read it as it is, and a
 // writable open or Compact upgrades it (upgradeInto).
-const FormatVersion = 6
+const FormatVersion = 7
+
+// usageInFormat is the first format whose answers may keep their usage
+// as a part of their output's record (tagUsageIn). A format 6 file is a
+// valid format 7 file: its answers keep their usage beside the output.
+const usageInFormat = 7
 
 // shortRefFormat is the first format whose outputs may refer to their
 // cached answer by the first shortRefLen bytes of its key (answerRef). A
-// format 5 file is a valid format 6 file: its references are longer,
+// format 5 file is a valid format 6 (and 7) file: its references are longer,
 // and answerRef shortens a reference only when no other key begins
 // with the same shortRefLen bytes, which a format 5 file did not ensure.
 const shortRefFormat = 6
@@ -188,4 +193,4 @@ func (c *copier) converter(name string, refs map[string]map[[32]byte][]byte) (fu
 
 // isLegacyJSON reports whether v is a format 1 record: plain JSON, whose
 // first byte is never one of the tags.
-func isLegacyJSON(v []byte) bool { return len(v) > 0 && v[0] > tagLong }
+func isLegacyJSON(v []byte) bool { return len(v) > 0 && v[0] > tagUsageIn }

@@ -443,9 +443,10 @@ func (db *DB) create() error {
 	})
 }
 
-// raiseFormat marks a format 2 to 5 file as format 6 in place, in one
-// transaction that puts one key: its records are all valid format 6
-// records (see sharedFormat, editFormat, longFormat, shortRefFormat).
+// raiseFormat marks a format 2 to 6 file as format 7 in place, in one
+// transaction that puts one key: its records are all valid format 7
+// records (see sharedFormat, editFormat, longFormat, shortRefFormat,
+// usageInFormat).
 func (db *DB) raiseFormat() error {
 	err := db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(FormatVersion)))

@@ -132,11 +132,11 @@ func (db *DB) appendOutput(tx *bolt.Tx, dst []byte, stage string, id, v []byte, 
 	if a == nil {
 		return nil, false, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
 	}
-	if len(a) == 0 || a[0] != tagCached {
+	if !isStoredAnswer(a) {
 		res, err := db.decodeAnswer(tx, a)
 		return append(dst, res.Output...), err == nil && res.Output != nil, err
 	}
-	_, oe, err := splitAnswer(a)
+	oe, err := answerOutputRecord(a)
 	if err != nil {
 		return nil, false, err
 	}
@@ -202,14 +202,41 @@ func (db *DB) encodeAnswer(tx *bolt.Tx, res pipeline.Result) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if db.format >= usageInFormat {
+		if off, ok := usageIn(ue, oe); ok {
+			v := binary.AppendUvarint([]byte{tagUsageIn}, uint64(off))
+			v = binary.AppendUvarint(v, uint64(len(ue)-1))
+			return append(v, oe...), nil
+		}
+	}
 	v := binary.AppendUvarint([]byte{tagCached}, uint64(len(ue)))
 	return append(append(v, ue...), oe...), nil
+}
+
+// usageIn reports where in the packed output oe the packed usage ue is
+// written, past their tags: an LLM stage's output usually carries the
+// usage it was billed (classify's "usage" field), the same object packed
+// the same way, so a format 7 answer keeps it once (tagUsageIn) - 19 of a
+// classify answer's ~120 bytes. Any place the bytes match will do: the
+// usage reads back from them byte for byte.
+func usageIn(ue, oe []byte) (off int, ok bool) {
+	if len(ue) < 2 || ue[0] != tagPacked || len(oe) < 2 || oe[0] != tagPacked {
+		return 0, false
+	}
+	i := bytes.Index(oe[1:], ue[1:])
+	return 1 + i, i >= 0
+}
+
+// isStoredAnswer reports whether v is an answer of format 2 or later
+// (tagCached, tagUsageIn), not a format 1 JSON one.
+func isStoredAnswer(v []byte) bool {
+	return len(v) > 0 && (v[0] == tagCached || v[0] == tagUsageIn)
 }
 
 // decodeAnswer reads a cached answer (format 1 JSON or format 2).
 func (db *DB) decodeAnswer(tx *bolt.Tx, v []byte) (pipeline.Result, error) {
 	var res pipeline.Result
-	if len(v) == 0 || v[0] != tagCached {
+	if !isStoredAnswer(v) {
 		var a cachedAnswer
 		if err := json.Unmarshal(v, &a); err != nil {
 			return res, err
@@ -234,24 +261,62 @@ func (db *DB) decodeAnswer(tx *bolt.Tx, v []byte) (pipeline.Result, error) {
 // answerOutput is the output of a stored answer, its usage left unread:
 // what an output that refers to the answer reads.
 func (db *DB) answerOutput(tx *bolt.Tx, v []byte) (json.RawMessage, error) {
-	if len(v) == 0 || v[0] != tagCached {
+	if !isStoredAnswer(v) {
 		res, err := db.decodeAnswer(tx, v)
 		return res.Output, err
 	}
-	_, oe, err := splitAnswer(v)
+	oe, err := answerOutputRecord(v)
 	if err != nil {
 		return nil, err
 	}
 	return db.decodeRecord(tx, oe, packCtx{})
 }
 
-// splitAnswer is a format 2 answer's usage and output records.
+// splitAnswer is the usage and output records of v, an answer of format
+// 2 or later (isStoredAnswer). The usage of a tagUsageIn answer is a new
+// slice, the rest is v's.
 func splitAnswer(v []byte) (usage, output []byte, err error) {
+	if v[0] == tagUsageIn {
+		off, n, oe, err := splitUsageIn(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append([]byte{tagPacked}, oe[off:off+n]...), oe, nil
+	}
 	n, k := binary.Uvarint(v[1:])
 	if k <= 0 || uint64(len(v)-1-k) < n {
 		return nil, nil, errShort
 	}
 	return v[1+k : 1+k+int(n)], v[1+k+int(n):], nil
+}
+
+// answerOutputRecord is the output record of v, an answer of format 2 or
+// later, its usage left unread.
+func answerOutputRecord(v []byte) ([]byte, error) {
+	if v[0] == tagUsageIn {
+		_, _, oe, err := splitUsageIn(v)
+		return oe, err
+	}
+	_, oe, err := splitAnswer(v)
+	return oe, err
+}
+
+// splitUsageIn reads a tagUsageIn answer: the output record oe, and the
+// usage's bytes at oe[off:off+n].
+func splitUsageIn(v []byte) (off, n int, oe []byte, err error) {
+	o, k := binary.Uvarint(v[1:])
+	if k <= 0 {
+		return 0, 0, nil, errShort
+	}
+	l, j := binary.Uvarint(v[1+k:])
+	if j <= 0 {
+		return 0, 0, nil, errShort
+	}
+	oe = v[1+k+j:]
+	if o == 0 || l == 0 || o > uint64(len(oe)) || l > uint64(len(oe))-o {
+		return 0, 0, nil, fmt.Errorf("usage at %d+%d outside an output of %d bytes", o, l, len(oe))
+	}
+	return int(o), int(l), oe, nil
 }
 
 // answerKey is the stored form of a cache key: 32 bytes for the usual

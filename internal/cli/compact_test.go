@@ -28,7 +28,7 @@ func TestCompact(t *testing.T) {
 	if err := runApp([]string{"sawtooth", "compact", "--db", path}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "upgraded to record format 6") {
+	if !strings.Contains(out.String(), "upgraded to record format 7") {
 		t.Errorf("compact said %q, want the upgrade named", out.String())
 	}
 	var after bytes.Buffer
