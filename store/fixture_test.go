@@ -56,7 +56,7 @@ type goldenAnswer struct {
 	Usage  pipeline.Usage `json:"usage"`
 }
 
-// A file an older sawtooth wrote (formats 3 to 5) reads as that sawtooth
+// A file an older sawtooth wrote (formats 3 to 6) reads as that sawtooth
 // read it: read-only as it is, and after a writable open or a compact
 // raised to FormatVersion with no record rewritten, the records it holds
 // kept in their old form (kept); records written afterwards take the new

@@ -233,7 +233,7 @@ func isStoredAnswer(v []byte) bool {
 	return len(v) > 0 && (v[0] == tagCached || v[0] == tagUsageIn)
 }
 
-// decodeAnswer reads a cached answer (format 1 JSON or format 2).
+// decodeAnswer reads a cached answer: format 1 JSON, or a stored one (tagCached, or tagUsageIn since format 7).
 func (db *DB) decodeAnswer(tx *bolt.Tx, v []byte) (pipeline.Result, error) {
 	var res pipeline.Result
 	if !isStoredAnswer(v) {
