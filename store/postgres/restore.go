@@ -132,7 +132,7 @@ func (r *restoreRows) place(db *DB, loc pipeline.Location) error {
 
 // queue queues the inserts of r's rows on b.
 func (r *restoreRows) queue(b *pgx.Batch) {
-	b.Queue(`INSERT INTO item (item_id, record, content_hash) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[])`, r.ids, r.recs, r.hashes)
+	b.Queue(putItemSQL, r.ids, r.recs, r.hashes)
 	if len(r.outIDs) > 0 {
 		b.Queue(`INSERT INTO output (item_id, stage, data) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, r.outIDs, r.outStages, r.outData)
 	}
