@@ -240,13 +240,23 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 		if err := decodeRecord(cur.Record, &old); err != nil {
 			return pipeline.Damaged(r.ID, "", err, "stored record is damaged")
 		}
-		if old.Text != r.Text {
+		// Compared as it reads back, as its stages read it: a record
+		// stored as JSON has its invalid UTF-8 replaced, so the text
+		// given would never equal the stored one.
+		now := r
+		if len(rec) > 0 && rec[0] != tagRecord {
+			now = pipeline.Record{}
+			if err := decodeRecord(rec, &now); err != nil {
+				return fmt.Errorf("encode item %q: its record does not read back: %w", r.ID, err)
+			}
+		}
+		if old.Text != now.Text {
 			if c.oldText == nil {
 				c.oldText = map[string]string{}
 			}
 			c.oldText[r.ID] = old.Text
 		}
-		changed := pipeline.ChangedFields(old, r)
+		changed := pipeline.ChangedFields(old, now)
 		from := db.reentry(changed)
 		if from >= len(db.stages) || db.position(cur) < from {
 			// Nothing the item has been through read what changed.

@@ -56,3 +56,40 @@ func TestDB_RestoreKeepsOutputsOfInvalidUTF8Texts(t *testing.T) {
 		})
 	}
 }
+
+// TestDB_IngestEditOfAnInvalidUTF8Text: an item whose text is not
+// valid UTF-8 (its record stored as JSON, the bad bytes replaced) whose
+// rating alone is edited keeps its outputs and its place, as one with a
+// valid text does: the text compared is the one its stages read, the
+// stored record's, not the given one, which never equals it.
+func TestDB_IngestEditOfAnInvalidUTF8Text(t *testing.T) {
+	for _, text := range []string{"good byte", "bad \xff byte"} {
+		t.Run(text, func(t *testing.T) {
+			db, _ := openNew(t, Options{})
+			if _, err := db.Ingest([]pipeline.Record{storetest.Record("u1", text, "x", "4")}); err != nil {
+				t.Fatal(err)
+			}
+			storetest.Advance(t, db, "sanitize")
+			before, err := db.Locate("u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := db.Ingest([]pipeline.Record{storetest.Record("u1", text, "x", "5")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Updated != 1 || st.Changed != 0 {
+				t.Errorf("a rating-only edit: %+v, want 1 updated (no work redone)", st)
+			}
+			got, err := db.Locate("u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != "queued" || got.Stage != "classify" || !bytes.Equal(got.Output["sanitize"], before.Output["sanitize"]) {
+				t.Errorf("after a rating-only edit: %s at %s, sanitize output %s; want queued at classify, the output kept (%s)",
+					got.Status, got.Stage, got.Output["sanitize"], before.Output["sanitize"])
+			}
+			storetest.Invariants(t, db)
+		})
+	}
+}
