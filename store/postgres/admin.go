@@ -46,13 +46,18 @@ func (db *DB) position(s itemState) int {
 	return s.Stage
 }
 
+// putItemSQL inserts items ($1 ids, $2 stored records, $3 content
+// hashes in hex): the hash is stored as its bytes (schema step 14).
+const putItemSQL = `INSERT INTO item (item_id, record, content_hash)
+	SELECT id, rec, decode(h, 'hex') FROM unnest($1::text[], $2::bytea[], $3::text[]) AS u(id, rec, h)`
+
 // lockStates locks the items' rows (id order) and reads where each is.
 func lockStates(ctx context.Context, tx pgx.Tx, ids []string) (map[string]itemState, error) {
 	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
 	if _, err := tx.Exec(ctx, lockItemsSQL, sorted); err != nil {
 		return nil, err
 	}
-	rows, _ := tx.Query(ctx, `SELECT i.item_id, i.record, i.content_hash, t.stage, t.seq, d.stage
+	rows, _ := tx.Query(ctx, `SELECT i.item_id, i.record, encode(i.content_hash, 'hex'), t.stage, t.seq, d.stage
 		FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id)
 		WHERE i.item_id = ANY($1)`, sorted)
 	out := make(map[string]itemState, len(sorted))
@@ -156,8 +161,7 @@ func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
 		b.Queue(`DELETE FROM item WHERE item_id = ANY($1)`, c.delete)
 	}
 	if len(c.putIDs) > 0 {
-		b.Queue(`INSERT INTO item (item_id, record, content_hash) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[])
-			ON CONFLICT (item_id) DO UPDATE SET record = EXCLUDED.record, content_hash = EXCLUDED.content_hash`,
+		b.Queue(putItemSQL+` ON CONFLICT (item_id) DO UPDATE SET record = EXCLUDED.record, content_hash = EXCLUDED.content_hash`,
 			c.putIDs, c.putRecs, c.putHash)
 	}
 	if len(c.enqIDs) > 0 {
@@ -236,13 +240,23 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 		if err := decodeRecord(cur.Record, &old); err != nil {
 			return pipeline.Damaged(r.ID, "", err, "stored record is damaged")
 		}
-		if old.Text != r.Text {
+		// Compared as it reads back, as its stages read it: a record
+		// stored as JSON has its invalid UTF-8 replaced, so the text
+		// given would never equal the stored one.
+		now := r
+		if len(rec) > 0 && rec[0] != tagRecord {
+			now = pipeline.Record{}
+			if err := decodeRecord(rec, &now); err != nil {
+				return fmt.Errorf("encode item %q: its record does not read back: %w", r.ID, err)
+			}
+		}
+		if old.Text != now.Text {
 			if c.oldText == nil {
 				c.oldText = map[string]string{}
 			}
 			c.oldText[r.ID] = old.Text
 		}
-		changed := pipeline.ChangedFields(old, r)
+		changed := pipeline.ChangedFields(old, now)
 		from := db.reentry(changed)
 		if from >= len(db.stages) || db.position(cur) < from {
 			// Nothing the item has been through read what changed.

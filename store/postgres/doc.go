@@ -20,7 +20,7 @@
 // # Tables
 //
 //	meta         key -> value: schema version, definition, created, limit/<stage>
-//	item         id -> record (binary, binrecord.go; JSON before schema step 13), content hash
+//	item         id -> record (binary, binrecord.go; JSON before schema step 13), content hash (its 16 bytes; hex before schema step 14)
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
 //	output       (id, stage) -> the stage's output, packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most

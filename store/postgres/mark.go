@@ -229,12 +229,9 @@ func storedForm(stages []pipeline.StageDef, si int, out []byte, text string, hav
 	return out
 }
 
-// markPage is how many outputs backfillMarks reads at a time.
-const markPage = 5000
-
 // backfillMarks stores marked every output a pipeline stored whole
 // before schema 11 that repeats its item's text (at the stages marks
-// allows), a page of outputs at a time in key order.
+// allows).
 func (db *DB) backfillMarks(ctx context.Context, tx pgx.Tx) error {
 	stages, err := readDefinition(ctx, tx)
 	if err != nil {
@@ -249,42 +246,23 @@ func (db *DB) backfillMarks(ctx context.Context, tx pgx.Tx) error {
 	if len(at) == 0 {
 		return nil
 	}
-	afterID, afterStage := "", int16(-1)
-	for {
-		rows, _ := tx.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM output o JOIN item i USING (item_id)
-			WHERE o.stage = ANY($1) AND (o.item_id, o.stage) > ($2, $3)
-			ORDER BY o.item_id, o.stage LIMIT $4`, at, afterID, afterStage, markPage)
-		var ids []string
-		var sts []int16
-		var datas [][]byte
-		var id string
-		var si int16
-		var data, record []byte
-		read := 0
-		_, err := pgx.ForEachRow(rows, []any{&id, &si, &data, &record}, func() error {
-			read++
-			afterID, afterStage = id, si
-			var r pipeline.Record
-			if err := decodeRecord(record, &r); err != nil {
-				return pipeline.Damaged(id, "", err, "bad record")
-			}
-			if m := markText(data, r.Text); len(m) != len(data) {
-				ids, sts, datas = append(ids, id), append(sts, si), append(datas, m)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("store outputs that repeat their text marked: %w", err)
+	err = rewriteOutputs(ctx, tx, `o.stage = ANY($4)`, []any{at}, func(o storedOutputRow) ([]byte, error) {
+		if o.record == nil {
+			return nil, nil // Check reports it; it stays as it is
 		}
-		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, updateOutputsSQL, ids, sts, datas); err != nil {
-				return fmt.Errorf("store outputs that repeat their text marked: %w", err)
-			}
+		var r pipeline.Record
+		if err := decodeRecord(o.record, &r); err != nil {
+			return nil, pipeline.Damaged(o.id, "", err, "bad record")
 		}
-		if read < markPage {
-			return nil
+		if m := markText(o.data, r.Text); len(m) != len(o.data) {
+			return m, nil
 		}
+		return nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("store outputs that repeat their text marked: %w", err)
 	}
+	return nil
 }
 
 // unmarkEdited stores whole, as they read with the old texts, the marked

@@ -248,11 +248,31 @@ func TestDB_EditKeepsMarkedOutputs(t *testing.T) {
 // schema 11 stored it, for the migration tests.
 func unmarkAll(t testing.TB, url string) {
 	t.Helper()
+	rewriteAllOutputs(t, url, func(_ []pipeline.StageDef, _ int, data []byte, text string) ([]byte, error) {
+		if storedWhole(data) {
+			return nil, nil
+		}
+		return unmark(data, text)
+	})
+}
+
+// rewriteAllOutputs stores in place of every output what rewrite gives
+// for it (nil: it stays), given the pipeline's stages, the output's
+// stage and its item's text: the loop of the fixtures that store a
+// pipeline as an older sawtooth did.
+func rewriteAllOutputs(t testing.TB, url string, rewrite func(stages []pipeline.StageDef, si int, data []byte, text string) ([]byte, error)) {
+	t.Helper()
 	ctx := context.Background()
 	conn := connect(t, url)
 	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM `+DefaultSchema+`.output o
-		JOIN `+DefaultSchema+`.item i USING (item_id)`)
+	if _, err := conn.Exec(ctx, `SET search_path = `+DefaultSchema); err != nil {
+		t.Fatal(err)
+	}
+	stages, err := readDefinition(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := conn.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM output o LEFT JOIN item i USING (item_id)`)
 	var ids []string
 	var sts []int16
 	var datas [][]byte
@@ -260,20 +280,22 @@ func unmarkAll(t testing.TB, url string) {
 	var si int16
 	var data, record []byte
 	if _, err := pgx.ForEachRow(rows, []any{&id, &si, &data, &record}, func() error {
-		if storedWhole(data) {
-			return nil
+		if record == nil {
+			return fmt.Errorf("output of %s: no record", id)
 		}
 		var r pipeline.Record
 		if err := decodeRecord(record, &r); err != nil {
 			return err
 		}
-		out, err := unmark(data, r.Text)
-		ids, sts, datas = append(ids, id), append(sts, si), append(datas, out)
-		return err
+		out, err := rewrite(stages, int(si), data, r.Text)
+		if err != nil {
+			return fmt.Errorf("output of %s at %d: %w", id, si, err)
+		}
+		if out != nil {
+			ids, sts, datas = append(ids, id), append(sts, si), append(datas, bytes.Clone(out))
+		}
+		return nil
 	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `SET search_path = `+DefaultSchema); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, updateOutputsSQL, ids, sts, datas); err != nil {

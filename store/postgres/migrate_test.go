@@ -15,30 +15,37 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
+	13: downgradeHash + `UPDATE meta SET value = '13' WHERE key = 'schema'`,
 	// After asSchema12: records as JSON, no output packed.
-	12: `COMMENT ON TABLE item IS NULL;
+	12: downgradeHash + `COMMENT ON TABLE item IS NULL;
 		COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go)';
 		UPDATE meta SET value = '12' WHERE key = 'schema'`,
-	11: downgradeQuotes + `UPDATE meta SET value = '11' WHERE key = 'schema'`,
+	11: downgradeHash + downgradeQuotes + `UPDATE meta SET value = '11' WHERE key = 'schema'`,
 	// After unmarkAll: every output stored whole.
-	10: downgradeQuotes + `COMMENT ON TABLE output IS NULL;
+	10: downgradeHash + downgradeQuotes + `COMMENT ON TABLE output IS NULL;
 		UPDATE meta SET value = '10' WHERE key = 'schema'`,
-	9: downgradeQuotes + `CREATE INDEX output_stage ON output (stage, item_id);
+	9: downgradeHash + downgradeQuotes + `CREATE INDEX output_stage ON output (stage, item_id);
 		UPDATE meta SET value = '9' WHERE key = 'schema'`,
-	8: `CREATE INDEX output_stage ON output (stage, item_id);
+	8: downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
 		DROP TABLE cube_cell, cube_quote, cube_key;
 		UPDATE meta SET value = '8' WHERE key = 'schema'`,
-	7: `CREATE INDEX output_stage ON output (stage, item_id);
+	7: downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
 		DROP TABLE cube_cell, cube_quote, cube_key;
 		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`,
-	4: `CREATE INDEX output_stage ON output (stage, item_id);
+	4: downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
 		DROP TABLE cube_cell, cube_quote, cube_key, batch_job, worker_session;
 		DROP SEQUENCE batch_job_seq;
 		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch, DROP COLUMN batch_sends;
 		ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`,
 }
+
+// downgradeHash stores the content hashes as schema 13 did: in hex.
+const downgradeHash = `
+	ALTER TABLE item ALTER COLUMN content_hash TYPE text USING encode(content_hash, 'hex');
+	COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON';
+`
 
 // downgradeQuotes stores the cube's quote rows as schema 11 did: each
 // with its cell's key and its label.

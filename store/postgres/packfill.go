@@ -9,9 +9,6 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// packPage is how many rows backfillPacked reads at a time.
-const packPage = 5000
-
 // backfillPacked stores the outputs and records a pipeline stored before
 // schema 13 in their packed forms (pack.go, binrecord.go), a page of
 // rows at a time in key order, in the migrating transaction: outputs
@@ -34,60 +31,34 @@ func (db *DB) backfillPacked(ctx context.Context, tx pgx.Tx) error {
 }
 
 func packOutputs(ctx context.Context, tx pgx.Tx, stages []pipeline.StageDef) error {
-	afterID, afterStage := "", int16(-1)
-	for {
-		rows, _ := tx.Query(ctx, `SELECT o.item_id, o.stage, o.data, i.record FROM output o LEFT JOIN item i USING (item_id)
-			WHERE (o.item_id, o.stage) > ($1, $2) AND substr(o.data, 1, 1) <> $3
-			ORDER BY o.item_id, o.stage LIMIT $4`, afterID, afterStage, []byte{tagPacked}, packPage)
-		var ids []string
-		var sts []int16
-		var datas [][]byte
-		var id string
-		var si int16
-		var data, record []byte
-		read := 0
-		_, err := pgx.ForEachRow(rows, []any{&id, &si, &data, &record}, func() error {
-			read++
-			afterID, afterStage = id, si
-			if int(si) >= len(stages) || record == nil {
-				return nil // Check reports it; it stays as it is
-			}
-			// A damaged record or output stays as it is too: schema 12
-			// opened it, and only its item's readers refuse it, as they
-			// still do; refusing the migration would leave the pipeline
-			// to no sawtooth that opens it.
-			var r pipeline.Record
-			if decodeRecord(record, &r) != nil {
-				return nil
-			}
-			out, err := unmark(data, r.Text)
-			if err != nil {
-				return nil
-			}
-			if p := storedForm(stages, int(si), out, r.Text, true); len(p) < len(data) {
-				ids, sts, datas = append(ids, id), append(sts, si), append(datas, p)
-			}
-			return nil
-		})
+	return rewriteOutputs(ctx, tx, `substr(o.data, 1, 1) <> $4`, []any{[]byte{tagPacked}}, func(o storedOutputRow) ([]byte, error) {
+		if int(o.stage) >= len(stages) || o.record == nil {
+			return nil, nil // Check reports it; it stays as it is
+		}
+		// A damaged record or output stays as it is too: schema 12
+		// opened it, and only its item's readers refuse it, as they
+		// still do; refusing the migration would leave the pipeline
+		// to no sawtooth that opens it.
+		var r pipeline.Record
+		if decodeRecord(o.record, &r) != nil {
+			return nil, nil
+		}
+		out, err := unmark(o.data, r.Text)
 		if err != nil {
-			return err
+			return nil, nil
 		}
-		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, updateOutputsSQL, ids, sts, datas); err != nil {
-				return err
-			}
+		if p := storedForm(stages, int(o.stage), out, r.Text, true); len(p) < len(o.data) {
+			return p, nil
 		}
-		if read < packPage {
-			return nil
-		}
-	}
+		return nil, nil
+	})
 }
 
 func packRecords(ctx context.Context, tx pgx.Tx) error {
 	after := ""
 	for {
 		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id > $1 AND substr(record, 1, 1) <> $2
-			ORDER BY item_id LIMIT $3`, after, []byte{tagRecord}, packPage)
+			ORDER BY item_id LIMIT $3`, after, []byte{tagRecord}, rewritePage)
 		var ids []string
 		var recs [][]byte
 		var id string
@@ -121,7 +92,7 @@ func packRecords(ctx context.Context, tx pgx.Tx) error {
 				return err
 			}
 		}
-		if read < packPage {
+		if read < rewritePage {
 			return nil
 		}
 	}

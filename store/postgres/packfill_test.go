@@ -27,59 +27,34 @@ func jsonOrBinaryRecord(raw []byte, r *pipeline.Record) error {
 // they repeat their text (mark.go's markText, as its commits did).
 func asSchema12(t testing.TB, url string) {
 	t.Helper()
+	rewriteAllOutputs(t, url, func(stages []pipeline.StageDef, si int, data []byte, text string) ([]byte, error) {
+		out, err := unmark(data, text)
+		if err == nil && marks(stages, si) {
+			out = markText(out, text)
+		}
+		return out, err
+	})
 	ctx := context.Background()
 	conn := connect(t, url)
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SET search_path = `+DefaultSchema); err != nil {
-		t.Fatal(err)
-	}
-	stages, err := readDefinition(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	var recs [][]byte
-	texts := map[string]string{}
 	var id string
 	var record []byte
-	rows, _ := conn.Query(ctx, `SELECT item_id, record FROM item`)
+	rows, _ := conn.Query(ctx, `SELECT item_id, record FROM `+DefaultSchema+`.item`)
 	if _, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
 		var r pipeline.Record
 		if err := decodeRecord(record, &r); err != nil {
 			return err
 		}
-		texts[id] = r.Text
 		js, err := json.Marshal(r)
 		ids, recs = append(ids, id), append(recs, js)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `UPDATE item i SET record = k.record
+	if _, err := conn.Exec(ctx, `UPDATE `+DefaultSchema+`.item i SET record = k.record
 		FROM unnest($1::text[], $2::bytea[]) AS k(id, record) WHERE i.item_id = k.id`, ids, recs); err != nil {
-		t.Fatal(err)
-	}
-	var oids []string
-	var sts []int16
-	var datas [][]byte
-	var si int16
-	var data []byte
-	rows, _ = conn.Query(ctx, `SELECT item_id, stage, data FROM output`)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &si, &data}, func() error {
-		text, ok := texts[id]
-		out, err := unmark(data, text)
-		if err != nil || !ok {
-			return fmt.Errorf("output of %s: %v (has a record: %v)", id, err, ok)
-		}
-		if marks(stages, int(si)) {
-			out = markText(out, text)
-		}
-		oids, sts, datas = append(oids, id), append(sts, si), append(datas, bytes.Clone(out))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, updateOutputsSQL, oids, sts, datas); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -81,12 +81,24 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 		return err
 	}
 	r.ids, r.recs, r.hashes = append(r.ids, loc.ID), append(r.recs, rec), append(r.hashes, loc.Record.ContentHash())
+	// Outputs are marked and packed against the text as the stored
+	// record reads back, as a commit's are (collectTexts): a record
+	// stored as JSON has its invalid UTF-8 replaced, and an output that
+	// repeats the text given would read back with the replaced one.
+	text := loc.Record.Text
+	if len(rec) > 0 && rec[0] != tagRecord {
+		var back pipeline.Record
+		if err := decodeRecord(rec, &back); err != nil {
+			return fmt.Errorf("restore item %q: its record does not read back: %w", loc.ID, err)
+		}
+		text = back.Text
+	}
 	for stage, out := range loc.Output {
 		si, ok := db.index[stage]
 		if !ok {
 			return fmt.Errorf("restore item %q: output of unknown stage %q", loc.ID, stage)
 		}
-		out = storedForm(db.stages, si, out, loc.Record.Text, true)
+		out = storedForm(db.stages, si, out, text, true)
 		r.outIDs, r.outStages, r.outData = append(r.outIDs, loc.ID), append(r.outStages, int16(si)), append(r.outData, out)
 	}
 	for _, past := range loc.History {
@@ -132,7 +144,7 @@ func (r *restoreRows) place(db *DB, loc pipeline.Location) error {
 
 // queue queues the inserts of r's rows on b.
 func (r *restoreRows) queue(b *pgx.Batch) {
-	b.Queue(`INSERT INTO item (item_id, record, content_hash) SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[])`, r.ids, r.recs, r.hashes)
+	b.Queue(putItemSQL, r.ids, r.recs, r.hashes)
 	if len(r.outIDs) > 0 {
 		b.Queue(`INSERT INTO output (item_id, stage, data) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, r.outIDs, r.outStages, r.outData)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -231,6 +231,24 @@ CREATE INDEX cube_quote_best ON cube_quote (key_id, conf DESC, item_id COLLATE "
 	`
 COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go), 3 packed (pack.go)';
 COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON';
+`,
+	// 14: the content hash (pipeline.Record.ContentHash, 16 bytes in
+	// hex) stored as its 16 bytes, 17 with the length, not 33: ingest's
+	// only use of it is to compare it, as hex through encode and decode in SQL
+	// (lockStates, putItemSQL). A hash that is not hex, which no
+	// sawtooth wrote, becomes empty, which no hash equals: the next
+	// ingest of its item stores the record again and redoes no work
+	// unless its content changed. A column already bytea is left as it
+	// is: the step may run again on a pipeline whose version alone
+	// was set back.
+	`
+DO $$ BEGIN
+	IF (SELECT atttypid FROM pg_attribute WHERE attrelid = 'item'::regclass AND attname = 'content_hash') = 'text'::regtype THEN
+		ALTER TABLE item ALTER COLUMN content_hash TYPE bytea
+			USING CASE WHEN content_hash ~ '^([0-9a-f]{2})*$' THEN decode(content_hash, 'hex') ELSE ''::bytea END;
+	END IF;
+END $$;
+COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON; content_hash is the hash''s bytes';
 `,
 }
 
