@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
+	"github.com/sawtooth-dev/sawtooth/store/storetest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -399,5 +400,44 @@ func TestCompact_format2(t *testing.T) {
 	}
 	if p, err := ro.Check(); err != nil || len(p) > 0 {
 		t.Errorf("Check: %v %v", p, err)
+	}
+}
+
+// TestDB_sharedOutputOfAnInvalidUTF8TextKeptAcrossAFieldEdit: a field
+// edit of an item whose text is not valid UTF-8 keeps its text-only
+// output shared: the text it reads as (the stored record's, the bad
+// byte replaced) did not change, though it differs from the one given.
+func TestDB_sharedOutputOfAnInvalidUTF8TextKeptAcrossAFieldEdit(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "utf8.db"), Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("u1", "bad \xff byte", "x", "4")}); err != nil {
+		t.Fatal(err)
+	}
+	want := sanitizeAll(t, db)
+	shared := func() uint8 {
+		var s state
+		_ = db.view(func(tx *bolt.Tx) error {
+			s, _ = decodeState(tx.Bucket(bucketState).Get([]byte("u1")))
+			return nil
+		})
+		return s.Shared
+	}
+	if shared() == 0 || bucketKeys(t, db, "out/sanitize") != 0 {
+		t.Fatalf("before the edit: shared %b, out/sanitize %d entries; want the output shared", shared(), bucketKeys(t, db, "out/sanitize"))
+	}
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("u1", "bad \xff byte", "x", "5")}); err != nil {
+		t.Fatal(err)
+	}
+	if shared() == 0 || bucketKeys(t, db, "out/sanitize") != 0 {
+		t.Errorf("after a rating edit: shared %b, out/sanitize %d entries; want the output still shared", shared(), bucketKeys(t, db, "out/sanitize"))
+	}
+	if loc, err := db.Locate("u1"); err != nil || string(loc.Output["sanitize"]) != string(want["u1"]) {
+		t.Errorf("sanitize output after the edit = %s, %v; want %s", loc.Output["sanitize"], err, want["u1"])
+	}
+	if problems, err := db.Check(); err != nil || len(problems) > 0 {
+		t.Errorf("check: %v %v", err, problems)
 	}
 }

@@ -56,7 +56,15 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 				if err != nil {
 					return err
 				}
-				changed := pipeline.ChangedFields(old, r)
+				// Compared as it reads back, as its stages read it: the
+				// record goes through JSON, which replaces invalid UTF-8,
+				// so a text given with a bad byte never equals the stored
+				// one and a rating-only edit would redo the item's work.
+				now, err := db.itemRecord(tx, id, rec)
+				if err != nil {
+					return fmt.Errorf("encode item %q: its record does not read back: %w", r.ID, err)
+				}
+				changed := pipeline.ChangedFields(old, now)
 				from = db.reentry(changed)
 				if from >= len(db.stages) || w.position(cur) < from {
 					// Nothing the item has been through read what changed.
@@ -66,10 +74,10 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 						st.Updated++
 					}
 					cur.Hash = hash
-					if err := w.retext(id, old.Text, r.Text); err != nil {
+					if err := w.retext(id, old.Text, now.Text); err != nil {
 						return err
 					}
-					if cur, err = w.unshare(id, cur, old.Text, r.Text); err != nil {
+					if cur, err = w.unshare(id, cur, old.Text, now.Text); err != nil {
 						return err
 					}
 					if err := w.putItem(id, rec); err != nil {
@@ -83,11 +91,11 @@ func (db *DB) Ingest(recs []pipeline.Record) (IngestStats, error) {
 				if err := w.removeFrom(id, cur, from, reasonEdited); err != nil {
 					return err
 				}
-				if err := w.retext(id, old.Text, r.Text); err != nil {
+				if err := w.retext(id, old.Text, now.Text); err != nil {
 					return err
 				}
 				cur.Shared &= below(from)
-				if cur, err = w.unshare(id, cur, old.Text, r.Text); err != nil {
+				if cur, err = w.unshare(id, cur, old.Text, now.Text); err != nil {
 					return err
 				}
 				shared = cur.Shared
