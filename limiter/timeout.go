@@ -15,7 +15,9 @@ import (
 // (a run of 3,000 items made 8,353 calls so, against a simulator starved
 // of CPU). So a wave of calls that ran out their own deadline is read as
 // a cap on calls in flight at half the calls then in flight, as a cap's
-// refusal is (see onEvent), and the cap grows back a call per round trip.
+// refusal is (see onEvent), and the cap grows back as after one (see
+// onSuccess): once 1/lookShare calls answered since pay for a look, a
+// call per capGrowRoundTrips round trips.
 // A lone timeout (a heavy tail's outlier, a dropped connection) is not a
 // wave: a timeout counts only beside others within one timeout's span,
 // and only as a share of the calls that ended in it (a thinking model's
