@@ -985,6 +985,9 @@ func TestServer_AbandonedCalls(t *testing.T) {
 		{"gone before a slow answer", Config{Latency: Latency{Base: time.Hour}}, true, 1},
 		{"answered", Config{}, false, 0},
 		{"hang given up", Config{Faults: Faults{Hang: 1}}, true, 0},
+		// Not billed, so not subtracted from the item's OK calls (an
+		// abandoned 500 beside one answer read as no answer at all).
+		{"gone before a slow 500", Config{Latency: Latency{Base: time.Hour}, Faults: Faults{Err500: 1}}, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, url := startServer(t, tc.cfg)

@@ -349,7 +349,7 @@ func (s *Server) admitLocked(c *call, key string, tier Tier, req *genRequest, us
 
 // serve answers an admitted call after its latency (never, for a hang),
 // billing it at the tier that served it. A client gone before the answer
-// (its timeout, its death) is counted as the item's abandoned call: the
+// (its timeout, its death) with a billed outcome is counted as the item's abandoned call: the
 // call was admitted and counted by its outcome, as the real API may bill
 // it, but the client never saw the answer, so its retry is a second call.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call, key string) {
@@ -359,7 +359,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call, key stri
 	}
 	if !s.wait(r.Context(), d) {
 		s.abortIfClosing()
-		if c.outcome != OutcomeHang {
+		if c.outcome.billed() {
 			s.mu.Lock()
 			s.acct.abandonedLocked(key)
 			s.mu.Unlock()
