@@ -50,8 +50,8 @@
 // of calls a run may see refused). Failed
 // (5xx, cancellations, a lone timeout) frees the slot and changes nothing:
 // those faults belong to retry logic, not to the quota. A wave of calls
-// that ran out their own deadline (TimedOut: 3 and 5% of the calls in
-// flight within one timeout's span) is a server answering later as the
+// that ran out their own deadline (TimedOut: 3, and 10% of the calls that
+// ended within one timeout's span) is a server answering later as the
 // calls in flight grow, with no refusal to say so; each such call may be
 // billed and its retry paid again, so the limiter caps the calls in
 // flight at half those then in flight, as at a cap's 429 (timeout.go).
