@@ -115,9 +115,9 @@ type ItemStats struct {
 	PromptTokens int64 `json:"prompt_tokens"`
 	// Abandoned counts the item's admitted calls of a billed outcome
 	// (not a 500, a 503 or a hang) whose client went away before the
-	// answer was written: a
-	// timeout or a killed process. They are in Calls, OK and BilledTokens
-	// too (the real API may bill them); the client never saw the answer.
+	// answer was written: a timeout or a killed process. They are in
+	// Calls and BilledTokens too, and in OK when their outcome was OK (the
+	// real API may bill them); the client never saw the answer.
 	Abandoned int64 `json:"abandoned,omitempty"`
 }
 
