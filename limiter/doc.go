@@ -48,8 +48,13 @@
 // looks one call above it only once the calls admitted since its last
 // refusal pay for the 429 a look costs (200 calls a look: half the 1%
 // of calls a run may see refused). Failed
-// (5xx, timeouts, cancellations) frees the slot and changes nothing: those
-// faults belong to retry logic, not to the quota.
+// (5xx, cancellations, a lone timeout) frees the slot and changes nothing:
+// those faults belong to retry logic, not to the quota. A wave of calls
+// that ran out their own deadline (TimedOut: 3, and 10% of the calls that
+// ended within one timeout's span) is a server answering later as the
+// calls in flight grow, with no refusal to say so; each such call may be
+// billed and its retry paid again, so the limiter caps the calls in
+// flight at half those then in flight, as at a cap's 429 (timeout.go).
 //
 // A server that refuses every call for a moment (503 "overloaded") says
 // nothing about the quota either, and the runner holds the stage's calls

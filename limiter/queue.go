@@ -289,6 +289,19 @@ func (l *AIMD) Failed(started time.Time) {
 	l.releasedLocked(l.cfg.Now())
 }
 
+// TimedOut reports that the call started at started ran out its own
+// deadline (the per-call timeout, not the run's end). It frees the slot; a
+// wave of them caps the calls in flight (see onTimedOut). It implements
+// pipeline.TimeoutListener.
+func (l *AIMD) TimedOut(started time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	l.releaseLocked()
+	l.law.onTimedOut(now, started, l.inFlight+1)
+	l.releasedLocked(now)
+}
+
 // SetLimit sets the limit to n clamped to [Floor, ceiling], the ceiling
 // being the TPM-derived one when it applies. Use it to start from a limit
 // learned by an earlier run. It resets the streak and is counted neither as

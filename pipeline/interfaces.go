@@ -172,6 +172,16 @@ type QuotaLimiter interface {
 	RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, tokensPerMinute int64)
 }
 
+// TimeoutListener is a Limiter told apart when a call ran out its own
+// deadline (the stage's per-call timeout while the run goes on), which it
+// may read as the server's congestion: the runner reports such a call
+// through TimedOut instead of Failed when the stage's limiter implements
+// it.
+type TimeoutListener interface {
+	Limiter
+	TimedOut(started time.Time)
+}
+
 // WeightedLimiter is a Limiter that also takes a call's size before it
 // starts, to pace calls by what a token budget counts rather than one
 // call at a time. The runner acquires through AcquireWeighted instead of

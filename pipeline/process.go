@@ -322,7 +322,7 @@ func (it *itemRun) failed(s slot, o outcome) failure {
 			c.tiers.shed(se.Tier)
 		}
 	}
-	it.tellLimiter(s.started, rl)
+	it.tellLimiter(s.started, rl, class == ClassTransient && errors.Is(err, context.DeadlineExceeded))
 	if spendsAttempt(class) {
 		it.attempts++
 		if it.first.IsZero() {
@@ -343,16 +343,21 @@ func (it *itemRun) failed(s slot, o outcome) failure {
 }
 
 // tellLimiter gives the limiter a failed call's feedback: a 429 (with the
-// budget it names, to a limiter that reads it), or a failure that says
+// budget it names, to a limiter that reads it), a call that ran out its
+// own deadline (to a limiter that reads it), or a failure that says
 // nothing about the quota.
-func (it *itemRun) tellLimiter(started time.Time, rl *RateLimitedError) {
+func (it *itemRun) tellLimiter(started time.Time, rl *RateLimitedError, timedOut bool) {
 	lim := it.sc.Limiter
-	switch ql, ok := lim.(QuotaLimiter); {
+	ql, quota := lim.(QuotaLimiter)
+	tl, timeouts := lim.(TimeoutListener)
+	switch {
 	case lim == nil:
-	case ok && rl != nil:
+	case quota && rl != nil:
 		ql.RateLimitedQuota(started, rl.RetryAfter, rl.RequestsPerMinute, rl.TokensPerMinute)
 	case rl != nil:
 		lim.RateLimited(started, rl.RetryAfter)
+	case timeouts && timedOut:
+		tl.TimedOut(started)
 	default:
 		lim.Failed(started)
 	}

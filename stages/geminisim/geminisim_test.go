@@ -971,3 +971,51 @@ func TestServer_Latency(t *testing.T) {
 		}
 	})
 }
+
+// TestServer_AbandonedCalls: an admitted call whose client goes away
+// before the answer is the item's abandoned call (and still its OK call,
+// as the real API may bill it); a served call and a hang are not.
+func TestServer_AbandonedCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		cancel    bool // the client gives up once the call is admitted
+		abandoned int64
+	}{
+		{"gone before a slow answer", Config{Latency: Latency{Base: time.Hour}}, true, 1},
+		{"answered", Config{}, false, 0},
+		{"hang given up", Config{Faults: Faults{Hang: 1}}, true, 0},
+		// Not billed, so not subtracted from the item's OK calls (an
+		// abandoned 500 beside one answer read as no answer at all).
+		{"gone before a slow 500", Config{Latency: Latency{Base: time.Hour}, Faults: Faults{Err500: 1}}, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, url := startServer(t, tc.cfg)
+			c := newClient(t, url, DefaultAPIKey)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := generate(ctx, c, "gemini-2.5-flash", "an item")
+				done <- err
+			}()
+			waitFor(t, func() bool { return s.Stats().AdmittedRequests == 1 })
+			if tc.cancel {
+				cancel()
+			}
+			err := <-done
+			if tc.cancel != (err != nil) {
+				t.Fatalf("call: %v", err)
+			}
+			waitFor(t, func() bool { return s.Stats().InFlight == 0 })
+			st := s.Stats()
+			it := st.Items[ItemHash("an item")]
+			if st.Abandoned != tc.abandoned || it.Abandoned != tc.abandoned {
+				t.Errorf("abandoned %d, item's %d; want %d", st.Abandoned, it.Abandoned, tc.abandoned)
+			}
+			if tc.abandoned > 0 && it.OK != 1 {
+				t.Errorf("an abandoned call's OK count %d, want 1 (it was admitted and may be billed)", it.OK)
+			}
+		})
+	}
+}

@@ -205,7 +205,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string) 
 	}
 	s.admitLocked(&c, key, tier, &req, user, answer, inFlight, now)
 	s.mu.Unlock()
-	s.serve(w, r, &c)
+	s.serve(w, r, &c, key)
 }
 
 // enter counts a call in flight and returns how many are, itself
@@ -348,14 +348,22 @@ func (s *Server) admitLocked(c *call, key string, tier Tier, req *genRequest, us
 }
 
 // serve answers an admitted call after its latency (never, for a hang),
-// billing it at the tier that served it.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) {
+// billing it at the tier that served it. A client gone before the answer
+// (its timeout, its death) with a billed outcome is counted as the item's abandoned call: the
+// call was admitted and counted by its outcome, as the real API may bill
+// it, but the client never saw the answer, so its retry is a second call.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call, key string) {
 	d := c.latency
 	if c.outcome == OutcomeHang {
 		d = -1
 	}
 	if !s.wait(r.Context(), d) {
 		s.abortIfClosing()
+		if c.outcome.billed() {
+			s.mu.Lock()
+			s.acct.abandonedLocked(key)
+			s.mu.Unlock()
+		}
 		return
 	}
 	if c.outcome.billed() {

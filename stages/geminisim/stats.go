@@ -67,6 +67,9 @@ type Stats struct {
 	AdmittedTokens   int64 `json:"admitted_tokens"`
 	// CountTokensCalls counts countTokens requests (never quota-limited).
 	CountTokensCalls int64 `json:"count_tokens_calls"`
+	// Abandoned counts the admitted calls whose client went away before
+	// the answer (see ItemStats.Abandoned).
+	Abandoned int64 `json:"abandoned"`
 	// InFlight is the number of generateContent requests being handled now;
 	// PeakInFlight the most there ever were at once.
 	InFlight     int `json:"in_flight"`
@@ -110,6 +113,24 @@ type ItemStats struct {
 	BilledTokens int64 `json:"billed_tokens"`
 	// PromptTokens is the estimated input tokens of the item's last call.
 	PromptTokens int64 `json:"prompt_tokens"`
+	// Abandoned counts the item's admitted calls of a billed outcome
+	// (not a 500, a 503 or a hang) whose client went away before the
+	// answer was written: a timeout or a killed process. They are in
+	// Calls and BilledTokens too, and in OK when their outcome was OK (the
+	// real API may bill them); the client never saw the answer.
+	Abandoned int64 `json:"abandoned,omitempty"`
+}
+
+// abandonedLocked counts an abandoned call of the item with key (see
+// ItemStats.Abandoned).
+func (a *accounting) abandonedLocked(key string) {
+	a.abandoned++
+	if key == "" {
+		return
+	}
+	if it := a.items[key]; it != nil {
+		it.Abandoned++
+	}
 }
 
 // itemCalls is how many calls of the item with key were counted so far.
@@ -135,6 +156,7 @@ type Bucket struct {
 // accounting is the mutable state behind Stats; the Server's mutex guards it.
 type accounting struct {
 	calls, admitted, admittedTokens, countTokens int64
+	abandoned                                    int64
 	outcomes                                     map[Outcome]int64
 	inFlight, peak                               int
 	items                                        map[string]*ItemStats
@@ -190,6 +212,7 @@ func (a *accounting) snapshot() Stats {
 		AdmittedRequests: a.admitted,
 		AdmittedTokens:   a.admittedTokens,
 		CountTokensCalls: a.countTokens,
+		Abandoned:        a.abandoned,
 		InFlight:         a.inFlight,
 		PeakInFlight:     a.peak,
 		Items:            make(map[string]ItemStats, len(a.items)),
