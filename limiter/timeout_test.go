@@ -80,50 +80,8 @@ func TestLaw_queueingServerTimeouts(t *testing.T) {
 	// Items answered and calls timed out in the first ten minutes; the
 	// perfect client needs one (50 calls a second, each in time).
 	run := func(readTimeouts bool) (answered, timeouts int, took time.Duration) {
-		w := newTestLaw(Config{Ceiling: 5000})
-		type call struct {
-			start, end time.Time
-			ok         bool
-		}
-		var flying []call
-		at, left := simEpoch, items
-		for left > 0 {
-			for left > len(flying) && w.mayStart(at, len(flying)) {
-				s := w.start(at, len(flying))
-				lat := base + perCall*time.Duration(len(flying))
-				c := call{start: s, end: s.Add(min(lat, deadline)), ok: lat < deadline}
-				i, _ := slices.BinarySearchFunc(flying, c, func(a, b call) int { return a.end.Compare(b.end) })
-				flying = slices.Insert(flying, i, c)
-			}
-			next := at.Add(time.Hour)
-			if len(flying) > 0 {
-				next = flying[0].end
-			}
-			if h := w.hold(at); h.After(at) && h.Before(next) {
-				next = h
-			}
-			at = next
-			for len(flying) > 0 && !flying[0].end.After(at) {
-				c := flying[0]
-				flying = flying[1:]
-				switch {
-				case c.ok:
-					w.onSuccess(at, c.start, 100, len(flying)+1)
-					left--
-					answered++
-				case readTimeouts:
-					w.onTimedOut(at, c.start, len(flying)+1)
-					timeouts++
-				default:
-					w.onFailed(c.start)
-					timeouts++
-				}
-			}
-			if at.Sub(simEpoch) > 10*time.Minute {
-				break
-			}
-		}
-		return answered, timeouts, at.Sub(simEpoch)
+		latency := func(inFlight int) time.Duration { return base + perCall*time.Duration(inFlight) }
+		return driveTimeouts(newTestLaw(Config{Ceiling: 5000}), latency, deadline, items, 10*time.Minute, readTimeouts)
 	}
 	blindAnswered, blind, _ := run(false)
 	answered, reading, readingTook := run(true)
@@ -159,42 +117,8 @@ func TestLaw_heavyTailTimeouts(t *testing.T) {
 	)
 	run := func(ceiling int, sigma float64, readTimeouts bool) (answered int) {
 		rng := rand.New(rand.NewPCG(1, 7))
-		w := newTestLaw(Config{Ceiling: ceiling})
-		type call struct {
-			start, end time.Time
-			ok         bool
-		}
-		var flying []call
-		for at := simEpoch; at.Sub(simEpoch) < hour; {
-			for w.mayStart(at, len(flying)) {
-				s := w.start(at, len(flying))
-				lat := time.Duration(float64(median) * math.Exp(sigma*rng.NormFloat64()))
-				c := call{start: s, end: s.Add(min(lat, deadline)), ok: lat < deadline}
-				i, _ := slices.BinarySearchFunc(flying, c, func(a, b call) int { return a.end.Compare(b.end) })
-				flying = slices.Insert(flying, i, c)
-			}
-			next := at.Add(time.Hour)
-			if len(flying) > 0 {
-				next = flying[0].end
-			}
-			if h := w.hold(at); h.After(at) && h.Before(next) {
-				next = h
-			}
-			at = next
-			for len(flying) > 0 && !flying[0].end.After(at) {
-				c := flying[0]
-				flying = flying[1:]
-				switch {
-				case c.ok:
-					w.onSuccess(at, c.start, 100, len(flying)+1)
-					answered++
-				case readTimeouts:
-					w.onTimedOut(at, c.start, len(flying)+1)
-				default:
-					w.onFailed(c.start)
-				}
-			}
-		}
+		latency := func(int) time.Duration { return time.Duration(float64(median) * math.Exp(sigma*rng.NormFloat64())) }
+		answered, _, _ = driveTimeouts(newTestLaw(Config{Ceiling: ceiling}), latency, deadline, 0, hour, readTimeouts)
 		return answered
 	}
 	for _, tc := range []struct {
@@ -206,4 +130,54 @@ func TestLaw_heavyTailTimeouts(t *testing.T) {
 			t.Errorf("ceiling %d, sigma %.1f: %d items answered in an hour reading timeouts, %d blind to them", tc.ceiling, tc.sigma, reading, blind)
 		}
 	}
+}
+
+// driveTimeouts runs calls through w in virtual time from simEpoch until
+// items are answered (0: no end) or until has passed: a call starts
+// whenever the law lets one, its latency drawn by latency from the calls
+// then in flight; one that takes deadline or more times out then, told to
+// the law as a timeout (readTimeouts) or as any failure, and is tried
+// again. It returns the items answered, the calls timed out and the time
+// taken.
+func driveTimeouts(w *law, latency func(inFlight int) time.Duration, deadline time.Duration, items int, until time.Duration,
+	readTimeouts bool) (answered, timeouts int, took time.Duration) {
+	type call struct {
+		start, end time.Time
+		ok         bool
+	}
+	var flying []call
+	at := simEpoch
+	for (items == 0 || answered < items) && at.Sub(simEpoch) < until {
+		for (items == 0 || items-answered > len(flying)) && w.mayStart(at, len(flying)) {
+			s := w.start(at, len(flying))
+			lat := latency(len(flying))
+			c := call{start: s, end: s.Add(min(lat, deadline)), ok: lat < deadline}
+			i, _ := slices.BinarySearchFunc(flying, c, func(a, b call) int { return a.end.Compare(b.end) })
+			flying = slices.Insert(flying, i, c)
+		}
+		next := at.Add(time.Hour)
+		if len(flying) > 0 {
+			next = flying[0].end
+		}
+		if h := w.hold(at); h.After(at) && h.Before(next) {
+			next = h
+		}
+		at = next
+		for len(flying) > 0 && !flying[0].end.After(at) {
+			c := flying[0]
+			flying = flying[1:]
+			switch {
+			case c.ok:
+				w.onSuccess(at, c.start, 100, len(flying)+1)
+				answered++
+			case readTimeouts:
+				w.onTimedOut(at, c.start, len(flying)+1)
+				timeouts++
+			default:
+				w.onFailed(c.start)
+				timeouts++
+			}
+		}
+	}
+	return answered, timeouts, at.Sub(simEpoch)
 }
