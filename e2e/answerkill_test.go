@@ -81,19 +81,46 @@ func startAnswerKillerVia(t *testing.T, simURL string, after int, rt http.RoundT
 		if !strings.Contains(r.URL.Path, ":generateContent") || k.answered.Add(1) != k.after {
 			return
 		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.cmd == nil {
+			return
+		}
+		// The answer is still in this handler's buffer (a body of known
+		// length is not flushed before the handler ends). The run is
+		// stopped before it is written, and killed after: a run that
+		// went on between the write and the kill could commit the answer
+		// first, as it did on a loaded machine (the kill then caught
+		// nothing, 40 answered and 40 committed).
+		k.killed.Store(true)
+		k.cmd.Process.Signal(syscall.SIGSTOP)
+		waitStopped(t, k.cmd.Process.Pid)
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
 		}
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		if k.cmd != nil {
-			k.killed.Store(true)
-			k.cmd.Process.Signal(syscall.SIGKILL)
-		}
+		k.cmd.Process.Signal(syscall.SIGKILL)
 	}))
 	t.Cleanup(srv.Close)
 	k.url = srv.URL
 	return k
+}
+
+// waitStopped waits until the process pid is stopped (by SIGSTOP): its
+// state in /proc is T.
+func waitStopped(t *testing.T, pid int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // gone: nothing more of it can run
+		}
+		// The state follows the command's closing parenthesis.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Errorf("process %d not stopped 30 s after SIGSTOP", pid)
 }
 
 // noCloseNotify is a ResponseWriter without http.CloseNotifier, so that
