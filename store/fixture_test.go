@@ -241,14 +241,7 @@ func newReferencesBesideOldOnes(t *testing.T, db *DB, _ fixtureGolden) {
 	}); err != nil || key == "" {
 		t.Fatalf("no cached answer is r000001's output (%v)", err)
 	}
-	if _, err := db.Ingest([]pipeline.Record{{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}}}); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queued at classify: %d, %v", len(qs), err)
-	}
+	qs := queuedAtClassify(t, db, pipeline.Record{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}})
 	if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: "zz-new", Seq: qs[0].Seq, Outcome: pipeline.Succeeded,
 		Result: res, CacheKey: key, Cached: true}}); err != nil {
 		t.Fatal(err)
@@ -282,14 +275,7 @@ func newAnswersBesideOldOnes(t *testing.T, db *DB, want fixtureGolden) {
 	out["usage"] = usage
 	res := pipeline.Result{Usage: usage}
 	res.Output, _ = json.Marshal(out)
-	if _, err := db.Ingest([]pipeline.Record{{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}}}); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queued at classify: %d, %v", len(qs), err)
-	}
+	qs := queuedAtClassify(t, db, pipeline.Record{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}})
 	key := strings.Repeat("e7", 32)
 	if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: "zz-new", Seq: qs[0].Seq, Outcome: pipeline.Succeeded,
 		Result: res, CacheKey: key}}); err != nil {

@@ -63,6 +63,23 @@ func advance(t testing.TB, db *DB, stage string, out func(id string) json.RawMes
 	return len(ts)
 }
 
+// queuedAtClassify ingests recs, commits sanitize (jsonOut) for every
+// item queued there and returns classify's queue, failing unless it
+// holds just recs: the setup of every test of what classify's commits
+// store (answers, their references and usage).
+func queuedAtClassify(t testing.TB, db *DB, recs ...pipeline.Record) []pipeline.Queued {
+	t.Helper()
+	if _, err := db.Ingest(recs); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, "sanitize", jsonOut)
+	qs, err := db.Queued("classify", 0, 1<<20)
+	if err != nil || len(qs) != len(recs) {
+		t.Fatalf("queued at classify: %d, %v; want the %d ingested", len(qs), err, len(recs))
+	}
+	return qs
+}
+
 func jsonOut(string) json.RawMessage { return json.RawMessage(`{"text":"x","label":"bug"}`) }
 
 func counts(t testing.TB, db *DB) Counts {
