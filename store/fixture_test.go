@@ -410,7 +410,8 @@ func storedLen(t *testing.T, db *DB, bucket, key string) int {
 	return n
 }
 
-func copyFile(t *testing.T, from, to string) {
+// copyFile copies the file from into the new file to.
+func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	src, err := os.Open(from)
 	if err != nil {
