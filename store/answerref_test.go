@@ -19,14 +19,7 @@ import (
 func TestDB_OutputsReferToAnswersByAQuarterOfTheirKey(t *testing.T) {
 	db := openTest(t)
 	ids := []string{"a", "b", "c", "d", "e"}
-	if _, err := db.Ingest(recs(ids...)); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qs := queuedAtClassify(t, db, recs(ids...)...)
 	half := strings.Repeat("ab", 16)
 	keys := map[string]string{
 		"a": half + strings.Repeat("01", 16), // unique
@@ -99,14 +92,7 @@ func TestDB_OutputsReferToAnswersByAQuarterOfTheirKey(t *testing.T) {
 // the output still reads as its own answer.
 func TestDB_KeyOfOtherLengthSharingQuarterNotCached(t *testing.T) {
 	db := openTest(t)
-	if _, err := db.Ingest(recs("a", "b")); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil || len(qs) != 2 {
-		t.Fatalf("queued %d, %v", len(qs), err)
-	}
+	qs := queuedAtClassify(t, db, recs("a", "b")...)
 	half := strings.Repeat("ab", answerRefLen)
 	keys := map[string]string{
 		"a": half + strings.Repeat("ff", 32-answerRefLen),

@@ -14,14 +14,7 @@ import (
 // already) records nothing; a Billed transition leaves its item queued.
 func TestDB_AnswersAndLedger(t *testing.T) {
 	db := openTest(t)
-	if _, err := db.Ingest(recs("a", "b", "c", "d", "e")); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qs := queuedAtClassify(t, db, recs("a", "b", "c", "d", "e")...)
 	seq := map[string]uint64{}
 	for _, q := range qs {
 		seq[q.Item.ID] = q.Seq

@@ -18,11 +18,7 @@ func TestDB_InsertStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Ingest(recs("a", "b", "c")); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, _ := db.Queued("classify", 0, 10)
+	qs := queuedAtClassify(t, db, recs("a", "b", "c")...)
 	// c dies at classify; a and b go on to done.
 	var dead, ok = qs[2], qs[:2]
 	if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: dead.Item.ID, Seq: dead.Seq, Outcome: pipeline.DeadLettered,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +14,14 @@ import (
 
 // The fixtures below are files an older sawtooth wrote, each with what
 // that binary read from it (testdata/formatN.golden.json: every stage's
-// outputs by item and the counts). Format 1 and 2 files are rewritten
-// on upgrade (format2_test.go); formats 3 to 6 are valid files of
+// outputs by item and the counts). A format 1 file is rewritten on
+// upgrade (format_test.go); formats 2 to 6 are valid files of
 // FormatVersion, raised in place by a writable open or a compact.
 const (
+	// fixtureFormat2 was written by sawtooth at 5088069 (record format
+	// 2, before kept counts and shared outputs): the format 1 fixture
+	// upgraded by that binary's `sawtooth compact`.
+	fixtureFormat2 = "testdata/format2.db"
 	// fixtureFormat3 was written by sawtooth at 2053787 (record format
 	// 3, before edits of the text): `sawtooth run` of 156 generated
 	// reviews, eight of them long ones in paragraphs, against `sawtooth
@@ -56,11 +61,12 @@ type goldenAnswer struct {
 	Usage  pipeline.Usage `json:"usage"`
 }
 
-// A file an older sawtooth wrote (formats 3 to 6) reads as that sawtooth
+// A file an older sawtooth wrote (formats 2 to 6) reads as that sawtooth
 // read it: read-only as it is, and after a writable open or a compact
 // raised to FormatVersion with no record rewritten, the records it holds
-// kept in their old form (kept); records written afterwards take the new
-// form beside them (beside), and verify finds nothing.
+// kept in their old form (kept); the database that raised it reads it
+// so too, records written afterwards take the new form beside them
+// (beside), and verify finds nothing.
 func TestOpen_fixtures(t *testing.T) {
 	for _, fx := range []struct {
 		path   string
@@ -74,6 +80,7 @@ func TestOpen_fixtures(t *testing.T) {
 		// golden, to update with what it adds.
 		beside func(t *testing.T, db *DB, want fixtureGolden)
 	}{
+		{fixtureFormat2, "testdata/format2.golden.json", 2, nil, newEditBesideOldRecords},
 		{fixtureFormat3, "testdata/format3.golden.json", 3, nil, newEditBesideOldRecords},
 		{fixtureFormat4, "testdata/format4.golden.json", 4, func(t *testing.T, ro *DB) {
 			if _, longs := itemValue(t, ro, "r000131"); longs != 0 {
@@ -136,7 +143,9 @@ func TestOpen_fixtures(t *testing.T) {
 			}
 			t.Run("new records beside old ones", func(t *testing.T) {
 				db := openFixture(t, fixture(t), false)
-				fx.beside(t, db, readGolden(t, fx.golden))
+				want := readGolden(t, fx.golden)
+				assertReadsAs(t, db, want)
+				fx.beside(t, db, want)
 				if problems, err := db.Check(); err != nil || len(problems) > 0 {
 					t.Errorf("verify: %v %v", problems, err)
 				}
@@ -156,8 +165,8 @@ func openFixture(t *testing.T, path string, readOnly bool) *DB {
 	return db
 }
 
-// newEditBesideOldRecords: an item sanitized in a raised format 3 file
-// is stored as an edit of its text (editFormat).
+// newEditBesideOldRecords: an item sanitized in a raised format 2 or 3
+// file is stored as an edit of its text (editFormat).
 func newEditBesideOldRecords(t *testing.T, db *DB, want fixtureGolden) {
 	rec := pipeline.Record{ID: "new-long", Text: longReview, Fields: map[string]string{"app": "a"}}
 	if _, err := db.Ingest([]pipeline.Record{rec}); err != nil {
@@ -241,14 +250,7 @@ func newReferencesBesideOldOnes(t *testing.T, db *DB, _ fixtureGolden) {
 	}); err != nil || key == "" {
 		t.Fatalf("no cached answer is r000001's output (%v)", err)
 	}
-	if _, err := db.Ingest([]pipeline.Record{{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}}}); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queued at classify: %d, %v", len(qs), err)
-	}
+	qs := queuedAtClassify(t, db, pipeline.Record{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}})
 	if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: "zz-new", Seq: qs[0].Seq, Outcome: pipeline.Succeeded,
 		Result: res, CacheKey: key, Cached: true}}); err != nil {
 		t.Fatal(err)
@@ -282,14 +284,7 @@ func newAnswersBesideOldOnes(t *testing.T, db *DB, want fixtureGolden) {
 	out["usage"] = usage
 	res := pipeline.Result{Usage: usage}
 	res.Output, _ = json.Marshal(out)
-	if _, err := db.Ingest([]pipeline.Record{{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}}}); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("queued at classify: %d, %v", len(qs), err)
-	}
+	qs := queuedAtClassify(t, db, pipeline.Record{ID: "zz-new", Text: "a new review", Fields: map[string]string{"app": "a"}})
 	key := strings.Repeat("e7", 32)
 	if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: "zz-new", Seq: qs[0].Seq, Outcome: pipeline.Succeeded,
 		Result: res, CacheKey: key}}); err != nil {
@@ -413,4 +408,43 @@ func storedLen(t *testing.T, db *DB, bucket, key string) int {
 		t.Fatalf("%s has no %s", bucket, key)
 	}
 	return n
+}
+
+// copyFile copies the file from into the new file to.
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawFormat reads the record format straight from the file's meta.
+func rawFormat(t *testing.T, path string) int {
+	t.Helper()
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	f := 0
+	if err := bdb.View(func(tx *bolt.Tx) error {
+		var err error
+		f, err = fileFormat(tx.Bucket(bucketMeta))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

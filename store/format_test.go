@@ -26,22 +26,8 @@ const fixtureFormat1 = "testdata/format1.db"
 // copyFixture copies the format 1 fixture into a temporary directory.
 func copyFixture(t testing.TB) string {
 	t.Helper()
-	src, err := os.Open(fixtureFormat1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	path := filepath.Join(t.TempDir(), "old.db")
-	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, fixtureFormat1, path)
 	return path
 }
 

@@ -12,14 +12,7 @@ import (
 
 func TestDB_ForEachItem(t *testing.T) {
 	db := openTest(t)
-	if _, err := db.Ingest(recs("d", "a", "c", "b")); err != nil {
-		t.Fatal(err)
-	}
-	advance(t, db, "sanitize", jsonOut)
-	qs, err := db.Queued("classify", 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qs := queuedAtClassify(t, db, recs("d", "a", "c", "b")...)
 	var ts []pipeline.Transition
 	for _, q := range qs {
 		switch q.Item.ID {
@@ -57,7 +50,7 @@ func TestDB_ForEachItem(t *testing.T) {
 		"d": {"classify", pipeline.StatusQueued, 1, ""},
 	}
 	var order []string
-	err = db.ForEachItem(func(it pipeline.ItemState) error {
+	err := db.ForEachItem(func(it pipeline.ItemState) error {
 		order = append(order, it.ID)
 		got := seen{stage: it.Stage, status: it.Status, outputs: len(it.Outputs)}
 		if it.Dead != nil {

@@ -43,14 +43,7 @@ func TestDB_AnswerKeepsTheUsageItsOutputCarriesOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openTest(t)
-			if _, err := db.Ingest(recs("a", "b")); err != nil {
-				t.Fatal(err)
-			}
-			advance(t, db, "sanitize", jsonOut)
-			qs, err := db.Queued("classify", 0, 10)
-			if err != nil || len(qs) != 2 {
-				t.Fatalf("queued %d, %v", len(qs), err)
-			}
+			qs := queuedAtClassify(t, db, recs("a", "b")...)
 			key := strings.Repeat("5a", 32)
 			res := pipeline.Result{Output: tc.out, Usage: tc.use}
 			var ts []pipeline.Transition

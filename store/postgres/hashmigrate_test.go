@@ -3,13 +3,10 @@ package postgres
 import (
 	"context"
 	"encoding/hex"
-	"fmt"
 	"maps"
-	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
@@ -44,30 +41,12 @@ func rawHashes(t testing.TB, url string) (map[string]string, int64) {
 // and an edited one changed, and a hash no sawtooth wrote becomes one
 // no record matches, whose record the next ingest stores again.
 func TestMigrate_ContentHashBytes(t *testing.T) {
-	db, u := openNew(t, Options{})
-	exportItems(t, db)
-	before := exports(t, db)
-	var recs []pipeline.Record
-	for _, id := range slices.Sorted(maps.Keys(rawRecords(t, u))) {
-		loc, err := db.Locate(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, loc.Record)
-	}
-	db.Close()
+	u, before, recs := toMigrate(t)
 	sql(t, u, downgrades[13])
 	sql(t, u, `UPDATE item SET content_hash = 'not hex' WHERE item_id = 'a00'`)
 	old, oldBytes := rawHashes(t, u)
 
-	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
-		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
-	}
+	db := openMigrated(t, u)
 	now, nowBytes := rawHashes(t, u)
 	for id, h := range old {
 		want := `\x` + h
@@ -84,9 +63,7 @@ func TestMigrate_ContentHashBytes(t *testing.T) {
 	if 2*nowBytes > oldBytes+int64(len(old)) {
 		t.Errorf("content hashes take %d bytes after the migration, %d before: want about half", nowBytes, oldBytes)
 	}
-	if after := exports(t, db); after != before {
-		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
-	}
+	sameExports(t, db, before)
 
 	edited := recs[1]
 	edited.Fields = map[string]string{"app": "an edit"}
@@ -113,35 +90,15 @@ func TestMigrate_ContentHashBytes(t *testing.T) {
 // to 13) leaves them as they are, and ingest still finds the records
 // unchanged.
 func TestMigrate_ContentHashStepRunsAgain(t *testing.T) {
-	db, u := openNew(t, Options{})
-	exportItems(t, db)
-	before := exports(t, db)
-	db.Close()
+	u, before, recs := toMigrate(t)
 	hashes, _ := rawHashes(t, u)
 	sql(t, u, `UPDATE meta SET value = '13' WHERE key = 'schema'`)
 
-	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatalf("open a pipeline at version 13 whose hashes are bytes: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
-		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
-	}
+	db := openMigrated(t, u)
 	if now, _ := rawHashes(t, u); !maps.Equal(now, hashes) {
 		t.Errorf("hashes after the step ran again:\n%v\nbefore:\n%v", now, hashes)
 	}
-	if after := exports(t, db); after != before {
-		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
-	}
-	var recs []pipeline.Record
-	for _, id := range slices.Sorted(maps.Keys(hashes)) {
-		loc, err := db.Locate(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, loc.Record)
-	}
+	sameExports(t, db, before)
 	if st, err := db.Ingest(recs); err != nil || st.Unchanged != len(recs) {
 		t.Errorf("ingesting the same records again: %+v, %v; want all %d unchanged", st, err, len(recs))
 	}

@@ -307,10 +307,7 @@ func rewriteAllOutputs(t testing.TB, url string, rewrite func(stages []pipeline.
 // output whole) has the outputs that repeat their text stored marked
 // when a writable open migrates it, and exports byte for byte as before.
 func TestMigrate_OutputsMarked(t *testing.T) {
-	db, u := openNew(t, Options{})
-	exportItems(t, db)
-	before := exports(t, db)
-	db.Close()
+	u, before, _ := toMigrate(t)
 	asSchema12(t, u)
 	unmarkAll(t, u)
 	sql(t, u, downgrades[10])
@@ -320,14 +317,7 @@ func TestMigrate_OutputsMarked(t *testing.T) {
 		}
 	}
 
-	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
-		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
-	}
+	db := openMigrated(t, u)
 	raw := rawOutputs(t, u, 0)
 	for id, data := range raw {
 		if !refersToText(t, data) {
@@ -342,9 +332,7 @@ func TestMigrate_OutputsMarked(t *testing.T) {
 			t.Errorf("a classify output (%s) is stored marked", id)
 		}
 	}
-	if after := exports(t, db); after != before {
-		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
-	}
+	sameExports(t, db, before)
 	storetest.Invariants(t, db)
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -69,6 +72,54 @@ func storedVersion(t testing.TB, url string) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// toMigrate makes the pipeline a migration test stores as an older
+// schema did: exportItems in a fresh database, closed. It returns the
+// database's url; the exports of it as this version reads them, which
+// the migrated pipeline must give byte for byte (sameExports); and
+// every item's record as stored, by id, for a test to ingest again.
+func toMigrate(t *testing.T) (u, before string, recs []pipeline.Record) {
+	t.Helper()
+	db, u := openNew(t, Options{})
+	defer db.Close()
+	exportItems(t, db)
+	before = exports(t, db)
+	for _, id := range slices.Sorted(maps.Keys(rawRecords(t, u))) {
+		loc, err := db.Locate(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, loc.Record)
+	}
+	return u, before, recs
+}
+
+// openMigrated opens the pipeline at u, which a test set back to an
+// older schema, writable: the open migrates it. It fails unless the open
+// succeeds and leaves the pipeline at SchemaVersion; the database is
+// closed when the test ends.
+func openMigrated(t *testing.T, u string) *DB {
+	t.Helper()
+	from := storedVersion(t, u)
+	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
+	if err != nil {
+		t.Fatalf("open the pipeline stored at schema %s: %v", from, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if v := storedVersion(t, u); v != strconv.Itoa(SchemaVersion) {
+		t.Fatalf("after the migration from schema %s: version %s, want %d", from, v, SchemaVersion)
+	}
+	return db
+}
+
+// sameExports fails unless the migrated db exports byte for byte what
+// the pipeline exported before (toMigrate's before).
+func sameExports(t *testing.T, db *DB, before string) {
+	t.Helper()
+	if after := exports(t, db); after != before {
+		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
+	}
 }
 
 // TestMigrate_RefusesWhileOldWorkersLive: a pipeline of an older schema
@@ -183,27 +234,18 @@ func TestMigrate_RefusesWhileADeadSessionsLeasesLast(t *testing.T) {
 // index when a writable open migrates it, and reads as before: the same
 // export of every item and of one stage, byte for byte.
 func TestMigrate_OutputsIndexedOnce(t *testing.T) {
-	db, u := openNew(t, Options{})
-	exportItems(t, db)
-	before := exports(t, db)
-	db.Close()
+	u, before, _ := toMigrate(t)
 	asSchema12(t, u)
 	sql(t, u, downgrades[9])
 	if !hasIndex(t, u, "output_stage") {
 		t.Fatal("the schema-9 pipeline has no output_stage index")
 	}
 
-	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatal(err)
+	db := openMigrated(t, u)
+	if hasIndex(t, u, "output_stage") {
+		t.Fatal("after the migration the output_stage index is kept; want it dropped")
 	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != strconv.Itoa(SchemaVersion) || hasIndex(t, u, "output_stage") {
-		t.Fatalf("after the migration: version %s, output_stage kept %v; want %d, dropped", v, hasIndex(t, u, "output_stage"), SchemaVersion)
-	}
-	if after := exports(t, db); after != before {
-		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
-	}
+	sameExports(t, db, before)
 	storetest.Invariants(t, db)
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -64,10 +63,7 @@ func asSchema12(t testing.TB, url string) {
 // outputs packed when a writable open migrates it, every one shorter
 // than before, and exports byte for byte as before.
 func TestMigrate_Packed(t *testing.T) {
-	db, u := openNew(t, Options{})
-	exportItems(t, db)
-	before := exports(t, db)
-	db.Close()
+	u, before, _ := toMigrate(t)
 	asSchema12(t, u)
 	sql(t, u, downgrades[12])
 	type row struct {
@@ -90,14 +86,7 @@ func TestMigrate_Packed(t *testing.T) {
 		}
 	}
 
-	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
-		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
-	}
+	db := openMigrated(t, u)
 	packed := 0
 	for id, rows := range old {
 		for _, r := range rows {
@@ -118,9 +107,7 @@ func TestMigrate_Packed(t *testing.T) {
 			t.Errorf("record of %s after the migration: %q (before %q)", id, r, oldRecs[id])
 		}
 	}
-	if after := exports(t, db); after != before {
-		t.Errorf("exports after the migration:\n%s\nbefore:\n%s", after, before)
-	}
+	sameExports(t, db, before)
 	storetest.Invariants(t, db)
 }
 
@@ -148,9 +135,7 @@ func rawRecords(t testing.TB, url string) map[string][]byte {
 // only their readers refused) migrates: those rows stay as they are,
 // read as damaged as before, and every other row is stored packed.
 func TestMigrate_PackedLeavesDamagedRows(t *testing.T) {
-	db, u := openNew(t, Options{})
-	exportItems(t, db)
-	db.Close()
+	u, _, _ := toMigrate(t)
 	asSchema12(t, u)
 	badOut := []byte{markEscaped, 0xff, 0xff}
 	badRec := []byte(`{"id":"B01","text":`)
@@ -158,14 +143,7 @@ func TestMigrate_PackedLeavesDamagedRows(t *testing.T) {
 	sql(t, u, `UPDATE item SET record = $1 WHERE item_id = 'B01'`, badRec)
 	sql(t, u, downgrades[12])
 
-	db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatalf("open the schema-12 pipeline with a damaged output and record: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
-		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
-	}
+	db := openMigrated(t, u)
 	if got := rawOutputs(t, u, 0)["a00"]; !bytes.Equal(got, badOut) {
 		t.Errorf("the damaged output became %q", got)
 	}

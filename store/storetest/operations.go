@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/big"
@@ -60,6 +61,34 @@ func testFieldEdits(t *testing.T, db pipeline.Database) {
 	tally, _ := db.Tally()
 	if tally.Groups["app"]["y"]["bug"] != 1 || tally.Groups["app"]["z"]["bug"] != 1 || tally.Labels["ux"] != 1 {
 		t.Fatalf("the tally does not follow the edits: %+v", tally.Groups)
+	}
+}
+
+// testInvalidUTF8Edit: an item whose text is not valid UTF-8 (its record
+// goes through JSON, which replaces the bad bytes) whose rating alone is
+// edited keeps its outputs and its place, as one with a valid text does:
+// the text an edit is compared with is the one its stages read, the
+// stored record's, not the given one, which never equals it.
+func testInvalidUTF8Edit(t *testing.T, db pipeline.Database) {
+	for i, text := range []string{"good byte", "bad \xff byte"} {
+		t.Run(text, func(t *testing.T) {
+			id := fmt.Sprintf("u%d", i)
+			ingest(t, db, Record(id, text, "x", "4"))
+			Advance(t, db, "sanitize")
+			before := wantAt(t, db, id, "classify", "queued")
+			if st := ingest(t, db, Record(id, text, "x", "5")); st.Updated != 1 || st.Changed != 0 {
+				t.Errorf("a rating-only edit: %+v, want 1 updated (no work redone)", st)
+			}
+			got := locate(t, db, id)
+			if got.Status != "queued" || got.Stage != "classify" || !bytes.Equal(got.Output["sanitize"], before.Output["sanitize"]) {
+				t.Errorf("after a rating-only edit: %s at %s, sanitize output %s; want queued at classify, the output kept (%s)",
+					got.Status, got.Stage, got.Output["sanitize"], before.Output["sanitize"])
+			}
+			if st := ingest(t, db, Record(id, text, "x", "5")); st != (pipeline.IngestStats{Unchanged: 1}) {
+				t.Errorf("the same record again: %+v; want 1 unchanged", st)
+			}
+			Invariants(t, db)
+		})
 	}
 }
 

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Open) {
 		{"CommitIsIdempotent", testCommitIdempotent},
 		{"StaleTransitionsIgnored", nil},
 		{"FieldEditReentersAtFirstReader", testFieldEdits},
+		{"InvalidUTF8TextEditKeepsOutputs", testInvalidUTF8Edit},
 		{"Requeue", testRequeue},
 		{"Rerun", testRerun},
 		{"DeadLetterHistory", testHistory},
