@@ -119,8 +119,9 @@ type epochRef struct {
 }
 
 var (
-	_ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
-	_ pipeline.PoolSizer    = (*FleetLimiter)(nil)
+	_ pipeline.QuotaLimiter    = (*FleetLimiter)(nil)
+	_ pipeline.PoolSizer       = (*FleetLimiter)(nil)
+	_ pipeline.TimeoutListener = (*FleetLimiter)(nil)
 )
 
 // namedQuotaShare is the share of a quota a 429 named that the fleet is
@@ -306,6 +307,11 @@ func (l *FleetLimiter) dbFailed(err error) {
 func (l *FleetLimiter) done(started time.Time) epochRef {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.doneLocked(started)
+}
+
+// doneLocked is done for a caller that holds mu.
+func (l *FleetLimiter) doneLocked(started time.Time) epochRef {
 	ref, ok := l.epochs[started]
 	if !ok {
 		ref.epoch = -1
@@ -346,9 +352,11 @@ func (l *FleetLimiter) decrease(n int, paced bool) {
 // book further ahead).
 func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 	ref := l.done(started)
+	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.law.succeeded(l.cfg.Clock.Now(), ref.waited)
+	l.law.answered(now.Sub(started))
+	l.law.succeeded(now, ref.waited)
 	l.wake()
 }
 
@@ -397,6 +405,19 @@ func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Durat
 
 // Failed frees the slot.
 func (l *FleetLimiter) Failed(started time.Time) { l.done(started) }
+
+// TimedOut reports that the call started at started ran out its own
+// deadline (the per-call timeout, not the run's end). It frees the slot;
+// a wave of them caps this worker's calls in flight at half those then
+// in flight (see workerLaw.timedOut), as limiter.AIMD's TimedOut does for
+// a single process. It implements pipeline.TimeoutListener.
+func (l *FleetLimiter) TimedOut(started time.Time) {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.doneLocked(started)
+	l.law.timedOut(now, started, l.inFlight+1)
+}
 
 // MostInFlight is this worker's ceiling: the most calls it can ever have
 // in flight (pipeline.PoolSizer).

@@ -232,3 +232,54 @@ func TestFleetLimiter_FreshQuotaIsNotUnreachable(t *testing.T) {
 		t.Fatalf("a fresh quota row was read as unreachable:\n%s", logged.String())
 	}
 }
+
+// TestFleetLimiter_TimeoutWaveCutsThisWorker: a wave of one worker's
+// timeouts (3, and 10% of its calls) caps its own calls in flight at
+// half those then in flight, once for the wave; the other worker, whose
+// calls did not time out, keeps its limit; and calls sent after the cut
+// that time out again cut again. Before FleetLimiter read timeouts (it
+// was no pipeline.TimeoutListener), the runner told them as Failed and
+// nothing moved.
+func TestFleetLimiter_TimeoutWaveCutsThisWorker(t *testing.T) {
+	clock := &steppedClock{now: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 32, Ceiling: 64, Clock: clock})
+	var lim pipeline.Limiter = ls[0]
+	a, ok := lim.(pipeline.TimeoutListener)
+	if !ok {
+		t.Fatal("FleetLimiter is no pipeline.TimeoutListener: the runner tells it a timeout as any failure")
+	}
+	b := ls[1]
+	sb := acquire(t, b, 10)
+	sa := acquire(t, ls[0], 30)
+	clock.now = clock.now.Add(2 * time.Second)
+	a.TimedOut(sa[0])
+	a.TimedOut(sa[1])
+	if got := ls[0].Limit(); got != 32 {
+		t.Fatalf("two timeouts moved the limit to %d: not a wave", got)
+	}
+	a.TimedOut(sa[2])
+	if got := ls[0].Limit(); got != 14 {
+		t.Fatalf("after a wave of 3 timeouts with 30 calls in flight the limit is %d, want 14 (half the 28 in flight at the third)", got)
+	}
+	for _, s := range sa[3:20] {
+		a.TimedOut(s) // the rest of the wave, sent before the cut
+	}
+	if got := ls[0].Limit(); got != 14 || b.Limit() != 32 {
+		t.Fatalf("after the rest of the wave: limits %d and %d, want 14 and 32 (the other worker's calls did not time out)", got, b.Limit())
+	}
+	for _, s := range sa[20:] {
+		ls[0].Failed(s)
+	}
+	for _, s := range sb {
+		b.Succeeded(s, 1)
+	}
+	clock.now = clock.now.Add(time.Second)
+	sa = acquire(t, ls[0], 10)
+	clock.now = clock.now.Add(2 * time.Second)
+	for _, s := range sa[:3] {
+		a.TimedOut(s)
+	}
+	if got := ls[0].Limit(); got != 4 {
+		t.Fatalf("a second wave, of calls sent after the cut, left the limit at %d, want 4 (half the 8 in flight at its third)", got)
+	}
+}
