@@ -87,7 +87,9 @@ type FleetLimitConfig struct {
 // changes nothing; once the fleet is paced, an event lowers the rate
 // instead and the limit only stops slow start. A 429 pushes the
 // schedule past its retry delay, so the whole fleet waits it out, and a
-// call whose slot falls inside that wait books a later one.
+// call whose slot falls inside that wait books a later one. A wave of
+// this worker's calls that ran out their own deadline caps its calls in
+// flight at half those then in flight (TimedOut).
 //
 // If the database cannot be reached, the worker goes on alone: no
 // pacing, its own 429s decrease its limit; it rejoins at the next slot
