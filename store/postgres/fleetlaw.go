@@ -569,8 +569,9 @@ func (w *workerLaw) answered(roundTrip time.Duration) {
 // deadline at now, with inFlight of this worker's calls (this one
 // included) holding slots, and reports whether it cut the limit. A wave
 // (limiter.TimeoutWaves) caps this worker's calls in flight at half of
-// those then in flight (at least the floor), ends slow start, and the
-// limit grows back as after a fleet event (+1 per increaseEvery). Each
+// those then in flight (at least the floor), ends slow start, and from
+// then on the limit grows back a call per waveGrowRoundTrips round trips
+// (see succeeded), not +1 per increaseEvery as after a fleet event. Each
 // worker cuts its own calls on its own timeouts: a server with no quota
 // that answers later as calls grow answers every worker late, so each
 // sees its own wave, and no 429 raises the quota row's epoch for the

@@ -349,7 +349,9 @@ func (l *FleetLimiter) decrease(n int, paced bool) {
 
 // Succeeded grows the limit: +1 per success in slow start (doubling each
 // round trip until the fleet's first congestion event), then +1 per
-// IncreaseEvery at most; not for a call that waited for its slot in the
+// IncreaseEvery at most, or, once a wave of this worker's timeouts cut
+// it, a call per waveGrowRoundTrips round trips (see workerLaw.succeeded);
+// not for a call that waited for its slot in the
 // fleet's schedule (the pace bound it: more calls in flight would only
 // book further ahead).
 func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
