@@ -491,6 +491,8 @@ type workerLaw struct {
 	// limit (calls started by then belong to that wave), zero before.
 	waves   limiter.TimeoutWaves
 	waveCut time.Time
+	// waveCuts counts the waves that cut the limit (see sentAfterCut).
+	waveCuts int
 	// roundTrip is the smoothed round trip of this worker's answered
 	// calls, 0 before the first (see answered).
 	roundTrip time.Duration
@@ -581,11 +583,22 @@ func (w *workerLaw) timedOut(now, started time.Time, inFlight int) bool {
 	if !wave {
 		return false
 	}
-	w.waveCut = now // the calls in flight all started by now
+	w.waveCut = now // the calls in flight sent by now (see sentAfterCut)
+	w.waveCuts++
 	w.slowStart = false
 	w.grown = now
 	w.limit = max(w.floor, min(w.limit, float64(level)))
 	return true
+}
+
+// sentAfterCut moves waveCut past started, the start of a call admitted
+// before the last wave's cut that went out after it (it waited for its
+// slot in the fleet's schedule): the call is of the wave that cut
+// answered, and its timeout must not count toward the next (one cut per
+// wave; the single process's law moves its decrease past every start
+// stamp it handed out, for the same reason).
+func (w *workerLaw) sentAfterCut(started time.Time) {
+	w.waveCut = later(w.waveCut, started)
 }
 
 // later is the later of a and b.

@@ -194,10 +194,12 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 // Acquire waits for a slot under this worker's limit, then reserves the
 // call's place in the fleet's schedule and waits for it.
 func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
+	var cuts int // the waves of timeouts that had cut the limit at admission
 	for {
 		l.mu.Lock()
 		if l.inFlight < int(l.law.limit) {
 			l.inFlight++
+			cuts = l.law.waveCuts
 			l.mu.Unlock()
 			break
 		}
@@ -218,6 +220,11 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	l.mu.Lock()
 	ref := l.epochs[started]
 	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1, waited: ref.waited || waited}
+	if l.law.waveCuts != cuts {
+		// Admitted before a wave's cut, sent after it (it waited for its
+		// slot): it is of the calls that cut answered.
+		l.law.sentAfterCut(started)
+	}
 	l.mu.Unlock()
 	return started, nil
 }
