@@ -542,7 +542,18 @@ func (w *workerLaw) succeeded(now time.Time, waited bool) {
 	if w.slowStart {
 		w.limit++
 	} else if !w.waveCut.IsZero() {
-		w.limit += 1 / (waveGrowRoundTrips * max(w.limit, 1)) // a call per waveGrowRoundTrips round trips
+		// A call per waveGrowRoundTrips round trips, and, as after a
+		// fleet event, no faster than +1 per increaseEvery (quick calls
+		// would otherwise outpace the probe FleetLimitConfig promises).
+		next := w.limit + 1/(waveGrowRoundTrips*max(w.limit, 1))
+		if math.Floor(next) > math.Floor(w.limit) {
+			if now.Sub(w.grown) < w.increaseEvery {
+				next = w.limit
+			} else {
+				w.grown = now
+			}
+		}
+		w.limit = next
 	} else if now.Sub(w.grown) >= w.increaseEvery {
 		w.limit++
 		w.grown = now

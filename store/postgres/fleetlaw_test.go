@@ -197,3 +197,28 @@ func TestWorkerLaw_GrowsBackSlowlyAfterAWave(t *testing.T) {
 		t.Fatalf("limit %.2f after %d round trips of successes, want about 16", w.limit, waveGrowRoundTrips)
 	}
 }
+
+// TestWorkerLaw_GrowsBackNoFasterThanIncreaseEvery: after a wave, calls
+// that answer within a few milliseconds make their round trips' worth of
+// growth quickly, but the limit still grows by no more than a call per
+// increaseEvery, as FleetLimitConfig.IncreaseEvery promises.
+func TestWorkerLaw_GrowsBackNoFasterThanIncreaseEvery(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	w := workerLaw{floor: 1, ceiling: 64, factor: DefaultFleetDecrease, increaseEvery: time.Second, limit: 40, slowStart: true}
+	for i := range 3 {
+		w.timedOut(t0.Add(5*time.Second+time.Duration(i)*time.Millisecond), t0.Add(3*time.Second), 30)
+	}
+	now := t0.Add(5*time.Second + 10*time.Millisecond)
+	for range 15 * waveGrowRoundTrips * 10 { // ten calls' worth of round trips, a millisecond apart
+		now = now.Add(time.Millisecond)
+		w.succeeded(now, false)
+	}
+	if w.limit >= 16 { // 610 ms since the wave: not a whole increaseEvery
+		t.Fatalf("limit %.2f %v after the wave, want under 16 (+1 per increaseEvery %v at most)", w.limit, now.Sub(t0.Add(5*time.Second)), w.increaseEvery)
+	}
+	now = now.Add(time.Second)
+	w.succeeded(now, false)
+	if w.limit < 16 || w.limit >= 17 {
+		t.Fatalf("limit %.2f after an increaseEvery more, want 16", w.limit)
+	}
+}
