@@ -54,7 +54,9 @@
 // ended within one timeout's span) is a server answering later as the
 // calls in flight grow, with no refusal to say so; each such call may be
 // billed and its retry paid again, so the limiter caps the calls in
-// flight at half those then in flight, as at a cap's 429 (timeout.go).
+// flight at half those then in flight, as at a cap's 429 (timeout.go;
+// TimeoutWaves is that rule alone, which each worker of a PostgreSQL
+// fleet applies to its own calls).
 //
 // A server that refuses every call for a moment (503 "overloaded") says
 // nothing about the quota either, and the runner holds the stage's calls

@@ -169,9 +169,9 @@ type law struct {
 	ramp      ramp
 	// slowTat: slow start's schedule (see slowStartHold).
 	slowTat time.Time
-	// timedOut: when the recent calls that ran out their own deadline
-	// did (see onTimedOut).
-	timedOut []time.Time
+	// timeouts: the recent calls that ran out their own deadline (see
+	// onTimedOut).
+	timeouts TimeoutWaves
 }
 
 // newLaw returns the law's state before any event. cfg must have its

@@ -181,3 +181,58 @@ func driveTimeouts(w *law, latency func(inFlight int) time.Duration, deadline ti
 	}
 	return answered, timeouts, at.Sub(simEpoch)
 }
+
+// TestTimeoutWaves_TimedOut: the detector alone, as a fleet worker uses
+// it: a wave is 3 timeouts and 10% of the calls that ended within one
+// deadline's span (estimated from the round trip given), calls started
+// by since are ignored, and a wave says to cap at half the calls then in
+// flight and starts the count afresh.
+func TestTimeoutWaves_TimedOut(t *testing.T) {
+	const deadline = 2 * time.Second
+	at := func(d time.Duration) time.Time { return simEpoch.Add(d) }
+	type timeout struct {
+		after    time.Duration // when it came back, from simEpoch
+		inFlight int
+	}
+	burst := func(n, inFlight int) []timeout {
+		var ts []timeout
+		for i := range n {
+			ts = append(ts, timeout{10*time.Second + time.Duration(i)*time.Millisecond, inFlight - i})
+		}
+		return ts
+	}
+	for _, tc := range []struct {
+		name      string
+		since     time.Duration // from simEpoch; 0: no cut yet
+		roundTrip time.Duration
+		timeouts  []timeout
+		want      []int // the level of each wave, in order
+	}{
+		{"a lone timeout", 0, 0, burst(1, 20), nil},
+		{"three among few calls", 0, 0, burst(3, 20), []int{9}},
+		{"fewer than 10% of the calls in flight", 0, 0, burst(18, 200), nil},
+		{"10% of the calls in flight", 0, 0, burst(19, 200), []int{91}},
+		{"answers ten times a span: 10% of ten times the calls", 0, deadline / 10, burst(19, 200), nil},
+		{"a slow round trip counts the calls in flight once", 0, 3 * deadline, burst(19, 200), []int{91}},
+		{"counted afresh after a wave", 0, 0, burst(6, 20), []int{9, 7}},
+		{"timeouts a span apart", 0, 0, []timeout{{10 * time.Second, 20}, {12500 * time.Millisecond, 20}, {15 * time.Second, 20}}, nil},
+		{"calls started by the last cut", 9 * time.Second, 0, burst(10, 20), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d TimeoutWaves
+			var since time.Time
+			if tc.since > 0 {
+				since = at(tc.since)
+			}
+			var got []int
+			for _, to := range tc.timeouts {
+				if wave, level := d.TimedOut(at(to.after), at(to.after-deadline), since, to.inFlight, tc.roundTrip); wave {
+					got = append(got, level)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("waves at levels %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -151,7 +151,10 @@
 // in flight grow only while the pace does not bind them, and fall with
 // the fleet's events only while no rate is paced; a call that waited for
 // its slot reads the fleet's cooldown before it goes out, and books
-// again rather than go out into a spent quota.
+// again rather than go out into a spent quota. A wave of a worker's own
+// timeouts (limiter.TimeoutWaves) halves that worker's calls in flight,
+// as the single process's law does; no 429 comes, so nothing of it goes
+// through the row.
 //
 // # Why plain SQL rather than River
 //

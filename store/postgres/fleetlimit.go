@@ -87,7 +87,9 @@ type FleetLimitConfig struct {
 // changes nothing; once the fleet is paced, an event lowers the rate
 // instead and the limit only stops slow start. A 429 pushes the
 // schedule past its retry delay, so the whole fleet waits it out, and a
-// call whose slot falls inside that wait books a later one.
+// call whose slot falls inside that wait books a later one. A wave of
+// this worker's calls that ran out their own deadline caps its calls in
+// flight at half those then in flight (TimedOut).
 //
 // If the database cannot be reached, the worker goes on alone: no
 // pacing, its own 429s decrease its limit; it rejoins at the next slot
@@ -119,8 +121,9 @@ type epochRef struct {
 }
 
 var (
-	_ pipeline.QuotaLimiter = (*FleetLimiter)(nil)
-	_ pipeline.PoolSizer    = (*FleetLimiter)(nil)
+	_ pipeline.QuotaLimiter    = (*FleetLimiter)(nil)
+	_ pipeline.PoolSizer       = (*FleetLimiter)(nil)
+	_ pipeline.TimeoutListener = (*FleetLimiter)(nil)
 )
 
 // namedQuotaShare is the share of a quota a 429 named that the fleet is
@@ -191,10 +194,12 @@ func NewFleetLimiter(ctx context.Context, q *SharedQuota, cfg FleetLimitConfig) 
 // Acquire waits for a slot under this worker's limit, then reserves the
 // call's place in the fleet's schedule and waits for it.
 func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
+	var cuts int // the waves of timeouts that had cut the limit at admission
 	for {
 		l.mu.Lock()
 		if l.inFlight < int(l.law.limit) {
 			l.inFlight++
+			cuts = l.law.waveCuts
 			l.mu.Unlock()
 			break
 		}
@@ -215,6 +220,11 @@ func (l *FleetLimiter) Acquire(ctx context.Context) (time.Time, error) {
 	l.mu.Lock()
 	ref := l.epochs[started]
 	l.epochs[started] = epochRef{epoch: max(ref.epoch, epoch), n: ref.n + 1, waited: ref.waited || waited}
+	if l.law.waveCuts != cuts {
+		// Admitted before a wave's cut, sent after it (it waited for its
+		// slot): it is of the calls that cut answered.
+		l.law.sentAfterCut(started)
+	}
 	l.mu.Unlock()
 	return started, nil
 }
@@ -306,6 +316,11 @@ func (l *FleetLimiter) dbFailed(err error) {
 func (l *FleetLimiter) done(started time.Time) epochRef {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.doneLocked(started)
+}
+
+// doneLocked is done for a caller that holds mu.
+func (l *FleetLimiter) doneLocked(started time.Time) epochRef {
 	ref, ok := l.epochs[started]
 	if !ok {
 		ref.epoch = -1
@@ -341,14 +356,18 @@ func (l *FleetLimiter) decrease(n int, paced bool) {
 
 // Succeeded grows the limit: +1 per success in slow start (doubling each
 // round trip until the fleet's first congestion event), then +1 per
-// IncreaseEvery at most; not for a call that waited for its slot in the
+// IncreaseEvery at most, or, once a wave of this worker's timeouts cut
+// it, a call per waveGrowRoundTrips round trips (see workerLaw.succeeded);
+// not for a call that waited for its slot in the
 // fleet's schedule (the pace bound it: more calls in flight would only
 // book further ahead).
 func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 	ref := l.done(started)
+	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.law.succeeded(l.cfg.Clock.Now(), ref.waited)
+	l.law.answered(now.Sub(started))
+	l.law.succeeded(now, ref.waited)
 	l.wake()
 }
 
@@ -397,6 +416,19 @@ func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Durat
 
 // Failed frees the slot.
 func (l *FleetLimiter) Failed(started time.Time) { l.done(started) }
+
+// TimedOut reports that the call started at started ran out its own
+// deadline (the per-call timeout, not the run's end). It frees the slot;
+// a wave of them caps this worker's calls in flight at half those then
+// in flight (see workerLaw.timedOut), as limiter.AIMD's TimedOut does for
+// a single process. It implements pipeline.TimeoutListener.
+func (l *FleetLimiter) TimedOut(started time.Time) {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.doneLocked(started)
+	l.law.timedOut(now, started, l.inFlight+1)
+}
 
 // MostInFlight is this worker's ceiling: the most calls it can ever have
 // in flight (pipeline.PoolSizer).

@@ -232,3 +232,188 @@ func TestFleetLimiter_FreshQuotaIsNotUnreachable(t *testing.T) {
 		t.Fatalf("a fresh quota row was read as unreachable:\n%s", logged.String())
 	}
 }
+
+// TestFleetLimiter_TimeoutWaveCutsThisWorker: a wave of one worker's
+// timeouts (3, and 10% of its calls) caps its own calls in flight at
+// half those then in flight, once for the wave; the other worker, whose
+// calls did not time out, keeps its limit; and calls sent after the cut
+// that time out again cut again. Before FleetLimiter read timeouts (it
+// was no pipeline.TimeoutListener), the runner told them as Failed and
+// nothing moved.
+func TestFleetLimiter_TimeoutWaveCutsThisWorker(t *testing.T) {
+	clock := &steppedClock{now: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+	ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 32, Ceiling: 64, Clock: clock})
+	var lim pipeline.Limiter = ls[0]
+	a, ok := lim.(pipeline.TimeoutListener)
+	if !ok {
+		t.Fatal("FleetLimiter is no pipeline.TimeoutListener: the runner tells it a timeout as any failure")
+	}
+	b := ls[1]
+	sb := acquire(t, b, 10)
+	sa := acquire(t, ls[0], 30)
+	clock.now = clock.now.Add(2 * time.Second)
+	a.TimedOut(sa[0])
+	a.TimedOut(sa[1])
+	if got := ls[0].Limit(); got != 32 {
+		t.Fatalf("two timeouts moved the limit to %d: not a wave", got)
+	}
+	a.TimedOut(sa[2])
+	if got := ls[0].Limit(); got != 14 {
+		t.Fatalf("after a wave of 3 timeouts with 30 calls in flight the limit is %d, want 14 (half the 28 in flight at the third)", got)
+	}
+	for _, s := range sa[3:20] {
+		a.TimedOut(s) // the rest of the wave, sent before the cut
+	}
+	if got := ls[0].Limit(); got != 14 || b.Limit() != 32 {
+		t.Fatalf("after the rest of the wave: limits %d and %d, want 14 and 32 (the other worker's calls did not time out)", got, b.Limit())
+	}
+	for _, s := range sa[20:] {
+		ls[0].Failed(s)
+	}
+	for _, s := range sb {
+		b.Succeeded(s, 1)
+	}
+	clock.now = clock.now.Add(time.Second)
+	sa = acquire(t, ls[0], 10)
+	clock.now = clock.now.Add(2 * time.Second)
+	for _, s := range sa[:3] {
+		a.TimedOut(s)
+	}
+	if got := ls[0].Limit(); got != 4 {
+		t.Fatalf("a second wave, of calls sent after the cut, left the limit at %d, want 4 (half the 8 in flight at its third)", got)
+	}
+}
+
+// heldClock is a stepped clock whose timers, once hold is set, fire only
+// when released: a call Acquire admitted waits in the fleet's schedule
+// (book) for as long as the test says.
+type heldClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	hold bool
+	held []chan time.Time
+}
+
+func (c *heldClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *heldClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *heldClock) NewTimer(time.Duration) pipeline.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.hold {
+		return firedTimer{}
+	}
+	ch := make(chan time.Time, 1)
+	c.held = append(c.held, ch)
+	return heldTimer(ch)
+}
+
+// release fires the timers held and lets later ones fire at once.
+func (c *heldClock) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = false
+	for _, ch := range c.held {
+		ch <- c.now
+	}
+	c.held = nil
+}
+
+func (c *heldClock) holding() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+type heldTimer chan time.Time
+
+func (t heldTimer) C() <-chan time.Time { return t }
+func (heldTimer) Stop() bool            { return false }
+
+// TestFleetLimiter_TimeoutWaveCallsAdmittedBeforeTheCut: calls admitted
+// before a wave's cut that were still waiting for their slot in the
+// fleet's schedule go out after it, but at the level the cut answered:
+// their timeouts are of that wave (one cut per wave, as the single
+// process's law, whose decrease moves past the start stamps it handed
+// out), not a second wave that halves the limit again.
+func TestFleetLimiter_TimeoutWaveCallsAdmittedBeforeTheCut(t *testing.T) {
+	clock := &heldClock{now: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}
+	ls := fleetLimiters(t, 1, FleetLimitConfig{Key: "p/m", Start: 32, Ceiling: 64, Clock: clock})
+	l := ls[0]
+	sent := acquire(t, l, 20) // unpaced: out at once
+	// The fleet is paced from now: the next calls wait for their slots.
+	if err := l.q.SetRate(context.Background(), "p/m", 100*time.Millisecond, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.mu.Lock()
+	clock.hold = true
+	clock.mu.Unlock()
+	const booking = 10
+	type got struct {
+		started time.Time
+		err     error
+	}
+	out := make(chan got, booking)
+	for range booking {
+		go func() {
+			s, err := l.Acquire(context.Background())
+			out <- got{s, err}
+		}()
+	}
+	// Wait until every call is either out or waiting for its slot.
+	var early []time.Time
+	for deadline := time.Now().Add(30 * time.Second); clock.holding()+len(early) < booking; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls waiting, %d out: the rest never reached the schedule", clock.holding(), len(early))
+		}
+		select {
+		case g := <-out:
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			early = append(early, g.started)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if clock.holding() < 3 {
+		t.Fatalf("only %d calls waited for their slots: the test needs 3", clock.holding())
+	}
+	clock.advance(2 * time.Second)
+	for _, s := range sent[:3] {
+		l.TimedOut(s)
+	}
+	cut := l.Limit()
+	if cut >= 32 {
+		t.Fatalf("a wave of 3 timeouts left the limit at %d", cut)
+	}
+	for _, s := range append(sent[3:], early...) {
+		l.Failed(s)
+	}
+	clock.advance(time.Millisecond)
+	waiting := clock.holding()
+	clock.release()
+	var late []time.Time
+	for range waiting {
+		g := <-out
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		late = append(late, g.started)
+	}
+	clock.advance(2 * time.Second)
+	for _, s := range late[:3] {
+		l.TimedOut(s)
+	}
+	if got := l.Limit(); got != cut {
+		t.Fatalf("timeouts of calls admitted before the cut (sent after it, from the fleet's schedule) cut the limit again, from %d to %d", cut, got)
+	}
+}
