@@ -99,10 +99,7 @@
 // were named (see doubtNames). With no name believed, the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
-// that window. A reopening (a probe admitted after a backoff) reads the
-// quota's budget from the calls admitted since the last one only over a
-// span at least that long: two probes seconds apart across a spent
-// minute read a fraction of what it grants (see reopened).
+// that window.
 //
 // A caller that knows a call's size before it starts (AcquireWeighted,
 // pipeline.WeightedLimiter: the runner passes the prompt's estimated

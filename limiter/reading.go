@@ -105,12 +105,7 @@ func (w *law) othersAt(started time.Time, fallback int) int {
 // the quota admitted: it was spent and is open again. What it admitted
 // from the last such reopening to this one is all it grants over that
 // span (a fixed window's count per window, when the 429s did not say
-// when it would reset): the rate goes just under it. Not over a span
-// shorter than the longest retry delay given, which the window is at
-// least: two probes 7 s apart across a spent 60 s window (an unnamed
-// TPM minute, its delays rounded) read 1.9 calls a second where the
-// quota grants 87, and the stairs took ten minutes to climb back
-// (seed 2545208588: 0.248 -> 0.757).
+// when it would reset): the rate goes just under it.
 func (w *law) reopened(started time.Time) {
 	prev := w.reopenedAt
 	w.reopenedAt = started
@@ -133,7 +128,7 @@ func (w *law) reopened(started time.Time) {
 		w.window = max(w.window, min(span, maxWindow))
 	}
 	n := w.admittedFrom(prev, started)
-	if n < cycleMinSuccesses || span < w.longestDelay {
+	if n < cycleMinSuccesses {
 		return
 	}
 	if budget := float64(n) / span.Seconds(); budget*eventBackoff < w.rate {
