@@ -102,10 +102,6 @@ const (
 	// the rate is paced at this share of it, room for a window's edges
 	// and for input tokens that vary from call to call.
 	namedShare = 0.97
-	// nameSlack: a named budget is contradicted once the quota admitted
-	// this much more than it can (see doubtNames): room for a budget
-	// named rounded to the minute.
-	nameSlack = 1.02
 	// namedHoldLags: the rate held at a named budget this many answer
 	// lags (twice as many after each look that found nothing, see
 	// maxCalm) with no 429 stops capping the stairs.

@@ -90,13 +90,7 @@
 // named. A live quota named lower than the rate it admitted keeps that
 // rate as the one to climb back to: it looks above the budget named every
 // answer lag (a look refused costs one 429, which names the budget again),
-// and once a look holds, the rate goes straight back to it. A name is
-// evidence, not law: once the quota has admitted more since the first
-// start than any budget of the highest size named can (B per minute
-// admits at most B × (⌊minutes⌋ + 2) over any span, whether counted over
-// a sliding or a fixed minute or by a bucket), it is a count per shorter
-// window named as a minute's, and the law reads the quota as if nothing
-// were named (see doubtNames). With no name believed, the longest retry delay seen is read as the quota's
+// and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window.

@@ -63,12 +63,6 @@ type law struct {
 	// quota is live and a named budget only says where it was then.
 	lastRPM, lastTPM int64
 	namedMoved       bool
-	// highestRPM and highestTPM: the highest budgets any 429 of this run
-	// named; admittedCalls and admittedTokens: the calls the quota
-	// admitted since the first start and the input tokens they billed.
-	// Together they show a name contradicted (see doubtNames).
-	highestRPM, highestTPM        int64
-	admittedCalls, admittedTokens int64
 	// measured: the current event set the rate from what the quota
 	// admitted, which the event's other refusals do not lower further.
 	measured bool
@@ -305,8 +299,6 @@ func (w *law) stamp(t time.Time) time.Time {
 func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
 	w.admittedSince++
-	w.admittedCalls++
-	w.admittedTokens += max(tokens, 0)
 	if c := w.find(started); c != nil {
 		c.outcome = admitted
 		w.learnSize(c.size, tokens)
@@ -361,7 +353,6 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
 	gatePrev := w.idledSince()
-	w.doubtNames(t)
 	if c := w.find(started); c != nil {
 		c.outcome = refusedCall
 	}

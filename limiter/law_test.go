@@ -632,53 +632,6 @@ func TestLaw_namedQuota(t *testing.T) {
 	}
 }
 
-// A named budget is evidence like any other: once the quota has
-// admitted more since the first start than any per-minute budget of that
-// size can (a server naming its count per window as a minute's), a 429
-// naming it leaves the law's own reading in charge, where believing it
-// held the law at a fraction of the quota for minutes at a time. A
-// budget the admitted calls agree with still sets the rate.
-func TestLaw_namedBudgetContradicted(t *testing.T) {
-	tests := []struct {
-		name       string
-		rate       float64 // paced before the 429 (if not believed, the law climbs from it)
-		rpm, tpm   int64
-		believed   bool
-		namedShare float64 // the rate the name sets
-	}{
-		{"requests: 1,200 named, 200 a second and more admitted", 200, 1200, 0, false, 20 * namedShare},
-		{"requests: 1,200 named and paced at", 200, 1200, 0, true, 20 * namedShare},
-		{"tokens: 120,000 named, 20,000 a second and more admitted", 200, 0, 120000, false, 20 * namedShare},
-		{"tokens: 120,000 named and paced at", 200, 0, 120000, true, 20 * namedShare},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w, at := pacedLaw(t, tt.rate)
-			w.eventRate = tt.rate // not the first event
-			refuse := func() {
-				s := w.start(at, 0)
-				w.nameQuota(tt.rpm, tt.tpm)
-				at = at.Add(20 * time.Millisecond)
-				w.onRateLimited(at, s, 7300*time.Microsecond, 1)
-			}
-			if tt.believed {
-				refuse() // paced at the name since: the calls admitted agree with it
-			}
-			at, _ = drive(w, at, 10*time.Second)
-			before := w.rate
-			refuse()
-			switch {
-			case tt.believed && (w.namedRPM != tt.rpm || w.namedTPM != tt.tpm || w.rate > tt.namedShare*(1+1e-9)):
-				t.Errorf("rate %.2f, names %d/%d after the 429; want the names kept and the rate at most %.2f", w.rate, w.namedRPM, w.namedTPM, tt.namedShare)
-			case !tt.believed && w.rate <= 2*tt.namedShare:
-				t.Errorf("rate %.2f after the 429 (%.2f before): a budget of %.2f a second, which the quota has admitted many times over, was believed", w.rate, before, tt.namedShare)
-			case !tt.believed && (w.namedRPM != 0 || w.namedTPM != 0 || w.lastRPM != 0 || w.lastTPM != 0):
-				t.Errorf("names %d/%d (last %d/%d) kept; want the contradicted name dropped", w.namedRPM, w.namedTPM, w.lastRPM, w.lastTPM)
-			}
-		})
-	}
-}
-
 // refuseNamed starts a call at at and has it refused 20 ms later by a 429
 // naming rpm requests a minute, with an exact retry delay; it returns the
 // time of the refusal.

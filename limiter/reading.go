@@ -203,35 +203,6 @@ func (w *law) nameQuota(rpm, tpm int64) {
 	if tpm > 0 {
 		w.lastTPM = tpm
 	}
-	w.highestRPM, w.highestTPM = max(w.highestRPM, rpm), max(w.highestTPM, tpm)
-}
-
-// doubtNames drops, at t, each named budget that what the quota admitted
-// contradicts: a budget a 429 names is evidence like any other, and a
-// server that names its count per window as a minute's (or a gateway in
-// front of the quota that names another's) holds a law that believes
-// it at a fraction of the quota for minutes, as each look above that
-// is refused names it again. Over any span s, a quota of B a minute
-// admits at most B*(⌊s/1m⌋ + 2): a sliding log B per minute the span
-// starts, a fixed minute B per window it overlaps (a span just over a
-// minute can end one window, hold a second and begin a third), a bucket
-// of B a minute its burst (under B) more. More than that since the
-// first start, under the highest budget any 429 of the run named (a
-// live quota's names move), and no name of it is the quota's per-minute
-// budget: the law reads the quota as if none were named. The last names
-// go too, so that requests named wrongly do not space token-paced starts
-// (see requestInterval).
-func (w *law) doubtNames(t time.Time) {
-	if w.firstStart.IsZero() {
-		return
-	}
-	minutes := float64(t.Sub(w.firstStart)/time.Minute) + 2
-	if w.highestRPM > 0 && float64(w.admittedCalls) > float64(w.highestRPM)*minutes*nameSlack {
-		w.namedRPM, w.lastRPM = 0, 0
-	}
-	if w.highestTPM > 0 && float64(w.admittedTokens) > float64(w.highestTPM)*minutes*nameSlack {
-		w.namedTPM, w.lastTPM = 0, 0
-	}
 }
 
 // namedRate is the rate of the named budgets, the tighter of the two, in
