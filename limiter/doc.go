@@ -95,7 +95,10 @@
 // and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
-// that window.
+// that window. A reopening (a probe admitted after a backoff) reads a
+// budget from the calls admitted since the last one only over a span of
+// at least half that delay: two probes seconds apart across a spent
+// minute read a fraction of what it grants (see reopened).
 //
 // A caller that knows a call's size before it starts (AcquireWeighted,
 // pipeline.WeightedLimiter: the runner passes the prompt's estimated

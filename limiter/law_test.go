@@ -777,22 +777,34 @@ func TestLaw_resetAt_noRatchet(t *testing.T) {
 
 // A probe admitted after a backoff marks a spent quota open again: what
 // it admitted since the last reopening is its budget over that span, and
-// the rate goes just under it (never up).
+// the rate goes just under it (never up). With no budget named, not over
+// a span under half the longest retry delay given: two probes 7 s apart
+// across a spent 30 s window read 2 calls a second where the quota
+// grants 87.
 func TestLaw_reopened(t *testing.T) {
 	tests := []struct {
 		name     string
 		rate     float64
 		admitted int           // calls admitted between the reopenings
 		span     time.Duration // between them
+		longest  time.Duration // the longest retry delay given
+		rpm      int64         // the budget a 429 named
 		want     float64
 	}{
-		{"a fixed window's budget", 200, 300, 2 * time.Second, 150 * eventBackoff},
-		{"already under it", 100, 300, 2 * time.Second, 100},
-		{"too few calls to read", 200, 5, 2 * time.Second, 200},
+		{"a fixed window's budget", 200, 300, 2 * time.Second, 0, 0, 150 * eventBackoff},
+		{"a fixed window's budget, its delays rounded up", 200, 300, 2 * time.Second, 3 * time.Second, 0, 150 * eventBackoff},
+		{"already under it", 100, 300, 2 * time.Second, 0, 0, 100},
+		{"too few calls to read", 200, 5, 2 * time.Second, 0, 0, 200},
+		{"a span under half the longest delay", 87, 14, 7 * time.Second, 30 * time.Second, 0, 87},
+		{"a span under half the longest delay, a budget named", 200, 300, 2 * time.Second, 30 * time.Second, 60000, 150 * eventBackoff},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tt.rate)
+			if tt.longest > 0 {
+				w.window, w.longestDelay = tt.longest, tt.longest
+			}
+			w.namedRPM = tt.rpm
 			w.reopened(at)
 			for i := range tt.admitted {
 				s := w.start(at.Add(time.Duration(i)*tt.span/time.Duration(tt.admitted)), 0)
