@@ -141,14 +141,7 @@ func TestMigrate_QuotesByKeyID(t *testing.T) {
 	sql(t, u, downgrades[11])
 	oldSize := quoteBytes(t, u)
 
-	db, err = Open(context.Background(), u, Options{Stages: storetest.Stages})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if v := storedVersion(t, u); v != fmt.Sprint(SchemaVersion) {
-		t.Fatalf("after the migration: version %s, want %d", v, SchemaVersion)
-	}
+	db = openMigrated(t, u)
 	after, ok, err := db.StoredCube()
 	if err != nil || !ok || !reflect.DeepEqual(after.Cells, before.Cells) {
 		t.Fatalf("StoredCube after the migration: ok %v, %v\n%v\nbefore:\n%v", ok, err, after.Cells, before.Cells)
