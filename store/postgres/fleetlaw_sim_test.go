@@ -74,18 +74,30 @@ const (
 	simReserve
 )
 
-type simQueue []simEvent
+// eventQueue is a simulation's events in time order (ties in the order
+// they were pushed), for container/heap.
+type eventQueue[E simulated] []E
 
-func (q simQueue) Len() int { return len(q) }
-func (q simQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
+// simulated is an event of a virtual-time simulation: when it happens,
+// and its sequence number among events of the same time.
+type simulated interface{ order() (time.Time, int64) }
+
+func (e simEvent) order() (time.Time, int64) { return e.at, e.seq }
+
+type simQueue = eventQueue[simEvent]
+
+func (q eventQueue[E]) Len() int { return len(q) }
+func (q eventQueue[E]) Less(i, j int) bool {
+	ai, si := q[i].order()
+	aj, sj := q[j].order()
+	if !ai.Equal(aj) {
+		return ai.Before(aj)
 	}
-	return q[i].seq < q[j].seq
+	return si < sj
 }
-func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *simQueue) Push(x any)   { *q = append(*q, x.(simEvent)) }
-func (q *simQueue) Pop() any {
+func (q eventQueue[E]) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue[E]) Push(x any)   { *q = append(*q, x.(E)) }
+func (q *eventQueue[E]) Pop() any {
 	old := *q
 	e := old[len(old)-1]
 	*q = old[:len(old)-1]

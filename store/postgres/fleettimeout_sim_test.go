@@ -60,23 +60,9 @@ const (
 	toTimedOut
 )
 
-type timeoutQueue []timeoutEvent
+func (e timeoutEvent) order() (time.Time, int64) { return e.at, e.seq }
 
-func (q timeoutQueue) Len() int { return len(q) }
-func (q timeoutQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q timeoutQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *timeoutQueue) Push(x any)   { *q = append(*q, x.(timeoutEvent)) }
-func (q *timeoutQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
+type timeoutQueue = eventQueue[timeoutEvent]
 
 func (s timeoutSim) run() timeoutSimResult {
 	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
