@@ -63,7 +63,7 @@ func newURL(t testing.TB) string {
 }
 
 // openNew opens a new pipeline defined by storetest.Stages in a fresh
-// database, closed (after a Check) when the test ends.
+// database, closed when the test ends.
 func openNew(t testing.TB, opt Options) (*DB, string) {
 	t.Helper()
 	u := newURL(t)

@@ -30,8 +30,8 @@ var Stages = []pipeline.StageDef{
 	{Name: "aggregate", Fingerprint: "a1", Reads: []string{"app", "rating"}},
 }
 
-// Open returns a new, empty database defined by Stages, closed (and, for
-// a store that can, checked) when the test ends.
+// Open returns a new, empty database defined by Stages, closed when the
+// test ends. Run checks it after each case when its store has a Check.
 type Open func(t testing.TB) pipeline.Database
 
 // Run runs the contract against databases from open, one per subtest.
@@ -72,6 +72,33 @@ func Run(t *testing.T, open Open) {
 			}
 			tc.fn(t, db)
 			Invariants(t, db)
+			checked(t, db)
 		})
+	}
+}
+
+// checker is a store that verifies its own data (each store's Check:
+// for bbolt the pages, dictionary, long texts, history, counts and
+// tally; for PostgreSQL the queues, outputs, tally and cube).
+type checker interface {
+	Check() ([]string, error)
+}
+
+// checked fails the test unless db, when its store can verify itself,
+// passes that verification: a case asserts what it did through the
+// interface, Check holds the data to what every path that wrote it must
+// leave.
+func checked(t testing.TB, db pipeline.Database) {
+	t.Helper()
+	c, ok := db.(checker)
+	if !ok {
+		return
+	}
+	problems, err := c.Check()
+	if err != nil {
+		t.Errorf("check at the end of the case: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("check at the end of the case: %s", p)
 	}
 }
