@@ -171,7 +171,9 @@
 // Files stay under 600 lines; the package has one file per concern:
 // postgres.go (Open, options, definition), schema.go, commit.go,
 // admin.go (ingest, re-queue, re-run, prune), read.go, check.go,
-// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go, fleetlimit.go
+// tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go
+// (the fleet's shared rate), workerlaw.go (a worker's calls in flight),
+// fleetlimit.go,
 // mark.go (outputs that repeat their item's text), pack.go and
 // binrecord.go (outputs and records stored compactly; packfill.go
 // rewrites those stored before) and shrink.go (a drained queue's
