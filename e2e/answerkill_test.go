@@ -38,6 +38,9 @@ type answerKiller struct {
 	// simulator has seen every call of the killed run it ever will.
 	killed     atomic.Bool
 	forwarding atomic.Int64
+	// pool holds the proxy's connections to the simulator; settle closes
+	// them, so that the simulator, idle, has no connection open (idle).
+	pool interface{ CloseIdleConnections() }
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // the run to kill at the nth answer
@@ -49,12 +52,15 @@ func startAnswerKiller(t *testing.T, simURL string, after int) *answerKiller {
 }
 
 // startAnswerKillerVia is startAnswerKiller forwarding through rt (nil:
-// http.DefaultTransport).
+// a transport of its own).
 func startAnswerKillerVia(t *testing.T, simURL string, after int, rt http.RoundTripper) *answerKiller {
 	t.Helper()
 	target, err := url.Parse(simURL)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rt == nil {
+		rt = &http.Transport{}
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = rt
@@ -62,6 +68,10 @@ func startAnswerKillerVia(t *testing.T, simURL string, after int, rt http.RoundT
 	// killed run's calls are forwarded without its cancellation).
 	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	k := &answerKiller{after: int64(after)}
+	if pool, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		k.pool = pool
+		t.Cleanup(pool.CloseIdleConnections)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k.forwarding.Add(1)
 		defer k.forwarding.Add(-1)
@@ -130,9 +140,9 @@ type noCloseNotify struct{ http.ResponseWriter }
 
 func (w noCloseNotify) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// settle waits until the proxy forwards nothing of the killed run. It
-// refuses every call from then on: the run that resumes must not come
-// through it.
+// settle waits until the proxy forwards nothing of the killed run, and
+// then closes its connections to the simulator. It refuses every call
+// from then on: the run that resumes must not come through it.
 func (k *answerKiller) settle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -141,6 +151,11 @@ func (k *answerKiller) settle(t *testing.T) {
 			t.Fatalf("the proxy still forwards %d calls 10 s after the kill", k.forwarding.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// Every forwarded answer was read to its end before its handler
+	// returned, so each connection is back in the pool: all close.
+	if k.pool != nil {
+		k.pool.CloseIdleConnections()
 	}
 }
 

@@ -56,6 +56,9 @@ func runArgs(db, input string) []string {
 type callHold struct {
 	url string
 	srv *httptest.Server
+	// pool holds the proxy's connections to the simulator; kill closes
+	// them, so that the simulator, idle, has no connection open (idle).
+	pool *http.Transport
 
 	killed     atomic.Bool
 	forwarding atomic.Int64
@@ -73,7 +76,8 @@ func startCallHold(t *testing.T, simURL string) *callHold {
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
-	h := &callHold{release: make(chan struct{})}
+	h := &callHold{release: make(chan struct{}), pool: &http.Transport{}}
+	rp.Transport = h.pool
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.forwarding.Add(1)
 		defer h.forwarding.Add(-1)
@@ -106,6 +110,7 @@ func startCallHold(t *testing.T, simURL string) *callHold {
 	t.Cleanup(func() {
 		h.close() // a held handler ends only then
 		h.srv.Close()
+		h.pool.CloseIdleConnections()
 	})
 	return h
 }
@@ -120,8 +125,9 @@ func (h *callHold) arm() <-chan struct{} {
 }
 
 // kill SIGKILLs cmd, which calls through h, waits for its death, and then
-// for every call h still forwards: the held answer goes nowhere, the calls
-// read later are refused.
+// for every call h still forwards, and closes h's connections to the
+// simulator: the held answer goes nowhere, the calls read later are
+// refused.
 func (h *callHold) kill(t *testing.T, cmd *exec.Cmd, done <-chan error) {
 	t.Helper()
 	h.killed.Store(true)
@@ -135,6 +141,7 @@ func (h *callHold) kill(t *testing.T, cmd *exec.Cmd, done <-chan error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	h.pool.CloseIdleConnections()
 }
 
 // close lets a held answer go and stops holding calls. Once a run is done

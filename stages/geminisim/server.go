@@ -77,9 +77,26 @@ func (s *Server) Start(addr string) (baseURL string, err error) {
 		Handler:           s,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState:         s.countConn,
 	}
 	go s.srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed after Close
 	return "http://" + ln.Addr().String(), nil
+}
+
+// countConn keeps Stats.OpenConns: a connection counts from its accept
+// to its close. A request a dead client wrote before it died is read
+// (and answered, and billed) only after the server's goroutine for that
+// connection runs, so "nothing in flight" alone is not "nothing more
+// will arrive"; no open connection is.
+func (s *Server) countConn(_ net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		s.acct.openConns++
+	case http.StateClosed, http.StateHijacked:
+		s.acct.openConns--
+	}
 }
 
 // Close stops the server: hung and delayed requests are aborted at once

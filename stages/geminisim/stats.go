@@ -74,6 +74,11 @@ type Stats struct {
 	// PeakInFlight the most there ever were at once.
 	InFlight     int `json:"in_flight"`
 	PeakInFlight int `json:"peak_in_flight"`
+	// OpenConns is the client connections open now, when the server
+	// serves on its own (Start); 0 when mounted in another server. With
+	// InFlight 0 and no connection open, a client that died can send
+	// nothing more: its last requests were read and accounted.
+	OpenConns int `json:"open_conns"`
 	// QuotaPercent is the schedule's percent of RPM and TPM at snapshot time.
 	QuotaPercent int `json:"quota_percent"`
 	// Items holds per-item counts for every call whose request body was
@@ -163,6 +168,7 @@ type accounting struct {
 	timeline                                     []Bucket
 	tiers                                        map[Tier]*TierStats
 	flexInFlight                                 int
+	openConns                                    int
 }
 
 // tier returns t's accounting, creating it.
@@ -219,6 +225,7 @@ func (a *accounting) snapshot() Stats {
 		Timeline:         append([]Bucket{}, a.timeline...),
 		Tiers:            make(map[Tier]TierStats, len(Tiers)),
 		FlexInFlight:     a.flexInFlight,
+		OpenConns:        a.openConns,
 	}
 	for _, t := range Tiers {
 		st.Tiers[t] = TierStats{}
