@@ -163,7 +163,10 @@ func freeShare(tb testing.TB, db *DB) float64 {
 // bbolt grows the file to a page past the pages it needs and allocSize
 // more.
 func TestDB_RunLeavesFewFreePages(t *testing.T) {
-	const most = 0.08 // 4.6% measured at 20,000 items, 2.8% after a 100,000-item run
+	// 7.7% measured at 20,000 items, 3.1-3.6% after a 100,000-item run
+	// (4.6% and 2.0-3.0% before settled outputs were packed: the last
+	// commits rewrite the pages they pack, settle.go).
+	const most = 0.08
 	db := openTest(t)
 	runJittered(t, db, 20000, 1000)
 	var pages int64

@@ -79,6 +79,12 @@ type settleMark struct {
 	// high is the highest key the process has put in the bucket: the
 	// walk stops past it.
 	high []byte
+	// mixed is set once a transaction of the process put a key in the
+	// bucket that did not sort after all it held. Until then every put
+	// was an append, packed at appendFill (fill.go), so the walk only
+	// moves the mark: touching those keys would rewrite full pages
+	// (a night of new ids in order).
+	mixed bool
 	// txid is the transaction that set the mark, so a later one's mark
 	// is never replaced by an earlier one's (commit handlers run after
 	// bbolt lets the next writer in).
@@ -146,11 +152,14 @@ func (w *writer) packSettled() error {
 		if bytes.Compare(sp.hi, m.high) > 0 {
 			m.high = bytes.Clone(sp.hi)
 		}
+		m.mixed = m.mixed || !w.ordered[b]
 		from := m.next
 		m.next = w.settledUpTo(si, from, m.high, max(settleWalkMin, settleWalkPerPut*sp.n))
 		m.txid = w.tx.ID()
-		if err := repack(b, from, m.next); err != nil {
-			return err
+		if m.mixed {
+			if err := repack(b, from, m.next); err != nil {
+				return err
+			}
 		}
 		mark := m
 		w.tx.OnCommit(func() { w.db.settle.set(si, mark) })

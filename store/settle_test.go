@@ -163,18 +163,19 @@ func TestDB_SettledOutputsFillTheirPages(t *testing.T) {
 }
 
 // The mark stops at the first id still queued at the stage (its output
-// will land in those pages), and passes it once it is done.
+// will land in those pages), and passes it once it is done; it repacks
+// only once a put has landed behind the keys the bucket held.
 func TestDB_SettleMarkStopsAtQueuedIds(t *testing.T) {
 	db := openTest(t)
 	ingestToAggregate(t, db, 1000)
 	si := db.index["aggregate"]
 	commitAt(t, db, "aggregate", slices.DeleteFunc(idRange(0, 1000), func(id string) bool { return id == "r000300" }))
-	if got := db.settle.get(si).next; string(got) != "r000300" {
-		t.Errorf("mark after all but r000300 done: %q, want r000300", got)
+	if m := db.settle.get(si); string(m.next) != "r000300" || m.mixed {
+		t.Errorf("mark after all but r000300 done, in order: %q, mixed %v; want r000300, not mixed (appends are not repacked)", m.next, m.mixed)
 	}
 	commitAt(t, db, "aggregate", []string{"r000300"})
-	if got := db.settle.get(si).next; bytes.Compare(got, []byte("r000999")) <= 0 {
-		t.Errorf("mark after every item done: %q, want past r000999", got)
+	if m := db.settle.get(si); bytes.Compare(m.next, []byte("r000999")) <= 0 || !m.mixed {
+		t.Errorf("mark after every item done: %q, mixed %v; want past r000999, mixed (r000300 landed behind)", m.next, m.mixed)
 	}
 }
 
