@@ -276,7 +276,7 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 			}
 			j.Usage = j.Usage.Add(t.Result.Usage)
 		}
-		return nil
+		return w.packSettled()
 	})
 	return applied, err
 }

@@ -92,5 +92,7 @@
 // file under the same rules live together: opening and the schema
 // (store.go), the transitions (transitions.go), reads and the checker
 // (read.go), the tally (agg.go), dead-letter history, usage and runs
-// (history.go), the pre-open page checks (safe.go), each file one of those.
+// (history.go), the pre-open page checks (safe.go), how full bbolt packs
+// pages (fill.go) and the packing of outputs no commit will add to
+// (settle.go), each file one of those.
 package store

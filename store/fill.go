@@ -21,10 +21,17 @@ import (
 //   - fillPercent: a bucket written by direct Puts, not through put: the
 //     state bucket, whose records grow by a byte when an item's output is
 //     shared, which pages left full would meet by splitting in half.
+//   - repackFill: a commit that packs the pages of settled outputs
+//     (settle.go). Above 1, bbolt's rebalance joins every page the
+//     commit deleted a key from into its left neighbour (it joins a page
+//     of at most pageSize*FillPercent/2 bytes: 1,024 pages' worth, more
+//     than a commit's pages hold), and its split packs them at 1.0 (it
+//     caps FillPercent there).
 const (
 	appendFill  = 1.0
 	mixedFill   = 0.6
 	fillPercent = 0.9
+	repackFill  = 2048
 )
 
 // allocSize is how far bbolt grows the file past its last page when a

@@ -86,8 +86,9 @@ func TestDB_PageFill(t *testing.T) {
 		{"in order", 0, map[string]float64{"items": 0.95, "state": 0.85, "out/classify": 0.95, "out/aggregate": 0.95}},
 		// Half the outputs committed up to 1,000 items behind queue order,
 		// as in a run with hundreds of calls in flight beside cached
-		// answers (bbolt's fill left such pages 0.45 full at 0.9).
-		{"outputs out of order", 1000, map[string]float64{"items": 0.95, "state": 0.85, "out/classify": 0.60, "out/aggregate": 0.60}},
+		// answers (bbolt's fill left such pages 0.45 full at 0.9, 0.60 at
+		// mixedFill): packed once settled (settle.go).
+		{"outputs out of order", 1000, map[string]float64{"items": 0.95, "state": 0.85, "out/classify": 0.95, "out/aggregate": 0.95}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openTest(t)
@@ -162,7 +163,10 @@ func freeShare(tb testing.TB, db *DB) float64 {
 // bbolt grows the file to a page past the pages it needs and allocSize
 // more.
 func TestDB_RunLeavesFewFreePages(t *testing.T) {
-	const most = 0.08 // 4.6% measured at 20,000 items, 2.8% after a 100,000-item run
+	// 7.7% measured at 20,000 items, 3.1-3.6% after a 100,000-item run
+	// (4.6% and 2.0-3.0% before settled outputs were packed: the last
+	// commits rewrite the pages they pack, settle.go).
+	const most = 0.08
 	db := openTest(t)
 	runJittered(t, db, 20000, 1000)
 	var pages int64

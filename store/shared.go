@@ -65,6 +65,7 @@ func (w *writer) putOutput(si int, s state, id []byte, v []byte) (shared bool, e
 	if err := w.put(w.bucket(outBucket(stage)), id, v); err != nil {
 		return false, fmt.Errorf("store output of %q at %s: %w", id, stage, err)
 	}
+	w.notePut(si, id)
 	return false, nil
 }
 

@@ -112,6 +112,9 @@ type DB struct {
 	released atomic.Int64
 	// format is the file's record format (format.go).
 	format int
+	// settle holds how far this handle has packed each out/<stage>
+	// bucket (settle.go).
+	settle settleMarks
 }
 
 // Open opens or creates the pipeline database at path (mode 0600).

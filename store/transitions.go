@@ -145,7 +145,7 @@ func (db *DB) Commit(ts []pipeline.Transition) error {
 				}
 			}
 		}
-		return nil
+		return w.packSettled()
 	})
 }
 
@@ -263,6 +263,9 @@ type writer struct {
 	// ordered holds, for each bucket put has written this transaction,
 	// whether every key it put sorted after all the bucket held.
 	ordered map[*bolt.Bucket]bool
+	// spans holds, by stage index, what the transaction put in
+	// out/<stage> (settle.go).
+	spans map[int]*outSpan
 }
 
 func (db *DB) writer(tx *bolt.Tx) *writer {
