@@ -273,3 +273,39 @@ func TestRepack_boltJoinsPagesAboveFullFill(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A nested bucket among a stage's outputs (a damaged or foreign file:
+// no output is one) is left where it is by the repack: bbolt's Delete
+// refuses a bucket, which failed every commit whose walk crossed it.
+func TestDB_RepackSkipsNestedBucket(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "st.db"), Options{Stages: testStages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ingestToAggregate(t, db, 1000)
+	if err := db.bolt.Update(func(tx *bolt.Tx) error {
+		_, err := tx.Bucket(outBucket("aggregate")).CreateBucket([]byte("r000200a"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The second half first, so the first half lands behind it (mixed)
+	// and its commit repacks across the nested bucket.
+	commitAt(t, db, "aggregate", idRange(500, 1000))
+	commitAt(t, db, "aggregate", idRange(0, 500))
+	if c := counts(t, db); c.Done != 1000 {
+		t.Errorf("%d items done, want 1000", c.Done)
+	}
+	if m := db.settle.get(db.index["aggregate"]); !m.mixed || bytes.Compare(m.next, []byte("r000999")) <= 0 {
+		t.Errorf("mark %q, mixed %v: want past r000999, mixed (the repack ran)", m.next, m.mixed)
+	}
+	if err := db.view(func(tx *bolt.Tx) error {
+		if tx.Bucket(outBucket("aggregate")).Bucket([]byte("r000200a")) == nil {
+			t.Error("the nested bucket is gone")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
