@@ -39,7 +39,10 @@
 // item). The walk stops at the highest key the process has put and after
 // a budget of state records in proportion to the commit's outputs, so a
 // commit's cost follows its own work even when its ids are spread over
-// a large file (the rest is walked by the next commits). Ids that do not
+// a large file (the rest is walked by the next commits). What it
+// rewrites is capped too, in bytes: settleWalkPerPut outputs for each
+// output the commit put, and more only within settleRepackBytes, so a
+// commit of one output does not rewrite thousands of large ones. Ids that do not
 // come in key order (random ids) settle only when most of a stage is
 // done, and then only as far as the budgets reach: their pages keep
 // today's fill.
@@ -48,6 +51,8 @@ package store
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -63,6 +68,14 @@ const (
 	settleWalkMin    = 4096
 	settleWalkPerPut = 8
 )
+
+// settleRepackBytes caps what a commit rewrites beyond settleWalkPerPut
+// outputs for each output it put, in bytes of keys and values: at a
+// run's end, a straggler's commit packs the few thousand small outputs
+// its wave left behind (about 40 bytes each), where a floor in outputs
+// alone let a commit of one output rewrite 4,096 outputs of 4 KB (17 MB
+// of pages, review of feat/bfill).
+const settleRepackBytes = 256 << 10
 
 // outSpan is what a transaction put in one out/<stage> bucket: its
 // lowest and highest key and how many puts.
@@ -140,7 +153,10 @@ func (w *writer) notePut(si int, id []byte) {
 // buckets: it sets their FillPercent for the commit. The marks move
 // when the transaction commits.
 func (w *writer) packSettled() error {
-	for si, sp := range w.spans {
+	// In stage order, not the map's: the pages each repack frees and
+	// takes then do not vary from run to run.
+	for _, si := range slices.Sorted(maps.Keys(w.spans)) {
+		sp := w.spans[si]
 		b := w.bucket(outBucket(w.stageName(si)))
 		if b == nil {
 			continue
@@ -157,7 +173,8 @@ func (w *writer) packSettled() error {
 		m.next = w.settledUpTo(si, from, m.high, max(settleWalkMin, settleWalkPerPut*sp.n))
 		m.txid = w.tx.ID()
 		if m.mixed {
-			if err := repack(b, from, m.next); err != nil {
+			var err error
+			if m.next, err = repack(b, from, m.next, settleWalkPerPut*sp.n); err != nil {
 				return err
 			}
 		}
@@ -190,29 +207,46 @@ func (w *writer) settledUpTo(si int, from, high []byte, budget int) []byte {
 	return bytes.Clone(k)
 }
 
-// repack deletes every key of b in [from, to) and puts it back with its
-// value, and sets b to pack at repackFill, so bbolt joins and refills
-// their pages when the transaction commits (see the file's comment).
-func repack(b *bolt.Bucket, from, to []byte) error {
+// repack deletes the keys of b from from on and puts each back with its
+// value (every key but a nested bucket's), and sets b to pack at
+// repackFill, so bbolt joins and refills their pages when the
+// transaction commits (see the file's comment). It stops before to, and
+// once it has taken at least least keys, before the key that would take
+// it past settleRepackBytes; it returns where it stopped, the first key
+// not repacked (to when it got there).
+func repack(b *bolt.Bucket, from, to []byte, least int) (end []byte, err error) {
 	if bytes.Compare(from, to) >= 0 {
-		return nil
+		return to, nil
 	}
+	end = to
 	var kvs [][2][]byte
+	size := 0
 	c := b.Cursor()
 	for k, v := c.Seek(from); k != nil && bytes.Compare(k, to) < 0; k, v = c.Next() {
+		// A nil value is a nested bucket, which no output is (a damaged
+		// or foreign file): Delete refuses it, failing every commit whose
+		// walk crosses it. Check reports it; the repack leaves it be.
+		if v == nil {
+			continue
+		}
+		if len(kvs) >= least && size+len(k)+len(v) > settleRepackBytes {
+			end = bytes.Clone(k)
+			break
+		}
+		size += len(k) + len(v)
 		kvs = append(kvs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 	}
 	if len(kvs) == 0 {
-		return nil
+		return end, nil
 	}
 	for _, kv := range kvs {
 		if err := b.Delete(kv[0]); err != nil {
-			return err
+			return nil, err
 		}
 		if err := b.Put(kv[0], kv[1]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	b.FillPercent = repackFill
-	return nil
+	return end, nil
 }

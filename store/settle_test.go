@@ -249,7 +249,8 @@ func TestRepack_boltJoinsPagesAboveFullFill(t *testing.T) {
 		t.Fatalf("before: leaf pages %.2f full, want about 0.5", got)
 	}
 	if err := bdb.Update(func(tx *bolt.Tx) error {
-		return repack(tx.Bucket(name), []byte("k"), []byte("l"))
+		_, err := repack(tx.Bucket(name), []byte("k"), []byte("l"), 1<<30)
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +272,108 @@ func TestRepack_boltJoinsPagesAboveFullFill(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Error(err)
+	}
+}
+
+// A nested bucket among a stage's outputs (a damaged or foreign file:
+// no output is one) is left where it is by the repack: bbolt's Delete
+// refuses a bucket, which failed every commit whose walk crossed it.
+func TestDB_RepackSkipsNestedBucket(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "st.db"), Options{Stages: testStages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ingestToAggregate(t, db, 1000)
+	if err := db.bolt.Update(func(tx *bolt.Tx) error {
+		_, err := tx.Bucket(outBucket("aggregate")).CreateBucket([]byte("r000200a"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The second half first, so the first half lands behind it (mixed)
+	// and its commit repacks across the nested bucket.
+	commitAt(t, db, "aggregate", idRange(500, 1000))
+	commitAt(t, db, "aggregate", idRange(0, 500))
+	if c := counts(t, db); c.Done != 1000 {
+		t.Errorf("%d items done, want 1000", c.Done)
+	}
+	if m := db.settle.get(db.index["aggregate"]); !m.mixed || bytes.Compare(m.next, []byte("r000999")) <= 0 {
+		t.Errorf("mark %q, mixed %v: want past r000999, mixed (the repack ran)", m.next, m.mixed)
+	}
+	if err := db.view(func(tx *bolt.Tx) error {
+		if tx.Bucket(outBucket("aggregate")).Bucket([]byte("r000200a")) == nil {
+			t.Error("the nested bucket is gone")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What one commit rewrites is capped in bytes beyond its own share of
+// outputs (settleWalkPerPut for each it put): a straggler of one output
+// behind 1,000 settled outputs of 4 KB repacks about settleRepackBytes of
+// them, not the 4,096 its walk may read, and the next commits go on from
+// where it stopped; a repack always takes its share, however large.
+func TestRepack_capsWhatOneCommitRewrites(t *testing.T) {
+	bdb, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	name := []byte("b")
+	value := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, 4096) }
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(name)
+		if err != nil {
+			return err
+		}
+		for i := range 1000 {
+			if err := b.Put(fmt.Appendf(nil, "k%06d", i), value(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	repackFrom := func(from string, least int) string {
+		var end []byte
+		if err := bdb.Update(func(tx *bolt.Tx) error {
+			var err error
+			end, err = repack(tx.Bucket(name), []byte(from), []byte("l"), least)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return string(end)
+	}
+	perKey := len("k000000") + 4096
+	want := fmt.Sprintf("k%06d", settleRepackBytes/perKey)
+	if got := repackFrom("k000000", settleWalkPerPut); got != want {
+		t.Errorf("a commit of one output stopped its repack at %q, want %q (%d bytes)", got, want, settleRepackBytes)
+	}
+	if got, want := repackFrom("k000100", 200), "k000300"; got != want {
+		t.Errorf("a commit of 25 outputs (a share of 200) stopped at %q, want %q", got, want)
+	}
+	if got := repackFrom("k000990", 1); got != "l" {
+		t.Errorf("the last 10 keys: stopped at %q, want the end", got)
+	}
+	if err := bdb.View(func(tx *bolt.Tx) error {
+		n := 0
+		err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+			if want := fmt.Sprintf("k%06d", n); string(k) != want || !bytes.Equal(v, value(n)) {
+				t.Errorf("key %d after the repacks: %q (%d bytes), want %s", n, k, len(v), want)
+			}
+			n++
+			return nil
+		})
+		if n != 1000 {
+			t.Errorf("%d keys after the repacks, want 1000", n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
