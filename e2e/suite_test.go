@@ -202,7 +202,13 @@ func itemTexts(t testing.TB, path string) map[string]string {
 // an accounting still moving would be compared as if it were final.
 func idle(t testing.TB, sims ...*geminisim.Server) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	idleWithin(t, 10*time.Second, sims...)
+}
+
+// idleWithin is idle failing after max: for calls that take longer.
+func idleWithin(t testing.TB, max time.Duration, sims ...*geminisim.Server) {
+	t.Helper()
+	deadline := time.Now().Add(max)
 	for {
 		busy, open := 0, 0
 		for _, s := range sims {
@@ -214,7 +220,7 @@ func idle(t testing.TB, sims ...*geminisim.Server) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d calls in flight and %d connections open at the simulator 10 s after the processes died", busy, open)
+			t.Fatalf("%d calls in flight and %d connections open at the simulator %s after the processes died", busy, open, max)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
