@@ -65,11 +65,7 @@ func (w *law) growLag() time.Duration {
 	if !w.bounded {
 		// Only slow start's burst was refused, which says little about
 		// the quota's rate: climb as fast as its round trips answer.
-		clock := w.latency()
-		if zzClimb > 0 && w.refusalRT > 0 {
-			clock = min(clock, max(time.Duration(zzClimb*float64(w.rampSilence())), w.sentSpanMin()))
-		}
-		lag = max(firstClimbRoundTrips*clock, w.window)
+		lag = max(firstClimbRoundTrips*w.latency(), w.window)
 	} else if w.stairs >= 2 || w.stairs >= 1 && (w.window > 0 || w.rate < w.peak) {
 		// Stairs held: the quota grew; climb on in half lags (no less
 		// than its window, when a retry delay showed one, else after
@@ -202,11 +198,4 @@ func (w *law) reviseSafe(admittedRate float64, measured bool) {
 	case w.stairs > 1:
 		w.calm = 0 // a stair held: the quota grew
 	}
-}
-
-func (w *law) sentSpanMin() time.Duration {
-	if w.rate <= 0 {
-		return w.latency()
-	}
-	return time.Duration(sentSpanCalls / w.rate * float64(time.Second))
 }

@@ -168,9 +168,7 @@ type law struct {
 	refusalRT time.Duration
 	ramp      ramp
 	// slowTat: slow start's schedule (see slowStartHold).
-	slowTat  time.Time
-	zzGrowAt time.Time
-	zzMinLat time.Duration
+	slowTat time.Time
 	// timeouts: the recent calls that ran out their own deadline (see
 	// onTimedOut).
 	timeouts TimeoutWaves
@@ -206,19 +204,11 @@ func newLaw(cfg Config, slowStart bool) law {
 // holding slots: a slot is free, neither the gate nor pacing holds it, and
 // no probe is awaited.
 func (w *law) mayStart(t time.Time, inFlight int) bool {
-	return inFlight < w.limit && !t.Before(w.hold(t)) && !w.awaitingProbe(t)
+	return inFlight < w.limit && !t.Before(w.hold(t)) && !w.awaitingProbe()
 }
 
 // awaitingProbe reports whether starts wait for a probe's outcome.
-func (w *law) awaitingProbe(t time.Time) bool {
-	if !w.needProbe || w.probe.IsZero() {
-		return false
-	}
-	if zzProbeClk && w.probeOnRampClock() {
-		return t.Before(w.probe.Add(w.rampSilence()))
-	}
-	return true
-}
+func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 
 // hold is the time before which no call starts: the retry-after gate, a
 // replay of slow start's burst, the known window (see windowHold), the
@@ -234,11 +224,6 @@ func (w *law) hold(t time.Time) time.Time {
 	}
 	if p := w.rampHold(); p.After(h) {
 		h = p
-	}
-	if zzProbeClk && w.needProbe && !w.probe.IsZero() && w.probeOnRampClock() {
-		if p := w.probe.Add(w.rampSilence()); p.After(h) {
-			h = p
-		}
 	}
 	if p := w.slowStartHold(); p.After(h) {
 		h = p
@@ -285,9 +270,6 @@ func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	}
 	if w.needProbe && w.probe.IsZero() {
 		w.probe = s
-		if zzProbeRamp && w.refusalRT > 0 && w.rate*w.rampSilence().Seconds() >= rampMinCalls {
-			w.ramp = ramp{began: s, step: s, sent: 1, allowed: 1}
-		}
 	}
 	if w.nSent == 0 {
 		w.firstStart, w.probeFrom = s, s
@@ -550,8 +532,4 @@ func (w *law) spacing(started time.Time, others int, newEvent bool) {
 // until the window has drained.
 func (w *law) sameRoundTrip(t time.Time) bool {
 	return w.hasLatency && !w.decrease.IsZero() && float64(t.Sub(w.decrease)) < w.avgLatency
-}
-
-func (w *law) probeOnRampClock() bool {
-	return w.refusalRT > 0 && (!zzRampOnly || w.rate*w.rampSilence().Seconds() >= rampMinCalls)
 }

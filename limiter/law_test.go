@@ -381,7 +381,7 @@ func TestLaw_onRateLimited_lightGate(t *testing.T) {
 				at = w.gate
 				w.start(at, 1)
 			}
-			if got := w.awaitingProbe(at); got != tt.wantProbe {
+			if got := w.awaitingProbe(); got != tt.wantProbe {
 				t.Errorf("the start after the gate awaited as a probe: %v, want %v", got, tt.wantProbe)
 			}
 			if got := w.mayStart(at.Add(time.Second), 2); got == tt.wantProbe {

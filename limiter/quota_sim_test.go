@@ -480,7 +480,7 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 		if len(events) > 0 {
 			next = events[0].at
 		}
-		if hold := w.hold(t); len(waiting) > 0 && inFlight < w.limit && (!w.awaitingProbe(t) || zzProbeClk) && hold.After(t) && (next.IsZero() || hold.Before(next)) {
+		if hold := w.hold(t); len(waiting) > 0 && inFlight < w.limit && !w.awaitingProbe() && hold.After(t) && (next.IsZero() || hold.Before(next)) {
 			next = hold
 		}
 		if !holdNext.IsZero() && (next.IsZero() || holdNext.Before(next)) {

@@ -441,9 +441,6 @@ func (w *law) limitLatency() time.Duration {
 // observe folds one success into the smoothed latency and tokens.
 func (w *law) observe(latency time.Duration, tokens int64) {
 	lat := float64(max(latency, 0))
-	if w.zzMinLat == 0 || latency < w.zzMinLat {
-		w.zzMinLat = latency
-	}
 	if w.hasLatency {
 		w.avgLatency += ewmaWeight * (lat - w.avgLatency)
 		w.slowLatency += slowLatencyWeight * (lat - w.slowLatency)

@@ -1,34 +1,6 @@
 package limiter
 
-import (
-	"math"
-	"os"
-	"strconv"
-	"time"
-)
-
-var zzSSClock, _ = strconv.ParseFloat(os.Getenv("ZZ_SSCLOCK"), 64)
-var zzProbeClk = os.Getenv("ZZ_PROBECLK") != ""
-var zzProbeRamp = os.Getenv("ZZ_PROBERAMP") != ""
-var zzRampOnly = os.Getenv("ZZ_RAMPONLY") != ""
-var zzNoBrake = os.Getenv("ZZ_NOBRAKE") != ""
-var zzClimb, _ = strconv.ParseFloat(os.Getenv("ZZ_CLIMB"), 64)
-
-func (w *law) zzTimeGrow(t time.Time, cap int) {
-	if zzSSClock <= 0 || w.zzMinLat <= 0 {
-		return
-	}
-	if w.zzGrowAt.IsZero() {
-		w.zzGrowAt = t
-		return
-	}
-	tau := zzSSClock * float64(w.zzMinLat)
-	extra := int(float64(w.limit) * (math.Exp2(float64(t.Sub(w.zzGrowAt))/tau) - 1))
-	if extra >= 1 {
-		w.setLimit(min(cap, w.limit+extra))
-		w.zzGrowAt = t
-	}
-}
+import "time"
 
 // slowGrow is slow start's answer at t to a success with inFlight calls
 // (this one included) holding slots: the limit doubles each round trip
@@ -49,16 +21,9 @@ func (w *law) slowGrow(t time.Time, inFlight int) {
 	case w.limit < slowStartBrake:
 		w.setLimit(min(ceiling, slowStartBrake, w.limit+w.cfg.Increase))
 		w.increases++
-		if inFlight >= w.limit-1 {
-			w.zzTimeGrow(t, min(ceiling, slowStartBrake))
-		} else {
-			w.zzGrowAt = t
-		}
 	case inFlight < w.limit:
-		w.zzGrowAt = t
 		// Calls do not fill the limit: its answers say nothing of more.
-	case !zzNoBrake && (w.braked == 0 || w.braked < brakeRoundTrips*slowStartBrake || t.Sub(w.brakeFrom) < brakeHold):
-		w.zzGrowAt = t
+	case w.braked == 0 || w.braked < brakeRoundTrips*slowStartBrake || t.Sub(w.brakeFrom) < brakeHold:
 		if w.braked == 0 {
 			w.brakeFrom = t
 		}
@@ -69,7 +34,6 @@ func (w *law) slowGrow(t time.Time, inFlight int) {
 			w.setLimit(min(ceiling, w.limit+w.cfg.Increase))
 			w.increases++
 		}
-		w.zzTimeGrow(t, ceiling)
 	}
 }
 

@@ -26,7 +26,7 @@ func (v *Virtual) Ready(t time.Time, inFlight int, size int64) (ok bool, wake ti
 	if v.w.mayStart(t, inFlight) {
 		return true, time.Time{}
 	}
-	if hold := v.w.hold(t); inFlight < v.w.limit && (!v.w.awaitingProbe(t) || zzProbeClk) && hold.After(t) {
+	if hold := v.w.hold(t); inFlight < v.w.limit && !v.w.awaitingProbe() && hold.After(t) {
 		return false, hold
 	}
 	return false, time.Time{}
