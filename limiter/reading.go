@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"os"
 	"time"
 )
 
@@ -120,6 +121,11 @@ func (w *law) othersAt(started time.Time, fallback int) int {
 func (w *law) reopened(started time.Time) {
 	prev := w.reopenedAt
 	w.reopenedAt = started
+	delay := w.longestDelay
+	if zzR1 {
+		delay = w.zzDelaySince
+	}
+	w.zzDelaySince = 0
 	if prev.IsZero() {
 		n := w.admittedFrom(w.firstStart, started)
 		if c := w.find(started); c != nil && c.outcome == admitted {
@@ -140,7 +146,10 @@ func (w *law) reopened(started time.Time) {
 	}
 	n := w.admittedFrom(prev, started)
 	named := w.namedRPM > 0 || w.namedTPM > 0
-	if n < cycleMinSuccesses || (!named && 2*span < w.longestDelay) {
+	if zzR2 {
+		named = w.namedTPM > 0
+	}
+	if n < cycleMinSuccesses || (!named && 2*span < delay) {
 		return
 	}
 	if budget := float64(n) / span.Seconds(); budget*eventBackoff < w.rate {
@@ -538,3 +547,5 @@ func (w *law) topAdmitted(started time.Time) float64 {
 	}
 	return n / lat.Seconds()
 }
+
+var zzR1, zzR2 = os.Getenv("ZZ_R1") != "", os.Getenv("ZZ_R2") != ""
