@@ -130,7 +130,6 @@ type law struct {
 	// longestDelay is the longest retry delay a 429 has given, which
 	// the window may outgrow (see resetAt).
 	longestDelay time.Duration
-	zzDelaySince time.Duration
 
 	minLimit, maxLimit   int
 	increases, decreases int64
@@ -362,7 +361,6 @@ func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFl
 	}
 	w.window = max(w.window, min(retryAfter, maxWindow))
 	w.longestDelay = max(w.longestDelay, min(retryAfter, maxWindow))
-	w.zzDelaySince = max(w.zzDelaySince, min(retryAfter, maxWindow))
 	if w.cfg.Fixed {
 		return w.closeGate(t.Add(retryAfter))
 	}

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"math"
-	"os"
 	"time"
 )
 
@@ -121,11 +120,6 @@ func (w *law) othersAt(started time.Time, fallback int) int {
 func (w *law) reopened(started time.Time) {
 	prev := w.reopenedAt
 	w.reopenedAt = started
-	delay := w.longestDelay
-	if zzR1 {
-		delay = w.zzDelaySince
-	}
-	w.zzDelaySince = 0
 	if prev.IsZero() {
 		n := w.admittedFrom(w.firstStart, started)
 		if c := w.find(started); c != nil && c.outcome == admitted {
@@ -146,10 +140,7 @@ func (w *law) reopened(started time.Time) {
 	}
 	n := w.admittedFrom(prev, started)
 	named := w.namedRPM > 0 || w.namedTPM > 0
-	if zzR2 {
-		named = w.namedTPM > 0
-	}
-	if n < cycleMinSuccesses || (!named && 2*span < delay) {
+	if n < cycleMinSuccesses || (!named && 2*span < w.longestDelay) {
 		return
 	}
 	if budget := float64(n) / span.Seconds(); budget*eventBackoff < w.rate {
@@ -547,5 +538,3 @@ func (w *law) topAdmitted(started time.Time) float64 {
 	}
 	return n / lat.Seconds()
 }
-
-var zzR1, zzR2 = os.Getenv("ZZ_R1") != "", os.Getenv("ZZ_R2") != ""
