@@ -65,7 +65,7 @@ func (w *law) growLag() time.Duration {
 	if !w.bounded {
 		// Only slow start's burst was refused, which says little about
 		// the quota's rate: climb as fast as its round trips answer.
-		lag = max(time.Duration(zzLag*float64(w.latency())), w.window)
+		lag = max(firstClimbRoundTrips*w.latency(), w.window)
 	} else if w.stairs >= 2 || w.stairs >= 1 && (w.window > 0 || w.rate < w.peak) {
 		// Stairs held: the quota grew; climb on in half lags (no less
 		// than its window, when a retry delay showed one, else after
@@ -165,10 +165,10 @@ func (w *law) fellFrom(safe, refused float64) {
 // stairs of 5%, 10%, 20%... took ten, and a stair the quota refuses
 // bounds it as any paced 429 does.
 func (w *law) climbTowardTop(base float64) float64 {
-	if w.bounded || w.slowTop*zzTopShare < base*probeStair {
+	if w.bounded || w.slowTop*topShare < base*probeStair {
 		return 0
 	}
-	return math.Sqrt(base * w.slowTop * zzTopShare)
+	return math.Sqrt(base * w.slowTop * topShare)
 }
 
 // reviseSafe folds into the safe rate, and into how often the law looks

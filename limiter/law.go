@@ -42,7 +42,6 @@ type law struct {
 	// trusted, until the quota's first reopening shows a window shorter
 	// than slow start (see topReopened).
 	slowTop, slowTopSeen float64
-	zzTopFrom            time.Time
 	// startRate: the rate an earlier run found the quota admits
 	// (Config.StartRate), 0 if none: evidence this run need not find
 	// again (see learnedRate).

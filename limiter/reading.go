@@ -195,7 +195,6 @@ func (w *law) topReopened() {
 		return
 	}
 	w.slowTop = w.slowTopSeen
-	w.zzJumpToTop()
 }
 
 // nameQuota records the per-minute budgets a 429 named (requests and
@@ -519,15 +518,10 @@ func (w *law) readFirstEvent(t, started time.Time, retryAfter time.Duration, was
 		// of a second with 0.1 s calls, it overshot: 1.06-1.14%
 		// 429s in TestLaw_nights_demandIsNoQuota.)
 		w.slowTop = w.topAdmitted(started)
-		w.zzJumpToTop()
 	} else if wasSlowStart && uncertain(retryAfter) {
 		// Bare or rounded: the first reopening may show the
 		// window slow start outlasted (see topReopened).
 		w.slowTopSeen = w.topAdmitted(started)
-		w.zzTopFrom = started
-		if zzEarly {
-			w.rate = max(w.rate, min(w.slowTopSeen*zzTopShare, w.maxRate()))
-		}
 	}
 	w.refused = 0
 }
