@@ -81,7 +81,7 @@ func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
 		if err != nil {
 			return pipeline.Fact{}, err
 		}
-		return a.fact(it, label), nil
+		return a.fact(it, label, a.Count)
 	}
 	raw := it.Outputs["classify"]
 	if len(raw) == 0 {
@@ -101,11 +101,26 @@ func (a *Aggregate) Fact(it pipeline.Item) (pipeline.Fact, error) {
 	if label == "" {
 		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s: classify output has no label: %s", itemRef(it), hint)
 	}
-	return a.fact(it, label), nil
+	return a.fact(it, label, "classify label")
 }
 
-// fact is the item's Fact once its label is known.
-func (a *Aggregate) fact(it pipeline.Item, label string) pipeline.Fact {
+// maxFactValue is the most bytes a counted label or a group's value may
+// hold. The tally keys its counts by them: bbolt refuses a key over 32
+// KiB and PostgreSQL an index entry over about 2.7 KB (a label and a
+// group's value share one), so a longer value failed the commit that
+// held it, with the store's bare "key too large", and every commit that
+// retried the item after it. No category worth counting is that long:
+// it is a free-text field counted by mistake, or a damaged input column.
+const maxFactValue = 1000
+
+// fact is the item's Fact once its label (read from what) is known, or
+// a permanent error naming the item when the label or a group's value
+// is too long to count (maxFactValue).
+func (a *Aggregate) fact(it pipeline.Item, label, what string) (pipeline.Fact, error) {
+	if len(label) > maxFactValue {
+		return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s: its %s is %d bytes, more than the %d a tally counts by: count a field of a few words (the job's count:, or the classify schema's labels), then re-run the item from the stage that wrote it",
+			itemRef(it), what, len(label), maxFactValue)
+	}
 	f := pipeline.Fact{Label: label}
 	groupBy := a.GroupBy
 	if groupBy == nil {
@@ -123,6 +138,10 @@ func (a *Aggregate) fact(it pipeline.Item, label string) pipeline.Fact {
 		if !ok {
 			v = Unknown
 		}
+		if len(v) > maxFactValue {
+			return pipeline.Fact{}, pipeline.Permanentf("aggregate: item %s: its %q field is %d bytes, more than the %d a tally groups by: shorten it in the input file and run again (the edited row re-enters by itself)",
+				itemRef(it), g, len(v), maxFactValue)
+		}
 		f.Groups[g] = v
 	}
 	if v, ok := field(it.Fields, orDefault(a.RatingField, DefaultRatingField)); ok {
@@ -130,7 +149,7 @@ func (a *Aggregate) fact(it pipeline.Item, label string) pipeline.Fact {
 			f.Rating = &r
 		}
 	}
-	return f
+	return f, nil
 }
 
 // countValue reads the Count field of the item's outputs.

@@ -67,6 +67,22 @@ func TestAggregate_Fact(t *testing.T) {
 			want: pipeline.Fact{Label: "bug", Groups: map[string]string{"app": Unknown, "month": Unknown}},
 		},
 		{
+			name:    "a label too long to count",
+			item:    pipeline.Item{Record: pipeline.Record{ID: "a"}, Prev: json.RawMessage(`{"label":"` + strings.Repeat("x", maxFactValue+1) + `"}`)},
+			wantErr: `item "a": its classify label is 1001 bytes, more than the 1000 a tally counts by`,
+		},
+		{
+			name:    "a group's value too long to group by",
+			item:    pipeline.Item{Record: pipeline.Record{ID: "a", Fields: map[string]string{"app": strings.Repeat("y", maxFactValue+1)}}, Prev: classified},
+			wantErr: `item "a": its "app" field is 1001 bytes, more than the 1000 a tally groups by: shorten it in the input file`,
+		},
+		{
+			name: "a label and a group's value at the most",
+			item: pipeline.Item{Record: pipeline.Record{ID: "a", Fields: map[string]string{"app": strings.Repeat("y", maxFactValue)}},
+				Prev: json.RawMessage(`{"label":"` + strings.Repeat("x", maxFactValue) + `"}`)},
+			want: pipeline.Fact{Label: strings.Repeat("x", maxFactValue), Groups: map[string]string{"app": strings.Repeat("y", maxFactValue), "month": Unknown}},
+		},
+		{
 			name: "field names match ignoring case",
 			item: pipeline.Item{Record: pipeline.Record{ID: "a", Fields: map[string]string{"App": "maps", "Date": "1700000000", "Rating": "3.5"}}, Prev: classified},
 			want: pipeline.Fact{Label: "bug", Groups: map[string]string{"app": "maps", "month": "2023-11"}, Rating: rating(3.5)},
@@ -166,8 +182,9 @@ func TestAggregate_Process(t *testing.T) {
 func TestAggregate_Count(t *testing.T) {
 	outs := map[string]json.RawMessage{
 		"classify": json.RawMessage(`{"label":"bug"}`),
-		"extract":  json.RawMessage(`{"severity":"high","count":3,"component":""}`),
-		"skipper":  json.RawMessage(`{"skipped":true,"when":"x"}`),
+		"extract": json.RawMessage(`{"severity":"high","count":3,"component":"","note":"` + strings.Repeat("n", maxFactValue) +
+			`","essay":"` + strings.Repeat("e", maxFactValue+1) + `"}`),
+		"skipper": json.RawMessage(`{"skipped":true,"when":"x"}`),
 	}
 	it := pipeline.Item{Record: pipeline.Record{ID: "1", Fields: map[string]string{"app": "maps"}}, Outputs: outs}
 	tests := []struct {
@@ -180,14 +197,16 @@ func TestAggregate_Count(t *testing.T) {
 		{"skipper.severity", "skipped", ""},
 		{"classify.label", "bug", ""},
 		{"nostage.x", "", "has no nostage output"},
+		{"extract.note", strings.Repeat("n", maxFactValue), ""},
+		{"extract.essay", "", `item "1": its extract.essay is 1001 bytes, more than the 1000 a tally counts by`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.count, func(t *testing.T) {
 			a := &Aggregate{Count: tt.count, GroupBy: []string{"app"}}
 			f, err := a.Fact(it)
 			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err = %v, want %q", err, tt.err)
+				if pipeline.ClassOf(context.Background(), err) != pipeline.ClassPermanent || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want permanent containing %q", err, tt.err)
 				}
 				return
 			}
