@@ -106,7 +106,12 @@ func TestTier_FlexSIGKILLWithThousandsInFlight(t *testing.T) {
 		t.Skip("builds and kills a real process")
 	}
 	t.Parallel()
-	const n, atKill = 3000, 2000
+	// Flex sheds a third of the calls at once (and a third of their
+	// retries), so the run holds about two thirds of its 3,000 items in
+	// flight, 2,216 at a kill: waiting for 2,000 failed whenever the
+	// draws shed a few more (twice beside other work, the run ending
+	// with a peak under 2,000). 1,500 is thousands with room.
+	const n, atKill = 3000, 1500
 	sim, url := startSim(t, geminisim.Config{
 		Seed:    34,
 		Latency: geminisim.Latency{Base: 2 * time.Millisecond, Jitter: 3 * time.Millisecond},
@@ -118,12 +123,9 @@ func TestTier_FlexSIGKILLWithThousandsInFlight(t *testing.T) {
 			// a loaded machine the run starts (sanitize, then classify)
 			// only a hundred or so a second: at 4-8 s calls the first of
 			// them were answered before 2,000 had started, and the run
-			// ended without ever holding them. At 25 s (80 starts a
-			// second needed) a run beside a 1M-item bench and two other
-			// test runs, at a load of 18, never held 2,000 either. At 35 s
-			// a start rate of 58/s is enough; the resume waits one call's
-			// latency more.
-			FlexLatency: geminisim.Latency{Base: 35 * time.Second, Jitter: 5 * time.Second},
+			// ended without ever holding them. At 25 s a start rate of
+			// 80/s is enough; the resume waits one call's latency more.
+			FlexLatency: geminisim.Latency{Base: 25 * time.Second, Jitter: 5 * time.Second},
 		},
 	})
 	dir := t.TempDir()
@@ -149,7 +151,7 @@ func TestTier_FlexSIGKILLWithThousandsInFlight(t *testing.T) {
 	for giveUp := time.Now().Add(2 * time.Minute); inFlight < atKill; time.Sleep(10 * time.Millisecond) {
 		select {
 		case err := <-done:
-			t.Fatalf("the run ended before %d calls were in flight (%d): %v\n%s", atKill, inFlight, err, errb.String())
+			t.Fatalf("the run ended before %d calls were in flight (%d, at most %d): %v\n%s", atKill, inFlight, sim.Stats().PeakInFlight, err, errb.String())
 		default:
 		}
 		if time.Now().After(giveUp) {
