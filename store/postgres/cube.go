@@ -182,16 +182,24 @@ func (db *DB) confidences(ctx context.Context, q queryer, ids []string) (map[str
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, _ := q.Query(ctx, confidencesSQL, db.index[confStage], ids)
-	return collectConfidences(rows)
+	rows, _ := q.Query(ctx, confidencesSQL, ids)
+	return collectConfidences(rows, db.index[confStage])
 }
 
-func collectConfidences(rows pgx.Rows) (map[string]float64, error) {
+// collectConfidences reads the classify confidences (stage ci) from rows
+// of (item_id, row of outputs).
+func collectConfidences(rows pgx.Rows, ci int) (map[string]float64, error) {
 	out := map[string]float64{}
 	var id string
-	var raw []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
-		out[id] = confidenceOf(raw)
+	var row []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &row}, func() error {
+		raw, err := outputAt(row, ci)
+		if err != nil {
+			return damagedRow(id, err)
+		}
+		if raw != nil {
+			out[id] = confidenceOf(raw)
+		}
 		return nil
 	})
 	if err != nil {
@@ -314,6 +322,7 @@ func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.
 var backfillPage = 5000
 
 // backfillCube builds the cube of a pipeline stored before schema step 8
+// (at step 12, before step 15: it reads the rows by (item_id, stage))
 // by folding every done item's fact, a page at a time, in the migrating
 // transaction.
 func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
