@@ -26,15 +26,11 @@ func (db *DB) checkCube(ctx context.Context, tx pgx.Tx, add func(format string, 
 	var row, cell []byte
 	var label *string
 	var conf, rating *float64
-	var quoted []string // items with a quote row and an output of the last stage
 	_, err := pgx.ForEachRow(rows, []any{&id, &row, &cell, &label, &conf, &rating}, func() error {
 		defer func() { cell, label, conf, rating = nil, nil, nil, nil }()
 		data, err := outputAt(row, last)
 		if err != nil || data == nil {
 			return nil // checkOutputRows reports a damaged row; an item without the output is not done
-		}
-		if label != nil {
-			quoted = append(quoted, id)
 		}
 		classify, _ := outputAt(row, ci)
 		f, ok := factOf(data)
@@ -58,12 +54,19 @@ func (db *DB) checkCube(ctx context.Context, tx pgx.Tx, add func(format string, 
 	if err != nil {
 		return err
 	}
-	// Every other quote row is of an item not done: queued, dead, or
-	// without an output of the last stage.
-	rows, _ = tx.Query(ctx, `SELECT q.item_id FROM cube_quote q
-		WHERE NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS u(id) WHERE u.id = q.item_id) ORDER BY q.item_id`, quoted)
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
-		add("cube: item %q is not done but has a quote row", id)
+	// A quote row of an item not done: queued, dead, or without an
+	// output of the last stage (read from its row, streamed: no list of
+	// the done items is kept).
+	rows, _ = tx.Query(ctx, `SELECT q.item_id, o.data,
+			EXISTS (SELECT 1 FROM todo t WHERE t.item_id = q.item_id) OR EXISTS (SELECT 1 FROM dead d WHERE d.item_id = q.item_id)
+		FROM cube_quote q LEFT JOIN output o USING (item_id)`)
+	var unfinished bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &row, &unfinished}, func() error {
+		data, err := outputAt(row, last)
+		if unfinished || err == nil && data == nil {
+			add("cube: item %q is not done but has a quote row", id)
+		}
+		row = nil
 		return nil
 	}); err != nil {
 		return err
