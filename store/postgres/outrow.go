@@ -137,6 +137,16 @@ func damagedRow(id string, err error) error {
 	return fmt.Errorf("item %q: its stored outputs are damaged: %w", id, err)
 }
 
+// outputsFramed reports whether the output table is already a row per
+// item (step 15 ran): the steps before it that read outputs (11-13) may
+// meet one when a pipeline's version alone was set back.
+func outputsFramed(ctx context.Context, tx pgx.Tx) (bool, error) {
+	var framed bool
+	err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = 'output'::regclass AND attname = 'stage' AND NOT attisdropped)`).Scan(&framed)
+	return framed, err
+}
+
 // changeOutputs applies c's changes to the rows of outputs of its
 // items, read FOR UPDATE (their item rows are locked already) and stored
 // back whole: the fact of each item of c.foldOut is folded out of tally
