@@ -3,11 +3,9 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -225,8 +223,8 @@ func (db *DB) stream(q queryer, query string, args []any, row func(vals [][]byte
 	return rows.Err()
 }
 
-// checkBinary makes sure every column comes in binary format, which
-// stageValue and the raw text and bytea values assume.
+// checkBinary makes sure every column comes in binary format, which the
+// raw text and bytea values are read as.
 func checkBinary(fields []pgconn.FieldDescription) error {
 	for _, f := range fields {
 		if f.Format != pgx.BinaryFormatCode {
@@ -234,12 +232,4 @@ func checkBinary(fields []pgconn.FieldDescription) error {
 		}
 	}
 	return nil
-}
-
-// stageValue reads a smallint in binary format.
-func stageValue(raw []byte) (int, error) {
-	if len(raw) != 2 {
-		return 0, fmt.Errorf("bad smallint %q", strconv.Quote(string(raw)))
-	}
-	return int(int16(binary.BigEndian.Uint16(raw))), nil
 }
