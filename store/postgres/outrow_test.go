@@ -306,3 +306,26 @@ func TestMigrate_OutputRowsOfTheEmptyID(t *testing.T) {
 		t.Errorf("Check after the migration: %v %v", p, err)
 	}
 }
+
+// TestDB_ReadsOfADamagedRowNameItsItem: a claim or a read of a queue
+// that meets an item whose row of outputs does not unframe fails with
+// an error naming the item (not only its queue entry), a damage.
+func TestDB_ReadsOfADamagedRowNameItsItem(t *testing.T) {
+	db, u := openNew(t, Options{})
+	ingestN(t, db, 2)
+	storetest.Advance(t, db, "sanitize")
+	sql(t, u, `UPDATE output SET data = data || '\x0109' WHERE item_id = 'i00001'`)
+	reads := []struct {
+		name string
+		read func() error
+	}{
+		{"Queued", func() error { _, err := db.Queued("classify", 0, 5); return err }},
+		{"Claim", func() error { _, err := db.Claim(context.Background(), "classify", 5, testLease); return err }},
+	}
+	for _, r := range reads {
+		err := r.read()
+		if !pipeline.IsDamaged(err) || !strings.Contains(err.Error(), `item "i00001"`) {
+			t.Errorf("%s of a damaged row: %v; want a damage naming item \"i00001\"", r.name, err)
+		}
+	}
+}
