@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/pipeline"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
 
@@ -298,5 +300,58 @@ func TestMigrate_FramedRowsUnderAnOlderVersion(t *testing.T) {
 	sameExports(t, db, before)
 	if p, err := db.Check(); err != nil || len(p) > 0 {
 		t.Errorf("Check after the migration: %v %v", p, err)
+	}
+}
+
+// TestMigrate_OutputRowsOfTheEmptyID: step 15 moves the outputs of an
+// item whose id is the empty string (a store takes it) like any other's:
+// the pages of items begin at the least id, not after it, and the rows
+// by stage are dropped once moved.
+func TestMigrate_OutputRowsOfTheEmptyID(t *testing.T) {
+	db, u := openNew(t, Options{})
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("", "bug an item without a name", "x", "1"), storetest.Record("a", "bug a", "x", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Finish(t, db)
+	db.Close()
+	var stored []map[string][]byte
+	for si := range storetest.Stages {
+		stored = append(stored, rawOutputs(t, u, si))
+	}
+	sql(t, u, downgrades[14])
+	defer func(page int) { outputRowsPage = page }(outputRowsPage)
+	outputRowsPage = 1
+
+	db = openMigrated(t, u)
+	for si := range storetest.Stages {
+		if now := rawOutputs(t, u, si); !mapsEqualBytes(now, stored[si]) {
+			t.Errorf("stage %d: stored outputs after the migration %q, before %q", si, slices.Sorted(maps.Keys(now)), slices.Sorted(maps.Keys(stored[si])))
+		}
+	}
+	if p, err := db.Check(); err != nil || len(p) > 0 {
+		t.Errorf("Check after the migration: %v %v", p, err)
+	}
+}
+
+// TestDB_ReadsOfADamagedRowNameItsItem: a claim or a read of a queue
+// that meets an item whose row of outputs does not unframe fails with
+// an error naming the item (not only its queue entry), a damage.
+func TestDB_ReadsOfADamagedRowNameItsItem(t *testing.T) {
+	db, u := openNew(t, Options{})
+	ingestN(t, db, 2)
+	storetest.Advance(t, db, "sanitize")
+	sql(t, u, `UPDATE output SET data = data || '\x0109' WHERE item_id = 'i00001'`)
+	reads := []struct {
+		name string
+		read func() error
+	}{
+		{"Queued", func() error { _, err := db.Queued("classify", 0, 5); return err }},
+		{"Claim", func() error { _, err := db.Claim(context.Background(), "classify", 5, testLease); return err }},
+	}
+	for _, r := range reads {
+		err := r.read()
+		if !pipeline.IsDamaged(err) || !strings.Contains(err.Error(), `item "i00001"`) {
+			t.Errorf("%s of a damaged row: %v; want a damage naming item \"i00001\"", r.name, err)
+		}
 	}
 }

@@ -39,7 +39,7 @@ func (db *DB) item(record, row []byte, si int) (pipeline.Item, error) {
 		return nil
 	})
 	if errors.Is(err, errOutputRow) {
-		return it, pipeline.Damaged("", "", err, "bad outputs")
+		return it, pipeline.Damaged(it.Record.ID, "", err, "bad outputs")
 	}
 	if err != nil {
 		return it, err

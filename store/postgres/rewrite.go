@@ -86,10 +86,14 @@ func backfillOutputRows(ctx context.Context, tx pgx.Tx) error {
 	if !exists {
 		return nil
 	}
-	after := ""
+	// The first page begins at the least id, '' (which a store takes),
+	// not after it: an item the pages skip would lose its outputs with
+	// the old table.
+	after, from := "", ">="
 	for {
 		rows, _ := tx.Query(ctx, `SELECT item_id, array_agg(stage ORDER BY stage), array_agg(data ORDER BY stage)
-			FROM output_by_stage WHERE item_id > $1 GROUP BY item_id ORDER BY item_id LIMIT $2`, after, outputRowsPage)
+			FROM output_by_stage WHERE item_id `+from+` $1 GROUP BY item_id ORDER BY item_id LIMIT $2`, after, outputRowsPage)
+		from = ">"
 		var ids []string
 		var datas [][]byte
 		var id string
