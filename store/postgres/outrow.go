@@ -186,7 +186,21 @@ func (db *DB) changeOutputs(ctx context.Context, tx pgx.Tx, c *changes, tally *t
 	_, err := pgx.ForEachRow(rows, []any{&id, &row}, func() error {
 		entries, err := outputEntries(row)
 		if err != nil {
-			return pipeline.Damaged(id, "", err, "its stored outputs are damaged")
+			if f, ok := from[id]; ok && f == 0 && !fold[id] {
+				// Every output goes (a re-run from the first stage,
+				// prune) and no fact was counted: the row is deleted
+				// unread, as the rows by stage were before schema 15,
+				// so that these commands still repair the item.
+				delIDs = append(delIDs, id)
+				return nil
+			}
+			if fold[id] {
+				// A done item's fact is folded out of the tally from
+				// its last output: unreadable, the counters would go
+				// wrong.
+				return pipeline.Damaged(id, "", err, "its stored outputs are damaged, so its counted fact cannot be taken out of the tally")
+			}
+			return pipeline.Damaged(id, "", err, "its stored outputs are damaged (re-running it from the first stage, or pruning it, drops them)")
 		}
 		changed := false
 		kept := entries[:0]

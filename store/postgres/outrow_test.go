@@ -355,3 +355,64 @@ func TestDB_ReadsOfADamagedRowNameItsItem(t *testing.T) {
 		}
 	}
 }
+
+// TestDB_DamagedRowGoesWithEveryOutput: a row of outputs that does not
+// unframe, of an item not done, does not block the commands that drop
+// every output of its item (a re-run from the first stage, prune), which
+// repair it as they did when outputs were rows by stage; a re-run that
+// keeps the first stage's output, or one over a done item (whose fact
+// the tally counted from the unreadable row), fails naming the item.
+func TestDB_DamagedRowGoesWithEveryOutput(t *testing.T) {
+	damaged := func(t *testing.T, finish bool) (*DB, string) {
+		db, u := openNew(t, Options{})
+		ingestN(t, db, 3)
+		storetest.Advance(t, db, "sanitize")
+		if finish {
+			storetest.Finish(t, db)
+		}
+		sql(t, u, `UPDATE output SET data = data || '\x0109' WHERE item_id = 'i00001'`)
+		return db, u
+	}
+	for _, tc := range []struct {
+		name   string
+		finish bool
+		stage  string
+		want   string
+	}{
+		{"re-run from a later stage", false, "classify", "first stage"},
+		{"re-run of a done item", true, "sanitize", "tally"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, _ := damaged(t, tc.finish)
+			_, err := db.Rerun(tc.stage)
+			if !pipeline.IsDamaged(err) || !strings.Contains(err.Error(), `item "i00001"`) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Rerun(%s) over a damaged row: %v; want a damage naming item \"i00001\" and %q", tc.stage, err, tc.want)
+			}
+		})
+	}
+	t.Run("re-run from the first stage", func(t *testing.T) {
+		db, u := damaged(t, false)
+		if n, err := db.Rerun("sanitize"); err != nil || n != 3 {
+			t.Fatalf("Rerun(sanitize) over a damaged row: %d items, %v; want 3 moved", n, err)
+		}
+		if n := queueQuery(t, u, `SELECT count(*)::text FROM output`); n[0] != "0" {
+			t.Errorf("%s rows of outputs after a re-run from the first stage; want none", n[0])
+		}
+		storetest.Finish(t, db)
+		if got := stagesOf(t, u, "i00001"); !slices.Equal(got, []int{0, 1, 2}) {
+			t.Errorf("after it ran again, i00001 has outputs of stages %v; want [0 1 2]", got)
+		}
+		if p, err := db.Check(); err != nil || len(p) > 0 {
+			t.Errorf("Check after it ran again: %v %v", p, err)
+		}
+	})
+	t.Run("prune", func(t *testing.T) {
+		db, u := damaged(t, false)
+		if n, err := db.Prune(func(id string) bool { return id != "i00001" }, false); err != nil || n != 1 {
+			t.Fatalf("Prune of the damaged item: %d, %v; want 1", n, err)
+		}
+		if n := queueQuery(t, u, `SELECT count(*)::text FROM output WHERE item_id = 'i00001'`); n[0] != "0" {
+			t.Errorf("the pruned item keeps %s row of outputs", n[0])
+		}
+	})
+}
