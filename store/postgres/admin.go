@@ -122,23 +122,9 @@ func (c *changes) enqueue(id string, stage int) {
 }
 
 func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
-	if err := db.unmarkEdited(ctx, tx, c.oldText); err != nil {
-		return err
-	}
 	var tally tallyDelta
-	if len(c.foldOut) > 0 {
-		rows, _ := tx.Query(ctx, `SELECT item_id, data FROM output WHERE stage = $1 AND item_id = ANY($2)`, len(db.stages)-1, c.foldOut)
-		var id string
-		var raw []byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
-			if f, ok := factOf(raw); ok {
-				tally.fold(id, f, 0, -1)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	if err := db.changeOutputs(ctx, tx, c, &tally); err != nil {
+		return err
 	}
 	b := &pgx.Batch{}
 	if len(c.dequeue) > 0 {
@@ -151,10 +137,6 @@ func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
 	}
 	if len(c.dropDead) > 0 {
 		b.Queue(`DELETE FROM dead WHERE item_id = ANY($1)`, c.dropDead)
-	}
-	if len(c.dropIDs) > 0 {
-		b.Queue(`DELETE FROM output o USING unnest($1::text[], $2::smallint[]) AS k(id, f)
-			WHERE o.item_id = k.id AND o.stage >= k.f`, c.dropIDs, c.dropFrom)
 	}
 	if len(c.delete) > 0 {
 		b.Queue(`DELETE FROM history WHERE item_id = ANY($1)`, c.delete)

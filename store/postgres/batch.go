@@ -338,20 +338,18 @@ func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batch job %d: %w", num, err)
 	}
-	rows, _ := db.pool.Query(db.ctx, `SELECT x.item_id, i.record, o.stages, o.datas
+	rows, _ := db.pool.Query(db.ctx, `SELECT x.item_id, i.record, o.data
 		FROM todo x JOIN item i USING (item_id) `+outputsSQL+` WHERE x.batch = $2 AND x.stage = $1`, si, int64(num))
 	held := map[string]pipeline.Item{}
 	var id string
-	var record []byte
-	var stages []int16
-	var datas [][]byte
-	_, err = pgx.ForEachRow(rows, []any{&id, &record, &stages, &datas}, func() error {
-		it, err := db.item(record, stages, datas, si)
+	var record, row []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &record, &row}, func() error {
+		it, err := db.item(record, row, si)
 		if err != nil {
 			return fmt.Errorf("item %q: %w", id, err)
 		}
 		held[id] = it
-		stages, datas = nil, nil
+		row = nil
 		return nil
 	})
 	if err != nil {

@@ -47,16 +47,8 @@ func (db *DB) Check() ([]string, error) {
 				UNION ALL SELECT item_id, 'history' FROM history t WHERE NOT EXISTS (SELECT 1 FROM item i WHERE i.item_id = t.item_id)`,
 				"item %q has no record but rows in %s (an orphan entry)"},
 			{fmt.Sprintf(`SELECT item_id, 'todo' FROM todo WHERE stage >= %[1]d
-				UNION ALL SELECT item_id, 'dead' FROM dead WHERE stage >= %[1]d
-				UNION ALL SELECT item_id, 'output' FROM output WHERE stage >= %[1]d`, n),
+				UNION ALL SELECT item_id, 'dead' FROM dead WHERE stage >= %[1]d`, n),
 				"item %q: a row of %s names a stage this pipeline does not have"},
-			{fmt.Sprintf(`SELECT i.item_id, format('%%s outputs of stages %%s..%%s at position %%s', count(o.stage), min(o.stage), max(o.stage), coalesce(t.stage, d.stage, %[1]d))
-				FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) LEFT JOIN output o USING (item_id)
-				GROUP BY i.item_id, t.stage, d.stage
-				HAVING count(o.stage) <> coalesce(t.stage, d.stage, %[1]d)
-					OR count(o.stage) > 0 AND (min(o.stage) <> 0 OR max(o.stage) <> coalesce(t.stage, d.stage, %[1]d) - 1)
-				LIMIT %[2]d`, n, maxProblems),
-				"item %q: %s (an item has the outputs of exactly the stages it passed)"},
 		}
 		for _, c := range checks {
 			rows, _ := tx.Query(db.ctx, c.sql)
@@ -68,14 +60,21 @@ func (db *DB) Check() ([]string, error) {
 				return err
 			}
 		}
+		if err := db.checkOutputRows(tx, add); err != nil {
+			return err
+		}
 		var recomputed pipeline.Tally
-		rows, _ := tx.Query(db.ctx, `SELECT o.item_id, o.data FROM output o WHERE o.stage = $1
-			AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
-			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)`, n-1)
+		rows, _ := tx.Query(db.ctx, `SELECT o.item_id, o.data FROM output o
+			WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
+			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)`)
 		var id string
-		var data []byte
-		if _, err := pgx.ForEachRow(rows, []any{&id, &data}, func() error {
-			if f, ok := factOf(data); ok {
+		var row []byte
+		if _, err := pgx.ForEachRow(rows, []any{&id, &row}, func() error {
+			data, err := outputAt(row, n-1)
+			if err != nil {
+				return nil // checkOutputRows reported it
+			}
+			if f, ok := factOf(data); data != nil && ok {
 				recomputed.Fold(id, f, +1)
 			}
 			return nil
@@ -96,4 +95,44 @@ func (db *DB) Check() ([]string, error) {
 		return problems, fmt.Errorf("check %s: %w", db.path, err)
 	}
 	return problems, nil
+}
+
+// checkOutputRows adds to Check's problems the rows of outputs that do
+// not unframe or name a stage this pipeline does not have, and the
+// items whose outputs are not those of exactly the stages before their
+// position (queued or dead at s: stages 0..s-1; done: every stage).
+func (db *DB) checkOutputRows(tx pgx.Tx, add func(format string, args ...any)) error {
+	n := len(db.stages)
+	rows, _ := tx.Query(db.ctx, `SELECT coalesce(i.item_id, o.item_id), i.item_id IS NOT NULL, coalesce(t.stage, d.stage, $1), o.data
+		FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) FULL JOIN output o USING (item_id)
+		ORDER BY 1`, n)
+	var id string
+	var stored bool
+	var at int16
+	var row []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &stored, &at, &row}, func() error {
+		defer func() { row = nil }()
+		entries, err := outputEntries(row)
+		if err != nil {
+			add("item %q: its row of outputs is damaged: %v", id, err)
+			return nil
+		}
+		if len(entries) > 0 && entries[len(entries)-1].stage >= n {
+			add("item %q: a row of output names a stage this pipeline does not have", id)
+		}
+		if !stored {
+			return nil // an orphan: reported as one
+		}
+		pos := int(at)
+		if len(entries) == pos && (pos == 0 || entries[0].stage == 0 && entries[pos-1].stage == pos-1) {
+			return nil
+		}
+		lo, hi := "", ""
+		if len(entries) > 0 {
+			lo, hi = fmt.Sprint(entries[0].stage), fmt.Sprint(entries[len(entries)-1].stage)
+		}
+		add("item %q: %d outputs of stages %s..%s at position %d (an item has the outputs of exactly the stages it passed)", id, len(entries), lo, hi, pos)
+		return nil
+	})
+	return err
 }

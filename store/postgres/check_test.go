@@ -11,18 +11,23 @@ import (
 func TestDB_CheckFindsDamage(t *testing.T) {
 	tests := []struct {
 		name   string
-		damage string
+		damage string // SQL
 		want   string
+		edit   func(t testing.TB, url string) // damage of a row of outputs, before damage
 	}{
-		{"a done item lost an output", `DELETE FROM output WHERE item_id = 'a' AND stage = 1`, `item "a": 2 outputs`},
-		{"queued and dead", `INSERT INTO dead (item_id, stage, letter) SELECT item_id, 0, '{}' FROM todo WHERE item_id = 'q'`, `item "q" is both queued and dead`},
-		{"an orphan output", `INSERT INTO output (item_id, stage, data) VALUES ('ghost', 0, '{}')`, `item "ghost" has no record but rows in output`},
-		{"a tally counter off by one", `UPDATE tally_label SET n = n + 1 WHERE label = 'bug'`, `aggregate: stored != recomputed`},
-		{"a cube counter off by one", `UPDATE cube_cell SET n = n + 1 WHERE label = 'bug'`, `cube: cell`},
-		{"a done item's quote row lost", `DELETE FROM cube_quote WHERE item_id = 'a'`, `cube: done item "a" has no quote row`},
-		{"a quote row with another confidence", `UPDATE cube_quote SET conf = 0.5 WHERE item_id = 'b'`, `cube: the quote row of item "b"`},
-		{"a quote row of a queued item", `INSERT INTO cube_quote (item_id, key_id, conf) VALUES ('q', (SELECT min(id) FROM cube_key), 0)`, `cube: item "q" is not done`},
-		{"an unknown stage", `UPDATE todo SET stage = 7 WHERE item_id = 'q'`, `names a stage this pipeline does not have`},
+		{"a done item lost an output", `SELECT 1`, `item "a": 2 outputs of stages 0..2 at position 3`, func(t testing.TB, u string) { setOutput(t, u, "a", 1, nil) }},
+		{"queued and dead", `INSERT INTO dead (item_id, stage, letter) SELECT item_id, 0, '{}' FROM todo WHERE item_id = 'q'`, `item "q" is both queued and dead`, nil},
+		{"an orphan output", `INSERT INTO output (item_id, data) VALUES ('ghost', '\x0100027b7d')`, `item "ghost" has no record but rows in output`, nil},
+		{"a row of outputs that does not unframe", `UPDATE output SET data = data || '\x0109' WHERE item_id = 'a'`, `item "a": its row of outputs is damaged`, nil},
+		{"a row of outputs of another format", `UPDATE output SET data = '\x02' || substr(data, 2) WHERE item_id = 'a'`, `item "a": its row of outputs is damaged`, nil},
+		{"an output of an unknown stage", `UPDATE output SET data = data || '\x07027b7d' WHERE item_id = 'a'`, `item "a": a row of output names a stage this pipeline does not have`, nil},
+		{"stages out of order", `UPDATE output SET data = data || '\x00027b7d' WHERE item_id = 'a'`, `stage 0 after stage 2`, nil},
+		{"a tally counter off by one", `UPDATE tally_label SET n = n + 1 WHERE label = 'bug'`, `aggregate: stored != recomputed`, nil},
+		{"a cube counter off by one", `UPDATE cube_cell SET n = n + 1 WHERE label = 'bug'`, `cube: cell`, nil},
+		{"a done item's quote row lost", `DELETE FROM cube_quote WHERE item_id = 'a'`, `cube: done item "a" has no quote row`, nil},
+		{"a quote row with another confidence", `UPDATE cube_quote SET conf = 0.5 WHERE item_id = 'b'`, `cube: the quote row of item "b"`, nil},
+		{"a quote row of a queued item", `INSERT INTO cube_quote (item_id, key_id, conf) VALUES ('q', (SELECT min(id) FROM cube_key), 0)`, `cube: item "q" is not done`, nil},
+		{"an unknown stage", `UPDATE todo SET stage = 7 WHERE item_id = 'q'`, `names a stage this pipeline does not have`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,6 +41,9 @@ func TestDB_CheckFindsDamage(t *testing.T) {
 			}
 			if p, err := db.Check(); err != nil || len(p) > 0 {
 				t.Fatalf("Check before the damage: %v %v", p, err)
+			}
+			if tc.edit != nil {
+				tc.edit(t, u)
 			}
 			sql(t, u, tc.damage)
 			p, err := db.Check()

@@ -117,7 +117,7 @@ func TestDB_ClaimsStayOnTheirPage(t *testing.T) {
 			db, u := openNew(t, Options{Owner: "a"})
 			if migrated {
 				db.Close()
-				sql(t, u, downgradeHash+`DROP TABLE cube_cell, cube_quote, cube_key; ALTER TABLE todo SET (fillfactor = 80); ALTER TABLE todo DROP COLUMN batch_sends; UPDATE meta SET value = '6' WHERE key = 'schema'`)
+				sql(t, u, downgradeRows+downgradeHash+`DROP TABLE cube_cell, cube_quote, cube_key; ALTER TABLE todo SET (fillfactor = 80); ALTER TABLE todo DROP COLUMN batch_sends; UPDATE meta SET value = '6' WHERE key = 'schema'`)
 			}
 			// A long owner name (a host:pid) makes each claimed version
 			// longer than the row it replaces.

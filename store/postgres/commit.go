@@ -189,7 +189,7 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 	if len(folds) > 0 {
 		// After the item locks: a classify output cannot change under
 		// the commit that folds its item into the cube.
-		b.Queue(confidencesSQL, db.index[confStage], folds)
+		b.Queue(confidencesSQL, folds)
 	}
 	if len(marked) > 0 {
 		b.Queue(itemTextsSQL, marked)
@@ -210,7 +210,7 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 		}
 		if err == nil && len(folds) > 0 {
 			rows, _ := br.Query()
-			conf, err = collectConfidences(rows)
+			conf, err = collectConfidences(rows, db.index[confStage])
 		}
 		if err == nil && len(marked) > 0 {
 			rows, _ := br.Query()
@@ -254,9 +254,8 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	}
 	var (
 		outIDs, deadIDs, nextIDs []string
-		outStages, deadStages    []int16
-		nextStages               []int16
-		outData, letters         [][]byte
+		deadStages, nextStages   []int16
+		outEntries, letters      [][]byte
 		tally                    tallyDelta
 		usage                    = usageDelta{}
 		money                    moneyDelta
@@ -287,7 +286,7 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 		money.add(t)
 		switch t.Outcome {
 		case pipeline.Succeeded:
-			outIDs, outStages, outData = append(outIDs, t.ID), append(outStages, int16(si)), append(outData, db.storedOutput(si, t.ID, nonNil(t.Result.Output), texts))
+			outIDs, outEntries = append(outIDs, t.ID), append(outEntries, appendOutputEntry(nil, si, db.storedOutput(si, t.ID, nonNil(t.Result.Output), texts)))
 			if si < last {
 				nextIDs, nextStages = append(nextIDs, t.ID), append(nextStages, int16(si+1))
 			} else if f, ok := factOf(t.Result.Output); ok {
@@ -309,7 +308,7 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	}
 	b := &pgx.Batch{}
 	if len(outIDs) > 0 {
-		b.Queue(`INSERT INTO output (item_id, stage, data) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, outIDs, outStages, outData)
+		b.Queue(appendOutputsSQL, outIDs, outEntries, []byte{outputsFormat})
 	}
 	if len(deadIDs) > 0 {
 		b.Queue(`INSERT INTO dead (item_id, stage, letter) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, deadIDs, deadStages, letters)
@@ -325,9 +324,16 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 	return b, skipped, nil
 }
 
-// confidencesSQL reads the stored outputs of the classify stage ($1) of
-// items $2, for collectConfidences.
-const confidencesSQL = `SELECT item_id, data FROM output WHERE stage = $1 AND item_id = ANY($2)`
+// appendOutputsSQL appends to the rows of outputs of items $1 the
+// entries $2 (outrow.go), a new row beginning with the format byte $3.
+// The update locks the row, so two commits of one item (which its item
+// lock already orders) never lose each other's entry.
+const appendOutputsSQL = `INSERT INTO output (item_id, data) SELECT k.id, $3::bytea || k.entry FROM unnest($1::text[], $2::bytea[]) AS k(id, entry)
+	ON CONFLICT (item_id) DO UPDATE SET data = output.data || substr(EXCLUDED.data, 2)`
+
+// confidencesSQL reads the rows of outputs of items $1, for
+// collectConfidences.
+const confidencesSQL = `SELECT item_id, data FROM output WHERE item_id = ANY($1)`
 
 // foldIDs lists the items (moves at stages) whose transition may fold them into
 // the tally (a success at the last stage) and so needs their classify

@@ -182,16 +182,24 @@ func (db *DB) confidences(ctx context.Context, q queryer, ids []string) (map[str
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, _ := q.Query(ctx, confidencesSQL, db.index[confStage], ids)
-	return collectConfidences(rows)
+	rows, _ := q.Query(ctx, confidencesSQL, ids)
+	return collectConfidences(rows, db.index[confStage])
 }
 
-func collectConfidences(rows pgx.Rows) (map[string]float64, error) {
+// collectConfidences reads the classify confidences (stage ci) from rows
+// of (item_id, row of outputs).
+func collectConfidences(rows pgx.Rows, ci int) (map[string]float64, error) {
 	out := map[string]float64{}
 	var id string
-	var raw []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
-		out[id] = confidenceOf(raw)
+	var row []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &row}, func() error {
+		raw, err := outputAt(row, ci)
+		if err != nil {
+			return damagedRow(id, err)
+		}
+		if raw != nil {
+			out[id] = confidenceOf(raw)
+		}
 		return nil
 	})
 	if err != nil {
@@ -314,6 +322,7 @@ func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.
 var backfillPage = 5000
 
 // backfillCube builds the cube of a pipeline stored before schema step 8
+// (at step 12, before step 15: it reads the rows by (item_id, stage))
 // by folding every done item's fact, a page at a time, in the migrating
 // transaction.
 func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
@@ -322,14 +331,25 @@ func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	ci := slices.IndexFunc(stages, func(s pipeline.StageDef) bool { return s.Name == confStage })
+	// The rows by (item, stage) of the schema it runs at, or a row per
+	// item (outrow.go) when a pipeline's version alone was set back.
+	framed, err := outputsFramed(ctx, tx)
+	if err != nil {
+		return err
+	}
+	query := `SELECT o.item_id, o.data, c.data FROM output o
+			LEFT JOIN output c ON c.item_id = o.item_id AND c.stage = $4
+			WHERE o.stage = $3 AND o.item_id > $1`
+	args := []any{len(stages) - 1, ci}
+	if framed {
+		query, args = `SELECT o.item_id, o.data, NULL::bytea FROM output o WHERE o.item_id > $1`, nil
+	}
 	after := ""
 	for {
-		rows, _ := tx.Query(ctx, `SELECT o.item_id, o.data, c.data FROM output o
-			LEFT JOIN output c ON c.item_id = o.item_id AND c.stage = $2
-			WHERE o.stage = $1 AND o.item_id > $3
+		rows, _ := tx.Query(ctx, query+`
 			AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
 			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)
-			ORDER BY o.item_id LIMIT $4`, len(stages)-1, ci, after, backfillPage)
+			ORDER BY o.item_id LIMIT $2`, append([]any{after, backfillPage}, args...)...)
 		var d cubeDelta
 		var id string
 		var data, classify []byte
@@ -337,6 +357,13 @@ func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
 		_, err := pgx.ForEachRow(rows, []any{&id, &data, &classify}, func() error {
 			read++
 			after = id
+			if framed {
+				row := data
+				if data, err = outputAt(row, len(stages)-1); err != nil {
+					return damagedRow(id, err)
+				}
+				classify, _ = outputAt(row, ci)
+			}
 			if f, ok := factOf(data); ok {
 				d.fold(id, f, confidenceOf(classify), 1)
 			}

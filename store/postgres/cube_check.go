@@ -16,19 +16,23 @@ func (db *DB) checkCube(ctx context.Context, tx pgx.Tx, add func(format string, 
 	if !ok {
 		ci = -1
 	}
-	rows, _ := tx.Query(ctx, `SELECT o.item_id, o.data, c.data, k.cell, coalesce(k.label, CASE WHEN q.item_id IS NOT NULL THEN '' END), q.conf, q.rating FROM output o
-		LEFT JOIN output c ON c.item_id = o.item_id AND c.stage = $2
+	rows, _ := tx.Query(ctx, `SELECT o.item_id, o.data, k.cell, coalesce(k.label, CASE WHEN q.item_id IS NOT NULL THEN '' END), q.conf, q.rating FROM output o
 		LEFT JOIN cube_quote q ON q.item_id = o.item_id
 		LEFT JOIN cube_key k ON k.id = q.key_id
-		WHERE o.stage = $1
-		AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
-		AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)`, last, ci)
+		WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
+		AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)`)
 	var want cubeDelta
 	var id string
-	var data, classify, cell []byte
+	var row, cell []byte
 	var label *string
 	var conf, rating *float64
-	_, err := pgx.ForEachRow(rows, []any{&id, &data, &classify, &cell, &label, &conf, &rating}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &row, &cell, &label, &conf, &rating}, func() error {
+		defer func() { cell, label, conf, rating = nil, nil, nil, nil }()
+		data, err := outputAt(row, last)
+		if err != nil || data == nil {
+			return nil // checkOutputRows reports a damaged row; an item without the output is not done
+		}
+		classify, _ := outputAt(row, ci)
 		f, ok := factOf(data)
 		switch {
 		case !ok && label != nil:
@@ -45,18 +49,24 @@ func (db *DB) checkCube(ctx context.Context, tx pgx.Tx, add func(format string, 
 		if ok {
 			want.fold(id, f, 0, 1)
 		}
-		classify, cell, label, conf, rating = nil, nil, nil, nil, nil
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	rows, _ = tx.Query(ctx, `SELECT q.item_id FROM cube_quote q WHERE NOT EXISTS
-		(SELECT 1 FROM output o WHERE o.item_id = q.item_id AND o.stage = $1)
-		OR EXISTS (SELECT 1 FROM todo t WHERE t.item_id = q.item_id)
-		OR EXISTS (SELECT 1 FROM dead d WHERE d.item_id = q.item_id)`, last)
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
-		add("cube: item %q is not done but has a quote row", id)
+	// A quote row of an item not done: queued, dead, or without an
+	// output of the last stage (read from its row, streamed: no list of
+	// the done items is kept).
+	rows, _ = tx.Query(ctx, `SELECT q.item_id, o.data,
+			EXISTS (SELECT 1 FROM todo t WHERE t.item_id = q.item_id) OR EXISTS (SELECT 1 FROM dead d WHERE d.item_id = q.item_id)
+		FROM cube_quote q LEFT JOIN output o USING (item_id)`)
+	var unfinished bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &row, &unfinished}, func() error {
+		data, err := outputAt(row, last)
+		if unfinished || err == nil && data == nil {
+			add("cube: item %q is not done but has a quote row", id)
+		}
+		row = nil
 		return nil
 	}); err != nil {
 		return err

@@ -22,7 +22,7 @@
 //	meta         key -> value: schema version, definition, created, limit/<stage>
 //	item         id -> record (binary, binrecord.go; JSON before schema step 13), content hash (its 16 bytes; hex before schema step 14)
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
-//	output       (id, stage) -> the stage's output, packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11)
+//	output       id -> the item's outputs of every stage in one row, framed (outrow.go; schema step 15; a row per (id, stage) before), each packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
@@ -44,8 +44,8 @@
 // todo row, in a batch job when that row names one (todo.batch), dead at
 // the stage of its dead row, done when it has neither.
 // A transition therefore writes only what it must (delete the todo row,
-// insert the output, insert the next todo row, add to the tally and the
-// cube), and keys make the double places impossible (todo.item_id is
+// append the output to the item's row of outputs, insert the next todo
+// row, add to the tally and the cube), and keys make the double places impossible (todo.item_id is
 // unique, dead.item_id is the key). Check verifies the rest (outputs
 // match the position, no orphans, stored tally and cube = recomputed).
 //
@@ -174,6 +174,7 @@
 // tally.go, runs.go, claim.go, session.go, cache.go, quota.go, fleetlaw.go
 // (the fleet's shared rate), workerlaw.go (a worker's calls in flight),
 // fleetlimit.go,
+// outrow.go (an item's outputs in one row),
 // mark.go (outputs that repeat their item's text), pack.go and
 // binrecord.go (outputs and records stored compactly; packfill.go
 // rewrites those stored before) and shrink.go (a drained queue's

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -265,38 +264,9 @@ func (db *DB) backfillMarks(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// unmarkEdited stores whole, as they read with the old texts, the marked
-// outputs of items whose text an edit changes (id -> old text): an
-// output kept through the edit stays what its stage gave.
-func (db *DB) unmarkEdited(ctx context.Context, tx pgx.Tx, oldText map[string]string) error {
-	if len(oldText) == 0 {
-		return nil
-	}
-	rows, _ := tx.Query(ctx, `SELECT item_id, stage, data FROM output
-		WHERE item_id = ANY($1) AND substr(data, 1, 1) IN ($2, $3, $4)`, slices.Collect(maps.Keys(oldText)), []byte{markEscaped}, []byte{markPlain}, []byte{tagPacked})
-	var ids []string
-	var sts []int16
-	var datas [][]byte
-	var id string
-	var si int16
-	var data []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &si, &data}, func() error {
-		out, err := unmark(data, oldText[id])
-		if err != nil {
-			return pipeline.Damaged(id, "", err, "its stored output is damaged")
-		}
-		// Packed again without the text: it no longer repeats it.
-		ids, sts, datas = append(ids, id), append(sts, si), append(datas, storedForm(nil, int(si), out, "", false))
-		return nil
-	})
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	_, err = tx.Exec(ctx, updateOutputsSQL, ids, sts, datas)
-	return err
-}
-
-// updateOutputsSQL replaces the data of outputs ($1 ids, $2 stages) with $3.
+// updateOutputsSQL replaces the data of outputs ($1 ids, $2 stages) with
+// $3, in the rows by (item_id, stage) of the schemas before step 15 (the
+// migrations' rewriteOutputs).
 const updateOutputsSQL = `UPDATE output o SET data = k.data
 	FROM unnest($1::text[], $2::smallint[], $3::bytea[]) AS k(id, stage, data)
 	WHERE o.item_id = k.id AND o.stage = k.stage`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,17 +88,60 @@ func TestMarkText(t *testing.T) {
 	}
 }
 
-// rawOutputs is what the output table holds at stage si, by item.
+// setOutput stores data as item id's output of stage si (nil: none) in
+// its row of outputs, as damage would: no handle's rules apply.
+func setOutput(t testing.TB, url, id string, si int, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	conn := connect(t, url)
+	defer conn.Close(ctx)
+	var row []byte
+	if err := conn.QueryRow(ctx, `SELECT data FROM `+DefaultSchema+`.output WHERE item_id = $1`, id).Scan(&row); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := outputEntries(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries = slices.DeleteFunc(entries, func(e outputEntry) bool { return e.stage == si })
+	if data != nil {
+		entries = append(entries, outputEntry{si, data})
+		slices.SortFunc(entries, func(a, b outputEntry) int { return a.stage - b.stage })
+	}
+	if _, err := conn.Exec(ctx, `UPDATE `+DefaultSchema+`.output SET data = $2 WHERE item_id = $1`, id, encodeOutputRow(entries)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawOutputs is what the output table holds at stage si, by item, in
+// either layout: a row per item (outrow.go) or, set back to an older
+// schema, per item and stage.
+
 func rawOutputs(t testing.TB, url string, si int) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
 	conn := connect(t, url)
 	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, `SELECT item_id, data FROM `+DefaultSchema+`.output WHERE stage = $1`, si)
+	var byStage bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = '`+DefaultSchema+`.output'::regclass AND attname = 'stage' AND NOT attisdropped)`).Scan(&byStage); err != nil {
+		t.Fatal(err)
+	}
+	query, args := `SELECT item_id, data FROM `+DefaultSchema+`.output`, []any(nil)
+	if byStage {
+		query, args = query+` WHERE stage = $1`, []any{si}
+	}
+	rows, _ := conn.Query(ctx, query, args...)
 	out := map[string][]byte{}
 	var id string
 	var data []byte
 	if _, err := pgx.ForEachRow(rows, []any{&id, &data}, func() error {
+		if !byStage {
+			var err error
+			if data, err = outputAt(data, si); err != nil || data == nil {
+				return err
+			}
+		}
 		out[id] = bytes.Clone(data)
 		return nil
 	}); err != nil {
@@ -256,7 +300,8 @@ func unmarkAll(t testing.TB, url string) {
 	})
 }
 
-// rewriteAllOutputs stores in place of every output what rewrite gives
+// rewriteAllOutputs stores the outputs a row per item and stage, as
+// before schema 15 (downgradeRows), and in place of every output what rewrite gives
 // for it (nil: it stays), given the pipeline's stages, the output's
 // stage and its item's text: the loop of the fixtures that store a
 // pipeline as an older sawtooth did.
@@ -266,6 +311,9 @@ func rewriteAllOutputs(t testing.TB, url string, rewrite func(stages []pipeline.
 	conn := connect(t, url)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `SET search_path = `+DefaultSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, downgradeRows); err != nil {
 		t.Fatal(err)
 	}
 	stages, err := readDefinition(ctx, conn)
@@ -425,7 +473,7 @@ func TestDB_FieldNamesOfAMarkedNonObject(t *testing.T) {
 	}
 	storetest.Finish(t, db)
 	// ["bug a text of some length"] with its text cut out at offset 1.
-	sql(t, u, `UPDATE output SET data = $1 WHERE item_id = 'a' AND stage = 0`, []byte{markEscaped, 1, '[', ']'})
+	setOutput(t, u, "a", 0, []byte{markEscaped, 1, '[', ']'})
 	if loc, err := db.Locate("a"); err != nil || string(loc.Output["sanitize"]) != `["bug a text of some length"]` {
 		t.Fatalf("Locate: %s, %v", loc.Output["sanitize"], err)
 	}

@@ -18,31 +18,81 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
-	13: downgradeHash + `UPDATE meta SET value = '13' WHERE key = 'schema'`,
+	14: downgradeRows + `UPDATE meta SET value = '14' WHERE key = 'schema'`,
+	13: downgradeRows + downgradeHash + `UPDATE meta SET value = '13' WHERE key = 'schema'`,
 	// After asSchema12: records as JSON, no output packed.
-	12: downgradeHash + `COMMENT ON TABLE item IS NULL;
+	12: downgradeRows + downgradeHash + `COMMENT ON TABLE item IS NULL;
 		COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go)';
 		UPDATE meta SET value = '12' WHERE key = 'schema'`,
-	11: downgradeHash + downgradeQuotes + `UPDATE meta SET value = '11' WHERE key = 'schema'`,
+	11: downgradeRows + downgradeHash + downgradeQuotes + `UPDATE meta SET value = '11' WHERE key = 'schema'`,
 	// After unmarkAll: every output stored whole.
-	10: downgradeHash + downgradeQuotes + `COMMENT ON TABLE output IS NULL;
+	10: downgradeRows + downgradeHash + downgradeQuotes + `COMMENT ON TABLE output IS NULL;
 		UPDATE meta SET value = '10' WHERE key = 'schema'`,
-	9: downgradeHash + downgradeQuotes + `CREATE INDEX output_stage ON output (stage, item_id);
+	9: downgradeRows + downgradeHash + downgradeQuotes + `CREATE INDEX output_stage ON output (stage, item_id);
 		UPDATE meta SET value = '9' WHERE key = 'schema'`,
-	8: downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
+	8: downgradeRows + downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
 		DROP TABLE cube_cell, cube_quote, cube_key;
 		UPDATE meta SET value = '8' WHERE key = 'schema'`,
-	7: downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
+	7: downgradeRows + downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
 		DROP TABLE cube_cell, cube_quote, cube_key;
 		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`,
-	4: downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
+	4: downgradeRows + downgradeHash + `CREATE INDEX output_stage ON output (stage, item_id);
 		DROP TABLE cube_cell, cube_quote, cube_key, batch_job, worker_session;
 		DROP SEQUENCE batch_job_seq;
 		ALTER TABLE todo DROP COLUMN session, DROP COLUMN batch, DROP COLUMN batch_sends;
 		ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`,
 }
+
+// downgradeRows stores the outputs as schema 14 did, a row per item and
+// stage, unframing each item's row (outrow.go) with a reader of its own,
+// in SQL. A table output already by stage is left as it is.
+const downgradeRows = `
+DO $$
+DECLARE
+	r record;
+	i int;
+	n int;
+	st bigint;
+	size int;
+	sh int;
+	b int;
+BEGIN
+	IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'output'::regclass AND attname = 'stage' AND NOT attisdropped) THEN
+		RETURN;
+	END IF;
+	CREATE TABLE output_old (item_id text NOT NULL, stage smallint NOT NULL CHECK (stage >= 0), data bytea NOT NULL,
+		PRIMARY KEY (item_id, stage));
+	FOR r IN SELECT item_id, data FROM output LOOP
+		IF get_byte(r.data, 0) <> 1 THEN
+			RAISE EXCEPTION 'output of %: format byte %', r.item_id, get_byte(r.data, 0);
+		END IF;
+		i := 1;
+		n := length(r.data);
+		WHILE i < n LOOP
+			st := 0; sh := 0;
+			LOOP
+				b := get_byte(r.data, i); i := i + 1;
+				st := st | ((b & 127)::bigint << sh); sh := sh + 7;
+				EXIT WHEN b < 128;
+			END LOOP;
+			size := 0; sh := 0;
+			LOOP
+				b := get_byte(r.data, i); i := i + 1;
+				size := size | ((b & 127) << sh); sh := sh + 7;
+				EXIT WHEN b < 128;
+			END LOOP;
+			INSERT INTO output_old VALUES (r.item_id, st, substring(r.data FROM i + 1 FOR size));
+			i := i + size;
+		END LOOP;
+	END LOOP;
+	DROP TABLE output;
+	ALTER TABLE output_old RENAME TO output;
+	ALTER INDEX output_old_pkey RENAME TO output_pkey;
+	COMMENT ON TABLE output IS 'an output whose first byte is 1 or 2 is stored without its item''s text (mark.go), 3 packed (pack.go)';
+END $$;
+`
 
 // downgradeHash stores the content hashes as schema 13 did: in hex.
 const downgradeHash = `

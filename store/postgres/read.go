@@ -12,30 +12,37 @@ import (
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
-// outputsSQL is a lateral subquery giving an item's outputs of stages
-// before $1, as parallel arrays in stage order.
-const outputsSQL = `LEFT JOIN LATERAL (SELECT array_agg(o.stage ORDER BY o.stage) AS stages, array_agg(o.data ORDER BY o.stage) AS datas
-	FROM output o WHERE o.item_id = x.item_id AND o.stage < $1) o ON true`
+// outputsSQL joins an item's row of outputs (o.data, NULL when it has
+// none) to x, a row naming it.
+const outputsSQL = `LEFT JOIN output o ON o.item_id = x.item_id`
 
-// item builds a pipeline.Item from its stored record and outputs; si is
-// the stage it is for (len(stages) for a done item: no Prev).
-func (db *DB) item(record []byte, stages []int16, datas [][]byte, si int) (pipeline.Item, error) {
+// item builds a pipeline.Item from its stored record and row of outputs,
+// those of the stages before si; si is the stage it is for
+// (len(stages) for a done item: no Prev).
+func (db *DB) item(record, row []byte, si int) (pipeline.Item, error) {
 	var it pipeline.Item
 	if err := decodeRecord(record, &it.Record); err != nil {
 		return it, pipeline.Damaged("", "", err, "bad record")
 	}
-	if len(stages) > 0 || si > 0 {
-		it.Outputs = make(map[string]json.RawMessage, len(stages))
+	if si > 0 {
+		it.Outputs = make(map[string]json.RawMessage, si)
 	}
-	for i, s := range stages {
-		if int(s) >= len(db.stages) {
-			return it, pipeline.Damaged("", "", nil, "output of unknown stage %d", s)
+	err := forEachOutput(row, func(s int, data []byte) error {
+		if s >= si {
+			return nil
 		}
-		out, err := db.unmarkOutput(it.Record.ID, int(s), datas[i], it.Record.Text)
+		out, err := db.unmarkOutput(it.Record.ID, s, data, it.Record.Text)
 		if err != nil {
-			return it, err
+			return err
 		}
 		it.Outputs[db.stages[s].Name] = out
+		return nil
+	})
+	if errors.Is(err, errOutputRow) {
+		return it, pipeline.Damaged(it.Record.ID, "", err, "bad outputs")
+	}
+	if err != nil {
+		return it, err
 	}
 	if si > 0 && si < len(db.stages) {
 		it.Prev = it.Outputs[db.stages[si-1].Name]
@@ -51,7 +58,7 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 	if err != nil {
 		return nil, err
 	}
-	rows, _ := db.pool.Query(db.ctx, `SELECT x.seq, i.record, o.stages, o.datas
+	rows, _ := db.pool.Query(db.ctx, `SELECT x.seq, i.record, o.data
 		FROM todo x JOIN item i USING (item_id) `+outputsSQL+`
 		WHERE x.stage = $1 AND x.seq > $2 AND x.batch IS NULL ORDER BY x.seq LIMIT $3`, si, int64(after), max)
 	return db.collectQueued(rows, si, stage)
@@ -60,16 +67,14 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 func (db *DB) collectQueued(rows pgx.Rows, si int, stage string) ([]pipeline.Queued, error) {
 	var out []pipeline.Queued
 	var seq int64
-	var record []byte
-	var stages []int16
-	var datas [][]byte
-	_, err := pgx.ForEachRow(rows, []any{&seq, &record, &stages, &datas}, func() error {
-		it, err := db.item(record, stages, datas, si)
+	var record, row []byte
+	_, err := pgx.ForEachRow(rows, []any{&seq, &record, &row}, func() error {
+		it, err := db.item(record, row, si)
 		if err != nil {
 			return fmt.Errorf("queue %s seq %d: %w", stage, seq, err)
 		}
 		out = append(out, pipeline.Queued{Seq: uint64(seq), Item: it})
-		stages, datas = nil, nil
+		row = nil
 		return nil
 	})
 	if err != nil {
@@ -150,28 +155,39 @@ func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 		return c, err
 	}
 	c.Done = c.Items - unfinished
+	// An item has the outputs of exactly the stages before its position
+	// (Check verifies it): an output at stage s for every done item and
+	// every one queued, in a batch job or dead at a later stage. So the
+	// outputs are counted from the positions, without reading the rows
+	// of outputs, which hold every stage's in one (outrow.go).
+	past := make([]int, len(db.stages)) // items queued, in a batch job or dead at each stage
 	for _, q := range []struct {
-		table, where string
-		field        func(*pipeline.StageCounts) *int
+		table, counted string
+		field          func(*pipeline.StageCounts) *int
 	}{
 		// Items a batch job holds are not queued (InBatchCount).
-		{"todo", "WHERE batch IS NULL", func(s *pipeline.StageCounts) *int { return &s.Queued }},
-		{"dead", "", func(s *pipeline.StageCounts) *int { return &s.Dead }},
-		{"output", "", func(s *pipeline.StageCounts) *int { return &s.Output }},
+		{"todo", "batch IS NULL", func(s *pipeline.StageCounts) *int { return &s.Queued }},
+		{"dead", "true", func(s *pipeline.StageCounts) *int { return &s.Dead }},
 	} {
-		rows, _ := tx.Query(db.ctx, `SELECT stage, count(*) FROM `+q.table+` `+q.where+` GROUP BY stage`)
+		rows, _ := tx.Query(db.ctx, `SELECT stage, count(*) FILTER (WHERE `+q.counted+`), count(*) FROM `+q.table+` GROUP BY stage`)
 		var si int16
-		var n int
-		_, err := pgx.ForEachRow(rows, []any{&si, &n}, func() error {
+		var n, all int
+		_, err := pgx.ForEachRow(rows, []any{&si, &n, &all}, func() error {
 			if int(si) >= len(db.stages) {
 				return pipeline.Damaged("", "", nil, "%s holds rows of unknown stage %d", q.table, si)
 			}
 			*q.field(&c.Stages[si]) = n
+			past[si] += all
 			return nil
 		})
 		if err != nil {
 			return c, err
 		}
+	}
+	later := c.Done
+	for si := len(db.stages) - 1; si >= 0; si-- {
+		c.Stages[si].Output = later
+		later += past[si]
 	}
 	db.counted.put(snap, c)
 	return c, nil
@@ -220,19 +236,22 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 			return fmt.Errorf("item %q: bad record: %w", id, err)
 		}
 		loc.Output = map[string]json.RawMessage{}
-		rows, _ := tx.Query(db.ctx, `SELECT stage, data FROM output WHERE item_id = $1`, id)
-		var s int16
-		var data []byte
-		if _, err := pgx.ForEachRow(rows, []any{&s, &data}, func() error {
-			if int(s) < len(db.stages) {
-				out, err := db.unmarkOutput(id, int(s), data, loc.Record.Text)
+		var row []byte
+		if err := tx.QueryRow(db.ctx, `SELECT data FROM output WHERE item_id = $1`, id).Scan(&row); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := forEachOutput(row, func(s int, data []byte) error {
+			if s < len(db.stages) {
+				out, err := db.unmarkOutput(id, s, data, loc.Record.Text)
 				if err != nil {
 					return err
 				}
 				loc.Output[db.stages[s].Name] = out
 			}
 			return nil
-		}); err != nil {
+		}); errors.Is(err, errOutputRow) {
+			return pipeline.Damaged(id, "", err, "bad outputs")
+		} else if err != nil {
 			return err
 		}
 		loc.History, err = db.history(db.ctx, tx, id)

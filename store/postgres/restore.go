@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -56,8 +58,7 @@ type restoreRows struct {
 	ids, hashes          []string
 	recs                 [][]byte
 	outIDs               []string
-	outStages            []int16
-	outData              [][]byte
+	outRows              [][]byte // rows of outputs (outrow.go)
 	enqIDs               []string
 	enqStages, enqSends  []int16
 	deadIDs              []string
@@ -93,13 +94,17 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 		}
 		text = back.Text
 	}
+	var entries []outputEntry
 	for stage, out := range loc.Output {
 		si, ok := db.index[stage]
 		if !ok {
 			return fmt.Errorf("restore item %q: output of unknown stage %q", loc.ID, stage)
 		}
-		out = storedForm(db.stages, si, out, text, true)
-		r.outIDs, r.outStages, r.outData = append(r.outIDs, loc.ID), append(r.outStages, int16(si)), append(r.outData, out)
+		entries = append(entries, outputEntry{si, storedForm(db.stages, si, out, text, true)})
+	}
+	if len(entries) > 0 {
+		slices.SortFunc(entries, func(a, b outputEntry) int { return cmp.Compare(a.stage, b.stage) })
+		r.outIDs, r.outRows = append(r.outIDs, loc.ID), append(r.outRows, encodeOutputRow(entries))
 	}
 	for _, past := range loc.History {
 		si, ok := db.index[past.Stage]
@@ -146,7 +151,7 @@ func (r *restoreRows) place(db *DB, loc pipeline.Location) error {
 func (r *restoreRows) queue(b *pgx.Batch) {
 	b.Queue(putItemSQL, r.ids, r.recs, r.hashes)
 	if len(r.outIDs) > 0 {
-		b.Queue(`INSERT INTO output (item_id, stage, data) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, r.outIDs, r.outStages, r.outData)
+		b.Queue(`INSERT INTO output (item_id, data) SELECT * FROM unnest($1::text[], $2::bytea[])`, r.outIDs, r.outRows)
 	}
 	if len(r.histIDs) > 0 {
 		// In the given order: history ids keep each item's order.

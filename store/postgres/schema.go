@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 14
+const SchemaVersion = 15
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -250,6 +250,28 @@ DO $$ BEGIN
 END $$;
 COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON; content_hash is the hash''s bytes';
 `,
+	// 15: one row of outputs per item (outrow.go): the rows by (item_id,
+	// stage) are renamed output_by_stage and backfills[15] frames them
+	// into the new table, then drops them (at once when there are none:
+	// a new pipeline). A table output already without a stage column is
+	// left as it is: the step may run again on a pipeline whose version
+	// alone was set back.
+	`
+DO $$ BEGIN
+	IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'output'::regclass AND attname = 'stage' AND NOT attisdropped) THEN
+		ALTER TABLE output RENAME TO output_by_stage;
+		ALTER INDEX output_pkey RENAME TO output_by_stage_pkey;
+		CREATE TABLE output (
+			item_id text PRIMARY KEY,
+			data bytea NOT NULL
+		);
+		IF NOT EXISTS (SELECT 1 FROM output_by_stage) THEN
+			DROP TABLE output_by_stage;
+		END IF;
+	END IF;
+END $$;
+COMMENT ON TABLE output IS 'an item''s outputs of every stage, framed (outrow.go), each whole, marked (mark.go) or packed (pack.go)';
+`,
 }
 
 // backfills[v], when set, runs right after migrations[v-1] on a schema
@@ -259,6 +281,7 @@ COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go
 var backfills = map[int]func(db *DB, ctx context.Context, tx pgx.Tx, from int) error{
 	11: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return db.backfillMarks(ctx, tx) },
 	13: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return db.backfillPacked(ctx, tx) },
+	15: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return backfillOutputRows(ctx, tx) },
 	// The cube is built in its layout of step 12 (cube.go writes no
 	// other), once that layout is there.
 	12: func(db *DB, ctx context.Context, tx pgx.Tx, from int) error {

@@ -160,7 +160,7 @@ func TestSession_MigratesASchemaFromBeforeSessions(t *testing.T) {
 	ingestN(t, old, 3)
 	claim(t, old, "sanitize", 1)
 	old.Close()
-	sql(t, u, downgradeHash+`DROP TABLE cube_cell, cube_quote, cube_key; DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch, DROP COLUMN batch_sends; DROP TABLE worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE answer_flight DROP COLUMN session;
+	sql(t, u, downgradeRows+downgradeHash+`DROP TABLE cube_cell, cube_quote, cube_key; DROP TABLE batch_job; DROP SEQUENCE batch_job_seq; ALTER TABLE todo DROP COLUMN batch, DROP COLUMN batch_sends; DROP TABLE worker_session; ALTER TABLE todo DROP COLUMN session; ALTER TABLE answer_flight DROP COLUMN session;
 		UPDATE meta SET value = '4' WHERE key = 'schema'`)
 
 	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, Owner: "new"}); !errors.Is(err, ErrLiveWorkers) {

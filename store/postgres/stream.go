@@ -3,10 +3,9 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,67 +17,49 @@ import (
 // snapshot, no keyset pages re-planned and re-joined a thousand items at
 // a time. The connection is busy while fn runs, so fn must not need
 // every connection of the pool; it may use others (doneThenDead's Locate
-// runs after the stream). An item's outputs come as rows of their own
-// after its record (the item and output tables merged on item_id in
-// order), not aggregated into arrays per item.
+// runs after the stream). An item's outputs come in its row of outputs
+// (outrow.go), joined to its record.
 
 // doneStreamSQL selects each done item (neither queued nor dead) in id
-// order, once per output of the $1 stages (stage and data NULL when it
-// has none).
-const doneStreamSQL = `SELECT x.item_id, x.record, o.stage, o.data FROM item x
-	LEFT JOIN output o ON o.item_id = x.item_id AND o.stage < $1
+// order with its row of outputs (NULL when it has none).
+const doneStreamSQL = `SELECT x.item_id, x.record, o.data FROM item x
+	LEFT JOIN output o ON o.item_id = x.item_id
 	WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = x.item_id)
 	AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = x.item_id)
 	ORDER BY x.item_id`
 
-// ForEachDone calls fn with every done item, its record and all outputs,
-// in id order, read in one statement (see above).
+// ForEachDone calls fn with every done item, its record and all outputs
+// (of the pipeline's stages), in id order, read in one statement (see
+// above).
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
-	var (
-		cur     pipeline.Item
-		curID   []byte
-		started bool
-	)
-	flush := func() error {
-		if !started {
-			return nil
+	return db.streamOne(doneStreamSQL, nil, func(vals [][]byte) error {
+		id, record, row := vals[0], vals[1], vals[2]
+		it := pipeline.Item{Outputs: make(map[string]json.RawMessage, len(db.stages))}
+		if err := decodeRecord(record, &it.Record); err != nil {
+			return fmt.Errorf("item %q: %w", id, pipeline.Damaged("", "", err, "bad record"))
 		}
-		started = false
-		return fn(cur)
-	}
-	err := db.streamOne(doneStreamSQL, []any{len(db.stages)}, func(vals [][]byte) error {
-		id, record, stage, data := vals[0], vals[1], vals[2], vals[3]
-		if !started || !bytes.Equal(id, curID) {
-			if err := flush(); err != nil {
+		err := forEachOutput(row, func(si int, data []byte) error {
+			if si >= len(db.stages) {
+				return nil // Check reports it
+			}
+			out, err := db.unmarkOutput(it.Record.ID, si, data, it.Record.Text)
+			if err != nil {
 				return err
 			}
-			cur = pipeline.Item{Outputs: make(map[string]json.RawMessage, len(db.stages))}
-			if err := decodeRecord(record, &cur.Record); err != nil {
-				return fmt.Errorf("item %q: %w", id, pipeline.Damaged("", "", err, "bad record"))
+			if storedWhole(data) {
+				out = bytes.Clone(data) // data is the stream's buffer
 			}
-			curID, started = append(curID[:0], id...), true
-		}
-		if stage == nil {
+			it.Outputs[db.stages[si].Name] = out
 			return nil
+		})
+		if errors.Is(err, errOutputRow) {
+			return fmt.Errorf("item %q: %w", id, pipeline.Damaged("", "", err, "bad outputs"))
 		}
-		si, err := stageValue(stage)
-		if err != nil || si < 0 || si >= len(db.stages) {
-			return fmt.Errorf("item %q: %w", id, pipeline.Damaged("", "", nil, "output of unknown stage %s", stage))
-		}
-		out, err := db.unmarkOutput(cur.Record.ID, si, data, cur.Record.Text)
 		if err != nil {
 			return err
 		}
-		if storedWhole(data) {
-			out = bytes.Clone(data) // data is the stream's buffer
-		}
-		cur.Outputs[db.stages[si].Name] = out
-		return nil
+		return fn(it)
 	})
-	if err != nil {
-		return err
-	}
-	return flush()
 }
 
 // ForEachOutput calls fn for every item with an output at stage, in id
@@ -89,16 +70,23 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 		return err
 	}
 	return db.streamOne(`SELECT o.item_id, o.data, i.record FROM output o JOIN item i USING (item_id)
-		WHERE o.stage = $1 ORDER BY o.item_id`, []any{si}, func(vals [][]byte) error {
+		ORDER BY o.item_id`, nil, func(vals [][]byte) error {
+		data, err := outputAt(vals[1], si)
+		if err != nil {
+			return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", "", err, "bad outputs"))
+		}
+		if data == nil {
+			return nil
+		}
 		var rec pipeline.Record
 		if err := decodeRecord(vals[2], &rec); err != nil {
 			return fmt.Errorf("item %q: bad record: %w", vals[0], err)
 		}
-		out, err := db.unmarkOutput(rec.ID, si, vals[1], rec.Text)
+		out, err := db.unmarkOutput(rec.ID, si, data, rec.Text)
 		if err != nil {
 			return err
 		}
-		if storedWhole(vals[1]) {
+		if storedWhole(data) {
 			out = bytes.Clone(out)
 		}
 		return fn(rec, out)
@@ -134,28 +122,33 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 		if err != nil {
 			return err
 		}
-		return db.stream(tx, `SELECT x.item_id, x.stage, x.data FROM output x WHERE x.stage < $1 AND `+exportedSQL, []any{n}, func(vals [][]byte) error {
-			si, err := stageValue(vals[1])
-			if err != nil || si < 0 {
-				return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", "", nil, "output of unknown stage %s", vals[1]))
-			}
-			stage := db.stages[si].Name
-			keys := outputs[stage]
-			if keys == nil {
-				keys = map[string]bool{}
-				outputs[stage] = keys
-			}
-			if packedKeys(vals[2], keys) {
+		return db.stream(tx, `SELECT x.item_id, x.data FROM output x WHERE `+exportedSQL, []any{n}, func(vals [][]byte) error {
+			err := forEachOutput(vals[1], func(si int, data []byte) error {
+				if si >= n {
+					return nil // Check reports it
+				}
+				stage := db.stages[si].Name
+				keys := outputs[stage]
+				if keys == nil {
+					keys = map[string]bool{}
+					outputs[stage] = keys
+				}
+				if packedKeys(data, keys) {
+					return nil
+				}
+				shape, err := outputShape(data)
+				if err != nil {
+					return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", stage, err, "its stored output is damaged"))
+				}
+				if len(shape) > 0 && !objectKeys(shape, keys) {
+					return &NotObjectError{ID: string(vals[0]), Stage: stage, Raw: bytes.Clone(shape)}
+				}
 				return nil
+			})
+			if errors.Is(err, errOutputRow) {
+				return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", "", err, "bad outputs"))
 			}
-			shape, err := outputShape(vals[2])
-			if err != nil {
-				return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", stage, err, "its stored output is damaged"))
-			}
-			if len(shape) > 0 && !objectKeys(shape, keys) {
-				return &NotObjectError{ID: string(vals[0]), Stage: stage, Raw: bytes.Clone(shape)}
-			}
-			return nil
+			return err
 		})
 	})
 	if err != nil {
@@ -230,8 +223,8 @@ func (db *DB) stream(q queryer, query string, args []any, row func(vals [][]byte
 	return rows.Err()
 }
 
-// checkBinary makes sure every column comes in binary format, which
-// stageValue and the raw text and bytea values assume.
+// checkBinary makes sure every column comes in binary format, which the
+// raw text and bytea values are read as.
 func checkBinary(fields []pgconn.FieldDescription) error {
 	for _, f := range fields {
 		if f.Format != pgx.BinaryFormatCode {
@@ -239,12 +232,4 @@ func checkBinary(fields []pgconn.FieldDescription) error {
 		}
 	}
 	return nil
-}
-
-// stageValue reads a smallint in binary format.
-func stageValue(raw []byte) (int, error) {
-	if len(raw) != 2 {
-		return 0, fmt.Errorf("bad smallint %q", strconv.Quote(string(raw)))
-	}
-	return int(int16(binary.BigEndian.Uint16(raw))), nil
 }

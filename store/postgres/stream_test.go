@@ -31,31 +31,32 @@ func (p pagedReads) ForEachDone(fn func(pipeline.Item) error) error {
 	db := p.db
 	after := ""
 	for {
-		rows, _ := db.pool.Query(db.ctx, `SELECT x.item_id, x.record, o.stages, o.datas FROM item x
-			LEFT JOIN LATERAL (SELECT array_agg(o.stage ORDER BY o.stage) AS stages, array_agg(o.data ORDER BY o.stage) AS datas
-				FROM output o WHERE o.item_id = x.item_id AND o.stage < $1) o ON true
-			WHERE x.item_id > $2 AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = x.item_id)
+		rows, _ := db.pool.Query(db.ctx, `SELECT x.item_id, x.record, o.data FROM item x
+			LEFT JOIN output o ON o.item_id = x.item_id
+			WHERE x.item_id > $1 AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = x.item_id)
 			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = x.item_id)
-			ORDER BY x.item_id LIMIT $3`, len(db.stages), after, pagedSize)
+			ORDER BY x.item_id LIMIT $2`, after, pagedSize)
 		var page []pipeline.Item
 		var id string
-		var record []byte
-		var stages []int16
-		var datas [][]byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &record, &stages, &datas}, func() error {
+		var record, row []byte
+		_, err := pgx.ForEachRow(rows, []any{&id, &record, &row}, func() error {
 			it := pipeline.Item{Outputs: map[string]json.RawMessage{}}
 			if err := jsonOrBinaryRecord(record, &it.Record); err != nil {
 				return err
 			}
-			for i, s := range stages {
-				out, err := unmark(datas[i], it.Record.Text) // as stored whole before mark.go
+			entries, err := outputEntries(row)
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				out, err := unmark(e.data, it.Record.Text) // as stored whole before mark.go
 				if err != nil {
 					return err
 				}
-				it.Outputs[db.stages[s].Name] = out
+				it.Outputs[db.stages[e.stage].Name] = out
 			}
 			page = append(page, it)
-			stages, datas = nil, nil
+			row = nil
 			return nil
 		})
 		if err != nil {
@@ -80,14 +81,18 @@ func (p pagedReads) ForEachOutput(stage string, fn func(rec pipeline.Record, out
 		return err
 	}
 	rows, _ := db.pool.Query(db.ctx, `SELECT o.data, i.record FROM output o JOIN item i USING (item_id)
-		WHERE o.stage = $1 ORDER BY o.item_id`, si)
+		ORDER BY o.item_id`)
 	type recOut struct {
 		rec pipeline.Record
 		out json.RawMessage
 	}
 	var all []recOut
-	var data, record []byte
-	_, err = pgx.ForEachRow(rows, []any{&data, &record}, func() error {
+	var row, record []byte
+	_, err = pgx.ForEachRow(rows, []any{&row, &record}, func() error {
+		data, err := outputAt(row, si)
+		if err != nil || data == nil {
+			return err
+		}
 		var r recOut
 		if err := jsonOrBinaryRecord(record, &r.rec); err != nil {
 			return err
