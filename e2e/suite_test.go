@@ -192,14 +192,14 @@ func itemTexts(t testing.TB, path string) map[string]string {
 	return m
 }
 
-// idle waits until no call is in flight at any of the simulators and no
-// client connection is open, so a snapshot of their accounting taken after
-// every process that called them died is final. In flight alone is not
-// enough: a request a killed process wrote just before it died sits in the
-// socket until the simulator's goroutine for that connection runs, and on
-// a loaded machine that can be after the calls in flight ended; it is
-// then answered and billed like any other. It fails the test after 10 s:
-// an accounting still moving would be compared as if it were final.
+// idle waits until the simulators' accounting holds every call the
+// processes that called them sent (geminisim's Quiesce), so a snapshot of
+// it taken after every such process died is final: a request a killed
+// process wrote just before it died can still sit in a socket, or in the
+// listener's accept queue, after every call in flight has ended, and on a
+// loaded machine it is then answered and billed like any other. It fails
+// the test after 10 s: an accounting still moving would be compared as if
+// it were final.
 func idle(t testing.TB, sims ...*geminisim.Server) {
 	t.Helper()
 	idleWithin(t, 10*time.Second, sims...)
@@ -208,21 +208,12 @@ func idle(t testing.TB, sims ...*geminisim.Server) {
 // idleWithin is idle failing after max: for calls that take longer.
 func idleWithin(t testing.TB, max time.Duration, sims ...*geminisim.Server) {
 	t.Helper()
-	deadline := time.Now().Add(max)
-	for {
-		busy, open := 0, 0
-		for _, s := range sims {
-			st := s.Stats()
-			busy += st.InFlight
-			open += st.OpenConns
+	ctx, cancel := context.WithTimeout(context.Background(), max)
+	defer cancel()
+	for _, s := range sims {
+		if err := s.Quiesce(ctx); err != nil {
+			t.Fatalf("after the processes died: %v", err)
 		}
-		if busy == 0 && open == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls in flight and %d connections open at the simulator %s after the processes died", busy, open, max)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -32,9 +32,13 @@ type Server struct {
 	acct      accounting
 	prefixes  prefixCache // implicit caching (cache.go)
 	srv       *http.Server
-	closed    bool
-	closing   chan struct{}  // closed by Close: releases hung and sleeping requests
-	handlers  sync.WaitGroup // requests being served, for Close
+	addr      string // the listener's, once Start has run (Quiesce dials it)
+	// listen opens Start's listener; nil means net.Listen (a test holds
+	// its accepts back).
+	listen   func(network, addr string) (net.Listener, error)
+	closed   bool
+	closing  chan struct{}  // closed by Close: releases hung and sleeping requests
+	handlers sync.WaitGroup // requests being served, for Close
 }
 
 // New returns a Server for cfg, its defaults filled in. The schedule clock
@@ -69,7 +73,11 @@ func (s *Server) Start(addr string) (baseURL string, err error) {
 	if s.srv != nil {
 		return "", errors.New("geminisim: start: already started")
 	}
-	ln, err := net.Listen("tcp", addr)
+	listen := s.listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("geminisim: listen on %s: %w", addr, err)
 	}
@@ -79,8 +87,9 @@ func (s *Server) Start(addr string) (baseURL string, err error) {
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnState:         s.countConn,
 	}
+	s.addr = ln.Addr().String()
 	go s.srv.Serve(ln) //nolint:errcheck // returns ErrServerClosed after Close
-	return "http://" + ln.Addr().String(), nil
+	return "http://" + s.addr, nil
 }
 
 // countConn keeps Stats.OpenConns: a connection counts from its accept
