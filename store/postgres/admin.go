@@ -322,7 +322,9 @@ func (db *DB) Rerun(stage string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	total, after := 0, ""
+	// Every walk in id order here begins at the least id, '' (which a
+	// store takes), not after it (see page).
+	total, after, from := 0, "", ">="
 	for {
 		var ids []string
 		err := db.tx(db.ctx, func(tx pgx.Tx) error {
@@ -330,7 +332,7 @@ func (db *DB) Rerun(stage string) (int, error) {
 				return err
 			}
 			rows, _ := tx.Query(db.ctx, `SELECT i.item_id FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id)
-				WHERE i.item_id > $1 AND coalesce(t.stage, d.stage, $2) >= $3 ORDER BY i.item_id LIMIT $4`,
+				WHERE i.item_id `+from+` $1 AND coalesce(t.stage, d.stage, $2) >= $3 ORDER BY i.item_id LIMIT $4`,
 				after, len(db.stages), si, rerunChunk)
 			var err error
 			if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
@@ -355,7 +357,7 @@ func (db *DB) Rerun(stage string) (int, error) {
 		if len(ids) < rerunChunk {
 			return total, nil
 		}
-		after = ids[len(ids)-1]
+		after, from = ids[len(ids)-1], ">"
 	}
 }
 
@@ -403,9 +405,9 @@ const pageSize = 1000
 // eachID calls fn with every item id in id order, a page per query (no
 // transaction is held across fn).
 func (db *DB) eachID(fn func(string) error) error {
-	after := ""
+	after, from := "", ">="
 	for {
-		rows, _ := db.pool.Query(db.ctx, `SELECT item_id FROM item WHERE item_id > $1 ORDER BY item_id LIMIT $2`, after, pageSize)
+		rows, _ := db.pool.Query(db.ctx, `SELECT item_id FROM item WHERE item_id `+from+` $1 ORDER BY item_id LIMIT $2`, after, pageSize)
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return err
@@ -418,6 +420,6 @@ func (db *DB) eachID(fn func(string) error) error {
 		if len(ids) < pageSize {
 			return nil
 		}
-		after = ids[len(ids)-1]
+		after, from = ids[len(ids)-1], ">"
 	}
 }

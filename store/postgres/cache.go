@@ -181,9 +181,9 @@ func (db *DB) ForEachAnswer(stage string, fn func(key string, res pipeline.Resul
 		key string
 		res pipeline.Result
 	}
-	return page(db, func(after string) ([]keyed, func(keyed) string, error) {
+	return page(db, func(after, from string) ([]keyed, func(keyed) string, error) {
 		rows, _ := db.pool.Query(db.ctx, `SELECT key, output, prompt, candidate, total FROM answer
-			WHERE stage = $1 AND key > $2 ORDER BY key LIMIT $3`, stage, after, pageSize)
+			WHERE stage = $1 AND key `+from+` $2 ORDER BY key LIMIT $3`, stage, after, pageSize)
 		var out []keyed
 		var k keyed
 		_, err := pgx.ForEachRow(rows, []any{&k.key, &k.res.Output, &k.res.Usage.PromptTokens, &k.res.Usage.CandidateTokens, &k.res.Usage.TotalTokens}, func() error {

@@ -339,14 +339,14 @@ func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
 	}
 	query := `SELECT o.item_id, o.data, c.data FROM output o
 			LEFT JOIN output c ON c.item_id = o.item_id AND c.stage = $4
-			WHERE o.stage = $3 AND o.item_id > $1`
+			WHERE o.stage = $3 AND o.item_id `
 	args := []any{len(stages) - 1, ci}
 	if framed {
-		query, args = `SELECT o.item_id, o.data, NULL::bytea FROM output o WHERE o.item_id > $1`, nil
+		query, args = `SELECT o.item_id, o.data, NULL::bytea FROM output o WHERE o.item_id `, nil
 	}
-	after := ""
+	after, from := "", ">=" // from the least id, '' (see page)
 	for {
-		rows, _ := tx.Query(ctx, query+`
+		rows, _ := tx.Query(ctx, query+from+` $1
 			AND NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
 			AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = o.item_id)
 			ORDER BY o.item_id LIMIT $2`, append([]any{after, backfillPage}, args...)...)
@@ -356,7 +356,7 @@ func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
 		read := 0
 		_, err := pgx.ForEachRow(rows, []any{&id, &data, &classify}, func() error {
 			read++
-			after = id
+			after, from = id, ">"
 			if framed {
 				row := data
 				if data, err = outputAt(row, len(stages)-1); err != nil {

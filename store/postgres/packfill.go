@@ -55,9 +55,9 @@ func packOutputs(ctx context.Context, tx pgx.Tx, stages []pipeline.StageDef) err
 }
 
 func packRecords(ctx context.Context, tx pgx.Tx) error {
-	after := ""
+	after, from := "", ">=" // from the least id, '' (see page)
 	for {
-		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id > $1 AND substr(record, 1, 1) <> $2
+		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id `+from+` $1 AND substr(record, 1, 1) <> $2
 			ORDER BY item_id LIMIT $3`, after, []byte{tagRecord}, rewritePage)
 		var ids []string
 		var recs [][]byte
@@ -66,7 +66,7 @@ func packRecords(ctx context.Context, tx pgx.Tx) error {
 		read := 0
 		_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
 			read++
-			after = id
+			after, from = id, ">"
 			var r pipeline.Record
 			if decodeRecord(record, &r) != nil {
 				return nil // damaged: it stays as it is (packOutputs)

@@ -301,12 +301,16 @@ func (db *DB) history(ctx context.Context, tx pgx.Tx, id string) ([]pipeline.Pas
 }
 
 // page walks a keyset-paginated query: query takes the last key of the
-// previous page and returns the rows' keys; each page is read whole
-// before fn sees it, so no connection or transaction is held across fn.
-func page[T any](db *DB, query func(after string) ([]T, func(T) string, error), fn func(T) error) error {
-	after := ""
+// previous page and the comparison to it ("key "+from+" $n"), and
+// returns the rows' keys; each page is read whole before fn sees it, so
+// no connection or transaction is held across fn. The first page begins
+// at the least key, the empty string (>=), not after it: a store takes
+// an item whose id is empty, and a walk that skipped it would leave it
+// out of what it reads or changes.
+func page[T any](db *DB, query func(after, from string) ([]T, func(T) string, error), fn func(T) error) error {
+	after, from := "", ">="
 	for {
-		rows, key, err := query(after)
+		rows, key, err := query(after, from)
 		if err != nil {
 			return err
 		}
@@ -318,7 +322,7 @@ func page[T any](db *DB, query func(after string) ([]T, func(T) string, error), 
 		if len(rows) < pageSize {
 			return nil
 		}
-		after = key(rows[len(rows)-1])
+		after, from = key(rows[len(rows)-1]), ">"
 	}
 }
 
@@ -328,9 +332,9 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 	if err != nil {
 		return err
 	}
-	return page(db, func(after string) ([]pipeline.DeadEntry, func(pipeline.DeadEntry) string, error) {
+	return page(db, func(after, from string) ([]pipeline.DeadEntry, func(pipeline.DeadEntry) string, error) {
 		rows, _ := db.pool.Query(db.ctx, `SELECT d.item_id, d.letter, i.record FROM dead d LEFT JOIN item i USING (item_id)
-			WHERE d.stage = $1 AND d.item_id > $2 ORDER BY d.item_id LIMIT $3`, si, after, pageSize)
+			WHERE d.stage = $1 AND d.item_id `+from+` $2 ORDER BY d.item_id LIMIT $3`, si, after, pageSize)
 		var out []pipeline.DeadEntry
 		var id string
 		var letter, record []byte
