@@ -25,13 +25,7 @@ func TestServer_OpenConnsOutlastADeadClientsLastRequest(t *testing.T) {
 	}
 	waitFor(t, func() bool { return s.Stats().OpenConns == 1 })
 
-	body := `{"contents":[{"role":"user","parts":[{"text":"the last words"}]}]}`
-	req := fmt.Sprintf("POST /v1beta/models/gemini-2.5-flash:generateContent HTTP/1.1\r\nHost: sim\r\n"+
-		"Content-Type: application/json\r\nx-goog-api-key: %s\r\nContent-Length: %d\r\n\r\n%s", DefaultAPIKey, len(body), body)
-	if _, err := conn.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	lastWords(t, conn, "the last words")
 
 	waitFor(t, func() bool { return s.Stats().OpenConns == 0 })
 	st := s.Stats()
@@ -39,6 +33,19 @@ func TestServer_OpenConnsOutlastADeadClientsLastRequest(t *testing.T) {
 		t.Errorf("with no connection open: %d calls, %d for the dead client's item, %d in flight; want its call accounted",
 			st.Calls, st.Items[ItemHash("the last words")].Calls, st.InFlight)
 	}
+}
+
+// lastWords is a dying client's last call: a generateContent request for
+// text written on conn, which is then closed before any answer.
+func lastWords(t *testing.T, conn net.Conn, text string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"contents":[{"role":"user","parts":[{"text":%q}]}]}`, text)
+	req := fmt.Sprintf("POST /v1beta/models/gemini-2.5-flash:generateContent HTTP/1.1\r\nHost: sim\r\n"+
+		"Content-Type: application/json\r\nx-goog-api-key: %s\r\nContent-Length: %d\r\n\r\n%s", DefaultAPIKey, len(body), body)
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
 }
 
 // queuedListener stands for the kernel's accept queue of a server whose
@@ -108,13 +115,7 @@ func TestServer_QuiesceWaitsForTheAcceptQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := `{"contents":[{"role":"user","parts":[{"text":"queued last words"}]}]}`
-	req := fmt.Sprintf("POST /v1beta/models/gemini-2.5-flash:generateContent HTTP/1.1\r\nHost: sim\r\n"+
-		"Content-Type: application/json\r\nx-goog-api-key: %s\r\nContent-Length: %d\r\n\r\n%s", DefaultAPIKey, len(body), body)
-	if _, err := conn.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	lastWords(t, conn, "queued last words")
 	waitFor(t, func() bool { return q.queued() == 1 })
 	if st := s.Stats(); st.InFlight != 0 || st.OpenConns != 0 {
 		t.Fatalf("%d in flight, %d open before any accept", st.InFlight, st.OpenConns)
