@@ -43,7 +43,9 @@
 // budget (a TPM quota counts input tokens; Succeeded reports them). A
 // server's cap on calls in progress shows as 429s at the same number of
 // calls in flight event after event, above what the paced rate carries
-// (a paced rate holds the calls in flight steady): the limiter then holds
+// (a paced rate holds the calls in flight steady), or at slow start's
+// level again, beside no more calls than what the law actually sent
+// carries (its starts lag a paced rate the cap refuses): the limiter then holds
 // the calls in flight just under it instead of lowering the rate, and
 // looks one call above it only once the calls admitted since its last
 // refusal pay for the 429 a look costs (200 calls a look: half the 1%

@@ -37,6 +37,17 @@ func pacedLaw(t *testing.T, rate float64) (*law, time.Time) {
 	return w, at
 }
 
+// sendOver starts n calls evenly over the round trip before t (after
+// pacedLaw's own start, a round trip before it), as a law sending n
+// calls a round trip does; the limit and capLevel stay as they were.
+func sendOver(w *law, t time.Time, n int) {
+	limit, capLevel := w.limit, w.capLevel
+	for i := range n {
+		w.start(t.Add(-rtt+time.Duration(i+1)*rtt/time.Duration(n+1)), i)
+	}
+	w.limit, w.capLevel = limit, capLevel
+}
+
 // drive runs calls through w from t for d: a call starts whenever the law
 // lets one, up to 64 in flight, and each succeeds after rtt. It returns
 // the time reached and the calls started.
@@ -404,21 +415,31 @@ func TestLaw_capped(t *testing.T) {
 		// admitted: the calls in flight beside a call admitted a round
 		// trip before the refused one; -1 for none.
 		admitted int
-		want     bool
+		// sent: the calls started, evenly, over the round trip before
+		// the refused one, besides it (with none admitted).
+		sent int
+		want bool
 	}{
 		// rate 100/s × rtt carries 10 calls in flight on average.
-		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, -1, 12, -1, true},
-		{"same level, below the average", 0, 15, [2]int{9, 9}, -1, 9, -1, false},
-		{"varying levels", 0, 15, [2]int{10, 11}, -1, 11, -1, false},
-		{"well above the average", 0, 20, [2]int{0, 0}, -1, 16, -1, true},
-		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, -1, 13, -1, false},
-		{"at the cap that binds", 12, 12, [2]int{0, 0}, -1, 11, -1, true},
-		{"below the cap", 12, 12, [2]int{0, 0}, -1, 9, -1, false},
-		{"slow start's level again, above the average", 0, 20, [2]int{11, 0}, 11, 11, -1, true},
-		{"slow start's level again, below the average", 0, 20, [2]int{9, 0}, 9, 9, -1, false},
-		{"well above the average, below a level admitted", 0, 20, [2]int{0, 0}, -1, 16, 17, false},
-		{"at the cap that binds, a level admitted", 12, 12, [2]int{0, 0}, -1, 11, 11, false},
-		{"well above the average, above the level admitted", 0, 20, [2]int{0, 0}, -1, 16, 15, true},
+		{"same level thrice, above the average", 0, 15, [2]int{12, 12}, -1, 12, -1, 10, true},
+		{"same level, below the average", 0, 15, [2]int{9, 9}, -1, 9, -1, 10, false},
+		{"varying levels", 0, 15, [2]int{10, 11}, -1, 11, -1, 10, false},
+		{"well above the average", 0, 20, [2]int{0, 0}, -1, 16, -1, 10, true},
+		{"a little above the average, as latency's tail puts it", 0, 20, [2]int{0, 0}, -1, 13, -1, 10, false},
+		{"at the cap that binds", 12, 12, [2]int{0, 0}, -1, 11, -1, 10, true},
+		{"below the cap", 12, 12, [2]int{0, 0}, -1, 9, -1, 10, false},
+		{"slow start's level again, above the average", 0, 20, [2]int{11, 0}, 11, 11, -1, 10, true},
+		{"slow start's level again, below the average", 0, 20, [2]int{9, 0}, 9, 9, -1, 10, false},
+		{"well above the average, below a level admitted", 0, 20, [2]int{0, 0}, -1, 16, 17, 0, false},
+		{"at the cap that binds, a level admitted", 12, 12, [2]int{0, 0}, -1, 11, 11, 0, false},
+		{"well above the average, above the level admitted", 0, 20, [2]int{0, 0}, -1, 16, 15, 0, true},
+		// Sent below the paced rate (a cap refuses every call past its
+		// level, and the ramp restarts at each 429): slow start's level
+		// again reads a cap when what was sent carries no more than a
+		// tenth above it, not what the rate would carry.
+		{"slow start's level again, below the average paced, at what was sent", 0, 20, [2]int{8, 0}, 8, 8, -1, 7, true},
+		{"slow start's level again, sent well above it", 0, 20, [2]int{8, 0}, 8, 8, -1, 9, false},
+		{"slow start's level again, the law's limit holding it, sent below", 0, 9, [2]int{8, 0}, 8, 8, -1, 7, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -429,6 +450,9 @@ func TestLaw_capped(t *testing.T) {
 				at = at.Add(rtt)
 				w.onSuccess(at, s, 100, tt.admitted+1)
 				w.capLevel, w.limit = tt.capLevel, tt.limit
+			}
+			if tt.admitted < 0 {
+				sendOver(w, at, tt.sent)
 			}
 			refused := w.start(at, tt.others)
 			if got := w.capped(refused, tt.others, false); got != tt.want {

@@ -58,8 +58,11 @@ const barSeed = 9000
 // 0.31 to 0.45 with it. The worst 429 share fell from 22% to 17% when
 // the ramp (ramp.go) and slow start's spacing came: what is left is a
 // per-minute window of 92 calls with bare 429s, charged (seed 9158).
+// The 200 shapes' median rose from 0.804 to 0.820 when slow start's
+// level met again read a cap beside the calls sent, not paced (20 of the
+// 49 cap shapes moved, every one up): the bar from 0.77 to 0.79.
 var (
-	randomBarFull = randomBar{shapes: 200, p10: 0.44, median: 0.77, worst429: 0.17, callsPerItem: 1.20}
+	randomBarFull = randomBar{shapes: 200, p10: 0.44, median: 0.79, worst429: 0.17, callsPerItem: 1.20}
 	randomBarRace = randomBar{shapes: 20, p10: 0.42, median: 0.83, worst429: 0.016, callsPerItem: 1.016}
 )
 

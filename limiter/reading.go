@@ -261,7 +261,8 @@ func (w *law) paceNamed(first bool, safeBefore float64) {
 // at the same level, or slow start's refusal did (slow start fills
 // whatever binds, and a paced rate seldom meets it again at the very
 // same level; the rate may carry a tenth more by a smoothed latency,
-// once it climbed toward slow start's top). byWindow: the call was sent
+// once it climbed toward slow start's top, and what counts is the rate
+// the law sent when it sent less than it paced: see sentCarried). byWindow: the call was sent
 // by the known window, which starts calls up to catchUpSpeed times as
 // fast as the rate (see catchup.go). Never when a call started shortly before was admitted
 // with as many calls beside it (see admittedBeside).
@@ -274,8 +275,39 @@ func (w *law) capped(started time.Time, others int, byWindow bool) bool {
 	met := capBinds && others+1 >= w.limit ||
 		float64(others) >= capShare*carried ||
 		float64(others) >= capEqualShare*carried && others == w.lastOthers[0] && others == w.lastOthers[1] ||
-		float64(others)*capEqualShare >= carried && others == w.firstOthers
+		float64(others)*capEqualShare >= min(carried, w.sentCarried(started, others)) && others == w.firstOthers
 	return met && !w.admittedBeside(started, others)
+}
+
+// sentCarried is the calls in flight that what the law actually sent
+// carries, for a refusal of the call started at started beside others
+// calls in flight: the calls started over the round trip before it
+// (Little's law), refused ones included. The paced rate may run well
+// above it: a cap on calls in progress refuses every call past its level
+// and the law's ramp restarts at each 429, so the starts lag the
+// schedule while the limit leaves room (a cap of 123 calls of 240 ms
+// refused at 123 beside, event after event, while the paced rate carried
+// 214 calls and the starts 121: read as a rate until 93% of the run, or
+// never). MaxFloat64 when the law's own limit held the calls in flight:
+// the level is then the law's, not the server's, and what it sent says
+// nothing of the server.
+func (w *law) sentCarried(started time.Time, others int) float64 {
+	if others+1 >= w.limit {
+		return math.MaxFloat64
+	}
+	from := started.Add(-w.latency())
+	n := 0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if c.at.After(started) {
+			continue
+		}
+		if !c.at.After(from) {
+			break
+		}
+		n++
+	}
+	return float64(n)
 }
 
 // admittedBeside reports whether a call started within capLookback round

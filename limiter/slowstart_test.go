@@ -132,21 +132,30 @@ func TestLaw_slowStartTopReadAtReopening(t *testing.T) {
 // that swings by a tenth (a cap of 105 calls of 1.2-1.7 s, read as a rate
 // when the rate carried 108: paced at 60/s for the rest of the run, 0.84
 // -> 0.73). Within a tenth it is the cap; well past it, or at another
-// level, a rate.
+// level, a rate. What counts is the rate sent, not paced: a cap refuses
+// every call past its level and the ramp restarts at each 429, so the
+// starts lag a schedule the limit leaves room for (a cap of 123 calls of
+// 240 ms refused at 123 beside, event after event, while the paced rate
+// carried 214 calls and the starts 121: read as a rate until 93% of the
+// run, 0.621; read at the second event, 0.694).
 func TestLaw_cappedAtSlowStartLevel(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		rate   float64 // × rtt: the calls it carries
+		sent   int     // the calls started over the round trip before the refusal
 		others int
 		want   bool
 	}{
-		{"slow start's level, the rate carrying a little more", 1080, 105, true},
-		{"another level", 1080, 104, false},
-		{"slow start's level, the rate carrying far more", 1200, 105, false},
+		{"slow start's level, the rate carrying a little more", 1080, 108, 105, true},
+		{"another level", 1080, 108, 104, false},
+		{"slow start's level, the rate carrying far more", 1200, 120, 105, false},
+		{"slow start's level, paced far above what was sent", 1200, 104, 105, true},
+		{"slow start's level, sent far above it", 1200, 130, 105, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, at := pacedLaw(t, tc.rate)
 			w.limit, w.firstOthers = 200, 105
+			sendOver(w, at, tc.sent)
 			refused := w.start(at, tc.others)
 			if got := w.capped(refused, tc.others, false); got != tc.want {
 				t.Errorf("capped(%d) at %.0f/s = %v, want %v", tc.others, tc.rate, got, tc.want)
