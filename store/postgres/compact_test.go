@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -191,9 +195,45 @@ func TestDB_CompactRefusesWhenBusy(t *testing.T) {
 	}
 }
 
-// gateKey is the advisory lock TestDB_CompactTerminated holds to stop a
-// rewrite of output half way.
+// gateKey is the advisory lock the tests that end a compact half way
+// hold to stop its rewrite of output there.
 const gateKey = 31031
+
+// gateOutput adds to output an index whose expression waits for gateKey:
+// a rewrite of output builds it after writing the new heap, and waits
+// there while the returned connection holds the key.
+func gateOutput(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	sql(t, url, `CREATE FUNCTION public.compact_gate(id text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS
+		$$BEGIN PERFORM pg_catalog.pg_advisory_xact_lock_shared(`+strconv.Itoa(gateKey)+`); RETURN id; END$$;
+		CREATE INDEX output_gate ON output (public.compact_gate(item_id))`)
+	gate := connect(t, url)
+	t.Cleanup(func() { gate.Close(context.Background()) })
+	if _, err := gate.Exec(context.Background(), `SELECT pg_advisory_lock(`+strconv.Itoa(gateKey)+`)`); err != nil {
+		t.Fatal(err)
+	}
+	return gate
+}
+
+// gatedCompact waits for a compact's backend to wait at the gate in its
+// rewrite of output, and returns its pid.
+func gatedCompact(t *testing.T, gate *pgx.Conn) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		var pid int
+		err := gate.QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE 'VACUUM (FULL, ANALYZE) %"output"'`, compactAppName).Scan(&pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid != 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the compact never reached the rewrite of output")
+		}
+	}
+}
 
 // TestDB_CompactTerminated: the server ends the compact's backend while it
 // rewrites output (its new heap written, its indexes being built): the
@@ -204,17 +244,7 @@ func TestDB_CompactTerminated(t *testing.T) {
 	db, u := openNew(t, Options{})
 	compactItems(t, db)
 	before := exportAll(t, db)
-	// An index whose expression waits for gateKey: the rewrite of output
-	// builds it after writing the new heap, and waits there while the test
-	// holds the key.
-	sql(t, u, `CREATE FUNCTION public.compact_gate(id text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS
-		$$BEGIN PERFORM pg_catalog.pg_advisory_xact_lock_shared(`+strconv.Itoa(gateKey)+`); RETURN id; END$$;
-		CREATE INDEX output_gate ON output (public.compact_gate(item_id))`)
-	gate := connect(t, u)
-	defer gate.Close(ctx)
-	if _, err := gate.Exec(ctx, `SELECT pg_advisory_lock(`+strconv.Itoa(gateKey)+`)`); err != nil {
-		t.Fatal(err)
-	}
+	gate := gateOutput(t, u)
 	outputNode := filenode(t, u, "output")
 	done := make(chan error, 1)
 	var st CompactStats
@@ -223,17 +253,7 @@ func TestDB_CompactTerminated(t *testing.T) {
 		st, err = db.Compact(ctx, CompactOptions{})
 		done <- err
 	}()
-	var pid int
-	for deadline := time.Now().Add(time.Minute); pid == 0; {
-		err := gate.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-			WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE 'VACUUM (FULL, ANALYZE) %"output"'`, compactAppName).Scan(&pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pid == 0 && time.Now().After(deadline) {
-			t.Fatal("the compact never reached the rewrite of output")
-		}
-	}
+	pid := gatedCompact(t, gate)
 	if _, err := gate.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +286,86 @@ func TestDB_CompactTerminated(t *testing.T) {
 	}
 	if after := exportAll(t, db); after != before {
 		t.Errorf("export --all after the second compact differs")
+	}
+	storetest.Invariants(t, db)
+}
+
+// compactChildEnv makes the test binary a process that compacts the
+// pipeline at its URL (see TestMain), until SIGKILLed.
+const compactChildEnv = "SAWTOOTH_PG_TEST_COMPACT_URL"
+
+func compactChild(url string) int {
+	db, err := Open(context.Background(), url, Options{Stages: storetest.Stages})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	// The gate is a lock, which the lock timeout would end: an hour
+	// leaves the server's check of the client alone to end the backend.
+	_, err = db.Compact(context.Background(), CompactOptions{LockTimeout: time.Hour})
+	fmt.Println("compacted:", err)
+	return 0
+}
+
+// TestDB_CompactKilled: the process running Compact is SIGKILLed while
+// its backend rewrites output: the server notices the client gone and
+// ends the backend on its own (a killed compact does not keep a table
+// locked), the rewrite rolls back, the pipeline checks clean and exports
+// the same, and a second compact completes.
+func TestDB_CompactKilled(t *testing.T) {
+	ctx := context.Background()
+	db, u := openNew(t, Options{})
+	compactItems(t, db)
+	before := exportAll(t, db)
+	gate := gateOutput(t, u)
+	outputNode := filenode(t, u, "output")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), compactChildEnv+"="+u)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := gatedCompact(t, gate)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if out.Len() > 0 {
+		t.Fatalf("the compact process ended before its kill: %s", out.String())
+	}
+	// The gate is still held: only the server's check of the client ends
+	// the backend.
+	for deadline := time.Now().Add(time.Minute); ; {
+		var alive bool
+		if err := gate.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed compact's backend still waits in its rewrite of output, holding the table's lock")
+		}
+	}
+	if filenode(t, u, "output") != outputNode {
+		t.Error("output's rewrite was not rolled back: a new file node")
+	}
+	if problems, err := db.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("Check after the killed compact: %v, %v", problems, err)
+	}
+	if after := exportAll(t, db); after != before {
+		t.Errorf("export --all after a killed compact differs")
+	}
+	storetest.Invariants(t, db)
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(`+strconv.Itoa(gateKey)+`)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Compact(ctx, CompactOptions{}); err != nil {
+		t.Fatalf("a second compact: %v", err)
+	}
+	if filenode(t, u, "output") == outputNode {
+		t.Error("the second compact did not rewrite output")
 	}
 	storetest.Invariants(t, db)
 }
