@@ -23,7 +23,9 @@ import (
 // block). Each table's rewrite is a transaction of its own: ended early
 // (the process killed, the backend terminated, the connection lost) it
 // rolls back, the table stays as it was, and the tables rewritten before
-// it stay rewritten.
+// it stay rewritten. A rewrite needs free disk for a second copy of the
+// table and its indexes until it commits; a full disk fails it the same
+// way.
 
 // DefaultCompactLockTimeout bounds the wait for each table's lock when
 // CompactOptions.LockTimeout is zero: a reader (a `status`, a report, an
