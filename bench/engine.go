@@ -146,6 +146,12 @@ type EngineResult struct {
 	DatabaseBytes int64            `json:"database_bytes,omitempty"`
 	SchemaBytes   int64            `json:"schema_bytes,omitempty"`
 	Tables        map[string]int64 `json:"tables,omitempty"`
+	// CompactedBytes is SchemaBytes after `sawtooth compact` rewrote
+	// every table of the schema (PostgreSQL), CompactedTables each
+	// table's bytes then; CompactSeconds how long the rewrite took.
+	CompactedBytes  int64            `json:"compacted_bytes,omitempty"`
+	CompactedTables map[string]int64 `json:"compacted_tables,omitempty"`
+	CompactSeconds  float64          `json:"compact_s,omitempty"`
 	// ReportSeconds is the time to load the report with a pivot by app
 	// and month (`report --by app,month` without rendering);
 	// ExportRows and ExportSeconds are `export --all` as JSON Lines to
@@ -322,7 +328,20 @@ func runPostgresEngine(ctx context.Context, cfg EngineConfig, workers int, schem
 	if err := vacuumSchema(ctx, cfg.DB, schema); err != nil {
 		return res, err
 	}
-	return res, postgresSpace(ctx, cfg.DB, schema, &res)
+	if err := postgresSpace(ctx, cfg.DB, schema, &res); err != nil {
+		return res, err
+	}
+	start = time.Now()
+	st, err := admin.Compact(ctx, postgres.CompactOptions{})
+	res.CompactSeconds = time.Since(start).Seconds()
+	if err != nil {
+		return res, err
+	}
+	res.CompactedBytes, res.CompactedTables = st.After, map[string]int64{}
+	for _, t := range st.Tables {
+		res.CompactedTables[t.Name] = t.After
+	}
+	return res, verifyEngine(admin, cfg.Items)
 }
 
 // workerLog passes a worker's warnings (a heartbeat that failed, leases

@@ -119,6 +119,9 @@ func checkPostgresCounts(t *testing.T, r EngineResult) {
 	if r.SchemaBytes <= 0 || r.DatabaseBytes < r.SchemaBytes || r.InputBytes <= 0 {
 		t.Errorf("database %d bytes, schema %d, input %d: want the schema measured inside the database", r.DatabaseBytes, r.SchemaBytes, r.InputBytes)
 	}
+	if r.CompactedBytes <= 0 || r.CompactedBytes > r.SchemaBytes || len(r.CompactedTables) != len(r.Tables) || r.CompactedTables["output"] <= 0 {
+		t.Errorf("after compact: schema %d bytes of %d, tables %v of %v: want every table rewritten, none larger", r.CompactedBytes, r.SchemaBytes, r.CompactedTables, r.Tables)
+	}
 	if got := r.LargestTables(0); len(got) != len(r.Tables) || r.Tables[got[0]] < r.Tables[got[len(got)-1]] {
 		t.Errorf("LargestTables(0) = %v: want every table, largest first (%v)", got, r.Tables)
 	}

@@ -119,9 +119,19 @@ func postgresSpace(r bench.EngineResult) string {
 	if r.InputBytes > 0 {
 		s += fmt.Sprintf(" (%.1fx the %s of JSONL input)", float64(r.SchemaBytes)/float64(r.InputBytes), mb(r.InputBytes))
 	}
+	if r.CompactedTables != nil {
+		s += fmt.Sprintf(", %s", mb(r.CompactedBytes))
+		if r.InputBytes > 0 {
+			s += fmt.Sprintf(" (%.1fx)", float64(r.CompactedBytes)/float64(r.InputBytes))
+		}
+		s += fmt.Sprintf(" after compact (%.1f s)", r.CompactSeconds)
+	}
 	s += "; tables with indexes:"
 	for _, t := range r.LargestTables(1e6) { // 1 MB and more, as mb prints them
 		s += fmt.Sprintf(" %s %s", t, mb(r.Tables[t]))
+		if after, ok := r.CompactedTables[t]; ok {
+			s += " -> " + mb(after)
+		}
 	}
 	return s
 }

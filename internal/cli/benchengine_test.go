@@ -93,14 +93,15 @@ func TestBench_matrixRandom(t *testing.T) {
 // TestPrintEngineTable: the engine table gives each run's claims and
 // commits per second (none for bbolt), report time and export rows per
 // second, then, per PostgreSQL run, its claims, commits and sizes: the
-// database, the bench schema against the input, and its large tables
-// largest first.
+// database, the bench schema against the input and after compact, and
+// its large tables largest first, each before -> after compact.
 func TestPrintEngineTable(t *testing.T) {
 	results := []bench.EngineResult{
 		{Store: "postgresql", Workers: 4, Items: 1000, Seconds: 2, ItemsPerSec: 500, Claims: 20, Claimed: 3000, EmptyClaims: 7,
 			ClaimsPerSec: 10, Commits: 10, Committed: 3000, CommitsPerSec: 5, ReportSeconds: 0.25, ExportRowsPerSec: 40000,
 			InputBytes: 1e6, DatabaseBytes: 10e6, SchemaBytes: 3e6,
-			Tables: map[string]int64{"item": 1e6, "output": 2e6, "meta": 8192}},
+			Tables:         map[string]int64{"item": 1e6, "output": 2e6, "meta": 8192},
+			CompactedBytes: 2.5e6, CompactedTables: map[string]int64{"item": 0.9e6, "output": 1.5e6, "meta": 8192}, CompactSeconds: 1.25},
 		{Store: "bbolt", Workers: 1, Items: 1000, Seconds: 1, ItemsPerSec: 1000, ReportSeconds: 0.5, ExportRowsPerSec: 80000},
 	}
 	var out strings.Builder
@@ -118,7 +119,8 @@ func TestPrintEngineTable(t *testing.T) {
 		t.Errorf("bbolt row %q: want no claims or commits, report 0.50 s, export 80000 rows/s", lines[2])
 	}
 	want := "postgresql, 4 workers: 20 claims of 150 entries on average (7 found nothing), 10 commits of 300 transitions; " +
-		"database 10.0 MB (pg_database_size), bench schema 3.0 MB (3.0x the 1.0 MB of JSONL input); tables with indexes: output 2.0 MB item 1.0 MB\n"
+		"database 10.0 MB (pg_database_size), bench schema 3.0 MB (3.0x the 1.0 MB of JSONL input), 2.5 MB (2.5x) after compact (1.2 s); " +
+		"tables with indexes: output 2.0 MB -> 1.5 MB item 1.0 MB -> 0.9 MB\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("output lacks\n%s\ngot\n%s", want, out.String())
 	}

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(childURLEnv); url != "" {
 		os.Exit(claimAndHang(url))
 	}
+	if url := os.Getenv(compactChildEnv); url != "" {
+		os.Exit(compactChild(url))
+	}
 	server, serverErr = pgtest.Start()
 	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
 		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
