@@ -129,10 +129,7 @@
 // a 429 with none as unknown:
 // unless a cap on calls in progress explains it, calls wait a jittered
 // backoff of about a round trip, growing by half while 429s go on, then
-// one probe call goes first. After bare 429s it does not grow while the
-// run's backoffs stay within lookShare of the calls it had admitted
-// (half the 1% a run may refuse): a spent window's end is then found
-// within a round trip, not up to a third of the spell late. (The first such 429 at a rate already paced
+// one probe call goes first. (The first such 429 at a rate already paced
 // only lowers the rate and holds starts for two of its own round trips,
 // a light gate: the calls already sent answer meanwhile, and only if one
 // of them, or a call sent after the gate, is refused too is the quota

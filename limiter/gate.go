@@ -46,14 +46,13 @@ func (w *law) gateAfter(t, started time.Time, retryAfter time.Duration, newEvent
 	} else if w.lightGate && !w.needProbe && !started.After(w.decrease) {
 		w.needProbe = true
 	} else if started.After(w.decrease) && (newEvent && !capped || w.refusedSince && (newEvent || !w.needProbe)) {
-		d := w.backoff(retryAfter == 0)
+		d := w.backoff()
 		if retryAfter > 0 {
 			d = min(d, retryAfter)
 		}
 		gateMoved = w.closeGate(t.Add(d))
 		w.needProbe = true
 		w.backoffs++
-		w.backedOff++
 	}
 	w.refusedSince = true
 	return gateMoved
@@ -86,40 +85,19 @@ func (w *law) resumeAfter(t time.Time) {
 
 // backoff is the wait after an uncertain 429: a round trip, grown by
 // backoffGrowth per uncertain event since the last success, with jitter,
-// capped. After a bare 429 (bare), while the run's backoffs are paid for
-// (probesPaid), the wait does not grow: a spent window's end is found
-// within a round trip, not within half the time already waited, at one
-// refusal a round trip. A rounded delay bounds the wait already.
-func (w *law) backoff(bare bool) time.Duration {
+// capped.
+func (w *law) backoff() time.Duration {
 	base := time.Second
 	if w.hasLatency {
 		base = w.latency()
 	}
-	grown := min(w.backoffs-w.flatBackoffs, 12)
-	if bare && w.probesPaid() {
-		grown = 0
-		w.flatBackoffs++
-	}
-	d := time.Duration(float64(base) * math.Pow(backoffGrowth, float64(grown)))
+	d := time.Duration(float64(base) * math.Pow(backoffGrowth, float64(min(w.backoffs, 12))))
 	d = min(d, backoffMaxRoundTrips*base)
 	// xorshift64: deterministic jitter, ±25%.
 	w.seed ^= w.seed << 13
 	w.seed ^= w.seed >> 7
 	w.seed ^= w.seed << 17
 	return time.Duration(float64(d) * (0.75 + 0.5*float64(w.seed>>11)/float64(1<<53)))
-}
-
-// probesPaid reports whether the calls the run has had admitted pay for
-// one more backoff and the probe after it, which the quota may refuse:
-// the backoffs, this one included, stay within lookShare of them. A bare
-// 429 says nothing of when the quota opens, and a backoff grown by half
-// each refused probe finds a spent window open up to a third of the
-// spell late (a minute's window, 20 s); probing each round trip finds
-// it within one, for a refusal a round trip, which lookShare pays for.
-// Once the backoffs reach the share, the backoff grows again, so probes
-// never spend more than that share of the calls.
-func (w *law) probesPaid() bool {
-	return float64(w.backedOff+1) <= lookShare*float64(w.admitted)
 }
 
 // closeGate moves the gate to until if later, and reports whether it did.

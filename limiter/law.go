@@ -76,10 +76,6 @@ type law struct {
 	// admittedSince: calls admitted since the last congestion event,
 	// which pay for a look above the estimate (see mayLook).
 	admittedSince int
-	// admitted: the run's calls admitted; backedOff: the backoffs it has
-	// waited, a refused probe or an event's first 429 each. Together they
-	// say whether a probe is paid for (see probesPaid).
-	admitted, backedOff int
 	// lastOthers: the calls in flight beside the refused call of the last
 	// two congestion events. A cap on calls in progress refuses at the
 	// same level event after event; a rate at any.
@@ -108,9 +104,6 @@ type law struct {
 	// whole seconds), the law waits a backoff, then lets one probe call
 	// through and holds the rest until it succeeds.
 	backoffs int // uncertain events since the last success
-	// flatBackoffs: those of them whose wait did not grow, as the run
-	// paid for their probes (see backoff).
-	flatBackoffs int
 	// refusedSince: an uncertain 429 has come since the last success.
 	refusedSince bool
 	// lightGate: the last event only held the starts for two of its
@@ -306,7 +299,6 @@ func (w *law) stamp(t time.Time) time.Time {
 func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.observe(t.Sub(started), tokens)
 	w.admittedSince++
-	w.admitted++
 	if c := w.find(started); c != nil {
 		c.outcome = admitted
 		w.learnSize(c.size, tokens)
@@ -321,7 +313,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		}
 	}
 	if started.After(w.decrease) {
-		w.backoffs, w.flatBackoffs, w.refusedSince, w.lightGate = 0, 0, false, false
+		w.backoffs, w.refusedSince, w.lightGate = 0, false, false
 	}
 	switch {
 	case w.slowStart:

@@ -945,34 +945,23 @@ func TestLaw_onRateLimited_atSafe(t *testing.T) {
 
 // The wait after uncertain 429s: a round trip, growing by half per one
 // more since the last success, ±25% jitter, capped at 64 round trips.
-// While the calls the run had admitted pay for the backoffs (lookShare of
-// them, this one included) it stays a round trip however many probes
-// were refused, and once they no longer do it grows from there, not from
-// the count of every refused probe (a minute's spell would otherwise jump
-// to 64 round trips at once).
 func TestLaw_backoff(t *testing.T) {
 	tests := []struct {
 		name     string
 		backoffs int
-		// admitted: the run's admitted calls; backedOff: its backoffs
-		// before this one; flat: this spell's that did not grow.
-		admitted, backedOff, flat int
-		want                      time.Duration // before jitter
+		want     time.Duration // before jitter
 	}{
-		{"the first: a round trip", 0, 0, 0, 0, rtt},
-		{"the second: half more", 1, 0, 0, 0, rtt * 3 / 2},
-		{"the fourth", 3, 0, 0, 0, rtt * 27 / 8},
-		{"capped", 40, 0, 0, 0, backoffMaxRoundTrips * rtt},
-		{"the sixth, paid for: a round trip", 5, 10000, 5, 5, rtt},
-		{"paid for to the last one: a round trip", 5, 400, 1, 1, rtt},
-		{"no longer paid for: grows from the flat ones", 5, 400, 2, 3, rtt * 9 / 4},
+		{"the first: a round trip", 0, rtt},
+		{"the second: half more", 1, rtt * 3 / 2},
+		{"the fourth", 3, rtt * 27 / 8},
+		{"capped", 40, backoffMaxRoundTrips * rtt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, _ := pacedLaw(t, 100)
 			for range 20 {
-				w.backoffs, w.admitted, w.backedOff, w.flatBackoffs = tt.backoffs, tt.admitted, tt.backedOff, tt.flat
-				d := w.backoff(true)
+				w.backoffs = tt.backoffs
+				d := w.backoff()
 				if lo, hi := time.Duration(0.75*float64(tt.want)), time.Duration(1.25*float64(tt.want)); d < lo || d > hi {
 					t.Fatalf("backoff %v, want within [%v, %v]", d, lo, hi)
 				}

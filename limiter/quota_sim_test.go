@@ -566,7 +566,9 @@ func quotaShapes() []quotaShape {
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
 		{
-			name: "fixed window, no RetryInfo", items: 5000, refusal: refusal, retry: retryAbsent,
+			name: "fixed window, no RetryInfo", floor: 0.91,
+			belowBar: "no delay shows the boundary or the window: a probe above the budget idles the rest of a window, and the window is learnt only from reopenings",
+			items:    5000, refusal: refusal, retry: retryAbsent,
 			quota:   func() quotaModel { return &fixedWindow{limit: 300, window: 2 * time.Second} },
 			latency: uniform(150*time.Millisecond, 250*time.Millisecond),
 		},
