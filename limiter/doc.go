@@ -94,15 +94,7 @@
 // named. A live quota named lower than the rate it admitted keeps that
 // rate as the one to climb back to: it looks above the budget named every
 // answer lag (a look refused costs one 429, which names the budget again),
-// and once a look holds, the rate goes straight back to it. A name is
-// evidence, not law: B a minute admits at most B × (⌊minutes⌋ + 2) over
-// any span (a sliding log, a fixed minute's windows, a bucket's burst),
-// and once the quota has admitted more than that over some span ending at
-// a 429, under the highest budget any 429 of the run named, the name is
-// a count per shorter window named as a minute's: it is dropped, later
-// 429s naming it (or less) name nothing, and the event paces at the rate
-// the quota admitted over the answer lag, proven and bounded, and climbs
-// from there (named.go). Otherwise the longest retry delay seen is read as the quota's
+// and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window. A reopening (a probe admitted after a backoff) reads a

@@ -63,14 +63,6 @@ type law struct {
 	// quota is live and a named budget only says where it was then.
 	lastRPM, lastTPM int64
 	namedMoved       bool
-	// highestRPM and highestTPM: the highest budgets any 429 of this run
-	// named; doubtedRPM and doubtedTPM: the highest the quota's
-	// admissions contradicted, 0 if none, which a 429 that names them
-	// or less no longer names (see doubtNames); doubtedAt: the 429 that
-	// last dropped a name the law paced at.
-	highestRPM, highestTPM int64
-	doubtedRPM, doubtedTPM int64
-	doubtedAt              time.Time
 	// measured: the current event set the rate from what the quota
 	// admitted, which the event's other refusals do not lower further.
 	measured bool
@@ -309,7 +301,6 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	w.admittedSince++
 	if c := w.find(started); c != nil {
 		c.outcome = admitted
-		c.tokens = max(tokens, 0)
 		w.learnSize(c.size, tokens)
 	}
 	if w.cfg.Fixed {
@@ -362,7 +353,6 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
 	gatePrev := w.idledSince()
-	w.doubtNames(t, started)
 	if c := w.find(started); c != nil {
 		c.outcome = refusedCall
 	}
@@ -495,7 +485,7 @@ func (w *law) lowerRate(t, started time.Time, retryAfter time.Duration, gatePrev
 	if first {
 		w.readFirstEvent(t, started, retryAfter, wasSlowStart)
 	}
-	w.paceNamed(t, started, first, safeBefore)
+	w.paceNamed(first, safeBefore)
 }
 
 // mayLook reports whether the calls admitted since the last congestion

@@ -20,7 +20,6 @@ type sentCall struct {
 	others  int
 	size    int64   // the call's size as its caller gave it, 0 if unknown (see tokens.go)
 	weight  float64 // the mean calls it counts as in the rate (see law.weight)
-	tokens  int64   // the input tokens billed, once admitted (see doubtNames)
 	outcome outcome
 }
 
@@ -203,13 +202,6 @@ func (w *law) topReopened() {
 // neither leaves the last ones known. A budget named differently from the
 // last time marks the quota live (see law.namedMoved).
 func (w *law) nameQuota(rpm, tpm int64) {
-	if rpm <= w.doubtedRPM {
-		rpm = 0 // contradicted by what the quota admitted (see doubtNames)
-	}
-	if tpm <= w.doubtedTPM {
-		tpm = 0
-	}
-	w.highestRPM, w.highestTPM = max(w.highestRPM, rpm), max(w.highestTPM, tpm)
 	if rpm <= 0 && tpm <= 0 {
 		return
 	}
@@ -252,14 +244,8 @@ func (w *law) namedRate() float64 {
 // named, if any: refused above it (or at the first event, which read no
 // bound of its own), pace just under it, and look no higher. Refused
 // below it, the quota is shared or bursts, and the law's own reading
-// holds. safeBefore is the safe rate before the event. A name the
-// event's 429 at t named, but the quota's admissions contradicted, paces
-// nothing: the law paces at what the quota proved (see paceProven).
-func (w *law) paceNamed(t, started time.Time, first bool, safeBefore float64) {
-	if w.doubtedAt.Equal(t) && !t.IsZero() {
-		w.paceProven(t, started)
-		return
-	}
+// holds. safeBefore is the safe rate before the event.
+func (w *law) paceNamed(first bool, safeBefore float64) {
 	if named := w.namedRate(); named > 0 && (first || w.refused > named*namedShare) {
 		if w.namedMoved && named*namedShare < safeBefore*fellShare {
 			w.fellFrom(safeBefore, 0) // a live quota fell; its budget, named again, bounds it
