@@ -68,7 +68,7 @@ func runCompactPostgres(ctx context.Context, opts *compactOptions) error {
 	defer db.Close()
 	pg, ok := db.(pgCompacter)
 	if !ok {
-		return fmt.Errorf("compact %s: this store cannot rewrite its tables", redactURL(opts.DB))
+		return fmt.Errorf("compact %s: this store cannot rewrite its tables", postgres.Redact(opts.DB))
 	}
 	st, err := pg.Compact(ctx, postgres.CompactOptions{})
 	if len(st.Tables) > 0 || err == nil {

@@ -130,10 +130,15 @@ func (db *DB) compactSession(ctx context.Context, conn *pgx.Conn, lockTimeout ti
 		`SET statement_timeout = 0`,
 		`SET client_connection_check_interval = '` + compactCheckInterval + `'`,
 	}
-	for _, s := range sets {
+	for i, s := range sets {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "42704" { // unrecognized parameter: a server before 14 has no client check
+			// The client check is best effort: a server before 14 has no
+			// such parameter (42704), and one on a platform that cannot
+			// see a closed socket (Windows; macOS and the BSDs before 15)
+			// refuses any value but 0 (22023). There a killed compact's
+			// backend finishes the table it was rewriting, then ends.
+			if i == len(sets)-1 && errors.As(err, &pe) && (pe.Code == "42704" || pe.Code == "22023") {
 				continue
 			}
 			return fmt.Errorf("compact %s: %s: %w", db.path, s, err)
@@ -145,6 +150,19 @@ func (db *DB) compactSession(ctx context.Context, conn *pgx.Conn, lockTimeout ti
 	}
 	if !got {
 		return fmt.Errorf("compact schema %s of %s: another sawtooth compact is rewriting it: %w (wait for it to end)", db.schema, db.path, ErrBusy)
+	}
+	// Every open of the pipeline takes the schema lock for its set-up
+	// (init): held for the whole compact, it keeps a worker that starts
+	// meanwhile waiting in its open, before it claims or pays for
+	// anything, rather than behind a table's rewrite with its claims'
+	// leases running. Other commands (status, report) wait too. Its wait
+	// is bounded by the lock timeout like a table's.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, schemaLockPrefix+db.schema); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55P03" {
+			return fmt.Errorf("compact schema %s of %s: the pipeline is being opened or migrated: its lock was not granted within %v: %w (run compact again when it is done)", db.schema, db.path, lockTimeout, ErrBusy)
+		}
+		return fmt.Errorf("compact %s: %w", db.path, err)
 	}
 	return nil
 }
@@ -179,13 +197,16 @@ func (db *DB) compactTables(ctx context.Context, conn *pgx.Conn) ([]TableSpace, 
 
 // checkNoLiveSessions refuses (ErrBusy) while a worker session beats
 // within its timeout: its worker would wait behind each table's lock.
-// A worker that starts after the look waits for the rewrite under way
-// and is refused at the next table's look; it loses nothing.
+// A worker opening the pipeline meanwhile waits for the schema lock the
+// compact holds (see compactSession); one that had opened it before and
+// begins its session after the look is refused at the next table's.
 func (db *DB) checkNoLiveSessions(ctx context.Context, conn *pgx.Conn, done CompactStats) error {
 	var n int
 	var owners string
-	err := conn.QueryRow(ctx, `SELECT count(*), coalesce(string_agg(DISTINCT s.owner, ', ' ORDER BY s.owner), '')
-		FROM worker_session s WHERE `+aliveSQL).Scan(&n, &owners)
+	var left float64
+	err := conn.QueryRow(ctx, `SELECT count(*), coalesce(string_agg(DISTINCT s.owner, ', ' ORDER BY s.owner), ''),
+			coalesce(extract(epoch FROM max(s.beat_at + s.timeout_us * interval '1 microsecond') - now()), 0)::float8
+		FROM worker_session s WHERE `+aliveSQL).Scan(&n, &owners, &left)
 	if err != nil {
 		return fmt.Errorf("compact %s: look for live workers: %w", db.path, err)
 	}
@@ -196,8 +217,11 @@ func (db *DB) checkNoLiveSessions(ctx context.Context, conn *pgx.Conn, done Comp
 	if n == 1 {
 		sessions = "session is"
 	}
-	return fmt.Errorf("compact schema %s of %s: %d worker %s live (%s)%s: %w (compact locks each table while it rewrites it, and the workers would wait; run it when they have finished or been stopped)",
-		db.schema, db.path, n, sessions, owners, rewrote(done), ErrBusy)
+	// A worker killed a moment ago still counts until its heartbeat
+	// timeout has passed: say how long that is.
+	wait := time.Duration(max(left, 1) * float64(time.Second)).Round(time.Second)
+	return fmt.Errorf("compact schema %s of %s: %d worker %s live (%s)%s: %w (compact locks each table while it rewrites it, and the workers would wait; run it when they have finished or been stopped: a stopped worker counts as live for %v more, its heartbeat timeout)",
+		db.schema, db.path, n, sessions, owners, rewrote(done), ErrBusy, wait)
 }
 
 // compactError words a failed VACUUM FULL of table: a lock not granted in

@@ -369,3 +369,72 @@ func TestDB_CompactKilled(t *testing.T) {
 	}
 	storetest.Invariants(t, db)
 }
+
+// TestDB_CompactKeepsWorkersOut: while a compact rewrites output, a worker
+// that opens the pipeline waits in its open for the compact to end,
+// before it could claim anything; and a worker already open that begins
+// a session meanwhile makes the compact stop before its next table.
+func TestDB_CompactKeepsWorkersOut(t *testing.T) {
+	ctx := context.Background()
+	db, u := openNew(t, Options{})
+	compactItems(t, db)
+	before := exportAll(t, db)
+	early := worker(t, u, "host-d:1") // opened before the compact, no session yet
+	gate := gateOutput(t, u)
+	done := make(chan error, 1)
+	var st CompactStats
+	go func() {
+		var err error
+		st, err = db.Compact(ctx, CompactOptions{LockTimeout: time.Hour})
+		done <- err
+	}()
+	gatedCompact(t, gate)
+
+	opened := make(chan error, 1)
+	var late *DB
+	go func() {
+		var err error
+		late, err = Open(ctx, u, Options{Stages: storetest.Stages, Owner: "host-e:2"})
+		opened <- err
+	}()
+	// The late open waits on the schema lock the compact holds.
+	for deadline := time.Now().Add(time.Minute); ; {
+		var n int
+		if err := gate.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event = 'advisory' AND query LIKE '%pg_advisory_xact_lock%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-opened:
+			t.Fatalf("a worker opened the pipeline during the compact (err %v); want it to wait", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late open never waited on the schema lock")
+		}
+	}
+	if err := early.BeginSession(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(`+strconv.Itoa(gateKey)+`)`); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "1 worker session is live (host-d:1)") {
+		t.Fatalf("Compact with a session begun during it = %v, want ErrBusy naming host-d:1", err)
+	}
+	if n := len(st.Tables); n == 0 || st.Tables[n-1].Name != "output" {
+		t.Errorf("rewrote %v, want the tables up to output and none after", st.Tables)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("the late open after the compact: %v", err)
+	}
+	late.Close()
+	if after := exportAll(t, db); after != before {
+		t.Errorf("export --all after the compact differs")
+	}
+	storetest.Invariants(t, db)
+}
