@@ -139,28 +139,6 @@ func (w *law) nextRate(base float64, namedLook bool) {
 	}
 }
 
-// aftermathRoundTrips: a 429 this many round trips after slow start's
-// first, with nothing proven since, is still slow start's (see
-// slowStartAftermath).
-const aftermathRoundTrips = 4
-
-// slowStartAftermath reports whether a 429 at t, not the run's first,
-// still answers slow start's burst rather than the paced rate: it comes
-// within aftermathRoundTrips round trips of slow start's first 429, before
-// any rate was proven safe (safeBefore) or read as one the quota admitted
-// (peak, a named budget's). A burst that doubled each round trip filled a
-// sliding log or a token budget past the quota; the calls paced after it
-// meet that log until it drains, and a 429 then says no more of the
-// quota's rate than slow start's own did. Read as bounding the quota, it
-// held the law at that early reading (two thirds of a token log's rate,
-// seed 9035) and climbed in stairs of 5%, 10%... each held an answer lag;
-// left unbounded, the law climbs toward what slow start's last round trip
-// was admitted at, a stair a round trip or window (see growLag).
-func (w *law) slowStartAftermath(t time.Time, safeBefore float64) bool {
-	return !w.bounded && safeBefore == 0 && w.peak == 0 &&
-		t.Sub(w.firstEvent) < aftermathRoundTrips*w.latency()
-}
-
 // fellFrom records that the quota fell below safe, the rate it had
 // admitted, which the law will climb back to (peak), and the rate
 // refused above it then (0 if none), which bounds the quota once it is

@@ -23,9 +23,7 @@
 // follow the pace at which the window frees their slots (replay.go). From then on, a rate held for eight round trips (or the
 // quota's window, when longer) with no 429 is safe, the rate last refused bounds the quota from above, and the
 // law bisects between the two, then climbs in growing stairs to find a
-// quota that grew. Slow start's 429 bounds nothing, nor does one within
-// four round trips of it while no rate is proven (the paced calls meet
-// what the burst left in the quota's log): the rate starts from the
+// quota that grew. Slow start's 429 bounds nothing: the rate starts from the
 // mean of its ramp, and when slow start lasted twice the window a retry
 // delay showed, or, its 429s bare or rounded, the first probe after them
 // was admitted (the quota freed room at once), each stair goes halfway

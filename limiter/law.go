@@ -34,10 +34,8 @@ type law struct {
 	// before the next.
 	calm int
 	// bounded: a 429 other than slow start's first has come, at a paced
-	// rate, and not in slow start's aftermath (slowStartAftermath).
-	// firstEvent is when slow start's first 429 came.
-	bounded    bool
-	firstEvent time.Time
+	// rate.
+	bounded bool
 	// slowTop: what slow start's last round trip before its first 429
 	// was admitted at, 0 if none was read (see climbTowardTop).
 	// slowTopSeen: that rate read at a bare or rounded 429 and not yet
@@ -470,9 +468,8 @@ func (w *law) lowerRate(t, started time.Time, retryAfter time.Duration, gatePrev
 	safeBefore := w.safe
 	measured = measured && !first
 	w.reviseSafe(admittedRate, measured)
-	aftermath := !first && w.slowStartAftermath(t, safeBefore)
 	w.refused, w.held, w.stairs = w.rate, 0, 0
-	w.bounded = w.bounded || !first && !aftermath
+	w.bounded = w.bounded || !first
 	switch {
 	case w.safe > 0 && w.refused-w.safe > bisectShare*w.refused:
 		w.rate = (w.safe + w.refused) / 2
@@ -486,11 +483,7 @@ func (w *law) lowerRate(t, started time.Time, retryAfter time.Duration, gatePrev
 		}
 	}
 	if first {
-		w.firstEvent = t
 		w.readFirstEvent(t, started, retryAfter, wasSlowStart)
-	}
-	if aftermath {
-		w.refused = 0 // as after slow start's own 429: it bounds nothing
 	}
 	w.paceNamed(first, safeBefore)
 }
