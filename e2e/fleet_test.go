@@ -33,14 +33,7 @@ func startPostgres(t *testing.T) string {
 // restarts the server.
 func startPostgresServer(t *testing.T) (*pgtest.Server, string) {
 	t.Helper()
-	srv, err := pgtest.Start()
-	if err != nil {
-		if errors.Is(err, pgtest.ErrUnavailable) && !pgtest.Required() {
-			t.Skip(err)
-		}
-		t.Fatalf("start PostgreSQL: %v", err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := pgtest.StartOrSkip(t)
 	u, err := srv.NewDB("fleet")
 	if err != nil {
 		t.Fatal(err)

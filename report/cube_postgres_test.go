@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +14,13 @@ import (
 
 // pg is the throwaway PostgreSQL cluster of this test binary, started by
 // the first test that needs one and stopped by TestMain.
-var pg struct {
-	once   sync.Once
-	server *pgtest.Server
-	err    error
-}
+var pg pgtest.Shared
 
 // pgFixtureOf is fixtureDBOf on PostgreSQL, in a fresh database; the
 // test skips when no server binaries are installed (unless required).
 func pgFixtureOf(t *testing.T, reviews []fixtureReview) *postgres.DB {
 	t.Helper()
-	pg.once.Do(func() { pg.server, pg.err = pgtest.Start() })
-	if pg.server == nil {
-		if pgtest.Required() || !errors.Is(pg.err, pgtest.ErrUnavailable) {
-			t.Fatal(pg.err)
-		}
-		t.Skip(pg.err)
-	}
-	u, err := pg.server.NewDB(t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := pg.NewDB(t)
 	stages := []pipeline.StageDef{{Name: "sanitize"}, {Name: "classify"}, {Name: "aggregate"}}
 	db, err := postgres.Open(context.Background(), u, postgres.Options{Stages: stages})
 	if err != nil {

@@ -19,9 +19,7 @@ import (
 // the PostgreSQL server a test started (see pgFixtureOf).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if pg.server != nil {
-		pg.server.Stop()
-	}
+	pg.Stop()
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start")); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

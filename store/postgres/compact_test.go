@@ -241,11 +241,7 @@ func gatedCompact(t *testing.T, gate *pgx.Conn) int {
 // and a second compact completes.
 func TestDB_CompactTerminated(t *testing.T) {
 	ctx := context.Background()
-	db, u := openNew(t, Options{})
-	compactItems(t, db)
-	before := exportAll(t, db)
-	gate := gateOutput(t, u)
-	outputNode := filenode(t, u, "output")
+	db, u, gate, outputNode, before := gatedPipeline(t)
 	done := make(chan error, 1)
 	var st CompactStats
 	go func() {
@@ -264,21 +260,42 @@ func TestDB_CompactTerminated(t *testing.T) {
 	if len(st.Tables) == 0 || st.Tables[len(st.Tables)-1].Name >= "output" {
 		t.Errorf("rewrote %v before output, want the tables before it by name", st.Tables)
 	}
+	afterInterruptedCompact(t, db, u, gate, outputNode, before, "terminated")
+}
+
+// gatedPipeline opens a pipeline of compactItems whose output's rewrite
+// will wait at gate (gateOutput), with output's file node and export
+// --all before any compact.
+func gatedPipeline(t *testing.T) (db *DB, u string, gate *pgx.Conn, outputNode int64, before string) {
+	t.Helper()
+	db, u = openNew(t, Options{})
+	compactItems(t, db)
+	before = exportAll(t, db)
+	gate = gateOutput(t, u)
+	return db, u, gate, filenode(t, u, "output"), before
+}
+
+// afterInterruptedCompact checks what a compact ended in its rewrite of
+// output (held there by gate) left: output as it was (the same file
+// node), Check clean, export --all as before; and that once the gate
+// opens a second compact rewrites output and changes nothing exported.
+func afterInterruptedCompact(t *testing.T, db *DB, u string, gate *pgx.Conn, outputNode int64, before, how string) {
+	t.Helper()
+	ctx := context.Background()
 	if filenode(t, u, "output") != outputNode {
 		t.Error("output's rewrite was not rolled back: a new file node")
 	}
 	if problems, err := db.Check(); err != nil || len(problems) > 0 {
-		t.Fatalf("Check after the terminated compact: %v, %v", problems, err)
+		t.Fatalf("Check after the %s compact: %v, %v", how, problems, err)
 	}
 	if after := exportAll(t, db); after != before {
-		t.Errorf("export --all after a terminated compact differs")
+		t.Errorf("export --all after a %s compact differs", how)
 	}
 	storetest.Invariants(t, db)
 	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(`+strconv.Itoa(gateKey)+`)`); err != nil {
 		t.Fatal(err)
 	}
-	st, err = db.Compact(ctx, CompactOptions{})
-	if err != nil {
+	if _, err := db.Compact(ctx, CompactOptions{}); err != nil {
 		t.Fatalf("a second compact: %v", err)
 	}
 	if filenode(t, u, "output") == outputNode {
@@ -314,11 +331,7 @@ func compactChild(url string) int {
 // the same, and a second compact completes.
 func TestDB_CompactKilled(t *testing.T) {
 	ctx := context.Background()
-	db, u := openNew(t, Options{})
-	compactItems(t, db)
-	before := exportAll(t, db)
-	gate := gateOutput(t, u)
-	outputNode := filenode(t, u, "output")
+	db, u, gate, outputNode, before := gatedPipeline(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), compactChildEnv+"="+u)
 	var out bytes.Buffer
@@ -348,26 +361,7 @@ func TestDB_CompactKilled(t *testing.T) {
 			t.Fatal("the killed compact's backend still waits in its rewrite of output, holding the table's lock")
 		}
 	}
-	if filenode(t, u, "output") != outputNode {
-		t.Error("output's rewrite was not rolled back: a new file node")
-	}
-	if problems, err := db.Check(); err != nil || len(problems) > 0 {
-		t.Fatalf("Check after the killed compact: %v, %v", problems, err)
-	}
-	if after := exportAll(t, db); after != before {
-		t.Errorf("export --all after a killed compact differs")
-	}
-	storetest.Invariants(t, db)
-	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(`+strconv.Itoa(gateKey)+`)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Compact(ctx, CompactOptions{}); err != nil {
-		t.Fatalf("a second compact: %v", err)
-	}
-	if filenode(t, u, "output") == outputNode {
-		t.Error("the second compact did not rewrite output")
-	}
-	storetest.Invariants(t, db)
+	afterInterruptedCompact(t, db, u, gate, outputNode, before, "killed")
 }
 
 // TestDB_CompactKeepsWorkersOut: while a compact rewrites output, a worker

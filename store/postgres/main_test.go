@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -14,12 +13,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-// server is the one throwaway PostgreSQL cluster of this test binary; nil
-// when the binaries are missing (the tests then skip, unless required).
-var (
-	server    *pgtest.Server
-	serverErr error
-)
+// pg is the one throwaway PostgreSQL cluster of this test binary,
+// started by the first test that needs one (the tests skip without the
+// binaries, unless pgtest.Required).
+var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
 	if url := os.Getenv(childURLEnv); url != "" {
@@ -28,18 +25,8 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(compactChildEnv); url != "" {
 		os.Exit(compactChild(url))
 	}
-	server, serverErr = pgtest.Start()
-	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
-		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		if server != nil {
-			defer server.Stop()
-		}
-		code = m.Run()
-	}()
+	code := m.Run()
+	pg.Stop()
 	if code == 0 {
 		// The export tests import report, and through it the genai SDK,
 		// whose dependencies start one opencensus worker at init.
@@ -55,14 +42,7 @@ func TestMain(m *testing.M) {
 // when no server could be started.
 func newURL(t testing.TB) string {
 	t.Helper()
-	if server == nil {
-		t.Skip(serverErr)
-	}
-	u, err := server.NewDB(t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	return pg.NewDB(t)
 }
 
 // openNew opens a new pipeline defined by storetest.Stages in a fresh

@@ -21,24 +21,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-var (
-	server    *pgtest.Server
-	serverErr error
-)
+// pg is the package's throwaway PostgreSQL server, started by the first
+// test that needs one (the tests skip without one, unless
+// pgtest.Required).
+var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
-	server, serverErr = pgtest.Start()
-	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
-		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		if server != nil {
-			defer server.Stop()
-		}
-		code = m.Run()
-	}()
+	code := m.Run()
+	pg.Stop()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -67,13 +57,7 @@ func openBolt(t *testing.T) *store.DB {
 
 func openPostgres(t *testing.T) *postgres.DB {
 	t.Helper()
-	if server == nil {
-		t.Skip(serverErr)
-	}
-	u, err := server.NewDB(t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := pg.NewDB(t)
 	db, err := postgres.Open(context.Background(), u, postgres.Options{Stages: storetest.Stages, Now: clock()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,10 @@
 // Package pgtest starts a throwaway PostgreSQL server for tests: initdb into
 // a fresh directory, postgres listening on a Unix socket only, fsync off.
-// One server per test binary (call Start from TestMain) keeps the cost to
-// about a second; each test then creates its own database with NewDB.
-// Tests of database loss start their own server, stop it with Shutdown
-// (fast, or immediate as a crash would) and bring it back on the same
-// data and URLs with Restart.
+// One server per test binary (a Shared, stopped from TestMain) keeps the
+// cost to about a second; each test then creates its own database with
+// NewDB. Tests of database loss start their own server (StartOrSkip),
+// stop it with Shutdown (fast, or immediate as a crash would) and bring
+// it back on the same data and URLs with Restart.
 //
 // fsync is off but synchronous_commit is on: an acknowledged commit's
 // WAL is in the OS page cache, so a server crash or immediate shutdown
@@ -19,8 +19,9 @@
 // searched as well.
 //
 // When the binaries cannot be found, Start returns ErrUnavailable; tests
-// then skip with that message, unless SAWTOOTH_REQUIRE_POSTGRES is set (as
-// CI sets it), in which case they fail.
+// then skip with that message (Shared and StartOrSkip do it), unless
+// SAWTOOTH_REQUIRE_POSTGRES is set (as CI sets it), in which case they
+// fail.
 package pgtest
 
 import (

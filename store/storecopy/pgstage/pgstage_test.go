@@ -20,26 +20,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-var (
-	server    *pgtest.Server
-	serverErr error
-)
+// pg is the package's throwaway PostgreSQL server, started by the first
+// test that needs one (the tests skip without one, unless
+// pgtest.Required).
+var pg pgtest.Shared
 
-// TestMain starts one PostgreSQL server for the package (the tests skip
-// without one, unless pgtest.Required) and checks no goroutine is left.
+// TestMain stops the package's PostgreSQL server and checks no goroutine
+// is left.
 func TestMain(m *testing.M) {
-	server, serverErr = pgtest.Start()
-	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
-		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		if server != nil {
-			defer server.Stop()
-		}
-		code = m.Run()
-	}()
+	code := m.Run()
+	pg.Stop()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -113,14 +103,7 @@ func schemas(t *testing.T, url string) (pipeline, staged bool, items int) {
 
 func pgURL(t *testing.T) string {
 	t.Helper()
-	if server == nil {
-		t.Skip(serverErr)
-	}
-	u, err := server.NewDB(t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	return pg.NewDB(t)
 }
 
 func exec(t *testing.T, url, sql string) {
