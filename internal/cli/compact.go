@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
@@ -14,6 +15,10 @@ import (
 type compactOptions struct {
 	DB  string
 	Out io.Writer
+	// LockTimeout is how long to wait for a lock another process holds
+	// (a bbolt file's, a PostgreSQL table's) before giving up; zero is
+	// the store's default.
+	LockTimeout time.Duration
 }
 
 func newCompactCommand() *cli.Command {
@@ -22,9 +27,15 @@ func newCompactCommand() *cli.Command {
 		Name: "compact",
 		Usage: "give back the space a drain left free inside the database: a bbolt --db is rewritten into a fresh file in the current record format (an older file is upgraded) and put in place; " +
 			"a PostgreSQL --db has the pipeline's tables rewritten one by one (VACUUM FULL), refused while workers are live; a kill leaves the database usable either way",
-		Flags:  []cli.Flag{dbFlag()},
+		Flags: []cli.Flag{dbFlag(),
+			&cli.DurationFlag{Name: "lock-timeout", Usage: fmt.Sprintf("how long to wait for a lock another process holds before giving up, changing nothing: a bbolt file in use (default %v), "+
+				"a PostgreSQL table a reader holds (default %v; a long report or export holds one)", store.DefaultLockTimeout, postgres.DefaultCompactLockTimeout), Destination: &opts.LockTimeout},
+		},
 		Before: before("db"),
 		Action: func(c *cli.Context) error {
+			if opts.LockTimeout < 0 {
+				return usagef("--lock-timeout %v: give a duration of zero or more (0 waits the default), e.g. 2m", opts.LockTimeout)
+			}
 			opts.DB, opts.Out = c.String("db"), c.App.Writer
 			return runCompact(c.Context, &opts)
 		},
@@ -39,7 +50,7 @@ func runCompact(ctx context.Context, opts *compactOptions) error {
 	if isPostgres(opts.DB) {
 		return runCompactPostgres(ctx, opts)
 	}
-	st, err := store.Compact(opts.DB, 0)
+	st, err := store.Compact(opts.DB, opts.LockTimeout)
 	if err != nil {
 		return err
 	}
@@ -70,7 +81,7 @@ func runCompactPostgres(ctx context.Context, opts *compactOptions) error {
 	if !ok {
 		return fmt.Errorf("compact %s: this store cannot rewrite its tables", postgres.Redact(opts.DB))
 	}
-	st, err := pg.Compact(ctx, postgres.CompactOptions{})
+	st, err := pg.Compact(ctx, postgres.CompactOptions{LockTimeout: opts.LockTimeout})
 	if len(st.Tables) > 0 || err == nil {
 		verb := "compacted"
 		if err != nil {

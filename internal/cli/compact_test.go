@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/sawtooth-dev/sawtooth/store"
 	"github.com/sawtooth-dev/sawtooth/store/postgres"
 	"github.com/sawtooth-dev/sawtooth/store/postgres/pgtest"
 )
@@ -38,7 +40,24 @@ func TestCompact(t *testing.T) {
 	}
 	unchangedByCompact(t, path, before.String())
 
+	t.Run("in use", func(t *testing.T) {
+		held, err := store.Open(path, store.Options{Stages: namedStages()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+		err = runApp([]string{"sawtooth", "compact", "--db", path, "--lock-timeout", "50ms"}, io.Discard, io.Discard)
+		if !errors.Is(err, store.ErrInUse) {
+			t.Errorf("compact --lock-timeout 50ms of a file in use = %v, want %v", err, store.ErrInUse)
+		}
+	})
+
 	t.Run("usage errors", func(t *testing.T) {
+		err := runApp([]string{"sawtooth", "compact", "--db", path, "--lock-timeout", "-1s"}, io.Discard, io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--lock-timeout") {
+			t.Errorf("compact --lock-timeout -1s = %v, want a usage error naming the flag", err)
+		}
 		for _, db := range []string{"postgres://sawtooth:secret@localhost/x", filepath.Join(t.TempDir(), "missing.db")} {
 			err := runApp([]string{"sawtooth", "compact", "--db", db}, io.Discard, io.Discard)
 			var ue *UsageError
@@ -63,12 +82,14 @@ func TestCompact_postgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		live bool
-		want string
+		name   string
+		live   bool // a worker session is live
+		reader bool // a transaction holds a lock on output
+		want   string
 	}{
-		{"idle", false, ": schema sawtooth compacted "},
-		{"worker live", true, "1 worker session is live (host-b:42)"},
+		{"idle", false, false, ": schema sawtooth compacted "},
+		{"worker live", true, false, "1 worker session is live (host-b:42)"},
+		{"reader", false, true, "table output is in use: its lock was not granted within 300ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := srv.NewDB(strings.ReplaceAll(tc.name, " ", "_"))
@@ -92,17 +113,21 @@ func TestCompact_postgres(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.reader {
+				tx := holdOutput(t, u)
+				defer tx.Rollback(context.Background())
+			}
 			var before bytes.Buffer
 			if err := runApp([]string{"sawtooth", "export", "--db", u, "--all", "--format", "jsonl"}, &before, io.Discard); err != nil {
 				t.Fatalf("export before: %v", err)
 			}
 			var out bytes.Buffer
-			err = runApp([]string{"sawtooth", "compact", "--db", u}, &out, io.Discard)
+			err = runApp([]string{"sawtooth", "compact", "--db", u, "--lock-timeout", "300ms"}, &out, io.Discard)
 			var ue *UsageError
 			switch {
-			case tc.live && (err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("compact with a worker live = %v, want a fatal error saying %q", err, tc.want)
-			case !tc.live && (err != nil || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), "  output ")):
+			case (tc.live || tc.reader) && (err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("compact = %v, want a fatal error saying %q", err, tc.want)
+			case !tc.live && !tc.reader && (err != nil || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), "  output ")):
 				t.Fatalf("compact = %v, said %q; want %q and the output table's sizes", err, out.String(), tc.want)
 			}
 			unchangedByCompact(t, u, before.String())
@@ -124,4 +149,24 @@ func unchangedByCompact(t *testing.T, db, before string) {
 	if err := runApp([]string{"sawtooth", "verify", "--db", db}, io.Discard, io.Discard); err != nil {
 		t.Errorf("verify after compact: %v", err)
 	}
+}
+
+// holdOutput begins a transaction on the pipeline at u that holds a read
+// lock on its output table, as a long export would.
+func holdOutput(t *testing.T, u string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE sawtooth.output IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
