@@ -457,12 +457,22 @@ func TestSharedQuota_OneSlowStartForTheFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var after time.Time
+	if err := qs[0].db.pool.QueryRow(ctx, `SELECT now()`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
 	got := readRow(t, qs[1], "k")
 	if got.Every != everyFor(2*fleetStartRate) {
 		t.Fatalf("two processes doubled from one row: every %s, want %s (one doubling)", got.Every, everyFor(2*fleetStartRate))
 	}
-	if ahead := got.Tat.Sub(now); ahead < 400*time.Millisecond || ahead > 600*time.Millisecond {
-		t.Fatalf("10 slots booked a second ahead at 10 a second are %s ahead at 20 a second, want about 500ms", ahead)
+	// The step rescales what is booked from its own now(), some instant s
+	// between now and after: the tat (now + 1s) is s + (now + 1s - s)/2,
+	// so 500ms plus half of (s - now) ahead of now. Bounded by the two
+	// readings of the server's clock, not by how long a loaded machine
+	// took between them.
+	lo, hi := 500*time.Millisecond, 500*time.Millisecond+after.Sub(now)/2
+	if ahead := got.Tat.Sub(now); ahead < lo-time.Millisecond || ahead > hi+time.Millisecond {
+		t.Fatalf("10 slots booked a second ahead at 10 a second are %s ahead at 20 a second, want %s to %s (half the second, from the step's now)", ahead, lo, hi)
 	}
 }
 
