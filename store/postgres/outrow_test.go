@@ -165,7 +165,7 @@ func stagesOf(t testing.TB, url, id string) []int {
 func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 	db, _ := openNew(t, Options{})
 	ctx := context.Background()
-	if _, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 0, []byte(`{}`))}, []byte{outputsFormat}); err != nil {
+	if _, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 0, []byte(`{}`))}, []byte{outputsFormat}, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	first, err := db.pool.Begin(ctx)
@@ -173,7 +173,7 @@ func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Rollback(ctx)
-	if _, err := first.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 1, []byte(`{"a":1}`))}, []byte{outputsFormat}); err != nil {
+	if _, err := first.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 1, []byte(`{"a":1}`))}, []byte{outputsFormat}, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	var firstPID int
@@ -182,7 +182,7 @@ func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 	}
 	second := make(chan error, 1)
 	go func() {
-		_, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 2, []byte(`{"b":2}`))}, []byte{outputsFormat})
+		_, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 2, []byte(`{"b":2}`))}, []byte{outputsFormat}, nil, nil, nil)
 		second <- err
 	}()
 	// Until the second waits on the first's lock (it cannot end before).
@@ -285,8 +285,10 @@ func mapsEqualBytes(a, b map[string][]byte) bool {
 func TestMigrate_FramedRowsUnderAnOlderVersion(t *testing.T) {
 	u, before, _ := toMigrate(t)
 	rows := queueQuery(t, u, `SELECT item_id || ':' || encode(data, 'hex') FROM output ORDER BY item_id`)
-	cube := queueQuery(t, u, `SELECT k.cell::text || k.label || q.item_id || q.conf FROM cube_quote q JOIN cube_key k ON k.id = q.key_id ORDER BY q.item_id`)
-	sql(t, u, downgradeHash+`DROP TABLE cube_cell, cube_quote, cube_key;
+	cube := queueQuery(t, u, quotesByItem)
+	// output keeps its quotes' key ids, which name the dropped
+	// cube_key's rows: the migration must replace them.
+	sql(t, u, downgradeHash+`DROP TABLE cube_cell, cube_key;
 		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`)
 
@@ -294,7 +296,7 @@ func TestMigrate_FramedRowsUnderAnOlderVersion(t *testing.T) {
 	if now := queueQuery(t, u, `SELECT item_id || ':' || encode(data, 'hex') FROM output ORDER BY item_id`); !slices.Equal(now, rows) {
 		t.Errorf("rows after the migration:\n%v\nbefore:\n%v", now, rows)
 	}
-	if now := queueQuery(t, u, `SELECT k.cell::text || k.label || q.item_id || q.conf FROM cube_quote q JOIN cube_key k ON k.id = q.key_id ORDER BY q.item_id`); !slices.Equal(now, cube) {
+	if now := queueQuery(t, u, quotesByItem); !slices.Equal(now, cube) {
 		t.Errorf("quotes after the migration:\n%v\nbefore:\n%v", now, cube)
 	}
 	sameExports(t, db, before)
@@ -416,3 +418,7 @@ func TestDB_DamagedRowGoesWithEveryOutput(t *testing.T) {
 		}
 	})
 }
+
+// quotesByItem lists every stored quote as its item, cell, label and
+// confidence, by item.
+const quotesByItem = `SELECT o.item_id || ':' || k.cell::text || ':' || k.label || ':' || o.conf FROM output o JOIN cube_key k ON k.id = o.key_id ORDER BY o.item_id`

@@ -36,6 +36,7 @@ func (db *DB) Restore(items []pipeline.Location) error {
 			return err
 		}
 		b := &pgx.Batch{}
+		r.tally.cube.queueKeys(b) // before the rows that name them
 		r.queue(b)
 		r.tally.queue(b, db.nextShard())
 		return tx.SendBatch(db.ctx, b).Close()
@@ -151,7 +152,12 @@ func (r *restoreRows) place(db *DB, loc pipeline.Location) error {
 func (r *restoreRows) queue(b *pgx.Batch) {
 	b.Queue(putItemSQL, r.ids, r.recs, r.hashes)
 	if len(r.outIDs) > 0 {
-		b.Queue(`INSERT INTO output (item_id, data) SELECT * FROM unnest($1::text[], $2::bytea[])`, r.outIDs, r.outRows)
+		// A done item with a fact has a row: its fact is its output of
+		// the last stage. Its quote is stored in that row.
+		cells, labels, confs := r.tally.cube.quoteArgs(r.outIDs)
+		b.Queue(`INSERT INTO output (item_id, data, key_id, conf) SELECT u.id, u.data, k.id, u.conf
+			FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::float8[]) AS u(id, data, cell, label, conf)
+			LEFT JOIN cube_key k ON k.cell = u.cell AND k.label = u.label`, r.outIDs, r.outRows, cells, labels, confs)
 	}
 	if len(r.histIDs) > 0 {
 		// In the given order: history ids keep each item's order.
