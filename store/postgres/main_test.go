@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(compactChildEnv); url != "" {
 		os.Exit(compactChild(url))
 	}
+	if url := os.Getenv(migrateChildEnv); url != "" {
+		os.Exit(migrateChild(url))
+	}
 	server, serverErr = pgtest.Start()
 	if serverErr != nil && (pgtest.Required() || !errors.Is(serverErr, pgtest.ErrUnavailable)) {
 		fmt.Fprintln(os.Stderr, "start PostgreSQL:", serverErr)
