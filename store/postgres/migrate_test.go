@@ -18,8 +18,9 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
-	15: downgradeQuotesInRows + `UPDATE meta SET value = '15' WHERE key = 'schema'`,
-	14: downgradeRows + `UPDATE meta SET value = '14' WHERE key = 'schema'`,
+	16: downgradeStoredHash + `UPDATE meta SET value = '16' WHERE key = 'schema'`,
+	15: downgradeStoredHash + downgradeQuotesInRows + `UPDATE meta SET value = '15' WHERE key = 'schema'`,
+	14: downgradeStoredHash + downgradeRows + `UPDATE meta SET value = '14' WHERE key = 'schema'`,
 	13: downgradeRows + downgradeHash + `UPDATE meta SET value = '13' WHERE key = 'schema'`,
 	// After asSchema12: records as JSON, no output packed.
 	12: downgradeRows + downgradeHash + `COMMENT ON TABLE item IS NULL;
@@ -116,8 +117,16 @@ BEGIN
 END $$;
 `
 
+// downgradeStoredHash gives the items the content hash column of
+// schemas 14 to 16 back, empty: no step before 17 reads it, and ingest
+// from 17 on derives the hash.
+const downgradeStoredHash = `
+	ALTER TABLE item ADD COLUMN IF NOT EXISTS content_hash bytea NOT NULL DEFAULT '';
+	COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON; content_hash is the hash''s bytes';
+`
+
 // downgradeHash stores the content hashes as schema 13 did: in hex.
-const downgradeHash = `
+const downgradeHash = downgradeStoredHash + `
 	ALTER TABLE item ALTER COLUMN content_hash TYPE text USING encode(content_hash, 'hex');
 	COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON';
 `

@@ -56,7 +56,7 @@ type restoreRows struct {
 	// last is the pipeline's last stage: a done item's output there is
 	// folded into the tally.
 	last                 string
-	ids, hashes          []string
+	ids                  []string
 	recs                 [][]byte
 	outIDs               []string
 	outRows              [][]byte // rows of outputs (outrow.go)
@@ -82,7 +82,7 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 	if err != nil {
 		return err
 	}
-	r.ids, r.recs, r.hashes = append(r.ids, loc.ID), append(r.recs, rec), append(r.hashes, loc.Record.ContentHash())
+	r.ids, r.recs = append(r.ids, loc.ID), append(r.recs, rec)
 	// Outputs are marked and packed against the text as the stored
 	// record reads back, as a commit's are (collectTexts): a record
 	// stored as JSON has its invalid UTF-8 replaced, and an output that
@@ -150,7 +150,7 @@ func (r *restoreRows) place(db *DB, loc pipeline.Location) error {
 
 // queue queues the inserts of r's rows on b.
 func (r *restoreRows) queue(b *pgx.Batch) {
-	b.Queue(putItemSQL, r.ids, r.recs, r.hashes)
+	b.Queue(putItemSQL, r.ids, r.recs)
 	if len(r.outIDs) > 0 {
 		// A done item with a fact has a row: its fact is its output of
 		// the last stage. Its quote is stored in that row.
