@@ -31,7 +31,6 @@ func (db *DB) adminLock(ctx context.Context, tx pgx.Tx) error {
 // dead at Stage, or done (neither).
 type itemState struct {
 	Record []byte
-	Hash   string
 	Queued bool
 	Dead   bool
 	Stage  int
@@ -46,10 +45,10 @@ func (db *DB) position(s itemState) int {
 	return s.Stage
 }
 
-// putItemSQL inserts items ($1 ids, $2 stored records, $3 content
-// hashes in hex): the hash is stored as its bytes (schema step 14).
-const putItemSQL = `INSERT INTO item (item_id, record, content_hash)
-	SELECT id, rec, decode(h, 'hex') FROM unnest($1::text[], $2::bytea[], $3::text[]) AS u(id, rec, h)`
+// putItemSQL inserts items ($1 ids, $2 stored records). Their content
+// hashes are not stored (schema step 17): ingest derives them from the
+// records it reads anyway.
+const putItemSQL = `INSERT INTO item (item_id, record) SELECT * FROM unnest($1::text[], $2::bytea[])`
 
 // lockStates locks the items' rows (id order) and reads where each is.
 func lockStates(ctx context.Context, tx pgx.Tx, ids []string) (map[string]itemState, error) {
@@ -57,7 +56,7 @@ func lockStates(ctx context.Context, tx pgx.Tx, ids []string) (map[string]itemSt
 	if _, err := tx.Exec(ctx, lockItemsSQL, sorted); err != nil {
 		return nil, err
 	}
-	rows, _ := tx.Query(ctx, `SELECT i.item_id, i.record, encode(i.content_hash, 'hex'), t.stage, t.seq, d.stage
+	rows, _ := tx.Query(ctx, `SELECT i.item_id, i.record, t.stage, t.seq, d.stage
 		FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id)
 		WHERE i.item_id = ANY($1)`, sorted)
 	out := make(map[string]itemState, len(sorted))
@@ -65,8 +64,8 @@ func lockStates(ctx context.Context, tx pgx.Tx, ids []string) (map[string]itemSt
 	var s itemState
 	var tStage, dStage *int16
 	var tSeq *int64
-	_, err := pgx.ForEachRow(rows, []any{&id, &s.Record, &s.Hash, &tStage, &tSeq, &dStage}, func() error {
-		st := itemState{Record: s.Record, Hash: s.Hash}
+	_, err := pgx.ForEachRow(rows, []any{&id, &s.Record, &tStage, &tSeq, &dStage}, func() error {
+		st := itemState{Record: s.Record}
 		switch {
 		case tStage != nil && dStage != nil:
 			return pipeline.Damaged(id, "", nil, "both queued and dead")
@@ -93,7 +92,6 @@ type changes struct {
 	dropFrom []int16
 	putIDs   []string // write records (insert or replace)
 	putRecs  [][]byte
-	putHash  []string
 	enqIDs   []string // queue at enqStage
 	enqStage []int16
 	delete   []string          // prune: the item row and its history
@@ -143,8 +141,7 @@ func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
 		b.Queue(`DELETE FROM item WHERE item_id = ANY($1)`, c.delete)
 	}
 	if len(c.putIDs) > 0 {
-		b.Queue(putItemSQL+` ON CONFLICT (item_id) DO UPDATE SET record = EXCLUDED.record, content_hash = EXCLUDED.content_hash`,
-			c.putIDs, c.putRecs, c.putHash)
+		b.Queue(putItemSQL+` ON CONFLICT (item_id) DO UPDATE SET record = EXCLUDED.record`, c.putIDs, c.putRecs)
 	}
 	if len(c.enqIDs) > 0 {
 		b.Queue(enqueueSQL, c.enqIDs, c.enqStage)
@@ -202,18 +199,13 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 	}
 	c := &changes{reason: reasonEdited}
 	for _, r := range recs {
-		hash := r.ContentHash()
 		cur, exists := states[r.ID]
-		if exists && cur.Hash == hash {
-			st.Unchanged++
-			continue
-		}
 		rec, err := encodeRecord(r)
 		if err != nil {
 			return fmt.Errorf("encode item %q: %w", r.ID, err)
 		}
-		c.putIDs, c.putRecs, c.putHash = append(c.putIDs, r.ID), append(c.putRecs, rec), append(c.putHash, hash)
 		if !exists {
+			c.putIDs, c.putRecs = append(c.putIDs, r.ID), append(c.putRecs, rec)
 			st.New++
 			c.enqueue(r.ID, 0)
 			continue
@@ -232,6 +224,14 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 				return fmt.Errorf("encode item %q: its record does not read back: %w", r.ID, err)
 			}
 		}
+		// The content hash (text and fields) of both as they read back:
+		// derived here, not stored (schema step 17), at a record decode
+		// and two hashes per id already stored; new ids cost nothing.
+		if old.ContentHash() == now.ContentHash() {
+			st.Unchanged++
+			continue
+		}
+		c.putIDs, c.putRecs = append(c.putIDs, r.ID), append(c.putRecs, rec)
 		if old.Text != now.Text {
 			if c.oldText == nil {
 				c.oldText = map[string]string{}
@@ -243,7 +243,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 		if from >= len(db.stages) || db.position(cur) < from {
 			// Nothing the item has been through read what changed.
 			if len(changed) == 0 {
-				st.Unchanged++ // a hash from an older sawtooth
+				st.Unchanged++ // equal hashes above: cannot differ here
 			} else {
 				st.Updated++
 			}

@@ -20,7 +20,7 @@ const maxProblems = 100
 //     stages before s, a done item of every stage;
 //   - the stored tally equals the one recomputed by folding the last
 //     stage's output of every done item, and so does the cube (each
-//     done item's quote row, each cell's counters).
+//     done item's quote, each cell's counters).
 //
 // It returns one line per problem (at most 100), naming the item and the
 // table.

@@ -24,9 +24,11 @@ func TestDB_CheckFindsDamage(t *testing.T) {
 		{"stages out of order", `UPDATE output SET data = data || '\x00027b7d' WHERE item_id = 'a'`, `stage 0 after stage 2`, nil},
 		{"a tally counter off by one", `UPDATE tally_label SET n = n + 1 WHERE label = 'bug'`, `aggregate: stored != recomputed`, nil},
 		{"a cube counter off by one", `UPDATE cube_cell SET n = n + 1 WHERE label = 'bug'`, `cube: cell`, nil},
-		{"a done item's quote row lost", `DELETE FROM cube_quote WHERE item_id = 'a'`, `cube: done item "a" has no quote row`, nil},
-		{"a quote row with another confidence", `UPDATE cube_quote SET conf = 0.5 WHERE item_id = 'b'`, `cube: the quote row of item "b"`, nil},
-		{"a quote row of a queued item", `INSERT INTO cube_quote (item_id, key_id, conf) VALUES ('q', (SELECT min(id) FROM cube_key), 0)`, `cube: item "q" is not done`, nil},
+		{"a done item's quote lost", `UPDATE output SET key_id = NULL, conf = NULL WHERE item_id = 'a'`, `cube: done item "a" has no quote`, nil},
+		{"a quote with another confidence", `UPDATE output SET conf = 0.5 WHERE item_id = 'b'`, `cube: the quote of item "b" is not its fact's`, nil},
+		{"a quote naming no cube key", `UPDATE output SET key_id = (SELECT max(id) + 1 FROM cube_key) WHERE item_id = 'b'`, `cube: the quote of item "b" is not its fact's`, nil},
+		{"a quote of a queued item", `UPDATE output SET data = '\x0100027b7d', key_id = (SELECT min(id) FROM cube_key), conf = 0 WHERE item_id = 'a';
+			INSERT INTO todo (seq, item_id, stage) VALUES (1000000, 'a', 1)`, `cube: item "a" is not done but has a quote`, nil},
 		{"an unknown stage", `UPDATE todo SET stage = 7 WHERE item_id = 'q'`, `names a stage this pipeline does not have`, nil},
 	}
 	for _, tc := range tests {

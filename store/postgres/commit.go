@@ -307,8 +307,12 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 		}
 	}
 	b := &pgx.Batch{}
+	// Every item folded in was appended at the last stage: its quote
+	// travels in its append, after the keys it names.
+	tally.cube.queueKeys(b)
 	if len(outIDs) > 0 {
-		b.Queue(appendOutputsSQL, outIDs, outEntries, []byte{outputsFormat})
+		cells, labels, confs := tally.cube.quoteArgs(outIDs)
+		b.Queue(appendOutputsSQL, outIDs, outEntries, []byte{outputsFormat}, cells, labels, confs)
 	}
 	if len(deadIDs) > 0 {
 		b.Queue(`INSERT INTO dead (item_id, stage, letter) SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[])`, deadIDs, deadStages, letters)
@@ -325,11 +329,21 @@ func (db *DB) commitInserts(ts []pipeline.Transition, first map[uint64]int, seqs
 }
 
 // appendOutputsSQL appends to the rows of outputs of items $1 the
-// entries $2 (outrow.go), a new row beginning with the format byte $3.
-// The update locks the row, so two commits of one item (which its item
-// lock already orders) never lose each other's entry.
-const appendOutputsSQL = `INSERT INTO output (item_id, data) SELECT k.id, $3::bytea || k.entry FROM unnest($1::text[], $2::bytea[]) AS k(id, entry)
-	ON CONFLICT (item_id) DO UPDATE SET data = output.data || substr(EXCLUDED.data, 2)`
+// entries $2 (outrow.go), a new row beginning with the format byte $3,
+// and sets each row's cube quote to the one of cell $4, label $5 and
+// confidence $6 (NULL elements, or NULL arrays, for none). The update
+// locks the row, so two commits of one item (which its item lock already
+// orders) never lose each other's entry. Only an append at the last
+// stage carries a quote; one before it means the item has no fact, so
+// no quote, and NULL is right (and NULL to NULL keeps the update HOT).
+// A quote whose key is not in cube_key (queueKeys adds them first)
+// fails output's CHECK rather than being lost.
+const appendOutputsSQL = `INSERT INTO output (item_id, data, key_id, conf)
+	SELECT u.id, $3::bytea || u.entry, k.id, u.conf
+	FROM unnest($1::text[], $2::bytea[], $4::bytea[], $5::text[], $6::float8[]) AS u(id, entry, cell, label, conf)
+	LEFT JOIN cube_key k ON k.cell = u.cell AND k.label = u.label
+	ON CONFLICT (item_id) DO UPDATE SET data = output.data || substr(EXCLUDED.data, 2),
+		key_id = EXCLUDED.key_id, conf = EXCLUDED.conf`
 
 // confidencesSQL reads the rows of outputs of items $1, for
 // collectConfidences.

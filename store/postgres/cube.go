@@ -21,13 +21,20 @@ import (
 //	cube_cell   (cell, label, shard) -> items, rated items, exact scaled
 //	            rating sum: counters spread over shards as the tally's
 //	cube_key    (cell, label) -> a small id (schema step 12)
-//	cube_quote  folded item -> its cell and label's id, confidence and
-//	            rating, indexed in report's quote order
+//	output      a done item's quote, key_id (its cell and label's id)
+//	            and conf, in its row of outputs (schema step 16),
+//	            indexed in report's quote order (output_quote)
 //
-// One quote row per item, rather than a cell's best few as the bbolt
-// store keeps, means a removal never leaves a cell short of quotes: the
-// index finds the next best. A read takes a few hundred cells and the
-// best quotes of each through that index, however many items there are.
+// A quote per item, rather than a cell's best few as the bbolt store
+// keeps, means a removal never leaves a cell short of quotes: the index
+// finds the next best. It is in the item's row, so there is one per item
+// by construction, written by the statement that appends the last
+// stage's entry (appendOutputsSQL) and cleared by the one that cuts the
+// row (changeOutputs): no statement of its own to order against them.
+// Its rating is not stored: it is the fact's, read from the last stage's
+// entry of the same row (8 bytes per done item saved). A read takes a
+// few hundred cells and the best quotes of each through that index,
+// however many items there are.
 
 // confStage is the stage whose output's confidence a quote carries, as
 // report reads it.
@@ -86,24 +93,45 @@ type cubeCellDelta struct {
 }
 
 type cubeQuoteRow struct {
-	key    cubeKey
-	conf   float64
+	key  cubeKey
+	conf float64
+	// rating is the fact's, kept only for queueLegacyQuotes: the quote
+	// in a row of outputs derives it.
 	rating *float64
 }
 
 // cubeDelta is what one transaction adds to or removes from the cube,
-// merged like tallyDelta.
+// merged like tallyDelta: the cells' counters, and the quotes of the
+// items it folds in, which the statements writing their rows of outputs
+// carry (quoteArgs). A fold-out needs no statement of its own: the
+// statement that cuts the item's row clears its quote (changeOutputs).
 type cubeDelta struct {
 	cells map[cubeKey]*cubeCellDelta
 	add   map[string]cubeQuoteRow
-	del   []string
 }
 
 // fold adds (n = 1) or removes (n = -1) one item; conf is its classify
 // confidence (unused on removal).
 func (d *cubeDelta) fold(id string, f pipeline.Fact, conf float64, n int64) {
+	if d.add == nil {
+		d.add = map[string]cubeQuoteRow{}
+	}
+	k := d.foldCell(f, n)
+	if n < 0 {
+		// An item folded out and back in by one transaction ends with
+		// its new quote.
+		delete(d.add, id)
+		return
+	}
+	d.add[id] = cubeQuoteRow{key: k, conf: conf, rating: f.Rating}
+}
+
+// foldCell adds (n = 1) or removes (n = -1) fact f in its cell's
+// counters alone, and returns the cell's key: Check folds every done
+// item so, without keeping a quote per item.
+func (d *cubeDelta) foldCell(f pipeline.Fact, n int64) cubeKey {
 	if d.cells == nil {
-		d.cells, d.add = map[cubeKey]*cubeCellDelta{}, map[string]cubeQuoteRow{}
+		d.cells = map[cubeKey]*cubeCellDelta{}
 	}
 	k := cubeKey{string(cubeCellKey(f.Groups)), f.Label}
 	c := d.cells[k]
@@ -116,22 +144,12 @@ func (d *cubeDelta) fold(id string, f pipeline.Fact, conf float64, n int64) {
 		c.rating.sum.Add(&c.rating.sum, scaled.Mul(scaled, big.NewInt(n)))
 		c.rating.n += n
 	}
-	if n < 0 {
-		// The delete runs before the inserts: an item folded out and
-		// back in by one transaction ends with its new row.
-		delete(d.add, id)
-		d.del = append(d.del, id)
-		return
-	}
-	d.add[id] = cubeQuoteRow{key: k, conf: conf, rating: f.Rating}
+	return k
 }
 
-// queue adds the statements applying d to b, at one shard; cells in
-// sorted key order, as the tally's counters.
+// queue adds the statement applying d's cells to b, at one shard; cells
+// in sorted key order, as the tally's counters.
 func (d *cubeDelta) queue(b *pgx.Batch, shard int16) {
-	if len(d.del) > 0 {
-		b.Queue(`DELETE FROM cube_quote WHERE item_id = ANY($1)`, d.del)
-	}
 	keys := slices.SortedFunc(maps.Keys(d.cells), func(a, b cubeKey) int {
 		return cmp.Or(strings.Compare(a.cell, b.cell), strings.Compare(a.label, b.label))
 	})
@@ -153,6 +171,49 @@ func (d *cubeDelta) queue(b *pgx.Batch, shard int16) {
 				rn = cube_cell.rn + EXCLUDED.rn, rsum = cube_cell.rsum + EXCLUDED.rsum`,
 			cells, labels, shard, ns, rns, sums)
 	}
+}
+
+// queueKeys adds to b the insert of the cube_key rows d's quotes name
+// that are not there yet. It must come before the statement that writes
+// the quotes, which looks their keys up (a quote whose key is missing
+// fails output's CHECK rather than being lost).
+func (d *cubeDelta) queueKeys(b *pgx.Batch) {
+	if len(d.add) == 0 {
+		return
+	}
+	var qcells [][]byte
+	var qlabels []string
+	for _, q := range d.add {
+		qcells, qlabels = append(qcells, []byte(q.key.cell)), append(qlabels, q.key.label)
+	}
+	// Only keys not there yet take an id: ON CONFLICT alone would draw
+	// one from the sequence for every row it skips. Two commits adding
+	// one key race to the unique index, the second waits and skips it.
+	b.Queue(`INSERT INTO cube_key (cell, label)
+		SELECT DISTINCT c, l FROM unnest($1::bytea[], $2::text[]) AS u(c, l)
+		WHERE NOT EXISTS (SELECT 1 FROM cube_key k WHERE k.cell = u.c AND k.label = u.l)
+		ORDER BY 1, 2 ON CONFLICT DO NOTHING`, qcells, qlabels)
+}
+
+// quoteArgs gives the quote d folds for each of ids, aligned with them,
+// as the arrays appendOutputsSQL and the restore's insert take: nil
+// elements (NULL) where an id folds none.
+func (d *cubeDelta) quoteArgs(ids []string) (cells [][]byte, labels []*string, confs []*float64) {
+	cells, labels, confs = make([][]byte, len(ids)), make([]*string, len(ids)), make([]*float64, len(ids))
+	for i, id := range ids {
+		if q, ok := d.add[id]; ok {
+			cells[i], labels[i], confs[i] = []byte(q.key.cell), &q.key.label, &q.conf
+		}
+	}
+	return cells, labels, confs
+}
+
+// queueLegacyQuotes adds to b the insert of d's quotes into the
+// cube_quote table of schema steps 12 to 15. It is only for
+// backfillCube, which runs at step 12, before step 16 moves that
+// table's quotes into output: the columns it would write otherwise are
+// not there yet, or are stale ones step 16 discards.
+func (d *cubeDelta) queueLegacyQuotes(b *pgx.Batch) {
 	if len(d.add) == 0 {
 		return
 	}
@@ -163,13 +224,6 @@ func (d *cubeDelta) queue(b *pgx.Batch, shard int16) {
 		q := d.add[id]
 		qcells[i], qlabels[i], confs[i], ratings[i] = []byte(q.key.cell), q.key.label, q.conf, q.rating
 	}
-	// Only keys not there yet take an id: ON CONFLICT alone would draw
-	// one from the sequence for every row it skips. Two commits adding
-	// one key race to the unique index, the second waits and skips it.
-	b.Queue(`INSERT INTO cube_key (cell, label)
-		SELECT DISTINCT c, l FROM unnest($1::bytea[], $2::text[]) AS u(c, l)
-		WHERE NOT EXISTS (SELECT 1 FROM cube_key k WHERE k.cell = u.c AND k.label = u.l)
-		ORDER BY 1, 2 ON CONFLICT DO NOTHING`, qcells, qlabels)
 	b.Queue(`INSERT INTO cube_quote (item_id, key_id, conf, rating)
 		SELECT u.id, k.id, u.conf, u.rating FROM unnest($1::text[], $2::bytea[], $3::text[], $4::float8[], $5::float8[]) AS u(id, c, l, conf, rating)
 		JOIN cube_key k ON k.cell = u.c AND k.label = u.l`,
@@ -213,8 +267,8 @@ var _ pipeline.CubeReader = (*DB)(nil)
 // StoredCube reads the cube in one snapshot, with the tally and the
 // item counts of that state (workers may be folding items meanwhile):
 // each cell's counters summed over the shards, and its best quotes with
-// their items' text. ok is false only when a cell has fewer quote rows
-// than it must show, which a fold never leaves (the report then streams).
+// their items' text. ok is false only when a cell has fewer quotes than
+// it must show, which a fold never leaves (the report then streams).
 func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
 	var out pipeline.StoredCube
 	ok := false
@@ -234,7 +288,7 @@ func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
 		if err != nil {
 			return err
 		}
-		if err := readCubeQuotes(db.ctx, tx, cells); err != nil {
+		if err := readCubeQuotes(db.ctx, tx, cells, len(db.stages)-1); err != nil {
 			return err
 		}
 		for _, k := range slices.SortedFunc(maps.Keys(cells), func(a, b cubeKey) int {
@@ -279,24 +333,38 @@ func readCubeCells(ctx context.Context, tx pgx.Tx) (map[cubeKey]*pipeline.Stored
 	return cells, err
 }
 
-// readCubeQuotes adds to each cell its best CubeQuotes quotes (most
-// confident first, ties by id in byte order, as report's), each with
-// its item's text.
-func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.StoredCell) error {
-	rows, _ := tx.Query(ctx, `SELECT c.cell, c.label, q.item_id, q.conf, q.rating, i.record
+// readCubeQuotesSQL reads the best $1 quotes of every cell with items,
+// with the row of outputs each quote is in and its item's record.
+// x.key_id = k.id is strict, so the planner proves output_quote's
+// predicate (key_id IS NOT NULL) and walks that index
+// (TestDB_QuotesReadThroughTheirIndex).
+const readCubeQuotesSQL = `SELECT c.cell, c.label, q.item_id, q.conf, q.data, i.record
 		FROM (SELECT cell, label FROM cube_cell GROUP BY cell, label HAVING sum(n) <> 0) c
 		JOIN cube_key k ON k.cell = c.cell AND k.label = c.label
-		CROSS JOIN LATERAL (SELECT item_id, conf, rating FROM cube_quote x WHERE x.key_id = k.id
-			ORDER BY conf DESC, item_id COLLATE "C" LIMIT $1) q
-		JOIN item i ON i.item_id = q.item_id`, pipeline.CubeQuotes)
-	var cell, record []byte
+		CROSS JOIN LATERAL (SELECT x.item_id, x.conf, x.data FROM output x WHERE x.key_id = k.id
+			ORDER BY x.conf DESC, x.item_id COLLATE "C" LIMIT $1) q
+		JOIN item i ON i.item_id = q.item_id`
+
+// readCubeQuotes adds to each cell its best CubeQuotes quotes (most
+// confident first, ties by id in byte order, as report's), each with
+// its item's text and its fact's rating, read from the output of the
+// last stage (last) in the quote's row.
+func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.StoredCell, last int) error {
+	rows, _ := tx.Query(ctx, readCubeQuotesSQL, pipeline.CubeQuotes)
+	var cell, row, record []byte
 	var label string
 	var q pipeline.CubeQuote
-	_, err := pgx.ForEachRow(rows, []any{&cell, &label, &q.ID, &q.Confidence, &q.Rating, &record}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&cell, &label, &q.ID, &q.Confidence, &row, &record}, func() error {
 		c := cells[cubeKey{string(cell), label}]
 		if c == nil {
 			return nil // a cell whose items were all folded out
 		}
+		data, err := outputAt(row, last)
+		f, ok := factOf(data)
+		if err != nil || !ok {
+			return pipeline.Damaged(q.ID, "", err, "its quote's row of outputs holds no fact")
+		}
+		q.Rating = f.Rating
 		var rec pipeline.Record
 		if err := decodeRecord(record, &rec); err != nil {
 			return pipeline.Damaged(q.ID, "", err, "bad record")
@@ -374,7 +442,9 @@ func (db *DB) backfillCube(ctx context.Context, tx pgx.Tx) error {
 			return fmt.Errorf("build the aggregate cube: %w", err)
 		}
 		b := &pgx.Batch{}
+		d.queueKeys(b)
 		d.queue(b, 0)
+		d.queueLegacyQuotes(b)
 		if b.Len() > 0 {
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("build the aggregate cube: %w", err)

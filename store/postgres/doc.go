@@ -20,15 +20,14 @@
 // # Tables
 //
 //	meta         key -> value: schema version, definition, created, limit/<stage>
-//	item         id -> record (binary, binrecord.go; JSON before schema step 13), content hash (its 16 bytes; hex before schema step 14)
+//	item         id -> record (binary, binrecord.go; JSON before schema step 13), its content hash derived by ingest from the record (schema step 17; stored before, hex before step 14, bytes from 14)
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
-//	output       id -> the item's outputs of every stage in one row, framed (outrow.go; schema step 15; a row per (id, stage) before), each packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11)
+//	output       id -> the item's outputs of every stage in one row, framed (outrow.go; schema step 15; a row per (id, stage) before), each packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11); a done item's cube quote, key_id and conf, indexed in report's quote order where it has one (schema step 16; a cube_quote row per done item before)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most
 //	history      every dead letter an item left (re-queue, re-run, edit)
 //	tally_*      the aggregate as counters, each spread over 16 shards
 //	cube_cell    (group values, label, shard) -> items, rated items, rating sum: the per-period cube (cube.go; schema step 8)
 //	cube_key     (cube cell, label) -> a small id (schema step 12)
-//	cube_quote   done item -> its cube_key id, confidence, rating, indexed in report's quote order (schema steps 8, 12)
 //	usage        (run, stage, shard) -> tokens billed by committed transitions
 //	run, sample  run records and per-second samples
 //	quota        (unlogged) per quota key: a GCRA schedule, congestion epoch

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(compactChildEnv); url != "" {
 		os.Exit(compactChild(url))
 	}
+	if url := os.Getenv(migrateChildEnv); url != "" {
+		os.Exit(migrateChild(url))
+	}
 	code := m.Run()
 	pg.Stop()
 	if code == 0 {

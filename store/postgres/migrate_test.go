@@ -18,7 +18,9 @@ import (
 // downgrades turn a pipeline of this version into one stored by an
 // older sawtooth, as far as the older version's workers can tell.
 var downgrades = map[int]string{
-	14: downgradeRows + `UPDATE meta SET value = '14' WHERE key = 'schema'`,
+	16: downgradeStoredHash + `UPDATE meta SET value = '16' WHERE key = 'schema'`,
+	15: downgradeStoredHash + downgradeQuotesInRows + `UPDATE meta SET value = '15' WHERE key = 'schema'`,
+	14: downgradeStoredHash + downgradeRows + `UPDATE meta SET value = '14' WHERE key = 'schema'`,
 	13: downgradeRows + downgradeHash + `UPDATE meta SET value = '13' WHERE key = 'schema'`,
 	// After asSchema12: records as JSON, no output packed.
 	12: downgradeRows + downgradeHash + `COMMENT ON TABLE item IS NULL;
@@ -45,10 +47,31 @@ var downgrades = map[int]string{
 		UPDATE meta SET value = '4' WHERE key = 'schema'`,
 }
 
+// downgradeQuotesInRows stores the cube's quotes as schema 15 did: a
+// table keyed by item, indexed in report's quote order. The rating is
+// NULL: step 16 drops it, and no reader of this version reads it. A
+// table output without quotes (already downgraded) is left as it is.
+// downgradeRows begins with it: it rebuilds output from item_id and
+// data alone, and the quotes must be out of the rows before.
+const downgradeQuotesInRows = `
+DO $$ BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'output'::regclass AND attname = 'key_id' AND NOT attisdropped) THEN
+		RETURN;
+	END IF;
+	CREATE TABLE cube_quote (item_id text PRIMARY KEY, key_id int NOT NULL, conf float8 NOT NULL, rating float8);
+	INSERT INTO cube_quote SELECT item_id, key_id, conf, NULL FROM output WHERE key_id IS NOT NULL;
+	CREATE INDEX cube_quote_best ON cube_quote (key_id, conf DESC, item_id COLLATE "C");
+	DROP INDEX output_quote;
+	ALTER TABLE output DROP COLUMN key_id, DROP COLUMN conf;
+	COMMENT ON TABLE output IS 'an item''s outputs of every stage, framed (outrow.go), each whole, marked (mark.go) or packed (pack.go)';
+END $$;
+`
+
 // downgradeRows stores the outputs as schema 14 did, a row per item and
 // stage, unframing each item's row (outrow.go) with a reader of its own,
-// in SQL. A table output already by stage is left as it is.
-const downgradeRows = `
+// in SQL, after downgradeQuotesInRows. A table output already by stage
+// is left as it is.
+const downgradeRows = downgradeQuotesInRows + `
 DO $$
 DECLARE
 	r record;
@@ -94,8 +117,16 @@ BEGIN
 END $$;
 `
 
+// downgradeStoredHash gives the items the content hash column of
+// schemas 14 to 16 back, empty: no step before 17 reads it, and ingest
+// from 17 on derives the hash.
+const downgradeStoredHash = `
+	ALTER TABLE item ADD COLUMN IF NOT EXISTS content_hash bytea NOT NULL DEFAULT '';
+	COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON; content_hash is the hash''s bytes';
+`
+
 // downgradeHash stores the content hashes as schema 13 did: in hex.
-const downgradeHash = `
+const downgradeHash = downgradeStoredHash + `
 	ALTER TABLE item ALTER COLUMN content_hash TYPE text USING encode(content_hash, 'hex');
 	COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON';
 `

@@ -155,7 +155,10 @@ func outputsFramed(ctx context.Context, tx pgx.Tx) (bool, error) {
 // the old text are stored as they read with it (they stay what their
 // stage gave), packed again without the text; the outputs of c.dropIDs[i]
 // from stage c.dropFrom[i] on are dropped, and a row left without any is
-// deleted.
+// deleted. A row of an item in c.dropIDs loses its cube quote: a drop
+// is from a stage no later than the last, so it cuts the fact the quote
+// is of; only a row rewritten for its text keeps it (the item stays
+// done). A deleted row takes its quote with it.
 func (db *DB) changeOutputs(ctx context.Context, tx pgx.Tx, c *changes, tally *tallyDelta) error {
 	from := make(map[string]int, len(c.dropIDs))
 	for i, id := range c.dropIDs {
@@ -180,10 +183,12 @@ func (db *DB) changeOutputs(ctx context.Context, tx pgx.Tx, c *changes, tally *t
 	last := len(db.stages) - 1
 	var putIDs, delIDs []string
 	var putRows [][]byte
-	rows, _ := tx.Query(ctx, `SELECT item_id, data FROM output WHERE item_id = ANY($1) ORDER BY item_id FOR UPDATE`, ids)
+	var putKeep []bool
+	rows, _ := tx.Query(ctx, `SELECT item_id, data, key_id IS NOT NULL FROM output WHERE item_id = ANY($1) ORDER BY item_id FOR UPDATE`, ids)
 	var id string
 	var row []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &row}, func() error {
+	var quoted bool
+	_, err := pgx.ForEachRow(rows, []any{&id, &row, &quoted}, func() error {
 		entries, err := outputEntries(row)
 		if err != nil {
 			if f, ok := from[id]; ok && f == 0 && !fold[id] {
@@ -202,7 +207,10 @@ func (db *DB) changeOutputs(ctx context.Context, tx pgx.Tx, c *changes, tally *t
 			}
 			return pipeline.Damaged(id, "", err, "its stored outputs are damaged (re-running it from the first stage, or pruning it, drops them)")
 		}
-		changed := false
+		_, dropped := from[id]
+		// A quote on an item dropped from some stage goes even when no
+		// entry is cut (a stray quote on a queued item is repaired).
+		changed := quoted && dropped
 		kept := entries[:0]
 		for _, e := range entries {
 			if fold[id] && e.stage == last {
@@ -228,7 +236,7 @@ func (db *DB) changeOutputs(ctx context.Context, tx pgx.Tx, c *changes, tally *t
 		case len(kept) == 0:
 			delIDs = append(delIDs, id)
 		default:
-			putIDs, putRows = append(putIDs, id), append(putRows, encodeOutputRow(kept))
+			putIDs, putRows, putKeep = append(putIDs, id), append(putRows, encodeOutputRow(kept)), append(putKeep, !dropped)
 		}
 		return nil
 	})
@@ -236,8 +244,10 @@ func (db *DB) changeOutputs(ctx context.Context, tx pgx.Tx, c *changes, tally *t
 		return err
 	}
 	if len(putIDs) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE output o SET data = k.data FROM unnest($1::text[], $2::bytea[]) AS k(id, data)
-			WHERE o.item_id = k.id`, putIDs, putRows); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE output o SET data = k.data,
+				key_id = CASE WHEN k.keep THEN o.key_id END, conf = CASE WHEN k.keep THEN o.conf END
+			FROM unnest($1::text[], $2::bytea[], $3::bool[]) AS k(id, data, keep)
+			WHERE o.item_id = k.id`, putIDs, putRows, putKeep); err != nil {
 			return err
 		}
 	}

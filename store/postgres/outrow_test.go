@@ -161,11 +161,15 @@ func stagesOf(t testing.TB, url, id string) []int {
 // entries to one item's row (what two commits would do, were the item
 // lock not there) keep both: the second waits for the first's row lock
 // and appends to what it committed, where a read in Go and a write of
-// the whole row would lose the first's entry.
+// the whole row would lose the first's entry. The second, at the last
+// stage, carries the item's quote, which is kept with both entries.
 func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 	db, _ := openNew(t, Options{})
 	ctx := context.Background()
-	if _, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 0, []byte(`{}`))}, []byte{outputsFormat}); err != nil {
+	if _, err := db.pool.Exec(ctx, `INSERT INTO cube_key (cell, label) VALUES ('\x00', 'bug')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 0, []byte(`{}`))}, []byte{outputsFormat}, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	first, err := db.pool.Begin(ctx)
@@ -173,7 +177,7 @@ func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Rollback(ctx)
-	if _, err := first.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 1, []byte(`{"a":1}`))}, []byte{outputsFormat}); err != nil {
+	if _, err := first.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 1, []byte(`{"a":1}`))}, []byte{outputsFormat}, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	var firstPID int
@@ -182,7 +186,8 @@ func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 	}
 	second := make(chan error, 1)
 	go func() {
-		_, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 2, []byte(`{"b":2}`))}, []byte{outputsFormat})
+		_, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"x"}, [][]byte{appendOutputEntry(nil, 2, []byte(`{"b":2}`))}, []byte{outputsFormat},
+			[][]byte{{0}}, []string{"bug"}, []float64{0.75})
 		second <- err
 	}()
 	// Until the second waits on the first's lock (it cannot end before).
@@ -198,12 +203,58 @@ func TestDB_AppendsToARowLockedByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	var row []byte
-	if err := db.pool.QueryRow(ctx, `SELECT data FROM output WHERE item_id = 'x'`).Scan(&row); err != nil {
+	var label *string
+	var conf *float64
+	if err := db.pool.QueryRow(ctx, `SELECT o.data, k.label, o.conf FROM output o LEFT JOIN cube_key k ON k.id = o.key_id WHERE o.item_id = 'x'`).Scan(&row, &label, &conf); err != nil {
 		t.Fatal(err)
 	}
 	want := encodeOutputRow([]outputEntry{{0, []byte(`{}`)}, {1, []byte(`{"a":1}`)}, {2, []byte(`{"b":2}`)}})
 	if !bytes.Equal(row, want) {
 		t.Errorf("row %x, want %x: an entry lost", row, want)
+	}
+	if label == nil || *label != "bug" || conf == nil || *conf != 0.75 {
+		t.Errorf("quote of the row: label %v, confidence %v; want bug, 0.75", label, conf)
+	}
+}
+
+// TestDB_AppendCarriesTheQuote: the append of an entry sets the row's
+// quote to the one it is given: a new row is inserted with it, an
+// append without one (a stage before the last) clears it, and a quote
+// whose key is not in cube_key fails the statement rather than being
+// lost.
+func TestDB_AppendCarriesTheQuote(t *testing.T) {
+	db, _ := openNew(t, Options{})
+	ctx := context.Background()
+	if _, err := db.pool.Exec(ctx, `INSERT INTO cube_key (cell, label) VALUES ('\x00', 'bug')`); err != nil {
+		t.Fatal(err)
+	}
+	quote := func(id string) string {
+		var q string
+		if err := db.pool.QueryRow(ctx, `SELECT coalesce(k.label, '-') || '/' || coalesce(o.conf::text, '-') FROM output o LEFT JOIN cube_key k ON k.id = o.key_id WHERE o.item_id = $1`, id).Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	entry := [][]byte{appendOutputEntry(nil, 0, []byte(`{}`))}
+	// A new row, with its quote (a pipeline of one stage).
+	if _, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"n"}, entry, []byte{outputsFormat}, [][]byte{{0}}, []string{"bug"}, []float64{0.5}); err != nil {
+		t.Fatal(err)
+	}
+	if got := quote("n"); got != "bug/0.5" {
+		t.Errorf("quote of a new row: %s, want bug/0.5", got)
+	}
+	// An append with none: the row has no quote any more.
+	if _, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"n"}, [][]byte{appendOutputEntry(nil, 1, []byte(`{}`))}, []byte{outputsFormat},
+		[][]byte{nil}, []*string{nil}, []*float64{nil}); err != nil {
+		t.Fatal(err)
+	}
+	if got := quote("n"); got != "-/-" {
+		t.Errorf("quote after an append without one: %s, want none", got)
+	}
+	// A quote whose key is missing.
+	_, err := db.pool.Exec(ctx, appendOutputsSQL, []string{"m"}, entry, []byte{outputsFormat}, [][]byte{{1}}, []string{"ux"}, []float64{0.5})
+	if err == nil || !strings.Contains(err.Error(), "check constraint") {
+		t.Errorf("a quote of a key not in cube_key: %v, want output's check to fail", err)
 	}
 }
 
@@ -285,8 +336,10 @@ func mapsEqualBytes(a, b map[string][]byte) bool {
 func TestMigrate_FramedRowsUnderAnOlderVersion(t *testing.T) {
 	u, before, _ := toMigrate(t)
 	rows := queueQuery(t, u, `SELECT item_id || ':' || encode(data, 'hex') FROM output ORDER BY item_id`)
-	cube := queueQuery(t, u, `SELECT k.cell::text || k.label || q.item_id || q.conf FROM cube_quote q JOIN cube_key k ON k.id = q.key_id ORDER BY q.item_id`)
-	sql(t, u, downgradeHash+`DROP TABLE cube_cell, cube_quote, cube_key;
+	cube := queueQuery(t, u, quotesByItem)
+	// output keeps its quotes' key ids, which name the dropped
+	// cube_key's rows: the migration must replace them.
+	sql(t, u, downgradeHash+`DROP TABLE cube_cell, cube_key;
 		ALTER TABLE todo DROP COLUMN batch_sends;
 		UPDATE meta SET value = '7' WHERE key = 'schema'`)
 
@@ -294,7 +347,7 @@ func TestMigrate_FramedRowsUnderAnOlderVersion(t *testing.T) {
 	if now := queueQuery(t, u, `SELECT item_id || ':' || encode(data, 'hex') FROM output ORDER BY item_id`); !slices.Equal(now, rows) {
 		t.Errorf("rows after the migration:\n%v\nbefore:\n%v", now, rows)
 	}
-	if now := queueQuery(t, u, `SELECT k.cell::text || k.label || q.item_id || q.conf FROM cube_quote q JOIN cube_key k ON k.id = q.key_id ORDER BY q.item_id`); !slices.Equal(now, cube) {
+	if now := queueQuery(t, u, quotesByItem); !slices.Equal(now, cube) {
 		t.Errorf("quotes after the migration:\n%v\nbefore:\n%v", now, cube)
 	}
 	sameExports(t, db, before)
@@ -416,3 +469,7 @@ func TestDB_DamagedRowGoesWithEveryOutput(t *testing.T) {
 		}
 	})
 }
+
+// quotesByItem lists every stored quote as its item, cell, label and
+// confidence, by item.
+const quotesByItem = `SELECT o.item_id || ':' || k.cell::text || ':' || k.label || ':' || o.conf FROM output o JOIN cube_key k ON k.id = o.key_id ORDER BY o.item_id`

@@ -36,6 +36,7 @@ func (db *DB) Restore(items []pipeline.Location) error {
 			return err
 		}
 		b := &pgx.Batch{}
+		r.tally.cube.queueKeys(b) // before the rows that name them
 		r.queue(b)
 		r.tally.queue(b, db.nextShard())
 		return tx.SendBatch(db.ctx, b).Close()
@@ -55,7 +56,7 @@ type restoreRows struct {
 	// last is the pipeline's last stage: a done item's output there is
 	// folded into the tally.
 	last                 string
-	ids, hashes          []string
+	ids                  []string
 	recs                 [][]byte
 	outIDs               []string
 	outRows              [][]byte // rows of outputs (outrow.go)
@@ -81,7 +82,7 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 	if err != nil {
 		return err
 	}
-	r.ids, r.recs, r.hashes = append(r.ids, loc.ID), append(r.recs, rec), append(r.hashes, loc.Record.ContentHash())
+	r.ids, r.recs = append(r.ids, loc.ID), append(r.recs, rec)
 	// Outputs are marked and packed against the text as the stored
 	// record reads back, as a commit's are (collectTexts): a record
 	// stored as JSON has its invalid UTF-8 replaced, and an output that
@@ -149,9 +150,14 @@ func (r *restoreRows) place(db *DB, loc pipeline.Location) error {
 
 // queue queues the inserts of r's rows on b.
 func (r *restoreRows) queue(b *pgx.Batch) {
-	b.Queue(putItemSQL, r.ids, r.recs, r.hashes)
+	b.Queue(putItemSQL, r.ids, r.recs)
 	if len(r.outIDs) > 0 {
-		b.Queue(`INSERT INTO output (item_id, data) SELECT * FROM unnest($1::text[], $2::bytea[])`, r.outIDs, r.outRows)
+		// A done item with a fact has a row: its fact is its output of
+		// the last stage. Its quote is stored in that row.
+		cells, labels, confs := r.tally.cube.quoteArgs(r.outIDs)
+		b.Queue(`INSERT INTO output (item_id, data, key_id, conf) SELECT u.id, u.data, k.id, u.conf
+			FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::float8[]) AS u(id, data, cell, label, conf)
+			LEFT JOIN cube_key k ON k.cell = u.cell AND k.label = u.label`, r.outIDs, r.outRows, cells, labels, confs)
 	}
 	if len(r.histIDs) > 0 {
 		// In the given order: history ids keep each item's order.

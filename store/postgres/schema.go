@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the newest schema this package creates and reads.
-const SchemaVersion = 15
+const SchemaVersion = 17
 
 // migrations[v-1] brings a schema at version v-1 to version v. Each runs
 // in the transaction that holds the schema's advisory lock, so two
@@ -272,6 +272,59 @@ DO $$ BEGIN
 END $$;
 COMMENT ON TABLE output IS 'an item''s outputs of every stage, framed (outrow.go), each whole, marked (mark.go) or packed (pack.go)';
 `,
+	// 16: each done item's cube quote (its cube_key id and classify
+	// confidence) in its row of outputs, indexed in report's quote order
+	// where it has one; the quote's rating is its fact's, read from the
+	// last stage's entry of the same row (cube.go). cube_quote (a row, a
+	// key and an index entry per done item) goes. output is rebuilt from
+	// its rows and cube_quote as fresh rows: an UPDATE of every done row
+	// would leave as many dead versions until VACUUM. While the step
+	// runs the new output sits beside the old one and cube_quote: it
+	// needs free disk about the size of output. A quote of an item
+	// without a row of outputs (damage Check reported: "not done but has
+	// a quote") has nowhere to go and is dropped. When cube_quote is not
+	// there the step ran before (the version alone set back) and output
+	// is left as it is; a pipeline set back further gets cube_quote again
+	// from steps 9 and 12, and its output's stale key ids are replaced
+	// here: only item_id and data are taken from the old table. The
+	// columns come after data, so a new pipeline and a migrated one store
+	// the same bytes; the primary key is built after the load (leaves 90%
+	// full, as compact's) and ANALYZE gives the planner the fresh table's
+	// row counts (readCubeQuotes' LATERAL).
+	`
+DO $$ BEGIN
+	IF to_regclass('cube_quote') IS NOT NULL THEN
+		ALTER TABLE output RENAME TO output_unquoted;
+		ALTER INDEX output_pkey RENAME TO output_unquoted_pkey;
+		CREATE TABLE output (
+			item_id text NOT NULL,
+			data bytea NOT NULL,
+			key_id int,                                   -- cube_key.id of a done item's fact
+			conf float8,                                  -- its classify confidence (confidenceOf)
+			CHECK ((key_id IS NULL) = (conf IS NULL))
+		);
+		INSERT INTO output (item_id, data, key_id, conf)
+			SELECT o.item_id, o.data, q.key_id, q.conf FROM output_unquoted o LEFT JOIN cube_quote q USING (item_id);
+		ALTER TABLE output ADD PRIMARY KEY (item_id);
+		DROP TABLE output_unquoted, cube_quote;
+	END IF;
+END $$;
+CREATE INDEX IF NOT EXISTS output_quote ON output (key_id, conf DESC, item_id COLLATE "C") WHERE key_id IS NOT NULL;
+COMMENT ON TABLE output IS 'an item''s outputs of every stage, framed (outrow.go), each whole, marked (mark.go) or packed (pack.go); key_id, conf: a done item''s cube quote (cube.go)';
+ANALYZE output;
+`,
+	// 17: the content hash is not stored: ingest, its only reader,
+	// derives it from the stored record it reads anyway (lockStates),
+	// 17 bytes per item. Rows stored before give the bytes back at the
+	// next compact (VACUUM FULL writes a dropped column as NULL, which
+	// the null bitmap in the header's padding holds); rows written from
+	// now on never have them. Step 14 leaves a dropped column alone (its
+	// attname no longer matches), so the steps run again on a pipeline
+	// whose version alone was set back.
+	`
+ALTER TABLE item DROP COLUMN IF EXISTS content_hash;
+COMMENT ON TABLE item IS 'a record whose first byte is 3 is binary (binrecord.go), else JSON';
+`,
 }
 
 // backfills[v], when set, runs right after migrations[v-1] on a schema
@@ -282,8 +335,8 @@ var backfills = map[int]func(db *DB, ctx context.Context, tx pgx.Tx, from int) e
 	11: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return db.backfillMarks(ctx, tx) },
 	13: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return db.backfillPacked(ctx, tx) },
 	15: func(db *DB, ctx context.Context, tx pgx.Tx, _ int) error { return backfillOutputRows(ctx, tx) },
-	// The cube is built in its layout of step 12 (cube.go writes no
-	// other), once that layout is there.
+	// The cube is built in its layout of step 12, once that layout is
+	// there (queueLegacyQuotes); step 16 moves its quotes into output.
 	12: func(db *DB, ctx context.Context, tx pgx.Tx, from int) error {
 		if from >= 9 {
 			return nil
