@@ -72,6 +72,17 @@ func (w *law) growLag() time.Duration {
 		// two stairs, when it grew for sure).
 		lag = max(lag/2, w.window)
 	}
+	if named := w.lastNamedRate(); named > 0 && w.rate > named*namedShare*1.001 {
+		// Looking above a budget a 429 named: a quota that refused
+		// for a spell of s before it admitted again counts over a
+		// window of at least s, and admits a burst of its budget at any
+		// pace within one (a fixed minute spent early, a sliding one
+		// with room), so a stair held less is not proven. With bare
+		// 429s nothing else shows that window: stairs held an answer
+		// lag of a second each climbed to 60 times a budget of 62 a
+		// minute before the window's 429 came.
+		lag = max(lag, w.longestSpell)
+	}
 	return lag
 }
 

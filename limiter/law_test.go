@@ -1121,3 +1121,72 @@ func TestLaw_noReplayForAShortDelay(t *testing.T) {
 		t.Errorf("replay holds until %v, want none", got.Sub(simEpoch))
 	}
 }
+
+// A look above a budget a 429 named holds each stair for the longest
+// spell the quota refused before it admitted a probe again: a quota
+// that stayed spent that long counts over a window at least as long, and
+// admits a burst of its budget at any pace within it. Held an answer lag
+// each (0.8 s here), the stairs of a look at a per-minute window with
+// bare 429s climbed 60 times past its budget before the window's 429
+// came (`bench --matrix --random 1 --seed 2106179027`: 26.6% of calls
+// refused). A quota that admits the next probe at once shows no such
+// window, and its stairs climb an answer lag apart as before.
+func TestLaw_namedLookHeldASpell(t *testing.T) {
+	tests := []struct {
+		name  string
+		spell time.Duration // refused probes until this long after the 429
+		// want: the rate may climb past the first stair above the
+		// budget within lookFor of it
+		want bool
+	}{
+		{"a spell of 30 s: the first stair held 30 s", 30 * time.Second, false},
+		{"no spell: the stairs climb an answer lag apart", 0, true},
+	}
+	const lookFor = 20 * time.Second
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := pacedLaw(t, 20)
+			w.eventRate = 20 // not the first event
+			named := 10 * namedShare
+			refuse := func() {
+				s := w.start(at, 0)
+				at = at.Add(20 * time.Millisecond)
+				w.nameQuota(600, 0) // 10 a second
+				w.onRateLimited(at, s, 0, 1)
+			}
+			refuse() // bare: no retry delay
+			end := at.Add(tt.spell)
+			for i := 0; i < 1000; i++ {
+				h := w.hold(at)
+				if h.After(at) {
+					at = h
+				}
+				if !at.Before(end) {
+					break
+				}
+				refuse() // each probe refused while the spell lasts
+			}
+			if !near(w.rate, named) {
+				t.Fatalf("rate %.2f after the spell, want the budget named, %.2f", w.rate, named)
+			}
+			var lookAt time.Time
+			for i := 0; lookAt.IsZero() && i < 2000; i++ {
+				at, _ = drive(w, at, w.answerLag()/4)
+				if w.rate > named*1.001 {
+					lookAt = at
+				}
+			}
+			if lookAt.IsZero() {
+				t.Fatalf("no look above the budget named; rate %.2f", w.rate)
+			}
+			first := w.rate
+			for at.Before(lookAt.Add(lookFor)) {
+				at, _ = drive(w, at, w.answerLag()/4)
+			}
+			if got := w.rate > first*1.001; got != tt.want {
+				t.Errorf("rate %.2f %v after the first stair above the budget (%.2f, from %.2f); climbed past it: %v, want %v",
+					w.rate, lookFor, first, named, got, tt.want)
+			}
+		})
+	}
+}
