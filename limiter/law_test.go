@@ -1123,26 +1123,31 @@ func TestLaw_noReplayForAShortDelay(t *testing.T) {
 }
 
 // A look above a budget a 429 named holds each stair for the longest
-// spell the quota refused before it admitted a probe again: a quota
-// that stayed spent that long counts over a window at least as long, and
-// admits a burst of its budget at any pace within it. Held an answer lag
-// each (0.8 s here), the stairs of a look at a per-minute window with
-// bare 429s climbed 60 times past its budget before the window's 429
-// came (`bench --matrix --random 1 --seed 2106179027`: 26.6% of calls
-// refused). A quota that admits the next probe at once shows no such
-// window, and its stairs climb an answer lag apart as before.
+// spell the quota refused before it admitted a probe again, when that
+// spell says a minute-scale window (minuteSpell, spellLags): a quota
+// that stayed spent that long counts over a window at least as long,
+// and admits a burst of its budget at any pace within it. Held an answer
+// lag each (0.8 s here), the stairs of a look at a per-minute window
+// with bare 429s climbed 60 times past its budget before the window's
+// 429 came (`bench --matrix --random 1 --seed 2106179027`: 26.6% of
+// calls refused). A spell of a few answer lags is mostly the bare
+// probes' own spacing, and held stairs cost a fixed minute whose fast
+// look had sent its budget at its opening (seed 9002: a spell of 12.7 s,
+// 2.6 answer lags of 4.8 s): its stairs climb an answer lag apart, as do
+// those of a quota that admits the next probe at once.
 func TestLaw_namedLookHeldASpell(t *testing.T) {
 	tests := []struct {
 		name  string
 		spell time.Duration // refused probes until this long after the 429
-		// want: the rate may climb past the first stair above the
-		// budget within lookFor of it
-		want bool
+		// want: the rate climbs past the first stair above the budget
+		// within lookFor of it
+		lookFor time.Duration
+		want    bool
 	}{
-		{"a spell of 30 s: the first stair held 30 s", 30 * time.Second, false},
-		{"no spell: the stairs climb an answer lag apart", 0, true},
+		{"a spell of 30 s, 37 answer lags: the first stair held 30 s", 30 * time.Second, 20 * time.Second, false},
+		{"a spell of 5 s (read 5.4 s), under 15 s and 8 answer lags: the stairs climb an answer lag apart", 5 * time.Second, 4 * time.Second, true},
+		{"no spell: the stairs climb an answer lag apart", 0, 20 * time.Second, true},
 	}
-	const lookFor = 20 * time.Second
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, at := pacedLaw(t, 20)
@@ -1180,12 +1185,15 @@ func TestLaw_namedLookHeldASpell(t *testing.T) {
 				t.Fatalf("no look above the budget named; rate %.2f", w.rate)
 			}
 			first := w.rate
-			for at.Before(lookAt.Add(lookFor)) {
+			if tt.want == (w.longestSpell >= max(minuteSpell, spellLags*w.answerLag())) {
+				t.Fatalf("spell read %v at an answer lag of %v: the case does not test what it says", w.longestSpell, w.answerLag())
+			}
+			for at.Before(lookAt.Add(tt.lookFor)) {
 				at, _ = drive(w, at, w.answerLag()/4)
 			}
 			if got := w.rate > first*1.001; got != tt.want {
-				t.Errorf("rate %.2f %v after the first stair above the budget (%.2f, from %.2f); climbed past it: %v, want %v",
-					w.rate, lookFor, first, named, got, tt.want)
+				t.Errorf("rate %.2f %v after the first stair above the budget (%.2f, from %.2f; spell %v); climbed past it: %v, want %v",
+					w.rate, tt.lookFor, first, named, w.longestSpell, got, tt.want)
 			}
 		})
 	}
