@@ -57,20 +57,6 @@ func (w *law) grow(t time.Time) {
 	w.probeFrom = t
 }
 
-// A refusal spell says the quota counts over a minute-scale window
-// only when it lasts at least minuteSpell and spellLags answer lags
-// (see growLag). Gemini's budgets are per minute (RPM, TPM), so a spent
-// window refuses for up to a minute, while a window of a few seconds
-// refuses for no longer than itself (a quarter minute is past those the
-// simulator draws); a bare probe's backoff grows by
-// half from a round trip, so a spell of a few answer lags is mostly the
-// probes' own spacing and says no more than the lag a stair is held
-// anyway.
-const (
-	minuteSpell = 15 * time.Second
-	spellLags   = 8
-)
-
 // growLag is how long grow holds a rate before it counts as safe: the
 // quota's answer lag, shorter while the climb is unbounded or stairs
 // keep holding.
@@ -86,24 +72,7 @@ func (w *law) growLag() time.Duration {
 		// two stairs, when it grew for sure).
 		lag = max(lag/2, w.window)
 	}
-	if named := w.lastNamedRate(); named > 0 && w.longSpell() && w.rate > named*namedShare*1.001 {
-		// Looking above a budget a 429 named: a quota that refused
-		// for a spell of s before it admitted again counts over a
-		// window of at least s, and admits a burst of its budget at any
-		// pace within one (a fixed minute spent early, a sliding one
-		// with room), so a stair held less is not proven. With bare
-		// 429s nothing else shows that window: stairs held an answer
-		// lag of a second each climbed to 60 times a budget of 62 a
-		// minute before the window's 429 came.
-		lag = max(lag, w.longestSpell)
-	}
 	return lag
-}
-
-// longSpell reports whether the longest refusal spell says a
-// minute-scale window (see minuteSpell).
-func (w *law) longSpell() bool {
-	return w.longestSpell >= max(minuteSpell, spellLags*w.answerLag())
 }
 
 // lookAboveNamed reports whether the rate has been held at a budget a

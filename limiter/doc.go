@@ -94,12 +94,7 @@
 // named. A live quota named lower than the rate it admitted keeps that
 // rate as the one to climb back to: it looks above the budget named every
 // answer lag (a look refused costs one 429, which names the budget again),
-// and once a look holds, the rate goes straight back to it. Each stair of
-// a look above a named budget is held at least the longest spell the quota
-// refused before it admitted a probe again (up to a minute): a quota spent
-// that long counts over a window at least as long and admits a burst of
-// its budget at any pace within it, so a shorter hold proves nothing.
-// Otherwise the longest retry delay seen is read as the quota's
+// and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window. A reopening (a probe admitted after a backoff) reads a

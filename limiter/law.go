@@ -98,12 +98,7 @@ type law struct {
 	// reopenedAt: the start of the last probe that the quota admitted
 	// after a backoff (see reopened).
 	reopenedAt time.Time
-	// spellFrom: when the last congestion event that was not a refused
-	// probe began; longestSpell: the longest the quota then refused
-	// until a probe was admitted, up to a minute (see growLag).
-	spellFrom    time.Time
-	longestSpell time.Duration
-	cooldown     time.Time // capLevel does not grow before this
+	cooldown   time.Time // capLevel does not grow before this
 
 	// After a 429 that does not say when to retry (none, or rounded to
 	// whole seconds), the law waits a backoff, then lets one probe call
@@ -315,9 +310,6 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 		w.needProbe, w.probe = false, time.Time{}
 		if w.backoffs > 0 {
 			w.reopened(started)
-			if !w.spellFrom.IsZero() {
-				w.longestSpell = max(w.longestSpell, min(started.Sub(w.spellFrom), time.Minute))
-			}
 		}
 	}
 	if started.After(w.decrease) {
@@ -422,9 +414,6 @@ func (w *law) onEvent(t, started time.Time, retryAfter time.Duration, others int
 	w.bareEvent = uncertain(retryAfter)
 	if w.lastStart.After(t) {
 		w.decrease = w.lastStart
-	}
-	if !probeRefused {
-		w.spellFrom = t
 	}
 	if probeRefused && w.eventRate > 0 {
 		// The quota is still spent after the backoff: that says when,

@@ -219,26 +219,17 @@ func (w *law) nameQuota(rpm, tpm int64) {
 
 // namedRate is the rate of the named budgets, the tighter of the two, in
 // starts per second: 0 if none is named.
-func (w *law) namedRate() float64 { return w.rateOfBudgets(w.namedRPM, w.namedTPM) }
-
-// lastNamedRate is namedRate of the budgets last named, which the law
-// keeps while it looks above them: 0 if no 429 named any.
-func (w *law) lastNamedRate() float64 { return w.rateOfBudgets(w.lastRPM, w.lastTPM) }
-
-// rateOfBudgets is the rate of per-minute budgets of rpm requests and
-// tpm input tokens (0 for each not named), the tighter of the two, in
-// starts per second: 0 if neither is named.
-func (w *law) rateOfBudgets(rpm, tpm int64) float64 {
+func (w *law) namedRate() float64 {
 	r := 0.0
-	if rpm > 0 {
-		r = float64(rpm) / 60
+	if w.namedRPM > 0 {
+		r = float64(w.namedRPM) / 60
 	}
-	if tpm > 0 {
+	if w.namedTPM > 0 {
 		perCall := float64(w.tokensPerCall())
 		if w.sized() || w.sizes.unit > 0 {
 			perCall = w.callTokens()
 		}
-		byTokens := float64(tpm) / 60 / perCall
+		byTokens := float64(w.namedTPM) / 60 / perCall
 		// Calls differ in tokens, so the calls a window holds bill more
 		// than their mean now and then (see tokenRoom).
 		byTokens /= w.tokenRoom(byTokens)
