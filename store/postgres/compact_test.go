@@ -330,7 +330,6 @@ func compactChild(url string) int {
 // locked), the rewrite rolls back, the pipeline checks clean and exports
 // the same, and a second compact completes.
 func TestDB_CompactKilled(t *testing.T) {
-	ctx := context.Background()
 	db, u, gate, outputNode, before := gatedPipeline(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), compactChildEnv+"="+u)
@@ -349,18 +348,7 @@ func TestDB_CompactKilled(t *testing.T) {
 	}
 	// The gate is still held: only the server's check of the client ends
 	// the backend.
-	for deadline := time.Now().Add(time.Minute); ; {
-		var alive bool
-		if err := gate.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the killed compact's backend still waits in its rewrite of output, holding the table's lock")
-		}
-	}
+	waitBackendGone(t, gate, pid, "the killed compact's backend still waits in its rewrite of output, holding the table's lock")
 	afterInterruptedCompact(t, db, u, gate, outputNode, before, "killed")
 }
 
@@ -431,4 +419,23 @@ func TestDB_CompactKeepsWorkersOut(t *testing.T) {
 		t.Errorf("export --all after the compact differs")
 	}
 	storetest.Invariants(t, db)
+}
+
+// waitBackendGone waits up to a minute, reading on conn, for the server
+// backend pid to end, and fails t with stuck if it does not.
+func waitBackendGone(t *testing.T, conn *pgx.Conn, pid int, stuck string) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(time.Minute); ; {
+		var alive bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(stuck)
+		}
+	}
 }

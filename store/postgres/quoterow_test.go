@@ -43,6 +43,25 @@ func storedCube(t *testing.T, db *DB) pipeline.StoredCube {
 	return c
 }
 
+// foldsOutAndIn re-runs classify on db's drained pipeline and adds an
+// item in a cell of its own, drains it again and checks the cube has
+// the new cell and the invariants hold: a migrated layout folds items
+// out and in as a new one does.
+func foldsOutAndIn(t *testing.T, db *DB) {
+	t.Helper()
+	if _, err := db.Rerun("classify"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ingest([]pipeline.Record{storetest.Record("z", "bug in a new cell", "z", "2")}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Finish(t, db)
+	if c := storedCube(t, db); len(c.Cells) != 7 {
+		t.Fatalf("StoredCube after a rerun and a new cell: %d cells, want 7", len(c.Cells))
+	}
+	storetest.Invariants(t, db)
+}
+
 // TestMigrate_QuotesIntoOutputRows: a pipeline stored at schema 15 (a
 // cube_quote row per done item) has each quote moved into its row of
 // outputs when a writable open migrates it: cube_quote is gone, the
@@ -86,18 +105,7 @@ func TestMigrate_QuotesIntoOutputRows(t *testing.T) {
 	sameExports(t, db, exported)
 	storetest.Invariants(t, db)
 
-	// Folds out and in again, and a new cell, in the new layout.
-	if _, err := db.Rerun("classify"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Ingest([]pipeline.Record{storetest.Record("z", "bug in a new cell", "z", "2")}); err != nil {
-		t.Fatal(err)
-	}
-	storetest.Finish(t, db)
-	if c := storedCube(t, db); len(c.Cells) != 7 {
-		t.Fatalf("StoredCube after a rerun and a new cell: %d cells, want 7", len(c.Cells))
-	}
-	storetest.Invariants(t, db)
+	foldsOutAndIn(t, db)
 }
 
 // TestMigrate_QuotesIntoOutputRows_damage: a quote row of an item
@@ -168,18 +176,8 @@ func TestMigrate_QuoteStepRunsAgain(t *testing.T) {
 // open.
 func TestMigrate_FailedQuoteStepLeavesSchema15(t *testing.T) {
 	ctx := context.Background()
-	db, u := openNew(t, Options{})
-	quoteItems(t, db)
-	exported := exports(t, db)
-	quotes := queueQuery(t, u, quotesByItem)
-	db.Close()
-	sql(t, u, downgrades[15])
-
-	gate := connect(t, u)
-	defer gate.Close(ctx)
-	if _, err := gate.Exec(ctx, `BEGIN; SELECT count(*) FROM `+DefaultSchema+`.cube_quote`); err != nil {
-		t.Fatal(err)
-	}
+	u, exported, quotes := schema15Pipeline(t)
+	gate := holdCubeQuote(t, u)
 	openCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opened := make(chan error, 1)
@@ -199,13 +197,7 @@ func TestMigrate_FailedQuoteStepLeavesSchema15(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	schema15Intact(t, u)
-	db = openMigrated(t, u)
-	if now := queueQuery(t, u, quotesByItem); !slices.Equal(now, quotes) {
-		t.Errorf("quotes after the second migration:\n%v\nbefore:\n%v", now, quotes)
-	}
-	sameExports(t, db, exported)
-	storetest.Invariants(t, db)
+	migratesAsBefore(t, u, exported, quotes)
 }
 
 // TestDB_QuoteInTheRowOfOutputs: a done item's row of outputs holds its
@@ -377,18 +369,8 @@ func migrateChild(url string) int {
 // the next open.
 func TestMigrate_KilledDuringQuoteStep(t *testing.T) {
 	ctx := context.Background()
-	db, u := openNew(t, Options{})
-	quoteItems(t, db)
-	exported := exports(t, db)
-	quotes := queueQuery(t, u, quotesByItem)
-	db.Close()
-	sql(t, u, downgrades[15])
-
-	gate := connect(t, u)
-	defer gate.Close(ctx)
-	if _, err := gate.Exec(ctx, `BEGIN; SELECT count(*) FROM `+DefaultSchema+`.cube_quote`); err != nil {
-		t.Fatal(err)
-	}
+	u, exported, quotes := schema15Pipeline(t)
+	gate := holdCubeQuote(t, u)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), migrateChildEnv+"="+u)
 	var out bytes.Buffer
@@ -420,21 +402,45 @@ func TestMigrate_KilledDuringQuoteStep(t *testing.T) {
 	if _, err := gate.Exec(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		var alive bool
-		if err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
-			t.Fatal(err)
-		}
-		if !alive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the killed migration's backend did not end")
-		}
-	}
+	waitBackendGone(t, watch, pid, "the killed migration's backend did not end")
 
+	migratesAsBefore(t, u, exported, quotes)
+}
+
+// schema15Pipeline is a drained pipeline of quoteItems set back to
+// schema 15 and closed: its url, its exports and its quotes by item.
+func schema15Pipeline(t *testing.T) (u, exported string, quotes []string) {
+	t.Helper()
+	db, u := openNew(t, Options{})
+	quoteItems(t, db)
+	exported = exports(t, db)
+	quotes = queueQuery(t, u, quotesByItem)
+	db.Close()
+	sql(t, u, downgrades[15])
+	return u, exported, quotes
+}
+
+// holdCubeQuote opens a transaction that has read cube_quote, so a
+// migration's step 16 waits for its lock to drop the table. Its
+// connection closes when t ends.
+func holdCubeQuote(t *testing.T, u string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	gate := connect(t, u)
+	t.Cleanup(func() { gate.Close(ctx) })
+	if _, err := gate.Exec(ctx, `BEGIN; SELECT count(*) FROM `+DefaultSchema+`.cube_quote`); err != nil {
+		t.Fatal(err)
+	}
+	return gate
+}
+
+// migratesAsBefore checks that the pipeline at u, left at schema 15 by
+// an interrupted migration, migrates on its next open with the quotes
+// and exports it had.
+func migratesAsBefore(t *testing.T, u, exported string, quotes []string) {
+	t.Helper()
 	schema15Intact(t, u)
-	db = openMigrated(t, u)
+	db := openMigrated(t, u)
 	if now := queueQuery(t, u, quotesByItem); !slices.Equal(now, quotes) {
 		t.Errorf("quotes after the second migration:\n%v\nbefore:\n%v", now, quotes)
 	}
