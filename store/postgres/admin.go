@@ -159,6 +159,9 @@ func (db *DB) apply(ctx context.Context, tx pgx.Tx, c *changes) error {
 // at the first stage that reads a changed field. Idempotent.
 func (db *DB) Ingest(recs []pipeline.Record) (pipeline.IngestStats, error) {
 	var st pipeline.IngestStats
+	if err := db.names.register(db.ctx, db.pool, recs); err != nil {
+		return st, fmt.Errorf("ingest into %s: %w", db.path, err)
+	}
 	err := db.tx(db.ctx, func(tx pgx.Tx) error {
 		st = pipeline.IngestStats{}
 		if err := db.adminLock(db.ctx, tx); err != nil {
@@ -200,7 +203,7 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 	c := &changes{reason: reasonEdited}
 	for _, r := range recs {
 		cur, exists := states[r.ID]
-		rec, err := encodeRecord(r)
+		rec, err := encodeNamedRecord(r, db.names)
 		if err != nil {
 			return fmt.Errorf("encode item %q: %w", r.ID, err)
 		}
@@ -211,14 +214,14 @@ func (db *DB) ingest(ctx context.Context, tx pgx.Tx, recs []pipeline.Record, st 
 			continue
 		}
 		var old pipeline.Record
-		if err := decodeRecord(cur.Record, &old); err != nil {
-			return pipeline.Damaged(r.ID, "", err, "stored record is damaged")
+		if err := db.readRecord(r.ID, cur.Record, &old); err != nil {
+			return recordDamage(r.ID, err, "stored record is damaged")
 		}
 		// Compared as it reads back, as its stages read it: a record
 		// stored as JSON has its invalid UTF-8 replaced, so the text
 		// given would never equal the stored one.
 		now := r
-		if len(rec) > 0 && rec[0] != tagRecord {
+		if storedAsJSON(rec) {
 			now = pipeline.Record{}
 			if err := decodeRecord(rec, &now); err != nil {
 				return fmt.Errorf("encode item %q: its record does not read back: %w", r.ID, err)

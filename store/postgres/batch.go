@@ -344,7 +344,7 @@ func (db *DB) BatchItems(num uint64) ([]pipeline.Item, error) {
 	var id string
 	var record, row []byte
 	_, err = pgx.ForEachRow(rows, []any{&id, &record, &row}, func() error {
-		it, err := db.item(record, row, si)
+		it, err := db.item(id, record, row, si)
 		if err != nil {
 			return fmt.Errorf("item %q: %w", id, err)
 		}

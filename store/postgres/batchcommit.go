@@ -68,7 +68,7 @@ func (db *DB) CommitBatch(num uint64, ts []pipeline.Transition) (applied int, er
 		var texts map[string]string
 		if marked := db.markIDs(moved); len(marked) > 0 {
 			rows, _ := tx.Query(ctx, itemTextsSQL, marked)
-			if texts, err = collectTexts(rows); err != nil {
+			if texts, err = db.collectTexts(rows); err != nil {
 				return err
 			}
 		}

@@ -53,6 +53,58 @@ func encodeRecord(r pipeline.Record) ([]byte, error) {
 	return binary.AppendVarint(b, int64(r.Line)), nil
 }
 
+// tagNamedRecord begins a binary record of schema step 18: the form of
+// tagRecord without the id (the row's key) and with each field's and
+// type's name as its uvarint number in field_name (names.go).
+const tagNamedRecord byte = 0x04
+
+// encodeNamedRecord is the tagNamedRecord form of r, when every name of
+// r has a number in names and its strings are valid UTF-8; otherwise
+// encodeRecord's form.
+func encodeNamedRecord(r pipeline.Record, names *fieldNames) ([]byte, error) {
+	if !recordUTF8(r) {
+		return encodeRecord(r)
+	}
+	fields := slices.Sorted(maps.Keys(r.Fields))
+	types := slices.Sorted(maps.Keys(r.Types))
+	nums := make([]uint64, 0, len(fields)+len(types))
+	n := 1 + 3*binary.MaxVarintLen64 + len(r.Text)
+	for _, k := range fields {
+		num, ok := names.number(k)
+		if !ok {
+			return encodeRecord(r)
+		}
+		nums = append(nums, num)
+		n += 2*binary.MaxVarintLen64 + len(r.Fields[k])
+	}
+	for _, k := range types {
+		num, ok := names.number(k)
+		if !ok {
+			return encodeRecord(r)
+		}
+		nums = append(nums, num)
+		n += 2*binary.MaxVarintLen64 + len(r.Types[k])
+	}
+	b := make([]byte, 1, n)
+	b[0] = tagNamedRecord
+	b = appendStr(b, r.Text)
+	b = binary.AppendUvarint(b, uint64(len(fields)))
+	for i, k := range fields {
+		b = appendStr(binary.AppendUvarint(b, nums[i]), r.Fields[k])
+	}
+	b = binary.AppendUvarint(b, uint64(len(types)))
+	for i, k := range types {
+		b = appendStr(binary.AppendUvarint(b, nums[len(fields)+i]), string(r.Types[k]))
+	}
+	return binary.AppendVarint(b, int64(r.Line)), nil
+}
+
+// storedAsJSON reports whether the stored record rec is JSON: a record
+// with invalid UTF-8, which reads back with it replaced.
+func storedAsJSON(rec []byte) bool {
+	return len(rec) == 0 || rec[0] != tagRecord && rec[0] != tagNamedRecord
+}
+
 // recordUTF8 reports whether every string of r is valid UTF-8.
 func recordUTF8(r pipeline.Record) bool {
 	if !utf8.ValidString(r.ID) || !utf8.ValidString(r.Text) {
@@ -100,15 +152,16 @@ func (br *binReader) str() ([]byte, bool) {
 	return s, true
 }
 
-// pairs reads a count and that many name-value pairs, calling set for
-// each; a count larger than the bytes left could hold is damage.
-func (br *binReader) pairs(set func(k, v []byte)) (int, bool) {
+// pairs reads a count and that many name-value pairs, the names by key,
+// calling set for each; a count larger than the bytes left could hold
+// is damage.
+func (br *binReader) pairs(key func(*binReader) ([]byte, bool), set func(k, v []byte)) (int, bool) {
 	n, ok := br.uvarint()
 	if !ok || n > uint64(len(br.b)-br.i)/2 {
 		return 0, false
 	}
 	for range n {
-		k, ok := br.str()
+		k, ok := key(br)
 		if !ok {
 			return 0, false
 		}
@@ -125,9 +178,40 @@ func (br *binReader) pairs(set func(k, v []byte)) (int, bool) {
 // field names into keys).
 func decodeBinaryRecord(raw []byte, r *pipeline.Record, keys map[string]bool) error {
 	br := binReader{b: raw, i: 1}
-	id, ok1 := br.str()
-	text, ok2 := br.str()
-	if !ok1 || !ok2 {
+	id, ok := br.str()
+	if !ok {
+		return errBadRecord
+	}
+	return br.decodeRest(string(id), (*binReader).str, r, keys)
+}
+
+// decodeNamedRecord reads a tagNamedRecord record of item id into r (nil:
+// only the field names into keys), its names numbered in names.
+// A failed read of the names is a *nameReadError, not errBadRecord.
+func decodeNamedRecord(raw []byte, id string, names *fieldNames, r *pipeline.Record, keys map[string]bool) error {
+	br := binReader{b: raw, i: 1}
+	var readErr error
+	err := br.decodeRest(id, func(br *binReader) ([]byte, bool) {
+		num, ok := br.uvarint()
+		if !ok {
+			return nil, false
+		}
+		name, ok, err := names.name(num)
+		if err != nil {
+			readErr = err
+		}
+		return []byte(name), ok
+	}, r, keys)
+	if readErr != nil {
+		return readErr
+	}
+	return err
+}
+
+// decodeRest reads a binary record past its id, its names by key.
+func (br *binReader) decodeRest(id string, key func(*binReader) ([]byte, bool), r *pipeline.Record, keys map[string]bool) error {
+	text, ok := br.str()
+	if !ok {
 		return errBadRecord
 	}
 	var fields map[string]string
@@ -140,7 +224,7 @@ func decodeBinaryRecord(raw []byte, r *pipeline.Record, keys map[string]bool) er
 		fields = map[string]string{}
 		setField = func(k, v []byte) { fields[string(k)] = string(v) }
 	}
-	nf, ok := br.pairs(setField)
+	nf, ok := br.pairs(key, setField)
 	if !ok {
 		return errBadRecord
 	}
@@ -150,7 +234,7 @@ func decodeBinaryRecord(raw []byte, r *pipeline.Record, keys map[string]bool) er
 		types = map[string]pipeline.FieldType{}
 		setType = func(k, v []byte) { types[string(k)] = pipeline.FieldType(v) }
 	}
-	nt, ok := br.pairs(setType)
+	nt, ok := br.pairs(key, setType)
 	if !ok {
 		return errBadRecord
 	}
@@ -175,6 +259,6 @@ func decodeBinaryRecord(raw []byte, r *pipeline.Record, keys map[string]bool) er
 			return errBadRecord
 		}
 	}
-	*r = pipeline.Record{ID: string(id), Text: string(text), Fields: fields, Types: types, Line: int(line)}
+	*r = pipeline.Record{ID: id, Text: string(text), Fields: fields, Types: types, Line: int(line)}
 	return nil
 }

@@ -28,7 +28,7 @@ var claimSQL = `WITH u AS (UPDATE todo t SET attempt = t.attempt + 1, owner = $3
 		WHERE t.seq = ANY(ARRAY(SELECT q.seq FROM todo q WHERE q.stage = $1 AND q.batch IS NULL AND ` + claimableSQL + `
 			ORDER BY q.seq LIMIT $2 FOR UPDATE OF q SKIP LOCKED))
 		RETURNING t.seq, t.item_id, t.attempt)
-	SELECT x.seq, x.attempt, i.record, o.data FROM u x JOIN item i USING (item_id) ` + outputsSQL + `
+	SELECT x.seq, x.attempt, x.item_id, i.record, o.data FROM u x JOIN item i USING (item_id) ` + outputsSQL + `
 	ORDER BY x.seq`
 
 // Claim leases up to max entries of stage's queue whose lease has ended
@@ -50,9 +50,10 @@ func (db *DB) Claim(ctx context.Context, stage string, max int, lease time.Durat
 	rows, _ := db.pool.Query(ctx, claimSQL, si, max, db.owner, lease.Microseconds(), db.sessionArg())
 	var out []pipeline.Claim
 	var seq, attempt int64
+	var id string
 	var record, row []byte
-	_, err = pgx.ForEachRow(rows, []any{&seq, &attempt, &record, &row}, func() error {
-		it, err := db.item(record, row, si)
+	_, err = pgx.ForEachRow(rows, []any{&seq, &attempt, &id, &record, &row}, func() error {
+		it, err := db.item(id, record, row, si)
 		if err != nil {
 			return fmt.Errorf("queue %s seq %d: %w", stage, seq, err)
 		}

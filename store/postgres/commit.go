@@ -214,7 +214,7 @@ func (db *DB) commitOnce(ctx context.Context, ts []pipeline.Transition, first ma
 		}
 		if err == nil && len(marked) > 0 {
 			rows, _ := br.Query()
-			texts, err = collectTexts(rows)
+			texts, err = db.collectTexts(rows)
 		}
 	}
 	if cerr := br.Close(); err == nil {

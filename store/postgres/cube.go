@@ -288,7 +288,7 @@ func (db *DB) StoredCube() (pipeline.StoredCube, bool, error) {
 		if err != nil {
 			return err
 		}
-		if err := readCubeQuotes(db.ctx, tx, cells, len(db.stages)-1); err != nil {
+		if err := db.readCubeQuotes(db.ctx, tx, cells, len(db.stages)-1); err != nil {
 			return err
 		}
 		for _, k := range slices.SortedFunc(maps.Keys(cells), func(a, b cubeKey) int {
@@ -349,7 +349,7 @@ const readCubeQuotesSQL = `SELECT c.cell, c.label, q.item_id, q.conf, q.data, i.
 // confident first, ties by id in byte order, as report's), each with
 // its item's text and its fact's rating, read from the output of the
 // last stage (last) in the quote's row.
-func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.StoredCell, last int) error {
+func (db *DB) readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.StoredCell, last int) error {
 	rows, _ := tx.Query(ctx, readCubeQuotesSQL, pipeline.CubeQuotes)
 	var cell, row, record []byte
 	var label string
@@ -370,8 +370,8 @@ func readCubeQuotes(ctx context.Context, tx pgx.Tx, cells map[cubeKey]*pipeline.
 		}
 		q.Rating = f.Rating
 		var rec pipeline.Record
-		if err := decodeRecord(record, &rec); err != nil {
-			return pipeline.Damaged(q.ID, "", err, "bad record")
+		if err := db.readRecord(q.ID, record, &rec); err != nil {
+			return recordDamage(q.ID, err, "bad record")
 		}
 		q.Text = rec.Text
 		c.Quotes = append(c.Quotes, q)

@@ -44,7 +44,7 @@ func TestCube_BuiltWhenMigrating(t *testing.T) {
 	cubeItems(t, db)
 	db.Close()
 	asSchema12(t, u)
-	sql(t, u, downgrades[8])
+	downgrade(t, u, 8)
 
 	if _, err := Open(context.Background(), u, Options{Stages: storetest.Stages, ReadOnly: true}); err == nil {
 		t.Fatal("a read-only open of a schema-8 pipeline did not refuse")
@@ -138,7 +138,7 @@ func TestMigrate_QuotesByKeyID(t *testing.T) {
 	}
 	db.Close()
 	asSchema12(t, u)
-	sql(t, u, downgrades[11])
+	downgrade(t, u, 11)
 	oldSize := quoteBytes(t, u)
 
 	db = openMigrated(t, u)

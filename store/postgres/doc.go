@@ -20,7 +20,8 @@
 // # Tables
 //
 //	meta         key -> value: schema version, definition, created, limit/<stage>
-//	item         id -> record (binary, binrecord.go; JSON before schema step 13), its content hash derived by ingest from the record (schema step 17; stored before, hex before step 14, bytes from 14)
+//	item         id -> record (binary, binrecord.go; JSON before schema step 13; its fields named by number and without its id from step 18), its content hash derived by ingest from the record (schema step 17; stored before, hex before step 14, bytes from 14)
+//	field_name   number -> an input field's name, for the records (names.go; schema step 18)
 //	todo         seq -> stage, id, attempt, owner, visible_at: the queues (unfinished items only)
 //	output       id -> the item's outputs of every stage in one row, framed (outrow.go; schema step 15; a row per (id, stage) before), each packed (pack.go; schema step 13), else whole, or one that repeats the item's text without it (mark.go; schema step 11); a done item's cube quote, key_id and conf, indexed in report's quote order where it has one (schema step 16; a cube_quote row per done item before)
 //	dead         id -> stage, dead letter (JSON): an item is dead at one stage at most

@@ -73,7 +73,7 @@ func TestDB_TheEmptyIDIsWalkedLikeAnother(t *testing.T) {
 		emptyIDItems(t, db, false)
 		db.Close()
 		asSchema12(t, u)
-		sql(t, u, downgrades[8])
+		downgrade(t, u, 8)
 		db, err := Open(context.Background(), u, Options{Stages: storetest.Stages})
 		if err != nil {
 			t.Fatal(err)

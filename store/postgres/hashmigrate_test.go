@@ -52,7 +52,7 @@ func hashStored(t testing.TB, url string) bool {
 // given one's) and an edited one changed.
 func TestMigrate_ContentHashDropped(t *testing.T) {
 	u, before, recs := toMigrate(t)
-	sql(t, u, downgrades[13])
+	downgrade(t, u, 13)
 	for id, h := range rawHashes(t, u) {
 		if _, err := hex.DecodeString(h); err != nil || len(h) != 0 {
 			t.Errorf("hash of %s in the schema-13 fixture: %q, want the empty hex of downgradeStoredHash", id, h)

@@ -192,14 +192,14 @@ func (db *DB) markIDs(ts []pipeline.Transition) []string {
 const itemTextsSQL = `SELECT item_id, record FROM item WHERE item_id = ANY($1)`
 
 // collectTexts reads itemTextsSQL's rows into the items' texts.
-func collectTexts(rows pgx.Rows) (map[string]string, error) {
+func (db *DB) collectTexts(rows pgx.Rows) (map[string]string, error) {
 	texts := map[string]string{}
 	var id string
 	var record []byte
 	_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
 		var r pipeline.Record
-		if err := decodeRecord(record, &r); err != nil {
-			return pipeline.Damaged(id, "", err, "bad record")
+		if err := db.readRecord(id, record, &r); err != nil {
+			return recordDamage(id, err, "bad record")
 		}
 		texts[id] = r.Text
 		return nil
@@ -250,8 +250,8 @@ func (db *DB) backfillMarks(ctx context.Context, tx pgx.Tx) error {
 			return nil, nil // Check reports it; it stays as it is
 		}
 		var r pipeline.Record
-		if err := decodeRecord(o.record, &r); err != nil {
-			return nil, pipeline.Damaged(o.id, "", err, "bad record")
+		if err := db.readRecord(o.id, o.record, &r); err != nil {
+			return nil, recordDamage(o.id, err, "bad record")
 		}
 		if m := markText(o.data, r.Text); len(m) != len(o.data) {
 			return m, nil

@@ -307,6 +307,7 @@ func unmarkAll(t testing.TB, url string) {
 // pipeline as an older sawtooth did.
 func rewriteAllOutputs(t testing.TB, url string, rewrite func(stages []pipeline.StageDef, si int, data []byte, text string) ([]byte, error)) {
 	t.Helper()
+	unnameRecords(t, url)
 	ctx := context.Background()
 	conn := connect(t, url)
 	defer conn.Close(ctx)
@@ -358,7 +359,7 @@ func TestMigrate_OutputsMarked(t *testing.T) {
 	u, before, _ := toMigrate(t)
 	asSchema12(t, u)
 	unmarkAll(t, u)
-	sql(t, u, downgrades[10])
+	downgrade(t, u, 10)
 	for id, data := range rawOutputs(t, u, 0) {
 		if isMarked(data) {
 			t.Fatalf("the schema-10 pipeline holds a marked output of %s", id)

@@ -269,7 +269,7 @@ func TestMigrate_OutputRows(t *testing.T) {
 	for si := range storetest.Stages {
 		stored = append(stored, rawOutputs(t, u, si))
 	}
-	sql(t, u, downgrades[14])
+	downgrade(t, u, 14)
 	byStage := queueQuery(t, u, `SELECT count(*)::text FROM output`)[0]
 	items := queueQuery(t, u, `SELECT count(DISTINCT item_id)::text FROM output`)[0]
 	if byStage == items {
@@ -371,7 +371,7 @@ func TestMigrate_OutputRowsOfTheEmptyID(t *testing.T) {
 	for si := range storetest.Stages {
 		stored = append(stored, rawOutputs(t, u, si))
 	}
-	sql(t, u, downgrades[14])
+	downgrade(t, u, 14)
 	defer func(page int) { outputRowsPage = page }(outputRowsPage)
 	outputRowsPage = 1
 

@@ -190,7 +190,7 @@ func TestEncodeRecord(t *testing.T) {
 		for k := range want.Fields {
 			wantKeys[k] = true
 		}
-		if err := recordFieldKeys(b, keys); err != nil || !reflect.DeepEqual(keys, wantKeys) {
+		if err := offline.recordFieldKeys("", b, keys); err != nil || !reflect.DeepEqual(keys, wantKeys) {
 			t.Errorf("recordFieldKeys = %v, %v; want %v", keys, err, wantKeys)
 		}
 	}
@@ -209,7 +209,7 @@ func FuzzBinaryRecord(f *testing.F) {
 		var r pipeline.Record
 		err := decodeRecord(raw, &r)
 		keys := map[string]bool{}
-		kerr := recordFieldKeys(raw, keys)
+		kerr := offline.recordFieldKeys("", raw, keys)
 		if err != nil {
 			return
 		}
@@ -251,7 +251,7 @@ func BenchmarkFieldNamesScanPacked(b *testing.B) {
 	}
 	inputs, keys := map[string]bool{}, map[string]bool{}
 	for b.Loop() {
-		if err := recordFieldKeys(record, inputs); err != nil {
+		if err := offline.recordFieldKeys("", record, inputs); err != nil {
 			b.Fatal(err)
 		}
 		for _, o := range outputs {

@@ -13,9 +13,12 @@ import (
 
 // jsonOrBinaryRecord is a reference reader's decoding of a stored
 // record: encoding/json's of one stored as JSON.
-func jsonOrBinaryRecord(raw []byte, r *pipeline.Record) error {
+func jsonOrBinaryRecord(db *DB, id string, raw []byte, r *pipeline.Record) error {
 	if len(raw) > 0 && raw[0] == tagRecord {
 		return decodeBinaryRecord(raw, r, nil)
+	}
+	if len(raw) > 0 && raw[0] == tagNamedRecord {
+		return decodeNamedRecord(raw, id, db.names, r, nil)
 	}
 	return json.Unmarshal(raw, r)
 }
@@ -65,7 +68,7 @@ func asSchema12(t testing.TB, url string) {
 func TestMigrate_Packed(t *testing.T) {
 	u, before, _ := toMigrate(t)
 	asSchema12(t, u)
-	sql(t, u, downgrades[12])
+	downgrade(t, u, 12)
 	type row struct {
 		stage int
 		data  []byte
@@ -141,7 +144,7 @@ func TestMigrate_PackedLeavesDamagedRows(t *testing.T) {
 	badRec := []byte(`{"id":"B01","text":`)
 	sql(t, u, `UPDATE output SET data = $1 WHERE item_id = 'a00' AND stage = 0`, badOut)
 	sql(t, u, `UPDATE item SET record = $1 WHERE item_id = 'B01'`, badRec)
-	sql(t, u, downgrades[12])
+	downgrade(t, u, 12)
 
 	db := openMigrated(t, u)
 	if got := rawOutputs(t, u, 0)["a00"]; !bytes.Equal(got, badOut) {

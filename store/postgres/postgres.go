@@ -111,6 +111,9 @@ type DB struct {
 
 	// counted is the counts last read, by snapshot (read.go).
 	counted countsCache
+
+	// names are the numbers records name their fields by (names.go).
+	names *fieldNames
 }
 
 // Open connects to the database named by dsn (a libpq URL or key=value
@@ -159,6 +162,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	for i, s := range opt.Stages {
 		db.index[s.Name] = i
 	}
+	db.names = newFieldNames(cfg.ConnConfig.Copy())
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", db.path, err)
@@ -170,6 +174,10 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if err := db.init(ctx, opt); err != nil {
 		db.pool.Close()
 		return nil, err
+	}
+	if err := db.names.load(ctx, db.pool); err != nil {
+		db.pool.Close()
+		return nil, fmt.Errorf("open %s: %w", db.path, err)
 	}
 	return db, nil
 }
@@ -334,6 +342,7 @@ func (db *DB) LearnedLimit(stage string) int {
 // unless saved with an end status first) and closes the connections.
 func (db *DB) Close() error {
 	db.releaseRun()
+	db.names.close()
 	db.pool.Close()
 	return nil
 }

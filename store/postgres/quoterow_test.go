@@ -79,7 +79,7 @@ func TestMigrate_QuotesIntoOutputRows(t *testing.T) {
 		t.Fatalf("the item with the empty id has no quote: %v", quotes)
 	}
 	db.Close()
-	sql(t, u, downgrades[15])
+	downgrade(t, u, 15)
 	if n := queueQuery(t, u, `SELECT count(*)::text FROM cube_quote`); n[0] != "30" {
 		t.Fatalf("the schema-15 fixture holds %s quote rows, want 30", n[0])
 	}
@@ -116,7 +116,7 @@ func TestMigrate_QuotesIntoOutputRows_damage(t *testing.T) {
 	db, u := openNew(t, Options{})
 	quoteItems(t, db)
 	db.Close()
-	sql(t, u, downgrades[15])
+	downgrade(t, u, 15)
 	// q is queued at sanitize, with no row; a00 is sent back to classify,
 	// keeping its row (and so its sanitize output) and its quote.
 	sql(t, u, `INSERT INTO cube_quote (item_id, key_id, conf) VALUES ('q', (SELECT min(id) FROM cube_key), 0.5);
@@ -416,7 +416,7 @@ func schema15Pipeline(t *testing.T) (u, exported string, quotes []string) {
 	exported = exports(t, db)
 	quotes = queueQuery(t, u, quotesByItem)
 	db.Close()
-	sql(t, u, downgrades[15])
+	downgrade(t, u, 15)
 	return u, exported, quotes
 }
 

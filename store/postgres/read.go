@@ -19,10 +19,10 @@ const outputsSQL = `LEFT JOIN output o ON o.item_id = x.item_id`
 // item builds a pipeline.Item from its stored record and row of outputs,
 // those of the stages before si; si is the stage it is for
 // (len(stages) for a done item: no Prev).
-func (db *DB) item(record, row []byte, si int) (pipeline.Item, error) {
+func (db *DB) item(id string, record, row []byte, si int) (pipeline.Item, error) {
 	var it pipeline.Item
-	if err := decodeRecord(record, &it.Record); err != nil {
-		return it, pipeline.Damaged("", "", err, "bad record")
+	if err := db.readRecord(id, record, &it.Record); err != nil {
+		return it, recordDamage("", err, "bad record")
 	}
 	if si > 0 {
 		it.Outputs = make(map[string]json.RawMessage, si)
@@ -58,7 +58,7 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 	if err != nil {
 		return nil, err
 	}
-	rows, _ := db.pool.Query(db.ctx, `SELECT x.seq, i.record, o.data
+	rows, _ := db.pool.Query(db.ctx, `SELECT x.seq, x.item_id, i.record, o.data
 		FROM todo x JOIN item i USING (item_id) `+outputsSQL+`
 		WHERE x.stage = $1 AND x.seq > $2 AND x.batch IS NULL ORDER BY x.seq LIMIT $3`, si, int64(after), max)
 	return db.collectQueued(rows, si, stage)
@@ -67,9 +67,10 @@ func (db *DB) Queued(stage string, after uint64, max int) ([]pipeline.Queued, er
 func (db *DB) collectQueued(rows pgx.Rows, si int, stage string) ([]pipeline.Queued, error) {
 	var out []pipeline.Queued
 	var seq int64
+	var id string
 	var record, row []byte
-	_, err := pgx.ForEachRow(rows, []any{&seq, &record, &row}, func() error {
-		it, err := db.item(record, row, si)
+	_, err := pgx.ForEachRow(rows, []any{&seq, &id, &record, &row}, func() error {
+		it, err := db.item(id, record, row, si)
 		if err != nil {
 			return fmt.Errorf("queue %s seq %d: %w", stage, seq, err)
 		}
@@ -232,7 +233,7 @@ func (db *DB) Locate(id string) (pipeline.Location, error) {
 			return pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
 		}
 		loc.Stage = db.stages[si].Name
-		if err := decodeRecord(record, &loc.Record); err != nil {
+		if err := db.readRecord(id, record, &loc.Record); err != nil {
 			return fmt.Errorf("item %q: bad record: %w", id, err)
 		}
 		loc.Output = map[string]json.RawMessage{}
@@ -344,7 +345,7 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 				return fmt.Errorf("dead letter of %q at %s: %w", id, stage, err)
 			}
 			var r pipeline.Record
-			if decodeRecord(record, &r) == nil {
+			if db.readRecord(id, record, &r) == nil {
 				e.Text = r.Text
 			}
 			out = append(out, e)

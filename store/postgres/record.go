@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -17,15 +18,44 @@ import (
 // encoding/json spends most of their time there: records as
 // json.Marshal wrote them (compact, known keys, plain strings) are read
 // directly, and anything else goes to json.Unmarshal.
+//
+// It reads the forms of schema steps up to 17; readRecord reads those
+// and the numbered names of step 18.
 func decodeRecord(raw []byte, r *pipeline.Record) error {
 	if len(raw) > 0 && raw[0] == tagRecord {
 		return decodeBinaryRecord(raw, r, nil)
+	}
+	if len(raw) > 0 && raw[0] == tagNamedRecord {
+		return errNamedRecord
 	}
 	if fastRecord(raw, r) {
 		return nil
 	}
 	*r = pipeline.Record{}
 	return json.Unmarshal(raw, r)
+}
+
+// errNamedRecord is decodeRecord's error for a record that names its
+// fields by number: only a DB, which has the numbers, reads it.
+var errNamedRecord = errors.New("a record of field numbers read without the field_name table")
+
+// readRecord reads the stored record raw of item id in every form.
+func (db *DB) readRecord(id string, raw []byte, r *pipeline.Record) error {
+	if len(raw) > 0 && raw[0] == tagNamedRecord {
+		return decodeNamedRecord(raw, id, db.names, r, nil)
+	}
+	return decodeRecord(raw, r)
+}
+
+// recordDamage is readRecord's error err for item id as the readers
+// report it: damage (what says how), unless the record could not be read
+// for want of its field names (a *nameReadError, returned as it is).
+func recordDamage(id string, err error, what string) error {
+	var ne *nameReadError
+	if errors.As(err, &ne) {
+		return err
+	}
+	return pipeline.Damaged(id, "", err, "%s", what)
 }
 
 // fastRecord decodes raw into r when it is a compact JSON object of
@@ -40,9 +70,12 @@ func fastRecord(raw []byte, r *pipeline.Record) bool {
 
 // recordFieldKeys adds the names of raw's input fields to keys, as
 // decodeRecord's Fields would have them, building no value.
-func recordFieldKeys(raw []byte, keys map[string]bool) error {
-	if len(raw) > 0 && raw[0] == tagRecord {
+func (db *DB) recordFieldKeys(id string, raw []byte, keys map[string]bool) error {
+	switch {
+	case len(raw) > 0 && raw[0] == tagRecord:
 		return decodeBinaryRecord(raw, nil, keys)
+	case len(raw) > 0 && raw[0] == tagNamedRecord:
+		return decodeNamedRecord(raw, id, db.names, nil, keys)
 	}
 	var added []string
 	if scanRecord(raw, nil, keys, &added) {

@@ -81,7 +81,7 @@ func sameAsUnmarshal(t *testing.T, raw []byte) {
 		t.Fatalf("decodeRecord(%q) = %#v, json.Unmarshal %#v", raw, got, want)
 	}
 	keys := map[string]bool{}
-	kerr := recordFieldKeys(raw, keys)
+	kerr := offline.recordFieldKeys("", raw, keys)
 	wantKeys := map[string]bool{}
 	for k := range want.Fields {
 		wantKeys[k] = true
@@ -93,7 +93,7 @@ func sameAsUnmarshal(t *testing.T, raw []byte) {
 	if werr == nil {
 		keys = map[string]bool{"a": true}
 		wantKeys["a"] = true
-		if err := recordFieldKeys(raw, keys); err != nil || !reflect.DeepEqual(keys, wantKeys) {
+		if err := offline.recordFieldKeys("", raw, keys); err != nil || !reflect.DeepEqual(keys, wantKeys) {
 			t.Fatalf("recordFieldKeys(%q) after a record with field a = %v, %v; want %v", raw, keys, err, wantKeys)
 		}
 	}
@@ -186,7 +186,7 @@ func BenchmarkFieldNamesScan(b *testing.B) {
 	}
 	inputs, keys := map[string]bool{}, map[string]bool{}
 	for b.Loop() {
-		if err := recordFieldKeys(record, inputs); err != nil {
+		if err := offline.recordFieldKeys("", record, inputs); err != nil {
 			b.Fatal(err)
 		}
 		for _, o := range outputs {

@@ -17,6 +17,13 @@ var _ pipeline.Restorer = (*DB)(nil)
 // transaction: `sawtooth copy` into PostgreSQL. Queued items get fresh
 // sequences in the order given.
 func (db *DB) Restore(items []pipeline.Location) error {
+	recs := make([]pipeline.Record, len(items))
+	for i, loc := range items {
+		recs[i] = loc.Record
+	}
+	if err := db.names.register(db.ctx, db.pool, recs); err != nil {
+		return fmt.Errorf("restore %d items into %s: %w", len(items), db.path, err)
+	}
 	r := &restoreRows{last: db.stages[len(db.stages)-1].Name}
 	for _, loc := range items {
 		if err := r.add(db, loc); err != nil {
@@ -78,7 +85,7 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 	if loc.ID == "" || loc.Record.ID != loc.ID {
 		return fmt.Errorf("restore item %q: record id %q does not match", loc.ID, loc.Record.ID)
 	}
-	rec, err := encodeRecord(loc.Record)
+	rec, err := encodeNamedRecord(loc.Record, db.names)
 	if err != nil {
 		return err
 	}
@@ -88,7 +95,7 @@ func (r *restoreRows) add(db *DB, loc pipeline.Location) error {
 	// stored as JSON has its invalid UTF-8 replaced, and an output that
 	// repeats the text given would read back with the replaced one.
 	text := loc.Record.Text
-	if len(rec) > 0 && rec[0] != tagRecord {
+	if storedAsJSON(rec) {
 		var back pipeline.Record
 		if err := decodeRecord(rec, &back); err != nil {
 			return fmt.Errorf("restore item %q: its record does not read back: %w", loc.ID, err)

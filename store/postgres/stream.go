@@ -35,8 +35,8 @@ func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 	return db.streamOne(doneStreamSQL, nil, func(vals [][]byte) error {
 		id, record, row := vals[0], vals[1], vals[2]
 		it := pipeline.Item{Outputs: make(map[string]json.RawMessage, len(db.stages))}
-		if err := decodeRecord(record, &it.Record); err != nil {
-			return fmt.Errorf("item %q: %w", id, pipeline.Damaged("", "", err, "bad record"))
+		if err := db.readRecord(string(id), record, &it.Record); err != nil {
+			return fmt.Errorf("item %q: %w", id, recordDamage("", err, "bad record"))
 		}
 		err := forEachOutput(row, func(si int, data []byte) error {
 			if si >= len(db.stages) {
@@ -79,7 +79,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 			return nil
 		}
 		var rec pipeline.Record
-		if err := decodeRecord(vals[2], &rec); err != nil {
+		if err := db.readRecord(string(vals[0]), vals[2], &rec); err != nil {
 			return fmt.Errorf("item %q: bad record: %w", vals[0], err)
 		}
 		out, err := db.unmarkOutput(rec.ID, si, data, rec.Text)
@@ -114,8 +114,8 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 	n := len(db.stages)
 	err = db.wholeTables(func(tx pgx.Tx) error {
 		err := db.stream(tx, `SELECT x.item_id, x.record FROM item x WHERE `+exportedSQL, []any{n}, func(vals [][]byte) error {
-			if err := recordFieldKeys(vals[1], inputs); err != nil {
-				return fmt.Errorf("item %q: %w", vals[0], pipeline.Damaged("", "", err, "bad record"))
+			if err := db.recordFieldKeys(string(vals[0]), vals[1], inputs); err != nil {
+				return fmt.Errorf("item %q: %w", vals[0], recordDamage("", err, "bad record"))
 			}
 			return nil
 		})

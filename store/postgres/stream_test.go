@@ -41,7 +41,7 @@ func (p pagedReads) ForEachDone(fn func(pipeline.Item) error) error {
 		var record, row []byte
 		_, err := pgx.ForEachRow(rows, []any{&id, &record, &row}, func() error {
 			it := pipeline.Item{Outputs: map[string]json.RawMessage{}}
-			if err := jsonOrBinaryRecord(record, &it.Record); err != nil {
+			if err := jsonOrBinaryRecord(db, id, record, &it.Record); err != nil {
 				return err
 			}
 			entries, err := outputEntries(row)
@@ -80,21 +80,22 @@ func (p pagedReads) ForEachOutput(stage string, fn func(rec pipeline.Record, out
 	if err != nil {
 		return err
 	}
-	rows, _ := db.pool.Query(db.ctx, `SELECT o.data, i.record FROM output o JOIN item i USING (item_id)
+	rows, _ := db.pool.Query(db.ctx, `SELECT o.item_id, o.data, i.record FROM output o JOIN item i USING (item_id)
 		ORDER BY o.item_id`)
 	type recOut struct {
 		rec pipeline.Record
 		out json.RawMessage
 	}
 	var all []recOut
+	var id string
 	var row, record []byte
-	_, err = pgx.ForEachRow(rows, []any{&row, &record}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &row, &record}, func() error {
 		data, err := outputAt(row, si)
 		if err != nil || data == nil {
 			return err
 		}
 		var r recOut
-		if err := jsonOrBinaryRecord(record, &r.rec); err != nil {
+		if err := jsonOrBinaryRecord(db, id, record, &r.rec); err != nil {
 			return err
 		}
 		out, err := unmark(data, r.rec.Text) // as stored whole before mark.go
