@@ -68,22 +68,19 @@ func encodeNamedRecord(r pipeline.Record, names *fieldNames) ([]byte, error) {
 	fields := slices.Sorted(maps.Keys(r.Fields))
 	types := slices.Sorted(maps.Keys(r.Types))
 	nums := make([]uint64, 0, len(fields)+len(types))
-	n := 1 + 3*binary.MaxVarintLen64 + len(r.Text)
-	for _, k := range fields {
+	for _, k := range slices.Concat(fields, types) {
 		num, ok := names.number(k)
 		if !ok {
 			return encodeRecord(r)
 		}
 		nums = append(nums, num)
-		n += 2*binary.MaxVarintLen64 + len(r.Fields[k])
 	}
-	for _, k := range types {
-		num, ok := names.number(k)
-		if !ok {
-			return encodeRecord(r)
-		}
-		nums = append(nums, num)
-		n += 2*binary.MaxVarintLen64 + len(r.Types[k])
+	n := 1 + 3*binary.MaxVarintLen64 + len(r.Text) + 2*binary.MaxVarintLen64*len(nums)
+	for _, v := range r.Fields {
+		n += len(v)
+	}
+	for _, v := range r.Types {
+		n += len(v)
 	}
 	b := make([]byte, 1, n)
 	b[0] = tagNamedRecord
