@@ -79,7 +79,7 @@ func TestDB_TheEmptyIDIsWalkedLikeAnother(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		if r := rawRecords(t, u)[""]; len(r) == 0 || r[0] != tagRecord {
+		if r := rawRecords(t, u)[""]; len(r) == 0 || r[0] != tagNamedRecord {
 			t.Errorf("the record of \"\" after the migration: %q, not stored binary", r)
 		}
 		storetest.Invariants(t, db) // the cube against a recount of the done items

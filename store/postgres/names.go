@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -195,6 +196,32 @@ func nameNumberable(name string) bool {
 // table. Names past the limits are left out: their records are written
 // with their names.
 func (n *fieldNames) register(ctx context.Context, pool *pgxpool.Pool, recs []pipeline.Record) error {
+	missing := n.unnumbered(recs)
+	if len(missing) == 0 {
+		return nil
+	}
+	// A deadlock or serialization failure is tried again (see
+	// insertNames).
+	var err error
+	for range 5 {
+		if err = insertNames(ctx, pool, missing); !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("register field names: %w", err)
+	}
+	return n.load(ctx, pool)
+}
+
+// unnumbered is the names of recs that may have a number and have none
+// in the cache, sorted; none once the table is full.
+func (n *fieldNames) unnumbered(recs []pipeline.Record) []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.full {
+		return nil
+	}
 	var missing []string
 	seen := map[string]bool{}
 	add := func(name string) {
@@ -202,7 +229,7 @@ func (n *fieldNames) register(ctx context.Context, pool *pgxpool.Pool, recs []pi
 			return
 		}
 		seen[name] = true
-		if _, ok := n.number(name); !ok {
+		if _, ok := n.byName[name]; !ok {
 			missing = append(missing, name)
 		}
 	}
@@ -214,31 +241,24 @@ func (n *fieldNames) register(ctx context.Context, pool *pgxpool.Pool, recs []pi
 			add(k)
 		}
 	}
-	n.mu.RLock()
-	full := n.full
-	n.mu.RUnlock()
-	if len(missing) == 0 || full {
-		return nil
-	}
-	// In name order, so that two workers registering the same names at
-	// once wait on each other's rows in one order, never in a circle;
-	// a deadlock or serialization failure all the same is tried again.
-	// The table takes names up to its limit, in that order; two
-	// registrations at once may pass it together by a few names: the
-	// limit bounds the table's growth, not its exact size.
 	slices.Sort(missing)
-	const insert = `INSERT INTO field_name (name)
+	return missing
+}
+
+// execer is what insertNames writes through.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// insertNames numbers the names (sorted) field_name does not hold yet,
+// up to its limit, in their order: two workers registering the same
+// names at once wait on each other's rows in one order, never in a
+// circle. Two registrations at once may pass the limit together by a
+// few names: it bounds the table's growth, not its exact size.
+func insertNames(ctx context.Context, q execer, names []string) error {
+	_, err := q.Exec(ctx, `INSERT INTO field_name (name)
 		SELECT k FROM unnest($1::text[]) AS k WHERE NOT EXISTS (SELECT 1 FROM field_name f WHERE f.name = k)
 		ORDER BY k LIMIT greatest(0, $2 - (SELECT count(*) FROM field_name))
-		ON CONFLICT (name) DO NOTHING`
-	var err error
-	for range 5 {
-		if _, err = pool.Exec(ctx, insert, missing, maxFieldNames); !retryable(err) {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("register field names: %w", err)
-	}
-	return n.load(ctx, pool)
+		ON CONFLICT (name) DO NOTHING`, names, maxFieldNames)
+	return err
 }

@@ -241,24 +241,33 @@ func TestDB_FailedIngestLeavesOnlyNames(t *testing.T) {
 }
 
 // TestMigrate_NamedRecords: a pipeline of schema 17 (every record with
-// its id and names written out) migrates to 18 with its records as they
-// were, exporting the same; an edit and a new item are stored in the new
-// form, and the step runs again on a pipeline whose version alone was
-// set back.
+// its id and names written out) migrates to 18 with its records in the
+// new form, shorter, exporting the same; a new item is stored in the new
+// form too, and the step runs again on a pipeline whose version alone
+// was set back.
 func TestMigrate_NamedRecords(t *testing.T) {
 	db, u := openNew(t, Options{})
 	quoteItems(t, db)
 	exported := exports(t, db)
 	db.Close()
 	downgrade(t, u, 17)
+	const sizes = `SELECT sum(length(record))::text FROM item`
 	before := queueQuery(t, u, recordForms)
-	if slices.ContainsFunc(before, func(s string) bool { return strings.HasSuffix(s, ":4") }) {
-		t.Fatalf("a record of the new form at schema 17: %v", before)
+	oldSize := queueQuery(t, u, sizes)[0]
+	for _, form := range before {
+		if strings.HasSuffix(form, ":4") {
+			t.Fatalf("a record of the new form at schema 17: %v", before)
+		}
 	}
 	db = openMigrated(t, u)
 	sameExports(t, db, exported)
-	if got := queueQuery(t, u, recordForms); !slices.Equal(got, before) {
-		t.Errorf("records after the migration:\n%v\nbefore:\n%v", got, before)
+	for _, form := range queueQuery(t, u, recordForms) {
+		if !strings.HasSuffix(form, ":4") {
+			t.Errorf("after the migration a record of form %s, want 4", form)
+		}
+	}
+	if newSize := queueQuery(t, u, sizes)[0]; len(newSize) > len(oldSize) || newSize >= oldSize && len(newSize) == len(oldSize) {
+		t.Errorf("records after the migration: %s bytes, %s before", newSize, oldSize)
 	}
 	if _, err := db.Ingest([]pipeline.Record{storetest.Record("new", "bug in a new item", "x", "2")}); err != nil {
 		t.Fatal(err)
@@ -275,4 +284,37 @@ func TestMigrate_NamedRecords(t *testing.T) {
 	db = openMigrated(t, u)
 	sameExports(t, db, exported)
 	storetest.Invariants(t, db)
+}
+
+// TestMigrate_NamedRecordsLeavesWhatItCannotRead: step 18 leaves a
+// damaged record and one whose id is not its row's as they were, and
+// rewrites the rest, one stored as JSON (invalid UTF-8, replaced as it
+// reads) included, each reading back as before.
+func TestMigrate_NamedRecordsLeavesWhatItCannotRead(t *testing.T) {
+	db, u := openNew(t, Options{})
+	if _, err := db.Ingest([]pipeline.Record{
+		storetest.Record("a", "fine", "x", "1"),
+		storetest.Record("b", "to damage", "x", "1"),
+		{ID: "c", Text: "bad \xff bytes", Fields: map[string]string{"app": "x"}},
+		storetest.Record("d", "to rename", "x", "1"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantC := located(t, db, "c")
+	db.Close()
+	downgrade(t, u, 17)
+	sql(t, u, `UPDATE item SET record = '\x0305ab' WHERE item_id = 'b'`)
+	sql(t, u, `UPDATE item SET record = (SELECT record FROM item WHERE item_id = 'a') WHERE item_id = 'd'`)
+	const kept = `SELECT item_id || ':' || encode(record, 'hex') FROM item WHERE item_id IN ('b', 'd') ORDER BY item_id`
+	before := queueQuery(t, u, kept)
+	db = openMigrated(t, u)
+	if got := queueQuery(t, u, kept); !slices.Equal(got, before) {
+		t.Errorf("records the step cannot rewrite:\n%v\nbefore:\n%v", got, before)
+	}
+	if got := queueQuery(t, u, recordForms); got[0] != "a:4" || got[2] != "c:4" {
+		t.Errorf("records after the migration: %v, want a and c of form 4", got)
+	}
+	if got := located(t, db, "c"); !reflect.DeepEqual(got, wantC) || !strings.Contains(got.Text, "\ufffd") {
+		t.Errorf("c after the migration: %+v, want %+v", got, wantC)
+	}
 }

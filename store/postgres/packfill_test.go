@@ -106,7 +106,7 @@ func TestMigrate_Packed(t *testing.T) {
 		t.Error("no output stored packed after the migration")
 	}
 	for id, r := range rawRecords(t, u) {
-		if r[0] != tagRecord || len(r) >= len(oldRecs[id]) {
+		if r[0] != tagNamedRecord || len(r) >= len(oldRecs[id]) { // binary at step 13, numbered names at 18
 			t.Errorf("record of %s after the migration: %q (before %q)", id, r, oldRecs[id])
 		}
 	}
@@ -154,7 +154,7 @@ func TestMigrate_PackedLeavesDamagedRows(t *testing.T) {
 	if !bytes.Equal(recs["B01"], badRec) {
 		t.Errorf("the damaged record became %q", recs["B01"])
 	}
-	if r := recs["c02"]; r[0] != tagRecord {
+	if r := recs["c02"]; r[0] != tagNamedRecord {
 		t.Errorf("the record of c02 was not stored binary: %q", r)
 	}
 	if !isPacked(rawOutputs(t, u, 1)["c02"]) {
