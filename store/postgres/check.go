@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,7 @@ const maxProblems = 100
 //     to a stored item;
 //   - an item queued or dead at stage s has the outputs of exactly the
 //     stages before s, a done item of every stage;
+//   - every item's record reads, and is its own (older forms hold the id);
 //   - the stored tally equals the one recomputed by folding the last
 //     stage's output of every done item, and so does the cube (each
 //     done item's quote, each cell's counters).
@@ -103,15 +105,27 @@ func (db *DB) Check() ([]string, error) {
 // position (queued or dead at s: stages 0..s-1; done: every stage).
 func (db *DB) checkOutputRows(tx pgx.Tx, add func(format string, args ...any)) error {
 	n := len(db.stages)
-	rows, _ := tx.Query(db.ctx, `SELECT coalesce(i.item_id, o.item_id), i.item_id IS NOT NULL, coalesce(t.stage, d.stage, $1), o.data
+	rows, _ := tx.Query(db.ctx, `SELECT coalesce(i.item_id, o.item_id), i.item_id IS NOT NULL, coalesce(t.stage, d.stage, $1), o.data, i.record
 		FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) FULL JOIN output o USING (item_id)
 		ORDER BY 1`, n)
 	var id string
 	var stored bool
 	var at int16
-	var row []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &stored, &at, &row}, func() error {
+	var row, record []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &stored, &at, &row, &record}, func() error {
 		defer func() { row = nil }()
+		if stored {
+			var r pipeline.Record
+			var ne *nameReadError
+			switch err := db.readRecord(id, record, &r); {
+			case errors.As(err, &ne):
+				return err // not damage: the check cannot go on
+			case err != nil:
+				add("item %q: its record is damaged: %v", id, err)
+			case r.ID != id:
+				add("item %q: its record is item %q's", id, r.ID)
+			}
+		}
 		entries, err := outputEntries(row)
 		if err != nil {
 			add("item %q: its row of outputs is damaged: %v", id, err)

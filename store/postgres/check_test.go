@@ -30,6 +30,9 @@ func TestDB_CheckFindsDamage(t *testing.T) {
 		{"a quote of a queued item", `UPDATE output SET data = '\x0100027b7d', key_id = (SELECT min(id) FROM cube_key), conf = 0 WHERE item_id = 'a';
 			INSERT INTO todo (seq, item_id, stage) VALUES (1000000, 'a', 1)`, `cube: item "a" is not done but has a quote`, nil},
 		{"an unknown stage", `UPDATE todo SET stage = 7 WHERE item_id = 'q'`, `names a stage this pipeline does not have`, nil},
+		{"a record that does not read", `UPDATE item SET record = '\x0305ab' WHERE item_id = 'q'`, `item "q": its record is damaged`, nil},
+		{"a record naming a field number field_name lacks", `UPDATE item SET record = '\x04000163000000' WHERE item_id = 'a'`, `item "a": its record is damaged`, nil},
+		{"a record of another item", `UPDATE item SET record = '\x03016100000000' WHERE item_id = 'b'`, `item "b": its record is item "a"'s`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

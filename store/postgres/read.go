@@ -344,9 +344,15 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 			if err := json.Unmarshal(letter, &e.Dead); err != nil {
 				return fmt.Errorf("dead letter of %q at %s: %w", id, stage, err)
 			}
+			// A damaged record leaves the text out (its letter still
+			// lists); one whose names could not be read fails the page.
 			var r pipeline.Record
-			if db.readRecord(id, record, &r) == nil {
+			var ne *nameReadError
+			switch err := db.readRecord(id, record, &r); {
+			case err == nil:
 				e.Text = r.Text
+			case errors.As(err, &ne):
+				return err
 			}
 			out = append(out, e)
 			return nil
