@@ -23,57 +23,35 @@ func backfillNames(ctx context.Context, tx pgx.Tx) error {
 	if err := names.load(ctx, tx); err != nil {
 		return err
 	}
-	after, from := "", ">=" // from the least id, '' (see page)
-	for {
-		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id `+from+` $1 AND substr(record, 1, 1) <> $2
-			ORDER BY item_id LIMIT $3`, after, []byte{tagNamedRecord}, rewritePage)
-		var ids []string
-		var olds [][]byte
+	return rewriteRecords(ctx, tx, tagNamedRecord, func(page []storedRecord) ([]storedRecord, error) {
+		var olds []storedRecord
 		var recs []pipeline.Record
-		var id string
-		var record []byte
-		read := 0
-		_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
-			read++
-			after, from = id, ">"
+		for _, s := range page {
 			var r pipeline.Record
-			if decodeRecord(record, &r) != nil || r.ID != id {
-				return nil
+			if decodeRecord(s.record, &r) != nil || r.ID != s.id {
+				continue
 			}
-			ids, olds, recs = append(ids, id), append(olds, append([]byte(nil), record...)), append(recs, r)
-			return nil
-		})
-		if err != nil {
-			return err
+			olds, recs = append(olds, s), append(recs, r)
 		}
 		if missing := names.unnumbered(recs); len(missing) > 0 {
 			if err := insertNames(ctx, tx, missing); err != nil {
-				return fmt.Errorf("number the field names: %w", err)
+				return nil, fmt.Errorf("number the field names: %w", err)
 			}
 			if err := names.load(ctx, tx); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		var newIDs []string
-		var newRecs [][]byte
+		var out []storedRecord
 		for i, r := range recs {
 			b, err := encodeNamedRecord(r, names)
-			if err != nil || len(b) == 0 || b[0] != tagNamedRecord || len(b) >= len(olds[i]) {
+			if err != nil || len(b) == 0 || b[0] != tagNamedRecord || len(b) >= len(olds[i].record) {
 				continue
 			}
 			var back pipeline.Record
-			if decodeNamedRecord(b, ids[i], names, &back, nil) == nil && reflect.DeepEqual(back, r) {
-				newIDs, newRecs = append(newIDs, ids[i]), append(newRecs, b)
+			if decodeNamedRecord(b, r.ID, names, &back, nil) == nil && reflect.DeepEqual(back, r) {
+				out = append(out, storedRecord{r.ID, b})
 			}
 		}
-		if len(newIDs) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE item i SET record = k.record
-				FROM unnest($1::text[], $2::bytea[]) AS k(id, record) WHERE i.item_id = k.id`, newIDs, newRecs); err != nil {
-				return err
-			}
-		}
-		if read < rewritePage {
-			return nil
-		}
-	}
+		return out, nil
+	})
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -55,44 +56,69 @@ func packOutputs(ctx context.Context, tx pgx.Tx, stages []pipeline.StageDef) err
 }
 
 func packRecords(ctx context.Context, tx pgx.Tx) error {
-	after, from := "", ">=" // from the least id, '' (see page)
-	for {
-		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id `+from+` $1 AND substr(record, 1, 1) <> $2
-			ORDER BY item_id LIMIT $3`, after, []byte{tagRecord}, rewritePage)
-		var ids []string
-		var recs [][]byte
-		var id string
-		var record []byte
-		read := 0
-		_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
-			read++
-			after, from = id, ">"
+	return rewriteRecords(ctx, tx, tagRecord, func(page []storedRecord) ([]storedRecord, error) {
+		var out []storedRecord
+		for _, s := range page {
 			var r pipeline.Record
-			if decodeRecord(record, &r) != nil {
-				return nil // damaged: it stays as it is (packOutputs)
+			if decodeRecord(s.record, &r) != nil {
+				continue // damaged: it stays as it is (packOutputs)
 			}
 			b, err := encodeRecord(r)
 			if err != nil {
-				return nil
+				continue
 			}
 			// Only a record that reads back as it read: one json.Marshal
 			// did not write (an empty "fields":{}) keeps its JSON.
 			var back pipeline.Record
-			if len(b) < len(record) && decodeRecord(b, &back) == nil && reflect.DeepEqual(back, r) {
-				ids, recs = append(ids, id), append(recs, b)
+			if len(b) < len(s.record) && decodeRecord(b, &back) == nil && reflect.DeepEqual(back, r) {
+				out = append(out, storedRecord{s.id, b})
 			}
+		}
+		return out, nil
+	})
+}
+
+// storedRecord is an item's id and stored record.
+type storedRecord struct {
+	id     string
+	record []byte
+}
+
+// rewriteRecords stores in place of the records whose first byte is not
+// done what rewrite gives for them, a page of rows at a time in key
+// order: rewrite is given each page (records it does not return stay as
+// they are).
+func rewriteRecords(ctx context.Context, tx pgx.Tx, done byte, rewrite func([]storedRecord) ([]storedRecord, error)) error {
+	after, from := "", ">=" // from the least id, '' (see page)
+	for {
+		rows, _ := tx.Query(ctx, `SELECT item_id, record FROM item WHERE item_id `+from+` $1 AND substr(record, 1, 1) <> $2
+			ORDER BY item_id LIMIT $3`, after, []byte{done}, rewritePage)
+		var page []storedRecord
+		var id string
+		var record []byte
+		_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
+			after, from = id, ">"
+			page = append(page, storedRecord{id, bytes.Clone(record)})
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if len(ids) > 0 {
+		out, err := rewrite(page)
+		if err != nil {
+			return err
+		}
+		if len(out) > 0 {
+			ids, recs := make([]string, len(out)), make([][]byte, len(out))
+			for i, s := range out {
+				ids[i], recs[i] = s.id, s.record
+			}
 			if _, err := tx.Exec(ctx, `UPDATE item i SET record = k.record
 				FROM unnest($1::text[], $2::bytea[]) AS k(id, record) WHERE i.item_id = k.id`, ids, recs); err != nil {
 				return err
 			}
 		}
-		if read < rewritePage {
+		if len(page) < rewritePage {
 			return nil
 		}
 	}
