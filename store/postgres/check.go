@@ -65,6 +65,9 @@ func (db *DB) Check() ([]string, error) {
 		if err := db.checkOutputRows(tx, add); err != nil {
 			return err
 		}
+		if err := db.checkRecords(tx, add, func() bool { return len(problems) >= maxProblems }); err != nil {
+			return err
+		}
 		var recomputed pipeline.Tally
 		rows, _ := tx.Query(db.ctx, `SELECT o.item_id, o.data FROM output o
 			WHERE NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = o.item_id)
@@ -105,27 +108,15 @@ func (db *DB) Check() ([]string, error) {
 // position (queued or dead at s: stages 0..s-1; done: every stage).
 func (db *DB) checkOutputRows(tx pgx.Tx, add func(format string, args ...any)) error {
 	n := len(db.stages)
-	rows, _ := tx.Query(db.ctx, `SELECT coalesce(i.item_id, o.item_id), i.item_id IS NOT NULL, coalesce(t.stage, d.stage, $1), o.data, i.record
+	rows, _ := tx.Query(db.ctx, `SELECT coalesce(i.item_id, o.item_id), i.item_id IS NOT NULL, coalesce(t.stage, d.stage, $1), o.data
 		FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) FULL JOIN output o USING (item_id)
 		ORDER BY 1`, n)
 	var id string
 	var stored bool
 	var at int16
-	var row, record []byte
-	_, err := pgx.ForEachRow(rows, []any{&id, &stored, &at, &row, &record}, func() error {
+	var row []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &stored, &at, &row}, func() error {
 		defer func() { row = nil }()
-		if stored {
-			var r pipeline.Record
-			var ne *nameReadError
-			switch err := db.readRecord(id, record, &r); {
-			case errors.As(err, &ne):
-				return err // not damage: the check cannot go on
-			case err != nil:
-				add("item %q: its record is damaged: %v", id, err)
-			case r.ID != id:
-				add("item %q: its record is item %q's", id, r.ID)
-			}
-		}
 		entries, err := outputEntries(row)
 		if err != nil {
 			add("item %q: its row of outputs is damaged: %v", id, err)
@@ -148,5 +139,37 @@ func (db *DB) checkOutputRows(tx pgx.Tx, add func(format string, args ...any)) e
 		add("item %q: %d outputs of stages %s..%s at position %d (an item has the outputs of exactly the stages it passed)", id, len(entries), lo, hi, pos)
 		return nil
 	})
+	return err
+}
+
+// checkRecords adds to Check's problems the items whose record does not
+// read (a number field_name lacks included) or holds another item's id,
+// until the report is full (each unknown number reads field_name again).
+// The records are read apart from the sorted walk of checkOutputRows, so
+// that the server does not sort them too.
+func (db *DB) checkRecords(tx pgx.Tx, add func(format string, args ...any), full func() bool) error {
+	rows, _ := tx.Query(db.ctx, `SELECT item_id, record FROM item`)
+	var id string
+	var record []byte
+	errFull := errors.New("the report is full")
+	_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
+		if full() {
+			return errFull
+		}
+		var r pipeline.Record
+		var ne *nameReadError
+		switch err := db.readRecord(id, record, &r); {
+		case errors.As(err, &ne):
+			return err // not damage: the check cannot go on
+		case err != nil:
+			add("item %q: its record is damaged: %v", id, err)
+		case r.ID != id:
+			add("item %q: its record is item %q's", id, r.ID)
+		}
+		return nil
+	})
+	if errors.Is(err, errFull) {
+		return nil
+	}
 	return err
 }

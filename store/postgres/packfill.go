@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -98,7 +97,7 @@ func rewriteRecords(ctx context.Context, tx pgx.Tx, done byte, rewrite func([]st
 		var record []byte
 		_, err := pgx.ForEachRow(rows, []any{&id, &record}, func() error {
 			after, from = id, ">"
-			page = append(page, storedRecord{id, bytes.Clone(record)})
+			page = append(page, storedRecord{id, record}) // pgx scans a bytea into a new slice
 			return nil
 		})
 		if err != nil {
