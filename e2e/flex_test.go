@@ -108,28 +108,22 @@ func TestTier_FlexSIGKILLWithThousandsInFlight(t *testing.T) {
 	t.Parallel()
 	// Flex sheds a third of the calls at once (and a third of their
 	// retries), so the run holds about two thirds of its 3,000 items in
-	// flight, 2,216 at a kill: waiting for 2,000 failed whenever the
-	// draws shed a few more (beside other work, the run ending with a
-	// peak under 2,000). 1,500 is thousands with room.
+	// flight. The simulator holds every answer until the kill (Hold):
+	// the run cannot end, nor its first calls be answered, before 1,500
+	// are in flight, however slowly a loaded machine starts them (with
+	// answers after a fixed 35 s, a run beside a whole suite, CI and two
+	// hogs, load 15, peaked at 1,389 and ended).
 	const n, atKill = 3000, 1500
 	sim, url := startSim(t, geminisim.Config{
 		Seed:    34,
 		Latency: geminisim.Latency{Base: 2 * time.Millisecond, Jitter: 3 * time.Millisecond},
 		Tiers: geminisim.TierConfig{
 			FlexShed: 1.0 / 3, ShedAnswer: geminisim.Shed429,
-			// Flex's minutes, scaled: long enough that thousands wait
-			// whatever the machine's speed. The calls in flight are the
-			// rate calls start at times their latency, and under -race on
-			// a loaded machine the run starts (sanitize, then classify)
-			// only a hundred or so a second: at 4-8 s calls the first of
-			// them were answered before 2,000 had started, and the run
-			// ended without ever holding them. At 25 s calls a CI run beside
-			// a whole suite and two hogs (load 12) peaked at 1,402. At 35 s
-			// a start rate of 43/s is enough for 1,500; the resume waits
-			// one call's latency more.
-			FlexLatency: geminisim.Latency{Base: 35 * time.Second, Jitter: 5 * time.Second},
+			// Flex's minutes, scaled: the resume waits a few of them.
+			FlexLatency: geminisim.Latency{Base: 3 * time.Second, Jitter: time.Second},
 		},
 	})
+	sim.Hold()
 	dir := t.TempDir()
 	input := writeItems(t, dir, n, 34)
 	db := filepath.Join(dir, "k.db")
@@ -165,9 +159,10 @@ func TestTier_FlexSIGKILLWithThousandsInFlight(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 	killedAt := time.Since(start)
+	sim.Release()
 	// The calls the dead process left in flight may be billed all the
 	// same (the simulator counts a call answered when it admits it).
-	idleWithin(t, time.Minute, sim) // its calls take half a minute
+	idleWithin(t, time.Minute, sim)
 	before := okCalls(sim)
 	committed := committedKeys(t, db, input)
 	// In flight at the kill: admitted, so maybe billed, but no answer

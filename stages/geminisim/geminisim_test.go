@@ -665,6 +665,33 @@ func TestServer_Faults(t *testing.T) {
 			t.Errorf("hang outcomes %d", got)
 		}
 	})
+	t.Run("hold", func(t *testing.T) {
+		s, url := startServer(t, Config{})
+		s.Hold()
+		client := newClient(t, url, DefaultAPIKey)
+		const n = 3
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				_, err := generate(ctx, client, "gemini-2.5-flash", "hi")
+				errs <- err
+			}()
+		}
+		// All n in flight at once: none of them was answered.
+		waitFor(t, func() bool { return s.Stats().InFlight == n })
+		if len(errs) != 0 {
+			t.Fatal("a held call was answered before Release")
+		}
+		s.Release()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("a held call after Release: %v", err)
+			}
+		}
+		if _, err := generate(ctx, client, "gemini-2.5-flash", "hi"); err != nil {
+			t.Errorf("a call after Release: %v", err)
+		}
+	})
 	t.Run("maxOutputTokens", func(t *testing.T) {
 		_, url := startServer(t, Config{})
 		cfg := classifyConfig()

@@ -35,9 +35,12 @@ type Server struct {
 	addr      string // the listener's, once Start has run (Quiesce dials it)
 	// listen opens Start's listener; nil means net.Listen (a test holds
 	// its accepts back).
-	listen   func(network, addr string) (net.Listener, error)
-	closed   bool
-	closing  chan struct{}  // closed by Close: releases hung and sleeping requests
+	listen  func(network, addr string) (net.Listener, error)
+	closed  bool
+	closing chan struct{} // closed by Close: releases hung and sleeping requests
+	// held, while not nil, keeps every admitted call from being answered
+	// until Release closes it (Hold); guarded by mu.
+	held     chan struct{}
 	handlers sync.WaitGroup // requests being served, for Close
 }
 
@@ -383,7 +386,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call, key stri
 	if c.outcome == OutcomeHang {
 		d = -1
 	}
-	if !s.wait(r.Context(), d) {
+	if !s.wait(r.Context(), d) || !s.waitHeld(r.Context()) {
 		s.abortIfClosing()
 		if c.outcome.billed() {
 			s.mu.Lock()
@@ -414,6 +417,47 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	}
 	select {
 	case <-timer:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+// Hold keeps every admitted call, once its latency has passed, from
+// being answered until Release: a test that must see many calls in
+// flight at once gets them whatever the machine's speed, instead of
+// racing their answers. A call whose client goes away meanwhile ends as
+// one cut off by its latency does.
+func (s *Server) Hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(chan struct{})
+	}
+}
+
+// Release answers the calls Hold keeps and stops keeping new ones.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != nil {
+		close(s.held)
+		s.held = nil
+	}
+}
+
+// waitHeld waits while Hold keeps calls, and reports whether the call may
+// be answered: false if the client went away or the server is closing.
+func (s *Server) waitHeld(ctx context.Context) bool {
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held == nil {
+		return true
+	}
+	select {
+	case <-held:
 		return true
 	case <-ctx.Done():
 	case <-s.closing:
