@@ -27,6 +27,7 @@ targets=(
   "./store/postgres FuzzObjectKeys"
   "./store/postgres FuzzUnpack"
   "./store/postgres FuzzBinaryRecord"
+  "./store/postgres FuzzNamedRecord"
   "./internal/jsonscan FuzzValue"
   "./report FuzzWriteFlat_SameAsBefore"
 )

@@ -68,8 +68,8 @@ func FuzzDecodeRecord(f *testing.F) {
 
 func sameAsUnmarshal(t *testing.T, raw []byte) {
 	t.Helper()
-	if len(raw) > 0 && raw[0] == tagRecord {
-		return // a binary record, not JSON: FuzzBinaryRecord's
+	if len(raw) > 0 && (raw[0] == tagRecord || raw[0] == tagNamedRecord) {
+		return // a binary record, not JSON: FuzzBinaryRecord's and FuzzNamedRecord's
 	}
 	var want, got pipeline.Record
 	werr := json.Unmarshal(raw, &want)
