@@ -34,10 +34,22 @@ import (
 // wait too.
 const DefaultCompactLockTimeout = 10 * time.Second
 
-// compactCheckInterval is how often the server looks whether the compact's
-// client is still there during a statement: a killed sawtooth must not
-// leave its backend rewriting a table, holding its lock, for minutes.
-const compactCheckInterval = "1s"
+// clientCheckInterval is how often the server looks whether the client
+// of a compact or a migration is still there during a statement: a
+// killed sawtooth must not leave its backend rewriting a table, holding
+// its lock, for minutes.
+const clientCheckInterval = "1s"
+
+// clientCheckRefused reports whether err is a server's refusal of
+// client_connection_check_interval, which is best effort: a server
+// before 14 has no such parameter (42704), and one on a platform that
+// cannot see a closed socket (Windows; macOS and the BSDs before 15)
+// refuses any value but 0 (22023). There a killed client's backend
+// finishes the statement it was running, then ends.
+func clientCheckRefused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42704" || pe.Code == "22023")
+}
 
 // compactLockPrefix names the advisory lock one compact of a schema holds
 // for its whole run, so that two do not rewrite the same tables at once.
@@ -128,17 +140,11 @@ func (db *DB) compactSession(ctx context.Context, conn *pgx.Conn, lockTimeout ti
 	sets := []string{
 		`SET lock_timeout = ` + strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10),
 		`SET statement_timeout = 0`,
-		`SET client_connection_check_interval = '` + compactCheckInterval + `'`,
+		`SET client_connection_check_interval = '` + clientCheckInterval + `'`,
 	}
 	for i, s := range sets {
 		if _, err := conn.Exec(ctx, s); err != nil {
-			var pe *pgconn.PgError
-			// The client check is best effort: a server before 14 has no
-			// such parameter (42704), and one on a platform that cannot
-			// see a closed socket (Windows; macOS and the BSDs before 15)
-			// refuses any value but 0 (22023). There a killed compact's
-			// backend finishes the table it was rewriting, then ends.
-			if i == len(sets)-1 && errors.As(err, &pe) && (pe.Code == "42704" || pe.Code == "22023") {
+			if i == len(sets)-1 && clientCheckRefused(err) {
 				continue
 			}
 			return fmt.Errorf("compact %s: %s: %w", db.path, s, err)

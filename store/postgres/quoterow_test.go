@@ -362,11 +362,12 @@ func migrateChild(url string) int {
 
 // TestMigrate_KilledDuringQuoteStep: the process migrating a schema-15
 // pipeline is SIGKILLed in step 16, after it built the new output, while
-// it waits to drop cube_quote (a reader holds it): once the reader lets
-// go, the backend finds its client gone and the migration's transaction
-// rolls back whole. The pipeline is at schema 15 with its cube_quote and
-// its output without quote columns, exports the same, and migrates on
-// the next open.
+// it waits to drop cube_quote (a reader holds it): while the reader
+// still holds it, the server's check of the client ends the backend (a
+// killed migration does not keep the schema lock every open waits on),
+// and the migration's transaction rolls back whole. The pipeline is at
+// schema 15 with its cube_quote and its output without quote columns,
+// exports the same, and migrates on the next open.
 func TestMigrate_KilledDuringQuoteStep(t *testing.T) {
 	ctx := context.Background()
 	u, exported, quotes := schema15Pipeline(t)
@@ -399,10 +400,10 @@ func TestMigrate_KilledDuringQuoteStep(t *testing.T) {
 	if out.Len() > 0 {
 		t.Fatalf("the migrating process ended before its kill: %s", out.String())
 	}
+	waitBackendGone(t, watch, pid, "the killed migration's backend still waits to drop cube_quote, holding the schema lock")
 	if _, err := gate.Exec(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
-	waitBackendGone(t, watch, pid, "the killed migration's backend did not end")
 
 	migratesAsBefore(t, u, exported, quotes)
 }

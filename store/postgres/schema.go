@@ -535,6 +535,11 @@ func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	if _, err := tx.Exec(ctx, `SET LOCAL search_path = `+db.ident); err != nil {
 		return err
 	}
+	if from > 0 {
+		if err := watchClient(ctx, tx); err != nil {
+			return fmt.Errorf("migrate schema %s of %s: %w", db.schema, db.path, err)
+		}
+	}
 	for v := from + 1; v <= SchemaVersion; v++ {
 		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 			return fmt.Errorf("migrate schema %s to version %d: %w", db.schema, v, err)
@@ -547,6 +552,30 @@ func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2)
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, keySchema, []byte(strconv.Itoa(SchemaVersion)))
+	return err
+}
+
+// watchClient has the server check for the client during the rest of
+// tx, as a compact's session does: a migration rewrites tables for
+// minutes at a million items, holding the schema lock every open waits
+// on, and a killed sawtooth must not leave it running. The setting is
+// tried under a savepoint, so that a server's refusal of it
+// (clientCheckRefused) does not abort tx.
+func watchClient(ctx context.Context, tx pgx.Tx) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = sp.Exec(ctx, `SET LOCAL client_connection_check_interval = '`+clientCheckInterval+`'`)
+	if err == nil {
+		return sp.Commit(ctx)
+	}
+	if rerr := sp.Rollback(ctx); rerr != nil {
+		return rerr
+	}
+	if clientCheckRefused(err) {
+		return nil
+	}
 	return err
 }
 
