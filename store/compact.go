@@ -75,9 +75,11 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return st, fmt.Errorf("compact %s: remove the leftover %s: %w", path, tmp, err)
 	}
+	dir := filepath.Dir(path)
+	free := freeSpace(dir)
 	if err := compactInto(tmp, fi.Mode().Perm(), src, stages, format); err != nil {
 		os.Remove(tmp)
-		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
+		return st, compactFailed(path, dir, err, pagesInUse(src), free)
 	}
 	if compactHook != nil {
 		compactHook()
@@ -86,7 +88,7 @@ func Compact(path string, lockTimeout time.Duration) (CompactStats, error) {
 		os.Remove(tmp)
 		return st, fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
 	}
-	_ = syncDir(filepath.Dir(path)) // the rename reaches the disk
+	_ = syncDir(dir) // the rename reaches the disk
 	if fi, err := os.Stat(path); err == nil {
 		st.After = fi.Size()
 	}
