@@ -122,7 +122,7 @@ func (db *DB) Compact(ctx context.Context, opt CompactOptions) (CompactStats, er
 			return st, err
 		}
 		if _, err := conn.Exec(ctx, `VACUUM (FULL, ANALYZE) `+pgx.Identifier{db.schema, t.Name}.Sanitize()); err != nil {
-			return st, db.compactError(ctx, t.Name, opt.LockTimeout, st, err)
+			return st, db.compactError(ctx, t, opt.LockTimeout, st, err)
 		}
 		if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass)`, pgx.Identifier{db.schema, t.Name}.Sanitize()).Scan(&t.After); err != nil {
 			return st, fmt.Errorf("compact %s: read the size of table %s: %w", db.path, t.Name, err)
@@ -231,10 +231,18 @@ func (db *DB) checkNoLiveSessions(ctx context.Context, conn *pgx.Conn, done Comp
 }
 
 // compactError words a failed VACUUM FULL of table: a lock not granted in
-// time is ErrBusy, naming the sessions that hold a lock on the table.
-func (db *DB) compactError(ctx context.Context, table string, lockTimeout time.Duration, done CompactStats, err error) error {
+// time is ErrBusy, naming the sessions that hold a lock on the table;
+// a full disk (53100) says how much room the rewrite needs.
+func (db *DB) compactError(ctx context.Context, t TableSpace, lockTimeout time.Duration, done CompactStats, err error) error {
+	table := t.Name
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "55P03" {
+	if errors.As(err, &pe) && pe.Code == "53100" {
+		// disk_full: the rewrite writes the new copy of the table and
+		// its indexes beside the old one, which goes only at its commit.
+		return fmt.Errorf("compact schema %s of %s: rewrite table %s: the server's disk is full: the rewrite writes a new copy of the table beside it, up to %.1f MB, and table %s is as it was%s: %w (free space on the server's disk, then run compact again)",
+			db.schema, db.path, table, float64(t.Before)/1e6, table, rewrote(done), err)
+	}
+	if pe == nil || pe.Code != "55P03" {
 		return fmt.Errorf("compact schema %s of %s: rewrite table %s%s: %w", db.schema, db.path, table, rewrote(done), err)
 	}
 	holders := db.lockHolders(ctx, table)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sawtooth-dev/sawtooth/report"
 	"github.com/sawtooth-dev/sawtooth/store/storetest"
 )
@@ -437,5 +438,24 @@ func waitBackendGone(t *testing.T, conn *pgx.Conn, pid int, stuck string) {
 		if time.Now().After(deadline) {
 			t.Fatal(stuck)
 		}
+	}
+}
+
+// TestCompactError_diskFull: a rewrite the server's disk had no room for
+// says how much it needed and that its table is as it was, and keeps the
+// server's error.
+func TestCompactError_diskFull(t *testing.T) {
+	db := &DB{schema: "sawtooth", path: "postgres://h/d"}
+	full := &pgconn.PgError{Code: "53100", Message: `could not extend file "base/16384/16500": No space left on device`}
+	done := CompactStats{Tables: []TableSpace{{Name: "answer", Before: 3e6, After: 1e6}}}
+	err := db.compactError(context.Background(), TableSpace{Name: "item", Before: 199.7e6}, time.Second, done, full)
+	for _, want := range []string{"rewrite table item: the server's disk is full", "up to 199.7 MB", "table item is as it was; rewritten before it: answer",
+		"No space left on device", "free space on the server's disk, then run compact again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	if !errors.Is(err, full) || errors.Is(err, ErrBusy) {
+		t.Errorf("%v: want the server's error, not ErrBusy", err)
 	}
 }
