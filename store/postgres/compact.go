@@ -51,6 +51,30 @@ func clientCheckRefused(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "42704" || pe.Code == "22023")
 }
 
+// watchClient has the server check for the client during the rest of
+// tx, as a compact's session does: a migration rewrites tables for
+// minutes at a million items, holding the schema lock every open waits
+// on, and a killed sawtooth must not leave it running. The setting is
+// tried under a savepoint, so that a server's refusal of it
+// (clientCheckRefused) does not abort tx.
+func watchClient(ctx context.Context, tx pgx.Tx) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = sp.Exec(ctx, `SET LOCAL client_connection_check_interval = '`+clientCheckInterval+`'`)
+	if err == nil {
+		return sp.Commit(ctx)
+	}
+	if rerr := sp.Rollback(ctx); rerr != nil {
+		return rerr
+	}
+	if clientCheckRefused(err) {
+		return nil
+	}
+	return err
+}
+
 // compactLockPrefix names the advisory lock one compact of a schema holds
 // for its whole run, so that two do not rewrite the same tables at once.
 const compactLockPrefix = "sawtooth compact "

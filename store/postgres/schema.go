@@ -555,30 +555,6 @@ func (db *DB) migrate(ctx context.Context, tx pgx.Tx, from int) error {
 	return err
 }
 
-// watchClient has the server check for the client during the rest of
-// tx, as a compact's session does: a migration rewrites tables for
-// minutes at a million items, holding the schema lock every open waits
-// on, and a killed sawtooth must not leave it running. The setting is
-// tried under a savepoint, so that a server's refusal of it
-// (clientCheckRefused) does not abort tx.
-func watchClient(ctx context.Context, tx pgx.Tx) error {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = sp.Exec(ctx, `SET LOCAL client_connection_check_interval = '`+clientCheckInterval+`'`)
-	if err == nil {
-		return sp.Commit(ctx)
-	}
-	if rerr := sp.Rollback(ctx); rerr != nil {
-		return rerr
-	}
-	if clientCheckRefused(err) {
-		return nil
-	}
-	return err
-}
-
 func (db *DB) checkDefinition(ctx context.Context, tx pgx.Tx) error {
 	stored, err := readDefinition(ctx, tx)
 	if err != nil {
