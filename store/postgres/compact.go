@@ -67,7 +67,7 @@ func watchClient(ctx context.Context, tx pgx.Tx) error {
 		return sp.Commit(ctx)
 	}
 	if rerr := sp.Rollback(ctx); rerr != nil {
-		return rerr
+		return errors.Join(err, rerr)
 	}
 	if clientCheckRefused(err) {
 		return nil
@@ -263,7 +263,7 @@ func (db *DB) compactError(ctx context.Context, t TableSpace, lockTimeout time.D
 	if errors.As(err, &pe) && pe.Code == "53100" {
 		// disk_full: the rewrite writes the new copy of the table and
 		// its indexes beside the old one, which goes only at its commit.
-		return fmt.Errorf("compact schema %s of %s: rewrite table %s: the server's disk is full: the rewrite writes a new copy of the table beside it, up to %.1f MB, and table %s is as it was%s: %w (free space on the server's disk, then run compact again)",
+		return fmt.Errorf("compact schema %s of %s: rewrite table %s: the server's disk is full: the rewrite writes a new copy of the table and its indexes beside it, about %.1f MB at most, and its WAL and sort files on top, and table %s is as it was%s: %w (free space on the server's disk, then run compact again)",
 			db.schema, db.path, table, float64(t.Before)/1e6, table, rewrote(done), err)
 	}
 	if pe == nil || pe.Code != "55P03" {

@@ -449,7 +449,7 @@ func TestCompactError_diskFull(t *testing.T) {
 	full := &pgconn.PgError{Code: "53100", Message: `could not extend file "base/16384/16500": No space left on device`}
 	done := CompactStats{Tables: []TableSpace{{Name: "answer", Before: 3e6, After: 1e6}}}
 	err := db.compactError(context.Background(), TableSpace{Name: "item", Before: 199.7e6}, time.Second, done, full)
-	for _, want := range []string{"rewrite table item: the server's disk is full", "up to 199.7 MB", "table item is as it was; rewritten before it: answer",
+	for _, want := range []string{"rewrite table item: the server's disk is full", "about 199.7 MB at most, and its WAL and sort files on top", "table item is as it was; rewritten before it: answer",
 		"No space left on device", "free space on the server's disk, then run compact again"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
