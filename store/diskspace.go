@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,16 +24,32 @@ func pagesInUse(src *bolt.DB) int64 {
 // and a message with the copy's bound and the space there had lets the
 // user tell how much to free. free < 0 is a free space not known.
 func compactFailed(path, dir string, err error, inUse, free int64) error {
-	if !errors.Is(err, syscall.ENOSPC) {
+	if !noRoom(err) {
 		return fmt.Errorf("compact %s: %w (the database is unchanged)", path, err)
 	}
 	had := ""
 	if free >= 0 {
 		had = fmt.Sprintf(", which had %s free,", megabytes(free))
 	}
+	quota := ""
+	if errors.Is(err, quotaExceeded) {
+		quota = " (or have the disk quota raised)"
+	}
 	return fmt.Errorf("compact %s: %w: the copy is written beside the file, in %s%s and takes up to %s, the pages the file uses "+
-		"(the database is unchanged: free some space there, or move the file to a larger disk, then run compact again)",
-		path, err, dir, had, megabytes(inUse))
+		"(the database is unchanged: free some space there%s, or move the file to a larger disk, then run compact again)",
+		path, err, dir, had, megabytes(inUse), quota)
+}
+
+// noRoom reports whether err is a write refused for lack of room: the
+// disk is full or the user's quota on it is spent. The errors differ by
+// system (noRoomErrors), so a message's advice reaches Windows users too.
+func noRoom(err error) bool {
+	for _, e := range noRoomErrors {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,8 @@ func TestCompactFailed(t *testing.T) {
 			[]string{"compact /d/p.db: write /d/p.db.compact: no space left on device", "in /d, which had 14.0 MB free,", "takes up to 28.5 MB", "the database is unchanged: free some space there"}, nil},
 		{"a full disk, its free space not known", full, -1,
 			[]string{"in /d and takes up to 28.5 MB", "move the file to a larger disk"}, []string{"had"}},
+		{"a spent disk quota", &os.PathError{Op: "write", Path: "/d/p.db.compact", Err: quotaExceeded}, 14e6,
+			[]string{"takes up to 28.5 MB", "free some space there (or have the disk quota raised)"}, nil},
 		{"another failure", &os.PathError{Op: "write", Path: "/d/p.db.compact", Err: syscall.EIO}, 14e6,
 			[]string{"compact /d/p.db: write /d/p.db.compact: input/output error (the database is unchanged)"}, []string{"free", "28.5"}},
 	} {
@@ -44,6 +47,30 @@ func TestCompactFailed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoRoom: every error this system gives for a full disk or a spent
+// quota gets compact's advice and marks a failed commit ErrDiskFull,
+// wrapped as os and bbolt wrap it or formatted into bbolt's text.
+func TestNoRoom(t *testing.T) {
+	for _, e := range noRoomErrors {
+		for _, err := range []error{
+			&os.PathError{Op: "write", Path: "/d/p.db.compact", Err: e},
+			fmt.Errorf("file resize error: %s", e),
+		} {
+			if !errors.Is(diskError("x.db", err), ErrDiskFull) {
+				t.Errorf("diskError(%v) is not ErrDiskFull", err)
+			}
+			if _, wrapped := err.(*os.PathError); wrapped {
+				if msg := compactFailed("/d/p.db", "/d", err, 1e6, -1).Error(); !strings.Contains(msg, "free some space there") {
+					t.Errorf("compact's error for %v gives no advice: %s", err, msg)
+				}
+			}
+		}
+	}
+	if noRoom(syscall.EIO) || noRoom(nil) {
+		t.Error("noRoom is true for EIO or nil")
 	}
 }
 

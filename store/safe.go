@@ -94,11 +94,11 @@ func diskError(path string, err error) error {
 	if err == nil {
 		return nil
 	}
-	full := errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EFBIG) || errors.Is(err, syscall.EDQUOT)
+	full := noRoom(err) || errors.Is(err, syscall.EFBIG)
 	if !full {
 		msg := err.Error()
-		for _, s := range []string{syscall.ENOSPC.Error(), syscall.EFBIG.Error(), syscall.EDQUOT.Error()} {
-			full = full || strings.Contains(msg, s)
+		for _, e := range append([]error{syscall.EFBIG}, noRoomErrors...) {
+			full = full || strings.Contains(msg, e.Error())
 		}
 	}
 	if !full {
