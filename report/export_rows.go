@@ -299,6 +299,9 @@ func appendJSONValue(b []byte, c cell) ([]byte, bool, error) {
 		if canonicalJSON(raw) {
 			return append(b, raw...), true, nil
 		}
+		if b, ok := appendCanonical(b, raw); ok {
+			return b, true, nil
+		}
 	default:
 		if canonicalNumber(raw) {
 			return append(b, raw...), true, nil
@@ -345,6 +348,9 @@ func flatCellText(c cell) (string, bool, error) {
 	case '{', '[':
 		if canonicalJSON(raw) {
 			return string(raw), false, nil
+		}
+		if b, ok := appendCanonical(nil, raw); ok {
+			return string(b), false, nil
 		}
 	default:
 		if canonicalNumber(raw) {

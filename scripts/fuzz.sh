@@ -30,6 +30,7 @@ targets=(
   "./store/postgres FuzzNamedRecord"
   "./internal/jsonscan FuzzValue"
   "./report FuzzWriteFlat_SameAsBefore"
+  "./report FuzzAppendCanonical"
 )
 
 # Fail if a fuzz target exists that this list does not run.
