@@ -129,8 +129,10 @@ func (db *DB) ForEachDead(stage string, fn func(DeadEntry) error) error {
 	if _, ok := db.index[stage]; !ok {
 		return fmt.Errorf("unknown stage %q (stages: %s)", stage, stageNames(db.stages))
 	}
-	return db.view(func(tx *bolt.Tx) error {
+	return db.walk(func(tx *bolt.Tx, w *walker) error {
+		w.lookupWalk() // each entry's record is a lookup anywhere in items
 		return tx.Bucket(deadBucket(stage)).ForEach(func(k, v []byte) error {
+			w.step()
 			e := DeadEntry{ID: string(k)}
 			if err := json.Unmarshal(v, &e.Dead); err != nil {
 				return pipeline.Damaged(string(k), stage, err, "dead/%s is damaged", stage)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,4 +198,57 @@ func TestDB_BuildsRelease(t *testing.T) {
 		t.Errorf("counts after the rebuild %+v %v, want %+v", got, err, want)
 	}
 	checkCube(t, db)
+}
+
+// TestDB_ForEachDeadReleases: the dead letters' walk looks up each
+// entry's record elsewhere in the file, so it releases the mapping's
+// pages every eighth of a plain walk's items, and still gives every
+// entry with its text.
+func TestDB_ForEachDeadReleases(t *testing.T) {
+	db := openTest(t)
+	const n = 40
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("d%03d", i))
+	}
+	if _, err := db.Ingest(recs(ids...)); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := db.Queued("sanitize", 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []pipeline.Transition
+	for _, q := range qs {
+		ts = append(ts, pipeline.Transition{Stage: "sanitize", ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.DeadLettered,
+			Dead: pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: "empty"}})
+	}
+	if err := db.Commit(ts); err != nil {
+		t.Fatal(err)
+	}
+
+	var released atomic.Int64
+	defer func(every int, rel func(addr, n uintptr)) { releaseEvery, release = every, rel }(releaseEvery, release)
+	releaseEvery = 16 // the dead letters' walk: every 2 entries
+	release = func(addr, n uintptr) {
+		released.Add(1)
+		releasePages(addr, n)
+	}
+	var got []string
+	err = db.ForEachDead("sanitize", func(e DeadEntry) error {
+		if e.Text != "text of "+e.ID || e.Dead.Message != "empty" {
+			t.Errorf("entry %s: text %q, dead %+v", e.ID, e.Text, e.Dead)
+		}
+		got = append(got, e.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Errorf("walked %v, want %v", got, ids)
+	}
+	if r := released.Load(); r < n/2 {
+		t.Errorf("pages released %d times over %d dead letters, want at least every second one", r, n)
+	}
 }
