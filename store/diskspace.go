@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -32,7 +33,7 @@ func compactFailed(path, dir string, err error, inUse, free int64) error {
 		had = fmt.Sprintf(", which had %s free,", megabytes(free))
 	}
 	quota := ""
-	if errors.Is(err, quotaExceeded) {
+	if errors.Is(err, quotaExceeded) || strings.Contains(err.Error(), quotaExceeded.Error()) {
 		quota = " (or have the disk quota raised)"
 	}
 	return fmt.Errorf("compact %s: %w: the copy is written beside the file, in %s%s and takes up to %s, the pages the file uses "+
@@ -43,9 +44,16 @@ func compactFailed(path, dir string, err error, inUse, free int64) error {
 // noRoom reports whether err is a write refused for lack of room: the
 // disk is full or the user's quota on it is spent. The errors differ by
 // system (noRoomErrors), so a message's advice reaches Windows users too.
+// bbolt formats some of them into its own text (a grow's truncate, on
+// Windows in its mmap step) instead of wrapping them, so the text is
+// checked too.
 func noRoom(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
 	for _, e := range noRoomErrors {
-		if errors.Is(err, e) {
+		if errors.Is(err, e) || strings.Contains(msg, e.Error()) {
 			return true
 		}
 	}

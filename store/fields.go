@@ -141,8 +141,8 @@ func (db *DB) answersFieldNames(tx *bolt.Tx, stage string, refs answerRefs, w *w
 }
 
 // answerFieldNames adds the keys of the answer ref refers to when they
-// read from its packed record alone; false when they need the output's
-// item (a key that is the item's id, a record read the long way) or the
+// read from its packed record alone; false when the record reads the
+// long way (not packed, or a key it cannot read without an item) or the
 // answer is missing or damaged, which outputFieldNames reports.
 func (db *DB) answerFieldNames(tx *bolt.Tx, answers *bolt.Bucket, ref []byte, names map[string]bool) bool {
 	a := referredAnswer(answers, ref)
@@ -153,8 +153,10 @@ func (db *DB) answerFieldNames(tx *bolt.Tx, answers *bolt.Bucket, ref []byte, na
 	if err != nil || len(rec) == 0 || rec[0] != tagPacked {
 		return false
 	}
-	// No id: a key that is the item's id reads the long way. The keys
-	// added before a failure are the answer's too.
+	// No id: answers are packed without an item (packCtx{}), so none
+	// holds "the item's id"; a damaged one that does reads the long way,
+	// as outputFieldNames read it before. The keys added before a
+	// failure are the answer's too.
 	k := keyReader{db: db, tx: tx, in: rec[1:]}
 	return k.keys(names) == nil && len(k.in) == 0
 }

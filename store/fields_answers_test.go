@@ -23,18 +23,13 @@ func cacheKey(n int) string {
 // TestFieldNames_answersOnceInKeyOrder: classify outputs that refer to
 // cached answers name the answers' keys, read once per answer after the
 // walk, exactly as the outputs' own keys: answers shared by many items,
-// an answer with a key that is its first item's id (which its packed
-// record may store as "the item's id", so it reads the long way, for
-// every item that refers to it), an answer in format 1's JSON (read the
-// long way), and outputs of their own beside them.
+// an answer with a key that is its first item's id (answers are packed
+// without an item, so it stays that key for every item), an answer in
+// format 1's JSON (read the long way, for every item that refers to it),
+// and outputs of their own beside them.
 func TestFieldNames_answersOnceInKeyOrder(t *testing.T) {
 	db := openTest(t)
-	const n = 60
-	var ids []string
-	for i := range n {
-		ids = append(ids, fmt.Sprintf("a%02d", i))
-	}
-	qs := queuedAtClassify(t, db, recs(ids...)...)
+	qs := queuedAtClassify(t, db, recs(numberedIDs("a%02d", 60)...)...)
 	var ts []pipeline.Transition
 	for i, q := range qs { // in id order: a04 is the first of answer 99
 		out := fmt.Sprintf(`{"label":"bug","shared%d":true,"confidence":0.5}`, i%5)

@@ -94,17 +94,11 @@ func diskError(path string, err error) error {
 	if err == nil {
 		return nil
 	}
-	full := noRoom(err) || errors.Is(err, syscall.EFBIG)
-	if !full {
-		msg := err.Error()
-		for _, e := range append([]error{syscall.EFBIG}, noRoomErrors...) {
-			full = full || strings.Contains(msg, e.Error())
-		}
-	}
+	full := noRoom(err) || errors.Is(err, syscall.EFBIG) || strings.Contains(err.Error(), syscall.EFBIG.Error())
 	if !full {
 		return err
 	}
-	return fmt.Errorf("%v: %w: the disk is full or the file size limit (ulimit -f) is reached; free space, then run again (this transaction was rolled back; %s holds everything committed before it)",
+	return fmt.Errorf("%v: %w: the disk is full, a disk quota is spent, or the file size limit (ulimit -f) is reached; free space, then run again (this transaction was rolled back; %s holds everything committed before it)",
 		err, ErrDiskFull, path)
 }
 

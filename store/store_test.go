@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,6 +62,33 @@ func advance(t testing.TB, db *DB, stage string, out func(id string) json.RawMes
 		t.Fatal(err)
 	}
 	return len(ts)
+}
+
+// deadLetterAll commits a permanent dead letter, message msg, for every
+// item queued at stage.
+func deadLetterAll(t testing.TB, db *DB, stage, msg string) {
+	t.Helper()
+	qs, err := db.Queued(stage, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []pipeline.Transition
+	for _, q := range qs {
+		ts = append(ts, pipeline.Transition{Stage: stage, ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.DeadLettered,
+			Dead: pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: msg}})
+	}
+	if err := db.Commit(ts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// numberedIDs are the ids fmt.Sprintf(format, i) for i from 0 to n-1.
+func numberedIDs(format string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf(format, i)
+	}
+	return ids
 }
 
 // queuedAtClassify ingests recs, commits sanitize (jsonOut) for every

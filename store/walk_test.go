@@ -207,25 +207,11 @@ func TestDB_BuildsRelease(t *testing.T) {
 func TestDB_ForEachDeadReleases(t *testing.T) {
 	db := openTest(t)
 	const n = 40
-	var ids []string
-	for i := range n {
-		ids = append(ids, fmt.Sprintf("d%03d", i))
-	}
+	ids := numberedIDs("d%03d", n)
 	if _, err := db.Ingest(recs(ids...)); err != nil {
 		t.Fatal(err)
 	}
-	qs, err := db.Queued("sanitize", 0, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ts []pipeline.Transition
-	for _, q := range qs {
-		ts = append(ts, pipeline.Transition{Stage: "sanitize", ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.DeadLettered,
-			Dead: pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: "empty"}})
-	}
-	if err := db.Commit(ts); err != nil {
-		t.Fatal(err)
-	}
+	deadLetterAll(t, db, "sanitize", "empty")
 
 	var released atomic.Int64
 	defer func(every int, rel func(addr, n uintptr)) { releaseEvery, release = every, rel }(releaseEvery, release)
@@ -235,7 +221,7 @@ func TestDB_ForEachDeadReleases(t *testing.T) {
 		releasePages(addr, n)
 	}
 	var got []string
-	err = db.ForEachDead("sanitize", func(e DeadEntry) error {
+	err := db.ForEachDead("sanitize", func(e DeadEntry) error {
 		if e.Text != "text of "+e.ID || e.Dead.Message != "empty" {
 			t.Errorf("entry %s: text %q, dead %+v", e.ID, e.Text, e.Dead)
 		}
