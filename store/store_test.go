@@ -49,37 +49,38 @@ func fact(label string) json.RawMessage {
 // advance commits a success for every item queued at stage.
 func advance(t testing.TB, db *DB, stage string, out func(id string) json.RawMessage) int {
 	t.Helper()
-	qs, err := db.Queued(stage, 0, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ts []pipeline.Transition
-	for _, q := range qs {
-		ts = append(ts, pipeline.Transition{Stage: stage, ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.Succeeded,
-			Result: pipeline.Result{Output: out(q.Item.ID)}})
-	}
-	if err := db.Commit(ts); err != nil {
-		t.Fatal(err)
-	}
-	return len(ts)
+	return commitQueued(t, db, stage, func(id string) pipeline.Transition {
+		return pipeline.Transition{Outcome: pipeline.Succeeded, Result: pipeline.Result{Output: out(id)}}
+	})
 }
 
 // deadLetterAll commits a permanent dead letter, message msg, for every
 // item queued at stage.
 func deadLetterAll(t testing.TB, db *DB, stage, msg string) {
 	t.Helper()
+	commitQueued(t, db, stage, func(string) pipeline.Transition {
+		return pipeline.Transition{Outcome: pipeline.DeadLettered, Dead: pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: msg}}
+	})
+}
+
+// commitQueued commits tr(id), given its stage, id and sequence, for
+// every item queued at stage, and returns how many.
+func commitQueued(t testing.TB, db *DB, stage string, tr func(id string) pipeline.Transition) int {
+	t.Helper()
 	qs, err := db.Queued(stage, 0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []pipeline.Transition
+	ts := make([]pipeline.Transition, 0, len(qs))
 	for _, q := range qs {
-		ts = append(ts, pipeline.Transition{Stage: stage, ID: q.Item.ID, Seq: q.Seq, Outcome: pipeline.DeadLettered,
-			Dead: pipeline.DeadLetter{Class: pipeline.ClassPermanent, Message: msg}})
+		x := tr(q.Item.ID)
+		x.Stage, x.ID, x.Seq = stage, q.Item.ID, q.Seq
+		ts = append(ts, x)
 	}
 	if err := db.Commit(ts); err != nil {
 		t.Fatal(err)
 	}
+	return len(ts)
 }
 
 // numberedIDs are the ids fmt.Sprintf(format, i) for i from 0 to n-1.
