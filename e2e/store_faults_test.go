@@ -81,7 +81,7 @@ func TestStoreFaults(t *testing.T) {
 			limitKB := (used + 1023) / 1024
 			cmd := exec.Command("bash", append([]string{"-c", `ulimit -f "$1" && shift && exec "$@"`, "bash", fmt.Sprint(limitKB), binary}, faultArgs(db, input)...)...)
 			r := runCmd(t, cmd, simEnv(url))
-			if r.code != 1 || !strings.Contains(r.err, "file too large") || !strings.Contains(r.err, "the disk is full or the file size limit") {
+			if r.code != 1 || !strings.Contains(r.err, "file too large") || !strings.Contains(r.err, "the disk is full") || !strings.Contains(r.err, "the file size limit (ulimit -f)") {
 				t.Fatalf("run under a %d KB file size limit: exit %d, want 1 saying the disk is full\n%s", limitKB, r.code, tail(r.err, 3000))
 			}
 			t.Logf("under a %d KB limit: %s", limitKB, firstLine(r.err, "sawtooth:"))
