@@ -203,7 +203,7 @@ func cubeConfidence(tx *bolt.Tx, dec *DB, id []byte) (float64, error) {
 	if v == nil {
 		return 0, nil
 	}
-	raw, err := dec.decodeOutput(tx, "classify", id, v, dec.textOf(tx, id))
+	raw, err := dec.decodeOutput(tx, "classify", id, v, dec.textOf(tx, id), nil)
 	if err != nil {
 		return 0, pipeline.Damaged(string(id), "classify", err, "out/classify is damaged")
 	}

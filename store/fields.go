@@ -220,7 +220,7 @@ func (db *DB) outputFieldNames(tx *bolt.Tx, stage string, id, v []byte, names ma
 		}
 	}
 	text := db.textOf(tx, id)
-	out, err := db.decodeOutput(tx, stage, id, v, text)
+	out, err := db.decodeOutput(tx, stage, id, v, text, nil)
 	if err != nil {
 		return pipeline.Damaged(string(id), stage, err, "out/%s is damaged", stage)
 	}

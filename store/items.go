@@ -22,7 +22,7 @@ import (
 func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		items := follow(tx.Bucket(bucketItems))
-		outs := db.newOutputReader(tx)
+		outs := db.newOutputReader(tx, w)
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)
@@ -62,7 +62,8 @@ type outputReader struct {
 	db     *DB
 	tx     *bolt.Tx
 	outs   []*follower
-	shared [][]byte // meta shared/<stage>, nil when the stage has none
+	ahead  []*answersAhead // each stage's cached answers, read ahead
+	shared [][]byte        // meta shared/<stage>, nil when the stage has none
 	spans  []outputSpan
 	// extra is what an item's outputs took beyond its text's length, a
 	// moving average: the next buffer is sized to the text plus it, so
@@ -74,11 +75,13 @@ type outputReader struct {
 // outputSpan is where stage si's output lies in an item's buffer.
 type outputSpan struct{ si, start, end int }
 
-func (db *DB) newOutputReader(tx *bolt.Tx) *outputReader {
-	r := &outputReader{db: db, tx: tx, outs: make([]*follower, len(db.stages)), shared: make([][]byte, len(db.stages)), extra: 256}
+func (db *DB) newOutputReader(tx *bolt.Tx, w *walker) *outputReader {
+	n := len(db.stages)
+	r := &outputReader{db: db, tx: tx, outs: make([]*follower, n), ahead: make([]*answersAhead, n), shared: make([][]byte, n), extra: 256}
 	meta := tx.Bucket(bucketMeta)
 	for i, st := range db.stages {
 		r.outs[i] = follow(tx.Bucket(outBucket(st.Name)))
+		r.ahead[i] = readAhead(tx, st.Name, w)
 		if meta != nil && sharedBit(i) != 0 {
 			r.shared[i] = meta.Get(sharedKey(st.Name))
 		}
@@ -97,7 +100,7 @@ func (r *outputReader) at(id []byte, text string, s state) (map[string]json.RawM
 		var ok bool
 		var err error
 		if v := r.outs[i].at(id); v != nil {
-			if buf, ok, err = r.db.appendOutput(r.tx, buf, st.Name, id, v, textFn); err != nil {
+			if buf, ok, err = r.db.appendOutput(r.tx, buf, st.Name, id, v, textFn, r.ahead[i]); err != nil {
 				return nil, pipeline.Damaged(string(id), st.Name, err, "out/%s is damaged", st.Name)
 			}
 		} else if s.Shared&sharedBit(i) != 0 {

@@ -155,6 +155,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	}
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		items := follow(tx.Bucket(bucketItems)) // emit is called in id order
+		ahead := readAhead(tx, stage, w)
 		emit := func(k, v []byte) error {
 			w.step()
 			r, err := db.itemRecord(tx, k, items.at(k))
@@ -164,7 +165,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 			text := func() string { return r.Text }
 			var out json.RawMessage
 			if v != nil {
-				out, err = db.decodeOutput(tx, stage, k, v, text)
+				out, err = db.decodeOutput(tx, stage, k, v, text, ahead)
 			} else {
 				out, err = db.sharedOutput(tx, si, k, text)
 			}
@@ -213,7 +214,7 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 func (db *DB) ForEachDone(fn func(pipeline.Item) error) error {
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
 		items := follow(tx.Bucket(bucketItems))
-		outs := db.newOutputReader(tx)
+		outs := db.newOutputReader(tx, w)
 		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(v)
@@ -288,9 +289,13 @@ func (db *DB) Check() ([]string, error) {
 		last := db.stages[len(db.stages)-1].Name
 		var recomputed pipeline.Tally
 		recounted := itemCounts{stages: make([]stageCount, len(db.stages))}
+		ahead := make([]*answersAhead, len(db.stages))
+		for i, st := range db.stages {
+			ahead[i] = readAhead(tx, st.Name, w)
+		}
 		err := states.ForEach(func(k, v []byte) error {
 			w.step()
-			db.checkItem(tx, k, v, &recomputed, &recounted, add)
+			db.checkItem(tx, k, v, ahead, &recomputed, &recounted, add)
 			return nil
 		})
 		if err != nil {
@@ -320,8 +325,9 @@ func (db *DB) Check() ([]string, error) {
 
 // checkItem checks one item's state (k, v) against its record, its dead
 // letters, outputs and queue entry, counting it in recounted and, when
-// done, folding its fact into recomputed.
-func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, recounted *itemCounts, add func(string, ...any)) {
+// done, folding its fact into recomputed. ahead has each stage's answers
+// read ahead of the walk.
+func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, ahead []*answersAhead, recomputed *pipeline.Tally, recounted *itemCounts, add func(string, ...any)) {
 	s, ok := decodeState(v)
 	if !ok || s.Stage >= len(db.stages) {
 		add("item %q: corrupt state", k)
@@ -331,7 +337,7 @@ func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, re
 	if tx.Bucket(bucketItems).Get(k) == nil {
 		add("item %q: state without record", k)
 	}
-	last := db.checkReads(tx, k, add)
+	last := db.checkReads(tx, k, ahead, add)
 	name := db.stages[s.Stage].Name
 	for i, st := range db.stages {
 		inDead := tx.Bucket(deadBucket(st.Name)).Get(k) != nil
@@ -380,15 +386,15 @@ func (db *DB) checkItem(tx *bolt.Tx, k, v []byte, recomputed *pipeline.Tally, re
 // deflates records and stores outputs as edits of the text, which read
 // whole or not at all), adding a problem for each it cannot read, and
 // returns its output at the last stage (nil when it has none).
-func (db *DB) checkReads(tx *bolt.Tx, k []byte, add func(string, ...any)) json.RawMessage {
+func (db *DB) checkReads(tx *bolt.Tx, k []byte, ahead []*answersAhead, add func(string, ...any)) json.RawMessage {
 	rec, _, err := db.record(tx, k)
 	if err != nil {
 		add("%v", err)
 	}
 	text := func() string { return rec.Text }
 	var last json.RawMessage
-	for _, st := range db.stages {
-		last, err = db.output(tx, st.Name, k, text)
+	for i, st := range db.stages {
+		last, err = db.outputAhead(tx, st.Name, k, text, ahead[i])
 		if err != nil {
 			add("%v", err)
 		}
@@ -401,6 +407,7 @@ func (db *DB) checkReads(tx *bolt.Tx, k []byte, add func(string, ...any)) json.R
 func (db *DB) checkStageBuckets(tx *bolt.Tx, w *walker, add func(string, ...any)) error {
 	states := tx.Bucket(bucketState)
 	for si, st := range db.stages {
+		ahead := readAhead(tx, st.Name, w)
 		err := tx.Bucket(todoBucket(st.Name)).ForEach(func(k, v []byte) error {
 			w.step()
 			s, ok := decodeState(states.Get(v))
@@ -419,7 +426,11 @@ func (db *DB) checkStageBuckets(tx *bolt.Tx, w *walker, add func(string, ...any)
 					add("%s%s: item %q has no state (an orphan entry)", b, st.Name, k)
 				}
 				if b == "out/" && len(v) > 0 && v[0] == tagAnswer {
-					if referredAnswer(tx.Bucket(answersBucket(st.Name)), v[1:]) == nil {
+					a, found := ahead.answer(k, v)
+					if !found {
+						a = referredAnswer(tx.Bucket(answersBucket(st.Name)), v[1:])
+					}
+					if a == nil {
 						add("out/%s: item %q refers to cached answer %x, which is missing", st.Name, k, v[1:])
 					}
 				}

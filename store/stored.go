@@ -88,6 +88,12 @@ func (db *DB) encodeOutput(tx *bolt.Tx, stage string, id []byte, out json.RawMes
 // when there is none. text is the item's text, which a packed output may
 // refer to.
 func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (json.RawMessage, error) {
+	return db.outputAhead(tx, stage, id, text, nil)
+}
+
+// outputAhead is output with the answers of a walk read ahead (ahead
+// may be nil).
+func (db *DB) outputAhead(tx *bolt.Tx, stage string, id []byte, text func() string, ahead *answersAhead) (json.RawMessage, error) {
 	b := tx.Bucket(outBucket(stage))
 	if b == nil {
 		return nil, nil
@@ -100,7 +106,7 @@ func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (
 		}
 		return db.sharedOutput(tx, si, id, text)
 	}
-	out, err := db.decodeOutput(tx, stage, id, v, text)
+	out, err := db.decodeOutput(tx, stage, id, v, text, ahead)
 	if err != nil {
 		return nil, pipeline.Damaged(string(id), stage, err, "out/%s is damaged", stage)
 	}
@@ -109,8 +115,9 @@ func (db *DB) output(tx *bolt.Tx, stage string, id []byte, text func() string) (
 
 // decodeOutput is the output out/<stage> stores for id as v, nil when it
 // reads as none; text is the item's text. The result never aliases v.
-func (db *DB) decodeOutput(tx *bolt.Tx, stage string, id, v []byte, text func() string) (json.RawMessage, error) {
-	out, ok, err := db.appendOutput(tx, nil, stage, id, v, text)
+// ahead, when not nil, has read ahead the answer v may refer to.
+func (db *DB) decodeOutput(tx *bolt.Tx, stage string, id, v []byte, text func() string, ahead *answersAhead) (json.RawMessage, error) {
+	out, ok, err := db.appendOutput(tx, nil, stage, id, v, text, ahead)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -122,13 +129,17 @@ func (db *DB) decodeOutput(tx *bolt.Tx, stage string, id, v []byte, text func() 
 
 // appendOutput appends the output out/<stage> stores for id as v to dst,
 // as decodeOutput reads it; ok is false when it reads as none (an answer
-// of format 1 without an output).
-func (db *DB) appendOutput(tx *bolt.Tx, dst []byte, stage string, id, v []byte, text func() string) (out []byte, ok bool, err error) {
+// of format 1 without an output). ahead, when not nil, has read ahead
+// the answer v may refer to.
+func (db *DB) appendOutput(tx *bolt.Tx, dst []byte, stage string, id, v []byte, text func() string, ahead *answersAhead) (out []byte, ok bool, err error) {
 	if len(v) == 0 || v[0] != tagAnswer {
 		out, err = db.appendRecord(tx, dst, v, packCtx{id: string(id), text: text})
 		return out, err == nil, err
 	}
-	a := referredAnswer(tx.Bucket(answersBucket(stage)), v[1:])
+	a, found := ahead.answer(id, v)
+	if !found {
+		a = referredAnswer(tx.Bucket(answersBucket(stage)), v[1:])
+	}
 	if a == nil {
 		return nil, false, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
 	}

@@ -1,0 +1,186 @@
+// This file reads ahead the cached answers a walk's outputs refer to.
+
+package store
+
+import (
+	"bytes"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A real run's outputs at an LLM stage are nearly all references to the
+// stage's cached answers (encodeOutput), and the answers are keyed by a
+// hash of the question: read along with the items in id order, each
+// answer is a page anywhere in the file. With the walk releasing the
+// mapping's pages as it goes (walk.go), every item faulted one back in:
+// at a million items that was most of an export's 35 s.
+//
+// answersAhead turns those lookups into sorted passes. It scans the
+// stage's outputs ahead of the walk, a chunk at a time, sorts the
+// chunk's references, reads the answers they refer to in the answers'
+// key order (a forward pass over the bucket: neighbouring pages, each
+// mapped once) and copies them out, so the walk finds each item's answer
+// in memory. A chunk holds at most aheadBytes of answers: the chunk
+// after one that filled it is made smaller, and the references past the
+// limit are looked up one by one as before, so memory stays bounded
+// whatever an answer's size.
+
+// aheadMax and aheadMin bound the references a chunk reads ahead
+// (aheadMax at a million items is 16 passes over the answers), and
+// aheadBytes the answers it holds; tests make them small.
+var (
+	aheadMax   = 1 << 16
+	aheadMin   = 1 << 10
+	aheadBytes = 16 << 20
+)
+
+// answersAhead reads ahead the answers one stage's outputs refer to, for
+// a walk that asks for them in ascending id order (answer).
+type answersAhead struct {
+	answers *bolt.Bucket
+	scan    *bolt.Cursor // out/<stage>, ahead of the walk
+	w       *walker      // releases the pages the passes touch
+	started bool         // scan has read its first entry
+	done    bool         // scan has passed the bucket's last entry
+	last    []byte       // the last id scanned: the chunk covers ids up to it
+	size    int          // references in the next chunk
+
+	ids   []byte       // the chunk's ids, one after another
+	refs  []byte       // their references, one after another
+	ents  []aheadEntry // the chunk's references, in id order
+	order []int32      // ents' indexes in reference order
+	buf   []byte       // the answers read ahead
+	pos   int          // the first entry the walk has not passed
+}
+
+// aheadEntry is one output of a chunk that refers to an answer: its id
+// is ids[idStart:idEnd], its reference refs[refStart:refEnd], and the
+// answer buf[start:end]; start is noAnswer when the bucket has none and
+// notAhead when the chunk's bytes ran out before it.
+type aheadEntry struct {
+	idStart, idEnd, refStart, refEnd int32
+	start, end                       int32
+}
+
+const (
+	noAnswer = -1
+	notAhead = -2
+)
+
+// readAhead is an answersAhead for stage's outputs, nil when the stage
+// has no cached answers.
+func readAhead(tx *bolt.Tx, stage string, w *walker) *answersAhead {
+	answers, outs := tx.Bucket(answersBucket(stage)), tx.Bucket(outBucket(stage))
+	if answers == nil || outs == nil {
+		return nil
+	}
+	return &answersAhead{answers: answers, scan: outs.Cursor(), w: w, size: aheadMax}
+}
+
+// answer is the stored answer that the output v of item id refers to,
+// found reports whether it was read ahead: when it was not (v is not a
+// reference, or the chunk ran out of room), the caller looks it up. a is
+// nil when the answer is missing. Ids must be asked in ascending order,
+// and v must be what out/<stage> holds for id in the same transaction.
+func (p *answersAhead) answer(id, v []byte) (a []byte, found bool) {
+	if p == nil || len(v) == 0 || v[0] != tagAnswer {
+		return nil, false
+	}
+	for {
+		for p.pos < len(p.ents) && bytes.Compare(p.id(p.pos), id) < 0 {
+			p.pos++
+		}
+		if p.pos < len(p.ents) || p.done || (p.started && bytes.Compare(id, p.last) <= 0) {
+			break
+		}
+		p.fill()
+	}
+	if p.pos == len(p.ents) || !bytes.Equal(p.id(p.pos), id) {
+		return nil, false
+	}
+	switch e := p.ents[p.pos]; e.start {
+	case notAhead:
+		return nil, false
+	case noAnswer:
+		return nil, true
+	default:
+		return p.buf[e.start:e.end:e.end], true
+	}
+}
+
+func (p *answersAhead) id(i int) []byte  { return p.ids[p.ents[i].idStart:p.ents[i].idEnd] }
+func (p *answersAhead) ref(i int) []byte { return p.refs[p.ents[i].refStart:p.ents[i].refEnd] }
+
+// fill scans the next chunk of outputs and reads the answers they refer
+// to in the answers' key order.
+func (p *answersAhead) fill() {
+	p.ids, p.refs, p.ents, p.buf, p.pos = p.ids[:0], p.refs[:0], p.ents[:0], p.buf[:0], 0
+	var k, v []byte
+	if p.started {
+		k, v = p.scan.Next()
+	} else {
+		k, v = p.scan.First()
+		p.started = true
+	}
+	for ; k != nil; k, v = p.scan.Next() {
+		p.last = append(p.last[:0], k...)
+		if len(v) > 1 && v[0] == tagAnswer {
+			e := aheadEntry{idStart: int32(len(p.ids)), refStart: int32(len(p.refs))}
+			p.ids, p.refs = append(p.ids, k...), append(p.refs, v[1:]...)
+			e.idEnd, e.refEnd = int32(len(p.ids)), int32(len(p.refs))
+			p.ents = append(p.ents, e)
+		}
+		if len(p.ents) == p.size {
+			break
+		}
+	}
+	if k == nil {
+		p.done = true
+	}
+	p.order = p.order[:0]
+	for i := range p.ents {
+		p.order = append(p.order, int32(i))
+	}
+	slices.SortFunc(p.order, func(x, y int32) int { return bytes.Compare(p.ref(int(x)), p.ref(int(y))) })
+	c := p.answers.Cursor()
+	prev := -1
+	for n, i := range p.order {
+		e := &p.ents[i]
+		switch {
+		case prev >= 0 && bytes.Equal(p.ref(prev), p.ref(int(i))):
+			e.start, e.end = p.ents[prev].start, p.ents[prev].end
+		case len(p.buf) >= aheadBytes:
+			e.start = notAhead
+			// The next chunk holds as many references as fitted this one.
+			p.size = max(n, aheadMin)
+		default:
+			if p.w != nil {
+				p.w.step()
+			}
+			if a := seekAnswer(c, p.ref(int(i))); a == nil {
+				e.start = noAnswer
+			} else {
+				e.start = int32(len(p.buf))
+				p.buf = append(p.buf, a...)
+				e.end = int32(len(p.buf))
+			}
+		}
+		prev = int(i)
+	}
+}
+
+// seekAnswer is referredAnswer by c, a cursor of the answers bucket.
+func seekAnswer(c *bolt.Cursor, ref []byte) []byte {
+	k, v := c.Seek(ref)
+	if len(ref) != answerRefLen && len(ref) != shortRefLen {
+		if !bytes.Equal(k, ref) {
+			return nil
+		}
+		return v
+	}
+	if !bytes.HasPrefix(k, ref) {
+		return nil
+	}
+	return v
+}
