@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -140,4 +141,61 @@ func mustAnswer(t *testing.T, db *DB, tx *bolt.Tx, n int) []byte {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestAnswerSeeker_findsAsReferredAnswer: references asked in ascending
+// order find what referredAnswer finds, whether the next key is a step
+// away, more than seekSteps away or past the bucket's end; references
+// by a whole key and by a beginning, found or not.
+func TestAnswerSeeker_findsAsReferredAnswer(t *testing.T) {
+	db := openTest(t)
+	var keys [][]byte
+	for n := range 200 {
+		if n%3 == 0 {
+			continue // gaps a reference can fall in
+		}
+		k := answerKey(cacheKey(n))
+		keys = append(keys, k)
+	}
+	keys = append(keys, []byte("plain-key"), []byte("zz"))
+	refs := [][]byte{{0x00}, []byte("plain-key"), []byte("plain"), []byte("zz"), []byte("zzz"), {0xff, 0xff}}
+	for n := range 200 {
+		k := answerKey(cacheKey(n))
+		refs = append(refs, k[:shortRefLen], k[:answerRefLen])
+	}
+	slices.SortFunc(refs, bytes.Compare)
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("seeker"))
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := b.Put(k, append([]byte("answer of "), k...)); err != nil {
+				return err
+			}
+		}
+		for _, from := range []int{0, 1, 17, len(refs) / 2} { // the first ask anywhere
+			s := answerSeeker{c: b.Cursor()}
+			found := 0
+			for i, ref := range refs[from:] {
+				if i%5 == 4 || (i/30)%2 == 1 {
+					continue // gaps of a step, and of more than seekSteps keys
+				}
+				got, want := s.answer(ref), referredAnswer(b, ref)
+				if !bytes.Equal(got, want) {
+					t.Errorf("from %d, ref %x: %q, referredAnswer %q", from, ref, got, want)
+				}
+				if want != nil {
+					found++
+				}
+			}
+			if found < 50 {
+				t.Errorf("from %d: %d references found: the fixture tests too little", from, found)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -118,10 +118,17 @@ func (db *DB) answersFieldNames(tx *bolt.Tx, stage string, refs answerRefs, w *w
 	slices.SortFunc(refs, func(x, y [shortRefLen]byte) int { return bytes.Compare(x[:], y[:]) })
 	refs = slices.Compact(refs)
 	var longWay map[[shortRefLen]byte]bool
-	answers := tx.Bucket(answersBucket(stage))
+	var seek answerSeeker
+	if answers := tx.Bucket(answersBucket(stage)); answers != nil {
+		seek.c = answers.Cursor()
+	}
 	for _, ref := range refs {
 		w.step()
-		if !db.answerFieldNames(tx, answers, ref[:], names) {
+		var a []byte
+		if seek.c != nil {
+			a = seek.answer(ref[:])
+		}
+		if !db.answerFieldNames(tx, a, names) {
 			if longWay == nil {
 				longWay = map[[shortRefLen]byte]bool{}
 			}
@@ -140,12 +147,11 @@ func (db *DB) answersFieldNames(tx *bolt.Tx, stage string, refs answerRefs, w *w
 	})
 }
 
-// answerFieldNames adds the keys of the answer ref refers to when they
-// read from its packed record alone; false when the record reads the
-// long way (not packed, or a key it cannot read without an item) or the
-// answer is missing or damaged, which outputFieldNames reports.
-func (db *DB) answerFieldNames(tx *bolt.Tx, answers *bolt.Bucket, ref []byte, names map[string]bool) bool {
-	a := referredAnswer(answers, ref)
+// answerFieldNames adds the keys of the stored answer a when they read
+// from its packed record alone; false when the record reads the long way
+// (not packed, or a key it cannot read without an item) or the answer is
+// missing (nil) or damaged, which outputFieldNames reports.
+func (db *DB) answerFieldNames(tx *bolt.Tx, a []byte, names map[string]bool) bool {
 	if !isStoredAnswer(a) {
 		return false
 	}
