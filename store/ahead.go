@@ -24,7 +24,7 @@ import (
 // in memory. A chunk holds at most aheadBytes of answers: the chunk
 // after one that filled it is made smaller, and the references past the
 // limit are looked up one by one as before, so memory stays bounded
-// whatever an answer's size.
+// whatever an answer's size (the chunks grow back once answers fit).
 
 // aheadMax and aheadMin bound the references a chunk reads ahead
 // (aheadMax at a million items is 16 passes over the answers), and
@@ -65,7 +65,9 @@ type answersAhead struct {
 // aheadEntry is one output of a chunk that refers to an answer: its id
 // is ids[idStart:idEnd], its reference refs[refStart:refEnd], and the
 // answer buf[start:end]; start is noAnswer when the bucket has none and
-// notAhead when the chunk's bytes ran out before it.
+// notAhead when the chunk's bytes ran out before it. The offsets fit in
+// 32 bits: each buffer stops growing past aheadBytes, and grows by one
+// key or one answer of at most aheadBytes beyond it.
 type aheadEntry struct {
 	idStart, idEnd, refStart, refEnd int32
 	start, end                       int32
@@ -112,6 +114,8 @@ func (p *answersAhead) answer(id, v []byte) (a []byte, found bool) {
 		return nil, false
 	case noAnswer:
 		return nil, true
+	case e.end:
+		return []byte{}, true // an empty answer is there, not missing (nil)
 	default:
 		return p.buf[e.start:e.end:e.end], true
 	}
@@ -139,8 +143,8 @@ func (p *answersAhead) fill() {
 			e.idEnd, e.refEnd = int32(len(p.ids)), int32(len(p.refs))
 			p.ents = append(p.ents, e)
 		}
-		if len(p.ents) == p.size {
-			break
+		if len(p.ents) == p.size || len(p.ids)+len(p.refs) >= aheadBytes {
+			break // the ids and references count against the bytes too
 		}
 	}
 	if k == nil {
@@ -152,7 +156,7 @@ func (p *answersAhead) fill() {
 	}
 	slices.SortFunc(p.order, func(x, y int32) int { return bytes.Compare(p.ref(int(x)), p.ref(int(y))) })
 	seek := answerSeeker{c: p.answers.Cursor()}
-	prev, seeks := -1, 0
+	prev, seeks, fitted := -1, 0, -1
 	for n, i := range p.order {
 		e := &p.ents[i]
 		switch {
@@ -160,21 +164,34 @@ func (p *answersAhead) fill() {
 			e.start, e.end = p.ents[prev].start, p.ents[prev].end
 		case len(p.buf) >= aheadBytes:
 			e.start = notAhead
-			// The next chunk holds as many references as fitted this one.
-			p.size = max(n, aheadMin)
+			if fitted < 0 {
+				fitted = n
+			}
 		default:
 			if seeks++; p.w != nil && seeks%aheadReleaseEvery == 0 {
 				p.w.release()
 			}
-			if a := seek.answer(p.ref(int(i))); a == nil {
+			switch a := seek.answer(p.ref(int(i))); {
+			case a == nil:
 				e.start = noAnswer
-			} else {
+			case len(a) > aheadBytes:
+				e.start = notAhead // alone larger than a chunk's bytes
+			default:
 				e.start = int32(len(p.buf))
 				p.buf = append(p.buf, a...)
 				e.end = int32(len(p.buf))
 			}
 		}
 		prev = int(i)
+	}
+	// The next chunk holds as many references as fitted this one, or
+	// twice as many as this one held when they took at most half the
+	// bytes (back up to aheadMax after a stretch of long answers, without
+	// swinging between a size that fits and twice it).
+	if fitted >= 0 {
+		p.size = max(fitted, aheadMin)
+	} else if len(p.ents) == p.size && len(p.buf) <= aheadBytes/2 {
+		p.size = min(2*p.size, aheadMax)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -198,4 +200,254 @@ func TestAnswerSeeker_findsAsReferredAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAnswersAhead_randomBuckets compares answersAhead and answerSeeker
+// with referredAnswer on random buckets: 32-byte keys sharing 8- or
+// 12-byte beginnings, 16-byte keys that begin them, short keys, nested
+// buckets and empty answers; references by 8 bytes, 16 bytes and whole
+// keys, to answers there or not; outputs of their own, bare tags and
+// nested buckets among the outputs; a walk that skips ids and asks some
+// twice; chunks of 1-10 references and 0-300 bytes. Seed i replays
+// round i.
+func TestAnswersAhead_randomBuckets(t *testing.T) {
+	defer func(n, m, b int) { aheadMax, aheadMin, aheadBytes = n, m, b }(aheadMax, aheadMin, aheadBytes)
+	db := bareBolt(t)
+	const stage = "classify"
+	found, looked := 0, 0
+	for round := range 300 {
+		r := rand.New(rand.NewPCG(uint64(round), 7))
+		beginnings := randomBeginnings(r)
+		var keys [][]byte
+		err := db.Update(func(tx *bolt.Tx) error {
+			_ = tx.DeleteBucket(answersBucket(stage))
+			_ = tx.DeleteBucket(outBucket(stage))
+			answers, err := tx.CreateBucket(answersBucket(stage))
+			if err != nil {
+				return err
+			}
+			outs, err := tx.CreateBucket(outBucket(stage))
+			if err != nil {
+				return err
+			}
+			for range r.IntN(60) {
+				k := randomAnswerKey(r, beginnings)
+				if answers.Get(k) != nil || answers.Bucket(k) != nil {
+					continue
+				}
+				switch r.IntN(12) {
+				case 0:
+					_, err = answers.CreateBucket(k)
+				case 1:
+					err = answers.Put(k, []byte{})
+				default:
+					err = answers.Put(k, fmt.Appendf(nil, "answer %x %s", k, bytes.Repeat([]byte("p"), r.IntN(30))))
+				}
+				if err != nil {
+					return err
+				}
+				keys = append(keys, k)
+			}
+			for i := range r.IntN(80) {
+				id := fmt.Appendf(nil, "id%04d", i)
+				switch r.IntN(10) {
+				case 0:
+					err = outs.Put(id, []byte{tagPacked, 'x'})
+				case 1:
+					err = outs.Put(id, []byte{tagAnswer})
+				case 2:
+					_, err = outs.CreateBucket(id)
+				default:
+					err = outs.Put(id, append([]byte{tagAnswer}, randomRef(r, keys, beginnings)...))
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		aheadMax = 1 + r.IntN(10)
+		aheadMin = 1 + r.IntN(aheadMax)
+		aheadBytes = r.IntN(300)
+		err = db.View(func(tx *bolt.Tx) error {
+			answers := tx.Bucket(answersBucket(stage))
+			p := readAhead(tx, stage, nil)
+			err := tx.Bucket(outBucket(stage)).ForEach(func(k, v []byte) error {
+				if v == nil || r.IntN(4) == 0 { // a nested bucket, or an id the walk skips
+					return nil
+				}
+				for range 1 + r.IntN(2) { // asked twice, as ForEachOutput's merge may
+					a, ok := p.answer(k, v)
+					if !ok {
+						looked++
+						continue
+					}
+					found++
+					if want := referredAnswer(answers, v[1:]); !bytes.Equal(a, want) || (a == nil) != (want == nil) {
+						t.Errorf("seed %d (%d/%d/%d): %s refers to %x: read ahead %q (nil %v), looked up %q (nil %v)",
+							round, aheadMax, aheadMin, aheadBytes, k, v[1:], a, a == nil, want, want == nil)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			var refs [][]byte
+			for range 100 {
+				refs = append(refs, randomRef(r, keys, beginnings))
+			}
+			slices.SortFunc(refs, bytes.Compare)
+			s := answerSeeker{c: answers.Cursor()}
+			for _, ref := range refs[r.IntN(len(refs)):] {
+				if r.IntN(3) == 0 {
+					continue
+				}
+				if got, want := s.answer(ref), referredAnswer(answers, ref); !bytes.Equal(got, want) || (got == nil) != (want == nil) {
+					t.Errorf("seed %d: the seeker finds %q for %x, referredAnswer %q", round, got, ref, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found < 1000 || looked < 100 {
+		t.Errorf("%d answers read ahead, %d looked up: the rounds test too little", found, looked)
+	}
+}
+
+// randomBeginnings are the few first bytes random keys share.
+func randomBeginnings(r *rand.Rand) [][]byte {
+	var bs [][]byte
+	for range 1 + r.IntN(4) {
+		b := make([]byte, 8+4*r.IntN(2))
+		for i := range b {
+			b[i] = byte(r.IntN(2))
+		}
+		bs = append(bs, b)
+	}
+	return bs
+}
+
+// randomAnswerKey is a hash's 32 bytes, a format 1 key of 16 bytes or a
+// short key, most beginning as others do.
+func randomAnswerKey(r *rand.Rand, beginnings [][]byte) []byte {
+	alphabet := []byte{0x00, 0x01, 0x7f, 0x80, 0xff}
+	fill := func(k []byte, n int) []byte {
+		for len(k) < n {
+			k = append(k, alphabet[r.IntN(len(alphabet))])
+		}
+		return k[:n]
+	}
+	b := beginnings[r.IntN(len(beginnings))]
+	switch r.IntN(6) {
+	case 0, 1, 2:
+		return fill(slices.Clone(b), 32)
+	case 3:
+		return fill(slices.Clone(b), 16)
+	}
+	n := 1 + r.IntN(40)
+	if r.IntN(2) == 0 && n >= 8 {
+		return fill(slices.Clone(b[:8]), n)
+	}
+	return fill(nil, n)
+}
+
+// randomRef refers to one of keys, or to a key that may not be there, by
+// its first 8 or 16 bytes or whole.
+func randomRef(r *rand.Rand, keys, beginnings [][]byte) []byte {
+	var k []byte
+	if r.IntN(5) == 0 || len(keys) == 0 {
+		k = randomAnswerKey(r, beginnings)
+	} else {
+		k = keys[r.IntN(len(keys))]
+	}
+	switch n := r.IntN(4); {
+	case n == 0 && len(k) >= shortRefLen:
+		return slices.Clone(k[:shortRefLen])
+	case n == 1 && len(k) >= answerRefLen:
+		return slices.Clone(k[:answerRefLen])
+	}
+	return slices.Clone(k)
+}
+
+// TestAnswersAhead_chunksFollowTheBytes: a chunk that runs out of bytes
+// makes the next one hold as many references as fitted, the size holds
+// while the answers stay long, and chunks grow back by doubling once
+// they are short again.
+func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
+	defer func(n, m, b int) { aheadMax, aheadMin, aheadBytes = n, m, b }(aheadMax, aheadMin, aheadBytes)
+	db := bareBolt(t)
+	err := db.Update(func(tx *bolt.Tx) error {
+		answers, err := tx.CreateBucket(answersBucket("classify"))
+		if err != nil {
+			return err
+		}
+		outs, err := tx.CreateBucket(outBucket("classify"))
+		if err != nil {
+			return err
+		}
+		for i := range 1000 {
+			k := fmt.Appendf(nil, "key-%06d", i)
+			size := 1000 // the first 600 outputs' answers: 10 fit a chunk
+			if i >= 600 {
+				size = 1
+			}
+			if err := answers.Put(k, bytes.Repeat([]byte("a"), size)); err != nil {
+				return err
+			}
+			if err := outs.Put(fmt.Appendf(nil, "id%06d", i), append([]byte{tagAnswer}, k...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aheadMax, aheadMin, aheadBytes = 400, 1, 10_000
+	err = db.View(func(tx *bolt.Tx) error {
+		p := readAhead(tx, "classify", nil)
+		looked, sizes := 0, []int{}
+		return tx.Bucket(outBucket("classify")).ForEach(func(k, v []byte) error {
+			if _, ok := p.answer(k, v); !ok {
+				looked++
+			}
+			if len(sizes) == 0 || sizes[len(sizes)-1] != p.size {
+				sizes = append(sizes, p.size)
+			}
+			if string(k) == "id000999" {
+				if looked != 390 {
+					t.Errorf("%d of 1,000 answers looked up one by one, want the first chunk's 390", looked)
+				}
+				// 10 fit of the first 400, 390 are looked up; chunks of
+				// 10 long answers stay at 10 (twice would not fit); then
+				// chunks of short answers double until the last (100) is
+				// not full.
+				if want := []int{10, 20, 40, 80, 160, 320}; !slices.Equal(sizes, want) {
+					t.Errorf("chunk sizes %v, want %v", sizes, want)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bareBolt is a bare bbolt file, for tests of the buckets alone.
+func bareBolt(t *testing.T) *bolt.DB {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "bare.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
