@@ -39,13 +39,7 @@ func TestAnswersAhead_readsAsLookups(t *testing.T) {
 	if err := db.Commit(ts); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{}
-	if err := db.ForEachOutput("classify", func(rec pipeline.Record, out json.RawMessage) error {
-		want[rec.ID] = string(out)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	want := stageOutputs(t, db, "classify")
 	// The answer of i%23 == 7 goes missing: its outputs then fail to read.
 	if err := db.bolt.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(answersBucket("classify")).Delete(answerKey(cacheKey(7)))
@@ -121,13 +115,7 @@ func TestAnswersAhead_readsAsLookups(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	byOutput := map[string]string{}
-	if err := db.ForEachOutput("classify", func(rec pipeline.Record, out json.RawMessage) error {
-		byOutput[rec.ID] = string(out)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	byOutput := stageOutputs(t, db, "classify")
 	for id, w := range want {
 		if got[id] != w || byOutput[id] != w {
 			t.Errorf("%s: ForEachItem %s, ForEachOutput %s, want %s", id, got[id], byOutput[id], w)

@@ -60,13 +60,7 @@ func TestDB_OutputsReferToAnswersByAQuarterOfTheirKey(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	if err := db.ForEachOutput("classify", func(rec pipeline.Record, out json.RawMessage) error {
-		got[rec.ID] = string(out)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	got := stageOutputs(t, db, "classify")
 	for _, id := range ids {
 		if got[id] != string(answer(id)) {
 			t.Errorf("%s: output %s, want %s", id, got[id], answer(id))

@@ -169,13 +169,7 @@ func TestDB_SanitizedTextIsAnEdit(t *testing.T) {
 	if pages := st.LeafPageN + st.LeafOverflowN; pages > 20 || size > n*300 {
 		t.Errorf("out/sanitize: %d pages, %d bytes of records for %d outputs, want at most 20 pages, 300 bytes each", pages, size, n)
 	}
-	got := map[string]string{}
-	if err := db.ForEachOutput("sanitize", func(rec pipeline.Record, out json.RawMessage) error {
-		got[rec.ID] = string(out)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	got := stageOutputs(t, db, "sanitize")
 	if len(got) != n {
 		t.Fatalf("%d outputs, want %d", len(got), n)
 	}

@@ -18,6 +18,19 @@ import (
 var testStages = []StageDef{{Name: "sanitize"}, {Name: "classify", Fingerprint: "m1"}, {Name: "aggregate"}}
 
 // openTest opens a DB in t.TempDir and checks its consistency on cleanup.
+// stageOutputs is every output of stage as ForEachOutput reads it, by id.
+func stageOutputs(t testing.TB, db *DB, stage string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	if err := db.ForEachOutput(stage, func(rec pipeline.Record, out json.RawMessage) error {
+		got[rec.ID] = string(out)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func openTest(t testing.TB) *DB {
 	t.Helper()
 	db, err := Open(filepath.Join(t.TempDir(), "st.db"), Options{Stages: testStages})
