@@ -102,6 +102,10 @@ const (
 	// the rate is paced at this share of it, room for a window's edges
 	// and for input tokens that vary from call to call.
 	namedShare = 0.97
+	// namedContradicted: a 429's per-minute budget is not believed when
+	// the quota admitted more than this many times it in the minute
+	// before (see law.contradicted).
+	namedContradicted = 2.0
 	// namedHoldLags: the rate held at a named budget this many answer
 	// lags (twice as many after each look that found nothing, see
 	// maxCalm) with no 429 stops capping the stairs.

@@ -94,7 +94,11 @@
 // named. A live quota named lower than the rate it admitted keeps that
 // rate as the one to climb back to: it looks above the budget named every
 // answer lag (a look refused costs one 429, which names the budget again),
-// and once a look holds, the rate goes straight back to it. Otherwise the longest retry delay seen is read as the quota's
+// and once a look holds, the rate goes straight back to it. A named
+// budget the quota's own admissions contradict (more than twice it
+// admitted in the minute before the refused call: a window's count named
+// as a minute's) is not believed, and the one it repeats is forgotten
+// (law.contradicted). Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window. A reopening (a probe admitted after a backoff) reads a

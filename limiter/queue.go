@@ -271,7 +271,7 @@ func (l *AIMD) RateLimitedQuota(started time.Time, retryAfter time.Duration, req
 	defer l.mu.Unlock()
 	now := l.cfg.Now()
 	l.releaseLocked()
-	l.law.nameQuota(requestsPerMinute, tokensPerMinute)
+	l.law.nameQuotaAt(started, requestsPerMinute, tokensPerMinute)
 	if l.law.onRateLimited(now, started, retryAfter, l.inFlight+1) {
 		l.wakeHeadLocked()
 	}

@@ -521,7 +521,8 @@ func simulate(sh quotaShape, cfg Config, seed uint64) simRun {
 				}
 				r.r429s++
 				if e.named {
-					w.nameQuota(sh.namedAt(e.started))
+					rpm, tpm := sh.namedAt(e.started)
+					w.nameQuotaAt(e.started, rpm, tpm)
 				}
 				w.onRateLimited(t, e.started, e.retryAfter, inFlight)
 				inFlight--

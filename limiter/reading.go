@@ -217,6 +217,50 @@ func (w *law) nameQuota(rpm, tpm int64) {
 	}
 }
 
+// nameQuotaAt is nameQuota for a 429 of the call started at started,
+// less what the quota's own admissions contradict (see law.contradicted):
+// such a budget is not recorded, and the same one recorded before is
+// forgotten. Believed, a window's count named as a minute's would pace
+// the run at a sixtieth of its quota.
+func (w *law) nameQuotaAt(started time.Time, rpm, tpm int64) {
+	if rpm > 0 && w.contradicted(started, rpm, 0) {
+		rpm, w.namedRPM = 0, 0
+	}
+	if tpm > 0 && w.contradicted(started, 0, tpm) {
+		tpm, w.namedTPM = 0, 0
+	}
+	w.nameQuota(rpm, tpm)
+}
+
+// contradicted reports whether the calls admitted in the minute before
+// started (the refused call's start) add up to more than twice a budget
+// of rpm requests or tpm input tokens per minute. A per-minute window,
+// sliding or fixed, admits at most twice its budget in any minute (a
+// fixed one's at the end of one window and the start of the next), so a
+// 429 that names less names some other window's count: the evidence wins.
+// Tokens are the calls' estimates (their mean until sizes are learned);
+// with neither, no token budget is contradicted.
+func (w *law) contradicted(started time.Time, rpm, tpm int64) bool {
+	from := started.Add(-time.Minute)
+	calls, tokens := 0.0, 0.0
+	for i := 1; i <= min(w.nSent, sentRing); i++ {
+		c := &w.sent[(w.nSent-i)%sentRing]
+		if c.at.Before(from) {
+			break
+		}
+		if c.outcome != admitted {
+			continue
+		}
+		calls++
+		if t := w.estimatedTokens(c.size); t > 0 {
+			tokens += t
+		} else {
+			tokens += w.callTokens()
+		}
+	}
+	return rpm > 0 && calls > namedContradicted*float64(rpm) || tpm > 0 && tokens > namedContradicted*float64(tpm)
+}
+
 // namedRate is the rate of the named budgets, the tighter of the two, in
 // starts per second: 0 if none is named.
 func (w *law) namedRate() float64 {

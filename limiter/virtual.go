@@ -47,7 +47,7 @@ func (v *Virtual) Succeeded(t, started time.Time, tokens int64, inFlight int) {
 // budgets it named (0 for none).
 func (v *Virtual) RateLimited(t, started time.Time, retryAfter time.Duration, rpm, tpm int64, inFlight int) {
 	if rpm > 0 || tpm > 0 {
-		v.w.nameQuota(rpm, tpm)
+		v.w.nameQuotaAt(started, rpm, tpm)
 	}
 	v.w.onRateLimited(t, started, retryAfter, inFlight)
 }
