@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -553,7 +554,11 @@ func TestFleet_BatchStageAutoDeadline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL and kills real processes")
 	}
-	stuck := []geminisim.Fate{geminisim.FateStuck, geminisim.FateStuck, geminisim.FateStuck}
+	// Every job stuck, however many the run creates: two workers that
+	// reserve at once may split the last 20 items into two jobs (see
+	// TestFleet_BatchStageFailedJob), and a fourth job that succeeded
+	// would answer items through the batch.
+	stuck := slices.Repeat([]geminisim.Fate{geminisim.FateStuck}, 60)
 	k := &stepKill{event: geminisim.EventPoll, fired: make(chan struct{})}
 	// The deadline leaves a loaded machine time to start both workers
 	// and create the jobs before it passes.

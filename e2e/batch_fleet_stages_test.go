@@ -52,7 +52,7 @@ func TestFleet_TwoBatchedStagesSIGKILL(t *testing.T) {
 			const pending, running = time.Second, 200 * time.Millisecond
 			observe := func(e geminisim.BatchEvent) {
 				sim := simp.Load()
-				if sim == nil || !secondStageAt(sim, e, items/size) {
+				if sim == nil || !fleetSecondStageAt(sim, e, items) {
 					return
 				}
 				if k.clock != nil && e == geminisim.EventCreate {
@@ -156,4 +156,17 @@ func TestFleet_TwoBatchedStagesSIGKILL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fleetSecondStageAt is secondStageAt for a fleet whose first stage
+// sends firstItems requests, each once: a create (or its upload) is the
+// second stage's once every one of them is answered. Counting the first
+// stage's jobs would not do: two workers that reserve at the same moment
+// may split one job's items into two (see TestFleet_BatchStageFailedJob),
+// and the last of them would be read as the second stage's first create.
+func fleetSecondStageAt(sim *geminisim.Server, e geminisim.BatchEvent, firstItems int) bool {
+	if e == geminisim.EventUpload || e == geminisim.EventCreate {
+		return sim.BatchStats().Rows >= firstItems
+	}
+	return secondStageAt(sim, e, 0)
 }
