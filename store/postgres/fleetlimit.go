@@ -110,7 +110,16 @@ type FleetLimiter struct {
 	// namedRPM is the per-minute request quota a 429 last named, the
 	// fleet's pace since (0: none named).
 	namedRPM int64
+	// admitted holds the starts of this worker's calls answered in
+	// about the last minute, in the order they were answered (at most
+	// admittedKeep): what a named quota is checked against (see
+	// contradicted).
+	admitted []time.Time
 }
+
+// admittedKeep bounds FleetLimiter.admitted: a named quota of more than
+// half as many calls a minute is never found contradicted.
+const admittedKeep = 1 << 16
 
 type epochRef struct {
 	epoch int64
@@ -366,6 +375,13 @@ func (l *FleetLimiter) Succeeded(started time.Time, _ int64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.admitted = append(l.admitted, started)
+	if drop := len(l.admitted) - admittedKeep; drop > 0 {
+		l.admitted = l.admitted[drop:]
+	}
+	for len(l.admitted) > 0 && now.Sub(l.admitted[0]) > time.Minute {
+		l.admitted = l.admitted[1:]
+	}
 	l.law.answered(now.Sub(started))
 	l.law.succeeded(now, ref.waited)
 	l.wake()
@@ -397,9 +413,10 @@ func (l *FleetLimiter) RateLimited(started time.Time, retryAfter time.Duration) 
 // RateLimitedQuota is RateLimited for a 429 that named its per-minute
 // request quota: the rate is then known, and the worker that hears a new
 // value sets the fleet's pace in the quota row to 97% of it (unless
-// --rpm gave the rate), so every worker keeps to it from its next call.
+// --rpm gave the rate, or this worker's own answers contradict it: see
+// contradicted), so every worker keeps to it from its next call.
 func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Duration, requestsPerMinute, _ int64) {
-	if requestsPerMinute > 0 && l.cfg.RPM == 0 {
+	if requestsPerMinute > 0 && l.cfg.RPM == 0 && !l.contradicted(started, requestsPerMinute) {
 		l.mu.Lock()
 		changed := requestsPerMinute != l.namedRPM
 		l.namedRPM = requestsPerMinute
@@ -412,6 +429,25 @@ func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Durat
 		}
 	}
 	l.RateLimited(started, retryAfter)
+}
+
+// contradicted reports whether this worker alone had more than twice rpm
+// calls answered that started in the minute before started: a minute's
+// window, sliding or fixed, never admits that many, so the 429 named
+// another window's count (as the lone law reads it, see the limiter's
+// law.contradicted), and paced at it the fleet would crawl.
+func (l *FleetLimiter) contradicted(started time.Time, rpm int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Answers come in their own order, not their starts': count them
+	// all rather than search.
+	from, n := started.Add(-time.Minute), int64(0)
+	for _, at := range l.admitted {
+		if !at.Before(from) {
+			n++
+		}
+	}
+	return n > 2*rpm
 }
 
 // Failed frees the slot.

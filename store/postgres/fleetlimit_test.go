@@ -417,3 +417,40 @@ func TestFleetLimiter_TimeoutWaveCallsAdmittedBeforeTheCut(t *testing.T) {
 		t.Fatalf("timeouts of calls admitted before the cut (sent after it, from the fleet's schedule) cut the limit again, from %d to %d", cut, got)
 	}
 }
+
+// TestFleetLimiter_NamedQuotaContradicted: a 429 that names a minute's
+// quota this worker alone has had more than twice answered in the last
+// minute named some other window's count: the fleet is not paced at it
+// (believed, "60 a minute" after 130 answers would pace every worker at
+// a call a second). Twice the quota or less is believed: a fixed
+// window's end and the next one's start.
+func TestFleetLimiter_NamedQuotaContradicted(t *testing.T) {
+	for _, tt := range []struct {
+		answered int
+		paced    bool
+	}{{130, false}, {120, true}} {
+		clock := &instantClock{}
+		ls := fleetLimiters(t, 2, FleetLimitConfig{Key: "p/m", Start: 8, Clock: clock, BookAhead: time.Hour})
+		a, b := ls[0], ls[1]
+		for range tt.answered {
+			s := acquire(t, a, 1)
+			a.Succeeded(s[0], 0)
+		}
+		s := acquire(t, a, 1)
+		a.RateLimitedQuota(s[0], 0, 60, 0) // 60 a minute
+		clock.mu.Lock()
+		clock.waits = nil
+		clock.mu.Unlock()
+		acquire(t, b, 3)
+		clock.mu.Lock()
+		waits := append([]time.Duration(nil), clock.waits...)
+		clock.mu.Unlock()
+		// Paced at 60 a minute, b's three calls are booked about a
+		// second apart (their waits fall by the time between them);
+		// unpaced, all at the cooldown's end.
+		paced := len(waits) >= 2 && waits[len(waits)-1]-waits[0] > 500*time.Millisecond
+		if paced != tt.paced {
+			t.Errorf("after %d answers, a 429 naming 60 a minute: b's calls waited %v (paced %v), want paced %v", tt.answered, waits, paced, tt.paced)
+		}
+	}
+}
