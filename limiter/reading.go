@@ -241,9 +241,13 @@ func (w *law) nameQuotaAt(started time.Time, rpm, tpm int64) {
 // Tokens are the calls' estimates (their mean until sizes are learned);
 // with neither, no token budget is contradicted.
 func (w *law) contradicted(started time.Time, rpm, tpm int64) bool {
+	kept := min(w.nSent, sentRing)
+	if tpm <= 0 && float64(kept) <= namedContradicted*float64(rpm) {
+		return false // fewer starts kept than would contradict it
+	}
 	from := started.Add(-time.Minute)
 	calls, tokens := 0.0, 0.0
-	for i := 1; i <= min(w.nSent, sentRing); i++ {
+	for i := 1; i <= kept; i++ {
 		c := &w.sent[(w.nSent-i)%sentRing]
 		if c.at.Before(from) {
 			break
@@ -257,8 +261,12 @@ func (w *law) contradicted(started time.Time, rpm, tpm int64) bool {
 		} else {
 			tokens += w.callTokens()
 		}
+		// A 429 storm asks for each refusal: stop once shown.
+		if rpm > 0 && calls > namedContradicted*float64(rpm) || tpm > 0 && tokens > namedContradicted*float64(tpm) {
+			return true
+		}
 	}
-	return rpm > 0 && calls > namedContradicted*float64(rpm) || tpm > 0 && tokens > namedContradicted*float64(tpm)
+	return false
 }
 
 // namedRate is the rate of the named budgets, the tighter of the two, in
