@@ -106,6 +106,9 @@ const (
 	// the quota admitted more than this many times it in the minute
 	// before (see law.contradicted).
 	namedContradicted = 2.0
+	// tokensSlack: a token budget is contradicted by this much more,
+	// since the tokens admitted are estimates.
+	tokensSlack = 1.1
 	// namedHoldLags: the rate held at a named budget this many answer
 	// lags (twice as many after each look that found nothing, see
 	// maxCalm) with no 429 stops capping the stairs.

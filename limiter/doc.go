@@ -98,7 +98,9 @@
 // budget the quota's own admissions contradict (more than twice it
 // admitted in the minute before the refused call: a window's count named
 // as a minute's) is not believed, and the one it repeats is forgotten
-// (law.contradicted). Otherwise the longest retry delay seen is read as the quota's
+// (law.contradicted); a quota that fell by more than half within the
+// minute reads so too, and is found by its refusals until the minute
+// before its fall has passed. Otherwise the longest retry delay seen is read as the quota's
 // window, which a rate must be held for before it counts as safe, and at
 // each event the law paces no faster than what the quota admitted over
 // that window. A reopening (a probe admitted after a backoff) reads a

@@ -15,7 +15,7 @@ func TestLaw_namedBudgetContradicted(t *testing.T) {
 	tests := []struct {
 		name     string
 		admitted int           // calls admitted, 4 ms apart
-		ago      time.Duration // how long before the refused call the first started
+		ago      time.Duration // how long before the refused call the first started (<0: after it)
 		believed int64         // the RPM recorded before, 0 for none
 		rpm, tpm int64         // what the 429 names
 		wantRPM  int64
@@ -28,6 +28,7 @@ func TestLaw_namedBudgetContradicted(t *testing.T) {
 		{name: "admissions over a minute before do not count", admitted: 200, ago: 62 * time.Second, rpm: 23, wantRPM: 23},
 		{name: "tokens contradicted, requests not", admitted: 200, ago: time.Second, rpm: 12000, tpm: 5000, wantRPM: 12000},
 		{name: "tokens believed", admitted: 200, ago: time.Second, tpm: 600000, wantTPM: 600000},
+		{name: "calls started after the refused one do not count", admitted: 200, ago: -time.Second, rpm: 23, wantRPM: 23},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,8 +45,17 @@ func TestLaw_namedBudgetContradicted(t *testing.T) {
 			for _, s := range starts {
 				w.onSuccess(s.Add(rtt), s, tokens, 64)
 			}
-			s := w.start(refusedAt, 20)
+			var s time.Time
+			if tt.ago < 0 {
+				s = refusedAt // stamped before the calls admitted beside it
+			} else {
+				s = w.start(refusedAt, 20)
+			}
 			w.nameQuotaAt(s, tt.rpm, tt.tpm)
+			if tt.believed > 0 && tt.wantRPM == 0 && w.lastRPM == tt.believed {
+				// It would still pace requests whenever tokens bind.
+				t.Errorf("the contradicted %d RPM is still the last named", tt.believed)
+			}
 			if w.namedRPM != tt.wantRPM || w.namedTPM != tt.wantTPM {
 				t.Errorf("named %d RPM, %d TPM after %d admitted: recorded %d RPM, %d TPM; want %d, %d",
 					tt.rpm, tt.tpm, tt.admitted, w.namedRPM, w.namedTPM, tt.wantRPM, tt.wantTPM)

@@ -224,22 +224,37 @@ func (w *law) nameQuota(rpm, tpm int64) {
 // the run at a sixtieth of its quota.
 func (w *law) nameQuotaAt(started time.Time, rpm, tpm int64) {
 	if rpm > 0 && w.contradicted(started, rpm, 0) {
-		rpm, w.namedRPM = 0, 0
+		w.namedRPM, w.lastRPM = forget(w.namedRPM, rpm), forget(w.lastRPM, rpm)
+		rpm = 0
 	}
 	if tpm > 0 && w.contradicted(started, 0, tpm) {
-		tpm, w.namedTPM = 0, 0
+		w.namedTPM, w.lastTPM = forget(w.namedTPM, tpm), forget(w.lastTPM, tpm)
+		tpm = 0
 	}
 	w.nameQuota(rpm, tpm)
 }
 
-// contradicted reports whether the calls admitted in the minute before
-// started (the refused call's start) add up to more than twice a budget
-// of rpm requests or tpm input tokens per minute. A per-minute window,
-// sliding or fixed, admits at most twice its budget in any minute (a
-// fixed one's at the end of one window and the start of the next), so a
-// 429 that names less names some other window's count: the evidence wins.
-// Tokens are the calls' estimates (their mean until sizes are learned);
-// with neither, no token budget is contradicted.
+// forget is budget, or 0 when it is the contradicted one.
+func forget(budget, contradicted int64) int64 {
+	if budget == contradicted {
+		return 0
+	}
+	return budget
+}
+
+// contradicted reports whether the calls admitted that started in the
+// minute before started (the refused call's start) add up to more than
+// twice a budget of rpm requests, or tpm input tokens per minute with a
+// tenth more for the estimates. A per-minute window, sliding or fixed,
+// admits at most twice its budget in any minute (a fixed one's at the end
+// of one window and the start of the next), so a 429 that names less
+// names some other window's count: the evidence wins. Calls started
+// after the refused one are left out: over a minute and a round trip a
+// fixed window admits more. Tokens are the calls' estimates (their mean
+// until sizes are learned); with neither, no token budget is
+// contradicted. A quota that fell by more than half within the minute is
+// contradicted too, and read from its refusals as an unnamed one until
+// the calls before the fall have left the minute.
 func (w *law) contradicted(started time.Time, rpm, tpm int64) bool {
 	kept := min(w.nSent, sentRing)
 	if tpm <= 0 && float64(kept) <= namedContradicted*float64(rpm) {
@@ -252,7 +267,7 @@ func (w *law) contradicted(started time.Time, rpm, tpm int64) bool {
 		if c.at.Before(from) {
 			break
 		}
-		if c.outcome != admitted {
+		if c.outcome != admitted || c.at.After(started) {
 			continue
 		}
 		calls++
@@ -262,7 +277,7 @@ func (w *law) contradicted(started time.Time, rpm, tpm int64) bool {
 			tokens += w.callTokens()
 		}
 		// A 429 storm asks for each refusal: stop once shown.
-		if rpm > 0 && calls > namedContradicted*float64(rpm) || tpm > 0 && tokens > namedContradicted*float64(tpm) {
+		if rpm > 0 && calls > namedContradicted*float64(rpm) || tpm > 0 && tokens > namedContradicted*tokensSlack*float64(tpm) {
 			return true
 		}
 	}

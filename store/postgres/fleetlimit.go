@@ -436,6 +436,13 @@ func (l *FleetLimiter) RateLimitedQuota(started time.Time, retryAfter time.Durat
 // window, sliding or fixed, never admits that many, so the 429 named
 // another window's count (as the lone law reads it, see the limiter's
 // law.contradicted), and paced at it the fleet would crawl.
+//
+// It is weaker than the lone law's: each worker sees only its own
+// answers (a fleet of n, about a nth of the evidence), and a quota named
+// at the first 429, before the evidence, is the fleet's pace for good:
+// the fleet never goes faster than a given rate, so no worker gathers
+// more than it again. The lone law looks above a named budget and finds
+// out.
 func (l *FleetLimiter) contradicted(started time.Time, rpm int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -443,7 +450,7 @@ func (l *FleetLimiter) contradicted(started time.Time, rpm int64) bool {
 	// all rather than search.
 	from, n := started.Add(-time.Minute), int64(0)
 	for _, at := range l.admitted {
-		if !at.Before(from) {
+		if !at.Before(from) && !at.After(started) {
 			n++
 		}
 	}
