@@ -27,6 +27,17 @@ func (c *instantClock) NewTimer(d time.Duration) pipeline.Timer {
 	return firedTimer{}
 }
 
+// waitsOf is the waits asked while fn ran.
+func (c *instantClock) waitsOf(fn func()) []time.Duration {
+	c.mu.Lock()
+	c.waits = nil
+	c.mu.Unlock()
+	fn()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.waits...)
+}
+
 type firedTimer struct{}
 
 func (firedTimer) C() <-chan time.Time {
@@ -192,13 +203,7 @@ func TestFleetLimiter_NamedQuotaPacesTheFleet(t *testing.T) {
 	a, b := ls[0], ls[1]
 	s := acquire(t, a, 1)
 	a.RateLimitedQuota(s[0], 0, 60, 0) // 60 a minute
-	clock.mu.Lock()
-	clock.waits = nil
-	clock.mu.Unlock()
-	acquire(t, b, 3)
-	clock.mu.Lock()
-	waits := append([]time.Duration(nil), clock.waits...)
-	clock.mu.Unlock()
+	waits := clock.waitsOf(func() { acquire(t, b, 3) })
 	perMinute := 60.0
 	every := time.Duration(float64(time.Minute) / (0.97 * perMinute))
 	if len(waits) < 2 {
@@ -438,13 +443,7 @@ func TestFleetLimiter_NamedQuotaContradicted(t *testing.T) {
 		}
 		s := acquire(t, a, 1)
 		a.RateLimitedQuota(s[0], 0, 60, 0) // 60 a minute
-		clock.mu.Lock()
-		clock.waits = nil
-		clock.mu.Unlock()
-		acquire(t, b, 3)
-		clock.mu.Lock()
-		waits := append([]time.Duration(nil), clock.waits...)
-		clock.mu.Unlock()
+		waits := clock.waitsOf(func() { acquire(t, b, 3) })
 		// Paced at 60 a minute, b's three calls are booked about a
 		// second apart (their waits fall by the time between them);
 		// unpaced, all at the cooldown's end.
