@@ -160,7 +160,8 @@
 // after a fall, and what a refusal says of the rate proven safe),
 // reading.go (what the law reads from the quota's answers: the starts and
 // their outcomes, the admitted rate, the window, what the first 429
-// shows, a named budget and the pace it sets, the smoothed latency), hold.go (the
+// shows, the smoothed latency), named.go (a budget a 429 named, unless
+// contradicted, and the pace it sets), hold.go (the
 // runner's overload holds as the law sees them), tokens.go (pacing in
 // tokens: calls' sizes against what they are billed), slowstart.go (slow
 // start's climb and its brake at 64), replay.go (the calls after a window
