@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -183,27 +185,56 @@ func (db *DB) sharedUser(tx *bolt.Tx, si int, w *walker) []byte {
 	return nil
 }
 
+// recordKeys are the top-level keys of a stored record, pipeline.Record's
+// JSON names, by whether they hold the record's fields. They come from
+// the type, so a key added to Record is known here too: a list written
+// by hand missed "line", added later, and sent every record of a file
+// ingested since the long way (a full decode: a sixth of a million
+// items' export).
+var recordKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[pipeline.Record]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			keys[name] = name == "fields"
+		}
+	}
+	return keys
+}()
+
 // recordFieldNames adds the names of record v's fields to names.
 func (db *DB) recordFieldNames(tx *bolt.Tx, id, v []byte, names map[string]bool) error {
-	if len(v) > 0 && v[0] == tagPacked {
-		k := keyReader{db: db, tx: tx, in: v[1:], id: id}
-		if k.object(func(key string) (bool, error) {
-			switch key {
-			case "id", "text", "types":
-				return false, k.skip(0)
-			case "fields":
-				return false, k.keys(names)
-			}
-			return true, nil // a key of a later format: read it the long way
-		}) == nil {
-			return nil
-		}
+	if db.packedFieldNames(tx, id, v, names) {
+		return nil
 	}
 	r, _, err := db.record(tx, id)
 	for name := range r.Fields {
 		names[name] = true
 	}
 	return err
+}
+
+// packedFieldNames adds the names of record v's fields to names when
+// they read from its packed bytes alone: false when v must be read the
+// long way (not packed, or a key Record does not have: a later format).
+// The names added before a false are v's too.
+func (db *DB) packedFieldNames(tx *bolt.Tx, id, v []byte, names map[string]bool) bool {
+	if len(v) == 0 || v[0] != tagPacked {
+		return false
+	}
+	k := keyReader{db: db, tx: tx, in: v[1:], id: id}
+	return k.object(func(key string) (bool, error) {
+		fields, known := recordKeys[key]
+		switch {
+		case !known:
+			return true, nil
+		case fields:
+			return false, k.keys(names)
+		default:
+			return false, k.skip(0)
+		}
+	}) == nil
 }
 
 // outputFieldNames adds the top-level keys of stage's stored output v of

@@ -3,7 +3,9 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
@@ -134,5 +136,36 @@ func TestDB_ForEachItemAsLocate(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("packed records not read straight: %v", err)
+	}
+}
+
+// TestFieldNames_recordsReadPacked: a record with every key a Record
+// stores (fields, types, the input line) gives its field names from its
+// packed bytes, not the long way; the names are its fields. A Record key
+// this reader did not know ("line", before recordKeys came from the type)
+// sent every record the long way, a full decode, with the right names:
+// only this test sees it.
+func TestFieldNames_recordsReadPacked(t *testing.T) {
+	db := openTest(t)
+	r := pipeline.Record{ID: "a", Text: "some text", Line: 7,
+		Fields: map[string]string{"app": "x", "n": "3"}, Types: map[string]pipeline.FieldType{"n": pipeline.FieldNumber}}
+	if v := reflect.ValueOf(r); slices.ContainsFunc(reflect.VisibleFields(v.Type()), func(f reflect.StructField) bool { return v.FieldByIndex(f.Index).IsZero() }) {
+		t.Fatal("the record leaves a key of Record unset: set every one")
+	}
+	if _, err := db.Ingest([]pipeline.Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		names := map[string]bool{}
+		if !db.packedFieldNames(tx, []byte("a"), tx.Bucket(bucketItems).Get([]byte("a")), names) {
+			t.Error("the record's field names read the long way")
+		}
+		if want := map[string]bool{"app": true, "n": true}; !maps.Equal(names, want) {
+			t.Errorf("names %v, want %v", names, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
