@@ -49,6 +49,8 @@ type answersAhead struct {
 	answers *bolt.Bucket
 	scan    *bolt.Cursor // out/<stage>, ahead of the walk
 	w       *walker      // releases the pages the passes touch
+	table   *answerTable // every answer, when they fit (answertable.go)
+	tried   bool         // the table has been read, or found too large
 	started bool         // scan has read its first entry
 	done    bool         // scan has passed the bucket's last entry
 	last    []byte       // the last id scanned: the chunk covers ids up to it
@@ -96,6 +98,13 @@ func readAhead(tx *bolt.Tx, stage string, w *walker) *answersAhead {
 func (p *answersAhead) answer(id, v []byte) (a []byte, found bool) {
 	if p == nil || len(v) == 0 || v[0] != tagAnswer {
 		return nil, false
+	}
+	if !p.tried {
+		p.tried = true
+		p.table = readTable(p.answers, p.w)
+	}
+	if p.table != nil {
+		return p.table.answer(v[1:]), true
 	}
 	for {
 		for p.pos < len(p.ents) && bytes.Compare(p.id(p.pos), id) < 0 {

@@ -48,21 +48,24 @@ func TestAnswersAhead_readsAsLookups(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name           string
-		size, min, max int
-		wantLookups    bool // some answers do not fit and are looked up
+		name                  string
+		size, min, max, table int
+		wantLookups           bool // some answers do not fit and are looked up
+		wantTable             bool // the answers are read whole
 	}{
-		{"one chunk", 1 << 16, 1 << 10, 16 << 20, false},
-		{"chunks of 1", 1, 1, 16 << 20, false},
-		{"chunks of 7", 7, 1, 16 << 20, false},
-		{"bytes run out", 40, 4, 200, true},
+		{"the whole table", 1 << 16, 1 << 10, 16 << 20, 1 << 20, false, true},
+		{"one chunk", 1 << 16, 1 << 10, 16 << 20, 0, false, false},
+		{"a table too large, then one chunk", 1 << 16, 1 << 10, 16 << 20, 1000, false, false},
+		{"chunks of 1", 1, 1, 16 << 20, 0, false, false},
+		{"chunks of 7", 7, 1, 16 << 20, 0, false, false},
+		{"bytes run out", 40, 4, 200, 0, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer func(n, m, b int) { aheadMax, aheadMin, aheadBytes = n, m, b }(aheadMax, aheadMin, aheadBytes)
-			aheadMax, aheadMin, aheadBytes = tc.size, tc.min, tc.max
-			refs, lookups, missing := 0, 0, 0
+			aheadSizes(t, tc.size, tc.min, tc.max, tc.table)
+			refs, lookups, missing, table := 0, 0, 0, false
 			err := db.walk(func(tx *bolt.Tx, w *walker) error {
 				p := readAhead(tx, "classify", w)
+				defer func() { table = p.table != nil }()
 				answers := tx.Bucket(answersBucket("classify"))
 				return tx.Bucket(outBucket("classify")).ForEach(func(k, v []byte) error {
 					a, found := p.answer(k, v)
@@ -96,6 +99,9 @@ func TestAnswersAhead_readsAsLookups(t *testing.T) {
 			if got := lookups > 0; got != tc.wantLookups {
 				t.Errorf("%d of %d answers looked up, want some: %v", lookups, refs, tc.wantLookups)
 			}
+			if table != tc.wantTable {
+				t.Errorf("the answers read whole: %v, want %v", table, tc.wantTable)
+			}
 		})
 	}
 
@@ -106,8 +112,7 @@ func TestAnswersAhead_readsAsLookups(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer func(n, m, b int) { aheadMax, aheadMin, aheadBytes = n, m, b }(aheadMax, aheadMin, aheadBytes)
-	aheadMax, aheadMin, aheadBytes = 5, 2, 300
+	aheadSizes(t, 5, 2, 300, 0)
 	got := map[string]string{}
 	if err := db.ForEachItem(func(is pipeline.ItemState) error {
 		got[is.Record.ID] = string(is.Outputs["classify"])
@@ -196,13 +201,13 @@ func TestAnswerSeeker_findsAsReferredAnswer(t *testing.T) {
 // buckets and empty answers; references by 8 bytes, 16 bytes and whole
 // keys, to answers there or not; outputs of their own, bare tags and
 // nested buckets among the outputs; a walk that skips ids and asks some
-// twice; chunks of 1-10 references and 0-300 bytes. Seed i replays
-// round i.
+// twice; chunks of 1-10 references and 0-300 bytes, or a whole table
+// of up to 6,000 bytes in blocks of 1-200. Seed i replays round i.
 func TestAnswersAhead_randomBuckets(t *testing.T) {
-	defer func(n, m, b int) { aheadMax, aheadMin, aheadBytes = n, m, b }(aheadMax, aheadMin, aheadBytes)
+	defer func(n int) { tableBlock = n }(tableBlock)
 	db := bareBolt(t)
 	const stage = "classify"
-	found, looked := 0, 0
+	found, looked, tables, overflows := 0, 0, 0, 0
 	for round := range 300 {
 		r := rand.New(rand.NewPCG(uint64(round), 7))
 		beginnings := randomBeginnings(r)
@@ -257,9 +262,13 @@ func TestAnswersAhead_randomBuckets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		aheadMax = 1 + r.IntN(10)
-		aheadMin = 1 + r.IntN(aheadMax)
-		aheadBytes = r.IntN(300)
+		size := 1 + r.IntN(10)
+		table := 0 // chunks; a table the answers fit, or one they overflow
+		if r.IntN(2) == 0 {
+			table = r.IntN(6000)
+		}
+		aheadSizes(t, size, 1+r.IntN(size), r.IntN(300), table)
+		tableBlock = 1 + r.IntN(200) // some answers larger than a block
 		err = db.View(func(tx *bolt.Tx) error {
 			answers := tx.Bucket(answersBucket(stage))
 			p := readAhead(tx, stage, nil)
@@ -275,14 +284,20 @@ func TestAnswersAhead_randomBuckets(t *testing.T) {
 					}
 					found++
 					if want := referredAnswer(answers, v[1:]); !bytes.Equal(a, want) || (a == nil) != (want == nil) {
-						t.Errorf("seed %d (%d/%d/%d): %s refers to %x: read ahead %q (nil %v), looked up %q (nil %v)",
-							round, aheadMax, aheadMin, aheadBytes, k, v[1:], a, a == nil, want, want == nil)
+						t.Errorf("seed %d (%d/%d/%d/%d): %s refers to %x: read ahead %q (nil %v), looked up %q (nil %v)",
+							round, aheadMax, aheadMin, aheadBytes, tableBytes, k, v[1:], a, a == nil, want, want == nil)
 					}
 				}
 				return nil
 			})
 			if err != nil {
 				return err
+			}
+			switch {
+			case p.table != nil:
+				tables++
+			case p.tried && tableBytes > 0:
+				overflows++
 			}
 			var refs [][]byte
 			for range 100 {
@@ -304,8 +319,8 @@ func TestAnswersAhead_randomBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if found < 1000 || looked < 100 {
-		t.Errorf("%d answers read ahead, %d looked up: the rounds test too little", found, looked)
+	if found < 1000 || looked < 100 || tables < 50 || overflows < 20 {
+		t.Errorf("%d answers read ahead, %d looked up, %d whole tables, %d too large: the rounds test too little", found, looked, tables, overflows)
 	}
 }
 
@@ -369,7 +384,6 @@ func randomRef(r *rand.Rand, keys, beginnings [][]byte) []byte {
 // while the answers stay long, and chunks grow back by doubling once
 // they are short again.
 func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
-	defer func(n, m, b int) { aheadMax, aheadMin, aheadBytes = n, m, b }(aheadMax, aheadMin, aheadBytes)
 	db := bareBolt(t)
 	err := db.Update(func(tx *bolt.Tx) error {
 		answers, err := tx.CreateBucket(answersBucket("classify"))
@@ -398,7 +412,7 @@ func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aheadMax, aheadMin, aheadBytes = 400, 1, 10_000
+	aheadSizes(t, 400, 1, 10_000, 0)
 	err = db.View(func(tx *bolt.Tx) error {
 		p := readAhead(tx, "classify", nil)
 		looked, sizes := 0, []int{}
@@ -427,6 +441,15 @@ func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// aheadSizes sets the read-ahead's bounds for the rest of the test: the
+// references and bytes of a chunk, and the bytes of a whole table (0:
+// chunks only).
+func aheadSizes(t *testing.T, size, min, bytes, table int) {
+	old := [4]int{aheadMax, aheadMin, aheadBytes, tableBytes}
+	t.Cleanup(func() { aheadMax, aheadMin, aheadBytes, tableBytes = old[0], old[1], old[2], old[3] })
+	aheadMax, aheadMin, aheadBytes, tableBytes = size, min, bytes, table
 }
 
 // bareBolt is a bare bbolt file, for tests of the buckets alone.
