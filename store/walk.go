@@ -45,6 +45,10 @@ type walker struct {
 // items; a walk along one bucket maps its pages once in order.
 func (w *walker) lookupWalk() { w.every = max(releaseEvery/8, 1) }
 
+// alongWalk makes w release every releaseEvery items again, after a
+// lookupWalk: for a walk along a bucket.
+func (w *walker) alongWalk() { w.every = 0 }
+
 // step counts one item; every releaseEvery items (or w.every) it
 // releases the pages touched so far.
 func (w *walker) step() {

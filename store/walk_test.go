@@ -238,3 +238,41 @@ func TestDB_ForEachDeadReleases(t *testing.T) {
 		t.Errorf("pages released %d times over %d dead letters, want at least every second one", r, n)
 	}
 }
+
+// TestDB_CheckReleasesOnLookups: verify's walks of a queue and of the
+// dead letters look each entry's state up elsewhere in the file, so they
+// release the pages as often as ForEachDead does (every releaseEvery/8
+// entries), not as a walk along one bucket does.
+func TestDB_CheckReleasesOnLookups(t *testing.T) {
+	for _, dead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dead %v", dead), func(t *testing.T) {
+			db := openTest(t)
+			const n = 40
+			if _, err := db.Ingest(recs(numberedIDs("q%03d", n)...)); err != nil {
+				t.Fatal(err)
+			}
+			if dead {
+				deadLetterAll(t, db, "sanitize", "empty")
+			}
+			var released atomic.Int64
+			defer func(every int, rel func(addr, n uintptr)) { releaseEvery, release = every, rel }(releaseEvery, release)
+			releaseEvery = 16 // lookups: every 2 entries
+			release = func(addr, n uintptr) {
+				released.Add(1)
+				releasePages(addr, n)
+			}
+			var problems []string
+			err := db.walk(func(tx *bolt.Tx, w *walker) error {
+				released.Store(0)
+				return db.checkStageBuckets(tx, w, func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) })
+			})
+			if err != nil || len(problems) > 0 {
+				t.Fatalf("check: %v, %q", err, problems)
+			}
+			// The walk's own release at its end is one more.
+			if r := released.Load(); r < n/2 {
+				t.Errorf("pages released %d times over %d entries, want at least every second one", r, n)
+			}
+		})
+	}
+}
