@@ -372,8 +372,8 @@ func isSkipped(out json.RawMessage) bool {
 // that cannot walk every item (PostgreSQL) gives the done items, then the
 // dead letters stage by stage; its queued items are not exported. On a
 // store that names its fields (FieldNames: those of the items it
-// exports) the export of every item reads the items once: the columns
-// come from those names.
+// exports; StageFieldNames for a stage's) the export reads the items
+// once: the columns come from those names.
 func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	var names []string
 	for _, s := range db.Stages() {
@@ -383,12 +383,21 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 		return fmt.Errorf("export: unknown stage %q (stages: %s)", o.Stage, strings.Join(names, ", "))
 	}
 	if o.Stage != "" {
-		src := func(fn func(FlatItem) error) error {
+		// Both stores hand ForEachOutput's callback copies.
+		src := overlapped(func(fn func(FlatItem) error) error {
 			return db.ForEachOutput(o.Stage, func(rec pipeline.Record, out json.RawMessage) error {
 				return fn(FlatItem{Record: rec, Status: "done", Outputs: map[string]json.RawMessage{o.Stage: out}})
 			})
+		})
+		fo := FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns, RawCells: o.RawCells}
+		lister, ok := db.(stageFieldLister)
+		if !ok {
+			return WriteFlat(w, src, fo)
 		}
-		return WriteFlat(w, src, FlatOptions{Format: o.Format, Stage: o.Stage, Stages: names, Columns: o.Columns, RawCells: o.RawCells})
+		return writeFlat(w, src, fo, func() (fieldNames, error) {
+			inputs, outputs, err := lister.StageFieldNames(o.Stage)
+			return fieldNames{inputs: inputs, outputs: map[string]map[string]bool{o.Stage: outputs}}, storedNamesError(err)
+		})
 	}
 	defs, err := db.StoredDefinition()
 	if err != nil {
@@ -417,17 +426,24 @@ func Export(w io.Writer, db pipeline.Database, o ExportOptions) error {
 	}
 	return writeFlat(w, src, fo, func() (fieldNames, error) {
 		inputs, outputs, err := lister.FieldNames()
-		var bad interface {
-			NotObject() (id, stage string, raw []byte)
-		}
-		if errors.As(err, &bad) {
-			id, stage, raw := bad.NotObject()
-			if _, derr := decodeOutput(id, stage, raw); derr != nil {
-				err = derr
-			}
-		}
-		return fieldNames{inputs: inputs, outputs: outputs}, err
+		return fieldNames{inputs: inputs, outputs: outputs}, storedNamesError(err)
 	})
+}
+
+// storedNamesError is the error of a store's reading of the field names
+// as the export's own first pass would have worded it: an output that
+// is not a JSON object is named as decodeOutput names it.
+func storedNamesError(err error) error {
+	var bad interface {
+		NotObject() (id, stage string, raw []byte)
+	}
+	if errors.As(err, &bad) {
+		id, stage, raw := bad.NotObject()
+		if _, derr := decodeOutput(id, stage, raw); derr != nil {
+			return derr
+		}
+	}
+	return err
 }
 
 // itemWalker is a store that can walk every item's state (bbolt).
@@ -441,6 +457,14 @@ type itemWalker interface {
 // instead of a first pass over the rows.
 type fieldLister interface {
 	FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error)
+}
+
+// stageFieldLister is a store that names the input and output fields of
+// the items an export of one stage writes at less cost than reading them
+// (bbolt): the columns come from it instead of a first pass over the
+// rows.
+type stageFieldLister interface {
+	StageFieldNames(stage string) (inputs, outputs map[string]bool, err error)
 }
 
 // doneThenDead lists the done items, then the dead letters stage by stage,

@@ -16,7 +16,8 @@ import (
 // record, a cached answer, typed fields, keys with escapes, differing
 // field sets) and items that stand everywhere: the columns the store
 // names without a pass over the rows, and so the whole export, are byte
-// for byte those of the export as it was (a first pass over every row).
+// for byte those of the export as it was (a first pass over every row),
+// for every item and for each stage's (`export --stage`).
 func TestExport_ColumnsFromStoreSameAsTwoPasses(t *testing.T) {
 	defs := []store.StageDef{{Name: "sanitize", Fingerprint: "s1"}, {Name: "classify", Fingerprint: "c1"}, {Name: "aggregate", Fingerprint: "a1"}}
 	db, err := store.Open(filepath.Join(t.TempDir(), "x.db"), store.Options{Stages: defs})
@@ -36,6 +37,10 @@ func TestExport_ColumnsFromStoreSameAsTwoPasses(t *testing.T) {
 		case 3:
 			r.Fields["k\u00e9y \"q\""] = "x"
 			r.Fields["status"] = "an input field named status"
+			r.Fields["label"] = "an input field named as classify's" // input.label in --stage classify
+		}
+		if i == 39 { // never sanitized: in no --stage export's columns
+			r.Fields["only_unsanitized"] = "x"
 		}
 		recs = append(recs, r)
 	}
@@ -120,5 +125,32 @@ func TestExport_ColumnsFromStoreSameAsTwoPasses(t *testing.T) {
 				t.Errorf("%d rows, want %d", n, len(recs))
 			}
 		})
+	}
+	for _, stage := range names {
+		for _, format := range []string{FormatJSONL, FormatCSV} {
+			t.Run(stage+" "+format, func(t *testing.T) {
+				var got, want bytes.Buffer
+				if err := Export(&got, db, ExportOptions{Stage: stage, Format: format}); err != nil {
+					t.Fatal(err)
+				}
+				twoPasses := func(fn func(FlatItem) error) error {
+					return db.ForEachOutput(stage, func(rec pipeline.Record, out json.RawMessage) error {
+						return fn(FlatItem{Record: rec, Status: "done", Outputs: map[string]json.RawMessage{stage: out}})
+					})
+				}
+				if err := refWriteFlat(&want, twoPasses, FlatOptions{Format: format, Stage: stage, Stages: names}); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.Bytes(), want.Bytes()) {
+					t.Errorf("differs from the export as it was:\n%s", firstDiff(got.String(), want.String()))
+				}
+				if bytes.Contains(got.Bytes(), []byte("only_unsanitized")) {
+					t.Error("a field of an item without the stage's output is a column")
+				}
+				if stage == "classify" && !bytes.Contains(got.Bytes(), []byte("input.label")) {
+					t.Error("the input field named as an output field is not input.label")
+				}
+			})
+		}
 	}
 }

@@ -38,23 +38,30 @@ func (e *NotObjectError) damaged() *pipeline.DamagedError {
 
 // FieldNames reads the names an export of every item makes columns of:
 // the input fields of every record, and the top-level keys of every
-// stored output by stage. It reads them in one read transaction, from the packed records themselves:
-// a key is a dict id or a few bytes, and the values are skipped, not
-// decoded, so it costs a fraction of reading the items (ForEachItem). A
-// stage's shared record counts when an item uses it. On a sound file
-// the names are exactly those ForEachItem's records and outputs have; a
-// record or output without a state (an orphan `sawtooth verify`
-// reports) adds its names too, as a column no row fills.
+// stored output by stage. It reads them from the packed records
+// themselves: a key is a dict id or a few bytes, and the values are
+// skipped, not decoded, so it costs a fraction of reading the items
+// (ForEachItem). A stage's shared record counts when an item uses it. On
+// a sound file the names are exactly those ForEachItem's records and
+// outputs have; a record or output without a state (an orphan `sawtooth
+// verify` reports) adds its names too, as a column no row fills.
+//
+// The records and the outputs are read side by side, each in a read
+// transaction of its own: the records are most of the file, and on a
+// read-only open (export) no write can come between the two. An error
+// reading the records comes first, as it did when they were read first.
 func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error) {
 	inputs, outputs = map[string]bool{}, map[string]map[string]bool{}
-	err = db.walk(func(tx *bolt.Tx, w *walker) error {
-		err := tx.Bucket(bucketItems).ForEach(func(k, v []byte) error {
-			w.step()
-			return db.recordFieldNames(tx, k, v, inputs)
+	records := make(chan error, 1)
+	go func() {
+		records <- db.walk(func(tx *bolt.Tx, w *walker) error {
+			return tx.Bucket(bucketItems).ForEach(func(k, v []byte) error {
+				w.step()
+				return db.recordFieldNames(tx, k, v, inputs)
+			})
 		})
-		if err != nil {
-			return err
-		}
+	}()
+	err = db.walk(func(tx *bolt.Tx, w *walker) error {
 		for si, st := range db.stages {
 			names := map[string]bool{}
 			any := false
@@ -92,6 +99,9 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 		}
 		return nil
 	})
+	if rerr := <-records; rerr != nil {
+		err = rerr
+	}
 	return inputs, outputs, err
 }
 

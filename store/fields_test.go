@@ -2,8 +2,10 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -167,5 +169,33 @@ func TestFieldNames_recordsReadPacked(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFieldNames_damagedRecordFirst: the records and the outputs are
+// read side by side, and a damaged record is the error whatever a
+// damaged output says, as when the records were read first.
+func TestFieldNames_damagedRecordFirst(t *testing.T) {
+	for i := range 20 { // either read may end first
+		db, err := Open(filepath.Join(t.TempDir(), fmt.Sprint(i, ".db")), Options{Stages: testStages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close() // not openTest's: its check would find the damage
+		queuedAtClassify(t, db, recs("a", "b", "c")...)
+		err = db.bolt.Update(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketItems).Put([]byte("b"), []byte{tagRaw, '{', 'x'}); err != nil {
+				return err
+			}
+			return tx.Bucket(outBucket("sanitize")).Put([]byte("c"), []byte{tagRaw, '[', '1', ']'})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = db.FieldNames()
+		var damaged *pipeline.DamagedError
+		if !errors.As(err, &damaged) || damaged.Item != "b" || damaged.Stage != "" {
+			t.Fatalf("FieldNames: %v, want item b's record damaged", err)
+		}
 	}
 }

@@ -174,39 +174,46 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 			}
 			return fn(r, out)
 		}
-		outs := tx.Bucket(outBucket(stage)).Cursor()
-		ok, ov := outs.First()
-		if !db.mayShare(tx, si) {
-			for ; ok != nil; ok, ov = outs.Next() {
-				if err := emit(ok, ov); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		states := tx.Bucket(bucketState).Cursor()
-		sk, sv := states.First()
-		for ok != nil || sk != nil {
-			if sk != nil {
-				if s, _ := decodeState(sv); s.Shared&sharedBit(si) == 0 {
-					sk, sv = states.Next()
-					continue
-				}
-			}
-			if sk == nil || (ok != nil && bytes.Compare(ok, sk) < 0) {
-				if err := emit(ok, ov); err != nil {
-					return err
-				}
-				ok, ov = outs.Next()
-				continue
-			}
-			if err := emit(sk, nil); err != nil {
+		return db.eachOutput(tx, si, emit)
+	})
+}
+
+// eachOutput calls fn for every item with an output at stage si in tx,
+// in id order, with the item's entry in out/<stage>, or nil when its
+// state says its output is the stage's shared record.
+func (db *DB) eachOutput(tx *bolt.Tx, si int, fn func(k, v []byte) error) error {
+	outs := tx.Bucket(outBucket(db.stages[si].Name)).Cursor()
+	ok, ov := outs.First()
+	if !db.mayShare(tx, si) {
+		for ; ok != nil; ok, ov = outs.Next() {
+			if err := fn(ok, ov); err != nil {
 				return err
 			}
-			sk, sv = states.Next()
 		}
 		return nil
-	})
+	}
+	states := tx.Bucket(bucketState).Cursor()
+	sk, sv := states.First()
+	for ok != nil || sk != nil {
+		if sk != nil {
+			if s, _ := decodeState(sv); s.Shared&sharedBit(si) == 0 {
+				sk, sv = states.Next()
+				continue
+			}
+		}
+		if sk == nil || (ok != nil && bytes.Compare(ok, sk) < 0) {
+			if err := fn(ok, ov); err != nil {
+				return err
+			}
+			ok, ov = outs.Next()
+			continue
+		}
+		if err := fn(sk, nil); err != nil {
+			return err
+		}
+		sk, sv = states.Next()
+	}
+	return nil
 }
 
 // ForEachDone calls fn with every done item, its record and all outputs,
