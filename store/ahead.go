@@ -35,6 +35,12 @@ var (
 	aheadBytes = 16 << 20
 )
 
+// aheadAfter is how many references a walk looks up one by one before
+// it reads ahead: a walk that stops early (a job check samples one
+// item) or a small file does not pay for reading every answer. Tests
+// make it 0.
+var aheadAfter = 1 << 10
+
 // aheadReleaseEvery is how many answers a chunk's pass reads between two
 // releases of the mapping's pages (walk.go). The pass's answers are a
 // leaf page apart, and each touch maps the cached pages around it (the
@@ -49,6 +55,7 @@ type answersAhead struct {
 	answers *bolt.Bucket
 	scan    *bolt.Cursor // out/<stage>, ahead of the walk
 	w       *walker      // releases the pages the passes touch
+	asked   int          // references asked before reading ahead (aheadAfter)
 	table   *answerTable // every answer, when they fit (answertable.go)
 	tried   bool         // the table has been read, or found too large
 	started bool         // scan has read its first entry
@@ -97,6 +104,10 @@ func readAhead(tx *bolt.Tx, stage string, w *walker) *answersAhead {
 // and v must be what out/<stage> holds for id in the same transaction.
 func (p *answersAhead) answer(id, v []byte) (a []byte, found bool) {
 	if p == nil || len(v) == 0 || v[0] != tagAnswer {
+		return nil, false
+	}
+	if p.asked < aheadAfter {
+		p.asked++
 		return nil, false
 	}
 	if !p.tried {

@@ -445,11 +445,13 @@ func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
 
 // aheadSizes sets the read-ahead's bounds for the rest of the test: the
 // references and bytes of a chunk, and the bytes of a whole table (0:
-// chunks only).
+// chunks only); the walk reads ahead from its first reference.
 func aheadSizes(t *testing.T, size, min, bytes, table int) {
-	old := [4]int{aheadMax, aheadMin, aheadBytes, tableBytes}
-	t.Cleanup(func() { aheadMax, aheadMin, aheadBytes, tableBytes = old[0], old[1], old[2], old[3] })
-	aheadMax, aheadMin, aheadBytes, tableBytes = size, min, bytes, table
+	old := [5]int{aheadMax, aheadMin, aheadBytes, tableBytes, aheadAfter}
+	t.Cleanup(func() {
+		aheadMax, aheadMin, aheadBytes, tableBytes, aheadAfter = old[0], old[1], old[2], old[3], old[4]
+	})
+	aheadMax, aheadMin, aheadBytes, tableBytes, aheadAfter = size, min, bytes, table, 0
 }
 
 // bareBolt is a bare bbolt file, for tests of the buckets alone.
@@ -461,4 +463,56 @@ func bareBolt(t *testing.T) *bolt.DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// TestAnswersAhead_looksUpFirst: a walk looks its first aheadAfter
+// references up one by one, and reads the answers ahead only past them,
+// so a walk that stops after a few items (a job check's sample) reads
+// no more than those.
+func TestAnswersAhead_looksUpFirst(t *testing.T) {
+	db := bareBolt(t)
+	err := db.Update(func(tx *bolt.Tx) error {
+		answers, err := tx.CreateBucket(answersBucket("classify"))
+		if err != nil {
+			return err
+		}
+		outs, err := tx.CreateBucket(outBucket("classify"))
+		if err != nil {
+			return err
+		}
+		for i := range 20 {
+			k := fmt.Appendf(nil, "key-%06d", i)
+			if err := answers.Put(k, []byte("answer")); err != nil {
+				return err
+			}
+			if err := outs.Put(fmt.Appendf(nil, "id%06d", i), append([]byte{tagAnswer}, k...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aheadSizes(t, 1<<16, 1<<10, 16<<20, 1<<20)
+	aheadAfter = 5
+	err = db.View(func(tx *bolt.Tx) error {
+		p := readAhead(tx, "classify", nil)
+		var found []bool
+		err := tx.Bucket(outBucket("classify")).ForEach(func(k, v []byte) error {
+			_, ok := p.answer(k, v)
+			found = append(found, ok)
+			if len(found) == 5 && p.tried {
+				t.Error("the answers were read ahead within the first 5 references")
+			}
+			return nil
+		})
+		if want := append(slices.Repeat([]bool{false}, 5), slices.Repeat([]bool{true}, 15)...); !slices.Equal(found, want) {
+			t.Errorf("read ahead: %v, want %v", found, want)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
