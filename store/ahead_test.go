@@ -516,3 +516,44 @@ func TestAnswersAhead_looksUpFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadTable_oneBudgetPerWalk: the answer tables a walk holds share
+// tableBytes: a second stage's table that would fit alone is not read
+// when the first took the room, and the walk reads ahead in chunks there.
+func TestReadTable_oneBudgetPerWalk(t *testing.T) {
+	db := bareBolt(t)
+	err := db.Update(func(tx *bolt.Tx) error {
+		for _, stage := range []string{"classify", "tone"} {
+			answers, err := tx.CreateBucket(answersBucket(stage))
+			if err != nil {
+				return err
+			}
+			for i := range 10 {
+				if err := answers.Put(fmt.Appendf(nil, "key-%06d", i), bytes.Repeat([]byte("a"), 100)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aheadSizes(t, 1<<16, 1<<10, 16<<20, 2000) // one table of ~1,300 bytes fits, not two
+	err = db.View(func(tx *bolt.Tx) error {
+		w := &walker{} // fewer entries than a release's
+		if readTable(tx.Bucket(answersBucket("classify")), w) == nil || w.tables == 0 {
+			t.Fatalf("the first table is not read (%d bytes held)", w.tables)
+		}
+		if readTable(tx.Bucket(answersBucket("tone")), w) != nil {
+			t.Errorf("a second table is read beside the first: %d bytes held, at most %d", w.tables, tableBytes)
+		}
+		if readTable(tx.Bucket(answersBucket("tone")), &walker{}) == nil {
+			t.Error("the second table alone is not read")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -16,9 +16,11 @@ import (
 // all, and every output finds its answer in memory: the answers' pages
 // are read once per walk, whatever the number of items.
 
-// tableBytes bounds the memory of a whole table: its keys, answers and
-// entries. A million reviews' 252,109 answers take 38 MB; past the bound
-// the walk reads ahead in chunks. Tests make it small.
+// tableBytes bounds the memory of the whole tables a walk holds, every
+// stage's together: their keys, answers and entries. A million reviews'
+// 252,109 answers take 38 MB; past the bound the walk reads ahead in
+// chunks (and a walk that finds a table too large has read that much
+// for nothing, once). Tests make it small.
 var tableBytes = 64 << 20
 
 // tableEntrySize is the memory an entry takes beside its bytes.
@@ -37,6 +39,7 @@ var tableBlock = 1 << 20
 type answerTable struct {
 	blocks [][]byte
 	size   int // the keys' and answers' bytes
+	limit  int // the bytes it may take
 	ents   []tableEntry
 	// from[p] is the first entry whose key is at or above the two bytes
 	// of p (big-endian), from[1<<16] the number of entries: a reference
@@ -48,10 +51,14 @@ type answerTable struct {
 type tableEntry struct{ block, key, val, end int32 }
 
 // readTable reads every entry of answers in one forward pass, nil when
-// they take more than tableBytes. w (nil in tests) releases the pages
-// the pass touches every aheadReleaseEvery entries.
+// they take more than what w's other tables leave of tableBytes. w (nil
+// in tests) releases the pages the pass touches every aheadReleaseEvery
+// entries.
 func readTable(answers *bolt.Bucket, w *walker) *answerTable {
-	t := &answerTable{from: make([]int32, 1<<16+1)}
+	t := &answerTable{from: make([]int32, 1<<16+1), limit: tableBytes}
+	if w != nil {
+		t.limit -= w.tables
+	}
 	next := 0 // the first two bytes no key has been found at or above yet
 	c := answers.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -70,15 +77,18 @@ func readTable(answers *bolt.Bucket, w *walker) *answerTable {
 	for ; next <= 1<<16; next++ {
 		t.from[next] = int32(len(t.ents))
 	}
+	if w != nil {
+		w.tables += t.size + tableEntrySize*cap(t.ents)
+	}
 	return t
 }
 
 // add copies key k and answer v into the blocks, false when the table
-// would hold more than tableBytes (its blocks' unused ends, less than a
-// block, are not counted).
+// would hold more than its limit (its blocks' unused ends, each less
+// than an entry, are not counted).
 func (t *answerTable) add(k, v []byte) (tableEntry, bool) {
 	n := len(k) + len(v)
-	if t.size+n+tableEntrySize*(len(t.ents)+1) > tableBytes {
+	if t.size+n+tableEntrySize*max(len(t.ents)+1, cap(t.ents)) > t.limit {
 		return tableEntry{}, false
 	}
 	t.size += n

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"runtime/debug"
@@ -73,6 +74,9 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 			var refs answerRefs
 			err := tx.Bucket(outBucket(st.Name)).ForEach(func(k, v []byte) error {
 				w.step()
+				if v == nil {
+					return nil // a nested bucket (a damaged file): no output, as ForEachItem reads it
+				}
 				any = true
 				if len(v) == 1+shortRefLen && v[0] == tagAnswer {
 					refs = append(refs, [shortRefLen]byte(v[1:]))
@@ -86,13 +90,11 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 			if err := db.answersFieldNames(tx, st.Name, refs, w, names); err != nil {
 				return err
 			}
-			if id := db.sharedUser(tx, si, w); id != nil {
-				any = true
-				v := tx.Bucket(bucketMeta).Get(sharedKey(st.Name))
-				if err := db.outputFieldNames(tx, st.Name, id, v, names); err != nil {
-					return err
-				}
+			used, err := db.sharedFieldNames(tx, si, w, names)
+			if err != nil {
+				return err
 			}
+			any = any || used
 			if any {
 				outputs[st.Name] = names
 			}
@@ -179,20 +181,48 @@ func (db *DB) answerFieldNames(tx *bolt.Tx, a []byte, names map[string]bool) boo
 	return k.keys(names) == nil && len(k.in) == 0
 }
 
-// sharedUser is an item whose output at stage si is the stage's shared
-// record, nil when none is.
-func (db *DB) sharedUser(tx *bolt.Tx, si int, w *walker) []byte {
+// sharedFieldNames adds the keys of stage si's shared record to names
+// when an item's output is that record, and reports whether one is. The
+// keys are read once, unless one refers to the item (its text): then
+// they are read for each item whose output it is.
+func (db *DB) sharedFieldNames(tx *bolt.Tx, si int, w *walker, names map[string]bool) (used bool, err error) {
 	if !db.mayShare(tx, si) {
-		return nil
+		return false, nil
 	}
+	stage := db.stages[si].Name
+	v := tx.Bucket(bucketMeta).Get(sharedKey(stage))
+	keys, alike := db.itemlessKeys(tx, v)
 	c := tx.Bucket(bucketState).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+	for k, sv := c.First(); k != nil; k, sv = c.Next() {
 		w.step()
-		if s, ok := decodeState(v); ok && s.Shared&sharedBit(si) != 0 {
-			return k
+		if s, ok := decodeState(sv); !ok || s.Shared&sharedBit(si) == 0 {
+			continue
+		}
+		used = true
+		if alike {
+			maps.Copy(names, keys)
+			return true, nil
+		}
+		if err := db.outputFieldNames(tx, stage, k, v, names); err != nil {
+			return true, err
 		}
 	}
-	return nil
+	return used, nil
+}
+
+// itemlessKeys are the top-level keys of the packed record v when they
+// read without an item; alike is false when one refers to the item (its
+// id or text) or v reads the long way.
+func (db *DB) itemlessKeys(tx *bolt.Tx, v []byte) (keys map[string]bool, alike bool) {
+	if len(v) == 0 || v[0] != tagPacked {
+		return nil, false
+	}
+	keys = map[string]bool{}
+	k := keyReader{db: db, tx: tx, in: v[1:]}
+	if k.keys(keys) != nil || len(k.in) != 0 {
+		return nil, false
+	}
+	return keys, true
 }
 
 // recordKeys are the top-level keys of a stored record, pipeline.Record's
@@ -270,6 +300,9 @@ func (db *DB) outputFieldNames(tx *bolt.Tx, stage string, id, v []byte, names ma
 	out, err := db.decodeOutput(tx, stage, id, v, text, nil)
 	if err != nil {
 		return pipeline.Damaged(string(id), stage, err, "out/%s is damaged", stage)
+	}
+	if len(out) == 0 {
+		return nil // an empty output (or an old answer without one) has no keys, as the export reads it
 	}
 	// As the export reads an output: its first JSON value.
 	var m map[string]json.RawMessage

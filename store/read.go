@@ -174,19 +174,21 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 			}
 			return fn(r, out)
 		}
-		return db.eachOutput(tx, si, emit)
+		// An entry of out/<stage> that is a nested bucket (a damaged
+		// file) has no value either: sharedOutput reads it as no output.
+		return db.eachOutput(tx, si, func(k, v []byte, _ bool) error { return emit(k, v) })
 	})
 }
 
 // eachOutput calls fn for every item with an output at stage si in tx,
-// in id order, with the item's entry in out/<stage>, or nil when its
-// state says its output is the stage's shared record.
-func (db *DB) eachOutput(tx *bolt.Tx, si int, fn func(k, v []byte) error) error {
+// in id order, with the item's entry in out/<stage>, or with nil and
+// shared when its state says its output is the stage's shared record.
+func (db *DB) eachOutput(tx *bolt.Tx, si int, fn func(k, v []byte, shared bool) error) error {
 	outs := tx.Bucket(outBucket(db.stages[si].Name)).Cursor()
 	ok, ov := outs.First()
 	if !db.mayShare(tx, si) {
 		for ; ok != nil; ok, ov = outs.Next() {
-			if err := fn(ok, ov); err != nil {
+			if err := fn(ok, ov, false); err != nil {
 				return err
 			}
 		}
@@ -202,13 +204,13 @@ func (db *DB) eachOutput(tx *bolt.Tx, si int, fn func(k, v []byte) error) error 
 			}
 		}
 		if sk == nil || (ok != nil && bytes.Compare(ok, sk) < 0) {
-			if err := fn(ok, ov); err != nil {
+			if err := fn(ok, ov, false); err != nil {
 				return err
 			}
 			ok, ov = outs.Next()
 			continue
 		}
-		if err := fn(sk, nil); err != nil {
+		if err := fn(sk, nil, true); err != nil {
 			return err
 		}
 		sk, sv = states.Next()

@@ -35,6 +35,9 @@ type walker struct {
 	// releaseEvery (0): a walk whose every item is a lookup somewhere
 	// else in the file (lookupWalk) touches a page there each time.
 	every int
+	// tables is the memory of the answer tables the walk holds
+	// (answertable.go): every stage's count against one tableBytes.
+	tables int
 }
 
 // lookupWalk makes w release every releaseEvery/8 items: for a walk of
