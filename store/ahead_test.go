@@ -384,36 +384,14 @@ func randomRef(r *rand.Rand, keys, beginnings [][]byte) []byte {
 // while the answers stay long, and chunks grow back by doubling once
 // they are short again.
 func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
-	db := bareBolt(t)
-	err := db.Update(func(tx *bolt.Tx) error {
-		answers, err := tx.CreateBucket(answersBucket("classify"))
-		if err != nil {
-			return err
+	db := referringBolt(t, 1000, func(i int) int {
+		if i < 600 {
+			return 1000 // the first 600 outputs' answers: 10 fit a chunk
 		}
-		outs, err := tx.CreateBucket(outBucket("classify"))
-		if err != nil {
-			return err
-		}
-		for i := range 1000 {
-			k := fmt.Appendf(nil, "key-%06d", i)
-			size := 1000 // the first 600 outputs' answers: 10 fit a chunk
-			if i >= 600 {
-				size = 1
-			}
-			if err := answers.Put(k, bytes.Repeat([]byte("a"), size)); err != nil {
-				return err
-			}
-			if err := outs.Put(fmt.Appendf(nil, "id%06d", i), append([]byte{tagAnswer}, k...)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return 1
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	aheadSizes(t, 400, 1, 10_000, 0)
-	err = db.View(func(tx *bolt.Tx) error {
+	err := db.View(func(tx *bolt.Tx) error {
 		p := readAhead(tx, "classify", nil)
 		looked, sizes := 0, []int{}
 		return tx.Bucket(outBucket("classify")).ForEach(func(k, v []byte) error {
@@ -443,6 +421,36 @@ func TestAnswersAhead_chunksFollowTheBytes(t *testing.T) {
 	}
 }
 
+// referringBolt is a bare bbolt file whose n classify outputs (id%06d)
+// each refer to an answer of its own (key-%06d) of size(i) bytes.
+func referringBolt(t *testing.T, n int, size func(i int) int) *bolt.DB {
+	db := bareBolt(t)
+	err := db.Update(func(tx *bolt.Tx) error {
+		answers, err := tx.CreateBucket(answersBucket("classify"))
+		if err != nil {
+			return err
+		}
+		outs, err := tx.CreateBucket(outBucket("classify"))
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			k := fmt.Appendf(nil, "key-%06d", i)
+			if err := answers.Put(k, bytes.Repeat([]byte("a"), size(i))); err != nil {
+				return err
+			}
+			if err := outs.Put(fmt.Appendf(nil, "id%06d", i), append([]byte{tagAnswer}, k...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // aheadSizes sets the read-ahead's bounds for the rest of the test: the
 // references and bytes of a chunk, and the bytes of a whole table (0:
 // chunks only); the walk reads ahead from its first reference.
@@ -470,33 +478,10 @@ func bareBolt(t *testing.T) *bolt.DB {
 // so a walk that stops after a few items (a job check's sample) reads
 // no more than those.
 func TestAnswersAhead_looksUpFirst(t *testing.T) {
-	db := bareBolt(t)
-	err := db.Update(func(tx *bolt.Tx) error {
-		answers, err := tx.CreateBucket(answersBucket("classify"))
-		if err != nil {
-			return err
-		}
-		outs, err := tx.CreateBucket(outBucket("classify"))
-		if err != nil {
-			return err
-		}
-		for i := range 20 {
-			k := fmt.Appendf(nil, "key-%06d", i)
-			if err := answers.Put(k, []byte("answer")); err != nil {
-				return err
-			}
-			if err := outs.Put(fmt.Appendf(nil, "id%06d", i), append([]byte{tagAnswer}, k...)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := referringBolt(t, 20, func(int) int { return 6 })
 	aheadSizes(t, 1<<16, 1<<10, 16<<20, 1<<20)
 	aheadAfter = 5
-	err = db.View(func(tx *bolt.Tx) error {
+	err := db.View(func(tx *bolt.Tx) error {
 		p := readAhead(tx, "classify", nil)
 		var found []bool
 		err := tx.Bucket(outBucket("classify")).ForEach(func(k, v []byte) error {
