@@ -78,10 +78,13 @@ func readTable(answers *bolt.Bucket, w *walker) *answerTable {
 		t.from[next] = int32(len(t.ents))
 	}
 	if w != nil {
-		w.tables += t.size + tableEntrySize*cap(t.ents)
+		w.tables += t.bytes()
 	}
 	return t
 }
+
+// bytes is the memory t counts against tableBytes.
+func (t *answerTable) bytes() int { return t.size + tableEntrySize*cap(t.ents) }
 
 // add copies key k and answer v into the blocks, false when the table
 // would hold more than its limit (its blocks' unused ends, each less

@@ -117,10 +117,12 @@ const freeAfterRefs = 1 << 16
 
 // answersFieldNames adds the keys of the answers refs refer to, reading
 // each answer once, in the order of the references' bytes (the answers
-// bucket's key order). An answer whose keys do not read without its item
-// (answerFieldNames) is read the long way for every output that refers
-// to it, found by one more walk of the stage's outputs, as it would
-// have been in the walk.
+// bucket's key order). When the walk after it would read the stage's
+// answers whole (more than aheadAfter references), it reads them so and
+// keeps the table for that walk (heldtable.go). An answer whose keys do
+// not read without its item (answerFieldNames) is read the long way for
+// every output that refers to it, found by one more walk of the stage's
+// outputs, as it would have been in the walk.
 func (db *DB) answersFieldNames(tx *bolt.Tx, stage string, refs answerRefs, w *walker, names map[string]bool) error {
 	if len(refs) >= freeAfterRefs {
 		// The references, and the heap an export's GOGC lets grow
@@ -129,17 +131,29 @@ func (db *DB) answersFieldNames(tx *bolt.Tx, stage string, refs answerRefs, w *w
 		// million items, 8 MB of references kept 50 MB resident into it).
 		defer debug.FreeOSMemory()
 	}
+	var table *answerTable
+	var seek answerSeeker
+	if answers := tx.Bucket(answersBucket(stage)); answers != nil {
+		if len(refs) > aheadAfter {
+			table = readTable(answers, w)
+		}
+		if table == nil {
+			seek.c = answers.Cursor()
+		}
+	}
+	if table != nil {
+		defer db.held.keep(tx, stage, table)
+	}
 	slices.SortFunc(refs, func(x, y [shortRefLen]byte) int { return bytes.Compare(x[:], y[:]) })
 	refs = slices.Compact(refs)
 	var longWay map[[shortRefLen]byte]bool
-	var seek answerSeeker
-	if answers := tx.Bucket(answersBucket(stage)); answers != nil {
-		seek.c = answers.Cursor()
-	}
 	for _, ref := range refs {
 		w.step()
 		var a []byte
-		if seek.c != nil {
+		switch {
+		case table != nil:
+			a = table.answer(ref[:])
+		case seek.c != nil:
 			a = seek.answer(ref[:])
 		}
 		if !db.answerFieldNames(tx, a, names) {

@@ -115,6 +115,9 @@ type DB struct {
 	// settle holds how far this handle has packed each out/<stage>
 	// bucket (settle.go).
 	settle settleMarks
+	// held are the answer tables the reading of field names kept for the
+	// walk after it (heldtable.go).
+	held heldTables
 }
 
 // Open opens or creates the pipeline database at path (mode 0600).
@@ -523,6 +526,7 @@ func (db *DB) AcceptDefinition() error {
 
 // Close releases the file.
 func (db *DB) Close() error {
+	db.held.drop()
 	if !db.bolt.IsReadOnly() {
 		os.Remove(lockInfoPath(db.path))
 	}
