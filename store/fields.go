@@ -48,9 +48,10 @@ func (e *NotObjectError) damaged() *pipeline.DamagedError {
 // verify` reports) adds its names too, as a column no row fills.
 //
 // The records and the outputs are read side by side, each in a read
-// transaction of its own: the records are most of the file, and on a
-// read-only open (export) no write can come between the two. An error
-// reading the records comes first, as it did when they were read first.
+// transaction of its own (and the outputs in two, see stagesFieldNames):
+// the records are most of the file, and on a read-only open (export) no
+// write can come between them. An error reading the records comes
+// first, as it did when they were read first.
 func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[string]bool, err error) {
 	inputs, outputs = map[string]bool{}, map[string]map[string]bool{}
 	records := make(chan error, 1)
@@ -62,45 +63,7 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 			})
 		})
 	}()
-	err = db.walk(func(tx *bolt.Tx, w *walker) error {
-		for si, st := range db.stages {
-			names := map[string]bool{}
-			any := false
-			// An output that refers to a cached answer has that answer's
-			// keys: the answers are read after the walk, each once, in
-			// their key order. Read per item in id order, the answers
-			// (keyed by hash) were a page anywhere in the file per item:
-			// 1M faults, a third of a real run's 1M export.
-			var refs answerRefs
-			err := tx.Bucket(outBucket(st.Name)).ForEach(func(k, v []byte) error {
-				w.step()
-				if v == nil {
-					return nil // a nested bucket (a damaged file): no output, as ForEachItem reads it
-				}
-				any = true
-				if len(v) == 1+shortRefLen && v[0] == tagAnswer {
-					refs = append(refs, [shortRefLen]byte(v[1:]))
-					return nil
-				}
-				return db.outputFieldNames(tx, st.Name, k, v, names)
-			})
-			if err != nil {
-				return err
-			}
-			if err := db.answersFieldNames(tx, st.Name, refs, w, names); err != nil {
-				return err
-			}
-			used, err := db.sharedFieldNames(tx, si, w, names)
-			if err != nil {
-				return err
-			}
-			any = any || used
-			if any {
-				outputs[st.Name] = names
-			}
-		}
-		return nil
-	})
+	err = db.stagesFieldNames(outputs)
 	if rerr := <-records; rerr != nil {
 		err = rerr
 	}
