@@ -67,6 +67,10 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 	if rerr := <-records; rerr != nil {
 		err = rerr
 	}
+	if err != nil {
+		// No walk follows a failed reading to take what it kept.
+		db.held.drop()
+	}
 	return inputs, outputs, err
 }
 
