@@ -172,30 +172,51 @@ func TestFieldNames_recordsReadPacked(t *testing.T) {
 	}
 }
 
-// TestFieldNames_damagedRecordFirst: the records and the outputs are
-// read side by side, and a damaged record is the error whatever a
-// damaged output says, as when the records were read first.
-func TestFieldNames_damagedRecordFirst(t *testing.T) {
-	for i := range 20 { // either read may end first
-		db, err := Open(filepath.Join(t.TempDir(), fmt.Sprint(i, ".db")), Options{Stages: testStages})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close() // not openTest's: its check would find the damage
-		queuedAtClassify(t, db, recs("a", "b", "c")...)
-		err = db.bolt.Update(func(tx *bolt.Tx) error {
+// TestFieldNames_whichDamageFirst: the records and the outputs are
+// read side by side, and the outputs of stages with cached answers
+// beside the others' (fieldstages.go); the error is the one a reading in
+// turn would have met first, whichever read ends first: a damaged record
+// before any damaged output, and among outputs the first stage's.
+func TestFieldNames_whichDamageFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		damage      func(tx *bolt.Tx) error
+		item, stage string
+	}{
+		{"a record before an output", func(tx *bolt.Tx) error {
 			if err := tx.Bucket(bucketItems).Put([]byte("b"), []byte{tagRaw, '{', 'x'}); err != nil {
 				return err
 			}
 			return tx.Bucket(outBucket("sanitize")).Put([]byte("c"), []byte{tagRaw, '[', '1', ']'})
+		}, "b", ""},
+		{"the first stage across walks", func(tx *bolt.Tx) error {
+			// classify has cached answers, aggregate not: two walks.
+			if _, err := tx.CreateBucketIfNotExists(answersBucket("classify")); err != nil {
+				return err
+			}
+			if err := tx.Bucket(outBucket("classify")).Put([]byte("c"), []byte{tagRaw, '[', '1', ']'}); err != nil {
+				return err
+			}
+			return tx.Bucket(outBucket("aggregate")).Put([]byte("a"), []byte{tagRaw, '[', '2', ']'})
+		}, "c", "classify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 20 { // either read may end first
+				db, err := Open(filepath.Join(t.TempDir(), fmt.Sprint(i, ".db")), Options{Stages: testStages})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close() // not openTest's: its check would find the damage
+				queuedAtClassify(t, db, recs("a", "b", "c")...)
+				if err := db.bolt.Update(tc.damage); err != nil {
+					t.Fatal(err)
+				}
+				_, _, err = db.FieldNames()
+				var damaged *pipeline.DamagedError
+				if !errors.As(err, &damaged) || damaged.Item != tc.item || damaged.Stage != tc.stage {
+					t.Fatalf("FieldNames: %v, want item %s's damage at %q", err, tc.item, tc.stage)
+				}
+			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = db.FieldNames()
-		var damaged *pipeline.DamagedError
-		if !errors.As(err, &damaged) || damaged.Item != "b" || damaged.Stage != "" {
-			t.Fatalf("FieldNames: %v, want item b's record damaged", err)
-		}
 	}
 }
