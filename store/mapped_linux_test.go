@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,5 +153,62 @@ func TestDB_WritesReleaseAtMostEvery(t *testing.T) {
 	}
 	if kb := mappedKB(t, path); kb != 0 {
 		t.Errorf("after a write an hour after the last release: %d kB resident, want 0", kb)
+	}
+}
+
+// TestDB_WritesReleaseOverResidentPages: within releaseWritesEvery of the
+// last release, a write still releases the mapping's pages once the
+// process's resident pages of mapped files are over releaseSharedAbove,
+// unless the last release was within releaseWritesSoonest.
+func TestDB_WritesReleaseOverResidentPages(t *testing.T) {
+	defer func(every time.Duration, above int64) {
+		releaseWritesEvery, releaseSharedAbove = every, above
+	}(releaseWritesEvery, releaseSharedAbove)
+	releaseWritesEvery = time.Hour
+	if residentShared() <= 0 {
+		t.Skip("no /proc/self/statm")
+	}
+	cases := []struct {
+		name        string
+		above       int64
+		lastRelease time.Duration // before the write; negative: after it, so the
+		// write, however long it takes on a loaded machine, comes within
+		// releaseWritesSoonest of it
+		wantReleased bool
+	}{
+		{"over the threshold", 0, time.Second, true},
+		{"over it, released just before", 0, -time.Hour, false},
+		{"under the threshold", math.MaxInt64, time.Second, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "resident.db")
+			db, err := Open(path, Options{Stages: testStages, NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var ids []string
+			for i := range 2000 {
+				ids = append(ids, fmt.Sprintf("item-%06d", i))
+			}
+			if _, err := db.Ingest(recs(ids...)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Queued("sanitize", 0, len(ids)); err != nil {
+				t.Fatal(err)
+			}
+			if mappedKB(t, path) == 0 {
+				t.Fatal("a read of every queued item left nothing resident: the test shows nothing")
+			}
+			releaseSharedAbove = c.above
+			db.released.Store(time.Now().Add(-c.lastRelease).UnixNano())
+			if _, err := db.Ingest(recs("one more")); err != nil {
+				t.Fatal(err)
+			}
+			if kb := mappedKB(t, path); (kb == 0) != c.wantReleased {
+				t.Errorf("after the write: %d kB of the file resident, want released %v", kb, c.wantReleased)
+			}
+		})
 	}
 }
