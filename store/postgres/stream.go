@@ -93,12 +93,17 @@ func (db *DB) ForEachOutput(stage string, fn func(rec pipeline.Record, out json.
 	})
 }
 
-// exportedSQL holds for an item x that report's export of every item
-// without ForEachItem (doneThenDead) writes: done (neither queued nor
-// dead), or dead at one of the $1 stages.
-const exportedSQL = `((NOT EXISTS (SELECT 1 FROM todo t WHERE t.item_id = x.item_id)
-		AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.item_id = x.item_id))
-	OR EXISTS (SELECT 1 FROM dead d WHERE d.item_id = x.item_id AND d.stage < $1))`
+// exportedSQL joins to x, a table keyed by item_id, what restricts it to
+// the items report's export of every item without ForEachItem
+// (doneThenDead) writes: done (neither queued nor dead), or dead at one
+// of the $1 stages. It is left joins rather than EXISTS tests under an
+// OR, which the planner cannot make anti joins of: it ran the one of
+// todo once per row, a seq scan each time, when todo is empty (estimated
+// a row). Neither join adds rows: an item has at most one row in todo
+// (todo_item_id_key) and in dead (its key).
+const exportedSQL = ` LEFT JOIN dead d ON d.item_id = x.item_id
+	LEFT JOIN todo t ON t.item_id = x.item_id
+	WHERE (d.item_id IS NULL AND t.item_id IS NULL) OR d.stage < $1`
 
 // FieldNames reads the names report's export of every item makes
 // columns of, so that it reads the items once rather than twice: the
@@ -113,7 +118,7 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 	inputs, outputs = map[string]bool{}, map[string]map[string]bool{}
 	n := len(db.stages)
 	err = db.wholeTables(func(tx pgx.Tx) error {
-		err := db.stream(tx, `SELECT x.item_id, x.record FROM item x WHERE `+exportedSQL, []any{n}, func(vals [][]byte) error {
+		err := db.stream(tx, `SELECT x.item_id, x.record FROM item x`+exportedSQL, []any{n}, func(vals [][]byte) error {
 			if err := db.recordFieldKeys(string(vals[0]), vals[1], inputs); err != nil {
 				return fmt.Errorf("item %q: %w", vals[0], recordDamage("", err, "bad record"))
 			}
@@ -122,7 +127,7 @@ func (db *DB) FieldNames() (inputs map[string]bool, outputs map[string]map[strin
 		if err != nil {
 			return err
 		}
-		return db.stream(tx, `SELECT x.item_id, x.data FROM output x WHERE `+exportedSQL, []any{n}, func(vals [][]byte) error {
+		return db.stream(tx, `SELECT x.item_id, x.data FROM output x`+exportedSQL, []any{n}, func(vals [][]byte) error {
 			err := forEachOutput(vals[1], func(si int, data []byte) error {
 				if si >= n {
 					return nil // Check reports it
@@ -233,3 +238,4 @@ func checkBinary(fields []pgconn.FieldDescription) error {
 	}
 	return nil
 }
+
