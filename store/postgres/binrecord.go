@@ -127,6 +127,10 @@ func appendStr(b []byte, s string) []byte {
 // binReader reads a binary record.
 type binReader struct {
 	b []byte
+	// s is b as a string when the record is decoded into a
+	// pipeline.Record: its text and values are substrings of it, one
+	// allocation for all of them rather than one each.
+	s string
 	i int
 }
 
@@ -139,34 +143,29 @@ func (br *binReader) uvarint() (uint64, bool) {
 	return n, true
 }
 
-func (br *binReader) str() ([]byte, bool) {
+// span reads a length-prefixed string, giving its bounds in b.
+func (br *binReader) span() (start, end int, ok bool) {
 	n, ok := br.uvarint()
 	if !ok || n > uint64(len(br.b)-br.i) {
-		return nil, false
+		return 0, 0, false
 	}
-	s := br.b[br.i : br.i+int(n)]
+	start = br.i
 	br.i += int(n)
-	return s, true
+	return start, br.i, true
 }
 
-// pairs reads a count and that many name-value pairs, the names by key,
-// calling set for each; a count larger than the bytes left could hold
-// is damage.
-func (br *binReader) pairs(key func(*binReader) ([]byte, bool), set func(k, v []byte)) (int, bool) {
+// text reads a length-prefixed string out of s.
+func (br *binReader) text() (string, bool) {
+	start, end, ok := br.span()
+	return br.s[start:end], ok
+}
+
+// count reads a count of name-value pairs; one larger than the bytes
+// left could hold is damage.
+func (br *binReader) count() (int, bool) {
 	n, ok := br.uvarint()
 	if !ok || n > uint64(len(br.b)-br.i)/2 {
 		return 0, false
-	}
-	for range n {
-		k, ok := key(br)
-		if !ok {
-			return 0, false
-		}
-		v, ok := br.str()
-		if !ok {
-			return 0, false
-		}
-		set(k, v)
 	}
 	return int(n), true
 }
@@ -174,12 +173,12 @@ func (br *binReader) pairs(key func(*binReader) ([]byte, bool), set func(k, v []
 // decodeBinaryRecord reads a tagRecord record into r (nil: only the
 // field names into keys).
 func decodeBinaryRecord(raw []byte, r *pipeline.Record, keys map[string]bool) error {
-	br := binReader{b: raw, i: 1}
-	id, ok := br.str()
+	br := binReader{b: raw, s: string(raw), i: 1}
+	id, ok := br.text()
 	if !ok {
 		return errBadRecord
 	}
-	return br.decodeRest(string(id), (*binReader).str, r, keys)
+	return br.decodeRest(id, (*binReader).text, r, keys)
 }
 
 // decodeNamedRecord reads a tagNamedRecord record of item id into r (nil:
@@ -187,17 +186,20 @@ func decodeBinaryRecord(raw []byte, r *pipeline.Record, keys map[string]bool) er
 // A failed read of the names is a *nameReadError, not errBadRecord.
 func decodeNamedRecord(raw []byte, id string, names *fieldNames, r *pipeline.Record, keys map[string]bool) error {
 	br := binReader{b: raw, i: 1}
+	if r != nil {
+		br.s = string(raw)
+	}
 	var readErr error
-	err := br.decodeRest(id, func(br *binReader) ([]byte, bool) {
+	err := br.decodeRest(id, func(br *binReader) (string, bool) {
 		num, ok := br.uvarint()
 		if !ok {
-			return nil, false
+			return "", false
 		}
 		name, ok, err := names.name(num)
 		if err != nil {
 			readErr = err
 		}
-		return []byte(name), ok
+		return name, ok
 	}, r, keys)
 	if readErr != nil {
 		return readErr
@@ -205,35 +207,57 @@ func decodeNamedRecord(raw []byte, id string, names *fieldNames, r *pipeline.Rec
 	return err
 }
 
-// decodeRest reads a binary record past its id, its names by key.
-func (br *binReader) decodeRest(id string, key func(*binReader) ([]byte, bool), r *pipeline.Record, keys map[string]bool) error {
-	text, ok := br.str()
+// decodeRest reads a binary record past its id, its names by key, into
+// r (br.s set), or with r nil only its field names into keys.
+func (br *binReader) decodeRest(id string, key func(*binReader) (string, bool), r *pipeline.Record, keys map[string]bool) error {
+	textStart, textEnd, ok := br.span()
+	if !ok {
+		return errBadRecord
+	}
+	nf, ok := br.count()
 	if !ok {
 		return errBadRecord
 	}
 	var fields map[string]string
-	setField := func(k, _ []byte) {
-		if !keys[string(k)] { // the lookup does not allocate
-			keys[string(k)] = true
+	if r != nil && nf > 0 {
+		fields = make(map[string]string, nf)
+	}
+	for range nf {
+		k, ok := key(br)
+		if !ok {
+			return errBadRecord
+		}
+		start, end, ok := br.span()
+		if !ok {
+			return errBadRecord
+		}
+		switch {
+		case r != nil:
+			fields[k] = br.s[start:end]
+		case !keys[k]:
+			keys[k] = true
 		}
 	}
-	if r != nil {
-		fields = map[string]string{}
-		setField = func(k, v []byte) { fields[string(k)] = string(v) }
-	}
-	nf, ok := br.pairs(key, setField)
+	nt, ok := br.count()
 	if !ok {
 		return errBadRecord
 	}
 	var types map[string]pipeline.FieldType
-	setType := func(_, _ []byte) {}
-	if r != nil {
-		types = map[string]pipeline.FieldType{}
-		setType = func(k, v []byte) { types[string(k)] = pipeline.FieldType(v) }
+	if r != nil && nt > 0 {
+		types = make(map[string]pipeline.FieldType, nt)
 	}
-	nt, ok := br.pairs(key, setType)
-	if !ok {
-		return errBadRecord
+	for range nt {
+		k, ok := key(br)
+		if !ok {
+			return errBadRecord
+		}
+		start, end, ok := br.span()
+		if !ok {
+			return errBadRecord
+		}
+		if r != nil {
+			types[k] = pipeline.FieldType(br.s[start:end])
+		}
 	}
 	line, w := binary.Varint(br.b[br.i:])
 	if w <= 0 || br.i+w != len(br.b) {
@@ -242,20 +266,10 @@ func (br *binReader) decodeRest(id string, key func(*binReader) ([]byte, bool), 
 	if r == nil {
 		return nil
 	}
-	// As json.Unmarshal of what json.Marshal wrote: no empty maps
-	// (omitempty), each name once.
-	if nf == 0 || len(fields) != nf {
-		fields = nil
-		if nf != 0 {
-			return errBadRecord
-		}
+	// As json.Unmarshal of what json.Marshal wrote: each name once.
+	if len(fields) != nf || len(types) != nt {
+		return errBadRecord
 	}
-	if nt == 0 || len(types) != nt {
-		types = nil
-		if nt != 0 {
-			return errBadRecord
-		}
-	}
-	*r = pipeline.Record{ID: id, Text: string(text), Fields: fields, Types: types, Line: int(line)}
+	*r = pipeline.Record{ID: id, Text: br.s[textStart:textEnd], Fields: fields, Types: types, Line: int(line)}
 	return nil
 }

@@ -23,9 +23,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,6 +55,10 @@ type fieldNames struct {
 	mu     sync.RWMutex
 	byName map[string]uint64
 	byNum  map[uint64]string
+	// read is a copy of byNum as of the last load, which name lookups
+	// read without mu: every record read looks up each of its names,
+	// and taking the read lock for each was most of the time.
+	read atomic.Pointer[map[uint64]string]
 	// full is set once the table holds maxFieldNames names: it only
 	// grows, so register stops asking.
 	full bool
@@ -95,8 +101,16 @@ func (n *fieldNames) load(ctx context.Context, q rowsQuerier) error {
 	for i, num := range nums {
 		n.byName[names[i]], n.byNum[num] = num, names[i]
 	}
+	n.publish()
 	n.full = n.full || len(n.byNum) >= maxFieldNames
 	return nil
+}
+
+// publish makes what byNum holds the names that lookups read; mu must
+// be held.
+func (n *fieldNames) publish() {
+	read := maps.Clone(n.byNum)
+	n.read.Store(&read)
 }
 
 // number is name's number, if it has one.
@@ -109,9 +123,11 @@ func (n *fieldNames) number(name string) (uint64, bool) {
 
 // cached is the name numbered num, if the cache holds it.
 func (n *fieldNames) cached(num uint64) (string, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	name, ok := n.byNum[num]
+	read := n.read.Load()
+	if read == nil {
+		return "", false
+	}
+	name, ok := (*read)[num]
 	return name, ok
 }
 
