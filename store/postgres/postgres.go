@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
@@ -135,6 +138,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
+	cfg.ConnConfig.BuildFrontend = bufferedFrontend
 	ident := pgx.Identifier{schema}.Sanitize()
 	rp := cfg.ConnConfig.RuntimeParams
 	rp["search_path"] = ident
@@ -345,4 +349,11 @@ func (db *DB) Close() error {
 	db.names.close()
 	db.pool.Close()
 	return nil
+}
+
+// bufferedFrontend reads the server's messages through a 256 KiB
+// buffer: pgx's own reads at most 8 KiB at a time, a system call for
+// each 8 KiB of a whole-table read's rows.
+func bufferedFrontend(r io.Reader, w io.Writer) *pgproto3.Frontend {
+	return pgproto3.NewFrontend(bufio.NewReaderSize(r, 256<<10), w)
 }
