@@ -198,7 +198,7 @@ func (p *answersAhead) fill() {
 			}
 		default:
 			if seeks++; p.w != nil && seeks%aheadReleaseEvery == 0 {
-				p.w.release()
+				p.w.releaseIfResident()
 			}
 			switch a := seek.answer(p.ref(int(i))); {
 			case a == nil:

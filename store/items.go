@@ -21,34 +21,54 @@ import (
 // writable handle that needs to remap).
 func (db *DB) ForEachItem(fn func(pipeline.ItemState) error) error {
 	return db.walk(func(tx *bolt.Tx, w *walker) error {
-		items := follow(tx.Bucket(bucketItems))
 		outs := db.newOutputReader(tx, w)
-		return tx.Bucket(bucketState).ForEach(func(k, v []byte) error {
-			w.step()
-			s, ok := decodeState(v)
-			if !ok || s.Stage >= len(db.stages) {
-				return pipeline.Damaged(string(k), "", nil, "corrupt state record")
+		scan := db.scanItems(tx)
+		defer scan.stop()
+		for {
+			b, ok := scan.next()
+			if !ok {
+				return nil
 			}
-			is := pipeline.ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
-			var err error
-			if is.Record, err = db.itemRecord(tx, k, items.at(k)); err != nil {
-				return err
-			}
-			if is.Outputs, err = outs.at(k, is.Record.Text, s); err != nil {
-				return err
-			}
-			if s.Status == pipeline.StatusDead {
-				if raw := tx.Bucket(deadBucket(is.Stage)).Get(k); raw != nil {
-					var dl pipeline.DeadLetter
-					if err := json.Unmarshal(raw, &dl); err != nil {
-						return pipeline.Damaged(string(k), is.Stage, err, "dead/%s is damaged", is.Stage)
-					}
-					is.Dead = &dl
+			for i := range b.items {
+				if err := db.itemState(tx, w, outs, &b.items[i], fn); err != nil {
+					return err
 				}
 			}
-			return fn(is)
-		})
+			if b.err != nil {
+				return b.err
+			}
+			scan.done(b)
+		}
 	})
+}
+
+// itemState decodes the item the scan found (scanned) and calls fn with
+// it.
+func (db *DB) itemState(tx *bolt.Tx, w *walker, outs *outputReader, it *scannedItem, fn func(pipeline.ItemState) error) error {
+	w.step()
+	k := it.id
+	s, ok := decodeState(it.state)
+	if !ok || s.Stage >= len(db.stages) {
+		return pipeline.Damaged(string(k), "", nil, "corrupt state record")
+	}
+	is := pipeline.ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
+	var err error
+	if is.Record, err = db.itemRecord(tx, k, it.record); err != nil {
+		return err
+	}
+	if is.Outputs, err = outs.decode(k, is.Record.Text, s, it.outs); err != nil {
+		return err
+	}
+	if s.Status == pipeline.StatusDead {
+		if raw := tx.Bucket(deadBucket(is.Stage)).Get(k); raw != nil {
+			var dl pipeline.DeadLetter
+			if err := json.Unmarshal(raw, &dl); err != nil {
+				return pipeline.Damaged(string(k), is.Stage, err, "dead/%s is damaged", is.Stage)
+			}
+			is.Dead = &dl
+		}
+	}
+	return fn(is)
 }
 
 // outputReader reads the outputs of the items a walk visits in id
@@ -65,6 +85,8 @@ type outputReader struct {
 	ahead  []*answersAhead // each stage's cached answers, read ahead
 	shared [][]byte        // meta shared/<stage>, nil when the stage has none
 	spans  []outputSpan
+	// entries are at's entries of the item in each out/<stage>.
+	entries [][]byte
 	// extra is what an item's outputs took beyond its text's length, a
 	// moving average: the next buffer is sized to the text plus it, so
 	// most items need no growth and one long output does not make every
@@ -92,6 +114,16 @@ func (db *DB) newOutputReader(tx *bolt.Tx, w *walker) *outputReader {
 // at is the outputs of the item with id, text and state s; ids must be
 // asked in ascending order.
 func (r *outputReader) at(id []byte, text string, s state) (map[string]json.RawMessage, error) {
+	r.entries = r.entries[:0]
+	for _, f := range r.outs {
+		r.entries = append(r.entries, f.at(id))
+	}
+	return r.decode(id, text, s, r.entries)
+}
+
+// decode is at for the item's entries in each stage's out/<stage> (nil
+// where it has none), found by the caller.
+func (r *outputReader) decode(id []byte, text string, s state, entries [][]byte) (map[string]json.RawMessage, error) {
 	buf := make([]byte, 0, len(text)+r.extra+64)
 	r.spans = r.spans[:0]
 	textFn := func() string { return text }
@@ -99,7 +131,7 @@ func (r *outputReader) at(id []byte, text string, s state) (map[string]json.RawM
 		start := len(buf)
 		var ok bool
 		var err error
-		if v := r.outs[i].at(id); v != nil {
+		if v := entries[i]; v != nil {
 			if buf, ok, err = r.db.appendOutput(r.tx, buf, st.Name, id, v, textFn, r.ahead[i]); err != nil {
 				return nil, pipeline.Damaged(string(id), st.Name, err, "out/%s is damaged", st.Name)
 			}

@@ -11,17 +11,36 @@ import (
 // and a touched page of a mapped file counts in the process's resident
 // memory until the kernel reclaims it: at a million items that was the
 // whole file, ~500 MB. walk is view for such reads: every releaseEvery
-// items the walker calls release, which tells the kernel the mapping's
-// pages are not needed (releasePages). The mapping is a read-only shared
+// items the walker calls release when the process's resident file pages
+// pass releaseAbove, which tells the kernel the mapping's pages are not
+// needed (releasePages). The mapping is a read-only shared
 // mapping of the file, so nothing is lost: a page touched again is read
 // back from the page cache, and the bytes of the open transaction stay
 // the same since bbolt does not reuse a page while a read holds it. The
 // walk stays one read transaction, so it is one snapshot of the file.
 
-// releaseEvery is how many items a walk reads between two releases: the
-// pages of a few thousand items are a few MB, and each release costs
-// one system call and the refaults of the branch pages it dropped.
-var releaseEvery = 4096
+// releaseEvery is how many items a walk reads between two looks at the
+// process's resident file pages, and releases when they pass
+// releaseAbove: the pages of 256 items are about a MB, or some tens of
+// MB when the file is cached in large folios.
+var releaseEvery = 256
+
+// releaseAbove is the process's file-backed resident memory (its
+// binary's pages and the mapping's) at or under which a walk does not
+// release. A release drops every page of the mapping, the other walks'
+// too (FieldNames runs three at once), and each page touched again is a
+// fault; where the leaves lie apart, each fault maps the cached pages
+// around the one touched, which a release every few thousand items
+// dropped mostly unused. An export holds its heap under 96 MB
+// (internal/cli's exportMemoryLimit), so with this bound it stays under
+// 200 MB. It also bounds a walk over a file the kernel caches in large
+// folios, where one fault maps a whole folio and a count of items bounded
+// nothing. Tests set it to 0 (release on the count alone).
+var releaseAbove int64 = 64 << 20
+
+// residentFile is the process's file-backed resident memory in bytes
+// (residentFileBytes); tests replace it.
+var residentFile = residentFileBytes
 
 // release is releasePages; tests count its calls.
 var release = releasePages
@@ -40,7 +59,7 @@ type walker struct {
 	tables int
 }
 
-// lookupWalk makes w release every releaseEvery/8 items: for a walk of
+// lookupWalk makes w look every releaseEvery/8 items: for a walk of
 // entries whose every item is looked up elsewhere in the file, as the
 // dead letters' records are. Each such lookup maps 30-40 KB of the file
 // (the kernel maps the cached pages around the one touched), so 4,096 of
@@ -48,12 +67,12 @@ type walker struct {
 // items; a walk along one bucket maps its pages once in order.
 func (w *walker) lookupWalk() { w.every = max(releaseEvery/8, 1) }
 
-// alongWalk makes w release every releaseEvery items again, after a
+// alongWalk makes w look every releaseEvery items again, after a
 // lookupWalk: for a walk along a bucket.
 func (w *walker) alongWalk() { w.every = 0 }
 
 // step counts one item; every releaseEvery items (or w.every) it
-// releases the pages touched so far.
+// releases the pages touched so far when they pass releaseAbove.
 func (w *walker) step() {
 	w.n++
 	every := w.every
@@ -61,6 +80,14 @@ func (w *walker) step() {
 		every = releaseEvery
 	}
 	if w.n%every == 0 {
+		w.releaseIfResident()
+	}
+}
+
+// releaseIfResident releases the pages when the process's file pages
+// resident pass releaseAbove.
+func (w *walker) releaseIfResident() {
+	if r := residentFile(); releaseAbove <= 0 || r < 0 || r > releaseAbove {
 		w.release()
 	}
 }

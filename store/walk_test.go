@@ -276,3 +276,60 @@ func TestDB_CheckReleasesOnLookups(t *testing.T) {
 		})
 	}
 }
+
+// TestWalker_releasesPastResident: at each releaseEvery a walk releases
+// the mapping's pages only when the process's resident file pages pass
+// releaseAbove (or cannot be read), so a walk that maps little does not
+// drop the pages it and the walks beside it are still reading.
+func TestWalker_releasesPastResident(t *testing.T) {
+	defer func(every int, above int64, res func() int64, rel func(addr, n uintptr)) {
+		releaseEvery, releaseAbove, residentFile, release = every, above, res, rel
+	}(releaseEvery, releaseAbove, residentFile, release)
+	releaseEvery, releaseAbove = 4, 64<<20
+	cases := []struct {
+		name     string
+		resident int64
+		want     int
+	}{
+		{"below the bound", 10 << 20, 0},
+		{"at the bound", 64 << 20, 0},
+		{"past the bound", 65 << 20, 2},
+		{"not known", -1, 2},
+	}
+	db := openTest(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			residentFile = func() int64 { return tc.resident }
+			released := 0
+			release = func(addr, n uintptr) { released++ }
+			err := db.bolt.View(func(tx *bolt.Tx) error {
+				w := &walker{db: db, tx: tx}
+				for range 9 {
+					w.step()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if released != tc.want {
+				t.Errorf("9 steps at releaseEvery 4: %d releases, want %d", released, tc.want)
+			}
+		})
+	}
+}
+
+// TestResidentFileBytes: the process's resident file pages are read (a
+// test binary's own pages at least).
+func TestResidentFileBytes(t *testing.T) {
+	if residentFileBytes() < 0 {
+		t.Skip("no /proc/self/statm here")
+	}
+	db := openTest(t)
+	if _, err := db.Ingest(recs("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := residentFileBytes(); got <= 0 {
+		t.Errorf("residentFileBytes() = %d, want the binary's pages at least", got)
+	}
+}
