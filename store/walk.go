@@ -39,8 +39,9 @@ var releaseEvery = 256
 var releaseAbove int64 = 64 << 20
 
 // residentFile is the process's file-backed resident memory in bytes
-// (residentFileBytes); tests replace it.
-var residentFile = residentFileBytes
+// (residentShared; -1 when not known, and a walk then releases on its
+// count alone); tests replace it.
+var residentFile = residentShared
 
 // release is releasePages; tests count its calls.
 var release = releasePages

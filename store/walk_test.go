@@ -319,17 +319,17 @@ func TestWalker_releasesPastResident(t *testing.T) {
 	}
 }
 
-// TestResidentFileBytes: the process's resident file pages are read (a
+// TestResidentShared: the process's resident file pages are read (a
 // test binary's own pages at least).
-func TestResidentFileBytes(t *testing.T) {
-	if residentFileBytes() < 0 {
+func TestResidentShared(t *testing.T) {
+	if residentShared() < 0 {
 		t.Skip("no /proc/self/statm here")
 	}
 	db := openTest(t)
 	if _, err := db.Ingest(recs("a", "b")); err != nil {
 		t.Fatal(err)
 	}
-	if got := residentFileBytes(); got <= 0 {
-		t.Errorf("residentFileBytes() = %d, want the binary's pages at least", got)
+	if got := residentShared(); got <= 0 {
+		t.Errorf("residentShared() = %d, want the binary's pages at least", got)
 	}
 }

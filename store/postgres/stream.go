@@ -238,4 +238,3 @@ func checkBinary(fields []pgconn.FieldDescription) error {
 	}
 	return nil
 }
-
