@@ -364,10 +364,34 @@ func (r *pageReader) nextLeaf(bp *[]byte, snap uint64, path []treeStep) (p []byt
 // txAnswers are the answers the write transaction open through update
 // has put (putAnswer): pread reads the file as last committed, so a
 // lookup in that transaction reads through bbolt any key that begins
-// with one of them. Only the write transaction reads or writes it.
+// as one of them does. Only the write transaction reads or writes it.
 type txAnswers struct {
-	tx   *bolt.Tx
-	keys [][]byte
+	tx *bolt.Tx
+	// begun holds the first shortRefLen bytes of each key put (the whole
+	// key when shorter): a commit caches thousands of answers, and each
+	// looks up others (answerRef).
+	begun map[string]struct{}
+}
+
+// put records that key was put.
+func (w *txAnswers) put(key []byte) {
+	if w.begun == nil {
+		w.begun = map[string]struct{}{}
+	}
+	w.begun[string(key[:min(len(key), shortRefLen)])] = struct{}{}
+}
+
+// mayBegin reports whether a key put may begin with ref.
+func (w *txAnswers) mayBegin(ref []byte) bool {
+	if len(w.begun) == 0 {
+		return false
+	}
+	if len(ref) < shortRefLen {
+		return true // too short to look up: any key may begin with it
+	}
+	// A key that begins with ref is at least as long.
+	_, ok := w.begun[string(ref[:shortRefLen])]
+	return ok
 }
 
 // mayPread reports whether a lookup in tx of the answer key ref (or the
@@ -380,15 +404,7 @@ func (db *DB) mayPread(tx *bolt.Tx, ref []byte) bool {
 	if !tx.Writable() {
 		return true
 	}
-	if tx != db.writing.tx {
-		return false
-	}
-	for _, k := range db.writing.keys {
-		if bytes.HasPrefix(k, ref) {
-			return false
-		}
-	}
-	return true
+	return tx == db.writing.tx && !db.writing.mayBegin(ref)
 }
 
 // answerGet is b.Get(k) for b, the answers bucket of a stage in tx.

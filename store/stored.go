@@ -469,7 +469,7 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) (ref []byte, 
 		return nil, err
 	}
 	if w.tx == w.db.writing.tx {
-		w.db.writing.keys = append(w.db.writing.keys, k)
+		w.db.writing.put(k)
 	}
 	return append([]byte{tagAnswer}, w.db.answerRef(b, k)...), nil
 }
