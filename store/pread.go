@@ -18,9 +18,10 @@ import (
 // files in large folios, the whole folio): at a million items, 1,000
 // random touches of a synced copy left 110 MB of the file resident and
 // took 25-140 ms, against 3 ms for 1,000 reads of a page with pread.
-// A 1,000-item night looks each answer up three times (the cache, the
-// aggregate stage's queue, the cube's fold), each after the mapping was
-// released (walk.go): most of its page faults and its resident set.
+// A 1,000-item night looks each answer up three or four times (the
+// cache, the commit that refers the output to it, the aggregate stage's
+// queue, the cube's fold), most after the mapping was released
+// (walk.go): on a 1M file, most of its page faults and resident set.
 //
 // pageReader reads those B-trees with pread instead, into memory of its
 // own, so nothing of them stays mapped. It reads the pages bbolt would
