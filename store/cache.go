@@ -47,7 +47,7 @@ func (db *DB) CachedAnswer(stage, key string) (pipeline.Result, bool, error) {
 		if db.format < sharedFormat-1 {
 			k = []byte(key) // a format 1 file, read-only
 		}
-		v := b.Get(k)
+		v := db.answerGet(tx, b, k)
 		if v == nil {
 			return nil
 		}

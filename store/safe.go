@@ -30,7 +30,12 @@ func (db *DB) view(fn func(*bolt.Tx) error) (err error) {
 func (db *DB) update(fn func(*bolt.Tx) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer db.recoverCorrupt(&err)
-	if err := db.bolt.Update(fn); err != nil {
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		db.writing = txAnswers{tx: tx}
+		defer func() { db.writing = txAnswers{} }()
+		return fn(tx)
+	})
+	if err != nil {
 		return diskError(db.path, err)
 	}
 	db.releaseAfterWrite()

@@ -118,6 +118,11 @@ type DB struct {
 	// held are the answer tables the reading of field names kept for the
 	// walk after it (heldtable.go).
 	held heldTables
+	// pages reads the answers' B-trees with pread (pread.go); nil reads
+	// them through bbolt.
+	pages *pageReader
+	// writing is what the open write transaction has cached (pread.go).
+	writing txAnswers
 }
 
 // Open opens or creates the pipeline database at path (mode 0600).
@@ -222,6 +227,9 @@ func open(path string, opt Options) (*DB, error) {
 			return nil, fmt.Errorf("open %s: count the items: %w", path, err)
 		}
 		writePid(lockInfoPath(path))
+	}
+	db.pages = newPageReader(path, bdb)
+	if !opt.ReadOnly {
 		db.releaseMapped() // what the opening checks read is not needed again
 	}
 	return db, nil
@@ -527,6 +535,7 @@ func (db *DB) AcceptDefinition() error {
 // Close releases the file.
 func (db *DB) Close() error {
 	db.held.drop()
+	db.pages.close()
 	if !db.bolt.IsReadOnly() {
 		os.Remove(lockInfoPath(db.path))
 	}

@@ -73,7 +73,7 @@ func (db *DB) encodeOutput(tx *bolt.Tx, stage string, id []byte, out json.RawMes
 	if cacheKey != "" {
 		k := answerKey(cacheKey)
 		if b := tx.Bucket(answersBucket(stage)); b != nil {
-			if v := b.Get(k); v != nil {
+			if v := db.answerGet(tx, b, k); v != nil {
 				if o, err := db.answerOutput(tx, v); err == nil && bytes.Equal(o, out) {
 					return append([]byte{tagAnswer}, db.answerRef(b, k)...), nil
 				}
@@ -138,7 +138,7 @@ func (db *DB) appendOutput(tx *bolt.Tx, dst []byte, stage string, id, v []byte, 
 	}
 	a, found := ahead.answer(id, v)
 	if !found {
-		a = referredAnswer(tx.Bucket(answersBucket(stage)), v[1:])
+		a = db.answerByRef(tx, stage, v[1:])
 	}
 	if a == nil {
 		return nil, false, fmt.Errorf("the cached answer %x it refers to is missing", v[1:])
@@ -370,11 +370,13 @@ func (db *DB) answerRef(b *bolt.Bucket, k []byte) []byte {
 		if n == shortRefLen && db.format < shortRefFormat {
 			continue
 		}
-		c := b.Cursor()
-		if first, _ := c.Seek(k[:n]); !bytes.Equal(first, k) {
-			continue
+		first, next, ok := db.answerAndNext(b, k[:n])
+		if !ok {
+			c := b.Cursor()
+			first, _ = c.Seek(k[:n])
+			next, _ = c.Next()
 		}
-		if next, _ := c.Next(); bytes.HasPrefix(next, k[:n]) {
+		if !bytes.Equal(first, k) || bytes.HasPrefix(next, k[:n]) {
 			continue
 		}
 		return k[:n]
@@ -465,6 +467,9 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) (ref []byte, 
 	}
 	if err := b.Put(k, v); err != nil {
 		return nil, err
+	}
+	if w.tx == w.db.writing.tx {
+		w.db.writing.put(k)
 	}
 	return append([]byte{tagAnswer}, w.db.answerRef(b, k)...), nil
 }
