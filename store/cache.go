@@ -23,6 +23,12 @@ var (
 
 var bucketLedger = []byte("ledger")
 
+// answersBucket is a stage's cached answers. Inside a write transaction
+// opened by update, lookups read keys that transaction did not put with
+// pread, from the file as last committed (pread.go): putAnswer is the
+// only write to these buckets, and it records the keys it puts. A write
+// of any other kind (a delete, a rewrite in place) would need recording
+// too, or that transaction's lookups would read the committed bytes.
 func answersBucket(stage string) []byte { return []byte("answers/" + stage) }
 
 // cachedAnswer is one stored answer in format 1 (see decodeAnswer).
