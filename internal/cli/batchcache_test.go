@@ -92,11 +92,16 @@ func TestRun_BatchBudget(t *testing.T) {
 		name, mode string
 		budget     float64
 		bc         geminisim.BatchConfig
+		// deadline is --batch-deadline. In batch mode a job past it is
+		// cancelled with nothing billed, so a short one made the case
+		// depend on the machine's speed: on a loaded one the first job
+		// outlived 300 ms and the run stopped at its budget with $0 spent.
+		deadline   string
 		wantOnline bool
 	}{
-		{"batch", "batch", 0.0015, geminisim.BatchConfig{Shuffle: true}, false},
-		{"auto, the rest online", "auto", 0.0015, geminisim.BatchConfig{Shuffle: true}, true},
-		{"auto, a stuck job", "auto", 0.004, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}}, true},
+		{"batch", "batch", 0.0015, geminisim.BatchConfig{Shuffle: true}, "1h", false},
+		{"auto, the rest online", "auto", 0.0015, geminisim.BatchConfig{Shuffle: true}, "300ms", true},
+		{"auto, a stuck job", "auto", 0.004, geminisim.BatchConfig{Fates: []geminisim.Fate{geminisim.FateStuck}}, "300ms", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,7 +112,7 @@ func TestRun_BatchBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"sawtooth", "run", "--db", db, "--base-url", url, "--quiet", "--mode", tc.mode,
-				"--batch-size", "10", "--batch-poll", "20ms", "--batch-deadline", "300ms"}
+				"--batch-size", "10", "--batch-poll", "20ms", "--batch-deadline", tc.deadline}
 			var stdout, stderr syncBuffer
 			err := runApp(append(args, "--input", input, "--budget", fmt.Sprint(tc.budget)), &stdout, &stderr)
 			if !errors.Is(err, pipeline.ErrStopped) || !strings.Contains(err.Error(), "reached") || !strings.Contains(err.Error(), "raise --budget to continue") {
