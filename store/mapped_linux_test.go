@@ -125,22 +125,7 @@ func TestDB_WritesReleaseMappedPages(t *testing.T) {
 func TestDB_WritesReleaseAtMostEvery(t *testing.T) {
 	defer func(every time.Duration) { releaseWritesEvery = every }(releaseWritesEvery)
 	releaseWritesEvery = time.Hour
-	path := filepath.Join(t.TempDir(), "every.db")
-	db, err := Open(path, Options{Stages: testStages, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var ids []string
-	for i := range 2000 {
-		ids = append(ids, fmt.Sprintf("item-%06d", i))
-	}
-	if _, err := db.Ingest(recs(ids...)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Queued("sanitize", 0, len(ids)); err != nil {
-		t.Fatal(err)
-	}
+	db, path := openWithPagesRead(t)
 	if _, err := db.Ingest(recs("soon")); err != nil {
 		t.Fatal(err)
 	}
@@ -182,22 +167,7 @@ func TestDB_WritesReleaseOverResidentPages(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "resident.db")
-			db, err := Open(path, Options{Stages: testStages, NoSync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			var ids []string
-			for i := range 2000 {
-				ids = append(ids, fmt.Sprintf("item-%06d", i))
-			}
-			if _, err := db.Ingest(recs(ids...)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Queued("sanitize", 0, len(ids)); err != nil {
-				t.Fatal(err)
-			}
+			db, path := openWithPagesRead(t)
 			if mappedKB(t, path) == 0 {
 				t.Fatal("a read of every queued item left nothing resident: the test shows nothing")
 			}
@@ -211,4 +181,28 @@ func TestDB_WritesReleaseOverResidentPages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openWithPagesRead opens a database in the test's directory (closed at
+// its end), ingests 2,000 items and reads every one from the sanitize
+// queue, so that the mapping holds pages the next write may release.
+func openWithPagesRead(t *testing.T) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pages.db")
+	db, err := Open(path, Options{Stages: testStages, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var ids []string
+	for i := range 2000 {
+		ids = append(ids, fmt.Sprintf("item-%06d", i))
+	}
+	if _, err := db.Ingest(recs(ids...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Queued("sanitize", 0, len(ids)); err != nil {
+		t.Fatal(err)
+	}
+	return db, path
 }
