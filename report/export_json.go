@@ -6,6 +6,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/sawtooth-dev/sawtooth/internal/jsonquote"
 	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 )
 
@@ -19,6 +20,10 @@ import (
 func plainJSONString(raw []byte) bool {
 	s := raw[1 : len(raw)-1]
 	for i := 0; i < len(s); {
+		i += jsonquote.PlainLen(s[i:])
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c == '\\' {
 			n := escapeLen(s[i:])

@@ -16,6 +16,10 @@ func Append(out []byte, s string) []byte {
 	out = append(out, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		i += PlainLen(s[i:])
+		if i == len(s) {
+			break
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
 				i++

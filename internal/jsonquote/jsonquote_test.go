@@ -22,3 +22,15 @@ func TestAppend_AsMarshal(t *testing.T) {
 		}
 	}
 }
+
+func FuzzAppend_AsMarshal(f *testing.F) {
+	for _, s := range []string{"", "plain", "<&>", "q\"b\\", "\b\f\n\r\t\x00\x1f", "caf\u00e9 😀", "\u2028\u2029", "bad \xff\xfe utf8", "0123456789abcdef<"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := Append(nil, s); string(got) != string(want) {
+			t.Fatalf("Append(%q) = %s, want %s", s, got, want)
+		}
+	})
+}

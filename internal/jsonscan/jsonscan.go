@@ -7,6 +7,8 @@
 // encoding/json on a value it refuses fails as encoding/json would.
 package jsonscan
 
+import "github.com/sawtooth-dev/sawtooth/internal/jsonquote"
+
 // MaxDepth bounds Value's nesting: a deeper value is refused, and its
 // caller's fallback to encoding/json decides.
 const MaxDepth = 1000
@@ -99,6 +101,9 @@ func String(b []byte, i int) (int, bool) {
 		return i, false
 	}
 	for i++; i < len(b); i++ {
+		if i += jsonquote.PlainLen(b[i:]); i == len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, true
