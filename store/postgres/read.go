@@ -194,70 +194,91 @@ func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 	return c, nil
 }
 
+// placeColumns are what Locate reads of an item besides its history
+// (itemPlace, in targets' order), from its rows in item i, todo t,
+// dead d and output o joined by item_id.
+const placeColumns = `i.record, t.stage, t.batch, t.batch_sends, d.stage, d.letter, o.data`
+
+// itemPlace is an item's placeColumns: nil where it has no row.
+type itemPlace struct {
+	record         []byte
+	tStage, dStage *int16
+	batch          *int64
+	sends          *int16
+	letter, row    []byte
+}
+
+// targets are the scan targets of placeColumns.
+func (p *itemPlace) targets() []any {
+	return []any{&p.record, &p.tStage, &p.batch, &p.sends, &p.dStage, &p.letter, &p.row}
+}
+
 // Locate answers "where is item id", with its dead-letter history.
 func (db *DB) Locate(id string) (pipeline.Location, error) {
 	loc := pipeline.Location{ID: id}
 	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
-		var record, letter []byte
-		var tStage, dStage *int16
-		var batch *int64
-		var sends *int16
-		err := tx.QueryRow(db.ctx, `SELECT i.record, t.stage, t.batch, t.batch_sends, d.stage, d.letter
-			FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) WHERE i.item_id = $1`, id).
-			Scan(&record, &tStage, &batch, &sends, &dStage, &letter)
+		var p itemPlace
+		err := tx.QueryRow(db.ctx, `SELECT `+placeColumns+` FROM item i LEFT JOIN todo t USING (item_id)
+			LEFT JOIN dead d USING (item_id) LEFT JOIN output o USING (item_id) WHERE i.item_id = $1`, id).
+			Scan(p.targets()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("item %q: %w", id, ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		si := len(db.stages) - 1
-		switch {
-		case tStage != nil && batch != nil:
-			si, loc.Status = int(*tStage), pipeline.StatusInBatch.String()
-		case tStage != nil:
-			si, loc.Status = int(*tStage), "queued"
-			if sends != nil {
-				loc.BatchSends = int(*sends)
-			}
-		case dStage != nil:
-			si, loc.Status = int(*dStage), "dead"
-			var dl pipeline.DeadLetter
-			if json.Unmarshal(letter, &dl) == nil {
-				loc.Dead = &dl
-			}
-		default:
-			loc.Status = "done"
-		}
-		if si >= len(db.stages) {
-			return pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
-		}
-		loc.Stage = db.stages[si].Name
-		if err := db.readRecord(id, record, &loc.Record); err != nil {
-			return fmt.Errorf("item %q: bad record: %w", id, err)
-		}
-		loc.Output = map[string]json.RawMessage{}
-		var row []byte
-		if err := tx.QueryRow(db.ctx, `SELECT data FROM output WHERE item_id = $1`, id).Scan(&row); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if err := forEachOutput(row, func(s int, data []byte) error {
-			if s < len(db.stages) {
-				out, err := db.unmarkOutput(id, s, data, loc.Record.Text)
-				if err != nil {
-					return err
-				}
-				loc.Output[db.stages[s].Name] = out
-			}
-			return nil
-		}); errors.Is(err, errOutputRow) {
-			return pipeline.Damaged(id, "", err, "bad outputs")
-		} else if err != nil {
+		if loc, err = db.location(id, p); err != nil {
 			return err
 		}
 		loc.History, err = db.history(db.ctx, tx, id)
 		return err
 	})
+	return loc, err
+}
+
+// location is Locate's answer for item id from its place, without the
+// history.
+func (db *DB) location(id string, p itemPlace) (pipeline.Location, error) {
+	loc := pipeline.Location{ID: id}
+	si := len(db.stages) - 1
+	switch {
+	case p.tStage != nil && p.batch != nil:
+		si, loc.Status = int(*p.tStage), pipeline.StatusInBatch.String()
+	case p.tStage != nil:
+		si, loc.Status = int(*p.tStage), "queued"
+		if p.sends != nil {
+			loc.BatchSends = int(*p.sends)
+		}
+	case p.dStage != nil:
+		si, loc.Status = int(*p.dStage), "dead"
+		var dl pipeline.DeadLetter
+		if json.Unmarshal(p.letter, &dl) == nil {
+			loc.Dead = &dl
+		}
+	default:
+		loc.Status = "done"
+	}
+	if si >= len(db.stages) {
+		return loc, pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
+	}
+	loc.Stage = db.stages[si].Name
+	if err := db.readRecord(id, p.record, &loc.Record); err != nil {
+		return loc, fmt.Errorf("item %q: bad record: %w", id, err)
+	}
+	loc.Output = map[string]json.RawMessage{}
+	err := forEachOutput(p.row, func(s int, data []byte) error {
+		if s < len(db.stages) {
+			out, err := db.unmarkOutput(id, s, data, loc.Record.Text)
+			if err != nil {
+				return err
+			}
+			loc.Output[db.stages[s].Name] = out
+		}
+		return nil
+	})
+	if errors.Is(err, errOutputRow) {
+		return loc, pipeline.Damaged(id, "", err, "bad outputs")
+	}
 	return loc, err
 }
 
