@@ -382,6 +382,55 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 	}, fn)
 }
 
+// ForEachDeadLocation calls fn with the Location of every item dead at
+// stage, in id order, as Locate gives it but without its History: what
+// an export of every item writes of a dead letter, read in one
+// statement per page of pageSize letters rather than a few statements
+// per letter. Memory holds a page, never the stage, and each page is
+// read whole before fn sees it, so fn may use the store. A letter that
+// does not decode fails as ForEachDead fails on it; an item Locate
+// fails on fails with Locate's error, after fn has had the letters
+// before it.
+func (db *DB) ForEachDeadLocation(stage string, fn func(pipeline.Location) error) error {
+	si, err := db.stageIndex(stage)
+	if err != nil {
+		return err
+	}
+	// The page keeps the rows as read: each is decoded at its turn, so
+	// a damaged one fails where a Locate of it would.
+	type deadPlace struct {
+		id     string
+		exists bool // the item's row is there
+		place  itemPlace
+	}
+	return page(db, func(after, from string) ([]deadPlace, func(deadPlace) string, error) {
+		rows, _ := db.pool.Query(db.ctx, `SELECT d.item_id, i.item_id IS NOT NULL, `+placeColumns+` FROM dead d
+			LEFT JOIN item i USING (item_id) LEFT JOIN todo t USING (item_id) LEFT JOIN output o USING (item_id)
+			WHERE d.stage = $1 AND d.item_id `+from+` $2 ORDER BY d.item_id LIMIT $3`, si, after, pageSize)
+		var out []deadPlace
+		var r deadPlace
+		_, err := pgx.ForEachRow(rows, append([]any{&r.id, &r.exists}, r.place.targets()...), func() error {
+			out = append(out, r)
+			r = deadPlace{} // what it held is out's now
+			return nil
+		})
+		return out, func(r deadPlace) string { return r.id }, err
+	}, func(r deadPlace) error {
+		var dl pipeline.DeadLetter
+		if err := json.Unmarshal(r.place.letter, &dl); err != nil {
+			return fmt.Errorf("dead letter of %q at %s: %w", r.id, stage, err)
+		}
+		if !r.exists {
+			return fmt.Errorf("item %q: %w", r.id, ErrNotFound)
+		}
+		loc, err := db.location(r.id, r.place)
+		if err != nil {
+			return err
+		}
+		return fn(loc)
+	})
+}
+
 // Tally is the stored aggregate, its shards summed.
 func (db *DB) Tally() (pipeline.Tally, error) {
 	var t pipeline.Tally
