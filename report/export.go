@@ -467,6 +467,42 @@ type stageFieldLister interface {
 	StageFieldNames(stage string) (inputs, outputs map[string]bool, err error)
 }
 
+// deadLocator is a store that reads a stage's dead letters with what
+// Locate gives of their items (record, outputs, letter) many at a time
+// (PostgreSQL), where a Locate per letter costs a few statements each.
+type deadLocator interface {
+	ForEachDeadLocation(stage string, fn func(pipeline.Location) error) error
+}
+
+// forEachDeadLocation calls fn with the location of every item dead at
+// stage, in id order: from the store's deadLocator, else by a Locate
+// per letter.
+func forEachDeadLocation(db pipeline.Database, stage string, fn func(pipeline.Location) error) error {
+	if dl, ok := db.(deadLocator); ok {
+		return dl.ForEachDeadLocation(stage, fn)
+	}
+	var ids []string
+	// Locate opens its own transaction: collect the stage's dead ids
+	// first rather than nest.
+	err := db.ForEachDead(stage, func(e pipeline.DeadEntry) error {
+		ids = append(ids, e.ID)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		loc, err := db.Locate(id)
+		if err != nil {
+			return err
+		}
+		if err := fn(loc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // doneThenDead lists the done items, then the dead letters stage by stage,
 // for a store without itemWalker.
 func doneThenDead(db pipeline.Database, names []string) FlatSource {
@@ -478,28 +514,15 @@ func doneThenDead(db pipeline.Database, names []string) FlatSource {
 			return err
 		}
 		for _, s := range names {
-			var ids []string
-			// Locate opens its own transaction: collect this stage's
-			// dead ids first (dead letters are few) rather than nest.
-			err := db.ForEachDead(s, func(e pipeline.DeadEntry) error {
-				ids = append(ids, e.ID)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				loc, err := db.Locate(id)
-				if err != nil {
-					return err
-				}
+			err := forEachDeadLocation(db, s, func(loc pipeline.Location) error {
 				it := FlatItem{Record: loc.Record, Status: "dead at " + s, Outputs: loc.Output}
 				if loc.Dead != nil {
 					it.DeadReason = fmt.Sprintf("%s: %s", loc.Dead.Class, loc.Dead.Message)
 				}
-				if err := fn(it); err != nil {
-					return err
-				}
+				return fn(it)
+			})
+			if err != nil {
+				return err
 			}
 		}
 		return nil

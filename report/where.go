@@ -205,17 +205,12 @@ func walkItems(db pipeline.Database, names []string, done func(pipeline.Item) er
 		return err
 	}
 	for _, s := range names {
-		var ids []string
-		// Locate opens its own transaction: collect the ids first.
-		if err := db.ForEachDead(s, func(e pipeline.DeadEntry) error { ids = append(ids, e.ID); return nil }); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			loc, err := db.Locate(id)
-			if err != nil {
-				return err
-			}
+		err := forEachDeadLocation(db, s, func(loc pipeline.Location) error {
 			other(pipeline.Item{Record: loc.Record, Outputs: loc.Output}, pipeline.StatusDead, s, loc.Dead)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -402,8 +402,9 @@ func (db *DB) Prune(keep func(id string) bool, dryRun bool) (int, error) {
 	return n, nil
 }
 
-// pageSize is how many rows one query of a walk over all items reads.
-const pageSize = 1000
+// pageSize is how many rows one query of a walk over all items reads: a
+// variable so that tests walk pages of a few rows.
+var pageSize = 1000
 
 // eachID calls fn with every item id in id order, a page per query (no
 // transaction is held across fn).

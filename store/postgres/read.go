@@ -194,70 +194,91 @@ func (db *DB) readCounts(tx pgx.Tx) (pipeline.Counts, error) {
 	return c, nil
 }
 
+// placeColumns are what Locate reads of an item besides its history
+// (itemPlace, in targets' order), from its rows in item i, todo t,
+// dead d and output o joined by item_id.
+const placeColumns = `i.record, t.stage, t.batch, t.batch_sends, d.stage, d.letter, o.data`
+
+// itemPlace is an item's placeColumns: nil where it has no row.
+type itemPlace struct {
+	record         []byte
+	tStage, dStage *int16
+	batch          *int64
+	sends          *int16
+	letter, row    []byte
+}
+
+// targets are the scan targets of placeColumns.
+func (p *itemPlace) targets() []any {
+	return []any{&p.record, &p.tStage, &p.batch, &p.sends, &p.dStage, &p.letter, &p.row}
+}
+
 // Locate answers "where is item id", with its dead-letter history.
 func (db *DB) Locate(id string) (pipeline.Location, error) {
 	loc := pipeline.Location{ID: id}
 	err := db.snapshot(db.ctx, func(tx pgx.Tx) error {
-		var record, letter []byte
-		var tStage, dStage *int16
-		var batch *int64
-		var sends *int16
-		err := tx.QueryRow(db.ctx, `SELECT i.record, t.stage, t.batch, t.batch_sends, d.stage, d.letter
-			FROM item i LEFT JOIN todo t USING (item_id) LEFT JOIN dead d USING (item_id) WHERE i.item_id = $1`, id).
-			Scan(&record, &tStage, &batch, &sends, &dStage, &letter)
+		var p itemPlace
+		err := tx.QueryRow(db.ctx, `SELECT `+placeColumns+` FROM item i LEFT JOIN todo t USING (item_id)
+			LEFT JOIN dead d USING (item_id) LEFT JOIN output o USING (item_id) WHERE i.item_id = $1`, id).
+			Scan(p.targets()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("item %q: %w", id, ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		si := len(db.stages) - 1
-		switch {
-		case tStage != nil && batch != nil:
-			si, loc.Status = int(*tStage), pipeline.StatusInBatch.String()
-		case tStage != nil:
-			si, loc.Status = int(*tStage), "queued"
-			if sends != nil {
-				loc.BatchSends = int(*sends)
-			}
-		case dStage != nil:
-			si, loc.Status = int(*dStage), "dead"
-			var dl pipeline.DeadLetter
-			if json.Unmarshal(letter, &dl) == nil {
-				loc.Dead = &dl
-			}
-		default:
-			loc.Status = "done"
-		}
-		if si >= len(db.stages) {
-			return pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
-		}
-		loc.Stage = db.stages[si].Name
-		if err := db.readRecord(id, record, &loc.Record); err != nil {
-			return fmt.Errorf("item %q: bad record: %w", id, err)
-		}
-		loc.Output = map[string]json.RawMessage{}
-		var row []byte
-		if err := tx.QueryRow(db.ctx, `SELECT data FROM output WHERE item_id = $1`, id).Scan(&row); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if err := forEachOutput(row, func(s int, data []byte) error {
-			if s < len(db.stages) {
-				out, err := db.unmarkOutput(id, s, data, loc.Record.Text)
-				if err != nil {
-					return err
-				}
-				loc.Output[db.stages[s].Name] = out
-			}
-			return nil
-		}); errors.Is(err, errOutputRow) {
-			return pipeline.Damaged(id, "", err, "bad outputs")
-		} else if err != nil {
+		if loc, err = db.location(id, p); err != nil {
 			return err
 		}
 		loc.History, err = db.history(db.ctx, tx, id)
 		return err
 	})
+	return loc, err
+}
+
+// location is Locate's answer for item id from its place, without the
+// history.
+func (db *DB) location(id string, p itemPlace) (pipeline.Location, error) {
+	loc := pipeline.Location{ID: id}
+	si := len(db.stages) - 1
+	switch {
+	case p.tStage != nil && p.batch != nil:
+		si, loc.Status = int(*p.tStage), pipeline.StatusInBatch.String()
+	case p.tStage != nil:
+		si, loc.Status = int(*p.tStage), "queued"
+		if p.sends != nil {
+			loc.BatchSends = int(*p.sends)
+		}
+	case p.dStage != nil:
+		si, loc.Status = int(*p.dStage), "dead"
+		var dl pipeline.DeadLetter
+		if json.Unmarshal(p.letter, &dl) == nil {
+			loc.Dead = &dl
+		}
+	default:
+		loc.Status = "done"
+	}
+	if si >= len(db.stages) {
+		return loc, pipeline.Damaged(id, "", nil, "at unknown stage %d", si)
+	}
+	loc.Stage = db.stages[si].Name
+	if err := db.readRecord(id, p.record, &loc.Record); err != nil {
+		return loc, fmt.Errorf("item %q: bad record: %w", id, err)
+	}
+	loc.Output = map[string]json.RawMessage{}
+	err := forEachOutput(p.row, func(s int, data []byte) error {
+		if s < len(db.stages) {
+			out, err := db.unmarkOutput(id, s, data, loc.Record.Text)
+			if err != nil {
+				return err
+			}
+			loc.Output[db.stages[s].Name] = out
+		}
+		return nil
+	})
+	if errors.Is(err, errOutputRow) {
+		return loc, pipeline.Damaged(id, "", err, "bad outputs")
+	}
 	return loc, err
 }
 
@@ -359,6 +380,55 @@ func (db *DB) ForEachDead(stage string, fn func(pipeline.DeadEntry) error) error
 		})
 		return out, func(e pipeline.DeadEntry) string { return e.ID }, err
 	}, fn)
+}
+
+// ForEachDeadLocation calls fn with the Location of every item dead at
+// stage, in id order, as Locate gives it but without its History: what
+// an export of every item writes of a dead letter, read in one
+// statement per page of pageSize letters rather than a few statements
+// per letter. Memory holds a page, never the stage, and each page is
+// read whole before fn sees it, so fn may use the store. A letter that
+// does not decode fails as ForEachDead fails on it; an item Locate
+// fails on fails with Locate's error, after fn has had the letters
+// before it.
+func (db *DB) ForEachDeadLocation(stage string, fn func(pipeline.Location) error) error {
+	si, err := db.stageIndex(stage)
+	if err != nil {
+		return err
+	}
+	// The page keeps the rows as read: each is decoded at its turn, so
+	// a damaged one fails where a Locate of it would.
+	type deadPlace struct {
+		id     string
+		exists bool // the item's row is there
+		place  itemPlace
+	}
+	return page(db, func(after, from string) ([]deadPlace, func(deadPlace) string, error) {
+		rows, _ := db.pool.Query(db.ctx, `SELECT d.item_id, i.item_id IS NOT NULL, `+placeColumns+` FROM dead d
+			LEFT JOIN item i USING (item_id) LEFT JOIN todo t USING (item_id) LEFT JOIN output o USING (item_id)
+			WHERE d.stage = $1 AND d.item_id `+from+` $2 ORDER BY d.item_id LIMIT $3`, si, after, pageSize)
+		var out []deadPlace
+		var r deadPlace
+		_, err := pgx.ForEachRow(rows, append([]any{&r.id, &r.exists}, r.place.targets()...), func() error {
+			out = append(out, r)
+			r = deadPlace{} // what it held is out's now
+			return nil
+		})
+		return out, func(r deadPlace) string { return r.id }, err
+	}, func(r deadPlace) error {
+		var dl pipeline.DeadLetter
+		if err := json.Unmarshal(r.place.letter, &dl); err != nil {
+			return fmt.Errorf("dead letter of %q at %s: %w", r.id, stage, err)
+		}
+		if !r.exists {
+			return fmt.Errorf("item %q: %w", r.id, ErrNotFound)
+		}
+		loc, err := db.location(r.id, r.place)
+		if err != nil {
+			return err
+		}
+		return fn(loc)
+	})
 }
 
 // Tally is the stored aggregate, its shards summed.

@@ -16,9 +16,9 @@ import (
 // statement each, streamed row by row as the server sends them: one
 // snapshot, no keyset pages re-planned and re-joined a thousand items at
 // a time. The connection is busy while fn runs, so fn must not need
-// every connection of the pool; it may use others (doneThenDead's Locate
-// runs after the stream). An item's outputs come in its row of outputs
-// (outrow.go), joined to its record.
+// every connection of the pool; it may use others (doneThenDead reads
+// the dead letters after the stream). An item's outputs come in its row
+// of outputs (outrow.go), joined to its record.
 
 // doneStreamSQL selects each done item (neither queued nor dead) in id
 // order with its row of outputs (NULL when it has none).
