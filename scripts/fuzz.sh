@@ -29,6 +29,8 @@ targets=(
   "./store/postgres FuzzBinaryRecord"
   "./store/postgres FuzzNamedRecord"
   "./internal/jsonscan FuzzValue"
+  "./internal/jsonquote FuzzPlainLen"
+  "./internal/jsonquote FuzzAppend_AsMarshal"
   "./report FuzzWriteFlat_SameAsBefore"
   "./report FuzzAppendCanonical"
 )
