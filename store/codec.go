@@ -337,11 +337,24 @@ type unpacker struct {
 	in  []byte
 	out []byte
 	ctx packCtx
+	// runes is the text's length in runes plus one once counted (zero:
+	// not yet): a sanitize output that changed nothing refers to it
+	// twice, and counting is a pass over the text.
+	runes int
 }
 
 var errShort = errors.New("record is cut short")
 
 func (u *unpacker) uvarint() (uint64, error) {
+	if len(u.in) > 0 && u.in[0] < 0x80 { // most lengths and dict ids: one byte, without a call
+		n := uint64(u.in[0])
+		u.in = u.in[1:]
+		return n, nil
+	}
+	return u.uvarintLong()
+}
+
+func (u *unpacker) uvarintLong() (uint64, error) {
 	n, k := binary.Uvarint(u.in)
 	if k <= 0 {
 		return 0, errShort
@@ -386,7 +399,10 @@ func (u *unpacker) value(depth int) error {
 		if u.ctx.text == nil {
 			return errors.New("refers to the item's text, which it has none of")
 		}
-		u.out = strconv.AppendInt(u.out, int64(utf8.RuneCountInString(u.ctx.text())), 10)
+		if u.runes == 0 {
+			u.runes = utf8.RuneCountInString(u.ctx.text()) + 1
+		}
+		u.out = strconv.AppendInt(u.out, int64(u.runes-1), 10)
 	case pNumber:
 		b, err := u.bytes()
 		if err != nil {
@@ -456,9 +472,12 @@ func (u *unpacker) strOf(kind byte) error {
 		if err != nil {
 			return err
 		}
-		if s, err = u.db.dict.lookup(u.tx, id); err != nil {
+		e, err := u.db.dict.lookup(u.tx, id)
+		if err != nil {
 			return err
 		}
+		u.out = append(u.out, e.quoted...)
+		return nil
 	case pID:
 		s = u.ctx.id
 	case pText:

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
+	"github.com/sawtooth-dev/sawtooth/internal/jsonquote"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -52,25 +54,40 @@ func dictStrKey(s string) []byte { return append([]byte{'s'}, s...) }
 type dict struct {
 	byID      [dictMaxEntries/dictPage + 1]atomic.Pointer[dictEntries]
 	mu        sync.RWMutex // guards the rest, and serializes adds
-	far       map[uint64]string
+	far       map[uint64]*dictEntry
 	byStr     map[string]uint64
 	committed uint64 // the highest id known committed
+}
+
+// dictEntry is a dict string with what its readers would otherwise work
+// out again at every use: a whole-file read meets the same few strings
+// (field names, labels, models) millions of times, and checking and
+// quoting them each time was a tenth of an export's decoding.
+type dictEntry struct {
+	s      string
+	quoted []byte // s as encoding/json writes it
+	valid  bool   // s is valid UTF-8 (keyReader leaves one that is not to the decoder)
+}
+
+func newDictEntry(s string) *dictEntry {
+	return &dictEntry{s: s, quoted: jsonquote.Append(nil, s), valid: utf8.ValidString(s)}
 }
 
 // dictPage is how many ids a page of dict.byID holds.
 const dictPage = 256
 
 // dictEntries is a page of dict.byID: nil where the id is not cached.
-type dictEntries [dictPage]atomic.Pointer[string]
+type dictEntries [dictPage]atomic.Pointer[dictEntry]
 
-func newDict() *dict { return &dict{far: map[uint64]string{}, byStr: map[string]uint64{}} }
+func newDict() *dict { return &dict{far: map[uint64]*dictEntry{}, byStr: map[string]uint64{}} }
 
 func (d *dict) add(id uint64, s string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.byStr[s] = id
+	e := newDictEntry(s)
 	if id > dictMaxEntries || s == "" {
-		d.far[id] = s
+		d.far[id] = e
 		return
 	}
 	page := d.byID[id/dictPage].Load()
@@ -78,21 +95,28 @@ func (d *dict) add(id uint64, s string) {
 		page = new(dictEntries)
 		d.byID[id/dictPage].Store(page)
 	}
-	page[id%dictPage].Store(&s)
+	page[id%dictPage].Store(e)
 }
 
 func (d *dict) str(id uint64) (string, bool) {
+	if e := d.entry(id); e != nil {
+		return e.s, true
+	}
+	return "", false
+}
+
+// entry is the cached entry of id, nil when it is not cached.
+func (d *dict) entry(id uint64) *dictEntry {
 	if id <= dictMaxEntries {
 		if page := d.byID[id/dictPage].Load(); page != nil {
-			if s := page[id%dictPage].Load(); s != nil {
-				return *s, true
+			if e := page[id%dictPage].Load(); e != nil {
+				return e
 			}
 		}
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	s, ok := d.far[id]
-	return s, ok
+	return d.far[id]
 }
 
 func (d *dict) id(s string) (uint64, bool) {
@@ -102,10 +126,10 @@ func (d *dict) id(s string) (uint64, bool) {
 	return id, ok
 }
 
-// lookup is the string of dict id in tx.
-func (d *dict) lookup(tx *bolt.Tx, id uint64) (string, error) {
-	if s, ok := d.str(id); ok {
-		return s, nil
+// lookup is the entry of dict id in tx.
+func (d *dict) lookup(tx *bolt.Tx, id uint64) (*dictEntry, error) {
+	if e := d.entry(id); e != nil {
+		return e, nil
 	}
 	b := tx.Bucket(bucketDict)
 	var v []byte
@@ -113,11 +137,11 @@ func (d *dict) lookup(tx *bolt.Tx, id uint64) (string, error) {
 		v = b.Get(dictIDKey(id))
 	}
 	if v == nil {
-		return "", fmt.Errorf("dict entry %d is missing", id)
+		return nil, fmt.Errorf("dict entry %d is missing", id)
 	}
 	s := string(v)
 	d.found(tx, id, s)
-	return s, nil
+	return newDictEntry(s), nil
 }
 
 // found caches the entry (id, s) read from the bucket in tx if it is

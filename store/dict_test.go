@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 	bolt "go.etcd.io/bbolt"
@@ -39,6 +41,27 @@ func TestDict_str(t *testing.T) {
 	}
 	if len(d.far) != 2 {
 		t.Errorf("%d ids past the cap, want 2: %v", len(d.far), d.far)
+	}
+}
+
+// TestDict_entryQuotedAndValid: an entry carries its string quoted as
+// encoding/json writes it and whether it is valid UTF-8, for strings
+// that need escapes and for bytes that are not UTF-8.
+func TestDict_entryQuotedAndValid(t *testing.T) {
+	d := newDict()
+	for i, s := range []string{"bug", `say "hi"`, "<b>&amp;", "tab\there", "\u2028 line", "caf\xe9", "\xff\xfe", "ok \u00e9"} {
+		id := uint64(i + 1)
+		d.add(id, s)
+		e := d.entry(id)
+		if e == nil || e.s != s {
+			t.Fatalf("entry(%d) = %v, want %q", id, e, s)
+		}
+		if want, _ := json.Marshal(s); string(e.quoted) != string(want) {
+			t.Errorf("%q quoted %s, want %s", s, e.quoted, want)
+		}
+		if e.valid != utf8.ValidString(s) {
+			t.Errorf("%q: valid %v", s, e.valid)
+		}
 	}
 }
 

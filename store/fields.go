@@ -311,6 +311,15 @@ type keyReader struct {
 }
 
 func (k *keyReader) uvarint() (uint64, error) {
+	if len(k.in) > 0 && k.in[0] < 0x80 { // most lengths and dict ids: one byte, without a call
+		n := uint64(k.in[0])
+		k.in = k.in[1:]
+		return n, nil
+	}
+	return k.uvarintLong()
+}
+
+func (k *keyReader) uvarintLong() (uint64, error) {
 	n, l := binary.Uvarint(k.in)
 	if l <= 0 {
 		return 0, errShort
@@ -377,9 +386,14 @@ func (k *keyReader) key() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if s, err = k.db.dict.lookup(k.tx, id); err != nil {
+		e, err := k.db.dict.lookup(k.tx, id)
+		if err != nil {
 			return "", err
 		}
+		if !e.valid {
+			return "", errLongWay
+		}
+		return e.s, nil
 	case pID:
 		if k.id == nil {
 			return "", errLongWay
@@ -448,7 +462,11 @@ func (k *keyReader) str() (string, error) {
 
 // strings reads an object of string values into a new map.
 func (k *keyReader) strings() (map[string]string, error) {
-	m := map[string]string{}
+	size := 0
+	if len(k.in) > 1 && k.in[0] == pObject && k.in[1] < 0x80 {
+		size = int(k.in[1]) // the map made at its size, not grown as filled
+	}
+	m := make(map[string]string, size)
 	err := k.object(func(key string) (bool, error) {
 		v, err := k.str()
 		if err != nil {
