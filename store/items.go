@@ -52,10 +52,11 @@ func (db *DB) itemState(tx *bolt.Tx, w *walker, outs *outputReader, it *scannedI
 		return pipeline.Damaged(string(k), "", nil, "corrupt state record")
 	}
 	is := pipeline.ItemState{Stage: db.stages[s.Stage].Name, Status: s.Status}
-	var err error
-	if is.Record, err = db.itemRecord(tx, k, it.record); err != nil {
-		return err
+	is.Record = it.rec
+	if it.recErr != nil {
+		return it.recErr
 	}
+	var err error
 	if is.Outputs, err = outs.decode(k, is.Record.Text, s, it.outs); err != nil {
 		return err
 	}
