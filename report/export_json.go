@@ -18,35 +18,50 @@ import (
 // way (an escape it does not use, a character it escapes left bare,
 // invalid UTF-8).
 func plainJSONString(raw []byte) bool {
-	s := raw[1 : len(raw)-1]
-	for i := 0; i < len(s); {
-		i += jsonquote.PlainLen(s[i:])
-		if i == len(s) {
+	end, ok := plainStringEnd(raw, 0)
+	return ok && end == len(raw)
+}
+
+// plainStringEnd is the end of the JSON string at raw[i] when it is
+// plain (plainJSONString), ok false when it is not plain or not a whole
+// string. It finds both in one pass: the row pass scanned each string
+// value of an output twice, once for its end and once to see it could
+// go out as it is, and the two passes were a tenth of an export's
+// writing.
+func plainStringEnd(raw []byte, i int) (end int, ok bool) {
+	if i >= len(raw) || raw[i] != '"' {
+		return 0, false
+	}
+	s := raw[i+1:]
+	for j := 0; j < len(s); {
+		j += jsonquote.PlainLen(s[j:])
+		if j == len(s) {
 			break
 		}
-		c := s[i]
-		if c == '\\' {
-			n := escapeLen(s[i:])
+		c := s[j]
+		switch {
+		case c == '"':
+			return i + 1 + j + 1, true
+		case c == '\\':
+			n := escapeLen(s[j:])
 			if n == 0 {
-				return false
+				return 0, false
 			}
-			i += n
-			continue
-		}
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '<' || c == '>' || c == '&' {
-				return false
+			j += n
+		case c < utf8.RuneSelf:
+			if c < 0x20 || c == '<' || c == '>' || c == '&' {
+				return 0, false
 			}
-			i++
-			continue
+			j++
+		default:
+			r, size := utf8.DecodeRune(s[j:])
+			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+				return 0, false
+			}
+			j += size
 		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			return false
-		}
-		i += size
 	}
-	return true
+	return 0, false
 }
 
 // escapeLen is the length of the escape at the start of s when it is one

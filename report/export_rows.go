@@ -26,6 +26,9 @@ type cell struct {
 	text string
 	// raw is a JSON value from an output, as stored.
 	raw []byte
+	// plain says raw is a string plainJSONString accepts: the scan
+	// that found its end found that too.
+	plain bool
 }
 
 // rowWriter lays out rows over fixed columns; it is reused row after row.
@@ -54,8 +57,9 @@ type rowWriter struct {
 
 // rawField is a top-level field of an output object.
 type rawField struct {
-	key []byte // unescaped
-	val []byte
+	key   []byte // unescaped
+	val   []byte
+	plain bool // val is a string plainJSONString accepts
 }
 
 func newRowWriter(o FlatOptions, cols []string, versionCols map[string]string) *rowWriter {
@@ -144,7 +148,7 @@ func (w *rowWriter) fill(it FlatItem) error {
 				slots[string(f.key)] = i
 			}
 			if i >= 0 {
-				w.cells[i] = cell{set: true, raw: f.val}
+				w.cells[i] = cell{set: true, raw: f.val, plain: f.plain}
 			}
 		}
 		if i, ok := w.versionSlot[stage]; ok {
@@ -228,11 +232,13 @@ func appendRawFields(fields []rawField, raw []byte) ([]rawField, bool) {
 			return fields, false
 		}
 		start := jsonscan.SkipSpace(raw, i+1)
-		stop, ok := jsonscan.Value(raw, start, 0)
-		if !ok {
-			return fields, false
+		stop, plain := plainStringEnd(raw, start)
+		if !plain {
+			if stop, ok = jsonscan.Value(raw, start, 0); !ok {
+				return fields, false
+			}
 		}
-		fields = append(fields, rawField{key: k, val: raw[start:stop]})
+		fields = append(fields, rawField{key: k, val: raw[start:stop], plain: plain})
 		if i = jsonscan.SkipSpace(raw, stop); i >= len(raw) {
 			return fields, false
 		}
@@ -292,7 +298,7 @@ func appendJSONValue(b []byte, c cell) ([]byte, bool, error) {
 	case 't', 'f':
 		return append(b, raw...), true, nil
 	case '"':
-		if plainJSONString(raw) {
+		if c.plain || plainJSONString(raw) {
 			return append(b, raw...), true, nil
 		}
 	case '{', '[':

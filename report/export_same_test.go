@@ -127,3 +127,32 @@ func TestPlainJSONString(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainStringEnd: inside an object, plainStringEnd finds the
+// string's own end exactly when marshalling the string's value gives
+// the string back, and a string cut short is never plain.
+func TestPlainStringEnd(t *testing.T) {
+	raws := []string{`""`, `"plain"`, `"line\nbreak"`, `"q\"b\\s"`, `"\u003c"`, `"<"`, `"a\u007fb"`, "\"\x7f\"", `"café 🙏🏾"`,
+		"\"\u2028\"", "\"\xff\"", `"\u0041"`, `"ends in \\"`, `"12345678\"12345678"`, `"abcdefghijklmnopq&"`}
+	for _, raw := range raws {
+		obj := `{"k":` + raw + `,"z":"x"}`
+		end, ok := plainStringEnd([]byte(obj), 5)
+		var v string
+		want := json.Unmarshal([]byte(raw), &v) == nil
+		if want {
+			m, _ := json.Marshal(v)
+			want = string(m) == raw
+		}
+		if ok != want || ok && end != 5+len(raw) {
+			t.Errorf("plainStringEnd(%s) = %d, %v; want %d, %v", obj, end, ok, 5+len(raw), want)
+		}
+		if _, ok := plainStringEnd([]byte(raw[:len(raw)-1]), 0); ok {
+			t.Errorf("plainStringEnd(%s) is plain, cut short", raw[:len(raw)-1])
+		}
+	}
+	for _, notString := range []string{``, `1`, `{"a":1}`, `x"`} {
+		if _, ok := plainStringEnd([]byte(notString), 0); ok {
+			t.Errorf("plainStringEnd(%q) is plain", notString)
+		}
+	}
+}
