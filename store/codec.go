@@ -346,21 +346,24 @@ type unpacker struct {
 var errShort = errors.New("record is cut short")
 
 func (u *unpacker) uvarint() (uint64, error) {
-	if len(u.in) > 0 && u.in[0] < 0x80 { // most lengths and dict ids: one byte, without a call
-		n := uint64(u.in[0])
-		u.in = u.in[1:]
-		return n, nil
-	}
-	return u.uvarintLong()
+	n, rest, err := uvarintAt(u.in)
+	u.in = rest
+	return n, err
 }
 
-func (u *unpacker) uvarintLong() (uint64, error) {
-	n, k := binary.Uvarint(u.in)
-	if k <= 0 {
-		return 0, errShort
+// uvarintAt reads the varint at the front of in, and returns what
+// follows it (in itself on an error). Most lengths and dict ids are one
+// byte: an export reads tens of millions, so that byte is read without
+// binary.Uvarint's call.
+func uvarintAt(in []byte) (n uint64, rest []byte, err error) {
+	if len(in) > 0 && in[0] < 0x80 {
+		return uint64(in[0]), in[1:], nil
 	}
-	u.in = u.in[k:]
-	return n, nil
+	n, k := binary.Uvarint(in)
+	if k <= 0 {
+		return 0, in, errShort
+	}
+	return n, in[k:], nil
 }
 
 func (u *unpacker) bytes() ([]byte, error) {

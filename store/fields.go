@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -311,21 +310,9 @@ type keyReader struct {
 }
 
 func (k *keyReader) uvarint() (uint64, error) {
-	if len(k.in) > 0 && k.in[0] < 0x80 { // most lengths and dict ids: one byte, without a call
-		n := uint64(k.in[0])
-		k.in = k.in[1:]
-		return n, nil
-	}
-	return k.uvarintLong()
-}
-
-func (k *keyReader) uvarintLong() (uint64, error) {
-	n, l := binary.Uvarint(k.in)
-	if l <= 0 {
-		return 0, errShort
-	}
-	k.in = k.in[l:]
-	return n, nil
+	n, rest, err := uvarintAt(k.in)
+	k.in = rest
+	return n, err
 }
 
 // object reads an object, calling each for every key with the reader at
