@@ -353,8 +353,8 @@ func (u *unpacker) uvarint() (uint64, error) {
 
 // uvarintAt reads the varint at the front of in, and returns what
 // follows it (in itself on an error). Most lengths and dict ids are one
-// byte: an export reads tens of millions, so that byte is read without
-// binary.Uvarint's call.
+// byte, read without binary.Uvarint's call: an export reads several per
+// field of every item.
 func uvarintAt(in []byte) (n uint64, rest []byte, err error) {
 	if len(in) > 0 && in[0] < 0x80 {
 		return uint64(in[0]), in[1:], nil

@@ -61,8 +61,8 @@ type dict struct {
 
 // dictEntry is a dict string with what its readers would otherwise work
 // out again at every use: a whole-file read meets the same few strings
-// (field names, labels, models) millions of times, and checking and
-// quoting them each time was a tenth of an export's decoding.
+// (field names, labels, models) once or more per item, and checked and
+// quoted them each time.
 type dictEntry struct {
 	s      string
 	quoted []byte // s as encoding/json writes it
@@ -81,14 +81,15 @@ type dictEntries [dictPage]atomic.Pointer[dictEntry]
 
 func newDict() *dict { return &dict{far: map[uint64]*dictEntry{}, byStr: map[string]uint64{}} }
 
-func (d *dict) add(id uint64, s string) {
+// add caches the entry (id, s) and returns it.
+func (d *dict) add(id uint64, s string) *dictEntry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.byStr[s] = id
 	e := newDictEntry(s)
 	if id > dictMaxEntries || s == "" {
 		d.far[id] = e
-		return
+		return e
 	}
 	page := d.byID[id/dictPage].Load()
 	if page == nil {
@@ -96,13 +97,7 @@ func (d *dict) add(id uint64, s string) {
 		d.byID[id/dictPage].Store(page)
 	}
 	page[id%dictPage].Store(e)
-}
-
-func (d *dict) str(id uint64) (string, bool) {
-	if e := d.entry(id); e != nil {
-		return e.s, true
-	}
-	return "", false
+	return e
 }
 
 // entry is the cached entry of id, nil when it is not cached.
@@ -139,23 +134,21 @@ func (d *dict) lookup(tx *bolt.Tx, id uint64) (*dictEntry, error) {
 	if v == nil {
 		return nil, fmt.Errorf("dict entry %d is missing", id)
 	}
-	s := string(v)
-	d.found(tx, id, s)
-	return newDictEntry(s), nil
+	return d.found(tx, id, string(v)), nil
 }
 
-// found caches the entry (id, s) read from the bucket in tx if it is
+// found is the entry (id, s) read from the bucket in tx, cached if it is
 // committed.
-func (d *dict) found(tx *bolt.Tx, id uint64, s string) {
+func (d *dict) found(tx *bolt.Tx, id uint64, s string) *dictEntry {
 	if tx.Writable() {
 		d.mu.RLock()
 		committed := id <= d.committed
 		d.mu.RUnlock()
 		if !committed {
-			return
+			return newDictEntry(s)
 		}
 	}
-	d.add(id, s)
+	return d.add(id, s)
 }
 
 // committedUpTo records that the entries up to id are committed.

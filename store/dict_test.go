@@ -14,6 +14,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// entryString is the string of d's entry id, false when it is not cached.
+func entryString(d *dict, id uint64) (string, bool) {
+	if e := d.entry(id); e != nil {
+		return e.s, true
+	}
+	return "", false
+}
+
 // TestDict_str: the cache finds every id it was given, dense or past the
 // cap (a damaged file's), says so for ids it was not, and an id past the
 // cap is kept apart from the dense table.
@@ -29,10 +37,10 @@ func TestDict_str(t *testing.T) {
 	}{{"first", 1}, {"dense", 2}, {"after a gap", 7}, {"at the cap", dictMaxEntries}, {"past the cap", dictMaxEntries + 1}, {"far past", 1 << 62},
 		{"in a gap", 5}, {"zero", 0}, {"never given", 1 << 40}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, ok := d.str(tc.id)
+			s, ok := entryString(d, tc.id)
 			want, wantOK := given[tc.id]
 			if s != want || ok != wantOK {
-				t.Errorf("str(%d) = %q, %v; want %q, %v", tc.id, s, ok, want, wantOK)
+				t.Errorf("entry(%d) = %q, %v; want %q, %v", tc.id, s, ok, want, wantOK)
 			}
 			if id, ok := d.id(want); wantOK && (!ok || id != tc.id) {
 				t.Errorf("id(%q) = %d, %v; want %d", want, id, ok, tc.id)
@@ -214,14 +222,14 @@ func TestDict_readsWhileAdding(t *testing.T) {
 		default:
 		}
 		for id := uint64(1); id <= n; id++ {
-			if s, ok := d.str(id); ok && s != fmt.Sprint("s", id) {
-				t.Fatalf("str(%d) = %q while adding", id, s)
+			if s, ok := entryString(d, id); ok && s != fmt.Sprint("s", id) {
+				t.Fatalf("entry(%d) = %q while adding", id, s)
 			}
 		}
 	}
 	for id := uint64(1); id <= n; id++ {
-		if s, ok := d.str(id); !ok || s != fmt.Sprint("s", id) {
-			t.Fatalf("str(%d) = %q, %v after adding", id, s, ok)
+		if s, ok := entryString(d, id); !ok || s != fmt.Sprint("s", id) {
+			t.Fatalf("entry(%d) = %q, %v after adding", id, s, ok)
 		}
 	}
 }

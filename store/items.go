@@ -12,10 +12,11 @@ import (
 )
 
 // ForEachItem calls fn with every item in id order, in one read
-// transaction: memory holds one item at a time whatever the item count,
-// and the file's pages it read are released as it goes (walk.go). The
-// record and the outputs are read by cursors that move along with the
-// states (every bucket is in id order), not looked up item by item.
+// transaction: memory holds a few hundred items' records at most
+// (walkscan.go) whatever the item count, and the file's pages it read
+// are released as it goes (walk.go). The record and the outputs are
+// read by cursors that move along with the states (every bucket is in
+// id order), not looked up item by item.
 // The bytes handed to fn are copies, but fn must not use this DB's
 // writing methods (bbolt would deadlock against the open read on a
 // writable handle that needs to remap).

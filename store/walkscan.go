@@ -1,4 +1,5 @@
-// This file moves ForEachItem's cursors in a goroutine of their own.
+// This file moves ForEachItem's cursors, and decodes the items'
+// records, in a goroutine of their own.
 
 package store
 
@@ -9,33 +10,41 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// ForEachItem's walk does two kinds of work per item: moving the cursors
-// of state, items and every out/<stage> one entry on (and faulting in
-// their leaf pages, each a page fault when the leaves lie apart in the
-// file), then decoding the record and the outputs. In an export the
-// walk was one goroutine of two (the rows are written in the other, see
-// report's overlapped) and took twice the writer's CPU: the export's
-// row pass went as fast as that one goroutine. itemScan moves the
-// cursors in a goroutine of its own and hands the entries' bytes over
-// in small batches, so the three share two cores. The bytes are the
-// transaction's (the mapping's), valid while it is open; the scan is
-// stopped and waited for before the walk's transaction ends.
+// ForEachItem's walk does three kinds of work per item: moving the
+// cursors of state, items and every out/<stage> one entry on (and
+// faulting in their leaf pages, each a page fault when the leaves lie
+// apart in the file), decoding the record, and decoding the outputs. In
+// an export the walk was one goroutine of two (the rows are written in
+// the other, see report's overlapped) and took twice the writer's CPU:
+// the export's row pass went as fast as that one goroutine. itemScan
+// moves the cursors in a goroutine of its own and hands the entries'
+// bytes over in small batches, so the three share two cores. The bytes
+// are the transaction's (the mapping's), valid while it is open; the
+// scan is stopped and waited for before the walk's transaction ends.
 //
-// The scan also decodes each item's record. With the cursors alone it
-// took a tenth of the CPU the decoding took, and the decoding was still
-// the goroutine an export waited on: at a million items 10 s of CPU
-// against the writer's 7-8 s and the scan's 1 s. The record is a third
-// of the decoding, so each goroutine now has about as much to do. A
-// read transaction's pages, buckets and cursors can be read from two
-// goroutines (bbolt caches buckets only in a writable one), and the
-// dict's cache takes entries under its lock.
+// The scan also decodes each item's record: with the cursors alone it
+// had little to do, and the decoding was still the goroutine an export
+// waited on (bench/RESULTS.md has the figures). Moving the record over
+// gives the three goroutines about as much work each.
+//
+// Reading one read transaction from two goroutines goes against bbolt's
+// documented contract (a transaction and what it creates are for one
+// goroutine at a time). It holds because of how bbolt v1.5 is written,
+// which this relies on and TestDB_ForEachItem_recordsInTheScan runs
+// under -race: a read transaction's buckets keep no cache of child
+// buckets or nodes (newBucket makes them only when writable), so
+// Bucket, Get and cursors only read the mapping; TxStats counts
+// atomically; and a read transaction has no page cache. A second read
+// transaction would not do: it could see another snapshot. The dict's
+// cache takes entries under its own lock.
 
 // scanBatchItems is how many items go in one batch, and scanBatches how
 // many batches there are: the scan runs at most that many items ahead
-// of the decoding, whose walker releases the mapping (walk.go), so a
-// release drops the pages of at most that many items scanned but not yet
-// decoded, which the decoding faults back in (about a tenth of the
-// pages at 128 x 3 against a releaseEvery of 4,096).
+// of the outputs' decoding (itemState), whose walker releases the
+// mapping (walk.go), so a release drops the pages of at most that many
+// items scanned but not yet decoded, which the decoding faults back in
+// (about a tenth of the pages at 128 x 3 against a releaseEvery of
+// 4,096). It is also how many decoded records the heap holds at most.
 const (
 	scanBatchItems = 128
 	scanBatches    = 3
@@ -67,7 +76,7 @@ type itemScan struct {
 }
 
 // scanItems starts the scan of every state in tx, each item with its
-// record and outputs' entries. The caller takes the batches in order
+// record and outputs' entries, and its record decoded. The caller takes the batches in order
 // (next), gives each back when done with its bytes (done), and calls stop
 // before tx ends.
 func (db *DB) scanItems(tx *bolt.Tx) *itemScan {
@@ -163,7 +172,14 @@ func (s *itemScan) next() (*scanBatch, bool) {
 }
 
 // done gives b back to the scan to fill again.
-func (s *itemScan) done(b *scanBatch) { s.free <- b }
+func (s *itemScan) done(b *scanBatch) {
+	// The records fn was handed are its own now: the batch lets go of
+	// them, so a free batch holds no texts.
+	for i := range b.items {
+		b.items[i].rec, b.items[i].recErr = pipeline.Record{}, nil
+	}
+	s.free <- b
+}
 
 // stop ends the scan and waits for its goroutine.
 func (s *itemScan) stop() {
