@@ -26,8 +26,7 @@ func plainJSONString(raw []byte) bool {
 // plain (plainJSONString), ok false when it is not plain or not a whole
 // string. It finds both in one pass: the row pass scanned each string
 // value of an output twice, once for its end and once to see it could
-// go out as it is, and the two passes were a tenth of an export's
-// writing.
+// go out as it is.
 func plainStringEnd(raw []byte, i int) (end int, ok bool) {
 	if i >= len(raw) || raw[i] != '"' {
 		return 0, false

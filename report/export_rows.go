@@ -26,8 +26,9 @@ type cell struct {
 	text string
 	// raw is a JSON value from an output, as stored.
 	raw []byte
-	// plain says raw is a string plainJSONString accepts: the scan
-	// that found its end found that too.
+	// plain is true when raw is known to be a string plainJSONString
+	// accepts (the scan that found its end found that too); false is
+	// not known, and appendJSONValue checks.
 	plain bool
 }
 
@@ -175,7 +176,7 @@ func (w *rowWriter) fillStage(it FlatItem) error {
 	}
 	for _, f := range fields {
 		if string(f.key) != "id" {
-			w.put(string(f.key), cell{set: true, raw: f.val})
+			w.put(string(f.key), cell{set: true, raw: f.val, plain: f.plain})
 		}
 	}
 	return nil
