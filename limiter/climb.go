@@ -89,6 +89,9 @@ func (w *law) lookAboveNamed() bool {
 	case w.namedMoved:
 		hold = namedMovedHoldLags << w.calm
 	}
+	if w.minute.on {
+		return false // it looks above by the minute (see minuteLookBegins)
+	}
 	if named := w.namedRate(); named > 0 && w.rate >= named*namedShare*0.999 && w.held > hold {
 		// Long at the budget a 429 named, with no 429: the quota may
 		// have grown past it since (a quota named while it was down,
@@ -96,6 +99,9 @@ func (w *law) lookAboveNamed() bool {
 		// there names it again, and the next look waits twice as long.
 		w.namedRPM, w.namedTPM = 0, 0
 		w.stairs = 0
+		if w.minute.on {
+			w.minuteOff(w.lastStart)
+		}
 		return true
 	}
 	return false

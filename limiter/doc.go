@@ -108,6 +108,39 @@
 // at least half that delay: two probes seconds apart across a spent
 // minute read a fraction of what it grants (see reopened).
 //
+// A budget named per minute is counted over a minute, and once the quota
+// shows it (it admitted nothing for 12 s, longer than any shorter
+// window, after the minute up to its last admission held 90-200% of the
+// budget: at an exact retry delay, or at the first call admitted after a
+// rounded one or none), the law sends by the minute instead of pacing: a
+// call starts while the calls started in the last minute leave room for
+// it under the budget less two calls (98.5% of it for a token budget
+// named alone). Refused calls are left out of that count until a refusal
+// the count had room for shows the quota counting them. A sliding minute
+// admits exactly that, and a fixed one of any phase too; a fixed window
+// of calls that admits a call while the last minute still holds the
+// whole budget (or whose exact delay says it opens then) has passed its
+// boundary, and only the calls since count (a count of tokens is an
+// estimate, too coarse to tell a fixed minute from a sliding one). A
+// freed minute goes on the refusal clock, as the ramp does: one call,
+// then twice as many each refusal round trip with none refused, in steps
+// of at most 1/64 of the budget's calls (1/32 while a hundredth of the
+// calls the quota admitted, less those it refused, covers such a step),
+// so a quota that fell since it was named refuses one step, not a
+// minute's budget. After two minutes with no 429 the law looks above the
+// budget: the minute may hold an eighth more (calls or tokens), sent on
+// a step of its own from one call, and what the quota admits beyond the
+// budget the law holds from then on; a look that holds is followed by
+// the next a minute later, a refused one costs the calls its step sent
+// past the quota (one, when a refusal comes back before the next step)
+// and doubles the wait, and a 429 outside a look drops what looks added.
+// A 429 that names a lower budget is the budget from then on, and each
+// minute a look goes straight back to the one it fell from; one that
+// names more when a look was refused is taken too. A refusal while the
+// last minute holds under 90% of the budget says the quota counts
+// otherwise, and a budget named anew in any other way says it is live:
+// the law paces evenly again, for the rest of the run (minute.go).
+//
 // A caller that knows a call's size before it starts (AcquireWeighted,
 // pipeline.WeightedLimiter: the runner passes the prompt's estimated
 // input, or its text's runes) lets the law pace in tokens while a token
@@ -161,7 +194,8 @@
 // reading.go (what the law reads from the quota's answers: the starts and
 // their outcomes, the admitted rate, the window, what the first 429
 // shows, the smoothed latency), named.go (a budget a 429 named, unless
-// contradicted, and the pace it sets), hold.go (the
+// contradicted, and the pace it sets), minute.go (a named per-minute
+// budget sent by the minute), hold.go (the
 // runner's overload holds as the law sees them), tokens.go (pacing in
 // tokens: calls' sizes against what they are billed), slowstart.go (slow
 // start's climb and its brake at 64), replay.go (the calls after a window

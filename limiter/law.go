@@ -172,6 +172,8 @@ type law struct {
 	// timeouts: the recent calls that ran out their own deadline (see
 	// onTimedOut).
 	timeouts TimeoutWaves
+	// minute: a named per-minute budget the law sends by (see minute.go).
+	minute minuteWindow
 }
 
 // newLaw returns the law's state before any event. cfg must have its
@@ -216,6 +218,11 @@ func (w *law) awaitingProbe() bool { return w.needProbe && !w.probe.IsZero() }
 // paced schedule, whichever is latest.
 func (w *law) hold(t time.Time) time.Time {
 	h := w.gate
+	if w.minute.on {
+		// Sending by the minute: its count, not the paced rate, a
+		// replay or a window read at slow start's 429, holds the starts.
+		return later(later(h, w.minuteRampHold()), later(w.rampHold(), w.minuteHold(t)))
+	}
 	if p := w.replayHold(); p.After(h) {
 		h = p
 	}
@@ -260,6 +267,7 @@ func (w *law) startSized(t time.Time, inFlight int, size int64) time.Time {
 	weight := w.startWeight(size)
 	w.replayed()
 	w.ramped(s)
+	w.minuteRamped(s)
 	w.slowStarted(t)
 	if w.rate > 0 {
 		if floor := w.paceFloor(t); w.tat.Before(floor) {
@@ -287,6 +295,12 @@ func (w *law) stamp(t time.Time) time.Time {
 	if !t.After(w.decrease) {
 		t = w.decrease.Add(time.Nanosecond)
 	}
+	if w.minute.on && !t.After(w.lastStart) {
+		// Sent by the minute, a window's budget may start in one
+		// instant: each start keeps a stamp of its own, which its
+		// outcome and its size are found by (see find).
+		t = w.lastStart.Add(time.Nanosecond)
+	}
 	if t.After(w.lastStart) {
 		w.lastStart = t
 	}
@@ -306,6 +320,7 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 	if w.cfg.Fixed {
 		return
 	}
+	w.minuteReopened(started)
 	if started.Equal(w.probe) {
 		w.needProbe, w.probe = false, time.Time{}
 		if w.backoffs > 0 {
@@ -353,9 +368,10 @@ func (w *law) onSuccess(t, started time.Time, tokens int64, inFlight int) {
 func (w *law) onRateLimited(t, started time.Time, retryAfter time.Duration, inFlight int) (gateMoved bool) {
 	newEvent := started.After(w.decrease) && !w.sameRoundTrip(t)
 	gatePrev := w.idledSince()
-	if c := w.find(started); c != nil {
-		c.outcome = refusedCall
+	if !w.cfg.Fixed {
+		w.minuteRefused(t, started, retryAfter)
 	}
+	w.cut(started, refusedCall)
 	if !w.cfg.Fixed {
 		w.restartRamp(t, started)
 	}
@@ -498,9 +514,7 @@ func (w *law) mayLook() bool { return float64(w.admittedSince)*lookShare >= 1 }
 // onFailed folds in any other outcome of the call started at started: it
 // only matters if that call was the probe.
 func (w *law) onFailed(started time.Time) {
-	if c := w.find(started); c != nil {
-		c.outcome = failedCall
-	}
+	w.cut(started, failedCall)
 	if started.Equal(w.probe) {
 		w.probe = time.Time{}
 	}

@@ -38,6 +38,10 @@ func (w *law) rateFloor() float64 { return lowestRate }
 // fitLimit sets the limit on calls in flight to carry the paced rate, or
 // the fastest calls start while the law sends by the window.
 func (w *law) fitLimit() {
+	if n, ok := w.minuteLimit(); ok {
+		w.setLimit(min(max(n, w.cfg.Floor), w.ceiling()))
+		return
+	}
 	if w.rate <= 0 || !w.hasLatency {
 		return
 	}

@@ -210,6 +210,9 @@ func (w *law) topReopened() {
 // fast as the rate (see catchup.go). Never when a call started shortly before was admitted
 // with as many calls beside it (see admittedBeside).
 func (w *law) capped(started time.Time, others int, byWindow bool) bool {
+	if w.minuteSent(started) {
+		return false
+	}
 	carried := w.rate * w.latency().Seconds()
 	if byWindow {
 		carried *= catchUpSpeed // sending by the window, calls start up to that fast
