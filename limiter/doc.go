@@ -191,30 +191,33 @@
 // new state, no lock, no timer, no clock), climb.go (how the rate climbs
 // while nothing is refused: the bisection, the stairs, the climb back
 // after a fall, and what a refusal says of the rate proven safe),
-// reading.go (what the law reads from the quota's answers: the starts and
-// their outcomes, the admitted rate, the window, what the first 429
+// reading.go (what the law reads from the quota's answers: the starts
+// and their outcomes, the admitted rate, the window, what the first 429
 // shows, the smoothed latency), named.go (a budget a 429 named, unless
-// contradicted, and the pace it sets), minute.go (a named per-minute
-// budget sent by the minute), hold.go (the
-// runner's overload holds as the law sees them), tokens.go (pacing in
-// tokens: calls' sizes against what they are billed), slowstart.go (slow
-// start's climb and its brake at 64), replay.go (the calls after a window
-// spent by the first ones reopens), gate.go (after a 429, when calls may
-// start again: an exact delay's gate, a backoff and a probe, or a light
-// hold, and when a lowered rate is held from), ramp.go (how starts resume while 429s show the quota spent), catchup.go (a sliding log's window read at slow start's 429
-// or its first reopening, and sending by it), limit.go (the limit on
-// calls in flight the rate carries, and the rate's bounds), queue.go
-// (AIMD: the lock, the waiter queue and the clock around the law),
-// pace.go (RPM/TPM pacing), stats.go (Snapshot). law.go is one concern, the law's state and how each event moves it: a
+// contradicted, and the pace it sets), minute.go and minutestep.go (a
+// named per-minute budget sent by the minute), hold.go (the runner's
+// overload holds as the law sees them), tokens.go (pacing in tokens:
+// calls' sizes against what they are billed), slowstart.go (slow start's
+// climb and its brake at 64), replay.go (the calls after a window spent
+// by the first ones reopens), gate.go (after a 429, when calls may start
+// again: an exact delay's gate, a backoff and a probe, or a light hold,
+// and when a lowered rate is held from), ramp.go (how starts resume
+// while 429s show the quota spent), catchup.go (a sliding log's window
+// read at slow start's 429 or its first reopening, and sending by it),
+// limit.go (the limit on calls in flight the rate carries, and the
+// rate's bounds), queue.go (AIMD: the lock, the waiter queue and the
+// clock around the law), pace.go (RPM/TPM pacing), stats.go (Snapshot).
+// law.go is one concern, the law's state and how each event moves it: a
 // refusal goes through onRateLimited, which hands the first of a
 // congestion event to onEvent (a cap held, or the rate lowered by
 // lowerRate) and the rest of it to refusedInEvent; the readings and
-// steps they rely on live in reading.go, gate.go and climb.go. The package is over the usual 500 lines
-// for one job: the law is most of it, and splitting it would scatter one state machine across
-// packages. Time comes from Config.Now, and waits use an internal timer
-// hook, so tests step a fake clock through exact instants and never
-// sleep. NewFixed gives a non-adaptive pool of n slots with the same
-// interface, for comparison.
+// steps they rely on live in reading.go, gate.go and climb.go. The
+// package is over the usual 500 lines for one job: the law is most of
+// it, and splitting it would scatter one state machine across packages.
+// Time comes from Config.Now, and waits use an internal timer hook, so
+// tests step a fake clock through exact instants and never sleep.
+// NewFixed gives a non-adaptive pool of n slots with the same interface,
+// for comparison.
 //
 // A run can start from what the last one learned: Limit and Rate, passed
 // back as Config.Start and Config.StartRate. Rate is only what the quota
