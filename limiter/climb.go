@@ -99,9 +99,6 @@ func (w *law) lookAboveNamed() bool {
 		// there names it again, and the next look waits twice as long.
 		w.namedRPM, w.namedTPM = 0, 0
 		w.stairs = 0
-		if w.minute.on {
-			w.minuteOff(w.lastStart)
-		}
 		return true
 	}
 	return false

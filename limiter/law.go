@@ -295,6 +295,12 @@ func (w *law) stamp(t time.Time) time.Time {
 	if !t.After(w.decrease) {
 		t = w.decrease.Add(time.Nanosecond)
 	}
+	if t.Before(w.lastStart) {
+		// Sent by the minute, starts ran ahead of the clock (below):
+		// stamps stay in order once it stops, as find and the walks
+		// back through the ring rely on.
+		t = w.lastStart
+	}
 	if w.minute.on && !t.After(w.lastStart) {
 		// Sent by the minute, a window's budget may start in one
 		// instant: each start keeps a stamp of its own, which its

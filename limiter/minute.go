@@ -386,7 +386,7 @@ func (w *law) minuteContradicted(started time.Time, most float64) bool {
 // window holds less in a minute when it shuts.
 func (w *law) minuteShown(opens, answered time.Time) bool {
 	budget, tokens := w.minuteBudget()
-	if w.minute.spoiled || w.namedMoved || budget <= 0 || tokens && !w.hasTokens || budget/w.minuteUnit(tokens) >= sentRing/2 {
+	if w.minute.spoiled || w.namedMoved || budget <= 0 || tokens && !w.hasTokens || !w.minuteCounts(budget, tokens) {
 		return false // none, or more starts a minute than the law keeps with room
 	}
 	var last time.Time
@@ -410,6 +410,13 @@ func (w *law) minuteShown(opens, answered time.Time) bool {
 	w.minute.next = opens.Add(minuteLookAfter << w.minute.calm)
 	w.fitLimit()
 	return true
+}
+
+// minuteCounts reports whether the ring of starts holds, with room, a
+// minute's calls under budget (calls or tokens): the count walks no
+// further back.
+func (w *law) minuteCounts(budget float64, tokens bool) bool {
+	return budget/w.minuteUnit(tokens) < sentRing/2
 }
 
 // minuteUnit is what a mean call counts against a budget of tokens or
@@ -461,6 +468,15 @@ func (w *law) minuteRefused(t, started time.Time, retryAfter time.Duration) {
 	if w.namedMoved && budget != w.minute.budget || budget <= 0 || tokens != w.minute.tokens {
 		w.minuteOff(started)
 		return
+	}
+	if !w.minuteCounts(budget+max(w.minute.above, w.minute.look), tokens) {
+		// Grown past what the ring holds of a minute's starts (a
+		// look, a budget named higher): the count would hold nothing.
+		w.minuteOff(started)
+		return
+	}
+	if !w.minute.from.IsZero() && !started.After(w.minute.from) {
+		return // refused by a fixed window that has ended since
 	}
 	if w.minuteHeld(w.minuteFrom(started), started, t.Add(-w.rampSilence()), tokens) < minuteFull*budget {
 		w.minuteOff(started)

@@ -180,3 +180,50 @@ func TestLaw_minuteCountsAsWalked(t *testing.T) {
 		}
 	}
 }
+
+// Edges of sending by the minute a review found: a look above never
+// takes the budget past the minute the ring of starts can count (the
+// count would hold nothing, and nothing would hold the starts), and a
+// 429 for a call started before a fixed window's boundary read since is
+// the ended window's, not a contradiction of this one.
+func TestLaw_minuteEdges(t *testing.T) {
+	at := quotasim.Epoch.Add(time.Hour)
+	sendingBy := func(budget int64) law {
+		w := newLaw(Config{}.withDefaults(), false)
+		w.namedRPM = budget
+		w.minute.reset(true, false)
+		w.minute.budget = float64(budget)
+		return w
+	}
+	t.Run("a look stops short of the ring", func(t *testing.T) {
+		for _, tc := range []struct {
+			budget int64
+			want   float64
+		}{
+			{budget: 1000, want: 125}, // an eighth more
+			{budget: 8000, want: 0},   // 9,000 a minute: past half the ring
+			{budget: sentRing / 4, want: sentRing / 32},
+		} {
+			w := sendingBy(tc.budget)
+			w.minute.next = at.Add(-time.Second) // a look is due
+			if got := w.minuteExtra(at); got != tc.want {
+				t.Errorf("budget %d: a look may add %.0f, want %.0f", tc.budget, got, tc.want)
+			}
+		}
+	})
+	t.Run("a refusal from the window before the boundary", func(t *testing.T) {
+		w := sendingBy(100)
+		boundary := at.Add(-2 * time.Second)
+		w.minute.from = boundary
+		w.minuteRefused(at, boundary.Add(-10*time.Millisecond), 0)
+		if !w.minute.on || w.minute.spoiled {
+			t.Errorf("after a late 429 from the ended window: sending by the minute %v, spoiled %v; want on, not spoiled", w.minute.on, w.minute.spoiled)
+		}
+		// The same refusal of a call started in this window, which
+		// holds nothing, contradicts the count.
+		w.minuteRefused(at, boundary.Add(10*time.Millisecond), 0)
+		if w.minute.on || !w.minute.spoiled {
+			t.Errorf("after a 429 in an empty window: sending by the minute %v, spoiled %v; want off, spoiled", w.minute.on, w.minute.spoiled)
+		}
+	})
+}

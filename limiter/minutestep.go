@@ -92,10 +92,14 @@ func (w *law) minuteExtra(t time.Time) float64 {
 		return max(m.above, m.look)
 	}
 	budget, _ := w.minuteBudget()
+	extra := m.above + minuteLookStair*budget
 	if m.fell > budget {
-		return m.fell - budget
+		extra = m.fell - budget
 	}
-	return m.above + minuteLookStair*budget
+	if !w.minuteCounts(budget+extra, m.tokens) {
+		return m.above // no look past what the ring counts
+	}
+	return extra
 }
 
 // minuteLookAdmitted folds in a success of the call started at started
