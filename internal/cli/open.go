@@ -32,6 +32,16 @@ func namedStages() []store.StageDef {
 	return defs
 }
 
+// How long a command that only reads waits for another process's lock
+// of a bbolt file, to read its stages and to open it: briefly, as it
+// then says which process holds the file. Variables so that a test can
+// make each wait a single attempt (bbolt tries the lock once when the
+// wait is under its 50 ms retry).
+var (
+	storedStagesLockWait = 200 * time.Millisecond
+	readOnlyLockWait     = 500 * time.Millisecond
+)
+
 // openReadOnly opens the DB for a command that only reads. Stage
 // fingerprints do not matter here, only the names.
 func openReadOnly(path string) (pipeline.Database, error) {
@@ -49,7 +59,7 @@ func openReadOnlyFrom(path, flag string) (pipeline.Database, error) {
 		return nil, err
 	}
 	return openDatabase(path, dbOpen{Stages: stages, ReadOnly: true, MustExist: true, Flag: flag}, func() (*store.DB, error) {
-		return store.Open(path, store.Options{Stages: stages, ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+		return store.Open(path, store.Options{Stages: stages, ReadOnly: true, LockTimeout: readOnlyLockWait})
 	})
 }
 
@@ -60,7 +70,7 @@ func openReadOnlyFrom(path, flag string) (pipeline.Database, error) {
 // cannot be read is the error: connecting again to open it would only
 // double the wait before the same message.
 func storedStages(path string) ([]store.StageDef, error) {
-	defs, err := readStoredStages(path, 200*time.Millisecond)
+	defs, err := readStoredStages(path, storedStagesLockWait)
 	if err != nil && isPostgres(path) && !errors.Is(err, postgres.ErrNotFound) {
 		return nil, err
 	}
