@@ -233,9 +233,11 @@ func (r *Reader) parseJSON(b []byte, first bool) (pipeline.Record, string) {
 	case rawText[0] != '"':
 		return rec, fmt.Sprintf("%q is %s: it must be a string", textField, jsonKind(rawText))
 	}
-	if err := json.Unmarshal(rawText, &rec.Text); err != nil {
+	text, err := jsonString(rawText)
+	if err != nil {
 		return rec, fmt.Sprintf("%q cannot be read (%v): fix or remove the line", textField, err)
 	}
+	rec.Text = text
 	// The fields are read into rec before rec is returned: in one return
 	// statement the order of the two would be the compiler's choice.
 	reason = jsonFields(&rec, obj, idField, textField)
@@ -250,6 +252,9 @@ func jsonObject(b []byte, first bool) (map[string]json.RawMessage, string) {
 	}
 	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
 		return nil, "line starts with a byte order mark (EF BB BF), as when files are joined with cat: remove it"
+	}
+	if obj, ok := plainObject(b); ok {
+		return obj, ""
 	}
 	var obj map[string]json.RawMessage
 	err := json.Unmarshal(b, &obj)
@@ -293,7 +298,8 @@ func jsonFields(rec *pipeline.Record, obj map[string]json.RawMessage, idField, t
 		case 't', 'f':
 			s, t = string(v), pipeline.FieldBool
 		case '"':
-			if err := json.Unmarshal(v, &s); err != nil {
+			var err error
+			if s, err = jsonString(v); err != nil {
 				return fmt.Sprintf("field %q cannot be read (%v): fix or remove the line", k, err)
 			}
 		case '{', '[':
@@ -328,8 +334,8 @@ func jsonID(field string, raw json.RawMessage) (string, string) {
 		if !utf8.Valid(raw) {
 			return "", fmt.Sprintf("%q is not valid UTF-8: fix the file's encoding", field)
 		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := jsonString(raw)
+		if err != nil {
 			return "", fmt.Sprintf("%q cannot be read (%v): fix or remove the line", field, err)
 		}
 		return s, ""

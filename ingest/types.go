@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"regexp"
 	"slices"
 	"strconv"
 
@@ -13,10 +12,52 @@ import (
 // all.
 const maxFieldNames = 1000
 
-// jsonNumber is a JSON number's syntax: what a CSV value must look like to
-// make its column numeric. Leading zeros (a zip code, 007) and Go's
-// extras (0x1p4, 1_000, Inf) keep a column text.
-var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+// isJSONNumber says whether s is a JSON number,
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: what a CSV value must
+// look like to make its column numeric. Leading zeros (a zip code, 007)
+// and Go's extras (0x1p4, 1_000, Inf) keep a column text. By hand, not by
+// a regular expression: it runs on every field of every line.
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		i = digitsEnd(s, i)
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		if j := digitsEnd(s, i+1); j > i+1 {
+			i = j
+		} else {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if j := digitsEnd(s, i); j > i {
+			i = j
+		} else {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// digitsEnd is the index just past the decimal digits at s[i].
+func digitsEnd(s string, i int) int {
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	return i
+}
 
 // columnTypes learns, over the good records of one pass, which fields are
 // named (Result.Fields) and which CSV columns hold only numbers.
@@ -36,7 +77,7 @@ func (c *columnTypes) add(rec *pipeline.Record) {
 			c.named[k] = true
 			c.names = append(c.names, k)
 		}
-		if jsonNumber.MatchString(v) {
+		if isJSONNumber(v) {
 			c.numeric[k] = true
 		} else {
 			c.notNumber[k] = true
@@ -68,7 +109,7 @@ func (c *columnTypes) fieldNames() []string {
 func (r *Reader) setTypes(rec *pipeline.Record) {
 	if r.opt.Format != JSONL {
 		for _, k := range r.opt.numberColumns {
-			if v, ok := rec.Fields[k]; ok && jsonNumber.MatchString(v) {
+			if v, ok := rec.Fields[k]; ok && isJSONNumber(v) {
 				if rec.Types == nil {
 					rec.Types = map[string]pipeline.FieldType{}
 				}
@@ -80,7 +121,7 @@ func (r *Reader) setTypes(rec *pipeline.Record) {
 	for k, t := range rec.Types {
 		v := rec.Fields[k]
 		_, bad := strconv.ParseBool(v)
-		if (t == pipeline.FieldNumber && !jsonNumber.MatchString(v)) || (t == pipeline.FieldBool && bad != nil) {
+		if (t == pipeline.FieldNumber && !isJSONNumber(v)) || (t == pipeline.FieldBool && bad != nil) {
 			delete(rec.Types, k)
 		}
 	}

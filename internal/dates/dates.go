@@ -130,6 +130,14 @@ func Parse(s string, order Order, layout string) (Date, bool) {
 	if isDigits(s) {
 		return parseDigits(s)
 	}
+	// The shape of nearly every date a file holds, which only
+	// time.DateOnly of the canonical layouts reads: straight to it, not
+	// through the five before it, each of which allocates its error.
+	if len(s) == len(time.DateOnly) && s[4] == '-' && s[7] == '-' {
+		if t, err := time.Parse(time.DateOnly, s); err == nil {
+			return Date{Time: t, Kind: Canonical}, true
+		}
+	}
 	for _, l := range canonicalLayouts {
 		if t, err := time.Parse(l.layout, s); err == nil {
 			return Date{Time: t, Kind: Canonical, HasTime: l.hasTime}, true
