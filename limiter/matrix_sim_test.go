@@ -75,8 +75,9 @@ func matrixShapes() []quotaShape {
 func TestLaw_matrixShapes(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-26s %8s %8s %10s\n", "matrix shape (median of 5)", "goodput", "429s", "calls/item")
-	for _, sh := range matrixShapes() {
+	for i, sh := range matrixShapes() {
 		t.Run(sh.name, func(t *testing.T) {
+			raceSkip(t, i)
 			goodput, share, perItem := medianRun(sh, Config{})
 			fmt.Fprintf(&table, "%-26s %8.3f %7.2f%% %10.3f\n", sh.name, goodput, 100*share, perItem)
 			if share > bar429 || perItem > barCallsPerItem {
@@ -141,8 +142,9 @@ func unnamedShapes() []unnamedShape {
 func TestLaw_matrixShapesUnnamed(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-26s %8s %8s %10s\n", "unnamed (median of 5)", "goodput", "429s", "calls/item")
-	for _, sh := range unnamedShapes() {
+	for i, sh := range unnamedShapes() {
 		t.Run(sh.name, func(t *testing.T) {
+			raceSkip(t, i)
 			goodput, share, perItem := medianRun(sh.quotaShape, Config{})
 			fmt.Fprintf(&table, "%-26s %8.3f %7.2f%% %10.3f\n", sh.name, goodput, 100*share, perItem)
 			over := share > bar429 || perItem > barCallsPerItem

@@ -90,8 +90,9 @@ func TestLaw_namedMinuteDrift(t *testing.T) {
 		{name: "tokens fall to 55% after two minutes", drift: fall, tokens: true, want: 0.80},
 		{name: "tokens rise from 80% after two minutes", drift: rise, tokens: true, want: 0.90},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			raceSkip(t, i)
 			window := func(limit int) quotasim.Quota {
 				return &quotasim.FixedWindow{Limit: limit, Window: time.Minute, Phase: 5 * time.Second, Drift: tt.drift}
 			}
@@ -136,7 +137,11 @@ func drainsAtLeast(t *testing.T, sh quotasim.Shape, want float64) {
 // of random starts, some refused or failed, some still in flight.
 func TestLaw_minuteCountsAsWalked(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 29))
-	for round := range 300 {
+	rounds := 300
+	if raceEnabled {
+		rounds = 300 / raceKeep // each round is its own random ring: fewer, as the tables keep fewer entries
+	}
+	for round := range rounds {
 		w := newLaw(Config{}.withDefaults(), false)
 		w.namedRPM = 1 + rng.Int64N(3000)
 		w.minute.on, w.minute.charged = true, rng.IntN(2) == 0

@@ -24,6 +24,7 @@ func TestLaw_fixedWindowPhases(t *testing.T) {
 	phases := []float64{0, 0.2, 0.5, 0.7, 0.9}
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-28s %5s %8s %8s %10s\n", "fixed window (median of 5)", "phase", "goodput", "429s", "calls/item")
+	entry := 0
 	for _, sh := range append(matrixShapes(), quotaShapes()...) {
 		floor, ok := shapes[sh.name]
 		if !ok {
@@ -42,7 +43,10 @@ func TestLaw_fixedWindowPhases(t *testing.T) {
 					sh.namedRPM, sh.namedTPM = 0, 0
 				}
 				name := fmt.Sprintf("%s/phase %.1f/unnamed %v", sh.name, phase, unnamed)
+				entry++
+				i := entry
 				t.Run(name, func(t *testing.T) {
+					raceSkip(t, i)
 					goodput, share, perItem := medianRun(sh, Config{})
 					fmt.Fprintf(&table, "%-28s %5.1f %8.3f %7.2f%% %10.3f %s\n", sh.name, phase, goodput, 100*share, perItem, map[bool]string{true: "unnamed"}[unnamed])
 					if share > bar429 || perItem > barCallsPerItem {

@@ -679,8 +679,9 @@ func medianRun(sh quotaShape, cfg Config) (goodput, share, callsPerItem float64)
 func TestLaw_quotaShapes(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-42s %8s %8s %10s %s\n", "shape (median of 5 runs)", "goodput", "429s", "calls/item", "bar")
-	for _, sh := range quotaShapes() {
+	for i, sh := range quotaShapes() {
 		t.Run(sh.name, func(t *testing.T) {
+			raceSkip(t, i)
 			goodput, share, perItem := medianRun(sh, Config{})
 			bar := "met"
 			if goodput < barGoodput || share > bar429 || perItem > barCallsPerItem {
@@ -708,8 +709,9 @@ func TestLaw_quotaShapes(t *testing.T) {
 // shape, and its goodput within 0.02 of a fresh run's floor: the quota it
 // learned may have moved, and it proves the rate again.
 func TestLaw_quotaShapes_learnedStart(t *testing.T) {
-	for _, sh := range quotaShapes() {
+	for i, sh := range quotaShapes() {
 		t.Run(sh.name, func(t *testing.T) {
+			raceSkip(t, i+1) // not the same third as TestLaw_quotaShapes
 			var gs, ss []float64
 			for seed := range uint64(simSeeds) {
 				first := simulate(sh, Config{}, seed+1)
