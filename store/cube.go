@@ -195,7 +195,7 @@ func decodeCell(v []byte) (*cubeCell, bool) {
 // cubeConfidence is the confidence of item id's classify output, read as
 // report reads it: 0 when it has none. dec decodes the stored records.
 func cubeConfidence(tx *bolt.Tx, dec *DB, id []byte) (float64, error) {
-	b := tx.Bucket(outBucket("classify"))
+	b := tx.Bucket(outBucket(cubeStage))
 	if b == nil {
 		return 0, nil
 	}
@@ -203,15 +203,14 @@ func cubeConfidence(tx *bolt.Tx, dec *DB, id []byte) (float64, error) {
 	if v == nil {
 		return 0, nil
 	}
-	raw, err := dec.decodeOutput(tx, "classify", id, v, dec.textOf(tx, id), nil)
+	if conf, ok := dec.confs.take(id, v); ok {
+		return conf, nil
+	}
+	raw, err := dec.decodeOutput(tx, cubeStage, id, v, dec.textOf(tx, id), nil)
 	if err != nil {
-		return 0, pipeline.Damaged(string(id), "classify", err, "out/classify is damaged")
+		return 0, pipeline.Damaged(string(id), cubeStage, err, "out/classify is damaged")
 	}
-	var out struct {
-		Confidence float64 `json:"confidence"`
-	}
-	_ = json.Unmarshal(raw, &out) // a non-object output quotes at 0, as in report
-	return out.Confidence, nil
+	return confidenceOf(raw), nil
 }
 
 // cubeFoldHook, when set (tests only), runs after each item folded into

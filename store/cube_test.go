@@ -422,3 +422,59 @@ func BenchmarkDB_CommitAggregate(b *testing.B) {
 		})
 	}
 }
+
+// TestCube_ConfidenceNoted: classify outputs stored as references to
+// cached answers are noted with their confidence, and the cube's folds
+// take it from the note only while the stored reference is the noted
+// one: the cube is the recount's, a note whose reference no longer
+// matches is read from the file instead, and each fold takes its note.
+func TestCube_ConfidenceNoted(t *testing.T) {
+	db := openTest(t)
+	if _, err := db.Ingest(cubeRecs(300, "")); err != nil {
+		t.Fatal(err)
+	}
+	classify := func(round int) {
+		advance(t, db, "sanitize", func(id string) json.RawMessage { return json.RawMessage(`{"text":"clean"}`) })
+		commitQueued(t, db, "classify", func(id string) pipeline.Transition {
+			out := cubeAnswer(id, round)
+			// Keyed by the answer, so items share answers as the cache shares them.
+			return pipeline.Transition{Outcome: pipeline.Succeeded, Result: pipeline.Result{Output: out}, CacheKey: string(out)}
+		})
+	}
+	classify(0)
+	if n := len(db.confs.byID); n != 300 {
+		t.Fatalf("%d classify outputs noted, want all 300 (each a reference to a cached answer)", n)
+	}
+	advance(t, db, "aggregate", func(id string) json.RawMessage { return cubeFact(t, db, id) })
+	checkCube(t, db)
+	if n := len(db.confs.byID); n != 0 {
+		t.Errorf("%d notes left after every fact was folded, want 0", n)
+	}
+
+	// A note is what the fold reads while the reference matches, and is
+	// passed over once it does not (an output rewritten since).
+	if _, err := db.Rerun("classify"); err != nil {
+		t.Fatal(err)
+	}
+	classify(0)
+	taken, stale := "i001", "i002"
+	db.confs.byID[taken] = confNote{ref: db.confs.byID[taken].ref, conf: 99}
+	db.confs.byID[stale] = confNote{ref: "another output", conf: 99}
+	advance(t, db, "aggregate", func(id string) json.RawMessage { return cubeFact(t, db, id) })
+	sc, _, err := db.StoredCube()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := map[string]float64{}
+	for _, c := range sc.Cells {
+		for _, q := range c.Quotes {
+			conf[q.ID] = q.Confidence
+		}
+	}
+	if conf[taken] != 99 {
+		t.Errorf("item %s quoted at confidence %v, want the noted 99", taken, conf[taken])
+	}
+	if c, ok := conf[stale]; !ok || c == 99 {
+		t.Errorf("item %s quoted (%v) at confidence %v, want its own, not that of a note whose reference is not the stored one", stale, ok, c)
+	}
+}

@@ -28,6 +28,11 @@ func (db *DB) view(fn func(*bolt.Tx) error) (err error) {
 }
 
 func (db *DB) update(fn func(*bolt.Tx) error) (err error) {
+	defer func() {
+		if err != nil {
+			db.confs.forget() // what fn noted was not stored
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer db.recoverCorrupt(&err)
 	err = db.bolt.Update(func(tx *bolt.Tx) error {

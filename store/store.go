@@ -123,6 +123,9 @@ type DB struct {
 	pages *pageReader
 	// writing is what the open write transaction has cached (pread.go).
 	writing txAnswers
+	// confs holds the confidence of classify outputs this handle wrote,
+	// for the cube's folds (confmemo.go).
+	confs confMemo
 }
 
 // Open opens or creates the pipeline database at path (mode 0600).

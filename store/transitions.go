@@ -430,6 +430,8 @@ func (w *writer) apply(t *pipeline.Transition) error {
 		}
 		if shared {
 			s.Shared |= sharedBit(si)
+		} else if t.Stage == cubeStage {
+			w.db.confs.note(id, v, t.Result.Output)
 		}
 		if si+1 < len(w.db.stages) {
 			return w.enqueue(id, si+1, s.Hash, s.Shared)
