@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sawtooth-dev/sawtooth/internal/jsonscan"
 	"github.com/sawtooth-dev/sawtooth/pipeline"
 )
 
@@ -15,48 +16,15 @@ const maxFieldNames = 1000
 // isJSONNumber says whether s is a JSON number,
 // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: what a CSV value must
 // look like to make its column numeric. Leading zeros (a zip code, 007)
-// and Go's extras (0x1p4, 1_000, Inf) keep a column text. By hand, not by
-// a regular expression: it runs on every field of every line.
+// and Go's extras (0x1p4, 1_000, Inf) keep a column text. Read with
+// jsonscan, not a regular expression: it runs on every field of every
+// line.
 func isJSONNumber(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
+		return false // jsonscan.Value would skip spaces and read other values
 	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		i = digitsEnd(s, i)
-	default:
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		if j := digitsEnd(s, i+1); j > i+1 {
-			i = j
-		} else {
-			return false
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if j := digitsEnd(s, i); j > i {
-			i = j
-		} else {
-			return false
-		}
-	}
-	return i == len(s)
-}
-
-// digitsEnd is the index just past the decimal digits at s[i].
-func digitsEnd(s string, i int) int {
-	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-		i++
-	}
-	return i
+	end, ok := jsonscan.Value([]byte(s), 0, 0)
+	return ok && end == len(s)
 }
 
 // columnTypes learns, over the good records of one pass, which fields are
