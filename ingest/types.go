@@ -14,7 +14,7 @@ import (
 const maxFieldNames = 1000
 
 // isJSONNumber says whether s is a JSON number,
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: what a CSV value must
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?: what a CSV value must
 // look like to make its column numeric. Leading zeros (a zip code, 007)
 // and Go's extras (0x1p4, 1_000, Inf) keep a column text. Read with
 // jsonscan, not a regular expression: it runs on every field of every

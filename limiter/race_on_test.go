@@ -2,6 +2,6 @@
 
 package limiter
 
-// raceEnabled: the race detector slows the simulations tenfold, so the
-// random-family bar runs fewer shapes.
+// raceEnabled: the race detector slows the simulations several times
+// over, so the random-family bar runs fewer shapes.
 const raceEnabled = true

@@ -21,6 +21,7 @@ case "$budget" in
 esac
 targets=(
   "./ingest FuzzReader"
+  "./ingest FuzzPlainObject"
   "./stages FuzzClean"
   "./stages FuzzClassifyResponse"
   "./store/postgres FuzzDecodeRecord"
