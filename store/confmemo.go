@@ -20,7 +20,11 @@ const cubeStage = "classify"
 // the fold reads it, so an output changed since by any path is read from
 // the file as before. Only references are kept: a packed record may refer
 // to the item's text and read differently once the text changes, while
-// an answer never changes under its key (putAnswer keeps the first).
+// an answer changes under its key only when putAnswer replaces a damaged
+// one (it keeps the first readable answer), which forgets every note.
+// A fold that takes a note does not read the answer, so it does not see
+// the answer damaged since (the commit used to fail on it; sawtooth
+// verify still finds it, and the next reads of the item fail on it).
 type confMemo struct {
 	mu   sync.Mutex
 	byID map[string]confNote

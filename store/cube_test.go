@@ -478,3 +478,46 @@ func TestCube_ConfidenceNoted(t *testing.T) {
 		t.Errorf("item %s quoted (%v) at confidence %v, want its own, not that of a note whose reference is not the stored one", stale, ok, c)
 	}
 }
+
+// TestCube_ConfidenceNotedHealed: an answer damaged on disk and replaced
+// by a fresh one (putAnswer heals it) changes what every output
+// referring to its key reads; the notes taken before do not outlive it.
+// The keys are hashes, as the cache's are, so outputs refer to answers
+// by a short prefix.
+func TestCube_ConfidenceNotedHealed(t *testing.T) {
+	db := openTest(t)
+	if _, err := db.Ingest(cubeRecs(2, "")); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, "sanitize", func(string) json.RawMessage { return json.RawMessage(`{"text":"clean"}`) })
+	key := strings.Repeat("ab", 32)
+	classifyOne := func(id string, out json.RawMessage) {
+		t.Helper()
+		qs, err := db.Queued("classify", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if q.Item.ID == id {
+				if err := db.Commit([]pipeline.Transition{{Stage: "classify", ID: id, Seq: q.Seq, Outcome: pipeline.Succeeded,
+					Result: pipeline.Result{Output: out}, CacheKey: key}}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+		t.Fatalf("%s is not queued at classify", id)
+	}
+	classifyOne("i000", json.RawMessage(`{"label":"bug","confidence":0.9}`))
+	if n := len(db.confs.byID); n != 1 {
+		t.Fatalf("%d notes after a classify output stored by reference, want 1", n)
+	}
+	if err := db.bolt.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(answersBucket("classify")).Put(answerKey(key), []byte{tagCached, 0xff}) // damaged
+	}); err != nil {
+		t.Fatal(err)
+	}
+	classifyOne("i001", json.RawMessage(`{"label":"bug","confidence":0.1}`)) // heals the key: i000 now reads 0.1
+	advance(t, db, "aggregate", func(id string) json.RawMessage { return cubeFact(t, db, id) })
+	checkCube(t, db)
+}

@@ -452,7 +452,10 @@ func (w *writer) putAnswer(stage, key string, res pipeline.Result) (ref []byte, 
 			return nil, nil
 		}
 		// A damaged answer made the runner pay for this one: it takes
-		// its place, or every item asking the same pays again.
+		// its place, or every item asking the same pays again. Outputs
+		// that refer to the key now read this answer: what was noted of
+		// them no longer holds.
+		w.db.confs.forget()
 	} else if prefixTaken(b, k) {
 		// Outputs may refer to the answer whose key begins as this one
 		// does by that beginning alone (answerRef): a second such key
